@@ -1,0 +1,208 @@
+"""Strict hunk application on text: no fuzz, exact context, line endings kept.
+
+This module is pure (text in, text out). ``overlay.tree`` adds the file-system
+transaction (hash checks, staging, rename, rollback, locking) on top of it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from unidiff.constants import (
+    LINE_TYPE_ADDED,
+    LINE_TYPE_CONTEXT,
+    LINE_TYPE_NO_NEWLINE,
+    LINE_TYPE_REMOVED,
+)
+from unidiff.patch import PatchedFile
+
+from overlay.errors import ApplyError
+
+_SHOWN_LINES = 8
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk as old/new line lists (line endings included)."""
+
+    index: int  # 1-based position in its file diff
+    old_start: int  # 1-based, as in the @@ header
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    header: str
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """The outcome of applying one file diff to one text."""
+
+    text: str
+    offsets: tuple[int, ...]  # per hunk: actual line minus the line the header names
+
+
+class HunkMismatchError(ApplyError):
+    """A hunk's old lines are not where (or anywhere) the diff says."""
+
+    def __init__(self, message: str, *, hunk: int, **kwargs: str | None) -> None:
+        super().__init__(message, **kwargs)
+        self.hunk = hunk
+
+
+def split_lines(text: str) -> list[str]:
+    r"""Split on ``\n`` only, keeping line ends (``str.splitlines`` also splits on \x0c etc.)."""
+    lines = text.split("\n")
+    out = [line + "\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
+def _eol_of(lines: Iterable[str]) -> str | None:
+    """Return ``"\r\n"`` or ``"\n"`` when every terminated line uses it, else None."""
+    kinds = {("\r\n" if line.endswith("\r\n") else "\n") for line in lines if line.endswith("\n")}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def hunks_of(patched_file: PatchedFile, *, reverse: bool = False) -> list[Hunk]:
+    """Convert a unidiff file diff into Hunks, honouring ``\\ No newline at end of file``."""
+    hunks = []
+    for number, hunk in enumerate(patched_file, start=1):
+        old: list[str] = []
+        new: list[str] = []
+        last: list[list[str]] = []
+        for line in hunk:
+            kind = line.line_type
+            if kind == LINE_TYPE_NO_NEWLINE:
+                for side in last:
+                    side[-1] = side[-1].removesuffix("\n")
+                continue
+            if kind == LINE_TYPE_CONTEXT:
+                old.append(line.value)
+                new.append(line.value)
+                last = [old, new]
+            elif kind == LINE_TYPE_REMOVED:
+                old.append(line.value)
+                last = [old]
+            elif kind == LINE_TYPE_ADDED:
+                new.append(line.value)
+                last = [new]
+        if reverse:
+            old, new = new, old
+        start = hunk.target_start if reverse else hunk.source_start
+        header = (
+            f"@@ -{hunk.source_start},{hunk.source_length} "
+            f"+{hunk.target_start},{hunk.target_length} @@"
+        )
+        hunks.append(Hunk(number, start, tuple(old), tuple(new), header))
+    return hunks
+
+
+def _adapt_eol(hunks: list[Hunk], file_lines: Sequence[str]) -> list[Hunk]:
+    """Give LF hunks CRLF ends when the file is uniformly CRLF (never the other way round)."""
+    if _eol_of(file_lines) != "\r\n":
+        return hunks
+    hunk_lines = [line for h in hunks for line in (*h.old, *h.new)]
+    if _eol_of(hunk_lines) != "\n":
+        return hunks
+
+    def crlf(lines: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(line[:-1] + "\r\n" if line.endswith("\n") else line for line in lines)
+
+    return [Hunk(h.index, h.old_start, crlf(h.old), crlf(h.new), h.header) for h in hunks]
+
+
+def _matches(lines: Sequence[str], at: int, old: Sequence[str]) -> bool:
+    return at >= 0 and at + len(old) <= len(lines) and list(lines[at : at + len(old)]) == list(old)
+
+
+def _nearest(lines: Sequence[str], old: Sequence[str], around: int) -> tuple[int, float]:
+    """Return the start line (0-based) whose window best resembles ``old``, and its ratio."""
+    best, best_ratio = around, -1.0
+    size = max(len(old), 1)
+    for at in range(0, max(len(lines) - size + 1, 1)):
+        window = lines[at : at + size]
+        ratio = difflib.SequenceMatcher(None, list(window), list(old), autojunk=False).ratio()
+        if ratio > best_ratio or (ratio == best_ratio and abs(at - around) < abs(best - around)):
+            best, best_ratio = at, ratio
+    return best, best_ratio
+
+
+def _show(lines: Sequence[str], start: int) -> str:
+    shown = [f"    {start + i + 1:>5} | {line.rstrip(chr(10))!r}" for i, line in enumerate(lines)]
+    if len(shown) > _SHOWN_LINES:
+        shown = [*shown[:_SHOWN_LINES], f"    ... {len(shown) - _SHOWN_LINES} more lines"]
+    return "\n".join(shown) or "    (nothing: end of file)"
+
+
+def _mismatch(
+    lines: Sequence[str], hunk: Hunk, at: int, *, where: str, reverse: bool
+) -> HunkMismatchError:
+    found = lines[max(at, 0) : max(at, 0) + len(hunk.old)]
+    near, ratio = _nearest(lines, hunk.old, at)
+    details = (
+        f"  expected lines (hunk {hunk.index} {hunk.header}):\n{_show(hunk.old, at)}\n"
+        f"  found at line {at + 1}:\n{_show(found, at)}\n"
+        f"  nearest match: line {near + 1} ({ratio:.0%} similar):\n"
+        f"{_show(lines[near : near + len(hunk.old)], near)}"
+    )
+    verb = "reverse-apply" if reverse else "apply"
+    return HunkMismatchError(
+        f"{where}: hunk {hunk.index} does not {verb}",
+        hunk=hunk.index,
+        expected=f"{len(hunk.old)} exact lines at line {at + 1}",
+        found="different text (no fuzz is allowed)",
+        details=details,
+        hint="the file drifted from the pinned source: refresh the patch "
+        "(`python -m overlay edit`) or restore the pristine file",
+    )
+
+
+def apply_file(
+    text: str,
+    patched_file: PatchedFile,
+    *,
+    reverse: bool = False,
+    allow_offset: bool = False,
+    where: str = "",
+) -> FileResult:
+    """Apply (or reverse) one file diff to ``text``; raise HunkMismatchError on any mismatch.
+
+    Hunks must match exactly, at the line their header names (plus the shift of
+    earlier hunks). With ``allow_offset`` a hunk may match exactly elsewhere,
+    the nearest place winning (like ``patch`` with fuzz 0); the offsets are returned.
+    """
+    lines = split_lines(text)
+    hunks = _adapt_eol(hunks_of(patched_file, reverse=reverse), lines)
+    out: list[str] = []
+    cursor = 0  # next unconsumed line of ``lines``
+    shift = 0  # offset found for the previous hunk, carried forward
+    offsets = []
+    for hunk in hunks:
+        # A pure insertion at line 0 (old_start 0) anchors before the first line.
+        declared = hunk.old_start - 1 if hunk.old else hunk.old_start
+        expected_at = declared + shift
+        at = expected_at
+        if not _matches(lines, at, hunk.old) or at < cursor:
+            at = -1
+            if allow_offset:
+                at = _search(lines, hunk.old, expected_at, floor=cursor)
+            if at < 0:
+                raise _mismatch(lines, hunk, expected_at, where=where, reverse=reverse)
+        offsets.append(at - declared)
+        shift = at - declared
+        out.extend(lines[cursor:at])
+        out.extend(hunk.new)
+        cursor = at + len(hunk.old)
+    out.extend(lines[cursor:])
+    return FileResult("".join(out), tuple(offsets))
+
+
+def _search(lines: Sequence[str], old: Sequence[str], around: int, *, floor: int) -> int:
+    """Return the exact match of ``old`` nearest to ``around`` at or after ``floor``, or -1."""
+    for distance in range(0, len(lines) + 1):
+        for at in (around - distance, around + distance):
+            if at >= floor and _matches(lines, at, old):
+                return at
+    return -1

@@ -1,0 +1,250 @@
+"""Command-line interface: the one place that prints and exits.
+
+Every command maps OverlayError to its message on stderr and its exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from overlay import pins, tree, wheels, worktree
+from overlay.errors import OverlayError, TargetError
+from overlay.install_check import check_installed
+from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
+
+Handler = Callable[[argparse.Namespace], int]
+DEFAULT_PATCHES = Path(__file__).resolve().parent.parent / "patches"
+
+
+def out(text: str = "") -> None:
+    """Print to stdout."""
+    print(text, flush=True)
+
+
+def progress(text: str) -> None:
+    """Print a progress line to stderr."""
+    print(f"[overlay] {text}", file=sys.stderr, flush=True)
+
+
+def _series(args: argparse.Namespace) -> Series:
+    return load_series(Path(args.patches))
+
+
+def _pin(args: argparse.Namespace) -> pins.WheelPin:
+    if getattr(args, "wheel", None):
+        return wheels.pin_for_file(Path(args.wheel))
+    if getattr(args, "wheel_tag", None):
+        return pins.wheel_pin_for(args.wheel_tag)
+    return pins.host_wheel_pin()
+
+
+def _source_wheel(args: argparse.Namespace) -> tuple[pins.WheelPin, Path]:
+    pin = _pin(args)
+    if getattr(args, "wheel", None):
+        return pin, Path(args.wheel)
+    cached = wheels.wheel_cache() / pin.filename
+    if not cached.is_file():
+        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+    path = wheels.fetch_wheel(pin)
+    progress(f"verified {path.name}")
+    return pin, path
+
+
+def _target(args: argparse.Namespace) -> tree.Target:
+    if args.target:
+        return tree.find_target(Path(args.target))
+    return tree.find_target(Path(sysconfig.get_paths()["purelib"]))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Show the series and, with a target, the state of every file."""
+    series = _series(args)
+    out(f"series {series.short_digest} against executorch {pins.EXECUTORCH_VERSION}")
+    out(f"patched wheel version: {wheels.local_version(series)}")
+    for number, patch in enumerate(series.patches, start=1):
+        out(f"  {number}. {patch.name}: {patch.subject}")
+        upstream = patch.header.get("Applied-Upstream")
+        if upstream:
+            out(f"       upstream: {upstream}")
+    if args.target or not args.series_only:
+        try:
+            target = _target(args)
+        except TargetError:
+            if args.target:
+                raise
+            return 0
+        states = tree.file_states(series, target)
+        out(f"target {target.root} (executorch {target.version})")
+        for repo_path, state in states.items():
+            out(f"  {state.value:<9} {repo_path}")
+    return 0
+
+
+def _describe_plan(plan: tree.Plan, verb: str) -> None:
+    for change in plan.changes:
+        out(f"  {verb}: {change.repo_path}")
+    for repo_path in plan.unchanged:
+        out(f"  already {'pristine' if plan.reverse else 'patched'}: {repo_path}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Dry run: check everything apply (or revert) would check, and write nothing."""
+    series = _series(args)
+    plan = tree.plan(series, _target(args), reverse=args.reverse)
+    _describe_plan(plan, "would revert" if args.reverse else "would patch")
+    out("nothing to do" if plan.is_noop else f"ok: {len(plan.changes)} file(s) would change")
+    return 0
+
+
+def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
+    """Apply (or revert) the series on an installed or unpacked executorch, atomically."""
+    series = _series(args)
+    target = _target(args)
+    plan = tree.apply(series, target, reverse=reverse)
+    _describe_plan(plan, "reverted" if reverse else "patched")
+    if plan.is_noop:
+        out(f"nothing to do: {target.root} is already {'pristine' if reverse else 'patched'}")
+    return 0
+
+
+def cmd_build_wheel(args: argparse.Namespace) -> int:
+    """Download and verify the pinned wheel, apply the series, write the patched wheel."""
+    series = _series(args)
+    pin, source = _source_wheel(args)
+    started = time.perf_counter()
+    progress(f"applying {len(series.patches)} patches and repacking into {args.out}/")
+    result = wheels.build_patched_wheel(series, source, pin, Path(args.out), force=args.force)
+    seconds = time.perf_counter() - started
+    state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
+    progress(f"{result.path.name}: {state}")
+    if args.report:
+        report = {"wheel": str(result.path), "version": result.version, "built": result.built}
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    out(str(result.path))
+    return 0
+
+
+def cmd_refresh(args: argparse.Namespace) -> int:
+    """Recompute patches/SHA256SUMS from the pinned wheel and the current patches."""
+    series = _series(args)
+    _, source = _source_wheel(args)
+    hashes = wheels.patched_checksums(series, source)
+    path = Path(args.patches) / CHECKSUMS_FILE
+    path.write_text(format_checksums(series, hashes), encoding="utf-8")
+    out(f"wrote {path} for series {series.short_digest}")
+    return 0
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    """Lay out the pristine sources and the series as git commits for editing."""
+    series = _series(args)
+    _, source = _source_wheel(args)
+    sources = wheels.read_wheel_sources(source, series)
+    worktree.create(series, sources, Path(args.dir))
+    out(f"work tree ready in {args.dir}: one commit per patch on top of {worktree.BASE_TAG}")
+    out("edit with git (commit --amend, rebase -i, new commits), then run:")
+    out(f"  python -m overlay regenerate --dir {args.dir}")
+    return 0
+
+
+def cmd_regenerate(args: argparse.Namespace) -> int:
+    """Rewrite patches/ from the commits of an edit work tree."""
+    result = worktree.regenerate(Path(args.dir), Path(args.patches))
+    for name in result.written:
+        out(f"  wrote {name}")
+    for name in result.removed:
+        out(f"  removed {name}")
+    out(f"{len(result.written)} written, {len(result.unchanged)} unchanged")
+    return 0
+
+
+def cmd_verify_install(args: argparse.Namespace) -> int:
+    """Check this environment runs the patched executorch of this series."""
+    report = check_installed(_series(args), import_modules=not args.no_import)
+    out(f"executorch {report.version} in {report.site}")
+    for path, digest in report.files.items():
+        out(f"  patched {digest[:12]} {path}")
+    for module in report.modules:
+        out(f"  imported {module}")
+    out("ok: the environment runs the patched executorch")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="python -m overlay",
+        description="Arm-backend fix series for executorch "
+        f"{pins.EXECUTORCH_VERSION}: apply, build, verify.",
+    )
+    parser.add_argument(
+        "--patches",
+        default=os.environ.get("OVERLAY_PATCHES", str(DEFAULT_PATCHES)),
+        help="folder with 'series', the patches and SHA256SUMS (default: %(default)s)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(handler=handler)
+        return command
+
+    def add_target(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "--target",
+            help="site-packages, venv or unpacked wheel holding executorch "
+            "(default: this Python's site-packages)",
+        )
+
+    def add_wheel(command: argparse.ArgumentParser) -> None:
+        group = command.add_mutually_exclusive_group()
+        group.add_argument("--wheel", help="use this local pinned wheel file (sha256-checked)")
+        group.add_argument(
+            "--wheel-tag", help="pinned wheel by tag, e.g. cp311-manylinux_2_28_x86_64"
+        )
+
+    status = add("status", cmd_status, "show the series and the state of a target's files")
+    add_target(status)
+    status.add_argument("--series-only", action="store_true", help="do not look for a target")
+    check = add("check", cmd_check, "dry run: verify a target could be patched (writes nothing)")
+    add_target(check)
+    check.add_argument("--reverse", action="store_true", help="check a revert instead")
+    add_target(add("apply", cmd_apply, "apply the series to a target, atomically"))
+    add_target(
+        add("revert", lambda a: cmd_apply(a, reverse=True), "restore a target's pristine files")
+    )
+    build = add("build-wheel", cmd_build_wheel, "build the patched executorch wheel")
+    add_wheel(build)
+    build.add_argument("--out", default="dist", help="output folder (default: %(default)s)")
+    build.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    build.add_argument("--report", help="also write a JSON summary to this file")
+    add_wheel(add("refresh", cmd_refresh, f"recompute patches/{CHECKSUMS_FILE}"))
+    edit = add("edit", cmd_edit, "lay out pristine sources + series as git commits")
+    add_wheel(edit)
+    edit.add_argument("--dir", required=True, help="new folder for the work tree")
+    regen = add("regenerate", cmd_regenerate, "rewrite patches/ from an edit work tree")
+    regen.add_argument("--dir", required=True, help="the work tree made by `edit`")
+    verify = add("verify-install", cmd_verify_install, "check this env runs the patched wheel")
+    verify.add_argument("--no-import", action="store_true", help="check files only")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the process exit code."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except OverlayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

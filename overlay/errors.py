@@ -1,0 +1,105 @@
+"""The one error hierarchy of the overlay; only the CLI turns these into output and exit codes."""
+
+from __future__ import annotations
+
+
+class OverlayError(Exception):
+    """Base of every error the overlay raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        expected: str | None = None,
+        found: str | None = None,
+        hint: str | None = None,
+        details: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.expected = expected
+        self.found = found
+        self.hint = hint
+        self.details = details
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.expected is not None:
+            parts.append(f"  expected: {self.expected}")
+        if self.found is not None:
+            parts.append(f"  found:    {self.found}")
+        if self.details:
+            parts.append(self.details.rstrip("\n"))
+        if self.hint is not None:
+            parts.append(f"  next step: {self.hint}")
+        return "\n".join(parts)
+
+
+class SeriesError(OverlayError):
+    """The series file or a patch in it is malformed, missing or unlisted."""
+
+    exit_code = 3
+
+
+class UnsafePatchError(SeriesError):
+    """A patch names a path outside the target (``..``, absolute, symlink, unlisted)."""
+
+
+class TargetError(OverlayError):
+    """The executorch tree to patch is missing, has the wrong version, or is unreadable."""
+
+    exit_code = 4
+
+
+class DriftError(TargetError):
+    """A target file is neither the pinned pristine file nor the patched one."""
+
+
+class ApplyError(OverlayError):
+    """A hunk does not match, or writing the result failed (the tree was rolled back)."""
+
+    exit_code = 5
+
+
+class LockTimeoutError(OverlayError):
+    """Another overlay process holds the target's lock for too long."""
+
+    exit_code = 6
+
+
+class WheelError(OverlayError):
+    """Downloading, verifying, reading or writing a wheel failed."""
+
+    exit_code = 7
+
+
+class InstallCheckError(OverlayError):
+    """An environment does not carry the patched executorch it should."""
+
+    exit_code = 8
+
+
+class RuntimePatchError(OverlayError):
+    """The runtime monkey-patch cannot be applied or undone safely."""
+
+    exit_code = 9
+
+
+class EquivalenceError(OverlayError):
+    """The equivalence run could not run, or found an undeclared divergence."""
+
+    exit_code = 10
+
+
+class UpstreamError(OverlayError):
+    """Preparing upstream material (version matrix, mbox export) failed."""
+
+    exit_code = 11
+
+
+class GitError(OverlayError):
+    """A git command failed (patch work tree, upstream export)."""
+
+    exit_code = 12

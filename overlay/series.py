@@ -1,0 +1,385 @@
+"""Load and validate the patch series: a ``series`` file plus DEP-3 headed unified diffs."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchedFile, PatchSet
+
+from overlay.errors import SeriesError, UnsafePatchError
+
+SERIES_FILE = "series"
+CHECKSUMS_FILE = "SHA256SUMS"
+PATCH_SUFFIX = ".patch"
+HEADER_END = "---\n"
+REQUIRED_FIELDS = ("Description", "Forwarded", "Last-Update")
+_FIELD_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):(?: (.*))?$")
+_ISSUE_RE = re.compile(r"/issues/(\d+)")
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One patch of the series: DEP-3 header plus the diff that unidiff parsed."""
+
+    name: str
+    header: dict[str, str]
+    header_text: str
+    diff: str
+    patch_set: PatchSet = field(compare=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        """Return the whole patch file text (header, separator, diff)."""
+        return self.header_text + HEADER_END + self.diff
+
+    @property
+    def subject(self) -> str:
+        """Return the first line of the DEP-3 Description."""
+        return self.header["Description"].split("\n", 1)[0].strip()
+
+    @property
+    def description_body(self) -> str:
+        """Return the long description (DEP-3 continuation lines), unfolded."""
+        lines = self.header["Description"].split("\n")[1:]
+        return "\n".join("" if line.strip() == "." else line for line in lines).strip()
+
+    @property
+    def issues(self) -> tuple[int, ...]:
+        """Return upstream issue numbers named by the Bug field."""
+        return tuple(int(n) for n in _ISSUE_RE.findall(self.header.get("Bug", "")))
+
+    @property
+    def files(self) -> tuple[PatchedFile, ...]:
+        """Return the parsed per-file diffs."""
+        return tuple(self.patch_set)
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Return the repository paths this patch modifies."""
+        return tuple(repo_path(f) for f in self.patch_set)
+
+
+@dataclass(frozen=True)
+class Series:
+    """An ordered, validated patch series."""
+
+    directory: Path
+    patches: tuple[Patch, ...]
+    patched_sha256: dict[str, str] = field(default_factory=dict, compare=False)
+    checksums_for: str | None = None  # series digest SHA256SUMS was made for
+
+    def expected_patched_sha256(self) -> dict[str, str]:
+        """Return the recorded post-series sha256 per repository path, checked for staleness."""
+        hint = "regenerate it: `python -m overlay refresh`"
+        if self.checksums_for is None:
+            raise SeriesError(
+                f"no {CHECKSUMS_FILE} in {self.directory}",
+                expected="the recorded sha256 of every file after the series",
+                found="no checksum file",
+                hint=hint,
+            )
+        if self.checksums_for != self.digest or set(self.patched_sha256) != set(self.targets()):
+            raise SeriesError(
+                f"{CHECKSUMS_FILE} is stale: the patches changed since it was written",
+                expected=f"series {self.digest[:12]} covering {', '.join(self.targets())}",
+                found=f"series {(self.checksums_for or '')[:12]} covering "
+                f"{', '.join(self.patched_sha256)}",
+                hint=hint,
+            )
+        return dict(self.patched_sha256)
+
+    @property
+    def digest(self) -> str:
+        """Return a sha256 over the patch names and bytes, in series order."""
+        h = hashlib.sha256()
+        for patch in self.patches:
+            h.update(patch.name.encode() + b"\0" + patch.text.encode() + b"\0")
+        return h.hexdigest()
+
+    @property
+    def short_digest(self) -> str:
+        """Return the first 10 hex digits of the digest (used in the local version)."""
+        return self.digest[:10]
+
+    def targets(self) -> list[str]:
+        """Return every repository path the series touches, in first-touch order."""
+        seen: dict[str, None] = {}
+        for patch in self.patches:
+            for path in patch.targets:
+                seen.setdefault(path, None)
+        return list(seen)
+
+    def get(self, name: str) -> Patch:
+        """Return the patch called ``name`` (with or without its suffix)."""
+        for patch in self.patches:
+            if name in (patch.name, patch.name.removesuffix(PATCH_SUFFIX)):
+                return patch
+        raise SeriesError(
+            f"no patch {name!r} in the series",
+            expected=", ".join(p.name for p in self.patches),
+            found=name,
+            hint="list the series with `python -m overlay status`",
+        )
+
+
+def check_repo_path(raw: str, *, patch: str) -> str:
+    """Validate a path from a diff header and return it as a clean relative POSIX path."""
+    problem = None
+    if not raw or "\0" in raw or "\\" in raw:
+        problem = "an empty path or one with NUL or backslash characters"
+    elif raw.startswith("/") or re.match(r"^[A-Za-z]:", raw):
+        problem = "an absolute path"
+    elif any(part in ("..", ".", "") for part in raw.split("/")):
+        problem = "a path with '..', '.' or empty components"
+    if problem is not None:
+        raise UnsafePatchError(
+            f"patch {patch} names an unsafe path",
+            expected="a relative path inside the executorch tree, like backends/arm/...",
+            found=f"{raw!r} ({problem})",
+            hint="regenerate the patch from a clean work tree (`python -m overlay edit`)",
+        )
+    return str(PurePosixPath(raw))
+
+
+def repo_path(patched_file: PatchedFile) -> str:
+    """Return the repository path of one file diff (``a/``/``b/`` prefixes removed)."""
+    return str(patched_file.path)
+
+
+def _strip_prefix(raw: str, prefix: str, *, patch: str) -> str:
+    if not raw.startswith(prefix):
+        raise SeriesError(
+            f"patch {patch} is not a -p1 diff",
+            expected=f"paths starting with {prefix!r} (git diff style)",
+            found=repr(raw),
+            hint="regenerate the patch with `git diff` or `python -m overlay edit`",
+        )
+    return raw[len(prefix) :]
+
+
+def split_header(text: str, *, name: str) -> tuple[str, str]:
+    """Split a patch file into its DEP-3 header and its diff at the first ``---`` line."""
+    index = 0
+    while True:
+        end = text.find("\n", index)
+        if end < 0:
+            break
+        line = text[index : end + 1]
+        if line == HEADER_END:
+            return text[:index], text[end + 1 :]
+        if line.startswith(("diff --git ", "--- ", "@@ ")):
+            break
+        index = end + 1
+    raise SeriesError(
+        f"patch {name} has no DEP-3 header",
+        expected="'Description:' and other fields, then a line '---', then the diff",
+        found="the diff starts without a header separator",
+        hint="add a DEP-3 header (see patches/*.patch for the form)",
+    )
+
+
+def parse_dep3(header_text: str, *, name: str) -> dict[str, str]:
+    """Parse DEP-3 fields; continuation lines start with a space."""
+    fields: dict[str, str] = {}
+    last: str | None = None
+    for number, line in enumerate(header_text.splitlines(), start=1):
+        if line.startswith(" ") and last is not None:
+            fields[last] += "\n" + line
+            continue
+        match = _FIELD_RE.match(line)
+        if match is None:
+            raise SeriesError(
+                f"patch {name}: header line {number} is not a DEP-3 field",
+                expected="'Field: value' or a continuation line starting with a space",
+                found=repr(line),
+                hint="fix the header of the patch",
+            )
+        last = match.group(1)
+        if last in fields:
+            raise SeriesError(f"patch {name}: header field {last} appears twice", found=line)
+        fields[last] = match.group(2) or ""
+    missing = [f for f in REQUIRED_FIELDS if not fields.get(f, "").strip()]
+    if missing:
+        raise SeriesError(
+            f"patch {name}: DEP-3 header lacks {', '.join(missing)}",
+            expected=", ".join(REQUIRED_FIELDS),
+            found=", ".join(fields) or "no fields",
+            hint="add the missing fields",
+        )
+    return fields
+
+
+_SHORT_RANGE = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", re.MULTILINE)
+
+
+def normalize_counts(diff: str) -> str:
+    """Spell out omitted hunk counts (``@@ -3 +3 @@`` is ``@@ -3,1 +3,1 @@``), as unidiff does."""
+
+    def spell(match: re.Match[str]) -> str:
+        old = match.group(2) or ",1"
+        new = match.group(4) or ",1"
+        return f"@@ -{match.group(1)}{old} +{match.group(3)}{new} @@"
+
+    return _SHORT_RANGE.sub(spell, diff)
+
+
+def parse_patch(name: str, text: str) -> Patch:
+    """Parse and validate one patch file's text."""
+    header_text, diff = split_header(text, name=name)
+    header = parse_dep3(header_text, name=name)
+    try:
+        patch_set = PatchSet(diff)
+    except UnidiffParseError as exc:
+        raise SeriesError(
+            f"patch {name} is not a well-formed unified diff: {exc}",
+            expected="hunks whose line counts match their @@ headers",
+            found="a truncated or malformed diff",
+            hint="regenerate the patch (`python -m overlay edit`, then `refresh`)",
+        ) from exc
+    if len(patch_set) == 0:
+        raise SeriesError(f"patch {name} changes no file", hint="remove it from the series")
+    for patched_file in patch_set:
+        _check_file_diff(patched_file, name=name)
+    if str(patch_set) != normalize_counts(diff):
+        raise SeriesError(
+            f"patch {name} does not survive a unidiff round trip",
+            expected="a plain unified diff (unidiff parse -> str gives the same bytes)",
+            found="text unidiff drops or rewrites (stray lines between hunks, CR line ends)",
+            hint="regenerate the patch with `git diff`",
+        )
+    return Patch(name=name, header=header, header_text=header_text, diff=diff, patch_set=patch_set)
+
+
+def _check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
+    if patched_file.is_binary_file:
+        raise UnsafePatchError(
+            f"patch {name} contains a binary diff for {patched_file.path}",
+            expected="text hunks only",
+            found="a binary patch",
+            hint="the overlay only edits Python sources; drop the binary change",
+        )
+    kind = None
+    if patched_file.is_added_file:
+        kind = "creates"
+    elif patched_file.is_removed_file:
+        kind = "deletes"
+    elif patched_file.is_rename or patched_file.is_symlink:
+        kind = "renames or links"
+    if kind is not None:
+        raise UnsafePatchError(
+            f"patch {name} {kind} {patched_file.path}",
+            expected="modifications of files the pinned wheel ships",
+            found=f"a diff that {kind} a file",
+            hint="the overlay patches existing files only",
+        )
+    for raw in (patched_file.source_file, patched_file.target_file):
+        check_repo_path(raw, patch=name)
+    source = _strip_prefix(patched_file.source_file, "a/", patch=name)
+    target = _strip_prefix(patched_file.target_file, "b/", patch=name)
+    if source != target:
+        raise UnsafePatchError(
+            f"patch {name} changes a file's path",
+            expected="the same path after a/ and b/",
+            found=f"{source!r} -> {target!r}",
+        )
+    check_repo_path(source, patch=name)
+
+
+def read_series_names(directory: Path) -> list[str]:
+    """Read the ``series`` file: one patch name per line, ``#`` comments."""
+    series_file = directory / SERIES_FILE
+    try:
+        lines = series_file.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as exc:
+        raise SeriesError(
+            f"no series file in {directory}",
+            expected=f"{series_file} listing the patches in order",
+            found="nothing",
+            hint="point --patches at the folder that holds 'series'",
+        ) from exc
+    names: list[str] = []
+    for line in lines:
+        entry = line.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        if "/" in entry or "\\" in entry or entry.startswith("."):
+            raise UnsafePatchError(
+                f"series entry {entry!r} is not a plain file name",
+                expected="a patch file name in the same folder",
+                found=entry,
+            )
+        if entry in names:
+            raise SeriesError(f"series lists {entry} twice", hint="remove the duplicate line")
+        names.append(entry)
+    return names
+
+
+def load_series(directory: Path) -> Series:
+    """Load and validate the series in ``directory``."""
+    names = read_series_names(directory)
+    on_disk = sorted(p.name for p in directory.glob(f"*{PATCH_SUFFIX}"))
+    unknown = [n for n in names if not (directory / n).is_file()]
+    if unknown:
+        raise SeriesError(
+            f"series lists patches that do not exist: {', '.join(unknown)}",
+            expected=f"files in {directory}",
+            found=", ".join(on_disk) or "no patch files",
+            hint="fix the series file or add the patches",
+        )
+    unlisted = [n for n in on_disk if n not in names]
+    if unlisted:
+        raise SeriesError(
+            f"patch files not in the series: {', '.join(unlisted)}",
+            expected="every *.patch listed in 'series'",
+            found=", ".join(unlisted),
+            hint="add them to 'series' or delete them",
+        )
+    patches = []
+    for name in names:
+        path = directory / name
+        if path.is_symlink():
+            raise UnsafePatchError(f"patch {name} is a symlink", hint="commit the file itself")
+        with path.open(encoding="utf-8", newline="") as handle:
+            patches.append(parse_patch(name, handle.read()))
+    series = Series(directory=directory, patches=tuple(patches))
+    checksums = directory / CHECKSUMS_FILE
+    if checksums.is_file():
+        digest, hashes = parse_checksums(checksums.read_text(encoding="utf-8"), where=checksums)
+        series = Series(directory, series.patches, hashes, digest)
+    return series
+
+
+def format_checksums(series: Series, hashes: dict[str, str]) -> str:
+    """Render SHA256SUMS: the series digest, then ``sha256  path`` per patched file."""
+    lines = [
+        "# sha256 of each file after the whole series; written by `python -m overlay refresh`",
+        f"# series {series.digest}",
+    ]
+    lines += [f"{hashes[path]}  {path}" for path in series.targets()]
+    return "\n".join(lines) + "\n"
+
+
+def parse_checksums(text: str, *, where: Path) -> tuple[str | None, dict[str, str]]:
+    """Parse SHA256SUMS into (series digest, {path: sha256})."""
+    digest = None
+    hashes: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# series "):
+            digest = line.removeprefix("# series ").strip()
+            continue
+        if not line.strip() or line.startswith("#"):
+            continue
+        value, _, path = line.partition("  ")
+        if len(value) != 64 or not path:
+            raise SeriesError(
+                f"{where}: malformed line",
+                expected="'<64 hex sha256>  <path>'",
+                found=repr(line),
+                hint="regenerate it: `python -m overlay refresh`",
+            )
+        hashes[check_repo_path(path, patch=where.name)] = value
+    return digest, hashes

@@ -1,0 +1,378 @@
+"""Apply or revert the series on an executorch tree, atomically and all-or-nothing.
+
+A target is a folder holding the ``executorch`` package and its ``.dist-info``:
+a site-packages folder, a venv, or an unpacked wheel. Every check runs before
+the first write; files are staged beside their destination and renamed into
+place (a hardlinked cache file is never written through); any failure while
+renaming restores what was already renamed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+from packaging.version import InvalidVersion, Version
+
+from overlay import pins
+from overlay.applier import apply_file
+from overlay.cache import cache_dir, sha256_bytes
+from overlay.errors import (
+    ApplyError,
+    DriftError,
+    LockTimeoutError,
+    SeriesError,
+    TargetError,
+    UnsafePatchError,
+)
+from overlay.series import Series
+
+LOCK_TIMEOUT_S = 120.0
+_DIST_NAME = "executorch"
+
+
+class FileState(enum.Enum):
+    """Where one target file stands relative to the series."""
+
+    PRISTINE = "pristine"
+    PATCHED = "patched"
+    DRIFTED = "drifted"
+    MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class Target:
+    """An executorch tree on disk."""
+
+    root: Path  # folder that holds ``executorch/`` and the dist-info
+    dist_info: Path
+    version: Version
+    record: frozenset[str]
+
+    def file(self, repo_path: str) -> Path:
+        """Return the on-disk path of a repository path."""
+        return self.root / pins.wheel_path(repo_path)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file's bytes before and after."""
+
+    repo_path: str
+    path: Path
+    old: bytes
+    new: bytes
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a commit will write, computed and checked without writing."""
+
+    target: Target
+    reverse: bool
+    changes: tuple[FileChange, ...]
+    unchanged: tuple[str, ...]  # already in the wanted state
+
+    @property
+    def is_noop(self) -> bool:
+        """Return True when every file is already in the wanted state."""
+        return not self.changes
+
+
+def _site_packages_of(path: Path) -> Path | None:
+    candidates = sorted(path.glob("lib/python3*/site-packages")) + sorted(
+        path.glob("Lib/site-packages")
+    )
+    for candidate in candidates:
+        if any(candidate.glob(f"{_DIST_NAME}-*.dist-info")):
+            return candidate
+    return None
+
+
+def find_target(path: Path) -> Target:
+    """Locate the executorch tree at ``path`` (site-packages, venv, unpacked wheel)."""
+    root = path
+    if root.name == _DIST_NAME and any(root.parent.glob(f"{_DIST_NAME}-*.dist-info")):
+        root = root.parent
+    if not any(root.glob(f"{_DIST_NAME}-*.dist-info")):
+        root = _site_packages_of(root) or root
+    dist_infos = sorted(root.glob(f"{_DIST_NAME}-*.dist-info"))
+    if len(dist_infos) != 1:
+        raise TargetError(
+            f"no single executorch installation at {path}",
+            expected="a folder with executorch/ and one executorch-*.dist-info "
+            "(site-packages, a venv, or an unpacked wheel)",
+            found=", ".join(d.name for d in dist_infos) or "no executorch-*.dist-info",
+            hint="pass the site-packages folder of the environment to patch",
+        )
+    dist_info = dist_infos[0]
+    version = _read_version(dist_info)
+    record = _read_record(dist_info)
+    return Target(root=root, dist_info=dist_info, version=version, record=record)
+
+
+def _read_version(dist_info: Path) -> Version:
+    try:
+        metadata = (dist_info / "METADATA").read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TargetError(f"cannot read {dist_info / 'METADATA'}: {exc}") from exc
+    for line in metadata.splitlines():
+        if line.startswith("Version:"):
+            try:
+                return Version(line.split(":", 1)[1].strip())
+            except InvalidVersion as exc:
+                raise TargetError(f"{dist_info}: unreadable version", found=line) from exc
+    raise TargetError(f"{dist_info}/METADATA has no Version field")
+
+
+def _read_record(dist_info: Path) -> frozenset[str]:
+    try:
+        text = (dist_info / "RECORD").read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TargetError(
+            f"cannot read {dist_info / 'RECORD'}",
+            expected="the RECORD file every installed wheel has",
+            found=str(exc),
+            hint="reinstall executorch with pip or uv",
+        ) from exc
+    return frozenset(line.rsplit(",", 2)[0] for line in text.splitlines() if line)
+
+
+def check_version(version: Version) -> None:
+    """Refuse any executorch but the pinned release (a local +tag is allowed)."""
+    if Version(version.public) != pins.EXECUTORCH_VERSION:
+        raise TargetError(
+            "wrong executorch version",
+            expected=f"executorch {pins.EXECUTORCH_VERSION} (the pinned release)",
+            found=f"executorch {version}",
+            hint=f"install executorch=={pins.EXECUTORCH_VERSION}, or use "
+            "`python -m overlay matrix` to see how the series fares on other releases",
+        )
+
+
+def safe_file(target: Target, repo_path: str) -> Path:
+    """Return the file for ``repo_path`` after refusing unlisted files and symlinked paths."""
+    wheel_path = pins.wheel_path(repo_path)
+    if wheel_path not in target.record:
+        raise UnsafePatchError(
+            f"{wheel_path} is not listed in {target.dist_info.name}/RECORD",
+            expected="a file the executorch distribution installed",
+            found="a path the distribution does not own",
+            hint="check the patch's paths (they are repository paths, backends/arm/...)",
+        )
+    root = target.root.resolve()
+    current = root
+    for part in wheel_path.split("/"):
+        current = current / part
+        if current.is_symlink():
+            raise UnsafePatchError(
+                f"{wheel_path} goes through a symlink at {current}",
+                expected="real files and folders inside the target",
+                found=f"{current} -> {os.readlink(current)}",
+                hint="patch a real installation, not a link farm",
+            )
+    if not current.resolve().is_relative_to(root):
+        raise UnsafePatchError(f"{wheel_path} resolves outside {root}")
+    return current
+
+
+def file_states(
+    series: Series, target: Target, *, pristine: Mapping[str, str] = pins.PRISTINE_SHA256
+) -> dict[str, FileState]:
+    """Classify every file the series touches (reads only)."""
+    patched = series.expected_patched_sha256()
+    states = {}
+    for repo_path in series.targets():
+        path = safe_file(target, repo_path)
+        if not path.is_file():
+            states[repo_path] = FileState.MISSING
+            continue
+        digest = sha256_bytes(path.read_bytes())
+        if digest == _pristine_sha(repo_path, pristine):
+            states[repo_path] = FileState.PRISTINE
+        elif digest == patched[repo_path]:
+            states[repo_path] = FileState.PATCHED
+        else:
+            states[repo_path] = FileState.DRIFTED
+    return states
+
+
+def _pristine_sha(repo_path: str, pristine: Mapping[str, str]) -> str:
+    try:
+        return pristine[repo_path]
+    except KeyError:
+        raise SeriesError(
+            f"the series touches {repo_path}, which has no pinned pristine sha256",
+            expected=f"an entry in overlay/pins.py PRISTINE_SHA256 for {repo_path}",
+            found="none",
+            hint="pin the file's sha256 from the wheel's RECORD",
+        ) from None
+
+
+def decode(data: bytes) -> str:
+    """Decode file bytes losslessly (non-UTF-8 bytes survive the round trip)."""
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    """Encode text produced by :func:`decode` back to the same bytes."""
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def transform(series: Series, repo_path: str, data: bytes, *, reverse: bool = False) -> bytes:
+    """Apply (or reverse) every patch of the series that touches ``repo_path``."""
+    text = decode(data)
+    patches = reversed(series.patches) if reverse else iter(series.patches)
+    for patch in patches:
+        for patched_file in patch.files:
+            if patched_file.path == repo_path:
+                where = f"patch {patch.name}, file {repo_path}"
+                text = apply_file(text, patched_file, reverse=reverse, where=where).text
+    return encode(text)
+
+
+def plan(
+    series: Series,
+    target: Target,
+    *,
+    reverse: bool = False,
+    pristine: Mapping[str, str] = pins.PRISTINE_SHA256,
+) -> Plan:
+    """Check everything and compute the new bytes of every file; write nothing."""
+    check_version(target.version)
+    patched = series.expected_patched_sha256()
+    states = file_states(series, target, pristine=pristine)
+    want, have = (
+        (FileState.PRISTINE, FileState.PATCHED)
+        if reverse
+        else (FileState.PATCHED, FileState.PRISTINE)
+    )
+    bad = {p: s for p, s in states.items() if s not in (want, have)}
+    if bad:
+        listing = "\n".join(f"    {p}: {s.value}" for p, s in bad.items())
+        raise DriftError(
+            f"{len(bad)} file(s) are neither pristine nor patched; nothing was written",
+            expected=f"executorch {pins.EXECUTORCH_VERSION} files as pinned, or as the "
+            "series leaves them",
+            found="other content",
+            details=listing,
+            hint="reinstall executorch to get pristine files, then apply again",
+        )
+    changes, unchanged = [], []
+    for repo_path, state in states.items():
+        if state is want:
+            unchanged.append(repo_path)
+            continue
+        path = target.file(repo_path)
+        old = path.read_bytes()
+        new = transform(series, repo_path, old, reverse=reverse)
+        wanted = _pristine_sha(repo_path, pristine) if reverse else patched[repo_path]
+        if sha256_bytes(new) != wanted:
+            raise ApplyError(
+                f"{repo_path}: the series produced unexpected bytes; nothing was written",
+                expected=f"sha256 {wanted}",
+                found=f"sha256 {sha256_bytes(new)}",
+                hint="SHA256SUMS does not match the patches: `python -m overlay refresh`",
+            )
+        changes.append(FileChange(repo_path, path, old, new))
+    return Plan(target, reverse, tuple(changes), tuple(unchanged))
+
+
+def lock_path(target: Target) -> Path:
+    """Return the lock file serialising writers of ``target`` (kept outside the tree)."""
+    key = sha256_bytes(str(target.root.resolve()).encode())[:16]
+    return cache_dir() / "locks" / f"{key}.lock"
+
+
+@contextlib.contextmanager
+def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold the target's lock; raise LockTimeoutError if another run keeps it."""
+    path = lock_path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), timeout=timeout)
+    try:
+        with lock:
+            yield
+    except Timeout as exc:
+        raise LockTimeoutError(
+            f"another overlay run holds the lock on {target.root}",
+            expected=f"the lock within {timeout:.0f} s",
+            found=f"{path} still held",
+            hint="wait for the other run to finish, then retry",
+        ) from exc
+
+
+def _stage(path: Path, data: bytes) -> Path:
+    """Write ``data`` to a new file beside ``path`` with ``path``'s mode; return it."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".overlay-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(name, path.stat().st_mode & 0o7777)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return Path(name)
+
+
+def commit(plan_: Plan) -> None:
+    """Write a plan: stage every file, rename each into place, roll back on failure.
+
+    The caller holds the target's lock (see :func:`apply`), so the plan's reads are current.
+    """
+    staged: list[tuple[FileChange, Path]] = []
+    done: list[FileChange] = []
+    try:
+        for change in plan_.changes:
+            staged.append((change, _stage(change.path, change.new)))
+        for change, tmp in staged:
+            os.replace(tmp, change.path)
+            done.append(change)
+    except (OSError, KeyboardInterrupt) as exc:
+        problems = _roll_back(done)
+        for _, tmp in staged:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        state = "rolled back" if not problems else "ROLL-BACK FAILED for " + problems
+        raise ApplyError(
+            f"writing {plan_.target.root} failed: {exc}; {state}",
+            expected="every staged file renamed into place",
+            found=f"{len(done)} of {len(plan_.changes)} renamed before the failure",
+            hint="fix the cause (disk space, permissions) and run the command again",
+        ) from exc
+
+
+def _roll_back(done: list[FileChange]) -> str:
+    failed = []
+    for change in reversed(done):
+        try:
+            os.replace(_stage(change.path, change.old), change.path)
+        except OSError:
+            failed.append(change.repo_path)
+    return ", ".join(failed)
+
+
+def apply(
+    series: Series,
+    target: Target,
+    *,
+    reverse: bool = False,
+    pristine: Mapping[str, str] = pins.PRISTINE_SHA256,
+) -> Plan:
+    """Apply (or with ``reverse``, revert) the series under the target's lock.
+
+    Re-running is a no-op success: files already in the wanted state are left alone.
+    """
+    with locked(target):
+        result = plan(series, target, reverse=reverse, pristine=pristine)
+        commit(result)
+    return result

@@ -1,0 +1,226 @@
+"""Edit patches as git commits: lay the series out as a work tree, then regenerate it.
+
+``create`` writes the pristine files of the pinned wheel at their repository
+paths, commits them (tag ``overlay-base``), then commits each patch with its
+DEP-3 header in the message. Edit, amend, reorder or add commits with plain
+git; ``regenerate`` turns ``overlay-base..HEAD`` back into ``patches/``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from overlay import pins
+from overlay.cache import sha256_bytes
+from overlay.errors import GitError, OverlayError, SeriesError
+from overlay.series import (
+    CHECKSUMS_FILE,
+    HEADER_END,
+    PATCH_SUFFIX,
+    SERIES_FILE,
+    Series,
+    format_checksums,
+    load_series,
+    parse_patch,
+)
+from overlay.tree import transform
+
+BASE_TAG = "overlay-base"
+NAME_TRAILER = "Overlay-Patch: "
+_IDENTITY = ("-c", "user.name=executorch-arm-overlay", "-c", "user.email=overlay@localhost")
+
+
+@dataclass(frozen=True)
+class Regenerated:
+    """What ``regenerate`` wrote."""
+
+    written: tuple[str, ...]
+    removed: tuple[str, ...]
+    unchanged: tuple[str, ...]
+
+
+def git(repo: Path, *args: str, stdin: str | None = None) -> str:
+    """Run git in ``repo`` and return stdout; raise GitError with stderr on failure."""
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
+    identity = () if _has_identity(repo) else _IDENTITY
+    try:
+        proc = subprocess.run(
+            ["git", *identity, *args],
+            cwd=repo,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+    except OSError as exc:
+        raise GitError(f"cannot run git: {exc}", hint="install git") from exc
+    if proc.returncode != 0:
+        raise GitError(
+            f"git {' '.join(args[:2])} failed in {repo}",
+            found=proc.stderr.strip()[-1500:],
+            hint="resolve the git state of the work tree and retry",
+        )
+    return proc.stdout
+
+
+def _has_identity(repo: Path) -> bool:
+    proc = subprocess.run(
+        ["git", "config", "user.email"], cwd=repo, capture_output=True, text=True, check=False
+    )
+    return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+def commit_message(name: str, subject: str, header_text: str) -> str:
+    """Return the commit message that carries one patch's header and file name."""
+    return f"{subject}\n\n{header_text.rstrip()}\n\n{NAME_TRAILER}{name}\n"
+
+
+def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
+    """Lay out ``sources`` (pristine, by repository path) and the series as commits in ``dest``."""
+    if dest.exists() and any(dest.iterdir()):
+        raise OverlayError(
+            f"{dest} is not empty",
+            expected="a new or empty folder for the work tree",
+            found=", ".join(sorted(p.name for p in dest.iterdir())[:5]),
+            hint="pass another --dir, or delete the folder",
+        )
+    dest.mkdir(parents=True, exist_ok=True)
+    git(dest, "init", "-q", "-b", "main")
+    _write(dest, sources)
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", f"executorch {pins.EXECUTORCH_VERSION} pristine sources")
+    git(dest, "tag", BASE_TAG)
+    current = dict(sources)
+    for patch in series.patches:
+        for repo_path in patch.targets:
+            current[repo_path] = transform(
+                Series(series.directory, (patch,)), repo_path, current[repo_path]
+            )
+        _write(dest, {p: current[p] for p in patch.targets})
+        git(dest, "add", "-A")
+        message = commit_message(patch.name, patch.subject, patch.header_text)
+        git(dest, "commit", "-q", "-F", "-", stdin=message)
+
+
+def _write(root: Path, files: dict[str, bytes]) -> None:
+    for repo_path, data in files.items():
+        path = root / repo_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _slug(subject: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:48] or "patch"
+
+
+def _header_for(message: str, *, today: str) -> tuple[str | None, str]:
+    """Split a commit message into (patch file name or None, DEP-3 header text)."""
+    lines = message.rstrip("\n").split("\n")
+    name = None
+    if lines and lines[-1].startswith(NAME_TRAILER):
+        name = lines.pop()[len(NAME_TRAILER) :].strip()
+    subject, _, rest = "\n".join(lines).partition("\n\n")
+    rest = rest.strip("\n")
+    if rest.startswith("Description:"):
+        return name, rest + "\n"
+    body = "".join(f" {line}\n" if line.strip() else " .\n" for line in rest.splitlines())
+    header = f"Description: {subject.strip()}\n{body}Forwarded: no\nLast-Update: {today}\n"
+    return name, header
+
+
+def _touch_last_update(header: str, today: str) -> str:
+    return re.sub(r"(?m)^Last-Update: .*$", f"Last-Update: {today}", header)
+
+
+def regenerate(worktree: Path, patches_dir: Path, *, today: str | None = None) -> Regenerated:
+    """Rewrite ``patches_dir`` (series, patches, SHA256SUMS) from ``overlay-base..HEAD``."""
+    day = today or datetime.date.today().isoformat()
+    old = load_series(patches_dir) if (patches_dir / SERIES_FILE).exists() else None
+    old_text = {p.name: p.text for p in old.patches} if old else {}
+    commits = git(worktree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").split()
+    if not commits:
+        raise SeriesError(f"{worktree} has no commits after {BASE_TAG}", hint="commit a change")
+    texts: dict[str, str] = {}
+    for number, commit in enumerate(commits, start=1):
+        message = git(worktree, "log", "-1", "--format=%B", commit)
+        name, header = _header_for(message, today=day)
+        diff = git(
+            worktree, "diff", "--no-color", "--no-ext-diff", "--no-renames", "--full-index",
+            "--src-prefix=a/", "--dst-prefix=b/", f"{commit}~1", commit,
+        )  # fmt: skip
+        if not diff:
+            raise SeriesError(f"commit {commit[:10]} changes nothing", hint="drop it")
+        name = name or f"{number:04d}-{_slug(message.splitlines()[0])}{PATCH_SUFFIX}"
+        previous = old_text.get(name)
+        if previous is not None and previous.split(HEADER_END, 1)[-1] != diff:
+            header = _touch_last_update(header, day)
+        texts[name] = header + HEADER_END + diff
+        parse_patch(name, texts[name])  # refuse anything the loader would refuse
+    new_series = Series(patches_dir, tuple(parse_patch(n, t) for n, t in texts.items()))
+    base_files = {path: git_bytes(worktree, f"{BASE_TAG}:{path}") for path in new_series.targets()}
+    hashes = _checked_hashes(new_series, base_files, worktree)
+    return _write_patches(patches_dir, texts, format_checksums(new_series, hashes), old_text)
+
+
+def git_bytes(repo: Path, spec: str) -> bytes:
+    """Return the raw bytes of ``git show SPEC``."""
+    proc = subprocess.run(["git", "show", spec], cwd=repo, capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise GitError(f"git show {spec} failed", found=proc.stderr.decode(errors="replace"))
+    return proc.stdout
+
+
+def _checked_hashes(series: Series, base: dict[str, bytes], worktree: Path) -> dict[str, str]:
+    """Apply the new series to the base files; they must equal HEAD's files byte for byte."""
+    hashes = {}
+    for repo_path, data in base.items():
+        if sha256_bytes(data) != pins.PRISTINE_SHA256.get(repo_path):
+            raise SeriesError(
+                f"{repo_path} at {BASE_TAG} is not the pinned pristine file",
+                expected=pins.PRISTINE_SHA256.get(repo_path, "a pinned file"),
+                found=sha256_bytes(data),
+                hint="patches may only touch pinned files; pin new ones in overlay/pins.py",
+            )
+        result = transform(series, repo_path, data)
+        head = git_bytes(worktree, f"HEAD:{repo_path}")
+        if result != head:
+            raise SeriesError(
+                f"the regenerated series does not reproduce HEAD's {repo_path}",
+                hint="commit or stash uncommitted changes in the work tree",
+            )
+        hashes[repo_path] = sha256_bytes(result)
+    return hashes
+
+
+def _write_patches(
+    patches_dir: Path, texts: dict[str, str], checksums: str, old_text: dict[str, str]
+) -> Regenerated:
+    patches_dir.mkdir(parents=True, exist_ok=True)
+    series_lines = [
+        f"# Patch series against executorch {pins.EXECUTORCH_VERSION}, applied in this order.",
+        "# Paths inside the patches are upstream repository paths (a/backends/arm/...).",
+        *texts,
+    ]
+    outputs = {SERIES_FILE: "\n".join(series_lines) + "\n", CHECKSUMS_FILE: checksums, **texts}
+    written, unchanged = [], []
+    for name, text in outputs.items():
+        path = patches_dir / name
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            unchanged.append(name)
+            continue
+        fd, tmp = tempfile.mkstemp(dir=patches_dir, prefix=f".{name}.")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+        written.append(name)
+    removed = [n for n in old_text if n not in texts]
+    for name in removed:
+        (patches_dir / name).unlink()
+    return Regenerated(tuple(written), tuple(removed), tuple(unchanged))

@@ -1,0 +1,108 @@
+"""The committed patch series: headers, paths, round trips, checksums (no network, no torch)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from unidiff.patch import PatchSet
+
+from overlay import pins
+from overlay.errors import SeriesError
+from overlay.series import (
+    HEADER_END,
+    Series,
+    load_series,
+    normalize_counts,
+    parse_dep3,
+    split_header,
+)
+
+PATCHES = Path(__file__).resolve().parent.parent / "patches"
+
+
+@pytest.fixture(scope="module")
+def series() -> Series:
+    return load_series(PATCHES)
+
+
+def test_series_lists_the_four_fixes_in_order(series: Series) -> None:
+    assert [p.name for p in series.patches] == [
+        "0001-keep-terminal-int16-quantize.patch",
+        "0002-skip-factory-op-annotation.patch",
+        "0003-conv-rescale-qparams-from-source.patch",
+        "0004-distinct-output-transpose-slots.patch",
+    ]
+    assert [p.issues for p in series.patches] == [(), (18322,), (18491,), (18320,)]
+
+
+def test_every_diff_round_trips_byte_for_byte(series: Series) -> None:
+    for patch in series.patches:
+        raw = (PATCHES / patch.name).read_text(encoding="utf-8")
+        header, diff = split_header(raw, name=patch.name)
+        assert str(PatchSet(diff)) == diff, patch.name  # no count normalisation needed
+        assert header + HEADER_END + diff == raw
+
+
+def test_headers_are_dep3(series: Series) -> None:
+    for patch in series.patches:
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", patch.header["Last-Update"])
+        assert patch.header["Forwarded"] == "no" or patch.header["Forwarded"].startswith("https://")
+        assert patch.subject and patch.description_body
+        if "Bug" in patch.header:
+            assert patch.header["Bug"].startswith("https://github.com/pytorch/executorch/issues/")
+    assert (
+        "22867a9148"
+        in series.get("0003-conv-rescale-qparams-from-source").header["Applied-Upstream"]
+    )
+
+
+def test_paths_are_upstream_repo_paths_and_pinned(series: Series) -> None:
+    for patch in series.patches:
+        for patched_file in patch.files:
+            assert patched_file.source_file.startswith("a/backends/arm/")
+            assert patched_file.target_file.startswith("b/backends/arm/")
+    assert set(series.targets()) == set(pins.PRISTINE_SHA256)
+
+
+def test_checksums_are_current(series: Series) -> None:
+    assert series.checksums_for == series.digest
+    assert set(series.expected_patched_sha256()) == set(series.targets())
+
+
+def test_the_seed_grouped_transpose_check_is_not_carried(series: Series) -> None:
+    text = "".join(p.diff for p in series.patches)
+    assert "Grouped transpose convolutions are not supported" not in text
+
+
+def test_normalize_counts() -> None:
+    assert normalize_counts("@@ -3 +3 @@\n") == "@@ -3,1 +3,1 @@\n"
+    assert normalize_counts("@@ -0,0 +1 @@ f\n") == "@@ -0,0 +1,1 @@ f\n"
+    assert normalize_counts("@@ -1,2 +1,3 @@\n") == "@@ -1,2 +1,3 @@\n"
+
+
+def test_dep3_continuation_and_errors() -> None:
+    fields = parse_dep3(
+        "Description: Short\n Long line\n .\n More\nForwarded: no\nLast-Update: 2026-01-01\n",
+        name="x",
+    )
+    assert fields["Description"] == "Short\n Long line\n .\n More"
+    with pytest.raises(SeriesError, match="lacks Forwarded, Last-Update"):
+        parse_dep3("Description: x\n", name="x")
+    with pytest.raises(SeriesError, match="appears twice"):
+        parse_dep3("Description: x\nDescription: y\n", name="x")
+
+
+def test_series_file_rejects_paths(tmp_path: Path) -> None:
+    (tmp_path / "series").write_text("../outside.patch\n")
+    with pytest.raises(SeriesError, match="not a plain file name"):
+        load_series(tmp_path)
+    (tmp_path / "series").write_text("a.patch\na.patch\n")
+    with pytest.raises(SeriesError, match="twice"):
+        load_series(tmp_path)
+
+
+def test_missing_series_file(tmp_path: Path) -> None:
+    with pytest.raises(SeriesError, match="no series file"):
+        load_series(tmp_path)

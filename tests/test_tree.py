@@ -1,0 +1,361 @@
+"""The file-system applier: checks before writes, atomic commit, rollback, bad-input matrix."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from overlay import tree
+from overlay.errors import (
+    ApplyError,
+    DriftError,
+    OverlayError,
+    SeriesError,
+    TargetError,
+    UnsafePatchError,
+)
+from overlay.series import load_series
+from tests.scaffold import make_diff, make_tree, patch_text, sha, snapshot, write_series
+
+A = "backends/arm/a.py"
+B = "backends/arm/sub/b.py"
+A_OLD = "".join(f"a{i} = {i}\n" for i in range(30)).encode()
+B_OLD = "".join(f"def b{i}():\n    return {i}\n" for i in range(15)).encode()
+A_NEW = A_OLD.replace(b"a5 = 5\n", b"a5 = 'five'\n")
+B_NEW = B_OLD.replace(b"    return 7\n", b"    return -7\n").replace(b"def b12", b"def b_twelve")
+PRISTINE = {A: sha(A_OLD), B: sha(B_OLD)}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def good_patches() -> dict[str, str]:
+    return {
+        "0001-a.patch": patch_text("Change a", make_diff(A, A_OLD.decode(), A_NEW.decode())),
+        "0002-b.patch": patch_text("Change b", make_diff(B, B_OLD.decode(), B_NEW.decode())),
+    }
+
+
+def setup(tmp_path: Path, patches: dict[str, str] | None = None) -> tuple[tree.Target, Path]:
+    root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD, "backends/arm/other.py": b"x\n"})
+    write_series(tmp_path / "patches", patches or good_patches(), {A: A_OLD, B: B_OLD})
+    return tree.find_target(root), tmp_path / "patches"
+
+
+def run_apply(target: tree.Target, patches: Path, *, reverse: bool = False) -> tree.Plan:
+    return tree.apply(load_series(patches), target, reverse=reverse, pristine=PRISTINE)
+
+
+def test_apply_is_exact_and_rerun_is_noop(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    first = run_apply(target, patches)
+    assert [c.repo_path for c in first.changes] == [A, B]
+    assert target.file(A).read_bytes() == A_NEW
+    assert target.file(B).read_bytes() == B_NEW
+    before = snapshot(target.root)
+    second = run_apply(target, patches)
+    assert second.is_noop and second.unchanged == (A, B)
+    assert snapshot(target.root) == before
+
+
+def test_revert_restores_pristine_bytes(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    before = snapshot(target.root)
+    run_apply(target, patches)
+    run_apply(target, patches, reverse=True)
+    assert snapshot(target.root) == before
+    assert run_apply(target, patches, reverse=True).is_noop
+
+
+def test_apply_never_writes_through_hardlinks(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    cache_copy = tmp_path / "uv-cache-a.py"
+    os.link(target.file(A), cache_copy)  # what uv's hardlink install looks like
+    run_apply(target, patches)
+    assert cache_copy.read_bytes() == A_OLD
+    assert target.file(A).read_bytes() == A_NEW
+
+
+def test_file_mode_is_kept(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    target.file(A).chmod(0o640)
+    run_apply(target, patches)
+    assert target.file(A).stat().st_mode & 0o777 == 0o640
+
+
+def test_partial_state_completes(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    target.file(A).write_bytes(A_NEW)  # a file already patched, the other pristine
+    plan = run_apply(target, patches)
+    assert [c.repo_path for c in plan.changes] == [B] and plan.unchanged == (A,)
+    assert target.file(B).read_bytes() == B_NEW
+
+
+def test_status_states(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    target.file(A).write_bytes(A_NEW)
+    target.file(B).write_bytes(b"something else\n")
+    states = tree.file_states(load_series(patches), target, pristine=PRISTINE)
+    assert states == {A: tree.FileState.PATCHED, B: tree.FileState.DRIFTED}
+
+
+# --- bad input: each must raise a clear error and leave the tree byte-identical ----------
+
+
+def expect_refusal(
+    target: tree.Target, patches: Path, error: type[OverlayError], *words: str
+) -> OverlayError:
+    before = snapshot(target.root)
+    with pytest.raises(error) as info:
+        run_apply(target, patches)
+    assert snapshot(target.root) == before
+    text = str(info.value)
+    for word in words:
+        assert word in text, text
+    return info.value
+
+
+def test_drifted_target(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    target.file(B).write_bytes(B_OLD.replace(b"b3", b"bee3"))
+    error = expect_refusal(target, patches, DriftError, "neither pristine nor patched", B)
+    assert error.hint and "reinstall" in error.hint
+
+
+def test_wrong_version(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD}, version="1.3.1")
+    write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
+    target = tree.find_target(root)
+    expect_refusal(target, tmp_path / "patches", TargetError, "expected: executorch 1.2.0", "1.3.1")
+
+
+def test_local_version_of_the_pin_is_accepted(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD}, version="1.2.0+armfix.abc")
+    write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
+    run_apply(tree.find_target(root), tmp_path / "patches")
+    assert (root / "executorch" / A).read_bytes() == A_NEW
+
+
+def hostile(path: str) -> dict[str, str]:
+    diff = make_diff(A, A_OLD.decode(), A_NEW.decode()).replace(f"/{A}", f"/{path}")
+    return {**good_patches(), "0003-evil.patch": patch_text("Evil", diff)}
+
+
+@pytest.mark.parametrize(
+    ("path", "word"),
+    [("../../etc/passwd", "'..'"), ("backends/../../../x.py", "'..'"), ("/etc/passwd", "")],
+)
+def test_hostile_paths_refused_at_load(tmp_path: Path, path: str, word: str) -> None:
+    root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD})
+    before = snapshot(tmp_path)
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    (folder / "series").write_text("0003-evil.patch\n")
+    (folder / "0003-evil.patch").write_text(hostile(path)["0003-evil.patch"])
+    with pytest.raises((UnsafePatchError, SeriesError)) as info:
+        tree.apply(load_series(folder), tree.find_target(root), pristine=PRISTINE)
+    assert "0003-evil.patch" in str(info.value) and word in str(info.value)
+    after = snapshot(tmp_path)
+    assert {k: v for k, v in after.items() if "patches" not in k} == {
+        k: v for k, v in before.items() if "patches" not in k
+    }
+
+
+def test_absolute_path_is_named(tmp_path: Path) -> None:
+    diff = (
+        make_diff("x", "a\n", "b\n")
+        .replace("--- a/x", "--- /etc/x")
+        .replace("+++ b/x", "+++ /etc/x")
+    )
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "series").write_text("1.patch\n")
+    (folder / "1.patch").write_text(patch_text("abs", diff))
+    with pytest.raises(UnsafePatchError, match="absolute path"):
+        load_series(folder)
+
+
+def test_symlink_escape_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "b.py").write_bytes(B_OLD)
+    target, patches = setup(tmp_path)
+    sub = target.root / "executorch" / "backends" / "arm" / "sub"
+    (sub / "b.py").unlink()
+    sub.rmdir()
+    sub.symlink_to(outside)
+    before_outside = snapshot(outside)
+    expect_refusal(target, patches, UnsafePatchError, "symlink")
+    assert snapshot(outside) == before_outside
+
+
+def test_file_not_in_record_refused(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    record = target.dist_info / "RECORD"
+    kept = [line for line in record.read_text().splitlines() if "sub/b.py" not in line]
+    record.write_text("\n".join(kept))
+    expect_refusal(tree.find_target(target.root), patches, UnsafePatchError, "RECORD", "sub/b.py")
+
+
+def test_missing_file_refused(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    target.file(B).unlink()
+    expect_refusal(target, patches, DriftError, "missing")
+
+
+def test_binary_patch_refused(tmp_path: Path) -> None:
+    binary = (
+        f"diff --git a/{A} b/{A}\nindex 1111111..2222222 100644\n"
+        f"Binary files a/{A} and b/{A} differ\n"
+    )
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "series").write_text("1.patch\n")
+    (folder / "1.patch").write_text(patch_text("bin", binary))
+    with pytest.raises(UnsafePatchError, match="binary"):
+        load_series(folder)
+
+
+@pytest.mark.parametrize("cut", [40, 90, -8])
+def test_truncated_patch_refused(tmp_path: Path, cut: int) -> None:
+    text = good_patches()["0001-a.patch"]
+    header_len = text.index("---\n") + 4
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "series").write_text("1.patch\n")
+    (folder / "1.patch").write_text(text[: header_len + cut] if cut > 0 else text[:cut])
+    with pytest.raises(SeriesError, match=r"1\.patch"):
+        load_series(folder)
+
+
+def test_malformed_header_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "series").write_text("1.patch\n")
+    (folder / "1.patch").write_text("Just some words\n---\n" + make_diff(A, "a\n", "b\n"))
+    with pytest.raises(SeriesError, match="not a DEP-3 field"):
+        load_series(folder)
+
+
+def test_unknown_series_entry_refused(tmp_path: Path) -> None:
+    _, patches = setup(tmp_path)
+    (patches / "series").write_text("0001-a.patch\n0002-b.patch\n0009-ghost.patch\n")
+    with pytest.raises(SeriesError, match=r"0009-ghost\.patch"):
+        load_series(patches)
+
+
+def test_unlisted_patch_refused(tmp_path: Path) -> None:
+    _, patches = setup(tmp_path)
+    (patches / "series").write_text("0001-a.patch\n")
+    with pytest.raises(SeriesError, match=r"not in the series: 0002-b\.patch"):
+        load_series(patches)
+
+
+def test_stale_checksums_refused(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    text = (patches / "0001-a.patch").read_text().replace("Change a", "Change a!")
+    (patches / "0001-a.patch").write_text(text)
+    expect_refusal(target, patches, SeriesError, "stale", "refresh")
+
+
+def test_hunk_mismatch_in_second_file_writes_nothing(tmp_path: Path) -> None:
+    # B is "pristine" by hash but the second patch no longer matches it: the plan
+    # fails on B after A's new bytes were computed, and nothing reaches the disk.
+    other_b = B_OLD.replace(b"    return 7\n", b"    return 70\n")
+    root = make_tree(tmp_path / "site", {A: A_OLD, B: other_b})
+    write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
+    target = tree.find_target(root)
+    before = snapshot(root)
+    with pytest.raises(OverlayError):
+        tree.apply(
+            load_series(tmp_path / "patches"),
+            target,
+            pristine={A: sha(A_OLD), B: sha(other_b)},
+        )
+    assert snapshot(root) == before
+
+
+def test_interrupted_apply_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target, patches = setup(tmp_path)
+    before = snapshot(target.root)
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def failing_replace(src: str | Path, dst: str | Path) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # first file renamed, then the disk "fails"
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(ApplyError) as info:
+        run_apply(target, patches)
+    assert "rolled back" in str(info.value) and "1 of 2 renamed" in str(info.value)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert snapshot(target.root) == before  # includes: no staged temp files left
+
+
+def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            run_apply(target, patches)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert target.file(A).read_bytes() == A_NEW and target.file(B).read_bytes() == B_NEW
+
+
+def test_find_target_accepts_venv_layout(tmp_path: Path) -> None:
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    make_tree(site, {A: A_OLD})
+    assert tree.find_target(tmp_path / "venv").root == site
+    assert tree.find_target(site / "executorch").root == site
+    with pytest.raises(TargetError, match="no single executorch"):
+        tree.find_target(tmp_path)
+
+
+texts = st.lists(st.sampled_from(["x = 1", "y = 2", "pass", "", "# c"]), min_size=1, max_size=25)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(old=texts, new=texts)
+def test_tree_apply_revert_identity(
+    tmp_path_factory: pytest.TempPathFactory, old: list[str], new: list[str]
+) -> None:
+    base = tmp_path_factory.mktemp("prop")
+    old_b = ("\n".join(old) + "\n").encode()
+    new_b = ("\n".join(new) + "\n").encode()
+    if old_b == new_b:
+        return
+    root = make_tree(base / "site", {A: old_b})
+    write_series(
+        base / "patches",
+        {"1.patch": patch_text("p", make_diff(A, old_b.decode(), new_b.decode()))},
+        {A: old_b},
+    )
+    target = tree.find_target(root)
+    before = snapshot(root)
+    series = load_series(base / "patches")
+    os.environ["OVERLAY_CACHE_DIR"] = str(base / "cache")
+    tree.apply(series, target, pristine={A: sha(old_b)})
+    assert target.file(A).read_bytes() == new_b
+    tree.apply(series, target, reverse=True, pristine={A: sha(old_b)})
+    assert snapshot(root) == before

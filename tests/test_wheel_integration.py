@@ -1,0 +1,190 @@
+"""Integration: the real pinned executorch wheel, patched, repacked, applied and reverted."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from wheel.wheelfile import WheelFile
+
+from overlay import pins, tree, wheels, worktree
+from overlay.cache import sha256_bytes
+from overlay.cli import main
+from overlay.errors import WheelError
+from overlay.series import Series, load_series
+from tests.scaffold import snapshot
+
+pytestmark = pytest.mark.integration
+PATCHES = Path(__file__).resolve().parent.parent / "patches"
+
+
+@pytest.fixture(scope="module")
+def series() -> Series:
+    return load_series(PATCHES)
+
+
+@pytest.fixture(scope="module")
+def pin() -> pins.WheelPin:
+    return pins.wheel_pin_for("cp311-manylinux_2_28_x86_64")
+
+
+@pytest.fixture(scope="module")
+def source(pin: pins.WheelPin) -> Path:
+    return wheels.fetch_wheel(pin)  # the shared cache: downloaded once per machine
+
+
+@pytest.fixture(scope="module")
+def built(
+    series: Series, source: Path, pin: pins.WheelPin, tmp_path_factory: pytest.TempPathFactory
+) -> wheels.BuildResult:
+    return wheels.build_patched_wheel(series, source, pin, tmp_path_factory.mktemp("dist"))
+
+
+def git_blob(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_pristine_pins_match_the_wheel_record_and_upstream_blobs(
+    series: Series, source: Path
+) -> None:
+    with zipfile.ZipFile(source) as archive:
+        record_name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
+        record = {row[0]: row[1] for row in csv.reader(io.TextIOWrapper(archive.open(record_name)))}
+        for repo_path, sha in pins.PRISTINE_SHA256.items():
+            data = archive.read(pins.wheel_path(repo_path))
+            assert sha256_bytes(data) == sha
+            digest = hashlib.sha256(data).digest()
+            assert record[pins.wheel_path(repo_path)] == "sha256=" + base64.urlsafe_b64encode(
+                digest
+            ).decode().rstrip("=")
+    # the diffs' index lines name the git blobs of tag v1.2.0: same bytes as the wheel
+    sources = wheels.read_wheel_sources(source, series)
+    for patch in series.patches:
+        for patched_file in patch.files:
+            info = patched_file.patch_info or []
+            index = next(line for line in info if line.startswith("index "))
+            old_blob = index.split()[1].split("..")[0]
+            assert git_blob(sources[patched_file.path]) == old_blob
+
+
+def test_patched_wheel_record_version_provenance(
+    series: Series, built: wheels.BuildResult, pin: pins.WheelPin
+) -> None:
+    version = f"1.2.0+armfix.{series.short_digest}"
+    assert built.built and built.version == version
+    assert built.path.name == pin.filename.replace("-1.2.0-", f"-{version}-")
+    assert Version(version) in SpecifierSet("==1.2.0")  # satisfies executorch==1.2.0
+    dist = f"executorch-{version}.dist-info"
+    with WheelFile(built.path) as archive:
+        names = archive.namelist()
+        assert f"{dist}/RECORD" in names
+        assert not any(n.startswith("executorch-1.2.0.dist-info/") for n in names)
+        for name in names:  # WheelFile checks every member against the new RECORD
+            archive.read(name)
+        metadata = archive.read(f"{dist}/METADATA").decode()
+        assert f"\nVersion: {version}\n" in metadata
+        provenance = json.loads(archive.read(f"{dist}/{wheels.PROVENANCE_FILE}"))
+        record = archive.read(f"{dist}/RECORD").decode()
+        assert f"{dist}/{wheels.PROVENANCE_FILE},sha256=" in record
+        expected = series.expected_patched_sha256()
+        for repo_path, sha in expected.items():
+            assert sha256_bytes(archive.read(pins.wheel_path(repo_path))) == sha
+    assert provenance["series_digest"] == series.digest
+    assert provenance["base_sha256"] == pin.sha256
+    assert [p["name"] for p in provenance["patches"]] == [p.name for p in series.patches]
+    assert provenance["files"] == {
+        pins.wheel_path(p): {"pristine": pins.PRISTINE_SHA256[p], "patched": expected[p]}
+        for p in series.targets()
+    }
+
+
+def test_every_other_file_is_unchanged(
+    series: Series, built: wheels.BuildResult, source: Path
+) -> None:
+    patched = {pins.wheel_path(p) for p in series.targets()}
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(built.path) as new:
+        old_names = {n for n in old.namelist() if ".dist-info/" not in n and not n.endswith("/")}
+        new_names = {n for n in new.namelist() if ".dist-info/" not in n}
+        assert old_names == new_names
+        for name in old_names - patched:
+            before, after = old.getinfo(name), new.getinfo(name)
+            assert (before.CRC, before.file_size) == (after.CRC, after.file_size), name
+
+
+def test_rebuild_is_reused_and_forced_rebuild_is_identical(
+    series: Series, built: wheels.BuildResult, source: Path, pin: pins.WheelPin
+) -> None:
+    first = built.path.read_bytes()
+    again = wheels.build_patched_wheel(series, source, pin, built.path.parent)
+    assert not again.built
+    forced = wheels.build_patched_wheel(series, source, pin, built.path.parent, force=True)
+    assert forced.built and forced.path.read_bytes() == first  # reproducible bytes
+
+
+def test_tampered_wheel_is_refused(tmp_path: Path, source: Path, pin: pins.WheelPin) -> None:
+    bad = tmp_path / pin.filename
+    data = bytearray(source.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    with pytest.raises(WheelError, match="does not match its pinned sha256"):
+        wheels.verify_wheel(bad, pin)
+
+
+def test_cli_apply_then_revert_restores_pristine_bytes(
+    tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = wheels.unpack_wheel(source, tmp_path / "unpacked")
+    before = snapshot(root / "executorch" / "backends" / "arm")
+    assert main(["check", "--target", str(root)]) == 0
+    assert main(["apply", "--target", str(root)]) == 0
+    assert main(["apply", "--target", str(root)]) == 0
+    assert "already patched" in capsys.readouterr().out
+    assert main(["status", "--target", str(root)]) == 0
+    assert capsys.readouterr().out.count("patched   backends/arm/") == 4
+    assert main(["revert", "--target", str(root)]) == 0
+    assert snapshot(root / "executorch" / "backends" / "arm") == before
+
+
+def test_cli_refuses_a_drifted_install(
+    tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = wheels.unpack_wheel(source, tmp_path / "unpacked")
+    target = tree.find_target(root)
+    path = target.file("backends/arm/_passes/rewrite_conv_pass.py")
+    path.write_bytes(path.read_bytes().replace(b"itertools", b"it"))
+    before = snapshot(root / "executorch" / "backends" / "arm")
+    assert main(["apply", "--target", str(root)]) == 4
+    err = capsys.readouterr().err
+    assert "drifted" in err and "rewrite_conv_pass.py" in err and "next step" in err
+    assert snapshot(root / "executorch" / "backends" / "arm") == before
+
+
+def test_edit_then_regenerate_round_trips(tmp_path: Path, series: Series, source: Path) -> None:
+    copy = tmp_path / "patches"
+    copy.mkdir()
+    for name in ("series", "SHA256SUMS", *(p.name for p in series.patches)):
+        (copy / name).write_bytes((PATCHES / name).read_bytes())
+    work = tmp_path / "work"
+    worktree.create(series, wheels.read_wheel_sources(source, series), work)
+    result = worktree.regenerate(work, copy, today="2026-12-02")
+    assert result.written == () and result.removed == ()  # nothing changed: byte-identical
+    # amend patch 3 and add a new commit; regenerate must pick up both
+    conv = work / "backends/arm/_passes/rewrite_conv_pass.py"
+    conv.write_text(conv.read_text().replace("# Copyright 2025-2026", "# Copyright 2025-2027"))
+    worktree.git(
+        work, "commit", "-q", "-am", "Arm backend: Bump the copyright year\n\nA test edit."
+    )
+    result = worktree.regenerate(work, copy, today="2030-01-01")
+    new = load_series(copy)
+    assert [p.name for p in new.patches][-1].startswith("0005-arm-backend-bump-the-copyright")
+    assert new.patches[-1].header["Last-Update"] == "2030-01-01"
+    assert new.patches[0].text == series.patches[0].text
+    assert set(result.written) == {"series", "SHA256SUMS", new.patches[-1].name}
