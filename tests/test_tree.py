@@ -359,3 +359,21 @@ def test_tree_apply_revert_identity(
     assert target.file(A).read_bytes() == new_b
     tree.apply(series, target, reverse=True, pristine={A: sha(old_b)})
     assert snapshot(root) == before
+
+
+def test_crlf_target_file_keeps_crlf(tmp_path: Path) -> None:
+    a_crlf = A_OLD.replace(b"\n", b"\r\n")
+    root = make_tree(tmp_path / "site", {A: a_crlf, B: B_OLD})
+    write_series(tmp_path / "patches", good_patches(), {A: a_crlf, B: B_OLD})  # LF patches
+    target = tree.find_target(root)
+    pristine = {A: sha(a_crlf), B: sha(B_OLD)}
+    tree.apply(load_series(tmp_path / "patches"), target, pristine=pristine)
+    assert target.file(A).read_bytes() == A_NEW.replace(b"\n", b"\r\n")
+    tree.apply(load_series(tmp_path / "patches"), target, reverse=True, pristine=pristine)
+    assert target.file(A).read_bytes() == a_crlf
+
+
+def test_crlf_converted_checkout_is_drift(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    target.file(A).write_bytes(A_OLD.replace(b"\n", b"\r\n"))  # e.g. a Windows checkout
+    expect_refusal(target, patches, DriftError, "backends/arm/a.py: drifted")

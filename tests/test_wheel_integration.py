@@ -69,7 +69,7 @@ def test_pristine_pins_match_the_wheel_record_and_upstream_blobs(
     sources = wheels.read_wheel_sources(source, series)
     for patch in series.patches:
         for patched_file in patch.files:
-            info = patched_file.patch_info or []
+            info: list[str] = list(patched_file.patch_info or [])
             index = next(line for line in info if line.startswith("index "))
             old_blob = index.split()[1].split("..")[0]
             assert git_blob(sources[patched_file.path]) == old_blob
