@@ -7,6 +7,8 @@ import csv
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -188,3 +190,15 @@ def test_edit_then_regenerate_round_trips(tmp_path: Path, series: Series, source
     assert new.patches[-1].header["Last-Update"] == "2030-01-01"
     assert new.patches[0].text == series.patches[0].text
     assert set(result.written) == {"series", "SHA256SUMS", new.patches[-1].name}
+
+
+def test_pip_accepts_the_wheel_for_an_executorch_pin(built: wheels.BuildResult) -> None:
+    command = [
+        sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
+        "--disable-pip-version-check", "--report", "-", "--quiet",
+        str(built.path), f"executorch=={pins.EXECUTORCH_VERSION}",
+    ]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [item["metadata"]["version"] for item in report["install"]] == [built.version]
