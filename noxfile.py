@@ -69,22 +69,24 @@ def build_patched_executorch(session: nox.Session) -> None:
     session.log(f"ready: {session.virtualenv.location} (activate: source <it>/bin/activate)")
 
 
+def _lint(session: nox.Session) -> None:
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """Run ruff (lint and format check) and mypy --strict."""
     session.install("-e", ".[dev]")
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
-    session.run("mypy")
+    _lint(session)
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Lint, then run every test: unit, pinned-wheel integration and torch tests."""
     session.install("-e", ".[dev]")
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
-    session.run("mypy")
+    _lint(session)
     _install_once(session, "-e", ".[dev]", *pins.runtime_requirements(), _executorch())
     session.run("pytest", *session.posargs)
 
@@ -98,3 +100,11 @@ def bench(session: nox.Session) -> None:
     """Benchmark: cold build vs a bare install of the same pins, warm re-run, apply time."""
     session.install("-e", ".")
     session.run("python", "benchmarks/bench_build.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def upstream(session: nox.Session) -> None:
+    """Print the executorch version matrix; write mboxes + PR bodies to build/upstream/."""
+    session.install("-e", ".")
+    out = str(ROOT / "build" / "upstream")
+    session.run("python", "-m", "overlay", "export-upstream", "--out", out, *session.posargs)

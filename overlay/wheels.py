@@ -109,34 +109,6 @@ def fetch_wheel(pin: pins.WheelPin, *, cache: Path | None = None) -> Path:
             verify_wheel(downloaded, pin)
         os.replace(downloaded, path)
     return path
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
-        requirements = Path(tmp) / "requirements.txt"
-        requirements.write_text(
-            f"executorch=={pins.EXECUTORCH_VERSION} --hash=sha256:{pin.sha256}\n", encoding="utf-8"
-        )
-        command = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--require-hashes", "--disable-pip-version-check", "--quiet",
-            "--platform", pin.platform, "--python-version", pin.python,
-            "--implementation", "cp", "--abi", pin.abi,
-            "-r", str(requirements), "-d", tmp,
-        ]  # fmt: skip
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, check=False)
-        except OSError as exc:
-            raise WheelError(f"cannot run pip: {exc}", hint="install pip in this Python") from exc
-        downloaded = Path(tmp) / pin.filename
-        if proc.returncode != 0 or not downloaded.is_file():
-            raise WheelError(
-                f"pip could not download {pin.filename}",
-                expected=f"{pin.filename} from the package index",
-                found=(proc.stderr or proc.stdout).strip()[-2000:] or "no file",
-                hint="check network access to the package index, or pass --wheel FILE",
-            )
-        verify_wheel(downloaded, pin)
-        os.replace(downloaded, path)
-    return path
 
 
 def pin_for_file(path: Path) -> pins.WheelPin:
