@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from overlay import pins, tree, wheels, worktree
+from overlay import mbox, pins, tree, upstream, wheels, worktree
 from overlay.errors import OverlayError, TargetError
 from overlay.install_check import check_installed
 from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
@@ -177,6 +177,64 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _matrix(args: argparse.Namespace, series: Series) -> upstream.Matrix:
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+    progress(f"version matrix over executorch {', '.join(versions)} (wheels fetched once, cached)")
+    return upstream.run_matrix(series, Path(args.patches), versions)
+
+
+def _write_matrix(matrix: upstream.Matrix, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {
+        "matrix.txt": upstream.render_table(matrix),
+        "matrix.json": upstream.render_json(matrix),
+        "matrix.md": upstream.render_markdown(matrix),
+    }
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return [folder / name for name in files]
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """Show how every patch (and port) fares on each executorch release."""
+    matrix = _matrix(args, _series(args))
+    render = {
+        "table": upstream.render_table,
+        "json": upstream.render_json,
+        "markdown": upstream.render_markdown,
+    }[args.format]
+    out(render(matrix).rstrip("\n"))
+    if args.out:
+        for path in _write_matrix(matrix, Path(args.out)):
+            progress(f"wrote {path}")
+    return 0
+
+
+def cmd_export_upstream(args: argparse.Namespace) -> int:
+    """Write mboxes and PR bodies for the patches still needed upstream."""
+    series = _series(args)
+    matrix = _matrix(args, series)
+    out(upstream.render_table(matrix).rstrip("\n"))
+    signer = mbox.parse_identity(args.signoff) if args.signoff else mbox.git_identity()
+    ports = upstream.load_ports(Path(args.patches), series)
+    exports = mbox.export_upstream(
+        series, ports, matrix, signer=signer, names=args.patch or (), base_version=args.base
+    )
+    folder = Path(args.out)
+    written = _write_matrix(matrix, folder) + mbox.write_exports(exports, folder)
+    out("")
+    for item in exports:
+        out(f"exported {item.name} ({item.source}) against executorch {item.base_version}:")
+        out(f"  {item.subject}")
+        for warning in item.warnings:
+            progress(f"warning: {warning}")
+    for path in written:
+        out(f"  wrote {path}")
+    if not exports:
+        out("no patch needs sending upstream")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -233,6 +291,19 @@ def build_parser() -> argparse.ArgumentParser:
     regen.add_argument("--dir", required=True, help="the work tree made by `edit`")
     verify = add("verify-install", cmd_verify_install, "check this env runs the patched wheel")
     verify.add_argument("--no-import", action="store_true", help="check files only")
+    default_versions = ",".join(pins.MATRIX_VERSIONS)
+    matrix = add("matrix", cmd_matrix, "how each patch fares on each executorch release")
+    export = add("export-upstream", cmd_export_upstream, "write upstream PR mboxes + bodies")
+    for command in (matrix, export):
+        command.add_argument(
+            "--versions", default=default_versions, help="releases (default: %(default)s)"
+        )
+    matrix.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    matrix.add_argument("--out", help="also write matrix.txt/.json/.md to this folder")
+    export.add_argument("--out", default="build/upstream", help="folder (default: %(default)s)")
+    export.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
+    export.add_argument("--base", help="release to base the mboxes on (default: newest)")
+    export.add_argument("--patch", action="append", help="export this patch (repeatable)")
     return parser
 
 
