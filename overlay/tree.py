@@ -193,7 +193,10 @@ def file_states(
         if not path.is_file():
             states[repo_path] = FileState.MISSING
             continue
-        digest = sha256_bytes(path.read_bytes())
+        try:
+            digest = sha256_bytes(path.read_bytes())
+        except OSError as exc:
+            raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
         if digest == _pristine_sha(repo_path, pristine):
             states[repo_path] = FileState.PRISTINE
         elif digest == patched[repo_path]:
@@ -294,7 +297,13 @@ def lock_path(target: Target) -> Path:
 def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the target's lock; raise LockTimeoutError if another run keeps it."""
     path = lock_path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TargetError(
+            f"cannot create the lock folder {path.parent}: {exc}",
+            hint="set OVERLAY_CACHE_DIR to a writable folder",
+        ) from exc
     lock = FileLock(str(path), timeout=timeout)
     try:
         with lock:
