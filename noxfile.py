@@ -37,17 +37,25 @@ def _built_wheel(session: nox.Session) -> Path:
     return Path(json.loads(report.read_text(encoding="utf-8"))["wheel"])
 
 
-def _install_once(session: nox.Session, *requirements: str) -> bool:
-    """Install requirements unless the venv's stamp shows the same set is in; True if it did."""
+def _stamp(requirements: tuple[str, ...]) -> dict[str, object]:
+    """Key a set of requirements by their text and the content of any local file among them."""
     key = hashlib.sha256()
     for requirement in requirements:
-        path = Path(requirement)
         key.update(requirement.encode() + b"\0")
-        if path.is_file():
-            key.update(hashlib.sha256(path.read_bytes()).digest())
+        if Path(requirement).is_file():
+            key.update(hashlib.sha256(Path(requirement).read_bytes()).digest())
+    return {"key": key.hexdigest(), "requirements": list(requirements)}
+
+
+def _is_current(stamp: Path, wanted: dict[str, object]) -> bool:
+    return stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == wanted
+
+
+def _install_once(session: nox.Session, *requirements: str) -> bool:
+    """Install requirements unless the venv's stamp shows the same set is in; True if it did."""
     stamp = Path(str(session.virtualenv.location)) / STAMP
-    wanted = {"key": key.hexdigest(), "requirements": list(requirements)}
-    if stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == wanted:
+    wanted = _stamp(requirements)
+    if _is_current(stamp, wanted):
         session.log("environment up to date (same wheel and pins): skipping install")
         return False
     session.install(*requirements)
@@ -69,9 +77,12 @@ def build_patched_executorch(session: nox.Session) -> None:
     session.log(f"ready: {session.virtualenv.location} (activate: source <it>/bin/activate)")
 
 
+PY_SOURCES = ("overlay", "tests", "benchmarks", "noxfile.py")
+
+
 def _lint(session: nox.Session) -> None:
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
+    session.run("ruff", "check", *PY_SOURCES)
+    session.run("ruff", "format", "--check", *PY_SOURCES)
     session.run("mypy")
 
 
@@ -93,6 +104,36 @@ def tests(session: nox.Session) -> None:
 
 def _executorch() -> str:
     return f"executorch=={pins.EXECUTORCH_VERSION}"
+
+
+def _uv_env(session: nox.Session, name: str, *requirements: str) -> str:
+    """Create (or reuse, by stamp) a uv venv under .nox/ and return its python."""
+    folder = ROOT / ".nox" / f"equivalence-{name}"
+    python = folder / "bin" / "python"
+    stamp = folder / STAMP
+    wanted = _stamp(requirements)
+    if _is_current(stamp, wanted):
+        return str(python)
+    session.run("uv", "venv", "--clear", "--python", PYTHON, str(folder), external=True)
+    session.run("uv", "pip", "install", "--python", str(python), *requirements, external=True)
+    stamp.write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
+    return str(python)
+
+
+@nox.session(python=PYTHON)
+def equivalence(session: nox.Session) -> None:
+    """Stock vs stock+runtime patch vs diff-patched build, per model (`-- --fast` for CI)."""
+    session.install("-e", ".")
+    stock = os.environ.get("OVERLAY_STOCK_PYTHON") or _uv_env(
+        session, "stock", *pins.runtime_requirements(), _executorch()
+    )
+    patched = os.environ.get("OVERLAY_PATCHED_PYTHON") or _uv_env(
+        session, "patched", *pins.runtime_requirements(), str(_built_wheel(session))
+    )
+    session.run(
+        "python", "-m", "overlay", "equivalence",
+        "--stock-python", stock, "--patched-python", patched, *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)

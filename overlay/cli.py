@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from overlay import mbox, pins, tree, upstream, wheels, worktree
-from overlay.errors import OverlayError, TargetError
+from overlay import equivalence, mbox, pins, report, tree, upstream, wheels, worktree
+from overlay.errors import EquivalenceError, OverlayError, TargetError
 from overlay.install_check import check_installed
 from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 
@@ -235,6 +235,50 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_equivalence(args: argparse.Namespace) -> int:
+    """Compare stock, stock + runtime patch and the diff-patched build, case by case."""
+    options = equivalence.options_from_env(
+        stock_python=args.stock_python,
+        patched_python=args.patched_python,
+        runtime_patch=args.runtime_patch,
+        models=args.models,
+        fast=args.fast,
+        only=tuple(args.case or ()),
+        probes=not args.no_probes,
+        parallel=not args.serial,
+        attribute=not args.no_attribution,
+        keep_bytes=args.keep_bytes,
+    )
+    if args.list:
+        cases, probes = equivalence.list_items(options)
+        for case in cases:
+            claim = f" claims {case.claim.effect} by patch {case.claim.fix}" if case.claim else ""
+            fast = " [fast]" if case.fast else ""
+            out(f"case  {case.name}: {case.spec} {case.quantize or 'fp'}{fast}{claim}")
+        for name, description in probes.items():
+            out(f"probe {name}: {description}")
+        return 0
+    result = equivalence.run(options, progress=progress if args.verbose else lambda _: None)
+    out(report.render_table(result).rstrip("\n"))
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (
+        ("equivalence.json", report.render_json(result)),
+        ("equivalence.md", report.render_markdown(result)),
+    ):
+        (folder / name).write_text(text, encoding="utf-8")
+        progress(f"wrote {folder / name}")
+    if result.failures:
+        raise EquivalenceError(
+            f"{len(result.failures)} undeclared divergence(s) or unreproduced claim(s)",
+            expected="(b) stock + runtime patch and (c) the diff-patched build agree",
+            found="\n".join(result.failures),
+            hint=f"read {folder / 'equivalence.md'}; fix the patch, or declare the divergence"
+            " in overlay/equivalence.py DECLARED_DIVERGENCES with its reason",
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -304,6 +348,24 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
     export.add_argument("--base", help="release to base the mboxes on (default: newest)")
     export.add_argument("--patch", action="append", help="export this patch (repeatable)")
+    eq = add("equivalence", cmd_equivalence, "prove stock+runtime patch == diff-patched build")
+    eq.add_argument("--stock-python", help="python of the stock env ($OVERLAY_STOCK_PYTHON)")
+    eq.add_argument("--patched-python", help="python of the patched env ($OVERLAY_PATCHED_PYTHON)")
+    eq.add_argument(
+        "--runtime-patch",
+        default="overlay.runtime:apply_all",
+        help="FILE.py:FUNCTION or module:FUNCTION for path (b) (default: %(default)s)",
+    )
+    eq.add_argument("--models", help="FILE.py defining CASES (see README) to add to the corpus")
+    eq.add_argument("--fast", action="store_true", help="the CI subset: one case per fix")
+    eq.add_argument("--case", action="append", help="run only this case (repeatable)")
+    eq.add_argument("--list", action="store_true", help="list cases and probes, run nothing")
+    eq.add_argument("--no-probes", action="store_true", help="skip the unit-level probes")
+    eq.add_argument("--serial", action="store_true", help="run the three paths one by one")
+    eq.add_argument("--no-attribution", action="store_true", help="skip per-patch attribution")
+    eq.add_argument("--keep-bytes", action="store_true", help="keep delegate bytes in the JSON")
+    eq.add_argument("--out", default="reports", help="folder for equivalence.json/.md")
+    eq.add_argument("--verbose", action="store_true", help="progress lines on stderr")
     return parser
 
 

@@ -31,10 +31,6 @@ class InstallReport:
     modules: tuple[str, ...]
 
 
-def _module_name(repo_path: str) -> str:
-    return pins.wheel_path(repo_path).removesuffix(".py").replace("/", ".")
-
-
 def check_installed(series: Series, *, import_modules: bool = True) -> InstallReport:
     """Verify version, provenance, file hashes and (optionally) imports of the patched install."""
     try:
@@ -79,7 +75,7 @@ def check_installed(series: Series, *, import_modules: bool = True) -> InstallRe
     modules: list[str] = []
     if import_modules:
         for repo_path in expected:
-            name = _module_name(repo_path)
+            name = pins.module_name(repo_path)
             module = importlib.import_module(name)
             loaded = Path(str(module.__file__)).resolve()
             if loaded != (site / pins.wheel_path(repo_path)).resolve():

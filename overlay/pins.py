@@ -112,6 +112,11 @@ def wheel_path(repo_path: str) -> str:
     return f"{PACKAGE_DIR}/{repo_path}"
 
 
+def module_name(repo_path: str) -> str:
+    """Map a repository path to its dotted module name (``executorch.backends.arm...``)."""
+    return wheel_path(repo_path).removesuffix(".py").replace("/", ".")
+
+
 def host_wheel_pin() -> WheelPin:
     """Return the pinned wheel for this interpreter and machine."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -1,0 +1,344 @@
+# mypy: allow-subclassing-any
+"""The equivalence corpus: small models, one TOSA spec and quantisation each.
+
+The table below is torch-free (names, specs, claims); ``build`` imports torch and makes
+the module and inputs, seeded, so every path lowers bit-identical weights and inputs.
+A claim says which patch the case is meant to show and how; the run checks it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from overlay.errors import EquivalenceError
+
+SPEC_RE = re.compile(r"^TOSA-1\.0(\+(INT|FP|int16|int4|bf16|fp8|u55|u85|cf))+$")
+QUANTIZE = (None, "a8w8", "a16w8")
+CASE_KEYS = {"module", "inputs", "spec", "quantize", "per_channel"}
+SEED = 20261202
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a case is in the corpus to show: patch ``fix`` changes it, as ``effect``."""
+
+    fix: int
+    effect: str  # "fixed" (stock wrong or failing) or "regression" (stock OK, patched FAIL)
+    trigger: str
+
+
+@dataclass(frozen=True)
+class CaseInfo:
+    """Torch-free description of one case."""
+
+    name: str
+    spec: str
+    quantize: str | None
+    per_channel: bool = True
+    fast: bool = False
+    claim: Claim | None = None
+    note: str = ""
+    source: str = "corpus"
+
+    def to_json(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        claim = None
+        if self.claim is not None:
+            claim = {
+                "fix": self.claim.fix,
+                "effect": self.claim.effect,
+                "trigger": self.claim.trigger,
+            }
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "quantize": self.quantize,
+            "per_channel": self.per_channel,
+            "fast": self.fast,
+            "claim": claim,
+            "note": self.note,
+            "source": self.source,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> CaseInfo:
+        """Rebuild from ``to_json`` output."""
+        raw = data.get("claim")
+        claim = Claim(int(raw["fix"]), str(raw["effect"]), str(raw["trigger"])) if raw else None
+        return CaseInfo(
+            name=str(data["name"]),
+            spec=str(data["spec"]),
+            quantize=data.get("quantize"),
+            per_channel=bool(data.get("per_channel", True)),
+            fast=bool(data.get("fast", False)),
+            claim=claim,
+            note=str(data.get("note", "")),
+            source=str(data.get("source", "corpus")),
+        )
+
+
+CASES: tuple[CaseInfo, ...] = (
+    CaseInfo("conv_relu_int8", "TOSA-1.0+INT", "a8w8", fast=True),
+    CaseInfo("depthwise_conv_int8", "TOSA-1.0+INT", "a8w8"),
+    CaseInfo("linear_int8", "TOSA-1.0+INT", "a8w8"),
+    CaseInfo("transposed_conv_int8", "TOSA-1.0+INT", "a8w8"),
+    CaseInfo(
+        "grouped_transposed_conv_int8",
+        "TOSA-1.0+INT",
+        "a8w8",
+        per_channel=False,
+        note="1.2.0 rejects grouped transposed conv with per-channel weights; per-tensor here",
+    ),
+    CaseInfo("grouped_transposed_conv_fp", "TOSA-1.0+FP", None, fast=True),
+    CaseInfo("add_cat_mean_int8", "TOSA-1.0+INT", "a8w8"),
+    CaseInfo("conv_relu_fp", "TOSA-1.0+FP", None),
+    CaseInfo("add_cat_mean_fp", "TOSA-1.0+FP", None),
+    CaseInfo("conv_relu_int8_intfp", "TOSA-1.0+INT+FP", "a8w8"),
+    CaseInfo("conv_a16w8_intfp16", "TOSA-1.0+INT+FP+int16", "a16w8"),
+    CaseInfo("linear_a16w8_intfp16", "TOSA-1.0+INT+FP+int16", "a16w8"),
+    CaseInfo(
+        "int16_quantize_output",
+        "TOSA-1.0+INT+FP+int16",
+        None,
+        fast=True,
+        claim=Claim(
+            1,
+            "fixed",
+            "a16w8 conv whose graph ends in its int16 quantize (output dequantize removed)",
+        ),
+        note="module is pre-quantised (a16w8 PT2E) and returns int16; quantize=None",
+    ),
+    CaseInfo(
+        "factory_op_output",
+        "TOSA-1.0+INT",
+        "a8w8",
+        fast=True,
+        claim=Claim(2, "fixed", "aten.full feeding a graph output"),
+    ),
+    CaseInfo(
+        "conv_relu_cat_mixed_qparams",
+        "TOSA-1.0+INT+FP",
+        "a8w8",
+        fast=True,
+        claim=Claim(3, "fixed", "conv -> relu feeding a cat with a differently quantised input"),
+    ),
+    CaseInfo(
+        "equal_constant_outputs_channels_last",
+        "TOSA-1.0+FP",
+        None,
+        fast=True,
+        claim=Claim(
+            4,
+            "fixed",
+            "two equal constant outputs merged by FuseEqualPlaceholdersPass, one channels_last",
+        ),
+    ),
+    CaseInfo(
+        "conv_a16w8_int16",
+        "TOSA-1.0+INT+int16",
+        "a16w8",
+        fast=True,
+        claim=Claim(1, "regression", "ordinary a16w8 conv on an INT-only int16 spec"),
+    ),
+)
+
+
+def info(name: str) -> CaseInfo:
+    """Return the corpus entry ``name``."""
+    for case in CASES:
+        if case.name == name:
+            return case
+    raise EquivalenceError(
+        f"no corpus case {name!r}",
+        expected=", ".join(c.name for c in CASES),
+        found=name,
+        hint="list the corpus with `python -m overlay equivalence --list`",
+    )
+
+
+def validate_case(name: str, entry: object) -> list[str]:
+    """Return the problems of one user ``CASES`` entry (empty when it is valid).
+
+    Checks what needs no torch; the worker checks the tensors and the module type.
+    """
+    if not isinstance(entry, Mapping):
+        return [f"{name}: expected a dict, found {type(entry).__name__}"]
+    problems = []
+    missing = sorted({"module", "inputs", "spec", "quantize"} - set(entry))
+    if missing:
+        problems.append(f"{name}: missing key(s) {', '.join(missing)}")
+    unknown = sorted(set(entry) - CASE_KEYS)
+    if unknown:
+        problems.append(f"{name}: unknown key(s) {', '.join(unknown)}")
+    if "module" in entry and not callable(entry["module"]):
+        problems.append(f"{name}: 'module' must be an nn.Module or a zero-argument callable")
+    if "inputs" in entry and not isinstance(entry["inputs"], tuple):
+        problems.append(
+            f"{name}: 'inputs' must be a tuple of tensors, found {type(entry['inputs']).__name__}"
+        )
+    spec = entry.get("spec")
+    if "spec" in entry and not (isinstance(spec, str) and SPEC_RE.match(spec)):
+        problems.append(
+            f"{name}: 'spec' must be a TOSA spec string like 'TOSA-1.0+INT', found {spec!r}"
+        )
+    if "quantize" in entry and entry["quantize"] not in QUANTIZE:
+        problems.append(
+            f"{name}: 'quantize' must be None, 'a8w8' or 'a16w8', found {entry['quantize']!r}"
+        )
+    if "per_channel" in entry and not isinstance(entry["per_channel"], bool):
+        problems.append(f"{name}: 'per_channel' must be a bool, found {entry['per_channel']!r}")
+    if isinstance(spec, str) and entry.get("quantize") and "+INT" not in spec:
+        problems.append(f"{name}: quantize={entry['quantize']!r} needs an INT spec, found {spec}")
+    if entry.get("quantize") == "a16w8" and isinstance(spec, str) and "int16" not in spec:
+        problems.append(f"{name}: a16w8 needs the +int16 extension, found {spec}")
+    return problems
+
+
+def validate_cases(cases: object, *, origin: str) -> list[str]:
+    """Return every problem of a user file's ``CASES`` object."""
+    if not isinstance(cases, Mapping) or not cases:
+        return [f"{origin}: CASES must be a non-empty dict of case name -> dict"]
+    problems = []
+    for name, entry in cases.items():
+        if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9_.-]+$", name):
+            problems.append(f"{origin}: case name {name!r} must be letters, digits, _ . -")
+            continue
+        problems.extend(validate_case(name, entry))
+    return problems
+
+
+# --- builders (torch) -----------------------------------------------------------------------
+
+
+def _builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:
+    import torch
+    from torch import nn
+
+    def image(*shape: int) -> Any:
+        return torch.randn(*shape)
+
+    class ConvRelu(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            return torch.relu(self.conv(x))
+
+    class Depthwise(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+        def forward(self, x: Any) -> Any:
+            return torch.relu(self.conv(x))
+
+    class Linear(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(16, 32)
+            self.fc2 = nn.Linear(32, 8)
+
+        def forward(self, x: Any) -> Any:
+            return self.fc2(torch.relu(self.fc1(x)))
+
+    class Transposed(nn.Module):
+        def __init__(self, groups: int) -> None:
+            super().__init__()
+            self.conv = nn.ConvTranspose2d(
+                4, 4, 3, stride=2, padding=1, output_padding=1, groups=groups
+            )
+
+        def forward(self, x: Any) -> Any:
+            return self.conv(x)
+
+    class AddCatMean(nn.Module):
+        def forward(self, x: Any, y: Any) -> Any:
+            return torch.cat([x + y, x], dim=1).mean(dim=(2, 3), keepdim=True)
+
+    class Conv(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            return self.conv(x)
+
+    class FactoryOutput(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x + 1, torch.full((1, 4), 2.0)
+
+    class ConvReluCat(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x: Any, y: Any) -> Any:
+            return torch.cat([torch.relu(self.conv(x)), y * 10], dim=1)
+
+    class EqualConstants(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("a", torch.arange(24.0).reshape(1, 2, 3, 4))
+            self.register_buffer("b", torch.arange(24.0).reshape(1, 2, 3, 4))
+
+        def forward(self, x: Any) -> Any:
+            channels_last = (self.b + 0).contiguous(memory_format=torch.channels_last)
+            return x + 1, self.a + 0, channels_last
+
+    def int16_output() -> tuple[Any, tuple[Any, ...]]:
+        from executorch.backends.arm.quantizer import (
+            TOSAQuantizer,
+            get_symmetric_a16w8_quantization_config,
+        )
+        from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+        model, inputs = Conv().eval(), (image(1, 3, 8, 8),)
+        quantizer = TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT+FP+int16"))
+        quantizer.set_global(get_symmetric_a16w8_quantization_config())
+        graph = torch.export.export(model, inputs).module(check_guards=False)
+        prepared = prepare_pt2e(graph, quantizer)
+        prepared(*inputs)
+        converted = convert_pt2e(prepared)
+        output = converted.graph.output_node()
+        dequant = output.args[0][0]
+        output.args = ((dequant.args[0],),)
+        converted.graph.erase_node(dequant)
+        converted.recompile()
+        return converted, inputs
+
+    return {
+        "conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
+        "depthwise_conv_int8": lambda: (Depthwise(), (image(1, 8, 12, 12),)),
+        "linear_int8": lambda: (Linear(), (image(2, 16),)),
+        "transposed_conv_int8": lambda: (Transposed(1), (image(1, 4, 6, 6),)),
+        "grouped_transposed_conv_int8": lambda: (Transposed(2), (image(1, 4, 6, 6),)),
+        "grouped_transposed_conv_fp": lambda: (Transposed(2), (image(1, 4, 6, 6),)),
+        "add_cat_mean_int8": lambda: (AddCatMean(), (image(1, 4, 4, 4), image(1, 4, 4, 4))),
+        "conv_relu_fp": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
+        "add_cat_mean_fp": lambda: (AddCatMean(), (image(1, 4, 4, 4), image(1, 4, 4, 4))),
+        "conv_relu_int8_intfp": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
+        "conv_a16w8_intfp16": lambda: (Conv(), (image(1, 3, 8, 8),)),
+        "linear_a16w8_intfp16": lambda: (Linear(), (image(2, 16),)),
+        "int16_quantize_output": int16_output,
+        "factory_op_output": lambda: (FactoryOutput(), (image(1, 4),)),
+        "conv_relu_cat_mixed_qparams": lambda: (
+            ConvReluCat(),
+            (image(1, 3, 8, 8), image(1, 2, 8, 8)),
+        ),
+        "equal_constant_outputs_channels_last": lambda: (EqualConstants(), (image(1, 4),)),
+        "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
+    }
+
+
+def build(name: str) -> tuple[Any, tuple[Any, ...]]:
+    """Return (module, inputs) of corpus case ``name``, built under a fixed seed."""
+    import torch
+
+    info(name)
+    torch.manual_seed(SEED)
+    return _builders()[name]()

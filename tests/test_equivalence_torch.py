@@ -1,0 +1,195 @@
+"""Equivalence runs with real workers (torch): the fast corpus passes, injected faults fail.
+
+The stock path is this interpreter (a venv with stock executorch 1.2.0). The patched path is
+this interpreter plus a hardlinked copy of its executorch package with the series applied
+(``tree.transform``), put first on PYTHONPATH: the same bytes the build installs, in 0.1 s.
+$OVERLAY_PATCHED_PYTHON, when set, is used for the passing run instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from overlay import equivalence, report, tree
+from overlay.errors import EquivalenceError
+from overlay.series import Series, load_series
+
+pytestmark = pytest.mark.torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT.parent / "shared" / "seed" / "arm_backend_monkey_patch.py"
+
+
+def _stock_package() -> Path:
+    spec = importlib.util.find_spec("executorch")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("needs stock executorch in this interpreter (run through nox)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _patched_copy(series: Series, folder: Path) -> Path:
+    package = _stock_package()
+    target = folder / "executorch"
+    shutil.copytree(package, target, copy_function=os.link)
+    for repo_path in series.targets():
+        path = target / repo_path
+        data = tree.transform(series, repo_path, path.read_bytes())
+        path.unlink()  # break the hardlink before writing
+        path.write_bytes(data)
+    return folder
+
+
+def _options(tmp_path: Path, series: Series, **overrides: object) -> equivalence.Options:
+    options = equivalence.Options(
+        stock_python=sys.executable,
+        patched_python=sys.executable,
+        fast=True,
+        log_dir=tmp_path / "logs",
+        pythonpath={"c": str(_patched_copy(series, tmp_path / "patched"))},
+    )
+    return dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def series() -> Series:
+    return load_series(ROOT / "patches")
+
+
+def test_fast_corpus_is_equivalent_and_claims_reproduce(tmp_path: Path, series: Series) -> None:
+    result = equivalence.run(_options(tmp_path, series))
+    assert result.failures == [], report.render_table(result)
+    verdicts = {v.item: v for v in result.verdicts}
+    assert verdicts["case:conv_a16w8_int16"].ab == "regression"
+    assert verdicts["case:conv_a16w8_int16"].fix == 1
+    assert verdicts["case:conv_relu_cat_mixed_qparams"].results["a"]["status"] == "fail"
+    assert verdicts["case:equal_constant_outputs_channels_last"].fix == 4
+    assert verdicts["case:conv_relu_int8"].ab == "same"
+    table = report.render_table(result)
+    assert "stock OK, patched FAIL: TosaValueError" in table
+
+
+def test_runtime_patch_missing_one_fix_is_caught(tmp_path: Path, series: Series) -> None:
+    partial = tmp_path / "partial_patch.py"
+    partial.write_text(
+        "from overlay import runtime\n\n\ndef apply() -> None:\n    runtime.apply([1, 2, 3])\n",
+        encoding="utf-8",
+    )
+    options = _options(
+        tmp_path,
+        series,
+        runtime_patch=f"{partial}:apply",
+        only=("equal_constant_outputs_channels_last",),
+        attribute=False,
+    )
+    result = equivalence.run(options)
+    (verdict,) = result.verdicts
+    assert verdict.bc == "UNDECLARED" and "numerics" in verdict.bc_diffs
+    assert result.failures
+
+
+def test_patched_env_with_one_diff_reverted_is_caught(tmp_path: Path, series: Series) -> None:
+    without_3 = dataclasses.replace(
+        series, patches=tuple(p for p in series.patches if not p.name.startswith("0003"))
+    )
+    options = dataclasses.replace(
+        _options(tmp_path, without_3),
+        only=("conv_relu_cat_mixed_qparams",),
+        attribute=False,
+    )
+    result = equivalence.run(options)
+    (verdict,) = result.verdicts
+    assert verdict.bc == "UNDECLARED" and verdict.bc_diffs[0] == "status"
+    assert verdict.results["c"]["error"]["type"] == "ValueError"
+
+
+def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path) -> None:
+    from overlay import cli
+
+    # Path (c) is plain stock here: a "patched build" that lacks every diff.
+    code = cli.main(
+        [
+            "equivalence",
+            "--stock-python",
+            sys.executable,
+            "--patched-python",
+            sys.executable,
+            "--case",
+            "equal_constant_outputs_channels_last",
+            "--no-attribution",
+            "--out",
+            str(tmp_path / "reports"),
+        ]
+    )
+    assert code == EquivalenceError.exit_code
+    markdown = (tmp_path / "reports" / "equivalence.md").read_text(encoding="utf-8")
+    assert "UNDECLARED" in markdown
+
+
+@pytest.mark.skipif(not SEED.is_file(), reason=f"seed monkey-patch not found at {SEED}")
+def test_seed_file_gives_same_verdicts_plus_declared(tmp_path: Path, series: Series) -> None:
+    seed = f"{SEED}:apply_arm_backend_monkey_patch"
+    result = equivalence.run(_options(tmp_path, series, runtime_patch=seed))
+    assert result.failures == [], report.render_table(result)
+    declared = {v.item: v.declared for v in result.verdicts if v.bc == "declared"}
+    assert declared == {
+        "probe:RewriteConvPass.grouped_transposed_fp": "seed-stale-grouped-transpose-check"
+    }
+
+
+USER_MODELS = """
+import torch
+
+
+class TwoConvs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.b = torch.nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+CASES = {
+    "user_two_convs": {
+        "module": TwoConvs,
+        "inputs": (torch.randn(1, 3, 8, 8),),
+        "spec": "TOSA-1.0+INT",
+        "quantize": "a8w8",
+        "per_channel": False,
+    },
+}
+"""
+
+
+def test_user_models_file_runs_on_all_paths(tmp_path: Path, series: Series) -> None:
+    models = tmp_path / "my_models.py"
+    models.write_text(USER_MODELS, encoding="utf-8")
+    options = _options(
+        tmp_path, series, models=str(models), only=("user_two_convs",), attribute=False
+    )
+    result = equivalence.run(options)
+    (verdict,) = result.verdicts
+    assert verdict.info["source"] == "my_models.py"
+    assert all(verdict.results[p]["status"] == "ok" for p in "abc"), report.render_table(result)
+    assert any(line.startswith("delegate[0]") for line in verdict.results["c"]["graph"])
+    assert result.failures == []
+
+
+def test_invalid_user_models_file_is_refused(tmp_path: Path, series: Series) -> None:
+    models = tmp_path / "bad_models.py"
+    models.write_text(
+        "CASES = {'x': {'module': 1, 'inputs': [], 'spec': 'INT', 'quantize': 'q'}}\n",
+        encoding="utf-8",
+    )
+    options = _options(tmp_path, series, models=str(models))
+    with pytest.raises(EquivalenceError, match="could not start") as info:
+        equivalence.run(options)
+    assert "'spec' must be a TOSA spec string" in str(info.value)
