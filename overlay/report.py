@@ -38,11 +38,12 @@ def ab_text(verdict: ItemVerdict) -> str:
     """Return the (a) vs (b) verdict as words."""
     if verdict.ab == "same":
         return "same as stock"
+    cause = f"patch {verdict.fix}" if verdict.fix is not None else "no single fix alone"
     if verdict.ab == "regression":
-        return f"regression vs stock (patch {verdict.fix if verdict.fix is not None else '?'})"
+        return f"regression vs stock ({cause})"
     if verdict.ab == "fixed":
-        return f"fixed by patch {verdict.fix if verdict.fix is not None else '?'}"
-    return f"changed by patch {verdict.fix if verdict.fix is not None else '?'}"
+        return f"fixed by {cause}"
+    return f"changed by {cause}"
 
 
 def bc_text(verdict: ItemVerdict) -> str:
