@@ -114,8 +114,8 @@ def _uv_env(session: nox.Session, name: str, *requirements: str) -> str:
     wanted = _stamp(requirements)
     if _is_current(stamp, wanted):
         return str(python)
-    session.run("uv", "venv", "--clear", "--python", PYTHON, str(folder), external=True)
-    session.run("uv", "pip", "install", "--python", str(python), *requirements, external=True)
+    session.run("uv", "venv", "--clear", "--python", PYTHON, str(folder))
+    session.run("uv", "pip", "install", "--python", str(python), *requirements)
     stamp.write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
     return str(python)
 
@@ -123,7 +123,7 @@ def _uv_env(session: nox.Session, name: str, *requirements: str) -> str:
 @nox.session(python=PYTHON)
 def equivalence(session: nox.Session) -> None:
     """Stock vs stock+runtime patch vs diff-patched build, per model (`-- --fast` for CI)."""
-    session.install("-e", ".")
+    session.install("-e", ".", "uv")  # uv in the session venv makes the two test envs
     stock = os.environ.get("OVERLAY_STOCK_PYTHON") or _uv_env(
         session, "stock", *pins.runtime_requirements(), _executorch()
     )
@@ -139,7 +139,7 @@ def equivalence(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmark: cold build vs a bare install of the same pins, warm re-run, apply time."""
-    session.install("-e", ".")
+    session.install("-e", ".", "uv", "nox")
     session.run("python", "benchmarks/bench_build.py", *session.posargs)
 
 
