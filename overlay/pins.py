@@ -19,7 +19,9 @@ UPSTREAM_REPO = "pytorch/executorch"
 TORCH_VERSION = "2.11.0"
 TORCHAO_VERSION = "0.18.0"
 TOSA_TOOLS_VERSION = "2026.2.1"
-MODEL_CONVERTER_VERSION = "0.8.0"
+# VGF: ai-ml-sdk-model-converter (the `model_converter` binary). 0.8.0 and 0.10.0 reject
+# the TOSA files tosa-tools 2026.2.1 writes ("newer SerLib version"); 0.9.0 and 0.11.0 work.
+MODEL_CONVERTER_VERSION = "0.11.0"
 
 # Repository paths map onto the wheel under this package directory:
 # backends/arm/X in pytorch/executorch is executorch/backends/arm/X in the wheel.
@@ -104,6 +106,7 @@ def runtime_requirements() -> list[str]:
         f"torch=={TORCH_VERSION}",
         f"torchao=={TORCHAO_VERSION}",
         f"tosa-tools=={TOSA_TOOLS_VERSION}",
+        f"ai-ml-sdk-model-converter=={MODEL_CONVERTER_VERSION}",
     ]
 
 

@@ -114,6 +114,21 @@ def _rows(report: Report) -> list[list[str]]:
 HEADER = ["item", "spec", "(a) stock", "(b) runtime", "(c) diffs", "err(c)", "a vs b", "b vs c"]
 
 
+def vgf_line(report: Report) -> str:
+    """Say on how many cases VGF payloads were compared, and why the others were not."""
+    compared, failed, skipped = 0, 0, set()
+    for verdict in report.verdicts:
+        vgf = (verdict.results.get("c") or {}).get("vgf") or {}
+        if "payloads" in vgf:
+            compared += 1
+        elif "error" in vgf:
+            failed += 1
+        elif "skipped" in vgf:
+            skipped.add(str(vgf["skipped"]))
+    text = f"VGF: payloads compared on {compared} case(s), lowering failed on {failed}"
+    return text + (f"; skipped: {'; '.join(sorted(skipped))}" if skipped else "")
+
+
 def _summary(report: Report) -> list[str]:
     counts: dict[str, int] = {}
     for verdict in report.verdicts:
@@ -125,6 +140,7 @@ def _summary(report: Report) -> list[str]:
         + ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
         + ")",
     ]
+    lines.append(vgf_line(report))
     failures = report.failures
     lines.append("verdict: " + ("FAIL" if failures else "PASS (b and c equivalent)"))
     lines.extend(f"  - {f}" for f in failures)

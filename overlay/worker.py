@@ -396,5 +396,16 @@ def serve(requests: TextIO | None = None, replies: TextIO | None = None) -> None
         replies.flush()
 
 
+def _activate_env_bin() -> None:
+    """Put this interpreter's bin folder on PATH, as activating its venv would.
+
+    Tools installed beside executorch (``model_converter`` for VGF) are found on PATH.
+    """
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
 if __name__ == "__main__":
+    _activate_env_bin()
     serve()

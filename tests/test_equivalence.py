@@ -172,6 +172,21 @@ def test_passing_report_says_pass() -> None:
     assert "verdict: PASS" in report.render_table(rendered)
 
 
+def test_vgf_line_counts_compared_failed_and_skipped() -> None:
+    def with_vgf(vgf: dict[str, Any]) -> ItemVerdict:
+        result = {**_ok(), "vgf": vgf}
+        return equivalence.judge("case:v", CASE_INFO, {"a": result, "b": result, "c": result})
+
+    payloads = {"payloads": [{"sha256": "ab", "size": 3}]}
+    rendered = _report(
+        [with_vgf(payloads), with_vgf(payloads), with_vgf({"error": {"type": "E", "message": "m"}})]
+    )
+    assert report.vgf_line(rendered) == "VGF: payloads compared on 2 case(s), lowering failed on 1"
+    skipped = _report([with_vgf({"skipped": "no model_converter"})])
+    assert report.vgf_line(skipped).endswith("skipped: no model_converter")
+    assert "VGF: payloads compared on 0" in report.render_table(skipped)
+
+
 def test_corpus_covers_specs_quantisations_and_every_fix() -> None:
     cases = corpus.CASES
     assert len(cases) >= 15
