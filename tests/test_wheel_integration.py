@@ -202,3 +202,17 @@ def test_pip_accepts_the_wheel_for_an_executorch_pin(built: wheels.BuildResult) 
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert [item["metadata"]["version"] for item in report["install"]] == [built.version]
+
+
+def test_git_apply_of_the_series_gives_the_recorded_bytes(
+    tmp_path: Path, series: Series, source: Path
+) -> None:
+    """An independent applier (git apply) agrees with ours on every patched file."""
+    for repo_path, data in wheels.read_wheel_sources(source, series).items():
+        (tmp_path / repo_path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / repo_path).write_bytes(data)
+    for patch in series.patches:
+        worktree.git(tmp_path, "apply", "--check", str(PATCHES / patch.name))
+        worktree.git(tmp_path, "apply", str(PATCHES / patch.name))
+    for repo_path, sha in series.expected_patched_sha256().items():
+        assert sha256_bytes((tmp_path / repo_path).read_bytes()) == sha
