@@ -182,28 +182,44 @@ def safe_file(target: Target, repo_path: str) -> Path:
     return current
 
 
+@dataclass(frozen=True)
+class _Read:
+    """One target file as read once: its checked path, bytes and state."""
+
+    path: Path
+    data: bytes
+    state: FileState
+
+
+def _read_files(series: Series, target: Target, pristine: Mapping[str, str]) -> dict[str, _Read]:
+    """Read and classify every file the series touches, each exactly once."""
+    patched = series.expected_patched_sha256()
+    files = {}
+    for repo_path in series.targets():
+        path = safe_file(target, repo_path)
+        if not path.is_file():
+            files[repo_path] = _Read(path, b"", FileState.MISSING)
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
+        digest = sha256_bytes(data)
+        if digest == _pristine_sha(repo_path, pristine):
+            state = FileState.PRISTINE
+        elif digest == patched[repo_path]:
+            state = FileState.PATCHED
+        else:
+            state = FileState.DRIFTED
+        files[repo_path] = _Read(path, data, state)
+    return files
+
+
 def file_states(
     series: Series, target: Target, *, pristine: Mapping[str, str] = pins.PRISTINE_SHA256
 ) -> dict[str, FileState]:
     """Classify every file the series touches (reads only)."""
-    patched = series.expected_patched_sha256()
-    states = {}
-    for repo_path in series.targets():
-        path = safe_file(target, repo_path)
-        if not path.is_file():
-            states[repo_path] = FileState.MISSING
-            continue
-        try:
-            digest = sha256_bytes(path.read_bytes())
-        except OSError as exc:
-            raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
-        if digest == _pristine_sha(repo_path, pristine):
-            states[repo_path] = FileState.PRISTINE
-        elif digest == patched[repo_path]:
-            states[repo_path] = FileState.PATCHED
-        else:
-            states[repo_path] = FileState.DRIFTED
-    return states
+    return {p: read.state for p, read in _read_files(series, target, pristine).items()}
 
 
 def _pristine_sha(repo_path: str, pristine: Mapping[str, str]) -> str:
@@ -250,7 +266,8 @@ def plan(
     """Check everything and compute the new bytes of every file; write nothing."""
     check_version(target.version)
     patched = series.expected_patched_sha256()
-    states = file_states(series, target, pristine=pristine)
+    files = _read_files(series, target, pristine)
+    states = {p: read.state for p, read in files.items()}
     want, have = (
         (FileState.PRISTINE, FileState.PATCHED)
         if reverse
@@ -268,22 +285,21 @@ def plan(
             hint="reinstall executorch to get pristine files, then apply again",
         )
     changes, unchanged = [], []
-    for repo_path, state in states.items():
-        if state is want:
+    for repo_path, read in files.items():
+        if read.state is want:
             unchanged.append(repo_path)
             continue
-        path = target.file(repo_path)
-        old = path.read_bytes()
-        new = transform(series, repo_path, old, reverse=reverse)
+        new = transform(series, repo_path, read.data, reverse=reverse)
         wanted = _pristine_sha(repo_path, pristine) if reverse else patched[repo_path]
-        if sha256_bytes(new) != wanted:
+        found = sha256_bytes(new)
+        if found != wanted:
             raise ApplyError(
                 f"{repo_path}: the series produced unexpected bytes; nothing was written",
                 expected=f"sha256 {wanted}",
-                found=f"sha256 {sha256_bytes(new)}",
+                found=f"sha256 {found}",
                 hint="SHA256SUMS does not match the patches: `python -m overlay refresh`",
             )
-        changes.append(FileChange(repo_path, path, old, new))
+        changes.append(FileChange(repo_path, read.path, read.data, new))
     return Plan(target, reverse, tuple(changes), tuple(unchanged))
 
 
