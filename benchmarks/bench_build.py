@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from overlay import install, wheels
+from overlay.series import Series, load_series
 
-from overlay import pins, tree, wheels  # noqa: E402
-from overlay.series import load_series  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+SERIES: Series = load_series(ROOT / "patches")
 
 
 def timed(command: list[str], **kwargs: object) -> float:
@@ -45,7 +45,7 @@ def bare_install(scratch: Path) -> float:
     venv = scratch / "bare"
     start = time.perf_counter()
     subprocess.run([uv(), "venv", "-q", "-p", "3.11", str(venv)], check=True)
-    requirements = [*pins.runtime_requirements(), f"executorch=={pins.EXECUTORCH_VERSION}"]
+    requirements = [*SERIES.pins.runtime_requirements(), SERIES.pins.executorch_requirement()]
     env = {**os.environ, "VIRTUAL_ENV": str(venv)}
     subprocess.run([uv(), "pip", "install", "-q", *requirements], check=True, env=env)
     return time.perf_counter() - start
@@ -56,7 +56,7 @@ def pip_install(scratch: Path) -> float:
     venv = scratch / "pip"
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    requirements = [*pins.runtime_requirements(), f"executorch=={pins.EXECUTORCH_VERSION}"]
+    requirements = [*SERIES.pins.runtime_requirements(), SERIES.pins.executorch_requirement()]
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *requirements], check=True)
     return time.perf_counter() - start
 
@@ -70,18 +70,18 @@ def nox_build(scratch: Path) -> float:
 
 def apply_times(scratch: Path, rounds: int) -> tuple[float, float, float]:
     """Return median seconds for: series apply, series revert, patched-wheel repack."""
-    series = load_series(ROOT / "patches")
-    pin = pins.host_wheel_pin()
+    series = SERIES
+    pin = series.pins.host_wheel()
     source = wheels.fetch_wheel(pin)
     root = wheels.unpack_wheel(source, scratch / "unpacked")
-    target = tree.find_target(root)
+    target = install.find_target(root)
     applies, reverts = [], []
     for _ in range(rounds):
         start = time.perf_counter()
-        tree.apply(series, target)
+        install.apply(series, target)
         applies.append(time.perf_counter() - start)
         start = time.perf_counter()
-        tree.apply(series, target, reverse=True)
+        install.apply(series, target, reverse=True)
         reverts.append(time.perf_counter() - start)
     start = time.perf_counter()
     wheels.build_patched_wheel(series, source, pin, scratch / "repack", force=True)

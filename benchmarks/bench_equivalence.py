@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
+from dataclasses import replace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from overlay import equivalence
+from overlay.equivalence import orchestrator
+from overlay.equivalence.orchestrator import PATHS, Report
+from overlay.equivalence.protocol import ItemKind, PathId
 
 # Targets: the harness (3 imports + export/quantise + reference-model runs + attribution)
 # may cost at most this multiple of the bare lowering sum; the diffs may not slow lowering.
@@ -24,11 +23,11 @@ TARGET_OVERHEAD = 4.0
 TARGET_PATCHED_RATIO = 1.10
 
 
-def _lower_sum(report: equivalence.Report, path: str) -> float:
+def _lower_sum(report: Report, path: PathId) -> float:
     return sum(
-        float(v.results[path].get("lower_seconds") or 0.0)
+        v.results[path].lower_seconds or 0.0
         for v in report.verdicts
-        if v.item.startswith("case:")
+        if v.item.kind is ItemKind.CASE
     )
 
 
@@ -40,30 +39,28 @@ def main() -> int:
     parser.add_argument("--fast", action="store_true")
     parser.add_argument("--no-serial", action="store_true", help="skip the serial run")
     args = parser.parse_args()
-    options = equivalence.options_from_env(
-        stock_python=args.stock_python, patched_python=args.patched_python, fast=args.fast
-    )
-    parallel = equivalence.run(options)
-    lowering = {p: _lower_sum(parallel, p) for p in equivalence.PATHS}
+    options = orchestrator.options_from_env(args.stock_python, args.patched_python, fast=args.fast)
+    parallel = orchestrator.run(options)
+    lowering = {p: _lower_sum(parallel, p) for p in PATHS}
     bare = sum(lowering.values())
-    cases = sum(1 for v in parallel.verdicts if v.item.startswith("case:"))
+    cases = sum(1 for v in parallel.verdicts if v.item.kind is ItemKind.CASE)
     print(f"cases: {cases}, probes: {len(parallel.verdicts) - cases}")
     print(f"equivalence wall time (3 paths parallel): {parallel.wall_seconds:.1f} s")
     for phase, seconds in parallel.phase_seconds.items():
         print(f"  {phase}: {seconds:.1f} s")
     print(f"sum of bare lowering times, 3 paths: {bare:.1f} s")
-    for path in equivalence.PATHS:
-        print(f"  ({path}) {equivalence.PATH_TITLES[path]}: {lowering[path]:.1f} s")
+    for path in PATHS:
+        print(f"  ({path.value}) {path.label}: {lowering[path]:.1f} s")
     overhead = parallel.wall_seconds / bare if bare else float("inf")
     print(f"wall / bare lowering: {overhead:.2f}x (target <= {TARGET_OVERHEAD}x)")
     both_ok = [
         v
         for v in parallel.verdicts
-        if v.item.startswith("case:")
-        and all(v.results[p].get("status") == "ok" for p in ("a", "c"))
+        if v.item.kind is ItemKind.CASE
+        and all(v.results[p].ok for p in (PathId.STOCK, PathId.PATCHED))
     ]
-    stock = sum(float(v.results["a"]["lower_seconds"]) for v in both_ok)
-    patched = sum(float(v.results["c"]["lower_seconds"]) for v in both_ok)
+    stock = sum(v.results[PathId.STOCK].lower_seconds or 0.0 for v in both_ok)
+    patched = sum(v.results[PathId.PATCHED].lower_seconds or 0.0 for v in both_ok)
     ratio = patched / stock if stock else float("nan")
     print(
         f"patched vs stock lowering (cases OK on both, same run): {patched:.2f} s / {stock:.2f} s"
@@ -71,9 +68,7 @@ def main() -> int:
     )
     missed = overhead > TARGET_OVERHEAD or ratio > TARGET_PATCHED_RATIO
     if not args.no_serial:
-        from dataclasses import replace
-
-        serial = equivalence.run(replace(options, parallel=False))
+        serial = orchestrator.run(replace(options, parallel=False))
         print(
             f"serial wall time: {serial.wall_seconds:.1f} s"
             f" (parallel saves {serial.wall_seconds - parallel.wall_seconds:.1f} s on"

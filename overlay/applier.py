@@ -1,13 +1,16 @@
-"""Strict hunk application on text: no fuzz, exact context, line endings kept.
+"""The text layer: strict hunk application, no fuzz, exact context, line endings kept.
 
-This module is pure (text in, text out). ``overlay.tree`` adds the file-system
+Everything here is pure (bytes or text in, bytes or text out): one file diff applied to
+a text (:func:`apply_file`), one patch applied to a set of texts (:func:`apply_patch`),
+the series applied to one file's bytes (:func:`transform`, :func:`transform_checked`),
+and the lossless codec between them. ``overlay.install`` adds the file-system
 transaction (hash checks, staging, rename, rollback, locking) on top of it.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from unidiff.constants import (
@@ -18,7 +21,9 @@ from unidiff.constants import (
 )
 from unidiff.patch import PatchedFile
 
-from overlay.errors import ApplyError
+from overlay._hashing import sha256_bytes
+from overlay.errors import ApplyError, ChecksumMismatchError
+from overlay.series import Patch, Series
 
 _SHOWN_LINES = 8
 
@@ -206,3 +211,75 @@ def _search(lines: Sequence[str], old: Sequence[str], around: int, *, floor: int
             if at >= floor and _matches(lines, at, old):
                 return at
     return -1
+
+
+def decode(data: bytes) -> str:
+    """Decode file bytes losslessly (non-UTF-8 bytes survive the round trip)."""
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    """Encode text produced by :func:`decode` back to the same bytes."""
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def apply_patch(
+    patch: Patch, texts: Mapping[str, str], *, reverse: bool = False, allow_offset: bool = False
+) -> dict[str, str]:
+    """Apply one patch to ``{repository path: text}``; return the texts after it.
+
+    A file the patch names but ``texts`` lacks is a mismatch of its first hunk.
+    """
+    out = dict(texts)
+    for patched_file in patch.files:
+        path = patched_file.path
+        where = f"patch {patch.name}, file {path}"
+        if path not in out:
+            raise HunkMismatchError(
+                f"{where}: the file does not exist",
+                hunk=1,
+                expected=f"{path} in the sources",
+                found="no such file",
+                hint="the file moved or was removed upstream: port the patch",
+            )
+        out[path] = apply_file(
+            out[path], patched_file, reverse=reverse, allow_offset=allow_offset, where=where
+        ).text
+    return out
+
+
+def transform(
+    patches: Iterable[Patch], repo_path: str, data: bytes, *, reverse: bool = False
+) -> bytes:
+    """Apply (or reverse, last patch first) every patch that touches ``repo_path``."""
+    ordered = list(patches)
+    text = decode(data)
+    for patch in reversed(ordered) if reverse else ordered:
+        for patched_file in patch.files:
+            if patched_file.path == repo_path:
+                where = f"patch {patch.name}, file {repo_path}"
+                text = apply_file(text, patched_file, reverse=reverse, where=where).text
+    return encode(text)
+
+
+def transform_checked(
+    series: Series, repo_path: str, data: bytes, *, reverse: bool = False
+) -> bytes:
+    """Transform like :func:`transform`, then require the recorded result.
+
+    Forward, the result must be the SHA256SUMS entry; in reverse, the pinned pristine file.
+    """
+    new = transform(series.patches, repo_path, data, reverse=reverse)
+    if reverse:
+        wanted = series.pins.pristine_sha256(repo_path)
+    else:
+        wanted = series.expected_patched_sha256()[repo_path]
+    found = sha256_bytes(new)
+    if found != wanted:
+        raise ChecksumMismatchError(
+            f"{repo_path}: the series produced unexpected bytes; nothing was written",
+            repo_path=repo_path,
+            expected=wanted,
+            found=found,
+        )
+    return new

@@ -14,13 +14,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from overlay import equivalence, mbox, pins, report, tree, upstream, wheels, worktree
+from overlay import __version__, fixes, install, pins, wheels, worktree
+from overlay.equivalence import orchestrator, report
 from overlay.errors import EquivalenceError, OverlayError, TargetError
 from overlay.install_check import check_installed
 from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
+from overlay.upstream import export, releases, render
+from overlay.upstream.matrix import Matrix
 
 Handler = Callable[[argparse.Namespace], int]
-DEFAULT_PATCHES = Path(__file__).resolve().parent.parent / "patches"
 
 
 def out(text: str = "") -> None:
@@ -33,20 +35,24 @@ def progress(text: str) -> None:
     print(f"[overlay] {text}", file=sys.stderr, flush=True)
 
 
+def _patches_dir(args: argparse.Namespace) -> Path:
+    return Path(args.patches) if args.patches else pins.default_directory()
+
+
 def _series(args: argparse.Namespace) -> Series:
-    return load_series(Path(args.patches))
+    return load_series(_patches_dir(args))
 
 
-def _pin(args: argparse.Namespace) -> pins.WheelPin:
+def _pin(args: argparse.Namespace, series: Series) -> pins.WheelPin:
     if getattr(args, "wheel", None):
-        return wheels.pin_for_file(Path(args.wheel))
+        return wheels.pin_for_file(series, Path(args.wheel))
     if getattr(args, "wheel_tag", None):
-        return pins.wheel_pin_for(args.wheel_tag)
-    return pins.host_wheel_pin()
+        return series.pins.wheel_for(args.wheel_tag)
+    return series.pins.host_wheel()
 
 
-def _source_wheel(args: argparse.Namespace) -> tuple[pins.WheelPin, Path]:
-    pin = _pin(args)
+def _source_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelPin, Path]:
+    pin = _pin(args, series)
     if getattr(args, "wheel", None):
         return pin, Path(args.wheel)
     cached = wheels.wheel_cache() / pin.filename
@@ -57,16 +63,16 @@ def _source_wheel(args: argparse.Namespace) -> tuple[pins.WheelPin, Path]:
     return pin, path
 
 
-def _target(args: argparse.Namespace) -> tree.Target:
+def _target(args: argparse.Namespace) -> install.Target:
     if args.target:
-        return tree.find_target(Path(args.target))
-    return tree.find_target(Path(sysconfig.get_paths()["purelib"]))
+        return install.find_target(Path(args.target))
+    return install.find_target(Path(sysconfig.get_paths()["purelib"]))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Show the series and, with a target, the state of every file."""
     series = _series(args)
-    out(f"series {series.short_digest} against executorch {pins.EXECUTORCH_VERSION}")
+    out(f"series {series.short_digest} against executorch {series.pins.executorch}")
     out(f"patched wheel version: {wheels.local_version(series)}")
     for number, patch in enumerate(series.patches, start=1):
         out(f"  {number}. {patch.name}: {patch.subject}")
@@ -80,14 +86,14 @@ def cmd_status(args: argparse.Namespace) -> int:
             if args.target:
                 raise
             return 0
-        states = tree.file_states(series, target)
+        states = install.file_states(series, target)
         out(f"target {target.root} (executorch {target.version})")
         for repo_path, state in states.items():
             out(f"  {state.value:<9} {repo_path}")
     return 0
 
 
-def _describe_plan(plan: tree.Plan, verb: str) -> None:
+def _describe_plan(plan: install.Plan, verb: str) -> None:
     for change in plan.changes:
         out(f"  {verb}: {change.repo_path}")
     for repo_path in plan.unchanged:
@@ -97,7 +103,7 @@ def _describe_plan(plan: tree.Plan, verb: str) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     """Dry run: check everything apply (or revert) would check, and write nothing."""
     series = _series(args)
-    plan = tree.plan(series, _target(args), reverse=args.reverse)
+    plan = install.plan(series, _target(args), reverse=args.reverse)
     _describe_plan(plan, "would revert" if args.reverse else "would patch")
     out("nothing to do" if plan.is_noop else f"ok: {len(plan.changes)} file(s) would change")
     return 0
@@ -107,7 +113,7 @@ def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
     """Apply (or revert) the series on an installed or unpacked executorch, atomically."""
     series = _series(args)
     target = _target(args)
-    plan = tree.apply(series, target, reverse=reverse)
+    plan = install.apply(series, target, reverse=reverse)
     _describe_plan(plan, "reverted" if reverse else "patched")
     if plan.is_noop:
         out(f"nothing to do: {target.root} is already {'pristine' if reverse else 'patched'}")
@@ -117,7 +123,7 @@ def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
 def cmd_build_wheel(args: argparse.Namespace) -> int:
     """Download and verify the pinned wheel, apply the series, write the patched wheel."""
     series = _series(args)
-    pin, source = _source_wheel(args)
+    pin, source = _source_wheel(args, series)
     started = time.perf_counter()
     progress(f"applying {len(series.patches)} patches and repacking into {args.out}/")
     result = wheels.build_patched_wheel(series, source, pin, Path(args.out), force=args.force)
@@ -134,9 +140,9 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
 def cmd_refresh(args: argparse.Namespace) -> int:
     """Recompute patches/SHA256SUMS from the pinned wheel and the current patches."""
     series = _series(args)
-    _, source = _source_wheel(args)
+    _, source = _source_wheel(args, series)
     hashes = wheels.patched_checksums(series, source)
-    path = Path(args.patches) / CHECKSUMS_FILE
+    path = series.directory / CHECKSUMS_FILE
     path.write_text(format_checksums(series, hashes), encoding="utf-8")
     out(f"wrote {path} for series {series.short_digest}")
     return 0
@@ -145,7 +151,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 def cmd_edit(args: argparse.Namespace) -> int:
     """Lay out the pristine sources and the series as git commits for editing."""
     series = _series(args)
-    _, source = _source_wheel(args)
+    _, source = _source_wheel(args, series)
     sources = wheels.read_wheel_sources(source, series)
     worktree.create(series, sources, Path(args.dir))
     out(f"work tree ready in {args.dir}: one commit per patch on top of {worktree.BASE_TAG}")
@@ -156,7 +162,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 def cmd_regenerate(args: argparse.Namespace) -> int:
     """Rewrite patches/ from the commits of an edit work tree."""
-    result = worktree.regenerate(Path(args.dir), Path(args.patches))
+    result = worktree.regenerate(Path(args.dir), _patches_dir(args))
     for name in result.written:
         out(f"  wrote {name}")
     for name in result.removed:
@@ -177,18 +183,20 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
     return 0
 
 
-def _matrix(args: argparse.Namespace, series: Series) -> upstream.Matrix:
+def _matrix(args: argparse.Namespace, series: Series) -> Matrix:
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+    if not versions:
+        versions = list(series.pins.matrix_versions)
     progress(f"version matrix over executorch {', '.join(versions)} (wheels fetched once, cached)")
-    return upstream.run_matrix(series, Path(args.patches), versions)
+    return releases.run_matrix(series, series.directory, versions)
 
 
-def _write_matrix(matrix: upstream.Matrix, folder: Path) -> list[Path]:
+def _write_matrix(matrix: Matrix, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     files = {
-        "matrix.txt": upstream.render_table(matrix),
-        "matrix.json": upstream.render_json(matrix),
-        "matrix.md": upstream.render_markdown(matrix),
+        "matrix.txt": render.render_table(matrix),
+        "matrix.json": render.render_json(matrix),
+        "matrix.md": render.render_markdown(matrix),
     }
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
@@ -198,12 +206,12 @@ def _write_matrix(matrix: upstream.Matrix, folder: Path) -> list[Path]:
 def cmd_matrix(args: argparse.Namespace) -> int:
     """Show how every patch (and port) fares on each executorch release."""
     matrix = _matrix(args, _series(args))
-    render = {
-        "table": upstream.render_table,
-        "json": upstream.render_json,
-        "markdown": upstream.render_markdown,
+    renderer = {
+        "table": render.render_table,
+        "json": render.render_json,
+        "markdown": render.render_markdown,
     }[args.format]
-    out(render(matrix).rstrip("\n"))
+    out(renderer(matrix).rstrip("\n"))
     if args.out:
         for path in _write_matrix(matrix, Path(args.out)):
             progress(f"wrote {path}")
@@ -214,14 +222,14 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     """Write mboxes and PR bodies for the patches still needed upstream."""
     series = _series(args)
     matrix = _matrix(args, series)
-    out(upstream.render_table(matrix).rstrip("\n"))
-    signer = mbox.parse_identity(args.signoff) if args.signoff else mbox.git_identity()
-    ports = upstream.load_ports(Path(args.patches), series)
-    exports = mbox.export_upstream(
+    out(render.render_table(matrix).rstrip("\n"))
+    signer = export.parse_identity(args.signoff) if args.signoff else export.git_identity()
+    ports = releases.load_ports(series.directory, series)
+    exports = export.export_upstream(
         series, ports, matrix, signer=signer, names=args.patch or (), base_version=args.base
     )
     folder = Path(args.out)
-    written = _write_matrix(matrix, folder) + mbox.write_exports(exports, folder)
+    written = _write_matrix(matrix, folder) + export.write_exports(exports, folder)
     out("")
     for item in exports:
         out(f"exported {item.name} ({item.source}) against executorch {item.base_version}:")
@@ -235,11 +243,10 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_equivalence(args: argparse.Namespace) -> int:
-    """Compare stock, stock + runtime patch and the diff-patched build, case by case."""
-    options = equivalence.options_from_env(
-        stock_python=args.stock_python,
-        patched_python=args.patched_python,
+def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
+    return orchestrator.options_from_env(
+        args.stock_python,
+        args.patched_python,
         runtime_patch=args.runtime_patch,
         models=args.models,
         fast=args.fast,
@@ -248,19 +255,34 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
         parallel=not args.serial,
         attribute=not args.no_attribution,
         keep_bytes=args.keep_bytes,
+        out_dir=Path(args.out),
+        timeout=args.timeout,
+        patches_dir=_patches_dir(args),
     )
+
+
+def cmd_equivalence(args: argparse.Namespace) -> int:
+    """Compare stock, stock + runtime patch and the diff-patched build, case by case."""
     if args.list:
-        cases, probes = equivalence.list_items(options)
-        for case in cases:
-            claim = f" claims {case.claim.effect} by patch {case.claim.fix}" if case.claim else ""
+        stock = args.stock_python or os.environ.get("OVERLAY_STOCK_PYTHON") or sys.executable
+        options = orchestrator.options_from_env(
+            stock, stock, models=args.models, out_dir=Path(args.out)
+        )
+        listing = orchestrator.list_items(options)
+        for case in listing.cases:
+            claims = "".join(
+                f" claims {t.effect.value} by patch {f.number}"
+                for f, t in fixes.triggers_of(case.name)
+            )
             fast = " [fast]" if case.fast else ""
-            out(f"case  {case.name}: {case.spec} {case.quantize or 'fp'}{fast}{claim}")
-        for name, description in probes.items():
-            out(f"probe {name}: {description}")
+            out(f"case  {case.name}: {case.spec} {case.quantize or 'fp'}{fast}{claims}")
+        for probe in listing.probes:
+            out(f"probe {probe.name}: {probe.description}")
         return 0
-    result = equivalence.run(options, progress=progress if args.verbose else lambda _: None)
+    options = _equivalence_options(args)
+    result = orchestrator.run(options, progress=progress if args.verbose else lambda _: None)
     out(report.render_table(result).rstrip("\n"))
-    folder = Path(args.out)
+    folder = options.out_dir
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (
         ("equivalence.json", report.render_json(result)),
@@ -274,7 +296,7 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
             expected="(b) stock + runtime patch and (c) the diff-patched build agree",
             found="\n".join(result.failures),
             hint=f"read {folder / 'equivalence.md'}; fix the patch, or declare the divergence"
-            " in overlay/equivalence.py DECLARED_DIVERGENCES with its reason",
+            " in overlay/equivalence/verdict.py DECLARED_DIVERGENCES with its reason",
         )
     return 0
 
@@ -283,13 +305,14 @@ def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
         prog="python -m overlay",
-        description="Arm-backend fix series for executorch "
-        f"{pins.EXECUTORCH_VERSION}: apply, build, verify.",
+        description="Arm-backend fix series for a pinned executorch release: apply, build,"
+        " verify, prove equivalence, prepare upstream pull requests.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--patches",
-        default=os.environ.get("OVERLAY_PATCHES", str(DEFAULT_PATCHES)),
-        help="folder with 'series', the patches and SHA256SUMS (default: %(default)s)",
+        help="series folder ('series', patches, SHA256SUMS, pins.toml); default:"
+        f" ${pins.PATCHES_ENV}, else the checkout's patches/, else the series in the package",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -335,12 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     regen.add_argument("--dir", required=True, help="the work tree made by `edit`")
     verify = add("verify-install", cmd_verify_install, "check this env runs the patched wheel")
     verify.add_argument("--no-import", action="store_true", help="check files only")
-    default_versions = ",".join(pins.MATRIX_VERSIONS)
     matrix = add("matrix", cmd_matrix, "how each patch fares on each executorch release")
     export = add("export-upstream", cmd_export_upstream, "write upstream PR mboxes + bodies")
     for command in (matrix, export):
         command.add_argument(
-            "--versions", default=default_versions, help="releases (default: %(default)s)"
+            "--versions", default="", help="releases, comma-separated (default: pins.toml)"
         )
     matrix.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     matrix.add_argument("--out", help="also write matrix.txt/.json/.md to this folder")
@@ -353,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument("--patched-python", help="python of the patched env ($OVERLAY_PATCHED_PYTHON)")
     eq.add_argument(
         "--runtime-patch",
-        default="overlay.runtime:apply_all",
+        default=orchestrator.DEFAULT_RUNTIME_PATCH,
         help="FILE.py:FUNCTION or module:FUNCTION for path (b) (default: %(default)s)",
     )
     eq.add_argument("--models", help="FILE.py defining CASES (see README) to add to the corpus")
@@ -364,7 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument("--serial", action="store_true", help="run the three paths one by one")
     eq.add_argument("--no-attribution", action="store_true", help="skip per-patch attribution")
     eq.add_argument("--keep-bytes", action="store_true", help="keep delegate bytes in the JSON")
-    eq.add_argument("--out", default="reports", help="folder for equivalence.json/.md")
+    eq.add_argument("--out", default="reports", help="folder for equivalence.json/.md, logs")
+    eq.add_argument(
+        "--timeout",
+        type=float,
+        default=orchestrator.DEFAULT_TIMEOUT_S,
+        help="seconds one item (or a worker's start) may take (default: %(default)s)",
+    )
     eq.add_argument("--verbose", action="store_true", help="progress lines on stderr")
     return parser
 

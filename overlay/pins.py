@@ -1,31 +1,32 @@
-"""Every pinned version and checksum of the overlay, in one place."""
+"""The pins of a series (versions, wheel and file hashes), read from ``pins.toml`` beside it.
+
+Code holds no version or hash: a series folder carries its own ``pins.toml``, so a tool
+can rewrite it (refresh, retarget) and a candidate series for another release brings its
+own pins. :func:`default_directory` says which series folder a command uses.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
+import os
 import platform
 import sys
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
-from overlay.errors import TargetError
+from overlay.errors import PristineMismatchError, SeriesError, TargetError
 
-EXECUTORCH_VERSION = Version("1.2.0")
-EXECUTORCH_GIT_TAG = "v1.2.0"
-UPSTREAM_REPO = "pytorch/executorch"
-
-# Lowering the reference models needs exactly these; torch 2.13 breaks executorch 1.2.0
-# (aten.transpose.Dimname and its compiled libraries).
-TORCH_VERSION = "2.11.0"
-TORCHAO_VERSION = "0.18.0"
-TOSA_TOOLS_VERSION = "2026.2.1"
-# VGF: ai-ml-sdk-model-converter (the `model_converter` binary). 0.8.0 and 0.10.0 reject
-# the TOSA files tosa-tools 2026.2.1 writes ("newer SerLib version"); 0.9.0 and 0.11.0 work.
-MODEL_CONVERTER_VERSION = "0.11.0"
-
-# Repository paths map onto the wheel under this package directory:
-# backends/arm/X in pytorch/executorch is executorch/backends/arm/X in the wheel.
-PACKAGE_DIR = "executorch"
+PINS_FILE = "pins.toml"
+SERIES_FILE = "series"
+PROJECT_NAME = "executorch-arm-overlay"
+PATCHES_ENV = "OVERLAY_PATCHES"
+# The runtime packages of a ready venv, in install order.
+RUNTIME_PACKAGES = ("torch", "torchao", "tosa-tools", "ai-ml-sdk-model-converter")
 
 
 @dataclass(frozen=True)
@@ -47,126 +48,286 @@ class WheelPin:
         """Return the CPython ABI tag, e.g. ``cp311``."""
         return "cp" + self.python.replace(".", "")
 
-
-# sha256 of the wheel files as published for executorch 1.2.0.
-WHEELS: tuple[WheelPin, ...] = (
-    WheelPin(
-        "executorch-1.2.0-cp311-cp311-manylinux_2_28_x86_64.whl",
-        "746f6081e44c00f073935b452d4810ab92830170b5f2b6804a3559d27346ee41",
-        "3.11",
-        "manylinux_2_28_x86_64",
-    ),
-    WheelPin(
-        "executorch-1.2.0-cp312-cp312-manylinux_2_28_x86_64.whl",
-        "44090bb8361de77ae551efae045ec577abfb9a4b7f42365627768d2e5735f542",
-        "3.12",
-        "manylinux_2_28_x86_64",
-    ),
-    WheelPin(
-        "executorch-1.2.0-cp311-cp311-manylinux_2_28_aarch64.whl",
-        "aca04140eca6d7bc07fe52a0c93d7acf70f5a350dde7ec05680a9f43f3ed55f4",
-        "3.11",
-        "manylinux_2_28_aarch64",
-    ),
-    WheelPin(
-        "executorch-1.2.0-cp312-cp312-manylinux_2_28_aarch64.whl",
-        "ebcf508bafed6a7eb4f186459ccc921aabd7b1f6c13a2045ed16654075b58a36",
-        "3.12",
-        "manylinux_2_28_aarch64",
-    ),
-    WheelPin(
-        "executorch-1.2.0-cp311-cp311-macosx_12_0_arm64.whl",
-        "239b25d8060329066e6a88e2e4b0edde0bf4b637e8fae6f71ff25e522462bb06",
-        "3.11",
-        "macosx_12_0_arm64",
-    ),
-)
-
-# sha256 of every pristine file the series touches, at its repository path. Each equals
-# the hash in the 1.2.0 wheels' RECORD and the blob at tag v1.2.0 (checked by the tests).
-PRISTINE_SHA256: dict[str, str] = {
-    "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py": (
-        "ce057393b329c8d3b0e0d9600aa04082bce6d467e6a2df3cc5195d66a00bf7bd"
-    ),
-    "backends/arm/quantizer/quantization_annotator.py": (
-        "21e8e7495c067e25ddeac051c3f55102916b2fbcfde21752387e7eb9d14d6b7e"
-    ),
-    "backends/arm/_passes/rewrite_conv_pass.py": (
-        "4953b934500597d895245f75efe4acb6a08c079038ebdcbf985fc7da00728624"
-    ),
-    "backends/arm/_passes/to_tosa_memory_format_pass.py": (
-        "d8b8f6c33f7fee60b4f332fd08d0046de8adc5bd345de9510d41380198ccc646"
-    ),
-}
+    @property
+    def tag(self) -> str:
+        """Return the ``cp311-manylinux_2_28_x86_64`` style tag."""
+        return f"{self.abi}-{self.platform}"
 
 
-def runtime_requirements() -> list[str]:
-    """Return the pip requirements that sit beside executorch in a ready venv."""
-    return [
-        f"torch=={TORCH_VERSION}",
-        f"torchao=={TORCHAO_VERSION}",
-        f"tosa-tools=={TOSA_TOOLS_VERSION}",
-        f"ai-ml-sdk-model-converter=={MODEL_CONVERTER_VERSION}",
-    ]
+@dataclass(frozen=True)
+class Pins:
+    """Everything one series is pinned to."""
+
+    source: Path
+    executorch: Version
+    git_tag: str
+    upstream_repo: str
+    package_dir: str
+    runtime: Mapping[str, str]  # distribution name -> exact version
+    wheels: tuple[WheelPin, ...]
+    pristine: Mapping[str, str]  # repository path -> sha256
+    matrix_versions: tuple[str, ...]
+    matrix_python: str
+    matrix_platform: str
+    matrix_sha256: Mapping[str, str]  # release -> sha256 of its matrix wheel
+
+    @property
+    def pythons(self) -> tuple[str, ...]:
+        """Return the interpreter versions the pinned wheels are built for, ascending."""
+        return tuple(sorted({w.python for w in self.wheels}, key=Version))
+
+    def runtime_requirements(self) -> list[str]:
+        """Return the pip requirements that sit beside executorch in a ready venv."""
+        return [f"{name}=={version}" for name, version in self.runtime.items()]
+
+    def executorch_requirement(self) -> str:
+        """Return ``executorch==<pinned version>``."""
+        return f"executorch=={self.executorch}"
+
+    def wheel_path(self, repo_path: str) -> str:
+        """Map a repository path (``backends/arm/X``) to its path inside the wheel."""
+        return f"{self.package_dir}/{repo_path}"
+
+    def module_name(self, repo_path: str) -> str:
+        """Map a repository path to its dotted module name (``executorch.backends.arm...``)."""
+        return self.wheel_path(repo_path).removesuffix(".py").replace("/", ".")
+
+    def host_wheel(self) -> WheelPin:
+        """Return the pinned wheel for this interpreter and machine."""
+        python = f"{sys.version_info.major}.{sys.version_info.minor}"
+        machine = platform.machine().lower()
+        system = sys.platform
+        for pin in self.wheels:
+            if pin.python != python:
+                continue
+            if system.startswith("linux") and pin.platform.endswith("_" + machine):
+                return pin
+            if system == "darwin" and machine == "arm64" and pin.platform.endswith("arm64"):
+                return pin
+        raise TargetError(
+            "no pinned executorch wheel for this interpreter and machine",
+            expected=f"one of: {', '.join(p.filename for p in self.wheels)}",
+            found=f"Python {python} on {system}/{machine}",
+            hint=f"pass --wheel-tag or --wheel FILE, or add the wheel to {self.source}",
+        )
+
+    def wheel_for(self, filename_or_tag: str) -> WheelPin:
+        """Find a pinned wheel by file name or by ``cp311-manylinux_2_28_x86_64`` style tag."""
+        for pin in self.wheels:
+            if filename_or_tag in (pin.filename, pin.tag):
+                return pin
+        raise TargetError(
+            f"{filename_or_tag!r} is not a pinned executorch wheel",
+            expected=", ".join(p.filename for p in self.wheels),
+            found=filename_or_tag,
+            hint=f"use one of the pinned wheels, or pin the new one in {self.source}",
+        )
+
+    def matrix_pin(self, version: str) -> WheelPin:
+        """Return the matrix wheel of a release (sha256 empty when not yet recorded)."""
+        try:
+            Version(version)
+        except InvalidVersion as exc:
+            raise TargetError(
+                f"{version!r} is not a release version",
+                expected="a version like 1.5.1",
+                found=version,
+                hint="list releases with `pip index versions executorch`",
+            ) from exc
+        abi = "cp" + self.matrix_python.replace(".", "")
+        filename = f"executorch-{version}-{abi}-{abi}-{self.matrix_platform}.whl"
+        return WheelPin(
+            filename, self.matrix_sha256.get(version, ""), self.matrix_python, self.matrix_platform
+        )
+
+    def pristine_sha256(self, repo_path: str) -> str:
+        """Return the pinned sha256 of a pristine file; refuse a file with no pin."""
+        try:
+            return self.pristine[repo_path]
+        except KeyError:
+            raise SeriesError(
+                f"the series touches {repo_path}, which has no pinned pristine sha256",
+                expected=f"an entry for {repo_path} under [pristine] in {self.source}",
+                found="none",
+                hint="pin the file's sha256 from the wheel's RECORD",
+            ) from None
+
+    def check_pristine(self, repo_path: str, digest: str, *, where: str, hint: str) -> None:
+        """Refuse ``digest`` unless it is the pinned pristine sha256 of ``repo_path``."""
+        wanted = self.pristine_sha256(repo_path)
+        if digest != wanted:
+            raise PristineMismatchError(
+                f"{where}: {repo_path} is not the pinned pristine executorch "
+                f"{self.executorch} file",
+                repo_path=repo_path,
+                expected=wanted,
+                found=digest,
+                hint=hint,
+            )
+
+    def check_version(self, version: Version | str) -> None:
+        """Refuse any executorch but the pinned release (a local ``+tag`` is allowed)."""
+        try:
+            found = Version(str(version))
+        except InvalidVersion:
+            found = None
+        if found is None or Version(found.public) != self.executorch:
+            raise TargetError(
+                "wrong executorch version",
+                expected=f"executorch {self.executorch} (the pinned release)",
+                found=f"executorch {version}",
+                hint=f"install executorch=={self.executorch}, or use "
+                "`python -m overlay matrix` to see how the series fares on other releases",
+            )
 
 
-def wheel_path(repo_path: str) -> str:
-    """Map a repository path (``backends/arm/X``) to its path inside the wheel."""
-    return f"{PACKAGE_DIR}/{repo_path}"
+def _table(data: Mapping[str, object], key: str, source: Path) -> Mapping[str, object]:
+    value = data.get(key)
+    if not isinstance(value, Mapping):
+        raise _bad(source, f"a [{key}] table", repr(value))
+    return value
 
 
-def module_name(repo_path: str) -> str:
-    """Map a repository path to its dotted module name (``executorch.backends.arm...``)."""
-    return wheel_path(repo_path).removesuffix(".py").replace("/", ".")
+def _text(data: Mapping[str, object], key: str, source: Path) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise _bad(source, f"a non-empty string {key!r}", repr(value))
+    return value
 
 
-def host_wheel_pin() -> WheelPin:
-    """Return the pinned wheel for this interpreter and machine."""
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    machine = platform.machine().lower()
-    system = sys.platform
-    for pin in WHEELS:
-        if pin.python != python:
+def _strings(data: Mapping[str, object], key: str, source: Path) -> dict[str, str]:
+    table = _table(data, key, source)
+    out: dict[str, str] = {}
+    for name, value in table.items():
+        if not isinstance(value, str):
+            raise _bad(source, f"string values under [{key}]", f"{name} = {value!r}")
+        out[name] = value
+    return out
+
+
+def _bad(source: Path, expected: str, found: str) -> SeriesError:
+    return SeriesError(
+        f"{source} is not a valid pins file",
+        expected=expected,
+        found=found,
+        hint="restore it from git, or fix the entry by hand",
+    )
+
+
+def load(directory: Path) -> Pins:
+    """Read and validate ``pins.toml`` of a series folder."""
+    source = directory / PINS_FILE
+    try:
+        data = tomllib.loads(source.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise SeriesError(
+            f"no {PINS_FILE} in {directory}",
+            expected=f"{source} with the series' versions and hashes",
+            found="nothing",
+            hint="point --patches at a series folder (it holds 'series' and 'pins.toml')",
+        ) from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError) as exc:
+        raise SeriesError(
+            f"cannot read {source}: {exc}",
+            expected="a UTF-8 TOML file",
+            found=type(exc).__name__,
+            hint="restore it from git",
+        ) from exc
+    executorch = _table(data, "executorch", source)
+    runtime = _strings(data, "runtime", source)
+    matrix = _table(data, "matrix", source)
+    wheels: list[WheelPin] = []
+    raw_wheels = data.get("wheels")
+    if not isinstance(raw_wheels, list) or not raw_wheels:
+        raise _bad(source, "one or more [[wheels]] entries", repr(raw_wheels))
+    for entry in raw_wheels:
+        if not isinstance(entry, Mapping):
+            raise _bad(source, "[[wheels]] tables", repr(entry))
+        wheels.append(
+            WheelPin(
+                _text(entry, "file", source),
+                _text(entry, "sha256", source),
+                _text(entry, "python", source),
+                _text(entry, "platform", source),
+            )
+        )
+    versions = matrix.get("versions")
+    if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+        raise _bad(source, "[matrix] versions = a list of strings", repr(versions))
+    try:
+        version = Version(_text(executorch, "version", source))
+    except InvalidVersion as exc:
+        raise _bad(source, "a PEP 440 executorch version", str(exc)) from exc
+    return Pins(
+        source=source,
+        executorch=version,
+        git_tag=_text(executorch, "git_tag", source),
+        upstream_repo=_text(executorch, "upstream_repo", source),
+        package_dir=_text(executorch, "package_dir", source),
+        runtime=runtime,
+        wheels=tuple(wheels),
+        pristine=_strings(data, "pristine", source),
+        matrix_versions=tuple(str(v) for v in versions),
+        matrix_python=_text(matrix, "python", source),
+        matrix_platform=_text(matrix, "platform", source),
+        matrix_sha256=_strings(matrix, "sha256", source),
+    )
+
+
+def find_checkout(start: Path) -> Path | None:
+    """Return the overlay checkout holding ``start`` (its pyproject names this project)."""
+    for folder in (start, *start.parents):
+        pyproject = folder / "pyproject.toml"
+        if not (folder / "patches" / SERIES_FILE).is_file() or not pyproject.is_file():
             continue
-        if system.startswith("linux") and pin.platform.endswith("_" + machine):
-            return pin
-        if system == "darwin" and machine == "arm64" and pin.platform.endswith("arm64"):
-            return pin
-    known = ", ".join(p.filename for p in WHEELS)
-    raise TargetError(
-        "no pinned executorch wheel for this interpreter and machine",
-        expected=f"one of: {known}",
-        found=f"Python {python} on {system}/{machine}",
-        hint="pass --wheel-tag or --wheel FILE, or add a WheelPin to overlay/pins.py",
+        try:
+            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError):
+            continue
+        if isinstance(project, Mapping) and project.get("name") == PROJECT_NAME:
+            return folder
+    return None
+
+
+def packaged_directory() -> Path | None:
+    """Return the series shipped inside the installed package, if it has one."""
+    root = importlib.resources.files("overlay") / "patches"
+    if isinstance(root, Path) and (root / SERIES_FILE).is_file():
+        return root
+    return None
+
+
+def default_directory() -> Path:
+    """Return the series folder a command uses when ``--patches`` is not given.
+
+    ``$OVERLAY_PATCHES``, else the ``patches/`` of the checkout the current folder is in,
+    else the series shipped in the package, else the checkout an editable install runs from.
+    """
+    explicit = os.environ.get(PATCHES_ENV)
+    if explicit:
+        return Path(explicit)
+    checkout = find_checkout(Path.cwd())
+    if checkout is not None:
+        return checkout / "patches"
+    packaged = packaged_directory()
+    if packaged is not None:
+        return packaged
+    editable = find_checkout(Path(__file__).resolve().parent)
+    if editable is not None:
+        return editable / "patches"
+    raise SeriesError(
+        "no patch series found",
+        expected=f"${PATCHES_ENV}, a checkout of {PROJECT_NAME}, or the series in the package",
+        found="none of them",
+        hint="pass --patches DIR (the folder that holds 'series' and 'pins.toml')",
     )
 
 
-def wheel_pin_for(filename_or_tag: str) -> WheelPin:
-    """Find a pinned wheel by file name or by ``cp311-manylinux_2_28_x86_64`` style tag."""
-    for pin in WHEELS:
-        if filename_or_tag in (pin.filename, f"{pin.abi}-{pin.platform}"):
-            return pin
-    raise TargetError(
-        f"{filename_or_tag!r} is not a pinned executorch wheel",
-        expected=", ".join(p.filename for p in WHEELS),
-        found=filename_or_tag,
-        hint="use one of the pinned wheels, or pin the new one in overlay/pins.py",
-    )
+@functools.cache
+def _load_cached(directory: str) -> Pins:
+    return load(Path(directory))
 
 
-# The version matrix (`python -m overlay matrix`) reads sources from one wheel per release;
-# sha256 as published, recorded on first fetch. MATRIX_VERSIONS is the default selection.
-MATRIX_VERSIONS: tuple[str, ...] = ("1.1.0", "1.2.0", "1.3.1", "1.4.1", "1.5.1")
-_MX = "manylinux_2_28_x86_64"
-MATRIX_WHEELS: tuple[WheelPin, ...] = tuple(
-    WheelPin(f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl", sha256, "3.11", _MX)
-    for version, sha256 in (
-        ("1.1.0", "aaeadfec7715d228a33a35c4de4e80827ece20454e9932248b50ffd4b2f52c0c"),
-        ("1.2.0", "746f6081e44c00f073935b452d4810ab92830170b5f2b6804a3559d27346ee41"),
-        ("1.3.1", "ca69888e7281445c3fe830b259f5e80da4d7116d91fe8d4afb82c0f94ab77238"),
-        ("1.4.0", "d9942c7d4b135308590eef4a30b22d8fa3aaf6235a9b304ac9209d90ada14e20"),
-        ("1.4.1", "92624b57111109bb6e470c145fd0e73de66549b0fcb04cfca4e55ecd8bfe3007"),
-        ("1.5.0", "970d9ec9fc7fb7e30ece5b942b16ddc84372353af94ebf69d94687153ac8ab67"),
-        ("1.5.1", "274c28c2fe2b76acb03f9fa381537425c40e0098dcf886baf6d97a1a55ffe300"),
-    )
-)
+def current() -> Pins:
+    """Return the pins of the default series folder (read once per process)."""
+    return _load_cached(str(default_directory().resolve()))

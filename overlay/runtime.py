@@ -1,9 +1,10 @@
-"""The four fixes as a runtime monkey-patch, written for the pinned executorch 1.2.0 source.
+"""The fixes as a runtime monkey-patch, written for the pinned executorch 1.2.0 source.
 
-Each fix is independent: its own guard, its own undo, applied or skipped on its own. The
-patch refuses (RuntimePatchError) on another executorch version, on an install that already
-carries the diffs (a touched file whose sha256 is not the pinned pristine one), and on a
-function somebody else has already replaced.
+Each fix is independent: its own guard, its own undo, applied or skipped on its own. Which
+attribute a fix replaces comes from the registry (:mod:`overlay.fixes`); the builders below
+make the replacement. The patch refuses another executorch version (RuntimePatchError), an
+install that already carries the diffs (a touched file whose sha256 is not the pinned
+pristine one: PristineMismatchError), and a function somebody else has already replaced.
 """
 
 from __future__ import annotations
@@ -18,39 +19,51 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from overlay import pins
-from overlay.cache import sha256_file
-from overlay.errors import RuntimePatchError
+from overlay import fixes, pins
+from overlay._hashing import sha256_file
+from overlay.errors import OverlayError, RuntimePatchError
+from overlay.fixes import Fix
 
 _GUARD = "_overlay_runtime_fix_{number}_original"
-
-_FOLD = "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py"
-_ANNOTATOR = "backends/arm/quantizer/quantization_annotator.py"
-_REWRITE_CONV = "backends/arm/_passes/rewrite_conv_pass.py"
-_MEMORY_FORMAT = "backends/arm/_passes/to_tosa_memory_format_pass.py"
+Builder = Callable[[Any, Any], Any]  # (module, original function) -> replacement attribute
 
 
 @dataclass(frozen=True)
 class RuntimeFix:
-    """One fix: which patch it mirrors and which attribute of which object it replaces."""
+    """One registry fix in its runtime form: where it lives and how its replacement is built."""
 
-    number: int
-    patch: str
-    repo_path: str
-    owner: str  # "module" or "module:Class"
-    attribute: str
-    build: Callable[[Any, Any], Any]  # (module, original) -> replacement attribute value
+    fix: Fix
+    build: Builder
+
+    @property
+    def number(self) -> int:
+        """Return the fix number."""
+        return self.fix.number
+
+    @property
+    def patch(self) -> str:
+        """Return the patch file the fix mirrors."""
+        return self.fix.patch
+
+    @property
+    def repo_path(self) -> str:
+        """Return the one repository file the fix replaces a function of."""
+        return self.fix.repo_paths[0]
+
+    @property
+    def attribute(self) -> str:
+        """Return the replaced attribute's name."""
+        return self.fix.runtime.attribute
 
     def module_name(self) -> str:
         """Return the dotted module name of the file this fix patches."""
-        return pins.module_name(self.repo_path)
+        return pins.current().module_name(self.repo_path)
 
     def resolve_owner(self) -> tuple[Any, Any]:
         """Import the module and return (module, object that holds the attribute)."""
         module = importlib.import_module(self.module_name())
-        if ":" in self.owner:
-            return module, getattr(module, self.owner.split(":", 1)[1])
-        return module, module
+        owner = self.fix.runtime.owner
+        return module, (getattr(module, owner) if owner else module)
 
 
 def _raw(owner: Any, attribute: str) -> Any:
@@ -69,7 +82,7 @@ def _function_of(value: Any) -> Any:
 # --- fix 1: keep terminal int16 quantize nodes (patch 0001) -------------------------------
 
 
-def _build_fix1(module: Any, original: Any) -> Any:
+def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     import torch
 
     q_ops, dq_ops = module.Q_OPS, module.DQ_OPS
@@ -112,7 +125,7 @@ def _build_fix1(module: Any, original: Any) -> Any:
 # --- fix 2: leave factory op outputs unannotated (patch 0002) -----------------------------
 
 
-def _build_fix2(module: Any, original: Any) -> Any:
+def skip_factory_op_annotation(module: Any, original: Any) -> Any:
     import torch
 
     factory_targets = (
@@ -136,7 +149,7 @@ def _build_fix2(module: Any, original: Any) -> Any:
 # --- fix 3: conv rescale qparams from the source conv or its clamp (patch 0003) -----------
 
 
-def _build_fix3(module: Any, original: Any) -> Any:
+def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
     get_output_qparams = module.get_output_qparams
     convolution = module.exir_ops.edge.aten.convolution.default
     clamp = module.exir_ops.edge.aten.clamp.default
@@ -188,7 +201,7 @@ def _build_fix3(module: Any, original: Any) -> Any:
 # --- fix 4: one transpose per duplicated graph output slot (patch 0004) -------------------
 
 
-def _build_fix4(module: Any, original: Any) -> Any:
+def distinct_output_transpose_slots(module: Any, original: Any) -> Any:
     exir_ops = module.exir_ops
     create_node = module.create_node
     get_first_fake_tensor = module.get_first_fake_tensor
@@ -237,53 +250,24 @@ def _build_fix4(module: Any, original: Any) -> Any:
     return staticmethod(insert_input_transpose)
 
 
-FIXES: tuple[RuntimeFix, ...] = (
-    RuntimeFix(
-        1,
-        "0001-keep-terminal-int16-quantize.patch",
-        _FOLD,
-        "module:FoldAndAnnotateQParamsPass",
-        "is_foldable",
-        _build_fix1,
-    ),
-    RuntimeFix(
-        2,
-        "0002-skip-factory-op-annotation.patch",
-        _ANNOTATOR,
-        "module",
-        "get_quant_properties",
-        _build_fix2,
-    ),
-    RuntimeFix(
-        3,
-        "0003-conv-rescale-qparams-from-source.patch",
-        _REWRITE_CONV,
-        "module:RewriteConvPass",
-        "insert_output_rescale",
-        _build_fix3,
-    ),
-    RuntimeFix(
-        4,
-        "0004-distinct-output-transpose-slots.patch",
-        _MEMORY_FORMAT,
-        "module:ToTosaMemoryFormatPass",
-        "insert_input_transpose",
-        _build_fix4,
-    ),
-)
+def _runtime_form(entry: Fix) -> RuntimeFix:
+    builder = globals().get(entry.runtime.builder)
+    if not callable(builder):
+        raise OverlayError(
+            f"fix {entry.number} names runtime builder {entry.runtime.builder!r}, which"
+            " overlay.runtime does not define",
+            hint="add the builder to overlay/runtime.py or fix the registry entry",
+        )
+    return RuntimeFix(entry, builder)
+
+
+FIXES: tuple[RuntimeFix, ...] = tuple(_runtime_form(entry) for entry in fixes.FIXES)
 
 
 def fix(number: int) -> RuntimeFix:
-    """Return fix ``number`` (1-4)."""
-    for candidate in FIXES:
-        if candidate.number == number:
-            return candidate
-    raise RuntimePatchError(
-        f"there is no runtime fix {number}",
-        expected=", ".join(str(f.number) for f in FIXES),
-        found=str(number),
-        hint="pick fix numbers from `overlay.runtime.FIXES`",
-    )
+    """Return the runtime form of fix ``number`` (an unknown number is an OverlayError)."""
+    entry = fixes.by_number(number)
+    return next(f for f in FIXES if f.fix is entry)
 
 
 def _select(numbers: Iterable[int] | None) -> list[RuntimeFix]:
@@ -292,57 +276,54 @@ def _select(numbers: Iterable[int] | None) -> list[RuntimeFix]:
 
 def installed_root() -> Path:
     """Return the directory of the importable executorch package (without importing it)."""
-    spec = importlib.util.find_spec(pins.PACKAGE_DIR)
+    pinned = pins.current()
+    spec = importlib.util.find_spec(pinned.package_dir)
     if spec is None or not spec.submodule_search_locations:
         raise RuntimePatchError(
             "executorch is not importable here",
-            expected=f"executorch {pins.EXECUTORCH_VERSION} installed in this interpreter",
+            expected=f"executorch {pinned.executorch} installed in this interpreter",
             found="no executorch package",
-            hint=f"install executorch=={pins.EXECUTORCH_VERSION}",
+            hint=f"install {pinned.executorch_requirement()}",
         )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
 def check_target(numbers: Iterable[int] | None = None) -> None:
     """Refuse a non-pinned executorch version or a touched (already diff-patched) file."""
+    pinned = pins.current()
     try:
-        found = importlib.metadata.version(pins.PACKAGE_DIR)
+        found = importlib.metadata.version(pinned.package_dir)
         version: Version | None = Version(found)
     except importlib.metadata.PackageNotFoundError:
         found, version = "no executorch distribution", None
     except InvalidVersion:
         version = None
-    if version != pins.EXECUTORCH_VERSION:
+    if version != pinned.executorch:
         raise RuntimePatchError(
             "the runtime patch is written for one executorch release only",
-            expected=f"executorch {pins.EXECUTORCH_VERSION}",
+            expected=f"executorch {pinned.executorch}",
             found=f"executorch {found}",
             hint=(
                 "a patched build (+armfix) already carries the fixes: do not runtime-patch it;"
-                f" otherwise install executorch=={pins.EXECUTORCH_VERSION}"
+                f" otherwise install {pinned.executorch_requirement()}"
             ),
         )
     root = installed_root()
     for selected in _select(numbers):
         path = root / selected.repo_path
-        digest = sha256_file(path) if path.is_file() else "missing"
-        pristine = pins.PRISTINE_SHA256[selected.repo_path]
-        if digest != pristine:
-            raise RuntimePatchError(
-                f"{selected.repo_path} is not the pristine 1.2.0 file: refusing to patch twice",
-                expected=f"sha256 {pristine}",
-                found=f"sha256 {digest} at {path}",
-                hint=(
-                    "this install already carries the diffs (or was edited): use it without"
-                    " the runtime patch, or reinstall stock executorch"
-                ),
-            )
+        pinned.check_pristine(
+            selected.repo_path,
+            sha256_file(path) if path.is_file() else "missing",
+            where=f"runtime patch of {path}",
+            hint="this install already carries the diffs (or was edited): refusing to patch"
+            " twice; use it without the runtime patch, or reinstall stock executorch",
+        )
 
 
 def is_applied(number: int) -> bool:
     """Return True when fix ``number`` is applied in this process."""
     selected = fix(number)
-    if importlib.util.find_spec(pins.PACKAGE_DIR) is None:
+    if importlib.util.find_spec(pins.current().package_dir) is None:
         return False
     _, owner = selected.resolve_owner()
     return hasattr(owner, _GUARD.format(number=number))
@@ -392,7 +373,7 @@ def undo(numbers: Iterable[int] | None = None) -> list[int]:
     """Undo the selected fixes (default: all); return the numbers actually undone."""
     undone: list[int] = []
     for item in _select(numbers):
-        if importlib.util.find_spec(pins.PACKAGE_DIR) is None:
+        if importlib.util.find_spec(pins.current().package_dir) is None:
             break
         _, owner = item.resolve_owner()
         guard = _GUARD.format(number=item.number)

@@ -10,9 +10,10 @@ from pathlib import Path, PurePosixPath
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchedFile, PatchSet
 
+from overlay import pins as pins_module
 from overlay.errors import SeriesError, UnsafePatchError
+from overlay.pins import SERIES_FILE, Pins
 
-SERIES_FILE = "series"
 CHECKSUMS_FILE = "SHA256SUMS"
 PATCH_SUFFIX = ".patch"
 HEADER_END = "---\n"
@@ -65,12 +66,17 @@ class Patch:
 
 @dataclass(frozen=True)
 class Series:
-    """An ordered, validated patch series."""
+    """An ordered, validated patch series and the pins it was made against."""
 
     directory: Path
     patches: tuple[Patch, ...]
+    pins: Pins = field(compare=False, repr=False)
     patched_sha256: dict[str, str] = field(default_factory=dict, compare=False)
     checksums_for: str | None = None  # series digest SHA256SUMS was made for
+
+    def with_patches(self, patches: tuple[Patch, ...]) -> Series:
+        """Return this series with other patches (and no recorded checksums)."""
+        return Series(self.directory, patches, self.pins)
 
     def expected_patched_sha256(self) -> dict[str, str]:
         """Return the recorded post-series sha256 per repository path, checked for staleness."""
@@ -263,7 +269,10 @@ def _check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
             hint="the overlay only edits Python sources; drop the binary change",
         )
     kind = None
-    if patched_file.is_added_file:
+    info = [str(line) for line in (patched_file.patch_info or ())]
+    if any(line.startswith(("old mode ", "new mode ")) for line in info):
+        kind = "changes the file mode of"
+    elif patched_file.is_added_file:
         kind = "creates"
     elif patched_file.is_removed_file:
         kind = "deletes"
@@ -292,15 +301,14 @@ def _check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
 def read_series_names(directory: Path) -> list[str]:
     """Read the ``series`` file: one patch name per line, ``#`` comments."""
     series_file = directory / SERIES_FILE
-    try:
-        lines = series_file.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError as exc:
+    if not series_file.is_file():
         raise SeriesError(
             f"no series file in {directory}",
             expected=f"{series_file} listing the patches in order",
             found="nothing",
             hint="point --patches at the folder that holds 'series'",
-        ) from exc
+        )
+    lines = read_text(series_file).splitlines()
     names: list[str] = []
     for line in lines:
         entry = line.split("#", 1)[0].strip()
@@ -343,14 +351,33 @@ def load_series(directory: Path) -> Series:
         path = directory / name
         if path.is_symlink():
             raise UnsafePatchError(f"patch {name} is a symlink", hint="commit the file itself")
-        with path.open(encoding="utf-8", newline="") as handle:
-            patches.append(parse_patch(name, handle.read()))
-    series = Series(directory=directory, patches=tuple(patches))
+        patches.append(parse_patch(name, read_text(path)))
+    pins = pins_module.load(directory)
     checksums = directory / CHECKSUMS_FILE
     if checksums.is_file():
-        digest, hashes = parse_checksums(checksums.read_text(encoding="utf-8"), where=checksums)
-        series = Series(directory, series.patches, hashes, digest)
-    return series
+        digest, hashes = parse_checksums(read_text(checksums), where=checksums)
+        return Series(directory, tuple(patches), pins, hashes, digest)
+    return Series(directory, tuple(patches), pins)
+
+
+def read_text(path: Path) -> str:
+    """Read a series file as UTF-8 with its line ends kept; refuse other encodings clearly."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SeriesError(
+            f"cannot read {path}: {exc}", hint="check the file's permissions"
+        ) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SeriesError(
+            f"{path} is not UTF-8 text",
+            expected="UTF-8 text (patches, series and SHA256SUMS are written as UTF-8)",
+            found=f"byte 0x{data[exc.start]:02x} on line {line}",
+            hint="regenerate the file (`python -m overlay regenerate` or `refresh`)",
+        ) from exc
 
 
 def format_checksums(series: Series, hashes: dict[str, str]) -> str:

@@ -1,4 +1,4 @@
-"""Fetch the pinned executorch wheel and repack it with the series applied.
+"""Fetch a pinned executorch wheel and repack it with the series applied.
 
 The patched wheel keeps every file of the original except the patched sources,
 the renamed dist-info (``1.2.0+armfix.<series>``), a regenerated RECORD (written
@@ -15,22 +15,90 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from packaging.version import Version
 from wheel.wheelfile import WheelError as _WheelFileError
 from wheel.wheelfile import WheelFile
 
-from overlay import __version__, pins
-from overlay.cache import cache_dir, sha256_bytes, sha256_file
+from overlay import __version__
+from overlay._cache import cache_dir
+from overlay._dist import METADATA, decode_text, metadata_version, set_metadata_version
+from overlay._hashing import sha256_bytes, sha256_file
+from overlay.applier import transform, transform_checked
 from overlay.errors import TargetError, WheelError
+from overlay.pins import WheelPin
 from overlay.series import Series
-from overlay.tree import check_version, transform
 
 PROVENANCE_FILE = "ARM_OVERLAY.json"
 LOCAL_PREFIX = "armfix"
+TOOL = f"executorch-arm-overlay {__version__}"
+_NO_REPACK_HINT = "delete it from the cache and run again"
+
+
+@dataclass(frozen=True)
+class PatchRecord:
+    """One patch as the provenance names it."""
+
+    name: str
+    subject: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One patched file's sha256 before and after the series."""
+
+    pristine: str
+    patched: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a patched wheel was built from: written as ``ARM_OVERLAY.json`` in its dist-info."""
+
+    tool: str
+    version: str
+    base_wheel: str
+    base_sha256: str
+    series_digest: str
+    patches: tuple[PatchRecord, ...]
+    files: dict[str, FileRecord]  # wheel path -> hashes
+
+    def to_json(self) -> str:
+        """Return the JSON text (sorted keys, so a rebuild gives the same bytes)."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @staticmethod
+    def from_json(text: str) -> Provenance:
+        """Parse the JSON text; raise ValueError (or KeyError, TypeError) when malformed."""
+        data = json.loads(text)
+        return Provenance(
+            tool=str(data["tool"]),
+            version=str(data["version"]),
+            base_wheel=str(data["base_wheel"]),
+            base_sha256=str(data["base_sha256"]),
+            series_digest=str(data["series_digest"]),
+            patches=tuple(
+                PatchRecord(str(p["name"]), str(p["subject"]), str(p["sha256"]))
+                for p in data["patches"]
+            ),
+            files={
+                str(k): FileRecord(str(v["pristine"]), str(v["patched"]))
+                for k, v in data["files"].items()
+            },
+        )
+
+
+def parse_provenance(text: str | None) -> Provenance | None:
+    """Return the provenance in ``text``, or None when it is absent or malformed."""
+    if not text:
+        return None
+    try:
+        return Provenance.from_json(text)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -40,12 +108,12 @@ class BuildResult:
     path: Path
     version: str
     built: bool
-    provenance: dict[str, object]
+    provenance: Provenance
 
 
 def local_version(series: Series) -> str:
     """Return the PEP 440 version of the patched wheel, e.g. ``1.2.0+armfix.1a2b3c4d5e``."""
-    return f"{pins.EXECUTORCH_VERSION}+{LOCAL_PREFIX}.{series.short_digest}"
+    return f"{series.pins.executorch}+{LOCAL_PREFIX}.{series.short_digest}"
 
 
 def wheel_cache() -> Path:
@@ -53,7 +121,7 @@ def wheel_cache() -> Path:
     return cache_dir() / "wheels"
 
 
-def verify_wheel(path: Path, pin: pins.WheelPin) -> None:
+def verify_wheel(path: Path, pin: WheelPin) -> None:
     """Refuse a wheel whose sha256 is not the pinned one."""
     digest = sha256_file(path)
     if digest != pin.sha256:
@@ -62,11 +130,11 @@ def verify_wheel(path: Path, pin: pins.WheelPin) -> None:
             expected=pin.sha256,
             found=digest,
             hint="delete the file and download it again; if it persists the index "
-            "serves a different file than the pin (check overlay/pins.py)",
+            "serves a different file than the pin (check pins.toml)",
         )
 
 
-def fetch_wheel(pin: pins.WheelPin, *, cache: Path | None = None) -> Path:
+def fetch_wheel(pin: WheelPin, *, cache: Path | None = None) -> Path:
     """Return the verified wheel for ``pin``, downloading it with pip if it is not cached.
 
     A pin with an empty sha256 is downloaded unverified; the caller records its hash.
@@ -111,11 +179,67 @@ def fetch_wheel(pin: pins.WheelPin, *, cache: Path | None = None) -> Path:
     return path
 
 
-def pin_for_file(path: Path) -> pins.WheelPin:
+def pin_for_file(series: Series, path: Path) -> WheelPin:
     """Return the pin a local wheel file claims to be, verified by sha256."""
-    pin = pins.wheel_pin_for(path.name)
+    pin = series.pins.wheel_for(path.name)
     verify_wheel(path, pin)
     return pin
+
+
+def _unreadable(wheel: Path, exc: Exception) -> WheelError:
+    return WheelError(
+        f"{wheel.name} is not a readable wheel: {exc}",
+        expected="a zip whose members match its RECORD",
+        found=type(exc).__name__,
+        hint=_NO_REPACK_HINT,
+    )
+
+
+@contextlib.contextmanager
+def _reading(wheel: Path) -> Iterator[WheelFile]:
+    """Open a wheel whose members WheelFile checks against RECORD; map its read errors."""
+    try:
+        archive = WheelFile(wheel)
+    except (_WheelFileError, zipfile.BadZipFile, OSError) as exc:
+        raise _unreadable(wheel, exc) from exc
+    try:
+        with archive:
+            yield archive
+    except (_WheelFileError, zipfile.BadZipFile) as exc:
+        raise _unreadable(wheel, exc) from exc
+
+
+def read_members(wheel: Path, select: Callable[[str], bool]) -> dict[str, bytes]:
+    """Return ``{member name: bytes}`` of every selected file member, RECORD-checked."""
+    with _reading(wheel) as archive:
+        return {
+            info.filename: archive.read(info.filename)
+            for info in archive.infolist()
+            if not info.is_dir() and select(info.filename)
+        }
+
+
+def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
+    """Return the bytes of every file the series touches, read from a wheel, by repo path."""
+    wanted = {series.pins.wheel_path(p): p for p in series.targets()}
+    members = read_members(source, wanted.__contains__)
+    missing = sorted(set(wanted) - set(members))
+    if missing:
+        raise TargetError(
+            f"{source.name} lacks files the series patches",
+            expected=", ".join(sorted(wanted)),
+            found=f"missing: {', '.join(missing)}",
+            hint="the series and the wheel are for different releases",
+        )
+    return {wanted[name]: data for name, data in members.items()}
+
+
+def unpack_wheel(source: Path, dest: Path) -> Path:
+    """Unpack a wheel (RECORD-checked) into ``dest`` and return it."""
+    with _reading(source) as archive:
+        for info in archive.infolist():
+            archive.extract(info, dest)
+    return dest
 
 
 @contextlib.contextmanager
@@ -136,43 +260,25 @@ def _epoch_of(info: zipfile.ZipInfo) -> int:
     return calendar.timegm((*info.date_time, 0, 0, 0))
 
 
-def _provenance(
-    series: Series, pin: pins.WheelPin, files: dict[str, dict[str, str]]
-) -> dict[str, object]:
-    return {
-        "tool": f"executorch-arm-overlay {__version__}",
-        "version": local_version(series),
-        "base_wheel": pin.filename,
-        "base_sha256": pin.sha256,
-        "series_digest": series.digest,
-        "patches": [
-            {"name": p.name, "subject": p.subject, "sha256": sha256_bytes(p.text.encode())}
-            for p in series.patches
-        ],
-        "files": files,
-    }
-
-
-def read_provenance(path: Path) -> dict[str, object] | None:
+def read_provenance(path: Path) -> Provenance | None:
     """Return the provenance of a patched wheel, or None if it has none or is unreadable."""
     try:
         with zipfile.ZipFile(path) as archive:
             for name in archive.namelist():
                 if name.endswith(f".dist-info/{PROVENANCE_FILE}"):
-                    data: dict[str, object] = json.loads(archive.read(name))
-                    return data
-    except (OSError, zipfile.BadZipFile, json.JSONDecodeError):
+                    return parse_provenance(archive.read(name).decode("utf-8"))
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError):
         return None
     return None
 
 
-def patched_wheel_name(pin: pins.WheelPin, series: Series) -> str:
+def patched_wheel_name(pin: WheelPin, series: Series) -> str:
     """Return the file name of the patched wheel for ``pin``."""
-    return pin.filename.replace(f"-{pins.EXECUTORCH_VERSION}-", f"-{local_version(series)}-", 1)
+    return pin.filename.replace(f"-{series.pins.executorch}-", f"-{local_version(series)}-", 1)
 
 
 def build_patched_wheel(
-    series: Series, source: Path, pin: pins.WheelPin, out_dir: Path, *, force: bool = False
+    series: Series, source: Path, pin: WheelPin, out_dir: Path, *, force: bool = False
 ) -> BuildResult:
     """Repack ``source`` with the series applied into ``out_dir`` (skipped when up to date)."""
     verify_wheel(source, pin)
@@ -181,43 +287,52 @@ def build_patched_wheel(
     if not force and existing is not None and _is_current(existing, series, pin):
         return BuildResult(out, local_version(series), built=False, provenance=existing)
     out_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        provenance = _repack(series, source, pin, out)
-    except (_WheelFileError, zipfile.BadZipFile, KeyError) as exc:
-        raise WheelError(
-            f"{source.name} is not a readable wheel: {exc}",
-            hint="delete it from the cache and run again",
-        ) from exc
+    provenance = _repack(series, source, pin, out)
     return BuildResult(out, local_version(series), built=True, provenance=provenance)
 
 
-def _is_current(provenance: dict[str, object], series: Series, pin: pins.WheelPin) -> bool:
+def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
     return (
-        provenance.get("series_digest") == series.digest
-        and provenance.get("base_sha256") == pin.sha256
-        and provenance.get("tool") == f"executorch-arm-overlay {__version__}"
+        provenance.series_digest == series.digest
+        and provenance.base_sha256 == pin.sha256
+        and provenance.tool == TOOL
     )
 
 
-def _repack(series: Series, source: Path, pin: pins.WheelPin, out: Path) -> dict[str, object]:
+def _provenance(series: Series, pin: WheelPin, files: dict[str, FileRecord]) -> Provenance:
+    return Provenance(
+        tool=TOOL,
+        version=local_version(series),
+        base_wheel=pin.filename,
+        base_sha256=pin.sha256,
+        series_digest=series.digest,
+        patches=tuple(
+            PatchRecord(p.name, p.subject, sha256_bytes(p.text.encode())) for p in series.patches
+        ),
+        files=files,
+    )
+
+
+def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> Provenance:
     version = local_version(series)
-    patched_sha = series.expected_patched_sha256()
-    old_dist = f"executorch-{pins.EXECUTORCH_VERSION}.dist-info/"
+    old_dist = f"executorch-{series.pins.executorch}.dist-info/"
     new_dist = f"executorch-{version}.dist-info/"
-    wanted = {pins.wheel_path(p): p for p in series.targets()}
-    files: dict[str, dict[str, str]] = {}
-    with WheelFile(source) as src:
+    sources = read_wheel_sources(source, series)  # RECORD-checked; every target present
+    wanted = {series.pins.wheel_path(p): p for p in series.targets()}
+    files: dict[str, FileRecord] = {}
+    with _reading(source) as src:
         infos = [i for i in src.infolist() if not i.is_dir()]
         names = {i.filename for i in infos}
-        missing = sorted(set(wanted) - names)
-        if missing:
-            raise TargetError(
-                f"{source.name} lacks files the series patches",
-                expected=", ".join(sorted(wanted)),
-                found=f"missing: {', '.join(missing)}",
-            )
-        metadata = src.read(old_dist + "METADATA").decode("utf-8")
-        check_version(Version(_metadata_version(metadata)))
+        for required in (old_dist + METADATA, old_dist + "RECORD"):
+            if required not in names:
+                raise WheelError(
+                    f"{source.name} has no {required}",
+                    expected=f"an executorch {series.pins.executorch} wheel",
+                    found=", ".join(sorted(n for n in names if ".dist-info/" in n)[:4]),
+                    hint=_NO_REPACK_HINT,
+                )
+        metadata = decode_text(src.read(old_dist + METADATA), where=old_dist + METADATA)
+        series.pins.check_version(metadata_version(metadata, where=old_dist + METADATA))
         record_info = src.getinfo(old_dist + "RECORD")
         with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp_dir:
             tmp = Path(tmp_dir) / out.name  # WheelFile wants a proper wheel file name
@@ -226,33 +341,25 @@ def _repack(series: Series, source: Path, pin: pins.WheelPin, out: Path) -> dict
                     name = info.filename
                     if name == old_dist + "RECORD":
                         continue
-                    data = src.read(name)  # WheelFile checks it against RECORD
                     if name in wanted:
                         repo_path = wanted[name]
+                        data = sources[repo_path]
                         pristine = sha256_bytes(data)
-                        if pristine != pins.PRISTINE_SHA256[repo_path]:
-                            raise TargetError(
-                                f"{name} in {source.name} is not the pinned pristine file",
-                                expected=pins.PRISTINE_SHA256[repo_path],
-                                found=pristine,
-                            )
-                        data = transform(series, repo_path, data)
-                        files[name] = {"pristine": pristine, "patched": sha256_bytes(data)}
-                        if files[name]["patched"] != patched_sha[repo_path]:
-                            raise WheelError(
-                                f"{name}: the series produced unexpected bytes",
-                                expected=patched_sha[repo_path],
-                                found=files[name]["patched"],
-                                hint="`python -m overlay refresh` rewrites SHA256SUMS",
-                            )
-                    if name == old_dist + "METADATA":
-                        data = _set_metadata_version(metadata, version).encode("utf-8")
+                        series.pins.check_pristine(
+                            repo_path, pristine, where=source.name, hint=_NO_REPACK_HINT
+                        )
+                        data = transform_checked(series, repo_path, data)
+                        files[name] = FileRecord(pristine, sha256_bytes(data))
+                    elif name == old_dist + METADATA:
+                        data = set_metadata_version(metadata, version, where=name).encode()
+                    else:
+                        data = src.read(name)  # WheelFile checks it against RECORD
                     dst.writestr(_renamed(info, old_dist, new_dist), data)
                 provenance = _provenance(series, pin, files)
                 prov_info = zipfile.ZipInfo(new_dist + PROVENANCE_FILE, record_info.date_time)
                 prov_info.compress_type = zipfile.ZIP_DEFLATED
                 prov_info.external_attr = record_info.external_attr
-                dst.writestr(prov_info, json.dumps(provenance, indent=2, sort_keys=True) + "\n")
+                dst.writestr(prov_info, provenance.to_json())
             os.replace(tmp, out)
     return provenance
 
@@ -267,54 +374,12 @@ def _renamed(info: zipfile.ZipInfo, old_dist: str, new_dist: str) -> zipfile.Zip
     return copy
 
 
-def _metadata_version(metadata: str) -> str:
-    for line in metadata.splitlines():
-        if line.startswith("Version:"):
-            return line.split(":", 1)[1].strip()
-    raise WheelError("METADATA has no Version field")
-
-
-def _set_metadata_version(metadata: str, version: str) -> str:
-    lines = metadata.split("\n")
-    for index, line in enumerate(lines):
-        if line.startswith("Version:"):
-            lines[index] = f"Version: {version}"
-            return "\n".join(lines)
-    raise WheelError("METADATA has no Version field")
-
-
-def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
-    """Return the pristine bytes of every file the series touches, read from a wheel."""
-    out: dict[str, bytes] = {}
-    try:
-        with WheelFile(source) as src:
-            for repo_path in series.targets():
-                out[repo_path] = src.read(pins.wheel_path(repo_path))
-    except (_WheelFileError, KeyError, zipfile.BadZipFile) as exc:
-        raise WheelError(f"cannot read the series' files from {source.name}: {exc}") from exc
-    return out
-
-
-def unpack_wheel(source: Path, dest: Path) -> Path:
-    """Unpack a wheel (RECORD-checked) into ``dest`` and return it."""
-    try:
-        with WheelFile(source) as src:
-            for info in src.infolist():
-                src.extract(info, dest)
-    except (_WheelFileError, zipfile.BadZipFile) as exc:
-        raise WheelError(f"cannot unpack {source.name}: {exc}") from exc
-    return dest
-
-
 def patched_checksums(series: Series, source: Path) -> dict[str, str]:
     """Apply the series to the wheel's pristine files in memory; return their new sha256."""
     hashes = {}
     for repo_path, data in read_wheel_sources(source, series).items():
-        if sha256_bytes(data) != pins.PRISTINE_SHA256.get(repo_path):
-            raise TargetError(
-                f"{repo_path} in {source.name} is not the pinned pristine file",
-                expected=pins.PRISTINE_SHA256.get(repo_path, "a pinned sha256"),
-                found=sha256_bytes(data),
-            )
-        hashes[repo_path] = sha256_bytes(transform(series, repo_path, data))
+        series.pins.check_pristine(
+            repo_path, sha256_bytes(data), where=source.name, hint=_NO_REPACK_HINT
+        )
+        hashes[repo_path] = sha256_bytes(transform(series.patches, repo_path, data))
     return hashes

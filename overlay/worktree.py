@@ -11,29 +11,27 @@ from __future__ import annotations
 import datetime
 import os
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import pins
-from overlay.cache import sha256_bytes
-from overlay.errors import GitError, OverlayError, SeriesError
+from overlay._git import git, show
+from overlay._hashing import sha256_bytes
+from overlay.applier import transform
+from overlay.errors import OverlayError, SeriesError
+from overlay.pins import SERIES_FILE, Pins
 from overlay.series import (
     CHECKSUMS_FILE,
     HEADER_END,
     PATCH_SUFFIX,
-    SERIES_FILE,
     Series,
     format_checksums,
     load_series,
     parse_patch,
 )
-from overlay.tree import transform
 
 BASE_TAG = "overlay-base"
 NAME_TRAILER = "Overlay-Patch: "
-_IDENTITY = ("-c", "user.name=executorch-arm-overlay", "-c", "user.email=overlay@localhost")
 
 
 @dataclass(frozen=True)
@@ -43,38 +41,6 @@ class Regenerated:
     written: tuple[str, ...]
     removed: tuple[str, ...]
     unchanged: tuple[str, ...]
-
-
-def git(repo: Path, *args: str, stdin: str | None = None) -> str:
-    """Run git in ``repo`` and return stdout; raise GitError with stderr on failure."""
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
-    identity = () if _has_identity(repo) else _IDENTITY
-    try:
-        proc = subprocess.run(
-            ["git", *identity, *args],
-            cwd=repo,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-    except OSError as exc:
-        raise GitError(f"cannot run git: {exc}", hint="install git") from exc
-    if proc.returncode != 0:
-        raise GitError(
-            f"git {' '.join(args[:2])} failed in {repo}",
-            found=proc.stderr.strip()[-1500:],
-            hint="resolve the git state of the work tree and retry",
-        )
-    return proc.stdout
-
-
-def _has_identity(repo: Path) -> bool:
-    proc = subprocess.run(
-        ["git", "config", "user.email"], cwd=repo, capture_output=True, text=True, check=False
-    )
-    return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
 def commit_message(name: str, subject: str, header_text: str) -> str:
@@ -95,14 +61,12 @@ def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
     git(dest, "init", "-q", "-b", "main")
     _write(dest, sources)
     git(dest, "add", "-A")
-    git(dest, "commit", "-q", "-m", f"executorch {pins.EXECUTORCH_VERSION} pristine sources")
+    git(dest, "commit", "-q", "-m", f"executorch {series.pins.executorch} pristine sources")
     git(dest, "tag", BASE_TAG)
     current = dict(sources)
     for patch in series.patches:
         for repo_path in patch.targets:
-            current[repo_path] = transform(
-                Series(series.directory, (patch,)), repo_path, current[repo_path]
-            )
+            current[repo_path] = transform((patch,), repo_path, current[repo_path])
         _write(dest, {p: current[p] for p in patch.targets})
         git(dest, "add", "-A")
         message = commit_message(patch.name, patch.subject, patch.header_text)
@@ -142,7 +106,7 @@ def _touch_last_update(header: str, today: str) -> str:
 def regenerate(worktree: Path, patches_dir: Path, *, today: str | None = None) -> Regenerated:
     """Rewrite ``patches_dir`` (series, patches, SHA256SUMS) from ``overlay-base..HEAD``."""
     day = today or datetime.date.today().isoformat()
-    old = load_series(patches_dir) if (patches_dir / SERIES_FILE).exists() else None
+    old = load_series(patches_dir)
     old_text = {p.name: p.text for p in old.patches} if old else {}
     commits = git(worktree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").split()
     if not commits:
@@ -163,33 +127,25 @@ def regenerate(worktree: Path, patches_dir: Path, *, today: str | None = None) -
             header = _touch_last_update(header, day)
         texts[name] = header + HEADER_END + diff
         parse_patch(name, texts[name])  # refuse anything the loader would refuse
-    new_series = Series(patches_dir, tuple(parse_patch(n, t) for n, t in texts.items()))
-    base_files = {path: git_bytes(worktree, f"{BASE_TAG}:{path}") for path in new_series.targets()}
+    new_series = old.with_patches(tuple(parse_patch(n, t) for n, t in texts.items()))
+    base_files = {path: show(worktree, f"{BASE_TAG}:{path}") for path in new_series.targets()}
     hashes = _checked_hashes(new_series, base_files, worktree)
-    return _write_patches(patches_dir, texts, format_checksums(new_series, hashes), old_text)
-
-
-def git_bytes(repo: Path, spec: str) -> bytes:
-    """Return the raw bytes of ``git show SPEC``."""
-    proc = subprocess.run(["git", "show", spec], cwd=repo, capture_output=True, check=False)
-    if proc.returncode != 0:
-        raise GitError(f"git show {spec} failed", found=proc.stderr.decode(errors="replace"))
-    return proc.stdout
+    checksums = format_checksums(new_series, hashes)
+    return _write_patches(patches_dir, old.pins, texts, checksums, old_text)
 
 
 def _checked_hashes(series: Series, base: dict[str, bytes], worktree: Path) -> dict[str, str]:
     """Apply the new series to the base files; they must equal HEAD's files byte for byte."""
     hashes = {}
     for repo_path, data in base.items():
-        if sha256_bytes(data) != pins.PRISTINE_SHA256.get(repo_path):
-            raise SeriesError(
-                f"{repo_path} at {BASE_TAG} is not the pinned pristine file",
-                expected=pins.PRISTINE_SHA256.get(repo_path, "a pinned file"),
-                found=sha256_bytes(data),
-                hint="patches may only touch pinned files; pin new ones in overlay/pins.py",
-            )
-        result = transform(series, repo_path, data)
-        head = git_bytes(worktree, f"HEAD:{repo_path}")
+        series.pins.check_pristine(
+            repo_path,
+            sha256_bytes(data),
+            where=f"{worktree} at {BASE_TAG}",
+            hint=f"patches may only touch pinned files; pin new ones in {series.pins.source}",
+        )
+        result = transform(series.patches, repo_path, data)
+        head = show(worktree, f"HEAD:{repo_path}")
         if result != head:
             raise SeriesError(
                 f"the regenerated series does not reproduce HEAD's {repo_path}",
@@ -200,11 +156,15 @@ def _checked_hashes(series: Series, base: dict[str, bytes], worktree: Path) -> d
 
 
 def _write_patches(
-    patches_dir: Path, texts: dict[str, str], checksums: str, old_text: dict[str, str]
+    patches_dir: Path,
+    pins: Pins,
+    texts: dict[str, str],
+    checksums: str,
+    old_text: dict[str, str],
 ) -> Regenerated:
     patches_dir.mkdir(parents=True, exist_ok=True)
     series_lines = [
-        f"# Patch series against executorch {pins.EXECUTORCH_VERSION}, applied in this order.",
+        f"# Patch series against executorch {pins.executorch}, applied in this order.",
         "# Paths inside the patches are upstream repository paths (a/backends/arm/...).",
         *texts,
     ]

@@ -7,8 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from unidiff.patch import PatchedFile, PatchSet
 
-from overlay.applier import HunkMismatchError, apply_file, split_lines
-from tests.scaffold import make_diff
+from overlay.applier import HunkMismatchError, apply_file, apply_patch, split_lines, transform
+from overlay.series import Patch, parse_patch
+
+from scaffold import make_diff, patch_text
 
 OLD = "".join(f"line {i}\n" for i in range(1, 21))
 
@@ -136,3 +138,36 @@ def test_apply_then_reverse_is_identity(pair: tuple[str, str], context: int) -> 
     diff = one_file(diff_text)
     assert apply_file(old, diff).text == new
     assert apply_file(new, diff, reverse=True).text == old
+
+
+def _patch(name: str, path: str, old: str, new: str) -> Patch:
+    return parse_patch(name, patch_text(name, make_diff(path, old, new)))
+
+
+def test_transform_applies_patches_in_order_and_reverses_last_first() -> None:
+    step1 = OLD.replace("line 4\n", "line four\n")
+    step2 = step1.replace("line four\n", "line 4!\n")
+    patches = [_patch("1.patch", "f.py", OLD, step1), _patch("2.patch", "f.py", step1, step2)]
+    assert transform(patches, "f.py", OLD.encode()) == step2.encode()
+    assert transform(patches, "f.py", step2.encode(), reverse=True) == OLD.encode()
+    assert transform(patches, "other.py", b"untouched\n") == b"untouched\n"
+    with pytest.raises(HunkMismatchError) as info:
+        transform(list(reversed(patches)), "f.py", OLD.encode())
+    assert info.value.hunk == 1 and "patch 2.patch, file f.py" in info.value.message
+
+
+def test_transform_keeps_undecodable_bytes() -> None:
+    patch = _patch("1.patch", "f.py", OLD, OLD.replace("line 2\n", "line two\n"))
+    old = OLD.encode() + b"caf\xe9\n"  # not UTF-8, outside the hunk
+    assert transform([patch], "f.py", old) == old.replace(b"line 2\n", b"line two\n")
+
+
+def test_apply_patch_needs_every_file() -> None:
+    patch = _patch("1.patch", "f.py", OLD, OLD.replace("line 3\n", "3\n"))
+    assert apply_patch(patch, {"f.py": OLD, "g.py": "g\n"}) == {
+        "f.py": OLD.replace("line 3\n", "3\n"),
+        "g.py": "g\n",
+    }
+    with pytest.raises(HunkMismatchError) as info:
+        apply_patch(patch, {"g.py": "g\n"})
+    assert (info.value.hunk, info.value.found) == (1, "no such file")

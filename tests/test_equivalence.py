@@ -1,153 +1,234 @@
-"""Torch-free tests: verdict logic, declared divergences, claims, report rendering, CASES checks."""
+"""Torch-free: verdict semantics, declared divergences, claims, reports, the protocol, the
+worker loop and the orchestrator's timeout and crash handling (with a fake worker)."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from overlay import corpus, equivalence, report
-from overlay.equivalence import DeclaredDivergence, ItemVerdict, Report
+from overlay import fixes
+from overlay.equivalence import corpus, protocol, report, verdict, worker
+from overlay.equivalence.orchestrator import Options, Report, WorkerInfo, run
+from overlay.equivalence.protocol import (
+    CaseInfo,
+    ErrorInfo,
+    ErrorReply,
+    InitReply,
+    InitRequest,
+    ItemId,
+    ItemKind,
+    ItemResult,
+    ListReply,
+    ListRequest,
+    Numerics,
+    OutputDigest,
+    PathId,
+    Payload,
+    ProbeInfo,
+    ProtocolError,
+    QuitRequest,
+    RunReply,
+    RunRequest,
+    RunStatus,
+    Stage,
+    VgfResult,
+    VgfState,
+)
+from overlay.equivalence.verdict import AB, BC, Observation, Quality, decide
+
+A, B, C = PathId.STOCK, PathId.RUNTIME, PathId.PATCHED
+CASE = CaseInfo("x", "TOSA-1.0+INT", "a8w8")
+ITEM = CASE.item
+FAKE_WORKER = Path(__file__).resolve().parent / "fake_worker.py"
 
 
-def _ok(**extra: Any) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "status": "ok",
-        "error": None,
-        "graph": ["cpu: q", "delegate[0] TOSABackend: aten::convolution"],
-        "payloads": [{"backend": "TOSABackend", "size": 10, "sha256": "aa"}],
-        "numerics": {
-            "outputs": [{"sha256": "o1"}],
-            "max_abs_err_vs_float": [0.01],
-            "max_abs_err_vs_fake_quant": [0.0],
-            "reference_max_abs": [2.0],
-        },
-        "vgf": {"skipped": "no converter"},
-    }
-    result.update(extra)
-    return result
+def numerics(error: float = 0.0, digest: str = "o1", scale: float = 2.0) -> Numerics:
+    return Numerics(
+        outputs=(OutputDigest(digest, "torch.float32", (1, 4)),),
+        max_abs_err_vs_float=(0.01,),
+        max_abs_err_vs_fake_quant=(error,),
+        reference_max_abs=(scale,),
+    )
 
 
-def _fail(kind: str = "ValueError", message: str = "boom") -> dict[str, Any]:
-    return {"status": "fail", "error": {"type": kind, "message": message, "stage": "lower"}}
+def ok(**change: Any) -> ItemResult:
+    result = ItemResult(
+        status=RunStatus.OK,
+        graph=("cpu: q", "delegate[0] TOSABackend: aten::convolution"),
+        payloads=(Payload("TOSABackend", 10, "aa"),),
+        numerics=numerics(),
+        vgf=VgfResult(VgfState.SKIPPED, reason="no converter"),
+    )
+    return dataclasses.replace(result, **change)
 
 
-CASE_INFO = {"name": "x", "spec": "TOSA-1.0+INT", "quantize": "a8w8", "claim": None}
+def fail(kind: str = "ValueError", message: str = "boom") -> ItemResult:
+    return ItemResult(status=RunStatus.FAIL, error=ErrorInfo(kind, message, Stage.LOWER))
+
+
+def judge(a: ItemResult, b: ItemResult, c: ItemResult, fix: int | None = None) -> verdict.Verdict:
+    return decide(ITEM, CASE, {A: a, B: b, C: c}, fix)
 
 
 def test_identical_results_agree() -> None:
-    verdict = equivalence.judge("case:x", CASE_INFO, {"a": _ok(), "b": _ok(), "c": _ok()})
-    assert (verdict.bc, verdict.ab, verdict.bc_diffs, verdict.ab_diffs) == ("agree", "same", [], [])
+    v = judge(ok(), ok(), ok())
+    assert (v.bc, v.ab, v.bc_diffs, v.ab_diffs, v.fix) == (BC.AGREE, AB.SAME, (), (), None)
+    assert v.failures == []
 
 
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"graph": ["cpu: other"]}, "graph"),
-        ({"payloads": [{"backend": "TOSABackend", "size": 10, "sha256": "bb"}]}, "tosa payload"),
-        ({"numerics": {"outputs": [{"sha256": "o2"}]}}, "numerics"),
+        ({"graph": ("cpu: other",)}, Observation.GRAPH),
+        ({"payloads": (Payload("TOSABackend", 10, "bb"),)}, Observation.TOSA_PAYLOAD),
+        ({"numerics": numerics(digest="o2")}, Observation.NUMERICS),
         (
-            {"vgf": {"payloads": [{"backend": "VgfBackend", "size": 1, "sha256": "v"}]}},
-            "vgf payload",
+            {"vgf": VgfResult(VgfState.COMPARED, payloads=(Payload("VgfBackend", 1, "v"),))},
+            Observation.VGF_PAYLOAD,
         ),
+        ({"value": [1, 2]}, Observation.VALUE),
     ],
 )
-def test_any_observation_difference_is_undeclared(change: dict[str, Any], field: str) -> None:
-    verdict = equivalence.judge("case:x", CASE_INFO, {"a": _ok(), "b": _ok(), "c": _ok(**change)})
-    assert verdict.bc == "UNDECLARED"
-    assert verdict.bc_diffs == [field]
+def test_any_observation_difference_is_undeclared(
+    change: dict[str, Any], field: Observation
+) -> None:
+    v = judge(ok(), ok(), ok(**change))
+    assert v.bc is BC.UNDECLARED and v.bc_diffs == (field,)
+    assert v.failures == [f"case:x: undeclared divergence between (b) and (c): {field.value}"]
 
 
-def test_same_failure_agrees_but_different_message_does_not() -> None:
-    same = equivalence.judge("case:x", CASE_INFO, {"a": _ok(), "b": _fail(), "c": _fail()})
-    assert same.bc == "agree" and same.ab == "regression"
-    other = equivalence.judge(
-        "case:x", CASE_INFO, {"a": _ok(), "b": _fail(), "c": _fail(message="other")}
-    )
-    assert other.bc == "UNDECLARED" and other.bc_diffs == ["error"]
+def test_skipped_vgf_is_not_compared() -> None:
+    v = judge(ok(), ok(), ok(vgf=VgfResult(VgfState.SKIPPED, reason="other reason")))
+    assert v.bc is BC.AGREE
 
 
-def test_classify_fixed_regression_and_wrong_numbers() -> None:
-    assert equivalence.classify(_fail(), _ok()) == "fixed"
-    assert equivalence.classify(_ok(), _fail()) == "regression"
-    wrong = _ok(
-        numerics={
-            "outputs": [{"sha256": "w"}],
-            "max_abs_err_vs_fake_quant": [11.0],
-            "reference_max_abs": [23.0],
-        }
-    )
-    assert equivalence.numerically_wrong(wrong)
-    assert not equivalence.numerically_wrong(_ok())
-    assert equivalence.classify(wrong, _ok()) == "fixed"
-    assert equivalence.classify(_ok(), wrong) == "regression"
+def test_same_failure_agrees_but_a_different_message_does_not() -> None:
+    same = judge(ok(), fail(), fail())
+    assert (same.bc, same.ab) == (BC.AGREE, AB.REGRESSION)
+    other = judge(ok(), fail(), fail(message="other"))
+    assert (other.bc, other.bc_diffs) == (BC.UNDECLARED, (Observation.ERROR,))
+
+
+WRONG = numerics(error=1.5, digest="w")  # 75% of the range: wrong under any tolerance here
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (fail(), ok(), AB.FIXED),  # stock fails, patched right
+        (ok(numerics=WRONG), ok(), AB.FIXED),  # stock wrong numbers, patched right
+        (ok(), fail(), AB.REGRESSION),
+        (ok(), ok(numerics=WRONG), AB.REGRESSION),
+        (ok(), ok(numerics=numerics(error=0.05, digest="m")), AB.REGRESSION),  # worse by 2.5%
+        (ok(), ok(graph=("cpu: full",)), AB.CHANGED),  # both right, lowering differs
+        (ok(), ok(numerics=numerics(error=0.001, digest="n")), AB.CHANGED),  # within noise
+        (fail(), fail(message="another"), AB.STILL_BROKEN),
+        (ok(numerics=WRONG), ok(numerics=numerics(error=1.0, digest="v")), AB.STILL_BROKEN),
+        (fail(), ok(numerics=WRONG), AB.STILL_BROKEN),
+        (ok(), ok(), AB.SAME),
+    ],
+)
+def test_a_vs_b_verdict_semantics(a: ItemResult, b: ItemResult, expected: AB) -> None:
+    assert judge(a, b, b).ab is expected
+
+
+def test_numerics_failure_is_wrong_not_right() -> None:
+    broken = ok(numerics=None, numerics_error=ErrorInfo("RuntimeError", "x", Stage.NUMERICS))
+    assert verdict.quality(broken, 0.05) is Quality.WRONG
+    assert judge(broken, ok(), ok()).ab is AB.FIXED
+
+
+def test_tolerance_by_scheme_and_case() -> None:
+    assert verdict.tolerance(CaseInfo("f", "TOSA-1.0+FP", None)) == 0.01
+    assert verdict.tolerance(CaseInfo("q", "TOSA-1.0+INT", "a8w8")) == 0.05
+    assert verdict.tolerance(CaseInfo("z", "TOSA-1.0+INT", "a8w8", tolerance=0.15)) == 0.15
+    deep = ok(numerics=numerics(error=0.2))  # 10% of the range
+    assert verdict.quality(deep, 0.05) is Quality.WRONG
+    assert verdict.quality(deep, 0.15) is Quality.RIGHT
+
+
+def test_probe_differences_are_changes_unless_one_raises() -> None:
+    probe = ProbeInfo("p", "d")
+    value = ItemResult(RunStatus.OK, value=True)
+    other = ItemResult(RunStatus.OK, value=False)
+    raised = ItemResult(RunStatus.FAIL, error=ErrorInfo("E", "m", Stage.PROBE))
+    paths = {A: value, B: other, C: other}
+    assert decide(probe.item, probe, paths, 1).ab is AB.CHANGED
+    assert decide(probe.item, probe, {A: raised, B: value, C: value}, 1).ab is AB.FIXED
+    assert decide(probe.item, probe, {A: value, B: raised, C: raised}, 1).ab is AB.REGRESSION
 
 
 def test_declared_divergence_matches_only_its_exact_observation() -> None:
-    declared = DeclaredDivergence("d1", "probe:p", "RuntimeError", "stale check", "because")
-    seed_fail = _fail("RuntimeError", "x stale check y")
-    ok = {"status": "ok", "error": None, "value": [1]}
-    hit = equivalence.judge("probe:p", {}, {"a": ok, "b": seed_fail, "c": ok}, [declared])
-    assert (hit.bc, hit.declared) == ("declared", "d1")
+    probe = ItemId(ItemKind.PROBE, "p")
+    declared = verdict.DeclaredDivergence("d1", probe, "RuntimeError", "stale check", "why")
+    seed = ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", "x stale check", Stage.PROBE))
+    good = ItemResult(RunStatus.OK, value=[1])
+    info = ProbeInfo("p", "d")
+    hit = decide(probe, info, {A: good, B: seed, C: good}, None, [declared])
+    assert (hit.bc, hit.declared, hit.failures) == (BC.DECLARED, "d1", [])
     for item, b in (
-        ("probe:other", seed_fail),
-        ("probe:p", _fail("RuntimeError", "another message")),
-        ("probe:p", _fail("ValueError", "stale check")),
+        (ItemId(ItemKind.PROBE, "other"), seed),
+        (probe, ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", "m", Stage.PROBE))),
+        (
+            probe,
+            ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "stale check", Stage.PROBE)),
+        ),
     ):
-        miss = equivalence.judge(item, {}, {"a": ok, "b": b, "c": ok}, [declared])
-        assert miss.bc == "UNDECLARED", item
+        miss = decide(item, info, {A: good, B: b, C: good}, None, [declared])
+        assert miss.bc is BC.UNDECLARED, item
 
 
 def test_the_seed_divergence_is_declared_with_a_reason() -> None:
-    ids = [d.id for d in equivalence.DECLARED_DIVERGENCES]
-    assert "seed-stale-grouped-transpose-check" in ids
-    assert all(
-        d.reason and d.item.split(":")[0] in {"case", "probe"}
-        for d in equivalence.DECLARED_DIVERGENCES
-    )
+    (only,) = verdict.DECLARED_DIVERGENCES
+    assert only.id == "seed-stale-grouped-transpose-check"
+    assert only.item == ItemId(ItemKind.PROBE, "RewriteConvPass.grouped_transposed_fp")
+    assert "5123efe184" in only.reason
 
 
-def _claimed(effect: str, fix: int) -> dict[str, Any]:
-    return {**CASE_INFO, "claim": {"fix": fix, "effect": effect, "trigger": "t"}}
+def _trigger_case(effect: fixes.Effect) -> tuple[fixes.Fix, fixes.Trigger]:
+    return next((f, t) for f in fixes.FIXES for t in f.triggers if t.effect is effect)
 
 
-def test_claims_are_checked() -> None:
-    verdict = equivalence.judge(
-        "case:x", _claimed("fixed", 3), {"a": _fail(), "b": _ok(), "c": _ok()}
-    )
-    verdict.fix = 3
-    equivalence.check_claim(verdict)
-    assert verdict.claim_problem is None
-    verdict.fix = 2
-    equivalence.check_claim(verdict)
-    assert verdict.claim_problem is not None and "fixed by patch 3" in verdict.claim_problem
-    none = equivalence.judge(
-        "case:x", _claimed("regression", 1), {"a": _ok(), "b": _ok(), "c": _ok()}
-    )
-    equivalence.check_claim(none)
-    assert none.claim_problem is not None and "no difference" in none.claim_problem
+@pytest.mark.parametrize("effect", list(fixes.Effect))
+def test_claims_are_checked_against_the_registry(effect: fixes.Effect) -> None:
+    entry, trigger = _trigger_case(effect)
+    item = ItemId(ItemKind.CASE, trigger.case)
+    good = AB(effect.value)
+    assert verdict.check_claim(item, good, entry.number) is None
+    wrong_fix = verdict.check_claim(item, good, entry.number % 4 + 1)
+    assert wrong_fix is not None and f"claims '{effect.value} by patch {entry.number}'" in wrong_fix
+    nothing = verdict.check_claim(item, AB.SAME, None)
+    assert nothing is not None and nothing.endswith("found 'no difference'")
+    other = AB.FIXED if good is not AB.FIXED else AB.CHANGED
+    assert verdict.check_claim(item, other, entry.number) is not None
+    assert verdict.check_claim(ItemId(ItemKind.CASE, "unclaimed"), AB.FIXED, 2) is None
 
 
-def _report(verdicts: list[ItemVerdict]) -> Report:
-    workers = {
-        p: {"python": f"/py/{p}", "executorch": "1.2.0", "import_seconds": 1.0} for p in "abc"
-    }
-    return Report({}, workers, verdicts, equivalence.DECLARED_DIVERGENCES, 3.0, {"cases": 2.0})
+def test_harness_failure_is_incomplete_and_fails_the_run() -> None:
+    stuck = ItemResult(RunStatus.FAIL, error=ErrorInfo("WorkerTimeout", "late", Stage.HARNESS))
+    v = judge(ok(), ok(), stuck)
+    assert v.bc is BC.INCOMPLETE
+    assert v.failures == ["case:x: did not finish on (c) WorkerTimeout: late"]
+
+
+def _report(verdicts: list[verdict.Verdict]) -> Report:
+    init = InitReply("/py", "1.2.0", "2.11.0", 1.0, ())
+    workers = {p: WorkerInfo(p, f"/py/{p.value}", None, init) for p in (A, B, C)}
+    options = Options("/py/a", "/py/c")
+    return Report(options, workers, tuple(verdicts), verdict.DECLARED_DIVERGENCES, 3.0, {"x": 2.0})
 
 
 def test_report_shows_regression_error_text_and_fails_on_undeclared() -> None:
-    regression = equivalence.judge(
-        "case:reg",
-        CASE_INFO,
-        {
-            "a": _ok(),
-            "b": _fail("TosaValueError", "no float"),
-            "c": _fail("TosaValueError", "no float"),
-        },
+    regression = judge(
+        ok(), fail("TosaValueError", "no float"), fail("TosaValueError", "no float"), 1
     )
-    regression.fix = 1
-    bad = equivalence.judge("case:bad", CASE_INFO, {"a": _ok(), "b": _ok(), "c": _ok(graph=[])})
+    bad = dataclasses.replace(judge(ok(), ok(), ok(graph=())), item=ItemId(ItemKind.CASE, "bad"))
     rendered = _report([regression, bad])
     table = report.render_table(rendered)
     assert "stock OK, patched FAIL: TosaValueError: no float" in table
@@ -155,50 +236,217 @@ def test_report_shows_regression_error_text_and_fails_on_undeclared() -> None:
     assert "attributed to 0001-keep-terminal-int16-quantize.patch" in table
     assert "UNDECLARED: graph" in table
     assert "seed-stale-grouped-transpose-check" in table
-    assert "verdict: FAIL" in table
-    assert rendered.failures and "case:bad" in rendered.failures[0]
+    assert table.rstrip().splitlines()[-2] == "verdict: FAIL"
+    assert rendered.failures == ["case:bad: undeclared divergence between (b) and (c): graph"]
     markdown = report.render_markdown(rendered)
-    assert "## Declared divergences" in markdown and "| reg |" in markdown
+    assert "## Declared divergences" in markdown and "| x |" in markdown
     data = json.loads(report.render_json(rendered))
+    assert (data["schema"], data["verdict"]) == (report.REPORT_SCHEMA, "fail")
     assert data["failures"] == rendered.failures
-    assert data["items"][0]["a_vs_b"]["verdict"] == "regression"
-    assert data["items"][0]["a_vs_b"]["fix"] == 1
+    assert data["items"][0]["a_vs_b"] == {
+        "verdict": "regression",
+        "fix": 1,
+        "differs_in": ["status", "graph", "tosa payload", "numerics"],
+    }
+    assert data["items"][0]["results"]["b"]["error"]["type"] == "TosaValueError"
 
 
 def test_passing_report_says_pass() -> None:
-    agree = equivalence.judge("case:x", CASE_INFO, {"a": _ok(), "b": _ok(), "c": _ok()})
-    rendered = _report([agree])
+    rendered = _report([judge(ok(), ok(), ok())])
     assert rendered.failures == []
     assert "verdict: PASS" in report.render_table(rendered)
+    assert json.loads(report.render_json(rendered))["verdict"] == "pass"
 
 
 def test_vgf_line_counts_compared_failed_and_skipped() -> None:
-    def with_vgf(vgf: dict[str, Any]) -> ItemVerdict:
-        result = {**_ok(), "vgf": vgf}
-        return equivalence.judge("case:v", CASE_INFO, {"a": result, "b": result, "c": result})
+    def with_vgf(vgf: VgfResult) -> verdict.Verdict:
+        return judge(ok(vgf=vgf), ok(vgf=vgf), ok(vgf=vgf))
 
-    payloads = {"payloads": [{"sha256": "ab", "size": 3}]}
-    rendered = _report(
-        [with_vgf(payloads), with_vgf(payloads), with_vgf({"error": {"type": "E", "message": "m"}})]
-    )
+    compared = VgfResult(VgfState.COMPARED, payloads=(Payload("VgfBackend", 3, "ab"),))
+    failed = VgfResult(VgfState.FAILED, error=ErrorInfo("E", "m", Stage.VGF))
+    rendered = _report([with_vgf(compared), with_vgf(compared), with_vgf(failed)])
     assert report.vgf_line(rendered) == "VGF: payloads compared on 2 case(s), lowering failed on 1"
-    skipped = _report([with_vgf({"skipped": "no model_converter"})])
+    skipped = _report([with_vgf(VgfResult(VgfState.SKIPPED, reason="no model_converter"))])
     assert report.vgf_line(skipped).endswith("skipped: no model_converter")
-    assert "VGF: payloads compared on 0" in report.render_table(skipped)
 
 
 def test_corpus_covers_specs_quantisations_and_every_fix() -> None:
-    cases = corpus.CASES
-    assert len(cases) >= 15
-    specs = {c.spec for c in cases}
+    cases = {c.name: c for c in corpus.CASES}
+    assert len(cases) == len(corpus.CASES) >= 15
+    specs = {c.spec for c in cases.values()}
     assert {"TOSA-1.0+INT", "TOSA-1.0+FP", "TOSA-1.0+INT+FP"} <= specs
     assert any("int16" in s for s in specs)
-    assert {c.quantize for c in cases} >= {None, "a8w8", "a16w8"}
-    claimed = {(c.claim.fix, c.claim.effect) for c in cases if c.claim}
-    assert {1, 2, 3, 4} <= {fix for fix, _ in claimed}
-    assert (1, "regression") in claimed
-    assert all(c.claim for c in cases if c.claim) and all(c.fast for c in cases if c.claim)
-    assert len({c.name for c in cases}) == len(cases)
+    assert {c.quantize for c in cases.values()} >= {None, "a8w8", "a16w8"}
+    for entry in fixes.FIXES:
+        assert entry.triggers, entry.patch
+        for trigger in entry.triggers:
+            assert trigger.case in cases, trigger.case  # every claim names a real case
+            assert cases[trigger.case].fast, trigger.case  # and runs in the CI subset
+    effects = {t.effect for f in fixes.FIXES for t in f.triggers}
+    assert fixes.Effect.REGRESSION in effects
+
+
+# --- the protocol -------------------------------------------------------------------------
+
+MESSAGES: list[protocol.Request | protocol.Reply] = [
+    InitRequest(runtime_patch="x.py:apply", models=None),
+    ListRequest(),
+    RunRequest(ITEM, fixes=(1, 3), keep_bytes=True),
+    QuitRequest(),
+    InitReply("/py", "1.2.0", "2.11.0", 3.5, (1, 2)),
+    ListReply((CASE,), (ProbeInfo("p", "d"),)),
+    RunReply(ITEM, ok(value={"k": [1, None, "s"]})),
+    RunReply(ITEM, ok(numerics=Numerics((), (None,), (float("inf"),), (0.0,)))),
+    ErrorReply(ErrorInfo("ValueError", "bad", Stage.INIT, "tb")),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_every_message_round_trips(message: protocol.Request | protocol.Reply) -> None:
+    line = protocol.encode(message)
+    assert "\n" not in line
+    decoded = (
+        protocol.decode_request(line)
+        if isinstance(message, InitRequest | ListRequest | RunRequest | QuitRequest)
+        else protocol.decode_reply(line)
+    )
+    assert decoded == message
+    assert type(decoded) is type(message)
+
+
+def _envelope(kind: str, body: object, schema: int = protocol.SCHEMA_VERSION) -> str:
+    return json.dumps({"schema": schema, "type": kind, "body": body})
+
+
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        (_envelope("run", {"item": {"kind": "case", "name": "x"}, "extra": 1}), "body"),
+        (_envelope("run", {"item": {"kind": "model", "name": "x"}}), "body.item.kind"),
+        (_envelope("run", {"item": {"kind": "case"}}), "body.item.name"),
+        (_envelope("run", {"item": {"kind": "case", "name": 3}}), "body.item.name"),
+        (
+            _envelope("run", {"item": {"kind": "case", "name": "x"}, "fixes": ["1"]}),
+            "body.fixes[0]",
+        ),
+        (_envelope("teleport", {}), "type"),
+        ("{not json", "line"),
+        (json.dumps({"type": "list", "body": {}}), "envelope"),
+    ],
+)
+def test_malformed_messages_are_protocol_errors(line: str, where: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        protocol.decode_request(line)
+    assert info.value.message == f"malformed protocol message at {where}"
+
+
+def test_another_schema_is_refused() -> None:
+    with pytest.raises(ProtocolError) as info:
+        protocol.decode_request(_envelope("list", {}, schema=99))
+    assert info.value.found == "schema 99"
+
+
+def test_a_reply_is_not_a_request() -> None:
+    with pytest.raises(ProtocolError):
+        protocol.decode_request(protocol.encode(ErrorReply(ErrorInfo("E", "m", Stage.INIT))))
+
+
+class ScriptedRunner:
+    def __init__(self) -> None:
+        self.seen: list[RunRequest] = []
+
+    def init(self, request: InitRequest) -> InitReply:
+        raise RuntimeError(f"cannot load {request.models}")
+
+    def cases(self) -> ListReply:
+        return ListReply((CASE,), ())
+
+    def run(self, request: RunRequest) -> ItemResult:
+        self.seen.append(request)
+        return ok()
+
+
+def test_worker_serve_answers_each_request_and_stops_at_quit() -> None:
+    runner = ScriptedRunner()
+    lines = [
+        protocol.encode(ListRequest()),
+        "",
+        protocol.encode(RunRequest(ITEM, fixes=(2,))),
+        protocol.encode(InitRequest(models="m.py")),
+        "garbage",
+        protocol.encode(QuitRequest()),
+        protocol.encode(ListRequest()),  # after quit: never answered
+    ]
+    replies = io.StringIO()
+    worker.serve(io.StringIO("\n".join(lines) + "\n"), replies, runner)
+    answers = [protocol.decode_reply(line) for line in replies.getvalue().splitlines()]
+    assert [type(a) for a in answers] == [ListReply, RunReply, ErrorReply, ErrorReply]
+    assert runner.seen == [RunRequest(ITEM, fixes=(2,))]
+    init_error, bad_line = answers[2], answers[3]
+    assert isinstance(init_error, ErrorReply) and isinstance(bad_line, ErrorReply)
+    assert (init_error.error.type, init_error.error.stage) == ("RuntimeError", Stage.INIT)
+    assert init_error.error.message == "cannot load m.py"
+    assert (bad_line.error.type, bad_line.error.stage) == ("ProtocolError", Stage.REQUEST)
+
+
+# --- the orchestrator with a fake worker ---------------------------------------------------
+
+
+def _fake_options(tmp_path: Path, **change: Any) -> Options:
+    options = Options(
+        stock_python=sys.executable,
+        patched_python=sys.executable,
+        out_dir=tmp_path / "out",
+        timeout=5.0,
+        attribute=False,
+        worker_command=(str(FAKE_WORKER),),
+        patches_dir=Path(__file__).resolve().parent.parent / "patches",
+    )
+    return dataclasses.replace(options, **change)
+
+
+def test_a_timeout_and_a_crash_fail_one_item_each_and_the_run_goes_on(tmp_path: Path) -> None:
+    result = run(_fake_options(tmp_path, probes=False))
+    by_name = {v.item.name: v for v in result.verdicts}
+    assert list(by_name) == ["ok", "slow", "crash", "after"]
+    assert by_name["ok"].bc is BC.AGREE and by_name["after"].bc is BC.AGREE
+    slow, crash = by_name["slow"], by_name["crash"]
+    assert slow.bc is BC.INCOMPLETE and crash.bc is BC.INCOMPLETE
+    for path in (A, B, C):
+        slow_error, crash_error = slow.results[path].error, crash.results[path].error
+        assert slow_error is not None and crash_error is not None
+        assert (slow_error.type, slow_error.stage) == ("WorkerTimeout", Stage.HARNESS)
+        assert (crash_error.type, crash_error.stage) == ("WorkerDied", Stage.HARNESS)
+        assert "case:crash" in crash_error.message and "exit code 3" in crash_error.message
+    assert [f.split(":")[1] for f in result.failures] == ["slow", "crash"]
+    assert result.verdicts[-1].results[C].graph == ("cpu: add",)  # restarted worker answered
+
+
+def test_workers_see_only_the_overlay_package_and_run_in_the_out_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CASES", "ok")
+    options = _fake_options(tmp_path)
+    result = run(options)
+    assert [str(v.item) for v in result.verdicts] == ["case:ok", "probe:where"]
+    where = result.verdicts[1]
+    value = where.results[C].value
+    assert isinstance(value, dict)
+    library = (options.log_dir / "overlay").resolve()
+    assert Path(str(value["overlay"])).resolve().is_relative_to(library)
+    assert Path(str(value["cwd"])).resolve() == options.log_dir.resolve()
+    assert (options.log_dir / "worker-c.log").is_file()
+    assert not (library / "patches").exists()
+    assert result.failures == []
+
+
+def test_a_missing_python_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(Exception) as info:
+        run(_fake_options(tmp_path, stock_python=str(tmp_path / "no-python")))
+    assert "cannot start the worker for path (a) stock" in str(info.value)
+
+
+# --- user cases ----------------------------------------------------------------------------
 
 
 def _entry(**change: Any) -> dict[str, Any]:
@@ -214,23 +462,26 @@ def _entry(**change: Any) -> dict[str, Any]:
 
 def test_user_case_validation() -> None:
     assert corpus.validate_case("ok", _entry()) == []
-    assert corpus.validate_case("ok", _entry(per_channel=False)) == []
+    assert corpus.validate_case("ok", _entry(per_channel=False, tolerance=0.1)) == []
     assert corpus.validate_case("fp", _entry(spec="TOSA-1.0+FP", quantize=None)) == []
     bad = {
-        "spec": _entry(spec="TOSA-2.0+INT"),
-        "quantize": _entry(quantize="a4w4"),
-        "inputs": _entry(inputs=[1]),
-        "module": _entry(module=3),
-        "per_channel": _entry(per_channel="yes"),
-        "unknown": _entry(extra=1),
-        "a16w8": _entry(quantize="a16w8"),
-        "INT spec": _entry(spec="TOSA-1.0+FP"),
+        "'spec' must be": _entry(spec="TOSA-2.0+INT"),
+        "'quantize' must be": _entry(quantize="a4w4"),
+        "'inputs' must be": _entry(inputs=[1]),
+        "'module' must be": _entry(module=3),
+        "'per_channel' must be": _entry(per_channel="yes"),
+        "'tolerance' must be": _entry(tolerance=-1),
+        "unknown key(s) extra": _entry(extra=1),
+        "a16w8 needs the +int16": _entry(quantize="a16w8"),
+        "needs an INT spec": _entry(spec="TOSA-1.0+FP"),
     }
     for needle, entry in bad.items():
         problems = corpus.validate_case("c", entry)
-        assert problems and any(needle in p for p in problems), (needle, problems)
+        assert len(problems) == 1 and needle in problems[0], (needle, problems)
     missing = {k: v for k, v in _entry().items() if k != "spec"}
-    assert any("missing key(s) spec" in p for p in corpus.validate_case("c", missing))
-    assert corpus.validate_cases({}, origin="f.py")
-    assert corpus.validate_cases({"bad name!": _entry()}, origin="f.py")
+    assert corpus.validate_case("c", missing) == ["c: missing key(s) spec"]
+    assert corpus.validate_cases({}, origin="f.py") == [
+        "f.py: CASES must be a non-empty dict of case name -> dict"
+    ]
+    assert len(corpus.validate_cases({"bad name!": _entry()}, origin="f.py")) == 1
     assert corpus.validate_cases({"good": _entry()}, origin="f.py") == []

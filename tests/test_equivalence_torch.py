@@ -2,8 +2,7 @@
 
 The stock path is this interpreter (a venv with stock executorch 1.2.0). The patched path is
 this interpreter plus a hardlinked copy of its executorch package with the series applied
-(``tree.transform``), put first on PYTHONPATH: the same bytes the build installs, in 0.1 s.
-$OVERLAY_PATCHED_PYTHON, when set, is used for the passing run instead.
+(``applier.transform``), put first on PYTHONPATH: the same bytes the build installs.
 """
 
 from __future__ import annotations
@@ -17,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from overlay import equivalence, report, tree
+from overlay.applier import transform
+from overlay.equivalence import orchestrator, report
+from overlay.equivalence.protocol import CaseInfo, PathId, RunStatus
+from overlay.equivalence.verdict import AB, BC, Observation
 from overlay.errors import EquivalenceError
 from overlay.series import Series, load_series
 
@@ -40,19 +42,20 @@ def _patched_copy(series: Series, folder: Path) -> Path:
     shutil.copytree(package, target, copy_function=os.link)
     for repo_path in series.targets():
         path = target / repo_path
-        data = tree.transform(series, repo_path, path.read_bytes())
+        data = transform(series.patches, repo_path, path.read_bytes())
         path.unlink()  # break the hardlink before writing
         path.write_bytes(data)
     return folder
 
 
-def _options(tmp_path: Path, series: Series, **overrides: object) -> equivalence.Options:
-    options = equivalence.Options(
+def _options(tmp_path: Path, series: Series, **overrides: object) -> orchestrator.Options:
+    options = orchestrator.Options(
         stock_python=sys.executable,
         patched_python=sys.executable,
         fast=True,
-        log_dir=tmp_path / "logs",
-        pythonpath={"c": str(_patched_copy(series, tmp_path / "patched"))},
+        out_dir=tmp_path / "out",
+        patches_dir=ROOT / "patches",
+        pythonpath={PathId.PATCHED: str(_patched_copy(series, tmp_path / "patched"))},
     )
     return dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
 
@@ -63,14 +66,18 @@ def series() -> Series:
 
 
 def test_fast_corpus_is_equivalent_and_claims_reproduce(tmp_path: Path, series: Series) -> None:
-    result = equivalence.run(_options(tmp_path, series))
+    result = orchestrator.run(_options(tmp_path, series))
     assert result.failures == [], report.render_table(result)
-    verdicts = {v.item: v for v in result.verdicts}
-    assert verdicts["case:conv_a16w8_int16"].ab == "regression"
-    assert verdicts["case:conv_a16w8_int16"].fix == 1
-    assert verdicts["case:conv_relu_cat_mixed_qparams"].results["a"]["status"] == "fail"
-    assert verdicts["case:equal_constant_outputs_channels_last"].fix == 4
-    assert verdicts["case:conv_relu_int8"].ab == "same"
+    verdicts = {str(v.item): v for v in result.verdicts}
+    regression = verdicts["case:conv_a16w8_int16"]
+    assert (regression.ab, regression.fix) == (AB.REGRESSION, 1)
+    mixed = verdicts["case:conv_relu_cat_mixed_qparams"]
+    assert (mixed.ab, mixed.fix) == (AB.FIXED, 3)
+    assert mixed.results[PathId.STOCK].status is RunStatus.FAIL
+    slots = verdicts["case:equal_constant_outputs_channels_last"]
+    assert (slots.ab, slots.fix) == (AB.FIXED, 4)
+    assert verdicts["case:conv_relu_int8"].ab is AB.SAME
+    assert all(v.bc in (BC.AGREE, BC.DECLARED) for v in result.verdicts)
     table = report.render_table(result)
     assert "stock OK, patched FAIL: TosaValueError" in table
 
@@ -88,9 +95,9 @@ def test_runtime_patch_missing_one_fix_is_caught(tmp_path: Path, series: Series)
         only=("equal_constant_outputs_channels_last",),
         attribute=False,
     )
-    result = equivalence.run(options)
+    result = orchestrator.run(options)
     (verdict,) = result.verdicts
-    assert verdict.bc == "UNDECLARED" and "numerics" in verdict.bc_diffs
+    assert verdict.bc is BC.UNDECLARED and Observation.NUMERICS in verdict.bc_diffs
     assert result.failures
 
 
@@ -103,10 +110,11 @@ def test_patched_env_with_one_diff_reverted_is_caught(tmp_path: Path, series: Se
         only=("conv_relu_cat_mixed_qparams",),
         attribute=False,
     )
-    result = equivalence.run(options)
+    result = orchestrator.run(options)
     (verdict,) = result.verdicts
-    assert verdict.bc == "UNDECLARED" and verdict.bc_diffs[0] == "status"
-    assert verdict.results["c"]["error"]["type"] == "ValueError"
+    assert verdict.bc is BC.UNDECLARED and verdict.bc_diffs[0] is Observation.STATUS
+    error = verdict.results[PathId.PATCHED].error
+    assert error is not None and error.type == "ValueError"
 
 
 def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path) -> None:
@@ -135,9 +143,9 @@ def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path) -> None:
 @pytest.mark.skipif(not SEED.is_file(), reason=f"seed monkey-patch not found at {SEED}")
 def test_seed_file_gives_same_verdicts_plus_declared(tmp_path: Path, series: Series) -> None:
     seed = f"{SEED}:apply_arm_backend_monkey_patch"
-    result = equivalence.run(_options(tmp_path, series, runtime_patch=seed))
+    result = orchestrator.run(_options(tmp_path, series, runtime_patch=seed))
     assert result.failures == [], report.render_table(result)
-    declared = {v.item: v.declared for v in result.verdicts if v.bc == "declared"}
+    declared = {str(v.item): v.declared for v in result.verdicts if v.bc is BC.DECLARED}
     assert declared == {
         "probe:RewriteConvPass.grouped_transposed_fp": "seed-stale-grouped-transpose-check"
     }
@@ -175,11 +183,11 @@ def test_user_models_file_runs_on_all_paths(tmp_path: Path, series: Series) -> N
     options = _options(
         tmp_path, series, models=str(models), only=("user_two_convs",), attribute=False
     )
-    result = equivalence.run(options)
+    result = orchestrator.run(options)
     (verdict,) = result.verdicts
-    assert verdict.info["source"] == "my_models.py"
-    assert all(verdict.results[p]["status"] == "ok" for p in "abc"), report.render_table(result)
-    assert any(line.startswith("delegate[0]") for line in verdict.results["c"]["graph"])
+    assert isinstance(verdict.info, CaseInfo) and verdict.info.source == "my_models.py"
+    assert all(r.ok for r in verdict.results.values()), report.render_table(result)
+    assert any(line.startswith("delegate[0]") for line in verdict.results[PathId.PATCHED].graph)
     assert result.failures == []
 
 
@@ -191,5 +199,6 @@ def test_invalid_user_models_file_is_refused(tmp_path: Path, series: Series) -> 
     )
     options = _options(tmp_path, series, models=str(models))
     with pytest.raises(EquivalenceError, match="could not start") as info:
-        equivalence.run(options)
-    assert "'spec' must be a TOSA spec string" in str(info.value)
+        orchestrator.run(options)
+    assert info.value.found is not None and info.value.found.startswith("ValueError: invalid")
+    assert "'spec' must be a TOSA spec string" in (info.value.details or "")

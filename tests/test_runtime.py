@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 
 from overlay import runtime
-from overlay.errors import RuntimePatchError
+from overlay.errors import OverlayError, PristineMismatchError, RuntimePatchError
 
 pytestmark = pytest.mark.torch
 
 
 @pytest.fixture(autouse=True)
 def _clean() -> object:
-    pytest.importorskip("executorch.backends.arm._passes")
     runtime.undo()
     yield
     runtime.undo()
@@ -76,9 +75,11 @@ def test_refuses_an_install_that_carries_the_diffs(
     with target.open("a", encoding="utf-8") as handle:
         handle.write("\n# patched\n")
     monkeypatch.setattr(runtime, "installed_root", lambda: fake)
-    with pytest.raises(RuntimePatchError, match="refusing to patch twice") as info:
+    with pytest.raises(PristineMismatchError) as info:
         runtime.check_target([4])
-    assert "sha256" in str(info.value)
+    assert info.value.repo_path == runtime.fix(4).repo_path
+    assert info.value.found_sha256 != info.value.expected_sha256
+    assert info.value.hint is not None and "refusing to patch twice" in info.value.hint
 
 
 def test_refuses_another_version(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,5 +90,16 @@ def test_refuses_another_version(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unknown_fix_number() -> None:
-    with pytest.raises(RuntimePatchError, match="no runtime fix 7"):
+    with pytest.raises(OverlayError) as info:
         runtime.fix(7)
+    assert (info.value.found, info.value.expected) == ("7", "1, 2, 3, 4")
+
+
+def test_every_registry_fix_has_a_runtime_builder() -> None:
+    from overlay import fixes
+
+    assert [f.number for f in runtime.FIXES] == [f.number for f in fixes.FIXES]
+    for item in runtime.FIXES:
+        assert item.build.__name__ == item.fix.runtime.builder
+        _, owner = item.resolve_owner()
+        assert hasattr(owner, item.attribute)

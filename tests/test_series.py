@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from unidiff.patch import PatchSet
 
-from overlay import pins
-from overlay.errors import SeriesError
+from overlay import fixes, pins
+from overlay.errors import SeriesError, UnsafePatchError
 from overlay.series import (
     HEADER_END,
     Series,
@@ -63,7 +63,7 @@ def test_paths_are_upstream_repo_paths_and_pinned(series: Series) -> None:
         for patched_file in patch.files:
             assert patched_file.source_file.startswith("a/backends/arm/")
             assert patched_file.target_file.startswith("b/backends/arm/")
-    assert set(series.targets()) == set(pins.PRISTINE_SHA256)
+    assert set(series.targets()) == set(series.pins.pristine)
 
 
 def test_checksums_are_current(series: Series) -> None:
@@ -96,11 +96,65 @@ def test_dep3_continuation_and_errors() -> None:
 
 def test_series_file_rejects_paths(tmp_path: Path) -> None:
     (tmp_path / "series").write_text("../outside.patch\n")
-    with pytest.raises(SeriesError, match="not a plain file name"):
+    with pytest.raises(UnsafePatchError, match="not a plain file name"):
         load_series(tmp_path)
     (tmp_path / "series").write_text("a.patch\na.patch\n")
-    with pytest.raises(SeriesError, match="twice"):
+    with pytest.raises(SeriesError, match="twice") as info:
         load_series(tmp_path)
+    assert type(info.value) is SeriesError
+
+
+def test_registry_and_series_name_the_same_fixes(series: Series) -> None:
+    assert [f.patch for f in fixes.FIXES] == [p.name for p in series.patches]
+    for entry, patch in zip(fixes.FIXES, series.patches, strict=True):
+        assert entry.repo_paths == patch.targets
+        assert entry.number == int(patch.name[:4])
+    triggered = {t.case for f in fixes.FIXES for t in f.triggers}
+    assert len(triggered) == sum(len(f.triggers) for f in fixes.FIXES)  # one fix per case
+
+
+def test_pins_file_is_read_into_types(series: Series) -> None:
+    pinned = series.pins
+    assert str(pinned.executorch) == "1.2.0"
+    assert pinned.pythons == ("3.11", "3.12")
+    assert pinned.runtime_requirements()[0] == "torch==2.11.0"
+    assert pinned.wheel_for("cp312-manylinux_2_28_x86_64").python == "3.12"
+    assert pinned.matrix_pin("1.5.1").sha256.startswith("274c28c2")
+    assert pinned.matrix_pin("9.9.9").sha256 == ""
+    assert pinned.module_name("backends/arm/x/y.py") == "executorch.backends.arm.x.y"
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("not toml = = =", "TOMLDecodeError"),
+        ("[executorch]\nversion = 3\n", "a [runtime] table"),
+    ],
+)
+def test_bad_pins_file_is_a_series_error(tmp_path: Path, text: str, found: str) -> None:
+    (tmp_path / pins.PINS_FILE).write_text(text, encoding="utf-8")
+    with pytest.raises(SeriesError) as info:
+        pins.load(tmp_path)
+    assert found in str(info.value)
+
+
+def test_non_utf8_series_files_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "series").write_bytes(b"0001-a.patch # caf\xe9\n")
+    with pytest.raises(SeriesError) as info:
+        load_series(tmp_path)
+    assert info.value.found == "byte 0xe9 on line 1"
+
+
+def test_default_directory_prefers_env_then_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(pins.PATCHES_ENV, str(tmp_path / "mine"))
+    assert pins.default_directory() == tmp_path / "mine"
+    monkeypatch.delenv(pins.PATCHES_ENV)
+    monkeypatch.chdir(PATCHES / "ports")
+    assert pins.default_directory() == PATCHES
+    monkeypatch.chdir(tmp_path)
+    assert pins.default_directory() == (pins.packaged_directory() or PATCHES)
 
 
 def test_missing_series_file(tmp_path: Path) -> None:

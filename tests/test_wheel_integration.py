@@ -17,12 +17,14 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
-from overlay import pins, tree, wheels, worktree
-from overlay.cache import sha256_bytes
+from overlay import install, pins, wheels, worktree
+from overlay._git import git
+from overlay._hashing import sha256_bytes
 from overlay.cli import main
 from overlay.errors import WheelError
 from overlay.series import Series, load_series
-from tests.scaffold import snapshot
+
+from scaffold import snapshot
 
 pytestmark = pytest.mark.integration
 PATCHES = Path(__file__).resolve().parent.parent / "patches"
@@ -34,8 +36,8 @@ def series() -> Series:
 
 
 @pytest.fixture(scope="module")
-def pin() -> pins.WheelPin:
-    return pins.wheel_pin_for("cp311-manylinux_2_28_x86_64")
+def pin(series: Series) -> pins.WheelPin:
+    return series.pins.wheel_for("cp311-manylinux_2_28_x86_64")
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +62,13 @@ def test_pristine_pins_match_the_wheel_record_and_upstream_blobs(
     with zipfile.ZipFile(source) as archive:
         record_name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
         record = {row[0]: row[1] for row in csv.reader(io.TextIOWrapper(archive.open(record_name)))}
-        for repo_path, sha in pins.PRISTINE_SHA256.items():
-            data = archive.read(pins.wheel_path(repo_path))
+        for repo_path, sha in series.pins.pristine.items():
+            data = archive.read(series.pins.wheel_path(repo_path))
             assert sha256_bytes(data) == sha
             digest = hashlib.sha256(data).digest()
-            assert record[pins.wheel_path(repo_path)] == "sha256=" + base64.urlsafe_b64encode(
-                digest
-            ).decode().rstrip("=")
+            assert record[
+                series.pins.wheel_path(repo_path)
+            ] == "sha256=" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
     # the diffs' index lines name the git blobs of tag v1.2.0: same bytes as the wheel
     sources = wheels.read_wheel_sources(source, series)
     for patch in series.patches:
@@ -98,12 +100,13 @@ def test_patched_wheel_record_version_provenance(
         assert f"{dist}/{wheels.PROVENANCE_FILE},sha256=" in record
         expected = series.expected_patched_sha256()
         for repo_path, sha in expected.items():
-            assert sha256_bytes(archive.read(pins.wheel_path(repo_path))) == sha
-    assert provenance["series_digest"] == series.digest
-    assert provenance["base_sha256"] == pin.sha256
-    assert [p["name"] for p in provenance["patches"]] == [p.name for p in series.patches]
-    assert provenance["files"] == {
-        pins.wheel_path(p): {"pristine": pins.PRISTINE_SHA256[p], "patched": expected[p]}
+            assert sha256_bytes(archive.read(series.pins.wheel_path(repo_path))) == sha
+    assert provenance == json.loads(built.provenance.to_json())
+    assert built.provenance.series_digest == series.digest
+    assert built.provenance.base_sha256 == pin.sha256
+    assert [p.name for p in built.provenance.patches] == [p.name for p in series.patches]
+    assert built.provenance.files == {
+        series.pins.wheel_path(p): wheels.FileRecord(series.pins.pristine[p], expected[p])
         for p in series.targets()
     }
 
@@ -111,7 +114,7 @@ def test_patched_wheel_record_version_provenance(
 def test_every_other_file_is_unchanged(
     series: Series, built: wheels.BuildResult, source: Path
 ) -> None:
-    patched = {pins.wheel_path(p) for p in series.targets()}
+    patched = {series.pins.wheel_path(p) for p in series.targets()}
     with zipfile.ZipFile(source) as old, zipfile.ZipFile(built.path) as new:
         old_names = {n for n in old.namelist() if ".dist-info/" not in n and not n.endswith("/")}
         new_names = {n for n in new.namelist() if ".dist-info/" not in n}
@@ -145,13 +148,14 @@ def test_cli_apply_then_revert_restores_pristine_bytes(
 ) -> None:
     root = wheels.unpack_wheel(source, tmp_path / "unpacked")
     before = snapshot(root / "executorch" / "backends" / "arm")
-    assert main(["check", "--target", str(root)]) == 0
-    assert main(["apply", "--target", str(root)]) == 0
-    assert main(["apply", "--target", str(root)]) == 0
+    patches = ["--patches", str(PATCHES)]
+    assert main([*patches, "check", "--target", str(root)]) == 0
+    assert main([*patches, "apply", "--target", str(root)]) == 0
+    assert main([*patches, "apply", "--target", str(root)]) == 0
     assert "already patched" in capsys.readouterr().out
-    assert main(["status", "--target", str(root)]) == 0
+    assert main([*patches, "status", "--target", str(root)]) == 0
     assert capsys.readouterr().out.count("patched   backends/arm/") == 4
-    assert main(["revert", "--target", str(root)]) == 0
+    assert main([*patches, "revert", "--target", str(root)]) == 0
     assert snapshot(root / "executorch" / "backends" / "arm") == before
 
 
@@ -159,11 +163,11 @@ def test_cli_refuses_a_drifted_install(
     tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = wheels.unpack_wheel(source, tmp_path / "unpacked")
-    target = tree.find_target(root)
+    target = install.find_target(root)
     path = target.file("backends/arm/_passes/rewrite_conv_pass.py")
     path.write_bytes(path.read_bytes().replace(b"itertools", b"it"))
     before = snapshot(root / "executorch" / "backends" / "arm")
-    assert main(["apply", "--target", str(root)]) == 4
+    assert main(["--patches", str(PATCHES), "apply", "--target", str(root)]) == 4
     err = capsys.readouterr().err
     assert "drifted" in err and "rewrite_conv_pass.py" in err and "next step" in err
     assert snapshot(root / "executorch" / "backends" / "arm") == before
@@ -172,7 +176,7 @@ def test_cli_refuses_a_drifted_install(
 def test_edit_then_regenerate_round_trips(tmp_path: Path, series: Series, source: Path) -> None:
     copy = tmp_path / "patches"
     copy.mkdir()
-    for name in ("series", "SHA256SUMS", *(p.name for p in series.patches)):
+    for name in ("series", "SHA256SUMS", "pins.toml", *(p.name for p in series.patches)):
         (copy / name).write_bytes((PATCHES / name).read_bytes())
     work = tmp_path / "work"
     worktree.create(series, wheels.read_wheel_sources(source, series), work)
@@ -181,9 +185,7 @@ def test_edit_then_regenerate_round_trips(tmp_path: Path, series: Series, source
     # amend patch 3 and add a new commit; regenerate must pick up both
     conv = work / "backends/arm/_passes/rewrite_conv_pass.py"
     conv.write_text(conv.read_text().replace("# Copyright 2025-2026", "# Copyright 2025-2027"))
-    worktree.git(
-        work, "commit", "-q", "-am", "Arm backend: Bump the copyright year\n\nA test edit."
-    )
+    git(work, "commit", "-q", "-am", "Arm backend: Bump the copyright year\n\nA test edit.")
     result = worktree.regenerate(work, copy, today="2030-01-01")
     new = load_series(copy)
     assert [p.name for p in new.patches][-1].startswith("0005-arm-backend-bump-the-copyright")
@@ -192,11 +194,13 @@ def test_edit_then_regenerate_round_trips(tmp_path: Path, series: Series, source
     assert set(result.written) == {"series", "SHA256SUMS", new.patches[-1].name}
 
 
-def test_pip_accepts_the_wheel_for_an_executorch_pin(built: wheels.BuildResult) -> None:
+def test_pip_accepts_the_wheel_for_an_executorch_pin(
+    series: Series, built: wheels.BuildResult
+) -> None:
     command = [
         sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
         "--disable-pip-version-check", "--report", "-", "--quiet",
-        str(built.path), f"executorch=={pins.EXECUTORCH_VERSION}",
+        str(built.path), series.pins.executorch_requirement(),
     ]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -212,7 +216,7 @@ def test_git_apply_of_the_series_gives_the_recorded_bytes(
         (tmp_path / repo_path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / repo_path).write_bytes(data)
     for patch in series.patches:
-        worktree.git(tmp_path, "apply", "--check", str(PATCHES / patch.name))
-        worktree.git(tmp_path, "apply", str(PATCHES / patch.name))
+        git(tmp_path, "apply", "--check", str(PATCHES / patch.name))
+        git(tmp_path, "apply", str(PATCHES / patch.name))
     for repo_path, sha in series.expected_patched_sha256().items():
         assert sha256_bytes((tmp_path / repo_path).read_bytes()) == sha

@@ -1,34 +1,25 @@
 """The executorch version matrix: how each patch (and its port) fares on each release.
 
-For every release the matrix reads the Arm backend sources from that release's
-wheel (fetched and sha256-checked through ``overlay.wheels.fetch_wheel``) and
-tries every patch of the series with the strict applier: exact, at an offset,
-already contained (the reverse applies), target missing or moved, or conflict.
-The newest release's result plus the patch's ``Applied-Upstream`` header give
-the verdict: drop it, send it upstream, or port it.
+Pure: given the Arm backend sources of each release (read by ``overlay.upstream.releases``),
+every patch of the series is tried with the strict applier: exact, at an offset, already
+contained (the reverse applies), target missing or moved, or conflict. The newest
+release's result plus the patch's ``Applied-Upstream`` header give the verdict: drop it,
+send it upstream, or port it.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from packaging.version import InvalidVersion, Version
 from unidiff.patch import PatchedFile
-from wheel.wheelfile import WheelError as _WheelFileError
-from wheel.wheelfile import WheelFile
 
-from overlay import pins
-from overlay.applier import HunkMismatchError, apply_file
-from overlay.cache import sha256_file
-from overlay.errors import OverlayError, UpstreamError
-from overlay.series import PATCH_SUFFIX, Patch, Series, parse_patch
-from overlay.tree import decode
-from overlay.wheels import fetch_wheel
+from overlay.applier import HunkMismatchError, apply_file, apply_patch, decode
+from overlay.errors import UpstreamError
+from overlay.series import PATCH_SUFFIX, Patch, Series
 
 PORTS_DIR = "ports"
 ARM_PREFIX = "backends/arm/"
@@ -160,6 +151,7 @@ class Matrix:
     versions: tuple[str, ...]
     releases: dict[str, Release]
     rows: tuple[PatchRow, ...]
+    pins_file: str  # where releases' wheel hashes are recorded
 
     @property
     def newest(self) -> str:
@@ -289,13 +281,8 @@ def check_patch(
     checks = [check_file(texts.get(f.path), f, names) for f in patch.files]
     statuses = {c.status for c in checks}
     if statuses <= APPLYING:
-        new = dict(texts)
-        for patched_file in patch.files:
-            new[patched_file.path] = apply_file(
-                new[patched_file.path], patched_file, allow_offset=True
-            ).text
         worst = max(checks, key=lambda c: _RANK[c.status])
-        return worst, new
+        return worst, apply_patch(patch, texts, allow_offset=True)
     if (
         len(statuses) > 1
         and Status.CONTAINED in statuses
@@ -317,37 +304,6 @@ def _join(checks: Sequence[Check], patch: Patch) -> str:
         f"{f.path}: {c.status.value} {c.detail}".strip()
         for f, c in zip(patch.files, checks, strict=True)
     )
-
-
-def load_ports(patches_dir: Path, series: Series) -> dict[str, dict[str, Patch]]:
-    """Load ``ports/<version>/<name>.patch``: version -> patch name -> port."""
-    root = patches_dir / PORTS_DIR
-    names = {p.name for p in series.patches}
-    ports: dict[str, dict[str, Patch]] = {}
-    if not root.is_dir():
-        return ports
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        try:
-            Version(folder.name)
-        except InvalidVersion as exc:
-            raise UpstreamError(
-                f"{folder} is not named after an executorch release",
-                expected="patches/ports/<version>/, e.g. patches/ports/1.5.1/",
-                found=folder.name,
-                hint="rename the folder to the release the ports were made against",
-            ) from exc
-        for path in sorted(folder.glob(f"*{PATCH_SUFFIX}")):
-            if path.name not in names:
-                raise UpstreamError(
-                    f"port {path} does not belong to a patch of the series",
-                    expected=f"a file named like one of: {', '.join(sorted(names))}",
-                    found=path.name,
-                    hint="name a port exactly like the patch it ports",
-                )
-            with path.open(encoding="utf-8", newline="") as handle:
-                port = parse_patch(path.name, handle.read())
-            ports.setdefault(folder.name, {})[path.name] = port
-    return ports
 
 
 def port_for(
@@ -439,135 +395,5 @@ def build_matrix(
         )
         for patch in series.patches
     )
-    return Matrix(series.digest, versions, {r.version: r for r in ordered}, rows)
-
-
-def matrix_pin(version: str) -> pins.WheelPin:
-    """Return the recorded wheel pin of a release, or an unverified one to record."""
-    for pin in pins.MATRIX_WHEELS:
-        if pin.version == version:
-            return pin
-    try:
-        Version(version)
-    except InvalidVersion as exc:
-        raise UpstreamError(
-            f"{version!r} is not a release version",
-            expected="a version like 1.5.1",
-            found=version,
-            hint="list releases with `pip index versions executorch`",
-        ) from exc
-    template = pins.MATRIX_WHEELS[-1]
-    filename = template.filename.replace(f"-{template.version}-", f"-{version}-", 1)
-    return pins.WheelPin(filename, "", template.python, template.platform)
-
-
-def read_release(wheel: Path, version: str, *, prefix: str = ARM_PREFIX) -> dict[str, bytes]:
-    """Return ``{repository path: bytes}`` of the wheel's files under ``prefix``, RECORD-checked."""
-    package = pins.PACKAGE_DIR + "/"
-    files: dict[str, bytes] = {}
-    try:
-        with WheelFile(wheel) as src:
-            for info in src.infolist():
-                name = info.filename
-                if info.is_dir() or not name.startswith(package + prefix):
-                    continue
-                files[name.removeprefix(package)] = src.read(name)
-    except (_WheelFileError, zipfile.BadZipFile, OSError) as exc:
-        raise UpstreamError(
-            f"cannot read {wheel.name}: {exc}",
-            expected=f"a readable executorch {version} wheel",
-            found=str(exc),
-            hint="delete it from the wheel cache and run again",
-        ) from exc
-    if not files:
-        raise UpstreamError(
-            f"{wheel.name} has no {prefix} sources",
-            expected=f"{package}{prefix}... files",
-            found="none",
-            hint="the matrix needs a full executorch wheel",
-        )
-    return files
-
-
-def load_release(version: str, *, cache: Path | None = None) -> Release:
-    """Fetch (cached, sha256-checked when recorded) and read one release's Arm sources."""
-    pin = matrix_pin(version)
-    try:
-        wheel = fetch_wheel(pin, cache=cache)
-    except OverlayError as exc:
-        raise UpstreamError(
-            f"cannot fetch executorch {version} for the matrix",
-            expected=pin.filename,
-            found=exc.message,
-            hint=exc.hint or "check the version exists: `pip index versions executorch`",
-        ) from exc
-    digest = sha256_file(wheel)
-    return Release(version, wheel, digest, bool(pin.sha256), read_release(wheel, version))
-
-
-def unpinned_note(matrix: Matrix) -> str:
-    """Return the MATRIX_WHEELS lines to add for releases that were fetched unverified."""
-    lines = [
-        f'        ("{r.version}", "{r.sha256}"),' for r in matrix.releases.values() if not r.pinned
-    ]
-    if not lines:
-        return ""
-    return "not yet recorded; add to MATRIX_WHEELS in overlay/pins.py:\n" + "\n".join(lines)
-
-
-def render_table(matrix: Matrix) -> str:
-    """Render the matrix for a terminal."""
-    header = ["patch", *matrix.versions]
-    rows = [
-        [row.name.removesuffix(PATCH_SUFFIX), *(row.cells[v].short for v in matrix.versions)]
-        for row in matrix.rows
-    ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    out = [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows), ""]
-    for row in matrix.rows:
-        out.append(f"{row.name}: {row.verdict.text}")
-        for version in matrix.versions:
-            cell = row.cells[version]
-            for label, check in (("", cell.check), ("port ", cell.port)):
-                if check is not None and check.status not in (Status.APPLIES,) and check.detail:
-                    out.append(f"    {version} {label}{check.status.value}: {check.detail}")
-    note = unpinned_note(matrix)
-    if note:
-        out += ["", note]
-    return "\n".join(out) + "\n"
-
-
-def render_markdown(matrix: Matrix) -> str:
-    """Render the matrix as a Markdown table plus verdicts."""
-    out = [
-        "| patch | " + " | ".join(matrix.versions) + " | verdict |",
-        "|---|" + "---|" * len(matrix.versions) + "---|",
-    ]
-    for row in matrix.rows:
-        cells = " | ".join(row.cells[v].short for v in matrix.versions)
-        out.append(f"| `{row.name}` | {cells} | {row.verdict.text} |")
-    out += ["", "Wheels:", ""]
-    for release in matrix.releases.values():
-        state = "recorded" if release.pinned else "NOT recorded"
-        out.append(f"- `{release.wheel.name}` sha256 `{release.sha256}` ({state})")
-    return "\n".join(out) + "\n"
-
-
-def render_json(matrix: Matrix) -> str:
-    """Render the matrix as JSON."""
-    return json.dumps(matrix.as_dict(), indent=2) + "\n"
-
-
-def run_matrix(
-    series: Series, patches_dir: Path, versions: Sequence[str], *, cache: Path | None = None
-) -> Matrix:
-    """Fetch every release in ``versions`` and build the matrix."""
-    if not versions:
-        raise UpstreamError("no releases to check", hint="pass --versions 1.2.0,1.5.1")
-    ports = load_ports(patches_dir, series)
-    releases = [load_release(v, cache=cache) for v in dict.fromkeys(versions)]
-    return build_matrix(series, ports, releases)
+    releases_by_version = {r.version: r for r in ordered}
+    return Matrix(series.digest, versions, releases_by_version, rows, str(series.pins.source))

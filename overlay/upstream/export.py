@@ -13,10 +13,8 @@ from __future__ import annotations
 import datetime
 import email.policy
 import email.utils
-import importlib
 import io
 import re
-import subprocess
 import tempfile
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,13 +23,12 @@ from email.generator import Generator
 from email.message import EmailMessage
 from pathlib import Path
 
-from overlay import __version__
-from overlay.applier import apply_file
+from overlay import __version__, _git, fixes
+from overlay._git import git
+from overlay.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.errors import UpstreamError
 from overlay.series import PATCH_SUFFIX, Patch, Series
-from overlay.tree import decode, encode
-from overlay.upstream import APPLYING, Matrix, port_for
-from overlay.worktree import git
+from overlay.upstream.matrix import APPLYING, Matrix, port_for
 
 PREFIX = "Arm backend: "
 MAX_LINE = 72
@@ -56,131 +53,6 @@ class Identity:
 
 
 _PLACEHOLDER = Identity(*_PLACEHOLDER_ID)
-
-
-@dataclass(frozen=True)
-class UpstreamNote:
-    """Where a fix's regression test belongs upstream and how to reproduce the bug."""
-
-    test_file: str
-    reproducer: str
-    corpus_hint: str  # substring that names the patch's equivalence-corpus cases
-    narrowing: str = ""  # how the upstream version differs from the overlay's patch
-
-
-# Reproducers for the PR bodies, written for executorch's own test helpers. The
-# equivalence corpus (overlay/corpus.py) holds the cases the overlay runs; its case
-# names are added to the PR body when that module is present.
-NOTES: dict[str, UpstreamNote] = {
-    "0001-keep-terminal-int16-quantize": UpstreamNote(
-        test_file="backends/arm/test/passes/test_fold_qdq_pass.py",
-        corpus_hint="int16",
-        narrowing=(
-            "The overlay's patch for executorch 1.2.0 keeps every terminal int16 "
-            "quantize (graph output or grid-sampler positions). On an INT-only "
-            "specification with a16w8 quantization that breaks lowering: an ordinary "
-            "conv whose output is quantized to int16 at the graph output keeps an "
-            "explicit quantize that DecomposeQuantNodesPass can only lower with FP "
-            "ops. This version is narrowed to specifications with the FP profile "
-            "(the same condition the pass manager already uses for "
-            "`preserve_partial_binary_tensor_qdq`); on INT-only specifications "
-            "nothing changes. A flag passed by the pass manager would work as well "
-            "if reviewers prefer that to reading the lowering context."
-        ),
-        reproducer="""\
-import torch
-from executorch.backends.arm.quantizer.arm_quantizer import (
-    get_symmetric_a16w8_quantization_config,
-)
-from executorch.backends.arm.test.tester.test_pipeline import (
-    TosaPipelineINT,
-    VgfPipeline,
-)
-
-
-class Conv(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)  # int16 graph output under a16w8
-
-
-data = (torch.rand(1, 3, 8, 8),)
-# INT+FP (VGF): the terminal int16 quantize stays explicit and is
-# lowered by DecomposeQuantNodesPass; the delegate returns int16.
-vgf = VgfPipeline(Conv(), data, [], [], quantize=True,
-                  tosa_extensions=["int16"])
-vgf.quantizer.set_global(get_symmetric_a16w8_quantization_config())
-vgf.run()
-# INT only: the quantize is folded as before and lowering succeeds
-# (the unnarrowed patch broke exactly this case).
-tosa = TosaPipelineINT(Conv(), data, [], [], tosa_extensions=["int16"])
-tosa.quantizer.set_global(get_symmetric_a16w8_quantization_config())
-tosa.run()
-""",
-    ),
-    "0002-skip-factory-op-annotation": UpstreamNote(
-        test_file="backends/arm/test/quantizer/test_generic_annotater.py",
-        corpus_hint="factory",
-        reproducer="""\
-import torch
-from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineINT
-
-
-class Full(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + torch.full((1, 4), 2.0)
-
-
-TosaPipelineINT(Full(), (torch.rand(1, 4),), [], []).run()
-""",
-    ),
-    "0003-conv-rescale-qparams-from-source": UpstreamNote(
-        test_file="backends/arm/test/passes/test_rewrite_conv_pass.py",
-        corpus_hint="clamp",
-        reproducer="""\
-import torch
-from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineINT
-
-
-class ConvClampBranches(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        y = self.conv(x)
-        return torch.clamp(y, -1.0, 1.0), y * 2
-
-
-TosaPipelineINT(ConvClampBranches(), (torch.rand(1, 3, 8, 8),), [], []).run()
-""",
-    ),
-    "0004-distinct-output-transpose-slots": UpstreamNote(
-        test_file="backends/arm/test/passes/test_ensure_unique_output_nodes_pass.py",
-        corpus_hint="duplicate",
-        reproducer="""\
-import torch
-from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineFP
-
-
-class TwoEqualOutputs(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("a", torch.ones(1, 2, 3, 3))
-        self.register_buffer("b", torch.ones(1, 2, 3, 3))
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return x + 1, self.a, self.b
-
-
-x = torch.rand(1, 2, 3, 3).to(memory_format=torch.channels_last)
-TosaPipelineFP(TwoEqualOutputs(), (x,), [], []).run()
-""",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -219,12 +91,7 @@ def parse_identity(text: str) -> Identity:
 
 def git_identity(cwd: Path | None = None) -> Identity:
     """Return user.name/user.email from git config, for the Signed-off-by trailer."""
-    values = []
-    for key in ("user.name", "user.email"):
-        proc = subprocess.run(
-            ["git", "config", key], cwd=cwd, capture_output=True, text=True, check=False
-        )
-        values.append(proc.stdout.strip())
+    values = _git.identity(cwd)
     if not all(values):
         raise UpstreamError(
             "no identity for the Signed-off-by trailer",
@@ -345,25 +212,14 @@ def _signature() -> str:
 
 
 def corpus_cases(stem: str) -> list[str]:
-    """Return the equivalence-corpus cases that claim patch ``stem``, described in one line each.
-
-    The corpus (overlay/corpus.py) numbers claims by the patch's series number.
-    """
-    try:
-        corpus = importlib.import_module("overlay.corpus")
-    except ImportError:
+    """Return the equivalence-corpus cases that trigger patch ``stem``, one line each."""
+    entry = fixes.by_patch(stem)
+    if entry is None:
         return []
-    number = int(stem[:4]) if stem[:4].isdigit() else -1
-    described: list[str] = []
-    for case in getattr(corpus, "CASES", ()):
-        claim = getattr(case, "claim", None)
-        if claim is None or getattr(claim, "fix", None) != number:
-            continue
-        effect = str(getattr(claim, "effect", ""))
-        what = "fixed by the patch" if effect == "fixed" else f"{effect} of the overlay patch"
-        setup = f"{case.spec}, {case.quantize or 'no quantizer'}"
-        described.append(f"`{case.name}` ({setup}): {claim.trigger}; {what}")
-    return described
+    return [
+        f"`{t.case}`: {t.why}; the run finds it {t.effect.value} by the patch"
+        for t in entry.triggers
+    ]
 
 
 def pr_body(
@@ -371,7 +227,8 @@ def pr_body(
 ) -> str:
     """Return the Markdown PR description: Summary, Test plan with reproducer and test file."""
     stem = patch.name.removesuffix(PATCH_SUFFIX)
-    note = NOTES.get(stem)
+    entry = fixes.by_patch(stem)
+    note = entry.upstream if entry is not None else None
     subject = message.split("\n", 1)[0]
     summary = "\n\n".join(dep3_paragraphs(patch))
     lines = [f"# {subject}", "", "### Summary", "", summary, ""]
@@ -386,7 +243,7 @@ def pr_body(
         lines += ["### Difference from the overlay patch", "", note.narrowing, ""]
     lines += ["### Test plan", ""]
     if note is None:
-        lines += ["No reproducer recorded for this patch in overlay/mbox.py NOTES.", ""]
+        lines += ["No reproducer recorded for this patch in the fix registry.", ""]
     else:
         exists = note.test_file in release
         where = "exists" if exists else f"does not exist yet in {base_version}: create it"
@@ -401,7 +258,7 @@ def pr_body(
         ]
         cases = corpus_cases(stem)
         if cases:
-            lines += ["The overlay's equivalence corpus (overlay/corpus.py) runs:", ""]
+            lines += ["The overlay's equivalence corpus runs:", ""]
             lines += [f"- {case}" for case in cases]
             lines.append("")
         lines += ["Reproducer (self-contained, with executorch's test helpers):", ""]
@@ -417,23 +274,25 @@ def pr_body(
 def _patched(
     patch: Patch, release: Mapping[str, bytes]
 ) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    before: dict[str, bytes] = {}
-    after: dict[str, bytes] = {}
-    for patched_file in patch.files:
-        path = patched_file.path
-        if path not in release:
-            raise UpstreamError(
-                f"{patch.name}: {path} is not in the base release",
-                expected=f"{path} in the release sources",
-                found="no such file",
-                hint="write a port under patches/ports/<version>/ for the new layout",
-            )
-        text = decode(after.get(path, release[path]))
-        where = f"{patch.name}, {path}"
-        new = apply_file(text, patched_file, allow_offset=True, where=where).text
-        before.setdefault(path, release[path])
-        after[path] = encode(new)
-    return before, after
+    paths = [f.path for f in patch.files]
+    missing = [p for p in paths if p not in release]
+    if missing:
+        raise UpstreamError(
+            f"{patch.name}: {', '.join(missing)} is not in the base release",
+            expected="the files in the release sources",
+            found="no such file",
+            hint="write a port under patches/ports/<version>/ for the new layout",
+        )
+    before = {p: release[p] for p in paths}
+    try:
+        after = apply_patch(patch, {p: decode(d) for p, d in before.items()}, allow_offset=True)
+    except HunkMismatchError as exc:
+        raise UpstreamError(
+            f"{patch.name} does not apply to the base release",
+            found=exc.message,
+            hint="write a port under patches/ports/<version>/",
+        ) from exc
+    return before, {p: encode(t) for p, t in after.items()}
 
 
 def export_patch(

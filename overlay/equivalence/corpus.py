@@ -1,84 +1,25 @@
 # mypy: allow-subclassing-any
 """The equivalence corpus: small models, one TOSA spec and quantisation each.
 
-The table below is torch-free (names, specs, claims); ``build`` imports torch and makes
-the module and inputs, seeded, so every path lowers bit-identical weights and inputs.
-A claim says which patch the case is meant to show and how; the run checks it.
+The table below is torch-free (names, specs, tolerances); ``build`` imports torch and makes
+the module and inputs, seeded, so every path lowers bit-identical weights and inputs. Which
+fix a case is there to show, and how, is recorded with the fix (``overlay.fixes``
+triggers); the run checks every such claim.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from overlay.equivalence.protocol import CaseInfo
 from overlay.errors import EquivalenceError
 
 SPEC_RE = re.compile(r"^TOSA-1\.0(\+(INT|FP|int16|int4|bf16|fp8|u55|u85|cf))+$")
 QUANTIZE = (None, "a8w8", "a16w8")
-CASE_KEYS = {"module", "inputs", "spec", "quantize", "per_channel"}
+CASE_KEYS = {"module", "inputs", "spec", "quantize", "per_channel", "tolerance"}
 SEED = 20261202
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What a case is in the corpus to show: patch ``fix`` changes it, as ``effect``."""
-
-    fix: int
-    effect: str  # "fixed" (stock wrong or failing) or "regression" (stock OK, patched FAIL)
-    trigger: str
-
-
-@dataclass(frozen=True)
-class CaseInfo:
-    """Torch-free description of one case."""
-
-    name: str
-    spec: str
-    quantize: str | None
-    per_channel: bool = True
-    fast: bool = False
-    claim: Claim | None = None
-    note: str = ""
-    source: str = "corpus"
-
-    def to_json(self) -> dict[str, Any]:
-        """Return a JSON-ready dict."""
-        claim = None
-        if self.claim is not None:
-            claim = {
-                "fix": self.claim.fix,
-                "effect": self.claim.effect,
-                "trigger": self.claim.trigger,
-            }
-        return {
-            "name": self.name,
-            "spec": self.spec,
-            "quantize": self.quantize,
-            "per_channel": self.per_channel,
-            "fast": self.fast,
-            "claim": claim,
-            "note": self.note,
-            "source": self.source,
-        }
-
-    @staticmethod
-    def from_json(data: Mapping[str, Any]) -> CaseInfo:
-        """Rebuild from ``to_json`` output."""
-        raw = data.get("claim")
-        claim = Claim(int(raw["fix"]), str(raw["effect"]), str(raw["trigger"])) if raw else None
-        return CaseInfo(
-            name=str(data["name"]),
-            spec=str(data["spec"]),
-            quantize=data.get("quantize"),
-            per_channel=bool(data.get("per_channel", True)),
-            fast=bool(data.get("fast", False)),
-            claim=claim,
-            note=str(data.get("note", "")),
-            source=str(data.get("source", "corpus")),
-        )
-
 
 CASES: tuple[CaseInfo, ...] = (
     CaseInfo("conv_relu_int8", "TOSA-1.0+INT", "a8w8", fast=True),
@@ -104,11 +45,6 @@ CASES: tuple[CaseInfo, ...] = (
         "TOSA-1.0+INT+FP+int16",
         None,
         fast=True,
-        claim=Claim(
-            1,
-            "fixed",
-            "a16w8 conv whose graph ends in its int16 quantize (output dequantize removed)",
-        ),
         note="module is pre-quantised (a16w8 PT2E) and returns int16; quantize=None",
     ),
     CaseInfo(
@@ -116,32 +52,24 @@ CASES: tuple[CaseInfo, ...] = (
         "TOSA-1.0+INT",
         "a8w8",
         fast=True,
-        claim=Claim(2, "fixed", "aten.full feeding a graph output"),
     ),
     CaseInfo(
         "conv_relu_cat_mixed_qparams",
         "TOSA-1.0+INT+FP",
         "a8w8",
         fast=True,
-        claim=Claim(3, "fixed", "conv -> relu feeding a cat with a differently quantised input"),
     ),
     CaseInfo(
         "equal_constant_outputs_channels_last",
         "TOSA-1.0+FP",
         None,
         fast=True,
-        claim=Claim(
-            4,
-            "fixed",
-            "two equal constant outputs merged by FuseEqualPlaceholdersPass, one channels_last",
-        ),
     ),
     CaseInfo(
         "conv_a16w8_int16",
         "TOSA-1.0+INT+int16",
         "a16w8",
         fast=True,
-        claim=Claim(1, "regression", "ordinary a16w8 conv on an INT-only int16 spec"),
     ),
 )
 
@@ -188,6 +116,11 @@ def validate_case(name: str, entry: object) -> list[str]:
         problems.append(
             f"{name}: 'quantize' must be None, 'a8w8' or 'a16w8', found {entry['quantize']!r}"
         )
+    tolerance = entry.get("tolerance")
+    if "tolerance" in entry and not (
+        isinstance(tolerance, int | float) and not isinstance(tolerance, bool) and tolerance > 0
+    ):
+        problems.append(f"{name}: 'tolerance' must be a positive number, found {tolerance!r}")
     if "per_channel" in entry and not isinstance(entry["per_channel"], bool):
         problems.append(f"{name}: 'per_channel' must be a bool, found {entry['per_channel']!r}")
     if isinstance(spec, str) and entry.get("quantize") and "+INT" not in spec:

@@ -9,23 +9,20 @@ import pytest
 from unidiff.patch import PatchedFile
 
 from overlay import pins
-from overlay.errors import UpstreamError
+from overlay.errors import TargetError, UpstreamError
 from overlay.series import Patch, Series, load_series, parse_patch
-from overlay.upstream import (
+from overlay.upstream.matrix import (
     Release,
     Status,
     build_matrix,
     check_file,
-    load_ports,
-    matrix_pin,
     parse_applied_upstream,
     port_for,
-    render_json,
-    render_markdown,
-    render_table,
-    run_matrix,
 )
-from tests.scaffold import make_diff
+from overlay.upstream.releases import load_ports, run_matrix
+from overlay.upstream.render import render_json, render_markdown, render_table
+
+from scaffold import make_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = "backends/arm/_passes/demo_pass.py"
@@ -90,8 +87,11 @@ def test_parse_applied_upstream() -> None:
     assert free.note == "not triggered with torchao >= 0.16"
 
 
+PINS = pins.load(ROOT / "patches")
+
+
 def _series(*patches: Patch) -> Series:
-    return Series(Path("."), patches)
+    return Series(Path("."), patches, PINS)
 
 
 def test_matrix_verdicts_combine_header_and_newest_release() -> None:
@@ -181,23 +181,33 @@ def test_cumulative_patches_on_one_file() -> None:
 
 
 def test_matrix_pin_knows_recorded_and_new_releases() -> None:
-    assert matrix_pin("1.5.1").sha256 == (
+    assert PINS.matrix_pin("1.5.1").sha256 == (
         "274c28c2fe2b76acb03f9fa381537425c40e0098dcf886baf6d97a1a55ffe300"
     )
-    new = matrix_pin("9.9.9")
+    new = PINS.matrix_pin("9.9.9")
     assert new.sha256 == ""
     assert new.filename == "executorch-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
-    with pytest.raises(UpstreamError, match="not a release version"):
-        matrix_pin("latest")
-    pinned_120 = next(p for p in pins.WHEELS if p.filename == matrix_pin("1.2.0").filename)
-    assert pinned_120.sha256 == matrix_pin("1.2.0").sha256
+    with pytest.raises(TargetError, match="not a release version"):
+        PINS.matrix_pin("latest")
+    pinned_120 = next(p for p in PINS.wheels if p.filename == PINS.matrix_pin("1.2.0").filename)
+    assert pinned_120.sha256 == PINS.matrix_pin("1.2.0").sha256
+
+
+def test_unrecorded_release_says_which_line_to_add() -> None:
+    plain = _patch("0001-plain.patch", BASE, FIXED)
+    release = Release(
+        "9.9.9", Path("executorch-9.9.9.whl"), "ab" * 32, False, {PATH: BASE.encode()}
+    )
+    table = render_table(build_matrix(_series(plain), {}, [release]))
+    assert f'"9.9.9" = "{"ab" * 32}"' in table
+    assert "[matrix.sha256]" in table
 
 
 @pytest.mark.integration
 def test_matrix_on_real_releases() -> None:
     series = load_series(ROOT / "patches")
-    matrix = run_matrix(series, ROOT / "patches", pins.MATRIX_VERSIONS)
-    assert matrix.versions == pins.MATRIX_VERSIONS
+    matrix = run_matrix(series, ROOT / "patches", series.pins.matrix_versions)
+    assert matrix.versions == series.pins.matrix_versions
     assert all(r.pinned for r in matrix.releases.values())  # sha256 checked on fetch
     for row in matrix.rows:
         assert row.cells["1.2.0"].check.status is Status.APPLIES, row.name

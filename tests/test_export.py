@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from overlay import pins
-from overlay.applier import apply_file
-from overlay.cache import sha256_file
+from overlay._git import git
+from overlay._hashing import sha256_file
+from overlay.applier import apply_patch, decode, encode
 from overlay.errors import UpstreamError
-from overlay.mbox import (
+from overlay.series import Patch, load_series, parse_patch
+from overlay.upstream.export import (
     MAX_LINE,
     Export,
     Identity,
@@ -26,11 +27,9 @@ from overlay.mbox import (
     parse_identity,
     write_exports,
 )
-from overlay.series import Patch, load_series, parse_patch
-from overlay.tree import decode, encode
-from overlay.upstream import load_ports, load_release, run_matrix
-from overlay.worktree import git
-from tests.scaffold import make_diff
+from overlay.upstream.releases import load_ports, load_release, run_matrix
+
+from scaffold import make_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNER = Identity("Jane Doe", "jane.doe@example.org")
@@ -155,11 +154,8 @@ def test_git_am_round_trip_synthetic(tmp_path: Path) -> None:
 
 
 def _expected_after(patch: Patch, release: Mapping[str, bytes]) -> dict[str, bytes]:
-    after = {}
-    for patched_file in patch.files:
-        text = decode(release[patched_file.path])
-        after[patched_file.path] = encode(apply_file(text, patched_file, allow_offset=True).text)
-    return after
+    texts = {f.path: decode(release[f.path]) for f in patch.files}
+    return {p: encode(t) for p, t in apply_patch(patch, texts, allow_offset=True).items()}
 
 
 def _check_round_trip(tmp_path: Path, exports: list[Export], release: Mapping[str, bytes]) -> None:
@@ -198,8 +194,8 @@ def test_exported_prs_git_am_onto_newest_release(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_every_pinned_patch_git_ams_onto_the_pinned_release(tmp_path: Path) -> None:
     series = load_series(ROOT / "patches")
-    release = load_release(str(pins.EXECUTORCH_VERSION))
-    matrix = run_matrix(series, ROOT / "patches", (str(pins.EXECUTORCH_VERSION),))
+    release = load_release(series.pins, str(series.pins.executorch))
+    matrix = run_matrix(series, ROOT / "patches", (str(series.pins.executorch),))
     names = [p.name for p in series.patches]
     exports = export_upstream(series, {}, matrix, signer=SIGNER, names=names)
     assert [e.source for e in exports] == ["pinned"] * len(names)
@@ -210,12 +206,11 @@ def test_every_pinned_patch_git_ams_onto_the_pinned_release(tmp_path: Path) -> N
         assert sha256_file(repo / path) == digest, path
 
 
-def test_pr_body_names_the_corpus_cases_of_the_patch() -> None:
-    corpus = pytest.importorskip("overlay.corpus")
-    from overlay.mbox import corpus_cases
+def test_pr_body_names_the_trigger_cases_of_the_patch() -> None:
+    from overlay import fixes
+    from overlay.upstream.export import corpus_cases
 
-    claimed = [c.name for c in corpus.CASES if c.claim is not None and c.claim.fix == 1]
-    described = corpus_cases("0001-keep-terminal-int16-quantize")
-    assert claimed
-    assert [d.split("`")[1] for d in described] == claimed
-    assert corpus_cases("0009-not-in-the-corpus") == []
+    entry = fixes.by_number(1)
+    described = corpus_cases(entry.stem)
+    assert [d.split("`")[1] for d in described] == [t.case for t in entry.triggers]
+    assert corpus_cases("0009-not-in-the-registry") == []

@@ -1,21 +1,12 @@
-"""Where the overlay keeps downloads and locks, and the hashing helpers everything shares."""
+"""The sha256 helpers every layer shares (files, bytes, RECORD's urlsafe form)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
-import os
 from pathlib import Path
 
 _CHUNK = 1 << 20
-
-
-def cache_dir() -> Path:
-    """Return the cache root (``$OVERLAY_CACHE_DIR``, else the XDG cache folder)."""
-    explicit = os.environ.get("OVERLAY_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "executorch-arm-overlay"
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -30,3 +21,8 @@ def sha256_file(path: Path) -> str:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def record_digest(data: bytes) -> str:
+    """Return the RECORD form of a sha256: urlsafe base64 without padding."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode("ascii").rstrip("=")

@@ -10,9 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overlay import tree
+from overlay import install
+from overlay.applier import HunkMismatchError
 from overlay.errors import (
     ApplyError,
+    ChecksumMismatchError,
     DriftError,
     OverlayError,
     SeriesError,
@@ -20,7 +22,8 @@ from overlay.errors import (
     UnsafePatchError,
 )
 from overlay.series import load_series
-from tests.scaffold import make_diff, make_tree, patch_text, sha, snapshot, write_series
+
+from scaffold import make_diff, make_tree, patch_text, sha, snapshot, write_series
 
 A = "backends/arm/a.py"
 B = "backends/arm/sub/b.py"
@@ -28,7 +31,6 @@ A_OLD = "".join(f"a{i} = {i}\n" for i in range(30)).encode()
 B_OLD = "".join(f"def b{i}():\n    return {i}\n" for i in range(15)).encode()
 A_NEW = A_OLD.replace(b"a5 = 5\n", b"a5 = 'five'\n")
 B_NEW = B_OLD.replace(b"    return 7\n", b"    return -7\n").replace(b"def b12", b"def b_twelve")
-PRISTINE = {A: sha(A_OLD), B: sha(B_OLD)}
 
 
 @pytest.fixture(autouse=True)
@@ -43,14 +45,14 @@ def good_patches() -> dict[str, str]:
     }
 
 
-def setup(tmp_path: Path, patches: dict[str, str] | None = None) -> tuple[tree.Target, Path]:
+def setup(tmp_path: Path, patches: dict[str, str] | None = None) -> tuple[install.Target, Path]:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD, "backends/arm/other.py": b"x\n"})
     write_series(tmp_path / "patches", patches or good_patches(), {A: A_OLD, B: B_OLD})
-    return tree.find_target(root), tmp_path / "patches"
+    return install.find_target(root), tmp_path / "patches"
 
 
-def run_apply(target: tree.Target, patches: Path, *, reverse: bool = False) -> tree.Plan:
-    return tree.apply(load_series(patches), target, reverse=reverse, pristine=PRISTINE)
+def run_apply(target: install.Target, patches: Path, *, reverse: bool = False) -> install.Plan:
+    return install.apply(load_series(patches), target, reverse=reverse)
 
 
 def test_apply_is_exact_and_rerun_is_noop(tmp_path: Path) -> None:
@@ -102,15 +104,15 @@ def test_status_states(tmp_path: Path) -> None:
     target, patches = setup(tmp_path)
     target.file(A).write_bytes(A_NEW)
     target.file(B).write_bytes(b"something else\n")
-    states = tree.file_states(load_series(patches), target, pristine=PRISTINE)
-    assert states == {A: tree.FileState.PATCHED, B: tree.FileState.DRIFTED}
+    states = install.file_states(load_series(patches), target)
+    assert states == {A: install.FileState.PATCHED, B: install.FileState.DRIFTED}
 
 
 # --- bad input: each must raise a clear error and leave the tree byte-identical ----------
 
 
 def expect_refusal(
-    target: tree.Target, patches: Path, error: type[OverlayError], *words: str
+    target: install.Target, patches: Path, error: type[OverlayError], *words: str
 ) -> OverlayError:
     before = snapshot(target.root)
     with pytest.raises(error) as info:
@@ -132,54 +134,44 @@ def test_drifted_target(tmp_path: Path) -> None:
 def test_wrong_version(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD}, version="1.3.1")
     write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
-    target = tree.find_target(root)
+    target = install.find_target(root)
     expect_refusal(target, tmp_path / "patches", TargetError, "expected: executorch 1.2.0", "1.3.1")
 
 
 def test_local_version_of_the_pin_is_accepted(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD}, version="1.2.0+armfix.abc")
     write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
-    run_apply(tree.find_target(root), tmp_path / "patches")
+    run_apply(install.find_target(root), tmp_path / "patches")
     assert (root / "executorch" / A).read_bytes() == A_NEW
 
 
-def hostile(path: str) -> dict[str, str]:
-    diff = make_diff(A, A_OLD.decode(), A_NEW.decode()).replace(f"/{A}", f"/{path}")
-    return {**good_patches(), "0003-evil.patch": patch_text("Evil", diff)}
+def hostile(path: str) -> str:
+    diff = make_diff(A, A_OLD.decode(), A_NEW.decode())
+    return patch_text("Evil", diff.replace(f"a/{A}", path).replace(f"b/{A}", path))
 
 
 @pytest.mark.parametrize(
-    ("path", "word"),
-    [("../../etc/passwd", "'..'"), ("backends/../../../x.py", "'..'"), ("/etc/passwd", "")],
+    ("path", "problem"),
+    [
+        ("a/../../etc/passwd", "'..', '.' or empty components"),
+        ("a/backends/../../../x.py", "'..', '.' or empty components"),
+        ("/etc/passwd", "an absolute path"),
+        ("C:/Windows/x.py", "an absolute path"),
+        ("a/backends\\arm\\x.py", "NUL or backslash"),
+    ],
 )
-def test_hostile_paths_refused_at_load(tmp_path: Path, path: str, word: str) -> None:
-    root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD})
-    before = snapshot(tmp_path)
+def test_hostile_paths_refused_at_load(tmp_path: Path, path: str, problem: str) -> None:
     folder = tmp_path / "patches"
-    folder.mkdir()
-    (folder / "series").write_text("0003-evil.patch\n")
-    (folder / "0003-evil.patch").write_text(hostile(path)["0003-evil.patch"])
-    with pytest.raises((UnsafePatchError, SeriesError)) as info:
-        tree.apply(load_series(folder), tree.find_target(root), pristine=PRISTINE)
-    assert "0003-evil.patch" in str(info.value) and word in str(info.value)
-    after = snapshot(tmp_path)
-    assert {k: v for k, v in after.items() if "patches" not in k} == {
-        k: v for k, v in before.items() if "patches" not in k
-    }
-
-
-def test_absolute_path_is_named(tmp_path: Path) -> None:
-    diff = (
-        make_diff("x", "a\n", "b\n")
-        .replace("--- a/x", "--- /etc/x")
-        .replace("+++ b/x", "+++ /etc/x")
-    )
-    folder = tmp_path / "p"
-    folder.mkdir()
-    (folder / "series").write_text("1.patch\n")
-    (folder / "1.patch").write_text(patch_text("abs", diff))
-    with pytest.raises(UnsafePatchError, match="absolute path"):
+    write_series(folder, good_patches(), {A: A_OLD, B: B_OLD})
+    (folder / "series").write_text("0001-a.patch\n0002-b.patch\n0003-evil.patch\n")
+    (folder / "0003-evil.patch").write_text(hostile(path))
+    before = snapshot(tmp_path)
+    with pytest.raises(UnsafePatchError) as info:
         load_series(folder)
+    assert info.value.message == "patch 0003-evil.patch names an unsafe path"
+    assert info.value.found is not None and problem in info.value.found
+    assert repr(path) in info.value.found
+    assert snapshot(tmp_path) == before
 
 
 def test_symlink_escape_refused(tmp_path: Path) -> None:
@@ -201,7 +193,9 @@ def test_file_not_in_record_refused(tmp_path: Path) -> None:
     record = target.dist_info / "RECORD"
     kept = [line for line in record.read_text().splitlines() if "sub/b.py" not in line]
     record.write_text("\n".join(kept))
-    expect_refusal(tree.find_target(target.root), patches, UnsafePatchError, "RECORD", "sub/b.py")
+    expect_refusal(
+        install.find_target(target.root), patches, UnsafePatchError, "RECORD", "sub/b.py"
+    )
 
 
 def test_missing_file_refused(tmp_path: Path) -> None:
@@ -266,20 +260,34 @@ def test_stale_checksums_refused(tmp_path: Path) -> None:
 
 
 def test_hunk_mismatch_in_second_file_writes_nothing(tmp_path: Path) -> None:
-    # B is "pristine" by hash but the second patch no longer matches it: the plan
+    # B is "pristine" by its pin but the second patch no longer matches it: the plan
     # fails on B after A's new bytes were computed, and nothing reaches the disk.
     other_b = B_OLD.replace(b"    return 7\n", b"    return 70\n")
     root = make_tree(tmp_path / "site", {A: A_OLD, B: other_b})
-    write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
-    target = tree.find_target(root)
+    write_series(
+        tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD}, pinned={A: A_OLD, B: other_b}
+    )
+    target = install.find_target(root)
     before = snapshot(root)
-    with pytest.raises(OverlayError):
-        tree.apply(
-            load_series(tmp_path / "patches"),
-            target,
-            pristine={A: sha(A_OLD), B: sha(other_b)},
-        )
+    with pytest.raises(HunkMismatchError) as info:
+        install.apply(load_series(tmp_path / "patches"), target)
+    assert info.value.hunk == 1
+    assert info.value.message.startswith(f"patch 0002-b.patch, file {B}: hunk 1")
     assert snapshot(root) == before
+
+
+def test_stale_checksum_entry_is_a_checksum_error(tmp_path: Path) -> None:
+    target, patches = setup(tmp_path)
+    sums = patches / "SHA256SUMS"
+    lines = sums.read_text().splitlines()
+    lines[-1] = "f" * 64 + lines[-1][64:]  # B's recorded post-series hash is wrong
+    sums.write_text("\n".join(lines) + "\n")
+    before = snapshot(target.root)
+    with pytest.raises(ChecksumMismatchError) as info:
+        run_apply(target, patches)
+    assert (info.value.repo_path, info.value.expected_sha256) == (B, "f" * 64)
+    assert info.value.found_sha256 == sha(B_NEW)
+    assert snapshot(target.root) == before
 
 
 def test_interrupted_apply_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -324,10 +332,10 @@ def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
 def test_find_target_accepts_venv_layout(tmp_path: Path) -> None:
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
     make_tree(site, {A: A_OLD})
-    assert tree.find_target(tmp_path / "venv").root == site
-    assert tree.find_target(site / "executorch").root == site
+    assert install.find_target(tmp_path / "venv").root == site
+    assert install.find_target(site / "executorch").root == site
     with pytest.raises(TargetError, match="no single executorch"):
-        tree.find_target(tmp_path)
+        install.find_target(tmp_path)
 
 
 texts = st.lists(st.sampled_from(["x = 1", "y = 2", "pass", "", "# c"]), min_size=1, max_size=25)
@@ -351,13 +359,13 @@ def test_tree_apply_revert_identity(
         {"1.patch": patch_text("p", make_diff(A, old_b.decode(), new_b.decode()))},
         {A: old_b},
     )
-    target = tree.find_target(root)
+    target = install.find_target(root)
     before = snapshot(root)
     series = load_series(base / "patches")
     os.environ["OVERLAY_CACHE_DIR"] = str(base / "cache")
-    tree.apply(series, target, pristine={A: sha(old_b)})
+    install.apply(series, target)
     assert target.file(A).read_bytes() == new_b
-    tree.apply(series, target, reverse=True, pristine={A: sha(old_b)})
+    install.apply(series, target, reverse=True)
     assert snapshot(root) == before
 
 
@@ -365,11 +373,10 @@ def test_crlf_target_file_keeps_crlf(tmp_path: Path) -> None:
     a_crlf = A_OLD.replace(b"\n", b"\r\n")
     root = make_tree(tmp_path / "site", {A: a_crlf, B: B_OLD})
     write_series(tmp_path / "patches", good_patches(), {A: a_crlf, B: B_OLD})  # LF patches
-    target = tree.find_target(root)
-    pristine = {A: sha(a_crlf), B: sha(B_OLD)}
-    tree.apply(load_series(tmp_path / "patches"), target, pristine=pristine)
+    target = install.find_target(root)
+    install.apply(load_series(tmp_path / "patches"), target)
     assert target.file(A).read_bytes() == A_NEW.replace(b"\n", b"\r\n")
-    tree.apply(load_series(tmp_path / "patches"), target, reverse=True, pristine=pristine)
+    install.apply(load_series(tmp_path / "patches"), target, reverse=True)
     assert target.file(A).read_bytes() == a_crlf
 
 

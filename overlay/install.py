@@ -13,21 +13,21 @@ import contextlib
 import enum
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from overlay import pins
-from overlay.applier import apply_file
-from overlay.cache import cache_dir, sha256_bytes
+from overlay._cache import cache_dir
+from overlay._dist import read_dist_info
+from overlay._hashing import sha256_bytes
+from overlay.applier import transform_checked
 from overlay.errors import (
     ApplyError,
     DriftError,
     LockTimeoutError,
-    SeriesError,
     TargetError,
     UnsafePatchError,
 )
@@ -55,9 +55,9 @@ class Target:
     version: Version
     record: frozenset[str]
 
-    def file(self, repo_path: str) -> Path:
+    def file(self, repo_path: str, package_dir: str = _DIST_NAME) -> Path:
         """Return the on-disk path of a repository path."""
-        return self.root / pins.wheel_path(repo_path)
+        return self.root / package_dir / repo_path
 
 
 @dataclass(frozen=True)
@@ -111,54 +111,13 @@ def find_target(path: Path) -> Target:
             found=", ".join(d.name for d in dist_infos) or "no executorch-*.dist-info",
             hint="pass the site-packages folder of the environment to patch",
         )
-    dist_info = dist_infos[0]
-    version = _read_version(dist_info)
-    record = _read_record(dist_info)
-    return Target(root=root, dist_info=dist_info, version=version, record=record)
+    info = read_dist_info(dist_infos[0])
+    return Target(root=root, dist_info=info.path, version=info.version, record=info.record_paths)
 
 
-def _read_version(dist_info: Path) -> Version:
-    try:
-        metadata = (dist_info / "METADATA").read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TargetError(f"cannot read {dist_info / 'METADATA'}: {exc}") from exc
-    for line in metadata.splitlines():
-        if line.startswith("Version:"):
-            try:
-                return Version(line.split(":", 1)[1].strip())
-            except InvalidVersion as exc:
-                raise TargetError(f"{dist_info}: unreadable version", found=line) from exc
-    raise TargetError(f"{dist_info}/METADATA has no Version field")
-
-
-def _read_record(dist_info: Path) -> frozenset[str]:
-    try:
-        text = (dist_info / "RECORD").read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TargetError(
-            f"cannot read {dist_info / 'RECORD'}",
-            expected="the RECORD file every installed wheel has",
-            found=str(exc),
-            hint="reinstall executorch with pip or uv",
-        ) from exc
-    return frozenset(line.rsplit(",", 2)[0] for line in text.splitlines() if line)
-
-
-def check_version(version: Version) -> None:
-    """Refuse any executorch but the pinned release (a local +tag is allowed)."""
-    if Version(version.public) != pins.EXECUTORCH_VERSION:
-        raise TargetError(
-            "wrong executorch version",
-            expected=f"executorch {pins.EXECUTORCH_VERSION} (the pinned release)",
-            found=f"executorch {version}",
-            hint=f"install executorch=={pins.EXECUTORCH_VERSION}, or use "
-            "`python -m overlay matrix` to see how the series fares on other releases",
-        )
-
-
-def safe_file(target: Target, repo_path: str) -> Path:
+def safe_file(series: Series, target: Target, repo_path: str) -> Path:
     """Return the file for ``repo_path`` after refusing unlisted files and symlinked paths."""
-    wheel_path = pins.wheel_path(repo_path)
+    wheel_path = series.pins.wheel_path(repo_path)
     if wheel_path not in target.record:
         raise UnsafePatchError(
             f"{wheel_path} is not listed in {target.dist_info.name}/RECORD",
@@ -191,12 +150,12 @@ class _Read:
     state: FileState
 
 
-def _read_files(series: Series, target: Target, pristine: Mapping[str, str]) -> dict[str, _Read]:
+def _read_files(series: Series, target: Target) -> dict[str, _Read]:
     """Read and classify every file the series touches, each exactly once."""
     patched = series.expected_patched_sha256()
     files = {}
     for repo_path in series.targets():
-        path = safe_file(target, repo_path)
+        path = safe_file(series, target, repo_path)
         if not path.is_file():
             files[repo_path] = _Read(path, b"", FileState.MISSING)
             continue
@@ -205,7 +164,7 @@ def _read_files(series: Series, target: Target, pristine: Mapping[str, str]) -> 
         except OSError as exc:
             raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
         digest = sha256_bytes(data)
-        if digest == _pristine_sha(repo_path, pristine):
+        if digest == series.pins.pristine_sha256(repo_path):
             state = FileState.PRISTINE
         elif digest == patched[repo_path]:
             state = FileState.PATCHED
@@ -215,58 +174,15 @@ def _read_files(series: Series, target: Target, pristine: Mapping[str, str]) -> 
     return files
 
 
-def file_states(
-    series: Series, target: Target, *, pristine: Mapping[str, str] = pins.PRISTINE_SHA256
-) -> dict[str, FileState]:
+def file_states(series: Series, target: Target) -> dict[str, FileState]:
     """Classify every file the series touches (reads only)."""
-    return {p: read.state for p, read in _read_files(series, target, pristine).items()}
+    return {p: read.state for p, read in _read_files(series, target).items()}
 
 
-def _pristine_sha(repo_path: str, pristine: Mapping[str, str]) -> str:
-    try:
-        return pristine[repo_path]
-    except KeyError:
-        raise SeriesError(
-            f"the series touches {repo_path}, which has no pinned pristine sha256",
-            expected=f"an entry in overlay/pins.py PRISTINE_SHA256 for {repo_path}",
-            found="none",
-            hint="pin the file's sha256 from the wheel's RECORD",
-        ) from None
-
-
-def decode(data: bytes) -> str:
-    """Decode file bytes losslessly (non-UTF-8 bytes survive the round trip)."""
-    return data.decode("utf-8", errors="surrogateescape")
-
-
-def encode(text: str) -> bytes:
-    """Encode text produced by :func:`decode` back to the same bytes."""
-    return text.encode("utf-8", errors="surrogateescape")
-
-
-def transform(series: Series, repo_path: str, data: bytes, *, reverse: bool = False) -> bytes:
-    """Apply (or reverse) every patch of the series that touches ``repo_path``."""
-    text = decode(data)
-    patches = reversed(series.patches) if reverse else iter(series.patches)
-    for patch in patches:
-        for patched_file in patch.files:
-            if patched_file.path == repo_path:
-                where = f"patch {patch.name}, file {repo_path}"
-                text = apply_file(text, patched_file, reverse=reverse, where=where).text
-    return encode(text)
-
-
-def plan(
-    series: Series,
-    target: Target,
-    *,
-    reverse: bool = False,
-    pristine: Mapping[str, str] = pins.PRISTINE_SHA256,
-) -> Plan:
+def plan(series: Series, target: Target, *, reverse: bool = False) -> Plan:
     """Check everything and compute the new bytes of every file; write nothing."""
-    check_version(target.version)
-    patched = series.expected_patched_sha256()
-    files = _read_files(series, target, pristine)
+    series.pins.check_version(target.version)
+    files = _read_files(series, target)
     states = {p: read.state for p, read in files.items()}
     want, have = (
         (FileState.PRISTINE, FileState.PATCHED)
@@ -278,7 +194,7 @@ def plan(
         listing = "\n".join(f"    {p}: {s.value}" for p, s in bad.items())
         raise DriftError(
             f"{len(bad)} file(s) are neither pristine nor patched; nothing was written",
-            expected=f"executorch {pins.EXECUTORCH_VERSION} files as pinned, or as the "
+            expected=f"executorch {series.pins.executorch} files as pinned, or as the "
             "series leaves them",
             found="other content",
             details=listing,
@@ -289,16 +205,7 @@ def plan(
         if read.state is want:
             unchanged.append(repo_path)
             continue
-        new = transform(series, repo_path, read.data, reverse=reverse)
-        wanted = _pristine_sha(repo_path, pristine) if reverse else patched[repo_path]
-        found = sha256_bytes(new)
-        if found != wanted:
-            raise ApplyError(
-                f"{repo_path}: the series produced unexpected bytes; nothing was written",
-                expected=f"sha256 {wanted}",
-                found=f"sha256 {found}",
-                hint="SHA256SUMS does not match the patches: `python -m overlay refresh`",
-            )
+        new = transform_checked(series, repo_path, read.data, reverse=reverse)
         changes.append(FileChange(repo_path, read.path, read.data, new))
     return Plan(target, reverse, tuple(changes), tuple(unchanged))
 
@@ -386,18 +293,12 @@ def _roll_back(done: list[FileChange]) -> str:
     return ", ".join(failed)
 
 
-def apply(
-    series: Series,
-    target: Target,
-    *,
-    reverse: bool = False,
-    pristine: Mapping[str, str] = pins.PRISTINE_SHA256,
-) -> Plan:
+def apply(series: Series, target: Target, *, reverse: bool = False) -> Plan:
     """Apply (or with ``reverse``, revert) the series under the target's lock.
 
     Re-running is a no-op success: files already in the wanted state are left alone.
     """
     with locked(target):
-        result = plan(series, target, reverse=reverse, pristine=pristine)
+        result = plan(series, target, reverse=reverse)
         commit(result)
     return result

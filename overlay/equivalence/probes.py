@@ -9,17 +9,26 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-PROBES: dict[str, str] = {
-    "is_foldable.int16_output_quantize": "fix 1: add -> int16 quantize -> graph output",
-    "is_foldable.int8_output_quantize": "fix 1 control: add -> int8 quantize -> output",
-    "is_foldable.int16_quantize_then_dequantize": "fix 1 control: int16 q -> dq -> output",
-    "get_quant_properties.full": "fix 2: aten.full under a8w8",
-    "get_quant_properties.add": "fix 2 control: aten.add under a8w8",
-    "RewriteConvPass.conv2d_fp": "fix 3 control: float conv2d rewrite",
-    "RewriteConvPass.grouped_transposed_fp": "grouped transposed conv given to the pass directly",
-    "insert_input_transpose.duplicated_output": "fix 4: one node twice in the output tuple",
-    "insert_input_transpose.single_output": "fix 4 control: plain output",
-}
+from overlay.equivalence.protocol import JsonValue, ProbeInfo
+
+PROBES: tuple[ProbeInfo, ...] = (
+    ProbeInfo("is_foldable.int16_output_quantize", "fix 1: add -> int16 quantize -> graph output"),
+    ProbeInfo("is_foldable.int8_output_quantize", "fix 1 control: add -> int8 quantize -> output"),
+    ProbeInfo(
+        "is_foldable.int16_quantize_then_dequantize", "fix 1 control: int16 q -> dq -> output"
+    ),
+    ProbeInfo("get_quant_properties.full", "fix 2: aten.full under a8w8"),
+    ProbeInfo("get_quant_properties.add", "fix 2 control: aten.add under a8w8"),
+    ProbeInfo("RewriteConvPass.conv2d_fp", "fix 3 control: float conv2d rewrite"),
+    ProbeInfo(
+        "RewriteConvPass.grouped_transposed_fp",
+        "grouped transposed conv given to the pass directly",
+    ),
+    ProbeInfo(
+        "insert_input_transpose.duplicated_output", "fix 4: one node twice in the output tuple"
+    ),
+    ProbeInfo("insert_input_transpose.single_output", "fix 4 control: plain output"),
+)
 
 
 def graph_text(graph: Any) -> list[str]:
@@ -161,7 +170,7 @@ def _memory_format(duplicated: bool) -> list[str]:
     return graph_text(graph)
 
 
-def _runners() -> dict[str, Callable[[], Any]]:
+def _runners() -> dict[str, Callable[[], JsonValue]]:
     import torch
 
     return {
@@ -179,6 +188,10 @@ def _runners() -> dict[str, Callable[[], Any]]:
     }
 
 
-def run_probe(name: str) -> Any:
+def run_probe(name: str) -> JsonValue:
     """Run probe ``name`` and return its JSON-ready observation (exceptions propagate)."""
-    return _runners()[name]()
+    runners = _runners()
+    if name not in runners:
+        raise KeyError(f"no probe {name!r}; known: {', '.join(sorted(runners))}")
+    value: JsonValue = runners[name]()
+    return value

@@ -1,0 +1,130 @@
+"""Distribution metadata: METADATA's version and RECORD, read and written in one place.
+
+Installed trees and wheels both carry an ``<name>-<version>.dist-info`` folder; this module
+reads its ``Version:`` and RECORD rows (with :mod:`installer.records`), rewrites them, and
+turns unreadable metadata into a :class:`~overlay.errors.TargetError` that names the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+
+from installer.records import Hash, InvalidRecordEntry, RecordEntry, parse_record_file
+from packaging.version import InvalidVersion, Version
+
+from overlay._hashing import record_digest
+from overlay.errors import TargetError
+
+METADATA = "METADATA"
+RECORD = "RECORD"
+
+
+def decode_text(data: bytes, *, where: str) -> str:
+    """Decode a metadata file as UTF-8; refuse anything else with the byte's position."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TargetError(
+            f"{where} is not UTF-8 text",
+            expected="UTF-8 metadata, as every installer writes it",
+            found=f"byte 0x{data[exc.start]:02x} at offset {exc.start}",
+            hint="reinstall the distribution (`uv pip install --reinstall ...`)",
+        ) from exc
+
+
+def read_text(path: Path) -> str:
+    """Read a dist-info file as UTF-8 text with a clear error when it is unreadable."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TargetError(
+            f"cannot read {path}",
+            expected="a readable file every installed wheel has",
+            found=str(exc),
+            hint="reinstall the distribution with pip or uv",
+        ) from exc
+    return decode_text(data, where=str(path))
+
+
+def metadata_version(text: str, *, where: str) -> Version:
+    """Return the ``Version:`` of a METADATA text."""
+    raw = HeaderParser().parsestr(text).get("Version")
+    if raw is None:
+        raise TargetError(
+            f"{where} has no Version field",
+            expected="a 'Version:' header",
+            found="none",
+            hint="reinstall the distribution",
+        )
+    try:
+        return Version(str(raw).strip())
+    except InvalidVersion as exc:
+        raise TargetError(f"{where}: unreadable version", found=str(raw)) from exc
+
+
+def set_metadata_version(text: str, version: str, *, where: str) -> str:
+    """Return METADATA with its ``Version:`` line replaced (every other byte kept)."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if line.startswith("Version:"):
+            lines[index] = f"Version: {version}"
+            return "\n".join(lines)
+        if not line.strip():
+            break  # end of the headers
+    raise TargetError(f"{where} has no Version field", hint="use an unmodified wheel")
+
+
+def parse_record(text: str, *, where: str) -> tuple[RecordEntry, ...]:
+    """Parse RECORD rows into :class:`installer.records.RecordEntry` values."""
+    try:
+        return tuple(
+            RecordEntry.from_elements(path, hash_, size)
+            for path, hash_, size in parse_record_file(text.splitlines())
+        )
+    except (InvalidRecordEntry, ValueError, csv.Error) as exc:
+        raise TargetError(
+            f"{where} is not a valid RECORD",
+            expected="rows of path,sha256=<digest>,size",
+            found=str(exc),
+            hint="reinstall the distribution",
+        ) from exc
+
+
+def format_record(entries: Iterable[RecordEntry]) -> str:
+    """Render RECORD rows the way installers write them (CSV, ``\\n`` line ends)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=",", quotechar='"', lineterminator="\n")
+    for entry in entries:
+        writer.writerow(entry.to_row())
+    return buffer.getvalue()
+
+
+def record_entry(path: str, data: bytes) -> RecordEntry:
+    """Return the RECORD row of a file with these bytes."""
+    return RecordEntry(path, Hash("sha256", record_digest(data)), len(data))
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """One ``.dist-info`` folder as read from disk."""
+
+    path: Path
+    version: Version
+    record: tuple[RecordEntry, ...]
+
+    @property
+    def record_paths(self) -> frozenset[str]:
+        """Return every path RECORD lists."""
+        return frozenset(entry.path for entry in self.record)
+
+
+def read_dist_info(path: Path) -> DistInfo:
+    """Read the version and RECORD of an installed ``.dist-info`` folder."""
+    version = metadata_version(read_text(path / METADATA), where=str(path / METADATA))
+    record = parse_record(read_text(path / RECORD), where=str(path / RECORD))
+    return DistInfo(path, version, record)

@@ -1,0 +1,68 @@
+"""The one place that runs git: commands, raw blob reads and the configured identity."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from overlay.errors import GitError
+
+# Used for commits in scratch repositories when the machine has no git identity.
+FALLBACK_IDENTITY = ("executorch-arm-overlay", "overlay@localhost")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
+
+
+def _run(
+    repo: Path | None, args: list[str], stdin: bytes | None
+) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=repo, input=stdin, capture_output=True, env=_env(), check=False
+        )
+    except OSError as exc:
+        raise GitError(f"cannot run git: {exc}", hint="install git") from exc
+
+
+def config(key: str, repo: Path | None = None) -> str:
+    """Return a git config value, or an empty string when it is not set."""
+    proc = _run(repo, ["config", key], None)
+    return proc.stdout.decode("utf-8", errors="replace").strip() if proc.returncode == 0 else ""
+
+
+def identity(repo: Path | None = None) -> tuple[str, str]:
+    """Return (user.name, user.email) from git config; empty strings where unset."""
+    return config("user.name", repo), config("user.email", repo)
+
+
+def git_bytes(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """Run git in ``repo`` and return raw stdout; raise GitError with stderr on failure.
+
+    Commits in a repository without an identity use :data:`FALLBACK_IDENTITY`.
+    """
+    extra: list[str] = []
+    if not identity(repo)[1]:
+        name, email = FALLBACK_IDENTITY
+        extra = ["-c", f"user.name={name}", "-c", f"user.email={email}"]
+    proc = _run(repo, [*extra, *args], stdin)
+    if proc.returncode != 0:
+        raise GitError(
+            f"git {' '.join(args[:2])} failed in {repo}",
+            found=proc.stderr.decode("utf-8", errors="replace").strip()[-1500:],
+            hint="resolve the git state of the work tree and retry",
+        )
+    return proc.stdout
+
+
+def git(repo: Path, *args: str, stdin: str | None = None) -> str:
+    """Run git in ``repo`` and return stdout as text."""
+    data = git_bytes(repo, *args, stdin=None if stdin is None else stdin.encode("utf-8"))
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def show(repo: Path, spec: str) -> bytes:
+    """Return the raw bytes of ``git show SPEC`` (a blob)."""
+    return git_bytes(repo, "show", spec)

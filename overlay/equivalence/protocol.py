@@ -1,0 +1,453 @@
+"""The typed protocol between the orchestrator and its worker processes (JSON lines).
+
+Every message is one JSON object per line: ``{"schema": N, "type": T, "body": {...}}``. The
+body is a frozen dataclass below, encoded field by field (enums as their values, tuples as
+lists) and decoded strictly against the dataclass's type hints: a missing or unknown field,
+a wrong type or another schema version is a :class:`ProtocolError`, never a silent default.
+
+Requests: :class:`InitRequest`, :class:`ListRequest`, :class:`RunRequest`,
+:class:`QuitRequest`. Replies: :class:`InitReply`, :class:`ListReply`, :class:`RunReply`,
+:class:`ErrorReply`. Stdlib only: workers run this module in the stock and patched envs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+from overlay.errors import EquivalenceError
+
+SCHEMA_VERSION = 1
+
+JsonValue = Union[None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]]  # noqa: UP007 - a recursive alias needs Union
+
+
+class ProtocolError(EquivalenceError):
+    """A message does not follow the worker protocol (shape, types or schema version)."""
+
+
+class PathId(enum.StrEnum):
+    """The three paths the equivalence run compares."""
+
+    STOCK = "a"
+    RUNTIME = "b"
+    PATCHED = "c"
+
+    @property
+    def label(self) -> str:
+        """Return the path's title in reports."""
+        return {"a": "stock", "b": "stock + runtime patch", "c": "diff-patched build"}[self.value]
+
+
+class ItemKind(enum.StrEnum):
+    """A corpus case (a whole lowering) or a probe (one patched function on a small graph)."""
+
+    CASE = "case"
+    PROBE = "probe"
+
+
+@dataclass(frozen=True, order=True)
+class ItemId:
+    """One item of a run: a case or a probe, by name."""
+
+    kind: ItemKind
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.name}"
+
+
+class RunStatus(enum.StrEnum):
+    """Whether an item's run raised."""
+
+    OK = "ok"
+    FAIL = "fail"
+
+
+class Stage(enum.StrEnum):
+    """Where an item failed; HARNESS means the worker itself (timeout, crash), not the model."""
+
+    BUILD = "build"
+    EXPORT = "export"
+    QUANTIZE = "quantize"
+    LOWER = "lower"
+    NUMERICS = "numerics"
+    VGF = "vgf"
+    PROBE = "probe"
+    INIT = "init"
+    REQUEST = "request"
+    HARNESS = "harness"
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """An exception as data: type name, normalised message, stage and traceback tail."""
+
+    type: str
+    message: str
+    stage: Stage
+    traceback: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Return what must be equal for two failures to be the same failure."""
+        return self.type, self.message
+
+    @property
+    def first_line(self) -> str:
+        """Return ``Type: first line of the message``."""
+        lines = self.message.strip().splitlines()
+        return f"{self.type}: {lines[0] if lines else ''}"
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One delegate's processed bytes, by digest (the bytes themselves only on request)."""
+
+    backend: str
+    size: int
+    sha256: str
+    hex: str | None = None
+
+
+@dataclass(frozen=True)
+class OutputDigest:
+    """One output tensor, by digest."""
+
+    sha256: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """The lowered program's outputs against the float and the fake-quantised model."""
+
+    outputs: tuple[OutputDigest, ...]
+    max_abs_err_vs_float: tuple[float | None, ...]  # None: the shapes differ
+    max_abs_err_vs_fake_quant: tuple[float | None, ...]
+    reference_max_abs: tuple[float, ...]  # max |x| of each fake-quantised reference output
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Return what must be equal for two runs to have the same numbers (bit-exact)."""
+        return tuple(o.sha256 for o in self.outputs)
+
+
+class VgfState(enum.StrEnum):
+    """What happened to the VGF lowering of a case."""
+
+    COMPARED = "compared"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class VgfResult:
+    """The VGF lowering of a case: payload digests, the failure, or why it was skipped."""
+
+    state: VgfState
+    payloads: tuple[Payload, ...] = ()
+    error: ErrorInfo | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """Everything one path observed for one item; a failure is data, not an exception."""
+
+    status: RunStatus
+    error: ErrorInfo | None = None
+    graph: tuple[str, ...] = ()  # canonical lowered graph: cpu ops and delegate contents
+    payloads: tuple[Payload, ...] = ()  # TOSA payloads, one per delegate
+    numerics: Numerics | None = None
+    numerics_error: ErrorInfo | None = None  # lowering worked, running it did not
+    vgf: VgfResult | None = None
+    value: JsonValue = None  # a probe's observation
+    lower_seconds: float | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Return True when the item ran without raising."""
+        return self.status is RunStatus.OK
+
+
+@dataclass(frozen=True)
+class CaseInfo:
+    """Torch-free description of one corpus (or user) case."""
+
+    name: str
+    spec: str
+    quantize: str | None  # None, "a8w8" or "a16w8"
+    per_channel: bool = True
+    fast: bool = False
+    note: str = ""
+    source: str = "corpus"
+    tolerance: float | None = None  # max error vs fake-quant, fraction of range; None: default
+
+    @property
+    def item(self) -> ItemId:
+        """Return the item id of this case."""
+        return ItemId(ItemKind.CASE, self.name)
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    """One probe: a patched function run directly on a small FX graph."""
+
+    name: str
+    description: str
+
+    @property
+    def item(self) -> ItemId:
+        """Return the item id of this probe."""
+        return ItemId(ItemKind.PROBE, self.name)
+
+
+# --- requests ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InitRequest:
+    """Import torch/executorch once, apply the runtime patch, load user models."""
+
+    runtime_patch: str | None = None  # "FILE.py:FUNCTION" or "module:FUNCTION"
+    models: str | None = None  # a user's models file
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    """Ask for the cases (corpus plus user models) and probes this worker can run."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Run one item; ``fixes`` applies only those runtime fixes for this request."""
+
+    item: ItemId
+    fixes: tuple[int, ...] = ()
+    keep_bytes: bool = False
+
+
+@dataclass(frozen=True)
+class QuitRequest:
+    """Stop the worker."""
+
+
+Request = InitRequest | ListRequest | RunRequest | QuitRequest
+
+# --- replies -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InitReply:
+    """What the worker runs on."""
+
+    python: str
+    executorch: str
+    torch: str
+    import_seconds: float
+    runtime_fixes_applied: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ListReply:
+    """The items this worker can run."""
+
+    cases: tuple[CaseInfo, ...]
+    probes: tuple[ProbeInfo, ...]
+
+
+@dataclass(frozen=True)
+class RunReply:
+    """One item's result on this worker's path."""
+
+    item: ItemId
+    result: ItemResult
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """The request itself failed (a bad runtime patch or models file, a bad request)."""
+
+    error: ErrorInfo
+
+
+Reply = InitReply | ListReply | RunReply | ErrorReply
+
+_TYPES: dict[str, type[Any]] = {
+    "init": InitRequest,
+    "list": ListRequest,
+    "run": RunRequest,
+    "quit": QuitRequest,
+    "init-reply": InitReply,
+    "list-reply": ListReply,
+    "run-reply": RunReply,
+    "error": ErrorReply,
+}
+_NAMES = {cls: name for name, cls in _TYPES.items()}
+
+T = TypeVar("T")
+
+
+def to_json(value: object) -> JsonValue:
+    """Encode a protocol value: dataclasses as objects, enums by value, tuples as lists."""
+    if isinstance(value, enum.Enum):
+        encoded: JsonValue = value.value
+        return encoded
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise ProtocolError(f"cannot encode {type(value).__name__} in a protocol message")
+
+
+def _is_json(value: object) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, list):
+        return all(_is_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    return False
+
+
+def _fail(where: str, expected: str, data: object) -> ProtocolError:
+    return ProtocolError(
+        f"malformed protocol message at {where}",
+        expected=expected,
+        found=repr(data)[:200],
+        hint="the orchestrator and the worker must be the same overlay version",
+    )
+
+
+def from_json(cls: type[T], data: object, where: str = "body") -> T:
+    """Decode ``data`` into the dataclass ``cls``, strictly."""
+    value: T = _decode(cls, data, where)
+    return value
+
+
+def _decode(hint: Any, data: object, where: str) -> Any:
+    if hint is JsonValue or hint == _JSON_HINT:
+        if not _is_json(data):
+            raise _fail(where, "a JSON value", data)
+        return data
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = get_args(hint)
+        if data is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _decode(option, data, where)
+            except ProtocolError as exc:
+                errors.append(exc)
+        raise _fail(where, " or ".join(getattr(o, "__name__", str(o)) for o in options), data)
+    if origin is tuple:
+        args = get_args(hint)
+        if not isinstance(data, list):
+            raise _fail(where, "a list", data)
+        item = args[0]
+        return tuple(_decode(item, v, f"{where}[{i}]") for i, v in enumerate(data))
+    if origin is dict:
+        _, item = get_args(hint)
+        if not isinstance(data, dict):
+            raise _fail(where, "an object", data)
+        return {str(k): _decode(item, v, f"{where}.{k}") for k, v in data.items()}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(data)
+        except ValueError:
+            raise _fail(where, f"one of {[m.value for m in hint]}", data) from None
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        if not isinstance(data, dict):
+            raise _fail(where, f"an object for {hint.__name__}", data)
+        hints = typing.get_type_hints(hint)
+        fields = {f.name: f for f in dataclasses.fields(hint)}
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise _fail(where, f"only the fields of {hint.__name__}", unknown)
+        values = {}
+        for name, field in fields.items():
+            if name not in data:
+                no_default = field.default is dataclasses.MISSING
+                if no_default and field.default_factory is dataclasses.MISSING:
+                    raise _fail(f"{where}.{name}", f"a value for {hint.__name__}.{name}", data)
+                continue
+            values[name] = _decode(hints[name], data[name], f"{where}.{name}")
+        return hint(**values)
+    if hint is float:
+        if isinstance(data, int | float) and not isinstance(data, bool):
+            return float(data)
+        raise _fail(where, "a number", data)
+    if hint in (bool, int, str):
+        if type(data) is hint:
+            return data
+        raise _fail(where, f"a {hint.__name__}", data)
+    raise ProtocolError(f"the protocol cannot decode {hint!r} (at {where})")
+
+
+# JsonValue as typing.get_type_hints resolves it inside a dataclass (an equal, new object).
+_JSON_HINT = typing.get_type_hints(ItemResult)["value"]
+
+
+def encode(message: Request | Reply) -> str:
+    """Return one protocol line (no newline) for a request or reply."""
+    envelope = {
+        "schema": SCHEMA_VERSION,
+        "type": _NAMES[type(message)],
+        "body": to_json(message),
+    }
+    return json.dumps(envelope, sort_keys=True, allow_nan=True)
+
+
+def _envelope(line: str) -> tuple[type[Any], object]:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise _fail("line", "one JSON object", line) from exc
+    if not isinstance(data, Mapping) or set(data) != {"schema", "type", "body"}:
+        raise _fail("envelope", "an object with schema, type and body", data)
+    if data["schema"] != SCHEMA_VERSION:
+        raise ProtocolError(
+            "the worker speaks another protocol schema",
+            expected=f"schema {SCHEMA_VERSION}",
+            found=f"schema {data['schema']!r}",
+            hint="run the orchestrator and the workers from the same overlay version",
+        )
+    cls = _TYPES.get(str(data["type"]))
+    if cls is None:
+        raise _fail("type", f"one of {sorted(_TYPES)}", data["type"])
+    return cls, data["body"]
+
+
+def decode_request(line: str) -> Request:
+    """Parse one request line."""
+    cls, body = _envelope(line)
+    if cls not in (InitRequest, ListRequest, RunRequest, QuitRequest):
+        raise _fail("type", "a request", cls.__name__)
+    request: Request = from_json(cls, body)
+    return request
+
+
+def decode_reply(line: str) -> Reply:
+    """Parse one reply line."""
+    cls, body = _envelope(line)
+    if cls not in (InitReply, ListReply, RunReply, ErrorReply):
+        raise _fail("type", "a reply", cls.__name__)
+    reply: Reply = from_json(cls, body)
+    return reply

@@ -1,0 +1,273 @@
+"""Render an equivalence Report as a terminal table, JSON and Markdown (strings only)."""
+
+from __future__ import annotations
+
+import json
+
+from overlay._table import markdown_cell, markdown_table, text_table
+from overlay.equivalence.orchestrator import PATHS, Report, patch_name
+from overlay.equivalence.protocol import (
+    CaseInfo,
+    ItemKind,
+    ItemResult,
+    JsonValue,
+    PathId,
+    VgfState,
+    to_json,
+)
+from overlay.equivalence.verdict import AB, BC, Observation, Verdict
+
+REPORT_SCHEMA = 1
+HEADER = ["item", "spec", "(a) stock", "(b) runtime", "(c) diffs", "err(c)", "a vs b", "b vs c"]
+
+
+def status_text(result: ItemResult, *, limit: int = 160) -> str:
+    """Return 'OK' or 'FAIL: Type: first line of message' for one path's result."""
+    if result.ok:
+        if result.numerics_error is not None:
+            return f"OK (numerics FAIL: {result.numerics_error.type})"
+        return "OK"
+    text = "FAIL: " + (result.error.first_line if result.error else "?")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def failure_text(result: ItemResult) -> str:
+    """Return the failure of a result as ``Type: first line``, or '' when it ran."""
+    return result.error.first_line if result.error is not None else ""
+
+
+def max_error(result: ItemResult) -> str:
+    """Return the max abs error vs the float model, over all outputs, as text."""
+    values = result.numerics.max_abs_err_vs_float if result.numerics else ()
+    known = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(known) != len(values):
+        return "shape!"
+    return f"{max(known):.3g}"
+
+
+def ab_text(verdict: Verdict) -> str:
+    """Return the (a) vs (b) verdict as words."""
+    if verdict.ab is AB.SAME:
+        return "same as stock"
+    cause = f"patch {verdict.fix}" if verdict.fix is not None else "no single fix alone"
+    if verdict.ab is AB.REGRESSION:
+        return f"regression vs stock ({cause})"
+    if verdict.ab is AB.FIXED:
+        return f"fixed by {cause}"
+    if verdict.ab is AB.STILL_BROKEN:
+        return f"still broken, changed by {cause}"
+    return f"changed by {cause}"
+
+
+def bc_text(verdict: Verdict) -> str:
+    """Return the (b) vs (c) verdict as words."""
+    if verdict.bc is BC.AGREE:
+        return "agree"
+    if verdict.bc is BC.DECLARED:
+        return f"declared: {verdict.declared}"
+    if verdict.bc is BC.INCOMPLETE:
+        return "INCOMPLETE"
+    return "UNDECLARED: " + ", ".join(d.value for d in verdict.bc_diffs)
+
+
+def _detail_lines(verdict: Verdict) -> list[str]:
+    lines = []
+    a, b, c = (verdict.results[p] for p in PATHS)
+    if verdict.ab is not AB.SAME:
+        diffs = ", ".join(d.value for d in verdict.ab_diffs)
+        lines.append(f"(a) vs (b) differ in: {diffs}; attributed to {patch_name(verdict.fix)}")
+        if a.ok and not b.ok:
+            lines.append(f"stock OK, patched FAIL: {failure_text(b)}")
+        elif b.ok and not a.ok:
+            lines.append(f"stock FAIL, patched OK; stock: {failure_text(a)}")
+        elif Observation.GRAPH in verdict.ab_diffs:
+            lines.append(f"stock-only graph lines: {_only(a.graph, b.graph)}")
+            lines.append(f"patched-only graph lines: {_only(b.graph, a.graph)}")
+        if Observation.NUMERICS in verdict.ab_diffs:
+            lines.append(f"max abs error vs float: stock {max_error(a)}, patched {max_error(b)}")
+        if Observation.VALUE in verdict.ab_diffs:
+            lines.append(f"stock: {json.dumps(a.value)}")
+            lines.append(f"patched: {json.dumps(b.value)}")
+    if verdict.bc is not BC.AGREE:
+        lines.append(f"(b) vs (c) differ in: {', '.join(d.value for d in verdict.bc_diffs)}")
+        lines.append(f"(b): {status_text(b, limit=400)}")
+        lines.append(f"(c): {status_text(c, limit=400)}")
+    if verdict.claim_problem:
+        lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
+    return lines
+
+
+def _only(these: tuple[str, ...], others: tuple[str, ...]) -> str:
+    return "; ".join(g for g in these if g not in others) or "none"
+
+
+def _spec(verdict: Verdict) -> str:
+    info = verdict.info
+    if isinstance(info, CaseInfo):
+        return f"{info.spec} {info.quantize or 'fp'}"
+    return "probe"
+
+
+def _rows(report: Report) -> list[list[str]]:
+    rows = []
+    for verdict in report.verdicts:
+        a, b, c = (verdict.results[p] for p in PATHS)
+        rows.append(
+            [
+                verdict.item.name,
+                _spec(verdict),
+                status_text(a, limit=40),
+                status_text(b, limit=40),
+                status_text(c, limit=40),
+                max_error(c),
+                ab_text(verdict),
+                bc_text(verdict),
+            ]
+        )
+    return rows
+
+
+def vgf_line(report: Report) -> str:
+    """Say on how many cases VGF payloads were compared, and why the others were not."""
+    compared, failed, skipped = 0, 0, set()
+    for verdict in report.verdicts:
+        vgf = verdict.results[PathId.PATCHED].vgf
+        if vgf is None:
+            continue
+        if vgf.state is VgfState.COMPARED:
+            compared += 1
+        elif vgf.state is VgfState.FAILED:
+            failed += 1
+        else:
+            skipped.add(vgf.reason)
+    text = f"VGF: payloads compared on {compared} case(s), lowering failed on {failed}"
+    return text + (f"; skipped: {'; '.join(sorted(skipped))}" if skipped else "")
+
+
+def _summary(report: Report) -> list[str]:
+    counts: dict[str, int] = {}
+    for verdict in report.verdicts:
+        counts[verdict.bc.value] = counts.get(verdict.bc.value, 0) + 1
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
+    lines = [
+        f"{len(report.verdicts)} items; b vs c: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+        f"wall time {report.wall_seconds:.1f} s ({phases})",
+        vgf_line(report),
+    ]
+    failures = report.failures
+    lines.append("verdict: " + ("FAIL" if failures else "PASS (b and c equivalent)"))
+    lines.extend(f"  - {f}" for f in failures)
+    return lines
+
+
+def _paths(report: Report) -> list[str]:
+    lines = []
+    for path in PATHS:
+        info = report.workers[path]
+        init = info.init
+        lines.append(
+            f"({path.value}) {path.label}: {info.python} executorch"
+            f" {init.executorch if init else '?'}, runtime patch {info.runtime_patch or 'none'},"
+            f" import {init.import_seconds if init else 0.0:.1f} s"
+        )
+    return lines
+
+
+def _declared(report: Report) -> list[str]:
+    seen = {v.declared for v in report.verdicts if v.declared}
+    return [
+        f"{d.id} [{d.item}] ({'observed' if d.id in seen else 'not observed in this run'}):"
+        f" {d.reason}"
+        for d in report.declared
+    ]
+
+
+def render_table(report: Report) -> str:
+    """Return the terminal table with paths, verdicts, details and declared divergences."""
+    out = [*_paths(report), "", *text_table(HEADER, _rows(report))]
+    details = [(v, _detail_lines(v)) for v in report.verdicts]
+    if any(lines for _, lines in details):
+        out += ["", "details:"]
+        for verdict, lines in details:
+            if lines:
+                out.append(f"  {verdict.item}")
+                out.extend(f"    {text}" for text in lines)
+    out += ["", "declared divergences (b vs c):"]
+    out.extend(f"  - {text}" for text in _declared(report))
+    out += ["", *_summary(report)]
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(report: Report) -> str:
+    """Return the report as Markdown."""
+    out = ["# Equivalence report", ""]
+    out.extend(f"- {markdown_cell(text)}" for text in _paths(report))
+    out += ["", *markdown_table(HEADER, _rows(report)), "", "## Differences", ""]
+    for verdict in report.verdicts:
+        lines = _detail_lines(verdict)
+        if lines:
+            out.append(f"### `{verdict.item}`")
+            out.extend(f"- {markdown_cell(text)}" for text in lines)
+            out.append("")
+    out += ["## Declared divergences", ""]
+    out.extend(f"- {markdown_cell(text)}" for text in _declared(report))
+    out += ["", "## Verdict", ""]
+    out.extend(f"{text}  " for text in _summary(report))
+    return "\n".join(out) + "\n"
+
+
+def to_data(report: Report) -> dict[str, JsonValue]:
+    """Return the whole report as JSON data (results of every path included)."""
+    options = report.options
+    return {
+        "schema": REPORT_SCHEMA,
+        "verdict": "fail" if report.failures else "pass",
+        "failures": list(report.failures),
+        "options": {
+            "stock_python": options.stock_python,
+            "patched_python": options.patched_python,
+            "runtime_patch": options.runtime_patch,
+            "models": options.models,
+            "fast": options.fast,
+            "only": list(options.only),
+            "parallel": options.parallel,
+        },
+        "workers": {p.value: to_json(info) for p, info in report.workers.items()},
+        "declared_divergences": [to_json(d) for d in report.declared],
+        "wall_seconds": report.wall_seconds,
+        "phase_seconds": dict(report.phase_seconds),
+        "items": [
+            {
+                "item": str(v.item),
+                "kind": v.item.kind.value,
+                "info": to_json(v.info),
+                "a_vs_b": {
+                    "verdict": v.ab.value,
+                    "fix": v.fix,
+                    "differs_in": [d.value for d in v.ab_diffs],
+                },
+                "b_vs_c": {
+                    "verdict": v.bc.value,
+                    "declared": v.declared,
+                    "differs_in": [d.value for d in v.bc_diffs],
+                },
+                "quality": {p.value: q.value for p, q in v.quality.items()},
+                "claim_problem": v.claim_problem,
+                "results": {p.value: to_json(r) for p, r in v.results.items()},
+            }
+            for v in report.verdicts
+        ],
+    }
+
+
+def render_json(report: Report) -> str:
+    """Return the JSON text of the report."""
+    return json.dumps(to_data(report), indent=2, sort_keys=True) + "\n"
+
+
+def count_cases(report: Report) -> int:
+    """Return how many items of the report are cases."""
+    return sum(1 for v in report.verdicts if v.item.kind is ItemKind.CASE)

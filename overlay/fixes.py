@@ -1,0 +1,279 @@
+"""The fix registry: one entry per fix, read by every layer that needs to know a fix.
+
+A fix is identified by its number and its patch file; the entry says which files it
+touches, how the runtime monkey-patch form replaces the function (``overlay.runtime``
+builds it), which corpus cases trigger it and with what effect (the equivalence run checks
+each claim), and what an upstream pull request needs (test file, reproducer, narrowing).
+Pure data: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from overlay.errors import OverlayError
+
+
+class Effect(enum.StrEnum):
+    """What a fix does to a trigger case, stock vs patched (an a-vs-b verdict)."""
+
+    FIXED = "fixed"
+    REGRESSION = "regression"
+    CHANGED = "changed"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A corpus case that shows the fix: stock and patched differ there, as ``effect``."""
+
+    case: str
+    effect: Effect
+    why: str
+
+
+@dataclass(frozen=True)
+class RuntimeHook:
+    """Which attribute the runtime form replaces: ``owner`` is a class name, or "" (module)."""
+
+    owner: str
+    attribute: str
+    builder: str  # name of the function in overlay.runtime that builds the replacement
+
+
+@dataclass(frozen=True)
+class UpstreamNote:
+    """Where a fix's regression test belongs upstream and how to reproduce the bug."""
+
+    test_file: str
+    reproducer: str
+    narrowing: str = ""  # how the upstream version differs from the overlay's patch
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One fix of the series."""
+
+    number: int
+    patch: str  # file name in the series, e.g. 0001-keep-terminal-int16-quantize.patch
+    title: str
+    repo_paths: tuple[str, ...]
+    runtime: RuntimeHook
+    triggers: tuple[Trigger, ...]
+    upstream: UpstreamNote
+
+    @property
+    def stem(self) -> str:
+        """Return the patch name without ``.patch``."""
+        return self.patch.removesuffix(".patch")
+
+
+FIXES: tuple[Fix, ...] = (
+    Fix(
+        number=1,
+        patch="0001-keep-terminal-int16-quantize.patch",
+        title="keep terminal int16 quantize nodes unfolded",
+        repo_paths=("backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",),
+        runtime=RuntimeHook(
+            owner="FoldAndAnnotateQParamsPass",
+            attribute="is_foldable",
+            builder="keep_terminal_int16_quantize",
+        ),
+        triggers=(
+            Trigger(
+                "int16_quantize_output",
+                Effect.CHANGED,
+                "a16w8 conv whose graph ends in its int16 quantize (output dequantize removed):"
+                " the quantize stays explicit, the TOSA payload changes, both outputs are right",
+            ),
+            Trigger(
+                "conv_a16w8_int16",
+                Effect.REGRESSION,
+                "ordinary a16w8 conv on an INT-only int16 spec",
+            ),
+        ),
+        upstream=UpstreamNote(
+            test_file="backends/arm/test/passes/test_fold_qdq_pass.py",
+            narrowing=(
+                "The overlay's patch for executorch 1.2.0 keeps every terminal int16 "
+                "quantize (graph output or grid-sampler positions). On an INT-only "
+                "specification with a16w8 quantization that breaks lowering: an ordinary "
+                "conv whose output is quantized to int16 at the graph output keeps an "
+                "explicit quantize that DecomposeQuantNodesPass can only lower with FP "
+                "ops. This version is narrowed to specifications with the FP profile "
+                "(the same condition the pass manager already uses for "
+                "`preserve_partial_binary_tensor_qdq`); on INT-only specifications "
+                "nothing changes. A flag passed by the pass manager would work as well "
+                "if reviewers prefer that to reading the lowering context."
+            ),
+            reproducer="""\
+import torch
+from executorch.backends.arm.quantizer.arm_quantizer import (
+    get_symmetric_a16w8_quantization_config,
+)
+from executorch.backends.arm.test.tester.test_pipeline import (
+    TosaPipelineINT,
+    VgfPipeline,
+)
+
+
+class Conv(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)  # int16 graph output under a16w8
+
+
+data = (torch.rand(1, 3, 8, 8),)
+# INT+FP (VGF): the terminal int16 quantize stays explicit and is
+# lowered by DecomposeQuantNodesPass; the delegate returns int16.
+vgf = VgfPipeline(Conv(), data, [], [], quantize=True,
+                  tosa_extensions=["int16"])
+vgf.quantizer.set_global(get_symmetric_a16w8_quantization_config())
+vgf.run()
+# INT only: the quantize is folded as before and lowering succeeds
+# (the unnarrowed patch broke exactly this case).
+tosa = TosaPipelineINT(Conv(), data, [], [], tosa_extensions=["int16"])
+tosa.quantizer.set_global(get_symmetric_a16w8_quantization_config())
+tosa.run()
+""",
+        ),
+    ),
+    Fix(
+        number=2,
+        patch="0002-skip-factory-op-annotation.patch",
+        title="leave factory op outputs unannotated",
+        repo_paths=("backends/arm/quantizer/quantization_annotator.py",),
+        runtime=RuntimeHook(
+            owner="", attribute="get_quant_properties", builder="skip_factory_op_annotation"
+        ),
+        triggers=(
+            Trigger(
+                "factory_op_output",
+                Effect.CHANGED,
+                "aten.full feeding a graph output: stock (torchao >= 0.16) delegates it, the"
+                " patch keeps it on the CPU; both outputs are right",
+            ),
+        ),
+        upstream=UpstreamNote(
+            test_file="backends/arm/test/quantizer/test_generic_annotater.py",
+            reproducer="""\
+import torch
+from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineINT
+
+
+class Full(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.full((1, 4), 2.0)
+
+
+TosaPipelineINT(Full(), (torch.rand(1, 4),), [], []).run()
+""",
+        ),
+    ),
+    Fix(
+        number=3,
+        patch="0003-conv-rescale-qparams-from-source.patch",
+        title="conv rescale qparams from the source conv or its clamp",
+        repo_paths=("backends/arm/_passes/rewrite_conv_pass.py",),
+        runtime=RuntimeHook(
+            owner="RewriteConvPass",
+            attribute="insert_output_rescale",
+            builder="conv_rescale_qparams_from_source",
+        ),
+        triggers=(
+            Trigger(
+                "conv_relu_cat_mixed_qparams",
+                Effect.FIXED,
+                "conv -> relu feeding a cat with a differently quantised input",
+            ),
+        ),
+        upstream=UpstreamNote(
+            test_file="backends/arm/test/passes/test_rewrite_conv_pass.py",
+            reproducer="""\
+import torch
+from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineINT
+
+
+class ConvClampBranches(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.conv(x)
+        return torch.clamp(y, -1.0, 1.0), y * 2
+
+
+TosaPipelineINT(ConvClampBranches(), (torch.rand(1, 3, 8, 8),), [], []).run()
+""",
+        ),
+    ),
+    Fix(
+        number=4,
+        patch="0004-distinct-output-transpose-slots.patch",
+        title="one transpose per duplicated graph output slot",
+        repo_paths=("backends/arm/_passes/to_tosa_memory_format_pass.py",),
+        runtime=RuntimeHook(
+            owner="ToTosaMemoryFormatPass",
+            attribute="insert_input_transpose",
+            builder="distinct_output_transpose_slots",
+        ),
+        triggers=(
+            Trigger(
+                "equal_constant_outputs_channels_last",
+                Effect.FIXED,
+                "two equal constant outputs merged by FuseEqualPlaceholdersPass, one channels_last",
+            ),
+        ),
+        upstream=UpstreamNote(
+            test_file="backends/arm/test/passes/test_ensure_unique_output_nodes_pass.py",
+            reproducer="""\
+import torch
+from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineFP
+
+
+class TwoEqualOutputs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("a", torch.ones(1, 2, 3, 3))
+        self.register_buffer("b", torch.ones(1, 2, 3, 3))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x + 1, self.a, self.b
+
+
+x = torch.rand(1, 2, 3, 3).to(memory_format=torch.channels_last)
+TosaPipelineFP(TwoEqualOutputs(), (x,), [], []).run()
+""",
+        ),
+    ),
+)
+
+
+def by_number(number: int) -> Fix:
+    """Return fix ``number``."""
+    for fix in FIXES:
+        if fix.number == number:
+            return fix
+    raise OverlayError(
+        f"there is no fix {number}",
+        expected=", ".join(str(f.number) for f in FIXES),
+        found=str(number),
+        hint="pick fix numbers from `overlay.fixes.FIXES`",
+    )
+
+
+def by_patch(name: str) -> Fix | None:
+    """Return the fix whose patch is ``name`` (with or without ``.patch``), if any."""
+    for fix in FIXES:
+        if name in (fix.patch, fix.stem):
+            return fix
+    return None
+
+
+def triggers_of(case: str) -> list[tuple[Fix, Trigger]]:
+    """Return every (fix, trigger) that names corpus case ``case``."""
+    return [(fix, t) for fix in FIXES for t in fix.triggers if t.case == case]

@@ -1,0 +1,184 @@
+"""Offline: the patched-wheel repack and the install check on a small synthetic wheel."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from wheel.wheelfile import WheelFile
+
+from overlay import wheels
+from overlay._hashing import sha256_bytes, sha256_file
+from overlay.errors import (
+    ChecksumMismatchError,
+    InstallCheckError,
+    PristineMismatchError,
+    SeriesError,
+    TargetError,
+    WheelError,
+)
+from overlay.install_check import check_installed
+from overlay.pins import WheelPin
+from overlay.series import Series, load_series
+
+from scaffold import make_diff, patch_text, write_series
+
+A = "backends/arm/a.py"
+B = "backends/arm/b.py"
+A_OLD = b"".join(b"a%d = %d\n" % (i, i) for i in range(20))
+B_OLD = b"def b():\n    return 1\n"
+A_NEW = A_OLD.replace(b"a4 = 4\n", b"a4 = 'four'\n")
+NAME = "executorch-1.2.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+METADATA = b"Metadata-Version: 2.1\nName: executorch\nVersion: 1.2.0\n\nLong text.\n"
+
+
+def make_wheel(folder: Path, files: dict[str, bytes], *, metadata: bytes = METADATA) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / NAME
+    with WheelFile(path, "w") as archive:
+        for repo_path, data in files.items():
+            archive.writestr(f"executorch/{repo_path}", data)
+        archive.writestr("executorch-1.2.0.dist-info/METADATA", metadata)
+        archive.writestr(
+            "executorch-1.2.0.dist-info/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
+        )
+    return path
+
+
+def setup(tmp_path: Path, files: dict[str, bytes] | None = None) -> tuple[Series, Path, WheelPin]:
+    source = make_wheel(tmp_path / "cache", files or {A: A_OLD, B: B_OLD})
+    patches = {"0001-a.patch": patch_text("Change a", make_diff(A, A_OLD.decode(), A_NEW.decode()))}
+    series = write_series(tmp_path / "patches", patches, {A: A_OLD}, wheel_sha=sha256_file(source))
+    return series, source, series.pins.wheels[0]
+
+
+def test_repack_patches_renames_and_records(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    built = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    version = f"1.2.0+armfix.{series.short_digest}"
+    assert (built.built, built.version) == (True, version)
+    assert built.path.name == f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    dist = f"executorch-{version}.dist-info"
+    with WheelFile(built.path) as archive:  # every member is checked against the new RECORD
+        members = {name: archive.read(name) for name in archive.namelist()}
+    assert members[f"executorch/{A}"] == A_NEW
+    assert members[f"executorch/{B}"] == B_OLD
+    assert members[f"{dist}/METADATA"] == METADATA.replace(b"1.2.0", version.encode(), 1)
+    assert not any(n.startswith("executorch-1.2.0.dist-info/") for n in members)
+    provenance = json.loads(members[f"{dist}/{wheels.PROVENANCE_FILE}"])
+    assert provenance["files"] == {
+        f"executorch/{A}": {"pristine": sha256_bytes(A_OLD), "patched": sha256_bytes(A_NEW)}
+    }
+    assert wheels.read_provenance(built.path) == built.provenance
+    again = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    assert not again.built and again.provenance == built.provenance
+    before = built.path.read_bytes()
+    forced = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist", force=True)
+    assert forced.built and forced.path.read_bytes() == before
+
+
+def test_a_series_file_without_a_pin_is_a_series_error_not_a_bad_wheel(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    unpinned = write_series(
+        tmp_path / "unpinned",
+        {"0001-a.patch": (series.directory / "0001-a.patch").read_text()},
+        {A: A_OLD},
+        pinned={B: B_OLD},  # pins.toml pins another file
+        wheel_sha=pin.sha256,
+    )
+    with pytest.raises(SeriesError) as info:
+        wheels.build_patched_wheel(unpinned, source, pin, tmp_path / "dist")
+    assert info.value.message.startswith(f"the series touches {A}, which has no pinned")
+    assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").iterdir())
+
+
+def test_a_wheel_with_another_file_is_refused_by_its_pin(tmp_path: Path) -> None:
+    drifted = A_OLD.replace(b"a1 = 1", b"a1 = 10")
+    source = make_wheel(tmp_path / "cache", {A: drifted})
+    patches = {"0001-a.patch": patch_text("Change a", make_diff(A, A_OLD.decode(), A_NEW.decode()))}
+    series = write_series(tmp_path / "patches", patches, {A: A_OLD}, wheel_sha=sha256_file(source))
+    with pytest.raises(PristineMismatchError) as info:
+        wheels.build_patched_wheel(series, source, series.pins.wheels[0], tmp_path / "dist")
+    assert info.value.repo_path == A
+    assert info.value.found_sha256 == sha256_bytes(drifted)
+
+
+def test_a_tampered_member_is_a_wheel_error(tmp_path: Path) -> None:
+    series, source, _ = setup(tmp_path)
+    tampered = tmp_path / "tampered" / NAME
+    tampered.parent.mkdir()
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(tampered, "w") as new:
+        for info in old.infolist():
+            data = old.read(info.filename)
+            if info.filename.endswith("b.py"):
+                data = b"def b():\n    return 2\n"
+            new.writestr(info, data)
+    pin = WheelPin(NAME, sha256_file(tampered), "3.11", "manylinux_2_28_x86_64")
+    with pytest.raises(WheelError) as info:
+        wheels.build_patched_wheel(series, tampered, pin, tmp_path / "dist")
+    assert info.value.message.startswith(f"{NAME} is not a readable wheel")
+
+
+def test_a_wheel_of_another_release_is_refused(tmp_path: Path) -> None:
+    series, _, _ = setup(tmp_path)
+    other = make_wheel(
+        tmp_path / "other", {A: A_OLD}, metadata=METADATA.replace(b"1.2.0", b"1.3.1")
+    )
+    pin = WheelPin(NAME, sha256_file(other), "3.11", "manylinux_2_28_x86_64")
+    with pytest.raises(TargetError) as info:
+        wheels.build_patched_wheel(series, other, pin, tmp_path / "dist")
+    assert info.value.found == "executorch 1.3.1"
+
+
+def test_wrong_sha256_is_refused_before_reading(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    wrong = WheelPin(pin.filename, "f" * 64, pin.python, pin.platform)
+    with pytest.raises(WheelError) as info:
+        wheels.build_patched_wheel(series, source, wrong, tmp_path / "dist")
+    assert (info.value.expected, info.value.found) == ("f" * 64, pin.sha256)
+
+
+def _installed(tmp_path: Path, series: Series, source: Path) -> Path:
+    built = wheels.build_patched_wheel(series, source, series.pins.wheels[0], tmp_path / "dist")
+    site = tmp_path / "site"
+    wheels.unpack_wheel(built.path, site)
+    return site
+
+
+def test_install_check_accepts_the_patched_install_and_names_each_fault(tmp_path: Path) -> None:
+    series, source, _ = setup(tmp_path)
+    site = _installed(tmp_path, series, source)
+    found = check_installed(series, import_modules=False, search_path=site)
+    assert found.version == f"1.2.0+armfix.{series.short_digest}"
+    assert found.files == {f"executorch/{A}": sha256_bytes(A_NEW)}
+    (site / "executorch" / A).write_bytes(A_OLD)
+    with pytest.raises(InstallCheckError) as info:
+        check_installed(series, import_modules=False, search_path=site)
+    assert (info.value.expected, info.value.found) == (sha256_bytes(A_NEW), sha256_bytes(A_OLD))
+    patch = series.directory / "0001-a.patch"
+    patch.write_text(patch.read_text().replace("Change a", "Change A"))  # another series digest
+    with pytest.raises(InstallCheckError) as info:
+        check_installed(load_series(series.directory), search_path=site)
+    assert info.value.message == "this environment does not carry this patch series"
+
+
+def test_install_check_without_executorch(tmp_path: Path) -> None:
+    series, _, _ = setup(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InstallCheckError) as info:
+        check_installed(series, search_path=tmp_path / "empty")
+    assert info.value.found == "no executorch distribution"
+
+
+def test_a_stale_checksum_entry_stops_the_repack(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    sums = series.directory / "SHA256SUMS"
+    lines = sums.read_text().splitlines()
+    lines[-1] = "e" * 64 + lines[-1][64:]
+    sums.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ChecksumMismatchError) as info:
+        wheels.build_patched_wheel(load_series(series.directory), source, pin, tmp_path / "dist")
+    assert (info.value.repo_path, info.value.expected_sha256) == (A, "e" * 64)
+    assert list((tmp_path / "dist").iterdir()) == []  # nothing half-written
