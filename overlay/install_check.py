@@ -36,16 +36,18 @@ def check_installed(
 
     ``search_path``: look in that folder, not on this interpreter's path (imports use the latter).
     """
-    search = None if search_path is None else [str(search_path)]
-    found = list(importlib.metadata.distributions(name="executorch", path=search))
-    if not found:
+    if search_path is None:
+        dists = list(importlib.metadata.distributions(name="executorch"))
+    else:
+        dists = list(importlib.metadata.distributions(name="executorch", path=[str(search_path)]))
+    if not dists:
         raise InstallCheckError(
             "executorch is not installed in this environment",
             expected=f"executorch {local_version(series)}",
             found="no executorch distribution",
             hint="run `nox -s build_patched_executorch`",
         )
-    dist = found[0]
+    dist = dists[0]
     if dist.version != local_version(series):
         raise InstallCheckError(
             "this environment does not carry this patch series",

@@ -110,11 +110,11 @@ def test_a_tampered_member_is_a_wheel_error(tmp_path: Path) -> None:
     tampered = tmp_path / "tampered" / NAME
     tampered.parent.mkdir()
     with zipfile.ZipFile(source) as old, zipfile.ZipFile(tampered, "w") as new:
-        for info in old.infolist():
-            data = old.read(info.filename)
-            if info.filename.endswith("b.py"):
+        for member in old.infolist():
+            data = old.read(member.filename)
+            if member.filename.endswith("b.py"):
                 data = b"def b():\n    return 2\n"
-            new.writestr(info, data)
+            new.writestr(member, data)
     pin = WheelPin(NAME, sha256_file(tampered), "3.11", "manylinux_2_28_x86_64")
     with pytest.raises(WheelError) as info:
         wheels.build_patched_wheel(series, tampered, pin, tmp_path / "dist")
