@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -32,6 +34,26 @@ PYTHON = PYTHONS[0]
 RUNTIME = [f"{name}=={version}" for name, version in PINS["runtime"].items()]
 EXECUTORCH = f"executorch=={PINS['executorch']['version']}"
 PROJECT = "executorch-arm-overlay"
+
+
+def _find_interpreters(versions: list[str]) -> None:
+    """Put pyenv-installed interpreters that are not on PATH onto it (uv then finds them).
+
+    A pyenv shim that is not enabled fails when run, so a version counts as present only if
+    ``pythonX.Y`` runs; otherwise the newest ``$(pyenv root)/versions/X.Y.*/bin`` is added.
+    """
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    for version in versions:
+        found = shutil.which(f"python{version}")
+        runs = found and subprocess.run([found, "-c", ""], check=False, capture_output=True)
+        if runs and runs.returncode == 0:
+            continue
+        candidates = sorted(root.glob(f"versions/{version}.*/bin"), key=lambda p: p.parent.name)
+        if candidates:
+            os.environ["PATH"] = f"{candidates[-1]}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+_find_interpreters(PYTHONS)
 DIST = Path(os.environ.get("OVERLAY_DIST", ROOT / "dist"))
 STAMP = "overlay-install.json"
 PY_SOURCES = ("overlay", "tests", "benchmarks", "noxfile.py")
