@@ -160,6 +160,7 @@ def equivalence(session: nox.Session) -> None:
     session.run(
         "python", "-m", "overlay", "equivalence",
         "--stock-python", stock, "--patched-python", patched, *session.posargs,
+        env={"OVERLAY_CALLER_DIR": session.invoked_from},
     )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from overlay import fixes
-from overlay.equivalence import corpus, protocol, report, verdict, worker
+from overlay.equivalence import corpus, orchestrator, protocol, report, verdict, worker
 from overlay.equivalence.orchestrator import Options, Report, WorkerInfo, run
 from overlay.equivalence.protocol import (
     CaseInfo,
@@ -41,6 +41,7 @@ from overlay.equivalence.protocol import (
     VgfState,
 )
 from overlay.equivalence.verdict import AB, BC, Observation, Quality, decide
+from overlay.errors import EquivalenceError
 
 A, B, C = PathId.STOCK, PathId.RUNTIME, PathId.PATCHED
 CASE = CaseInfo("x", "TOSA-1.0+INT", "a8w8")
@@ -485,3 +486,42 @@ def test_user_case_validation() -> None:
     ]
     assert len(corpus.validate_cases({"bad name!": _entry()}, origin="f.py")) == 1
     assert corpus.validate_cases({"good": _entry()}, origin="f.py") == []
+
+
+# --- user inputs, resolved and checked before any worker starts --------------------------
+
+
+def test_relative_user_files_are_read_from_the_callers_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caller = tmp_path / "caller"
+    (caller / "seed").mkdir(parents=True)
+    (caller / "seed" / "patch.py").write_text("def go():\n    pass\n", encoding="utf-8")
+    (caller / "models.py").write_text("CASES = {}\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # not the caller's folder: nox runs from the noxfile's
+    monkeypatch.setenv(orchestrator.CALLER_DIR_ENV, str(caller))
+    options = orchestrator.options_from_env(
+        "py", "py", runtime_patch="seed/patch.py:go", models="models.py"
+    )
+    assert options.runtime_patch == f"{(caller / 'seed' / 'patch.py').resolve()}:go"
+    assert options.models == str((caller / "models.py").resolve())
+    module_spec = orchestrator.options_from_env("py", "py", runtime_patch="overlay.runtime:apply")
+    assert module_spec.runtime_patch == "overlay.runtime:apply"
+
+
+@pytest.mark.parametrize(
+    ("change", "option"),
+    [
+        ({"runtime_patch": "missing/patch.py:go"}, "--runtime-patch"),
+        ({"models": "missing.py"}, "--models"),
+        ({"runtime_patch": "not a module:go"}, "--runtime-patch"),
+    ],
+)
+def test_a_bad_user_file_fails_before_any_worker_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, str], option: str
+) -> None:
+    monkeypatch.setenv(orchestrator.CALLER_DIR_ENV, str(tmp_path))
+    with pytest.raises(EquivalenceError) as info:
+        orchestrator.options_from_env("py", "py", **change)
+    assert info.value.message.startswith(option)
+    assert info.value.hint is not None and option in info.value.hint

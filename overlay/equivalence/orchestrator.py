@@ -65,6 +65,7 @@ DEFAULT_RUNTIME_PATCH = "overlay.runtime:apply_all"
 WORKER_MODULE = "overlay.equivalence.worker"
 PATHS = (PathId.STOCK, PathId.RUNTIME, PathId.PATCHED)
 DEFAULT_TIMEOUT_S = 600.0
+CALLER_DIR_ENV = "OVERLAY_CALLER_DIR"  # where relative --models / --runtime-patch are read from
 Progress = Callable[[str], None]
 R = TypeVar("R", bound=Reply)
 
@@ -423,7 +424,7 @@ def _attribute(stock: _Path, item: ItemId, target: ItemResult, progress: Progres
 def options_from_env(
     stock_python: str | None, patched_python: str | None, **overrides: object
 ) -> Options:
-    """Build Options from $OVERLAY_STOCK_PYTHON / $OVERLAY_PATCHED_PYTHON plus overrides."""
+    """Build checked Options from $OVERLAY_STOCK_PYTHON / $OVERLAY_PATCHED_PYTHON + overrides."""
     stock = stock_python or os.environ.get("OVERLAY_STOCK_PYTHON")
     patched = patched_python or os.environ.get("OVERLAY_PATCHED_PYTHON")
     if not stock or not patched:
@@ -434,7 +435,44 @@ def options_from_env(
             found=f"stock={stock!r}, patched={patched!r}",
             hint="run `nox -s equivalence`, which builds both venvs with uv",
         )
-    return replace(Options(stock_python=stock, patched_python=patched), **overrides)  # type: ignore[arg-type]
+    options = replace(Options(stock_python=stock, patched_python=patched), **overrides)  # type: ignore[arg-type]
+    # nox runs commands from the noxfile's folder; it passes the folder it was called from.
+    return resolve_inputs(options, Path(os.environ.get(CALLER_DIR_ENV) or Path.cwd()))
+
+
+def resolve_inputs(options: Options, base: Path) -> Options:
+    """Make the user's files absolute (from ``base``) and check them before a worker starts.
+
+    Workers run in the log folder, so a relative ``--models`` or ``--runtime-patch FILE.py``
+    must be resolved from the caller's folder here, not from the worker's.
+    """
+    runtime_patch = options.runtime_patch
+    target, sep, function = runtime_patch.partition(":")
+    if target.endswith(".py"):
+        runtime_patch = f"{_existing(base, target, '--runtime-patch')}{sep}{function}"
+    elif not target or not all(part.isidentifier() for part in target.split(".")):
+        raise EquivalenceError(
+            f"--runtime-patch {runtime_patch!r} names neither a .py file nor a module",
+            expected="FILE.py:FUNCTION or package.module:FUNCTION",
+            found=runtime_patch,
+            hint="pass --runtime-patch PATH/TO/patch.py:FUNCTION or a module:FUNCTION",
+        )
+    models = options.models
+    if models is not None:
+        models = str(_existing(base, models, "--models"))
+    return replace(options, runtime_patch=runtime_patch, models=models)
+
+
+def _existing(base: Path, name: str, option: str) -> Path:
+    path = (base / name).resolve()
+    if not path.is_file():
+        raise EquivalenceError(
+            f"{option} {name}: no such file",
+            expected=f"a Python file (relative paths are read from {base})",
+            found=f"{path} does not exist",
+            hint=f"check the path given to {option}",
+        )
+    return path
 
 
 def patch_name(number: int | None) -> str:
