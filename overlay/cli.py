@@ -251,6 +251,7 @@ def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
         models=args.models,
         fast=args.fast,
         only=tuple(args.case or ()),
+        group=args.group,
         probes=not args.no_probes,
         parallel=not args.serial,
         attribute=not args.no_attribution,
@@ -275,7 +276,8 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
                 for f, t in fixes.triggers_of(case.name)
             )
             fast = " [fast]" if case.fast else ""
-            out(f"case  {case.name}: {case.spec} {case.quantize or 'fp'}{fast}{claims}")
+            group = f" [{case.group}]" if case.group != "core" else ""
+            out(f"case  {case.name}: {case.spec} {case.quantize or 'fp'}{group}{fast}{claims}")
         for probe in listing.probes:
             out(f"probe {probe.name}: {probe.description}")
         return 0
@@ -292,7 +294,7 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
         progress(f"wrote {folder / name}")
     if result.failures:
         raise EquivalenceError(
-            f"{len(result.failures)} undeclared divergence(s) or unreproduced claim(s)",
+            f"{len(result.failures)} undeclared divergence(s), unreproduced claim(s) or finding(s)",
             expected="(b) stock + runtime patch and (c) the diff-patched build agree",
             found="\n".join(result.failures),
             hint=f"read {folder / 'equivalence.md'}; fix the patch, or declare the divergence"
@@ -381,6 +383,11 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument("--models", help="FILE.py defining CASES (see README) to add to the corpus")
     eq.add_argument("--fast", action="store_true", help="the CI subset: one case per fix")
     eq.add_argument("--case", action="append", help="run only this case (repeatable)")
+    eq.add_argument(
+        "--group",
+        choices=("core", "zoo", "all"),
+        help="corpus group: core (default, with --models cases), zoo (real networks), all",
+    )
     eq.add_argument("--list", action="store_true", help="list cases and probes, run nothing")
     eq.add_argument("--no-probes", action="store_true", help="skip the unit-level probes")
     eq.add_argument("--serial", action="store_true", help="run the three paths one by one")
@@ -391,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout",
         type=float,
         default=orchestrator.DEFAULT_TIMEOUT_S,
-        help="seconds one item (or a worker's start) may take (default: %(default)s)",
+        help="seconds one item (or a worker's start) may take, unless the case sets its own"
+        " (default: %(default)s)",
     )
     eq.add_argument("--verbose", action="store_true", help="progress lines on stderr")
     return parser

@@ -266,7 +266,9 @@ def test_vgf_line_counts_compared_failed_and_skipped() -> None:
     compared = VgfResult(VgfState.COMPARED, payloads=(Payload("VgfBackend", 3, "ab"),))
     failed = VgfResult(VgfState.FAILED, error=ErrorInfo("E", "m", Stage.VGF))
     rendered = _report([with_vgf(compared), with_vgf(compared), with_vgf(failed)])
-    assert report.vgf_line(rendered) == "VGF: payloads compared on 2 case(s), lowering failed on 1"
+    assert report.vgf_line(rendered) == (
+        "VGF: payloads compared on 2 case(s), lowering failed on 1, executed on 0"
+    )
     skipped = _report([with_vgf(VgfResult(VgfState.SKIPPED, reason="no model_converter"))])
     assert report.vgf_line(skipped).endswith("skipped: no model_converter")
 

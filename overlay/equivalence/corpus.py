@@ -18,8 +18,20 @@ from overlay.errors import EquivalenceError
 
 SPEC_RE = re.compile(r"^TOSA-1\.0(\+(INT|FP|int16|int4|bf16|fp8|u55|u85|cf))+$")
 QUANTIZE = (None, "a8w8", "a16w8")
-CASE_KEYS = {"module", "inputs", "spec", "quantize", "per_channel", "tolerance"}
+CASE_KEYS = {
+    "module",
+    "inputs",
+    "spec",
+    "quantize",
+    "per_channel",
+    "tolerance",
+    "sqnr_db",
+    "timeout",
+    "ethos_u",
+    "expect_broken",
+}
 SEED = 20261202
+GROUPS = ("core", "zoo")
 
 CASES: tuple[CaseInfo, ...] = (
     CaseInfo("conv_relu_int8", "TOSA-1.0+INT", "a8w8", fast=True),
@@ -74,14 +86,114 @@ CASES: tuple[CaseInfo, ...] = (
 )
 
 
+# --- the zoo: real network shapes (overlay/equivalence/zoo.py), `--group zoo` -----------
+#
+# Deep int8 nets accumulate rounding: each is judged by SQNR against its fake-quantised
+# model (the criterion that separates a right lowering from a wrong one there), with a
+# loose max-error guard. Float variants keep the float default (1% of the range).
+ZOO_INT8_SQNR_DB = 20.0
+ZOO_INT8_TOLERANCE = 0.25
+ZOO_TIMEOUT_S = 1800.0  # per path: TOSA + VGF (lowered and run) + Ethos-U55/U85 lowering
+
+ZOO_NETWORKS: dict[str, str] = {}  # case name -> zoo.builders() key
+INT16_TANH = (
+    "executorch 1.2.0 lowers tanh under a16w8 wrongly (int16 specs): conv -> tanh alone is off"
+    " by 0.64 on an output range of 0.99 on every path; the four fixes do not touch it"
+)
+
+
+def _zoo(
+    network: str,
+    variant: str,
+    spec: str,
+    quantize: str | None,
+    *,
+    fast: bool = False,
+    ethos_u: bool = False,
+    note: str = "",
+    expect_broken: str = "",
+) -> CaseInfo:
+    name = f"zoo_{network}_{variant}"
+    # the pre-quantised grid networks are built for their spec: one builder per variant
+    ZOO_NETWORKS[name] = f"{network}_{variant}" if network == "grid_warp_int16_grid" else network
+    deep_int = quantize is not None
+    return CaseInfo(
+        name,
+        spec,
+        quantize,
+        fast=fast,
+        note=note,
+        tolerance=ZOO_INT8_TOLERANCE if deep_int else None,
+        sqnr_db=ZOO_INT8_SQNR_DB if deep_int else None,
+        group="zoo",
+        timeout=ZOO_TIMEOUT_S,
+        ethos_u=ethos_u,
+        expect_broken=expect_broken,
+    )
+
+
+ZOO_CASES: tuple[CaseInfo, ...] = (
+    *(
+        case
+        for network in (
+            "mobilenet_v2",
+            "mobilenet_v3_small",
+            "resnet18",
+            "efficientnet_b0",
+            "deit_tiny",
+            "lstm",
+            "unet",
+        )
+        for case in (
+            _zoo(network, "int8", "TOSA-1.0+INT", "a8w8", ethos_u=True),
+            _zoo(network, "fp", "TOSA-1.0+FP", None),
+        )
+    ),
+    _zoo(
+        "grid_warp",
+        "a16w8_intfp16",
+        "TOSA-1.0+INT+FP+int16",
+        "a16w8",
+        note="a conv branch makes int16 grid positions that feed grid_sample (VGF)",
+        expect_broken=INT16_TANH,
+    ),
+    _zoo(
+        "grid_warp",
+        "a16w8_int16",
+        "TOSA-1.0+INT+int16",
+        "a16w8",
+        ethos_u=True,
+        expect_broken=INT16_TANH,
+    ),
+    _zoo(
+        "grid_warp_int16_grid",
+        "intfp16",
+        "TOSA-1.0+INT+FP+int16",
+        None,
+        fast=True,
+        note="pre-quantised a16w8; the int16 grid positions are the graph output (seed)",
+    ),
+    _zoo(
+        "grid_warp_int16_grid",
+        "int16",
+        "TOSA-1.0+INT+int16",
+        None,
+        note="pre-quantised a16w8; the int16 grid positions are the graph output (seed)",
+    ),
+    _zoo("grid_warp", "int8", "TOSA-1.0+INT", "a8w8"),
+    _zoo("grid_warp", "fp", "TOSA-1.0+FP", None),
+)
+ALL_CASES: tuple[CaseInfo, ...] = CASES + ZOO_CASES
+
+
 def info(name: str) -> CaseInfo:
     """Return the corpus entry ``name``."""
-    for case in CASES:
+    for case in ALL_CASES:
         if case.name == name:
             return case
     raise EquivalenceError(
         f"no corpus case {name!r}",
-        expected=", ".join(c.name for c in CASES),
+        expected=", ".join(c.name for c in ALL_CASES),
         found=name,
         hint="list the corpus with `python -m overlay equivalence --list`",
     )
@@ -121,6 +233,16 @@ def validate_case(name: str, entry: object) -> list[str]:
         isinstance(tolerance, int | float) and not isinstance(tolerance, bool) and tolerance > 0
     ):
         problems.append(f"{name}: 'tolerance' must be a positive number, found {tolerance!r}")
+    for key in ("sqnr_db", "timeout"):
+        value = entry.get(key)
+        if value is not None and not (
+            isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        ):
+            problems.append(f"{name}: {key!r} must be a positive number, found {value!r}")
+    if "ethos_u" in entry and not isinstance(entry["ethos_u"], bool):
+        problems.append(f"{name}: 'ethos_u' must be a bool, found {entry['ethos_u']!r}")
+    if "expect_broken" in entry and not isinstance(entry["expect_broken"], str):
+        problems.append(f"{name}: 'expect_broken' must be a reason (str)")
     if "per_channel" in entry and not isinstance(entry["per_channel"], bool):
         problems.append(f"{name}: 'per_channel' must be a bool, found {entry['per_channel']!r}")
     if isinstance(spec, str) and entry.get("quantize") and "+INT" not in spec:
@@ -274,4 +396,8 @@ def build(name: str) -> tuple[Any, tuple[Any, ...]]:
 
     info(name)
     torch.manual_seed(SEED)
+    if name in ZOO_NETWORKS:
+        from overlay.equivalence import zoo
+
+        return zoo.builders()[ZOO_NETWORKS[name]]()
     return _builders()[name]()

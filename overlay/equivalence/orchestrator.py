@@ -88,12 +88,15 @@ class Options:
     models: str | None = None
     fast: bool = False
     only: Sequence[str] = ()
+    group: str | None = None  # corpus group ("core", "zoo", "all"); None: core + user cases
     probes: bool = True
     parallel: bool = True
     attribute: bool = True
     keep_bytes: bool = False
     out_dir: Path = Path("reports")
-    timeout: float = DEFAULT_TIMEOUT_S  # seconds per request (init, one item)
+    timeout: float = (
+        DEFAULT_TIMEOUT_S  # seconds per request (init, one item); a case may set its own
+    )
     patches_dir: Path | None = None  # the series folder workers read pins from
     pythonpath: dict[PathId, str] = field(default_factory=dict)  # extra entries per path
     worker_command: tuple[str, ...] = ("-m", WORKER_MODULE)  # after the path's python
@@ -186,8 +189,11 @@ class Worker:
             self.lines.put(line)
         self.lines.put("")  # end of output
 
-    def request(self, message: Request, reply_type: type[R], what: str) -> R:
+    def request(
+        self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
+    ) -> R:
         """Send one request; return its reply, or raise on timeout, death or an ErrorReply."""
+        limit = timeout or self.options.timeout
         assert self.process.stdin is not None
         try:
             self.process.stdin.write(encode(message) + "\n")
@@ -195,12 +201,12 @@ class Worker:
         except (BrokenPipeError, OSError):
             pass  # the reader sees the end of output
         try:
-            line = self.lines.get(timeout=self.options.timeout)
+            line = self.lines.get(timeout=limit)
         except queue.Empty:
             self.kill()
             raise WorkerTimeoutError(
                 f"path ({self.path.value}) {self.path.label} did not finish {what}",
-                expected=f"a reply within {self.options.timeout:.0f} s",
+                expected=f"a reply within {limit:.0f} s",
                 found="no reply; the worker was stopped",
                 hint="raise --timeout, or run the item alone with --case",
             ) from None
@@ -283,12 +289,12 @@ class _Path:
         self.init = self.worker.request(request, InitReply, "start")
         return self.init
 
-    def run(self, request: RunRequest) -> ItemResult:
+    def run(self, request: RunRequest, timeout: float | None = None) -> ItemResult:
         """Run one item; a timeout or crash is a harness failure and restarts the worker."""
         assert self.worker is not None
         what = f"{request.item}"
         try:
-            reply = self.worker.request(request, RunReply, what)
+            reply = self.worker.request(request, RunReply, what, timeout)
         except (WorkerTimeoutError, WorkerDiedError) as exc:
             self.close()
             self.start()
@@ -318,15 +324,24 @@ def _select(cases: Iterable[CaseInfo], options: Options) -> list[CaseInfo]:
                 hint="list them with `python -m overlay equivalence --list`",
             )
         return [c for c in cases if c.name in options.only]
-    if options.fast:
-        return [c for c in cases if c.fast]
-    return cases
+    if options.group not in (None, "all", *corpus.GROUPS):
+        raise EquivalenceError(
+            f"unknown group {options.group!r}",
+            expected=", ".join((*corpus.GROUPS, "all")),
+            found=str(options.group),
+            hint="pass --group core, --group zoo or --group all",
+        )
+    wanted = ("core", "user") if options.group is None else (options.group,)
+    selected = [c for c in cases if options.group == "all" or c.group in wanted]
+    if options.fast:  # without --group: the fast cases of every group (CI)
+        return [c for c in (cases if options.group is None else selected) if c.fast]
+    return selected
 
 
 def list_items(options: Options) -> ListReply:
     """Return the corpus (plus user models, read by a stock worker) and the probes."""
     if options.models is None:
-        return ListReply(cases=corpus.CASES, probes=probes.PROBES)
+        return ListReply(cases=corpus.ALL_CASES, probes=probes.PROBES)
     library = worker_library(options.log_dir)
     path = _Path(PathId.STOCK, options.stock_python, None, options, library)
     try:
@@ -372,14 +387,14 @@ def run(options: Options, progress: Progress = lambda _: None) -> Report:
         infos: dict[ItemId, CaseInfo | ProbeInfo] = {
             c.item: c for c in _select(listing.cases, options)
         }
-        if options.probes and not options.only:
+        if options.probes and not options.only and options.group in (None, "core", "all"):
             infos.update({p.item: p for p in listing.probes})
         progress(f"{len(infos)} items on 3 paths ({'parallel' if options.parallel else 'serial'})")
 
         def drive(path: _Path) -> None:
-            for item in infos:
+            for item, info in infos.items():
                 request = RunRequest(item, keep_bytes=options.keep_bytes)
-                result = path.run(request)
+                result = path.run(request, _case_timeout(info))
                 results[path.path][item] = result
                 progress(f"({path.path.value}) {item}: {result.status.value}")
 
@@ -388,10 +403,10 @@ def run(options: Options, progress: Progress = lambda _: None) -> Report:
         phases["cases and probes"] = time.perf_counter() - mark
         mark = time.perf_counter()
         attribution: dict[ItemId, int | None] = {}
-        for item in infos:
+        for item, info in infos.items():
             by_path = {p: results[p][item] for p in PATHS}
             if options.attribute and needs_attribution(by_path):
-                attribution[item] = _attribute(stock, item, by_path[PathId.RUNTIME], progress)
+                attribution[item] = _attribute(stock, item, info, by_path[PathId.RUNTIME], progress)
         phases["attribution"] = time.perf_counter() - mark
         verdicts = tuple(
             decide(item, info, {p: results[p][item] for p in PATHS}, attribution.get(item))
@@ -411,10 +426,17 @@ def run(options: Options, progress: Progress = lambda _: None) -> Report:
     )
 
 
-def _attribute(stock: _Path, item: ItemId, target: ItemResult, progress: Progress) -> int | None:
+def _case_timeout(info: CaseInfo | ProbeInfo) -> float | None:
+    """Return a case's own per-path timeout (None: the run's --timeout)."""
+    return info.timeout if isinstance(info, CaseInfo) else None
+
+
+def _attribute(
+    stock: _Path, item: ItemId, info: CaseInfo | ProbeInfo, target: ItemResult, progress: Progress
+) -> int | None:
     """Return the one runtime fix that turns (a)'s result into (b)'s, or None."""
     for entry in fixes.FIXES:
-        reply = stock.run(RunRequest(item, fixes=(entry.number,)))
+        reply = stock.run(RunRequest(item, fixes=(entry.number,)), _case_timeout(info))
         if not compare(reply, target):
             progress(f"{item}: attributed to patch {entry.number}")
             return entry.number

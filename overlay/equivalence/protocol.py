@@ -23,7 +23,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 
 from overlay.errors import EquivalenceError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: executed VGF numerics, Ethos-U results, SQNR, case groups/timeouts
 
 JsonValue = Union[None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]]  # noqa: UP007 - a recursive alias needs Union
 
@@ -79,6 +79,8 @@ class Stage(enum.StrEnum):
     LOWER = "lower"
     NUMERICS = "numerics"
     VGF = "vgf"
+    VGF_RUN = "vgf run"
+    ETHOSU = "ethos-u"
     PROBE = "probe"
     INIT = "init"
     REQUEST = "request"
@@ -133,6 +135,8 @@ class Numerics:
     max_abs_err_vs_float: tuple[float | None, ...]  # None: the shapes differ
     max_abs_err_vs_fake_quant: tuple[float | None, ...]
     reference_max_abs: tuple[float, ...]  # max |x| of each fake-quantised reference output
+    reference_range: tuple[float, ...] = ()  # max - min of each reference output
+    sqnr_db: tuple[float | None, ...] = ()  # vs the reference; inf when equal, None: shapes
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -140,22 +144,62 @@ class Numerics:
         return tuple(o.sha256 for o in self.outputs)
 
 
-class VgfState(enum.StrEnum):
-    """What happened to the VGF lowering of a case."""
+class TargetState(enum.StrEnum):
+    """What happened to a case's lowering for a further target (VGF, Ethos-U)."""
 
     COMPARED = "compared"
     FAILED = "failed"
     SKIPPED = "skipped"
 
 
+VgfState = TargetState
+
+
 @dataclass(frozen=True)
 class VgfResult:
-    """The VGF lowering of a case: payload digests, the failure, or why it was skipped."""
+    """The VGF lowering of a case: payload digests, the failure, or why it was skipped.
 
-    state: VgfState
+    When the lowering worked and the emulation is installed, the program was also run
+    (``numerics``, or ``numerics_error``); ``run_reason`` says why it was not run.
+    """
+
+    state: TargetState
     payloads: tuple[Payload, ...] = ()
     error: ErrorInfo | None = None
     reason: str = ""
+    numerics: Numerics | None = None
+    numerics_error: ErrorInfo | None = None
+    run_reason: str = ""
+    lower_seconds: float | None = None
+    run_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class VelaEstimate:
+    """Vela's own estimate for one command stream (one delegate)."""
+
+    cycles_total: int
+    cycles_npu: int
+    inference_seconds: float
+    sram_bytes: int
+    off_chip_flash_bytes: int
+    dram_bytes: int
+    macs: int
+    encoded_weight_bytes: int
+
+
+@dataclass(frozen=True)
+class EthosUResult:
+    """One Ethos-U target's lowering: command-stream digests and Vela's estimates."""
+
+    target: str  # e.g. "ethos-u55-128"
+    state: TargetState
+    payloads: tuple[Payload, ...] = ()
+    estimates: tuple[VelaEstimate, ...] = ()  # one per delegate, in graph order
+    error: ErrorInfo | None = None
+    reason: str = ""
+    cpu_ops: int = 0  # ops left on the CPU
+    lower_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +213,7 @@ class ItemResult:
     numerics: Numerics | None = None
     numerics_error: ErrorInfo | None = None  # lowering worked, running it did not
     vgf: VgfResult | None = None
+    ethos_u: tuple[EthosUResult, ...] = ()
     value: JsonValue = None  # a probe's observation
     lower_seconds: float | None = None
     seconds: float = 0.0
@@ -191,6 +236,11 @@ class CaseInfo:
     note: str = ""
     source: str = "corpus"
     tolerance: float | None = None  # max error vs fake-quant, fraction of range; None: default
+    sqnr_db: float | None = None  # min SQNR vs fake-quant per output; None: the scheme's
+    group: str = "core"  # "core" (the default run) or "zoo" (real networks, --group zoo)
+    timeout: float | None = None  # seconds per path for this case; None: the run's --timeout
+    ethos_u: bool = False  # also lower for Ethos-U55/U85 (quantised cases)
+    expect_broken: str = ""  # why this case is wrong or fails on every path (else a finding)
 
     @property
     def item(self) -> ItemId:

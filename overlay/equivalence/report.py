@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 
 from overlay._table import markdown_cell, markdown_table, text_table
 from overlay.equivalence.orchestrator import PATHS, Report, patch_name
 from overlay.equivalence.protocol import (
     CaseInfo,
+    ErrorInfo,
     ItemKind,
     ItemResult,
     JsonValue,
+    Numerics,
     PathId,
     VgfState,
     to_json,
@@ -96,6 +99,10 @@ def _detail_lines(verdict: Verdict) -> list[str]:
         lines.append(f"(c): {status_text(c, limit=400)}")
     if verdict.claim_problem:
         lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
+    if Observation.VGF_NUMERICS in verdict.ab_diffs + verdict.bc_diffs:
+        lines.append("executed VGF outputs differ between paths")
+    if verdict.expectation_problem:
+        lines.append(f"FINDING: {verdict.expectation_problem}")
     return lines
 
 
@@ -131,18 +138,24 @@ def _rows(report: Report) -> list[list[str]]:
 
 def vgf_line(report: Report) -> str:
     """Say on how many cases VGF payloads were compared, and why the others were not."""
-    compared, failed, skipped = 0, 0, set()
+    compared, failed, skipped, executed, not_run = 0, 0, set(), 0, set()
     for verdict in report.verdicts:
         vgf = verdict.results[PathId.PATCHED].vgf
         if vgf is None:
             continue
         if vgf.state is VgfState.COMPARED:
             compared += 1
+            if vgf.numerics is not None or vgf.numerics_error is not None:
+                executed += 1
+            elif vgf.run_reason:
+                not_run.add(vgf.run_reason)
         elif vgf.state is VgfState.FAILED:
             failed += 1
         else:
             skipped.add(vgf.reason)
     text = f"VGF: payloads compared on {compared} case(s), lowering failed on {failed}"
+    text += f", executed on {executed}"
+    text += f" (not run: {'; '.join(sorted(not_run))})" if not_run else ""
     return text + (f"; skipped: {'; '.join(sorted(skipped))}" if skipped else "")
 
 
@@ -195,6 +208,7 @@ def render_table(report: Report) -> str:
             if lines:
                 out.append(f"  {verdict.item}")
                 out.extend(f"    {text}" for text in lines)
+    out += target_sections_text(report)
     out += ["", "declared divergences (b vs c):"]
     out.extend(f"  - {text}" for text in _declared(report))
     out += ["", *_summary(report)]
@@ -212,6 +226,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"### `{verdict.item}`")
             out.extend(f"- {markdown_cell(text)}" for text in lines)
             out.append("")
+    out += target_sections_markdown(report)
     out += ["## Declared divergences", ""]
     out.extend(f"- {markdown_cell(text)}" for text in _declared(report))
     out += ["", "## Verdict", ""]
@@ -233,6 +248,7 @@ def to_data(report: Report) -> dict[str, JsonValue]:
             "models": options.models,
             "fast": options.fast,
             "only": list(options.only),
+            "group": options.group,
             "parallel": options.parallel,
         },
         "workers": {p.value: to_json(info) for p, info in report.workers.items()},
@@ -255,6 +271,12 @@ def to_data(report: Report) -> dict[str, JsonValue]:
                     "differs_in": [d.value for d in v.bc_diffs],
                 },
                 "quality": {p.value: q.value for p, q in v.quality.items()},
+                "targets": {
+                    p.value: {t: q.value for t, q in judged.items()}
+                    for p, judged in v.targets.items()
+                },
+                "findings": [to_json(f) for f in v.findings],
+                "expectation_problem": v.expectation_problem,
                 "claim_problem": v.claim_problem,
                 "results": {p.value: to_json(r) for p, r in v.results.items()},
             }
@@ -271,3 +293,162 @@ def render_json(report: Report) -> str:
 def count_cases(report: Report) -> int:
     """Return how many items of the report are cases."""
     return sum(1 for v in report.verdicts if v.item.kind is ItemKind.CASE)
+
+
+# --- per-target numbers (added with the zoo: executed VGF, Ethos-U, SQNR) -----------------
+
+NUMERICS_HEADER = [
+    "case",
+    "path",
+    "TOSA lower s",
+    "TOSA err/range",
+    "TOSA SQNR dB",
+    "VGF lower s",
+    "VGF run s",
+    "VGF err/range",
+    "VGF SQNR dB",
+]
+ETHOSU_HEADER = [
+    "case",
+    "target",
+    "path",
+    "command stream",
+    "cycles",
+    "NPU cycles",
+    "SRAM KiB",
+    "flash KiB",
+    "CPU ops",
+    "lower s",
+]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _fraction_and_sqnr(numerics: Numerics | None, error: ErrorInfo | None) -> tuple[str, str]:
+    if error is not None:
+        return f"FAIL: {error.type}", "-"
+    if numerics is None:
+        return "-", "-"
+    scales = numerics.reference_range or numerics.reference_max_abs
+    fractions = [
+        (e / s if s else 0.0) if e is not None else None
+        for e, s in zip(numerics.max_abs_err_vs_fake_quant, scales, strict=False)
+    ]
+    if any(f is None for f in fractions):
+        return "shape!", "-"
+    known = [s for s in numerics.sqnr_db if s is not None]
+    sqnr = min(known) if known else None
+    sqnr_text = "-" if sqnr is None else ("inf" if math.isinf(sqnr) and sqnr > 0 else f"{sqnr:.1f}")
+    return f"{100 * max(f for f in fractions if f is not None):.2f}%", sqnr_text
+
+
+def numerics_rows(report: Report) -> list[list[str]]:
+    """Return one row per case and path: lowering time, error/range and SQNR per target."""
+    rows = []
+    for verdict in report.verdicts:
+        if verdict.item.kind is not ItemKind.CASE:
+            continue
+        for path in PATHS:
+            result = verdict.results[path]
+            tosa = _fraction_and_sqnr(result.numerics, result.numerics_error)
+            vgf = result.vgf
+            if vgf is None or vgf.state is VgfState.SKIPPED:
+                vgf_cells = ["-", "-", "-", "-"]
+            elif vgf.state is VgfState.FAILED:
+                vgf_cells = [f"FAIL: {vgf.error.type if vgf.error else '?'}", "-", "-", "-"]
+            else:
+                run = _fraction_and_sqnr(vgf.numerics, vgf.numerics_error)
+                if vgf.numerics is None and vgf.numerics_error is None:
+                    run = ("not run", "-")
+                vgf_cells = [_seconds(vgf.lower_seconds), _seconds(vgf.run_seconds), *run]
+            status = "" if result.ok else f"FAIL: {result.error.type if result.error else '?'}"
+            rows.append(
+                [
+                    verdict.item.name,
+                    f"({path.value})",
+                    _seconds(result.lower_seconds) if result.ok else status,
+                    *tosa,
+                    *vgf_cells,
+                ]
+            )
+    return rows
+
+
+def ethos_rows(report: Report) -> list[list[str]]:
+    """Return one row per case, Ethos-U target and path: bytes and Vela's estimates."""
+    rows = []
+    for verdict in report.verdicts:
+        for path in PATHS:
+            for ethos in verdict.results[path].ethos_u:
+                if ethos.state is not VgfState.COMPARED:
+                    text = (
+                        ethos.reason
+                        if ethos.state is VgfState.SKIPPED
+                        else "FAIL: " + (ethos.error.first_line if ethos.error else "?")
+                    )
+                    rows.append([verdict.item.name, ethos.target, f"({path.value})", text])
+                    continue
+                stream = ", ".join(f"{p.size} B {p.sha256[:8]}" for p in ethos.payloads)
+                est = ethos.estimates
+                rows.append(
+                    [
+                        verdict.item.name,
+                        ethos.target,
+                        f"({path.value})",
+                        stream or "no delegate",
+                        str(sum(e.cycles_total for e in est)),
+                        str(sum(e.cycles_npu for e in est)),
+                        f"{sum(e.sram_bytes for e in est) / 1024:.1f}",
+                        f"{sum(e.off_chip_flash_bytes for e in est) / 1024:.1f}",
+                        str(ethos.cpu_ops),
+                        _seconds(ethos.lower_seconds),
+                    ]
+                )
+    return rows
+
+
+def findings_lines(report: Report) -> list[str]:
+    """Return one line per finding: a target wrong (or failing) on every path."""
+    lines = []
+    for verdict in report.verdicts:
+        info = verdict.info
+        expected = info.expect_broken if isinstance(info, CaseInfo) else ""
+        for finding in verdict.findings:
+            known = f" (expected: {expected})" if expected else " (NOT EXPECTED)"
+            lines.append(f"{verdict.item}: {finding.text}{known}")
+    return lines
+
+
+def _padded(rows: list[list[str]], width: int) -> list[list[str]]:
+    return [row + [""] * (width - len(row)) for row in rows]
+
+
+def target_sections_text(report: Report) -> list[str]:
+    """Return the findings, the per-target numerics and the Ethos-U table as text lines."""
+    out = ["", "findings (wrong or failing on every path):"]
+    out.extend(f"  - {line}" for line in findings_lines(report) or ["none"])
+    rows = numerics_rows(report)
+    if rows:
+        out += ["", "numerics per path (vs the fake-quantised model):"]
+        out += text_table(NUMERICS_HEADER, rows)
+    ethos = ethos_rows(report)
+    if ethos:
+        out += ["", "Ethos-U (Vela command streams and estimates):"]
+        out += text_table(ETHOSU_HEADER, _padded(ethos, len(ETHOSU_HEADER)))
+    return out
+
+
+def target_sections_markdown(report: Report) -> list[str]:
+    """Return the same sections as Markdown."""
+    out = ["## Findings (wrong or failing on every path)", ""]
+    out.extend(f"- {markdown_cell(line)}" for line in findings_lines(report) or ["none"])
+    rows = numerics_rows(report)
+    if rows:
+        out += ["", "## Numerics per path", "", *markdown_table(NUMERICS_HEADER, rows)]
+    ethos = ethos_rows(report)
+    if ethos:
+        out += ["", "## Ethos-U", ""]
+        out += markdown_table(ETHOSU_HEADER, _padded(ethos, len(ETHOSU_HEADER)))
+    return [*out, ""]

@@ -11,23 +11,34 @@ difference alone:
 - still broken: they differ, but neither is right;
 - same: no observable difference.
 
-"Right" means: the lowering ran and every output is within the case's tolerance of the
-fake-quantised reference (a fraction of the reference's range, by quantisation scheme
-unless the case sets its own). :func:`decide` returns the whole verdict of one item.
+"Right" means: the lowering ran and every output is within the case's limits against the
+fake-quantised reference: the max error as a fraction of the reference's range, and, where
+set, a minimum SQNR (by quantisation scheme unless the case sets its own). Each target is
+judged on its own: the TOSA reference model run, the executed VGF program, and each
+Ethos-U lowering (it compiles or it fails: nothing executes it here).
+
+A case whose target is wrong (or fails) on all three paths is a finding of its own
+("wrong on stock and patched"): it fails the run unless the case says why it is expected
+(``CaseInfo.expect_broken``), and an expectation that does not reproduce fails it too.
+:func:`decide` returns the whole verdict of one item.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from overlay import fixes
 from overlay.equivalence.protocol import (
     CaseInfo,
+    ErrorInfo,
     ItemId,
     ItemKind,
     ItemResult,
+    Numerics,
     PathId,
     ProbeInfo,
     Stage,
@@ -36,7 +47,11 @@ from overlay.equivalence.protocol import (
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
 DEFAULT_TOLERANCE: dict[str | None, float] = {None: 0.01, "a8w8": 0.05, "a16w8": 0.05}
+# Minimum SQNR (dB) vs the fake-quantised reference, by scheme (None: not checked). Small
+# graphs are judged by the max error; deep nets set their own floor (see corpus.ZOO_*).
+DEFAULT_SQNR_DB: dict[str | None, float | None] = {None: None, "a8w8": None, "a16w8": None}
 ABSOLUTE_FLOOR = 1e-3  # errors below this are never wrong (float noise on tiny outputs)
+TOSA, VGF = "tosa", "vgf"  # target names; Ethos-U targets go by their config name
 # "Measurably worse": the patched error exceeds stock's by this fraction of the range.
 WORSE_BY = 0.01
 
@@ -51,6 +66,8 @@ class Observation(enum.StrEnum):
     TOSA_PAYLOAD = "tosa payload"
     NUMERICS = "numerics"
     VGF_PAYLOAD = "vgf payload"
+    VGF_NUMERICS = "vgf numerics"
+    ETHOSU_PAYLOAD = "ethos-u payload"
 
 
 class BC(enum.StrEnum):
@@ -78,6 +95,29 @@ class Quality(enum.StrEnum):
     RIGHT = "right"
     WRONG = "wrong"  # lowered, but outputs are off (or could not be run)
     FAILED = "failed"  # the lowering raised
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When one output counts as right: max error (fraction of range) and minimum SQNR."""
+
+    tolerance: float
+    sqnr_db: float | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A target that is not right on any of the three paths."""
+
+    target: str
+    quality: Quality  # WRONG (some path ran and was wrong) or FAILED (all raised)
+    detail: str
+
+    @property
+    def text(self) -> str:
+        """Return the finding as one phrase."""
+        word = "wrong" if self.quality is Quality.WRONG else "fails"
+        return f"{word} on stock and patched ({self.target}): {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -135,6 +175,9 @@ class Verdict:
     fix: int | None  # the one runtime fix that turns (a) into (b); None: none alone
     quality: Mapping[PathId, Quality]
     claim_problem: str | None
+    targets: Mapping[PathId, Mapping[str, Quality]] = dataclasses.field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
+    expectation_problem: str | None = None  # a finding nobody expected, or the reverse
 
     @property
     def failures(self) -> list[str]:
@@ -152,43 +195,98 @@ class Verdict:
             problems.append(f"{self.item}: did not finish on {'; '.join(stuck)}")
         if self.claim_problem:
             problems.append(f"{self.item}: {self.claim_problem}")
+        if self.expectation_problem:
+            problems.append(f"{self.item}: {self.expectation_problem}")
         return problems
+
+
+def limits(info: CaseInfo | ProbeInfo) -> Limits:
+    """Return the case's limits: its own, or its quantisation scheme's defaults."""
+    if isinstance(info, ProbeInfo):
+        return Limits(0.0)
+    default_tolerance = DEFAULT_TOLERANCE.get(info.quantize, DEFAULT_TOLERANCE[None])
+    return Limits(
+        tolerance=info.tolerance if info.tolerance is not None else default_tolerance,
+        sqnr_db=info.sqnr_db if info.sqnr_db is not None else DEFAULT_SQNR_DB.get(info.quantize),
+    )
 
 
 def tolerance(info: CaseInfo | ProbeInfo) -> float:
     """Return the case's tolerance (fraction of the reference range)."""
-    if isinstance(info, ProbeInfo):
-        return 0.0
-    if info.tolerance is not None:
-        return info.tolerance
-    return DEFAULT_TOLERANCE.get(info.quantize, DEFAULT_TOLERANCE[None])
+    return limits(info).tolerance
 
 
-def quality(result: ItemResult, limit: float) -> Quality:
-    """Judge one result: failed, wrong numbers, or right."""
-    if not result.ok:
-        return Quality.FAILED
-    numerics = result.numerics
+def _as_limits(limit: Limits | float) -> Limits:
+    return limit if isinstance(limit, Limits) else Limits(float(limit))
+
+
+def _scales(numerics: Numerics) -> tuple[float, ...]:
+    """Return each output's range (max - min of the reference; max |x| in old data)."""
+    return numerics.reference_range or numerics.reference_max_abs
+
+
+def numerics_quality(
+    numerics: Numerics | None, error: ErrorInfo | None, limit: Limits | float
+) -> Quality:
+    """Judge one run's outputs against the fake-quantised reference."""
+    if error is not None:
+        return Quality.WRONG
     if numerics is None:
-        return Quality.WRONG if result.numerics_error is not None else Quality.RIGHT
-    for error, scale in zip(
-        numerics.max_abs_err_vs_fake_quant, numerics.reference_max_abs, strict=False
+        return Quality.RIGHT
+    bounds = _as_limits(limit)
+    sqnrs = numerics.sqnr_db or (math.inf,) * len(numerics.max_abs_err_vs_fake_quant)
+    for err, scale, sqnr in zip(
+        numerics.max_abs_err_vs_fake_quant, _scales(numerics), sqnrs, strict=False
     ):
-        if error is None or error > limit * scale + ABSOLUTE_FLOOR:
+        if err is None or err > bounds.tolerance * scale + ABSOLUTE_FLOOR:
+            return Quality.WRONG
+        low = bounds.sqnr_db is not None and (sqnr is None or sqnr < bounds.sqnr_db)
+        if low and err > ABSOLUTE_FLOOR:
             return Quality.WRONG
     return Quality.RIGHT
 
 
-def _worse(a: ItemResult, b: ItemResult) -> bool:
+def quality(result: ItemResult, limit: Limits | float) -> Quality:
+    """Judge one result on TOSA: failed, wrong numbers, or right."""
+    if not result.ok:
+        return Quality.FAILED
+    return numerics_quality(result.numerics, result.numerics_error, limit)
+
+
+def target_qualities(result: ItemResult, limit: Limits | float) -> dict[str, Quality]:
+    """Judge each target a result has: TOSA, the executed VGF program, each Ethos-U.
+
+    A target that was skipped is absent; one that lowered but was not executed (VGF
+    without the emulation, every Ethos-U) counts as right: nothing says it is wrong.
+    """
+    judged = {TOSA: quality(result, limit)}
+    vgf = result.vgf
+    if vgf is not None and vgf.state is VgfState.FAILED:
+        judged[VGF] = Quality.FAILED
+    elif vgf is not None and vgf.state is VgfState.COMPARED:
+        judged[VGF] = numerics_quality(vgf.numerics, vgf.numerics_error, limit)
+    for ethos in result.ethos_u:
+        if ethos.state is VgfState.FAILED:
+            judged[ethos.target] = Quality.FAILED
+        elif ethos.state is VgfState.COMPARED:
+            judged[ethos.target] = Quality.RIGHT
+    return judged
+
+
+def target_numerics(result: ItemResult, target: str) -> Numerics | None:
+    """Return the numerics a target produced (TOSA reference model or executed VGF)."""
+    if target == TOSA:
+        return result.numerics
+    if target == VGF and result.vgf is not None:
+        return result.vgf.numerics
+    return None
+
+
+def _worse(a: Numerics | None, b: Numerics | None) -> bool:
     """Return True when (b)'s numbers are measurably worse than (a)'s on some output."""
-    if a.numerics is None or b.numerics is None:
+    if a is None or b is None:
         return False
-    pairs = zip(
-        a.numerics.max_abs_err_vs_fake_quant,
-        b.numerics.max_abs_err_vs_fake_quant,
-        b.numerics.reference_max_abs,
-        strict=False,
-    )
+    pairs = zip(a.max_abs_err_vs_fake_quant, b.max_abs_err_vs_fake_quant, _scales(b), strict=False)
     for stock, patched, scale in pairs:
         if stock is None or patched is None:
             continue
@@ -208,6 +306,25 @@ def _vgf_key(result: ItemResult) -> object:
     if vgf.state is VgfState.FAILED:
         return ("error", vgf.error.key if vgf.error else None)
     return tuple((p.backend, p.size, p.sha256) for p in vgf.payloads)
+
+
+def _vgf_numerics_key(result: ItemResult) -> object:
+    vgf = result.vgf
+    if vgf is None or vgf.state is not VgfState.COMPARED:
+        return None
+    if vgf.numerics_error is not None:
+        return ("error", vgf.numerics_error.key)
+    return vgf.numerics.key if vgf.numerics is not None else None
+
+
+def _ethos_key(result: ItemResult) -> object:
+    keys: list[object] = []
+    for target in result.ethos_u:
+        if target.state is VgfState.FAILED:
+            keys.append((target.target, "error", target.error.key if target.error else None))
+        elif target.state is VgfState.COMPARED:
+            keys.append((target.target, tuple((p.size, p.sha256) for p in target.payloads)))
+    return tuple(keys)
 
 
 def _numerics_key(result: ItemResult) -> object:
@@ -233,25 +350,46 @@ def compare(x: ItemResult, y: ItemResult) -> tuple[Observation, ...]:
         diffs.append(Observation.NUMERICS)
     if _vgf_key(x) != _vgf_key(y):
         diffs.append(Observation.VGF_PAYLOAD)
+    if _vgf_numerics_key(x) != _vgf_numerics_key(y):
+        diffs.append(Observation.VGF_NUMERICS)
+    if _ethos_key(x) != _ethos_key(y):
+        diffs.append(Observation.ETHOSU_PAYLOAD)
     return tuple(diffs)
 
 
-def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: float) -> AB:
-    """Classify (a) vs (b) by correctness (see the module docstring)."""
+# When targets disagree, the verdict that needs attention first wins.
+_AB_PRIORITY = (AB.REGRESSION, AB.FIXED, AB.STILL_BROKEN, AB.CHANGED)
+
+
+def _classify_target(qa: Quality, qb: Quality, worse: bool) -> AB:
+    if qa is not Quality.RIGHT and qb is Quality.RIGHT:
+        return AB.FIXED
+    if qa is Quality.RIGHT and qb is not Quality.RIGHT:
+        return AB.REGRESSION
+    if qa is Quality.RIGHT:
+        return AB.REGRESSION if worse else AB.CHANGED
+    return AB.STILL_BROKEN
+
+
+def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: Limits | float) -> AB:
+    """Classify (a) vs (b) by correctness, target by target (see the module docstring)."""
     if not compare(a, b):
         return AB.SAME
     if item.kind is ItemKind.PROBE:
         if a.ok != b.ok:
             return AB.FIXED if b.ok else AB.REGRESSION
         return AB.CHANGED
-    qa, qb = quality(a, limit), quality(b, limit)
-    if qa is not Quality.RIGHT and qb is Quality.RIGHT:
-        return AB.FIXED
-    if qa is Quality.RIGHT and qb is not Quality.RIGHT:
-        return AB.REGRESSION
-    if qa is Quality.RIGHT:
-        return AB.REGRESSION if _worse(a, b) else AB.CHANGED
-    return AB.STILL_BROKEN
+    qa, qb = target_qualities(a, limit), target_qualities(b, limit)
+    found = {
+        _classify_target(
+            qa[target],
+            qb[target],
+            _worse(target_numerics(a, target), target_numerics(b, target)),
+        )
+        for target in qa
+        if target in qb
+    }
+    return next(v for v in _AB_PRIORITY if v in found)
 
 
 def check_claim(item: ItemId, ab: AB, fix: int | None) -> str | None:
@@ -274,6 +412,66 @@ def needs_attribution(results: Mapping[PathId, ItemResult]) -> bool:
     return bool(compare(results[PathId.STOCK], results[PathId.RUNTIME]))
 
 
+def _detail(results: Mapping[PathId, ItemResult], target: str) -> str:
+    """Say how a target is off on the patched path: the error, or the worst output."""
+    result = results[PathId.PATCHED]
+    if target == TOSA and result.error is not None:
+        return result.error.first_line
+    if target == VGF and result.vgf is not None:
+        if result.vgf.error is not None:
+            return result.vgf.error.first_line
+        if result.vgf.numerics_error is not None:
+            return result.vgf.numerics_error.first_line
+    for ethos in result.ethos_u:
+        if ethos.target == target and ethos.error is not None:
+            return ethos.error.first_line
+    numerics = target_numerics(result, target)
+    if numerics is None:
+        return "no numbers"
+    return numerics_text(numerics)
+
+
+def numerics_text(numerics: Numerics) -> str:
+    """Return 'error X% of range, SQNR Y dB' for the worst output."""
+    worst_fraction, worst_sqnr = 0.0, math.inf
+    sqnrs = numerics.sqnr_db or (None,) * len(numerics.max_abs_err_vs_fake_quant)
+    for err, scale, sqnr in zip(
+        numerics.max_abs_err_vs_fake_quant, _scales(numerics), sqnrs, strict=False
+    ):
+        if err is None:
+            return "output shape differs from the reference"
+        worst_fraction = max(worst_fraction, err / scale if scale else (0.0 if not err else 1.0))
+        if sqnr is not None:
+            worst_sqnr = min(worst_sqnr, sqnr)
+    sqnr_text = "inf" if math.isinf(worst_sqnr) and worst_sqnr > 0 else f"{worst_sqnr:.1f}"
+    return f"max error {100 * worst_fraction:.2f}% of range, SQNR {sqnr_text} dB"
+
+
+def findings(
+    results: Mapping[PathId, Mapping[str, Quality]], raw: Mapping[PathId, ItemResult]
+) -> tuple[Finding, ...]:
+    """Return every target that is not right on any of the three paths."""
+    shared = set.intersection(*(set(q) for q in results.values()))
+    found = []
+    for target in sorted(shared, key=lambda t: (t != TOSA, t != VGF, t)):
+        seen = [results[p][target] for p in results]
+        if all(q is not Quality.RIGHT for q in seen):
+            kind = Quality.WRONG if Quality.WRONG in seen else Quality.FAILED
+            found.append(Finding(target, kind, _detail(raw, target)))
+    return tuple(found)
+
+
+def check_expectation(info: CaseInfo | ProbeInfo, found: tuple[Finding, ...]) -> str | None:
+    """Return a problem when findings and the case's ``expect_broken`` disagree."""
+    if not isinstance(info, CaseInfo):
+        return None
+    if found and not info.expect_broken:
+        return "; ".join(f.text for f in found)
+    if info.expect_broken and not found:
+        return f"expected to be wrong on every path ({info.expect_broken}), but a path is right"
+    return None
+
+
 def decide(
     item: ItemId,
     info: CaseInfo | ProbeInfo,
@@ -281,9 +479,9 @@ def decide(
     fix: int | None,
     declared: Iterable[DeclaredDivergence] = DECLARED_DIVERGENCES,
 ) -> Verdict:
-    """Decide (b) vs (c), (a) vs (b) and the claim check of one item."""
+    """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item."""
     a, b, c = results[PathId.STOCK], results[PathId.RUNTIME], results[PathId.PATCHED]
-    limit = tolerance(info)
+    limit = limits(info)
     harness = any(r.error is not None and r.error.stage is Stage.HARNESS for r in results.values())
     bc_diffs = compare(b, c)
     declared_id = None
@@ -298,6 +496,8 @@ def decide(
     ab_diffs = compare(a, b)
     ab = classify(item, a, b, limit)
     attributed = fix if ab is not AB.SAME else None
+    targets = {p: target_qualities(r, limit) for p, r in results.items()}
+    found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
     return Verdict(
         item=item,
         info=info,
@@ -310,4 +510,7 @@ def decide(
         fix=attributed,
         quality={p: quality(r, limit) for p, r in results.items()},
         claim_problem=None if harness else check_claim(item, ab, attributed),
+        targets=targets,
+        findings=found,
+        expectation_problem=None if harness else check_expectation(info, found),
     )

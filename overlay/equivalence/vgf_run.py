@@ -164,7 +164,9 @@ def run_vgf(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) -
     sources = [t for t in tensors if "src" in t and str(t["src"]).startswith("TEMPLATE")]
     sinks = [t for t in tensors if "dst" in t]
     if len(sources) != len(inputs):
-        raise VgfRunError(f"the VGF graph takes {len(sources)} inputs, the call passes {len(inputs)}")
+        raise VgfRunError(
+            f"the VGF graph takes {len(sources)} inputs, the call passes {len(inputs)}"
+        )
     for index, (tensor, value) in enumerate(zip(sources, inputs, strict=True)):
         dtype = FORMATS.get(tensor["format"])
         if dtype is None:

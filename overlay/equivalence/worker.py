@@ -11,11 +11,13 @@ with a fake runner and no torch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
 import io
+import math
 import os
 import re
 import sys
@@ -33,6 +35,7 @@ from overlay.equivalence.protocol import (
     CaseInfo,
     ErrorInfo,
     ErrorReply,
+    EthosUResult,
     InitReply,
     InitRequest,
     ItemKind,
@@ -49,8 +52,8 @@ from overlay.equivalence.protocol import (
     RunRequest,
     RunStatus,
     Stage,
+    TargetState,
     VgfResult,
-    VgfState,
     decode_request,
     encode,
 )
@@ -174,7 +177,7 @@ class TorchRunner:
             inputs = entry["inputs"]
             if not all(isinstance(t, torch.Tensor) for t in inputs):
                 problems.append(f"{name}: every element of 'inputs' must be a torch.Tensor")
-            if name in self.user_cases or any(c.name == name for c in corpus.CASES):
+            if name in self.user_cases or any(c.name == name for c in corpus.ALL_CASES):
                 problems.append(f"{name}: the name is already used (corpus or this file)")
             info = CaseInfo(
                 name=name,
@@ -184,13 +187,18 @@ class TorchRunner:
                 fast=True,
                 source=Path(path).name,
                 tolerance=entry.get("tolerance"),
+                sqnr_db=entry.get("sqnr_db"),
+                group="user",
+                timeout=entry.get("timeout"),
+                ethos_u=entry.get("ethos_u", False),
+                expect_broken=entry.get("expect_broken", ""),
             )
             self.user_cases[name] = UserCase(info, entry["module"], tuple(inputs))
         return problems
 
     def cases(self) -> ListReply:
         """Return the corpus plus the user's cases, and the probes."""
-        infos = (*corpus.CASES, *(c.info for c in self.user_cases.values()))
+        infos = (*corpus.ALL_CASES, *(c.info for c in self.user_cases.values()))
         return ListReply(cases=tuple(infos), probes=probes.PROBES)
 
     def run(self, request: RunRequest) -> ItemResult:
@@ -231,14 +239,16 @@ class TorchRunner:
 
             compile_spec = TosaCompileSpec(info.spec)
             stage = Stage.EXPORT
-            exported = torch.export.export(module, inputs)
+            exported_float = exported = torch.export.export(module, inputs)
             reference = module
             if info.quantize is not None:
+                from executorch.backends.arm.quantizer import TOSAQuantizer
                 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
                 stage = Stage.QUANTIZE
                 prepared = prepare_pt2e(
-                    exported.module(check_guards=False), _quantizer(info, compile_spec)
+                    exported.module(check_guards=False),
+                    configure_quantizer(TOSAQuantizer(compile_spec), info),
                 )
                 prepared(*inputs)
                 reference = convert_pt2e(prepared)
@@ -252,7 +262,7 @@ class TorchRunner:
                 exported, partitioner=[TOSAPartitioner(compile_spec)]
             )
             lower_seconds = time.perf_counter() - lower_start
-            graph, delegates = _graph(edge)
+            graph, delegates = lowered_graph(edge)
             payloads = _payloads(delegates, keep_bytes)
         except Exception as exc:
             return ItemResult(
@@ -265,36 +275,36 @@ class TorchRunner:
         try:
             with torch.no_grad():
                 got = _run_lowered(edge, inputs, bool(delegates))
-            numerics = Numerics(
-                outputs=tuple(_digest(t) for t in got),
-                max_abs_err_vs_float=_max_abs(got, float_out),
-                max_abs_err_vs_fake_quant=_max_abs(got, fq_out),
-                reference_max_abs=tuple(
-                    float(t.double().abs().max()) if t.numel() else 0.0 for t in fq_out
-                ),
-            )
+            numerics = measure(got, float_out, fq_out)
         except Exception as exc:
             numerics_error = error_info(exc, Stage.NUMERICS)
+        ethos_u: tuple[EthosUResult, ...] = ()
+        if info.ethos_u:
+            from overlay.equivalence import ethosu
+
+            ethos_u = tuple(
+                ethosu.lower(exported_float, inputs, info, target) for target in ethosu.TARGETS
+            )
         return ItemResult(
             status=RunStatus.OK,
             graph=tuple(graph),
             payloads=tuple(payloads),
             numerics=numerics,
             numerics_error=numerics_error,
-            vgf=_vgf(exported, info),
+            vgf=_vgf(exported, info, inputs, float_out, fq_out),
+            ethos_u=ethos_u,
             lower_seconds=lower_seconds,
             seconds=time.perf_counter() - started,
         )
 
 
-def _quantizer(info: CaseInfo, compile_spec: Any) -> Any:
+def configure_quantizer(quantizer: Any, info: CaseInfo) -> Any:
+    """Set the case's global quantisation config (a8w8 or a16w8) on an Arm quantizer."""
     from executorch.backends.arm.quantizer import (
-        TOSAQuantizer,
         get_symmetric_a16w8_quantization_config,
         get_symmetric_quantization_config,
     )
 
-    quantizer = TOSAQuantizer(compile_spec)
     if info.quantize == "a8w8":
         quantizer.set_global(get_symmetric_quantization_config(is_per_channel=info.per_channel))
     else:
@@ -302,6 +312,40 @@ def _quantizer(info: CaseInfo, compile_spec: Any) -> Any:
             get_symmetric_a16w8_quantization_config(is_per_channel=info.per_channel)
         )
     return quantizer
+
+
+def measure(got: tuple[Any, ...], float_out: tuple[Any, ...], fq_out: tuple[Any, ...]) -> Numerics:
+    """Return a run's outputs against the float and the fake-quantised references."""
+    return Numerics(
+        outputs=tuple(_digest(t) for t in got),
+        max_abs_err_vs_float=_max_abs(got, float_out),
+        max_abs_err_vs_fake_quant=_max_abs(got, fq_out),
+        reference_max_abs=tuple(
+            float(t.double().abs().max()) if t.numel() else 0.0 for t in fq_out
+        ),
+        reference_range=tuple(
+            float(t.double().max() - t.double().min()) if t.numel() else 0.0 for t in fq_out
+        ),
+        sqnr_db=_sqnr(got, fq_out),
+    )
+
+
+def _sqnr(got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[float | None, ...]:
+    """Return 10 log10(signal power / error power) per output (inf when bit-equal)."""
+    values: list[float | None] = []
+    for a, b in zip(got, want, strict=False):
+        if a.shape != b.shape:
+            values.append(None)
+            continue
+        signal = float(b.double().pow(2).sum())
+        noise = float((a.double() - b.double()).pow(2).sum())
+        if noise == 0.0:
+            values.append(math.inf)
+        elif signal == 0.0:
+            values.append(-math.inf)
+        else:
+            values.append(10.0 * math.log10(signal / noise))
+    return tuple(values)
 
 
 def _digest(tensor: Any) -> OutputDigest:
@@ -324,7 +368,7 @@ def _max_abs(got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[float | None,
     return tuple(errors)
 
 
-def _graph(edge: Any) -> tuple[list[str], list[Any]]:
+def lowered_graph(edge: Any) -> tuple[list[str], list[Any]]:
     """Return the canonical lowered graph and the delegate modules, in graph order."""
     from executorch.exir.lowered_backend_module import LoweredBackendModule
 
@@ -374,25 +418,60 @@ def _run_lowered(edge: Any, inputs: tuple[Any, ...], has_delegate: bool) -> tupl
         return _as_tuple(program(*inputs))
 
 
-def _vgf(exported: Any, info: CaseInfo) -> VgfResult:
+def _vgf(
+    exported: Any,
+    info: CaseInfo,
+    inputs: tuple[Any, ...],
+    float_out: tuple[Any, ...],
+    fq_out: tuple[Any, ...],
+) -> VgfResult:
+    """Lower the case for VGF, then run the program with its VGF delegates emulated."""
     from executorch.backends.arm.vgf.model_converter import find_model_converter_binary
 
     if find_model_converter_binary() is None:
         return VgfResult(
-            VgfState.SKIPPED,
+            TargetState.SKIPPED,
             reason="model-converter not on PATH (pip install ai_ml_sdk_model_converter)",
         )
     from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
     try:
+        started = time.perf_counter()
         edge = to_edge_transform_and_lower(
             exported, partitioner=[VgfPartitioner(VgfCompileSpec(info.spec))]
         )
-        _, delegates = _graph(edge)
-        return VgfResult(VgfState.COMPARED, payloads=tuple(_payloads(delegates, False)))
+        lower_seconds = time.perf_counter() - started
+        _, delegates = lowered_graph(edge)
     except Exception as exc:
-        return VgfResult(VgfState.FAILED, error=error_info(exc, Stage.VGF))
+        return VgfResult(TargetState.FAILED, error=error_info(exc, Stage.VGF))
+    lowered = VgfResult(
+        TargetState.COMPARED,
+        payloads=tuple(_payloads(delegates, False)),
+        lower_seconds=lower_seconds,
+    )
+    if not delegates:
+        return dataclasses.replace(lowered, run_reason="no VGF delegate to run")
+    import torch
+
+    from overlay.equivalence import vgf_run
+
+    emulation = vgf_run.find_emulation(Path.cwd() / "vgf-layers")
+    if isinstance(emulation, str):
+        return dataclasses.replace(lowered, run_reason=emulation)
+    started = time.perf_counter()
+    try:
+        with torch.no_grad():
+            got = vgf_run.run_program(edge, inputs, emulation)
+        numerics = measure(got, float_out, fq_out)
+    except Exception as exc:
+        return dataclasses.replace(
+            lowered,
+            numerics_error=error_info(exc, Stage.VGF_RUN),
+            run_seconds=time.perf_counter() - started,
+        )
+    seconds = time.perf_counter() - started
+    return dataclasses.replace(lowered, numerics=numerics, run_seconds=seconds)
 
 
 def run_probe(name: str) -> ItemResult:

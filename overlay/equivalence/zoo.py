@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-def builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:  # noqa: C901, PLR0915
+def builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:
     """Return network name -> zero-argument builder of (module, inputs)."""
     import torch
     import torch.nn.functional as F  # noqa: N812
@@ -91,7 +91,7 @@ def builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:  # noqa:
             return x * self.gate(self.fc2(torch.relu(self.fc1(s))))
 
     class V3Block(nn.Module):
-        def __init__(
+        def __init__(  # noqa: PLR0917 - the paper's table row, in its order
             self, cin: int, k: int, hidden: int, cout: int, se: bool, act: type[nn.Module], s: int
         ) -> None:
             super().__init__()
@@ -315,10 +315,52 @@ def builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:  # noqa:
             )
             self.register_buffer("base", torch.stack([xs, ys], dim=-1).unsqueeze(0))
 
+        def grid(self, x: Any) -> Any:
+            return self.base + torch.tanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
+
         def forward(self, x: Any) -> Any:
-            offsets = torch.tanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
-            grid = self.base + offsets
-            return F.grid_sample(x, grid, mode="bilinear", align_corners=True)
+            return F.grid_sample(x, self.grid(x), mode="bilinear", align_corners=True)
+
+    class GridPositions(GridWarp):
+        """The grid branch alone: the positions are the output, for a grid sampler elsewhere.
+
+        Offsets are bounded with hardtanh here: 1.2.0's int16 tanh is wrong (see the README),
+        and this case is about what fix 1 does to the int16 output, not about tanh.
+        """
+
+        def grid(self, x: Any) -> Any:
+            offsets = F.hardtanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
+            return self.base + offsets
+
+        def forward(self, x: Any) -> Any:
+            return self.grid(x)
+
+    def int16_grid(spec: str) -> tuple[Any, tuple[Any, ...]]:
+        """The seed's deployment: a16w8 grid positions returned as an int16 graph output.
+
+        The module is quantised here (PT2E, a16w8) and its final dequantize removed, so the
+        graph ends in the int16 quantize that fix 1 keeps explicit.
+        """
+        from executorch.backends.arm.quantizer import (
+            TOSAQuantizer,
+            get_symmetric_a16w8_quantization_config,
+        )
+        from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+        model, inputs = GridPositions().eval(), (image(16),)
+        quantizer = TOSAQuantizer(TosaCompileSpec(spec))
+        quantizer.set_global(get_symmetric_a16w8_quantization_config())
+        prepared = prepare_pt2e(torch.export.export(model, inputs).module(check_guards=False),
+                                quantizer)  # fmt: skip
+        prepared(*inputs)
+        converted = convert_pt2e(prepared)
+        output = converted.graph.output_node()
+        dequant = output.args[0][0]
+        output.args = ((dequant.args[0],),)
+        converted.graph.erase_node(dequant)
+        converted.recompile()
+        return converted, inputs
 
     def image(size: int, channels: int = 3) -> Any:
         return torch.randn(1, channels, size, size)
@@ -332,4 +374,6 @@ def builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:  # noqa:
         "lstm": lambda: (SmallLSTM().eval(), (torch.randn(1, 6, 16),)),
         "unet": lambda: (randomise_bn(UNet()), (image(32),)),
         "grid_warp": lambda: (GridWarp().eval(), (image(16),)),
+        "grid_warp_int16_grid_intfp16": lambda: int16_grid("TOSA-1.0+INT+FP+int16"),
+        "grid_warp_int16_grid_int16": lambda: int16_grid("TOSA-1.0+INT+int16"),
     }
