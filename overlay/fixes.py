@@ -91,6 +91,18 @@ FIXES: tuple[Fix, ...] = (
                 Effect.REGRESSION,
                 "ordinary a16w8 conv on an INT-only int16 spec",
             ),
+            Trigger(
+                "zoo_grid_warp_int16_grid_intfp16",
+                Effect.CHANGED,
+                "the seed's deployment: a conv branch's grid positions leave the graph as int16"
+                " (INT+FP+int16): the quantize stays explicit, TOSA and VGF payloads change,"
+                " the executed VGF and TOSA outputs are bit-identical to stock's",
+            ),
+            Trigger(
+                "zoo_grid_warp_int16_grid_int16",
+                Effect.REGRESSION,
+                "the same grid network on INT+int16: the kept quantize needs FP ops to lower",
+            ),
         ),
         upstream=UpstreamNote(
             test_file="backends/arm/test/passes/test_fold_qdq_pass.py",

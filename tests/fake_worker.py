@@ -1,7 +1,8 @@
 """A torch-free stand-in for the equivalence worker: the real protocol, scripted behaviour.
 
-Case ``ok`` returns a fixed result, ``slow`` sleeps past any test timeout, ``crash`` kills
-the process, probe ``where`` reports where ``overlay`` was imported from and the path.
+Case ``ok`` returns a fixed result, ``slow`` sleeps past any test timeout, ``patient``
+works 6 s under its own 30 s timeout, ``crash`` kills the process, probe ``where`` reports
+where ``overlay`` was imported from and the path.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ CASES = (
     CaseInfo("slow", "TOSA-1.0+INT", "a8w8", fast=True),
     CaseInfo("crash", "TOSA-1.0+INT", "a8w8", fast=True),
     CaseInfo("after", "TOSA-1.0+INT", "a8w8", fast=True),
+    CaseInfo("patient", "TOSA-1.0+INT", "a8w8", timeout=30.0),
 )
 
 
@@ -43,7 +45,9 @@ class FakeRunner:
     def cases(self) -> ListReply:
         """Return the scripted cases ($FAKE_CASES selects some) and one probe."""
         wanted = os.environ.get("FAKE_CASES")
-        cases = tuple(c for c in CASES if wanted is None or c.name in wanted.split(","))
+        default = [c.name for c in CASES if c.name != "patient"]
+        names = wanted.split(",") if wanted is not None else default
+        cases = tuple(c for c in CASES if c.name in names)
         return ListReply(cases, (ProbeInfo("where", "where overlay comes from"),))
 
     def run(self, request: RunRequest) -> ItemResult:
@@ -57,6 +61,8 @@ class FakeRunner:
             return ItemResult(RunStatus.OK, value=value)
         if request.item.name == "slow":
             time.sleep(60)
+        if request.item.name == "patient":
+            time.sleep(6)
         if request.item.name == "crash":
             os._exit(3)
         return ItemResult(RunStatus.OK, graph=("cpu: add",))
