@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from overlay.applier import transform
-from overlay.equivalence import orchestrator, report
-from overlay.equivalence.protocol import CaseInfo, PathId, RunStatus
+from overlay.equivalence import orchestrator, report, vgf_run
+from overlay.equivalence.protocol import CaseInfo, PathId, RunStatus, TargetState
 from overlay.equivalence.verdict import AB, BC, Observation
 from overlay.errors import EquivalenceError
 from overlay.series import Series, load_series
@@ -78,6 +78,15 @@ def test_fast_corpus_is_equivalent_and_claims_reproduce(tmp_path: Path, series: 
     assert (slots.ab, slots.fix) == (AB.FIXED, 4)
     assert verdicts["case:conv_relu_int8"].ab is AB.SAME
     assert all(v.bc in (BC.AGREE, BC.DECLARED) for v in result.verdicts)
+    # the seed's deployment (zoo, in the fast subset): fix 1 changes the VGF bytes only
+    grid = verdicts["case:zoo_grid_warp_int16_grid_intfp16"]
+    assert (grid.ab, grid.fix, grid.findings) == (AB.CHANGED, 1, ())
+    stock_vgf, patched_vgf = grid.results[PathId.STOCK].vgf, grid.results[PathId.RUNTIME].vgf
+    assert stock_vgf is not None and patched_vgf is not None
+    assert stock_vgf.payloads != patched_vgf.payloads
+    if vgf_run._lavapipe_icd() is not None:  # VGF executed: bit-identical int16 outputs
+        assert stock_vgf.numerics is not None and patched_vgf.numerics is not None
+        assert stock_vgf.numerics.key == patched_vgf.numerics.key
     table = report.render_table(result)
     assert "stock OK, patched FAIL: TosaValueError" in table
 
@@ -189,6 +198,28 @@ def test_user_models_file_runs_on_all_paths(tmp_path: Path, series: Series) -> N
     assert all(r.ok for r in verdict.results.values()), report.render_table(result)
     assert any(line.startswith("delegate[0]") for line in verdict.results[PathId.PATCHED].graph)
     assert result.failures == []
+
+
+def test_ethos_u_lowering_reports_command_streams_and_vela_estimates(
+    tmp_path: Path, series: Series
+) -> None:
+    pytest.importorskip("ethosu.vela")
+    models = tmp_path / "ethos_models.py"
+    text = USER_MODELS.replace('"per_channel": False,', '"per_channel": False, "ethos_u": True,')
+    models.write_text(text, encoding="utf-8")
+    options = _options(
+        tmp_path, series, models=str(models), only=("user_two_convs",), attribute=False
+    )
+    result = orchestrator.run(options)
+    (verdict,) = result.verdicts
+    stock = verdict.results[PathId.STOCK].ethos_u
+    assert [e.target for e in stock] == ["ethos-u55-128", "ethos-u85-256"]
+    for ethos in stock:
+        assert ethos.state is TargetState.COMPARED, ethos.error
+        assert len(ethos.payloads) == len(ethos.estimates) == 1
+        assert ethos.estimates[0].cycles_total > 0 and ethos.estimates[0].macs > 0
+    assert verdict.bc is BC.AGREE and result.failures == []
+    assert "ethos-u85-256" in report.render_table(result)
 
 
 def test_invalid_user_models_file_is_refused(tmp_path: Path, series: Series) -> None:
