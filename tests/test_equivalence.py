@@ -445,6 +445,17 @@ def test_workers_see_only_the_overlay_package_and_run_in_the_out_folder(
     assert result.failures == []
 
 
+def test_a_case_timeout_overrides_the_run_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CASES", "slow,patient")
+    result = run(_fake_options(tmp_path, probes=False))
+    by_name = {v.item.name: v for v in result.verdicts}
+    assert by_name["patient"].bc is BC.AGREE  # 6 s of work under its own 30 s
+    slow = by_name["slow"].results[C].error
+    assert slow is not None and slow.type == "WorkerTimeout" and "within 5 s" in slow.message
+
+
 def test_a_missing_python_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(Exception) as info:
         run(_fake_options(tmp_path, stock_python=str(tmp_path / "no-python")))

@@ -1,12 +1,12 @@
 """Torch-free: absolute numerics (SQNR, per-case limits, findings), executed VGF and
-Ethos-U results in verdicts and reports, case groups and per-case timeouts."""
+Ethos-U results in verdicts and reports, case groups (the per-case timeout is tested with
+the fake worker in test_equivalence.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import pytest
 
 from overlay import fixes
 from overlay.equivalence import corpus, ethosu, protocol, report, verdict
-from overlay.equivalence.orchestrator import Options, Report, WorkerInfo, run
+from overlay.equivalence.orchestrator import Options, Report, WorkerInfo
 from overlay.equivalence.protocol import (
     CaseInfo,
     ErrorInfo,
@@ -36,7 +36,6 @@ from overlay.equivalence.verdict import AB, BC, Observation, Quality, decide
 from overlay.errors import EquivalenceError
 
 A, B, C = PathId.STOCK, PathId.RUNTIME, PathId.PATCHED
-FAKE_WORKER = Path(__file__).resolve().parent / "fake_worker.py"
 DEEP = CaseInfo("deep_int8", "TOSA-1.0+INT", "a8w8", tolerance=0.25, sqnr_db=20.0, group="zoo")
 
 
@@ -262,24 +261,3 @@ def test_groups_select_cases() -> None:
     assert _select(group="zoo", fast=True) == ["zoo_grid_warp_int16_grid_intfp16"]
     with pytest.raises(EquivalenceError, match="unknown group"):
         _select(group="mystery")
-
-
-def test_a_case_timeout_overrides_the_run_timeout(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FAKE_CASES", "slow,patient")
-    options = Options(
-        stock_python=sys.executable,
-        patched_python=sys.executable,
-        out_dir=tmp_path / "out",
-        timeout=5.0,
-        attribute=False,
-        probes=False,
-        worker_command=(str(FAKE_WORKER),),
-        patches_dir=Path(__file__).resolve().parent.parent / "patches",
-    )
-    result = run(options)
-    by_name = {v.item.name: v for v in result.verdicts}
-    assert by_name["patient"].bc is BC.AGREE  # 6 s of work under its own 30 s
-    slow = by_name["slow"].results[C].error
-    assert slow is not None and slow.type == "WorkerTimeout" and "within 5 s" in slow.message

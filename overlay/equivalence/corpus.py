@@ -345,26 +345,7 @@ def _builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:
             return x + 1, self.a + 0, channels_last
 
     def int16_output() -> tuple[Any, tuple[Any, ...]]:
-        from executorch.backends.arm.quantizer import (
-            TOSAQuantizer,
-            get_symmetric_a16w8_quantization_config,
-        )
-        from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-        model, inputs = Conv().eval(), (image(1, 3, 8, 8),)
-        quantizer = TOSAQuantizer(TosaCompileSpec("TOSA-1.0+INT+FP+int16"))
-        quantizer.set_global(get_symmetric_a16w8_quantization_config())
-        graph = torch.export.export(model, inputs).module(check_guards=False)
-        prepared = prepare_pt2e(graph, quantizer)
-        prepared(*inputs)
-        converted = convert_pt2e(prepared)
-        output = converted.graph.output_node()
-        dequant = output.args[0][0]
-        output.args = ((dequant.args[0],),)
-        converted.graph.erase_node(dequant)
-        converted.recompile()
-        return converted, inputs
+        return int16_output_graph(Conv().eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16")
 
     return {
         "conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
@@ -388,6 +369,35 @@ def _builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:
         "equal_constant_outputs_channels_last": lambda: (EqualConstants(), (image(1, 4),)),
         "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
     }
+
+
+def int16_output_graph(
+    model: Any, inputs: tuple[Any, ...], spec: str
+) -> tuple[Any, tuple[Any, ...]]:
+    """Quantise ``model`` a16w8 (PT2E) and drop its output dequantize: it returns int16.
+
+    The graph then ends in the int16 quantize that fix 1 keeps explicit.
+    """
+    import torch
+    from executorch.backends.arm.quantizer import (
+        TOSAQuantizer,
+        get_symmetric_a16w8_quantization_config,
+    )
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = TOSAQuantizer(TosaCompileSpec(spec))
+    quantizer.set_global(get_symmetric_a16w8_quantization_config())
+    graph = torch.export.export(model, inputs).module(check_guards=False)
+    prepared = prepare_pt2e(graph, quantizer)
+    prepared(*inputs)
+    converted = convert_pt2e(prepared)
+    output = converted.graph.output_node()
+    dequant = output.args[0][0]
+    output.args = ((dequant.args[0],),)
+    converted.graph.erase_node(dequant)
+    converted.recompile()
+    return converted, inputs
 
 
 def build(name: str) -> tuple[Any, tuple[Any, ...]]:

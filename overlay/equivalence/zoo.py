@@ -336,31 +336,10 @@ def builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:
             return self.grid(x)
 
     def int16_grid(spec: str) -> tuple[Any, tuple[Any, ...]]:
-        """The seed's deployment: a16w8 grid positions returned as an int16 graph output.
+        """The seed's deployment: a16w8 grid positions returned as an int16 graph output."""
+        from overlay.equivalence.corpus import int16_output_graph
 
-        The module is quantised here (PT2E, a16w8) and its final dequantize removed, so the
-        graph ends in the int16 quantize that fix 1 keeps explicit.
-        """
-        from executorch.backends.arm.quantizer import (
-            TOSAQuantizer,
-            get_symmetric_a16w8_quantization_config,
-        )
-        from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-        model, inputs = GridPositions().eval(), (image(16),)
-        quantizer = TOSAQuantizer(TosaCompileSpec(spec))
-        quantizer.set_global(get_symmetric_a16w8_quantization_config())
-        prepared = prepare_pt2e(torch.export.export(model, inputs).module(check_guards=False),
-                                quantizer)  # fmt: skip
-        prepared(*inputs)
-        converted = convert_pt2e(prepared)
-        output = converted.graph.output_node()
-        dequant = output.args[0][0]
-        output.args = ((dequant.args[0],),)
-        converted.graph.erase_node(dequant)
-        converted.recompile()
-        return converted, inputs
+        return int16_output_graph(GridPositions().eval(), (image(16),), spec)
 
     def image(size: int, channels: int = 3) -> Any:
         return torch.randn(1, channels, size, size)
