@@ -261,3 +261,15 @@ def test_groups_select_cases() -> None:
     assert _select(group="zoo", fast=True) == ["zoo_grid_warp_int16_grid_intfp16"]
     with pytest.raises(EquivalenceError, match="unknown group"):
         _select(group="mystery")
+
+
+def test_report_says_what_a_fix_changes_in_executed_vgf() -> None:
+    info = CaseInfo("grid", "TOSA-1.0+INT+FP+int16", None)
+    exact = numerics(0.0, math.inf)
+    stock = ok(exact, vgf=vgf(exact))
+    patched = ok(exact, vgf=vgf(exact, payloads=(Payload("VgfBackend", 6, "v2" * 8),)))
+    v = decide(info.item, info, {A: stock, B: patched, C: patched}, 1)
+    assert (v.ab, v.ab_diffs) == (AB.CHANGED, (Observation.VGF_PAYLOAD,))
+    table = report.render_table(_report([v]))
+    assert "VGF payloads: stock 5 B v1, patched 6 B v2v2v2v2v2v2" in table
+    assert "executed VGF outputs: bit-identical on stock and patched" in table

@@ -90,6 +90,10 @@ def _detail_lines(verdict: Verdict) -> list[str]:
             lines.append(f"patched-only graph lines: {_only(b.graph, a.graph)}")
         if Observation.NUMERICS in verdict.ab_diffs:
             lines.append(f"max abs error vs float: stock {max_error(a)}, patched {max_error(b)}")
+        if Observation.VGF_PAYLOAD in verdict.ab_diffs:
+            lines.append(f"VGF payloads: stock {_vgf_bytes(a)}, patched {_vgf_bytes(b)}")
+            if Observation.VGF_NUMERICS not in verdict.ab_diffs and a.vgf and a.vgf.numerics:
+                lines.append("executed VGF outputs: bit-identical on stock and patched")
         if Observation.VALUE in verdict.ab_diffs:
             lines.append(f"stock: {json.dumps(a.value)}")
             lines.append(f"patched: {json.dumps(b.value)}")
@@ -104,6 +108,12 @@ def _detail_lines(verdict: Verdict) -> list[str]:
     if verdict.expectation_problem:
         lines.append(f"FINDING: {verdict.expectation_problem}")
     return lines
+
+
+def _vgf_bytes(result: ItemResult) -> str:
+    if result.vgf is None or not result.vgf.payloads:
+        return "none"
+    return ", ".join(f"{p.size} B {p.sha256[:12]}" for p in result.vgf.payloads)
 
 
 def _only(these: tuple[str, ...], others: tuple[str, ...]) -> str:
