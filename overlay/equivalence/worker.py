@@ -227,6 +227,7 @@ class TorchRunner:
 
         stage = Stage.BUILD
         started = time.perf_counter()
+        exported_float: Any = None
         try:
             info, module, inputs = self._case(name)
             if not isinstance(module, torch.fx.GraphModule):
@@ -268,6 +269,10 @@ class TorchRunner:
             return ItemResult(
                 status=RunStatus.FAIL,
                 error=error_info(exc, stage),
+                # Ethos-U lowers from the float export on its own: it is tried either way
+                ethos_u=(
+                    _ethos_u(exported_float, inputs, info) if exported_float is not None else ()
+                ),
                 seconds=time.perf_counter() - started,
             )
         numerics: Numerics | None = None
@@ -278,13 +283,7 @@ class TorchRunner:
             numerics = measure(got, float_out, fq_out)
         except Exception as exc:
             numerics_error = error_info(exc, Stage.NUMERICS)
-        ethos_u: tuple[EthosUResult, ...] = ()
-        if info.ethos_u:
-            from overlay.equivalence import ethosu
-
-            ethos_u = tuple(
-                ethosu.lower(exported_float, inputs, info, target) for target in ethosu.TARGETS
-            )
+        ethos_u = _ethos_u(exported_float, inputs, info)
         return ItemResult(
             status=RunStatus.OK,
             graph=tuple(graph),
@@ -296,6 +295,17 @@ class TorchRunner:
             lower_seconds=lower_seconds,
             seconds=time.perf_counter() - started,
         )
+
+
+def _ethos_u(
+    exported_float: Any, inputs: tuple[Any, ...], info: CaseInfo
+) -> tuple[EthosUResult, ...]:
+    """Lower the case for every Ethos-U target, when the case asks for it."""
+    if not info.ethos_u:
+        return ()
+    from overlay.equivalence import ethosu
+
+    return tuple(ethosu.lower(exported_float, inputs, info, target) for target in ethosu.TARGETS)
 
 
 def configure_quantizer(quantizer: Any, info: CaseInfo) -> Any:
