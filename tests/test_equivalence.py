@@ -442,9 +442,10 @@ def test_workers_see_only_the_overlay_package_and_run_in_the_out_folder(
 
 
 def test_a_missing_python_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(Exception) as info:
+    with pytest.raises(EquivalenceError) as info:
         run(_fake_options(tmp_path, stock_python=str(tmp_path / "no-python")))
-    assert "cannot start the worker for path (a) stock" in str(info.value)
+    assert info.value.message == "cannot start the worker for path (a) stock"
+    assert info.value.found is not None and "no-python" in info.value.found
 
 
 # --- user cases ----------------------------------------------------------------------------

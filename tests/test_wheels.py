@@ -182,3 +182,24 @@ def test_a_stale_checksum_entry_stops_the_repack(tmp_path: Path) -> None:
         wheels.build_patched_wheel(load_series(series.directory), source, pin, tmp_path / "dist")
     assert (info.value.repo_path, info.value.expected_sha256) == (A, "e" * 64)
     assert list((tmp_path / "dist").iterdir()) == []  # nothing half-written
+
+
+def test_a_wheel_built_by_another_tool_version_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    series, source, pin = setup(tmp_path)
+    first = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    again = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    assert (first.built, again.built) == (True, False)
+    monkeypatch.setattr(wheels, "TOOL", "executorch-arm-overlay 0.0.1")
+    rebuilt = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    assert rebuilt.built is True
+    assert rebuilt.provenance.tool == "executorch-arm-overlay 0.0.1"
+
+
+def test_a_malformed_record_row_is_a_target_error() -> None:
+    from overlay._dist import parse_record
+
+    with pytest.raises(TargetError) as info:
+        parse_record("executorch/a.py,sha256=abc,three\n", where="x/RECORD")
+    assert info.value.message == "x/RECORD is not a valid RECORD"
