@@ -165,6 +165,14 @@ def equivalence(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def mutants(session: nox.Session) -> None:
+    """Break the code once per mutation (tests/mutants.py); every one must turn the tests red."""
+    _install_overlay(session, "[dev]")
+    session.install("uv")
+    session.run("python", "tests/mutants.py")
+
+
+@nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark: cold build vs a bare install of the same pins, warm re-run, apply time."""
     _install_overlay(session)
