@@ -19,6 +19,8 @@ COMMANDS = {
     "apply",
     "revert",
     "build-wheel",
+    "lock",
+    "sync",
     "refresh",
     "edit",
     "regenerate",
