@@ -249,7 +249,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
             check_installed(series, import_modules=False, search_path=venv.site, lock=locked)
         except InstallCheckError as exc:
             progress(f"re-syncing {root}: {exc}")
-            reinstall = "is not the patched file" in exc.message
+            try:  # executorch's own files too? then uv must reinstall it, not just check it
+                check_installed(series, import_modules=False, search_path=venv.site)
+            except InstallCheckError:
+                reinstall = True
         else:
             if readyenv.is_current(locked, venv):
                 out(f"up to date: {root} is exactly {locked.path.name} (stamp and files checked)")

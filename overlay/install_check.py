@@ -53,7 +53,8 @@ def installed_versions(site: Path | None = None) -> dict[str, str]:
     """Return ``{canonical name: version}`` of the distributions in ``site`` (or on sys.path).
 
     A ``name-version.dist-info`` folder (as installers name it) is read by its name, which
-    is fast; a folder name that does not split that way by its METADATA.
+    is fast; a folder name that does not split that way by its METADATA. Two copies of one
+    distribution give both versions (``2.11.0 + 2.15.0``), which matches no lock.
     """
     folders = [site] if site else [Path(p) for p in sys.path if p and Path(p).is_dir()]
     found: dict[str, str] = {}
@@ -63,8 +64,11 @@ def installed_versions(site: Path | None = None) -> dict[str, str]:
             if not sep or "-" in version:
                 dist = importlib.metadata.PathDistribution(info)
                 name, version = dist.metadata["Name"] or "", dist.version
-            if name:
-                found.setdefault(canonicalize_name(name), version)
+            key = canonicalize_name(name)
+            if name and key in found:
+                found[key] += f" + {version}"
+            elif name:
+                found[key] = version
     return found
 
 
