@@ -39,14 +39,14 @@ PROJECT = "executorch-arm-overlay"
 def _find_interpreters(versions: list[str]) -> None:
     """Put pyenv-installed interpreters that are not on PATH onto it (uv then finds them).
 
-    A pyenv shim that is not enabled fails when run, so a version counts as present only if
-    ``pythonX.Y`` runs; otherwise the newest ``$(pyenv root)/versions/X.Y.*/bin`` is added.
+    A ``pythonX.Y`` on PATH that is not a pyenv shim is used as it is; otherwise (a shim
+    fails when its version is not enabled) the newest ``$(pyenv root)/versions/X.Y.*/bin``
+    goes first on PATH. Nothing is run, so listing sessions stays fast.
     """
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
     for version in versions:
         found = shutil.which(f"python{version}")
-        runs = found and subprocess.run([found, "-c", ""], check=False, capture_output=True)
-        if runs and runs.returncode == 0:
+        if found and Path(found).parent != root / "shims":
             continue
         candidates = sorted(root.glob(f"versions/{version}.*/bin"), key=lambda p: p.parent.name)
         if candidates:
@@ -56,11 +56,11 @@ def _find_interpreters(versions: list[str]) -> None:
 _find_interpreters(PYTHONS)
 DIST = Path(os.environ.get("OVERLAY_DIST", ROOT / "dist"))
 STAMP = "overlay-install.json"
-# The overlay tool's own venv (editable): it builds and checks the ready venv from outside.
-TOOL_VENV = Path(os.environ.get("OVERLAY_TOOL_VENV", ROOT / ".nox" / "overlay-tool"))
-# The editable tool caches its bytecode in the checkout (gitignored __pycache__), even where
-# PYTHONDONTWRITEBYTECODE is set: a warm re-run stays under a second.
-TOOL_ENV = {"PYTHONDONTWRITEBYTECODE": ""}
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+# The overlay runs from this checkout in its tool venv, and caches its bytecode here
+# (gitignored __pycache__) even where PYTHONDONTWRITEBYTECODE is set: a warm re-run stays
+# under a second.
+TOOL_ENV = {"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": ""}
 PY_SOURCES = ("overlay", "tests", "benchmarks", "noxfile.py")
 
 
@@ -110,17 +110,29 @@ def _install_once(session: nox.Session, *requirements: str, folder: Path | None 
 
 
 def _tool(session: nox.Session) -> str:
-    """Return the python of the overlay's own venv (editable; set up again when pyproject changes).
+    """Return the python of the overlay's tool venv: its dependencies only, shared by checkouts.
 
-    The ready venv never holds the overlay: the tool syncs and verifies it from outside.
+    Kept in the overlay cache (same folder rule as ``overlay/_cache.py``), keyed by the
+    interpreter and pyproject's dependency list; the overlay itself runs from this checkout
+    (``TOOL_ENV``). The ready venv never holds the overlay, and a new clone creates no venv
+    for it.
     """
-    python = TOOL_VENV / "bin" / "python"
-    stamp = TOOL_VENV / STAMP
-    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if not (python.is_file() and stamp.is_file() and stamp.read_text(encoding="utf-8") == key):
-        session.run("uv", "venv", "--clear", "--quiet", "--python", PYTHON, str(TOOL_VENV))
-        session.run("uv", "pip", "install", "--python", str(python), "-e", str(ROOT))
-        stamp.write_text(key, encoding="utf-8")
+    deps: list[str] = PYPROJECT["project"]["dependencies"]
+    key = hashlib.sha256(json.dumps([PYTHON, deps]).encode()).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    cache = Path(os.environ.get("OVERLAY_CACHE_DIR") or Path(base) / "executorch-arm-overlay")
+    venv = cache / "tool" / key
+    python = venv / "bin" / "python"
+    if not python.is_file():
+        tmp = venv.with_name(f".{key}-{os.getpid()}")
+        session.run(
+            "uv", "venv", "--clear", "--quiet", "--relocatable", "--python", PYTHON, str(tmp)
+        )
+        session.run("uv", "pip", "install", "--python", str(tmp / "bin" / "python"), *deps)
+        try:
+            tmp.rename(venv)
+        except OSError:  # another run made it first
+            shutil.rmtree(tmp)
     return str(python)
 
 

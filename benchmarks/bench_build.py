@@ -109,7 +109,6 @@ def clone(scratch: Path) -> Path:
 def nox_build(checkout: Path, scratch: Path) -> float:
     """Run the real `nox -s build_patched_executorch` of ``checkout`` with its own dist."""
     env = {**os.environ, "OVERLAY_DIST": str(scratch / "dist")}
-    env.pop("OVERLAY_TOOL_VENV", None)
     command = ["nox", "-f", str(checkout / "noxfile.py"), "--envdir", str(scratch / "nox")]
     return timed([*command, "-s", f"build_patched_executorch-{PYTHON}"], env=env, cwd=checkout)
 

@@ -259,9 +259,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 return 0
             progress(f"re-syncing {root}: no stamp for this lock and these packages")
     progress(f"syncing {root} to {locked.path} ({len(locked.packages)} packages)")
-    venv = readyenv.sync(
-        locked, root, python=python, find_links=Path(args.out), reinstall=reinstall
-    )
+    # The cache's copy (same bytes, a stable path) lets uv reuse its unpacked wheel across
+    # clones; a wheel built without the cache is taken from --out.
+    cached = wheels.cached_wheel(series, pin, wheels.patched_cache())
+    links = cached.parent if cached.is_file() else Path(args.out)
+    venv = readyenv.sync(locked, root, python=python, find_links=links, reinstall=reinstall)
     found = check_installed(series, search_path=venv.site, lock=locked, python=venv.python)
     readyenv.write_stamp(locked, venv)
     out(f"ok: {root} is exactly {locked.path.name}; executorch {found.version}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 import sysconfig
@@ -172,9 +173,16 @@ def check_installed(
 
 
 def _import(python: Path, names: list[str]) -> dict[str, str]:
-    """Import ``names`` in ``python`` (isolated mode); return each module's file."""
+    """Import ``names`` in ``python``; return each module's file."""
+    # -s -P: no user site, no script folder on sys.path; PYTHONPATH is dropped, but not
+    # PYTHONDONTWRITEBYTECODE: the import costs what it costs the user's own first import.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     proc = subprocess.run(
-        [str(python), "-I", "-c", _IMPORT, *names], capture_output=True, text=True, check=False
+        [str(python), "-s", "-P", "-c", _IMPORT, *names],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     if proc.returncode != 0:
         raise InstallCheckError(

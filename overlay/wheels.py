@@ -331,7 +331,7 @@ def build_patched_wheel(
     if cache is None:
         provenance = _repack(series, source, pin, out)
         return BuildResult(out, version, True, provenance, sha256_file(out))
-    cached = cache / content_key(series, pin)[:24] / out.name
+    cached = cached_wheel(series, pin, cache)
     reused = None if force or not cached.is_file() else read_provenance(cached)
     if reused is not None and _is_current(reused, series, pin):
         _link_or_copy(cached, out)
@@ -340,6 +340,11 @@ def build_patched_wheel(
     provenance = _repack(series, source, pin, cached)
     _link_or_copy(cached, out)
     return BuildResult(out, version, True, provenance, sha256_file(out))
+
+
+def cached_wheel(series: Series, pin: WheelPin, cache: Path) -> Path:
+    """Return where the cache keeps the patched wheel of ``pin`` (alone in its folder)."""
+    return cache / content_key(series, pin)[:24] / patched_wheel_name(pin, series)
 
 
 def _link_or_copy(source: Path, dest: Path) -> None:
