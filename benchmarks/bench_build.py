@@ -102,6 +102,7 @@ def pip_install(scratch: Path) -> float:
 def clone(scratch: Path) -> Path:
     """Return a fresh clone of this checkout's HEAD (what a new user starts from)."""
     folder = scratch / "clone"
+    scratch.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "clone", "-q", str(ROOT), str(folder)], check=True)
     return folder
 
@@ -139,6 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=20, help="apply/revert rounds")
     parser.add_argument("--pip", action="store_true", help="also time a bare pip install")
+    parser.add_argument("--repeat", type=int, default=3, help="peer/cold rounds (alternating)")
     parser.add_argument(
         "--seed",
         default=f"{SEED}:apply_arm_backend_monkey_patch"
@@ -147,16 +149,24 @@ def main() -> None:
         help="the peer's runtime patch, FILE.py:FUNCTION or module:FUNCTION",
     )
     args = parser.parse_args()
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="overlay-bench-") as tmp:
         scratch = Path(tmp)
-        checkout = clone(scratch)
-        peer_s = peer(scratch, args.seed)
-        cold = nox_build(checkout, scratch)
-        warm = nox_build(checkout, scratch)
+        peers, colds = [], []
+        for round_ in range(args.repeat):  # alternate, so machine load hits both alike
+            folder = scratch / f"round{round_}"
+            checkout = clone(folder)
+            peers.append(peer(folder, args.seed))
+            colds.append(nox_build(checkout, folder))
+        peer_s, cold = statistics.median(peers), statistics.median(colds)
+        warm = nox_build(checkout, folder)
         apply_s, revert_s, repack_s = apply_times(scratch, args.rounds)
         rows = [
-            ("peer: uv pip sync of the lock (stock) + Arm import, runtime patch", peer_s),
-            ("cold `nox -s build_patched_executorch` in a new clone", cold),
+            (
+                f"peer: uv pip sync of the lock (stock) + Arm import (median of {args.repeat})",
+                peer_s,
+            ),
+            (f"cold `nox -s build_patched_executorch`, new clone (median of {args.repeat})", cold),
             ("warm re-run (nothing changed)", warm),
             (f"series apply on an unpacked wheel (median of {args.rounds})", apply_s),
             (f"series revert (median of {args.rounds})", revert_s),
@@ -168,6 +178,7 @@ def main() -> None:
             )
     width = max(len(name) for name, _ in rows)
     print(f"runtime patch of the peer: {args.seed}")
+    print(f"load average before/after: {load[0]:.1f} / {os.getloadavg()[0]:.1f} (2 cores)")
     for name, seconds in rows:
         print(f"{name:<{width}}  {seconds:8.3f} s")
     print(f"{'cold build / peer (target <= 1.10)':<{width}}  {cold / peer_s:8.2f} x")
