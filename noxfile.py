@@ -99,7 +99,7 @@ def _install_once(session: nox.Session, *requirements: str, folder: Path | None 
         session.log(f"{venv.name}: up to date (same requirements and packages), skipping install")
         return False
     if folder is None:
-        session.install(*requirements)
+        session.install(*requirements, silent=False)  # a cold torch install takes minutes
     else:
         python = str(folder / "bin" / "python")
         session.run("uv", "venv", "--clear", "--python", PYTHON, str(folder))

@@ -239,9 +239,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )
     pin = series.pins.host_wheel(python)
     locked = lock.check_current(series, pin)
-    if not (wheels.wheel_cache() / pin.filename).is_file():
+    base = wheels.wheel_cache() / pin.filename  # sha256-checked by the build if it reads it
+    if not base.is_file():
         progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
-    result = _build(args, series, pin, wheels.fetch_wheel(pin))
+        base = wheels.fetch_wheel(pin)
+    result = _build(args, series, pin, base)
     lock.check_wheel(locked, result.path, result.sha256)
     reinstall = False
     if venv is not None and not args.force:

@@ -321,12 +321,12 @@ def build_patched_wheel(
     With ``cache`` (see :func:`patched_cache`) a wheel built before from the same inputs,
     in any checkout, is linked into ``out_dir`` instead of being repacked.
     """
-    verify_wheel(source, pin)
     out = out_dir / patched_wheel_name(pin, series)
     version = local_version(series)
     existing = read_provenance(out) if out.is_file() else None
     if not force and existing is not None and _is_current(existing, series, pin):
         return BuildResult(out, version, False, existing, sha256_file(out))
+    verify_wheel(source, pin)  # only read when something is built or linked from it
     out_dir.mkdir(parents=True, exist_ok=True)
     if cache is None:
         provenance = _repack(series, source, pin, out)
