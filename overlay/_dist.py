@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
 from installer.records import Hash, InvalidRecordEntry, RecordEntry, parse_record_file
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from overlay._hashing import record_digest
@@ -77,6 +79,43 @@ def set_metadata_version(text: str, version: str, *, where: str) -> str:
         if not line.strip():
             break  # end of the headers
     raise TargetError(f"{where} has no Version field", hint="use an unmodified wheel")
+
+
+def set_requirements(text: str, requires: Sequence[str], extras: Sequence[str]) -> str:
+    """Return METADATA whose ``Requires-Dist`` of the named packages are exactly ``requires``.
+
+    Example: ``Requires-Dist: torch>=2.11.0`` with requires ``torch==2.11.*`` becomes
+    ``Requires-Dist: torch==2.11.*``; each of ``extras`` not yet declared gets a
+    ``Provides-Extra`` line. Every other byte is kept.
+    """
+    names = {canonicalize_name(Requirement(r).name) for r in requires}
+    head, sep, body = text.partition("\n\n")
+    lines: list[str] = []
+    insert_at = None
+    declared = set()
+    for line in head.split("\n"):
+        key, _, value = line.partition(":")
+        if key == "Provides-Extra":
+            declared.add(value.strip())
+        if key == "Requires-Dist":
+            if canonicalize_name(Requirement(value.strip()).name) in names:
+                insert_at = len(lines)
+                continue
+            insert_at = len(lines) + 1
+        lines.append(line)
+    new = [f"Provides-Extra: {e}" for e in extras if e not in declared]
+    new += [f"Requires-Dist: {r}" for r in requires]
+    at = len(lines) if insert_at is None else insert_at
+    lines[at:at] = new
+    return "\n".join(lines) + sep + body
+
+
+def set_generator(text: str, generator: str) -> str:
+    """Return WHEEL with its ``Generator:`` line replaced."""
+    return "\n".join(
+        f"Generator: {generator}" if line.startswith("Generator:") else line
+        for line in text.split("\n")
+    )
 
 
 def parse_record(text: str, *, where: str) -> tuple[RecordEntry, ...]:

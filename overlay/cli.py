@@ -6,7 +6,6 @@ Every command maps OverlayError to its message on stderr and its exit code.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import sysconfig
@@ -14,10 +13,28 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from overlay import __version__, fixes, install, pins, wheels, worktree
+from overlay import (
+    __version__,
+    fixes,
+    index,
+    install,
+    lock,
+    pins,
+    readyenv,
+    reports,
+    wheels,
+    worktree,
+)
 from overlay.equivalence import orchestrator, report
-from overlay.errors import EquivalenceError, OverlayError, TargetError
-from overlay.install_check import check_installed
+from overlay.errors import (
+    EXIT_CHANGES_DUE,
+    EquivalenceError,
+    InstallCheckError,
+    OverlayError,
+    TargetError,
+    exit_codes,
+)
+from overlay.install_check import check_installed, current_site
 from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream import export, releases, render
 from overlay.upstream.matrix import Matrix
@@ -69,24 +86,49 @@ def _target(args: argparse.Namespace) -> install.Target:
     return install.find_target(Path(sysconfig.get_paths()["purelib"]))
 
 
+def _series_info(series: Series) -> reports.SeriesInfo:
+    return reports.SeriesInfo(
+        series.digest,
+        str(series.pins.executorch),
+        wheels.local_version(series),
+        tuple(
+            reports.PatchInfo(n, p.name, p.subject, p.header.get("Applied-Upstream"))
+            for n, p in enumerate(series.patches, start=1)
+        ),
+    )
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """Show the series and, with a target, the state of every file."""
     series = _series(args)
-    out(f"series {series.short_digest} against executorch {series.pins.executorch}")
-    out(f"patched wheel version: {wheels.local_version(series)}")
-    for number, patch in enumerate(series.patches, start=1):
-        out(f"  {number}. {patch.name}: {patch.subject}")
-        upstream = patch.header.get("Applied-Upstream")
-        if upstream:
-            out(f"       upstream: {upstream}")
+    info = _series_info(series)
+    target: install.Target | None = None
     if args.target or not args.series_only:
         try:
             target = _target(args)
         except TargetError:
             if args.target:
                 raise
-            return 0
-        states = install.file_states(series, target)
+    states = install.file_states(series, target) if target else {}
+    if args.json:
+        out(
+            reports.to_json(
+                reports.StatusReport(
+                    info,
+                    target.root if target else None,
+                    str(target.version) if target else None,
+                    tuple(reports.FileStatus(p, s) for p, s in states.items()),
+                )
+            ).rstrip("\n")
+        )
+        return 0
+    out(f"series {series.short_digest} against executorch {series.pins.executorch}")
+    out(f"patched wheel version: {info.wheel_version}")
+    for patch in info.patches:
+        out(f"  {patch.number}. {patch.name}: {patch.subject}")
+        if patch.upstream:
+            out(f"       upstream: {patch.upstream}")
+    if target is not None:
         out(f"target {target.root} (executorch {target.version})")
         for repo_path, state in states.items():
             out(f"  {state.value:<9} {repo_path}")
@@ -101,12 +143,20 @@ def _describe_plan(plan: install.Plan, verb: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Dry run: check everything apply (or revert) would check, and write nothing."""
+    """Dry run: check everything apply (or revert) would; exit 21 if files would change."""
     series = _series(args)
     plan = install.plan(series, _target(args), reverse=args.reverse)
+    code = 0 if plan.is_noop else EXIT_CHANGES_DUE
+    if args.json:
+        changes = tuple(c.repo_path for c in plan.changes)
+        check = reports.CheckReport(
+            plan.target.root, args.reverse, not plan.is_noop, changes, plan.unchanged
+        )
+        out(reports.to_json(check).rstrip("\n"))
+        return code
     _describe_plan(plan, "would revert" if args.reverse else "would patch")
-    out("nothing to do" if plan.is_noop else f"ok: {len(plan.changes)} file(s) would change")
-    return 0
+    out("nothing to do" if plan.is_noop else f"{len(plan.changes)} file(s) would change")
+    return code
 
 
 def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
@@ -120,20 +170,107 @@ def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
     return 0
 
 
+def _build(
+    args: argparse.Namespace, series: Series, pin: pins.WheelPin, source: Path
+) -> wheels.BuildResult:
+    """Build (or reuse) the patched wheel into ``--out``, publish the index, return it."""
+    started = time.perf_counter()
+    out_dir = Path(args.out)
+    result = wheels.build_patched_wheel(
+        series, source, pin, out_dir, force=args.force, cache=wheels.patched_cache()
+    )
+    seconds = time.perf_counter() - started
+    state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
+    progress(f"{result.path.name}: {state}")
+    published = index.publish(out_dir, result.version, {result.path.name: result.sha256})
+    for name in published.moved:
+        progress(f"moved {name} (an earlier series) to {out_dir / index.OLD}/")
+    return result
+
+
 def cmd_build_wheel(args: argparse.Namespace) -> int:
     """Download and verify the pinned wheel, apply the series, write the patched wheel."""
     series = _series(args)
     pin, source = _source_wheel(args, series)
-    started = time.perf_counter()
     progress(f"applying {len(series.patches)} patches and repacking into {args.out}/")
-    result = wheels.build_patched_wheel(series, source, pin, Path(args.out), force=args.force)
-    seconds = time.perf_counter() - started
-    state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
-    progress(f"{result.path.name}: {state}")
+    result = _build(args, series, pin, source)
+    lock_file = lock.lock_path(series, pin)
     if args.report:
-        report = {"wheel": str(result.path), "version": result.version, "built": result.built}
-        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        built = reports.BuildReport(
+            result.path,
+            result.version,
+            result.built,
+            result.sha256,
+            lock_file if lock_file.is_file() else None,
+            Path(args.out) / index.SIMPLE,
+        )
+        Path(args.report).write_text(reports.to_json(built), encoding="utf-8")
     out(str(result.path))
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    """Resolve (or with --check, only check) the lock of every pinned wheel."""
+    series = _series(args)
+    selected = [series.pins.wheel_for(t) for t in args.tag] if args.tag else series.pins.wheels
+    for pin in selected:
+        if args.check:
+            found = lock.check_current(series, pin)
+            out(f"current: {found.path} ({len(found.packages)} packages)")
+            continue
+        cached = wheels.wheel_cache() / pin.filename
+        if not cached.is_file():
+            progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+        result = _build(args, series, pin, wheels.fetch_wheel(pin))
+        progress(f"resolving the lock for {pin.tag} with uv")
+        written = lock.generate(series, pin, result.path)
+        lock.check_wheel(written, result.path, result.sha256)
+        out(f"wrote {written.path} ({len(written.packages)} packages)")
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Make a venv exactly the lock with the patched executorch; verify it; skip if current."""
+    series = _series(args)
+    root = Path(args.venv)
+    venv = readyenv.find_venv(root) if (root / "pyvenv.cfg").is_file() else None
+    python = args.python or (
+        venv.version if venv else f"{sys.version_info[0]}.{sys.version_info[1]}"
+    )
+    pin = series.pins.host_wheel(python)
+    locked = lock.check_current(series, pin)
+    base = wheels.wheel_cache() / pin.filename  # sha256-checked by the build if it reads it
+    if not base.is_file():
+        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+        base = wheels.fetch_wheel(pin)
+    result = _build(args, series, pin, base)
+    lock.check_wheel(locked, result.path, result.sha256)
+    reinstall = False
+    if venv is not None and not args.force:
+        try:
+            check_installed(series, import_modules=False, search_path=venv.site, lock=locked)
+        except InstallCheckError as exc:
+            progress(f"re-syncing {root}: {exc}")
+            try:  # executorch's own files too? then uv must reinstall it, not just check it
+                check_installed(series, import_modules=False, search_path=venv.site)
+            except InstallCheckError:
+                reinstall = True
+        else:
+            if readyenv.is_current(locked, venv):
+                out(f"up to date: {root} is exactly {locked.path.name} (stamp and files checked)")
+                return 0
+            progress(f"re-syncing {root}: no stamp for this lock and these packages")
+    progress(f"syncing {root} to {locked.path} ({len(locked.packages)} packages)")
+    # The cache's copy (same bytes, a stable path) lets uv reuse its unpacked wheel across
+    # clones; a wheel built without the cache is taken from --out.
+    cached = wheels.cached_wheel(series, pin, wheels.patched_cache())
+    links = cached.parent if cached.is_file() else Path(args.out)
+    venv = readyenv.sync(locked, root, python=python, find_links=links, reinstall=reinstall)
+    found = check_installed(series, search_path=venv.site, lock=locked, python=venv.python)
+    readyenv.write_stamp(locked, venv)
+    out(f"ok: {root} is exactly {locked.path.name}; executorch {found.version}")
+    for module in found.modules:
+        out(f"  imported {module}")
     return 0
 
 
@@ -172,12 +309,33 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_install(args: argparse.Namespace) -> int:
-    """Check this environment runs the patched executorch of this series."""
-    report = check_installed(_series(args), import_modules=not args.no_import)
-    out(f"executorch {report.version} in {report.site}")
-    for path, digest in report.files.items():
+    """Check an env: every locked package version, provenance, file hashes, then imports."""
+    series = _series(args)
+    if args.target:
+        venv = readyenv.find_venv(Path(args.target))
+        site, python, version = venv.site, venv.python, venv.version
+    else:
+        site, python = current_site(), Path(sys.executable)
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    locked = None
+    if args.lock:
+        locked = lock.read(Path(args.lock))
+    elif not args.no_lock:
+        locked = lock.check_current(series, series.pins.host_wheel(version))
+    found = check_installed(
+        series, import_modules=not args.no_import, search_path=site, lock=locked, python=python
+    )
+    if args.json:
+        out(reports.to_json(found).rstrip("\n"))
+        return 0
+    if found.lock:
+        out(f"{found.locked} packages match {found.lock}")
+    for extra in found.unlocked:
+        out(f"  not in the lock: {extra}")
+    out(f"executorch {found.version} in {found.site}")
+    for path, digest in found.files.items():
         out(f"  patched {digest[:12]} {path}")
-    for module in report.modules:
+    for module in found.modules:
         out(f"  imported {module}")
     out("ok: the environment runs the patched executorch")
     return 0
@@ -307,6 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m overlay",
         description="Arm-backend fix series for a pinned executorch release: apply, build,"
         " verify, prove equivalence, prepare upstream pull requests.",
+        epilog="exit codes:\n" + "\n".join(f"  {c:>3}  {d}" for c, d in exit_codes()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
@@ -335,11 +495,21 @@ def build_parser() -> argparse.ArgumentParser:
             "--wheel-tag", help="pinned wheel by tag, e.g. cp311-manylinux_2_28_x86_64"
         )
 
+    def add_json(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--json", action="store_true", help="print a JSON report")
+
     status = add("status", cmd_status, "show the series and the state of a target's files")
     add_target(status)
+    add_json(status)
     status.add_argument("--series-only", action="store_true", help="do not look for a target")
-    check = add("check", cmd_check, "dry run: verify a target could be patched (writes nothing)")
+    check = add(
+        "check",
+        cmd_check,
+        f"dry run: verify a target could be patched (writes nothing; exit {EXIT_CHANGES_DUE}"
+        " if files would change, 0 if nothing to do)",
+    )
     add_target(check)
+    add_json(check)
     check.add_argument("--reverse", action="store_true", help="check a revert instead")
     add_target(add("apply", cmd_apply, "apply the series to a target, atomically"))
     add_target(
@@ -350,14 +520,31 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--out", default="dist", help="output folder (default: %(default)s)")
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--report", help="also write a JSON summary to this file")
+    lock_cmd = add("lock", cmd_lock, "resolve the lock of every pinned wheel (uv, with hashes)")
+    lock_cmd.add_argument("--check", action="store_true", help="only check the locks are current")
+    lock_cmd.add_argument("--tag", action="append", help="only this wheel tag (repeatable)")
+    sync = add("sync", cmd_sync, "make a venv exactly the lock, with the patched executorch")
+    sync.add_argument("--venv", required=True, help="the venv to create or sync")
+    sync.add_argument("--python", help="its Python version, e.g. 3.12 (default: the venv's)")
+    for command in (lock_cmd, sync):
+        command.add_argument("--out", default="dist", help="wheel folder (default: %(default)s)")
+        command.add_argument("--force", action="store_true", help="rebuild/resync regardless")
     add_wheel(add("refresh", cmd_refresh, f"recompute patches/{CHECKSUMS_FILE}"))
     edit = add("edit", cmd_edit, "lay out pristine sources + series as git commits")
     add_wheel(edit)
     edit.add_argument("--dir", required=True, help="new folder for the work tree")
     regen = add("regenerate", cmd_regenerate, "rewrite patches/ from an edit work tree")
     regen.add_argument("--dir", required=True, help="the work tree made by `edit`")
-    verify = add("verify-install", cmd_verify_install, "check this env runs the patched wheel")
+    verify = add(
+        "verify-install",
+        cmd_verify_install,
+        "check an env: locked versions, provenance, patched files, then imports",
+    )
+    verify.add_argument("--target", help="the venv to check (default: this Python's)")
     verify.add_argument("--no-import", action="store_true", help="check files only")
+    verify.add_argument("--lock", help="check against this lock file (default: the pinned one)")
+    verify.add_argument("--no-lock", action="store_true", help="check executorch only")
+    add_json(verify)
     matrix = add("matrix", cmd_matrix, "how each patch fares on each executorch release")
     export = add("export-upstream", cmd_export_upstream, "write upstream PR mboxes + bodies")
     for command in (matrix, export):
@@ -405,6 +592,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except OverlayError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):
+            error = reports.ErrorReport(
+                type(exc).__name__, exc.exit_code, exc.message, exc.expected, exc.found, exc.hint
+            )
+            out(reports.to_json(error).rstrip("\n"))
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# `check` (like `ruff --check`): every check passed and the target would change.
+EXIT_CHANGES_DUE = 21
+
 
 class OverlayError(Exception):
     """Base of every error the overlay raises on purpose."""
@@ -130,3 +133,27 @@ class GitError(OverlayError):
     """A git command failed (patch work tree, upstream export)."""
 
     exit_code = 12
+
+
+class LockError(OverlayError):
+    """A lock is missing, unreadable, stale against the pins, or pins another wheel."""
+
+    exit_code = 20
+
+
+def exit_codes() -> list[tuple[int, str]]:
+    """Return every documented exit code with its meaning, ascending (for ``--help``)."""
+    codes = {
+        0: "success",
+        1: "any other overlay error",
+        2: "bad command line",
+        EXIT_CHANGES_DUE: "check: every check passed and files would change",
+        130: "interrupted",
+    }
+    pending = OverlayError.__subclasses__()
+    while pending:
+        cls = pending.pop()
+        doc = (cls.__doc__ or cls.__name__).strip().splitlines()[0].rstrip(".")
+        codes.setdefault(cls.exit_code, doc)
+        pending.extend(cls.__subclasses__())
+    return sorted(codes.items())

@@ -64,6 +64,8 @@ class Pins:
     upstream_repo: str
     package_dir: str
     runtime: Mapping[str, str]  # distribution name -> exact version
+    extras: Mapping[str, tuple[str, ...]]  # extra name -> runtime packages it brings
+    macos_deployment_target: str  # the macOS a lock targets ("" = uv's default)
     wheels: tuple[WheelPin, ...]
     pristine: Mapping[str, str]  # repository path -> sha256
     matrix_versions: tuple[str, ...]
@@ -80,6 +82,20 @@ class Pins:
         """Return the pip requirements that sit beside executorch in a ready venv."""
         return [f"{name}=={version}" for name, version in self.runtime.items()]
 
+    def wheel_requirements(self) -> tuple[str, ...]:
+        """Return the patched wheel's Requires-Dist for the runtime pins, series-narrowed.
+
+        Example: torch 2.11.0 gives ``torch==2.11.*``; tosa-tools under extra ``arm`` gives
+        ``tosa-tools==2026.2.*; extra == "arm"``.
+        """
+        extra_of = {name: extra for extra, names in self.extras.items() for name in names}
+        out = []
+        for name, version in self.runtime.items():
+            release = Version(version).release
+            spec = f"{name}=={'.'.join(map(str, release[:2]))}.*"
+            out.append(f'{spec}; extra == "{extra_of[name]}"' if name in extra_of else spec)
+        return tuple(out)
+
     def executorch_requirement(self) -> str:
         """Return ``executorch==<pinned version>``."""
         return f"executorch=={self.executorch}"
@@ -92,9 +108,9 @@ class Pins:
         """Map a repository path to its dotted module name (``executorch.backends.arm...``)."""
         return self.wheel_path(repo_path).removesuffix(".py").replace("/", ".")
 
-    def host_wheel(self) -> WheelPin:
-        """Return the pinned wheel for this interpreter and machine."""
-        python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    def host_wheel(self, python: str | None = None) -> WheelPin:
+        """Return the pinned wheel for this machine and ``python`` (default: this one)."""
+        python = python or f"{sys.version_info.major}.{sys.version_info.minor}"
         machine = platform.machine().lower()
         system = sys.platform
         for pin in self.wheels:
@@ -235,6 +251,15 @@ def load(directory: Path) -> Pins:
         ) from exc
     executorch = _table(data, "executorch", source)
     runtime = _strings(data, "runtime", source)
+    extras: dict[str, tuple[str, ...]] = {}
+    for extra, names in _table(data, "extras", source).items() if "extras" in data else ():
+        if not isinstance(names, list) or not all(n in runtime for n in names):
+            raise _bad(source, f"[extras] {extra} = a list of [runtime] names", repr(names))
+        extras[extra] = tuple(names)
+    lock = _table(data, "lock", source) if "lock" in data else {}
+    macos = lock.get("macos_deployment_target", "")
+    if not isinstance(macos, str):
+        raise _bad(source, "[lock] macos_deployment_target = a string", repr(macos))
     matrix = _table(data, "matrix", source)
     wheels: list[WheelPin] = []
     raw_wheels = data.get("wheels")
@@ -265,6 +290,8 @@ def load(directory: Path) -> Pins:
         upstream_repo=_text(executorch, "upstream_repo", source),
         package_dir=_text(executorch, "package_dir", source),
         runtime=runtime,
+        extras=extras,
+        macos_deployment_target=macos,
         wheels=tuple(wheels),
         pristine=_strings(data, "pristine", source),
         matrix_versions=tuple(str(v) for v in versions),

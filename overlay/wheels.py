@@ -1,16 +1,22 @@
 """Fetch a pinned executorch wheel and repack it with the series applied.
 
 The patched wheel keeps every file of the original except the patched sources,
-the renamed dist-info (``1.2.0+armfix.<series>``), a regenerated RECORD (written
-by ``wheel.wheelfile.WheelFile``) and a provenance file.
+the renamed dist-info (``1.2.0+armfix.<series>``), METADATA's Requires-Dist narrowed to
+the runtime pins' release series (``torch==2.11.*``; tosa-tools under ``executorch[arm]``),
+WHEEL's Generator (this tool), a regenerated RECORD (written by
+``wheel.wheelfile.WheelFile``) and a provenance file. Built wheels are kept in the overlay
+cache, keyed by what they are made of, so a new clone reuses them.
 """
 
 from __future__ import annotations
 
 import calendar
 import contextlib
+import errno
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +30,14 @@ from wheel.wheelfile import WheelFile
 
 from overlay import __version__
 from overlay._cache import cache_dir
-from overlay._dist import METADATA, decode_text, metadata_version, set_metadata_version
+from overlay._dist import (
+    METADATA,
+    decode_text,
+    metadata_version,
+    set_generator,
+    set_metadata_version,
+    set_requirements,
+)
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.applier import transform, transform_checked
 from overlay.errors import TargetError, WheelError
@@ -34,6 +47,9 @@ from overlay.series import Series
 PROVENANCE_FILE = "ARM_OVERLAY.json"
 LOCAL_PREFIX = "armfix"
 TOOL = f"executorch-arm-overlay {__version__}"
+# Bump when the repack writes other bytes for the same inputs (it keys the wheel cache).
+REPACK_FORMAT = 2
+WHEEL_FILE = "WHEEL"
 _NO_REPACK_HINT = "delete it from the cache and run again"
 
 
@@ -65,6 +81,7 @@ class Provenance:
     series_digest: str
     patches: tuple[PatchRecord, ...]
     files: dict[str, FileRecord]  # wheel path -> hashes
+    requires: tuple[str, ...]  # the Requires-Dist lines the series was proven with
 
     def to_json(self) -> str:
         """Return the JSON text (sorted keys, so a rebuild gives the same bytes)."""
@@ -88,6 +105,7 @@ class Provenance:
                 str(k): FileRecord(str(v["pristine"]), str(v["patched"]))
                 for k, v in data["files"].items()
             },
+            requires=tuple(str(r) for r in data["requires"]),
         )
 
 
@@ -107,8 +125,9 @@ class BuildResult:
 
     path: Path
     version: str
-    built: bool
+    built: bool  # False: reused from the output folder or the overlay cache
     provenance: Provenance
+    sha256: str
 
 
 def local_version(series: Series) -> str:
@@ -119,6 +138,17 @@ def local_version(series: Series) -> str:
 def wheel_cache() -> Path:
     """Return the folder downloaded pinned wheels are kept in."""
     return cache_dir() / "wheels"
+
+
+def patched_cache() -> Path:
+    """Return the folder built patched wheels are kept in, one subfolder per content key."""
+    return cache_dir() / "patched"
+
+
+def content_key(series: Series, pin: WheelPin) -> str:
+    """Return the key of a patched wheel: series, base wheel, requirements, tool, format."""
+    parts = (series.digest, pin.sha256, *series.pins.wheel_requirements(), TOOL)
+    return hashlib.sha256("\0".join((*parts, str(REPACK_FORMAT))).encode()).hexdigest()
 
 
 def verify_wheel(path: Path, pin: WheelPin) -> None:
@@ -278,17 +308,56 @@ def patched_wheel_name(pin: WheelPin, series: Series) -> str:
 
 
 def build_patched_wheel(
-    series: Series, source: Path, pin: WheelPin, out_dir: Path, *, force: bool = False
+    series: Series,
+    source: Path,
+    pin: WheelPin,
+    out_dir: Path,
+    *,
+    force: bool = False,
+    cache: Path | None = None,
 ) -> BuildResult:
-    """Repack ``source`` with the series applied into ``out_dir`` (skipped when up to date)."""
-    verify_wheel(source, pin)
+    """Repack ``source`` with the series applied into ``out_dir`` (skipped when up to date).
+
+    With ``cache`` (see :func:`patched_cache`) a wheel built before from the same inputs,
+    in any checkout, is linked into ``out_dir`` instead of being repacked.
+    """
     out = out_dir / patched_wheel_name(pin, series)
+    version = local_version(series)
     existing = read_provenance(out) if out.is_file() else None
     if not force and existing is not None and _is_current(existing, series, pin):
-        return BuildResult(out, local_version(series), built=False, provenance=existing)
+        return BuildResult(out, version, False, existing, sha256_file(out))
+    verify_wheel(source, pin)  # only read when something is built or linked from it
     out_dir.mkdir(parents=True, exist_ok=True)
-    provenance = _repack(series, source, pin, out)
-    return BuildResult(out, local_version(series), built=True, provenance=provenance)
+    if cache is None:
+        provenance = _repack(series, source, pin, out)
+        return BuildResult(out, version, True, provenance, sha256_file(out))
+    cached = cached_wheel(series, pin, cache)
+    reused = None if force or not cached.is_file() else read_provenance(cached)
+    if reused is not None and _is_current(reused, series, pin):
+        _link_or_copy(cached, out)
+        return BuildResult(out, version, False, reused, sha256_file(out))
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    provenance = _repack(series, source, pin, cached)
+    _link_or_copy(cached, out)
+    return BuildResult(out, version, True, provenance, sha256_file(out))
+
+
+def cached_wheel(series: Series, pin: WheelPin, cache: Path) -> Path:
+    """Return where the cache keeps the patched wheel of ``pin`` (alone in its folder)."""
+    return cache / content_key(series, pin)[:24] / patched_wheel_name(pin, series)
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    """Put ``source``'s bytes at ``dest`` atomically (a hardlink when on the same device)."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, dest)
 
 
 def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
@@ -296,6 +365,7 @@ def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
         provenance.series_digest == series.digest
         and provenance.base_sha256 == pin.sha256
         and provenance.tool == TOOL
+        and provenance.requires == series.pins.wheel_requirements()
     )
 
 
@@ -310,6 +380,7 @@ def _provenance(series: Series, pin: WheelPin, files: dict[str, FileRecord]) -> 
             PatchRecord(p.name, p.subject, sha256_bytes(p.text.encode())) for p in series.patches
         ),
         files=files,
+        requires=series.pins.wheel_requirements(),
     )
 
 
@@ -351,7 +422,13 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> Provenanc
                         data = transform_checked(series, repo_path, data)
                         files[name] = FileRecord(pristine, sha256_bytes(data))
                     elif name == old_dist + METADATA:
-                        data = set_metadata_version(metadata, version, where=name).encode()
+                        text = set_metadata_version(metadata, version, where=name)
+                        requires = series.pins.wheel_requirements()
+                        text = set_requirements(text, requires, tuple(series.pins.extras))
+                        data = text.encode()
+                    elif name == old_dist + WHEEL_FILE:
+                        wheel_text = decode_text(src.read(name), where=name)
+                        data = set_generator(wheel_text, TOOL).encode()
                     else:
                         data = src.read(name)  # WheelFile checks it against RECORD
                     dst.writestr(_renamed(info, old_dist, new_dist), data)

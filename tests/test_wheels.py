@@ -42,7 +42,8 @@ def make_wheel(folder: Path, files: dict[str, bytes], *, metadata: bytes = METAD
             archive.writestr(f"executorch/{repo_path}", data)
         archive.writestr("executorch-1.2.0.dist-info/METADATA", metadata)
         archive.writestr(
-            "executorch-1.2.0.dist-info/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
+            "executorch-1.2.0.dist-info/WHEEL",
+            b"Wheel-Version: 1.0\nGenerator: setuptools (78.1.0)\nRoot-Is-Purelib: false\n",
         )
     return path
 
@@ -65,7 +66,13 @@ def test_repack_patches_renames_and_records(tmp_path: Path) -> None:
         members = {name: archive.read(name) for name in archive.namelist()}
     assert members[f"executorch/{A}"] == A_NEW
     assert members[f"executorch/{B}"] == B_OLD
-    assert members[f"{dist}/METADATA"] == METADATA.replace(b"1.2.0", version.encode(), 1)
+    # the version, and torch (pinned 2.11.0 in the scaffold's pins.toml) narrowed to 2.11.*
+    assert members[f"{dist}/METADATA"] == METADATA.replace(b"1.2.0", version.encode(), 1).replace(
+        b"\n\n", b"\nRequires-Dist: torch==2.11.*\n\n", 1
+    )
+    assert members[f"{dist}/WHEEL"].startswith(b"Wheel-Version: 1.0\nGenerator: ")
+    assert members[f"{dist}/WHEEL"].split(b"\n")[1] == f"Generator: {wheels.TOOL}".encode()
+    assert built.provenance.requires == ("torch==2.11.*",)
     assert not any(n.startswith("executorch-1.2.0.dist-info/") for n in members)
     provenance = json.loads(members[f"{dist}/{wheels.PROVENANCE_FILE}"])
     assert provenance["files"] == {
