@@ -56,8 +56,8 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "wheels: METADATA version kept",
         "overlay/wheels.py",
-        "data = set_metadata_version(metadata, version, where=name).encode()",
-        "data = metadata.encode()",
+        "text = set_metadata_version(metadata, version, where=name)",
+        "text = metadata",
     ),
     (
         "verdict: any change is fixed",
@@ -86,8 +86,8 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "cli: check command gone",
         "overlay/cli.py",
-        '    check = add("check", cmd_check,',
-        '    check = add("check-x", cmd_check,',
+        '        "check",\n        cmd_check,',
+        '        "check-x",\n        cmd_check,',
     ),
     (
         "install_check: version not checked",
