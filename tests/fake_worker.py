@@ -4,8 +4,9 @@ Which path it plays: (b) when started with a runtime patch, (c) when a folder na
 ``fake-patched`` is on its path, else (a). Case ``ok`` returns a fixed result, ``slow``
 sleeps past any test timeout, ``crash`` kills the process; ``fixed2``, ``regress1`` and
 ``changed3`` differ between (a) and (b)/(c) the way a real fix does, and (a) given that
-single runtime fix behaves like (b). Probe ``where`` reports where ``overlay`` was imported
-from. Every start and run is appended to ``$FAKE_LOG`` when it is set (tests count them).
+single runtime fix behaves like (b); any other name in ``$FAKE_CASES`` acts like ``ok``.
+Probe ``where`` reports where ``overlay`` was imported from. Every start and run is appended
+to ``$FAKE_LOG`` (path, item, fixes, process id) when it is set: tests count them.
 """
 
 from __future__ import annotations
@@ -65,12 +66,13 @@ class FakeRunner:
     def cases(self) -> ListReply:
         """Return the scripted cases ($FAKE_CASES selects some) and one probe."""
         wanted = os.environ.get("FAKE_CASES", DEFAULT_CASES).split(",")
-        cases = tuple(c for c in CASES if c.name in wanted)
+        known = {c.name: c for c in CASES}
+        cases = tuple(known.get(n, CaseInfo(n, "TOSA-1.0+INT", "a8w8", fast=True)) for n in wanted)
         return ListReply(cases, (ProbeInfo("where", "where overlay comes from"),))
 
     def run(self, request: RunRequest) -> ItemResult:
         """Behave as the item's name says."""
-        _log(f"run {self.path} {request.item} {list(request.fixes)}")
+        _log(f"run {self.path} {request.item} {list(request.fixes)} {os.getpid()}")
         if request.item.kind is ItemKind.PROBE:
             value: JsonValue = {
                 "overlay": overlay.__file__,

@@ -26,6 +26,8 @@ COMMANDS = {
     "matrix",
     "export-upstream",
     "equivalence",
+    "merge-reports",
+    "report-schema",
 }
 
 

@@ -294,7 +294,7 @@ def _value(value: object) -> str:
 def field_rows(verdict: Verdict) -> list[str]:
     """Return a table row per result field that differs between the paths."""
     rows = []
-    for field in dataclasses.fields(ItemResult):
+    for field in dataclasses.fields(verdict.results[PathId.STOCK]):
         if field.name in SKIPPED_FIELDS:
             continue
         values = [getattr(verdict.results[p], field.name) for p in PATHS]

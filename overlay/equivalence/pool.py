@@ -128,7 +128,7 @@ def slot_counts(
     counts = {p: 1 if p in needed else 0 for p in PATHS}
     spare = jobs - sum(counts.values())
     while spare > 0:
-        ranked = sorted(needed, key=lambda p: weights[p] / counts[p], reverse=True)
+        ranked = sorted(needed, key=lambda p: (-weights[p] / counts[p], PATHS.index(p)))
         if not ranked or weights[ranked[0]] / (counts[ranked[0]] + 1) < MIN_ITEMS_PER_WORKER:
             break
         counts[ranked[0]] += 1
