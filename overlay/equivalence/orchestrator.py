@@ -88,6 +88,7 @@ __all__ = [
 DEFAULT_RUNTIME_PATCH = "overlay.runtime:apply_all"
 DEFAULT_TIMEOUT_S = 600.0
 CALLER_DIR_ENV = "OVERLAY_CALLER_DIR"  # where relative --models / --runtime-patch are read from
+DEFAULT_WORKER = ("-m", WORKER_MODULE)
 
 
 @dataclass(frozen=True, order=True)
@@ -138,7 +139,7 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT_S  # seconds per request (init, one item)
     patches_dir: Path | None = None  # the series folder workers read pins from
     pythonpath: dict[PathId, str] = field(default_factory=dict)  # extra entries per path
-    worker_command: tuple[str, ...] = ("-m", WORKER_MODULE)  # after the path's python
+    worker_command: tuple[str, ...] = DEFAULT_WORKER  # after the path's python
     shard: Shard | None = None
     cache_dir: Path | None = None  # None: no result cache
     use_cache: bool = True  # False: ignore cached results (fresh ones still refresh it)
@@ -369,7 +370,10 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
             progress=progress,
         )
         try:
-            listing = pool.listing()
+            # The corpus is known here, torch-free, from the very sources workers import;
+            # a models file (or another worker program) needs a worker to list its cases.
+            builtin = options.models is None and options.worker_command == DEFAULT_WORKER
+            listing = ListReply(corpus.CASES, probes.PROBES) if builtin else pool.listing()
             infos, selected = select(listing, options)
             prepared = time.perf_counter()
             outcome = pool.run(infos)
@@ -395,7 +399,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         declared=DECLARED_DIVERGENCES,
         wall_seconds=ended - started,
         phase_seconds={
-            "prepare (environments, cache keys)": prepared - started,
+            "prepare (environments, cache keys, listing)": prepared - started,
             "run (workers, items, attribution)": ended - prepared,
         },
         stats=dict(outcome.stats),
