@@ -486,3 +486,18 @@ def test_cli_writes_json_markdown_html_with_progress_lines_or_none(
     for name in ("equivalence.json", "equivalence.md", "equivalence.html"):
         assert (tmp_path / "cli-out" / name).is_file()
     assert any((tmp_path / "cli-cache").rglob("*.json"))
+
+
+def test_progress_bars_show_each_path_with_counts_and_eta(fake: Options) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    stream = StringIO()
+    console = Console(file=stream, force_terminal=True, width=120, color_system=None)
+    with cli.BarProgress(console) as bars:
+        run(fake, progress=bars)
+    screen = stream.getvalue()
+    for line in ("(a) stock", "(b) stock + runtime patch", "(c) diff-patched build"):
+        assert line in screen
+    assert "11/11" in screen and "5/5" in screen and "eta" in screen
