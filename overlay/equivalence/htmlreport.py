@@ -76,6 +76,15 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{font-weigh
 """
 
 
+def _svg(width: float, height: float, parts: list[str]) -> str:
+    """Return the shapes as one inline SVG element."""
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
+        f' viewBox="0 0 {width} {height}" font-family="system-ui,sans-serif" role="img">'
+    )
+    return head + "".join(parts) + "</svg>"
+
+
 # --- graph difference ----------------------------------------------------------------------
 
 
@@ -160,8 +169,6 @@ def graph_svg(
     height = 30 + ROW * len(rows) + 24
     x_left, x_right = 10, 10 + CELL + GAP
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
-        f' viewBox="0 0 {width} {height}" font-family="system-ui,sans-serif" role="img">',
         f'<text x="{x_left}" y="18" font-size="13" font-weight="600">{escape(titles[0])}</text>',
         f'<text x="{x_right}" y="18" font-size="13" font-weight="600">{escape(titles[1])}</text>',
     ]
@@ -202,8 +209,7 @@ def graph_svg(
         f'<text x="{x_left + 190}" y="{legend_y}" font-size="11" fill="#5f6b78">outlined:'
         " only on that side (- removed, + added, ~ replaced)</text>"
     )
-    parts.append("</svg>")
-    return "".join(parts)
+    return _svg(width, height, parts)
 
 
 # --- output errors -------------------------------------------------------------------------
@@ -225,8 +231,6 @@ def error_svg(verdict: Verdict) -> str:
         return base - plot_h * min(value, top) / top
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
-        f' viewBox="0 0 {width} {height}" font-family="system-ui,sans-serif" role="img">',
         f'<line x1="{left}" y1="{base}" x2="{width - 10}" y2="{base}" stroke="#4a5360"/>',
         f'<line x1="{left}" y1="{base}" x2="{left}" y2="{base - plot_h}" stroke="#4a5360"/>',
         f'<text x="{left - 6}" y="{base + 4}" font-size="10" text-anchor="end">0%</text>',
@@ -275,8 +279,7 @@ def error_svg(verdict: Verdict) -> str:
         f'<text x="{left}" y="{height - 6}" font-size="11" fill="#5f6b78">error against the'
         " fake-quantised reference, % of each output's range</text>"
     )
-    parts.append("</svg>")
-    return "".join(parts)
+    return _svg(width, height, parts)
 
 
 # --- the page ------------------------------------------------------------------------------
