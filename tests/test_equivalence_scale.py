@@ -43,6 +43,7 @@ SCRIPTED = "ok,after,fixed2,regress1,changed3"
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Options:
     """Options running the fake worker; (c) has its own executorch sources to edit."""
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # workers write bytecode
     monkeypatch.setenv("FAKE_CASES", SCRIPTED)
     monkeypatch.setenv("FAKE_LOG", str(tmp_path / "runs.log"))
     arm = tmp_path / "fake-patched" / "executorch" / "backends" / "arm"

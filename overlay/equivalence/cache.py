@@ -102,9 +102,10 @@ class ResultCache:
 
 
 def tree_digest(root: Path) -> str:
-    """Return a sha256 over every file below ``root`` (relative names and contents)."""
+    """Return a sha256 over the files below ``root`` (names, contents), bytecode excluded."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    files = (p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in sorted(p for p in files if p.suffix != ".pyc"):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
