@@ -422,6 +422,17 @@ def test_a_file_that_cannot_work_is_refused_before_any_worker(
     assert info.value.message.startswith(option)
 
 
+def test_bad_numbers_and_an_unwritable_out_folder_are_clear_errors(tmp_path: Path) -> None:
+    for change in ({"timeout": 0.0}, {"jobs": -1}):
+        with pytest.raises(EquivalenceError, match="--timeout must be positive"):
+            orchestrator.resolve_inputs(
+                dataclasses.replace(Options("py", "py"), **change), tmp_path
+            )
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    with pytest.raises(EquivalenceError, match="cannot write the output folder"):
+        run(Options("py", "py", out_dir=tmp_path / "file" / "out"))
+
+
 def test_bindings_in_blocks_and_imports_count(tmp_path: Path) -> None:
     (tmp_path / "f.py").write_text(
         "try:\n    from x import go\nexcept ImportError:\n    go = None\n"

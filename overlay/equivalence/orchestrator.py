@@ -317,10 +317,17 @@ def _keys(options: Options, settings: Settings, envs: Mapping[PathId, EnvInfo]) 
 @contextlib.contextmanager
 def _exclusive(folder: Path) -> Iterator[None]:
     """Hold the output folder for this run: two runs into one folder would mix their logs."""
-    folder.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(folder / ".lock"), timeout=0)
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         lock.acquire()
+    except OSError as exc:
+        raise EquivalenceError(
+            f"cannot write the output folder {folder}",
+            expected="a folder this user can write",
+            found=str(exc),
+            hint="pass --out DIR",
+        ) from exc
     except filelock.Timeout:
         raise EquivalenceError(
             f"another equivalence run is writing to {folder}",
@@ -456,6 +463,13 @@ def resolve_inputs(options: Options, base: Path) -> Options:
             expected="FILE.py:FUNCTION or package.module:FUNCTION",
             found=function,
             hint="name the function that applies the patch after the colon",
+        )
+    if options.timeout <= 0 or options.jobs < 0:
+        raise EquivalenceError(
+            "--timeout must be positive and --jobs not negative",
+            expected="--timeout SECONDS > 0, --jobs N >= 0 (0: one per CPU)",
+            found=f"--timeout {options.timeout}, --jobs {options.jobs}",
+            hint="drop the option to use the default",
         )
     models = options.models
     if models is not None:
