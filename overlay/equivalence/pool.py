@@ -187,6 +187,7 @@ class Pool:
             raise
         if self.cache:
             self.cache.put(digest, reply)
+        self._started(slot)
         self._spare = slot
         return reply
 
@@ -248,12 +249,15 @@ class Pool:
             self.cache.put(self.keys.result(path, info, fixes, self.keep_bytes), result)
 
     def _init(self, path: PathId, slots: list[Slot]) -> InitReply | None:
+        """Return what a path's worker said at start, from this run or the cache."""
         started = [s.init for s in slots if s.plan.path is path and s.init is not None]
         if started:
-            if self.cache is not None:
-                self.cache.put(self.keys.init(path), started[0])
             return started[0]
         return self.cache.get(self.keys.init(path), InitReply) if self.cache else None
+
+    def _started(self, slot: Slot) -> None:
+        if self.cache is not None and slot.init is not None:
+            self.cache.put(self.keys.init(slot.plan.path), slot.init)
 
     def _slots(self) -> list[Slot]:
         weights = {
@@ -342,6 +346,7 @@ class Pool:
             self.progress(Event(EventKind.START, path))
         before = slot.start_seconds
         slot.start()
+        self._started(slot)
         with self._cond:
             self.counts[path].workers += 1
             self.counts[path].start_seconds += slot.start_seconds - before
