@@ -112,21 +112,25 @@ def decided(result: Report) -> dict[str, tuple[object, ...]]:
     return {str(v.item): (v.bc, v.ab, v.fix, v.bc_diffs, v.ab_diffs) for v in result.verdicts}
 
 
-def where_the_time_went(result: Report, bare: float) -> None:
-    """Print the cold run's time by phase, path and kind of work."""
+def where_the_time_went(result: Report) -> None:
+    """Print a run's time by phase, path and kind of work (paths that ran items)."""
+    bare = sum(lower_sum(result, p) for p in PATHS if result.stats[p].ran)
     for phase, seconds in result.phase_seconds.items():
         print(f"  {phase}: {seconds:.1f} s")
     items = 0.0
     for path in PATHS:
         stats = result.stats[path]
         items += stats.busy_seconds
+        if not stats.ran:
+            print(f"  ({path.value}) no worker: {stats.cached} items from the cache")
+            continue
         print(
             f"  ({path.value}) {stats.workers} worker(s), start {stats.start_seconds:.1f} s,"
             f" busy {stats.busy_seconds:.1f} s ({stats.ran} items,"
             f" {stats.attribution_runs} attribution runs), lowering {lower_sum(result, path):.1f} s"
         )
     print(
-        f"  CPU work of items: {items:.1f} s = bare TOSA lowering {bare:.1f} s + export, quantise,"
+        f"  worker busy time: {items:.1f} s = bare TOSA lowering {bare:.1f} s + export, quantise,"
         f" reference-model run, VGF lowering, attribution {items - bare:.1f} s"
     )
 
@@ -192,7 +196,9 @@ def main() -> int:
     same = decided(merged) == decided(warm) == decided(cold) == decided(edited)
     print(f"shards 1/2 + 2/2 merged: {len(merged.verdicts)} items, verdicts equal: {same}")
     print("where the cold run's time went:")
-    where_the_time_went(cold, bare)
+    where_the_time_went(cold)
+    print("where the one-patch-edited run's time went:")
+    where_the_time_went(edited)
     missed = (
         warm_s > TARGET_WARM_S
         or edited_s > TARGET_EDITED * cold_s
