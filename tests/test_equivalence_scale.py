@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 import threading
 from collections import Counter
@@ -14,6 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+import overlay
 from overlay import cli
 from overlay.equivalence import cache, orchestrator, pool, report
 from overlay.equivalence.cache import ResultCache
@@ -199,6 +201,29 @@ def test_keys_change_with_each_input_and_not_with_paths() -> None:
         cache.Keys("base", {A: "ea"}, None, "corpus2", "p").result(A, case),
     }) == 7  # fmt: skip
     assert keys.result(A, user) != dataclasses.replace(keys, models="m2").result(A, user)
+
+
+def test_the_key_covers_what_a_worker_can_import_and_nothing_else(tmp_path: Path) -> None:
+    package = tmp_path / "overlay"
+    shutil.copytree(
+        Path(overlay.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    names = {p.relative_to(package).as_posix() for p in cache.worker_sources(package)}
+    assert {"equivalence/worker.py", "equivalence/corpus.py", "equivalence/probes.py",
+            "equivalence/protocol.py", "runtime.py", "fixes.py", "pins.py"} <= names  # fmt: skip
+    assert not names & {"cli.py", "equivalence/report.py", "equivalence/orchestrator.py",
+                        "equivalence/pool.py", "equivalence/cache.py"}  # fmt: skip
+
+    def digest() -> str:
+        return cache.sources_digest(package, cache.worker_sources(package))
+
+    before = digest()
+    (package / "equivalence" / "report.py").write_text("# another layout\n", encoding="utf-8")
+    assert digest() == before  # a controller-only edit keeps every cached result
+    with (package / "equivalence" / "corpus.py").open("a", encoding="utf-8") as corpus_file:
+        corpus_file.write("\n\ndef late():\n    import overlay.equivalence.report\n")
+    assert digest() != before  # a corpus edit changes it; the late import is followed too
+    assert package / "equivalence" / "report.py" in cache.worker_sources(package)
 
 
 # --- shards and merge-reports --------------------------------------------------------------

@@ -14,11 +14,13 @@ mid-write) never leave a torn entry; two runs writing one key write the same res
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -101,11 +103,51 @@ class ResultCache:
             raise
 
 
-def tree_digest(root: Path) -> str:
-    """Return a sha256 over the files below ``root`` (names, contents), bytecode excluded."""
+WORKER_ENTRY_POINTS = ("overlay.equivalence.worker", "overlay.equivalence.envinfo")
+
+
+def _module_file(root: Path, name: str) -> Path | None:
+    """Return the file of module ``name`` inside package folder ``root`` (named like it)."""
+    parts = name.split(".")
+    if parts[0] != root.name:
+        return None
+    base = root.joinpath(*parts[1:])
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> list[Path]:
+    """Return the package's files a worker can import: every module ``entries`` reach.
+
+    Every import statement counts, function-level ones included, so the closure holds
+    whatever a worker may run; controller-only modules (report, orchestrator, CLI) are
+    outside it, and editing them keeps cached results.
+    """
+    found: dict[str, Path] = {}
+    todo = list(entries)
+    while todo:
+        name = todo.pop()
+        path = _module_file(root, name)
+        if name in found or path is None:
+            continue
+        found[name] = path
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parents run first
+        for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                todo.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                todo.append(node.module)
+                todo.extend(f"{node.module}.{alias.name}" for alias in node.names)
+    return sorted(found.values())
+
+
+def sources_digest(root: Path, files: Sequence[Path]) -> str:
+    """Return a sha256 over ``files`` (names relative to ``root``, and contents)."""
     digest = hashlib.sha256()
-    files = (p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    for path in sorted(p for p in files if p.suffix != ".pyc"):
+    for path in files:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
@@ -115,10 +157,11 @@ def tree_digest(root: Path) -> str:
 class Keys:
     """Builds every cache key of one run from the digests of what decides a result.
 
-    ``base`` covers the overlay package the workers import (worker, corpus, probes, runtime
-    fixes, protocol) and the series' pins; ``paths`` adds each path's environment and, for
-    (b), the runtime patch's source. A result key adds the item, its case description, the
-    case's source (the corpus or probe module, or the user's models file) and the request.
+    ``base`` covers the overlay version, the package sources a worker can import (worker,
+    corpus, probes, runtime fixes, protocol: :func:`worker_sources`) and the series' pins;
+    ``paths`` adds each path's environment and, for (b), the runtime patch's source. A
+    result key adds the item, its case description, the case's source (the corpus or probe
+    module, or the user's models file) and the request.
     """
 
     base: str

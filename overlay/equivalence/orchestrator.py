@@ -295,7 +295,7 @@ def _keys(options: Options, settings: Settings, envs: Mapping[PathId, EnvInfo]) 
     base = cache.key(
         "base",
         overlay.__version__,
-        cache.tree_digest(package),
+        cache.sources_digest(package, cache.worker_sources(package)),
         sha256_file(settings.patches_dir / pins.PINS_FILE),
     )
     runtime = _runtime_source(options.runtime_patch, envs[PathId.RUNTIME])
