@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from overlay import pins
-from overlay.equivalence import orchestrator, report
+from overlay.equivalence import htmlreport, orchestrator, report
 from overlay.equivalence.orchestrator import PATHS, Options, Report, Shard
 from overlay.equivalence.protocol import ItemKind, PathId
 
@@ -152,6 +152,12 @@ def main() -> int:
         out_dir=work / "out",
     )
     cold, cold_s = timed(options)
+    if args.keep:  # the cold run's report, for a look (text, JSON, HTML)
+        folder = work / "report"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "equivalence.txt").write_text(report.render_table(cold), encoding="utf-8")
+        (folder / "equivalence.json").write_text(report.render_json(cold), encoding="utf-8")
+        (folder / "equivalence.html").write_text(htmlreport.render_html(cold), encoding="utf-8")
     warm, warm_s = timed(options)
     print(f"setup of the edited env ({EDITED_PATCH} + 1 line): ", end="", flush=True)
     mark = time.perf_counter()
