@@ -151,6 +151,7 @@ def main() -> int:
         cache_dir=work / "cache",
         out_dir=work / "out",
     )
+    load_before = os.getloadavg()[0]
     cold, cold_s = timed(options)
     if args.keep:  # the cold run's report, for a look (text, JSON, HTML)
         folder = work / "report"
@@ -171,7 +172,10 @@ def main() -> int:
     bare = sum(lowering.values())
     cases = sum(1 for v in cold.verdicts if v.item.kind is ItemKind.CASE)
     ran = {p: edited.stats[p].ran for p in PATHS}
-    print(f"cases: {cases}, probes: {len(cold.verdicts) - cases}, CPUs: {os.cpu_count()}")
+    print(
+        f"cases: {cases}, probes: {len(cold.verdicts) - cases}, CPUs: {os.cpu_count()}, load"
+        f" average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f}"
+    )
     verdict = "FAIL" if cold.failures else "PASS"
     print(f"cold run (empty cache):            {cold_s:7.1f} s  (verdict {verdict})")
     print(f"warm re-run (nothing changed):     {warm_s:7.1f} s  (target <= {TARGET_WARM_S} s)")
