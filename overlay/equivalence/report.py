@@ -145,6 +145,8 @@ def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
         return "shape!"
     worst = max(e for e in errors if e is not None)
     mark = "!" if worst > tolerance(info) else ""
+    if 0 < worst < 1e-4:
+        return "<0.01%"
     return f"{worst * 100:.2g}%{mark}"
 
 
