@@ -41,7 +41,7 @@ from overlay.equivalence.report import (
     status_code,
     vgf_line,
 )
-from overlay.equivalence.verdict import AB, BC, Verdict, tolerance
+from overlay.equivalence.verdict import AB, BC, Observation, Quality, Verdict, tolerance
 
 CONTEXT = 2  # equal graph rows kept around a change; longer equal runs are folded
 ROW = 22
@@ -73,6 +73,8 @@ code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
 pre{white-space:pre-wrap;background:#f6f8fa;padding:6px;margin:2px 0}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{font-weight:600}dd{margin:0}
 .muted{color:#5f6b78}svg{display:block;margin:6px 0 12px}
+table.fields{table-layout:fixed;width:100%}table.fields th:first-child{width:110px}
+table.fields td{overflow-wrap:anywhere}
 """
 
 
@@ -331,12 +333,15 @@ def _section(verdict: Verdict) -> list[str]:
     if b.graph != c.graph:
         titles = ("(b) stock + runtime patch", "(c) diff-patched build")
         out.append(graph_svg(b.graph, c.graph, titles, (_note(b), _note(c))))
-    if isinstance(verdict.info, CaseInfo) and any(r.numerics for r in (a, b, c)):
+    numbers_differ = Observation.NUMERICS in (*verdict.ab_diffs, *verdict.bc_diffs)
+    wrong = any(q is not Quality.RIGHT for q in verdict.quality.values())
+    numbered = isinstance(verdict.info, CaseInfo) and any(r.numerics for r in (a, b, c))
+    if numbered and (numbers_differ or wrong):
         out.append(error_svg(verdict))
     rows = field_rows(verdict)
     if rows:
         head = "".join(f"<th>({p.value}) {escape(p.label)}</th>" for p in PATHS)
-        out.append(f"<table><tr><th>field</th>{head}</tr>{''.join(rows)}</table>")
+        out.append(f'<table class="fields"><tr><th>field</th>{head}</tr>{"".join(rows)}</table>')
     return out
 
 
