@@ -203,6 +203,11 @@ def main() -> int:
         f"patched vs stock lowering (cases OK on both, same run): {patched:.2f} s / {stock:.2f} s"
         f" = {ratio:.3f} (target <= {TARGET_PATCHED_RATIO})"
     )
+    runtime = sum(v.results[PathId.RUNTIME].lower_seconds or 0.0 for v in both_ok)
+    print(
+        f"  noise floor: (b) lowers with the same stock code as (a): {runtime:.2f} s /"
+        f" {stock:.2f} s = {runtime / stock if stock else float('nan'):.3f}"
+    )
     same = decided(merged) == decided(warm) == decided(cold) == decided(edited)
     print(f"shards 1/2 + 2/2 merged: {len(merged.verdicts)} items, verdicts equal: {same}")
     print("where the cold run's time went:")
