@@ -321,6 +321,13 @@ def _exclusive(folder: Path) -> Iterator[None]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         lock.acquire()
+    except filelock.Timeout:  # before OSError: it is a TimeoutError
+        raise EquivalenceError(
+            f"another equivalence run is writing to {folder}",
+            expected="one run per output folder",
+            found=f"{folder / '.lock'} is held",
+            hint="wait for it, or pass another --out",
+        ) from None
     except OSError as exc:
         raise EquivalenceError(
             f"cannot write the output folder {folder}",
@@ -328,13 +335,6 @@ def _exclusive(folder: Path) -> Iterator[None]:
             found=str(exc),
             hint="pass --out DIR",
         ) from exc
-    except filelock.Timeout:
-        raise EquivalenceError(
-            f"another equivalence run is writing to {folder}",
-            expected="one run per output folder",
-            found=f"{folder / '.lock'} is held",
-            hint="wait for it, or pass another --out",
-        ) from None
     try:
         yield
     finally:
