@@ -190,10 +190,8 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
-@nox.session(python=PYTHON, default=False)
-def equivalence(session: nox.Session) -> None:
-    """Stock vs stock+runtime patch vs diff-patched build, per model (`-- --fast` for CI)."""
-    _install_overlay(session)
+def _equivalence_envs(session: nox.Session) -> tuple[str, str]:
+    """Return the stock and patched Pythons: $OVERLAY_*_PYTHON, else venvs made with uv."""
     session.install("uv")  # makes the two test envs
     stock = os.environ.get("OVERLAY_STOCK_PYTHON")
     if not stock:
@@ -205,6 +203,14 @@ def equivalence(session: nox.Session) -> None:
         folder = ROOT / ".nox" / "equivalence-patched"
         _install_once(session, *RUNTIME, str(_built_wheel(session)), folder=folder)
         patched = str(folder / "bin" / "python")
+    return stock, patched
+
+
+@nox.session(python=PYTHON, default=False)
+def equivalence(session: nox.Session) -> None:
+    """Stock vs stock+runtime patch vs diff-patched build, per model (`-- --fast` for CI)."""
+    _install_overlay(session)
+    stock, patched = _equivalence_envs(session)
     session.run(
         "python", "-m", "overlay", "equivalence",
         "--stock-python", stock, "--patched-python", patched, *session.posargs,
@@ -218,6 +224,17 @@ def mutants(session: nox.Session) -> None:
     _install_overlay(session, "[dev]")
     session.install("uv")
     session.run("python", "tests/mutants.py")
+
+
+@nox.session(python=PYTHON, default=False)
+def bench_equivalence(session: nox.Session) -> None:
+    """Benchmark equivalence: cold, warm, one patch edited; wall vs bare lowering."""
+    _install_overlay(session)
+    stock, patched = _equivalence_envs(session)
+    session.run(
+        "python", "benchmarks/bench_equivalence.py",
+        "--stock-python", stock, "--patched-python", patched, *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON, default=False)

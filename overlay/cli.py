@@ -6,12 +6,24 @@ Every command maps OverlayError to its message on stderr and its exit code.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import sysconfig
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.progress import Progress as RichProgress
 
 from overlay import (
     __version__,
@@ -25,7 +37,9 @@ from overlay import (
     wheels,
     worktree,
 )
-from overlay.equivalence import orchestrator, report
+from overlay.equivalence import cache as equivalence_cache
+from overlay.equivalence import htmlreport, orchestrator, report
+from overlay.equivalence.protocol import PathId
 from overlay.errors import (
     EXIT_CHANGES_DUE,
     EquivalenceError,
@@ -401,12 +415,100 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     return 0
 
 
+class BarProgress:
+    """Per-path progress bars on stderr (rich): items done, elapsed, ETA, current item."""
+
+    def __init__(self, console: Console) -> None:
+        self.bars = RichProgress(
+            TextColumn("{task.description:<30}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[current]}"),
+            console=console,
+        )
+        self.tasks: dict[PathId, TaskID] = {}
+
+    def __enter__(self) -> BarProgress:
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.stop()
+
+    def __call__(self, event: orchestrator.Event) -> None:
+        """Show one event."""
+        kind, path = event.kind, event.path
+        if kind is orchestrator.EventKind.PLAN:
+            current = "all cached" if event.done == event.total else ""
+            self.tasks[path] = self.bars.add_task(
+                f"({path.value}) {path.label}",
+                total=event.total,
+                completed=event.done,
+                current=current,
+            )
+            return
+        task = self.tasks.get(path)
+        if task is None:  # a worker starting before the plan (listing a models file)
+            return
+        if kind is orchestrator.EventKind.START:
+            self.bars.update(task, current="starting a worker (torch import)")
+        elif kind is orchestrator.EventKind.RUN and event.item is not None:
+            self.bars.update(task, current=report.item_label(event.item))
+        elif kind is orchestrator.EventKind.DONE:
+            self.bars.update(task, advance=1, current="")
+        elif kind is orchestrator.EventKind.MORE:
+            total = self.bars.tasks[self.tasks[path]].total or 0
+            self.bars.update(task, total=total + 1)
+
+
+class LineProgress:
+    """One stderr line per finished item (--verbose when stderr is not a terminal)."""
+
+    def __init__(self) -> None:
+        self.done: dict[PathId, int] = {}
+        self.total: dict[PathId, int] = {}
+
+    def __call__(self, event: orchestrator.Event) -> None:
+        """Print one line for a plan, a worker start or a finished item."""
+        path = event.path
+        if event.kind is orchestrator.EventKind.PLAN:
+            self.done[path], self.total[path] = event.done, event.total
+            progress(f"({path.value}) {event.total} items, {event.done} from the cache")
+        elif event.kind is orchestrator.EventKind.START:
+            progress(f"({path.value}) starting a worker")
+        elif event.kind is orchestrator.EventKind.MORE:
+            self.total[path] = self.total.get(path, 0) + 1
+        elif event.kind is orchestrator.EventKind.DONE and event.item is not None:
+            self.done[path] = self.done.get(path, 0) + 1
+            progress(
+                f"({path.value}) {self.done[path]}/{self.total.get(path, 0)} {event.item} done"
+            )
+
+
+def _progress_display(
+    args: argparse.Namespace,
+) -> contextlib.AbstractContextManager[orchestrator.Progress]:
+    """Return the progress display: bars on a terminal, lines with --verbose, else none."""
+    console = Console(stderr=True)
+    if args.quiet:
+        return contextlib.nullcontext(orchestrator.no_progress)
+    if console.is_terminal and not args.verbose:
+        return BarProgress(console)
+    if args.verbose:
+        return contextlib.nullcontext(LineProgress())
+    return contextlib.nullcontext(orchestrator.no_progress)
+
+
 def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
     return orchestrator.options_from_env(
         args.stock_python,
         args.patched_python,
         runtime_patch=args.runtime_patch,
         models=args.models,
+        with_corpus=args.with_corpus,
         fast=args.fast,
         only=tuple(args.case or ()),
         probes=not args.no_probes,
@@ -416,7 +518,37 @@ def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
         out_dir=Path(args.out),
         timeout=args.timeout,
         patches_dir=_patches_dir(args),
+        shard=orchestrator.Shard.parse(args.shard) if args.shard else None,
+        cache_dir=Path(args.cache_dir),
+        use_cache=not args.no_cache,
+        jobs=args.jobs,
     )
+
+
+def _write_reports(result: orchestrator.Report, folder: Path) -> Path:
+    """Write equivalence.json/.md/.html into ``folder``; return the Markdown file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (
+        ("equivalence.json", report.render_json(result)),
+        ("equivalence.md", report.render_markdown(result)),
+        ("equivalence.html", htmlreport.render_html(result)),
+    ):
+        (folder / name).write_text(text, encoding="utf-8")
+        progress(f"wrote {folder / name}")
+    return folder / "equivalence.md"
+
+
+def _verdict(result: orchestrator.Report, markdown: Path) -> int:
+    if result.failures:
+        raise EquivalenceError(
+            f"{len(result.failures)} undeclared divergence(s), incomplete item(s) or"
+            " unreproduced claim(s)",
+            expected="(b) stock + runtime patch and (c) the diff-patched build agree",
+            found="\n".join(result.failures),
+            hint=f"read {markdown} (or the .html beside it); fix the patch, or declare the"
+            " divergence in overlay/equivalence/verdict.py DECLARED_DIVERGENCES with its reason",
+        )
+    return 0
 
 
 def cmd_equivalence(args: argparse.Namespace) -> int:
@@ -438,24 +570,23 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
             out(f"probe {probe.name}: {probe.description}")
         return 0
     options = _equivalence_options(args)
-    result = orchestrator.run(options, progress=progress if args.verbose else lambda _: None)
+    with _progress_display(args) as shown:
+        result = orchestrator.run(options, progress=shown)
     out(report.render_table(result).rstrip("\n"))
-    folder = options.out_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in (
-        ("equivalence.json", report.render_json(result)),
-        ("equivalence.md", report.render_markdown(result)),
-    ):
-        (folder / name).write_text(text, encoding="utf-8")
-        progress(f"wrote {folder / name}")
-    if result.failures:
-        raise EquivalenceError(
-            f"{len(result.failures)} undeclared divergence(s) or unreproduced claim(s)",
-            expected="(b) stock + runtime patch and (c) the diff-patched build agree",
-            found="\n".join(result.failures),
-            hint=f"read {folder / 'equivalence.md'}; fix the patch, or declare the divergence"
-            " in overlay/equivalence/verdict.py DECLARED_DIVERGENCES with its reason",
-        )
+    return _verdict(result, _write_reports(result, options.out_dir))
+
+
+def cmd_merge_reports(args: argparse.Namespace) -> int:
+    """Merge the equivalence.json of every shard into one report and one verdict."""
+    base = Path(os.environ.get(orchestrator.CALLER_DIR_ENV) or Path.cwd())
+    merged = report.merge([report.load(base / name) for name in args.reports])
+    out(report.render_table(merged).rstrip("\n"))
+    return _verdict(merged, _write_reports(merged, base / args.out))
+
+
+def cmd_report_schema(args: argparse.Namespace) -> int:
+    """Print the JSON Schema of equivalence.json."""
+    out(report.render_schema().rstrip("\n"))
     return 0
 
 
@@ -565,7 +696,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=orchestrator.DEFAULT_RUNTIME_PATCH,
         help="FILE.py:FUNCTION or module:FUNCTION for path (b) (default: %(default)s)",
     )
-    eq.add_argument("--models", help="FILE.py defining CASES (see README) to add to the corpus")
+    eq.add_argument(
+        "--models", help="FILE.py defining CASES (see README): run these cases (not the corpus)"
+    )
+    eq.add_argument(
+        "--with-corpus", action="store_true", help="with --models: the corpus and probes too"
+    )
     eq.add_argument("--fast", action="store_true", help="the CI subset: one case per fix")
     eq.add_argument("--case", action="append", help="run only this case (repeatable)")
     eq.add_argument("--list", action="store_true", help="list cases and probes, run nothing")
@@ -580,7 +716,29 @@ def build_parser() -> argparse.ArgumentParser:
         default=orchestrator.DEFAULT_TIMEOUT_S,
         help="seconds one item (or a worker's start) may take (default: %(default)s)",
     )
-    eq.add_argument("--verbose", action="store_true", help="progress lines on stderr")
+    eq.add_argument(
+        "--shard", metavar="K/N", help="run only part K of N (stable by item id; see merge-reports)"
+    )
+    eq.add_argument(
+        "--cache-dir",
+        default=str(equivalence_cache.default_directory()),
+        help="result cache folder, shareable between runs and CI runners (default: %(default)s)",
+    )
+    eq.add_argument(
+        "--no-cache", action="store_true", help="ignore cached results (fresh ones are stored)"
+    )
+    eq.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="worker processes to aim for (default: one per CPU; never fewer than needed)",
+    )
+    eq.add_argument("--verbose", action="store_true", help="one progress line per item on stderr")
+    eq.add_argument("--quiet", action="store_true", help="no progress display")
+    merge = add("merge-reports", cmd_merge_reports, "merge shard reports into one verdict")
+    merge.add_argument("reports", nargs="+", help="the equivalence.json of every shard")
+    merge.add_argument("--out", default="reports", help="folder for the merged report")
+    add("report-schema", cmd_report_schema, "print the JSON Schema of equivalence.json")
     return parser
 
 

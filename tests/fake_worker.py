@@ -1,7 +1,12 @@
 """A torch-free stand-in for the equivalence worker: the real protocol, scripted behaviour.
 
-Case ``ok`` returns a fixed result, ``slow`` sleeps past any test timeout, ``crash`` kills
-the process, probe ``where`` reports where ``overlay`` was imported from and the path.
+Which path it plays: (b) when started with a runtime patch, (c) when a folder named
+``fake-patched`` is on its path, else (a). Case ``ok`` returns a fixed result, ``slow``
+sleeps past any test timeout, ``crash`` kills the process; ``fixed2``, ``regress1`` and
+``changed3`` differ between (a) and (b)/(c) the way a real fix does, and (a) given that
+single runtime fix behaves like (b); any other name in ``$FAKE_CASES`` acts like ``ok``.
+Probe ``where`` reports where ``overlay`` was imported from. Every start and run is appended
+to ``$FAKE_LOG`` (path, item, fixes, process id) when it is set: tests count them.
 """
 
 from __future__ import annotations
@@ -13,41 +18,61 @@ import time
 import overlay
 from overlay.equivalence.protocol import (
     CaseInfo,
+    ErrorInfo,
     InitReply,
     InitRequest,
     ItemKind,
     ItemResult,
     JsonValue,
     ListReply,
+    Numerics,
+    OutputDigest,
     ProbeInfo,
     RunRequest,
     RunStatus,
+    Stage,
 )
 from overlay.equivalence.worker import serve
 
-CASES = (
-    CaseInfo("ok", "TOSA-1.0+INT", "a8w8", fast=True),
-    CaseInfo("slow", "TOSA-1.0+INT", "a8w8", fast=True),
-    CaseInfo("crash", "TOSA-1.0+INT", "a8w8", fast=True),
-    CaseInfo("after", "TOSA-1.0+INT", "a8w8", fast=True),
+CASES = tuple(
+    CaseInfo(name, "TOSA-1.0+INT", "a8w8", fast=True)
+    for name in ("ok", "slow", "crash", "after", "fixed2", "regress1", "changed3")
 )
+DEFAULT_CASES = "ok,slow,crash,after"
+GOOD = Numerics((OutputDigest("o1", "torch.float32", (1, 4)),), (0.01,), (0.001,), (2.0,))
+WRONG = Numerics((OutputDigest("o2", "torch.float32", (1, 4)),), (1.5,), (1.5,), (2.0,))
+
+
+def _log(text: str) -> None:
+    name = os.environ.get("FAKE_LOG")
+    if name:
+        with open(name, "a", encoding="utf-8") as log:
+            log.write(text + "\n")
 
 
 class FakeRunner:
     """Answers like a worker, without torch."""
 
+    def __init__(self) -> None:
+        self.path = "c" if any(p.endswith("fake-patched") for p in sys.path) else "a"
+
     def init(self, request: InitRequest) -> InitReply:
         """Pretend to import and patch."""
+        if request.runtime_patch:
+            self.path = "b"
+        _log(f"init {self.path}")
         return InitReply(sys.executable, "1.2.0", "none", 0.0, ())
 
     def cases(self) -> ListReply:
         """Return the scripted cases ($FAKE_CASES selects some) and one probe."""
-        wanted = os.environ.get("FAKE_CASES")
-        cases = tuple(c for c in CASES if wanted is None or c.name in wanted.split(","))
+        wanted = os.environ.get("FAKE_CASES", DEFAULT_CASES).split(",")
+        known = {c.name: c for c in CASES}
+        cases = tuple(known.get(n, CaseInfo(n, "TOSA-1.0+INT", "a8w8", fast=True)) for n in wanted)
         return ListReply(cases, (ProbeInfo("where", "where overlay comes from"),))
 
     def run(self, request: RunRequest) -> ItemResult:
         """Behave as the item's name says."""
+        _log(f"run {self.path} {request.item} {list(request.fixes)} {os.getpid()}")
         if request.item.kind is ItemKind.PROBE:
             value: JsonValue = {
                 "overlay": overlay.__file__,
@@ -55,11 +80,20 @@ class FakeRunner:
                 "cwd": os.getcwd(),
             }
             return ItemResult(RunStatus.OK, value=value)
-        if request.item.name == "slow":
+        name = request.item.name
+        if name == "slow":
             time.sleep(60)
-        if request.item.name == "crash":
+        if name == "crash":
             os._exit(3)
-        return ItemResult(RunStatus.OK, graph=("cpu: add",))
+        fixed = self.path != "a" or any(f"{n}" in name for n in request.fixes)
+        if name == "fixed2" and not fixed:
+            return ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "stock", Stage.LOWER))
+        if name == "regress1" and fixed:
+            return ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "int16", Stage.LOWER))
+        if name == "changed3":
+            graph = ("delegate[0] TOSABackend: aten.full",) if fixed else ("cpu: aten.full",)
+            return ItemResult(RunStatus.OK, graph=graph, numerics=GOOD if fixed else WRONG)
+        return ItemResult(RunStatus.OK, graph=("cpu: add",), numerics=GOOD)
 
 
 if __name__ == "__main__":

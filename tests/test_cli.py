@@ -36,6 +36,8 @@ COMMANDS = {
     "matrix",
     "export-upstream",
     "equivalence",
+    "merge-reports",
+    "report-schema",
 }
 
 

@@ -133,6 +133,9 @@ def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path) -> None:
             "--no-attribution",
             "--out",
             str(tmp_path / "reports"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--quiet",
         ]
     )
     assert code == EquivalenceError.exit_code

@@ -1,24 +1,111 @@
-"""Render an equivalence Report as a terminal table, JSON and Markdown (strings only)."""
+"""Render an equivalence Report as text, Markdown and JSON; read JSON back; merge shards.
+
+The text report is read top-down in seconds: the verdict and its counts first, then one
+table row per item (it fits 100 columns; problems first, then what the fixes change),
+a legend for every column, then details. JSON (``REPORT_SCHEMA``) carries every path's
+full typed result; :func:`json_schema` derives its JSON Schema from the protocol's
+dataclasses, so a field added there is described (and validated) without editing this
+module. :func:`load` reads a report back and :func:`merge` joins shard reports: verdicts
+are decided again from the stored results by :func:`overlay.equivalence.verdict.decide`.
+The HTML form lives in :mod:`overlay.equivalence.htmlreport`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
+import textwrap
+import types
+import typing
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin
 
+import overlay
 from overlay._table import markdown_cell, markdown_table, text_table
-from overlay.equivalence.orchestrator import PATHS, Report, patch_name
+from overlay.equivalence.cache import Keys
+from overlay.equivalence.orchestrator import (
+    PATHS,
+    Options,
+    PathStats,
+    Report,
+    Shard,
+    WorkerInfo,
+    patch_name,
+)
 from overlay.equivalence.protocol import (
     CaseInfo,
+    ItemId,
     ItemKind,
     ItemResult,
     JsonValue,
     PathId,
+    ProbeInfo,
+    ProtocolError,
+    Stage,
     VgfState,
+    from_json,
     to_json,
 )
-from overlay.equivalence.verdict import AB, BC, Observation, Verdict
+from overlay.equivalence.verdict import (
+    AB,
+    BC,
+    DECLARED_DIVERGENCES,
+    DeclaredDivergence,
+    Observation,
+    Quality,
+    Verdict,
+    decide,
+    tolerance,
+)
+from overlay.errors import EquivalenceError
 
-REPORT_SCHEMA = 1
-HEADER = ["item", "spec", "(a) stock", "(b) runtime", "(c) diffs", "err(c)", "a vs b", "b vs c"]
+REPORT_SCHEMA = 2
+WIDTH = 100  # the text report fits this many columns
+TOOL = "executorch-arm-overlay"
+HEADER = ["item", "a", "b", "c", "err(c)", "a vs b", "b vs c"]
+LEGEND = (
+    (
+        "a, b, c",
+        "the three paths: (a) stock executorch, (b) stock + the runtime patch,"
+        " (c) the diff-patched build",
+    ),
+    (
+        "ok",
+        "lowered and ran; FAIL: raised (details below); num!: lowered, running it failed;"
+        " TIME / DIED: the worker timed out / crashed on it",
+    ),
+    (
+        "err(c)",
+        "(c)'s largest output error against the fake-quantised reference, in % of"
+        " that output's range; ! above the case's tolerance; '-' no outputs (failed, probe)",
+    ),
+    (
+        "a vs b",
+        "what the fixes change against stock: same, fixed, changed (both right),"
+        " regression, broken (still wrong); #N: the one patch that alone causes it,"
+        " #?: no single patch",
+    ),
+    (
+        "b vs c",
+        "agree; declared (a known difference, listed below); UNDECLARED or INCOMPLETE fail the run",
+    ),
+)
+
+
+# --- cells ---------------------------------------------------------------------------------
+
+
+def status_code(result: ItemResult) -> str:
+    """Return the table code of one path's result (see LEGEND)."""
+    if result.ok:
+        return "num!" if result.numerics_error is not None else "ok"
+    if result.error is not None and result.error.stage is Stage.HARNESS:
+        return "TIME" if result.error.type == "WorkerTimeout" else "DIED"
+    return "FAIL"
 
 
 def status_text(result: ItemResult, *, limit: int = 160) -> str:
@@ -36,6 +123,33 @@ def failure_text(result: ItemResult) -> str:
     return result.error.first_line if result.error is not None else ""
 
 
+def relative_errors(result: ItemResult) -> list[float | None]:
+    """Return each output's error vs the fake-quantised reference, as a fraction of its range."""
+    numerics = result.numerics
+    if numerics is None:
+        return []
+    return [
+        None if error is None else (error / scale if scale > 0 else (0.0 if error == 0 else 1.0))
+        for error, scale in zip(
+            numerics.max_abs_err_vs_fake_quant, numerics.reference_max_abs, strict=False
+        )
+    ]
+
+
+def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
+    """Return the err(c) cell: the largest relative error in %, '!' above tolerance."""
+    errors = relative_errors(result)
+    if not errors:
+        return "-"
+    if any(e is None for e in errors):
+        return "shape!"
+    worst = max(e for e in errors if e is not None)
+    mark = "!" if worst > tolerance(info) else ""
+    if 0 < worst < 1e-4:
+        return "<0.01%"
+    return f"{worst * 100:.2g}%{mark}"
+
+
 def max_error(result: ItemResult) -> str:
     """Return the max abs error vs the float model, over all outputs, as text."""
     values = result.numerics.max_abs_err_vs_float if result.numerics else ()
@@ -45,6 +159,21 @@ def max_error(result: ItemResult) -> str:
     if len(known) != len(values):
         return "shape!"
     return f"{max(known):.3g}"
+
+
+def ab_cell(verdict: Verdict) -> str:
+    """Return the (a) vs (b) cell: the verdict and the patch that alone causes it."""
+    if verdict.ab is AB.SAME:
+        return "same"
+    word = "broken" if verdict.ab is AB.STILL_BROKEN else verdict.ab.value
+    return f"{word} #{verdict.fix if verdict.fix is not None else '?'}"
+
+
+def bc_cell(verdict: Verdict) -> str:
+    """Return the (b) vs (c) cell."""
+    if verdict.bc in (BC.AGREE, BC.DECLARED):
+        return verdict.bc.value
+    return verdict.bc.value.upper()
 
 
 def ab_text(verdict: Verdict) -> str:
@@ -72,61 +201,72 @@ def bc_text(verdict: Verdict) -> str:
     return "UNDECLARED: " + ", ".join(d.value for d in verdict.bc_diffs)
 
 
-def _detail_lines(verdict: Verdict) -> list[str]:
-    lines = []
-    a, b, c = (verdict.results[p] for p in PATHS)
-    if verdict.ab is not AB.SAME:
-        diffs = ", ".join(d.value for d in verdict.ab_diffs)
-        lines.append(f"(a) vs (b) differ in: {diffs}; attributed to {patch_name(verdict.fix)}")
-        if a.ok and not b.ok:
-            lines.append(f"stock OK, patched FAIL: {failure_text(b)}")
-        elif b.ok and not a.ok:
-            lines.append(f"stock FAIL, patched OK; stock: {failure_text(a)}")
-        elif Observation.GRAPH in verdict.ab_diffs:
-            lines.append(f"stock-only graph lines: {_only(a.graph, b.graph)}")
-            lines.append(f"patched-only graph lines: {_only(b.graph, a.graph)}")
-        if Observation.NUMERICS in verdict.ab_diffs:
-            lines.append(f"max abs error vs float: stock {max_error(a)}, patched {max_error(b)}")
-        if Observation.VALUE in verdict.ab_diffs:
-            lines.append(f"stock: {json.dumps(a.value)}")
-            lines.append(f"patched: {json.dumps(b.value)}")
-    if verdict.bc is not BC.AGREE:
-        lines.append(f"(b) vs (c) differ in: {', '.join(d.value for d in verdict.bc_diffs)}")
-        lines.append(f"(b): {status_text(b, limit=400)}")
-        lines.append(f"(c): {status_text(c, limit=400)}")
-    if verdict.claim_problem:
-        lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
-    return lines
-
-
-def _only(these: tuple[str, ...], others: tuple[str, ...]) -> str:
-    return "; ".join(g for g in these if g not in others) or "none"
-
-
-def _spec(verdict: Verdict) -> str:
-    info = verdict.info
+def spec_text(info: CaseInfo | ProbeInfo) -> str:
+    """Return a case's spec and quantisation, or 'probe'."""
     if isinstance(info, CaseInfo):
         return f"{info.spec} {info.quantize or 'fp'}"
     return "probe"
 
 
-def _rows(report: Report) -> list[list[str]]:
-    rows = []
-    for verdict in report.verdicts:
-        a, b, c = (verdict.results[p] for p in PATHS)
-        rows.append(
-            [
-                verdict.item.name,
-                _spec(verdict),
-                status_text(a, limit=40),
-                status_text(b, limit=40),
-                status_text(c, limit=40),
-                max_error(c),
-                ab_text(verdict),
-                bc_text(verdict),
-            ]
-        )
-    return rows
+def item_label(item: ItemId) -> str:
+    """Return a case's name, or ``probe:name``."""
+    return item.name if item.kind is ItemKind.CASE else str(item)
+
+
+def interest(verdict: Verdict) -> int:
+    """Return the row group: 0 problems, 1 differs from stock, 2 the rest."""
+    if verdict.failures:
+        return 0
+    return 1 if verdict.ab is not AB.SAME or verdict.bc is BC.DECLARED else 2
+
+
+def ordered(report: Report) -> list[Verdict]:
+    """Return the verdicts problems first, then differences from stock, then the rest."""
+    return sorted(report.verdicts, key=interest)
+
+
+# --- summary -------------------------------------------------------------------------------
+
+
+def counts(report: Report) -> tuple[Counter[str], Counter[str]]:
+    """Return how many items got each (a) vs (b) and each (b) vs (c) verdict."""
+    return (
+        Counter(v.ab.value for v in report.verdicts),
+        Counter(v.bc.value for v in report.verdicts),
+    )
+
+
+def cache_line(report: Report) -> str:
+    """Say how many results ran and how many the cache answered."""
+    ran = sum(s.ran + s.attribution_runs for s in report.stats.values())
+    cached = sum(s.cached + s.attribution_cached for s in report.stats.values())
+    workers = sum(s.workers for s in report.stats.values())
+    return f"{ran + cached} results: {ran} ran, {cached} from cache; {workers} worker(s) started"
+
+
+def headline(report: Report) -> list[str]:
+    """Return the verdict lines that open every form of the report."""
+    ab, bc = counts(report)
+    items = len(report.verdicts)
+    failures = report.failures
+    if failures:
+        lines = [f"FAIL: {len(failures)} problem(s) in {items} items"]
+        for failure in failures:
+            lines.extend(wrapped("  - ", failure, 4))
+    else:
+        declared = f" ({bc['declared']} declared difference)" if bc["declared"] else ""
+        lines = [
+            f"PASS: (b) stock + runtime patch and (c) the diff-patched build agree on"
+            f" all {items} items{declared}"
+        ]
+    order = [AB.FIXED, AB.CHANGED, AB.REGRESSION, AB.STILL_BROKEN, AB.SAME]
+    lines.append("vs stock (a): " + ", ".join(f"{ab[a.value]} {a.value}" for a in order))
+    part = ""
+    if report.shards:
+        part = f"shard(s) {', '.join(str(s) for s in report.shards)} of"
+        part = f"{part} {len(report.selection)} selected items; "
+    lines.append(f"{part}{cache_line(report)}; {report.wall_seconds:.1f} s")
+    return lines
 
 
 def vgf_line(report: Report) -> str:
@@ -146,37 +286,22 @@ def vgf_line(report: Report) -> str:
     return text + (f"; skipped: {'; '.join(sorted(skipped))}" if skipped else "")
 
 
-def _summary(report: Report) -> list[str]:
-    counts: dict[str, int] = {}
-    for verdict in report.verdicts:
-        counts[verdict.bc.value] = counts.get(verdict.bc.value, 0) + 1
-    phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
-    lines = [
-        f"{len(report.verdicts)} items; b vs c: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
-        f"wall time {report.wall_seconds:.1f} s ({phases})",
-        vgf_line(report),
-    ]
-    failures = report.failures
-    lines.append("verdict: " + ("FAIL" if failures else "PASS (b and c equivalent)"))
-    lines.extend(f"  - {f}" for f in failures)
-    return lines
-
-
-def _paths(report: Report) -> list[str]:
+def path_lines(report: Report) -> list[str]:
+    """Return one line per path: its Python, executorch, runtime patch, cache use."""
     lines = []
     for path in PATHS:
         info = report.workers[path]
-        init = info.init
+        init, stats = info.init, report.stats.get(path, PathStats())
         lines.append(
-            f"({path.value}) {path.label}: {info.python} executorch"
-            f" {init.executorch if init else '?'}, runtime patch {info.runtime_patch or 'none'},"
-            f" import {init.import_seconds if init else 0.0:.1f} s"
+            f"({path.value}) {path.label}: {info.python}, executorch"
+            f" {init.executorch if init else '?'}, runtime patch {info.runtime_patch or 'none'};"
+            f" {stats.ran} ran, {stats.cached} cached, {stats.workers} worker(s)"
         )
     return lines
 
 
-def _declared(report: Report) -> list[str]:
+def declared_lines(report: Report) -> list[str]:
+    """Return each declared divergence, observed or not, with its reason."""
     seen = {v.declared for v in report.verdicts if v.declared}
     return [
         f"{d.id} [{d.item}] ({'observed' if d.id in seen else 'not observed in this run'}):"
@@ -185,81 +310,211 @@ def _declared(report: Report) -> list[str]:
     ]
 
 
+def graph_changes(before: tuple[str, ...], after: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Return the graph lines only ``before`` has and only ``after`` has."""
+    return [g for g in before if g not in after], [g for g in after if g not in before]
+
+
+def detail_lines(verdict: Verdict) -> list[str]:
+    """Return what a reader needs to see about one item beyond its table row."""
+    lines = []
+    a, b, c = (verdict.results[p] for p in PATHS)
+    if verdict.ab is not AB.SAME:
+        diffs = ", ".join(d.value for d in verdict.ab_diffs)
+        lines.append(f"(a) vs (b) differ in: {diffs}; attributed to {patch_name(verdict.fix)}")
+        if a.ok and not b.ok:
+            lines.append(f"stock OK, patched FAIL: {failure_text(b)}")
+        elif b.ok and not a.ok:
+            lines.append(f"stock FAIL, patched OK; stock: {failure_text(a)}")
+        elif Observation.GRAPH in verdict.ab_diffs:
+            gone, new = graph_changes(a.graph, b.graph)
+            lines.append(f"graph, stock only: {'; '.join(gone) or 'none'}")
+            lines.append(f"graph, patched only: {'; '.join(new) or 'none'}")
+        if Observation.NUMERICS in verdict.ab_diffs:
+            lines.append(f"max abs error vs float: stock {max_error(a)}, patched {max_error(b)}")
+        if Observation.VALUE in verdict.ab_diffs:
+            lines.append(f"stock: {json.dumps(a.value)}")
+            lines.append(f"patched: {json.dumps(b.value)}")
+    if verdict.bc is not BC.AGREE:
+        lines.append(f"(b) vs (c) differ in: {', '.join(d.value for d in verdict.bc_diffs)}")
+        lines.append(f"(b): {status_text(b, limit=400)}")
+        lines.append(f"(c): {status_text(c, limit=400)}")
+    if verdict.claim_problem:
+        lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
+    return lines
+
+
+# --- text ----------------------------------------------------------------------------------
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def table_rows(report: Report) -> list[list[str]]:
+    """Return the table's rows (see HEADER), in reading order."""
+    rows = []
+    for verdict in ordered(report):
+        a, b, c = (verdict.results[p] for p in PATHS)
+        rows.append(
+            [
+                item_label(verdict.item),
+                status_code(a),
+                status_code(b),
+                status_code(c),
+                error_cell(c, verdict.info),
+                ab_cell(verdict),
+                bc_cell(verdict),
+            ]
+        )
+    return rows
+
+
+def fitted_table(rows: list[list[str]], width: int = WIDTH) -> list[str]:
+    """Return the table as lines of at most ``width`` columns (long item names are cut)."""
+    others = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(1, len(HEADER))]
+    room = width - sum(others) - 2 * (len(HEADER) - 1)
+    names = max(len(r[0]) for r in [HEADER, *rows])
+    fitted = [[_cut(r[0], room), *r[1:]] for r in rows]
+    return text_table(HEADER, fitted, max_width=max(min(names, room), *others))
+
+
+def wrapped(first: str, text: str, indent: int) -> list[str]:
+    """Return ``first + text`` wrapped to WIDTH columns, continuation lines indented."""
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+    )
+
+
+def legend_lines() -> list[str]:
+    """Return the legend: every column explained, within WIDTH columns."""
+    lines = ["legend:"]
+    for label, text in LEGEND:
+        lines.extend(wrapped(f"  {label:<9}", text, 11))
+    return lines
+
+
 def render_table(report: Report) -> str:
-    """Return the terminal table with paths, verdicts, details and declared divergences."""
-    out = [*_paths(report), "", *text_table(HEADER, _rows(report))]
-    details = [(v, _detail_lines(v)) for v in report.verdicts]
+    """Return the text report: verdict, table, legend, details, declared, paths."""
+    out = [*headline(report), "", *fitted_table(table_rows(report)), "", *legend_lines()]
+    details = [(v, detail_lines(v)) for v in ordered(report)]
     if any(lines for _, lines in details):
         out += ["", "details:"]
         for verdict, lines in details:
             if lines:
-                out.append(f"  {verdict.item}")
-                out.extend(f"    {text}" for text in lines)
+                out.extend(wrapped("  ", f"{verdict.item} ({spec_text(verdict.info)})", 4))
+                for text in lines:
+                    out.extend(wrapped("    ", text, 6))
     out += ["", "declared divergences (b vs c):"]
-    out.extend(f"  - {text}" for text in _declared(report))
-    out += ["", *_summary(report)]
+    for text in declared_lines(report):
+        out.extend(wrapped("  - ", text, 4))
+    out += ["", "paths:"]
+    for text in path_lines(report):
+        out.extend(wrapped("  ", text, 4))
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
+    out.extend(wrapped("", vgf_line(report), 2))
+    out.extend(wrapped("", f"wall time {report.wall_seconds:.1f} s ({phases})", 2))
     return "\n".join(out) + "\n"
 
 
 def render_markdown(report: Report) -> str:
-    """Return the report as Markdown."""
+    """Return the report as Markdown (verdict first)."""
     out = ["# Equivalence report", ""]
-    out.extend(f"- {markdown_cell(text)}" for text in _paths(report))
-    out += ["", *markdown_table(HEADER, _rows(report)), "", "## Differences", ""]
-    for verdict in report.verdicts:
-        lines = _detail_lines(verdict)
+    out.extend(f"{markdown_cell(line)}  " for line in headline(report))
+    header = [HEADER[0], "spec", *HEADER[1:]]
+    rows = [
+        [r[0], spec_text(v.info), *r[1:]]
+        for r, v in zip(table_rows(report), ordered(report), strict=True)
+    ]
+    out += ["", *markdown_table(header, rows), ""]
+    out.extend(f"- **{markdown_cell(label)}**: {markdown_cell(text)}" for label, text in LEGEND)
+    out += ["", "## Differences", ""]
+    for verdict in ordered(report):
+        lines = detail_lines(verdict)
         if lines:
-            out.append(f"### `{verdict.item}`")
+            out.append(f"### `{verdict.item}` ({spec_text(verdict.info)})")
             out.extend(f"- {markdown_cell(text)}" for text in lines)
             out.append("")
     out += ["## Declared divergences", ""]
-    out.extend(f"- {markdown_cell(text)}" for text in _declared(report))
-    out += ["", "## Verdict", ""]
-    out.extend(f"{text}  " for text in _summary(report))
+    out.extend(f"- {markdown_cell(text)}" for text in declared_lines(report))
+    out += ["", "## Paths", ""]
+    out.extend(f"- {markdown_cell(text)}" for text in path_lines(report))
+    out += ["", f"{vgf_line(report)}  ", f"wall time {report.wall_seconds:.1f} s"]
     return "\n".join(out) + "\n"
 
 
+# --- JSON ----------------------------------------------------------------------------------
+
+
+def _options_data(options: Options) -> dict[str, JsonValue]:
+    return {
+        "stock_python": options.stock_python,
+        "patched_python": options.patched_python,
+        "runtime_patch": options.runtime_patch,
+        "models": options.models,
+        "with_corpus": options.with_corpus,
+        "fast": options.fast,
+        "only": list(options.only),
+        "probes": options.probes,
+        "attribute": options.attribute,
+        "parallel": options.parallel,
+        "keep_bytes": options.keep_bytes,
+        "shard": str(options.shard) if options.shard else None,
+    }
+
+
+def _item_data(verdict: Verdict) -> dict[str, JsonValue]:
+    return {
+        "item": str(verdict.item),
+        "kind": verdict.item.kind.value,
+        "name": verdict.item.name,
+        "info": to_json(verdict.info),
+        "a_vs_b": {
+            "verdict": verdict.ab.value,
+            "fix": verdict.fix,
+            "differs_in": [d.value for d in verdict.ab_diffs],
+        },
+        "b_vs_c": {
+            "verdict": verdict.bc.value,
+            "declared": verdict.declared,
+            "differs_in": [d.value for d in verdict.bc_diffs],
+        },
+        "quality": {p.value: q.value for p, q in verdict.quality.items()},
+        "claim_problem": verdict.claim_problem,
+        "results": {p.value: to_json(r) for p, r in verdict.results.items()},
+    }
+
+
 def to_data(report: Report) -> dict[str, JsonValue]:
-    """Return the whole report as JSON data (results of every path included)."""
-    options = report.options
+    """Return the whole report as JSON data (every path's full result included)."""
+    ab, bc = counts(report)
     return {
         "schema": REPORT_SCHEMA,
+        "tool": {"name": TOOL, "version": overlay.__version__},
+        "created": report.created or datetime.now(UTC).isoformat(timespec="seconds"),
         "verdict": "fail" if report.failures else "pass",
         "failures": list(report.failures),
-        "options": {
-            "stock_python": options.stock_python,
-            "patched_python": options.patched_python,
-            "runtime_patch": options.runtime_patch,
-            "models": options.models,
-            "fast": options.fast,
-            "only": list(options.only),
-            "parallel": options.parallel,
+        "summary": {
+            "items": len(report.verdicts),
+            "selected": len(report.selection),
+            "a_vs_b": {a.value: ab[a.value] for a in AB},
+            "b_vs_c": {b.value: bc[b.value] for b in BC},
         },
+        "selection": [str(item) for item in report.selection],
+        "shards": [to_json(s) for s in report.shards],
+        "merged": report.merged,
+        "keys": to_json(report.keys) if report.keys else None,
+        "options": _options_data(report.options),
         "workers": {p.value: to_json(info) for p, info in report.workers.items()},
+        "stats": {p.value: to_json(s) for p, s in report.stats.items()},
         "declared_divergences": [to_json(d) for d in report.declared],
         "wall_seconds": report.wall_seconds,
         "phase_seconds": dict(report.phase_seconds),
-        "items": [
-            {
-                "item": str(v.item),
-                "kind": v.item.kind.value,
-                "info": to_json(v.info),
-                "a_vs_b": {
-                    "verdict": v.ab.value,
-                    "fix": v.fix,
-                    "differs_in": [d.value for d in v.ab_diffs],
-                },
-                "b_vs_c": {
-                    "verdict": v.bc.value,
-                    "declared": v.declared,
-                    "differs_in": [d.value for d in v.bc_diffs],
-                },
-                "quality": {p.value: q.value for p, q in v.quality.items()},
-                "claim_problem": v.claim_problem,
-                "results": {p.value: to_json(r) for p, r in v.results.items()},
-            }
-            for v in report.verdicts
-        ],
+        "items": [_item_data(v) for v in report.verdicts],
     }
 
 
@@ -268,6 +523,313 @@ def render_json(report: Report) -> str:
     return json.dumps(to_data(report), indent=2, sort_keys=True) + "\n"
 
 
-def count_cases(report: Report) -> int:
-    """Return how many items of the report are cases."""
-    return sum(1 for v in report.verdicts if v.item.kind is ItemKind.CASE)
+def _item_id(text: str) -> ItemId:
+    kind, _, name = text.partition(":")
+    return ItemId(ItemKind(kind), name)
+
+
+def load(path: Path) -> Report:
+    """Read a report JSON back into a Report (verdicts decided again from its results)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EquivalenceError(
+            f"cannot read the report {path}",
+            expected="an equivalence.json written by `python -m overlay equivalence`",
+            found=str(exc),
+            hint="pass the equivalence.json of each shard",
+        ) from exc
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        raise EquivalenceError(
+            f"{path} is not an equivalence report of schema {REPORT_SCHEMA}",
+            expected=f"schema {REPORT_SCHEMA} ({TOOL} {overlay.__version__})",
+            found=f"schema {data.get('schema') if isinstance(data, dict) else None!r}",
+            hint="re-run the shards with this version of the overlay",
+        )
+    try:
+        return _from_data(data)
+    except (ProtocolError, KeyError, TypeError, ValueError) as exc:
+        raise EquivalenceError(
+            f"{path} does not hold a valid equivalence report",
+            expected="the fields of report schema 2 (see report-schema)",
+            found=str(exc)[:300],
+            hint="re-run the shard that wrote it",
+        ) from exc
+
+
+def _from_data(data: dict[str, Any]) -> Report:
+    given = data["options"]
+    options = Options(
+        stock_python=given["stock_python"],
+        patched_python=given["patched_python"],
+        runtime_patch=given["runtime_patch"],
+        models=given["models"],
+        with_corpus=given["with_corpus"],
+        fast=given["fast"],
+        only=tuple(given["only"]),
+        probes=given["probes"],
+        attribute=given["attribute"],
+        parallel=given["parallel"],
+        keep_bytes=given["keep_bytes"],
+        shard=Shard.parse(given["shard"]) if given["shard"] else None,
+    )
+    verdicts = []
+    for entry in data["items"]:
+        item = _item_id(entry["item"])
+        info: CaseInfo | ProbeInfo = (
+            from_json(CaseInfo, entry["info"], f"{item}.info")
+            if item.kind is ItemKind.CASE
+            else from_json(ProbeInfo, entry["info"], f"{item}.info")
+        )
+        results = {
+            PathId(p): from_json(ItemResult, r, f"{item}.results.{p}")
+            for p, r in entry["results"].items()
+        }
+        verdicts.append(decide(item, info, results, entry["a_vs_b"]["fix"]))
+    declared = {d.id: d for d in DECLARED_DIVERGENCES}
+    return Report(
+        options=options,
+        workers={PathId(p): from_json(WorkerInfo, w) for p, w in data["workers"].items()},
+        verdicts=tuple(verdicts),
+        declared=tuple(
+            declared[d["id"]] for d in data["declared_divergences"] if d["id"] in declared
+        ),
+        wall_seconds=float(data["wall_seconds"]),
+        phase_seconds={str(k): float(v) for k, v in data["phase_seconds"].items()},
+        stats={PathId(p): from_json(PathStats, s) for p, s in data["stats"].items()},
+        keys=from_json(Keys, data["keys"]) if data["keys"] else None,
+        created=str(data["created"]),
+        selection=tuple(_item_id(i) for i in data["selection"]),
+        shards=tuple(from_json(Shard, s) for s in data["shards"]),
+        merged=bool(data["merged"]),
+    )
+
+
+def _refuse(what: str, expected: str, found: str) -> EquivalenceError:
+    return EquivalenceError(
+        f"cannot merge these reports: {what}",
+        expected=expected,
+        found=found,
+        hint="merge the equivalence.json of every shard of one run (same --shard N, same"
+        " inputs, same overlay version)",
+    )
+
+
+def merge(reports: Sequence[Report]) -> Report:
+    """Join shard reports of one run into one report (refusing shards of different runs)."""
+    if not reports:
+        raise _refuse("no reports", "one equivalence.json per shard", "none")
+    first = reports[0]
+    for report in reports:
+        if not report.shards:
+            raise _refuse("a report is not a shard", "reports made with --shard K/N", "a whole run")
+        if report.keys != first.keys:
+            raise _refuse(
+                "the shards ran different inputs",
+                "the same environments, runtime patch, models and overlay sources",
+                _key_difference(first.keys, report.keys),
+            )
+        if report.selection != first.selection:
+            raise _refuse(
+                "the shards selected different items",
+                "the same options (--fast, --case, --models) on every shard",
+                f"{len(first.selection)} vs {len(report.selection)} selected items",
+            )
+    shards = sorted(s for r in reports for s in r.shards)
+    counts_ = {s.count for s in shards}
+    repeated = [str(s) for s, n in Counter(shards).items() if n > 1]
+    if len(counts_) != 1 or repeated:
+        raise _refuse(
+            "shard numbers do not fit together",
+            "K/N with one N and every K once",
+            ", ".join(str(s) for s in shards),
+        )
+    by_item: dict[ItemId, Verdict] = {}
+    for report in reports:
+        for verdict in report.verdicts:
+            by_item[verdict.item] = verdict
+    order = {item: index for index, item in enumerate(first.selection)}
+    stats = {
+        p: PathStats(
+            **{
+                f.name: sum(getattr(r.stats.get(p, PathStats()), f.name) for r in reports)
+                for f in dataclasses.fields(PathStats)
+            }
+        )
+        for p in PATHS
+    }
+    return dataclasses.replace(
+        first,
+        options=dataclasses.replace(first.options, shard=None),
+        verdicts=tuple(sorted(by_item.values(), key=lambda v: order.get(v.item, len(order)))),
+        wall_seconds=max(r.wall_seconds for r in reports),
+        phase_seconds={f"shard {s}": r.wall_seconds for r in reports for s in r.shards},
+        stats=stats,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        shards=tuple(shards),
+        merged=True,
+    )
+
+
+def _key_difference(a: Keys | None, b: Keys | None) -> str:
+    if a is None or b is None:
+        return "a report without cache keys"
+    if a.base != b.base:
+        return "another overlay version or sources (or pins.toml)"
+    for path in PATHS:
+        if a.paths.get(path) != b.paths.get(path):
+            return f"path ({path.value}) {path.label} ran another environment or runtime patch"
+    return "another models file"
+
+
+# --- JSON Schema ---------------------------------------------------------------------------
+
+_JSON_HINT = typing.get_type_hints(ItemResult)["value"]
+
+
+def _schema_of(hint: Any, defs: dict[str, JsonValue]) -> JsonValue:
+    """Return the JSON Schema of a protocol type (mirrors the protocol's strict decoder)."""
+    if hint is JsonValue or hint == _JSON_HINT:
+        return {}
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [_schema_of(option, defs) for option in get_args(hint)]}
+    if origin is tuple:
+        return {"type": "array", "items": _schema_of(get_args(hint)[0], defs)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _schema_of(get_args(hint)[1], defs)}
+    if hint is type(None):
+        return {"type": "null"}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [m.value for m in hint]}
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        name = hint.__name__
+        if name not in defs:
+            defs[name] = {}  # a placeholder stops recursion
+            hints = typing.get_type_hints(hint)
+            fields = dataclasses.fields(hint)
+            defs[name] = {
+                "type": "object",
+                "description": (hint.__doc__ or "").strip().splitlines()[0],
+                "properties": {f.name: _schema_of(hints[f.name], defs) for f in fields},
+                "required": [
+                    f.name
+                    for f in fields
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                ],
+                "additionalProperties": False,
+            }
+        return {"$ref": f"#/$defs/{name}"}
+    simple = {float: "number", int: "integer", bool: "boolean", str: "string"}
+    if hint in simple:
+        return {"type": simple[hint]}
+    raise TypeError(f"no JSON Schema for {hint!r}")
+
+
+def json_schema() -> dict[str, JsonValue]:
+    """Return the JSON Schema of ``equivalence.json`` (derived from the typed results)."""
+    defs: dict[str, JsonValue] = {}
+
+    def of(hint: Any) -> JsonValue:
+        return _schema_of(hint, defs)
+
+    def obj(properties: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        required: list[JsonValue] = [*sorted(properties)]
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+
+    string: JsonValue = {"type": "string"}
+    number: JsonValue = {"type": "number"}
+    paths: list[JsonValue] = [p.value for p in PATHS]
+
+    def per_path(schema: JsonValue) -> dict[str, JsonValue]:
+        return {
+            "type": "object",
+            "propertyNames": {"enum": paths},
+            "additionalProperties": schema,
+        }
+
+    def tally(kind: type[enum.Enum]) -> dict[str, JsonValue]:
+        return obj({m.value: {"type": "integer", "minimum": 0} for m in kind})
+
+    observations: JsonValue = {"type": "array", "items": of(Observation)}
+    item = obj(
+        {
+            "item": string,
+            "kind": of(ItemKind),
+            "name": string,
+            "info": {"anyOf": [of(CaseInfo), of(ProbeInfo)]},
+            "a_vs_b": obj({"verdict": of(AB), "fix": of(int | None), "differs_in": observations}),
+            "b_vs_c": obj(
+                {"verdict": of(BC), "declared": of(str | None), "differs_in": observations}
+            ),
+            "quality": per_path(of(Quality)),
+            "claim_problem": of(str | None),
+            "results": per_path(of(ItemResult)),
+        }
+    )
+    options = obj(
+        {
+            "stock_python": string,
+            "patched_python": string,
+            "runtime_patch": string,
+            "models": of(str | None),
+            "with_corpus": of(bool),
+            "fast": of(bool),
+            "only": {"type": "array", "items": string},
+            "probes": of(bool),
+            "attribute": of(bool),
+            "parallel": of(bool),
+            "keep_bytes": of(bool),
+            "shard": {
+                "anyOf": [{"type": "string", "pattern": "^[0-9]+/[0-9]+$"}, {"type": "null"}]
+            },
+        }
+    )
+    schema: dict[str, JsonValue] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "equivalence.json",
+        "description": f"An equivalence report of {TOOL}: verdict first, every path's results.",
+        **obj(
+            {
+                "schema": {"const": REPORT_SCHEMA},
+                "tool": obj({"name": {"const": TOOL}, "version": string}),
+                "created": {"type": "string", "format": "date-time"},
+                "verdict": {"enum": ["pass", "fail"]},
+                "failures": {"type": "array", "items": string},
+                "summary": obj(
+                    {
+                        "items": {"type": "integer", "minimum": 0},
+                        "selected": {"type": "integer", "minimum": 0},
+                        "a_vs_b": tally(AB),
+                        "b_vs_c": tally(BC),
+                    }
+                ),
+                "selection": {"type": "array", "items": string},
+                "shards": {"type": "array", "items": of(Shard)},
+                "merged": of(bool),
+                "keys": {"anyOf": [of(Keys), {"type": "null"}]},
+                "options": options,
+                "workers": per_path(of(WorkerInfo)),
+                "stats": per_path(of(PathStats)),
+                "declared_divergences": {"type": "array", "items": of(DeclaredDivergence)},
+                "wall_seconds": number,
+                "phase_seconds": {"type": "object", "additionalProperties": number},
+                "items": {"type": "array", "items": item},
+            }
+        ),
+    }
+    schema["$defs"] = dict(sorted(defs.items()))
+    return schema
+
+
+def render_schema() -> str:
+    """Return the JSON Schema as the text committed beside this module."""
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
