@@ -86,24 +86,36 @@ def cmd_status(args: argparse.Namespace) -> int:
             if args.target:
                 raise
             return 0
-        states = install.file_states(series, target)
+        status = install.inspect(series, target)
         out(f"target {target.root} (executorch {target.version})")
-        for repo_path, state in states.items():
+        out(f"  state: {status.summary}")
+        for repo_path, state in status.files.items():
             out(f"  {state.value:<9} {repo_path}")
     return 0
 
 
 def _describe_plan(plan: install.Plan, verb: str) -> None:
+    if plan.recovery is not None:
+        out(f"recovered: {plan.recovery.summary}")
+        for path in plan.recovery.removed:
+            out(f"  removed leftover {path}")
     for change in plan.changes:
         out(f"  {verb}: {change.repo_path}")
     for repo_path in plan.unchanged:
         out(f"  already {'pristine' if plan.reverse else 'patched'}: {repo_path}")
+    if plan.bytecode:
+        out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
+    meta = plan.metadata
+    if meta is not None:
+        names = ", ".join(f.name for f in meta.files)
+        moved = f" -> {meta.to}" if meta.to != meta.dist_info else ""
+        out(f"  dist-info: {meta.dist_info}{moved} (Version {meta.version}; {names})")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Dry run: check everything apply (or revert) would check, and write nothing."""
     series = _series(args)
-    plan = install.plan(series, _target(args), reverse=args.reverse)
+    plan = install.preview(series, _target(args), reverse=args.reverse)
     _describe_plan(plan, "would revert" if args.reverse else "would patch")
     out("nothing to do" if plan.is_noop else f"ok: {len(plan.changes)} file(s) would change")
     return 0
@@ -128,6 +140,10 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
     progress(f"applying {len(series.patches)} patches and repacking into {args.out}/")
     result = wheels.build_patched_wheel(series, source, pin, Path(args.out), force=args.force)
     seconds = time.perf_counter() - started
+    for path in result.removed:
+        progress(f"removed {path} (left by a killed build)")
+    if result.note:
+        progress(f"note: {result.note}")
     state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
     progress(f"{result.path.name}: {state}")
     if args.report:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from overlay._hashing import sha256_file
 from overlay.errors import InstallCheckError
+from overlay.journal import journal_file, read_journal
 from overlay.series import Series
 from overlay.wheels import PROVENANCE_FILE, local_version, parse_provenance
 
@@ -48,6 +49,15 @@ def check_installed(
             hint="run `nox -s build_patched_executorch`",
         )
     dist = dists[0]
+    site = Path(str(dist.locate_file("")))
+    unfinished = read_journal(site)
+    if unfinished is not None:
+        raise InstallCheckError(
+            f"an interrupted {unfinished.operation.value} left {site} half-written",
+            expected="a tree that is pristine or patched",
+            found=f"the journal {journal_file(site)} (pid {unfinished.pid})",
+            hint=f"run `python -m overlay apply --target {site}` (or `revert`)",
+        )
     if dist.version != local_version(series):
         raise InstallCheckError(
             "this environment does not carry this patch series",
@@ -65,7 +75,6 @@ def check_installed(
         )
     expected = series.expected_patched_sha256()
     files: dict[str, str] = {}
-    site = Path(str(dist.locate_file("")))
     for repo_path, wanted in expected.items():
         path = site / series.pins.wheel_path(repo_path)
         found = sha256_file(path) if path.is_file() else "missing"

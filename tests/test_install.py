@@ -290,24 +290,30 @@ def test_stale_checksum_entry_is_a_checksum_error(tmp_path: Path) -> None:
     assert snapshot(target.root) == before
 
 
-def test_interrupted_apply_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_rename_rolls_back_from_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target, patches = setup(tmp_path)
     before = snapshot(target.root)
     real_replace = os.replace
-    calls = {"n": 0}
+    renames: list[str] = []
 
     def failing_replace(src: str | Path, dst: str | Path) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:  # first file renamed, then the disk "fails"
+        if Path(dst) == target.file(B):  # the first file is in place; the disk "fails"
             raise OSError(28, "No space left on device")
         real_replace(src, dst)
+        renames.append(str(dst))
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(ApplyError) as info:
         run_apply(target, patches)
-    assert "rolled back" in str(info.value) and "1 of 2 renamed" in str(info.value)
+    assert str(target.file(A)) in renames  # it really was half-written
+    assert info.value.message.endswith(
+        "No space left on device; rolled back: every file is as before"
+    )
+    assert info.value.found == "1 of 8 done before the failure"
     monkeypatch.setattr(os, "replace", real_replace)
-    assert snapshot(target.root) == before  # includes: no staged temp files left
+    assert snapshot(target.root) == before  # no staging file, no journal, no lock left
 
 
 def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
