@@ -58,14 +58,23 @@ def check_installed(
             found=f"the journal {journal_file(site)} (pid {unfinished.pid})",
             hint=f"run `python -m overlay apply --target {site}` (or `revert`)",
         )
-    if dist.version != local_version(series):
+    try:
+        version, provenance_text = dist.version, dist.read_text(PROVENANCE_FILE)
+    except UnicodeDecodeError as exc:
+        raise InstallCheckError(
+            f"the executorch dist-info in {site} is not UTF-8 text",
+            expected="UTF-8 METADATA and provenance, as installers write them",
+            found=f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}",
+            hint="reinstall executorch",
+        ) from exc
+    if version != local_version(series):
         raise InstallCheckError(
             "this environment does not carry this patch series",
             expected=f"executorch {local_version(series)}",
-            found=f"executorch {dist.version}",
+            found=f"executorch {version}",
             hint="rebuild and reinstall: `nox -s build_patched_executorch`",
         )
-    provenance = parse_provenance(dist.read_text(PROVENANCE_FILE))
+    provenance = parse_provenance(provenance_text)
     if provenance is None or provenance.series_digest != series.digest:
         raise InstallCheckError(
             f"{PROVENANCE_FILE} does not name this series",
@@ -103,4 +112,4 @@ def check_installed(
         for name in ARM_MODULES:
             importlib.import_module(name)
             modules.append(name)
-    return InstallReport(dist.version, site, files, tuple(modules))
+    return InstallReport(version, site, files, tuple(modules))
