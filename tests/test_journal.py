@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from overlay import install, journal
 from overlay.errors import ApplyError, OverlayError, UnfinishedRunError
@@ -66,20 +68,25 @@ def series_patches(n: int) -> dict[str, str]:
     return patches
 
 
-def pyc_names(i: int) -> list[str]:
-    return [f"f{i}.cpython-311.pyc", f"f{i}.cpython-311.opt-1.pyc", f"f{i}.cpython-312.pyc"]
+def add_bytecode(root: Path, modules: list[str], tag: bytes, *, record: bool) -> None:
+    """Bytecode of several interpreters/levels for ``modules``, plus an unrelated module's.
 
-
-def add_bytecode(root: Path, modules: range, tag: bytes, *, record: bool) -> None:
-    """Bytecode of several interpreters/levels for ``modules``, plus an unrelated module's."""
+    Its content starts with ``tag`` (b"old " or b"new "): which sources it came from.
+    """
     rows = []
-    for i in modules:
-        cache = root / "executorch" / repo_path(i).rsplit("/", 1)[0] / "__pycache__"
+    for module in modules:
+        folder, _, name = module.rpartition("/")
+        cache = root / "executorch" / folder / "__pycache__"
         cache.mkdir(exist_ok=True)
-        for name in pyc_names(i):
-            (cache / name).write_bytes(tag + name.encode())
-            rel = (cache / name).relative_to(root).as_posix()
-            rows.append(f"{rel},sha256=x,1" if name.endswith("312.pyc") else f"{rel},,")
+        stem = name.removesuffix(".py")
+        for pyc in (
+            f"{stem}.cpython-311.pyc",
+            f"{stem}.cpython-311.opt-1.pyc",
+            f"{stem}.cpython-312.pyc",
+        ):
+            (cache / pyc).write_bytes(tag + pyc.encode())
+            rel = (cache / pyc).relative_to(root).as_posix()
+            rows.append(f"{rel},sha256=x,1" if pyc.endswith("312.pyc") else f"{rel},,")
         (cache / "other.cpython-311.pyc").write_bytes(b"unrelated")
     if record:
         dist = next(root.glob("executorch-*.dist-info"))
@@ -108,21 +115,22 @@ class World:
         return (start, self.reverted) if reverse else (self.applied, start)
 
 
-def build_world(base: Path, n: int = N_FILES) -> World:
-    files = {repo_path(i): old_text(i).encode() for i in range(n)}
-    files.update({f"backends/arm/m{k}/other.py": b"x = 1\n" for k in range(3)})
+def build_world(
+    base: Path, patches: dict[str, str], sources: dict[str, bytes], bytecode: list[str]
+) -> World:
+    """Templates for a series: pristine (with bytecode), patched (with new bytecode)."""
+    files = dict(sources)
+    files.update({f"{p.rpartition('/')[0]}/other.py": b"x = 1\n" for p in sources})
     pristine = make_tree(base / "P0", files)
-    add_bytecode(pristine, BYTECODE, b"old ", record=True)
-    series = write_series(
-        base / "patches", series_patches(n), {repo_path(i): files[repo_path(i)] for i in range(n)}
-    )
+    add_bytecode(pristine, bytecode, b"old ", record=True)
+    series = write_series(base / "patches", patches, sources)
     applied_tree = base / "P1-bare"
     shutil.copytree(pristine, applied_tree)
     install.apply(series, install.find_target(applied_tree))
     applied = snapshot(applied_tree)
     patched = base / "P1"
     shutil.copytree(applied_tree, patched)
-    add_bytecode(patched, BYTECODE, b"new ", record=False)
+    add_bytecode(patched, bytecode, b"new ", record=False)
     reverted_tree = base / "P2"
     shutil.copytree(patched, reverted_tree)
     install.apply(series, install.find_target(reverted_tree), reverse=True)
@@ -139,7 +147,9 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def world(scratch: Path) -> World:
-    return build_world(scratch / "world")
+    sources = {repo_path(i): old_text(i).encode() for i in range(N_FILES)}
+    bytecode = [repo_path(i) for i in BYTECODE]
+    return build_world(scratch / "world", series_patches(N_FILES), sources, bytecode)
 
 
 @pytest.fixture
@@ -190,7 +200,9 @@ class Outcome:
 
 def strip_bytecode(state: Snapshot) -> Snapshot:
     """Drop the series modules' bytecode: a state change deletes it, a roll-back restores it."""
-    return {k: v for k, v in state.items() if not re.search(r"__pycache__/f\d+\.", k)}
+    return {
+        k: v for k, v in state.items() if not (isinstance(v, bytes) and v[:4] in (b"old ", b"new "))
+    }
 
 
 def stale_bytecode(state: Snapshot, *, patched: bool) -> list[str]:
@@ -342,3 +354,51 @@ def test_stop_at_every_checkpoint(world: World, tmp: Path, action: str, reverse:
         assert torn[0] == "journal" and torn[-1] == "synced"
     else:
         assert torn == []  # in-process failures and signals roll back before exiting
+
+
+@st.composite
+def random_series(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, bytes], list[str]]:
+    """1-12 files in 1-3 folders, each with a few edited lines; some with bytecode."""
+    count = draw(st.integers(1, 12))
+    folders = draw(st.integers(1, 3))
+    patches, sources, bytecode = {}, {}, []
+    for i in range(count):
+        path = f"backends/arm/d{i % folders}/g{i}.py"
+        lines = [f"w{j} = {i}_{j}\n" for j in range(draw(st.integers(2, 15)))]
+        edited = draw(st.sets(st.integers(0, len(lines) - 1), min_size=1))
+        new = [f"w{j} = 'edited'\n" if j in edited else line for j, line in enumerate(lines)]
+        old_text_, new_text_ = "".join(lines), "".join(new)
+        patches[f"{i:04d}.patch"] = patch_text(f"Edit {i}", make_diff(path, old_text_, new_text_))
+        sources[path] = old_text_.encode()
+        if draw(st.booleans()):
+            bytecode.append(path)
+    return patches, sources, bytecode
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    spec=random_series(),
+    data=st.data(),
+    how=st.tuples(st.sampled_from(["kill", "raise", "sigint", "sigterm"]), st.booleans()),
+    revert_next=st.booleans(),
+)
+def test_random_stop_points_on_random_series(
+    scratch: Path,
+    spec: tuple[dict[str, str], dict[str, bytes], list[str]],
+    data: st.DataObject,
+    how: tuple[str, bool],
+    revert_next: bool,
+) -> None:
+    action, reverse = how
+    base = scratch / "hypothesis"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir()
+    world = build_world(base / "world", *spec)
+    checkpoints = trace(world, base, reverse=reverse)
+    checkpoint = data.draw(st.sampled_from(checkpoints), label="checkpoint")
+    outcome = stop_at(world, base, checkpoint, action, reverse=reverse, revert_next=revert_next)
+    assert problems(outcome) == []
