@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overlay import install, journal
+from overlay import install, journal, wheels
 from overlay.errors import ApplyError, OverlayError, UnfinishedRunError
-from overlay.series import Series
+from overlay.series import Series, load_series
 
 from scaffold import (
     fast_tmp,
@@ -87,7 +87,8 @@ def add_bytecode(root: Path, modules: list[str], tag: bytes, *, record: bool) ->
             (cache / pyc).write_bytes(tag + pyc.encode())
             rel = (cache / pyc).relative_to(root).as_posix()
             rows.append(f"{rel},sha256=x,1" if pyc.endswith("312.pyc") else f"{rel},,")
-        (cache / "other.cpython-311.pyc").write_bytes(b"unrelated")
+        if (cache.parent / "other.py").is_file():
+            (cache / "other.cpython-311.pyc").write_bytes(b"unrelated")
     if record:
         dist = next(root.glob("executorch-*.dist-info"))
         with (dist / "RECORD").open("a", encoding="utf-8") as handle:
@@ -122,8 +123,13 @@ def build_world(
     files = dict(sources)
     files.update({f"{p.rpartition('/')[0]}/other.py": b"x = 1\n" for p in sources})
     pristine = make_tree(base / "P0", files)
-    add_bytecode(pristine, bytecode, b"old ", record=True)
     series = write_series(base / "patches", patches, sources)
+    return templates(base, series, pristine, bytecode)
+
+
+def templates(base: Path, series: Series, pristine: Path, bytecode: list[str]) -> World:
+    """Add bytecode to the pristine tree; make the patched and reverted templates from it."""
+    add_bytecode(pristine, bytecode, b"old ", record=True)
     applied_tree = base / "P1-bare"
     shutil.copytree(pristine, applied_tree)
     install.apply(series, install.find_target(applied_tree))
@@ -134,7 +140,7 @@ def build_world(
     reverted_tree = base / "P2"
     shutil.copytree(patched, reverted_tree)
     install.apply(series, install.find_target(reverted_tree), reverse=True)
-    return World(base / "patches", series, pristine, patched, snapshot(reverted_tree), applied)
+    return World(series.directory, series, pristine, patched, snapshot(reverted_tree), applied)
 
 
 @pytest.fixture(scope="module")
@@ -402,3 +408,37 @@ def test_random_stop_points_on_random_series(
     checkpoint = data.draw(st.sampled_from(checkpoints), label="checkpoint")
     outcome = stop_at(world, base, checkpoint, action, reverse=reverse, revert_next=revert_next)
     assert problems(outcome) == []
+
+
+# --- the real series on the real pinned wheel ------------------------------------------------
+
+PATCHES = Path(__file__).resolve().parent.parent / "patches"
+
+
+@pytest.fixture(scope="module")
+def real_world(scratch: Path) -> World:
+    """The real dist-info (a 5,329-row RECORD) and every file of the series' folders."""
+    series = load_series(PATCHES)
+    source = wheels.fetch_wheel(series.pins.wheel_for("cp311-manylinux_2_28_x86_64"))
+    folders = tuple({series.pins.wheel_path(p).rpartition("/")[0] + "/" for p in series.targets()})
+    members = wheels.read_members(
+        source, lambda name: name.startswith(folders) or ".dist-info/" in name
+    )
+    pristine = scratch / "real" / "P0"
+    for name, data in members.items():
+        (pristine / name).parent.mkdir(parents=True, exist_ok=True)
+        (pristine / name).write_bytes(data)
+    return templates(scratch / "real", series, pristine, series.targets()[:1])
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("reverse", [False, True], ids=["apply", "revert"])
+def test_real_series_stopped_at_every_checkpoint(
+    real_world: World, tmp: Path, reverse: bool
+) -> None:
+    outcomes = run_matrix(real_world, tmp, ("kill", "raise", "sigint", "sigterm"), reverse=reverse)
+    assert len(outcomes) >= 4 * 25
+    assert [p for o in outcomes for p in problems(o)] == []
+    torn = {o.checkpoint for o in outcomes if o.right_after == "torn (journal)"}
+    steps = {o.checkpoint for o in outcomes if o.checkpoint.startswith("step ")}
+    assert steps < torn  # a kill after any step leaves a journal the next run settles
