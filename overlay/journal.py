@@ -32,7 +32,8 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -322,25 +323,43 @@ def _deferred_signals(checkpoints: _Checkpoints) -> Iterator[None]:
 # --- file helpers ---------------------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path) -> None:
+    """fsync a file (errors raise) or a folder (some file systems cannot: ignored)."""
+    folder = path.is_dir()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if folder else 0))
     except FileNotFoundError:
-        return
+        if folder:
+            return
+        raise
     try:
-        with contextlib.suppress(OSError):  # some file systems cannot fsync a folder
+        if folder:
+            with contextlib.suppress(OSError):
+                os.fsync(fd)
+        else:
             os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def _write_durable(path: Path, data: bytes, mode: int = 0o644) -> None:
+def _fsync_all(paths: Iterable[Path]) -> None:
+    """fsync these files and folders at once: the file system commits them together."""
+    unique = sorted(set(paths))
+    if len(unique) <= 1:
+        for path in unique:
+            _fsync(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
+        for _ in pool.map(_fsync, unique):
+            pass
+
+
+def _write_file(path: Path, data: bytes, mode: int = 0o644) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -429,10 +448,10 @@ def _undo_step(step: Step, root: Path, tx: Path, locate: _Locator) -> None:
 
 
 def _stage(tx: Path, name: str, data: bytes, like: Path) -> None:
-    """Write ``data`` to tx/name, fsynced, with the mode and owner of ``like``."""
+    """Write ``data`` to tx/name with the mode and owner of ``like`` (fsynced later)."""
     st = like.stat()
     staged = tx / name
-    _write_durable(staged, data)
+    _write_file(staged, data)
     os.chmod(staged, st.st_mode & 0o7777)
     try:
         give_to(staged, (st.st_uid, st.st_gid))
@@ -463,7 +482,7 @@ def _keep(path: Path, kept: Path) -> None:
         os.link(path, kept, follow_symlinks=False)
     except OSError:
         st = os.stat(path, follow_symlinks=False)
-        _write_durable(kept, path.read_bytes())
+        _write_file(kept, path.read_bytes())
         os.chmod(kept, st.st_mode & 0o7777)
         with contextlib.suppress(PermissionError):
             give_to(kept, (st.st_uid, st.st_gid))
@@ -526,22 +545,22 @@ def _prepare(
             )
         steps[index] = dataclasses.replace(step, keep=keep)
         check(f"kept {kept}/{len(olds)}")
-    _fsync_dir(tx)
+    # what this run wrote (not the links to existing files) durable before the journal
+    _fsync_all([*(p for p in tx.iterdir() if p.stat().st_nlink == 1), tx])
     return tuple(steps)
 
 
 def _write_journal(root: Path, journal: Journal) -> None:
     path = journal_file(root)
     tmp = path.with_name(path.name + ".tmp")
-    _write_durable(tmp, journal.to_json().encode())
+    _write_file(tmp, journal.to_json().encode())
+    _fsync(tmp)  # its bytes before its name
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    _fsync(path.parent)
 
 
 def _sync_parents(root: Path, steps: Sequence[Step], locate: _Locator) -> None:
-    folders = {locate(s.path).parent for s in steps} | {root}
-    for folder in sorted(folders):
-        _fsync_dir(folder)
+    _fsync_all({locate(s.path).parent for s in steps} | {root})
 
 
 def _finish(root: Path) -> None:
