@@ -97,8 +97,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _describe_plan(plan: install.Plan, verb: str) -> None:
     if plan.recovery is not None:
         out(f"recovered: {plan.recovery.summary}")
-        for path in plan.recovery.removed:
-            out(f"  removed leftover {path}")
     for change in plan.changes:
         out(f"  {verb}: {change.repo_path}")
     for repo_path in plan.unchanged:
@@ -107,9 +105,15 @@ def _describe_plan(plan: install.Plan, verb: str) -> None:
         out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
     meta = plan.metadata
     if meta is not None:
-        names = ", ".join(f.name for f in meta.files)
         moved = f" -> {meta.to}" if meta.to != meta.dist_info else ""
-        out(f"  dist-info: {meta.dist_info}{moved} (Version {meta.version}; {names})")
+        out(f"  dist-info: {meta.dist_info}{moved} (Version {meta.version})")
+        for action, names in (
+            ("rewrites", [f.name for f in meta.files if f.old_sha256 and f.new is not None]),
+            ("adds", [f.name for f in meta.files if f.old_sha256 is None]),
+            ("removes", [f.name for f in meta.files if f.new is None]),
+        ):
+            if names:
+                out(f"    {action} {', '.join(names)}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:

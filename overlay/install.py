@@ -198,7 +198,7 @@ def find_target(path: Path) -> Target:
     Refuses, naming both, a venv whose two site-packages hold executorch and a folder with
     two executorch dist-infos: patching one of them silently would leave the other.
     """
-    root = path
+    root = path.resolve()  # one spelling of the target for its lock, journal and paths
     if root.name == _DIST_NAME and any(root.parent.glob(f"{_DIST_NAME}-*.dist-info")):
         root = root.parent
     if not any(root.glob(f"{_DIST_NAME}-*.dist-info")):

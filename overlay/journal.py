@@ -199,17 +199,20 @@ class Recovery:
     steps: int  # steps in the journal
     done: int  # steps that had run when it stopped
     paths: tuple[str, ...]  # paths the recovery wrote, removed or renamed
-    removed: tuple[str, ...] = ()  # leftovers removed (tx/ entries, stale staging files)
+    removed: tuple[str, ...] = ()  # leftovers of runs killed before a journal, stale staging
 
     @property
     def summary(self) -> str:
         """Return one line saying what was found and done."""
         if self.operation is None:
-            return f"removed {len(self.removed)} leftover file(s) of a run killed before it wrote"
+            return (
+                f"removed {len(self.removed)} leftover file(s) of a killed run (no step unfinished)"
+            )
         verb = "finished" if self.direction is Direction.FORWARD else "rolled back"
+        extra = f"; removed {len(self.removed)} leftover file(s)" if self.removed else ""
         return (
             f"an interrupted {self.operation.value} (pid {self.pid}, started {self.started},"
-            f" {self.done} of {self.steps} steps done) was {verb}"
+            f" {self.done} of {self.steps} steps done) was {verb}{extra}"
         )
 
 
@@ -743,7 +746,7 @@ def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | 
         other = Direction.BACK if direction is Direction.FORWARD else Direction.FORWARD
         if _possible(journal, statuses, other, tx):
             direction = other
-    paths, leftovers = settle(root, journal, direction)
+    paths, _ = settle(root, journal, direction)  # tx/ was this journal's own: not leftovers
     return Recovery(
         journal.operation,
         direction,
@@ -752,7 +755,6 @@ def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | 
         len(journal.steps),
         sum(1 for s in statuses if s is _Status.DONE),
         paths,
-        leftovers,
     )
 
 

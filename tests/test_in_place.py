@@ -190,7 +190,7 @@ def test_pip_installed_tree_is_patched_honestly_and_uninstalls_clean(
     "case",
     [
         # before the journal: only tx/ to remove
-        ("kept 3/22", "revert", "recovered: removed 18 leftover file(s) of a run killed", False),
+        ("kept 3/22", "revert", "recovered: removed 18 leftover file(s) of a killed run", False),
         ("step 5/26", "apply", "steps done) was finished", False),  # half the sources patched
         ("step 26/26", "revert", "steps done) was rolled back", True),  # the dist-info renamed
         ("committed", "apply", "recovered: removed ", False),  # done; tx/ left over

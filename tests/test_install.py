@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from overlay import install
 from overlay.applier import HunkMismatchError
+from overlay.cli import main
 from overlay.errors import (
     ApplyError,
     ChecksumMismatchError,
@@ -333,6 +334,17 @@ def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
         thread.join()
     assert errors == []
     assert target.file(A).read_bytes() == A_NEW and target.file(B).read_bytes() == B_NEW
+
+
+def test_a_relative_target_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, _ = setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--patches", "patches", "apply", "--target", "site"]) == 0
+    assert main(["--patches", "patches", "status", "--target", "site"]) == 0
+    assert f"target {tmp_path / 'site'} (executorch 1.2.0+armfix." in capsys.readouterr().out
+    assert target.file(A).read_bytes() == A_NEW
 
 
 def test_find_target_accepts_venv_layout(tmp_path: Path) -> None:
