@@ -746,7 +746,20 @@ def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | 
         other = Direction.BACK if direction is Direction.FORWARD else Direction.FORWARD
         if _possible(journal, statuses, other, tx):
             direction = other
-    paths, _ = settle(root, journal, direction)  # tx/ was this journal's own: not leftovers
+    signals = _Checkpoints()
+    with _deferred_signals(signals):  # a signal waits until the tree is settled
+        paths, _ = settle(root, journal, direction)  # tx/ was this journal's own
+    if signals.pending:
+        state = (
+            "patched"
+            if (direction is Direction.FORWARD) == (journal.operation is Operation.APPLY)
+            else "pristine"
+        )
+        raise InterruptedRunError(
+            f"interrupted by {signal.Signals(signals.pending[0]).name} after settling an"
+            f" interrupted {journal.operation.value}: {root} is {state}",
+            signum=signals.pending[0],
+        )
     return Recovery(
         journal.operation,
         direction,

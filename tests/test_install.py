@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overlay import install
+from overlay import install, journal
 from overlay.applier import HunkMismatchError
 from overlay.cli import main
 from overlay.errors import (
@@ -18,6 +18,7 @@ from overlay.errors import (
     ChecksumMismatchError,
     DriftError,
     OverlayError,
+    RollbackError,
     SeriesError,
     TargetError,
     UnsafePatchError,
@@ -32,11 +33,6 @@ A_OLD = "".join(f"a{i} = {i}\n" for i in range(30)).encode()
 B_OLD = "".join(f"def b{i}():\n    return {i}\n" for i in range(15)).encode()
 A_NEW = A_OLD.replace(b"a5 = 5\n", b"a5 = 'five'\n")
 B_NEW = B_OLD.replace(b"    return 7\n", b"    return -7\n").replace(b"def b12", b"def b_twelve")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def good_patches() -> dict[str, str]:
@@ -317,6 +313,41 @@ def test_a_failed_rename_rolls_back_from_the_journal(
     assert snapshot(target.root) == before  # no staging file, no journal, no lock left
 
 
+def test_a_failed_roll_back_names_the_files_and_the_command_that_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, patches = setup(tmp_path)
+    before = snapshot(target.root)
+    real_replace = os.replace
+
+    def failing_replace(src: str | Path, dst: str | Path) -> None:
+        staged = ".executorch-arm-overlay" in str(src)
+        writing_b = Path(dst) == target.file(B)
+        restoring_a = Path(dst) == target.file(A) and Path(src).name.endswith(".old")
+        if staged and (writing_b or restoring_a):
+            raise OSError(5, "Input/output error")  # B cannot be written, A not restored
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    code = main(["--patches", str(patches), "apply", "--target", str(target.root)])
+    err = capsys.readouterr().err
+    assert code == RollbackError.exit_code
+    assert err.startswith(
+        f"error: writing {target.root} failed: [Errno 5] Input/output error;"
+        " could not roll back the apply: 1 path(s) are in neither state"
+    )
+    assert "    executorch/backends/arm/a.py: done, step 1 (write, old sha256 " in err
+    assert (
+        f"next step: fix the cause, then run `python -m overlay revert --target {target.root}`"
+        in err
+    )
+    assert journal.read_journal(target.root) is not None  # kept for the command that finishes
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert main(["--patches", str(patches), "revert", "--target", str(target.root)]) == 0
+    assert "was rolled back" in capsys.readouterr().out
+    assert snapshot(target.root) == before
+
+
 def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
     target, patches = setup(tmp_path)
     errors: list[BaseException] = []
@@ -380,7 +411,6 @@ def test_tree_apply_revert_identity(
     target = install.find_target(root)
     before = snapshot(root)
     series = load_series(base / "patches")
-    os.environ["OVERLAY_CACHE_DIR"] = str(base / "cache")
     install.apply(series, target)
     assert target.file(A).read_bytes() == new_b
     install.apply(series, target, reverse=True)
