@@ -284,13 +284,8 @@ def test_no_stale_bytecode_runs_after_apply_or_revert(
     def imported(*flags: str) -> str:
         code = f"import {module} as m; print(m.V3)"
         env = {**os.environ, "PYTHONPATH": str(root)}
-        run = subprocess.run(
-            [sys.executable, *flags, "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        command = [sys.executable, "-S", *flags, "-c", code]  # -S: not the installed executorch
+        run = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
         return run.stdout.strip()
 
     def compile_all() -> None:

@@ -17,6 +17,7 @@ from overlay.errors import (
     ApplyError,
     ChecksumMismatchError,
     DriftError,
+    LockTimeoutError,
     OverlayError,
     RollbackError,
     SeriesError,
@@ -346,6 +347,40 @@ def test_a_failed_roll_back_names_the_files_and_the_command_that_finishes_it(
     assert main(["--patches", str(patches), "revert", "--target", str(target.root)]) == 0
     assert "was rolled back" in capsys.readouterr().out
     assert snapshot(target.root) == before
+
+
+def test_staging_files_an_older_version_left_are_removed_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, patches = setup(tmp_path)
+    stale = [
+        target.file(A).parent / ".a.py.k2j4_x.overlay-tmp",
+        target.file(B).parent / ".b.py.0.overlay-tmp",
+    ]
+    for path in stale:
+        path.write_bytes(b"half a file")
+    unrelated = target.file(A).parent / ".keep.me"
+    unrelated.write_text("not ours")
+    assert main(["--patches", str(patches), "apply", "--target", str(target.root)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "recovered: removed 2 leftover file(s) of a killed run (no step unfinished)"
+    assert not any(path.exists() for path in stale) and unrelated.exists()
+
+
+def test_status_and_check_while_another_run_holds_the_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, patches = setup(tmp_path)
+    with install.locked(target):
+        status = install.inspect(load_series(patches), target)
+        assert status.state is install.TreeState.BUSY and status.files == {}
+        assert status.summary == "busy: another overlay run is writing this tree"
+        code = main(["--patches", str(patches), "check", "--target", str(target.root)])
+        assert code == LockTimeoutError.exit_code
+        assert capsys.readouterr().err.startswith(
+            f"error: another overlay run is writing {target.root}"
+        )
+    assert install.inspect(load_series(patches), target).state is install.TreeState.PRISTINE
 
 
 def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
