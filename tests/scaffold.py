@@ -7,9 +7,11 @@ import difflib
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,14 +149,22 @@ def snapshot(root: Path) -> dict[str, bytes | str]:
     return state
 
 
-def fast_tmp(tmp_path: Path) -> Path:
-    """Return a scratch folder on tmpfs when there is one (fsync is free there), else tmp_path."""
+@contextlib.contextmanager
+def fast_tmp(fallback: Path) -> Iterator[Path]:
+    """Yield a scratch folder on tmpfs (fsync is free, any user may enter), removed after.
+
+    Without a writable /dev/shm, yield ``fallback``.
+    """
     shm = Path("/dev/shm")
     if not shm.is_dir() or not os.access(shm, os.W_OK):
-        return tmp_path
-    folder = shm / f"overlay-test-{os.getpid()}" / tmp_path.name
-    folder.mkdir(parents=True)
-    return folder
+        yield fallback
+        return
+    folder = Path(tempfile.mkdtemp(prefix="overlay-test-", dir=shm))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def unowned(site: Path) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -376,9 +376,16 @@ def as_nobody(function: Callable[[], int]) -> Callable[[], int]:
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="changes users (runs as root in CI)")
 
 
+@pytest.fixture
+def anyones_tmp(tmp_path: Path) -> Iterator[Path]:
+    """A scratch folder another user can enter (pytest's own is the owner's only)."""
+    with fast_tmp(tmp_path) as folder:
+        yield folder
+
+
 @needs_root
-def test_a_tree_the_user_cannot_write_is_a_clear_error(tmp_path: Path) -> None:
-    world = make_world(fast_tmp(tmp_path))
+def test_a_tree_the_user_cannot_write_is_a_clear_error(anyones_tmp: Path) -> None:
+    world = make_world(anyones_tmp)
     before = snapshot(world.root)
     child = run_forked(as_nobody(lambda: world.cli("apply", "--target", str(world.root))))
     assert child.code == TargetError.exit_code, child.output
@@ -391,8 +398,8 @@ def test_a_tree_the_user_cannot_write_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @needs_root
-def test_files_of_another_owner_are_refused_before_any_write(tmp_path: Path) -> None:
-    world = make_world(fast_tmp(tmp_path))
+def test_files_of_another_owner_are_refused_before_any_write(anyones_tmp: Path) -> None:
+    world = make_world(anyones_tmp)
     for folder in [world.root, *(p for p in world.root.rglob("*") if p.is_dir())]:
         folder.chmod(0o777)  # anyone may create files here, but the files are root's
     before = snapshot(world.root)

@@ -146,9 +146,8 @@ def templates(base: Path, series: Series, pristine: Path, bytecode: list[str]) -
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A module's scratch folder on tmpfs (the matrix runs ~1000 transactions)."""
-    folder = fast_tmp(tmp_path_factory.mktemp("journal"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    with fast_tmp(tmp_path_factory.mktemp("journal")) as folder:
+        yield folder
 
 
 @pytest.fixture(scope="module")
