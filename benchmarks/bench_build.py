@@ -21,9 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from overlay import install, lock, wheels
+from overlay import install, journal, lock, wheels
 from overlay.install_check import ARM_MODULES
 from overlay.series import Series, load_series
 
@@ -45,6 +48,7 @@ getattr(module, function)()
 for name in sys.argv[2:]:
     importlib.import_module(name)
 """
+T = TypeVar("T")
 
 
 def timed(command: list[str], **kwargs: object) -> float:
@@ -114,25 +118,73 @@ def nox_build(checkout: Path, scratch: Path) -> float:
     return timed([*command, "-s", f"build_patched_executorch-{PYTHON}"], env=env, cwd=checkout)
 
 
-def apply_times(scratch: Path, rounds: int) -> tuple[float, float, float]:
-    """Return median seconds for: series apply, series revert, patched-wheel repack."""
+@dataclass(frozen=True)
+class ApplyTimes:
+    """Medians over the rounds, in seconds (fsyncs: a count)."""
+
+    apply: float
+    revert: float
+    plan: float  # of apply: checks, new bytes, the new dist-info (no write)
+    transaction: float  # of apply: stage, keep, journal, renames, fsyncs
+    fsyncs: float  # of apply
+    fsync_s: float  # of apply: time in fsync
+    repack: float
+
+
+def apply_times(scratch: Path, rounds: int) -> ApplyTimes:
+    """Time in-place apply and revert of the real series on an unpacked pinned wheel."""
     series = SERIES
     pin = series.pins.host_wheel()
     source = wheels.fetch_wheel(pin)
     root = wheels.unpack_wheel(source, scratch / "unpacked")
-    target = install.find_target(root)
+    spent: dict[str, list[float]] = {"plan": [], "commit": [], "fsync": [], "fsyncs": []}
+    real_fsync, real_plan, real_commit = os.fsync, install.plan, journal.commit
+
+    def timed(name: str, function: Callable[..., T]) -> Callable[..., T]:
+        def wrapper(*args: object, **kwargs: object) -> T:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name][-1] += time.perf_counter() - start
+                if name == "fsync":
+                    spent["fsyncs"][-1] += 1
+
+        return wrapper
+
     applies, reverts = [], []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        install.apply(series, target)
-        applies.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        install.apply(series, target, reverse=True)
-        reverts.append(time.perf_counter() - start)
+    os.fsync = timed("fsync", real_fsync)
+    install.plan = timed("plan", real_plan)
+    journal.commit = timed("commit", real_commit)
+    try:
+        for _ in range(rounds):
+            for values in spent.values():
+                values.append(0.0)
+            start = time.perf_counter()
+            install.apply(series, install.find_target(root))
+            applies.append(time.perf_counter() - start)
+            for values in spent.values():
+                values.append(0.0)  # the revert's share: dropped below
+            start = time.perf_counter()
+            install.apply(series, install.find_target(root), reverse=True)
+            reverts.append(time.perf_counter() - start)
+            for values in spent.values():
+                values.pop()
+    finally:
+        os.fsync, install.plan, journal.commit = real_fsync, real_plan, real_commit
     start = time.perf_counter()
     wheels.build_patched_wheel(series, source, pin, scratch / "repack", force=True)
     repack = time.perf_counter() - start
-    return statistics.median(applies), statistics.median(reverts), repack
+    median = statistics.median
+    return ApplyTimes(
+        median(applies),
+        median(reverts),
+        median(spent["plan"]),
+        median(spent["commit"]),
+        median(spent["fsyncs"]),
+        median(spent["fsync"]),
+        repack,
+    )
 
 
 def main() -> None:
@@ -148,41 +200,51 @@ def main() -> None:
         else "overlay.runtime:apply_all",
         help="the peer's runtime patch, FILE.py:FUNCTION or module:FUNCTION",
     )
+    parser.add_argument(
+        "--apply-only", action="store_true", help="only the in-place apply/revert rows"
+    )
     args = parser.parse_args()
     load = os.getloadavg()
+    rows: list[tuple[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="overlay-bench-") as tmp:
         scratch = Path(tmp)
-        peers, colds = [], []
-        for round_ in range(args.repeat):  # alternate, so machine load hits both alike
-            folder = scratch / f"round{round_}"
-            checkout = clone(folder)
-            peers.append(peer(folder, args.seed))
-            colds.append(nox_build(checkout, folder))
-        peer_s, cold = statistics.median(peers), statistics.median(colds)
-        warm = nox_build(checkout, folder)
-        apply_s, revert_s, repack_s = apply_times(scratch, args.rounds)
-        rows = [
-            (
-                f"peer: uv pip sync of the lock (stock) + Arm import (median of {args.repeat})",
-                peer_s,
-            ),
-            (f"cold `nox -s build_patched_executorch`, new clone (median of {args.repeat})", cold),
-            ("warm re-run (nothing changed)", warm),
-            (f"series apply on an unpacked wheel (median of {args.rounds})", apply_s),
-            (f"series revert (median of {args.rounds})", revert_s),
-            ("patched wheel repack (download cached, no wheel cache)", repack_s),
+        if not args.apply_only:
+            peers, colds = [], []
+            for round_ in range(args.repeat):  # alternate, so machine load hits both alike
+                folder = scratch / f"round{round_}"
+                checkout = clone(folder)
+                peers.append(peer(folder, args.seed))
+                colds.append(nox_build(checkout, folder))
+            peer_s, cold = statistics.median(peers), statistics.median(colds)
+            warm = nox_build(checkout, folder)
+            rows += [
+                (
+                    f"peer: uv pip sync of the lock (stock) + Arm import (median of {args.repeat})",
+                    peer_s,
+                ),
+                (
+                    f"cold `nox -s build_patched_executorch`, new clone (median of {args.repeat})",
+                    cold,
+                ),
+                ("warm re-run (nothing changed)", warm),
+            ]
+        times = apply_times(scratch, args.rounds)
+        rows += [
+            (f"in-place apply on an unpacked wheel (median of {args.rounds})", times.apply),
+            ("  planning: checks, new sources, new dist-info (no write)", times.plan),
+            (f"  journaled transaction ({times.fsyncs:.0f} fsyncs)", times.transaction),
+            ("    of which fsync", times.fsync_s),
+            (f"in-place revert (median of {args.rounds})", times.revert),
+            ("patched wheel repack (download cached, no wheel cache)", times.repack),
         ]
-        if args.pip:
-            rows.insert(
-                1, ("bare pip install of the pins (stock executorch)", pip_install(scratch))
-            )
     width = max(len(name) for name, _ in rows)
     print(f"runtime patch of the peer: {args.seed}")
     print(f"load average before/after: {load[0]:.1f} / {os.getloadavg()[0]:.1f} (2 cores)")
     for name, seconds in rows:
         print(f"{name:<{width}}  {seconds:8.3f} s")
-    print(f"{'cold build / peer (target <= 1.10)':<{width}}  {cold / peer_s:8.2f} x")
-    print(f"{'warm re-run (target <= 1 s)':<{width}}  {warm:8.3f} s")
+    if not args.apply_only:
+        print(f"{'cold build / peer (target <= 1.10)':<{width}}  {cold / peer_s:8.2f} x")
+        print(f"{'warm re-run (target <= 1 s)':<{width}}  {warm:8.3f} s")
 
 
 if __name__ == "__main__":

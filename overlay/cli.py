@@ -123,7 +123,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         except TargetError:
             if args.target:
                 raise
-    states = install.file_states(series, target) if target else {}
+    status = install.inspect(series, target) if target else None
     if args.json:
         out(
             reports.to_json(
@@ -131,7 +131,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                     info,
                     target.root if target else None,
                     str(target.version) if target else None,
-                    tuple(reports.FileStatus(p, s) for p, s in states.items()),
+                    status.state if status else None,
+                    status.summary if status else None,
+                    tuple(reports.FileStatus(p, s) for p, s in status.files.items())
+                    if status
+                    else (),
                 )
             ).rstrip("\n")
         )
@@ -142,24 +146,40 @@ def cmd_status(args: argparse.Namespace) -> int:
         out(f"  {patch.number}. {patch.name}: {patch.subject}")
         if patch.upstream:
             out(f"       upstream: {patch.upstream}")
-    if target is not None:
+    if target is not None and status is not None:
         out(f"target {target.root} (executorch {target.version})")
-        for repo_path, state in states.items():
+        out(f"  state: {status.summary}")
+        for repo_path, state in status.files.items():
             out(f"  {state.value:<9} {repo_path}")
     return 0
 
 
 def _describe_plan(plan: install.Plan, verb: str) -> None:
+    if plan.recovery is not None:
+        out(f"recovered: {plan.recovery.summary}")
     for change in plan.changes:
         out(f"  {verb}: {change.repo_path}")
     for repo_path in plan.unchanged:
         out(f"  already {'pristine' if plan.reverse else 'patched'}: {repo_path}")
+    if plan.bytecode:
+        out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
+    meta = plan.metadata
+    if meta is not None:
+        moved = f" -> {meta.to}" if meta.to != meta.dist_info else ""
+        out(f"  dist-info: {meta.dist_info}{moved} (Version {meta.version})")
+        for action, names in (
+            ("rewrites", [f.name for f in meta.files if f.old_sha256 and f.new is not None]),
+            ("adds", [f.name for f in meta.files if f.old_sha256 is None]),
+            ("removes", [f.name for f in meta.files if f.new is None]),
+        ):
+            if names:
+                out(f"    {action} {', '.join(names)}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Dry run: check everything apply (or revert) would; exit 21 if files would change."""
     series = _series(args)
-    plan = install.plan(series, _target(args), reverse=args.reverse)
+    plan = install.preview(series, _target(args), reverse=args.reverse)
     code = 0 if plan.is_noop else EXIT_CHANGES_DUE
     if args.json:
         changes = tuple(c.repo_path for c in plan.changes)
@@ -194,6 +214,10 @@ def _build(
         series, source, pin, out_dir, force=args.force, cache=wheels.patched_cache()
     )
     seconds = time.perf_counter() - started
+    for path in result.removed:
+        progress(f"removed {path} (left by a killed build)")
+    if result.note:
+        progress(f"note: {result.note}")
     state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
     progress(f"{result.path.name}: {state}")
     published = index.publish(out_dir, result.version, {result.path.name: result.sha256})

@@ -75,6 +75,10 @@ class DriftError(TargetError):
     """A target file is neither the pinned pristine file nor the patched one."""
 
 
+class UnfinishedRunError(TargetError):
+    """An apply or revert was interrupted (its journal is there); `apply` or `revert` settles it."""
+
+
 class PristineMismatchError(DriftError):
     """A file that must be the pinned pristine file is not (install, wheel, work tree, runtime)."""
 
@@ -91,6 +95,23 @@ class ApplyError(OverlayError):
     """A hunk does not match, or writing the result failed (the tree was rolled back)."""
 
     exit_code = 5
+
+
+class RollbackError(ApplyError):
+    """A failed or interrupted write could not be rolled back (or finished) from its journal."""
+
+    def __init__(self, message: str, *, paths: tuple[str, ...], **kwargs: str | None) -> None:
+        super().__init__(message, **kwargs)
+        self.paths = paths  # relative to the target root
+
+
+class InterruptedRunError(ApplyError):
+    """SIGINT or SIGTERM stopped apply/revert; the message says the state it left (exit 128+N)."""
+
+    def __init__(self, message: str, *, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
 class LockTimeoutError(OverlayError):

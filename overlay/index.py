@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay._hashing import sha256_file
+from overlay.wheels import build_record
 
 SIMPLE = "simple"
 OLD = "old"
@@ -56,6 +57,9 @@ def publish(dist: Path, local_version: str, known: dict[str, str] | None = None)
         if path.name.split("-")[1] != local_version:
             old.mkdir(exist_ok=True)
             os.replace(path, old / path.name)
+            record = build_record(path)  # the sha256 its build recorded travels with it
+            if record.is_file():
+                os.replace(record, build_record(old / path.name))
             moved.append(path.name)
             continue
         digest = (known or {}).get(path.name) or sha256_file(path)

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 
 from overlay._hashing import sha256_file
 from overlay.errors import InstallCheckError
+from overlay.journal import journal_file, read_journal
 from overlay.lock import Lock
 from overlay.series import Series
 from overlay.wheels import PROVENANCE_FILE, local_version, parse_provenance
@@ -119,14 +120,32 @@ def check_installed(
             hint=NEXT_STEP,
         )
     dist = dists[0]
-    if dist.version != local_version(series):
+    site = Path(str(dist.locate_file("")))
+    unfinished = read_journal(site)
+    if unfinished is not None:
+        raise InstallCheckError(
+            f"an interrupted {unfinished.operation.value} left {site} half-written",
+            expected="a tree that is pristine or patched",
+            found=f"the journal {journal_file(site)} (pid {unfinished.pid})",
+            hint=f"run `python -m overlay apply --target {site}` (or `revert`)",
+        )
+    try:
+        version, provenance_text = dist.version, dist.read_text(PROVENANCE_FILE)
+    except UnicodeDecodeError as exc:
+        raise InstallCheckError(
+            f"the executorch dist-info in {site} is not UTF-8 text",
+            expected="UTF-8 METADATA and provenance, as installers write them",
+            found=f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}",
+            hint="reinstall executorch",
+        ) from exc
+    if version != local_version(series):
         raise InstallCheckError(
             "this environment does not carry this patch series",
             expected=f"executorch {local_version(series)}",
-            found=f"executorch {dist.version}",
+            found=f"executorch {version}",
             hint=f"rebuild and reinstall: `{NEXT_STEP}`",
         )
-    provenance = parse_provenance(dist.read_text(PROVENANCE_FILE))
+    provenance = parse_provenance(provenance_text)
     if provenance is None or provenance.series_digest != series.digest:
         raise InstallCheckError(
             f"{PROVENANCE_FILE} does not name this series",
@@ -136,7 +155,6 @@ def check_installed(
         )
     expected = series.expected_patched_sha256()
     files: dict[str, str] = {}
-    site = Path(str(dist.locate_file("")))
     for repo_path, wanted in expected.items():
         path = site / series.pins.wheel_path(repo_path)
         found = sha256_file(path) if path.is_file() else "missing"

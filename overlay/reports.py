@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlay.install import FileState
+from overlay.install import FileState, TreeState
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -49,6 +49,8 @@ class StatusReport:
     series: SeriesInfo
     target: Path | None
     target_version: str | None
+    state: TreeState | None  # the whole tree: pristine, patched, interrupted, ...
+    summary: str | None  # the one-line state `status` prints
     files: tuple[FileStatus, ...]
 
 

@@ -166,7 +166,7 @@ def test_errors_under_json_are_a_typed_report_too(
     assert code == TargetError.exit_code
     report = json.loads(capsys.readouterr().out)
     assert (report["error"], report["exit_code"]) == ("TargetError", 4)
-    assert report["hint"] == "pass the site-packages folder of the environment to patch"
+    assert report["hint"].startswith("pass the site-packages folder of the environment to patch")
 
 
 def test_verify_install_json_names_a_missing_executorch(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from wheel.wheelfile import WheelFile
 
-from overlay import wheels
+from overlay import journal, wheels
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.errors import (
     ChecksumMismatchError,
@@ -23,7 +23,7 @@ from overlay.install_check import check_installed
 from overlay.pins import WheelPin
 from overlay.series import Series, load_series
 
-from scaffold import make_diff, patch_text, write_series
+from scaffold import make_diff, patch_text, run_forked, write_series
 
 A = "backends/arm/a.py"
 B = "backends/arm/b.py"
@@ -210,3 +210,65 @@ def test_a_malformed_record_row_is_a_target_error() -> None:
     with pytest.raises(TargetError) as info:
         parse_record("executorch/a.py,sha256=abc,three\n", where="x/RECORD")
     assert info.value.message == "x/RECORD is not a valid RECORD"
+
+
+def test_a_changed_wheel_in_dist_is_rebuilt_with_a_note(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    dist = tmp_path / "dist"
+    first = wheels.build_patched_wheel(series, source, pin, dist)
+    good = first.path.read_bytes()
+    assert first.sha256 == sha256_bytes(good) == wheels.build_record_sha(first.path)
+    flipped = bytearray(good)
+    flipped[len(flipped) // 2] ^= 0xFF  # what `zipfile -t` would fail on
+    first.path.write_bytes(bytes(flipped))
+    again = wheels.build_patched_wheel(series, source, pin, dist)
+    assert again.built and again.path.read_bytes() == good
+    assert again.note is not None and again.note.startswith(f"{first.path.name} changed since")
+    reused = wheels.build_patched_wheel(series, source, pin, dist)
+    assert (reused.built, reused.note) == (False, None)
+
+
+def test_a_wheel_without_a_build_record_is_rebuilt_with_a_note(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    first = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    wheels.build_record(first.path).unlink()  # e.g. copied into dist/ by hand
+    again = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    assert again.built
+    assert again.note == f"{first.path.name} has no recorded sha256 (not built here); rebuilt"
+
+
+def test_a_killed_build_leaves_nothing_after_the_next_one(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    dist = tmp_path / "dist"
+
+    def build() -> int:
+        wheels.build_patched_wheel(series, source, pin, dist)
+        return 0
+
+    child = run_forked(build, {journal.FAULT_ENV: "build: wheel written:kill"})
+    assert child.code == -9
+    left = sorted(p.name for p in dist.iterdir())
+    assert [n for n in left if n.startswith(".build-")] and ".overlay-build.lock" in left
+    result = wheels.build_patched_wheel(series, source, pin, dist)
+    assert result.built and [Path(p).name for p in result.removed] == [
+        n for n in left if n.startswith(".build-")
+    ]
+    assert sorted(p.name for p in dist.iterdir()) == [
+        f".{result.path.name}.sha256",
+        result.path.name,
+    ]
+
+
+def test_a_damaged_wheel_in_the_cross_clone_cache_is_rebuilt(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    cache = tmp_path / "patched"
+    first = wheels.build_patched_wheel(series, source, pin, tmp_path / "one", cache=cache)
+    good = first.path.read_bytes()
+    cached = wheels.cached_wheel(series, pin, cache)
+    linked = wheels.build_patched_wheel(series, source, pin, tmp_path / "two", cache=cache)
+    assert (first.built, linked.built) == (True, False)
+    assert linked.sha256 == first.sha256 == wheels.build_record_sha(linked.path)
+    cached.unlink()  # replace, not write through: the clones' hardlinks keep their bytes
+    cached.write_bytes(good[: len(good) // 2])
+    again = wheels.build_patched_wheel(series, source, pin, tmp_path / "three", cache=cache)
+    assert again.built and again.path.read_bytes() == good == cached.read_bytes()
