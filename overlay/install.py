@@ -38,7 +38,6 @@ from overlay._dist import (
     read_dist_info,
     read_text,
     rewrite_record,
-    set_metadata_version,
 )
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.applier import transform_checked
@@ -57,6 +56,7 @@ from overlay.wheels import (
     local_version,
     make_provenance,
     parse_provenance,
+    patched_metadata,
 )
 
 LOCK_TIMEOUT_S = 120.0
@@ -482,7 +482,7 @@ def _patched_dist_info(
 ) -> dict[str, bytes | None]:
     """Return the dist-info files of the patched tree, computed from the original ones."""
     where = f"{original.dist_info}/{METADATA}"
-    metadata = set_metadata_version(original.metadata, version, where=where).encode()
+    metadata = patched_metadata(series, original.metadata, where=where).encode()
     provenance = make_provenance(
         series,
         {

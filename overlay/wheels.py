@@ -475,6 +475,15 @@ def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
     )
 
 
+def patched_metadata(series: Series, metadata: str, *, where: str) -> str:
+    """Return METADATA as the patched wheel carries it: local version, narrowed requirements.
+
+    The in-place apply writes the same text, so both installs have identical metadata.
+    """
+    text = set_metadata_version(metadata, local_version(series), where=where)
+    return set_requirements(text, series.pins.wheel_requirements(), tuple(series.pins.extras))
+
+
 def make_provenance(
     series: Series, files: dict[str, FileRecord], *, base_wheel: str, base_sha256: str
 ) -> Provenance:
@@ -531,10 +540,7 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
                         data = transform_checked(series, repo_path, data)
                         files[name] = FileRecord(pristine, sha256_bytes(data))
                     elif name == old_dist + METADATA:
-                        text = set_metadata_version(metadata, version, where=name)
-                        requires = series.pins.wheel_requirements()
-                        text = set_requirements(text, requires, tuple(series.pins.extras))
-                        data = text.encode()
+                        data = patched_metadata(series, metadata, where=name).encode()
                     elif name == old_dist + WHEEL_FILE:
                         wheel_text = decode_text(src.read(name), where=name)
                         data = set_generator(wheel_text, TOOL).encode()

@@ -62,7 +62,7 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "wheels: METADATA version kept",
         "overlay/wheels.py",
-        "text = set_metadata_version(metadata, version, where=name)",
+        "text = set_metadata_version(metadata, local_version(series), where=where)",
         "text = metadata",
     ),
     (
