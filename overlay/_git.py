@@ -66,3 +66,28 @@ def git(repo: Path, *args: str, stdin: str | None = None) -> str:
 def show(repo: Path, spec: str) -> bytes:
     """Return the raw bytes of ``git show SPEC`` (a blob)."""
     return git_bytes(repo, "show", spec)
+
+
+def merge_file(
+    current: bytes, base: bytes, other: bytes, labels: tuple[str, str, str]
+) -> tuple[bytes, int]:
+    """3-way merge one file (``git merge-file``); return (merged bytes, conflict count)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="overlay-merge-") as tmp:
+        paths = []
+        for name, data in zip(("current", "base", "other"), (current, base, other), strict=True):
+            path = Path(tmp) / name
+            path.write_bytes(data)
+            paths.append(str(path))
+        args = ["merge-file", "--stdout"]
+        for label in labels:
+            args += ["-L", label]
+        proc = _run(None, [*args, *paths], None)
+    if proc.returncode < 0 or proc.returncode > 127:
+        raise GitError(
+            "git merge-file failed",
+            found=proc.stderr.decode("utf-8", errors="replace").strip()[-1500:],
+            hint="check the git installation",
+        )
+    return proc.stdout, proc.returncode

@@ -130,3 +130,9 @@ class GitError(OverlayError):
     """A git command failed (patch work tree, upstream export)."""
 
     exit_code = 12
+
+
+class EnvError(OverlayError):
+    """A release environment (a uv venv with torch and executorch) could not be built."""
+
+    exit_code = 13

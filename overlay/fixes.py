@@ -12,6 +12,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from overlay.errors import OverlayError
 
 
@@ -25,11 +28,26 @@ class Effect(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Trigger:
-    """A corpus case that shows the fix: stock and patched differ there, as ``effect``."""
+    """A corpus case that shows the fix: stock and patched differ there, as ``effect``.
+
+    ``releases`` is a PEP 440 specifier of the executorch releases the claim is made for
+    ("" for every release); a FIXED trigger is a *bug trigger*: stock fails it.
+    """
 
     case: str
     effect: Effect
     why: str
+    releases: str = ""
+
+    def applies_to(self, version: str | None) -> bool:
+        """Return True when the claim is made for executorch ``version`` (None: any)."""
+        if version is None or not self.releases:
+            return True
+        try:
+            public = Version(version).public
+            return SpecifierSet(self.releases).contains(public, prereleases=True)
+        except (InvalidSpecifier, InvalidVersion):
+            return False
 
 
 @dataclass(frozen=True)
@@ -274,6 +292,8 @@ def by_patch(name: str) -> Fix | None:
     return None
 
 
-def triggers_of(case: str) -> list[tuple[Fix, Trigger]]:
-    """Return every (fix, trigger) that names corpus case ``case``."""
-    return [(fix, t) for fix in FIXES for t in fix.triggers if t.case == case]
+def triggers_of(case: str, version: str | None = None) -> list[tuple[Fix, Trigger]]:
+    """Return every (fix, trigger) that names corpus case ``case`` (claimed for ``version``)."""
+    return [
+        (fix, t) for fix in FIXES for t in fix.triggers if t.case == case and t.applies_to(version)
+    ]

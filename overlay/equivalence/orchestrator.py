@@ -393,8 +393,15 @@ def run(options: Options, progress: Progress = lambda _: None) -> Report:
             if options.attribute and needs_attribution(by_path):
                 attribution[item] = _attribute(stock, item, by_path[PathId.RUNTIME], progress)
         phases["attribution"] = time.perf_counter() - mark
+        version = stock.init.executorch if stock.init is not None else None
         verdicts = tuple(
-            decide(item, info, {p: results[p][item] for p in PATHS}, attribution.get(item))
+            decide(
+                item,
+                info,
+                {p: results[p][item] for p in PATHS},
+                attribution.get(item),
+                version=version,
+            )
             for item, info in infos.items()
         )
     finally:
@@ -409,6 +416,33 @@ def run(options: Options, progress: Progress = lambda _: None) -> Report:
         wall_seconds=time.perf_counter() - started,
         phase_seconds=phases,
     )
+
+
+def run_items(
+    options: Options,
+    path: PathId,
+    python: str,
+    items: Sequence[ItemId],
+    *,
+    runtime_patch: str | None = None,
+    progress: Progress = lambda _: None,
+) -> tuple[InitReply, dict[ItemId, ItemResult]]:
+    """Run ``items`` on one worker of ``python`` (for callers that compare paths themselves).
+
+    The same worker, timeouts and restarts as :func:`run`; the caller runs several of
+    these in parallel (one per env) and judges the results.
+    """
+    library = worker_library(options.log_dir / f"library-{path.value}")
+    runner = _Path(path, python, runtime_patch, options, library)
+    results: dict[ItemId, ItemResult] = {}
+    try:
+        init = runner.start()
+        for item in items:
+            results[item] = runner.run(RunRequest(item, keep_bytes=options.keep_bytes))
+            progress(f"({path.value}) {item}: {results[item].status.value}")
+    finally:
+        runner.close()
+    return init, results
 
 
 def _attribute(stock: _Path, item: ItemId, target: ItemResult, progress: Progress) -> int | None:

@@ -294,7 +294,13 @@ def _quantizer(info: CaseInfo, compile_spec: Any) -> Any:
         get_symmetric_quantization_config,
     )
 
-    quantizer = TOSAQuantizer(compile_spec)
+    if info.targets_vgf:
+        from executorch.backends.arm.quantizer import VgfQuantizer
+        from executorch.backends.arm.vgf import VgfCompileSpec
+
+        quantizer = VgfQuantizer(VgfCompileSpec(info.spec))
+    else:
+        quantizer = TOSAQuantizer(compile_spec)
     if info.quantize == "a8w8":
         quantizer.set_global(get_symmetric_quantization_config(is_per_channel=info.per_channel))
     else:
