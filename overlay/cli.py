@@ -16,10 +16,10 @@ from pathlib import Path
 
 from overlay import __version__, fixes, install, pins, wheels, worktree
 from overlay.equivalence import orchestrator, report
-from overlay.errors import EquivalenceError, OverlayError, TargetError
+from overlay.errors import EquivalenceError, OverlayError, TargetError, UpstreamError
 from overlay.install_check import check_installed
 from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream import export, releases, render
+from overlay.upstream import export, releases, render, retarget
 from overlay.upstream.matrix import Matrix
 
 Handler = Callable[[argparse.Namespace], int]
@@ -243,6 +243,57 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upstream_clone(value: str | None) -> Path | None:
+    clone = value or os.environ.get("OVERLAY_UPSTREAM_CLONE")
+    return Path(clone) if clone else None
+
+
+def cmd_retarget(args: argparse.Namespace) -> int:
+    """Write a checked candidate series for a new executorch release (or promote one)."""
+    out_dir = Path(args.out or f"build/retarget/{args.version}")
+    if args.promote:
+        done = retarget.promote(out_dir, _patches_dir(args))
+        out(f"promoted executorch {done.old_version} -> {done.version}")
+        out(f"  the {done.old_version} series is kept in {done.archive} (--patches it to use it)")
+        for name in done.written:
+            out(f"  wrote {name}")
+        return 0
+    request = retarget.Request(
+        version=args.version,
+        patches_dir=_patches_dir(args),
+        out_dir=out_dir,
+        fast=not args.full,
+        behaviour=not args.no_behaviour,
+        equivalence=not args.no_equivalence,
+        torch=tuple(args.torch or ()),
+        upstream_clone=_upstream_clone(args.upstream),
+        resume=args.resume,
+    )
+    result = retarget.retarget(request, progress=progress)
+    texts = {
+        "txt": render.render_retarget(result),
+        "md": render.render_retarget_markdown(result),
+        "json": render.render_retarget_json(result),
+    }
+    out(texts["txt"].rstrip("\n"))
+    for path in retarget.write_report(result, out_dir, texts):
+        progress(f"wrote {path}")
+    if result.ready:
+        out(
+            f"next: review {out_dir}/retarget.md, then"
+            f" `python -m overlay retarget {args.version} --promote`"
+        )
+        return 0
+    if result.resume:
+        return UpstreamError.exit_code
+    raise UpstreamError(
+        f"the executorch {args.version} candidate is not ready",
+        expected="every kept patch fails before and passes after, nothing regresses",
+        found="\n".join(result.problems),
+        hint=f"read {out_dir}/retarget.md",
+    )
+
+
 def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
     return orchestrator.options_from_env(
         args.stock_python,
@@ -370,6 +421,19 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
     export.add_argument("--base", help="release to base the mboxes on (default: newest)")
     export.add_argument("--patch", action="append", help="export this patch (repeatable)")
+    ret = add("retarget", cmd_retarget, "candidate series for a new executorch release")
+    ret.add_argument("version", help="the executorch release, e.g. 1.5.1")
+    ret.add_argument("--out", help="folder (default: build/retarget/VERSION)")
+    ret.add_argument("--full", action="store_true", help="whole corpus (default: fast subset)")
+    ret.add_argument("--torch", action="append", help="torch version to try first (repeatable)")
+    ret.add_argument(
+        "--upstream",
+        help="a pytorch/executorch clone ($OVERLAY_UPSTREAM_CLONE): torch_pin.py, pytest.ini",
+    )
+    ret.add_argument("--no-behaviour", action="store_true", help="text only (not promotable)")
+    ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
+    ret.add_argument("--resume", action="store_true", help="continue after resolving a conflict")
+    ret.add_argument("--promote", action="store_true", help="make the checked candidate the pin")
     eq = add("equivalence", cmd_equivalence, "prove stock+runtime patch == diff-patched build")
     eq.add_argument("--stock-python", help="python of the stock env ($OVERLAY_STOCK_PYTHON)")
     eq.add_argument("--patched-python", help="python of the patched env ($OVERLAY_PATCHED_PYTHON)")

@@ -102,6 +102,7 @@ class TextPlan:
     after: dict[str, str] = field(default_factory=dict)  # new release texts after it
     conflicts: tuple[str, ...] = ()  # "path: hunk N" of the 3-way merge
     merge_note: str = ""  # what a 3-way merge of the pinned patch gave (also when a port won)
+    message: str = ""  # the work tree commit message (the port's header for a port)
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,7 @@ def plan_patch(
                 {p: port_after[p] for p in port_patch.targets},
                 (),
                 note,
+                worktree.commit_message(patch.name, port_patch.subject, port_patch.header_text),
             )
     if check.status in APPLYING:
         return TextPlan(
@@ -935,7 +937,9 @@ def write_worktree(
         if plan.action is Action.DROP:
             continue
         patch = by_name[plan.name]
-        message = worktree.commit_message(patch.name, patch.subject, patch.header_text)
+        message = plan.message or worktree.commit_message(
+            patch.name, patch.subject, patch.header_text
+        )
         for path, text in plan.after.items():
             (dest / path).write_bytes(encode(text))
         if plan.action is Action.CONFLICT:
@@ -1061,8 +1065,6 @@ def final_verdict(
             text = f"still needed, no port: {found.text}"
     if fix is None:
         flags.append("no entry in overlay/fixes.py: no trigger cases to check")
-    if plan.merge_note and plan.action is Action.PORTED and plan.source.startswith("port"):
-        text += f"; pinned patch: {plan.merge_note}"
     return PatchVerdict(plan.name, action, text, plan, found, tuple(flags))
 
 
