@@ -83,7 +83,7 @@ def _retarget_lines(result: Retarget, *, markdown: bool) -> list[str]:
     for verdict in result.verdicts:
         out.append(f"{bullet}{verdict.name}: {verdict.text}")
         if verdict.plan.merge_note and verdict.plan.source != "3-way merge":
-            out.append(f"    pinned patch, 3-way merged onto the release: {verdict.plan.merge_note}")
+            out.append(f"    pinned patch 3-way merged: {verdict.plan.merge_note}")
         found = verdict.behaviour
         if found is not None:
             for case in (*found.bug_cases, *found.other_cases):
