@@ -19,7 +19,7 @@ from overlay.equivalence import orchestrator, report
 from overlay.errors import EquivalenceError, OverlayError, TargetError, UpstreamError
 from overlay.install_check import check_installed
 from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream import export, releases, render, retarget
+from overlay.upstream import export, prepare, releases, render, retarget
 from overlay.upstream.matrix import Matrix
 
 Handler = Callable[[argparse.Namespace], int]
@@ -219,26 +219,44 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_export_upstream(args: argparse.Namespace) -> int:
-    """Write mboxes and PR bodies for the patches still needed upstream."""
-    series = _series(args)
-    matrix = _matrix(args, series)
-    out(render.render_table(matrix).rstrip("\n"))
+    """Measure behaviour per release, then write mboxes, PR bodies and branches to send."""
     signer = export.parse_identity(args.signoff) if args.signoff else export.git_identity()
-    ports = releases.load_ports(series.directory, series)
-    exports = export.export_upstream(
-        series, ports, matrix, signer=signer, names=args.patch or (), base_version=args.base
+    versions = tuple(v.strip() for v in args.versions.split(",") if v.strip())
+    request = prepare.Request(
+        patches_dir=_patches_dir(args),
+        out_dir=Path(args.out),
+        versions=versions,
+        signer=signer,
+        upstream_clone=_upstream_clone(args.upstream),
+        affected=args.affected,
+        torch=tuple(args.torch or ()),
+        names=tuple(args.patch or ()),
     )
+    # Refuse a bad identity before minutes of work (it would be refused at the mbox).
+    problems = export.check_message(f"{export.PREFIX}Fix it\n\nSigned-off-by: {signer}\n")
+    if problems:
+        raise UpstreamError(
+            f"the sign-off identity {signer} breaks the Arm backend commit rules",
+            expected=f"'Signed-off-by: Name <email>' within {export.MAX_LINE} characters",
+            found="; ".join(problems),
+            hint="pass one explicitly: --signoff 'Full Name <user@example.org>'",
+        )
+    done = prepare.prepare(request, progress=progress)
+    out(render.render_table(done.matrix).rstrip("\n"))
     folder = Path(args.out)
-    written = _write_matrix(matrix, folder) + export.write_exports(exports, folder)
+    written = _write_matrix(done.matrix, folder) + export.write_exports(done.exports, folder)
     out("")
-    for item in exports:
+    for item in done.exports:
+        repo, branch = done.branches[item.name]
         out(f"exported {item.name} ({item.source}) against executorch {item.base_version}:")
         out(f"  {item.subject}")
-        for warning in item.warnings:
-            progress(f"warning: {warning}")
+        out(f"  base-commit: {item.base_commit or 'unknown'}")
+        out(f"  branch {branch} in {repo} (git am of the mbox; push it to your fork)")
+        if item.name in done.lint:
+            out(f"  lintrunner: {done.lint[item.name].summary}")
     for path in written:
         out(f"  wrote {path}")
-    if not exports:
+    if not done.exports:
         out("no patch needs sending upstream")
     return 0
 
@@ -419,8 +437,15 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--out", help="also write matrix.txt/.json/.md to this folder")
     export.add_argument("--out", default="build/upstream", help="folder (default: %(default)s)")
     export.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
-    export.add_argument("--base", help="release to base the mboxes on (default: newest)")
-    export.add_argument("--patch", action="append", help="export this patch (repeatable)")
+    export.add_argument("--patch", action="append", help="export only this patch (repeatable)")
+    export.add_argument(
+        "--upstream",
+        help="a pytorch/executorch clone ($OVERLAY_UPSTREAM_CLONE): base on main, lint, branch",
+    )
+    export.add_argument(
+        "--affected", action="store_true", help="also run the affected upstream tests (minutes)"
+    )
+    export.add_argument("--torch", action="append", help="torch version to try first")
     ret = add("retarget", cmd_retarget, "candidate series for a new executorch release")
     ret.add_argument("version", help="the executorch release, e.g. 1.5.1")
     ret.add_argument("--out", help="folder (default: build/retarget/VERSION)")

@@ -19,11 +19,31 @@ def unpinned_note(matrix: Matrix) -> str:
     return f"not yet recorded; add under {where}:\n" + "\n".join(lines)
 
 
+def _cell(matrix: Matrix, name: str, version: str, text: str) -> str:
+    """Return a cell: the text result, then the behaviour where it was measured."""
+    found = matrix.behaviour.get(name, {}).get(version)
+    if found is None:
+        return text
+    return f"{text}; {BEHAVIOUR_SHORT.get(found.outcome.value, found.outcome.value)}"
+
+
+BEHAVIOUR_SHORT = {
+    "fails before, passes after": "fails->passes",
+    "already fixed on stock": "fixed on stock",
+    "regression with patch": "regresses",
+    "still fails with patch": "still fails",
+    "no bug trigger": "no bug",
+}
+
+
 def render_table(matrix: Matrix) -> str:
-    """Render the matrix for a terminal."""
+    """Render the matrix for a terminal (text result; behaviour where measured)."""
     header = ["patch", *matrix.versions]
     rows = [
-        [row.name.removesuffix(PATCH_SUFFIX), *(row.cells[v].short for v in matrix.versions)]
+        [
+            row.name.removesuffix(PATCH_SUFFIX),
+            *(_cell(matrix, row.name, v, row.cells[v].short) for v in matrix.versions),
+        ]
         for row in matrix.rows
     ]
     out = [*text_table(header, rows, max_width=200), ""]
@@ -34,6 +54,9 @@ def render_table(matrix: Matrix) -> str:
             for label, check in (("", cell.check), ("port ", cell.port)):
                 if check is not None and check.status not in (Status.APPLIES,) and check.detail:
                     out.append(f"    {version} {label}{check.status.value}: {check.detail}")
+    for name, by_release in matrix.behaviour.items():
+        for version, found in by_release.items():
+            out.append(f"  behaviour {name.removesuffix(PATCH_SUFFIX)} on {version}: {found.text}")
     note = unpinned_note(matrix)
     if note:
         out += ["", note]
@@ -43,7 +66,11 @@ def render_table(matrix: Matrix) -> str:
 def render_markdown(matrix: Matrix) -> str:
     """Render the matrix as a Markdown table plus verdicts."""
     rows = [
-        [f"`{row.name}`", *(row.cells[v].short for v in matrix.versions), row.verdict.text]
+        [
+            f"`{row.name}`",
+            *(_cell(matrix, row.name, v, row.cells[v].short) for v in matrix.versions),
+            row.verdict.text,
+        ]
         for row in matrix.rows
     ]
     out = markdown_table(["patch", *matrix.versions, "verdict"], rows)

@@ -174,6 +174,8 @@ class Retarget:
     resume: str
     fast: bool
     problems: tuple[str, ...]
+    wheel: Path = Path()  # the release's wheel the sources were read from
+    release_tests: Mapping[str, bytes] = field(default_factory=dict, repr=False)
 
     @property
     def ready(self) -> bool:
@@ -484,10 +486,9 @@ def runtime_candidates(
         ):
             base[name] = _lower_bound(requirement) or base[name]
     torches = list(dict.fromkeys([*torch_versions, old.runtime.get("torch", "")]))
-    tools = [
-        {k: v for k, v in extra.items() if k in base and v},
-        {},
-    ]
+    wanted = {k: v for k, v in extra.items() if k in base and v}
+    # The extra's tools first, then each one back at its pinned version, then all pinned.
+    tools = [wanted, *({k: v for k, v in wanted.items() if k != key} for key in wanted), {}]
     out: list[PinCandidate] = []
     for torch in [t for t in torches if t]:
         for number, tool in enumerate(tools):
@@ -495,7 +496,10 @@ def runtime_candidates(
             if any(c.runtime == runtime for c in out):
                 continue
             origin = "torch " + ("upstream pin" if torch in torch_versions else "as pinned")
-            origin += ", vgf extra's tools" if number == 0 and tool else ", pinned tools"
+            kept = [k for k in wanted if k not in tool]
+            origin += f", vgf extra's tools but pinned {', '.join(kept)}" if kept and tool else ""
+            origin += ", vgf extra's tools" if number == 0 and tool else ""
+            origin += ", pinned tools" if not tool else ""
             out.append(PinCandidate(runtime, origin))
     return out
 
@@ -732,6 +736,8 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         resume=resume,
         fast=request.fast,
         problems=tuple(problems),
+        wheel=matrix_wheel,
+        release_tests=release_tests,
     )
 
 
