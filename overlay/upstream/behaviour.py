@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import fixes
@@ -118,6 +118,8 @@ class Counts:
 @dataclass(frozen=True)
 class TestRun:
     """Upstream tests run with pytest on stock and on patched of one release."""
+
+    __test__ = False  # not a pytest test class
 
     command: str  # as a reviewer runs it in an executorch checkout
     selection: tuple[str, ...]  # node ids or files
@@ -440,6 +442,8 @@ def parse_counts(output: str) -> Counts:
 class TestTree:
     """A folder laid out like an executorch checkout's ``backends/arm/test``, for pytest."""
 
+    __test__ = False  # not a pytest test class
+
     root: Path
     ini: Path
 
@@ -508,14 +512,6 @@ def run_pytest(
             hint=f"run it by hand: {' '.join(command)}",
         )
     return counts
-
-
-@dataclass
-class TestPlan:
-    """What to run for one patch: the tests it adds (both ways) and an affected subset."""
-
-    new: list[str]
-    affected: list[str] = field(default_factory=list)
 
 
 def run_tests_both_ways(
