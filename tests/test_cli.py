@@ -25,6 +25,7 @@ COMMANDS = {
     "verify-install",
     "matrix",
     "export-upstream",
+    "retarget",
     "equivalence",
 }
 

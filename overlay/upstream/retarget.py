@@ -1205,6 +1205,13 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
     new_series = load_series(candidate)
     old_series = load_series(patches_dir)
     old_version = str(old_series.pins.executorch)
+    if new_series.pins.executorch <= old_series.pins.executorch:
+        raise UpstreamError(
+            f"the candidate (executorch {new_series.pins.executorch}) is not newer than the pin",
+            expected=f"a candidate for a release after {old_version}",
+            found=str(new_series.pins.executorch),
+            hint="it was promoted already; `git log patches/` shows when",
+        )
     archive = patches_dir / ARCHIVE_DIR / old_version
     if archive.exists():
         raise UpstreamError(
