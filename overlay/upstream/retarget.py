@@ -273,7 +273,9 @@ def plan_patch(
             check.detail,
             Action.DROP,
             f"Applied-Upstream: {info.text}",
-            merge_note=merge_note,
+            merged or {},
+            tuple(conflicts),
+            merge_note,
         )
     if merged is not None and not conflicts:
         return TextPlan(
@@ -614,7 +616,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         stock_run = behaviour.assemble(version, stock["new stock"], None)
         for plan in plans:
             fix = fixes.by_patch(plan.name)
-            if fix is None or plan.action is Action.CONFLICT:
+            if fix is None:
                 continue
             bug, other = behaviour.triggers(fix, versions)
             decided = behaviour.decide_patch(
@@ -623,7 +625,6 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
             found[plan.name] = decided
     final_plans = [_with_behaviour(p, found.get(p.name)) for p in plans]
     kept = [p for p in final_plans if p.action in (Action.CARRIED, Action.PORTED)]
-    conflict = next((p for p in final_plans if p.action is Action.CONFLICT), None)
     pristine = {path: sha256_bytes(new_files[path]) for plan in kept for path in plan.after}
     mark = time.perf_counter()
     resume = write_candidate(
@@ -646,7 +647,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     timings["series"] = time.perf_counter() - mark
     problems: list[str] = []
     moves: list[CaseMove] = []
-    if request.behaviour and conflict is None:
+    if request.behaviour:  # with a conflict: the patches before it (a partial candidate)
         mark = time.perf_counter()
         new_series = load_series(candidate)
         jobs = {}
@@ -765,11 +766,21 @@ def _plan_of(plans: Sequence[TextPlan], name: str) -> TextPlan:
 
 
 def _with_behaviour(plan: TextPlan, found: behaviour.PatchBehaviour | None) -> TextPlan:
-    """Drop a patch from the candidate when stock of the new release no longer needs it."""
-    if found is None or plan.action not in (Action.CARRIED, Action.PORTED):
+    """Let stock of the new release decide: drop what it no longer needs, keep what it does.
+
+    A patch the text would drop (its header names an upstream fix) but whose trigger still
+    fails on stock is kept: merged when git merges it, else a conflict to resolve by hand.
+    """
+    if found is None:
         return plan
-    if found.outcome in (behaviour.Outcome.FIXED_ON_STOCK, behaviour.Outcome.NO_BUG_TRIGGER):
-        return replace(plan, action=Action.DROP)
+    not_needed = (behaviour.Outcome.FIXED_ON_STOCK, behaviour.Outcome.NO_BUG_TRIGGER)
+    if found.outcome in not_needed:
+        return replace(plan, action=Action.DROP) if plan.action is not Action.DROP else plan
+    if plan.action is Action.DROP and plan.status is not Status.CONTAINED:
+        if plan.after and not plan.conflicts:
+            return replace(plan, action=Action.PORTED, source="3-way merge")
+        conflicts = plan.conflicts or (plan.merge_note,)
+        return replace(plan, action=Action.CONFLICT, source="3-way merge", conflicts=conflicts)
     return plan
 
 
@@ -810,6 +821,11 @@ def write_candidate(
     write_worktree(series, plans, new_files, version, work)
     conflict = next((p for p in plans if p.action is Action.CONFLICT), None)
     if conflict is not None:
+        # The committed patches before the conflict: a partial candidate to measure.
+        if git(work, "rev-list", f"{worktree.BASE_TAG}..HEAD").strip():
+            worktree.regenerate(work, candidate, today=request.today)
+        else:
+            _empty_checksums(candidate)
         return (
             f"resolve the conflict markers in {work} ({'; '.join(conflict.conflicts)}), then:"
             f" python -m overlay retarget {version} --resume --out {out}"
@@ -1062,13 +1078,16 @@ def final_verdict(
     else:
         action = plan.action
         text = f"{plan.action.value} ({plan.source}): {found.text}"
-        if plan.action is Action.DROP:
+        if plan.action is Action.DROP and plan.status is not Status.CONTAINED:
             flags.append(
                 f"text says drop ({plan.source}) but stock {version} still fails its"
                 f" trigger cases: {found.text}"
             )
-            action = Action.CONFLICT
-            text = f"still needed, no port: {found.text}"
+            kept = _with_behaviour(plan, found)
+            action = kept.action
+            text = f"{action.value} ({kept.source}): {found.text}"
+            if kept.conflicts:
+                text += f"; {'; '.join(kept.conflicts)}"
     if fix is None:
         flags.append("no entry in overlay/fixes.py: no trigger cases to check")
     return PatchVerdict(plan.name, action, text, plan, found, tuple(flags))
