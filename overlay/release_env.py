@@ -48,18 +48,22 @@ class EnvSpec:
         """Return a sha256 over the interpreter, the requirements and local files' contents."""
         digest = hashlib.sha256(f"python {self.python}\0".encode())
         for requirement in self.requirements:
-            digest.update(requirement.encode() + b"\0")
             path = Path(requirement)
             if path.suffix == ".whl" and path.is_file():
-                digest.update(_file_digest(path).encode())
+                # A local wheel by name and content: the same wheel built elsewhere is equal.
+                digest.update(path.name.encode() + b"\0" + _file_digest(path).encode())
+            else:
+                digest.update(requirement.encode() + b"\0")
         return digest.hexdigest()
 
     def as_dict(self) -> dict[str, object]:
-        """Return the stamp form."""
+        """Return the stamp form (local wheels by file name; the key covers their content)."""
         return {
             "name": self.name,
             "python": self.python,
-            "requirements": list(self.requirements),
+            "requirements": [
+                Path(r).name if r.endswith(".whl") else r for r in self.requirements
+            ],
             "key": self.key,
         }
 

@@ -75,3 +75,13 @@ def test_envs_root_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv(release_env.ENVS_ENV)
     monkeypatch.setenv("OVERLAY_CACHE_DIR", os.fspath(tmp_path / "c"))
     assert release_env.envs_root() == tmp_path / "c" / "envs"
+
+
+def test_the_same_wheel_elsewhere_is_the_same_env(tmp_path: Path) -> None:
+    name = "executorch-1.2.0+armfix.x-cp311-cp311-linux_x86_64.whl"
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_bytes(b"same bytes")
+    first = EnvSpec("e", "3.11", (str(tmp_path / "a" / name),))
+    second = EnvSpec("e", "3.11", (str(tmp_path / "b" / name),))
+    assert first.key == second.key and first.as_dict() == second.as_dict()

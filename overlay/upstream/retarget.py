@@ -904,8 +904,27 @@ def confirm_runtime(
     )
 
 
+LOWERING_CHECK_FILE = "overlay-lowering-check.json"
+
+
 def lowering_check(env: release_env.Env, version: str, log_dir: Path) -> str:
-    """Lower one corpus case in ``env`` (TOSA, numerics, VGF); return "" or the failure."""
+    """Lower one corpus case in ``env`` (TOSA, numerics, VGF); return "" or the failure.
+
+    The answer is kept in the env folder (the env is keyed by its requirements), so a
+    re-run does not start a worker to learn it again.
+    """
+    saved = env.folder / LOWERING_CHECK_FILE
+    key = {"case": LOWERING_CHECK_CASE, "env": env.spec.key}
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        data = json.loads(saved.read_text(encoding="utf-8"))
+        if data["key"] == key:
+            return str(data["detail"])
+    detail = _lowering_check(env, version, log_dir)
+    saved.write_text(json.dumps({"key": key, "detail": detail}) + "\n", encoding="utf-8")
+    return detail
+
+
+def _lowering_check(env: release_env.Env, version: str, log_dir: Path) -> str:
     run = behaviour.run_release(
         version, str(env.python), None, [LOWERING_CHECK_CASE], out_dir=log_dir
     )
