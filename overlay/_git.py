@@ -17,11 +17,19 @@ def _env() -> dict[str, str]:
 
 
 def _run(
-    repo: Path | None, args: list[str], stdin: bytes | None
+    repo: Path | None,
+    args: list[str],
+    stdin: bytes | None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            ["git", *args], cwd=repo, input=stdin, capture_output=True, env=_env(), check=False
+            ["git", *args],
+            cwd=repo,
+            input=stdin,
+            capture_output=True,
+            env={**_env(), **(extra_env or {})},
+            check=False,
         )
     except OSError as exc:
         raise GitError(f"cannot run git: {exc}", hint="install git") from exc
@@ -55,6 +63,18 @@ def git_bytes(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
             hint="resolve the git state of the work tree and retry",
         )
     return proc.stdout
+
+
+def git_with_env(repo: Path, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    """Run git in ``repo`` with extra environment variables (author, dates)."""
+    proc = _run(repo, list(args), None if stdin is None else stdin.encode("utf-8"), env)
+    if proc.returncode != 0:
+        raise GitError(
+            f"git {' '.join(args[:2])} failed in {repo}",
+            found=proc.stderr.decode("utf-8", errors="replace").strip()[-1500:],
+            hint="resolve the git state of the work tree and retry",
+        )
+    return proc.stdout.decode("utf-8", errors="surrogateescape")
 
 
 def git(repo: Path, *args: str, stdin: str | None = None) -> str:

@@ -61,9 +61,7 @@ class EnvSpec:
         return {
             "name": self.name,
             "python": self.python,
-            "requirements": [
-                Path(r).name if r.endswith(".whl") else r for r in self.requirements
-            ],
+            "requirements": [Path(r).name if r.endswith(".whl") else r for r in self.requirements],
             "key": self.key,
         }
 

@@ -12,6 +12,7 @@ sources the export is based on (``base-commit:`` names that upstream commit), so
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import email.policy
 import email.utils
@@ -27,9 +28,9 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from overlay import __version__, _git
-from overlay._git import git
+from overlay._git import git, git_with_env
 from overlay.applier import HunkMismatchError, apply_patch, decode, encode
-from overlay.errors import UpstreamError
+from overlay.errors import GitError, UpstreamError
 from overlay.series import PATCH_SUFFIX, Patch
 from overlay.upstream.behaviour import TestRun
 
@@ -586,5 +587,32 @@ def make_branch(
         )
     mbox = dest.parent / f"{item.stem}.mbox"
     mbox.write_text(item.mbox, encoding="utf-8", newline="\n")
-    git(dest, "am", "-q", "--keep-cr", str(mbox))
+    try:
+        git(dest, "am", "-q", "--keep-cr", str(mbox))
+    except GitError:
+        # A partial clone (blobs outside backends/arm absent) cannot write a full tree:
+        # apply the same diff and commit the tree with the missing blobs referenced.
+        with contextlib.suppress(GitError):
+            git(dest, "am", "--abort")
+        _commit_missing_ok(dest, item, mbox)
     return branch
+
+
+def _commit_missing_ok(dest: Path, item: Export, mbox: Path) -> None:
+    git(dest, "reset", "-q")
+    git(dest, "checkout", "-q", "HEAD", "--", *item.before)
+    git(dest, "apply", "--index", str(mbox))
+    tree = git(dest, "write-tree", "--missing-ok").strip()
+    date = email.message_from_string(item.mbox.split("\n", 1)[1])["Date"]
+    name, address = email.utils.parseaddr(
+        email.message_from_string(item.mbox.split("\n", 1)[1])["From"]
+    )
+    environment = {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": address,
+        "GIT_AUTHOR_DATE": date,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": address,
+    }
+    commit = git_with_env(dest, environment, "commit-tree", tree, "-p", "HEAD", stdin=item.message)
+    git(dest, "update-ref", "HEAD", commit.strip())
