@@ -558,3 +558,22 @@ def test_a_failed_vgf_lowering_fails_only_a_vgf_case() -> None:
     assert quality(result, 0.05) is Quality.RIGHT
     assert quality(result, 0.05, vgf=True) is Quality.FAILED
     assert corpus.info("grid_warp_a16w8_vgf").targets_vgf
+
+
+def test_a_wrapped_error_leads_with_its_root_cause() -> None:
+    from overlay.equivalence.protocol import Stage
+    from overlay.equivalence.worker import error_info
+
+    try:
+        try:
+            raise RuntimeError("grid_sampler rewrite only supports per-tensor int8 grids")
+        except RuntimeError as inner:
+            raise Exception("An error occurred when running the pass") from inner
+    except Exception as outer:
+        info = error_info(outer, Stage.LOWER)
+    assert info.type == "Exception"
+    assert info.first_line == (
+        "Exception: RuntimeError: grid_sampler rewrite only supports per-tensor int8 grids"
+    )
+    assert "(raised as: An error occurred when running the pass)" in info.message
+    assert error_info(ValueError("plain"), Stage.LOWER).message == "plain"
