@@ -339,3 +339,23 @@ def test_render_retarget_lists_each_patch() -> None:
     assert "| 0001-fix | offset | carried | fails before, passes after |" in (
         render_retarget_markdown(result)
     )
+
+
+def test_stock_of_the_new_release_decides_what_the_candidate_carries() -> None:
+    from overlay.upstream.retarget import _with_behaviour
+
+    carried = _plan("header\n" + OLD)
+    gone = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
+    assert _with_behaviour(carried, gone).action is Action.DROP
+    still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
+    assert _with_behaviour(carried, still).action is Action.CARRIED
+    header = "Applied-Upstream: 1.3.0, commit:abc\n"
+    clash = _edit(OLD, "line 10\n", "line 10 upstream\n")
+    text_drop = plan_patch(
+        _patch(FIX.name, OLD, FIX_AFTER, header), None, {PATH: OLD}, {PATH: clash},
+        frozenset({PATH}),
+    )  # fmt: skip
+    assert text_drop.action is Action.DROP
+    kept = _with_behaviour(text_drop, still)
+    assert kept.action is Action.CONFLICT and kept.conflicts
+    assert "<<<<<<<" in kept.after[PATH]  # the work tree gets the markers to resolve
