@@ -447,11 +447,6 @@ class TestTree:
     root: Path
     ini: Path
 
-    @property
-    def test_dir(self) -> Path:
-        """Return ``<root>/backends/arm/test``."""
-        return self.root / "backends" / "arm" / "test"
-
 
 def lay_out_tests(
     dest: Path,

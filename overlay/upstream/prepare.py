@@ -11,7 +11,6 @@ names none, a checklist, lint results (with an upstream clone) and a git branch.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,15 +26,6 @@ from overlay.upstream.matrix import Matrix, PatchRow, Verdict, parse_applied_ups
 from overlay.upstream.releases import run_matrix
 
 Progress = Callable[[str], None]
-
-SHORT = {
-    Outcome.FAILS_BEFORE_PASSES_AFTER: "fails->passes",
-    Outcome.FIXED_ON_STOCK: "fixed on stock",
-    Outcome.REGRESSION: "regresses",
-    Outcome.STILL_FAILS: "still fails",
-    Outcome.NO_BUG_TRIGGER: "no bug",
-    Outcome.INCOMPLETE: "incomplete",
-}
 
 
 @dataclass(frozen=True)
@@ -271,8 +261,3 @@ def run_affected(
 def _after(patch: Patch, files: Mapping[str, bytes]) -> dict[str, bytes]:
     texts = {p: decode(files[p]) for p in patch.targets}
     return {p: t.encode("utf-8", "surrogateescape") for p, t in apply_patch(patch, texts).items()}
-
-
-def today() -> str:
-    """Return today's date (ISO)."""
-    return datetime.date.today().isoformat()

@@ -28,7 +28,6 @@ import datetime
 import enum
 import json
 import shutil
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -1272,8 +1271,3 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
         written.append(name)
     load_series(patches_dir)
     return Promotion(old_version, str(new_series.pins.executorch), archive, tuple(written))
-
-
-def python_executable() -> str:
-    """Return this interpreter (for commands printed in reports)."""
-    return sys.executable
