@@ -567,6 +567,7 @@ def make_branch(
     branch = branch_name(item)
     if dest.exists():
         shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     if clone is not None:
         git(dest.parent, "clone", "-q", "--shared", "--no-checkout", str(clone), dest.name)
         git(dest, "sparse-checkout", "set", "backends/arm")
