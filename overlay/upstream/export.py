@@ -27,7 +27,7 @@ from email.generator import Generator
 from email.message import EmailMessage
 from pathlib import Path
 
-from overlay import __version__, _git
+from overlay import __version__, _git, fixes
 from overlay._git import git, git_with_env
 from overlay.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.errors import GitError, UpstreamError
@@ -354,6 +354,11 @@ def drafted_issue(patch: Patch, evidence: Evidence) -> str:
         "",
         *[f"- {case}" for case in evidence.cases],
         "",
+    ]
+    fix = fixes.by_patch(patch.name)
+    if fix is not None and fix.upstream.reproducer:
+        lines += ["Reproducer:", "", "```python", fix.upstream.reproducer.rstrip("\n"), "```", ""]
+    lines += [
         "### Versions",
         "",
         f"executorch {evidence.release}, torch {evidence.torch}, Linux x86_64, CPU only.",
