@@ -195,6 +195,8 @@ def test_decide_patch_by_behaviour() -> None:
     assert needed.outcome is Outcome.STILL_FAILS
     none = decide_patch("p", "1.5.1", [], [_case("b", right)], kept=False)
     assert none.outcome is Outcome.NO_BUG_TRIGGER
+    harmful = decide_patch("p", "1.2.0", [], [_case("b", right)], kept=True, regressions=["c"])
+    assert harmful.outcome is Outcome.REGRESSION and harmful.regressions == ("c",)
     works = decide_patch("p", "1.5.1", [_case("a", failed, right)], [], kept=True)
     assert works.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     regress = decide_patch(

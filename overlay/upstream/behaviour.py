@@ -30,6 +30,7 @@ from overlay._git import show
 from overlay.equivalence import corpus, orchestrator
 from overlay.equivalence.protocol import (
     CaseInfo,
+    ErrorInfo,
     InitReply,
     ItemId,
     ItemKind,
@@ -221,13 +222,21 @@ def judge_case(info: CaseInfo, stock: ItemResult, patched: ItemResult | None) ->
 def _error_of(result: ItemResult | None) -> str:
     if result is None:
         return ""
-    if result.error is not None:
-        return result.error.first_line[:300]
-    if result.vgf is not None and result.vgf.error is not None:
-        return "VGF: " + result.vgf.error.first_line[:300]
-    if result.numerics_error is not None:
-        return "numerics: " + result.numerics_error.first_line[:300]
+    for label, error in (
+        ("", result.error),
+        ("VGF: ", result.vgf.error if result.vgf is not None else None),
+        ("numerics: ", result.numerics_error),
+    ):
+        if error is not None:
+            return label + _first_line(error)[:300]
     return ""
+
+
+def _first_line(error: ErrorInfo) -> str:
+    """Return the error's first line; a wrapped error by its root cause alone."""
+    if "\n(raised as: " in error.message:
+        return error.message.splitlines()[0]
+    return error.first_line
 
 
 def triggers(fix: Fix, versions: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -268,6 +277,14 @@ def decide_patch(
     side counts (is the bug still there?).
     """
     still = [c for c in bug if c.stock is not Quality.RIGHT]
+    if not bug and kept and regressions:
+        text = (
+            f"no bug trigger on {release}, and a regression with the patch:"
+            f" {', '.join(regressions)} right on stock, not with the patch"
+        )
+        return PatchBehaviour(
+            patch, release, (), tuple(other), Outcome.REGRESSION, text, tuple(regressions), test
+        )
     if not bug:
         wrong_other = [c.case for c in other if c.stock is not Quality.RIGHT]
         if wrong_other:

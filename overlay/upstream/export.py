@@ -400,7 +400,11 @@ def pr_body(patch: Patch, message: str, evidence: Evidence) -> str:
             "",
         ]
     if evidence.cases:
-        lines += ["End to end (quantize, lower, run the TOSA reference model):", ""]
+        lines += [
+            f"End to end on executorch {evidence.release} (quantize, lower to TOSA and VGF,"
+            " run the TOSA reference model):",
+            "",
+        ]
         lines += [f"- {case}" for case in evidence.cases]
         lines.append("")
     if evidence.lint:

@@ -228,12 +228,19 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     return Prepared(matrix, table, rt, exports, branches, reports)
 
 
+OUTCOME_WORDS = {
+    "right": "lowers, outputs within tolerance of the fake-quantised model",
+    "wrong": "lowers, outputs off",
+    "failed": "fails",
+}
+
+
 def _case_lines(found: PatchBehaviour) -> list[str]:
     lines = []
     for case in found.bug_cases:
-        stock = case.stock_error or case.stock.value
-        patched = case.patched.value if case.patched else "not run"
-        lines.append(f"`{case.case}`: without this change {stock}; with it {patched}")
+        stock = case.stock_error or OUTCOME_WORDS[case.stock.value]
+        patched = OUTCOME_WORDS[case.patched.value] if case.patched else "not run"
+        lines.append(f"`{case.case}`: without this change: {stock}; with it: {patched}")
     return lines
 
 
