@@ -245,6 +245,9 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     out(render.render_table(done.matrix).rstrip("\n"))
     folder = Path(args.out)
     written = _write_matrix(done.matrix, folder) + export.write_exports(done.exports, folder)
+    written += retarget.write_report(
+        done.retarget, done.retarget.candidate.parent, _retarget_texts(done.retarget)
+    )
     out("")
     for item in done.exports:
         repo, branch = done.branches[item.name]
@@ -264,6 +267,14 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
 def _upstream_clone(value: str | None) -> Path | None:
     clone = value or os.environ.get("OVERLAY_UPSTREAM_CLONE")
     return Path(clone) if clone else None
+
+
+def _retarget_texts(result: retarget.Retarget) -> dict[str, str]:
+    return {
+        "txt": render.render_retarget(result),
+        "md": render.render_retarget_markdown(result),
+        "json": render.render_retarget_json(result),
+    }
 
 
 def cmd_retarget(args: argparse.Namespace) -> int:
@@ -288,11 +299,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         resume=args.resume,
     )
     result = retarget.retarget(request, progress=progress)
-    texts = {
-        "txt": render.render_retarget(result),
-        "md": render.render_retarget_markdown(result),
-        "json": render.render_retarget_json(result),
-    }
+    texts = _retarget_texts(result)
     out(texts["txt"].rstrip("\n"))
     for path in retarget.write_report(result, out_dir, texts):
         progress(f"wrote {path}")
