@@ -1,11 +1,12 @@
 """Upstream's linters on the files a patch changes, at upstream's pinned versions.
 
-lintrunner runs FLAKE8, UFMT (black + usort), DOCFORMATTER and MYPY with the settings of
-the upstream checkout (``.lintrunner.toml``, ``.flake8``, ``pyproject.toml``,
-``.mypy.ini``), in a throwaway tool venv built with uv from ``[upstream]
-lint_requirements`` (the versions of upstream's ``requirements-lintrunner.txt``). Each
-linter runs on the files before and after the commit; only what the commit adds is
-reported, so old findings in a touched file are not blamed on the patch.
+lintrunner runs every linter of the upstream checkout's ``.lintrunner.toml`` that applies
+to the files, as the pre-push hook does (for Python: FLAKE8, UFMT = black + usort,
+DOCFORMATTER, MYPY, RUFF_DOCS, BANDIT and upstream's custom checks), with the checkout's
+settings, in a throwaway tool venv built with uv from ``[upstream] lint_requirements``
+(the versions of upstream's ``requirements-lintrunner.txt``). The files are linted before
+and after the commit; only what the commit adds is reported, so old findings in a touched
+file are not blamed on the patch.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from overlay import pins, release_env
 from overlay._git import git
 from overlay.errors import UpstreamError
 
-LINTERS = ("FLAKE8", "UFMT", "DOCFORMATTER", "MYPY")
+LINTERS = "every linter of .lintrunner.toml for these files"
 _LINE_NUMBERS = re.compile(r":\d+(:\d+)?")
 Progress = Callable[[str], None]
 
@@ -31,7 +32,7 @@ Progress = Callable[[str], None]
 class LintReport:
     """What the linters said about the commit's changes."""
 
-    linters: tuple[str, ...]
+    linters: str
     new: tuple[str, ...]  # findings the commit adds
     old: int  # findings already there before the commit
     seconds: float
@@ -39,10 +40,9 @@ class LintReport:
     @property
     def summary(self) -> str:
         """Return a one-line result for the PR's Test plan."""
-        names = ", ".join(self.linters)
         if not self.new:
-            return f"{names} clean"
-        return f"{names}: {len(self.new)} new finding(s): " + "; ".join(self.new)
+            return f"clean ({self.linters})"
+        return f"{len(self.new)} new finding(s) ({self.linters}): " + "; ".join(self.new)
 
 
 def lint_env(progress: Progress) -> release_env.Env:
@@ -67,12 +67,8 @@ def _findings(repo: Path, env: release_env.Env, paths: Sequence[str]) -> list[st
     environment["MYPYPATH"] = "./src/"  # as the pre-push hook runs it
     command = [
         str(env.python.parent / "lintrunner"),
-        "--take",
-        ",".join(LINTERS),
         "--output",
         "oneline",
-        "--tee-json",
-        "/dev/null",
         *paths,
     ]
     proc = subprocess.run(
@@ -80,7 +76,8 @@ def _findings(repo: Path, env: release_env.Env, paths: Sequence[str]) -> list[st
     )
     lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
     found = [line for line in lines if not line.startswith(("ok", "Warning:", "WARNING"))]
-    if proc.returncode not in (0, 1):
+    broken = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    if proc.returncode not in (0, 1) or broken:
         raise UpstreamError(
             "lintrunner failed to run",
             expected="findings or a clean run",
@@ -94,7 +91,7 @@ def run_lint(repo: Path, paths: Sequence[str], *, progress: Progress) -> LintRep
     """Lint ``paths`` at HEAD and at HEAD~1 of ``repo``; report what HEAD adds."""
     started = time.perf_counter()
     env = lint_env(progress)
-    progress(f"lintrunner ({', '.join(LINTERS)}) on {len(paths)} file(s)")
+    progress(f"lintrunner ({LINTERS}) on {len(paths)} file(s)")
     after = _findings(repo, env, paths)
     git(repo, "checkout", "-q", "HEAD~1", "--", *paths)
     try:
