@@ -178,7 +178,7 @@ def lint(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """Run the fast tests: no torch, no network (integration and torch tests deselected)."""
     _install_overlay(session, "[dev]")
-    session.run("pytest", "-m", "not integration and not torch", *session.posargs)
+    session.run("pytest", "-m", "not integration and not torch and not release", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)
@@ -187,7 +187,14 @@ def tests(session: nox.Session) -> None:
     _install_overlay(session, "[dev]")
     _lint(session)
     _install_once(session, *RUNTIME, EXECUTORCH)
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "-m", "not release", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def release_tests(session: nox.Session) -> None:
+    """Tests on real release envs (uv): retarget 1.5.1 on the fast subset, its export."""
+    _install_overlay(session, "[dev]")
+    session.run("pytest", "-m", "release", *session.posargs)
 
 
 def _equivalence_envs(session: nox.Session) -> tuple[str, str]:
@@ -247,7 +254,19 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def upstream(session: nox.Session) -> None:
-    """Print the executorch version matrix; write mboxes + PR bodies to build/upstream/."""
+    """Behaviour matrix; mboxes, PR bodies and branches in build/upstream/ for what to send."""
     _install_overlay(session)
+    session.install("uv")  # builds the release envs
     out = str(ROOT / "build" / "upstream")
-    session.run("python", "-m", "overlay", "export-upstream", "--out", out, *session.posargs)
+    session.run(
+        "python", "-m", "overlay", "export-upstream", "--out", out, *session.posargs,
+        env={"OVERLAY_CALLER_DIR": session.invoked_from},
+    )  # fmt: skip
+
+
+@nox.session(python=PYTHON, default=False)
+def retarget(session: nox.Session) -> None:
+    """Candidate series for a new release: `-- 1.5.1` (`-- 1.5.1 --promote` after review)."""
+    _install_overlay(session)
+    session.install("uv")  # builds the release envs
+    session.run("python", "-m", "overlay", "retarget", *session.posargs)

@@ -58,10 +58,14 @@ def acquire(path: Path, *, timeout: float) -> int | None:
     """
     deadline = time.monotonic() + timeout
     while True:
-        path.parent.mkdir(exist_ok=True)
         try:
+            # mkdir(exist_ok=True) raises FileExistsError when a releasing holder removes
+            # the folder between its EEXIST and its own is_dir() check: just try again.
+            path.parent.mkdir(exist_ok=True)
             fd = _try_lock(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, FileExistsError):
+            if path.parent.exists() and not path.parent.is_dir():
+                raise  # a file where the folder belongs: the caller reports it
             continue  # the folder went away between mkdir and open
         if fd == _RETRY:
             continue

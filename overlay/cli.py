@@ -46,11 +46,12 @@ from overlay.errors import (
     InstallCheckError,
     OverlayError,
     TargetError,
+    UpstreamError,
     exit_codes,
 )
 from overlay.install_check import check_installed, current_site
 from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream import export, releases, render
+from overlay.upstream import export, prepare, releases, render, retarget
 from overlay.upstream.matrix import Matrix
 
 Handler = Callable[[argparse.Namespace], int]
@@ -415,26 +416,47 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_export_upstream(args: argparse.Namespace) -> int:
-    """Write mboxes and PR bodies for the patches still needed upstream."""
-    series = _series(args)
-    matrix = _matrix(args, series)
-    out(render.render_table(matrix).rstrip("\n"))
+    """Measure behaviour per release, then write mboxes, PR bodies and branches to send."""
     signer = export.parse_identity(args.signoff) if args.signoff else export.git_identity()
-    ports = releases.load_ports(series.directory, series)
-    exports = export.export_upstream(
-        series, ports, matrix, signer=signer, names=args.patch or (), base_version=args.base
+    versions = tuple(v.strip() for v in args.versions.split(",") if v.strip())
+    request = prepare.Request(
+        patches_dir=_patches_dir(args),
+        out_dir=Path(args.out),
+        versions=versions,
+        signer=signer,
+        upstream_clone=_upstream_clone(args.upstream),
+        affected=args.affected,
+        torch=tuple(args.torch or ()),
+        names=tuple(args.patch or ()),
     )
+    # Refuse a bad identity before minutes of work (it would be refused at the mbox).
+    problems = export.check_message(f"{export.PREFIX}Fix it\n\nSigned-off-by: {signer}\n")
+    if problems:
+        raise UpstreamError(
+            f"the sign-off identity {signer} breaks the Arm backend commit rules",
+            expected=f"'Signed-off-by: Name <email>' within {export.MAX_LINE} characters",
+            found="; ".join(problems),
+            hint="pass one explicitly: --signoff 'Full Name <user@example.org>'",
+        )
+    done = prepare.prepare(request, progress=progress)
+    out(render.render_table(done.matrix).rstrip("\n"))
     folder = Path(args.out)
-    written = _write_matrix(matrix, folder) + export.write_exports(exports, folder)
+    written = _write_matrix(done.matrix, folder) + export.write_exports(done.exports, folder)
+    written += retarget.write_report(
+        done.retarget, done.retarget.candidate.parent, _retarget_texts(done.retarget)
+    )
     out("")
-    for item in exports:
+    for item in done.exports:
+        repo, branch = done.branches[item.name]
         out(f"exported {item.name} ({item.source}) against executorch {item.base_version}:")
         out(f"  {item.subject}")
-        for warning in item.warnings:
-            progress(f"warning: {warning}")
+        out(f"  base-commit: {item.base_commit or 'unknown'}")
+        out(f"  branch {branch} in {repo} (git am of the mbox; push it to your fork)")
+        if item.name in done.lint:
+            out(f"  lintrunner: {done.lint[item.name].summary}")
     for path in written:
         out(f"  wrote {path}")
-    if not exports:
+    if not done.exports:
         out("no patch needs sending upstream")
     return 0
 
@@ -524,6 +546,61 @@ def _progress_display(
     if args.verbose:
         return contextlib.nullcontext(LineProgress())
     return contextlib.nullcontext(orchestrator.no_progress)
+
+
+def _upstream_clone(value: str | None) -> Path | None:
+    clone = value or os.environ.get("OVERLAY_UPSTREAM_CLONE")
+    return Path(clone) if clone else None
+
+
+def _retarget_texts(result: retarget.Retarget) -> dict[str, str]:
+    return {
+        "txt": render.render_retarget(result),
+        "md": render.render_retarget_markdown(result),
+        "json": render.render_retarget_json(result),
+    }
+
+
+def cmd_retarget(args: argparse.Namespace) -> int:
+    """Write a checked candidate series for a new executorch release (or promote one)."""
+    out_dir = Path(args.out or f"build/retarget/{args.version}")
+    if args.promote:
+        done = retarget.promote(out_dir, _patches_dir(args))
+        out(f"promoted executorch {done.old_version} -> {done.version}")
+        out(f"  the {done.old_version} series is kept in {done.archive} (--patches it to use it)")
+        for name in done.written:
+            out(f"  wrote {name}")
+        return 0
+    request = retarget.Request(
+        version=args.version,
+        patches_dir=_patches_dir(args),
+        out_dir=out_dir,
+        fast=not args.full,
+        behaviour=not args.no_behaviour,
+        equivalence=not args.no_equivalence,
+        torch=tuple(args.torch or ()),
+        upstream_clone=_upstream_clone(args.upstream),
+        resume=args.resume,
+    )
+    result = retarget.retarget(request, progress=progress)
+    texts = _retarget_texts(result)
+    out(texts["txt"].rstrip("\n"))
+    for path in retarget.write_report(result, out_dir, texts):
+        progress(f"wrote {path}")
+    if result.ready:
+        out(
+            f"next: review {out_dir}/retarget.md, then"
+            f" `python -m overlay retarget {args.version} --promote`"
+        )
+        return 0
+    if result.resume:
+        return UpstreamError.exit_code
+    raise UpstreamError(
+        f"the executorch {args.version} candidate is not ready",
+        expected="every kept patch fails before and passes after, nothing regresses",
+        found="\n".join(result.problems),
+        hint=f"read {out_dir}/retarget.md",
+    )
 
 
 def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
@@ -710,8 +787,28 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--out", help="also write matrix.txt/.json/.md to this folder")
     export.add_argument("--out", default="build/upstream", help="folder (default: %(default)s)")
     export.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
-    export.add_argument("--base", help="release to base the mboxes on (default: newest)")
-    export.add_argument("--patch", action="append", help="export this patch (repeatable)")
+    export.add_argument("--patch", action="append", help="export only this patch (repeatable)")
+    export.add_argument(
+        "--upstream",
+        help="a pytorch/executorch clone ($OVERLAY_UPSTREAM_CLONE): base on main, lint, branch",
+    )
+    export.add_argument(
+        "--affected", action="store_true", help="also run the affected upstream tests (minutes)"
+    )
+    export.add_argument("--torch", action="append", help="torch version to try first")
+    ret = add("retarget", cmd_retarget, "candidate series for a new executorch release")
+    ret.add_argument("version", help="the executorch release, e.g. 1.5.1")
+    ret.add_argument("--out", help="folder (default: build/retarget/VERSION)")
+    ret.add_argument("--full", action="store_true", help="whole corpus (default: fast subset)")
+    ret.add_argument("--torch", action="append", help="torch version to try first (repeatable)")
+    ret.add_argument(
+        "--upstream",
+        help="a pytorch/executorch clone ($OVERLAY_UPSTREAM_CLONE): torch_pin.py, pytest.ini",
+    )
+    ret.add_argument("--no-behaviour", action="store_true", help="text only (not promotable)")
+    ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
+    ret.add_argument("--resume", action="store_true", help="continue after resolving a conflict")
+    ret.add_argument("--promote", action="store_true", help="make the checked candidate the pin")
     eq = add("equivalence", cmd_equivalence, "prove stock+runtime patch == diff-patched build")
     eq.add_argument("--stock-python", help="python of the stock env ($OVERLAY_STOCK_PYTHON)")
     eq.add_argument("--patched-python", help="python of the patched env ($OVERLAY_PATCHED_PYTHON)")

@@ -156,6 +156,12 @@ class GitError(OverlayError):
     exit_code = 12
 
 
+class EnvError(OverlayError):
+    """A release environment (a uv venv with torch and executorch) could not be built."""
+
+    exit_code = 13
+
+
 class LockError(OverlayError):
     """A lock is missing, unreadable, stale against the pins, or pins another wheel."""
 

@@ -7,6 +7,7 @@ own pins. :func:`default_directory` says which series folder a command uses.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import os
@@ -72,6 +73,8 @@ class Pins:
     matrix_python: str
     matrix_platform: str
     matrix_sha256: Mapping[str, str]  # release -> sha256 of its matrix wheel
+    # [upstream]: tool pins for upstream work (test_requirements, lint_requirements)
+    upstream: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def pythons(self) -> tuple[str, ...]:
@@ -221,6 +224,17 @@ def _strings(data: Mapping[str, object], key: str, source: Path) -> dict[str, st
     return out
 
 
+def _string_lists(table: object, source: Path) -> dict[str, tuple[str, ...]]:
+    if not isinstance(table, Mapping):
+        raise _bad(source, "an [upstream] table", repr(table))
+    out: dict[str, tuple[str, ...]] = {}
+    for name, value in table.items():
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _bad(source, f"a list of strings for [upstream] {name}", repr(value))
+        out[str(name)] = tuple(value)
+    return out
+
+
 def _bad(source: Path, expected: str, found: str) -> SeriesError:
     return SeriesError(
         f"{source} is not a valid pins file",
@@ -298,6 +312,7 @@ def load(directory: Path) -> Pins:
         matrix_python=_text(matrix, "python", source),
         matrix_platform=_text(matrix, "platform", source),
         matrix_sha256=_strings(matrix, "sha256", source),
+        upstream=_string_lists(data.get("upstream", {}), source),
     )
 
 

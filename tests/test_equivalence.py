@@ -533,3 +533,55 @@ def test_a_bad_user_file_fails_before_any_worker_starts(
         orchestrator.options_from_env("py", "py", **change)
     assert info.value.message.startswith(option)
     assert info.value.hint is not None and option in info.value.hint
+
+
+def test_trigger_claims_are_scoped_to_their_releases() -> None:
+    from overlay.equivalence.protocol import ItemId, ItemKind
+    from overlay.equivalence.verdict import AB, check_claim
+
+    assert fixes.triggers_of("grid_warp_a16w8_vgf", "1.2.0") == []
+    assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.5.1")] == [1]
+    assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")] == [1]
+    assert [f.number for f, _ in fixes.triggers_of("int16_quantize_output", "1.2.0")] == [1]
+    assert fixes.triggers_of("int16_quantize_output", "1.5.1") == []
+    item = ItemId(ItemKind.CASE, "grid_warp_a16w8_vgf")
+    assert check_claim(item, AB.SAME, None, "1.2.0") is None
+    problem = check_claim(item, AB.SAME, None, "1.5.1")
+    assert problem is not None and "claims 'fixed by patch 1'" in problem
+
+
+def test_a_failed_vgf_lowering_fails_only_a_vgf_case() -> None:
+    from overlay.equivalence.protocol import (
+        ErrorInfo,
+        ItemResult,
+        RunStatus,
+        Stage,
+        VgfResult,
+        VgfState,
+    )
+    from overlay.equivalence.verdict import Quality, quality
+
+    failed_vgf = VgfResult(VgfState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
+    result = ItemResult(RunStatus.OK, vgf=failed_vgf)
+    assert quality(result, 0.05) is Quality.RIGHT
+    assert quality(result, 0.05, vgf=True) is Quality.FAILED
+    assert corpus.info("grid_warp_a16w8_vgf").targets_vgf
+
+
+def test_a_wrapped_error_leads_with_its_root_cause() -> None:
+    from overlay.equivalence.protocol import Stage
+    from overlay.equivalence.worker import error_info
+
+    try:
+        try:
+            raise RuntimeError("grid_sampler rewrite only supports per-tensor int8 grids")
+        except RuntimeError as inner:
+            raise Exception("An error occurred when running the pass") from inner
+    except Exception as outer:
+        info = error_info(outer, Stage.LOWER)
+    assert info.type == "Exception"
+    assert info.first_line == (
+        "Exception: RuntimeError: grid_sampler rewrite only supports per-tensor int8 grids"
+    )
+    assert "(raised as: An error occurred when running the pass)" in info.message
+    assert error_info(ValueError("plain"), Stage.LOWER).message == "plain"

@@ -71,6 +71,14 @@ CASES: tuple[CaseInfo, ...] = (
         "a16w8",
         fast=True,
     ),
+    CaseInfo(
+        "grid_warp_a16w8_vgf",
+        "TOSA-1.0+INT+FP+int16",
+        "a16w8",
+        fast=True,
+        note="VGF-quantised conv -> tanh -> permute -> grid_sample: an int16 grid",
+        targets_vgf=True,
+    ),
 )
 
 
@@ -222,6 +230,15 @@ def _builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:
             channels_last = (self.b + 0).contiguous(memory_format=torch.channels_last)
             return x + 1, self.a + 0, channels_last
 
+    class GridWarp(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 2, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            grid = torch.tanh(self.conv(x)).permute(0, 2, 3, 1)
+            return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
     def int16_output() -> tuple[Any, tuple[Any, ...]]:
         from executorch.backends.arm.quantizer import (
             TOSAQuantizer,
@@ -265,6 +282,7 @@ def _builders() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:
         ),
         "equal_constant_outputs_channels_last": lambda: (EqualConstants(), (image(1, 4),)),
         "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
+        "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     }
 
 

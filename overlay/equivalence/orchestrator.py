@@ -21,7 +21,7 @@ import hashlib
 import os
 import posixpath
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -48,10 +48,12 @@ from overlay.equivalence.protocol import (
     CaseInfo,
     InitReply,
     ItemId,
+    ItemResult,
     ListReply,
     ListRequest,
     PathId,
     ProbeInfo,
+    RunRequest,
 )
 from overlay.equivalence.verdict import DECLARED_DIVERGENCES, DeclaredDivergence, Verdict, decide
 from overlay.equivalence.workers import (
@@ -177,6 +179,7 @@ class Report:
     selection: tuple[ItemId, ...] = ()  # every item selected, before sharding
     shards: tuple[Shard, ...] = ()  # the shards this report covers; (): the whole selection
     merged: bool = False  # made by merging shard reports: it must cover the selection
+    executorch: str = ""  # the stock env's executorch version: fix triggers are scoped by it
 
     @property
     def failures(self) -> list[str]:
@@ -386,12 +389,14 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
             outcome = pool.run(infos)
         finally:
             pool.close()
+    version = stock_version(envs)
     verdicts = tuple(
         decide(
             item,
             info,
             {p: outcome.results[p][item] for p in PATHS},
             outcome.attribution.get(item),
+            version=version or None,
         )
         for item, info in infos.items()
     )
@@ -413,8 +418,51 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         keys=keys,
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         selection=selected,
+        executorch=version,
         shards=(options.shard,) if options.shard else (),
     )
+
+
+def run_items(
+    options: Options,
+    path: PathId,
+    python: str,
+    items: Sequence[ItemId],
+    *,
+    runtime_patch: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[InitReply, dict[ItemId, ItemResult]]:
+    """Run ``items`` on one worker of ``python`` (for callers that compare paths themselves).
+
+    The same worker, timeouts and restarts as :func:`run`, without the cache; the caller
+    runs several of these in parallel (one per env) and judges the results.
+    """
+    options = resolve_inputs(options, Path.cwd())
+    settings = _settings(options, worker_library(options.log_dir / f"library-{path.value}"))
+    plan = Plan(
+        path=path,
+        python=python,
+        runtime_patch=runtime_patch,
+        pythonpath=options.pythonpath.get(path, ""),
+    )
+    slot = Slot(plan, settings, 0)
+    results: dict[ItemId, ItemResult] = {}
+    try:
+        init = slot.start()
+        for item in items:
+            results[item] = slot.run(RunRequest(item, keep_bytes=options.keep_bytes))
+            progress(f"({path.value}) {item}: {results[item].status.value}")
+    finally:
+        slot.close()
+    return init, results
+
+
+def stock_version(envs: Mapping[PathId, EnvInfo]) -> str:
+    """Return the stock env's executorch version (fix triggers are scoped by release)."""
+    for dist in envs[PathId.STOCK].distributions:
+        if dist.name.lower() == "executorch":
+            return dist.version
+    return ""
 
 
 def options_from_env(

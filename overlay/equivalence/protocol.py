@@ -191,6 +191,7 @@ class CaseInfo:
     note: str = ""
     source: str = "corpus"
     tolerance: float | None = None  # max error vs fake-quant, fraction of range; None: default
+    targets_vgf: bool = False  # quantised for VGF; a failed VGF lowering is a failed case
 
     @property
     def item(self) -> ItemId:

@@ -507,6 +507,7 @@ def to_data(report: Report) -> dict[str, JsonValue]:
         "selection": [str(item) for item in report.selection],
         "shards": [to_json(s) for s in report.shards],
         "merged": report.merged,
+        "executorch": report.executorch,
         "keys": to_json(report.keys) if report.keys else None,
         "options": _options_data(report.options),
         "workers": {p.value: to_json(info) for p, info in report.workers.items()},
@@ -585,7 +586,8 @@ def _from_data(data: dict[str, Any]) -> Report:
             PathId(p): from_json(ItemResult, r, f"{item}.results.{p}")
             for p, r in entry["results"].items()
         }
-        verdicts.append(decide(item, info, results, entry["a_vs_b"]["fix"]))
+        version = str(data["executorch"]) or None
+        verdicts.append(decide(item, info, results, entry["a_vs_b"]["fix"], version=version))
     declared = {d.id: d for d in DECLARED_DIVERGENCES}
     return Report(
         options=options,
@@ -602,6 +604,7 @@ def _from_data(data: dict[str, Any]) -> Report:
         selection=tuple(_item_id(i) for i in data["selection"]),
         shards=tuple(from_json(Shard, s) for s in data["shards"]),
         merged=bool(data["merged"]),
+        executorch=str(data["executorch"]),
     )
 
 
@@ -812,6 +815,7 @@ def json_schema() -> dict[str, JsonValue]:
                 "selection": {"type": "array", "items": string},
                 "shards": {"type": "array", "items": of(Shard)},
                 "merged": of(bool),
+                "executorch": string,
                 "keys": {"anyOf": [of(Keys), {"type": "null"}]},
                 "options": options,
                 "workers": per_path(of(WorkerInfo)),

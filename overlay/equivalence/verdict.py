@@ -164,9 +164,11 @@ def tolerance(info: CaseInfo | ProbeInfo) -> float:
     return DEFAULT_TOLERANCE.get(info.quantize, DEFAULT_TOLERANCE[None])
 
 
-def quality(result: ItemResult, limit: float) -> Quality:
-    """Judge one result: failed, wrong numbers, or right."""
+def quality(result: ItemResult, limit: float, *, vgf: bool = False) -> Quality:
+    """Judge one result: failed, wrong numbers, or right (``vgf``: VGF must lower too)."""
     if not result.ok:
+        return Quality.FAILED
+    if vgf and result.vgf is not None and result.vgf.state is VgfState.FAILED:
         return Quality.FAILED
     numerics = result.numerics
     if numerics is None:
@@ -236,7 +238,7 @@ def compare(x: ItemResult, y: ItemResult) -> tuple[Observation, ...]:
     return tuple(diffs)
 
 
-def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: float) -> AB:
+def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: float, *, vgf: bool = False) -> AB:
     """Classify (a) vs (b) by correctness (see the module docstring)."""
     if not compare(a, b):
         return AB.SAME
@@ -244,7 +246,7 @@ def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: float) -> AB:
         if a.ok != b.ok:
             return AB.FIXED if b.ok else AB.REGRESSION
         return AB.CHANGED
-    qa, qb = quality(a, limit), quality(b, limit)
+    qa, qb = quality(a, limit, vgf=vgf), quality(b, limit, vgf=vgf)
     if qa is not Quality.RIGHT and qb is Quality.RIGHT:
         return AB.FIXED
     if qa is Quality.RIGHT and qb is not Quality.RIGHT:
@@ -254,12 +256,15 @@ def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: float) -> AB:
     return AB.STILL_BROKEN
 
 
-def check_claim(item: ItemId, ab: AB, fix: int | None) -> str | None:
-    """Return a problem when a fix's trigger on this case did not reproduce, else None."""
+def check_claim(item: ItemId, ab: AB, fix: int | None, version: str | None = None) -> str | None:
+    """Return a problem when a fix's trigger on this case did not reproduce, else None.
+
+    ``version`` is the executorch release the run used: only triggers claimed for it count.
+    """
     if item.kind is not ItemKind.CASE:
         return None
     problems = []
-    for entry, trigger in fixes.triggers_of(item.name):
+    for entry, trigger in fixes.triggers_of(item.name, version):
         wanted = f"{trigger.effect.value} by patch {entry.number}"
         found = "no difference" if ab is AB.SAME else f"{ab.value} by patch {fix}"
         if ab.value != trigger.effect.value or fix != entry.number:
@@ -280,10 +285,13 @@ def decide(
     results: Mapping[PathId, ItemResult],
     fix: int | None,
     declared: Iterable[DeclaredDivergence] = DECLARED_DIVERGENCES,
+    *,
+    version: str | None = None,
 ) -> Verdict:
     """Decide (b) vs (c), (a) vs (b) and the claim check of one item."""
     a, b, c = results[PathId.STOCK], results[PathId.RUNTIME], results[PathId.PATCHED]
     limit = tolerance(info)
+    vgf = isinstance(info, CaseInfo) and info.targets_vgf
     harness = any(r.error is not None and r.error.stage is Stage.HARNESS for r in results.values())
     bc_diffs = compare(b, c)
     declared_id = None
@@ -296,7 +304,7 @@ def decide(
         bc = BC.DECLARED if match is not None else BC.UNDECLARED
         declared_id = match.id if match is not None else None
     ab_diffs = compare(a, b)
-    ab = classify(item, a, b, limit)
+    ab = classify(item, a, b, limit, vgf=vgf)
     attributed = fix if ab is not AB.SAME else None
     return Verdict(
         item=item,
@@ -308,6 +316,6 @@ def decide(
         ab=ab,
         ab_diffs=ab_diffs,
         fix=attributed,
-        quality={p: quality(r, limit) for p, r in results.items()},
-        claim_problem=None if harness else check_claim(item, ab, attributed),
+        quality={p: quality(r, limit, vgf=vgf) for p, r in results.items()},
+        claim_problem=None if harness else check_claim(item, ab, attributed, version),
     )

@@ -87,11 +87,28 @@ def normalise_message(message: str) -> str:
     return message[:_MESSAGE_LIMIT]
 
 
+def _root_cause(exc: BaseException) -> BaseException:
+    """Return the innermost exception a chain of ``raise ... from`` wraps."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
+
+
 def error_info(exc: BaseException, stage: Stage) -> ErrorInfo:
-    """Return an exception as protocol data."""
+    """Return an exception as protocol data; a wrapped error leads with its root cause.
+
+    executorch's pass manager re-raises a pass's error as ``Exception: An error occurred
+    when running ... after the following passes: [...]``; the root cause is what differs.
+    """
+    message = str(exc)
+    root = _root_cause(exc)
+    if root is not exc:
+        message = f"{type(root).__name__}: {root}\n(raised as: {message[:300]})"
     return ErrorInfo(
         type=type(exc).__name__,
-        message=normalise_message(str(exc)),
+        message=normalise_message(message),
         stage=stage,
         traceback=normalise_message("".join(traceback.format_exception(exc))[-3000:]),
     )
@@ -294,7 +311,13 @@ def _quantizer(info: CaseInfo, compile_spec: Any) -> Any:
         get_symmetric_quantization_config,
     )
 
-    quantizer = TOSAQuantizer(compile_spec)
+    if info.targets_vgf:
+        from executorch.backends.arm.quantizer import VgfQuantizer
+        from executorch.backends.arm.vgf import VgfCompileSpec
+
+        quantizer = VgfQuantizer(VgfCompileSpec(info.spec))
+    else:
+        quantizer = TOSAQuantizer(compile_spec)
     if info.quantize == "a8w8":
         quantizer.set_global(get_symmetric_quantization_config(is_per_channel=info.per_channel))
     else:
