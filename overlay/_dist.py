@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
 from installer.records import Hash, InvalidRecordEntry, RecordEntry, parse_record_file
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from overlay._hashing import record_digest
@@ -22,6 +25,10 @@ from overlay.errors import TargetError
 
 METADATA = "METADATA"
 RECORD = "RECORD"
+# The dist-info as it was before an in-place apply: folder name and METADATA, and RECORD
+# itself (the same inode, kept by a hardlink), so `revert` restores both byte for byte.
+ORIGINAL_FILE = "ARM_OVERLAY_ORIGINAL.json"
+ORIGINAL_RECORD = "ARM_OVERLAY_ORIGINAL_RECORD"
 
 
 def decode_text(data: bytes, *, where: str) -> str:
@@ -79,6 +86,43 @@ def set_metadata_version(text: str, version: str, *, where: str) -> str:
     raise TargetError(f"{where} has no Version field", hint="use an unmodified wheel")
 
 
+def set_requirements(text: str, requires: Sequence[str], extras: Sequence[str]) -> str:
+    """Return METADATA whose ``Requires-Dist`` of the named packages are exactly ``requires``.
+
+    Example: ``Requires-Dist: torch>=2.11.0`` with requires ``torch==2.11.*`` becomes
+    ``Requires-Dist: torch==2.11.*``; each of ``extras`` not yet declared gets a
+    ``Provides-Extra`` line. Every other byte is kept.
+    """
+    names = {canonicalize_name(Requirement(r).name) for r in requires}
+    head, sep, body = text.partition("\n\n")
+    lines: list[str] = []
+    insert_at = None
+    declared = set()
+    for line in head.split("\n"):
+        key, _, value = line.partition(":")
+        if key == "Provides-Extra":
+            declared.add(value.strip())
+        if key == "Requires-Dist":
+            if canonicalize_name(Requirement(value.strip()).name) in names:
+                insert_at = len(lines)
+                continue
+            insert_at = len(lines) + 1
+        lines.append(line)
+    new = [f"Provides-Extra: {e}" for e in extras if e not in declared]
+    new += [f"Requires-Dist: {r}" for r in requires]
+    at = len(lines) if insert_at is None else insert_at
+    lines[at:at] = new
+    return "\n".join(lines) + sep + body
+
+
+def set_generator(text: str, generator: str) -> str:
+    """Return WHEEL with its ``Generator:`` line replaced."""
+    return "\n".join(
+        f"Generator: {generator}" if line.startswith("Generator:") else line
+        for line in text.split("\n")
+    )
+
+
 def parse_record(text: str, *, where: str) -> tuple[RecordEntry, ...]:
     """Parse RECORD rows into :class:`installer.records.RecordEntry` values."""
     try:
@@ -95,13 +139,49 @@ def parse_record(text: str, *, where: str) -> tuple[RecordEntry, ...]:
         ) from exc
 
 
-def format_record(entries: Iterable[RecordEntry]) -> str:
-    """Render RECORD rows the way installers write them (CSV, ``\\n`` line ends)."""
+def format_record(entries: Iterable[RecordEntry], *, line_end: str = "\n") -> str:
+    """Render RECORD rows the way installers write them (CSV, ``\\n`` line ends by default)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, delimiter=",", quotechar='"', lineterminator="\n")
+    writer = csv.writer(buffer, delimiter=",", quotechar='"', lineterminator=line_end)
     for entry in entries:
         writer.writerow(entry.to_row())
     return buffer.getvalue()
+
+
+def rewrite_record(
+    rows: Iterable[RecordEntry],
+    *,
+    line_end: str,
+    rename: tuple[str, str],
+    contents: Mapping[str, bytes],
+    unhash: Iterable[str] = (),
+) -> str:
+    """Return RECORD text with the dist-info folder renamed and its rows true again.
+
+    ``rename``: (old, new) dist-info folder name; every row under it moves. ``contents``:
+    path (after the rename) -> the bytes it now holds; its row is rehashed, or added before
+    RECORD's own row. ``unhash``: paths whose file is gone but stays owned (stale bytecode:
+    the row keeps the path, without a hash).
+    """
+    old, new = rename
+    out: list[RecordEntry] = []
+    gone = set(unhash)
+    seen = set()
+    for entry in rows:
+        path = entry.path
+        if path.startswith(old + "/"):
+            path = new + path[len(old) :]
+        if path in contents:
+            out.append(record_entry(path, contents[path]))
+            seen.add(path)
+        elif entry.path in gone and entry.hash_ is not None:
+            out.append(RecordEntry(path, None, None))
+        else:
+            out.append(RecordEntry(path, entry.hash_, entry.size))
+    added = [record_entry(path, data) for path, data in contents.items() if path not in seen]
+    own = next((i for i, e in enumerate(out) if e.path == f"{new}/{RECORD}"), len(out))
+    out[own:own] = added
+    return format_record(out, line_end=line_end)
 
 
 def record_entry(path: str, data: bytes) -> RecordEntry:
@@ -116,6 +196,8 @@ class DistInfo:
     path: Path
     version: Version
     record: tuple[RecordEntry, ...]
+    metadata_text: str
+    record_text: str
 
     @property
     def record_paths(self) -> frozenset[str]:
@@ -125,6 +207,42 @@ class DistInfo:
 
 def read_dist_info(path: Path) -> DistInfo:
     """Read the version and RECORD of an installed ``.dist-info`` folder."""
-    version = metadata_version(read_text(path / METADATA), where=str(path / METADATA))
-    record = parse_record(read_text(path / RECORD), where=str(path / RECORD))
-    return DistInfo(path, version, record)
+    metadata = read_text(path / METADATA)
+    version = metadata_version(metadata, where=str(path / METADATA))
+    record_text = read_text(path / RECORD)
+    record = parse_record(record_text, where=str(path / RECORD))
+    return DistInfo(path, version, record, metadata, record_text)
+
+
+@dataclass(frozen=True)
+class Original:
+    """The dist-info as it was before an in-place apply (its RECORD is ``ORIGINAL_RECORD``)."""
+
+    tool: str
+    series_digest: str
+    dist_info: str  # folder name
+    metadata: str  # METADATA text, byte for byte (UTF-8)
+
+    def to_json(self) -> str:
+        """Return the JSON text (sorted keys: the same original gives the same bytes)."""
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+    @staticmethod
+    def read(path: Path) -> Original:
+        """Read ``ORIGINAL_FILE``; refuse a malformed one with a clear TargetError."""
+        text = read_text(path)
+        try:
+            data = json.loads(text)
+            return Original(
+                tool=str(data["tool"]),
+                series_digest=str(data["series_digest"]),
+                dist_info=str(data["dist_info"]),
+                metadata=str(data["metadata"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TargetError(
+                f"{path} is unreadable",
+                expected="the original folder name and METADATA an in-place apply saved",
+                found=f"{type(exc).__name__}: {exc}",
+                hint="reinstall executorch (`uv pip install --reinstall executorch==<pin>`)",
+            ) from exc

@@ -17,11 +17,19 @@ def _env() -> dict[str, str]:
 
 
 def _run(
-    repo: Path | None, args: list[str], stdin: bytes | None
+    repo: Path | None,
+    args: list[str],
+    stdin: bytes | None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            ["git", *args], cwd=repo, input=stdin, capture_output=True, env=_env(), check=False
+            ["git", *args],
+            cwd=repo,
+            input=stdin,
+            capture_output=True,
+            env={**_env(), **(extra_env or {})},
+            check=False,
         )
     except OSError as exc:
         raise GitError(f"cannot run git: {exc}", hint="install git") from exc
@@ -57,6 +65,18 @@ def git_bytes(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return proc.stdout
 
 
+def git_with_env(repo: Path, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    """Run git in ``repo`` with extra environment variables (author, dates)."""
+    proc = _run(repo, list(args), None if stdin is None else stdin.encode("utf-8"), env)
+    if proc.returncode != 0:
+        raise GitError(
+            f"git {' '.join(args[:2])} failed in {repo}",
+            found=proc.stderr.decode("utf-8", errors="replace").strip()[-1500:],
+            hint="resolve the git state of the work tree and retry",
+        )
+    return proc.stdout.decode("utf-8", errors="surrogateescape")
+
+
 def git(repo: Path, *args: str, stdin: str | None = None) -> str:
     """Run git in ``repo`` and return stdout as text."""
     data = git_bytes(repo, *args, stdin=None if stdin is None else stdin.encode("utf-8"))
@@ -66,3 +86,28 @@ def git(repo: Path, *args: str, stdin: str | None = None) -> str:
 def show(repo: Path, spec: str) -> bytes:
     """Return the raw bytes of ``git show SPEC`` (a blob)."""
     return git_bytes(repo, "show", spec)
+
+
+def merge_file(
+    current: bytes, base: bytes, other: bytes, labels: tuple[str, str, str]
+) -> tuple[bytes, int]:
+    """3-way merge one file (``git merge-file``); return (merged bytes, conflict count)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="overlay-merge-") as tmp:
+        paths = []
+        for name, data in zip(("current", "base", "other"), (current, base, other), strict=True):
+            path = Path(tmp) / name
+            path.write_bytes(data)
+            paths.append(str(path))
+        args = ["merge-file", "--stdout"]
+        for label in labels:
+            args += ["-L", label]
+        proc = _run(None, [*args, *paths], None)
+    if proc.returncode < 0 or proc.returncode > 127:
+        raise GitError(
+            "git merge-file failed",
+            found=proc.stderr.decode("utf-8", errors="replace").strip()[-1500:],
+            hint="check the git installation",
+        )
+    return proc.stdout, proc.returncode

@@ -6,7 +6,7 @@ Every command maps OverlayError to its message on stderr and its exit code.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
 import sys
 import sysconfig
@@ -14,12 +14,44 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from overlay import __version__, fixes, install, pins, wheels, worktree
-from overlay.equivalence import orchestrator, report
-from overlay.errors import EquivalenceError, OverlayError, TargetError
-from overlay.install_check import check_installed
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.progress import Progress as RichProgress
+
+from overlay import (
+    __version__,
+    fixes,
+    index,
+    install,
+    lock,
+    pins,
+    readyenv,
+    reports,
+    wheels,
+    worktree,
+)
+from overlay.equivalence import cache as equivalence_cache
+from overlay.equivalence import htmlreport, orchestrator, report
+from overlay.equivalence.protocol import PathId
+from overlay.errors import (
+    EXIT_CHANGES_DUE,
+    EquivalenceError,
+    InstallCheckError,
+    OverlayError,
+    TargetError,
+    UpstreamError,
+    exit_codes,
+)
+from overlay.install_check import check_installed, current_site
 from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream import export, releases, render
+from overlay.upstream import export, prepare, releases, render, retarget
 from overlay.upstream.matrix import Matrix
 
 Handler = Callable[[argparse.Namespace], int]
@@ -69,44 +101,97 @@ def _target(args: argparse.Namespace) -> install.Target:
     return install.find_target(Path(sysconfig.get_paths()["purelib"]))
 
 
+def _series_info(series: Series) -> reports.SeriesInfo:
+    return reports.SeriesInfo(
+        series.digest,
+        str(series.pins.executorch),
+        wheels.local_version(series),
+        tuple(
+            reports.PatchInfo(n, p.name, p.subject, p.header.get("Applied-Upstream"))
+            for n, p in enumerate(series.patches, start=1)
+        ),
+    )
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """Show the series and, with a target, the state of every file."""
     series = _series(args)
-    out(f"series {series.short_digest} against executorch {series.pins.executorch}")
-    out(f"patched wheel version: {wheels.local_version(series)}")
-    for number, patch in enumerate(series.patches, start=1):
-        out(f"  {number}. {patch.name}: {patch.subject}")
-        upstream = patch.header.get("Applied-Upstream")
-        if upstream:
-            out(f"       upstream: {upstream}")
+    info = _series_info(series)
+    target: install.Target | None = None
     if args.target or not args.series_only:
         try:
             target = _target(args)
         except TargetError:
             if args.target:
                 raise
-            return 0
-        states = install.file_states(series, target)
+    status = install.inspect(series, target) if target else None
+    if args.json:
+        out(
+            reports.to_json(
+                reports.StatusReport(
+                    info,
+                    target.root if target else None,
+                    str(target.version) if target else None,
+                    status.state if status else None,
+                    status.summary if status else None,
+                    tuple(reports.FileStatus(p, s) for p, s in status.files.items())
+                    if status
+                    else (),
+                )
+            ).rstrip("\n")
+        )
+        return 0
+    out(f"series {series.short_digest} against executorch {series.pins.executorch}")
+    out(f"patched wheel version: {info.wheel_version}")
+    for patch in info.patches:
+        out(f"  {patch.number}. {patch.name}: {patch.subject}")
+        if patch.upstream:
+            out(f"       upstream: {patch.upstream}")
+    if target is not None and status is not None:
         out(f"target {target.root} (executorch {target.version})")
-        for repo_path, state in states.items():
+        out(f"  state: {status.summary}")
+        for repo_path, state in status.files.items():
             out(f"  {state.value:<9} {repo_path}")
     return 0
 
 
 def _describe_plan(plan: install.Plan, verb: str) -> None:
+    if plan.recovery is not None:
+        out(f"recovered: {plan.recovery.summary}")
     for change in plan.changes:
         out(f"  {verb}: {change.repo_path}")
     for repo_path in plan.unchanged:
         out(f"  already {'pristine' if plan.reverse else 'patched'}: {repo_path}")
+    if plan.bytecode:
+        out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
+    meta = plan.metadata
+    if meta is not None:
+        moved = f" -> {meta.to}" if meta.to != meta.dist_info else ""
+        out(f"  dist-info: {meta.dist_info}{moved} (Version {meta.version})")
+        for action, names in (
+            ("rewrites", [f.name for f in meta.files if f.old_sha256 and f.new is not None]),
+            ("adds", [f.name for f in meta.files if f.old_sha256 is None]),
+            ("removes", [f.name for f in meta.files if f.new is None]),
+        ):
+            if names:
+                out(f"    {action} {', '.join(names)}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Dry run: check everything apply (or revert) would check, and write nothing."""
+    """Dry run: check everything apply (or revert) would; exit 21 if files would change."""
     series = _series(args)
-    plan = install.plan(series, _target(args), reverse=args.reverse)
+    plan = install.preview(series, _target(args), reverse=args.reverse)
+    code = 0 if plan.is_noop else EXIT_CHANGES_DUE
+    if args.json:
+        changes = tuple(c.repo_path for c in plan.changes)
+        check = reports.CheckReport(
+            plan.target.root, args.reverse, not plan.is_noop, changes, plan.unchanged
+        )
+        out(reports.to_json(check).rstrip("\n"))
+        return code
     _describe_plan(plan, "would revert" if args.reverse else "would patch")
-    out("nothing to do" if plan.is_noop else f"ok: {len(plan.changes)} file(s) would change")
-    return 0
+    out("nothing to do" if plan.is_noop else f"{len(plan.changes)} file(s) would change")
+    return code
 
 
 def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
@@ -120,20 +205,111 @@ def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
     return 0
 
 
+def _build(
+    args: argparse.Namespace, series: Series, pin: pins.WheelPin, source: Path
+) -> wheels.BuildResult:
+    """Build (or reuse) the patched wheel into ``--out``, publish the index, return it."""
+    started = time.perf_counter()
+    out_dir = Path(args.out)
+    result = wheels.build_patched_wheel(
+        series, source, pin, out_dir, force=args.force, cache=wheels.patched_cache()
+    )
+    seconds = time.perf_counter() - started
+    for path in result.removed:
+        progress(f"removed {path} (left by a killed build)")
+    if result.note:
+        progress(f"note: {result.note}")
+    state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
+    progress(f"{result.path.name}: {state}")
+    published = index.publish(out_dir, result.version, {result.path.name: result.sha256})
+    for name in published.moved:
+        progress(f"moved {name} (an earlier series) to {out_dir / index.OLD}/")
+    return result
+
+
 def cmd_build_wheel(args: argparse.Namespace) -> int:
     """Download and verify the pinned wheel, apply the series, write the patched wheel."""
     series = _series(args)
     pin, source = _source_wheel(args, series)
-    started = time.perf_counter()
     progress(f"applying {len(series.patches)} patches and repacking into {args.out}/")
-    result = wheels.build_patched_wheel(series, source, pin, Path(args.out), force=args.force)
-    seconds = time.perf_counter() - started
-    state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
-    progress(f"{result.path.name}: {state}")
+    result = _build(args, series, pin, source)
+    lock_file = lock.lock_path(series, pin)
     if args.report:
-        report = {"wheel": str(result.path), "version": result.version, "built": result.built}
-        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        built = reports.BuildReport(
+            result.path,
+            result.version,
+            result.built,
+            result.sha256,
+            lock_file if lock_file.is_file() else None,
+            Path(args.out) / index.SIMPLE,
+        )
+        Path(args.report).write_text(reports.to_json(built), encoding="utf-8")
     out(str(result.path))
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    """Resolve (or with --check, only check) the lock of every pinned wheel."""
+    series = _series(args)
+    selected = [series.pins.wheel_for(t) for t in args.tag] if args.tag else series.pins.wheels
+    for pin in selected:
+        if args.check:
+            found = lock.check_current(series, pin)
+            out(f"current: {found.path} ({len(found.packages)} packages)")
+            continue
+        cached = wheels.wheel_cache() / pin.filename
+        if not cached.is_file():
+            progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+        result = _build(args, series, pin, wheels.fetch_wheel(pin))
+        progress(f"resolving the lock for {pin.tag} with uv")
+        written = lock.generate(series, pin, result.path)
+        lock.check_wheel(written, result.path, result.sha256)
+        out(f"wrote {written.path} ({len(written.packages)} packages)")
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Make a venv exactly the lock with the patched executorch; verify it; skip if current."""
+    series = _series(args)
+    root = Path(args.venv)
+    venv = readyenv.find_venv(root) if (root / "pyvenv.cfg").is_file() else None
+    python = args.python or (
+        venv.version if venv else f"{sys.version_info[0]}.{sys.version_info[1]}"
+    )
+    pin = series.pins.host_wheel(python)
+    locked = lock.check_current(series, pin)
+    base = wheels.wheel_cache() / pin.filename  # sha256-checked by the build if it reads it
+    if not base.is_file():
+        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+        base = wheels.fetch_wheel(pin)
+    result = _build(args, series, pin, base)
+    lock.check_wheel(locked, result.path, result.sha256)
+    reinstall = False
+    if venv is not None and not args.force:
+        try:
+            check_installed(series, import_modules=False, search_path=venv.site, lock=locked)
+        except InstallCheckError as exc:
+            progress(f"re-syncing {root}: {exc}")
+            try:  # executorch's own files too? then uv must reinstall it, not just check it
+                check_installed(series, import_modules=False, search_path=venv.site)
+            except InstallCheckError:
+                reinstall = True
+        else:
+            if readyenv.is_current(locked, venv):
+                out(f"up to date: {root} is exactly {locked.path.name} (stamp and files checked)")
+                return 0
+            progress(f"re-syncing {root}: no stamp for this lock and these packages")
+    progress(f"syncing {root} to {locked.path} ({len(locked.packages)} packages)")
+    # The cache's copy (same bytes, a stable path) lets uv reuse its unpacked wheel across
+    # clones; a wheel built without the cache is taken from --out.
+    cached = wheels.cached_wheel(series, pin, wheels.patched_cache())
+    links = cached.parent if cached.is_file() else Path(args.out)
+    venv = readyenv.sync(locked, root, python=python, find_links=links, reinstall=reinstall)
+    found = check_installed(series, search_path=venv.site, lock=locked, python=venv.python)
+    readyenv.write_stamp(locked, venv)
+    out(f"ok: {root} is exactly {locked.path.name}; executorch {found.version}")
+    for module in found.modules:
+        out(f"  imported {module}")
     return 0
 
 
@@ -172,12 +348,33 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_install(args: argparse.Namespace) -> int:
-    """Check this environment runs the patched executorch of this series."""
-    report = check_installed(_series(args), import_modules=not args.no_import)
-    out(f"executorch {report.version} in {report.site}")
-    for path, digest in report.files.items():
+    """Check an env: every locked package version, provenance, file hashes, then imports."""
+    series = _series(args)
+    if args.target:
+        venv = readyenv.find_venv(Path(args.target))
+        site, python, version = venv.site, venv.python, venv.version
+    else:
+        site, python = current_site(), Path(sys.executable)
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    locked = None
+    if args.lock:
+        locked = lock.read(Path(args.lock))
+    elif not args.no_lock:
+        locked = lock.check_current(series, series.pins.host_wheel(version))
+    found = check_installed(
+        series, import_modules=not args.no_import, search_path=site, lock=locked, python=python
+    )
+    if args.json:
+        out(reports.to_json(found).rstrip("\n"))
+        return 0
+    if found.lock:
+        out(f"{found.locked} packages match {found.lock}")
+    for extra in found.unlocked:
+        out(f"  not in the lock: {extra}")
+    out(f"executorch {found.version} in {found.site}")
+    for path, digest in found.files.items():
         out(f"  patched {digest[:12]} {path}")
-    for module in report.modules:
+    for module in found.modules:
         out(f"  imported {module}")
     out("ok: the environment runs the patched executorch")
     return 0
@@ -219,28 +416,191 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_export_upstream(args: argparse.Namespace) -> int:
-    """Write mboxes and PR bodies for the patches still needed upstream."""
-    series = _series(args)
-    matrix = _matrix(args, series)
-    out(render.render_table(matrix).rstrip("\n"))
+    """Measure behaviour per release, then write mboxes, PR bodies and branches to send."""
     signer = export.parse_identity(args.signoff) if args.signoff else export.git_identity()
-    ports = releases.load_ports(series.directory, series)
-    exports = export.export_upstream(
-        series, ports, matrix, signer=signer, names=args.patch or (), base_version=args.base
+    versions = tuple(v.strip() for v in args.versions.split(",") if v.strip())
+    request = prepare.Request(
+        patches_dir=_patches_dir(args),
+        out_dir=Path(args.out),
+        versions=versions,
+        signer=signer,
+        upstream_clone=_upstream_clone(args.upstream),
+        affected=args.affected,
+        torch=tuple(args.torch or ()),
+        names=tuple(args.patch or ()),
     )
+    # Refuse a bad identity before minutes of work (it would be refused at the mbox).
+    problems = export.check_message(f"{export.PREFIX}Fix it\n\nSigned-off-by: {signer}\n")
+    if problems:
+        raise UpstreamError(
+            f"the sign-off identity {signer} breaks the Arm backend commit rules",
+            expected=f"'Signed-off-by: Name <email>' within {export.MAX_LINE} characters",
+            found="; ".join(problems),
+            hint="pass one explicitly: --signoff 'Full Name <user@example.org>'",
+        )
+    done = prepare.prepare(request, progress=progress)
+    out(render.render_table(done.matrix).rstrip("\n"))
     folder = Path(args.out)
-    written = _write_matrix(matrix, folder) + export.write_exports(exports, folder)
+    written = _write_matrix(done.matrix, folder) + export.write_exports(done.exports, folder)
+    written += retarget.write_report(
+        done.retarget, done.retarget.candidate.parent, _retarget_texts(done.retarget)
+    )
     out("")
-    for item in exports:
+    for item in done.exports:
+        repo, branch = done.branches[item.name]
         out(f"exported {item.name} ({item.source}) against executorch {item.base_version}:")
         out(f"  {item.subject}")
-        for warning in item.warnings:
-            progress(f"warning: {warning}")
+        out(f"  base-commit: {item.base_commit or 'unknown'}")
+        out(f"  branch {branch} in {repo} (git am of the mbox; push it to your fork)")
+        if item.name in done.lint:
+            out(f"  lintrunner: {done.lint[item.name].summary}")
     for path in written:
         out(f"  wrote {path}")
-    if not exports:
+    if not done.exports:
         out("no patch needs sending upstream")
     return 0
+
+
+class BarProgress:
+    """Per-path progress bars on stderr (rich): items done, elapsed, ETA, current item."""
+
+    def __init__(self, console: Console) -> None:
+        self.bars = RichProgress(
+            TextColumn("{task.description:<30}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[current]}"),
+            console=console,
+        )
+        self.tasks: dict[PathId, TaskID] = {}
+
+    def __enter__(self) -> BarProgress:
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.stop()
+
+    def __call__(self, event: orchestrator.Event) -> None:
+        """Show one event."""
+        kind, path = event.kind, event.path
+        if kind is orchestrator.EventKind.PLAN:
+            current = "all cached" if event.done == event.total else ""
+            self.tasks[path] = self.bars.add_task(
+                f"({path.value}) {path.label}",
+                total=event.total,
+                completed=event.done,
+                current=current,
+            )
+            return
+        task = self.tasks.get(path)
+        if task is None:  # a worker starting before the plan (listing a models file)
+            return
+        if kind is orchestrator.EventKind.START:
+            self.bars.update(task, current="starting a worker (torch import)")
+        elif kind is orchestrator.EventKind.RUN and event.item is not None:
+            self.bars.update(task, current=report.item_label(event.item))
+        elif kind is orchestrator.EventKind.DONE:
+            self.bars.update(task, advance=1, current="")
+        elif kind is orchestrator.EventKind.MORE:
+            total = self.bars.tasks[self.tasks[path]].total or 0
+            self.bars.update(task, total=total + 1)
+
+
+class LineProgress:
+    """One stderr line per finished item (--verbose when stderr is not a terminal)."""
+
+    def __init__(self) -> None:
+        self.done: dict[PathId, int] = {}
+        self.total: dict[PathId, int] = {}
+
+    def __call__(self, event: orchestrator.Event) -> None:
+        """Print one line for a plan, a worker start or a finished item."""
+        path = event.path
+        if event.kind is orchestrator.EventKind.PLAN:
+            self.done[path], self.total[path] = event.done, event.total
+            progress(f"({path.value}) {event.total} items, {event.done} from the cache")
+        elif event.kind is orchestrator.EventKind.START:
+            progress(f"({path.value}) starting a worker")
+        elif event.kind is orchestrator.EventKind.MORE:
+            self.total[path] = self.total.get(path, 0) + 1
+        elif event.kind is orchestrator.EventKind.DONE and event.item is not None:
+            self.done[path] = self.done.get(path, 0) + 1
+            progress(
+                f"({path.value}) {self.done[path]}/{self.total.get(path, 0)} {event.item} done"
+            )
+
+
+def _progress_display(
+    args: argparse.Namespace,
+) -> contextlib.AbstractContextManager[orchestrator.Progress]:
+    """Return the progress display: bars on a terminal, lines with --verbose, else none."""
+    console = Console(stderr=True)
+    if args.quiet:
+        return contextlib.nullcontext(orchestrator.no_progress)
+    if console.is_terminal and not args.verbose:
+        return BarProgress(console)
+    if args.verbose:
+        return contextlib.nullcontext(LineProgress())
+    return contextlib.nullcontext(orchestrator.no_progress)
+
+
+def _upstream_clone(value: str | None) -> Path | None:
+    clone = value or os.environ.get("OVERLAY_UPSTREAM_CLONE")
+    return Path(clone) if clone else None
+
+
+def _retarget_texts(result: retarget.Retarget) -> dict[str, str]:
+    return {
+        "txt": render.render_retarget(result),
+        "md": render.render_retarget_markdown(result),
+        "json": render.render_retarget_json(result),
+    }
+
+
+def cmd_retarget(args: argparse.Namespace) -> int:
+    """Write a checked candidate series for a new executorch release (or promote one)."""
+    out_dir = Path(args.out or f"build/retarget/{args.version}")
+    if args.promote:
+        done = retarget.promote(out_dir, _patches_dir(args))
+        out(f"promoted executorch {done.old_version} -> {done.version}")
+        out(f"  the {done.old_version} series is kept in {done.archive} (--patches it to use it)")
+        for name in done.written:
+            out(f"  wrote {name}")
+        return 0
+    request = retarget.Request(
+        version=args.version,
+        patches_dir=_patches_dir(args),
+        out_dir=out_dir,
+        fast=not args.full,
+        behaviour=not args.no_behaviour,
+        equivalence=not args.no_equivalence,
+        torch=tuple(args.torch or ()),
+        upstream_clone=_upstream_clone(args.upstream),
+        resume=args.resume,
+    )
+    result = retarget.retarget(request, progress=progress)
+    texts = _retarget_texts(result)
+    out(texts["txt"].rstrip("\n"))
+    for path in retarget.write_report(result, out_dir, texts):
+        progress(f"wrote {path}")
+    if result.ready:
+        out(
+            f"next: review {out_dir}/retarget.md, then"
+            f" `python -m overlay retarget {args.version} --promote`"
+        )
+        return 0
+    if result.resume:
+        return UpstreamError.exit_code
+    raise UpstreamError(
+        f"the executorch {args.version} candidate is not ready",
+        expected="every kept patch fails before and passes after, nothing regresses",
+        found="\n".join(result.problems),
+        hint=f"read {out_dir}/retarget.md",
+    )
 
 
 def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
@@ -249,6 +609,7 @@ def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
         args.patched_python,
         runtime_patch=args.runtime_patch,
         models=args.models,
+        with_corpus=args.with_corpus,
         fast=args.fast,
         only=tuple(args.case or ()),
         group=args.group,
@@ -259,7 +620,37 @@ def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
         out_dir=Path(args.out),
         timeout=args.timeout,
         patches_dir=_patches_dir(args),
+        shard=orchestrator.Shard.parse(args.shard) if args.shard else None,
+        cache_dir=Path(args.cache_dir),
+        use_cache=not args.no_cache,
+        jobs=args.jobs,
     )
+
+
+def _write_reports(result: orchestrator.Report, folder: Path) -> Path:
+    """Write equivalence.json/.md/.html into ``folder``; return the Markdown file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (
+        ("equivalence.json", report.render_json(result)),
+        ("equivalence.md", report.render_markdown(result)),
+        ("equivalence.html", htmlreport.render_html(result)),
+    ):
+        (folder / name).write_text(text, encoding="utf-8")
+        progress(f"wrote {folder / name}")
+    return folder / "equivalence.md"
+
+
+def _verdict(result: orchestrator.Report, markdown: Path) -> int:
+    if result.failures:
+        raise EquivalenceError(
+            f"{len(result.failures)} undeclared divergence(s), incomplete item(s),"
+            " unreproduced claim(s) or finding(s)",
+            expected="(b) stock + runtime patch and (c) the diff-patched build agree",
+            found="\n".join(result.failures),
+            hint=f"read {markdown} (or the .html beside it); fix the patch, or declare the"
+            " divergence in overlay/equivalence/verdict.py DECLARED_DIVERGENCES with its reason",
+        )
+    return 0
 
 
 def cmd_equivalence(args: argparse.Namespace) -> int:
@@ -282,24 +673,23 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
             out(f"probe {probe.name}: {probe.description}")
         return 0
     options = _equivalence_options(args)
-    result = orchestrator.run(options, progress=progress if args.verbose else lambda _: None)
+    with _progress_display(args) as shown:
+        result = orchestrator.run(options, progress=shown)
     out(report.render_table(result).rstrip("\n"))
-    folder = options.out_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in (
-        ("equivalence.json", report.render_json(result)),
-        ("equivalence.md", report.render_markdown(result)),
-    ):
-        (folder / name).write_text(text, encoding="utf-8")
-        progress(f"wrote {folder / name}")
-    if result.failures:
-        raise EquivalenceError(
-            f"{len(result.failures)} undeclared divergence(s), unreproduced claim(s) or finding(s)",
-            expected="(b) stock + runtime patch and (c) the diff-patched build agree",
-            found="\n".join(result.failures),
-            hint=f"read {folder / 'equivalence.md'}; fix the patch, or declare the divergence"
-            " in overlay/equivalence/verdict.py DECLARED_DIVERGENCES with its reason",
-        )
+    return _verdict(result, _write_reports(result, options.out_dir))
+
+
+def cmd_merge_reports(args: argparse.Namespace) -> int:
+    """Merge the equivalence.json of every shard into one report and one verdict."""
+    base = Path(os.environ.get(orchestrator.CALLER_DIR_ENV) or Path.cwd())
+    merged = report.merge([report.load(base / name) for name in args.reports])
+    out(report.render_table(merged).rstrip("\n"))
+    return _verdict(merged, _write_reports(merged, base / args.out))
+
+
+def cmd_report_schema(args: argparse.Namespace) -> int:
+    """Print the JSON Schema of equivalence.json."""
+    out(report.render_schema().rstrip("\n"))
     return 0
 
 
@@ -309,6 +699,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m overlay",
         description="Arm-backend fix series for a pinned executorch release: apply, build,"
         " verify, prove equivalence, prepare upstream pull requests.",
+        epilog="exit codes:\n" + "\n".join(f"  {c:>3}  {d}" for c, d in exit_codes()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
@@ -337,11 +729,21 @@ def build_parser() -> argparse.ArgumentParser:
             "--wheel-tag", help="pinned wheel by tag, e.g. cp311-manylinux_2_28_x86_64"
         )
 
+    def add_json(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--json", action="store_true", help="print a JSON report")
+
     status = add("status", cmd_status, "show the series and the state of a target's files")
     add_target(status)
+    add_json(status)
     status.add_argument("--series-only", action="store_true", help="do not look for a target")
-    check = add("check", cmd_check, "dry run: verify a target could be patched (writes nothing)")
+    check = add(
+        "check",
+        cmd_check,
+        f"dry run: verify a target could be patched (writes nothing; exit {EXIT_CHANGES_DUE}"
+        " if files would change, 0 if nothing to do)",
+    )
     add_target(check)
+    add_json(check)
     check.add_argument("--reverse", action="store_true", help="check a revert instead")
     add_target(add("apply", cmd_apply, "apply the series to a target, atomically"))
     add_target(
@@ -352,14 +754,31 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--out", default="dist", help="output folder (default: %(default)s)")
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--report", help="also write a JSON summary to this file")
+    lock_cmd = add("lock", cmd_lock, "resolve the lock of every pinned wheel (uv, with hashes)")
+    lock_cmd.add_argument("--check", action="store_true", help="only check the locks are current")
+    lock_cmd.add_argument("--tag", action="append", help="only this wheel tag (repeatable)")
+    sync = add("sync", cmd_sync, "make a venv exactly the lock, with the patched executorch")
+    sync.add_argument("--venv", required=True, help="the venv to create or sync")
+    sync.add_argument("--python", help="its Python version, e.g. 3.12 (default: the venv's)")
+    for command in (lock_cmd, sync):
+        command.add_argument("--out", default="dist", help="wheel folder (default: %(default)s)")
+        command.add_argument("--force", action="store_true", help="rebuild/resync regardless")
     add_wheel(add("refresh", cmd_refresh, f"recompute patches/{CHECKSUMS_FILE}"))
     edit = add("edit", cmd_edit, "lay out pristine sources + series as git commits")
     add_wheel(edit)
     edit.add_argument("--dir", required=True, help="new folder for the work tree")
     regen = add("regenerate", cmd_regenerate, "rewrite patches/ from an edit work tree")
     regen.add_argument("--dir", required=True, help="the work tree made by `edit`")
-    verify = add("verify-install", cmd_verify_install, "check this env runs the patched wheel")
+    verify = add(
+        "verify-install",
+        cmd_verify_install,
+        "check an env: locked versions, provenance, patched files, then imports",
+    )
+    verify.add_argument("--target", help="the venv to check (default: this Python's)")
     verify.add_argument("--no-import", action="store_true", help="check files only")
+    verify.add_argument("--lock", help="check against this lock file (default: the pinned one)")
+    verify.add_argument("--no-lock", action="store_true", help="check executorch only")
+    add_json(verify)
     matrix = add("matrix", cmd_matrix, "how each patch fares on each executorch release")
     export = add("export-upstream", cmd_export_upstream, "write upstream PR mboxes + bodies")
     for command in (matrix, export):
@@ -370,8 +789,28 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--out", help="also write matrix.txt/.json/.md to this folder")
     export.add_argument("--out", default="build/upstream", help="folder (default: %(default)s)")
     export.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
-    export.add_argument("--base", help="release to base the mboxes on (default: newest)")
-    export.add_argument("--patch", action="append", help="export this patch (repeatable)")
+    export.add_argument("--patch", action="append", help="export only this patch (repeatable)")
+    export.add_argument(
+        "--upstream",
+        help="a pytorch/executorch clone ($OVERLAY_UPSTREAM_CLONE): base on main, lint, branch",
+    )
+    export.add_argument(
+        "--affected", action="store_true", help="also run the affected upstream tests (minutes)"
+    )
+    export.add_argument("--torch", action="append", help="torch version to try first")
+    ret = add("retarget", cmd_retarget, "candidate series for a new executorch release")
+    ret.add_argument("version", help="the executorch release, e.g. 1.5.1")
+    ret.add_argument("--out", help="folder (default: build/retarget/VERSION)")
+    ret.add_argument("--full", action="store_true", help="whole corpus (default: fast subset)")
+    ret.add_argument("--torch", action="append", help="torch version to try first (repeatable)")
+    ret.add_argument(
+        "--upstream",
+        help="a pytorch/executorch clone ($OVERLAY_UPSTREAM_CLONE): torch_pin.py, pytest.ini",
+    )
+    ret.add_argument("--no-behaviour", action="store_true", help="text only (not promotable)")
+    ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
+    ret.add_argument("--resume", action="store_true", help="continue after resolving a conflict")
+    ret.add_argument("--promote", action="store_true", help="make the checked candidate the pin")
     eq = add("equivalence", cmd_equivalence, "prove stock+runtime patch == diff-patched build")
     eq.add_argument("--stock-python", help="python of the stock env ($OVERLAY_STOCK_PYTHON)")
     eq.add_argument("--patched-python", help="python of the patched env ($OVERLAY_PATCHED_PYTHON)")
@@ -380,13 +819,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=orchestrator.DEFAULT_RUNTIME_PATCH,
         help="FILE.py:FUNCTION or module:FUNCTION for path (b) (default: %(default)s)",
     )
-    eq.add_argument("--models", help="FILE.py defining CASES (see README) to add to the corpus")
-    eq.add_argument("--fast", action="store_true", help="the CI subset: one case per fix")
+    eq.add_argument(
+        "--models", help="FILE.py defining CASES (see README): run these cases (not the corpus)"
+    )
+    eq.add_argument(
+        "--with-corpus", action="store_true", help="with --models: the corpus and probes too"
+    )
+    eq.add_argument(
+        "--fast", action="store_true", help="the CI subset: the fast cases of the group(s)"
+    )
     eq.add_argument("--case", action="append", help="run only this case (repeatable)")
     eq.add_argument(
         "--group",
         choices=("core", "zoo", "all"),
-        help="corpus group: core (default, with --models cases), zoo (real networks), all",
+        help="corpus group: core (default; --fast adds one zoo case), zoo (real networks), all",
     )
     eq.add_argument("--list", action="store_true", help="list cases and probes, run nothing")
     eq.add_argument("--no-probes", action="store_true", help="skip the unit-level probes")
@@ -401,7 +847,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds one item (or a worker's start) may take, unless the case sets its own"
         " (default: %(default)s)",
     )
-    eq.add_argument("--verbose", action="store_true", help="progress lines on stderr")
+    eq.add_argument(
+        "--shard", metavar="K/N", help="run only part K of N (stable by item id; see merge-reports)"
+    )
+    eq.add_argument(
+        "--cache-dir",
+        default=str(equivalence_cache.default_directory()),
+        help="result cache folder, shareable between runs and CI runners (default: %(default)s)",
+    )
+    eq.add_argument(
+        "--no-cache", action="store_true", help="ignore cached results (fresh ones are stored)"
+    )
+    eq.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="worker processes to aim for (default: one per CPU; never fewer than needed)",
+    )
+    eq.add_argument("--verbose", action="store_true", help="one progress line per item on stderr")
+    eq.add_argument("--quiet", action="store_true", help="no progress display")
+    merge = add("merge-reports", cmd_merge_reports, "merge shard reports into one verdict")
+    merge.add_argument("reports", nargs="+", help="the equivalence.json of every shard")
+    merge.add_argument("--out", default="reports", help="folder for the merged report")
+    add("report-schema", cmd_report_schema, "print the JSON Schema of equivalence.json")
     return parser
 
 
@@ -413,6 +881,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except OverlayError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):
+            error = reports.ErrorReport(
+                type(exc).__name__, exc.exit_code, exc.message, exc.expected, exc.found, exc.hint
+            )
+            out(reports.to_json(error).rstrip("\n"))
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# `check` (like `ruff --check`): every check passed and the target would change.
+EXIT_CHANGES_DUE = 21
+
 
 class OverlayError(Exception):
     """Base of every error the overlay raises on purpose."""
@@ -72,6 +75,10 @@ class DriftError(TargetError):
     """A target file is neither the pinned pristine file nor the patched one."""
 
 
+class UnfinishedRunError(TargetError):
+    """An apply or revert was interrupted (its journal is there); `apply` or `revert` settles it."""
+
+
 class PristineMismatchError(DriftError):
     """A file that must be the pinned pristine file is not (install, wheel, work tree, runtime)."""
 
@@ -88,6 +95,23 @@ class ApplyError(OverlayError):
     """A hunk does not match, or writing the result failed (the tree was rolled back)."""
 
     exit_code = 5
+
+
+class RollbackError(ApplyError):
+    """A failed or interrupted write could not be rolled back (or finished) from its journal."""
+
+    def __init__(self, message: str, *, paths: tuple[str, ...], **kwargs: str | None) -> None:
+        super().__init__(message, **kwargs)
+        self.paths = paths  # relative to the target root
+
+
+class InterruptedRunError(ApplyError):
+    """SIGINT or SIGTERM stopped apply/revert; the message says the state it left (exit 128+N)."""
+
+    def __init__(self, message: str, *, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
 class LockTimeoutError(OverlayError):
@@ -130,3 +154,33 @@ class GitError(OverlayError):
     """A git command failed (patch work tree, upstream export)."""
 
     exit_code = 12
+
+
+class EnvError(OverlayError):
+    """A release environment (a uv venv with torch and executorch) could not be built."""
+
+    exit_code = 13
+
+
+class LockError(OverlayError):
+    """A lock is missing, unreadable, stale against the pins, or pins another wheel."""
+
+    exit_code = 20
+
+
+def exit_codes() -> list[tuple[int, str]]:
+    """Return every documented exit code with its meaning, ascending (for ``--help``)."""
+    codes = {
+        0: "success",
+        1: "any other overlay error",
+        2: "bad command line",
+        EXIT_CHANGES_DUE: "check: every check passed and files would change",
+        130: "interrupted",
+    }
+    pending = OverlayError.__subclasses__()
+    while pending:
+        cls = pending.pop()
+        doc = (cls.__doc__ or cls.__name__).strip().splitlines()[0].rstrip(".")
+        codes.setdefault(cls.exit_code, doc)
+        pending.extend(cls.__subclasses__())
+    return sorted(codes.items())

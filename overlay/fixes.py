@@ -12,6 +12,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from overlay.errors import OverlayError
 
 
@@ -25,11 +28,31 @@ class Effect(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Trigger:
-    """A corpus case that shows the fix: stock and patched differ there, as ``effect``."""
+    """A corpus case that shows the fix: stock and patched differ there, as ``effect``.
+
+    ``releases`` is a PEP 440 specifier of the executorch releases the claim is made for
+    ("" for every release); a FIXED trigger is a *bug trigger*: stock fails it.
+    """
 
     case: str
     effect: Effect
     why: str
+    releases: str = ""
+
+    def applies_to(self, version: str | None) -> bool:
+        """Return True when the claim is made for executorch ``version`` (None: any)."""
+        return release_matches(self.releases, version)
+
+
+def release_matches(releases: str, version: str | None) -> bool:
+    """Return True when ``version`` is in the PEP 440 specifier ``releases`` ("" or None: any)."""
+    if version is None or not releases:
+        return True
+    try:
+        public = Version(version).public
+        return SpecifierSet(releases).contains(public, prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
 
 
 @dataclass(frozen=True)
@@ -48,6 +71,7 @@ class UpstreamNote:
     test_file: str
     reproducer: str
     narrowing: str = ""  # how the upstream version differs from the overlay's patch
+    affected_tests: tuple[str, ...] = ()  # upstream test files to run with the fix
 
 
 @dataclass(frozen=True)
@@ -85,11 +109,21 @@ FIXES: tuple[Fix, ...] = (
                 Effect.CHANGED,
                 "a16w8 conv whose graph ends in its int16 quantize (output dequantize removed):"
                 " the quantize stays explicit, the TOSA payload changes, both outputs are right",
+                releases="~=1.2.0",
             ),
             Trigger(
                 "conv_a16w8_int16",
                 Effect.REGRESSION,
                 "ordinary a16w8 conv on an INT-only int16 spec",
+                releases="~=1.2.0",
+            ),
+            Trigger(
+                "grid_warp_a16w8_vgf",
+                Effect.FIXED,
+                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock leaves the int16 grid"
+                " quantized and the grid-sampler rewrite refuses it; the 1.5.1 port dequantizes"
+                " it in InsertGridSamplerGridDequantPass",
+                releases="~=1.5.0",
             ),
             Trigger(
                 "zoo_grid_warp_int16_grid_intfp16",
@@ -97,65 +131,73 @@ FIXES: tuple[Fix, ...] = (
                 "the seed's deployment: a conv branch's grid positions leave the graph as int16"
                 " (INT+FP+int16): the quantize stays explicit, TOSA and VGF payloads change,"
                 " the executed VGF and TOSA outputs are bit-identical to stock's",
+                releases="~=1.2.0",
             ),
             Trigger(
                 "zoo_grid_warp_int16_grid_int16",
                 Effect.REGRESSION,
                 "the same grid network on INT+int16: the kept quantize needs FP ops to lower",
+                releases="~=1.2.0",
             ),
             Trigger(
                 "zoo_grid_warp_a16w8_int16",
                 Effect.REGRESSION,
                 "a16w8 grid warp on INT+int16: stock lowers TOSA, VGF and Ethos-U55/U85; with"
                 " the fix all of them fail (Ethos-U is an INT-only profile)",
+                releases="~=1.2.0",
             ),
         ),
         upstream=UpstreamNote(
-            test_file="backends/arm/test/passes/test_fold_qdq_pass.py",
+            test_file="backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
             narrowing=(
-                "The overlay's patch for executorch 1.2.0 keeps every terminal int16 "
-                "quantize (graph output or grid-sampler positions). On an INT-only "
-                "specification with a16w8 quantization that breaks lowering: an ordinary "
-                "conv whose output is quantized to int16 at the graph output keeps an "
-                "explicit quantize that DecomposeQuantNodesPass can only lower with FP "
-                "ops. This version is narrowed to specifications with the FP profile "
-                "(the same condition the pass manager already uses for "
-                "`preserve_partial_binary_tensor_qdq`); on INT-only specifications "
-                "nothing changes. A flag passed by the pass manager would work as well "
-                "if reviewers prefer that to reading the lowering context."
+                "Of the 1.2.0 patch (keep terminal int16 quantizes unfolded) only the grid"
+                " sampler branch still changes anything on 1.5.1: stock 1.5.1 already lowers an"
+                " int16 quantize at a graph output. The port fixes that branch where 1.5.1"
+                " handles grid inputs, InsertGridSamplerGridDequantPass (VGF only), instead of"
+                " in FoldAndAnnotateQParamsPass: no lowering context or flag is needed, and"
+                " TOSA and Ethos-U lowering do not change."
+            ),
+            affected_tests=(
+                "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+                "backends/arm/test/passes/test_fuse_grid_sampler_flow_offset_pass.py",
+                "backends/arm/test/passes/test_fold_qdq_pass.py",
+                "backends/arm/test/ops/test_grid_sampler.py",
+                "backends/arm/test/ops/test_custom_shader_lowering.py",
+                "backends/arm/test/quantizer/test_generic_annotater.py",
+                "backends/arm/test/quantizer/test_vgf_snorm_quantization.py",
+                "backends/arm/test/misc/test_custom_shader_payload.py",
+                "backends/arm/test/misc/test_custom_shader_payloads.py",
             ),
             reproducer="""\
 import torch
-from executorch.backends.arm.quantizer.arm_quantizer import (
+from executorch.backends.arm.quantizer import (
+    VgfQuantizer,
     get_symmetric_a16w8_quantization_config,
 )
-from executorch.backends.arm.test.tester.test_pipeline import (
-    TosaPipelineINT,
-    VgfPipeline,
-)
+from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
+from executorch.exir import to_edge_transform_and_lower
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 
-class Conv(torch.nn.Module):
+class GridWarp(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.conv = torch.nn.Conv2d(3, 2, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)  # int16 graph output under a16w8
+        grid = torch.tanh(self.conv(x)).permute(0, 2, 3, 1)
+        return torch.nn.functional.grid_sample(x, grid, align_corners=False)
 
 
-data = (torch.rand(1, 3, 8, 8),)
-# INT+FP (VGF): the terminal int16 quantize stays explicit and is
-# lowered by DecomposeQuantNodesPass; the delegate returns int16.
-vgf = VgfPipeline(Conv(), data, [], [], quantize=True,
-                  tosa_extensions=["int16"])
-vgf.quantizer.set_global(get_symmetric_a16w8_quantization_config())
-vgf.run()
-# INT only: the quantize is folded as before and lowering succeeds
-# (the unnarrowed patch broke exactly this case).
-tosa = TosaPipelineINT(Conv(), data, [], [], tosa_extensions=["int16"])
-tosa.quantizer.set_global(get_symmetric_a16w8_quantization_config())
-tosa.run()
+spec = VgfCompileSpec("TOSA-1.0+INT+FP+int16")
+quantizer = VgfQuantizer(spec)
+quantizer.set_global(get_symmetric_a16w8_quantization_config())
+x = (torch.rand(1, 3, 8, 8),)
+graph = torch.export.export(GridWarp().eval(), x).module(check_guards=False)
+prepared = prepare_pt2e(graph, quantizer)
+prepared(*x)
+program = torch.export.export(convert_pt2e(prepared), x)
+to_edge_transform_and_lower(program, partitioner=[VgfPartitioner(spec)])
 """,
         ),
     ),
@@ -173,6 +215,7 @@ tosa.run()
                 Effect.CHANGED,
                 "aten.full feeding a graph output: stock (torchao >= 0.16) delegates it, the"
                 " patch keeps it on the CPU; both outputs are right",
+                releases="~=1.2.0",
             ),
         ),
         upstream=UpstreamNote(
@@ -206,6 +249,7 @@ TosaPipelineINT(Full(), (torch.rand(1, 4),), [], []).run()
                 "conv_relu_cat_mixed_qparams",
                 Effect.FIXED,
                 "conv -> relu feeding a cat with a differently quantised input",
+                releases="~=1.2.0",
             ),
         ),
         upstream=UpstreamNote(
@@ -244,6 +288,7 @@ TosaPipelineINT(ConvClampBranches(), (torch.rand(1, 3, 8, 8),), [], []).run()
                 "equal_constant_outputs_channels_last",
                 Effect.FIXED,
                 "two equal constant outputs merged by FuseEqualPlaceholdersPass, one channels_last",
+                releases="~=1.2.0",
             ),
         ),
         upstream=UpstreamNote(
@@ -292,6 +337,8 @@ def by_patch(name: str) -> Fix | None:
     return None
 
 
-def triggers_of(case: str) -> list[tuple[Fix, Trigger]]:
-    """Return every (fix, trigger) that names corpus case ``case``."""
-    return [(fix, t) for fix in FIXES for t in fix.triggers if t.case == case]
+def triggers_of(case: str, version: str | None = None) -> list[tuple[Fix, Trigger]]:
+    """Return every (fix, trigger) that names corpus case ``case`` (claimed for ``version``)."""
+    return [
+        (fix, t) for fix in FIXES for t in fix.triggers if t.case == case and t.applies_to(version)
+    ]

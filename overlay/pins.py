@@ -7,6 +7,7 @@ own pins. :func:`default_directory` says which series folder a command uses.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import os
@@ -64,12 +65,16 @@ class Pins:
     upstream_repo: str
     package_dir: str
     runtime: Mapping[str, str]  # distribution name -> exact version
+    extras: Mapping[str, tuple[str, ...]]  # extra name -> runtime packages it brings
+    macos_deployment_target: str  # the macOS a lock targets ("" = uv's default)
     wheels: tuple[WheelPin, ...]
     pristine: Mapping[str, str]  # repository path -> sha256
     matrix_versions: tuple[str, ...]
     matrix_python: str
     matrix_platform: str
     matrix_sha256: Mapping[str, str]  # release -> sha256 of its matrix wheel
+    # [upstream]: tool pins for upstream work (test_requirements, lint_requirements)
+    upstream: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def pythons(self) -> tuple[str, ...]:
@@ -79,6 +84,20 @@ class Pins:
     def runtime_requirements(self) -> list[str]:
         """Return the pip requirements that sit beside executorch in a ready venv."""
         return [f"{name}=={version}" for name, version in self.runtime.items()]
+
+    def wheel_requirements(self) -> tuple[str, ...]:
+        """Return the patched wheel's Requires-Dist for the runtime pins, series-narrowed.
+
+        Example: torch 2.11.0 gives ``torch==2.11.*``; tosa-tools under extra ``arm`` gives
+        ``tosa-tools==2026.2.*; extra == "arm"``.
+        """
+        extra_of = {name: extra for extra, names in self.extras.items() for name in names}
+        out = []
+        for name, version in self.runtime.items():
+            release = Version(version).release
+            spec = f"{name}=={'.'.join(map(str, release[:2]))}.*"
+            out.append(f'{spec}; extra == "{extra_of[name]}"' if name in extra_of else spec)
+        return tuple(out)
 
     def executorch_requirement(self) -> str:
         """Return ``executorch==<pinned version>``."""
@@ -92,9 +111,9 @@ class Pins:
         """Map a repository path to its dotted module name (``executorch.backends.arm...``)."""
         return self.wheel_path(repo_path).removesuffix(".py").replace("/", ".")
 
-    def host_wheel(self) -> WheelPin:
-        """Return the pinned wheel for this interpreter and machine."""
-        python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    def host_wheel(self, python: str | None = None) -> WheelPin:
+        """Return the pinned wheel for this machine and ``python`` (default: this one)."""
+        python = python or f"{sys.version_info.major}.{sys.version_info.minor}"
         machine = platform.machine().lower()
         system = sys.platform
         for pin in self.wheels:
@@ -205,6 +224,17 @@ def _strings(data: Mapping[str, object], key: str, source: Path) -> dict[str, st
     return out
 
 
+def _string_lists(table: object, source: Path) -> dict[str, tuple[str, ...]]:
+    if not isinstance(table, Mapping):
+        raise _bad(source, "an [upstream] table", repr(table))
+    out: dict[str, tuple[str, ...]] = {}
+    for name, value in table.items():
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _bad(source, f"a list of strings for [upstream] {name}", repr(value))
+        out[str(name)] = tuple(value)
+    return out
+
+
 def _bad(source: Path, expected: str, found: str) -> SeriesError:
     return SeriesError(
         f"{source} is not a valid pins file",
@@ -235,6 +265,15 @@ def load(directory: Path) -> Pins:
         ) from exc
     executorch = _table(data, "executorch", source)
     runtime = _strings(data, "runtime", source)
+    extras: dict[str, tuple[str, ...]] = {}
+    for extra, names in _table(data, "extras", source).items() if "extras" in data else ():
+        if not isinstance(names, list) or not all(n in runtime for n in names):
+            raise _bad(source, f"[extras] {extra} = a list of [runtime] names", repr(names))
+        extras[extra] = tuple(names)
+    lock = _table(data, "lock", source) if "lock" in data else {}
+    macos = lock.get("macos_deployment_target", "")
+    if not isinstance(macos, str):
+        raise _bad(source, "[lock] macos_deployment_target = a string", repr(macos))
     matrix = _table(data, "matrix", source)
     wheels: list[WheelPin] = []
     raw_wheels = data.get("wheels")
@@ -265,12 +304,15 @@ def load(directory: Path) -> Pins:
         upstream_repo=_text(executorch, "upstream_repo", source),
         package_dir=_text(executorch, "package_dir", source),
         runtime=runtime,
+        extras=extras,
+        macos_deployment_target=macos,
         wheels=tuple(wheels),
         pristine=_strings(data, "pristine", source),
         matrix_versions=tuple(str(v) for v in versions),
         matrix_python=_text(matrix, "python", source),
         matrix_platform=_text(matrix, "platform", source),
         matrix_sha256=_strings(matrix, "sha256", source),
+        upstream=_string_lists(data.get("upstream", {}), source),
     )
 
 

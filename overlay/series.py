@@ -237,6 +237,7 @@ def parse_patch(name: str, text: str) -> Patch:
     """Parse and validate one patch file's text."""
     header_text, diff = split_header(text, name=name)
     header = parse_dep3(header_text, name=name)
+    _refuse_git_actions(diff, name=name)
     try:
         patch_set = PatchSet(diff)
     except UnidiffParseError as exc:
@@ -260,6 +261,47 @@ def parse_patch(name: str, text: str) -> Patch:
     return Patch(name=name, header=header, header_text=header_text, diff=diff, patch_set=patch_set)
 
 
+# git extended header lines (``git diff`` output between ``diff --git`` and ``---``) that
+# make `git apply` do more than the hunks say; the applier only edits existing files, so a
+# patch carrying any of them is refused, never applied without it.
+_GIT_ACTIONS = {
+    "old mode ": "changes the file mode of",
+    "new mode ": "changes the file mode of",
+    "new file mode ": "creates",
+    "deleted file mode ": "deletes",
+    "rename from ": "renames",
+    "rename to ": "renames",
+    "copy from ": "copies",
+    "copy to ": "copies",
+    "similarity index ": "renames or copies",
+    "dissimilarity index ": "rewrites (git diff -B)",
+    "GIT binary patch": "contains a binary diff for",
+    "Binary files ": "contains a binary diff for",
+}
+# The only extended lines allowed: ``diff --git`` and an ``index`` line of a regular file.
+_ALLOWED_INFO = re.compile(r"^(diff --git .*|index [0-9a-f]+\.\.[0-9a-f]+( 100644| 100755)?)\n?$")
+
+
+def _refuse_git_actions(diff: str, *, name: str) -> None:
+    """Refuse every git extended header line, wherever it is (unidiff drops some)."""
+    lines = diff.splitlines()
+    path = "?"
+    for index, line in enumerate(lines):
+        if line.startswith(("diff --git ", "+++ b/")):
+            path = line.rsplit(" b/", 1)[-1]
+        kind = next((k for prefix, k in _GIT_ACTIONS.items() if line.startswith(prefix)), None)
+        if kind is not None:
+            if path == "?":  # no `diff --git` line before it: name the file diff after it
+                after = (ln for ln in lines[index:] if ln.startswith(("+++ b/", "--- a/")))
+                path = next(after, "? ?").split(" ", 1)[1].removeprefix("b/").removeprefix("a/")
+            raise UnsafePatchError(
+                f"patch {name} {kind} {path}",
+                expected="text hunks that modify files the pinned wheel ships",
+                found=repr(line),
+                hint="the overlay patches existing files only; drop that part of the diff",
+            )
+
+
 def _check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
     if patched_file.is_binary_file:
         raise UnsafePatchError(
@@ -269,10 +311,7 @@ def _check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
             hint="the overlay only edits Python sources; drop the binary change",
         )
     kind = None
-    info = [str(line) for line in (patched_file.patch_info or ())]
-    if any(line.startswith(("old mode ", "new mode ")) for line in info):
-        kind = "changes the file mode of"
-    elif patched_file.is_added_file:
+    if patched_file.is_added_file:
         kind = "creates"
     elif patched_file.is_removed_file:
         kind = "deletes"
@@ -284,6 +323,21 @@ def _check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
             expected="modifications of files the pinned wheel ships",
             found=f"a diff that {kind} a file",
             hint="the overlay patches existing files only",
+        )
+    for line in (str(info) for info in patched_file.patch_info or ()):
+        if not _ALLOWED_INFO.match(line):
+            raise UnsafePatchError(
+                f"patch {name} has an extended header line the applier would ignore",
+                expected="'diff --git' and 'index <a>..<b> 100644' (or 100755) only",
+                found=repr(line.rstrip("\n")),
+                hint="regenerate the patch with `git diff` of a content-only change",
+            )
+    if not patched_file:
+        raise SeriesError(
+            f"patch {name} has no hunk for {patched_file.path}",
+            expected="one or more @@ hunks per file",
+            found="a file header with nothing to apply",
+            hint="drop the empty file diff",
         )
     for raw in (patched_file.source_file, patched_file.target_file):
         check_repo_path(raw, patch=name)

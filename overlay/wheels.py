@@ -1,16 +1,22 @@
 """Fetch a pinned executorch wheel and repack it with the series applied.
 
 The patched wheel keeps every file of the original except the patched sources,
-the renamed dist-info (``1.2.0+armfix.<series>``), a regenerated RECORD (written
-by ``wheel.wheelfile.WheelFile``) and a provenance file.
+the renamed dist-info (``1.2.0+armfix.<series>``), METADATA's Requires-Dist narrowed to
+the runtime pins' release series (``torch==2.11.*``; tosa-tools under ``executorch[arm]``),
+WHEEL's Generator (this tool), a regenerated RECORD (written by
+``wheel.wheelfile.WheelFile``) and a provenance file. Built wheels are kept in the overlay
+cache, keyed by what they are made of, so a new clone reuses them.
 """
 
 from __future__ import annotations
 
 import calendar
 import contextlib
+import errno
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,19 +28,33 @@ from pathlib import Path
 from wheel.wheelfile import WheelError as _WheelFileError
 from wheel.wheelfile import WheelFile
 
-from overlay import __version__
+from overlay import __version__, _lock
 from overlay._cache import cache_dir
-from overlay._dist import METADATA, decode_text, metadata_version, set_metadata_version
+from overlay._dist import (
+    METADATA,
+    decode_text,
+    metadata_version,
+    set_generator,
+    set_metadata_version,
+    set_requirements,
+)
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.applier import transform, transform_checked
-from overlay.errors import TargetError, WheelError
+from overlay.errors import LockTimeoutError, TargetError, WheelError
+from overlay.journal import fault_point
 from overlay.pins import WheelPin
 from overlay.series import Series
 
 PROVENANCE_FILE = "ARM_OVERLAY.json"
 LOCAL_PREFIX = "armfix"
 TOOL = f"executorch-arm-overlay {__version__}"
+# Bump when the repack writes other bytes for the same inputs (it keys the wheel cache).
+REPACK_FORMAT = 2
+WHEEL_FILE = "WHEEL"
 _NO_REPACK_HINT = "delete it from the cache and run again"
+LOCK_TIMEOUT_S = 600.0  # a download or repack of the 20 MB wheel takes seconds
+BUILD_LOCK = ".overlay-build.lock"  # in --out, deleted when released
+DOWNLOAD_LOCK = ".download.lock"  # in the wheel cache, deleted when released
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,7 @@ class Provenance:
     series_digest: str
     patches: tuple[PatchRecord, ...]
     files: dict[str, FileRecord]  # wheel path -> hashes
+    requires: tuple[str, ...]  # the Requires-Dist lines the series was proven with
 
     def to_json(self) -> str:
         """Return the JSON text (sorted keys, so a rebuild gives the same bytes)."""
@@ -88,6 +109,7 @@ class Provenance:
                 str(k): FileRecord(str(v["pristine"]), str(v["patched"]))
                 for k, v in data["files"].items()
             },
+            requires=tuple(str(r) for r in data["requires"]),
         )
 
 
@@ -107,8 +129,11 @@ class BuildResult:
 
     path: Path
     version: str
-    built: bool
+    built: bool  # False: reused from the output folder or the overlay cache
     provenance: Provenance
+    sha256: str = ""
+    note: str | None = None  # why an existing wheel was not reused
+    removed: tuple[str, ...] = ()  # stale build folders of killed runs, removed
 
 
 def local_version(series: Series) -> str:
@@ -119,6 +144,17 @@ def local_version(series: Series) -> str:
 def wheel_cache() -> Path:
     """Return the folder downloaded pinned wheels are kept in."""
     return cache_dir() / "wheels"
+
+
+def patched_cache() -> Path:
+    """Return the folder built patched wheels are kept in, one subfolder per content key."""
+    return cache_dir() / "patched"
+
+
+def content_key(series: Series, pin: WheelPin) -> str:
+    """Return the key of a patched wheel: series, base wheel, requirements, tool, format."""
+    parts = (series.digest, pin.sha256, *series.pins.wheel_requirements(), TOOL)
+    return hashlib.sha256("\0".join((*parts, str(REPACK_FORMAT))).encode()).hexdigest()
 
 
 def verify_wheel(path: Path, pin: WheelPin) -> None:
@@ -138,6 +174,7 @@ def fetch_wheel(pin: WheelPin, *, cache: Path | None = None) -> Path:
     """Return the verified wheel for ``pin``, downloading it with pip if it is not cached.
 
     A pin with an empty sha256 is downloaded unverified; the caller records its hash.
+    Downloads into one cache are serialised; folders of killed downloads are removed.
     """
     folder = cache or wheel_cache()
     path = folder / pin.filename
@@ -146,6 +183,16 @@ def fetch_wheel(pin: WheelPin, *, cache: Path | None = None) -> Path:
             verify_wheel(path, pin)
         return path
     folder.mkdir(parents=True, exist_ok=True)
+    with _folder_lock(folder / DOWNLOAD_LOCK):
+        _remove_stale(folder, ".download-*")
+        if not path.is_file():  # another run may have fetched it while this one waited
+            _download(pin, folder, path)
+    if pin.sha256:
+        verify_wheel(path, pin)
+    return path
+
+
+def _download(pin: WheelPin, folder: Path, path: Path) -> None:
     with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
         requirement = f"executorch=={pin.version}"
         if pin.sha256:
@@ -176,7 +223,6 @@ def fetch_wheel(pin: WheelPin, *, cache: Path | None = None) -> Path:
         if pin.sha256:
             verify_wheel(downloaded, pin)
         os.replace(downloaded, path)
-    return path
 
 
 def pin_for_file(series: Series, path: Path) -> WheelPin:
@@ -277,18 +323,147 @@ def patched_wheel_name(pin: WheelPin, series: Series) -> str:
     return pin.filename.replace(f"-{series.pins.executorch}-", f"-{local_version(series)}-", 1)
 
 
+def build_record(wheel: Path) -> Path:
+    """Return the file holding the sha256 a build recorded for ``wheel`` (hidden, beside it)."""
+    return wheel.with_name(f".{wheel.name}.sha256")
+
+
 def build_patched_wheel(
-    series: Series, source: Path, pin: WheelPin, out_dir: Path, *, force: bool = False
+    series: Series,
+    source: Path,
+    pin: WheelPin,
+    out_dir: Path,
+    *,
+    force: bool = False,
+    cache: Path | None = None,
 ) -> BuildResult:
-    """Repack ``source`` with the series applied into ``out_dir`` (skipped when up to date)."""
-    verify_wheel(source, pin)
+    """Repack ``source`` with the series applied into ``out_dir`` (skipped when up to date).
+
+    An existing wheel is reused only when its sha256 is the one recorded when it was built
+    and it is a readable wheel of this series; otherwise it is rebuilt and ``note`` says why.
+    With ``cache`` (see :func:`patched_cache`) a wheel built before from the same inputs, in
+    any checkout, is linked into ``out_dir`` (checked the same way) instead of being repacked.
+    Builds into one folder are serialised, and build folders of killed runs are removed.
+    """
     out = out_dir / patched_wheel_name(pin, series)
-    existing = read_provenance(out) if out.is_file() else None
-    if not force and existing is not None and _is_current(existing, series, pin):
-        return BuildResult(out, local_version(series), built=False, provenance=existing)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    provenance = _repack(series, source, pin, out)
-    return BuildResult(out, local_version(series), built=True, provenance=provenance)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WheelError(f"cannot create {out_dir}: {exc}", hint="pass a writable --out") from exc
+    version = local_version(series)
+    with _folder_lock(out_dir / BUILD_LOCK):
+        removed = _remove_stale(out_dir, ".build-*")
+        note = None
+        if out.is_file() and not force:
+            existing, note = _reusable(out, series, pin)
+            if existing is not None:
+                digest = build_record_sha(out)
+                return BuildResult(out, version, False, existing, digest, None, removed)
+        verify_wheel(source, pin)  # only read when something is built or linked from it
+        if cache is None:
+            provenance, digest = _repack(series, source, pin, out)
+            return BuildResult(out, version, True, provenance, digest, note, removed)
+        cached = cached_wheel(series, pin, cache)
+        built, provenance, digest = _build_cached(series, source, pin, cached, force=force)
+        _link_or_copy(cached, out)
+        _link_or_copy(build_record(cached), build_record(out))
+    return BuildResult(out, version, built, provenance, digest, note, removed)
+
+
+def _build_cached(
+    series: Series, source: Path, pin: WheelPin, cached: Path, *, force: bool
+) -> tuple[bool, Provenance, str]:
+    """Reuse the content-keyed cached wheel if it is intact, else repack it; True if built."""
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WheelError(
+            f"cannot create {cached.parent}: {exc}", hint="set OVERLAY_CACHE_DIR"
+        ) from exc
+    with _folder_lock(cached.parent / BUILD_LOCK):
+        _remove_stale(cached.parent, ".build-*")
+        if cached.is_file() and not force:
+            reused, _ = _reusable(cached, series, pin)
+            if reused is not None:
+                return False, reused, build_record_sha(cached)
+        provenance, digest = _repack(series, source, pin, cached)
+    return True, provenance, digest
+
+
+def cached_wheel(series: Series, pin: WheelPin, cache: Path) -> Path:
+    """Return where the cache keeps the patched wheel of ``pin`` (alone in its folder)."""
+    return cache / content_key(series, pin)[:24] / patched_wheel_name(pin, series)
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    """Put ``source``'s bytes at ``dest`` atomically (a hardlink when on the same device)."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, dest)
+
+
+@contextlib.contextmanager
+def _folder_lock(path: Path) -> Iterator[None]:
+    """Serialise writers of one folder (builds into --out, downloads into the cache)."""
+    try:
+        with _lock.held(path, timeout=LOCK_TIMEOUT_S) as got:
+            if not got:
+                raise LockTimeoutError(
+                    f"another overlay run holds {path}",
+                    expected=f"the lock within {LOCK_TIMEOUT_S:.0f} s",
+                    found=f"{path} still held",
+                    hint="wait for the other build to finish, then retry",
+                )
+            yield
+    except OSError as exc:
+        raise WheelError(
+            f"cannot lock {path}: {exc}",
+            expected="a writable folder (the lock is a file in it)",
+            found=type(exc).__name__,
+            hint=f"make {path.parent} writable, or remove {path} if it is not a file",
+        ) from exc
+
+
+def _remove_stale(folder: Path, pattern: str) -> tuple[str, ...]:
+    """Remove what killed runs left in ``folder`` (the caller holds the folder's lock)."""
+    stale = sorted(folder.glob(pattern))
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return tuple(str(p) for p in stale)
+
+
+def build_record_sha(wheel: Path) -> str:
+    """Return the sha256 recorded when ``wheel`` was built, or "" when none is."""
+    try:
+        text = build_record(wheel).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return text if len(text) == 64 else ""
+
+
+def _reusable(out: Path, series: Series, pin: WheelPin) -> tuple[Provenance | None, str | None]:
+    """Return (its provenance, None) if ``out`` can be reused, else (None, why not)."""
+    recorded = build_record_sha(out)
+    if not recorded:
+        return None, f"{out.name} has no recorded sha256 (not built here); rebuilt"
+    found = sha256_file(out)
+    if found != recorded:
+        return None, (
+            f"{out.name} changed since it was built (sha256 {found[:12]}..., recorded"
+            f" {recorded[:12]}...); rebuilt"
+        )
+    existing = read_provenance(out)
+    if existing is None:
+        return None, f"{out.name} is not a readable wheel; rebuilt"
+    if not _is_current(existing, series, pin):
+        return None, None  # another series or tool: an ordinary rebuild
+    return existing, None
 
 
 def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
@@ -296,24 +471,38 @@ def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
         provenance.series_digest == series.digest
         and provenance.base_sha256 == pin.sha256
         and provenance.tool == TOOL
+        and provenance.requires == series.pins.wheel_requirements()
     )
 
 
-def _provenance(series: Series, pin: WheelPin, files: dict[str, FileRecord]) -> Provenance:
+def patched_metadata(series: Series, metadata: str, *, where: str) -> str:
+    """Return METADATA as the patched wheel carries it: local version, narrowed requirements.
+
+    The in-place apply writes the same text, so both installs have identical metadata.
+    """
+    text = set_metadata_version(metadata, local_version(series), where=where)
+    return set_requirements(text, series.pins.wheel_requirements(), tuple(series.pins.extras))
+
+
+def make_provenance(
+    series: Series, files: dict[str, FileRecord], *, base_wheel: str, base_sha256: str
+) -> Provenance:
+    """Return the provenance of the series applied to ``base_wheel`` (or an installed tree)."""
     return Provenance(
         tool=TOOL,
         version=local_version(series),
-        base_wheel=pin.filename,
-        base_sha256=pin.sha256,
+        base_wheel=base_wheel,
+        base_sha256=base_sha256,
         series_digest=series.digest,
         patches=tuple(
             PatchRecord(p.name, p.subject, sha256_bytes(p.text.encode())) for p in series.patches
         ),
         files=files,
+        requires=series.pins.wheel_requirements(),
     )
 
 
-def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> Provenance:
+def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Provenance, str]:
     version = local_version(series)
     old_dist = f"executorch-{series.pins.executorch}.dist-info/"
     new_dist = f"executorch-{version}.dist-info/"
@@ -351,17 +540,28 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> Provenanc
                         data = transform_checked(series, repo_path, data)
                         files[name] = FileRecord(pristine, sha256_bytes(data))
                     elif name == old_dist + METADATA:
-                        data = set_metadata_version(metadata, version, where=name).encode()
+                        data = patched_metadata(series, metadata, where=name).encode()
+                    elif name == old_dist + WHEEL_FILE:
+                        wheel_text = decode_text(src.read(name), where=name)
+                        data = set_generator(wheel_text, TOOL).encode()
                     else:
                         data = src.read(name)  # WheelFile checks it against RECORD
                     dst.writestr(_renamed(info, old_dist, new_dist), data)
-                provenance = _provenance(series, pin, files)
+                provenance = make_provenance(
+                    series, files, base_wheel=pin.filename, base_sha256=pin.sha256
+                )
                 prov_info = zipfile.ZipInfo(new_dist + PROVENANCE_FILE, record_info.date_time)
                 prov_info.compress_type = zipfile.ZIP_DEFLATED
                 prov_info.external_attr = record_info.external_attr
                 dst.writestr(prov_info, provenance.to_json())
+            digest = sha256_file(tmp)
+            fault_point("build: wheel written")
+            record = Path(tmp_dir) / "sha256"
+            record.write_text(digest + "\n", encoding="ascii")
+            build_record(out).unlink(missing_ok=True)  # a kill until the last line: no record
             os.replace(tmp, out)
-    return provenance
+            os.replace(record, build_record(out))
+    return provenance, digest
 
 
 def _renamed(info: zipfile.ZipInfo, old_dist: str, new_dist: str) -> zipfile.ZipInfo:

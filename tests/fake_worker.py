@@ -1,8 +1,15 @@
 """A torch-free stand-in for the equivalence worker: the real protocol, scripted behaviour.
 
-Case ``ok`` returns a fixed result, ``slow`` sleeps past any test timeout, ``patient``
-works 6 s under its own 30 s timeout, ``crash`` kills the process, probe ``where`` reports
-where ``overlay`` was imported from and the path.
+Which path it plays: (b) when started with a runtime patch, (c) when a folder named
+``fake-patched`` is on its path, else (a). Case ``ok`` returns a fixed result, ``slow``
+sleeps past any test timeout, ``patient`` works 6 s (past the tests' 5 s) under its own
+30 s timeout, ``crash`` kills the process; ``fixed2``, ``regress1`` and ``changed3`` differ
+between (a) and (b)/(c) the way a real fix does, and (a) given that single runtime fix
+behaves like (b); any other name in ``$FAKE_CASES`` acts like ``ok``.
+Probe ``where`` reports where ``overlay`` was imported from. Every start and run is appended
+to ``$FAKE_LOG`` (path, item, fixes, process id) when it is set: tests count them.
+With ``$FAKE_BARRIER`` set to ``DIR:N``, no worker finishes its first item before N workers
+of its path have been given one, so tests of work sharing do not depend on start-up timing.
 """
 
 from __future__ import annotations
@@ -14,44 +21,83 @@ import time
 import overlay
 from overlay.equivalence.protocol import (
     CaseInfo,
+    ErrorInfo,
     InitReply,
     InitRequest,
     ItemKind,
     ItemResult,
     JsonValue,
     ListReply,
+    Numerics,
+    OutputDigest,
     ProbeInfo,
     RunRequest,
     RunStatus,
+    Stage,
 )
 from overlay.equivalence.worker import serve
 
 CASES = (
-    CaseInfo("ok", "TOSA-1.0+INT", "a8w8", fast=True),
-    CaseInfo("slow", "TOSA-1.0+INT", "a8w8", fast=True),
-    CaseInfo("crash", "TOSA-1.0+INT", "a8w8", fast=True),
-    CaseInfo("after", "TOSA-1.0+INT", "a8w8", fast=True),
+    *(
+        CaseInfo(name, "TOSA-1.0+INT", "a8w8", fast=True)
+        for name in ("ok", "slow", "crash", "after", "fixed2", "regress1", "changed3")
+    ),
     CaseInfo("patient", "TOSA-1.0+INT", "a8w8", timeout=30.0),
 )
+DEFAULT_CASES = "ok,slow,crash,after"
+GOOD = Numerics((OutputDigest("o1", "torch.float32", (1, 4)),), (0.01,), (0.001,), (2.0,))
+WRONG = Numerics((OutputDigest("o2", "torch.float32", (1, 4)),), (1.5,), (1.5,), (2.0,))
+
+
+def _barrier(path: str) -> None:
+    """Register this worker, then wait until N workers of ``path`` have."""
+    spec = os.environ.get("FAKE_BARRIER")
+    if not spec:
+        return
+    folder, count = spec.rsplit(":", 1)
+    os.makedirs(folder, exist_ok=True)
+    open(os.path.join(folder, f"{path}-{os.getpid()}"), "w").close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sum(n.startswith(f"{path}-") for n in os.listdir(folder)) >= int(count):
+            return
+        time.sleep(0.02)
+
+
+def _log(text: str) -> None:
+    name = os.environ.get("FAKE_LOG")
+    if name:
+        with open(name, "a", encoding="utf-8") as log:
+            log.write(text + "\n")
 
 
 class FakeRunner:
     """Answers like a worker, without torch."""
 
+    def __init__(self) -> None:
+        self.path = "c" if any(p.endswith("fake-patched") for p in sys.path) else "a"
+        self.ran = False
+
     def init(self, request: InitRequest) -> InitReply:
         """Pretend to import and patch."""
+        if request.runtime_patch:
+            self.path = "b"
+        _log(f"init {self.path}")
         return InitReply(sys.executable, "1.2.0", "none", 0.0, ())
 
     def cases(self) -> ListReply:
         """Return the scripted cases ($FAKE_CASES selects some) and one probe."""
-        wanted = os.environ.get("FAKE_CASES")
-        default = [c.name for c in CASES if c.name != "patient"]
-        names = wanted.split(",") if wanted is not None else default
-        cases = tuple(c for c in CASES if c.name in names)
+        wanted = os.environ.get("FAKE_CASES", DEFAULT_CASES).split(",")
+        known = {c.name: c for c in CASES}
+        cases = tuple(known.get(n, CaseInfo(n, "TOSA-1.0+INT", "a8w8", fast=True)) for n in wanted)
         return ListReply(cases, (ProbeInfo("where", "where overlay comes from"),))
 
     def run(self, request: RunRequest) -> ItemResult:
         """Behave as the item's name says."""
+        if not self.ran:
+            self.ran = True
+            _barrier(self.path)
+        _log(f"run {self.path} {request.item} {list(request.fixes)} {os.getpid()}")
         if request.item.kind is ItemKind.PROBE:
             value: JsonValue = {
                 "overlay": overlay.__file__,
@@ -59,13 +105,22 @@ class FakeRunner:
                 "cwd": os.getcwd(),
             }
             return ItemResult(RunStatus.OK, value=value)
-        if request.item.name == "slow":
+        name = request.item.name
+        if name == "slow":
             time.sleep(60)
-        if request.item.name == "patient":
+        if name == "patient":
             time.sleep(6)
-        if request.item.name == "crash":
+        if name == "crash":
             os._exit(3)
-        return ItemResult(RunStatus.OK, graph=("cpu: add",))
+        fixed = self.path != "a" or any(f"{n}" in name for n in request.fixes)
+        if name == "fixed2" and not fixed:
+            return ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "stock", Stage.LOWER))
+        if name == "regress1" and fixed:
+            return ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "int16", Stage.LOWER))
+        if name == "changed3":
+            graph = ("delegate[0] TOSABackend: aten.full",) if fixed else ("cpu: aten.full",)
+            return ItemResult(RunStatus.OK, graph=graph, numerics=GOOD if fixed else WRONG)
+        return ItemResult(RunStatus.OK, graph=("cpu: add",), numerics=GOOD)
 
 
 if __name__ == "__main__":

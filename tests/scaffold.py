@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
+import importlib.util
 import os
-from collections.abc import Mapping
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import pins
+from overlay._dist import parse_record
 from overlay._hashing import record_digest
 from overlay.applier import split_lines, transform
 from overlay.pins import PINS_FILE
@@ -112,10 +120,9 @@ def make_tree(root: Path, files: dict[str, bytes], *, version: str = "1.2.0") ->
     """Create an unpacked-wheel-like tree: executorch/<repo path> plus a dist-info."""
     dist = root / f"executorch-{version}.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n", encoding="utf-8"
-    )
-    record = []
+    metadata = f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n".encode()
+    (dist / "METADATA").write_bytes(metadata)
+    record = [f"{dist.name}/METADATA,sha256={record_digest(metadata)},{len(metadata)}"]
     for repo_path, data in files.items():
         path = root / "executorch" / repo_path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +134,7 @@ def make_tree(root: Path, files: dict[str, bytes], *, version: str = "1.2.0") ->
 
 
 def snapshot(root: Path) -> dict[str, bytes | str]:
-    """Return every file (bytes) and symlink (target) under ``root``, for identity checks."""
+    """Return every file (bytes), symlink (target) and folder under ``root`` (identity checks)."""
     state: dict[str, bytes | str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
@@ -137,4 +144,89 @@ def snapshot(root: Path) -> dict[str, bytes | str]:
                 state[rel] = "-> " + os.readlink(path)
             elif path.is_file():
                 state[rel] = path.read_bytes()
+            else:
+                state[rel + "/"] = "<dir>"
     return state
+
+
+@contextlib.contextmanager
+def fast_tmp(fallback: Path) -> Iterator[Path]:
+    """Yield a scratch folder on tmpfs (fsync is free, any user may enter), removed after.
+
+    Without a writable /dev/shm, yield ``fallback``.
+    """
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        yield fallback
+        return
+    folder = Path(tempfile.mkdtemp(prefix="overlay-test-", dir=shm))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def unowned(site: Path) -> list[str]:
+    """Return what `pip uninstall executorch` would leave in ``site``: every file that is not
+    in RECORD (or the bytecode of a listed source, which pip adds), and every folder that
+    would not become empty. An empty list means the uninstall leaves nothing behind."""
+    infos = sorted(site.glob("executorch-*.dist-info"))
+    owned: set[str] = set()
+    for info in infos:
+        rows = parse_record((info / "RECORD").read_text(encoding="utf-8"), where=info.name)
+        for path in (row.path for row in rows):
+            owned.add(path)
+            if path.endswith(".py"):
+                owned.add(importlib.util.cache_from_source(path))
+    left = []
+    for dirpath, _, filenames in os.walk(site):
+        for name in filenames:
+            rel = (Path(dirpath) / name).relative_to(site).as_posix()
+            if rel not in owned and not rel.endswith(".pyc"):
+                left.append(rel)
+            elif rel.endswith(".pyc") and rel not in owned and "/__pycache__/" in rel:
+                source = importlib.util.source_from_cache(rel)
+                if source not in owned:
+                    left.append(rel)
+    return sorted(left)
+
+
+@dataclass(frozen=True)
+class Child:
+    """How a forked run ended: exit code (negative: killed by that signal) and its output."""
+
+    code: int
+    output: str
+
+
+def run_forked(function: Callable[[], int], env: Mapping[str, str] | None = None) -> Child:
+    """Run ``function`` in a forked child (fault env set there only); return how it ended.
+
+    A fork is a real process (SIGKILL kills it, SIGINT reaches its handlers) without the
+    cost of starting an interpreter.
+    """
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads alive (3.12)
+        pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 70
+        try:
+            os.close(read_end)
+            stream = open(write_end, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            sys.stdout = sys.stderr = stream
+            os.environ.update(env or {})
+            code = function()
+        except BaseException as exc:
+            print(f"child raised {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            with contextlib.suppress(BaseException):
+                sys.stderr.flush()
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, encoding="utf-8") as pipe:
+        output = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return Child(code, output)

@@ -171,3 +171,13 @@ def test_apply_patch_needs_every_file() -> None:
     with pytest.raises(HunkMismatchError) as info:
         apply_patch(patch, {"g.py": "g\n"})
     assert (info.value.hunk, info.value.found) == (1, "no such file")
+
+
+def test_overlapping_hunks_are_a_mismatch_of_the_second_hunk() -> None:
+    # Hunk 2 names line 2, which hunk 1 already consumed: never apply a hunk twice over.
+    diff = one_file(
+        "--- a/f.py\n+++ b/f.py\n@@ -1,2 +1,2 @@\n-x\n+X\n y\n@@ -2,1 +2,1 @@\n-y\n+Y\n"
+    )
+    with pytest.raises(HunkMismatchError) as info:
+        apply_file("x\ny\nz\n", diff)
+    assert info.value.hunk == 2

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import overlay
+from overlay import reports
 from overlay.cli import build_parser, main
-from overlay.errors import SeriesError, TargetError
+from overlay.errors import EXIT_CHANGES_DUE, InstallCheckError, SeriesError, TargetError
+
+from scaffold import make_diff, make_tree, patch_text, write_series
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {
@@ -19,13 +27,18 @@ COMMANDS = {
     "apply",
     "revert",
     "build-wheel",
+    "lock",
+    "sync",
     "refresh",
     "edit",
     "regenerate",
     "verify-install",
     "matrix",
     "export-upstream",
+    "retarget",
     "equivalence",
+    "merge-reports",
+    "report-schema",
 }
 
 
@@ -98,3 +111,124 @@ def test_the_tests_import_the_installed_package() -> None:
     if direct.get("dir_info", {}).get("editable"):
         pytest.skip("an editable install runs from the checkout by design")
     assert not Path(overlay.__file__).resolve().is_relative_to(ROOT / "overlay")
+
+
+def _synthetic(tmp_path: Path) -> tuple[Path, Path]:
+    old = "".join(f"a{i} = {i}\n" for i in range(20))
+    new = old.replace("a4 = 4\n", "a4 = 'four'\n")
+    path = "backends/arm/a.py"
+    root = make_tree(tmp_path / "site", {path: old.encode()})
+    patches = {"0001-a.patch": patch_text("Change a", make_diff(path, old, new))}
+    write_series(tmp_path / "patches", patches, {path: old.encode()})
+    return root, tmp_path / "patches"
+
+
+def test_check_exits_21_when_changes_are_due_and_0_when_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
+    root, patches = _synthetic(tmp_path)
+    base = ["--patches", str(patches)]
+    assert main([*base, "check", "--target", str(root)]) == EXIT_CHANGES_DUE == 21
+    assert capsys.readouterr().out.splitlines()[-1] == "1 file(s) would change"
+    assert main([*base, "check", "--target", str(root), "--json"]) == 21
+    report = json.loads(capsys.readouterr().out)
+    assert report == {
+        "target": str(root),
+        "reverse": False,
+        "changes_due": True,
+        "would_change": ["backends/arm/a.py"],
+        "unchanged": [],
+    }
+    assert main([*base, "apply", "--target", str(root)]) == 0
+    assert main([*base, "check", "--target", str(root)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "nothing to do"
+    assert main([*base, "check", "--reverse", "--target", str(root)]) == 21
+
+
+def test_status_json_is_the_typed_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
+    root, patches = _synthetic(tmp_path)
+    assert main(["--patches", str(patches), "status", "--target", str(root), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {f.name for f in dataclasses.fields(reports.StatusReport)}
+    assert report["target"] == str(root) and report["target_version"] == "1.2.0"
+    assert report["files"] == [{"repo_path": "backends/arm/a.py", "state": "pristine"}]
+    assert [p["name"] for p in report["series"]["patches"]] == ["0001-a.patch"]
+    assert report["series"]["wheel_version"].startswith("1.2.0+armfix.")
+
+
+def test_errors_under_json_are_a_typed_report_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--patches", str(ROOT / "patches"), "check", "--target", str(tmp_path), "--json"])
+    assert code == TargetError.exit_code
+    report = json.loads(capsys.readouterr().out)
+    assert (report["error"], report["exit_code"]) == ("TargetError", 4)
+    assert report["hint"].startswith("pass the site-packages folder of the environment to patch")
+
+
+def test_verify_install_json_names_a_missing_executorch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    venv = tmp_path / "venv"
+    (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("version_info = 3.11.7\n")
+    args = ["--patches", str(ROOT / "patches"), "verify-install", "--target", str(venv)]
+    assert main([*args, "--json"]) == InstallCheckError.exit_code
+    report = json.loads(capsys.readouterr().out)
+    assert (
+        report["message"] == "the environment drifted from its lock cp311-manylinux_2_28_x86_64.txt"
+    )
+    assert report["expected"].startswith(
+        "ai-ml-emulation-layer-for-vulkan 0.11.0, ai-ml-sdk-model-converter 0.11.0, "
+    )
+    assert report["hint"] == "nox -s build_patched_executorch"
+
+
+def test_help_lists_every_exit_code() -> None:
+    text = build_parser().format_help()
+    codes = [line.split()[0] for line in text.split("exit codes:\n")[1].splitlines()]
+    assert codes == [
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "6",
+        "7",
+        "8",
+        "9",
+        "10",
+        "11",
+        "12",
+        "13",
+        "20",
+        "21",
+        "130",
+    ]
+    assert "  21  check: every check passed and files would change" in text
+    assert "  20  A lock is missing, unreadable, stale against the pins" in text
+
+
+def test_python_dash_m_overlay_version() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "overlay", "--version"], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout == f"python -m overlay {overlay.__version__}\n"
+
+
+def test_a_missing_interpreter_fails_nox(tmp_path: Path) -> None:
+    nox = shutil.which("nox")
+    if nox is None:
+        pytest.skip("nox is not installed here")
+    proc = subprocess.run(
+        [nox, "-f", str(ROOT / "noxfile.py"), "-s", "unit", "--force-python", "3.99",
+         "--envdir", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "Python interpreter 3.99 not found" in proc.stderr

@@ -233,11 +233,19 @@ def test_report_shows_regression_error_text_and_fails_on_undeclared() -> None:
     rendered = _report([regression, bad])
     table = report.render_table(rendered)
     assert "stock OK, patched FAIL: TosaValueError: no float" in table
-    assert "regression vs stock (patch 1)" in table
-    assert "attributed to 0001-keep-terminal-int16-quantize.patch" in table
-    assert "UNDECLARED: graph" in table
+    flowing = " ".join(table.split())  # details wrap at 100 columns
+    assert "attributed to 0001-keep-terminal-int16-quantize.patch" in flowing
     assert "seed-stale-grouped-transpose-check" in table
-    assert table.rstrip().splitlines()[-2] == "verdict: FAIL"
+    lines = table.splitlines()
+    assert lines[:3] == [
+        "FAIL: 1 problem(s) in 2 items",
+        "  - case:bad: undeclared divergence between (b) and (c): graph",
+        "vs stock (a): 0 fixed, 0 changed, 1 regression, 0 still broken, 1 same",
+    ]
+    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("bad ", "x "))}
+    assert rows["bad"] == ["bad", "ok", "ok", "ok", "0%", "same", "UNDECLARED"]
+    assert rows["x"] == ["x", "ok", "FAIL", "FAIL", "-", "regression", "#1", "agree"]
+    assert list(rows) == ["bad", "x"]  # the problem row comes first
     assert rendered.failures == ["case:bad: undeclared divergence between (b) and (c): graph"]
     markdown = report.render_markdown(rendered)
     assert "## Declared divergences" in markdown and "| x |" in markdown
@@ -255,7 +263,7 @@ def test_report_shows_regression_error_text_and_fails_on_undeclared() -> None:
 def test_passing_report_says_pass() -> None:
     rendered = _report([judge(ok(), ok(), ok())])
     assert rendered.failures == []
-    assert "verdict: PASS" in report.render_table(rendered)
+    assert report.render_table(rendered).startswith("PASS: (b) stock + runtime patch and (c)")
     assert json.loads(report.render_json(rendered))["verdict"] == "pass"
 
 
@@ -457,9 +465,9 @@ def test_a_case_timeout_overrides_the_run_timeout(
 
 
 def test_a_missing_python_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(Exception) as info:
+    with pytest.raises(EquivalenceError) as info:
         run(_fake_options(tmp_path, stock_python=str(tmp_path / "no-python")))
-    assert "cannot start the worker for path (a) stock" in str(info.value)
+    assert "cannot run the Python of path (a) stock" in str(info.value)
 
 
 # --- user cases ----------------------------------------------------------------------------
@@ -540,3 +548,55 @@ def test_a_bad_user_file_fails_before_any_worker_starts(
         orchestrator.options_from_env("py", "py", **change)
     assert info.value.message.startswith(option)
     assert info.value.hint is not None and option in info.value.hint
+
+
+def test_trigger_claims_are_scoped_to_their_releases() -> None:
+    from overlay.equivalence.protocol import ItemId, ItemKind
+    from overlay.equivalence.verdict import AB, check_claim
+
+    assert fixes.triggers_of("grid_warp_a16w8_vgf", "1.2.0") == []
+    assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.5.1")] == [1]
+    assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")] == [1]
+    assert [f.number for f, _ in fixes.triggers_of("int16_quantize_output", "1.2.0")] == [1]
+    assert fixes.triggers_of("int16_quantize_output", "1.5.1") == []
+    item = ItemId(ItemKind.CASE, "grid_warp_a16w8_vgf")
+    assert check_claim(item, AB.SAME, None, "1.2.0") is None
+    problem = check_claim(item, AB.SAME, None, "1.5.1")
+    assert problem is not None and "claims 'fixed by patch 1'" in problem
+
+
+def test_a_failed_vgf_lowering_fails_only_a_vgf_case() -> None:
+    from overlay.equivalence.protocol import (
+        ErrorInfo,
+        ItemResult,
+        RunStatus,
+        Stage,
+        VgfResult,
+        VgfState,
+    )
+    from overlay.equivalence.verdict import Quality, quality
+
+    failed_vgf = VgfResult(VgfState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
+    result = ItemResult(RunStatus.OK, vgf=failed_vgf)
+    assert quality(result, 0.05) is Quality.RIGHT
+    assert quality(result, 0.05, vgf=True) is Quality.FAILED
+    assert corpus.info("grid_warp_a16w8_vgf").targets_vgf
+
+
+def test_a_wrapped_error_leads_with_its_root_cause() -> None:
+    from overlay.equivalence.protocol import Stage
+    from overlay.equivalence.worker import error_info
+
+    try:
+        try:
+            raise RuntimeError("grid_sampler rewrite only supports per-tensor int8 grids")
+        except RuntimeError as inner:
+            raise Exception("An error occurred when running the pass") from inner
+    except Exception as outer:
+        info = error_info(outer, Stage.LOWER)
+    assert info.type == "Exception"
+    assert info.first_line == (
+        "Exception: RuntimeError: grid_sampler rewrite only supports per-tensor int8 grids"
+    )
+    assert "(raised as: An error occurred when running the pass)" in info.message
+    assert error_info(ValueError("plain"), Stage.LOWER).message == "plain"

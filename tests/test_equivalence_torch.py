@@ -19,7 +19,7 @@ import pytest
 from overlay.applier import transform
 from overlay.equivalence import orchestrator, report, vgf_run
 from overlay.equivalence.protocol import CaseInfo, PathId, RunStatus, TargetState
-from overlay.equivalence.verdict import AB, BC, Observation
+from overlay.equivalence.verdict import AB, BC, Observation, Quality
 from overlay.errors import EquivalenceError
 from overlay.series import Series, load_series
 
@@ -87,6 +87,13 @@ def test_fast_corpus_is_equivalent_and_claims_reproduce(tmp_path: Path, series: 
     if vgf_run._lavapipe_icd() is not None:  # VGF executed: bit-identical int16 outputs
         assert stock_vgf.numerics is not None and patched_vgf.numerics is not None
         assert stock_vgf.numerics.key == patched_vgf.numerics.key
+    # issue 9-10's VGF grid warp meets 1.2.0's int16 tanh: wrong on every path, as declared
+    warp = verdicts["case:grid_warp_a16w8_vgf"]
+    assert [(f.target, f.quality) for f in warp.findings] == [
+        ("tosa", Quality.WRONG),
+        ("vgf", Quality.WRONG),
+    ]
+    assert (warp.ab, warp.expectation_problem) == (AB.SAME, None)
     table = report.render_table(result)
     assert "stock OK, patched FAIL: TosaValueError" in table
 
@@ -142,6 +149,9 @@ def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path) -> None:
             "--no-attribution",
             "--out",
             str(tmp_path / "reports"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--quiet",
         ]
     )
     assert code == EquivalenceError.exit_code

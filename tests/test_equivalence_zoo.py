@@ -13,14 +13,16 @@ from typing import Any
 import pytest
 
 from overlay import fixes
-from overlay.equivalence import corpus, ethosu, protocol, report, verdict
+from overlay.equivalence import corpus, ethosu, orchestrator, probes, protocol, report, verdict
 from overlay.equivalence.orchestrator import Options, Report, WorkerInfo
 from overlay.equivalence.protocol import (
     CaseInfo,
     ErrorInfo,
     EthosUResult,
     InitReply,
+    ItemKind,
     ItemResult,
+    ListReply,
     Numerics,
     OutputDigest,
     PathId,
@@ -202,14 +204,16 @@ def test_report_shows_findings_numerics_per_path_and_ethos_u_estimates() -> None
     rendered = _report([judge(info, result, result, result)])
     table = report.render_table(rendered)
     assert "case:warp: wrong on stock and patched (tosa): max error 58.50% of range" in table
-    assert "(expected: known)" in table
-    row = next(line for line in table.splitlines() if line.startswith("warp") and "(c)" in line)
-    assert row.split() == ["warp", "(c)", "1.5", "58.50%", "-2.6", "2.0", "3.0", "58.50%", "-2.6"]
-    ethos_row = next(
-        line for line in table.splitlines() if "ethos-u55-128" in line and "(b)" in line
-    )
-    assert ethos_row.split() == [
-        "warp", "ethos-u55-128", "(b)", "2240", "B", "e1", "5712", "5136", "4.0", "0.4", "0", "-"
+    assert "(expected: known)" in " ".join(table.split())  # wrapped at 100 columns
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) <= report.WIDTH
+    name = lines.index("case:warp (TOSA-1.0+INT a8w8)")  # the case names its group of rows
+    assert [line.split() for line in lines[name + 1 : name + 4]] == [
+        [f"({p})", "1.5", "58.50%", "-2.6", "2.0", "3.0", "58.50%", "-2.6"] for p in "abc"
+    ]
+    ethos_at = lines.index("case:warp", name + 4)  # Ethos-U: the three paths agree, one row
+    assert lines[ethos_at + 1].split() == [
+        "ethos-u55-128", "abc", "2.2", "5712", "5136", "4.0", "0.4", "0"
     ]  # fmt: skip
     assert "executed on 1" in report.vgf_line(rendered)
     data = json.loads(report.render_json(rendered))
@@ -224,7 +228,7 @@ def test_new_results_round_trip_the_protocol() -> None:
     inf = ok(numerics(0.0, math.inf))
     for message in (RunReply(DEEP.item, result), RunReply(DEEP.item, inf)):
         assert protocol.decode_reply(protocol.encode(message)) == message
-    assert protocol.SCHEMA_VERSION == 2
+    assert protocol.SCHEMA_VERSION == 3
 
 
 # --- the corpus: groups, selection and per-case timeouts --------------------------------------
@@ -246,9 +250,9 @@ def test_zoo_covers_the_networks_with_int8_and_float_variants() -> None:
 
 
 def _select(**change: Any) -> list[str]:
-    from overlay.equivalence.orchestrator import _select
-
-    return [c.name for c in _select(corpus.ALL_CASES, Options("py", "py", **change))]
+    listing = ListReply(corpus.ALL_CASES, probes.PROBES)
+    infos, _ = orchestrator.select(listing, Options("py", "py", **change))
+    return [i.name for i in infos if i.kind is ItemKind.CASE]
 
 
 def test_groups_select_cases() -> None:
@@ -259,8 +263,14 @@ def test_groups_select_cases() -> None:
     fast = _select(fast=True)
     assert [n for n in fast if n.startswith("zoo_")] == ["zoo_grid_warp_int16_grid_intfp16"]
     assert _select(group="zoo", fast=True) == ["zoo_grid_warp_int16_grid_intfp16"]
-    with pytest.raises(EquivalenceError, match="unknown group"):
-        _select(group="mystery")
+    listing = ListReply(corpus.ALL_CASES, probes.PROBES)
+    kinds = {
+        group: {i.kind for i in orchestrator.select(listing, Options("py", "py", group=group))[0]}
+        for group in (None, "zoo", "all")
+    }
+    assert kinds == {None: set(ItemKind), "zoo": {ItemKind.CASE}, "all": set(ItemKind)}
+    with pytest.raises(EquivalenceError, match="unknown group"):  # before any worker starts
+        orchestrator.resolve_inputs(Options("py", "py", group="mystery"), Path.cwd())
 
 
 def test_report_says_what_a_fix_changes_in_executed_vgf() -> None:
@@ -273,3 +283,40 @@ def test_report_says_what_a_fix_changes_in_executed_vgf() -> None:
     table = report.render_table(_report([v]))
     assert "VGF payloads: stock 5 B v1, patched 6 B v2v2v2v2v2v2" in table
     assert "executed VGF outputs: bit-identical on stock and patched" in table
+
+
+def test_an_expected_breakage_holds_only_for_the_releases_it_was_measured_on() -> None:
+    info = CaseInfo(
+        "warp",
+        "TOSA-1.0+INT+FP+int16",
+        "a16w8",
+        expect_broken="int16 tanh",
+        broken_releases="~=1.2.0",
+    )
+    results = {A: ok(WRONG), B: ok(WRONG), C: ok(WRONG)}
+    pinned = decide(info.item, info, results, None, version="1.2.0+armfix.abc")
+    assert pinned.findings and pinned.failures == []
+    newer = decide(info.item, info, results, None, version="1.5.1")
+    assert newer.failures == [
+        "case:warp: wrong on stock and patched (tosa): max error 58.50% of range, SQNR -2.6 dB"
+    ]
+    exact = numerics(0.0, math.inf)
+    healed = {A: ok(exact), B: ok(exact), C: ok(exact)}
+    assert decide(info.item, info, healed, None, version="1.5.1").failures == []
+    grid = corpus.info("grid_warp_a16w8_vgf")  # issue 9-10's VGF case meets the same tanh
+    assert (grid.expect_broken, grid.broken_releases) == (corpus.INT16_TANH, "~=1.2.0")
+
+
+def test_the_env_key_covers_the_vulkan_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from overlay.equivalence import envinfo
+
+    icd = tmp_path / "lvp_icd.x86_64.json"
+    monkeypatch.setattr(envinfo, "ICD_GLOBS", (str(tmp_path / "lvp_icd*.json"),))
+    assert envinfo.vulkan_drivers() == ()  # no lavapipe: VGF is not executed
+    icd.write_text('{"ICD": {"api_version": "1.3.255"}}', encoding="utf-8")
+    first = envinfo.vulkan_drivers()
+    assert [line.split()[0] for line in first] == [icd.name]
+    icd.write_text('{"ICD": {"api_version": "1.4.305"}}', encoding="utf-8")
+    assert envinfo.vulkan_drivers() != first  # a driver update changes the cache key

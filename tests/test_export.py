@@ -1,4 +1,4 @@
-"""Upstream export: commit-message rules, the mbox format and the ``git am`` round trip."""
+"""Upstream export: the pre-push hook's rules, the mbox format, the ``git am`` round trip."""
 
 from __future__ import annotations
 
@@ -11,30 +11,37 @@ from pathlib import Path
 import pytest
 
 from overlay._git import git
-from overlay._hashing import sha256_file
 from overlay.applier import apply_patch, decode, encode
 from overlay.errors import UpstreamError
-from overlay.series import Patch, load_series, parse_patch
+from overlay.series import Patch, parse_patch, read_text
+from overlay.upstream.behaviour import Counts, TestRun
 from overlay.upstream.export import (
+    ARM_CC,
     MAX_LINE,
+    Evidence,
     Export,
     Identity,
+    branch_name,
+    check_license,
     check_message,
+    checklist,
     commit_message,
     export_patch,
-    export_upstream,
     format_mbox,
+    make_branch,
     parse_identity,
     write_exports,
 )
-from overlay.upstream.releases import load_ports, load_release, run_matrix
+from overlay.upstream.releases import load_release
+from overlay.upstream.retarget import release_metadata
 
 from scaffold import make_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNER = Identity("Jane Doe", "jane.doe@example.org")
 PATH = "backends/arm/_passes/demo_pass.py"
-BASE = "".join(f"value_{i} = {i}\n" for i in range(1, 31))
+HEADER = "# Copyright 2026 Arm Limited and/or its affiliates.\n"
+BASE = HEADER + "".join(f"value_{i} = {i}\n" for i in range(1, 31))
 FIXED = BASE.replace("value_12 = 12\n", "value_12 = 12  # fixed\nFrom = 'not a header'\n")
 LONG = (
     "Description: fix the demo pass so that the very long first line is cut\n"
@@ -43,11 +50,20 @@ LONG = (
     " .\n"
     " See https://example.org/a/very/long/url/that/must/not/be/broken/by/the/wrapper/at/all\n"
 )
+PORT = ROOT / "patches" / "ports" / "1.5.1" / "0001-keep-terminal-int16-quantize.patch"
+RUN = TestRun(
+    "pytest -c backends/arm/test/pytest.ini backends/arm/test/passes/t.py::test_x",
+    ("backends/arm/test/passes/t.py::test_x",),
+    Counts(failed=1),
+    Counts(passed=1),
+    3.0,
+)
+EVIDENCE = Evidence("1.5.1", "2.13.0", ("`case`: without this change failed; with it right",), RUN)
 
 
-def _patch(description: str, *, bug: str = "") -> Patch:
+def _patch(description: str, *, bug: str = "", base: str = BASE, fixed: str = FIXED) -> Patch:
     header = description + bug + "Forwarded: no\nLast-Update: 2026-12-02\n---\n"
-    return parse_patch("0001-demo.patch", header + make_diff(PATH, BASE, FIXED))
+    return parse_patch("0001-demo.patch", header + make_diff(PATH, base, fixed))
 
 
 def _repo(tmp_path: Path, files: Mapping[str, bytes]) -> Path:
@@ -75,40 +91,58 @@ def test_commit_message_follows_the_arm_rules() -> None:
     assert lines[0] == "Arm backend: Fix the demo pass so that the very long first line is cut"
     assert lines[1] == ""
     assert "Fixes #18491" in lines
+    assert ARM_CC[0] in lines and ARM_CC[1] in lines
     assert lines[-1] == "Signed-off-by: Jane Doe <jane.doe@example.org>"
     assert all(len(line) <= MAX_LINE for line in lines if "https://" not in line)
     assert any(line.startswith("https://") and len(line) > MAX_LINE for line in lines)
     assert check_message(message) == []
 
 
-def test_check_message_reports_each_broken_rule() -> None:
+def test_check_message_applies_the_pre_push_hook_rules() -> None:
     good = "Arm backend: Fix it\n\nBody.\n\nSigned-off-by: A <a@b.c>\n"
     assert check_message(good) == []
     assert "does not start with" in check_message(good.replace("Arm backend: ", ""))[0]
-    assert "imperative" in check_message(good.replace("Fix it", "Fixes it"))[0]
-    assert "imperative" in check_message(good.replace("Fix it", "Fixed it"))[0]
-    assert check_message(good.replace("Fix it", "Address it")) == []
+    # The hook knows a fixed list of verbs: "Dequantize" is not one of them.
+    for subject in ("Fixes it", "Fixed it", "Dequantize it", "fix it"):
+        found = check_message(good.replace("Fix it", subject))
+        assert len(found) == 1 and "imperative verb" in found[0], subject
+    assert check_message(good.replace("Fix it", "Handle it")) == []
+    assert check_message(good.replace("Fix it", "Don't fold it")) == []
     assert "subject is 85" in check_message(good.replace("Fix it", "Fix " + "x" * 68))[0]
     assert "line 3 is 73" in check_message(good.replace("Body.", "b" * 73))[0]
     assert check_message(good.replace("Body.", "https://x.org/" + "b" * 80)) == []
+    long_trailer = good.replace("A <a@b.c>", "A Very Long Name <" + "x" * 60 + "@example.org>")
+    assert "> 72 characters" in check_message(long_trailer)[0]
     assert "Signed-off-by" in check_message(good.replace("Signed-off-by", "Signed"))[0]
     assert "line 2" in check_message(good.replace("\n\nBody", "\nBody"))[0]
 
 
-def test_long_identity_is_exported_with_a_warning() -> None:
+def test_license_year_of_touched_arm_files() -> None:
+    files = {
+        "a.py": b"# Copyright 2024-2026 Arm Limited and/or its affiliates.\nx = 1\n",
+        "b.py": b"# Copyright 2025 Arm Limited and/or its affiliates.\nx = 1\n",
+        "c.py": b"# Copyright (c) Meta Platforms, Inc.\nx = 1\n",
+    }
+    assert check_license(files, 2026) == ["b.py: the Arm copyright header lacks '2026 Arm'"]
+
+
+def test_an_identity_that_breaks_a_rule_is_refused() -> None:
     long_signer = Identity("A Very Long Maintainer Name", "maintainers@" + "x" * 40 + ".org")
-    item = export_patch(_patch(LONG), {PATH: BASE.encode()}, "1.2.0", signer=long_signer)
-    assert len(item.warnings) == 1
-    assert "> 72 characters (the Signed-off-by line)" in item.warnings[0]
-    assert "--signoff" in item.warnings[0]
-    assert export_patch(_patch(LONG), {PATH: BASE.encode()}, "1.2.0", signer=SIGNER).warnings == ()
+    with pytest.raises(UpstreamError, match="refusing to write an mbox") as info:
+        export_patch(_patch(LONG), {PATH: BASE.encode()}, "1.2.0", signer=long_signer)
+    assert "--signoff" in str(info.value)
+    assert export_patch(_patch(LONG), {PATH: BASE.encode()}, "1.2.0", signer=SIGNER).mbox
 
 
-def test_bad_description_is_refused() -> None:
+def test_bad_description_or_header_is_refused() -> None:
     long_subject = "Description: fix " + "everything " * 7 + "\n"
     with pytest.raises(UpstreamError, match="breaks the Arm backend rules") as info:
         export_patch(_patch(long_subject), {PATH: BASE.encode()}, "1.2.0", signer=SIGNER)
     assert "subject is" in str(info.value)
+    old = BASE.replace("2026 Arm", "2025 Arm")
+    stale = _patch(LONG, base=old, fixed=FIXED.replace("2026 Arm", "2025 Arm"))
+    with pytest.raises(UpstreamError, match="lacks '2026 Arm'"):
+        export_patch(stale, {PATH: old.encode()}, "1.2.0", signer=SIGNER, year=2026)
 
 
 def test_parse_identity() -> None:
@@ -117,7 +151,7 @@ def test_parse_identity() -> None:
         parse_identity("jane")
 
 
-def test_mbox_is_a_format_patch_message() -> None:
+def test_mbox_is_a_format_patch_message_with_base_commit() -> None:
     text = format_mbox(
         message="Arm backend: Fix it\n\nBody line.\n\nSigned-off-by: Jane Doe <j@x.org>\n",
         author=SIGNER,
@@ -126,6 +160,7 @@ def test_mbox_is_a_format_patch_message() -> None:
         diff="diff --git a/a b/a\n",
         number=2,
         total=3,
+        base_commit="ab" * 20,
     )
     assert text.startswith("From 0000000000000000000000000000000000000000 Mon Sep 17 ")
     message = email.message_from_string(text.split("\n", 1)[1], policy=email.policy.default)
@@ -134,23 +169,46 @@ def test_mbox_is_a_format_patch_message() -> None:
     assert message["Date"] == "Wed, 02 Dec 2026 00:00:00 +0000"
     body = message.get_content()
     assert body.startswith("Body line.\n\nSigned-off-by: Jane Doe <j@x.org>\n---\n a | 1 +\n")
-    assert "\ndiff --git a/a b/a\n-- \n" in body
+    assert f"\ndiff --git a/a b/a\n\nbase-commit: {'ab' * 20}\n-- \n" in body
 
 
-def test_git_am_round_trip_synthetic(tmp_path: Path) -> None:
+def test_pr_body_is_upstreams_template(tmp_path: Path) -> None:
+    item = export_patch(
+        _patch(LONG), {PATH: BASE.encode()}, "1.5.1", signer=SIGNER, evidence=EVIDENCE
+    )
+    body = item.pr_body
+    assert body.startswith("### Summary\n\nThe demo pass computed")
+    assert not any(line.startswith("# ") for line in body.splitlines())
+    assert " ".join(ARM_CC) in body
+    plan = body.split("### Test plan\n", 1)[1]
+    assert RUN.command in plan
+    assert "- without this change: 1 failed\n- with this change: 1 passed" in plan
+    assert "overlay" not in body.lower() and "patches/" not in body
+    assert item.issue.startswith("### 🐛 Describe the bug")  # no Bug: header -> a draft
+    todo = checklist(item.stem, "arm-x", tmp_path, EVIDENCE, issue=True)
+    assert "CLA" in todo and ".issue.md" in todo and "release notes: arm" in todo
+    assert "lintrunner" in todo  # no clone: the linters did not run here
+    names = [p.name for p in write_exports([item], tmp_path / "out")]
+    assert names == ["0001-demo.mbox", "0001-demo.pr.md", "0001-demo.issue.md"]
+
+
+def test_git_am_round_trip_and_branch(tmp_path: Path) -> None:
     patch = _patch(LONG, bug="Bug: https://github.com/pytorch/executorch/issues/7\n")
     release = {PATH: BASE.encode(), "backends/arm/other.py": b"x = 1\n"}
-    item = export_patch(patch, release, "1.2.0", signer=SIGNER)
+    item = export_patch(patch, release, "1.2.0", signer=SIGNER, base_commit="cd" * 20)
     repo = _repo(tmp_path, release)
     _git_am(repo, item)
     assert (repo / PATH).read_text() == FIXED  # "From " lines in the diff survive
     assert git(repo, "log", "-1", "--format=%B") == item.message + "\n"
     assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == str(SIGNER)
     assert git(repo, "status", "--porcelain") == ""
-    written = write_exports([item], tmp_path / "out")
-    assert [p.name for p in written] == ["0001-demo.mbox", "0001-demo.pr.md"]
-    assert "Fixes #7" in item.pr_body
-    assert "### Test plan" in item.pr_body
+    assert "Fixes #7" in item.pr_body and not item.issue
+    branch = make_branch(item, tmp_path / "branch" / "repo", base=item.before, clone=None)
+    assert branch == branch_name(item) == "arm-fix-the-demo-pass-so-that"
+    head = tmp_path / "branch" / "repo"
+    assert git(head, "rev-parse", "--abbrev-ref", "HEAD").strip() == branch
+    assert git(head, "log", "-1", "--format=%s").strip() == item.subject
+    assert (head / PATH).read_text() == FIXED
 
 
 def _expected_after(patch: Patch, release: Mapping[str, bytes]) -> dict[str, bytes]:
@@ -158,59 +216,23 @@ def _expected_after(patch: Patch, release: Mapping[str, bytes]) -> dict[str, byt
     return {p: encode(t) for p, t in apply_patch(patch, texts, allow_offset=True).items()}
 
 
-def _check_round_trip(tmp_path: Path, exports: list[Export], release: Mapping[str, bytes]) -> None:
-    repo = _repo(tmp_path, release)
-    for item in exports:
-        _git_am(repo, item)
-        assert check_message(item.message) == []
-        for path, data in item.after.items():
-            assert (repo / path).read_bytes() == data, path
-    log = git(repo, "log", "--format=%s", f"-{len(exports)}").splitlines()
-    assert log == [item.subject for item in reversed(exports)]
-    assert git(repo, "status", "--porcelain") == ""
-
-
 @pytest.mark.integration
-def test_exported_prs_git_am_onto_newest_release(tmp_path: Path) -> None:
-    series = load_series(ROOT / "patches")
-    matrix = run_matrix(series, ROOT / "patches", ("1.2.0", "1.5.1"))
-    ports = load_ports(ROOT / "patches", series)
-    exports = export_upstream(series, ports, matrix, signer=SIGNER)
-    assert [e.name for e in exports] == ["0001-keep-terminal-int16-quantize.patch"]
-    item = exports[0]
-    assert (item.base_version, item.source) == ("1.5.1", "port 1.5.1")
-    assert item.subject == "Arm backend: Don't fold terminal int16 quantize on FP specs"
-    assert "support_float()" in decode(
-        item.after["backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py"]
-    )
-    assert "backends/arm/test/passes/test_fold_qdq_pass.py` (exists)" in item.pr_body
-    assert "### Difference from the overlay patch" in item.pr_body
-    release = matrix.releases["1.5.1"].files
-    port = ports["1.5.1"]["0001-keep-terminal-int16-quantize.patch"]
-    assert item.after == _expected_after(port, release)
-    _check_round_trip(tmp_path, exports, release)
+def test_the_1_5_1_port_exports_hook_clean_and_git_ams(tmp_path: Path) -> None:
+    """The port sent upstream: hook rules, a test under backends/arm/test, git am exact."""
+    from overlay import pins
 
-
-@pytest.mark.integration
-def test_every_pinned_patch_git_ams_onto_the_pinned_release(tmp_path: Path) -> None:
-    series = load_series(ROOT / "patches")
-    release = load_release(series.pins, str(series.pins.executorch))
-    matrix = run_matrix(series, ROOT / "patches", (str(series.pins.executorch),))
-    names = [p.name for p in series.patches]
-    exports = export_upstream(series, {}, matrix, signer=SIGNER, names=names)
-    assert [e.source for e in exports] == ["pinned"] * len(names)
-    _check_round_trip(tmp_path, exports, release.files)
-    patched = series.expected_patched_sha256()
-    repo = tmp_path / "repo"
-    for path, digest in patched.items():
-        assert sha256_file(repo / path) == digest, path
-
-
-def test_pr_body_names_the_trigger_cases_of_the_patch() -> None:
-    from overlay import fixes
-    from overlay.upstream.export import corpus_cases
-
-    entry = fixes.by_number(1)
-    described = corpus_cases(entry.stem)
-    assert [d.split("`")[1] for d in described] == [t.case for t in entry.triggers]
-    assert corpus_cases("0009-not-in-the-registry") == []
+    release = load_release(pins.load(ROOT / "patches"), "1.5.1")
+    port = parse_patch(PORT.name, read_text(PORT))
+    files = release.files  # backends/arm/**, its tests included
+    _, commit = release_metadata(release.wheel)
+    assert commit is not None and len(commit) == 40
+    item = export_patch(port, files, "1.5.1", signer=SIGNER, base_commit=commit, year=2026)
+    assert item.subject == "Arm backend: Fix int16 grid_sample grids made by folded ops"
+    assert check_message(item.message) == []
+    assert any(p.startswith("backends/arm/test/") for p in item.after)
+    assert f"base-commit: {commit}" in item.mbox
+    assert item.after == _expected_after(port, files)
+    repo = _repo(tmp_path, {p: files[p] for p in port.targets})
+    _git_am(repo, item)
+    for path, data in item.after.items():
+        assert (repo / path).read_bytes() == data, path

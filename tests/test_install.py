@@ -10,13 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overlay import install
+from overlay import install, journal
 from overlay.applier import HunkMismatchError
+from overlay.cli import main
 from overlay.errors import (
     ApplyError,
     ChecksumMismatchError,
     DriftError,
+    LockTimeoutError,
     OverlayError,
+    RollbackError,
     SeriesError,
     TargetError,
     UnsafePatchError,
@@ -31,11 +34,6 @@ A_OLD = "".join(f"a{i} = {i}\n" for i in range(30)).encode()
 B_OLD = "".join(f"def b{i}():\n    return {i}\n" for i in range(15)).encode()
 A_NEW = A_OLD.replace(b"a5 = 5\n", b"a5 = 'five'\n")
 B_NEW = B_OLD.replace(b"    return 7\n", b"    return -7\n").replace(b"def b12", b"def b_twelve")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def good_patches() -> dict[str, str]:
@@ -184,7 +182,11 @@ def test_symlink_escape_refused(tmp_path: Path) -> None:
     sub.rmdir()
     sub.symlink_to(outside)
     before_outside = snapshot(outside)
-    expect_refusal(target, patches, UnsafePatchError, "symlink")
+    error = expect_refusal(target, patches, UnsafePatchError)
+    # The tmp folder's name holds "symlink" too: assert the fields, not a word in the text.
+    link = target.root.resolve() / "executorch" / "backends" / "arm" / "sub"
+    assert error.message == f"executorch/{B} goes through a symlink at {link}"
+    assert error.found == f"{link} -> {outside}"
     assert snapshot(outside) == before_outside
 
 
@@ -290,24 +292,99 @@ def test_stale_checksum_entry_is_a_checksum_error(tmp_path: Path) -> None:
     assert snapshot(target.root) == before
 
 
-def test_interrupted_apply_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_rename_rolls_back_from_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target, patches = setup(tmp_path)
     before = snapshot(target.root)
     real_replace = os.replace
-    calls = {"n": 0}
+    renames: list[str] = []
 
     def failing_replace(src: str | Path, dst: str | Path) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:  # first file renamed, then the disk "fails"
+        if Path(dst) == target.file(B):  # the first file is in place; the disk "fails"
             raise OSError(28, "No space left on device")
         real_replace(src, dst)
+        renames.append(str(dst))
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(ApplyError) as info:
         run_apply(target, patches)
-    assert "rolled back" in str(info.value) and "1 of 2 renamed" in str(info.value)
+    assert str(target.file(A)) in renames  # it really was half-written
+    assert info.value.message.endswith(
+        "No space left on device; rolled back: every file is as before"
+    )
+    assert info.value.found == "1 of 8 done before the failure"
     monkeypatch.setattr(os, "replace", real_replace)
-    assert snapshot(target.root) == before  # includes: no staged temp files left
+    assert snapshot(target.root) == before  # no staging file, no journal, no lock left
+
+
+def test_a_failed_roll_back_names_the_files_and_the_command_that_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, patches = setup(tmp_path)
+    before = snapshot(target.root)
+    real_replace = os.replace
+
+    def failing_replace(src: str | Path, dst: str | Path) -> None:
+        staged = ".executorch-arm-overlay" in str(src)
+        writing_b = Path(dst) == target.file(B)
+        restoring_a = Path(dst) == target.file(A) and Path(src).name.endswith(".old")
+        if staged and (writing_b or restoring_a):
+            raise OSError(5, "Input/output error")  # B cannot be written, A not restored
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    code = main(["--patches", str(patches), "apply", "--target", str(target.root)])
+    err = capsys.readouterr().err
+    assert code == RollbackError.exit_code
+    assert err.startswith(
+        f"error: writing {target.root} failed: [Errno 5] Input/output error;"
+        " could not roll back the apply: 1 path(s) are in neither state"
+    )
+    assert "    executorch/backends/arm/a.py: done, step 1 (write, old sha256 " in err
+    assert (
+        f"next step: fix the cause, then run `python -m overlay revert --target {target.root}`"
+        in err
+    )
+    assert journal.read_journal(target.root) is not None  # kept for the command that finishes
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert main(["--patches", str(patches), "revert", "--target", str(target.root)]) == 0
+    assert "was rolled back" in capsys.readouterr().out
+    assert snapshot(target.root) == before
+
+
+def test_staging_files_an_older_version_left_are_removed_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, patches = setup(tmp_path)
+    stale = [
+        target.file(A).parent / ".a.py.k2j4_x.overlay-tmp",
+        target.file(B).parent / ".b.py.0.overlay-tmp",
+    ]
+    for path in stale:
+        path.write_bytes(b"half a file")
+    unrelated = target.file(A).parent / ".keep.me"
+    unrelated.write_text("not ours")
+    assert main(["--patches", str(patches), "apply", "--target", str(target.root)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "recovered: removed 2 leftover file(s) of a killed run (no step unfinished)"
+    assert not any(path.exists() for path in stale) and unrelated.exists()
+
+
+def test_status_and_check_while_another_run_holds_the_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, patches = setup(tmp_path)
+    with install.locked(target):
+        status = install.inspect(load_series(patches), target)
+        assert status.state is install.TreeState.BUSY and status.files == {}
+        assert status.summary == "busy: another overlay run is writing this tree"
+        code = main(["--patches", str(patches), "check", "--target", str(target.root)])
+        assert code == LockTimeoutError.exit_code
+        assert capsys.readouterr().err.startswith(
+            f"error: another overlay run is writing {target.root}"
+        )
+    assert install.inspect(load_series(patches), target).state is install.TreeState.PRISTINE
 
 
 def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
@@ -327,6 +404,17 @@ def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
         thread.join()
     assert errors == []
     assert target.file(A).read_bytes() == A_NEW and target.file(B).read_bytes() == B_NEW
+
+
+def test_a_relative_target_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target, _ = setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--patches", "patches", "apply", "--target", "site"]) == 0
+    assert main(["--patches", "patches", "status", "--target", "site"]) == 0
+    assert f"target {tmp_path / 'site'} (executorch 1.2.0+armfix." in capsys.readouterr().out
+    assert target.file(A).read_bytes() == A_NEW
 
 
 def test_find_target_accepts_venv_layout(tmp_path: Path) -> None:
@@ -362,7 +450,6 @@ def test_tree_apply_revert_identity(
     target = install.find_target(root)
     before = snapshot(root)
     series = load_series(base / "patches")
-    os.environ["OVERLAY_CACHE_DIR"] = str(base / "cache")
     install.apply(series, target)
     assert target.file(A).read_bytes() == new_b
     install.apply(series, target, reverse=True)

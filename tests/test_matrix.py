@@ -235,3 +235,42 @@ def test_matrix_on_real_releases() -> None:
     )
     assert not matrix.row("0002-skip-factory-op-annotation").verdict.needs_upstream
     assert [r.name for r in matrix.rows if r.verdict.needs_upstream] == [int16.name]
+
+
+def test_behaviour_decides_the_verdict_where_it_was_measured() -> None:
+    from overlay.equivalence.verdict import Quality
+    from overlay.upstream.behaviour import CaseOutcome, decide_patch
+    from overlay.upstream.prepare import attribute, with_behaviour
+
+    plain = _patch("0001-plain.patch", BASE, FIXED)
+    matrix = build_matrix(_series(plain), {}, [_release("1.2.0", BASE), _release("1.5.1", BASE)])
+    assert matrix.row("0001-plain").verdict.action == "upstream"  # text alone: send
+    text_only = with_behaviour(matrix, {})
+    assert text_only.row("0001-plain").verdict.text.endswith("(text only: no behaviour measured)")
+
+    def case(stock: Quality, patched: Quality) -> CaseOutcome:
+        return CaseOutcome("grid", stock, patched, None, "RuntimeError: refused")
+
+    fixed = decide_patch("0001-plain.patch", "1.5.1", [case(Quality.RIGHT, Quality.RIGHT)], [],
+                         kept=True)  # fmt: skip
+    dropped = with_behaviour(matrix, {"0001-plain.patch": {"1.5.1": fixed}})
+    assert dropped.row("0001-plain").verdict.action == "drop"
+    assert "trigger cases now pass on stock" in dropped.row("0001-plain").verdict.text
+    works = decide_patch("0001-plain.patch", "1.5.1", [case(Quality.FAILED, Quality.RIGHT)], [],
+                         kept=True)  # fmt: skip
+    sent = with_behaviour(matrix, {"0001-plain.patch": {"1.2.0": fixed, "1.5.1": works}})
+    assert sent.row("0001-plain").verdict.action == "upstream"
+    assert sent.row("0001-plain").verdict.text.startswith("send upstream (the patch): fails")
+    table = render_table(sent)
+    assert "applies; fails->passes" in table and "applies; fixed on stock" in table
+    assert json.loads(render_json(sent))["behaviour"]["0001-plain.patch"]["1.5.1"]["outcome"] == (
+        "fails before, passes after"
+    )
+    regress = decide_patch("0001-plain.patch", "1.5.1", [case(Quality.FAILED, Quality.RIGHT)], [],
+                           kept=True, regressions=["conv"])  # fmt: skip
+    ported = with_behaviour(matrix, {"0001-plain.patch": {"1.5.1": regress}})
+    assert ported.row("0001-plain").verdict.action == "port"
+    assert attribute(["a", "conv_a16w8_int16"], "0001-keep-terminal-int16-quantize", 4) == [
+        "conv_a16w8_int16"
+    ]
+    assert attribute(["a"], "0009-unknown.patch", 1) == ["a"]

@@ -16,6 +16,7 @@ from overlay.series import (
     load_series,
     normalize_counts,
     parse_dep3,
+    parse_patch,
     split_header,
 )
 
@@ -160,3 +161,21 @@ def test_default_directory_prefers_env_then_checkout(
 def test_missing_series_file(tmp_path: Path) -> None:
     with pytest.raises(SeriesError, match="no series file"):
         load_series(tmp_path)
+
+
+HEADER = "Description: d\nForwarded: no\nLast-Update: 2026-12-02\n---\n"
+DIFF = "--- a/backends/x.py\n+++ b/backends/x.py\n@@ -1,2 +1,2 @@\n-x\n+X\n y\n"
+
+
+def test_text_unidiff_would_drop_is_refused() -> None:
+    parse_patch("ok.patch", HEADER + DIFF)
+    with pytest.raises(SeriesError) as info:
+        parse_patch("t.patch", HEADER + DIFF + "trailing text unidiff drops\n")
+    assert info.value.message == "patch t.patch does not survive a unidiff round trip"
+
+
+def test_a_mode_change_next_to_hunks_is_refused() -> None:
+    mode = "diff --git a/backends/x.py b/backends/x.py\nold mode 100644\nnew mode 100755\n"
+    with pytest.raises(UnsafePatchError) as info:
+        parse_patch("m.patch", HEADER + mode + DIFF)
+    assert info.value.message == "patch m.patch changes the file mode of backends/x.py"

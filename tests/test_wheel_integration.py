@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import importlib.metadata
 import io
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -17,14 +19,15 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
-from overlay import install, pins, wheels, worktree
+from overlay import install, journal, pins, wheels, worktree
 from overlay._git import git
-from overlay._hashing import sha256_bytes
+from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
 from overlay.errors import WheelError
+from overlay.install_check import check_installed
 from overlay.series import Series, load_series
 
-from scaffold import snapshot
+from scaffold import run_forked, snapshot
 
 pytestmark = pytest.mark.integration
 PATCHES = Path(__file__).resolve().parent.parent / "patches"
@@ -149,7 +152,7 @@ def test_cli_apply_then_revert_restores_pristine_bytes(
     root = wheels.unpack_wheel(source, tmp_path / "unpacked")
     before = snapshot(root / "executorch" / "backends" / "arm")
     patches = ["--patches", str(PATCHES)]
-    assert main([*patches, "check", "--target", str(root)]) == 0
+    assert main([*patches, "check", "--target", str(root)]) == 21  # changes are due
     assert main([*patches, "apply", "--target", str(root)]) == 0
     assert main([*patches, "apply", "--target", str(root)]) == 0
     assert "already patched" in capsys.readouterr().out
@@ -220,3 +223,56 @@ def test_git_apply_of_the_series_gives_the_recorded_bytes(
         git(tmp_path, "apply", str(PATCHES / patch.name))
     for repo_path, sha in series.expected_patched_sha256().items():
         assert sha256_bytes((tmp_path / repo_path).read_bytes()) == sha
+
+
+def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
+    tmp_path: Path, series: Series, source: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    empty = {p for p in site.rglob("*") if p.is_file()}
+    uv = [sys.executable, "-m", "uv", "pip", "install", "--python", python, "--no-deps"]
+    subprocess.run([*uv, "--offline", "--link-mode", "hardlink", str(source)], check=True)
+    installed = snapshot(next(site.glob("executorch-*.dist-info")))
+    conv = site / series.pins.wheel_path("backends/arm/_passes/rewrite_conv_pass.py")
+    held = conv.open("rb")  # the installed inode, shared with uv's cache
+    pristine = held.read()
+    assert os.fstat(held.fileno()).st_nlink >= 2  # really a hardlink of the cache
+    args = ["--patches", str(PATCHES)]
+    child = run_forked(
+        lambda: main([*args, "apply", "--target", str(venv)]),
+        {journal.FAULT_ENV: "step 3/10:kill"},
+    )
+    assert child.code == -9
+    assert main([*args, "status", "--target", str(venv)]) == 0
+    assert "  state: interrupted apply (pid " in capsys.readouterr().out
+    assert main([*args, "apply", "--target", str(venv)]) == 0
+    assert capsys.readouterr().out.startswith("recovered: an interrupted apply (pid ")
+    held.seek(0)
+    assert held.read() == pristine  # the cache's file was never written through
+    assert os.fstat(held.fileno()).st_nlink >= 1  # and is still the cache's
+    held.close()
+    version = f"1.2.0+armfix.{series.short_digest}"
+    dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(site)])))
+    assert dist.version == version
+    provenance = wheels.Provenance.from_json(dist.read_text(wheels.PROVENANCE_FILE) or "")
+    assert provenance.series_digest == series.digest
+    for entry in dist.files or []:
+        if entry.hash is not None:
+            data = (site / str(entry)).read_bytes()
+            assert entry.hash.value == record_digest(data), entry
+    assert check_installed(series, import_modules=False, search_path=site).version == version
+    show = [sys.executable, "-m", "pip", "--python", python, "show", "executorch"]
+    assert (
+        f"\nVersion: {version}\n"
+        in subprocess.run(show, capture_output=True, text=True, check=True).stdout
+    )
+    assert main([*args, "revert", "--target", str(venv)]) == 0
+    reverted = next(site.glob("executorch-*.dist-info"))
+    assert reverted.name == "executorch-1.2.0.dist-info"
+    assert snapshot(reverted) == installed  # byte for byte
+    uninstall = [sys.executable, "-m", "pip", "--python", python, "uninstall", "--yes"]
+    subprocess.run([*uninstall, "executorch"], capture_output=True, check=True)
+    assert {p for p in site.rglob("*") if p.is_file()} == empty  # only empty folders stay

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from wheel.wheelfile import WheelFile
 
-from overlay import wheels
+from overlay import journal, wheels
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.errors import (
     ChecksumMismatchError,
@@ -23,7 +23,7 @@ from overlay.install_check import check_installed
 from overlay.pins import WheelPin
 from overlay.series import Series, load_series
 
-from scaffold import make_diff, patch_text, write_series
+from scaffold import make_diff, patch_text, run_forked, write_series
 
 A = "backends/arm/a.py"
 B = "backends/arm/b.py"
@@ -42,7 +42,8 @@ def make_wheel(folder: Path, files: dict[str, bytes], *, metadata: bytes = METAD
             archive.writestr(f"executorch/{repo_path}", data)
         archive.writestr("executorch-1.2.0.dist-info/METADATA", metadata)
         archive.writestr(
-            "executorch-1.2.0.dist-info/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
+            "executorch-1.2.0.dist-info/WHEEL",
+            b"Wheel-Version: 1.0\nGenerator: setuptools (78.1.0)\nRoot-Is-Purelib: false\n",
         )
     return path
 
@@ -65,7 +66,13 @@ def test_repack_patches_renames_and_records(tmp_path: Path) -> None:
         members = {name: archive.read(name) for name in archive.namelist()}
     assert members[f"executorch/{A}"] == A_NEW
     assert members[f"executorch/{B}"] == B_OLD
-    assert members[f"{dist}/METADATA"] == METADATA.replace(b"1.2.0", version.encode(), 1)
+    # the version, and torch (pinned 2.11.0 in the scaffold's pins.toml) narrowed to 2.11.*
+    assert members[f"{dist}/METADATA"] == METADATA.replace(b"1.2.0", version.encode(), 1).replace(
+        b"\n\n", b"\nRequires-Dist: torch==2.11.*\n\n", 1
+    )
+    assert members[f"{dist}/WHEEL"].startswith(b"Wheel-Version: 1.0\nGenerator: ")
+    assert members[f"{dist}/WHEEL"].split(b"\n")[1] == f"Generator: {wheels.TOOL}".encode()
+    assert built.provenance.requires == ("torch==2.11.*",)
     assert not any(n.startswith("executorch-1.2.0.dist-info/") for n in members)
     provenance = json.loads(members[f"{dist}/{wheels.PROVENANCE_FILE}"])
     assert provenance["files"] == {
@@ -182,3 +189,86 @@ def test_a_stale_checksum_entry_stops_the_repack(tmp_path: Path) -> None:
         wheels.build_patched_wheel(load_series(series.directory), source, pin, tmp_path / "dist")
     assert (info.value.repo_path, info.value.expected_sha256) == (A, "e" * 64)
     assert list((tmp_path / "dist").iterdir()) == []  # nothing half-written
+
+
+def test_a_wheel_built_by_another_tool_version_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    series, source, pin = setup(tmp_path)
+    first = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    again = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    assert (first.built, again.built) == (True, False)
+    monkeypatch.setattr(wheels, "TOOL", "executorch-arm-overlay 0.0.1")
+    rebuilt = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    assert rebuilt.built is True
+    assert rebuilt.provenance.tool == "executorch-arm-overlay 0.0.1"
+
+
+def test_a_malformed_record_row_is_a_target_error() -> None:
+    from overlay._dist import parse_record
+
+    with pytest.raises(TargetError) as info:
+        parse_record("executorch/a.py,sha256=abc,three\n", where="x/RECORD")
+    assert info.value.message == "x/RECORD is not a valid RECORD"
+
+
+def test_a_changed_wheel_in_dist_is_rebuilt_with_a_note(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    dist = tmp_path / "dist"
+    first = wheels.build_patched_wheel(series, source, pin, dist)
+    good = first.path.read_bytes()
+    assert first.sha256 == sha256_bytes(good) == wheels.build_record_sha(first.path)
+    flipped = bytearray(good)
+    flipped[len(flipped) // 2] ^= 0xFF  # what `zipfile -t` would fail on
+    first.path.write_bytes(bytes(flipped))
+    again = wheels.build_patched_wheel(series, source, pin, dist)
+    assert again.built and again.path.read_bytes() == good
+    assert again.note is not None and again.note.startswith(f"{first.path.name} changed since")
+    reused = wheels.build_patched_wheel(series, source, pin, dist)
+    assert (reused.built, reused.note) == (False, None)
+
+
+def test_a_wheel_without_a_build_record_is_rebuilt_with_a_note(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    first = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    wheels.build_record(first.path).unlink()  # e.g. copied into dist/ by hand
+    again = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
+    assert again.built
+    assert again.note == f"{first.path.name} has no recorded sha256 (not built here); rebuilt"
+
+
+def test_a_killed_build_leaves_nothing_after_the_next_one(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    dist = tmp_path / "dist"
+
+    def build() -> int:
+        wheels.build_patched_wheel(series, source, pin, dist)
+        return 0
+
+    child = run_forked(build, {journal.FAULT_ENV: "build: wheel written:kill"})
+    assert child.code == -9
+    left = sorted(p.name for p in dist.iterdir())
+    assert [n for n in left if n.startswith(".build-")] and ".overlay-build.lock" in left
+    result = wheels.build_patched_wheel(series, source, pin, dist)
+    assert result.built and [Path(p).name for p in result.removed] == [
+        n for n in left if n.startswith(".build-")
+    ]
+    assert sorted(p.name for p in dist.iterdir()) == [
+        f".{result.path.name}.sha256",
+        result.path.name,
+    ]
+
+
+def test_a_damaged_wheel_in_the_cross_clone_cache_is_rebuilt(tmp_path: Path) -> None:
+    series, source, pin = setup(tmp_path)
+    cache = tmp_path / "patched"
+    first = wheels.build_patched_wheel(series, source, pin, tmp_path / "one", cache=cache)
+    good = first.path.read_bytes()
+    cached = wheels.cached_wheel(series, pin, cache)
+    linked = wheels.build_patched_wheel(series, source, pin, tmp_path / "two", cache=cache)
+    assert (first.built, linked.built) == (True, False)
+    assert linked.sha256 == first.sha256 == wheels.build_record_sha(linked.path)
+    cached.unlink()  # replace, not write through: the clones' hardlinks keep their bytes
+    cached.write_bytes(good[: len(good) // 2])
+    again = wheels.build_patched_wheel(series, source, pin, tmp_path / "three", cache=cache)
+    assert again.built and again.path.read_bytes() == good == cached.read_bytes()

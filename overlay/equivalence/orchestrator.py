@@ -1,81 +1,128 @@
 """Run the three paths and collect typed results; everything here is torch-free.
 
-Three paths, one long-lived worker process each (:mod:`overlay.equivalence.worker`), run in
-parallel: (a) stock executorch, (b) stock + a runtime patch, (c) the diff-patched build.
-Each worker gets a folder holding only the overlay package on its path (never the
-controlling environment's site-packages) and runs in the output folder, where its log goes.
-A request that times out or a worker that dies becomes a harness failure of that one item;
-the worker is restarted and the run goes on. Every (a)/(b) difference is attributed to one
-fix by re-running the item on (a) with that single runtime fix. Verdicts are decided in
-:mod:`overlay.equivalence.verdict`.
+Three paths: (a) stock executorch, (b) stock + a runtime patch, (c) the diff-patched build,
+each run by worker processes (:mod:`overlay.equivalence.workers`). A run:
+
+1. checks the user's inputs (files, names, shard) before anything starts;
+2. describes each path's environment (:mod:`overlay.equivalence.envinfo`, no torch) and
+   builds the cache keys from it (:class:`overlay.equivalence.cache.Keys`);
+3. selects the items (corpus groups, probes, user cases; ``--shard K/N`` keeps one stable
+   part);
+4. answers each item from the result cache or runs it (:mod:`overlay.equivalence.pool`:
+   only paths with uncached items start workers; attribution overlaps the other paths; a
+   case may set its own timeout per path, a zoo network does);
+5. judges every item (:mod:`overlay.equivalence.verdict`) and returns a typed
+   :class:`Report`. ``run(options)`` is a library call: it prints nothing.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import hashlib
 import os
-import queue
-import shutil
-import subprocess
-import threading
+import posixpath
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TypeVar
+
+import filelock
 
 import overlay
 from overlay import fixes, pins
-from overlay.equivalence import corpus, probes
+from overlay._hashing import sha256_file
+from overlay.equivalence import cache, corpus, probes
+from overlay.equivalence.cache import Keys, ResultCache
+from overlay.equivalence.envinfo import EnvInfo
+from overlay.equivalence.pool import (
+    PATHS,
+    Event,
+    EventKind,
+    PathStats,
+    Pool,
+    Progress,
+    case_timeout,
+    no_progress,
+)
 from overlay.equivalence.protocol import (
     CaseInfo,
-    ErrorInfo,
-    ErrorReply,
     InitReply,
-    InitRequest,
     ItemId,
     ItemResult,
     ListReply,
     ListRequest,
     PathId,
     ProbeInfo,
-    ProtocolError,
-    QuitRequest,
-    Reply,
-    Request,
-    RunReply,
     RunRequest,
-    RunStatus,
-    Stage,
-    decode_reply,
-    encode,
 )
-from overlay.equivalence.verdict import (
-    DECLARED_DIVERGENCES,
-    DeclaredDivergence,
-    Verdict,
-    compare,
-    decide,
-    needs_attribution,
+from overlay.equivalence.verdict import DECLARED_DIVERGENCES, DeclaredDivergence, Verdict, decide
+from overlay.equivalence.workers import (
+    WORKER_MODULE,
+    Plan,
+    Settings,
+    Slot,
+    WorkerDiedError,
+    WorkerTimeoutError,
+    env_info,
+    worker_library,
 )
 from overlay.errors import EquivalenceError
 
+__all__ = [
+    "PATHS",
+    "Event",
+    "EventKind",
+    "Options",
+    "PathStats",
+    "Progress",
+    "Report",
+    "Shard",
+    "WorkerDiedError",
+    "WorkerInfo",
+    "WorkerTimeoutError",
+    "list_items",
+    "no_progress",
+    "options_from_env",
+    "resolve_inputs",
+    "run",
+]
+
 DEFAULT_RUNTIME_PATCH = "overlay.runtime:apply_all"
-WORKER_MODULE = "overlay.equivalence.worker"
-PATHS = (PathId.STOCK, PathId.RUNTIME, PathId.PATCHED)
 DEFAULT_TIMEOUT_S = 600.0
 CALLER_DIR_ENV = "OVERLAY_CALLER_DIR"  # where relative --models / --runtime-patch are read from
-Progress = Callable[[str], None]
-R = TypeVar("R", bound=Reply)
+DEFAULT_WORKER = ("-m", WORKER_MODULE)
 
 
-class WorkerTimeoutError(EquivalenceError):
-    """A worker did not answer one request in time (it was stopped)."""
+@dataclass(frozen=True, order=True)
+class Shard:
+    """Part ``index`` of ``count`` (1-based): the items whose id hashes to it."""
 
+    index: int
+    count: int
 
-class WorkerDiedError(EquivalenceError):
-    """A worker process ended while a request was open."""
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """Parse ``K/N`` (1 <= K <= N)."""
+        index, sep, count = text.partition("/")
+        if sep and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count):
+            return cls(int(index), int(count))
+        raise EquivalenceError(
+            f"--shard {text!r} is not K/N",
+            expected="K/N with 1 <= K <= N, e.g. 2/4",
+            found=text,
+            hint="pass --shard 1/2 on one runner and --shard 2/2 on the other",
+        )
+
+    def owns(self, item: ItemId) -> bool:
+        """Return True when ``item`` belongs to this shard (stable on every machine)."""
+        digest = hashlib.sha256(str(item).encode()).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
 
 
 @dataclass(frozen=True)
@@ -86,20 +133,23 @@ class Options:
     patched_python: str
     runtime_patch: str = DEFAULT_RUNTIME_PATCH
     models: str | None = None
+    with_corpus: bool = False  # with models: the built-in corpus and probes too
     fast: bool = False
     only: Sequence[str] = ()
-    group: str | None = None  # corpus group ("core", "zoo", "all"); None: core + user cases
+    group: str | None = None  # corpus group: "core", "zoo" or "all"; None: core (+ fast zoo)
     probes: bool = True
     parallel: bool = True
     attribute: bool = True
     keep_bytes: bool = False
     out_dir: Path = Path("reports")
-    timeout: float = (
-        DEFAULT_TIMEOUT_S  # seconds per request (init, one item); a case may set its own
-    )
+    timeout: float = DEFAULT_TIMEOUT_S  # seconds per request; a case may set its own
     patches_dir: Path | None = None  # the series folder workers read pins from
     pythonpath: dict[PathId, str] = field(default_factory=dict)  # extra entries per path
-    worker_command: tuple[str, ...] = ("-m", WORKER_MODULE)  # after the path's python
+    worker_command: tuple[str, ...] = DEFAULT_WORKER  # after the path's python
+    shard: Shard | None = None
+    cache_dir: Path | None = None  # None: no result cache
+    use_cache: bool = True  # False: ignore cached results (fresh ones still refresh it)
+    jobs: int = 0  # worker processes to aim for; 0: one per CPU (never fewer than needed)
 
     @property
     def log_dir(self) -> Path:
@@ -109,7 +159,7 @@ class Options:
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """What one path ran on."""
+    """What one path ran on (``init`` from the cache when no worker had to start)."""
 
     path: PathId
     python: str
@@ -119,7 +169,7 @@ class WorkerInfo:
 
 @dataclass(frozen=True)
 class Report:
-    """The outcome of one equivalence run."""
+    """The outcome of one equivalence run (or of merged shards)."""
 
     options: Options
     workers: dict[PathId, WorkerInfo]
@@ -127,192 +177,59 @@ class Report:
     declared: tuple[DeclaredDivergence, ...]
     wall_seconds: float
     phase_seconds: dict[str, float]
+    stats: dict[PathId, PathStats] = field(default_factory=dict)
+    keys: Keys | None = None  # what the results were keyed by (shards must agree)
+    created: str = ""  # ISO 8601, UTC
+    selection: tuple[ItemId, ...] = ()  # every item selected, before sharding
+    shards: tuple[Shard, ...] = ()  # the shards this report covers; (): the whole selection
+    merged: bool = False  # made by merging shard reports: it must cover the selection
+    executorch: str = ""  # the stock env's executorch version: fix triggers are scoped by it
 
     @property
     def failures(self) -> list[str]:
         """Return one line per problem that makes the run fail."""
-        return [line for verdict in self.verdicts for line in verdict.failures]
-
-
-def worker_library(folder: Path) -> Path:
-    """Copy just the overlay package into ``folder`` (for a worker's path) and return it."""
-    source = Path(overlay.__file__).resolve().parent
-    target = folder / "overlay"
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(
-        source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches")
-    )
-    return folder
-
-
-class Worker:
-    """One worker process, spoken to in protocol lines, each request with a timeout."""
-
-    def __init__(self, path: PathId, python: str, options: Options, library: Path) -> None:
-        self.path = path
-        self.python = python
-        self.options = options
-        options.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = options.log_dir / f"worker-{path.value}.log"
-        self.log: IO[str] = self.log_path.open("a", encoding="utf-8")
-        env = dict(os.environ)
-        extra = options.pythonpath.get(path, "")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra, str(library)) if p)
-        env.setdefault("PYTHONHASHSEED", "0")
-        env[pins.PATCHES_ENV] = str((options.patches_dir or pins.default_directory()).resolve())
-        try:
-            self.process = subprocess.Popen(
-                [python, *options.worker_command],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self.log,
-                text=True,
-                env=env,
-                cwd=str(options.log_dir),
+        problems = [line for verdict in self.verdicts for line in verdict.failures]
+        if self.merged and self.missing:
+            count = self.shards[0].count if self.shards else 1
+            have = {s.index for s in self.shards}
+            lost = [str(Shard(i, count)) for i in range(1, count + 1) if i not in have]
+            problems.append(
+                f"{len(self.missing)} of {len(self.selection)} selected items have no result"
+                f" (shards missing: {', '.join(lost) or 'none'})"
             )
-        except OSError as exc:
-            self.log.close()
-            raise EquivalenceError(
-                f"cannot start the worker for path ({path.value}) {path.label}",
-                expected="a Python with torch and executorch",
-                found=f"{python}: {exc}",
-                hint="pass --stock-python / --patched-python, or run `nox -s equivalence`",
-            ) from exc
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        return problems
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put("")  # end of output
-
-    def request(
-        self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
-    ) -> R:
-        """Send one request; return its reply, or raise on timeout, death or an ErrorReply."""
-        limit = timeout or self.options.timeout
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(encode(message) + "\n")
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the reader sees the end of output
-        try:
-            line = self.lines.get(timeout=limit)
-        except queue.Empty:
-            self.kill()
-            raise WorkerTimeoutError(
-                f"path ({self.path.value}) {self.path.label} did not finish {what}",
-                expected=f"a reply within {limit:.0f} s",
-                found="no reply; the worker was stopped",
-                hint="raise --timeout, or run the item alone with --case",
-            ) from None
-        if not line:
-            self.process.wait()
-            raise WorkerDiedError(
-                f"the worker of path ({self.path.value}) {self.path.label} died during {what}",
-                expected="one reply per request",
-                found=f"exit code {self.process.returncode}; last log lines:\n{self.log_tail()}",
-                hint=f"read its log: {self.log_path}",
-            )
-        reply = decode_reply(line)
-        if isinstance(reply, ErrorReply):
-            raise EquivalenceError(
-                f"path ({self.path.value}) {self.path.label} could not {what}",
-                expected="a working environment and valid inputs",
-                found=reply.error.first_line,
-                hint="fix the environment, the --runtime-patch or the --models file",
-                details=reply.error.traceback,
-            )
-        if not isinstance(reply, reply_type):
-            raise ProtocolError(
-                f"path ({self.path.value}) answered {what} with the wrong reply",
-                expected=reply_type.__name__,
-                found=type(reply).__name__,
-            )
-        return reply
-
-    def log_tail(self, lines: int = 8) -> str:
-        """Return the last lines of the worker's log."""
-        self.log.flush()
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def kill(self) -> None:
-        """Stop the process now."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-    def close(self) -> None:
-        """Ask the worker to quit, wait for it, and close its pipes and log."""
-        if self.process.poll() is None:
-            try:
-                assert self.process.stdin is not None
-                self.process.stdin.write(encode(QuitRequest()) + "\n")
-                self.process.stdin.flush()
-            except (BrokenPipeError, OSError):
-                pass
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.reader.join(timeout=30)
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-        self.log.close()
+    @property
+    def missing(self) -> list[ItemId]:
+        """Return the selected items this report has no verdict for."""
+        have = {v.item for v in self.verdicts}
+        return [item for item in self.selection if item not in have]
 
 
-@dataclass
-class _Path:
-    """One path's worker, restarted after a harness failure."""
-
-    path: PathId
-    python: str
-    runtime_patch: str | None
-    options: Options
-    library: Path
-    worker: Worker | None = None
-    init: InitReply | None = None
-
-    def start(self) -> InitReply:
-        self.worker = Worker(self.path, self.python, self.options, self.library)
-        request = InitRequest(runtime_patch=self.runtime_patch, models=self.options.models)
-        self.init = self.worker.request(request, InitReply, "start")
-        return self.init
-
-    def run(self, request: RunRequest, timeout: float | None = None) -> ItemResult:
-        """Run one item; a timeout or crash is a harness failure and restarts the worker."""
-        assert self.worker is not None
-        what = f"{request.item}"
-        try:
-            reply = self.worker.request(request, RunReply, what, timeout)
-        except (WorkerTimeoutError, WorkerDiedError) as exc:
-            self.close()
-            self.start()
-            kind = "WorkerTimeout" if isinstance(exc, WorkerTimeoutError) else "WorkerDied"
-            return ItemResult(
-                status=RunStatus.FAIL,
-                error=ErrorInfo(kind, str(exc), Stage.HARNESS),
-            )
-        return reply.result
-
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-            self.worker = None
+def list_items(options: Options) -> ListReply:
+    """Return the corpus (plus user models, read by a stock worker) and the probes."""
+    if options.models is None:
+        return ListReply(cases=corpus.ALL_CASES, probes=probes.PROBES)
+    library = worker_library(options.log_dir)
+    settings = _settings(options, library)
+    slot = Slot(_plans(options)[PathId.STOCK], settings, 0)
+    try:
+        return slot.request(ListRequest(), ListReply, "list the cases")
+    finally:
+        slot.close()
 
 
-def _select(cases: Iterable[CaseInfo], options: Options) -> list[CaseInfo]:
-    cases = list(cases)
+def select(
+    listing: ListReply, options: Options
+) -> tuple[dict[ItemId, CaseInfo | ProbeInfo], tuple[ItemId, ...]]:
+    """Return this run's items (this shard's part) and the whole selection's item ids.
+
+    Groups: without ``--group`` the core corpus (with ``--fast``: the fast cases of every
+    group, one zoo case among them), ``zoo`` the real networks, ``all`` both; a models
+    file's cases are always in. Probes belong to the core group.
+    """
+    cases = list(listing.cases)
+    user_only = options.models is not None and not options.with_corpus
     if options.only:
         known = {c.name for c in cases}
         unknown = [n for n in options.only if n not in known]
@@ -323,124 +240,252 @@ def _select(cases: Iterable[CaseInfo], options: Options) -> list[CaseInfo]:
                 found=", ".join(unknown),
                 hint="list them with `python -m overlay equivalence --list`",
             )
-        return [c for c in cases if c.name in options.only]
-    if options.group not in (None, "all", *corpus.GROUPS):
-        raise EquivalenceError(
-            f"unknown group {options.group!r}",
-            expected=", ".join((*corpus.GROUPS, "all")),
-            found=str(options.group),
-            hint="pass --group core, --group zoo or --group all",
+        cases = [c for c in cases if c.name in options.only]
+    else:
+        if user_only:
+            cases = [c for c in cases if c.source != "corpus"]
+        else:
+            cases = [c for c in cases if c.source != "corpus" or _in_group(c, options)]
+        if options.fast:
+            cases = [c for c in cases if c.fast]
+    infos: dict[ItemId, CaseInfo | ProbeInfo] = {c.item: c for c in cases}
+    core = options.group in (None, "core", "all")
+    if options.probes and not options.only and not user_only and core:
+        infos.update({p.item: p for p in listing.probes})
+    selected = tuple(infos)
+    if options.shard is not None:
+        infos = {item: info for item, info in infos.items() if options.shard.owns(item)}
+    return infos, selected
+
+
+def _in_group(case: CaseInfo, options: Options) -> bool:
+    """Return True when a corpus case belongs to the selected group (see :func:`select`)."""
+    if options.group == "all":
+        return True
+    if options.group is None:
+        return case.group == "core" or (options.fast and case.fast)
+    return case.group == options.group
+
+
+def _plans(options: Options) -> dict[PathId, Plan]:
+    pythons = {PathId.STOCK: options.stock_python, PathId.RUNTIME: options.stock_python}
+    return {
+        path: Plan(
+            path=path,
+            python=pythons.get(path, options.patched_python),
+            runtime_patch=options.runtime_patch if path is PathId.RUNTIME else None,
+            pythonpath=options.pythonpath.get(path, ""),
         )
-    wanted = ("core", "user") if options.group is None else (options.group,)
-    selected = [c for c in cases if options.group == "all" or c.group in wanted]
-    if options.fast:  # without --group: the fast cases of every group (CI)
-        return [c for c in (cases if options.group is None else selected) if c.fast]
-    return selected
-
-
-def list_items(options: Options) -> ListReply:
-    """Return the corpus (plus user models, read by a stock worker) and the probes."""
-    if options.models is None:
-        return ListReply(cases=corpus.ALL_CASES, probes=probes.PROBES)
-    library = worker_library(options.log_dir)
-    path = _Path(PathId.STOCK, options.stock_python, None, options, library)
-    try:
-        path.start()
-        assert path.worker is not None
-        return path.worker.request(ListRequest(), ListReply, "list the cases")
-    finally:
-        path.close()
-
-
-def _start(path: _Path) -> None:
-    path.start()
-
-
-def _each(paths: Sequence[_Path], job: Callable[[_Path], None], parallel: bool) -> None:
-    if not parallel:
-        for path in paths:
-            job(path)
-        return
-    with ThreadPoolExecutor(max_workers=len(paths)) as pool:
-        for future in [pool.submit(job, p) for p in paths]:
-            future.result()  # re-raises the first failure
-
-
-def run(options: Options, progress: Progress = lambda _: None) -> Report:
-    """Run every selected case and probe on the three paths and judge them."""
-    started = time.perf_counter()
-    library = worker_library(options.log_dir)
-    plans = {
-        PathId.STOCK: (options.stock_python, None),
-        PathId.RUNTIME: (options.stock_python, options.runtime_patch),
-        PathId.PATCHED: (options.patched_python, None),
+        for path in PATHS
     }
-    paths = [_Path(p, plans[p][0], plans[p][1], options, library) for p in PATHS]
-    results: dict[PathId, dict[ItemId, ItemResult]] = {p: {} for p in PATHS}
-    phases: dict[str, float] = {}
-    try:
-        _each(paths, _start, options.parallel)
-        phases["start (import torch/executorch)"] = time.perf_counter() - started
-        stock = paths[0]
-        assert stock.worker is not None
-        listing = stock.worker.request(ListRequest(), ListReply, "list the cases")
-        infos: dict[ItemId, CaseInfo | ProbeInfo] = {
-            c.item: c for c in _select(listing.cases, options)
+
+
+def _settings(options: Options, library: Path) -> Settings:
+    return Settings(
+        log_dir=options.log_dir,
+        library=library,
+        patches_dir=(options.patches_dir or pins.default_directory()).resolve(),
+        timeout=options.timeout,
+        worker_command=options.worker_command,
+        models=options.models,
+    )
+
+
+def watched_sources(patches_dir: Path) -> tuple[str, str]:
+    """Return (package, subtree) whose sources an env's digest covers: where fixes land."""
+    folders = [posixpath.dirname(p) for f in fixes.FIXES for p in f.repo_paths]
+    return pins.load(patches_dir).package_dir, posixpath.commonpath(folders)
+
+
+def _environments(plans: Mapping[PathId, Plan], settings: Settings) -> dict[PathId, EnvInfo]:
+    package, subtree = watched_sources(settings.patches_dir)
+    with ThreadPoolExecutor(max_workers=len(plans)) as pool:
+        futures = {
+            p: pool.submit(env_info, plan, settings, package, subtree) for p, plan in plans.items()
         }
-        if options.probes and not options.only and options.group in (None, "core", "all"):
-            infos.update({p.item: p for p in listing.probes})
-        progress(f"{len(infos)} items on 3 paths ({'parallel' if options.parallel else 'serial'})")
+        return {p: future.result() for p, future in futures.items()}
 
-        def drive(path: _Path) -> None:
-            for item, info in infos.items():
-                request = RunRequest(item, keep_bytes=options.keep_bytes)
-                result = path.run(request, _case_timeout(info))
-                results[path.path][item] = result
-                progress(f"({path.path.value}) {item}: {result.status.value}")
 
-        mark = time.perf_counter()
-        _each(paths, drive, options.parallel)
-        phases["cases and probes"] = time.perf_counter() - mark
-        mark = time.perf_counter()
-        attribution: dict[ItemId, int | None] = {}
-        for item, info in infos.items():
-            by_path = {p: results[p][item] for p in PATHS}
-            if options.attribute and needs_attribution(by_path):
-                attribution[item] = _attribute(stock, item, info, by_path[PathId.RUNTIME], progress)
-        phases["attribution"] = time.perf_counter() - mark
-        verdicts = tuple(
-            decide(item, info, {p: results[p][item] for p in PATHS}, attribution.get(item))
-            for item, info in infos.items()
+def _runtime_source(runtime_patch: str, env: EnvInfo) -> str:
+    """Return what identifies the runtime patch's code: its file's digest and function."""
+    target, _, function = runtime_patch.partition(":")
+    if target.endswith(".py"):
+        return f"{sha256_file(Path(target))}:{function}"
+    return f"{target}@{env.module_sha256}:{function}"
+
+
+def _keys(options: Options, settings: Settings, envs: Mapping[PathId, EnvInfo]) -> Keys:
+    package = settings.library / "overlay"
+    base = cache.key(
+        "base",
+        overlay.__version__,
+        cache.sources_digest(package, cache.worker_sources(package)),
+        sha256_file(settings.patches_dir / pins.PINS_FILE),
+    )
+    runtime = _runtime_source(options.runtime_patch, envs[PathId.RUNTIME])
+    paths = {
+        path: cache.key(
+            "path", base, path.value, envs[path].digest, runtime if path is PathId.RUNTIME else ""
         )
+        for path in PATHS
+    }
+    return Keys(
+        base=base,
+        paths=paths,
+        models=sha256_file(Path(options.models)) if options.models else None,
+        corpus=sha256_file(package / "equivalence" / "corpus.py"),
+        probes=sha256_file(package / "equivalence" / "probes.py"),
+    )
+
+
+@contextlib.contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    """Hold the output folder for this run: two runs into one folder would mix their logs."""
+    lock = filelock.FileLock(str(folder / ".lock"), timeout=0)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except filelock.Timeout:  # before OSError: it is a TimeoutError
+        raise EquivalenceError(
+            f"another equivalence run is writing to {folder}",
+            expected="one run per output folder",
+            found=f"{folder / '.lock'} is held",
+            hint="wait for it, or pass another --out",
+        ) from None
+    except OSError as exc:
+        raise EquivalenceError(
+            f"cannot write the output folder {folder}",
+            expected="a folder this user can write",
+            found=str(exc),
+            hint="pass --out DIR",
+        ) from exc
+    try:
+        yield
     finally:
-        for path in paths:
-            path.close()
-    workers = {p.path: WorkerInfo(p.path, p.python, p.runtime_patch, p.init) for p in paths}
+        lock.release()
+
+
+def _open_cache(options: Options) -> ResultCache | None:
+    if options.cache_dir is None:
+        return None
+    try:
+        options.cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EquivalenceError(
+            f"cannot use the result cache folder {options.cache_dir}",
+            expected="a folder this user can write",
+            found=str(exc),
+            hint="pass --cache-dir DIR (or set $OVERLAY_CACHE_DIR)",
+        ) from exc
+    return ResultCache(options.cache_dir, read=options.use_cache)
+
+
+def run(options: Options, progress: Progress = no_progress) -> Report:
+    """Run every selected case and probe on the three paths (or read them from the cache)."""
+    started = time.perf_counter()
+    options = resolve_inputs(options, Path.cwd())
+    with _exclusive(options.log_dir):
+        settings = _settings(options, worker_library(options.log_dir))
+        plans = _plans(options)
+        envs = _environments(plans, settings)
+        keys = _keys(options, settings, envs)
+        pool = Pool(
+            plans,
+            settings,
+            _open_cache(options),
+            keys,
+            attribute=options.attribute,
+            keep_bytes=options.keep_bytes,
+            parallel=options.parallel,
+            jobs=options.jobs,
+            progress=progress,
+        )
+        try:
+            # The corpus is known here, torch-free, from the very sources workers import;
+            # a models file (or another worker program) needs a worker to list its cases.
+            builtin = options.models is None and options.worker_command == DEFAULT_WORKER
+            listing = ListReply(corpus.ALL_CASES, probes.PROBES) if builtin else pool.listing()
+            infos, selected = select(listing, options)
+            prepared = time.perf_counter()
+            outcome = pool.run(infos)
+        finally:
+            pool.close()
+    version = stock_version(envs)
+    verdicts = tuple(
+        decide(
+            item,
+            info,
+            {p: outcome.results[p][item] for p in PATHS},
+            outcome.attribution.get(item),
+            version=version or None,
+        )
+        for item, info in infos.items()
+    )
+    workers = {
+        p: WorkerInfo(p, plans[p].python, plans[p].runtime_patch, outcome.inits[p]) for p in PATHS
+    }
+    ended = time.perf_counter()
     return Report(
         options=options,
         workers=workers,
         verdicts=verdicts,
         declared=DECLARED_DIVERGENCES,
-        wall_seconds=time.perf_counter() - started,
-        phase_seconds=phases,
+        wall_seconds=ended - started,
+        phase_seconds={
+            "prepare (environments, cache keys, listing)": prepared - started,
+            "run (workers, items, attribution)": ended - prepared,
+        },
+        stats=dict(outcome.stats),
+        keys=keys,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        selection=selected,
+        executorch=version,
+        shards=(options.shard,) if options.shard else (),
     )
 
 
-def _case_timeout(info: CaseInfo | ProbeInfo) -> float | None:
-    """Return a case's own per-path timeout (None: the run's --timeout)."""
-    return info.timeout if isinstance(info, CaseInfo) else None
+def run_items(
+    options: Options,
+    path: PathId,
+    python: str,
+    items: Sequence[ItemId],
+    *,
+    runtime_patch: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[InitReply, dict[ItemId, ItemResult]]:
+    """Run ``items`` on one worker of ``python`` (for callers that compare paths themselves).
+
+    The same worker, timeouts and restarts as :func:`run`, without the cache; the caller
+    runs several of these in parallel (one per env) and judges the results.
+    """
+    options = resolve_inputs(options, Path.cwd())
+    settings = _settings(options, worker_library(options.log_dir / f"library-{path.value}"))
+    plan = Plan(
+        path=path,
+        python=python,
+        runtime_patch=runtime_patch,
+        pythonpath=options.pythonpath.get(path, ""),
+    )
+    slot = Slot(plan, settings, 0)
+    known = {c.item: c for c in corpus.ALL_CASES}
+    results: dict[ItemId, ItemResult] = {}
+    try:
+        init = slot.start()
+        for item in items:
+            request = RunRequest(item, keep_bytes=options.keep_bytes)
+            results[item] = slot.run(request, case_timeout(known[item]) if item in known else None)
+            progress(f"({path.value}) {item}: {results[item].status.value}")
+    finally:
+        slot.close()
+    return init, results
 
 
-def _attribute(
-    stock: _Path, item: ItemId, info: CaseInfo | ProbeInfo, target: ItemResult, progress: Progress
-) -> int | None:
-    """Return the one runtime fix that turns (a)'s result into (b)'s, or None."""
-    for entry in fixes.FIXES:
-        reply = stock.run(RunRequest(item, fixes=(entry.number,)), _case_timeout(info))
-        if not compare(reply, target):
-            progress(f"{item}: attributed to patch {entry.number}")
-            return entry.number
-    return None
+def stock_version(envs: Mapping[PathId, EnvInfo]) -> str:
+    """Return the stock env's executorch version (fix triggers are scoped by release)."""
+    for dist in envs[PathId.STOCK].distributions:
+        if dist.name.lower() == "executorch":
+            return dist.version
+    return ""
 
 
 def options_from_env(
@@ -463,15 +508,19 @@ def options_from_env(
 
 
 def resolve_inputs(options: Options, base: Path) -> Options:
-    """Make the user's files absolute (from ``base``) and check them before a worker starts.
+    """Make the user's paths absolute (from ``base``) and check them before a worker starts.
 
-    Workers run in the log folder, so a relative ``--models`` or ``--runtime-patch FILE.py``
-    must be resolved from the caller's folder here, not from the worker's.
+    Workers run in the log folder, so a relative ``--models``, ``--runtime-patch FILE.py``,
+    ``--out`` or ``--cache-dir`` is resolved from the caller's folder here. The files are
+    parsed (not run): the runtime patch must define its function and the models file
+    ``CASES``; a module runtime patch is looked up in the stock env before any worker starts.
     """
     runtime_patch = options.runtime_patch
     target, sep, function = runtime_patch.partition(":")
     if target.endswith(".py"):
-        runtime_patch = f"{_existing(base, target, '--runtime-patch')}{sep}{function}"
+        path = _existing(base, target, "--runtime-patch")
+        _check_defines(path, function or "apply_all", "--runtime-patch")
+        runtime_patch = f"{path}{sep}{function}"
     elif not target or not all(part.isidentifier() for part in target.split(".")):
         raise EquivalenceError(
             f"--runtime-patch {runtime_patch!r} names neither a .py file nor a module",
@@ -479,10 +528,39 @@ def resolve_inputs(options: Options, base: Path) -> Options:
             found=runtime_patch,
             hint="pass --runtime-patch PATH/TO/patch.py:FUNCTION or a module:FUNCTION",
         )
+    if function and not function.isidentifier():
+        raise EquivalenceError(
+            f"--runtime-patch {options.runtime_patch!r}: {function!r} is not a function name",
+            expected="FILE.py:FUNCTION or package.module:FUNCTION",
+            found=function,
+            hint="name the function that applies the patch after the colon",
+        )
+    if options.timeout <= 0 or options.jobs < 0:
+        raise EquivalenceError(
+            "--timeout must be positive and --jobs not negative",
+            expected="--timeout SECONDS > 0, --jobs N >= 0 (0: one per CPU)",
+            found=f"--timeout {options.timeout}, --jobs {options.jobs}",
+            hint="drop the option to use the default",
+        )
+    if options.group not in (None, "all", *corpus.GROUPS):
+        raise EquivalenceError(
+            f"unknown group {options.group!r}",
+            expected=", ".join((*corpus.GROUPS, "all")),
+            found=str(options.group),
+            hint="pass --group core, --group zoo or --group all",
+        )
     models = options.models
     if models is not None:
-        models = str(_existing(base, models, "--models"))
-    return replace(options, runtime_patch=runtime_patch, models=models)
+        models_path = _existing(base, models, "--models")
+        _check_defines(models_path, "CASES", "--models")
+        models = str(models_path)
+    return replace(
+        options,
+        runtime_patch=runtime_patch,
+        models=models,
+        out_dir=(base / options.out_dir).resolve(),
+        cache_dir=(base / options.cache_dir).resolve() if options.cache_dir else None,
+    )
 
 
 def _existing(base: Path, name: str, option: str) -> Path:
@@ -495,6 +573,54 @@ def _existing(base: Path, name: str, option: str) -> Path:
             hint=f"check the path given to {option}",
         )
     return path
+
+
+def _bound_names(body: list[ast.stmt]) -> Iterator[str]:
+    """Yield the names a module body binds at top level (into if/try/with blocks too)."""
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                yield from (n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                yield "*" if alias.name == "*" else (alias.asname or alias.name.split(".")[0])
+        else:
+            for block in ("body", "orelse", "finalbody"):
+                inner = getattr(node, block, None)
+                if isinstance(inner, list):
+                    yield from _bound_names([s for s in inner if isinstance(s, ast.stmt)])
+            for handler in getattr(node, "handlers", []):
+                yield from _bound_names(handler.body)
+
+
+def _check_defines(path: Path, name: str, option: str) -> None:
+    """Refuse a file that does not parse or never binds ``name`` (read, not run)."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as exc:
+        raise EquivalenceError(
+            f"{option} {path}: not valid Python",
+            expected="a Python file",
+            found=f"line {exc.lineno}: {exc.msg}",
+            hint=f"fix the syntax error in {path.name}",
+        ) from exc
+    except OSError as exc:
+        raise EquivalenceError(
+            f"{option} {path}: cannot read it", expected="a readable file", found=str(exc)
+        ) from exc
+    names = set(_bound_names(tree.body))
+    if name not in names and "*" not in names:
+        raise EquivalenceError(
+            f"{option} {path}: defines no {name}",
+            expected=f"a top-level {name} in {path.name}",
+            found=", ".join(sorted(names)) or "no top-level names",
+            hint=f"check the name given to {option}"
+            if option == "--runtime-patch"
+            else "define CASES = {...} (see the README's user models section)",
+        )
 
 
 def patch_name(number: int | None) -> str:

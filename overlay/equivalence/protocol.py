@@ -23,7 +23,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 
 from overlay.errors import EquivalenceError
 
-SCHEMA_VERSION = 2  # 2: executed VGF numerics, Ethos-U results, SQNR, case groups/timeouts
+SCHEMA_VERSION = 3  # 3: executed VGF, Ethos-U, SQNR, case groups/timeouts/expectations, VGF cases
 
 JsonValue = Union[None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]]  # noqa: UP007 - a recursive alias needs Union
 
@@ -237,10 +237,12 @@ class CaseInfo:
     source: str = "corpus"
     tolerance: float | None = None  # max error vs fake-quant, fraction of range; None: default
     sqnr_db: float | None = None  # min SQNR vs fake-quant per output; None: the scheme's
-    group: str = "core"  # "core" (the default run) or "zoo" (real networks, --group zoo)
+    group: str = "core"  # "core" (the default run), "zoo" (real networks), "user" (--models)
     timeout: float | None = None  # seconds per path for this case; None: the run's --timeout
     ethos_u: bool = False  # also lower for Ethos-U55/U85 (quantised cases)
     expect_broken: str = ""  # why this case is wrong or fails on every path (else a finding)
+    broken_releases: str = ""  # PEP 440 specifier expect_broken is declared for ("": every)
+    targets_vgf: bool = False  # quantised for VGF; a failed VGF lowering is a failed case
 
     @property
     def item(self) -> ItemId:

@@ -15,11 +15,13 @@ difference alone:
 fake-quantised reference: the max error as a fraction of the reference's range, and, where
 set, a minimum SQNR (by quantisation scheme unless the case sets its own). Each target is
 judged on its own: the TOSA reference model run, the executed VGF program, and each
-Ethos-U lowering (it compiles or it fails: nothing executes it here).
+Ethos-U lowering (it compiles or it fails: nothing executes it here). A case quantised for
+VGF (``CaseInfo.targets_vgf``) also counts a failed VGF lowering in its overall quality.
 
 A case whose target is wrong (or fails) on all three paths is a finding of its own
 ("wrong on stock and patched"): it fails the run unless the case says why it is expected
-(``CaseInfo.expect_broken``), and an expectation that does not reproduce fails it too.
+(``CaseInfo.expect_broken``, declared for the releases in ``broken_releases``), and an
+expectation that does not reproduce fails it too.
 :func:`decide` returns the whole verdict of one item.
 """
 
@@ -220,7 +222,7 @@ def _as_limits(limit: Limits | float) -> Limits:
     return limit if isinstance(limit, Limits) else Limits(float(limit))
 
 
-def _scales(numerics: Numerics) -> tuple[float, ...]:
+def scales(numerics: Numerics) -> tuple[float, ...]:
     """Return each output's range (max - min of the reference; max |x| in old data)."""
     return numerics.reference_range or numerics.reference_max_abs
 
@@ -236,7 +238,7 @@ def numerics_quality(
     bounds = _as_limits(limit)
     sqnrs = numerics.sqnr_db or (math.inf,) * len(numerics.max_abs_err_vs_fake_quant)
     for err, scale, sqnr in zip(
-        numerics.max_abs_err_vs_fake_quant, _scales(numerics), sqnrs, strict=False
+        numerics.max_abs_err_vs_fake_quant, scales(numerics), sqnrs, strict=False
     ):
         if err is None or err > bounds.tolerance * scale + ABSOLUTE_FLOOR:
             return Quality.WRONG
@@ -246,9 +248,11 @@ def numerics_quality(
     return Quality.RIGHT
 
 
-def quality(result: ItemResult, limit: Limits | float) -> Quality:
-    """Judge one result on TOSA: failed, wrong numbers, or right."""
+def quality(result: ItemResult, limit: Limits | float, *, vgf: bool = False) -> Quality:
+    """Judge one result on TOSA: failed, wrong numbers, or right (``vgf``: VGF must lower too)."""
     if not result.ok:
+        return Quality.FAILED
+    if vgf and result.vgf is not None and result.vgf.state is VgfState.FAILED:
         return Quality.FAILED
     return numerics_quality(result.numerics, result.numerics_error, limit)
 
@@ -286,7 +290,7 @@ def _worse(a: Numerics | None, b: Numerics | None) -> bool:
     """Return True when (b)'s numbers are measurably worse than (a)'s on some output."""
     if a is None or b is None:
         return False
-    pairs = zip(a.max_abs_err_vs_fake_quant, b.max_abs_err_vs_fake_quant, _scales(b), strict=False)
+    pairs = zip(a.max_abs_err_vs_fake_quant, b.max_abs_err_vs_fake_quant, scales(b), strict=False)
     for stock, patched, scale in pairs:
         if stock is None or patched is None:
             continue
@@ -392,12 +396,15 @@ def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: Limits | float) 
     return next(v for v in _AB_PRIORITY if v in found)
 
 
-def check_claim(item: ItemId, ab: AB, fix: int | None) -> str | None:
-    """Return a problem when a fix's trigger on this case did not reproduce, else None."""
+def check_claim(item: ItemId, ab: AB, fix: int | None, version: str | None = None) -> str | None:
+    """Return a problem when a fix's trigger on this case did not reproduce, else None.
+
+    ``version`` is the executorch release the run used: only triggers claimed for it count.
+    """
     if item.kind is not ItemKind.CASE:
         return None
     problems = []
-    for entry, trigger in fixes.triggers_of(item.name):
+    for entry, trigger in fixes.triggers_of(item.name, version):
         wanted = f"{trigger.effect.value} by patch {entry.number}"
         found = "no difference" if ab is AB.SAME else f"{ab.value} by patch {fix}"
         if ab.value != trigger.effect.value or fix != entry.number:
@@ -436,7 +443,7 @@ def numerics_text(numerics: Numerics) -> str:
     worst_fraction, worst_sqnr = 0.0, math.inf
     sqnrs = numerics.sqnr_db or (None,) * len(numerics.max_abs_err_vs_fake_quant)
     for err, scale, sqnr in zip(
-        numerics.max_abs_err_vs_fake_quant, _scales(numerics), sqnrs, strict=False
+        numerics.max_abs_err_vs_fake_quant, scales(numerics), sqnrs, strict=False
     ):
         if err is None:
             return "output shape differs from the reference"
@@ -461,14 +468,24 @@ def findings(
     return tuple(found)
 
 
-def check_expectation(info: CaseInfo | ProbeInfo, found: tuple[Finding, ...]) -> str | None:
-    """Return a problem when findings and the case's ``expect_broken`` disagree."""
+def expected_broken(info: CaseInfo | ProbeInfo, version: str | None = None) -> str:
+    """Return why a case is declared wrong on every path of ``version`` ("" if it is not)."""
+    if not isinstance(info, CaseInfo) or not fixes.release_matches(info.broken_releases, version):
+        return ""
+    return info.expect_broken
+
+
+def check_expectation(
+    info: CaseInfo | ProbeInfo, found: tuple[Finding, ...], version: str | None = None
+) -> str | None:
+    """Return a problem when findings and the case's declared ``expect_broken`` disagree."""
     if not isinstance(info, CaseInfo):
         return None
-    if found and not info.expect_broken:
+    expected = expected_broken(info, version)
+    if found and not expected:
         return "; ".join(f.text for f in found)
-    if info.expect_broken and not found:
-        return f"expected to be wrong on every path ({info.expect_broken}), but a path is right"
+    if expected and not found:
+        return f"expected to be wrong on every path ({expected}), but a path is right"
     return None
 
 
@@ -478,10 +495,17 @@ def decide(
     results: Mapping[PathId, ItemResult],
     fix: int | None,
     declared: Iterable[DeclaredDivergence] = DECLARED_DIVERGENCES,
+    *,
+    version: str | None = None,
 ) -> Verdict:
-    """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item."""
+    """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item.
+
+    ``version`` is the stock executorch release: fix claims and expected breakage are
+    declared per release.
+    """
     a, b, c = results[PathId.STOCK], results[PathId.RUNTIME], results[PathId.PATCHED]
     limit = limits(info)
+    vgf = isinstance(info, CaseInfo) and info.targets_vgf
     harness = any(r.error is not None and r.error.stage is Stage.HARNESS for r in results.values())
     bc_diffs = compare(b, c)
     declared_id = None
@@ -508,9 +532,9 @@ def decide(
         ab=ab,
         ab_diffs=ab_diffs,
         fix=attributed,
-        quality={p: quality(r, limit) for p, r in results.items()},
-        claim_problem=None if harness else check_claim(item, ab, attributed),
+        quality={p: quality(r, limit, vgf=vgf) for p, r in results.items()},
+        claim_problem=None if harness else check_claim(item, ab, attributed, version),
         targets=targets,
         findings=found,
-        expectation_problem=None if harness else check_expectation(info, found),
+        expectation_problem=None if harness else check_expectation(info, found, version),
     )

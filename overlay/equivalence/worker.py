@@ -90,11 +90,28 @@ def normalise_message(message: str) -> str:
     return message[:_MESSAGE_LIMIT]
 
 
+def _root_cause(exc: BaseException) -> BaseException:
+    """Return the innermost exception a chain of ``raise ... from`` wraps."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
+
+
 def error_info(exc: BaseException, stage: Stage) -> ErrorInfo:
-    """Return an exception as protocol data."""
+    """Return an exception as protocol data; a wrapped error leads with its root cause.
+
+    executorch's pass manager re-raises a pass's error as ``Exception: An error occurred
+    when running ... after the following passes: [...]``; the root cause is what differs.
+    """
+    message = str(exc)
+    root = _root_cause(exc)
+    if root is not exc:
+        message = f"{type(root).__name__}: {root}\n(raised as: {message[:300]})"
     return ErrorInfo(
         type=type(exc).__name__,
-        message=normalise_message(str(exc)),
+        message=normalise_message(message),
         stage=stage,
         traceback=normalise_message("".join(traceback.format_exception(exc))[-3000:]),
     )
@@ -243,13 +260,12 @@ class TorchRunner:
             exported_float = exported = torch.export.export(module, inputs)
             reference = module
             if info.quantize is not None:
-                from executorch.backends.arm.quantizer import TOSAQuantizer
                 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
                 stage = Stage.QUANTIZE
                 prepared = prepare_pt2e(
                     exported.module(check_guards=False),
-                    configure_quantizer(TOSAQuantizer(compile_spec), info),
+                    configure_quantizer(_case_quantizer(info, compile_spec), info),
                 )
                 prepared(*inputs)
                 reference = convert_pt2e(prepared)
@@ -306,6 +322,18 @@ def _ethos_u(
     from overlay.equivalence import ethosu
 
     return tuple(ethosu.lower(exported_float, inputs, info, target) for target in ethosu.TARGETS)
+
+
+def _case_quantizer(info: CaseInfo, compile_spec: Any) -> Any:
+    """Return the quantizer a case is lowered with: VGF's for VGF cases, else TOSA's."""
+    if info.targets_vgf:
+        from executorch.backends.arm.quantizer import VgfQuantizer
+        from executorch.backends.arm.vgf import VgfCompileSpec
+
+        return VgfQuantizer(VgfCompileSpec(info.spec))
+    from executorch.backends.arm.quantizer import TOSAQuantizer
+
+    return TOSAQuantizer(compile_spec)
 
 
 def configure_quantizer(quantizer: Any, info: CaseInfo) -> Any:

@@ -1,20 +1,24 @@
 """Export patches still needed upstream as ``git format-patch`` style mboxes plus PR bodies.
 
-executorch's rules for Arm backend commits (backends/arm/scripts/pre-push and
-CONTRIBUTING.md upstream): subject ``Arm backend: <Imperative ...>``, subject
-and body lines at most 72 characters (URLs excepted), a ``Signed-off-by``
-trailer, and the issue named in the PR (``Fixes #N``). The diff is regenerated
-with git against the release the export is based on, so ``git am`` applies it
-to that release's sources exactly.
+executorch's rules for Arm backend commits (``backends/arm/scripts/pre-push`` and
+CONTRIBUTING.md upstream): subject ``Arm backend: <Verb> ...`` with a verb from the
+hook's list, subject and every body line at most 72 characters (URLs excepted, trailers
+included), a ``Signed-off-by`` trailer, the current year in the Arm copyright header of
+every touched file, and the issue named in the PR (``Fixes #N``). An mbox whose message
+breaks a rule is refused, never written. The diff is regenerated with git against the
+sources the export is based on (``base-commit:`` names that upstream commit), so
+``git am`` applies it there exactly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import email.policy
 import email.utils
 import io
 import re
+import shutil
 import tempfile
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,19 +28,119 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from overlay import __version__, _git, fixes
-from overlay._git import git
+from overlay._git import git, git_with_env
 from overlay.applier import HunkMismatchError, apply_patch, decode, encode
-from overlay.errors import UpstreamError
-from overlay.series import PATCH_SUFFIX, Patch, Series
-from overlay.upstream.matrix import APPLYING, Matrix, port_for
+from overlay.errors import GitError, UpstreamError
+from overlay.series import PATCH_SUFFIX, Patch
+from overlay.upstream.behaviour import TestRun
 
 PREFIX = "Arm backend: "
 MAX_LINE = 72
+# The imperative verbs backends/arm/scripts/pre-push accepts at the start of a subject.
+HOOK_VERBS = frozenset(
+    [
+        "Add",
+        "Fix",
+        "Update",
+        "Refactor",
+        "Improve",
+        "Remove",
+        "Change",
+        "Implement",
+        "Create",
+        "Modify",
+        "Enable",
+        "Integrate",
+        "Make",
+        "Support",
+        "Deprecate",
+        "Extend",
+        "Enhance",
+        "Convert",
+        "Rewrite",
+        "Unify",
+        "Optimize",
+        "Expand",
+        "Reorganize",
+        "Adjust",
+        "Streamline",
+        "Clarify",
+        "Introduce",
+        "Document",
+        "Polish",
+        "Standardize",
+        "Revise",
+        "Simplify",
+        "Restore",
+        "Resolve",
+        "Replace",
+        "Suppress",
+        "Migrate",
+        "Generate",
+        "Delete",
+        "Exclude",
+        "Register",
+        "Include",
+        "Upgrade",
+        "Validate",
+        "Verify",
+        "Refine",
+        "Reimplement",
+        "Patch",
+        "Sync",
+        "Revert",
+        "Fixup",
+        "Append",
+        "Annotate",
+        "Disable",
+        "Emit",
+        "Handle",
+        "Ignore",
+        "Interpret",
+        "Instantiate",
+        "Invoke",
+        "Limit",
+        "Load",
+        "Permit",
+        "Print",
+        "Profile",
+        "Recalculate",
+        "Reconstruct",
+        "Redefine",
+        "Redesign",
+        "Reevaluate",
+        "Relocate",
+        "Remap",
+        "Render",
+        "Reposition",
+        "Request",
+        "Sanitize",
+        "Specify",
+        "Strengthen",
+        "Stub",
+        "Substitute",
+        "Tag",
+        "Tweak",
+        "Unlock",
+        "Unset",
+        "Use",
+        "Rename",
+        "Relax",
+        "Format",
+        "Don't",
+        "Consolidate",
+        "Review",
+    ]
+)
+# Who the Arm backend's commits and PRs cc, and the labels its fixes get.
+ARM_CC = (
+    "cc @digantdesai @freddan80 @per @zingo @oscarandersson8218 @mansnils",
+    "@Sebastian-Larsson @robell @rascani",
+)
+LABELS = ("release notes: arm", "partner: arm")
+_ARM_COPYRIGHT = re.compile(r"Copyright .*Arm Limited and/or its affiliates", re.IGNORECASE)
 ZERO_SHA = "0" * 40
 _URL = re.compile(r"https?://\S+")
-# Words that show a subject is not imperative ("Adds", "Added", "Adding").
-_NOT_IMPERATIVE = re.compile(r"^[A-Za-z]+(?:s|ed|ing)$")
-_IMPERATIVE_S = frozenset({"Pass", "Process", "Address", "Bypass", "Focus", "Access"})
 _POLICY = email.policy.default.clone(linesep="\n", max_line_length=0)
 _PLACEHOLDER_ID = ("A", "a@b.c")  # a short identity, to check the message without the signer
 
@@ -56,6 +160,18 @@ _PLACEHOLDER = Identity(*_PLACEHOLDER_ID)
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """What the export measured for one patch on its base release (for the Test plan)."""
+
+    release: str
+    torch: str
+    cases: tuple[str, ...]  # "case: stock ... -> patched ..." lines
+    test: TestRun | None  # the tests the patch adds, both ways
+    affected: TestRun | None = None  # the affected upstream subset (patched, and stock)
+    lint: str = ""  # lintrunner's summary, "" when not run
+
+
+@dataclass(frozen=True)
 class Export:
     """One exported patch: the mbox, the PR body and what applying it must give."""
 
@@ -68,7 +184,9 @@ class Export:
     pr_body: str
     before: dict[str, bytes]  # repository path -> release bytes
     after: dict[str, bytes]  # repository path -> bytes after the fix
-    warnings: tuple[str, ...] = ()  # rule breaks caused by the sign-off identity
+    base_commit: str = ""
+    issue: str = ""  # a drafted issue when the patch names none
+    checklist: str = ""
 
     @property
     def stem(self) -> str:
@@ -130,10 +248,11 @@ def wrap(paragraphs: Iterable[str], width: int = MAX_LINE) -> str:
 
 
 def commit_message(patch: Patch, signer: Identity) -> str:
-    """Return the upstream commit message: subject, wrapped body, Fixes and Signed-off-by."""
+    """Return the upstream commit message: subject, wrapped body, cc, Fixes, Signed-off-by."""
     body = wrap(dep3_paragraphs(patch))
     trailers = [f"Fixes #{n}" for n in patch.issues]
     parts = [upstream_subject(patch), body] if body else [upstream_subject(patch)]
+    parts.append("\n".join(ARM_CC))
     if trailers:
         parts.append("\n".join(trailers))
     parts.append(f"Signed-off-by: {signer}")
@@ -150,10 +269,10 @@ def check_message(message: str) -> list[str]:
     if len(subject) > MAX_LINE:
         problems.append(f"subject is {len(subject)} > {MAX_LINE} characters")
     first = subject.removeprefix(PREFIX).split(" ", 1)[0]
-    if not first[:1].isupper() or (
-        _NOT_IMPERATIVE.match(first) and first not in _IMPERATIVE_S and not first.endswith("ss")
-    ):
-        problems.append(f"subject should start with a capitalised imperative verb: {first!r}")
+    if first not in HOOK_VERBS:
+        problems.append(
+            f"subject should start with an imperative verb the pre-push hook knows: {first!r}"
+        )
     if len(lines) > 1 and lines[1] != "":
         problems.append("line 2 (between subject and body) is not empty")
     for number, line in enumerate(lines[1:], start=2):
@@ -161,6 +280,16 @@ def check_message(message: str) -> list[str]:
             problems.append(f"line {number} is {len(line)} > {MAX_LINE} characters")
     if not any(line.startswith("Signed-off-by: ") for line in lines):
         problems.append("no 'Signed-off-by: ' trailer")
+    return problems
+
+
+def check_license(files: Mapping[str, bytes], year: int) -> list[str]:
+    """Return touched files whose Arm copyright header lacks ``<year> Arm`` (the hook's check)."""
+    problems = []
+    for path, data in files.items():
+        head = "\n".join(decode(data).splitlines()[:10])
+        if _ARM_COPYRIGHT.search(head) and f"{year} Arm" not in head:
+            problems.append(f"{path}: the Arm copyright header lacks '{year} Arm'")
     return problems
 
 
@@ -191,15 +320,18 @@ def format_mbox(
     diff: str,
     number: int = 1,
     total: int = 1,
+    base_commit: str = "",
 ) -> str:
-    """Build one ``git format-patch`` style message with the stdlib email package."""
+    """Build one ``git format-patch --base`` style message with the stdlib email package."""
     subject, _, rest = message.partition("\n")
     counter = f"[PATCH {number}/{total}]" if total > 1 else "[PATCH]"
     msg = EmailMessage(policy=_POLICY)
     msg["From"] = email.utils.formataddr((author.name, author.email))
     msg["Date"] = email.utils.format_datetime(date)
     msg["Subject"] = f"{counter} {subject}"
-    payload = rest.lstrip("\n") + "---\n" + diffstat + "\n" + diff + f"-- \n{_signature()}\n"
+    base = f"\nbase-commit: {base_commit}\n" if base_commit else ""
+    payload = rest.lstrip("\n") + "---\n" + diffstat + "\n" + diff + base
+    payload += f"-- \n{_signature()}\n"
     msg.set_content(payload, subtype="plain", charset="utf-8", cte="8bit")
     msg.set_unixfrom(f"From {ZERO_SHA} Mon Sep 17 00:00:00 2001")
     buffer = io.StringIO()
@@ -211,64 +343,110 @@ def _signature() -> str:
     return f"executorch-arm-overlay {__version__}"
 
 
-def corpus_cases(stem: str) -> list[str]:
-    """Return the equivalence-corpus cases that trigger patch ``stem``, one line each."""
-    entry = fixes.by_patch(stem)
-    if entry is None:
-        return []
-    return [
-        f"`{t.case}`: {t.why}; the run finds it {t.effect.value} by the patch"
-        for t in entry.triggers
+def drafted_issue(patch: Patch, evidence: Evidence) -> str:
+    """Return an issue text for a fix that names no upstream issue (to file before the PR)."""
+    lines = [
+        f"### 🐛 Describe the bug: {patch.subject}",
+        "",
+        "\n\n".join(dep3_paragraphs(patch)[:1]),
+        "",
+        f"Seen with executorch {evidence.release} and torch {evidence.torch}:",
+        "",
+        *[f"- {case}" for case in evidence.cases],
+        "",
     ]
+    fix = fixes.by_patch(patch.name)
+    if fix is not None and fix.upstream.reproducer:
+        lines += ["Reproducer:", "", "```python", fix.upstream.reproducer.rstrip("\n"), "```", ""]
+    lines += [
+        "### Versions",
+        "",
+        f"executorch {evidence.release}, torch {evidence.torch}, Linux x86_64, CPU only.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
-def pr_body(
-    patch: Patch, message: str, base_version: str, source: str, release: Mapping[str, bytes]
-) -> str:
-    """Return the Markdown PR description: Summary, Test plan with reproducer and test file."""
-    stem = patch.name.removesuffix(PATCH_SUFFIX)
-    entry = fixes.by_patch(stem)
-    note = entry.upstream if entry is not None else None
-    subject = message.split("\n", 1)[0]
-    summary = "\n\n".join(dep3_paragraphs(patch))
-    lines = [f"# {subject}", "", "### Summary", "", summary, ""]
+def pr_body(patch: Patch, message: str, evidence: Evidence) -> str:
+    """Return the PR description in upstream's template: Summary, Test plan."""
+    lines = ["### Summary", "", "\n\n".join(dep3_paragraphs(patch)), ""]
     lines += [f"Fixes #{n}" for n in patch.issues]
     if patch.issues:
         lines.append("")
-    lines += [
-        f"Based on executorch {base_version} ({source} diff of the overlay patch `{patch.name}`).",
-        "",
-    ]
-    if note is not None and note.narrowing:
-        lines += ["### Difference from the overlay patch", "", note.narrowing, ""]
-    lines += ["### Test plan", ""]
-    if note is None:
-        lines += ["No reproducer recorded for this patch in the fix registry.", ""]
-    else:
-        exists = note.test_file in release
-        where = "exists" if exists else f"does not exist yet in {base_version}: create it"
+    lines += [" ".join(ARM_CC), "", "### Test plan", ""]
+    test = evidence.test
+    if test is not None:
+        stock = test.stock.text if test.stock else "not run"
         lines += [
-            f"Add a regression test to `{note.test_file}` ({where}) built on this "
-            "reproducer, then run:",
+            f"Added a test; ran it with `backends/arm/test/pytest.ini` on executorch"
+            f" {evidence.release} (torch {evidence.torch}), without and with this change:",
             "",
             "```",
-            f"pytest -c /dev/null {note.test_file}",
+            test.command,
+            "```",
+            "",
+            f"- without this change: {stock}",
+            f"- with this change: {test.patched.text}",
+            "",
+        ]
+    if evidence.affected is not None:
+        affected = evidence.affected
+        before = f" (without it: {affected.stock.text})" if affected.stock else ""
+        lines += [
+            f"Affected Arm tests, with this change: {affected.patched.text}{before}:",
+            "",
+            "```",
+            affected.command,
             "```",
             "",
         ]
-        cases = corpus_cases(stem)
-        if cases:
-            lines += ["The overlay's equivalence corpus runs:", ""]
-            lines += [f"- {case}" for case in cases]
-            lines.append("")
-        lines += ["Reproducer (self-contained, with executorch's test helpers):", ""]
-        lines += ["```python", note.reproducer.rstrip("\n"), "```", ""]
-    lines += [
-        f"`git am` of this patch onto the executorch {base_version} sources gives the "
-        "overlay's patched files (checked by the overlay's tests).",
-        "",
-    ]
+    if evidence.cases:
+        lines += [
+            f"End to end on executorch {evidence.release} (quantize, lower to TOSA and VGF,"
+            " run the TOSA reference model):",
+            "",
+        ]
+        lines += [f"- {case}" for case in evidence.cases]
+        lines.append("")
+    if evidence.lint:
+        lines += [f"lintrunner on the changed files: {evidence.lint}", ""]
     return "\n".join(lines)
+
+
+def checklist(
+    item_stem: str, branch: str, where: Path | None, evidence: Evidence, issue: bool
+) -> str:
+    """Return what only a person can do before the PR is open."""
+    lines = [f"# Before opening the pull request for {item_stem}", ""]
+    lines += [
+        "- [ ] Sign the PyTorch CLA (https://code.facebook.com/cla) with the identity"
+        " of the Signed-off-by line, if not done yet.",
+        "- [ ] Read the diff and the PR text; you sign off on them (DCO).",
+    ]
+    if issue:
+        lines.append(
+            f"- [ ] No upstream issue names this bug: open one from {item_stem}.issue.md,"
+            " then add `Fixes #N` to the PR text."
+        )
+    if where is not None:
+        lines.append(
+            f"- [ ] Push the branch: `git -C {where} push <your fork> {branch}`, then open"
+            " the PR against pytorch/executorch `main` with the text of"
+            f" {item_stem}.pr.md."
+        )
+    else:
+        lines.append(f"- [ ] `git am {item_stem}.mbox` in your clone, push, open the PR.")
+    lines += [
+        f"- [ ] Ask for the labels {', '.join(repr(label) for label in LABELS)}"
+        " (only maintainers can set them).",
+        "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
+        " and public API checks need a source build of executorch.",
+    ]
+    if not evidence.lint:
+        lines.append(
+            "- [ ] Run `lintrunner` in your clone: no upstream clone was given here, so the"
+            " linters did not run."
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _patched(
@@ -301,27 +479,33 @@ def export_patch(
     base_version: str,
     *,
     signer: Identity,
+    evidence: Evidence | None = None,
     source: str = "pinned",
+    base_commit: str = "",
+    year: int | None = None,
     number: int = 1,
     total: int = 1,
 ) -> Export:
-    """Export one patch (exactly applicable to ``release``) as an mbox and a PR body."""
+    """Export one patch (exactly applicable to ``release``); refuse any broken rule."""
     before, after = _patched(patch, release)
     message = commit_message(patch, signer)
-    problems = check_message(commit_message(patch, _PLACEHOLDER))
+    problems = check_message(message)
+    problems += check_license(after, year or datetime.datetime.now(datetime.UTC).year)
     if problems:
-        raise UpstreamError(
-            f"{patch.name}: the commit message breaks the Arm backend rules",
-            expected=f"'{PREFIX}<Imperative ...>', lines <= {MAX_LINE}, Signed-off-by",
-            found="; ".join(problems),
-            hint="shorten the patch's Description lines (its first line is the subject)",
+        own = check_message(commit_message(patch, _PLACEHOLDER))
+        hint = (
+            "shorten the patch's Description (its first line is the subject) or fix the"
+            " header of the touched file"
+            if own or len(problems) > len(check_message(message))
+            else "pass a shorter identity: --signoff 'Full Name <user@example.org>'"
         )
-    # Whatever is left comes from the identity: export, but warn (upstream's hook refuses it).
-    warnings = tuple(
-        f"{patch.name}: {problem} (the Signed-off-by line); pass a shorter "
-        "--signoff 'Name <email>' before sending"
-        for problem in check_message(message)
-    )
+        raise UpstreamError(
+            f"{patch.name}: refusing to write an mbox that breaks the Arm backend rules",
+            expected=f"'{PREFIX}<Verb> ...', every line <= {MAX_LINE} (trailers too),"
+            " Signed-off-by, the current year in touched Arm headers",
+            found="; ".join(problems),
+            hint=hint,
+        )
     stat, diff = _diff_with_git(before, after)
     day = patch.header.get("Last-Update", "").strip()
     try:
@@ -336,73 +520,109 @@ def export_patch(
         diff=diff,
         number=number,
         total=total,
+        base_commit=base_commit,
     )
-    body = pr_body(patch, message, base_version, source, release)
+    found = evidence or Evidence(base_version, "", (), None)
+    issue = drafted_issue(patch, found) if not patch.issues else ""
     subject = message.split("\n", 1)[0]
     return Export(
-        patch.name, base_version, source, subject, message, mbox, body, before, after, warnings
+        patch.name,
+        base_version,
+        source,
+        subject,
+        message,
+        mbox,
+        pr_body(patch, message, found),
+        before,
+        after,
+        base_commit,
+        issue,
     )
-
-
-def export_upstream(
-    series: Series,
-    ports: Mapping[str, Mapping[str, Patch]],
-    matrix: Matrix,
-    *,
-    signer: Identity,
-    names: Sequence[str] = (),
-    base_version: str | None = None,
-) -> list[Export]:
-    """Export every patch the matrix says is still needed upstream (or ``names``)."""
-    base = base_version or matrix.newest
-    if base not in matrix.releases:
-        raise UpstreamError(
-            f"executorch {base} is not in the matrix",
-            expected=", ".join(matrix.versions),
-            found=base,
-            hint="add it with --versions",
-        )
-    release = matrix.releases[base].files
-    wanted = [series.get(n) for n in names] or [
-        p for p in series.patches if matrix.row(p.name).verdict.needs_upstream
-    ]
-    exports = []
-    for number, patch in enumerate(wanted, start=1):
-        cell = matrix.row(patch.name).cells[base]
-        found = port_for(ports, patch.name, base)
-        chosen, source = patch, "pinned"
-        if found is not None and cell.port is not None and cell.port.status in APPLYING:
-            chosen, source = found[1], f"port {found[0]}"
-        elif cell.check.status not in APPLYING:
-            raise UpstreamError(
-                f"{patch.name} does not apply to executorch {base}",
-                expected="the pinned patch or a port that applies",
-                found=cell.effective.detail or cell.effective.status.value,
-                hint=f"write patches/ports/{base}/{patch.name} against {base}, then re-run",
-            )
-        exports.append(
-            export_patch(
-                chosen,
-                release,
-                base,
-                signer=signer,
-                source=source,
-                number=number,
-                total=len(wanted),
-            )
-        )
-    return exports
 
 
 def write_exports(exports: Sequence[Export], out_dir: Path) -> list[Path]:
-    """Write ``<base>/<stem>.mbox`` and ``<base>/<stem>.pr.md`` for each export."""
+    """Write ``<base>/<stem>.{mbox,pr.md}`` (plus ``.issue.md``, ``.checklist.md``)."""
     written = []
     for item in exports:
         folder = out_dir / item.base_version
         folder.mkdir(parents=True, exist_ok=True)
-        mbox = folder / f"{item.stem}.mbox"
-        body = folder / f"{item.stem}.pr.md"
-        mbox.write_text(item.mbox, encoding="utf-8", newline="\n")
-        body.write_text(item.pr_body, encoding="utf-8", newline="\n")
-        written += [mbox, body]
+        files = {"mbox": item.mbox, "pr.md": item.pr_body}
+        if item.issue:
+            files["issue.md"] = item.issue
+        if item.checklist:
+            files["checklist.md"] = item.checklist
+        for suffix, text in files.items():
+            path = folder / f"{item.stem}.{suffix}"
+            path.write_text(text, encoding="utf-8", newline="\n")
+            written.append(path)
     return written
+
+
+def branch_name(item: Export) -> str:
+    """Return the branch a commit is made on, e.g. ``arm-fix-int16-grid-sample-grids``."""
+    words = re.sub(r"[^a-z0-9]+", "-", item.subject.removeprefix(PREFIX).lower()).strip("-")
+    return "arm-" + "-".join(words.split("-")[:6])
+
+
+def make_branch(
+    item: Export, dest: Path, *, base: Mapping[str, bytes] | None, clone: Path | None
+) -> str:
+    """Commit the export with ``git am`` on a new branch of ``dest``; return the branch.
+
+    ``dest`` becomes a clone of ``clone`` checked out at the base commit (sparse:
+    ``backends/arm`` and the root files), or, without a clone, a repository of the base
+    release's sources. Either way ``git push`` to a fork is the only step left.
+    """
+    branch = branch_name(item)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if clone is not None:
+        git(dest.parent, "clone", "-q", "--shared", "--no-checkout", str(clone), dest.name)
+        git(dest, "sparse-checkout", "set", "backends/arm")
+        git(dest, "checkout", "-q", "-b", branch, item.base_commit)
+    else:
+        dest.mkdir(parents=True)
+        git(dest, "init", "-q", "-b", branch)
+        for path, data in (base or {}).items():
+            (dest / path).parent.mkdir(parents=True, exist_ok=True)
+            (dest / path).write_bytes(data)
+        git(dest, "add", "-A")
+        git(
+            dest,
+            "commit",
+            "-q",
+            "-m",
+            f"executorch {item.base_version} sources ({item.base_commit[:12]})",
+        )
+    mbox = dest.parent / f"{item.stem}.mbox"
+    mbox.write_text(item.mbox, encoding="utf-8", newline="\n")
+    try:
+        git(dest, "am", "-q", "--keep-cr", str(mbox))
+    except GitError:
+        # A partial clone (blobs outside backends/arm absent) cannot write a full tree:
+        # apply the same diff and commit the tree with the missing blobs referenced.
+        with contextlib.suppress(GitError):
+            git(dest, "am", "--abort")
+        _commit_missing_ok(dest, item, mbox)
+    return branch
+
+
+def _commit_missing_ok(dest: Path, item: Export, mbox: Path) -> None:
+    git(dest, "reset", "-q")
+    git(dest, "checkout", "-q", "HEAD", "--", *item.before)
+    git(dest, "apply", "--index", str(mbox))
+    tree = git(dest, "write-tree", "--missing-ok").strip()
+    date = email.message_from_string(item.mbox.split("\n", 1)[1])["Date"]
+    name, address = email.utils.parseaddr(
+        email.message_from_string(item.mbox.split("\n", 1)[1])["From"]
+    )
+    environment = {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": address,
+        "GIT_AUTHOR_DATE": date,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": address,
+    }
+    commit = git_with_env(dest, environment, "commit-tree", tree, "-p", "HEAD", stdin=item.message)
+    git(dest, "update-ref", "HEAD", commit.strip())

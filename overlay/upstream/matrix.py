@@ -13,6 +13,7 @@ import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 from unidiff.patch import PatchedFile
@@ -152,6 +153,8 @@ class Matrix:
     releases: dict[str, Release]
     rows: tuple[PatchRow, ...]
     pins_file: str  # where releases' wheel hashes are recorded
+    # patch -> release -> behaviour (overlay.upstream.behaviour.PatchBehaviour), if measured
+    behaviour: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def newest(self) -> str:
@@ -173,6 +176,10 @@ class Matrix:
             "wheels": {
                 v: {"file": r.wheel.name, "sha256": r.sha256, "pinned": r.pinned}
                 for v, r in self.releases.items()
+            },
+            "behaviour": {
+                name: {version: found.as_dict() for version, found in by_release.items()}
+                for name, by_release in self.behaviour.items()
             },
             "patches": [
                 {

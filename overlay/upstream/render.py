@@ -7,6 +7,7 @@ import json
 from overlay._table import markdown_table, text_table
 from overlay.series import PATCH_SUFFIX
 from overlay.upstream.matrix import Matrix, Status
+from overlay.upstream.retarget import Retarget
 
 
 def unpinned_note(matrix: Matrix) -> str:
@@ -18,11 +19,31 @@ def unpinned_note(matrix: Matrix) -> str:
     return f"not yet recorded; add under {where}:\n" + "\n".join(lines)
 
 
+def _cell(matrix: Matrix, name: str, version: str, text: str) -> str:
+    """Return a cell: the text result, then the behaviour where it was measured."""
+    found = matrix.behaviour.get(name, {}).get(version)
+    if found is None:
+        return text
+    return f"{text}; {BEHAVIOUR_SHORT.get(found.outcome.value, found.outcome.value)}"
+
+
+BEHAVIOUR_SHORT = {
+    "fails before, passes after": "fails->passes",
+    "already fixed on stock": "fixed on stock",
+    "regression with patch": "regresses",
+    "still fails with patch": "still fails",
+    "no bug trigger": "no bug",
+}
+
+
 def render_table(matrix: Matrix) -> str:
-    """Render the matrix for a terminal."""
+    """Render the matrix for a terminal (text result; behaviour where measured)."""
     header = ["patch", *matrix.versions]
     rows = [
-        [row.name.removesuffix(PATCH_SUFFIX), *(row.cells[v].short for v in matrix.versions)]
+        [
+            row.name.removesuffix(PATCH_SUFFIX),
+            *(_cell(matrix, row.name, v, row.cells[v].short) for v in matrix.versions),
+        ]
         for row in matrix.rows
     ]
     out = [*text_table(header, rows, max_width=200), ""]
@@ -33,6 +54,9 @@ def render_table(matrix: Matrix) -> str:
             for label, check in (("", cell.check), ("port ", cell.port)):
                 if check is not None and check.status not in (Status.APPLIES,) and check.detail:
                     out.append(f"    {version} {label}{check.status.value}: {check.detail}")
+    for name, by_release in matrix.behaviour.items():
+        for version, found in by_release.items():
+            out.append(f"  behaviour {name.removesuffix(PATCH_SUFFIX)} on {version}: {found.text}")
     note = unpinned_note(matrix)
     if note:
         out += ["", note]
@@ -42,7 +66,11 @@ def render_table(matrix: Matrix) -> str:
 def render_markdown(matrix: Matrix) -> str:
     """Render the matrix as a Markdown table plus verdicts."""
     rows = [
-        [f"`{row.name}`", *(row.cells[v].short for v in matrix.versions), row.verdict.text]
+        [
+            f"`{row.name}`",
+            *(_cell(matrix, row.name, v, row.cells[v].short) for v in matrix.versions),
+            row.verdict.text,
+        ]
         for row in matrix.rows
     ]
     out = markdown_table(["patch", *matrix.versions, "verdict"], rows)
@@ -56,3 +84,121 @@ def render_markdown(matrix: Matrix) -> str:
 def render_json(matrix: Matrix) -> str:
     """Render the matrix as JSON."""
     return json.dumps(matrix.as_dict(), indent=2) + "\n"
+
+
+# --- retarget ------------------------------------------------------------------------------
+
+
+def _retarget_rows(result: Retarget) -> list[list[str]]:
+    rows = []
+    for verdict in result.verdicts:
+        found = verdict.behaviour
+        rows.append(
+            [
+                verdict.name.removesuffix(PATCH_SUFFIX),
+                verdict.plan.status.value,
+                verdict.action.value,
+                found.outcome.value if found else "not checked",
+            ]
+        )
+    return rows
+
+
+def _retarget_lines(result: Retarget, *, markdown: bool) -> list[str]:
+    bullet = "- " if markdown else "  "
+    out: list[str] = []
+    for verdict in result.verdicts:
+        out.append(f"{bullet}{verdict.name}: {verdict.text}")
+        if verdict.plan.merge_note and verdict.plan.source != "3-way merge":
+            out.append(f"    pinned patch 3-way merged: {verdict.plan.merge_note}")
+        found = verdict.behaviour
+        if found is not None:
+            for case in (*found.bug_cases, *found.other_cases):
+                patched = f", patched {case.patched.value}" if case.patched else ""
+                error = f" [{case.stock_error}]" if case.stock_error else ""
+                out.append(f"    {case.case}: stock {case.stock.value}{patched}{error}")
+            if found.test is not None:
+                test = found.test
+                stock = test.stock.text if test.stock else "not run"
+                out.append(f"    upstream test: stock {stock}; patched {test.patched.text}")
+                out.append(f"      {test.command}")
+        for flag in verdict.flags:
+            out.append(f"    FLAG: {flag}")
+    return out
+
+
+def render_retarget(result: Retarget) -> str:
+    """Render a retarget for a terminal."""
+    ready = "ready to promote" if result.ready else "NOT ready"
+    out = [
+        f"retarget executorch {result.old_version} -> {result.version}: {ready}"
+        f" ({'fast' if result.fast else 'full'} corpus)",
+        "",
+        *text_table(["patch", "text", "verdict", "behaviour"], _retarget_rows(result)),
+        "",
+        *_retarget_lines(result, markdown=False),
+        "",
+        "runtime pins: " + ", ".join(f"{k} {v}" for k, v in result.runtime.items()),
+    ]
+    for attempt in result.attempts:
+        pins = ", ".join(f"{k} {v}" for k, v in attempt.runtime.items())
+        out.append(f"  tried {pins}: {'ok' if attempt.ok else attempt.detail[:160]}")
+    published = [w for w in result.wheels if w.sha256]
+    out.append(f"wheels: {len(published)} of {len(result.wheels)} published")
+    for wheel in result.wheels:
+        out.append(f"  {wheel.file} {wheel.sha256[:16] or 'not published'}")
+    out += ["runtime form:", *(f"  {line}" for line in result.runtime_form.splitlines())]
+    if result.moves:
+        out += ["", f"moving from {result.old_version} to {result.version} (patched builds):"]
+        rows = [
+            [m.case, m.old_patched, m.new_patched, m.attribution, ", ".join(m.changes) or "-"]
+            for m in result.moves
+        ]
+        out += text_table(["case", result.old_version, result.version, "why", "changes"], rows)
+    out += ["", "time: " + ", ".join(f"{k} {v:.0f} s" for k, v in result.timings.items())]
+    out.append(f"candidate: {result.candidate}")
+    if result.resume:
+        out.append(f"resume: {result.resume}")
+    for problem in result.problems:
+        out.append(f"problem: {problem}")
+    return "\n".join(out) + "\n"
+
+
+def render_retarget_markdown(result: Retarget) -> str:
+    """Render a retarget as Markdown."""
+    out = [
+        f"# Retarget executorch {result.old_version} -> {result.version}",
+        "",
+        f"Candidate: `{result.candidate}`; "
+        + ("ready to promote." if result.ready else "**not ready**: " + "; ".join(result.problems)),
+        "",
+        *markdown_table(["patch", "text", "verdict", "behaviour"], _retarget_rows(result)),
+        "",
+        *_retarget_lines(result, markdown=True),
+        "",
+        "## Runtime pins",
+        "",
+    ]
+    rows = [
+        [", ".join(f"{k} {v}" for k, v in a.runtime.items()), "ok" if a.ok else a.detail[:200]]
+        for a in result.attempts
+    ]
+    out += markdown_table(["tried", "result"], rows) if rows else ["(not checked)"]
+    out += ["", "## Wheels", ""]
+    out += [f"- `{w.file}` `{w.sha256 or 'not published'}`" for w in result.wheels]
+    out += ["", "## Runtime form", "", result.runtime_form, ""]
+    if result.moves:
+        out += [f"## What changes for a user moving to {result.version}", ""]
+        rows = [[m.case, m.old_patched, m.new_patched, m.attribution, m.note] for m in result.moves]
+        out += markdown_table(["case", result.old_version, result.version, "why", "note"], rows)
+        out.append("")
+    out += ["## Time", ""]
+    out += [f"- {k}: {v:.1f} s" for k, v in result.timings.items()]
+    if result.resume:
+        out += ["", f"Resume: `{result.resume}`"]
+    return "\n".join(out) + "\n"
+
+
+def render_retarget_json(result: Retarget) -> str:
+    """Render a retarget as JSON."""
+    return json.dumps(result.as_dict(), indent=2) + "\n"

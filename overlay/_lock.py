@@ -1,0 +1,101 @@
+"""A lock file that its holder deletes on release, safe against the unlink race.
+
+The lock of a target lives inside the target (every user and every cache setting sees the
+same one), so it must not stay behind: a stray file would survive ``revert`` and ``pip
+uninstall``. filelock never deletes its lock file on Unix, because deleting a file that
+another process has open and is waiting on lets two processes hold "the" lock. This is the
+usual fix, in a few lines: the holder unlinks the file before unlocking, and a process that
+wins ``flock`` re-checks that the path still names the inode it locked, retrying otherwise.
+
+Example: A holds the lock; B opened the same file and waits. A unlinks it and unlocks.
+Becomes: B gets the flock on the unlinked inode, sees that the path no longer names it,
+and retries on a new file; C, arriving meanwhile, creates that new file. Only one of them
+ever holds the lock on the file the path names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+POLL_S = 0.05
+_RETRY = -1  # the path names another inode now: open it again
+
+
+def _try_lock(path: Path) -> int | None:
+    """Lock ``path`` (creating it) without waiting; return the fd, or None if it is held."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            on_disk = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            on_disk = None
+        held = os.fstat(fd)
+        if on_disk is None or (on_disk.st_dev, on_disk.st_ino) != (held.st_dev, held.st_ino):
+            os.close(fd)  # the holder before us deleted it: try again on the new file
+            return _RETRY
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    return fd
+
+
+def acquire(path: Path, *, timeout: float) -> int | None:
+    """Return the fd holding the lock at ``path``, or None after ``timeout`` seconds.
+
+    The parent folder is created when missing (and again if a releasing holder removed it).
+    OSError (permissions, a directory at ``path``) goes to the caller.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            # mkdir(exist_ok=True) raises FileExistsError when a releasing holder removes
+            # the folder between its EEXIST and its own is_dir() check: just try again.
+            path.parent.mkdir(exist_ok=True)
+            fd = _try_lock(path)
+        except (FileNotFoundError, FileExistsError):
+            if path.parent.exists() and not path.parent.is_dir():
+                raise  # a file where the folder belongs: the caller reports it
+            continue  # the folder went away between mkdir and open
+        if fd == _RETRY:
+            continue
+        if fd is not None:
+            return fd
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(POLL_S)
+
+
+def release(path: Path, fd: int, *, remove_folder: bool) -> None:
+    """Delete the lock file (and, with ``remove_folder``, its folder when empty), then unlock."""
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        if remove_folder:
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()  # only succeeds when nothing else (a journal) is in it
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def held(path: Path, *, timeout: float, remove_folder: bool = False) -> Iterator[bool]:
+    """Hold the lock at ``path`` for the block; yield False (not held) after ``timeout``."""
+    fd = acquire(path, timeout=timeout)
+    if fd is None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        release(path, fd, remove_folder=remove_folder)

@@ -1,0 +1,94 @@
+"""The local package index in ``dist/``: this series' wheels, PEP 503 pages, old wheels aside.
+
+Example: after a build for series ``1b5ee9052a``::
+
+    dist/executorch-1.2.0+armfix.1b5ee9052a-cp311-cp311-manylinux_2_28_x86_64.whl
+    dist/simple/index.html
+    dist/simple/executorch/index.html   (links ../../<wheel>#sha256=<digest>)
+    dist/old/executorch-1.2.0+armfix.0123456789-...whl   (an earlier series)
+
+``--find-links dist`` sees only the current series (it does not descend into ``old/``), and
+``--index-url file://.../dist/simple`` serves the same wheels with their sha256.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from overlay._hashing import sha256_file
+from overlay.wheels import build_record
+
+SIMPLE = "simple"
+OLD = "old"
+PROJECT = "executorch"
+
+
+@dataclass(frozen=True)
+class IndexedWheel:
+    """One wheel the index serves."""
+
+    filename: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Index:
+    """What :func:`publish` left in the folder."""
+
+    root: Path
+    simple: Path
+    wheels: tuple[IndexedWheel, ...]
+    moved: tuple[str, ...]  # earlier series' wheels moved to old/
+
+
+def publish(dist: Path, local_version: str, known: dict[str, str] | None = None) -> Index:
+    """Keep only ``local_version``'s executorch wheels in ``dist`` and write its simple index.
+
+    ``known`` maps file names to sha256s already computed (a fresh build's), to skip hashing.
+    """
+    old = dist / OLD
+    moved = []
+    current: list[IndexedWheel] = []
+    for path in sorted(dist.glob(f"{PROJECT}-*.whl")):
+        if path.name.split("-")[1] != local_version:
+            old.mkdir(exist_ok=True)
+            os.replace(path, old / path.name)
+            record = build_record(path)  # the sha256 its build recorded travels with it
+            if record.is_file():
+                os.replace(record, build_record(old / path.name))
+            moved.append(path.name)
+            continue
+        digest = (known or {}).get(path.name) or sha256_file(path)
+        current.append(IndexedWheel(path.name, digest))
+    simple = dist / SIMPLE
+    links = "".join(
+        f'    <a href="../../{urllib.parse.quote(w.filename)}#sha256={w.sha256}">'
+        f"{html.escape(w.filename)}</a><br>\n"
+        for w in current
+    )
+    _write(simple / PROJECT / "index.html", _page(f"Links for {PROJECT}", links))
+    _write(
+        simple / "index.html", _page("Simple index", f'    <a href="{PROJECT}/">{PROJECT}</a>\n')
+    )
+    return Index(dist, simple, tuple(current), tuple(moved))
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html>\n<html>\n  <head><title>"
+        f"{title}</title></head>\n  <body>\n{body}  </body>\n</html>\n"
+    )
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` unless the file already holds it (atomic rename otherwise)."""
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

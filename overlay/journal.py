@@ -1,0 +1,788 @@
+"""The write-ahead journal of a target's file-system transaction, and its recovery.
+
+A transaction is a list of steps on paths under a target root: write a file, delete a file,
+rename a folder. Before the first step runs, every new file is staged and every old file is
+kept (a hardlink, or a copy where links fail) in ``<root>/.executorch-arm-overlay/tx/``,
+and the journal naming each step with its old and new sha256 is written and fsynced beside
+the lock. A run that dies anywhere leaves either no journal (nothing changed yet) or one from
+which the next run rolls the tree forward or back. Which steps ran is read from the disk
+(each path's sha256), never from memory, so a signal landing between a rename and any
+bookkeeping cannot make a message lie.
+
+Example: apply of a 2-file series, checkpoints in order
+    staged 1/2, staged 2/2, kept 1/2, kept 2/2, journal, step 1/2, step 2/2, synced,
+    committed, cleaned
+Becomes, killed after ``step 1/2``: a journal, file 1 new, file 2 old. The next ``apply``
+rolls forward (file 2 from its staged copy), the next ``revert`` rolls back (file 1 from its
+kept copy); either way the journal and ``tx/`` are removed and the run says what it did.
+
+SIGINT and SIGTERM are deferred while a transaction runs: they are acted on at the next
+checkpoint, by rolling back from the journal and saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import errno
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from overlay._hashing import sha256_bytes, sha256_file
+from overlay.errors import ApplyError, InterruptedRunError, RollbackError, TargetError
+
+SCHEMA = 1
+STATE_DIR = ".executorch-arm-overlay"  # beside the dist-info; removed when a run ends cleanly
+LOCK_FILE = "lock"
+JOURNAL_FILE = "journal.json"
+TX_DIR = "tx"
+# Tests only: "<checkpoint name>:<kill|sigint|sigterm|raise>" fires at that checkpoint, and
+# OVERLAY_TEST_TRACE names a file each checkpoint name is appended to.
+FAULT_ENV = "OVERLAY_TEST_FAULT"
+TRACE_ENV = "OVERLAY_TEST_TRACE"
+
+
+class Action(enum.Enum):
+    """What one step does to its path."""
+
+    WRITE = "write"  # the path gets new bytes (created or replaced)
+    DELETE = "delete"  # the path is removed
+    RENAME = "rename"  # the folder at path moves to ``to``
+
+
+class Operation(enum.Enum):
+    """The command a journal belongs to."""
+
+    APPLY = "apply"
+    REVERT = "revert"
+
+
+class Direction(enum.Enum):
+    """Which way an interrupted transaction is settled."""
+
+    FORWARD = "forward"  # finished: every step done
+    BACK = "back"  # undone: every step undone
+
+
+@dataclass(frozen=True)
+class Write:
+    """Give ``path`` these bytes; a new file takes the mode and owner of ``like``.
+
+    ``link_from``: a file that holds exactly ``data`` now; it is staged by a hardlink
+    (no copy, no fsync) when the file system allows.
+    """
+
+    path: str
+    data: bytes
+    old_sha256: str | None  # None: the path does not exist yet
+    like: str | None = None
+    link_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Remove the file at ``path``."""
+
+    path: str
+    old_sha256: str
+
+
+@dataclass(frozen=True)
+class Rename:
+    """Move the folder at ``path`` to ``to`` (which must not exist)."""
+
+    path: str
+    to: str
+
+
+Change = Write | Delete | Rename
+
+
+@dataclass(frozen=True)
+class Step:
+    """One journaled step: the path (relative to the root) and its content before and after."""
+
+    number: int
+    action: Action
+    path: str
+    old_sha256: str | None = None
+    new_sha256: str | None = None
+    to: str | None = None
+    stage: str | None = None  # file in tx/ holding the new bytes
+    keep: str | None = None  # file in tx/ holding the old bytes (hardlink or copy)
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The journal file: what a transaction is about to do, written before it does it."""
+
+    operation: Operation
+    series_digest: str
+    pid: int
+    started: str  # UTC, ISO 8601
+    steps: tuple[Step, ...]
+    schema: int = SCHEMA
+
+    def to_json(self) -> str:
+        """Return the journal as JSON text."""
+        data = asdict(self)
+        data["operation"] = self.operation.value
+        data["steps"] = [{**asdict(s), "action": s.action.value} for s in self.steps]
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    @staticmethod
+    def from_json(text: str) -> Journal:
+        """Parse a journal; raise ValueError (or KeyError, TypeError) when malformed."""
+        data = json.loads(text)
+        if data["schema"] != SCHEMA:
+            raise ValueError(f"journal schema {data['schema']}, expected {SCHEMA}")
+        steps = []
+        for raw in data["steps"]:
+            optional = {k: _opt_str(raw.get(k)) for k in ("old_sha256", "new_sha256", "to")}
+            steps.append(
+                Step(
+                    number=int(raw["number"]),
+                    action=Action(raw["action"]),
+                    path=_relative(str(raw["path"])),
+                    stage=_opt_name(raw.get("stage")),
+                    keep=_opt_name(raw.get("keep")),
+                    **optional,
+                )
+            )
+        return Journal(
+            operation=Operation(data["operation"]),
+            series_digest=str(data["series_digest"]),
+            pid=int(data["pid"]),
+            started=str(data["started"]),
+            steps=tuple(steps),
+        )
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _relative(path: str) -> str:
+    parts = path.split("/")
+    if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"journal path {path!r} is not a plain relative path")
+    return path
+
+
+def _opt_name(value: object) -> str | None:
+    if value is None:
+        return None
+    name = str(value)
+    if "/" in name or name in ("", ".", ".."):
+        raise ValueError(f"journal names {name!r} in tx/")
+    return name
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What the next run found of an interrupted one, and what it did about it."""
+
+    operation: Operation | None  # the interrupted command; None: killed before its journal
+    direction: Direction | None
+    pid: int
+    started: str
+    steps: int  # steps in the journal
+    done: int  # steps that had run when it stopped
+    paths: tuple[str, ...]  # paths the recovery wrote, removed or renamed
+    removed: tuple[str, ...] = ()  # leftovers of runs killed before a journal, stale staging
+
+    @property
+    def summary(self) -> str:
+        """Return one line saying what was found and done."""
+        if self.operation is None:
+            return (
+                f"removed {len(self.removed)} leftover file(s) of a killed run (no step unfinished)"
+            )
+        verb = "finished" if self.direction is Direction.FORWARD else "rolled back"
+        extra = f"; removed {len(self.removed)} leftover file(s)" if self.removed else ""
+        return (
+            f"an interrupted {self.operation.value} (pid {self.pid}, started {self.started},"
+            f" {self.done} of {self.steps} steps done) was {verb}{extra}"
+        )
+
+
+# --- where things live ---------------------------------------------------------------------
+
+
+def state_dir(root: Path) -> Path:
+    """Return the folder beside the dist-info that holds the lock, the journal and tx/."""
+    return root / STATE_DIR
+
+
+def lock_file(root: Path) -> Path:
+    """Return the lock file of the target at ``root``."""
+    return state_dir(root) / LOCK_FILE
+
+
+def journal_file(root: Path) -> Path:
+    """Return the journal file of the target at ``root``."""
+    return state_dir(root) / JOURNAL_FILE
+
+
+def read_journal(root: Path) -> Journal | None:
+    """Return the unfinished journal at ``root``, None when there is none."""
+    path = journal_file(root)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, exc) from exc
+    try:
+        return Journal.from_json(text)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: Path, exc: Exception) -> TargetError:
+    return TargetError(
+        f"the journal {path} is unreadable",
+        expected="the JSON journal an interrupted apply or revert left",
+        found=f"{type(exc).__name__}: {exc}",
+        hint="restore the tree by reinstalling executorch (`uv pip install --reinstall"
+        f" executorch==<pin>`), then delete {path.parent}",
+    )
+
+
+# --- checkpoints: fault injection (tests) and deferred signals -------------------------------
+
+
+class _InterruptedError(Exception):
+    """A deferred SIGINT/SIGTERM, raised at a checkpoint."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def fault_point(name: str) -> None:
+    """Name a point of a run for the fault-injection tests; a no-op unless they set the env."""
+    trace = os.environ.get(TRACE_ENV)
+    if trace:
+        with open(trace, "a", encoding="utf-8") as handle:
+            handle.write(name + "\n")
+    where, _, action = os.environ.get(FAULT_ENV, "").rpartition(":")
+    if where == name:
+        _fire(action, name)
+
+
+@dataclass
+class _Checkpoints:
+    """Names each point of a transaction; fires a test fault there; acts on deferred signals."""
+
+    pending: list[int] = field(default_factory=list)
+
+    def __call__(self, name: str, *, interruptible: bool = True) -> None:
+        fault_point(name)
+        if interruptible and self.pending:
+            raise _InterruptedError(self.pending[0])
+
+
+def _fire(action: str, name: str) -> None:
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(10)  # never reached: SIGKILL is not deferred
+    elif action in ("sigint", "sigterm"):
+        os.kill(os.getpid(), signal.SIGINT if action == "sigint" else signal.SIGTERM)
+    elif action == "raise":
+        raise OSError(errno.EIO, f"injected fault after {name}")
+    else:
+        raise ValueError(f"{FAULT_ENV}: unknown action {action!r}")
+
+
+@contextlib.contextmanager
+def _deferred_signals(checkpoints: _Checkpoints) -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into a note the next checkpoint acts on (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, _frame: FrameType | None) -> None:
+        checkpoints.pending.append(signum)
+
+    old = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+# --- file helpers ---------------------------------------------------------------------------
+
+
+def _fsync(path: Path) -> None:
+    """fsync a file (errors raise) or a folder (some file systems cannot: ignored)."""
+    folder = path.is_dir()
+    try:
+        fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if folder else 0))
+    except FileNotFoundError:
+        if folder:
+            return
+        raise
+    try:
+        if folder:
+            with contextlib.suppress(OSError):
+                os.fsync(fd)
+        else:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_all(paths: Iterable[Path]) -> None:
+    """fsync these files and folders at once: the file system commits them together."""
+    unique = sorted(set(paths))
+    if len(unique) <= 1:
+        for path in unique:
+            _fsync(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
+        for _ in pool.map(_fsync, unique):
+            pass
+
+
+def _write_file(path: Path, data: bytes, mode: int = 0o644) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _sha_or_none(path: Path) -> str | None:
+    try:
+        return sha256_file(path)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def _owner_of(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_uid, st.st_gid
+
+
+def give_to(path: Path, owner: tuple[int, int]) -> None:
+    """Make ``path`` belong to ``owner`` (uid, gid) when it does not already."""
+    st = os.stat(path, follow_symlinks=False)
+    if (st.st_uid, st.st_gid) != owner:
+        os.chown(path, *owner, follow_symlinks=False)
+
+
+class _Locator:
+    """Map a journal path to where it is now, following a folder rename that may have run."""
+
+    def __init__(self, root: Path, steps: Sequence[Step]) -> None:
+        self.root = root
+        self.renames = [(s.path, s.to) for s in steps if s.action is Action.RENAME and s.to]
+
+    def __call__(self, rel: str) -> Path:
+        for src, dst in self.renames:
+            if rel.startswith(src + "/") and not (self.root / src).exists():
+                return self.root / (dst + rel[len(src) :])
+        return self.root / rel
+
+
+# --- the transaction ------------------------------------------------------------------------
+
+
+class _Status(enum.Enum):
+    PENDING = "pending"
+    DONE = "done"
+    CONFLICT = "conflict"
+
+
+def _status(step: Step, root: Path, locate: _Locator) -> _Status:
+    """Say from the disk whether ``step`` has run."""
+    if step.action is Action.RENAME:
+        src, dst = (root / step.path).exists(), (root / str(step.to)).exists()
+        if src and not dst:
+            return _Status.PENDING
+        if dst and not src:
+            return _Status.DONE
+        return _Status.CONFLICT
+    found = _sha_or_none(locate(step.path))
+    if found == step.new_sha256:
+        return _Status.DONE
+    if found == step.old_sha256:
+        return _Status.PENDING
+    return _Status.CONFLICT
+
+
+def steps_done(root: Path, journal: Journal) -> int:
+    """Return how many steps of ``journal`` have run, read from the disk."""
+    locate = _Locator(root, journal.steps)
+    return sum(1 for s in journal.steps if _status(s, root, locate) is _Status.DONE)
+
+
+def _run_step(step: Step, root: Path, tx: Path, locate: _Locator) -> None:
+    if step.action is Action.RENAME:
+        os.rename(root / step.path, root / str(step.to))
+    elif step.action is Action.DELETE:
+        os.unlink(locate(step.path))
+    else:
+        os.replace(tx / str(step.stage), locate(step.path))
+
+
+def _undo_step(step: Step, root: Path, tx: Path, locate: _Locator) -> None:
+    if step.action is Action.RENAME:
+        os.rename(root / str(step.to), root / step.path)
+    elif step.keep is None:  # a created file
+        os.unlink(locate(step.path))
+    else:
+        os.replace(tx / step.keep, locate(step.path))
+
+
+def _stage(tx: Path, name: str, data: bytes, like: Path) -> None:
+    """Write ``data`` to tx/name with the mode and owner of ``like`` (fsynced later)."""
+    st = like.stat()
+    staged = tx / name
+    _write_file(staged, data)
+    os.chmod(staged, st.st_mode & 0o7777)
+    try:
+        give_to(staged, (st.st_uid, st.st_gid))
+    except PermissionError as exc:
+        raise TargetError(
+            f"cannot keep the owner of {like} (uid {st.st_uid}, gid {st.st_gid})",
+            expected="to run as the owner of the files, or as root",
+            found=f"running as uid {os.geteuid()}",
+            hint=f"run as the user who owns {like.parent}, or with sudo",
+        ) from exc
+
+
+def _link_stage(source: Path, staged: Path, data: bytes) -> bool:
+    """Stage ``data`` as a hardlink of ``source`` if it holds exactly that; True if it did."""
+    try:
+        os.link(source, staged, follow_symlinks=False)
+    except OSError:
+        return False
+    if sha256_file(staged) == sha256_bytes(data):
+        return True
+    staged.unlink()
+    return False
+
+
+def _keep(path: Path, kept: Path) -> None:
+    """Keep the old file at ``kept``: a hardlink (no copy, same inode) or else a copy."""
+    try:
+        os.link(path, kept, follow_symlinks=False)
+    except OSError:
+        st = os.stat(path, follow_symlinks=False)
+        _write_file(kept, path.read_bytes())
+        os.chmod(kept, st.st_mode & 0o7777)
+        with contextlib.suppress(PermissionError):
+            give_to(kept, (st.st_uid, st.st_gid))
+
+
+def _started() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _prepare(
+    root: Path, tx: Path, changes: Sequence[Change], check: _Checkpoints
+) -> tuple[Step, ...]:
+    """Stage every new file and keep every old one in tx/; return the journal's steps."""
+    steps: list[Step] = []
+    writes = sum(1 for c in changes if isinstance(c, Write))
+    for number, change in enumerate(changes, start=1):
+        if isinstance(change, Rename):
+            if (root / change.to).exists():
+                raise TargetError(
+                    f"cannot rename {change.path} to {change.to}: it exists",
+                    expected="one executorch dist-info folder",
+                    found=f"{root / change.path} and {root / change.to}",
+                    hint="remove the stale one (reinstall executorch)",
+                )
+            steps.append(Step(number, Action.RENAME, change.path, to=change.to))
+            continue
+        if isinstance(change, Delete):
+            steps.append(Step(number, Action.DELETE, change.path, old_sha256=change.old_sha256))
+            continue
+        path = root / change.path
+        like = path if change.old_sha256 is not None else root / (change.like or change.path)
+        if not (
+            change.link_from
+            and _link_stage(root / change.link_from, tx / f"{number}.new", change.data)
+        ):
+            _stage(tx, f"{number}.new", change.data, like)
+        steps.append(
+            Step(
+                number,
+                Action.WRITE,
+                change.path,
+                old_sha256=change.old_sha256,
+                new_sha256=sha256_bytes(change.data),
+                stage=f"{number}.new",
+            )
+        )
+        check(f"staged {sum(1 for s in steps if s.stage)}/{writes}")
+    olds = [i for i, s in enumerate(steps) if s.action is not Action.RENAME and s.old_sha256]
+    for kept, index in enumerate(olds, start=1):
+        step = steps[index]
+        keep = f"{step.number}.old"
+        _keep(root / step.path, tx / keep)
+        found = sha256_file(tx / keep)
+        if found != step.old_sha256:
+            raise TargetError(
+                f"{root / step.path} changed while the run was planning",
+                expected=f"sha256 {step.old_sha256}",
+                found=f"sha256 {found}",
+                hint="another program writes this tree; stop it and run the command again",
+            )
+        steps[index] = dataclasses.replace(step, keep=keep)
+        check(f"kept {kept}/{len(olds)}")
+    # what this run wrote (not the links to existing files) durable before the journal
+    _fsync_all([*(p for p in tx.iterdir() if p.stat().st_nlink == 1), tx])
+    return tuple(steps)
+
+
+def _write_journal(root: Path, journal: Journal) -> None:
+    path = journal_file(root)
+    tmp = path.with_name(path.name + ".tmp")
+    _write_file(tmp, journal.to_json().encode())
+    _fsync(tmp)  # its bytes before its name
+    os.replace(tmp, path)
+    _fsync(path.parent)
+
+
+def _sync_parents(root: Path, steps: Sequence[Step], locate: _Locator) -> None:
+    _fsync_all({locate(s.path).parent for s in steps} | {root})
+
+
+def _finish(root: Path) -> None:
+    """Remove the journal: the commit point.
+
+    Not fsynced: if a power loss brings the journal back, every step is done, and the next
+    run settles it again either way without harm.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        journal_file(root).unlink()
+
+
+def _remove_tx(root: Path) -> tuple[str, ...]:
+    tx = state_dir(root) / TX_DIR
+    if not tx.exists():
+        return ()
+    removed = tuple(sorted(str(p.relative_to(root)) for p in tx.iterdir()))
+    shutil.rmtree(tx, ignore_errors=True)
+    leftover = state_dir(root) / (JOURNAL_FILE + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        leftover.unlink()
+    return removed
+
+
+def commit(root: Path, operation: Operation, series_digest: str, changes: Sequence[Change]) -> None:
+    """Run ``changes`` on ``root`` as one transaction; the caller holds the target's lock.
+
+    On any failure (or SIGINT/SIGTERM) after the journal is written, the tree is rolled back
+    from it and checked, and the error says so; if the roll-back fails too, the journal stays
+    and the error names the files and the command that finishes it.
+    """
+    if not changes:
+        return
+    check = _Checkpoints()
+    tx = state_dir(root) / TX_DIR
+    with _deferred_signals(check):
+        try:
+            _remove_tx(root)
+            tx.mkdir(parents=True)
+            steps = _prepare(root, tx, changes, check)
+            journal = Journal(operation, series_digest, os.getpid(), _started(), steps)
+            _write_journal(root, journal)
+        except (OSError, _InterruptedError, TargetError) as exc:
+            _finish(root)  # no step ran: the journal, if written, is void
+            _remove_tx(root)
+            if isinstance(exc, _InterruptedError):
+                raise InterruptedRunError(
+                    f"interrupted by {exc}: nothing was changed in {root}", signum=exc.signum
+                ) from None
+            if isinstance(exc, TargetError):
+                raise
+            raise ApplyError(
+                f"preparing the {operation.value} of {root} failed: {exc}; nothing was changed",
+                expected="room and permission to stage every file beside the tree",
+                found=f"{type(exc).__name__} before the first step",
+                hint="fix the cause (disk space, permissions) and run the command again",
+            ) from exc
+        hand_over(root)
+        locate = _Locator(root, steps)
+        try:
+            check("journal")
+            for step in steps:
+                _run_step(step, root, tx, locate)
+                check(f"step {step.number}/{len(steps)}")
+            _sync_parents(root, steps, locate)
+            check("synced")
+        except (OSError, _InterruptedError) as exc:
+            _roll_back_after(root, journal, exc)
+        _finish(root)  # the commit point
+        with contextlib.suppress(OSError):  # a failure to tidy up is repaired next time
+            check("committed", interruptible=False)
+            _remove_tx(root)
+            check("cleaned", interruptible=False)
+    if check.pending:
+        state = "patched" if operation is Operation.APPLY else "pristine"
+        raise InterruptedRunError(
+            f"interrupted by {signal.Signals(check.pending[0]).name} after the"
+            f" {operation.value} had finished: {root} is {state}",
+            signum=check.pending[0],
+        )
+
+
+def _roll_back_after(root: Path, journal: Journal, exc: OSError | _InterruptedError) -> None:
+    """Undo a failed or interrupted transaction from its journal; always raise."""
+    locate = _Locator(root, journal.steps)
+    ran = sum(1 for s in journal.steps if _status(s, root, locate) is not _Status.PENDING)
+    total = len(journal.steps)
+    what = journal.operation.value
+    settle(root, journal, Direction.BACK, failed_because=str(exc))
+    if isinstance(exc, _InterruptedError):
+        raise InterruptedRunError(
+            f"interrupted by {exc} after {ran} of {total} steps of the {what};"
+            f" rolled back: every file of {root} is as before",
+            signum=exc.signum,
+        ) from None
+    raise ApplyError(
+        f"writing {root} failed: {exc}; rolled back: every file is as before",
+        expected=f"all {total} steps of the {what}",
+        found=f"{ran} of {total} done before the failure",
+        hint="fix the cause (disk space, permissions) and run the command again",
+    ) from exc
+
+
+def hand_over(root: Path) -> None:
+    """As root in someone else's tree, give the state folder to the tree's owner."""
+    owner = _owner_of(root)
+    if os.geteuid() != 0 or owner == (0, 0):
+        return
+    folder = state_dir(root)
+    for path in (folder, folder / LOCK_FILE, folder / TX_DIR, folder / JOURNAL_FILE):
+        with contextlib.suppress(OSError):
+            give_to(path, owner)
+
+
+def settle(
+    root: Path, journal: Journal, direction: Direction, *, failed_because: str | None = None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Bring every step of ``journal`` to ``direction`` (all done or all undone), verified.
+
+    Returns the paths it changed and the tx/ files it removed after. Raises
+    RollbackError naming each path it could not settle (the journal stays for a retry).
+    """
+    tx = state_dir(root) / TX_DIR
+    locate = _Locator(root, journal.steps)
+    order = journal.steps if direction is Direction.FORWARD else tuple(reversed(journal.steps))
+    want = _Status.DONE if direction is Direction.FORWARD else _Status.PENDING
+    touched: list[str] = []
+    check = _Checkpoints()
+    for index, step in enumerate(order, start=1):
+        status = _status(step, root, locate)
+        if status is not want and status is not _Status.CONFLICT:
+            with contextlib.suppress(OSError):  # verified below, path by path
+                if direction is Direction.FORWARD:
+                    _run_step(step, root, tx, locate)
+                else:
+                    _undo_step(step, root, tx, locate)
+                touched.append(step.path)
+        check(f"recover {index}/{len(order)}", interruptible=False)
+    unsettled = [s for s in journal.steps if _status(s, root, locate) is not want]
+    if unsettled:
+        verb = "finish" if direction is Direction.FORWARD else "roll back"
+        cause = f"writing {root} failed: {failed_because}; " if failed_because else ""
+        raise RollbackError(
+            f"{cause}could not {verb} the {journal.operation.value}:"
+            f" {len(unsettled)} path(s) are in neither state",
+            expected="every file as before the run, or every file as after it",
+            found=f"the journal {journal_file(root)} and these paths",
+            details="\n".join(
+                f"    {s.path}: {_status(s, root, locate).value}, step {s.number}"
+                f" ({s.action.value}, old sha256 {s.old_sha256}, new {s.new_sha256})"
+                for s in unsettled
+            ),
+            hint=f"fix the cause, then run `python -m overlay revert --target {root}`"
+            " (or `apply`): it settles the tree from the journal",
+            paths=tuple(s.path for s in unsettled),
+        )
+    _sync_parents(root, journal.steps, locate)
+    _finish(root)
+    check("recovered", interruptible=False)
+    return tuple(touched), _remove_tx(root)
+
+
+def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | None:
+    """Settle an interrupted transaction at ``root`` (caller holds the lock); None if none.
+
+    ``prefer`` picks the direction from the interrupted operation; when that way is
+    impossible (a staged or kept file is gone, a path holds other content) the other way
+    is tried. Without a journal, a leftover tx/ (a run killed before its journal was
+    durable) is removed: no step of it ran.
+    """
+    journal = read_journal(root)
+    tx = state_dir(root) / TX_DIR
+    if journal is None:
+        leftovers = _remove_tx(root)
+        return Recovery(None, None, 0, "", 0, 0, (), leftovers) if leftovers else None
+    locate = _Locator(root, journal.steps)
+    statuses = [_status(s, root, locate) for s in journal.steps]
+    direction = prefer(journal.operation)
+    if not _possible(journal, statuses, direction, tx):
+        other = Direction.BACK if direction is Direction.FORWARD else Direction.FORWARD
+        if _possible(journal, statuses, other, tx):
+            direction = other
+    signals = _Checkpoints()
+    with _deferred_signals(signals):  # a signal waits until the tree is settled
+        paths, _ = settle(root, journal, direction)  # tx/ was this journal's own
+    if signals.pending:
+        state = (
+            "patched"
+            if (direction is Direction.FORWARD) == (journal.operation is Operation.APPLY)
+            else "pristine"
+        )
+        raise InterruptedRunError(
+            f"interrupted by {signal.Signals(signals.pending[0]).name} after settling an"
+            f" interrupted {journal.operation.value}: {root} is {state}",
+            signum=signals.pending[0],
+        )
+    return Recovery(
+        journal.operation,
+        direction,
+        journal.pid,
+        journal.started,
+        len(journal.steps),
+        sum(1 for s in statuses if s is _Status.DONE),
+        paths,
+    )
+
+
+def _possible(
+    journal: Journal, statuses: Sequence[_Status], direction: Direction, tx: Path
+) -> bool:
+    for step, status in zip(journal.steps, statuses, strict=True):
+        if status is _Status.CONFLICT:
+            return False
+        if direction is Direction.FORWARD and status is _Status.PENDING:
+            needed = step.stage
+        elif direction is Direction.BACK and status is _Status.DONE:
+            needed = step.keep
+        else:
+            needed = None
+        if needed and not (tx / needed).exists():
+            return False
+    return True

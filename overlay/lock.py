@@ -1,0 +1,254 @@
+"""Locks: the exact ready venv for one pinned wheel, every package by version and sha256.
+
+One requirements file per pinned executorch wheel, beside the pins it comes from
+(``patches/locks/<tag>.txt``), written by ``uv pip compile --generate-hashes`` for that
+interpreter and platform. A plain hashed requirements file (not ``uv.lock``) because
+``uv pip sync``, ``pip install --require-hashes`` and a Dockerfile all take it as it is,
+and a per-platform resolution has no markers left to evaluate at install time. The
+patched executorch is in it by the sha256 of the wheel this overlay builds (the build
+is deterministic). A header line keys everything the lock was resolved from (pins,
+extras, series digest, base wheel, tool); :func:`check_current` recomputes that key
+offline, so a lock left stale by a pin or patch change fails the fast tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from overlay.errors import LockError
+from overlay.pins import WheelPin
+from overlay.series import Series
+from overlay.wheels import REPACK_FORMAT, TOOL, local_version
+
+LOCKS_DIR = "locks"
+KEY_PREFIX = "# inputs-key: "
+REFRESH = "nox -s lock"
+_INPUT_NAME = "requirements.in"  # named in uv's "# via -r ..." annotations
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    """One locked distribution: exact version and the sha256 of every acceptable file."""
+
+    name: str  # canonical
+    version: str
+    hashes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A lock file as read from disk."""
+
+    path: Path
+    key: str
+    packages: tuple[LockedPackage, ...]
+
+    def get(self, name: str) -> LockedPackage:
+        """Return the locked package called ``name``."""
+        wanted = canonicalize_name(name)
+        for package in self.packages:
+            if package.name == wanted:
+                return package
+        raise LockError(
+            f"{self.path} does not lock {name}",
+            expected=f"a line {name}==<version> --hash=sha256:...",
+            found=", ".join(p.name for p in self.packages[:8]) + ", ...",
+            hint=f"regenerate the lock: `{REFRESH}`",
+        )
+
+
+def lock_path(series: Series, pin: WheelPin) -> Path:
+    """Return where the lock of ``pin`` lives: beside the series' pins."""
+    return series.directory / LOCKS_DIR / f"{pin.tag}.txt"
+
+
+def requirements(series: Series) -> list[str]:
+    """Return what a lock is resolved from: the patched executorch with extras, the pins."""
+    extras = ",".join(series.pins.extras)
+    executorch = f"executorch[{extras}]" if extras else "executorch"
+    return [f"{executorch}=={local_version(series)}", *series.pins.runtime_requirements()]
+
+
+def inputs_key(series: Series, pin: WheelPin) -> str:
+    """Return the sha256 over everything a lock of ``pin`` is resolved from."""
+    inputs = {
+        "requirements": requirements(series),
+        "wheel_requires": list(series.pins.wheel_requirements()),
+        "series": series.digest,
+        "base_wheel": [pin.filename, pin.sha256],
+        "tool": [TOOL, REPACK_FORMAT],
+        "target": list(uv_target(series, pin)),
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
+    """Return (python version, uv ``--python-platform``, macOS deployment target) of a pin.
+
+    Example: ``manylinux_2_28_x86_64`` gives ``x86_64-manylinux_2_28``;
+    ``macosx_12_0_arm64`` gives ``aarch64-apple-darwin`` (macOS from the pins' [lock]).
+    """
+    tag = pin.platform
+    if tag.startswith("manylinux_"):
+        glibc, _, arch = tag.removeprefix("manylinux_").partition("_")
+        minor, _, arch = arch.partition("_")
+        return pin.python, f"{arch}-manylinux_{glibc}_{minor}", ""
+    if tag.startswith("macosx_"):
+        arch = "aarch64" if tag.endswith("arm64") else "x86_64"
+        return pin.python, f"{arch}-apple-darwin", series.pins.macos_deployment_target
+    raise LockError(
+        f"no lock target for the platform {tag}",
+        expected="a manylinux_X_Y_<arch> or macosx_X_Y_<arch> wheel",
+        found=tag,
+        hint="lock that wheel by hand, or drop it from [[wheels]] in pins.toml",
+    )
+
+
+def uv_executable() -> str:
+    """Return the uv executable (on PATH, else the one the ``uv`` package ships)."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise LockError(
+            "uv is not installed",
+            expected="uv on PATH or the uv package in this Python",
+            found="neither",
+            hint=f"{sys.executable} -m pip install uv",
+        ) from None
+    return str(find_uv_bin())
+
+
+def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = None) -> Lock:
+    """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch."""
+    path = out or lock_path(series, pin)
+    python, platform, macos = uv_target(series, pin)
+    with tempfile.TemporaryDirectory(prefix="overlay-lock-") as tmp:
+        folder = Path(tmp)
+        links = folder / "links"
+        links.mkdir()
+        shutil.copyfile(wheel, links / wheel.name)  # only this wheel: no stale candidate
+        (folder / _INPUT_NAME).write_text("\n".join(requirements(series)) + "\n")
+        command = [
+            uv_executable(), "pip", "compile", _INPUT_NAME, "--quiet", "--generate-hashes",
+            "--python-version", python, "--python-platform", platform,
+            "--find-links", "links", "--custom-compile-command", REFRESH, "-o", "lock.txt",
+        ]  # fmt: skip
+        env = dict(os.environ)
+        if macos:
+            env["MACOSX_DEPLOYMENT_TARGET"] = macos
+        proc = subprocess.run(
+            command, cwd=folder, env=env, capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise LockError(
+                f"uv could not resolve the lock for {pin.tag}",
+                expected="every runtime pin and the patched executorch resolvable together",
+                found=proc.stderr.strip()[-2000:],
+                hint="check the pins in pins.toml (and network access to the index)",
+            )
+        body = (folder / "lock.txt").read_text(encoding="utf-8")
+    header = (
+        f"# Lock of the ready venv for {pin.tag} (Python {python}, {platform}"
+        f"{f', macOS {macos}' if macos else ''}).\n"
+        f"# Refresh: `{REFRESH}`. Install: `uv pip sync --require-hashes --find-links dist`.\n"
+        f"{KEY_PREFIX}{inputs_key(series, pin)}\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path = path.with_name(f".{path.name}.tmp")
+    tmp_path.write_text(header + body, encoding="utf-8")
+    os.replace(tmp_path, path)
+    return read(path)
+
+
+def parse(text: str, *, path: Path) -> Lock:
+    """Parse a lock's text: its key line and every ``name==version --hash=...`` entry."""
+    key = ""
+    packages: list[LockedPackage] = []
+    logical = text.replace("\\\n", " ").splitlines()
+    for line in logical:
+        if line.startswith(KEY_PREFIX):
+            key = line.removeprefix(KEY_PREFIX).strip()
+        content = line.split("#", 1)[0].strip() if not line.startswith("#") else ""
+        if not content:
+            continue
+        spec, *options = content.split()
+        try:
+            requirement = Requirement(spec)
+        except InvalidRequirement as exc:
+            raise _unreadable(path, f"{spec}: {exc}") from exc
+        pinned = [s.version for s in requirement.specifier if s.operator == "=="]
+        hashes = tuple(o.removeprefix("--hash=sha256:") for o in options if o.startswith("--hash"))
+        if len(pinned) != 1 or not hashes:
+            raise _unreadable(path, content)
+        packages.append(LockedPackage(canonicalize_name(requirement.name), pinned[0], hashes))
+    if not key:
+        raise _unreadable(path, f"no '{KEY_PREFIX.strip()}' line")
+    return Lock(path, key, tuple(packages))
+
+
+def _unreadable(path: Path, found: str) -> LockError:
+    return LockError(
+        f"{path} is not a lock this overlay wrote",
+        expected="name==version lines, each with --hash=sha256:..., and an inputs-key line",
+        found=found,
+        hint=f"regenerate it: `{REFRESH}`",
+    )
+
+
+def read(path: Path) -> Lock:
+    """Read a lock file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockError(
+            f"no lock at {path}",
+            expected="a lock for every pinned wheel, beside pins.toml",
+            found="nothing",
+            hint=f"generate it: `{REFRESH}`",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, str(exc)) from exc
+    return parse(text, path=path)
+
+
+def check_current(series: Series, pin: WheelPin, *, path: Path | None = None) -> Lock:
+    """Return the lock of ``pin``; refuse one resolved from other pins, patches or tool."""
+    lock = read(path or lock_path(series, pin))
+    wanted = inputs_key(series, pin)
+    if lock.key != wanted:
+        raise LockError(
+            f"{lock.path} is stale: pins.toml, the patches or the tool changed since it was made",
+            expected=f"inputs-key {wanted}",
+            found=f"inputs-key {lock.key}",
+            hint=f"regenerate the locks: `{REFRESH}`",
+        )
+    executorch = lock.get("executorch")
+    if executorch.version != local_version(series):
+        raise _unreadable(lock.path, f"executorch=={executorch.version}")
+    return lock
+
+
+def check_wheel(lock: Lock, wheel: Path, sha256: str) -> None:
+    """Refuse a patched wheel whose sha256 is not the one the lock pins."""
+    locked = lock.get("executorch").hashes
+    if sha256 not in locked:
+        raise LockError(
+            f"{wheel.name} is not the wheel {lock.path.name} pins",
+            expected=f"sha256 {', '.join(locked)}",
+            found=f"sha256 {sha256}",
+            hint=f"the repack wrote other bytes (a code change, or another zlib): `{REFRESH}`",
+        )

@@ -1,0 +1,425 @@
+"""Every bad input is one clear error (expected / found / next step) and leaves all untouched.
+
+Each row of ``CASES`` breaks one input of a good world (series + pristine or in-place
+patched tree), runs the CLI, and checks the exit code, the first line of the message, that
+the message says what was expected, what was found and the next step, and that neither the
+tree nor the series folder changed (no journal, no lock, no staging file left).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from overlay import install, journal
+from overlay._dist import ORIGINAL_FILE, ORIGINAL_RECORD
+from overlay.cli import main
+from overlay.errors import (
+    InstallCheckError,
+    OverlayError,
+    SeriesError,
+    TargetError,
+    UnfinishedRunError,
+    UnsafePatchError,
+)
+from overlay.install_check import check_installed
+from overlay.series import load_series
+from overlay.wheels import PROVENANCE_FILE
+
+from scaffold import fast_tmp, make_diff, make_tree, patch_text, run_forked, snapshot, write_series
+
+A = "backends/arm/a.py"
+B = "backends/arm/sub/b.py"
+A_OLD = "".join(f"a{i} = {i}\n" for i in range(30))
+A_NEW = A_OLD.replace("a5 = 5\n", "a5 = 'five'\n")
+B_OLD = "".join(f"def b{i}():\n    return {i}\n" for i in range(15))
+B_NEW = B_OLD.replace("    return 7\n", "    return -7\n")
+DIFF_A = make_diff(A, A_OLD, A_NEW)
+
+
+@dataclass(frozen=True)
+class World:
+    root: Path  # site-packages-like tree
+    patches: Path
+
+    @property
+    def dist_info(self) -> Path:
+        return next(self.root.glob("executorch-*.dist-info"))
+
+    def cli(self, *args: str) -> int:
+        return main(["--patches", str(self.patches), *args])
+
+
+def make_world(base: Path, *, patched: bool = False) -> World:
+    root = make_tree(base / "site", {A: A_OLD.encode(), B: B_OLD.encode()})
+    patches = {
+        "0001-a.patch": patch_text("Change a", DIFF_A),
+        "0002-b.patch": patch_text("Change b", make_diff(B, B_OLD, B_NEW)),
+    }
+    write_series(base / "patches", patches, {A: A_OLD.encode(), B: B_OLD.encode()})
+    world = World(root, base / "patches")
+    if patched:
+        install.apply(load_series(world.patches), install.find_target(root))
+    return world
+
+
+def append(path: Path, data: bytes) -> None:
+    path.write_bytes(path.read_bytes() + data)
+
+
+def write_journal(root: Path, data: bytes) -> None:
+    journal.state_dir(root).mkdir()
+    journal.journal_file(root).write_bytes(data)
+
+
+def hostile_patch(diff: str) -> Callable[[World], None]:
+    def mutate(world: World) -> None:
+        (world.patches / "0001-a.patch").write_text(patch_text("Change a", diff))
+
+    return mutate
+
+
+def diff_git(extended: str, *, hunks: str = DIFF_A, path: str = A) -> str:
+    return f"diff --git a/{path} b/{path}\n{extended}" + hunks
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    mutate: Callable[[World], object]
+    error: type[OverlayError]
+    first_line: str  # start of the message's first line, after "error: "
+    command: str = "apply"
+    patched: bool = False  # start from an in-place patched tree
+
+
+CASES = [
+    Case(
+        "patch not UTF-8",
+        lambda w: append(w.patches / "0001-a.patch", b"# \xff\n"),
+        SeriesError,
+        "{patches}/0001-a.patch is not UTF-8 text",
+    ),
+    Case(
+        "series not UTF-8",
+        lambda w: append(w.patches / "series", b"# \xff\n"),
+        SeriesError,
+        "{patches}/series is not UTF-8 text",
+    ),
+    Case(
+        "SHA256SUMS not UTF-8",
+        lambda w: append(w.patches / "SHA256SUMS", b"# \xfe\n"),
+        SeriesError,
+        "{patches}/SHA256SUMS is not UTF-8 text",
+    ),
+    Case(
+        "pins.toml not UTF-8",
+        lambda w: append(w.patches / "pins.toml", b"# \xfe\n"),
+        SeriesError,
+        "cannot read {patches}/pins.toml",
+    ),
+    Case(
+        "METADATA not UTF-8",
+        lambda w: append(w.dist_info / "METADATA", b"Summary: \xff\n"),
+        TargetError,
+        "{dist_info}/METADATA is not UTF-8 text",
+    ),
+    Case(
+        "RECORD not UTF-8",
+        lambda w: append(w.dist_info / "RECORD", b"\xfe,,\n"),
+        TargetError,
+        "{dist_info}/RECORD is not UTF-8 text",
+    ),
+    Case(
+        "RECORD malformed",
+        lambda w: append(w.dist_info / "RECORD", b"executorch/x.py,md5=abc\n"),
+        TargetError,
+        "{dist_info}/RECORD is not a valid RECORD",
+    ),
+    Case(
+        "provenance not UTF-8",
+        lambda w: append(w.dist_info / PROVENANCE_FILE, b"\xff"),
+        TargetError,
+        "{dist_info}/ARM_OVERLAY.json is not UTF-8 text",
+        command="revert",
+        patched=True,
+    ),
+    Case(
+        "saved original malformed",
+        lambda w: (w.dist_info / ORIGINAL_FILE).write_text("{"),
+        TargetError,
+        "{dist_info}/ARM_OVERLAY_ORIGINAL.json is unreadable",
+        command="revert",
+        patched=True,
+    ),
+    Case(
+        "saved original RECORD gone",
+        lambda w: (w.dist_info / ORIGINAL_RECORD).unlink(),
+        TargetError,
+        "cannot read {dist_info}/ARM_OVERLAY_ORIGINAL_RECORD",
+        command="revert",
+        patched=True,
+    ),
+    Case(
+        "journal unreadable",
+        lambda w: write_journal(w.root, b"{\xff"),
+        TargetError,
+        "the journal {root}/.executorch-arm-overlay/journal.json is unreadable",
+    ),
+    Case(
+        "lock path is a directory",
+        lambda w: journal.lock_file(w.root).mkdir(parents=True),
+        TargetError,
+        "cannot take the lock of {root}",
+    ),
+    Case(
+        "lock folder is a file",
+        lambda w: journal.state_dir(w.root).write_text("not a folder"),
+        TargetError,
+        "cannot take the lock of {root}",
+    ),
+    Case(
+        "mode change next to hunks",
+        hostile_patch(diff_git("old mode 100644\nnew mode 100755\nindex 1111111..2222222\n")),
+        UnsafePatchError,
+        f"patch 0001-a.patch changes the file mode of {A}",
+    ),
+    Case(
+        "mode change after the hunks",
+        hostile_patch(DIFF_A + "old mode 100644\nnew mode 100755\n"),
+        UnsafePatchError,
+        f"patch 0001-a.patch changes the file mode of {A}",
+    ),
+    Case(
+        "mode change alone",
+        hostile_patch(diff_git("old mode 100644\nnew mode 100755\n", hunks="")),
+        UnsafePatchError,
+        f"patch 0001-a.patch changes the file mode of {A}",
+    ),
+    Case(
+        "symlink mode on the index line",
+        hostile_patch(diff_git("index 1111111..2222222 120000\n")),
+        UnsafePatchError,
+        f"patch 0001-a.patch renames or links {A}",
+    ),
+    Case(
+        "new file",
+        hostile_patch(
+            diff_git(
+                "new file mode 100644\n",
+                hunks="--- /dev/null\n+++ b/backends/arm/new.py\n@@ -0,0 +1 @@\n+x = 1\n",
+                path="backends/arm/new.py",
+            )
+        ),
+        UnsafePatchError,
+        "patch 0001-a.patch creates backends/arm/new.py",
+    ),
+    Case(
+        "deletion",
+        hostile_patch(f"--- a/{A}\n+++ /dev/null\n@@ -1 +0,0 @@\n-a0 = 0\n"),
+        UnsafePatchError,
+        f"patch 0001-a.patch deletes {A}",
+    ),
+    Case(
+        "rename",
+        hostile_patch(
+            f"diff --git a/{A} b/backends/arm/c.py\nsimilarity index 100%\n"
+            f"rename from {A}\nrename to backends/arm/c.py\n"
+        ),
+        UnsafePatchError,
+        "patch 0001-a.patch renames or copies backends/arm/c.py",
+    ),
+    Case(
+        "copy",
+        hostile_patch(
+            f"diff --git a/{A} b/backends/arm/c.py\ncopy from {A}\ncopy to backends/arm/c.py\n"
+        ),
+        UnsafePatchError,
+        "patch 0001-a.patch copies backends/arm/c.py",
+    ),
+    Case(
+        "binary (git binary patch)",
+        hostile_patch(
+            diff_git("index 1111111..2222222\nGIT binary patch\nliteral 1\nIcmZ?d00001\n", hunks="")
+        ),
+        UnsafePatchError,
+        f"patch 0001-a.patch contains a binary diff for {A}",
+    ),
+    Case(
+        "binary (files differ)",
+        hostile_patch(
+            diff_git(
+                f"index 1111111..2222222 100644\nBinary files a/{A} and b/{A} differ\n", hunks=""
+            )
+        ),
+        UnsafePatchError,
+        f"patch 0001-a.patch contains a binary diff for {A}",
+    ),
+    Case(
+        "complete rewrite (-B)",
+        hostile_patch(diff_git("dissimilarity index 90%\nindex 1111111..2222222\n")),
+        UnsafePatchError,
+        f"patch 0001-a.patch rewrites (git diff -B) {A}",
+    ),
+    Case(
+        "patched-wheel install, revert",
+        lambda w: (w.dist_info / PROVENANCE_FILE).write_text("{}"),
+        TargetError,
+        "{dist_info_name} was installed from a patched wheel",
+        command="revert",
+    ),
+    Case(
+        "two dist-infos",
+        lambda w: shutil.copytree(w.dist_info, w.root / "executorch-1.1.0.dist-info"),
+        TargetError,
+        "no single executorch installation at {root}",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_one_clear_error(
+    case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = make_world(tmp_path, patched=case.patched)
+    case.mutate(world)
+    before = snapshot(tmp_path)
+    names = {
+        "patches": world.patches,
+        "root": world.root,
+        "dist_info": world.dist_info,
+        "dist_info_name": world.dist_info.name,
+    }
+    code = world.cli(case.command, "--target", str(world.root))
+    err = capsys.readouterr().err
+    assert code == case.error.exit_code, err
+    assert err.splitlines()[0].startswith("error: " + case.first_line.format(**names)), err
+    for part in ("\n  expected: ", "\n  found:    ", "\n  next step: "):
+        assert part in err, f"{part.strip()} missing from:\n{err}"
+    assert snapshot(tmp_path) == before
+
+
+def test_two_site_packages_in_a_venv_are_refused_naming_both(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    for version in ("3.11", "3.12"):
+        make_tree(venv / "lib" / f"python{version}" / "site-packages", {A: A_OLD.encode()})
+    with pytest.raises(TargetError) as info:
+        install.find_target(venv)
+    assert info.value.message == f"{venv} holds executorch in 2 site-packages folders"
+    assert info.value.found == ", ".join(
+        str(venv / "lib" / f"python{v}" / "site-packages") for v in ("3.11", "3.12")
+    )
+
+
+def test_a_lib64_link_is_not_a_second_site_packages(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    make_tree(venv / "lib" / "python3.11" / "site-packages", {A: A_OLD.encode()})
+    (venv / "lib64").symlink_to("lib")
+    assert install.find_target(venv).root == venv / "lib" / "python3.11" / "site-packages"
+
+
+def test_check_on_a_tree_with_a_journal_is_not_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = make_world(tmp_path)
+    child = run_forked(
+        lambda: world.cli("apply", "--target", str(world.root)),
+        {journal.FAULT_ENV: "step 1/8:kill"},
+    )
+    assert child.code == -9
+    assert world.cli("check", "--target", str(world.root)) == UnfinishedRunError.exit_code
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {world.root} is between pristine and patched: interrupted apply")
+    assert world.cli("status", "--target", str(world.root)) == 0
+    out = capsys.readouterr().out
+    assert (
+        "  state: interrupted apply (pid " in out
+        and "1 of 8 steps done): run `apply` or `revert`" in out
+    )
+    assert "pristine  backends" not in out and "patched   backends" not in out  # no mix shown
+
+
+def test_verify_install_refuses_non_utf8_metadata_and_an_interrupted_run(tmp_path: Path) -> None:
+    world = make_world(tmp_path, patched=True)
+    series = load_series(world.patches)
+    assert check_installed(series, import_modules=False, search_path=world.root).files
+    metadata = world.dist_info / "METADATA"
+    good = metadata.read_bytes()
+    append(metadata, b"Summary: \xff\n")
+    with pytest.raises(InstallCheckError) as info:
+        check_installed(series, import_modules=False, search_path=world.root)
+    assert info.value.message == f"the executorch dist-info in {world.root} is not UTF-8 text"
+    metadata.write_bytes(good)
+    run_forked(
+        lambda: world.cli("revert", "--target", str(world.root)),
+        {journal.FAULT_ENV: "step 2/8:kill"},
+    )
+    with pytest.raises(InstallCheckError) as info:
+        check_installed(series, import_modules=False, search_path=world.root)
+    assert info.value.message == f"an interrupted revert left {world.root} half-written"
+
+
+def as_nobody(function: Callable[[], int]) -> Callable[[], int]:
+    def run() -> int:
+        os.setgid(65534)
+        os.setuid(65534)
+        return function()
+
+    return run
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="changes users (runs as root in CI)")
+
+
+@pytest.fixture
+def anyones_tmp(tmp_path: Path) -> Iterator[Path]:
+    """A scratch folder another user can enter (pytest's own is the owner's only)."""
+    with fast_tmp(tmp_path) as folder:
+        yield folder
+
+
+@needs_root
+def test_a_tree_the_user_cannot_write_is_a_clear_error(anyones_tmp: Path) -> None:
+    world = make_world(anyones_tmp)
+    before = snapshot(world.root)
+    child = run_forked(as_nobody(lambda: world.cli("apply", "--target", str(world.root))))
+    assert child.code == TargetError.exit_code, child.output
+    first = child.output.splitlines()[0]
+    assert first == f"error: cannot take the lock of {world.root}"
+    assert (
+        "found:    permission denied (running as uid 65534, the tree belongs to 0)" in child.output
+    )
+    assert snapshot(world.root) == before
+
+
+@needs_root
+def test_files_of_another_owner_are_refused_before_any_write(anyones_tmp: Path) -> None:
+    world = make_world(anyones_tmp)
+    for folder in [world.root, *(p for p in world.root.rglob("*") if p.is_dir())]:
+        folder.chmod(0o777)  # anyone may create files here, but the files are root's
+    before = snapshot(world.root)
+    child = run_forked(as_nobody(lambda: world.cli("apply", "--target", str(world.root))))
+    assert child.code == TargetError.exit_code, child.output
+    assert child.output.startswith(f"error: cannot keep the owner of {world.root}/executorch/{A}")
+    assert snapshot(world.root) == before
+
+
+@needs_root
+def test_owner_and_mode_are_kept_when_root_patches_a_users_tree(tmp_path: Path) -> None:
+    world = make_world(tmp_path)
+    for path in [world.root, *world.root.rglob("*")]:
+        os.chown(path, 1234, 2345)
+    (world.root / "executorch" / A).chmod(0o640)
+    series = load_series(world.patches)
+    install.apply(series, install.find_target(world.root))
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in [world.root, *world.root.rglob("*")]}
+    assert owners == {(1234, 2345)}  # sources, new dist-info files, the renamed folder
+    assert (world.root / "executorch" / A).stat().st_mode & 0o777 == 0o640
+    install.apply(series, install.find_target(world.root), reverse=True)
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in [world.root, *world.root.rglob("*")]}
+    assert owners == {(1234, 2345)}

@@ -1,0 +1,250 @@
+"""Offline: locks (staleness, parsing), the env-wide install check, the dist/ index, the stamp."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from overlay import index, lock, readyenv
+from overlay._dist import set_requirements
+from overlay.errors import InstallCheckError, LockError
+from overlay.install_check import check_lock, installed_versions
+from overlay.series import Series, load_series
+
+ROOT = Path(__file__).resolve().parent.parent
+PATCHES = ROOT / "patches"
+LOCK = """# inputs-key: {key}
+torch==2.11.0 \\
+    --hash=sha256:aaaa \\
+    --hash=sha256:bbbb
+    # via -r requirements.in
+tosa-tools==2026.2.1 \\
+    --hash=sha256:cccc
+ruamel-yaml==0.19.1 --hash=sha256:dddd
+"""
+
+
+@pytest.fixture(scope="module")
+def series() -> Series:
+    return load_series(PATCHES)
+
+
+def copy_series(tmp_path: Path) -> Path:
+    copy = tmp_path / "patches"
+    shutil.copytree(PATCHES, copy)
+    return copy
+
+
+def test_every_pinned_wheel_has_a_lock_current_with_pins_and_series(series: Series) -> None:
+    """CI's staleness gate: a pin, extra or patch changed without `nox -s lock` fails here."""
+    assert len(series.pins.wheels) == 5
+    for pin in series.pins.wheels:
+        found = lock.check_current(series, pin)
+        assert found.path == PATCHES / "locks" / f"{pin.tag}.txt"
+        assert found.get("executorch").version == f"1.2.0+armfix.{series.short_digest}"
+        assert len(found.get("executorch").hashes) == 1  # the patched wheel, by its sha256
+        for name, version in series.pins.runtime.items():
+            assert found.get(name).version == version
+        assert all(p.hashes for p in found.packages)
+        assert "file:" not in found.path.read_text()  # no machine-local path
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text.replace('torch = "2.11.0"', 'torch = "2.11.1"'),
+        lambda text: text.replace('arm = ["tosa-tools", ', "arm = ["),
+        lambda text: text.replace(
+            'macos_deployment_target = "15.0"', 'macos_deployment_target = "14.0"'
+        ),
+    ],
+    ids=["runtime pin", "extra", "macos target"],
+)
+def test_a_pins_change_makes_the_lock_stale(tmp_path: Path, edit: object) -> None:
+    copy = copy_series(tmp_path)
+    pins_file = copy / "pins.toml"
+    assert callable(edit)
+    pins_file.write_text(edit(pins_file.read_text()))
+    changed = load_series(copy)
+    pin = changed.pins.wheels[-1]  # the macOS one: every edit reaches its key
+    with pytest.raises(LockError) as info:
+        lock.check_current(changed, pin)
+    assert info.value.message.endswith(
+        "is stale: pins.toml, the patches or the tool changed since it was made"
+    )
+    assert info.value.hint == "regenerate the locks: `nox -s lock`"
+
+
+def test_a_patch_change_makes_the_lock_stale(tmp_path: Path, series: Series) -> None:
+    copy = copy_series(tmp_path)
+    first = copy / series.patches[0].name
+    first.write_text(first.read_text().replace("Description: ", "Description: Now ", 1))
+    with pytest.raises(LockError, match="is stale"):
+        lock.check_current(load_series(copy), series.pins.wheels[0])
+
+
+def test_a_matrix_pin_does_not_make_the_lock_stale(tmp_path: Path, series: Series) -> None:
+    copy = copy_series(tmp_path)
+    pins_file = copy / "pins.toml"
+    pins_file.write_text(pins_file.read_text().replace('"1.1.0", ', ""))
+    lock.check_current(load_series(copy), series.pins.wheels[0])
+
+
+def test_parse_reads_versions_and_hashes(tmp_path: Path) -> None:
+    path = tmp_path / "x.txt"
+    path.write_text(LOCK.format(key="k1"))
+    parsed = lock.read(path)
+    assert parsed.key == "k1"
+    assert parsed.packages == (
+        lock.LockedPackage("torch", "2.11.0", ("aaaa", "bbbb")),
+        lock.LockedPackage("tosa-tools", "2026.2.1", ("cccc",)),
+        lock.LockedPackage("ruamel-yaml", "0.19.1", ("dddd",)),
+    )
+    assert parsed.get("Ruamel.YAML").version == "0.19.1"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# inputs-key: k\ntorch>=2.11 --hash=sha256:aa\n",
+        "# inputs-key: k\ntorch==2.11.0\n",
+        "torch==1 --hash=sha256:a\n",
+    ],
+    ids=["not exact", "no hash", "no key"],
+)
+def test_an_unlocked_line_is_refused(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_text(text)
+    with pytest.raises(LockError) as info:
+        lock.read(path)
+    assert info.value.message == f"{path} is not a lock this overlay wrote"
+
+
+def test_a_missing_lock_names_the_refresh_command(tmp_path: Path) -> None:
+    with pytest.raises(LockError) as info:
+        lock.read(tmp_path / "none.txt")
+    assert info.value.hint == "generate it: `nox -s lock`"
+
+
+def test_uv_targets_of_the_pinned_wheels(series: Series) -> None:
+    targets = {pin.tag: lock.uv_target(series, pin) for pin in series.pins.wheels}
+    assert targets == {
+        "cp311-manylinux_2_28_x86_64": ("3.11", "x86_64-manylinux_2_28", ""),
+        "cp312-manylinux_2_28_x86_64": ("3.12", "x86_64-manylinux_2_28", ""),
+        "cp311-manylinux_2_28_aarch64": ("3.11", "aarch64-manylinux_2_28", ""),
+        "cp312-manylinux_2_28_aarch64": ("3.12", "aarch64-manylinux_2_28", ""),
+        "cp311-macosx_12_0_arm64": ("3.11", "aarch64-apple-darwin", "15.0"),
+    }
+
+
+def test_wheel_requirements_narrow_each_pin_to_its_series(series: Series) -> None:
+    assert series.pins.wheel_requirements() == (
+        "torch==2.11.*",
+        "torchao==0.18.*",
+        'tosa-tools==2026.2.*; extra == "arm"',
+        'ai-ml-sdk-model-converter==0.11.*; extra == "arm"',
+        'ai-ml-sdk-scenario-runner==0.11.*; extra == "vgf"',
+        'ai-ml-sdk-vgf-library==0.11.*; extra == "vgf"',
+        'ai-ml-emulation-layer-for-vulkan==0.11.*; extra == "vgf"',
+        'ethos-u-vela==5.1.*; extra == "ethos-u"',
+    )
+
+
+def test_set_requirements_replaces_stock_lines_and_declares_the_extra() -> None:
+    stock = (
+        "Metadata-Version: 2.4\nName: executorch\nVersion: 1.2.0\n"
+        "Requires-Dist: numpy>=2.0.0\nRequires-Dist: torch>=2.11.0\n"
+        "Requires-Dist: torchao>=0.17.0\nDynamic: license-file\n\nBody: not a header\n"
+    )
+    new = set_requirements(
+        stock, ["torch==2.11.*", "torchao==0.18.*", 'tosa-tools==2026.2.*; extra == "arm"'], ["arm"]
+    )
+    assert new == (
+        "Metadata-Version: 2.4\nName: executorch\nVersion: 1.2.0\n"
+        "Requires-Dist: numpy>=2.0.0\nProvides-Extra: arm\nRequires-Dist: torch==2.11.*\n"
+        "Requires-Dist: torchao==0.18.*\n"
+        'Requires-Dist: tosa-tools==2026.2.*; extra == "arm"\n'
+        "Dynamic: license-file\n\nBody: not a header\n"
+    )
+
+
+def fake_site(folder: Path, dists: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, version in dists.items():
+        info = folder / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return folder
+
+
+def test_a_drifted_torch_is_named_with_the_next_step(tmp_path: Path) -> None:
+    path = tmp_path / "lock.txt"
+    path.write_text(LOCK.format(key="k"))
+    site = fake_site(
+        tmp_path / "site", {"torch": "2.15.0", "ruamel_yaml": "0.19.1", "six": "1.17.0"}
+    )
+    with pytest.raises(InstallCheckError) as info:
+        check_lock(lock.read(path), installed_versions(site))
+    assert info.value.message == "the environment drifted from its lock lock.txt"
+    assert info.value.expected == "torch 2.11.0, tosa-tools 2026.2.1"
+    assert info.value.found == "torch 2.15.0, tosa-tools missing"
+    assert info.value.hint == "nox -s build_patched_executorch"
+    assert "expected: torch 2.11.0" in str(info.value)
+    fake_site(
+        tmp_path / "site2",
+        {"torch": "2.11.0", "tosa_tools": "2026.2.1", "ruamel.yaml": "0.19.1", "six": "1"},
+    )
+    assert check_lock(lock.read(path), installed_versions(tmp_path / "site2")) == ("six==1",)
+
+
+def test_the_stamp_follows_the_lock_and_what_is_installed(tmp_path: Path) -> None:
+    root = tmp_path / "venv"
+    site = fake_site(root / "lib" / "python3.11" / "site-packages", {"torch": "2.11.0"})
+    (root / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.11.7\n")
+    venv = readyenv.find_venv(root)
+    assert (venv.version, venv.site) == ("3.11", site)
+    path = tmp_path / "lock.txt"
+    path.write_text(LOCK.format(key="k"))
+    locked = lock.read(path)
+    assert not readyenv.is_current(locked, venv)
+    readyenv.write_stamp(locked, venv)
+    assert readyenv.is_current(locked, venv)
+    fake_site(site, {"torch": "2.15.0"})  # a second torch dist-info: what is installed changed
+    assert not readyenv.is_current(locked, venv)
+    shutil.rmtree(site / "torch-2.15.0.dist-info")
+    assert readyenv.is_current(locked, venv)
+    path.write_text(LOCK.format(key="k2"))
+    assert not readyenv.is_current(lock.read(path), venv)
+
+
+def test_publish_keeps_the_current_series_and_writes_pep503_pages(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    tag = "cp311-cp311-manylinux_2_28_x86_64.whl"
+    current = dist / f"executorch-1.2.0+armfix.0123456789-{tag}"
+    older = dist / f"executorch-1.2.0+armfix.ffffffffff-{tag}"  # sorts after the current one
+    current.write_bytes(b"current")
+    older.write_bytes(b"older")
+    (dist / "other-1.0-py3-none-any.whl").write_bytes(b"not executorch")
+    published = index.publish(dist, "1.2.0+armfix.0123456789")
+    assert published.moved == (older.name,)
+    assert sorted(p.name for p in dist.glob("*.whl")) == [
+        current.name,
+        "other-1.0-py3-none-any.whl",
+    ]
+    assert (dist / "old" / older.name).read_bytes() == b"older"
+    page = (dist / "simple" / "executorch" / "index.html").read_text()
+    digest = hashlib.sha256(b"current").hexdigest()
+    assert f'<a href="../../executorch-1.2.0%2Barmfix.0123456789-{tag}#sha256={digest}">' in page
+    assert page.count("<a ") == 1
+    assert '<a href="executorch/">executorch</a>' in (dist / "simple" / "index.html").read_text()
+    assert published.wheels == (index.IndexedWheel(current.name, digest),)
+
+
+def test_readme_documents_the_lock_refresh_and_exit_codes() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "nox -s lock" in readme
+    assert "| 21 |" in readme and "| 20 |" in readme

@@ -1,0 +1,368 @@
+"""Retarget: text plans, the candidate work tree, the conflict path, verdicts, promote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from overlay import pins
+from overlay._git import git
+from overlay.equivalence.protocol import ItemResult, RunStatus
+from overlay.equivalence.verdict import Quality
+from overlay.errors import UpstreamError
+from overlay.series import Patch, Series, load_series, parse_patch
+from overlay.upstream import behaviour
+from overlay.upstream.behaviour import CaseOutcome, Outcome, decide_patch
+from overlay.upstream.matrix import Status
+from overlay.upstream.render import render_retarget, render_retarget_markdown
+from overlay.upstream.retarget import (
+    Action,
+    PinAttempt,
+    Request,
+    Retarget,
+    TextPlan,
+    final_verdict,
+    plan_patch,
+    plan_series,
+    promote,
+    render_pins,
+    resume_worktree,
+    runtime_candidates,
+    runtime_form_note,
+    write_candidate,
+)
+
+from scaffold import make_diff, pins_toml
+
+ROOT = Path(__file__).resolve().parent.parent
+PATH = "backends/arm/_passes/demo_pass.py"
+OLD = "".join(f"line {i}\n" for i in range(1, 41))
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1
+    return text.replace(old, new)
+
+
+def _patch(name: str, before: str, after: str, extra: str = "") -> Patch:
+    header = f"Description: Fix the demo pass\n{extra}Forwarded: no\nLast-Update: 2026-12-02\n---\n"
+    return parse_patch(name, header + make_diff(PATH, before, after))
+
+
+FIX = _patch("0001-fix.patch", OLD, _edit(OLD, "line 10\n", "line 10 fixed\n"))
+
+
+def _plan(new: str, patch: Patch = FIX) -> TextPlan:
+    return plan_patch(patch, None, {PATH: OLD}, {PATH: new}, frozenset({PATH}))
+
+
+def test_plan_classifies_carried_ported_contained_conflict() -> None:
+    shifted = "header\n" * 7 + OLD
+    carried = _plan(shifted)
+    assert (carried.action, carried.status) == (Action.CARRIED, Status.OFFSET)
+    assert carried.after[PATH] == _edit(shifted, "line 10\n", "line 10 fixed\n")
+    # Upstream changed a context line of the hunk: the strict applier fails, git merges.
+    context = _edit(OLD, "line 8\n", "line 8 upstream\n")
+    ported = _plan(context)
+    assert (ported.action, ported.status, ported.source) == (
+        Action.PORTED,
+        Status.CONFLICT,
+        "3-way merge",
+    )
+    assert ported.after[PATH] == _edit(context, "line 10\n", "line 10 fixed\n")
+    contained = _plan(_edit(OLD, "line 10\n", "line 10 fixed\n"))
+    assert contained.action is Action.DROP and contained.status is Status.CONTAINED
+    clash = _plan(_edit(OLD, "line 10\n", "line 10 upstream\n"))
+    assert clash.action is Action.CONFLICT
+    assert clash.conflicts == (f"{PATH}: conflict 1 at line 10",)
+    assert "<<<<<<< new release" in clash.after[PATH]
+    # A header naming the upstream fix drops a patch whose text no longer applies.
+    fixed = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
+    assert _plan(_edit(OLD, "line 10\n", "line 10 upstream\n"), fixed).action is Action.DROP
+
+
+FIX_AFTER = _edit(OLD, "line 10\n", "line 10 fixed\n")
+
+
+def test_a_maintained_port_wins_over_the_merge() -> None:
+    new = _edit(OLD, "line 10\n", "line 10 upstream\n")
+    port = _patch(FIX.name, new, _edit(new, "line 20\n", "line 20 ported\n"))
+    plan = plan_patch(FIX, ("1.5.1", port), {PATH: OLD}, {PATH: new}, frozenset({PATH}))
+    assert (plan.action, plan.source) == (Action.PORTED, "port 1.5.1")
+    assert plan.merge_note.startswith("3-way merge conflicts")
+    assert "Overlay-Patch: 0001-fix.patch" in plan.message
+
+
+def _series(tmp_path: Path, *patches: Patch) -> Series:
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    (folder / "pins.toml").write_text(pins_toml({PATH: OLD.encode()}), encoding="utf-8")
+    (folder / "series").write_text("".join(p.name + "\n" for p in patches), encoding="utf-8")
+    for patch in patches:
+        (folder / patch.name).write_text(patch.text, encoding="utf-8")
+    return load_series(folder)
+
+
+def _candidate_pins(new: str) -> str:
+    return pins_toml({PATH: new.encode()}, version="1.5.1")
+
+
+def test_conflict_leaves_a_work_tree_and_resume_finishes_the_candidate(tmp_path: Path) -> None:
+    """A synthetic release where patch 1 conflicts and patch 2 applies after it."""
+    after_first = FIX_AFTER
+    second = _patch("0002-more.patch", after_first, _edit(after_first, "line 30\n", "line 30 b\n"))
+    series = _series(tmp_path, FIX, second)
+    new = _edit(OLD, "line 10\n", "line 10 upstream\n")
+    new_files = {PATH: new.encode()}
+    plans = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
+    assert [p.action for p in plans] == [Action.CONFLICT, Action.CARRIED]
+    out = tmp_path / "out"
+    request = Request("1.5.1", series.directory, out, behaviour=False, today="2026-12-03")
+    pins_text = _candidate_pins(new)
+    kwargs = {"version": "1.5.1", "out": out, "request": request, "pins_text": pins_text}
+    resume = write_candidate(series, plans, new_files, **kwargs)  # type: ignore[arg-type]
+    assert "--resume" in resume and f"{PATH}: conflict 1 at line 10" in resume
+    work = out / "worktree"
+    assert "<<<<<<< new release" in (work / PATH).read_text()
+    log = git(work, "log", "--format=%s").splitlines()
+    assert log == ["executorch 1.5.1 pristine sources"]
+    with pytest.raises(UpstreamError, match="conflict markers are still"):
+        resume_worktree(series, work, new_files)
+    (work / PATH).write_text(_edit(new, "line 10 upstream\n", "line 10 upstream fixed\n"))
+    assert resume_worktree(series, work, new_files) == []
+    assert git(work, "log", "--format=%s").splitlines()[:2] == [
+        "Fix the demo pass",
+        "Fix the demo pass",
+    ]
+    resumed = Request("1.5.1", series.directory, out, behaviour=False, resume=True)
+    done = [p if p.action is not Action.CONFLICT else _as_port(p) for p in plans]
+    assert write_candidate(series, done, new_files, **{**kwargs, "request": resumed}) == ""  # type: ignore[arg-type]
+    candidate = load_series(out / "patches")
+    assert [p.name for p in candidate.patches] == ["0001-fix.patch", "0002-more.patch"]
+    assert str(candidate.pins.executorch) == "1.5.1"
+    assert candidate.expected_patched_sha256()  # SHA256SUMS matches the new series
+
+
+def _as_port(plan: TextPlan) -> TextPlan:
+    from dataclasses import replace
+
+    return replace(plan, action=Action.PORTED)
+
+
+def test_runtime_candidates_start_from_the_release_metadata() -> None:
+    old = pins.load(ROOT / "patches")
+    requirements = [
+        Requirement("torchao<0.19,>=0.18.0"),
+        Requirement('tosa-tools==2026.5.0; extra == "vgf"'),
+        Requirement('ai_ml_sdk_model_converter==0.10.0; extra == "vgf"'),
+        Requirement('ethos-u-vela==5.1.0; extra == "ethos-u"'),
+    ]
+    found = runtime_candidates(old, requirements, ["2.13.0"])
+    first = found[0].runtime
+    assert first == {
+        "torch": "2.13.0",
+        "torchao": "0.18.0",
+        "tosa-tools": "2026.5.0",
+        "ai-ml-sdk-model-converter": "0.10.0",
+        # the VGF-run and Ethos-U tools stay as pinned (no `vgf` extra pin here)
+        "ai-ml-sdk-scenario-runner": "0.11.0",
+        "ai-ml-sdk-vgf-library": "0.11.0",
+        "ai-ml-emulation-layer-for-vulkan": "0.11.0",
+        "ethos-u-vela": "5.1.0",
+    }
+    # Then each tool back at its pinned version alone, then all pinned, then the pinned torch.
+    tools = [(c.runtime["tosa-tools"], c.runtime["ai-ml-sdk-model-converter"]) for c in found]
+    assert tools[:4] == [
+        ("2026.5.0", "0.10.0"),
+        ("2026.2.1", "0.10.0"),
+        ("2026.5.0", "0.11.0"),
+        ("2026.2.1", "0.11.0"),
+    ]
+    assert [c.runtime["torch"] for c in found] == ["2.13.0"] * 4 + ["2.11.0"] * 4
+    assert len({tuple(c.runtime.items()) for c in found}) == len(found)
+    bumped = runtime_candidates(old, [Requirement("torchao>=0.19")], [])
+    assert bumped[0].runtime["torchao"] == "0.19"
+
+
+def _case(name: str, stock: Quality, patched: Quality | None = None) -> CaseOutcome:
+    return CaseOutcome(name, stock, patched, None, "boom" if stock is Quality.FAILED else "")
+
+
+def test_decide_patch_by_behaviour() -> None:
+    right, failed = Quality.RIGHT, Quality.FAILED
+    fixed = decide_patch("p", "1.5.1", [_case("a", right)], [], kept=False)
+    assert fixed.outcome is Outcome.FIXED_ON_STOCK
+    assert fixed.text == "fixed upstream in 1.5.1: trigger cases now pass on stock (a)"
+    needed = decide_patch("p", "1.5.1", [_case("a", failed)], [], kept=False)
+    assert needed.outcome is Outcome.STILL_FAILS
+    none = decide_patch("p", "1.5.1", [], [_case("b", right)], kept=False)
+    assert none.outcome is Outcome.NO_BUG_TRIGGER
+    harmful = decide_patch("p", "1.2.0", [], [_case("b", right)], kept=True, regressions=["c"])
+    assert harmful.outcome is Outcome.REGRESSION and harmful.regressions == ("c",)
+    works = decide_patch("p", "1.5.1", [_case("a", failed, right)], [], kept=True)
+    assert works.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    regress = decide_patch(
+        "p", "1.5.1", [_case("a", failed, right)], [], kept=True, regressions=["c"]
+    )
+    assert regress.outcome is Outcome.REGRESSION
+    silent = behaviour.TestRun(
+        "t", ("t",), behaviour.Counts(passed=1), behaviour.Counts(passed=1), 1
+    )
+    untested = decide_patch("p", "1.5.1", [_case("a", failed, right)], [], kept=True, test=silent)
+    assert untested.outcome is Outcome.STILL_FAILS  # its test passes on stock: it tests nothing
+
+
+def test_final_verdict_trusts_behaviour_and_flags_disagreements() -> None:
+    plan = _plan("header\n" + OLD)
+    gone = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
+    verdict = final_verdict(plan, gone, "1.5.1")
+    assert verdict.action is Action.DROP
+    assert "redundant" in verdict.flags[0]
+    dropped = TextPlan(FIX.name, Status.CONFLICT, "", Action.DROP, "Applied-Upstream: 1.3.0")
+    still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
+    verdict = final_verdict(dropped, still, "1.5.1")
+    assert verdict.action is Action.CONFLICT
+    assert verdict.flags[0].startswith("text says drop")
+
+
+def _item(ok: bool, graph: tuple[str, ...] = ("cpu: add",)) -> ItemResult:
+    return ItemResult(status=RunStatus.OK if ok else RunStatus.FAIL, graph=graph)
+
+
+def test_case_moves_attribute_changes() -> None:
+    from overlay.upstream.retarget import case_moves
+
+    def run(release: str, stock: ItemResult, patched: ItemResult) -> behaviour.ReleaseRun:
+        return behaviour.ReleaseRun(
+            release,
+            "s",
+            "p",
+            {},
+            {"stock": {"conv_relu_fp": stock}, "patched": {"conv_relu_fp": patched}},
+            0,
+        )
+
+    same = _item(True)
+    other = _item(True, ("delegate[0] TOSABackend: conv",))
+    moves = case_moves(run("1.2.0", same, same), run("1.5.1", other, other))
+    assert (moves[0].attribution, moves[0].changes) == ("upstream change", ("graph",))
+    moves = case_moves(run("1.2.0", same, other), run("1.5.1", same, same))
+    assert moves[0].attribution == "patch"
+    assert case_moves(run("1.2.0", same, same), run("1.5.1", same, same))[0].attribution == (
+        "no change"
+    )
+
+
+def test_runtime_form_is_declared_when_the_fix_moved() -> None:
+    from overlay import fixes
+
+    fix = fixes.by_number(1)
+    moved = TextPlan(fix.patch, Status.CONFLICT, "", Action.PORTED, "port 1.5.1", {"x.py": ""})
+    verdict = final_verdict(moved, None, "1.5.1")
+    note = runtime_form_note([verdict], "1.5.1")
+    assert "no runtime form on 1.5.1" in note and "is_foldable" in note
+
+
+def test_pins_render_and_load(tmp_path: Path) -> None:
+    old = pins.load(ROOT / "patches")
+    text = render_pins(
+        old,
+        version="1.5.1",
+        runtime={"torch": "2.13.0", "torchao": "0.18.0"},
+        wheels=[],
+        pristine={PATH: "ab" * 32},
+        attempts=[PinAttempt({"torch": "2.13.0"}, False, "VGF: GLIBC_2.38 not found", 30.0)],
+        matrix_sha256={"1.5.1": "cd" * 32},
+    )
+    (tmp_path / "pins.toml").write_text(text.replace("[runtime]", _wheel() + "[runtime]"))
+    loaded = pins.load(tmp_path)
+    assert str(loaded.executorch) == "1.5.1"
+    assert loaded.runtime == {"torch": "2.13.0", "torchao": "0.18.0"}
+    assert loaded.pristine == {PATH: "ab" * 32}
+    assert "1.5.1" in loaded.matrix_versions
+    assert loaded.upstream["test_requirements"] == old.upstream["test_requirements"]
+    assert "#   torch 2.13.0: failed: VGF: GLIBC_2.38 not found" in text
+
+
+def _wheel() -> str:
+    return (
+        '[[wheels]]\nfile = "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"\n'
+        f'sha256 = "{"ef" * 32}"\npython = "3.11"\nplatform = "manylinux_2_28_x86_64"\n\n'
+    )
+
+
+def test_promote_keeps_the_old_series_and_refuses_unready(tmp_path: Path) -> None:
+    series = _series(tmp_path, FIX)
+    out = tmp_path / "out"
+    candidate = out / "patches"
+    candidate.mkdir(parents=True)
+    new = _edit(OLD, "line 1\n", "line 1 new\n")
+    (candidate / "pins.toml").write_text(_candidate_pins(new))
+    (candidate / "series").write_text("")
+    (candidate / "SHA256SUMS").write_text("# series x\n")
+    (out / "retarget.json").write_text(json.dumps({"ready": False, "problems": ["p"]}))
+    with pytest.raises(UpstreamError, match="not ready"):
+        promote(out, series.directory)
+    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
+    done = promote(out, series.directory)
+    assert (done.old_version, done.version) == ("1.2.0", "1.5.1")
+    archived = load_series(series.directory / "archive" / "1.2.0")
+    assert [p.name for p in archived.patches] == [FIX.name]
+    assert str(load_series(series.directory).pins.executorch) == "1.5.1"
+    with pytest.raises(UpstreamError, match="not newer than the pin"):
+        promote(out, series.directory)
+
+
+def test_render_retarget_lists_each_patch() -> None:
+    plan = _plan("header\n" + OLD)
+    found = decide_patch(
+        FIX.name, "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True
+    )
+    result = Retarget(
+        old_version="1.2.0",
+        version="1.5.1",
+        candidate=Path("c"),
+        wheels=(),
+        runtime={"torch": "2.13.0"},
+        attempts=(),
+        verdicts=(final_verdict(plan, found, "1.5.1"),),
+        runtime_form="none",
+        moves=(),
+        runs={},
+        timings={"total": 12.0},
+        worktree=None,
+        resume="",
+        fast=True,
+        problems=(),
+    )
+    text = render_retarget(result)
+    assert "retarget executorch 1.2.0 -> 1.5.1: ready to promote" in text
+    assert "0001-fix  offset  carried  fails before, passes after" in text
+    assert "a: stock failed, patched right [boom]" in text
+    assert "| `0001-fix` |" not in render_retarget_markdown(result)
+    assert "| 0001-fix | offset | carried | fails before, passes after |" in (
+        render_retarget_markdown(result)
+    )
+
+
+def test_stock_of_the_new_release_decides_what_the_candidate_carries() -> None:
+    from overlay.upstream.retarget import _with_behaviour
+
+    carried = _plan("header\n" + OLD)
+    gone = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
+    assert _with_behaviour(carried, gone).action is Action.DROP
+    still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
+    assert _with_behaviour(carried, still).action is Action.CARRIED
+    header = "Applied-Upstream: 1.3.0, commit:abc\n"
+    clash = _edit(OLD, "line 10\n", "line 10 upstream\n")
+    text_drop = plan_patch(
+        _patch(FIX.name, OLD, FIX_AFTER, header), None, {PATH: OLD}, {PATH: clash},
+        frozenset({PATH}),
+    )  # fmt: skip
+    assert text_drop.action is Action.DROP
+    kept = _with_behaviour(text_drop, still)
+    assert kept.action is Action.CONFLICT and kept.conflicts
+    assert "<<<<<<<" in kept.after[PATH]  # the work tree gets the markers to resolve

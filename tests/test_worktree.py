@@ -1,0 +1,38 @@
+"""Offline: the edit work tree round trip on a synthetic series (git, no wheel, no torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from overlay import worktree
+from overlay._git import git
+from overlay.series import load_series
+
+from scaffold import make_diff, patch_text, write_series
+
+A = "backends/arm/a.py"
+B = "backends/arm/b.py"
+A_OLD = "".join(f"a{i} = {i}\n" for i in range(12))
+B_OLD = "".join(f"b{i} = {i}\n" for i in range(12))
+
+
+def test_regenerate_touches_last_update_only_of_changed_patches(tmp_path: Path) -> None:
+    patches = {
+        "0001-a.patch": patch_text("Change a", make_diff(A, A_OLD, A_OLD.replace("a3 ", "A3 "))),
+        "0002-b.patch": patch_text("Change b", make_diff(B, B_OLD, B_OLD.replace("b7 ", "B7 "))),
+    }
+    series = write_series(tmp_path / "patches", patches, {A: A_OLD.encode(), B: B_OLD.encode()})
+    work = tmp_path / "work"
+    worktree.create(series, {A: A_OLD.encode(), B: B_OLD.encode()}, work)
+    # The first regenerate rewrites the scaffold's difflib diffs as git diffs (same edits).
+    worktree.regenerate(work, tmp_path / "patches", today="2026-12-02")
+    series = load_series(tmp_path / "patches")
+    assert worktree.regenerate(work, tmp_path / "patches", today="2030-01-01").written == ()
+    (work / B).write_text(B_OLD.replace("b7 ", "B7 ").replace("b9 ", "B9 "), encoding="utf-8")
+    git(work, "commit", "-q", "-a", "--amend", "--no-edit")
+    result = worktree.regenerate(work, tmp_path / "patches", today="2030-01-01")
+    new = load_series(tmp_path / "patches")
+    assert set(result.written) == {"0002-b.patch", "SHA256SUMS"}
+    assert [p.header["Last-Update"] for p in new.patches] == ["2026-12-02", "2030-01-01"]
+    assert new.patches[0].text == series.patches[0].text
+    assert "+B9 = 9\n" in new.patches[1].diff
