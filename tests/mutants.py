@@ -90,6 +90,18 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
         "        if False:",
     ),
     (
+        "verdict: an expected breakage holds on every release",
+        "overlay/equivalence/verdict.py",
+        "not fixes.release_matches(info.broken_releases, version)",
+        "False",
+    ),
+    (
+        "orchestrator: the default run takes the whole zoo",
+        "overlay/equivalence/orchestrator.py",
+        'return case.group == "core" or (options.fast and case.fast)',
+        "return True",
+    ),
+    (
         "workers: a case's own timeout ignored",
         "overlay/equivalence/workers.py",
         "limit = timeout or self.timeout",

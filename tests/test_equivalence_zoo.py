@@ -205,6 +205,7 @@ def test_report_shows_findings_numerics_per_path_and_ethos_u_estimates() -> None
     table = report.render_table(rendered)
     assert "case:warp: wrong on stock and patched (tosa): max error 58.50% of range" in table
     assert "(expected: known)" in " ".join(table.split())  # wrapped at 100 columns
+    assert "not right on any path (tosa, vgf), as the case declares" in table  # its details
     lines = table.splitlines()
     assert max(len(line) for line in lines) <= report.WIDTH
     name = lines.index("case:warp (TOSA-1.0+INT a8w8)")  # the case names its group of rows
@@ -314,9 +315,15 @@ def test_the_env_key_covers_the_vulkan_driver(
 
     icd = tmp_path / "lvp_icd.x86_64.json"
     monkeypatch.setattr(envinfo, "ICD_GLOBS", (str(tmp_path / "lvp_icd*.json"),))
-    assert envinfo.vulkan_drivers() == ()  # no lavapipe: VGF is not executed
+
+    def described() -> envinfo.EnvInfo:
+        return envinfo.collect("no_such_package", "backends", None)
+
+    without = described()
+    assert without.vulkan_drivers == ()  # no lavapipe: VGF is not executed
     icd.write_text('{"ICD": {"api_version": "1.3.255"}}', encoding="utf-8")
-    first = envinfo.vulkan_drivers()
-    assert [line.split()[0] for line in first] == [icd.name]
+    first = described()
+    assert [line.split()[0] for line in first.vulkan_drivers] == [icd.name]
     icd.write_text('{"ICD": {"api_version": "1.4.305"}}', encoding="utf-8")
-    assert envinfo.vulkan_drivers() != first  # a driver update changes the cache key
+    digests = {without.digest, first.digest, described().digest}
+    assert len(digests) == 3  # installing or updating the driver changes the cache key

@@ -369,6 +369,9 @@ def detail_lines(verdict: Verdict) -> list[str]:
         lines.append("executed VGF outputs differ between paths")
     if verdict.expectation_problem:
         lines.append(f"FINDING: {verdict.expectation_problem}")
+    elif verdict.findings:
+        targets = ", ".join(f.target for f in verdict.findings)
+        lines.append(f"not right on any path ({targets}), as the case declares (see findings)")
     return lines
 
 
