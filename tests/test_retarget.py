@@ -361,3 +361,85 @@ def test_stock_of_the_new_release_decides_what_the_candidate_carries() -> None:
     kept = _with_behaviour(text_drop, still)
     assert kept.action is Action.CONFLICT and kept.conflicts
     assert "<<<<<<<" in kept.after[PATH]  # the work tree gets the markers to resolve
+
+
+TEST_PATH = "backends/arm/test/passes/test_demo_pass.py"
+TEST_FILE = "def test_demo():\n    pass\n"
+
+
+def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path) -> None:
+    """Dogfooding 0003 on 1.5.1: the text drops the patch (its header names the upstream
+    fix), stock still fails, so it is a conflict; the resolution fixes the bug another
+    way and adds a test to the release's test file beside it."""
+    from dataclasses import replace
+
+    from overlay.upstream.retarget import _with_behaviour, candidate_pristine, resolved
+
+    stale = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
+    series = _series(tmp_path, stale)
+    new = _edit(OLD, "line 10\n", "line 10 upstream\n")
+    new_files = {PATH: new.encode(), TEST_PATH: TEST_FILE.encode(), "backends/arm/x.py": b"x\n"}
+    still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.WRONG)], [], kept=False)
+    texts = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
+    first = [_with_behaviour(p, still) for p in texts]
+    assert [p.action for p in first] == [Action.CONFLICT]
+    out = tmp_path / "out"
+    request = Request("1.5.1", series.directory, out, behaviour=False, today="2026-12-03")
+    hint = write_candidate(
+        series, first, new_files, version="1.5.1", out=out, request=request,
+        pins_text=_candidate_pins(new),
+    )  # fmt: skip
+    work = out / "worktree"
+    assert f"{work}/.git/OVERLAY_MERGE_MSG" in hint and "--resume" in hint
+    assert set(git(work, "ls-files").split()) == set(new_files)  # every release file
+    # Resolve: fix it another way, add a test, give the commit a header of its own.
+    (work / PATH).write_text(_edit(new, "line 20\n", "line 20 fixed\n"))
+    (work / TEST_PATH).write_text(TEST_FILE + "\n\ndef test_fixed():\n    pass\n")
+    message = "Fix it again\n\nDescription: Fix it again\n the new way\nForwarded: no\n"
+    message += "Last-Update: 2026-12-03\n"
+    (work / ".git" / "OVERLAY_MERGE_MSG").write_text(f"{message}\nOverlay-Patch: {FIX.name}\n")
+    assert resume_worktree(series, work, new_files) == []
+    # The re-run plans the text again (a drop), and takes the resolution from its commit.
+    again = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
+    taken = [resolved(p, work, []) for p in again]
+    assert [(p.action, p.source) for p in taken] == [
+        (Action.PORTED, "3-way merge, resolved by hand")
+    ]
+    assert set(taken[0].after) == {PATH, TEST_PATH}
+    assert taken[0].after[TEST_PATH].endswith("def test_fixed():\n    pass\n")
+    pristine = candidate_pristine(taken, new_files)
+    assert list(pristine) == sorted([PATH, TEST_PATH])
+    pins_text = pins_toml({p: new_files[p] for p in pristine}, version="1.5.1")
+    resumed = replace(request, resume=True)
+    done = write_candidate(
+        series, taken, new_files, version="1.5.1", out=out, request=resumed, pins_text=pins_text
+    )
+    assert done == ""
+    patch = load_series(out / "patches").get(FIX.name)
+    assert patch.targets == (PATH, TEST_PATH)
+    assert patch.subject == "Fix it again" and "Applied-Upstream" not in patch.header
+    # A second resume measures the committed tree again; an uncommitted edit is refused.
+    assert resume_worktree(series, work, new_files) == []
+    (work / TEST_PATH).write_text("edited\n")
+    with pytest.raises(UpstreamError, match="uncommitted changes"):
+        resume_worktree(series, work, new_files)
+    (work / "backends/arm/new_test.py").write_text("x\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    with pytest.raises(UpstreamError, match="adds or removes files"):
+        resolved(again[0], work, [])
+
+
+def test_a_kept_patch_whose_header_names_an_upstream_fix_is_flagged() -> None:
+    from overlay.upstream.retarget import flag_stale_header
+
+    stale = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
+    found = decide_patch(
+        FIX.name, "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True
+    )
+    verdict = final_verdict(_plan("header\n" + OLD), found, "1.5.1")
+    assert verdict.action is Action.CARRIED
+    flagged = flag_stale_header(verdict, stale, "1.5.1")
+    assert flagged.flags[-1].startswith("kept on 1.5.1, yet its header says Applied-Upstream")
+    assert flag_stale_header(verdict, stale, "1.2.5") == verdict  # fixed only later
+    assert flag_stale_header(verdict, FIX, "1.5.1") == verdict
