@@ -121,12 +121,15 @@ def behaviour_verdict(row: PatchRow, found: PatchBehaviour) -> Verdict:
 def base_for(
     patch: Patch, release_files: Mapping[str, bytes], commit: str | None, clone: Path | None
 ) -> tuple[str, dict[str, bytes], str]:
-    """Return (base commit, base files, where) the patch is made against; main preferred."""
+    """Return (base commit, base files, where) the patch is made against; main preferred.
+
+    The patch may sit at other lines on main (the export regenerates the diff there).
+    """
     if clone is not None:
         try:
             main = git(clone, "rev-parse", "main").strip()
             files = {path: show(clone, f"{main}:{path}") for path in patch.targets}
-            apply_patch(patch, {p: decode(d) for p, d in files.items()})
+            apply_patch(patch, {p: decode(d) for p, d in files.items()}, allow_offset=True)
         except (OverlayError, HunkMismatchError):
             pass
         else:
