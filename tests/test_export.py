@@ -253,8 +253,8 @@ def test_the_1_5_1_ports_export_hook_clean_and_git_am(
     from overlay import pins
 
     release = load_release(pins.load(ROOT / "patches"), "1.5.1")
-    path = PORTS / f"{name}.patch"
-    port = parse_patch(path.name, read_text(path))
+    port_file = PORTS / f"{name}.patch"
+    port = parse_patch(port_file.name, read_text(port_file))
     files = release.files  # backends/arm/**, its tests included
     _, commit = release_metadata(release.wheel)
     assert commit is not None and len(commit) == 40

@@ -161,6 +161,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             equivalence=True,
             torch=request.torch,
             upstream_clone=request.upstream_clone,
+            locks=False,  # an export needs no installable candidate
         ),
         progress,
     )

@@ -37,7 +37,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from overlay import fixes, release_env, worktree
+from overlay import fixes, lock, release_env, worktree
 from overlay._git import git, git_bytes, merge_file
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.applier import HunkMismatchError, apply_patch, decode, encode
@@ -175,6 +175,7 @@ class Retarget:
     problems: tuple[str, ...]
     wheel: Path = Path()  # the release's wheel the sources were read from
     release_tests: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    locks: tuple[Path, ...] = ()  # the candidate's locks (patches/locks/<tag>.txt)
 
     @property
     def ready(self) -> bool:
@@ -201,6 +202,7 @@ class Retarget:
             "timings": {k: round(v, 1) for k, v in self.timings.items()},
             "worktree": str(self.worktree) if self.worktree else None,
             "resume": self.resume,
+            "locks": [str(path) for path in self.locks],
         }
 
 
@@ -373,6 +375,17 @@ def render_pins(
         state = "ok" if attempt.ok else "failed: " + attempt.detail.replace("\n", " ")[:150]
         lines.append(f"#   {pins}: {state}")
     lines += ["[runtime]", *(f"{k} = {toml_string(v)}" for k, v in runtime.items()), ""]
+    extras = {k: [n for n in v if n in runtime] for k, v in old.extras.items()}
+    if any(extras.values()):
+        lines.append("# The patched wheel's extras (as pinned), e.g. `executorch[arm]`.")
+        lines.append("[extras]")
+        for extra, names in extras.items():
+            if names:
+                lines.append(f"{extra} = [" + ", ".join(toml_string(n) for n in names) + "]")
+        lines.append("")
+    if old.macos_deployment_target:
+        lines += ["[lock]", f"macos_deployment_target = {toml_string(old.macos_deployment_target)}"]
+        lines.append("")
     lines.append("# sha256 of the wheel files (pip checked each against the index's sha256).")
     for wheel in wheels:
         if not wheel.sha256:
@@ -552,6 +565,7 @@ class Request:
     upstream_clone: Path | None = None
     envs_root: Path | None = None
     resume: bool = False  # continue after a conflict was resolved in <out>/worktree
+    locks: bool = True  # resolve the candidate's locks (uv, the index) when it is complete
     today: str = field(default_factory=lambda: datetime.date.today().isoformat())
 
 
@@ -702,6 +716,14 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
                 test=test,
             )
         timings["upstream tests"] = time.perf_counter() - mark
+    locks: list[Path] = []
+    if request.locks and not resume and new_series.patches:
+        mark = time.perf_counter()
+        try:
+            locks = write_locks(new_series, out / "dist", progress)
+        except OverlayError as exc:
+            problems.append(f"locks: {exc.message}" + (f": {exc.found}" if exc.found else ""))
+        timings["locks"] = time.perf_counter() - mark
     verdicts = [final_verdict(p, found.get(p.name), version) for p in plans]
     headers = {p.name: p for p in new_series.patches}
     verdicts = [flag_stale_header(v, headers.get(v.name), version) for v in verdicts]
@@ -739,6 +761,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         problems=tuple(problems),
         wheel=matrix_wheel,
         release_tests=release_tests,
+        locks=tuple(locks),
     )
 
 
@@ -873,6 +896,23 @@ def write_candidate(
         )
     worktree.regenerate(work, candidate, today=request.today)
     return ""
+
+
+def write_locks(series: Series, dist: Path, progress: Progress) -> list[Path]:
+    """Resolve the candidate's lock for every wheel it pins, as `nox -s lock` does for the pin.
+
+    Each lock sits beside the candidate's pins (``locks/<tag>.txt``) and pins the patched
+    wheel built from that release wheel by its sha256, so ``--promote`` carries the ready
+    venv's exact contents with the series.
+    """
+    written = []
+    for pin in series.pins.wheels:
+        built = build_patched_wheel(series, fetch_wheel(pin), pin, dist)
+        progress(f"resolving the lock for {pin.tag} with uv")
+        found = lock.generate(series, pin, built.path)
+        lock.check_wheel(found, built.path, built.sha256)
+        written.append(found.path)
+    return written
 
 
 def _test_requirements(pins: Pins) -> tuple[str, ...]:
@@ -1320,6 +1360,17 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
     candidate = out_dir / "patches"
     new_series = load_series(candidate)
     old_series = load_series(patches_dir)
+    try:
+        for pin in new_series.pins.wheels:
+            lock.check_current(new_series, pin)
+    except OverlayError as exc:
+        raise UpstreamError(
+            "the candidate has no current lock for every wheel it pins",
+            expected=f"{candidate / lock.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
+            found=exc.message,
+            hint=f"run `python -m overlay lock --patches {candidate}`, or the retarget again"
+            " without --no-locks",
+        ) from exc
     old_version = str(old_series.pins.executorch)
     if new_series.pins.executorch <= old_series.pins.executorch:
         raise UpstreamError(
@@ -1341,12 +1392,19 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
     for name in moved:
         if (patches_dir / name).exists():
             shutil.copy2(patches_dir / name, archive / name)
+    old_locks = patches_dir / lock.LOCKS_DIR
+    if old_locks.is_dir():
+        shutil.copytree(old_locks, archive / lock.LOCKS_DIR)
     load_series(archive)  # the archive must load on its own (usable with --patches)
     for name in moved:
         (patches_dir / name).unlink(missing_ok=True)
+    if old_locks.is_dir():
+        shutil.rmtree(old_locks)
     written = []
     for name in [SERIES_FILE, PINS_FILE, CHECKSUMS_FILE, *(p.name for p in new_series.patches)]:
         shutil.copy2(candidate / name, patches_dir / name)
         written.append(name)
+    shutil.copytree(candidate / lock.LOCKS_DIR, old_locks)
+    written += [f"{lock.LOCKS_DIR}/{p.name}" for p in sorted(old_locks.iterdir())]
     load_series(patches_dir)
     return Promotion(old_version, str(new_series.pins.executorch), archive, tuple(written))
