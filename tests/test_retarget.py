@@ -367,7 +367,7 @@ def test_the_candidate_locks_its_wheels_and_promote_carries_them(tmp_path: Path)
     (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
     with pytest.raises(UpstreamError, match="no current lock") as refused:
         promote(out, series.directory)
-    assert "python -m overlay lock --patches" in (refused.value.hint or "")
+    assert "python -m overlay --patches" in (refused.value.hint or "")
     written = write_locks(candidate, tmp_path / "dist", lambda _: None)
     assert written == [out / "patches" / "locks" / "cp311-manylinux_2_28_x86_64.txt"]
     pin = candidate.pins.wheels[0]

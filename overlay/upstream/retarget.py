@@ -1368,7 +1368,7 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
             "the candidate has no current lock for every wheel it pins",
             expected=f"{candidate / lock.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
             found=exc.message,
-            hint=f"run `python -m overlay lock --patches {candidate}`, or the retarget again"
+            hint=f"run `python -m overlay --patches {candidate} lock`, or the retarget again"
             " without --no-locks",
         ) from exc
     old_version = str(old_series.pins.executorch)
