@@ -29,7 +29,12 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 def run(
     *command: str | Path, cwd: Path | None = None, ok: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    # uv must act only on the paths a command names: no session venv, no project override.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX")
+    }
     proc = subprocess.run(
         [str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True, check=False
     )
@@ -244,7 +249,11 @@ def test_uv_project_recipe_takes_executorch_from_the_index_only(
     entry = f'name = "executorch"\nversion = "{built.version}"\nsource = {{ registry = "'
     assert entry + str(folder / "simple") + '" }' in uv_lock  # from the index, never stock
     assert built.sha256 in uv_lock
-    uv("sync", "--frozen", "--python", sys.executable, cwd=project)
+    # A version request, never this venv's interpreter: given a venv's python, uv may sync
+    # that very venv (the test session's own) instead of creating the project's .venv.
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    uv("sync", "--frozen", "--python", python, cwd=project)
+    assert (project / ".venv" / "bin" / "python").exists()
     installed = freeze(project / ".venv")
     assert installed["executorch"] == built.version
     assert (installed["torch"], installed["tosa-tools"]) == ("2.11.0", "2026.2.1")
