@@ -498,8 +498,15 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     patch = load_series(out / "patches").get(FIX.name)
     assert patch.targets == (PATH, TEST_PATH)
     assert patch.subject == "Fix it again" and "Applied-Upstream" not in patch.header
-    # A second resume measures the committed tree again; an uncommitted edit is refused.
+    # A second resume measures the committed tree again: a kept patch is taken as it is,
+    # or as amended in the work tree; an uncommitted edit is refused.
     assert resume_worktree(series, work, new_files) == []
+    assert resolved(taken[0], work, []) is taken[0]
+    (work / TEST_PATH).write_text(TEST_FILE + "\n\ndef test_fixed_better():\n    pass\n")
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    edited = resolved(taken[0], work, [])
+    assert edited.source == "3-way merge, resolved by hand, edited in the work tree"
+    assert edited.after[TEST_PATH].endswith("def test_fixed_better():\n    pass\n")
     (work / TEST_PATH).write_text("edited\n")
     with pytest.raises(UpstreamError, match="uncommitted changes"):
         resume_worktree(series, work, new_files)

@@ -766,19 +766,17 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
 
 
 def resolved(plan: TextPlan, work: Path, left: Sequence[str]) -> TextPlan:
-    """Take a conflict resolved by hand in the work tree as a port.
+    """Take what the work tree holds for a patch: a resolved conflict, or an edited patch.
 
-    The resolution is the work tree commit named after the patch (its
-    ``Overlay-Patch:`` trailer): every file it changes, as it left them, and its message.
-    A patch the text alone would drop (its header names an upstream fix) but that stock
-    still needed became a conflict only after behaviour, so any plan that does not
-    carry or port the patch by itself takes the commit when there is one.
+    A patch's text there is its commit (named by its ``Overlay-Patch:`` trailer): every
+    file it changes, as it left them, and its message. A patch the text alone would drop
+    (its header names an upstream fix) but that stock still needed became a conflict
+    only after behaviour, so any plan may take a commit; a carried or ported patch whose
+    commit was amended by hand takes it too.
     """
     if plan.name in left:
         return replace(plan, action=Action.CONFLICT, conflicts=(f"{plan.name} does not apply",))
-    if plan.action in (Action.CARRIED, Action.PORTED) or not (work / ".git").is_dir():
-        return plan
-    commit = _commit_of(work, plan.name)
+    commit = _commit_of(work, plan.name) if (work / ".git").is_dir() else None
     if commit is None:
         return plan
     changed = git(work, "diff-tree", "-r", "--no-commit-id", "--name-status", commit)
@@ -786,20 +784,18 @@ def resolved(plan: TextPlan, work: Path, left: Sequence[str]) -> TextPlan:
     added = [path for status, path in entries if status != "M"]
     if added:
         raise UpstreamError(
-            f"the resolution of {plan.name} adds or removes files",
+            f"the work tree commit of {plan.name} adds or removes files",
             expected="changes to files of the release (put a new test into an existing file)",
             found=", ".join(added),
             hint=f"amend commit {commit[:10]} in {work}, then resume again",
         )
     after = {p: decode(git_bytes(work, "show", f"{commit}:{p}")) for _, p in entries}
+    kept = plan.action in (Action.CARRIED, Action.PORTED)
+    if kept and after == plan.after:
+        return plan
+    source = f"{plan.source}, edited in the work tree" if kept else "3-way merge, resolved by hand"
     message = git(work, "log", "-1", "--format=%B", commit)
-    return replace(
-        plan,
-        action=Action.PORTED,
-        source="3-way merge, resolved by hand",
-        after=after,
-        message=message,
-    )
+    return replace(plan, action=Action.PORTED, source=source, after=after, message=message)
 
 
 def _commit_of(work: Path, name: str) -> str | None:
