@@ -184,7 +184,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     release_files = matrix.releases[newest].files
     new_run = rt.runs.get("new")
     torch = new_run.init["stock"].torch if new_run else ""
-    for number, row in enumerate(wanted, start=1):
+    for row in wanted:  # each its own pull request on its own branch: [PATCH], not 1/N
         assert candidate is not None
         patch = candidate.get(row.name)
         found = table[row.name][newest]
@@ -213,8 +213,6 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             evidence=evidence,
             source="port" if row.cells[newest].port_version else "pinned",
             base_commit=base_commit,
-            number=number,
-            total=len(wanted),
         )
         repo = request.out_dir / "branches" / item.stem
         branch = export.make_branch(item, repo, base=item.before, clone=request.upstream_clone)
