@@ -7,6 +7,8 @@ sleeps past any test timeout, ``crash`` kills the process; ``fixed2``, ``regress
 single runtime fix behaves like (b); any other name in ``$FAKE_CASES`` acts like ``ok``.
 Probe ``where`` reports where ``overlay`` was imported from. Every start and run is appended
 to ``$FAKE_LOG`` (path, item, fixes, process id) when it is set: tests count them.
+With ``$FAKE_BARRIER`` set to ``DIR:N``, no worker finishes its first item before N workers
+of its path have been given one, so tests of work sharing do not depend on start-up timing.
 """
 
 from __future__ import annotations
@@ -43,6 +45,21 @@ GOOD = Numerics((OutputDigest("o1", "torch.float32", (1, 4)),), (0.01,), (0.001,
 WRONG = Numerics((OutputDigest("o2", "torch.float32", (1, 4)),), (1.5,), (1.5,), (2.0,))
 
 
+def _barrier(path: str) -> None:
+    """Register this worker, then wait until N workers of ``path`` have."""
+    spec = os.environ.get("FAKE_BARRIER")
+    if not spec:
+        return
+    folder, count = spec.rsplit(":", 1)
+    os.makedirs(folder, exist_ok=True)
+    open(os.path.join(folder, f"{path}-{os.getpid()}"), "w").close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sum(n.startswith(f"{path}-") for n in os.listdir(folder)) >= int(count):
+            return
+        time.sleep(0.02)
+
+
 def _log(text: str) -> None:
     name = os.environ.get("FAKE_LOG")
     if name:
@@ -55,6 +72,7 @@ class FakeRunner:
 
     def __init__(self) -> None:
         self.path = "c" if any(p.endswith("fake-patched") for p in sys.path) else "a"
+        self.ran = False
 
     def init(self, request: InitRequest) -> InitReply:
         """Pretend to import and patch."""
@@ -72,6 +90,9 @@ class FakeRunner:
 
     def run(self, request: RunRequest) -> ItemResult:
         """Behave as the item's name says."""
+        if not self.ran:
+            self.ran = True
+            _barrier(self.path)
         _log(f"run {self.path} {request.item} {list(request.fixes)} {os.getpid()}")
         if request.item.kind is ItemKind.PROBE:
             value: JsonValue = {

@@ -306,11 +306,12 @@ def test_one_path_on_two_cpus_runs_two_workers_that_share_the_items(
     run(fake)
     assert runs(fake)["init c"] == 1  # three paths with work on 2 CPUs: one worker each
     (Path(fake.pythonpath[C]) / "executorch" / "backends" / "arm" / "pass.py").write_text("2")
+    monkeypatch.setenv("FAKE_BARRIER", f"{fake.out_dir.parent / 'barrier'}:2")
     result = run(dataclasses.replace(fake, jobs=2))
     log = (fake.out_dir.parent / "runs.log").read_text(encoding="utf-8").splitlines()
     workers = Counter(line.split()[-1] for line in log if line.startswith("run c"))
     assert runs(fake) == {"init c": 2, "run c": 10}
-    assert len(workers) == 2 and all(n >= 2 for n in workers.values())  # both took items
+    assert len(workers) == 2 and all(n >= 1 for n in workers.values())  # both took items
     assert result.stats[C].workers == 2 and result.stats[A].workers == 0
 
 
