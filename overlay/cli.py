@@ -581,6 +581,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         torch=tuple(args.torch or ()),
         upstream_clone=_upstream_clone(args.upstream),
         resume=args.resume,
+        locks=not args.no_locks,
     )
     result = retarget.retarget(request, progress=progress)
     texts = _retarget_texts(result)
@@ -809,6 +810,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ret.add_argument("--no-behaviour", action="store_true", help="text only (not promotable)")
     ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
+    ret.add_argument("--no-locks", action="store_true", help="skip the candidate's locks (uv)")
     ret.add_argument("--resume", action="store_true", help="continue after resolving a conflict")
     ret.add_argument("--promote", action="store_true", help="make the checked candidate the pin")
     eq = add("equivalence", cmd_equivalence, "prove stock+runtime patch == diff-patched build")

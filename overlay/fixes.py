@@ -251,25 +251,49 @@ TosaPipelineINT(Full(), (torch.rand(1, 4),), [], []).run()
                 "conv -> relu feeding a cat with a differently quantised input",
                 releases="~=1.2.0",
             ),
+            Trigger(
+                "conv_relu_cat_mixed_qparams",
+                Effect.FIXED,
+                "the same branch on 1.5: FuseQuantizedActivationPass fuses the ReLU into the"
+                " qmin of the conv's output qparams, which its output RESCALE ignores (values"
+                " below zero pass); the 1.5.1 port clamps the rescale",
+                releases="~=1.5.0",
+            ),
         ),
         upstream=UpstreamNote(
             test_file="backends/arm/test/passes/test_rewrite_conv_pass.py",
+            narrowing=(
+                "The 1.2.0 patch (rescale qparams from the conv's clamp user) is upstream since"
+                " 22867a9148. Since ad9902c464 (#21974) the ReLU is no longer a clamp there:"
+                " FuseQuantizedActivationPass folds it into qmin = zp, which RewriteConvPass's"
+                " output RESCALE does not honour. The 1.5.1 port adds a CLAMP after that"
+                " RESCALE when qmin is a zero point above the dtype minimum."
+            ),
+            affected_tests=(
+                "backends/arm/test/passes/test_rewrite_conv_pass.py",
+                "backends/arm/test/passes/test_fuse_quantized_activation_pass.py",
+                "backends/arm/test/passes/test_fold_qdq_pass.py",
+                "backends/arm/test/passes/test_convert_to_clamp.py",
+                "backends/arm/test/passes/test_fuse_consecutive_clamps_pass.py",
+            ),
             reproducer="""\
 import torch
 from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineINT
 
 
-class ConvClampBranches(torch.nn.Module):
+class ConvReluCat(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        y = self.conv(x)
-        return torch.clamp(y, -1.0, 1.0), y * 2
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        # relu shares its output qparams with the cat, whose range is mostly y's
+        return torch.cat([torch.relu(self.conv(x)), y * 10], dim=1)
 
 
-TosaPipelineINT(ConvClampBranches(), (torch.rand(1, 3, 8, 8),), [], []).run()
+torch.manual_seed(0)
+inputs = (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 8, 8))
+TosaPipelineINT(ConvReluCat(), inputs, [], []).run()  # outputs do not match the reference
 """,
         ),
     ),

@@ -149,6 +149,12 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
         'if len(_URL.sub("", line)) > MAX_LINE:',
         "if False:",
     ),
+    (
+        "retarget: a resolution keeps only the patch's own files",
+        "overlay/upstream/retarget.py",
+        "for _, p in entries}",
+        "for _, p in entries if p in plan.after}",
+    ),
 )
 
 

@@ -94,6 +94,7 @@ def write_series(
     *,
     pinned: Mapping[str, bytes] | None = None,
     wheel_sha: str = FAKE_WHEEL_SHA,
+    version: str = "1.2.0",
 ) -> Series:
     """Write a series folder (SHA256SUMS from ``pristine``, pins.toml) and return it loaded.
 
@@ -104,7 +105,8 @@ def write_series(
     for name, text in patches.items():
         (folder / name).write_bytes(text.encode())
     (folder / PINS_FILE).write_text(
-        pins_toml(pristine if pinned is None else pinned, wheel_sha=wheel_sha), encoding="utf-8"
+        pins_toml(pristine if pinned is None else pinned, wheel_sha=wheel_sha, version=version),
+        encoding="utf-8",
     )
     parsed: list[Patch] = [parse_patch(n, t) for n, t in patches.items()]
     hashes = {}

@@ -50,7 +50,7 @@ LONG = (
     " .\n"
     " See https://example.org/a/very/long/url/that/must/not/be/broken/by/the/wrapper/at/all\n"
 )
-PORT = ROOT / "patches" / "ports" / "1.5.1" / "0001-keep-terminal-int16-quantize.patch"
+PORTS = ROOT / "patches" / "ports" / "1.5.1"
 RUN = TestRun(
     "pytest -c backends/arm/test/pytest.ini backends/arm/test/passes/t.py::test_x",
     ("backends/arm/test/passes/t.py::test_x",),
@@ -69,7 +69,7 @@ def _patch(description: str, *, bug: str = "", base: str = BASE, fixed: str = FI
 def _repo(tmp_path: Path, files: Mapping[str, bytes]) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    git(repo, "init", "-q")
+    git(repo, "init", "-q", "-b", "main")
     for path, data in files.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_bytes(data)
@@ -211,23 +211,55 @@ def test_git_am_round_trip_and_branch(tmp_path: Path) -> None:
     assert (head / PATH).read_text() == FIXED
 
 
+def test_the_base_is_main_of_the_clone_even_at_other_lines(tmp_path: Path) -> None:
+    from overlay.upstream.prepare import base_for
+
+    patch = _patch(LONG)
+    clone = _repo(tmp_path, {PATH: ("# moved down\n" * 5 + BASE).encode()})
+    main = git(clone, "rev-parse", "HEAD").strip()
+    release = {PATH: BASE.encode()}
+    commit, files, where = base_for(patch, release, "ab" * 20, clone)
+    assert (commit, where) == (main, f"main of {clone} ({main[:12]})")
+    assert files[PATH].startswith(b"# moved down\n")
+    (clone / PATH).write_text(BASE.replace("value_12 = 12\n", "value_12 = 0\n"))
+    git(clone, "commit", "-qam", "upstream rewrote the line")
+    assert base_for(patch, release, "ab" * 20, clone) == (
+        "ab" * 20,
+        release,
+        "the release's sources (version.py git_version)",
+    )
+
+
 def _expected_after(patch: Patch, release: Mapping[str, bytes]) -> dict[str, bytes]:
     texts = {f.path: decode(release[f.path]) for f in patch.files}
     return {p: encode(t) for p, t in apply_patch(patch, texts, allow_offset=True).items()}
 
 
 @pytest.mark.integration
-def test_the_1_5_1_port_exports_hook_clean_and_git_ams(tmp_path: Path) -> None:
-    """The port sent upstream: hook rules, a test under backends/arm/test, git am exact."""
+@pytest.mark.parametrize(
+    ("name", "subject"),
+    [
+        ("0001-keep-terminal-int16-quantize", "Fix int16 grid_sample grids made by folded ops"),
+        (
+            "0003-conv-rescale-qparams-from-source",
+            "Fix ReLU fused into conv when the zero point is not qmin",
+        ),
+    ],
+)
+def test_the_1_5_1_ports_export_hook_clean_and_git_am(
+    tmp_path: Path, name: str, subject: str
+) -> None:
+    """The ports sent upstream: hook rules, a test under backends/arm/test, git am exact."""
     from overlay import pins
 
     release = load_release(pins.load(ROOT / "patches"), "1.5.1")
-    port = parse_patch(PORT.name, read_text(PORT))
+    port_file = PORTS / f"{name}.patch"
+    port = parse_patch(port_file.name, read_text(port_file))
     files = release.files  # backends/arm/**, its tests included
     _, commit = release_metadata(release.wheel)
     assert commit is not None and len(commit) == 40
     item = export_patch(port, files, "1.5.1", signer=SIGNER, base_commit=commit, year=2026)
-    assert item.subject == "Arm backend: Fix int16 grid_sample grids made by folded ops"
+    assert item.subject == f"Arm backend: {subject}"
     assert check_message(item.message) == []
     assert any(p.startswith("backends/arm/test/") for p in item.after)
     assert f"base-commit: {commit}" in item.mbox

@@ -1,8 +1,8 @@
 """On the real 1.2.0 and 1.5.1 releases, in their own uv envs: retarget and the export.
 
 One run of ``prepare`` (the retarget mechanism on 1.5.1, fast subset, plus the pinned
-release) backs every assertion: per patch verdicts with behavioural evidence, and the
-mbox for the one fix still needed, whose test fails on stock 1.5.1 and passes with it.
+release) backs every assertion: per patch verdicts with behavioural evidence, and an
+mbox for each fix still needed, whose tests fail on stock 1.5.1 and pass with it.
 ``nox -s release_tests`` runs these (CI does); they take minutes, the first time longer
 (torch 2.13 is downloaded once into uv's cache).
 """
@@ -23,6 +23,7 @@ from overlay.upstream.retarget import Action
 pytestmark = pytest.mark.release
 ROOT = Path(__file__).resolve().parent.parent
 INT16 = "0001-keep-terminal-int16-quantize.patch"
+CONV = "0003-conv-rescale-qparams-from-source.patch"
 
 
 @pytest.fixture(scope="module")
@@ -61,27 +62,24 @@ def test_retarget_verdict_per_patch(prepared: prepare.Prepared) -> None:
     slots = verdicts["0004-distinct-output-transpose-slots.patch"]
     assert slots.text.startswith("fixed upstream in 1.5.1: trigger cases now pass on stock")
     # Measured, against the header: upstream's fix for #18491 (22867a9148) makes the
-    # trigger lower, but the conv -> relu branch of the cat comes out wrong on stock 1.5.1,
-    # and the 1.2.0 code the patch changes was rewritten: a conflict to port by hand.
-    conv = verdicts["0003-conv-rescale-qparams-from-source.patch"]
-    assert conv.action is Action.CONFLICT
-    assert conv.behaviour is not None and conv.behaviour.outcome is Outcome.STILL_FAILS
-    assert conv.behaviour.bug_cases[0].stock.value == "wrong"
-    assert any(flag.startswith("text says drop") for flag in conv.flags)
-    assert result.worktree is not None and "--resume" in result.resume
-    assert [p.name for p in result.verdicts if p.action is Action.PORTED] == [INT16]
-    moved = "conv_relu_cat_mixed_qparams"  # right with the pinned build, wrong on stock 1.5.1
-    assert [p.split(":")[0] for p in result.problems] == [conv.name, moved]
+    # trigger lower, but since #21974 the fused ReLU of the conv -> relu branch of the cat
+    # is lost on stock 1.5.1 (wrong numbers). The 1.2.0 text conflicts; the maintained
+    # port (resolved through the retarget's conflict path) clamps the conv's rescale.
+    conv = verdicts[CONV]
+    assert (conv.action, conv.plan.source) == (Action.PORTED, "port 1.5.1")
+    assert conv.behaviour is not None
+    assert conv.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    (case,) = conv.behaviour.bug_cases
+    assert (case.case, case.stock.value) == ("conv_relu_cat_mixed_qparams", "wrong")
+    assert case.patched is not None and case.patched.value == "right"
+    assert [p.name for p in result.verdicts if p.action is Action.PORTED] == [INT16, CONV]
+    assert result.ready and result.problems == () and result.resume == ""
 
 
 def test_behaviour_per_release(prepared: prepare.Prepared) -> None:
     table = prepared.behaviour
-    assert table["0003-conv-rescale-qparams-from-source.patch"]["1.2.0"].outcome is (
-        Outcome.FAILS_BEFORE_PASSES_AFTER
-    )
-    assert table["0003-conv-rescale-qparams-from-source.patch"]["1.5.1"].outcome is (
-        Outcome.STILL_FAILS
-    )
+    assert table[CONV]["1.2.0"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    assert table[CONV]["1.5.1"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     assert table["0004-distinct-output-transpose-slots.patch"]["1.5.1"].outcome is (
         Outcome.FIXED_ON_STOCK
     )
@@ -89,17 +87,22 @@ def test_behaviour_per_release(prepared: prepare.Prepared) -> None:
     assert table[INT16]["1.5.1"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     assert prepared.matrix.row(INT16).verdict.action == "upstream"
     sent = [row.name for row in prepared.matrix.rows if row.verdict.action == "upstream"]
-    assert sent == [INT16]
+    assert sent == [INT16, CONV]
 
 
-def test_the_export_fails_before_and_passes_after(prepared: prepare.Prepared) -> None:
-    (item,) = prepared.exports
+@pytest.mark.parametrize(("name", "tests"), [(INT16, 1), (CONV, 2)])
+def test_each_export_fails_before_and_passes_after(
+    prepared: prepare.Prepared, name: str, tests: int
+) -> None:
+    item = next(e for e in prepared.exports if e.name == name)
     assert check_message(item.message) == []
+    assert f"\nSubject: [PATCH] {item.subject}\n" in item.mbox  # one PR each, not a series
     assert any(p.startswith("backends/arm/test/passes/") for p in item.after)
-    test = prepared.behaviour[INT16]["1.5.1"].test
+    test = prepared.behaviour[name]["1.5.1"].test
     assert test is not None and test.stock is not None
-    assert (test.stock.failed, test.patched.passed, test.patched.failed) == (1, 1, 0)
-    assert "- without this change: 1 failed\n- with this change: 1 passed" in item.pr_body
+    assert (test.stock.failed, test.patched.passed, test.patched.failed) == (tests, tests, 0)
+    counts = f"- without this change: {tests} failed\n- with this change: {tests} passed"
+    assert counts in item.pr_body
     repo, branch = prepared.branches[item.name]
     assert git(repo, "log", "-1", "--format=%s").strip() == item.subject
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == branch

@@ -271,7 +271,7 @@ def test_pins_render_and_load(tmp_path: Path) -> None:
     text = render_pins(
         old,
         version="1.5.1",
-        runtime={"torch": "2.13.0", "torchao": "0.18.0"},
+        runtime={"torch": "2.13.0", "torchao": "0.18.0", "tosa-tools": "2026.5.0"},
         wheels=[],
         pristine={PATH: "ab" * 32},
         attempts=[PinAttempt({"torch": "2.13.0"}, False, "VGF: GLIBC_2.38 not found", 30.0)],
@@ -280,7 +280,9 @@ def test_pins_render_and_load(tmp_path: Path) -> None:
     (tmp_path / "pins.toml").write_text(text.replace("[runtime]", _wheel() + "[runtime]"))
     loaded = pins.load(tmp_path)
     assert str(loaded.executorch) == "1.5.1"
-    assert loaded.runtime == {"torch": "2.13.0", "torchao": "0.18.0"}
+    assert loaded.runtime == {"torch": "2.13.0", "torchao": "0.18.0", "tosa-tools": "2026.5.0"}
+    assert loaded.extras == {"arm": ("tosa-tools",)}  # executorch[arm], minus what is gone
+    assert loaded.macos_deployment_target == old.macos_deployment_target == "15.0"
     assert loaded.pristine == {PATH: "ab" * 32}
     assert "1.5.1" in loaded.matrix_versions
     assert loaded.upstream["test_requirements"] == old.upstream["test_requirements"]
@@ -294,24 +296,102 @@ def _wheel() -> str:
     )
 
 
-def test_promote_keeps_the_old_series_and_refuses_unready(tmp_path: Path) -> None:
+FAKE_UV = """\
+import hashlib, pathlib, sys
+
+# A fake `uv pip compile`: every requirement at its pin, executorch by the wheel in links/.
+args = sys.argv[1:]
+assert args[:2] == ["pip", "compile"], args
+lines = []
+for requirement in pathlib.Path(args[2]).read_text().split():
+    name, _, version = requirement.partition("==")
+    digest = "1" * 64
+    if name.startswith("executorch"):
+        name, (wheel,) = "executorch", pathlib.Path("links").glob("*.whl")
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    lines.append(f"{name}=={version} --hash=sha256:{digest}")
+pathlib.Path(args[args.index("-o") + 1]).write_text("\\n".join(lines) + "\\n")
+"""
+
+
+@pytest.fixture
+def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put a fake uv first on PATH and an empty overlay cache in place."""
+    import os
+    import sys
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "fake_uv.py").write_text(FAKE_UV)
+    (folder / "uv").write_text(f'#!/bin/sh\nexec {sys.executable} {folder / "fake_uv.py"} "$@"\n')
+    (folder / "uv").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
+    from wheel.wheelfile import WheelFile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with WheelFile(path, "w") as archive:
+        for repo_path, data in files.items():
+            archive.writestr(f"executorch/{repo_path}", data)
+        metadata = f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n\n"
+        archive.writestr(f"executorch-{version}.dist-info/METADATA", metadata)
+        archive.writestr(
+            f"executorch-{version}.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n",
+        )
+    return path
+
+
+@pytest.mark.usefixtures("fake_uv")
+def test_the_candidate_locks_its_wheels_and_promote_carries_them(tmp_path: Path) -> None:
+    from overlay import lock
+    from overlay._hashing import sha256_file
+    from overlay.upstream.retarget import write_locks
+    from overlay.wheels import local_version
+
+    from scaffold import patch_text, write_series
+
     series = _series(tmp_path, FIX)
+    (series.directory / "locks").mkdir()
+    (series.directory / "locks" / "cp311-manylinux_2_28_x86_64.txt").write_text("old lock\n")
     out = tmp_path / "out"
-    candidate = out / "patches"
-    candidate.mkdir(parents=True)
     new = _edit(OLD, "line 1\n", "line 1 new\n")
-    (candidate / "pins.toml").write_text(_candidate_pins(new))
-    (candidate / "series").write_text("")
-    (candidate / "SHA256SUMS").write_text("# series x\n")
+    wheel = _release_wheel(tmp_path / "cache" / "wheels", {PATH: new.encode()}, "1.5.1")
+    ported = patch_text("Fix the demo pass", make_diff(PATH, new, _edit(new, "line 9\n", "x\n")))
+    candidate = write_series(
+        out / "patches",
+        {FIX.name: ported},
+        {PATH: new.encode()},
+        wheel_sha=sha256_file(wheel),
+        version="1.5.1",
+    )
+    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
+    with pytest.raises(UpstreamError, match="no current lock") as refused:
+        promote(out, series.directory)
+    assert "python -m overlay --patches" in (refused.value.hint or "")
+    written = write_locks(candidate, tmp_path / "dist", lambda _: None)
+    assert written == [out / "patches" / "locks" / "cp311-manylinux_2_28_x86_64.txt"]
+    pin = candidate.pins.wheels[0]
+    found = lock.check_current(candidate, pin)  # keyed by the candidate's pins and patches
+    assert found.get("executorch").version == local_version(candidate)
+    assert found.get("torch").version == "2.11.0"
     (out / "retarget.json").write_text(json.dumps({"ready": False, "problems": ["p"]}))
     with pytest.raises(UpstreamError, match="not ready"):
         promote(out, series.directory)
     (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
     done = promote(out, series.directory)
     assert (done.old_version, done.version) == ("1.2.0", "1.5.1")
-    archived = load_series(series.directory / "archive" / "1.2.0")
-    assert [p.name for p in archived.patches] == [FIX.name]
-    assert str(load_series(series.directory).pins.executorch) == "1.5.1"
+    assert "locks/cp311-manylinux_2_28_x86_64.txt" in done.written
+    archive = series.directory / "archive" / "1.2.0"
+    assert [p.name for p in load_series(archive).patches] == [FIX.name]
+    assert (archive / "locks" / "cp311-manylinux_2_28_x86_64.txt").read_text() == "old lock\n"
+    promoted = load_series(series.directory)
+    assert str(promoted.pins.executorch) == "1.5.1"
+    assert lock.check_current(promoted, pin).path.read_bytes() == written[0].read_bytes()
     with pytest.raises(UpstreamError, match="not newer than the pin"):
         promote(out, series.directory)
 
@@ -366,3 +446,92 @@ def test_stock_of_the_new_release_decides_what_the_candidate_carries() -> None:
     kept = _with_behaviour(text_drop, still)
     assert kept.action is Action.CONFLICT and kept.conflicts
     assert "<<<<<<<" in kept.after[PATH]  # the work tree gets the markers to resolve
+
+
+TEST_PATH = "backends/arm/test/passes/test_demo_pass.py"
+TEST_FILE = "def test_demo():\n    pass\n"
+
+
+def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path) -> None:
+    """Dogfooding 0003 on 1.5.1: the text drops the patch (its header names the upstream
+    fix), stock still fails, so it is a conflict; the resolution fixes the bug another
+    way and adds a test to the release's test file beside it."""
+    from dataclasses import replace
+
+    from overlay.upstream.retarget import _with_behaviour, candidate_pristine, resolved
+
+    stale = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
+    series = _series(tmp_path, stale)
+    new = _edit(OLD, "line 10\n", "line 10 upstream\n")
+    new_files = {PATH: new.encode(), TEST_PATH: TEST_FILE.encode(), "backends/arm/x.py": b"x\n"}
+    still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.WRONG)], [], kept=False)
+    texts = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
+    first = [_with_behaviour(p, still) for p in texts]
+    assert [p.action for p in first] == [Action.CONFLICT]
+    out = tmp_path / "out"
+    request = Request("1.5.1", series.directory, out, behaviour=False, today="2026-12-03")
+    hint = write_candidate(
+        series, first, new_files, version="1.5.1", out=out, request=request,
+        pins_text=_candidate_pins(new),
+    )  # fmt: skip
+    work = out / "worktree"
+    assert f"{work}/.git/OVERLAY_MERGE_MSG" in hint and "--resume" in hint
+    assert set(git(work, "ls-files").split()) == set(new_files)  # every release file
+    # Resolve: fix it another way, add a test, give the commit a header of its own.
+    (work / PATH).write_text(_edit(new, "line 20\n", "line 20 fixed\n"))
+    (work / TEST_PATH).write_text(TEST_FILE + "\n\ndef test_fixed():\n    pass\n")
+    message = "Fix it again\n\nDescription: Fix it again\n the new way\nForwarded: no\n"
+    message += "Last-Update: 2026-12-03\n"
+    (work / ".git" / "OVERLAY_MERGE_MSG").write_text(f"{message}\nOverlay-Patch: {FIX.name}\n")
+    assert resume_worktree(series, work, new_files) == []
+    # The re-run plans the text again (a drop), and takes the resolution from its commit.
+    again = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
+    taken = [resolved(p, work, []) for p in again]
+    assert [(p.action, p.source) for p in taken] == [
+        (Action.PORTED, "3-way merge, resolved by hand")
+    ]
+    assert set(taken[0].after) == {PATH, TEST_PATH}
+    assert taken[0].after[TEST_PATH].endswith("def test_fixed():\n    pass\n")
+    pristine = candidate_pristine(taken, new_files)
+    assert list(pristine) == sorted([PATH, TEST_PATH])
+    pins_text = pins_toml({p: new_files[p] for p in pristine}, version="1.5.1")
+    resumed = replace(request, resume=True)
+    done = write_candidate(
+        series, taken, new_files, version="1.5.1", out=out, request=resumed, pins_text=pins_text
+    )
+    assert done == ""
+    patch = load_series(out / "patches").get(FIX.name)
+    assert patch.targets == (PATH, TEST_PATH)
+    assert patch.subject == "Fix it again" and "Applied-Upstream" not in patch.header
+    # A second resume measures the committed tree again: a kept patch is taken as it is,
+    # or as amended in the work tree; an uncommitted edit is refused.
+    assert resume_worktree(series, work, new_files) == []
+    assert resolved(taken[0], work, []) is taken[0]
+    (work / TEST_PATH).write_text(TEST_FILE + "\n\ndef test_fixed_better():\n    pass\n")
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    edited = resolved(taken[0], work, [])
+    assert edited.source == "3-way merge, resolved by hand, edited in the work tree"
+    assert edited.after[TEST_PATH].endswith("def test_fixed_better():\n    pass\n")
+    (work / TEST_PATH).write_text("edited\n")
+    with pytest.raises(UpstreamError, match="uncommitted changes"):
+        resume_worktree(series, work, new_files)
+    (work / "backends/arm/new_test.py").write_text("x\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    with pytest.raises(UpstreamError, match="adds or removes files"):
+        resolved(again[0], work, [])
+
+
+def test_a_kept_patch_whose_header_names_an_upstream_fix_is_flagged() -> None:
+    from overlay.upstream.retarget import flag_stale_header
+
+    stale = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
+    found = decide_patch(
+        FIX.name, "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True
+    )
+    verdict = final_verdict(_plan("header\n" + OLD), found, "1.5.1")
+    assert verdict.action is Action.CARRIED
+    flagged = flag_stale_header(verdict, stale, "1.5.1")
+    assert flagged.flags[-1].startswith("kept on 1.5.1, yet its header says Applied-Upstream")
+    assert flag_stale_header(verdict, stale, "1.2.5") == verdict  # fixed only later
+    assert flag_stale_header(verdict, FIX, "1.5.1") == verdict

@@ -110,8 +110,14 @@ def test_registry_and_series_name_the_same_fixes(series: Series) -> None:
     for entry, patch in zip(fixes.FIXES, series.patches, strict=True):
         assert entry.repo_paths == patch.targets
         assert entry.number == int(patch.name[:4])
-    triggered = {t.case for f in fixes.FIXES for t in f.triggers}
-    assert len(triggered) == sum(len(f.triggers) for f in fixes.FIXES)  # one fix per case
+    owners: dict[str, set[int]] = {}
+    for fix in fixes.FIXES:
+        for trigger in fix.triggers:
+            owners.setdefault(trigger.case, set()).add(fix.number)
+    assert all(len(numbers) == 1 for numbers in owners.values())  # one fix per case
+    for version in series.pins.matrix_versions:  # and one claim per case and release
+        claims = [t.case for f in fixes.FIXES for t in f.triggers if t.applies_to(version)]
+        assert len(claims) == len(set(claims)), version
 
 
 def test_pins_file_is_read_into_types(series: Series) -> None:

@@ -121,12 +121,15 @@ def behaviour_verdict(row: PatchRow, found: PatchBehaviour) -> Verdict:
 def base_for(
     patch: Patch, release_files: Mapping[str, bytes], commit: str | None, clone: Path | None
 ) -> tuple[str, dict[str, bytes], str]:
-    """Return (base commit, base files, where) the patch is made against; main preferred."""
+    """Return (base commit, base files, where) the patch is made against; main preferred.
+
+    The patch may sit at other lines on main (the export regenerates the diff there).
+    """
     if clone is not None:
         try:
             main = git(clone, "rev-parse", "main").strip()
             files = {path: show(clone, f"{main}:{path}") for path in patch.targets}
-            apply_patch(patch, {p: decode(d) for p, d in files.items()})
+            apply_patch(patch, {p: decode(d) for p, d in files.items()}, allow_offset=True)
         except (OverlayError, HunkMismatchError):
             pass
         else:
@@ -158,6 +161,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             equivalence=True,
             torch=request.torch,
             upstream_clone=request.upstream_clone,
+            locks=False,  # an export needs no installable candidate
         ),
         progress,
     )
@@ -180,7 +184,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     release_files = matrix.releases[newest].files
     new_run = rt.runs.get("new")
     torch = new_run.init["stock"].torch if new_run else ""
-    for number, row in enumerate(wanted, start=1):
+    for row in wanted:  # each its own pull request on its own branch: [PATCH], not 1/N
         assert candidate is not None
         patch = candidate.get(row.name)
         found = table[row.name][newest]
@@ -209,8 +213,6 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             evidence=evidence,
             source="port" if row.cells[newest].port_version else "pinned",
             base_commit=base_commit,
-            number=number,
-            total=len(wanted),
         )
         repo = request.out_dir / "branches" / item.stem
         branch = export.make_branch(item, repo, base=item.before, clone=request.upstream_clone)

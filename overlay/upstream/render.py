@@ -147,6 +147,9 @@ def render_retarget(result: Retarget) -> str:
     out.append(f"wheels: {len(published)} of {len(result.wheels)} published")
     for wheel in result.wheels:
         out.append(f"  {wheel.file} {wheel.sha256[:16] or 'not published'}")
+    if result.locks:
+        out.append(f"locks: {len(result.locks)} in {result.locks[0].parent}")
+        out += [f"  {path.name}" for path in result.locks]
     out += ["runtime form:", *(f"  {line}" for line in result.runtime_form.splitlines())]
     if result.moves:
         out += ["", f"moving from {result.old_version} to {result.version} (patched builds):"]
@@ -186,6 +189,9 @@ def render_retarget_markdown(result: Retarget) -> str:
     out += markdown_table(["tried", "result"], rows) if rows else ["(not checked)"]
     out += ["", "## Wheels", ""]
     out += [f"- `{w.file}` `{w.sha256 or 'not published'}`" for w in result.wheels]
+    if result.locks:
+        out += ["", "## Locks", ""]
+        out += [f"- `{path}`" for path in result.locks]
     out += ["", "## Runtime form", "", result.runtime_form, ""]
     if result.moves:
         out += [f"## What changes for a user moving to {result.version}", ""]

@@ -37,7 +37,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from overlay import fixes, release_env, worktree
+from overlay import fixes, lock, release_env, worktree
 from overlay._git import git, git_bytes, merge_file
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.applier import HunkMismatchError, apply_patch, decode, encode
@@ -175,6 +175,7 @@ class Retarget:
     problems: tuple[str, ...]
     wheel: Path = Path()  # the release's wheel the sources were read from
     release_tests: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    locks: tuple[Path, ...] = ()  # the candidate's locks (patches/locks/<tag>.txt)
 
     @property
     def ready(self) -> bool:
@@ -201,6 +202,7 @@ class Retarget:
             "timings": {k: round(v, 1) for k, v in self.timings.items()},
             "worktree": str(self.worktree) if self.worktree else None,
             "resume": self.resume,
+            "locks": [str(path) for path in self.locks],
         }
 
 
@@ -373,6 +375,17 @@ def render_pins(
         state = "ok" if attempt.ok else "failed: " + attempt.detail.replace("\n", " ")[:150]
         lines.append(f"#   {pins}: {state}")
     lines += ["[runtime]", *(f"{k} = {toml_string(v)}" for k, v in runtime.items()), ""]
+    extras = {k: [n for n in v if n in runtime] for k, v in old.extras.items()}
+    if any(extras.values()):
+        lines.append("# The patched wheel's extras (as pinned), e.g. `executorch[arm]`.")
+        lines.append("[extras]")
+        for extra, names in extras.items():
+            if names:
+                lines.append(f"{extra} = [" + ", ".join(toml_string(n) for n in names) + "]")
+        lines.append("")
+    if old.macos_deployment_target:
+        lines += ["[lock]", f"macos_deployment_target = {toml_string(old.macos_deployment_target)}"]
+        lines.append("")
     lines.append("# sha256 of the wheel files (pip checked each against the index's sha256).")
     for wheel in wheels:
         if not wheel.sha256:
@@ -552,6 +565,7 @@ class Request:
     upstream_clone: Path | None = None
     envs_root: Path | None = None
     resume: bool = False  # continue after a conflict was resolved in <out>/worktree
+    locks: bool = True  # resolve the candidate's locks (uv, the index) when it is complete
     today: str = field(default_factory=lambda: datetime.date.today().isoformat())
 
 
@@ -585,7 +599,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     left = resume_worktree(series, work, new_files) if request.resume else []
     plans = plan_series(series, ports, old_files, new_files, version)
     if request.resume:
-        plans = [_resolved(p, work, left) for p in plans]
+        plans = [resolved(p, work, left) for p in plans]
     matrix_sha = dict(old.matrix_sha256)
     matrix_sha.setdefault(version, sha256_file(matrix_wheel))
     torch_pin, torch_origin = upstream_torch_pin(request.upstream_clone, commit, version)
@@ -623,8 +637,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
             )
             found[plan.name] = decided
     final_plans = [_with_behaviour(p, found.get(p.name)) for p in plans]
-    kept = [p for p in final_plans if p.action in (Action.CARRIED, Action.PORTED)]
-    pristine = {path: sha256_bytes(new_files[path]) for plan in kept for path in plan.after}
+    pristine = candidate_pristine(final_plans, new_files)
     mark = time.perf_counter()
     resume = write_candidate(
         series,
@@ -638,7 +651,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
             version=version,
             runtime=runtime,
             wheels=wheels,
-            pristine=dict(sorted(pristine.items())),
+            pristine=pristine,
             attempts=attempts,
             matrix_sha256=matrix_sha,
         ),
@@ -646,9 +659,9 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     timings["series"] = time.perf_counter() - mark
     problems: list[str] = []
     moves: list[CaseMove] = []
-    if request.behaviour:  # with a conflict: the patches before it (a partial candidate)
+    new_series = load_series(candidate)  # with a conflict: the patches before it (partial)
+    if request.behaviour:
         mark = time.perf_counter()
-        new_series = load_series(candidate)
         jobs = {}
         patched_new = None
         if new_series.patches:
@@ -703,7 +716,17 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
                 test=test,
             )
         timings["upstream tests"] = time.perf_counter() - mark
+    locks: list[Path] = []
+    if request.locks and not resume and new_series.patches:
+        mark = time.perf_counter()
+        try:
+            locks = write_locks(new_series, out / "dist", progress)
+        except OverlayError as exc:
+            problems.append(f"locks: {exc.message}" + (f": {exc.found}" if exc.found else ""))
+        timings["locks"] = time.perf_counter() - mark
     verdicts = [final_verdict(p, found.get(p.name), version) for p in plans]
+    headers = {p.name: p for p in new_series.patches}
+    verdicts = [flag_stale_header(v, headers.get(v.name), version) for v in verdicts]
     for verdict in verdicts:
         if verdict.action is Action.CONFLICT:
             problems.append(f"{verdict.name}: conflict ({'; '.join(verdict.plan.conflicts)})")
@@ -738,22 +761,58 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         problems=tuple(problems),
         wheel=matrix_wheel,
         release_tests=release_tests,
+        locks=tuple(locks),
     )
 
 
-def _resolved(plan: TextPlan, work: Path, left: Sequence[str]) -> TextPlan:
-    """Take a conflict resolved by hand in the work tree as a port."""
+def resolved(plan: TextPlan, work: Path, left: Sequence[str]) -> TextPlan:
+    """Take what the work tree holds for a patch: a resolved conflict, or an edited patch.
+
+    A patch's text there is its commit (named by its ``Overlay-Patch:`` trailer): every
+    file it changes, as it left them, and its message. A patch the text alone would drop
+    (its header names an upstream fix) but that stock still needed became a conflict
+    only after behaviour, so any plan may take a commit; a carried or ported patch whose
+    commit was amended by hand takes it too.
+    """
     if plan.name in left:
         return replace(plan, action=Action.CONFLICT, conflicts=(f"{plan.name} does not apply",))
-    if plan.action is not Action.CONFLICT or not (work / ".git").is_dir():
+    commit = _commit_of(work, plan.name) if (work / ".git").is_dir() else None
+    if commit is None:
         return plan
-    after = {}
-    for path in plan.after:
-        try:
-            after[path] = decode(git_bytes(work, "show", f"HEAD:{path}"))
-        except OverlayError:
-            return plan
-    return replace(plan, action=Action.PORTED, source="3-way merge, resolved by hand", after=after)
+    changed = git(work, "diff-tree", "-r", "--no-commit-id", "--name-status", commit)
+    entries = [line.split("\t", 1) for line in changed.splitlines() if line]
+    added = [path for status, path in entries if status != "M"]
+    if added:
+        raise UpstreamError(
+            f"the work tree commit of {plan.name} adds or removes files",
+            expected="changes to files of the release (put a new test into an existing file)",
+            found=", ".join(added),
+            hint=f"amend commit {commit[:10]} in {work}, then resume again",
+        )
+    after = {p: decode(git_bytes(work, "show", f"{commit}:{p}")) for _, p in entries}
+    kept = plan.action in (Action.CARRIED, Action.PORTED)
+    if kept and after == plan.after:
+        return plan
+    source = f"{plan.source}, edited in the work tree" if kept else "3-way merge, resolved by hand"
+    message = git(work, "log", "-1", "--format=%B", commit)
+    return replace(plan, action=Action.PORTED, source=source, after=after, message=message)
+
+
+def _commit_of(work: Path, name: str) -> str | None:
+    """Return the work tree commit of patch ``name`` (by its trailer), if there is one."""
+    log = git(work, "log", "--format=%H%x00%B%x01", f"{worktree.BASE_TAG}..HEAD")
+    for entry in log.split("\x01"):
+        commit, _, message = entry.strip("\n").partition("\x00")
+        if f"\n{worktree.NAME_TRAILER}{name}" in f"\n{message.strip()}":
+            return commit
+    return None
+
+
+def candidate_pristine(plans: Sequence[TextPlan], new_files: Mapping[str, bytes]) -> dict[str, str]:
+    """Return the release's sha256 of every file the kept patches touch, sorted by path."""
+    kept = [p for p in plans if p.action in (Action.CARRIED, Action.PORTED)]
+    touched = {path for plan in kept for path in plan.after}
+    return {path: sha256_bytes(new_files[path]) for path in sorted(touched)}
 
 
 def _judged(run: behaviour.ReleaseRun, names: Sequence[str]) -> list[behaviour.CaseOutcome]:
@@ -826,11 +885,30 @@ def write_candidate(
         else:
             _empty_checksums(candidate)
         return (
-            f"resolve the conflict markers in {work} ({'; '.join(conflict.conflicts)}), then:"
+            f"resolve the conflict markers in {work} ({'; '.join(conflict.conflicts)});"
+            f" the patch's header is the commit message in {work / '.git' / MERGE_MESSAGE}"
+            f" (edit it to say what the resolution does), then:"
             f" python -m overlay retarget {version} --resume --out {out}"
         )
     worktree.regenerate(work, candidate, today=request.today)
     return ""
+
+
+def write_locks(series: Series, dist: Path, progress: Progress) -> list[Path]:
+    """Resolve the candidate's lock for every wheel it pins, as `nox -s lock` does for the pin.
+
+    Each lock sits beside the candidate's pins (``locks/<tag>.txt``) and pins the patched
+    wheel built from that release wheel by its sha256, so ``--promote`` carries the ready
+    venv's exact contents with the series.
+    """
+    written = []
+    for pin in series.pins.wheels:
+        built = build_patched_wheel(series, fetch_wheel(pin), pin, dist)
+        progress(f"resolving the lock for {pin.tag} with uv")
+        found = lock.generate(series, pin, built.path)
+        lock.check_wheel(found, built.path, built.sha256)
+        written.append(found.path)
+    return written
 
 
 def _test_requirements(pins: Pins) -> tuple[str, ...]:
@@ -959,14 +1037,15 @@ def write_worktree(
 ) -> None:
     """Lay out the new pristine sources and one commit per kept patch (edit-style).
 
-    At a conflict, the merged files with their markers are left uncommitted, the commit
-    message is saved in ``.git/OVERLAY_MERGE_MSG`` and the patches still to come are
+    Every file of the release's ``backends/arm`` is there, so a resolution may touch
+    more than the patch did (a test beside the fix). At a conflict, the merged files
+    with their markers are left uncommitted, the commit message (the patch's DEP-3
+    header) is saved in ``.git/OVERLAY_MERGE_MSG`` and the patches still to come are
     recorded for ``--resume``.
     """
-    touched = sorted({path for plan in plans for path in plan.after})
     dest.mkdir(parents=True)
     git(dest, "init", "-q", "-b", "main")
-    for path in touched:
+    for path in sorted(new_files):
         (dest / path).parent.mkdir(parents=True, exist_ok=True)
         (dest / path).write_bytes(new_files[path])
     git(dest, "add", "-A")
@@ -1002,11 +1081,11 @@ def resume_worktree(series: Series, dest: Path, new_files: Mapping[str, bytes]) 
     HEAD; one that does not apply stops again like the first conflict.
     """
     state_path = dest / ".git" / RESUME_STATE
-    if not state_path.is_file():
+    if not (dest / ".git").is_dir():
         raise UpstreamError(
             f"{dest} has no retarget in progress",
-            expected=f"{state_path} (written at a conflict)",
-            found="none",
+            expected=f"a work tree with {state_path} (written at a conflict)",
+            found="no work tree",
             hint="run `python -m overlay retarget VERSION` first",
         )
     marked = _marked_files(dest)
@@ -1017,17 +1096,33 @@ def resume_worktree(series: Series, dest: Path, new_files: Mapping[str, bytes]) 
             found=", ".join(marked),
             hint="edit those files, then run the resume command again",
         )
+    if not state_path.is_file():
+        # Resumed before: a re-run measures the committed work tree again.
+        if git(dest, "status", "--porcelain").strip():
+            raise UpstreamError(
+                f"uncommitted changes in {dest}, and no conflict to commit them to",
+                expected="a clean work tree (every patch is a commit)",
+                found=git(dest, "status", "--short").strip()[:500],
+                hint="amend the commit of the patch you changed (`git commit --amend`),"
+                " then resume again",
+            )
+        return []
     state = json.loads(state_path.read_text(encoding="utf-8"))
     if git(dest, "status", "--porcelain").strip():
         message = (dest / ".git" / MERGE_MESSAGE).read_text(encoding="utf-8")
         git(dest, "add", "-A")
         git(dest, "commit", "-q", "-F", "-", stdin=message)
     remaining: list[str] = list(state["remaining"])
-    texts = {p: decode(git_bytes(dest, "show", f"HEAD:{p}")) for p in _tracked(dest)}
+    tracked = set(_tracked(dest))
+    texts: dict[str, str] = {}
     for position, name in enumerate(remaining):
         patch = series.get(name)
         for path in patch.targets:
-            if path not in texts and path in new_files:
+            if path in texts:
+                continue
+            if path in tracked:
+                texts[path] = decode(git_bytes(dest, "show", f"HEAD:{path}"))
+            elif path in new_files:
                 texts[path] = decode(new_files[path])
         message = worktree.commit_message(patch.name, patch.subject, patch.header_text)
         try:
@@ -1109,6 +1204,26 @@ def final_verdict(
     if fix is None:
         flags.append("no entry in overlay/fixes.py: no trigger cases to check")
     return PatchVerdict(plan.name, action, text, plan, found, tuple(flags))
+
+
+def flag_stale_header(verdict: PatchVerdict, kept: Patch | None, version: str) -> PatchVerdict:
+    """Flag a kept patch whose header still says upstream fixed it by ``version``.
+
+    The export sends no patch that names an upstream fix, so such a header (carried
+    over from the pinned patch, or left in a resolved conflict's commit message) must
+    be rewritten to say what the kept text fixes.
+    """
+    if kept is None or verdict.action not in (Action.CARRIED, Action.PORTED):
+        return verdict
+    info = parse_applied_upstream(kept.header.get("Applied-Upstream", ""))
+    if not info.text or (info.version is not None and Version(info.version) > Version(version)):
+        return verdict
+    flag = (
+        f"kept on {version}, yet its header says Applied-Upstream: {info.text}: rewrite the"
+        " header (the commit message in the work tree) to say what it fixes on this"
+        " release; the export sends no patch that names an upstream fix"
+    )
+    return replace(verdict, flags=(*verdict.flags, flag))
 
 
 def _upstream_ref(plan: TextPlan) -> str:
@@ -1241,6 +1356,17 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
     candidate = out_dir / "patches"
     new_series = load_series(candidate)
     old_series = load_series(patches_dir)
+    try:
+        for pin in new_series.pins.wheels:
+            lock.check_current(new_series, pin)
+    except OverlayError as exc:
+        raise UpstreamError(
+            "the candidate has no current lock for every wheel it pins",
+            expected=f"{candidate / lock.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
+            found=exc.message,
+            hint=f"run `python -m overlay --patches {candidate} lock`, or the retarget again"
+            " without --no-locks",
+        ) from exc
     old_version = str(old_series.pins.executorch)
     if new_series.pins.executorch <= old_series.pins.executorch:
         raise UpstreamError(
@@ -1262,12 +1388,19 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
     for name in moved:
         if (patches_dir / name).exists():
             shutil.copy2(patches_dir / name, archive / name)
+    old_locks = patches_dir / lock.LOCKS_DIR
+    if old_locks.is_dir():
+        shutil.copytree(old_locks, archive / lock.LOCKS_DIR)
     load_series(archive)  # the archive must load on its own (usable with --patches)
     for name in moved:
         (patches_dir / name).unlink(missing_ok=True)
+    if old_locks.is_dir():
+        shutil.rmtree(old_locks)
     written = []
     for name in [SERIES_FILE, PINS_FILE, CHECKSUMS_FILE, *(p.name for p in new_series.patches)]:
         shutil.copy2(candidate / name, patches_dir / name)
         written.append(name)
+    shutil.copytree(candidate / lock.LOCKS_DIR, old_locks)
+    written += [f"{lock.LOCKS_DIR}/{p.name}" for p in sorted(old_locks.iterdir())]
     load_series(patches_dir)
     return Promotion(old_version, str(new_series.pins.executorch), archive, tuple(written))
