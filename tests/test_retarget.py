@@ -158,6 +158,7 @@ def test_runtime_candidates_start_from_the_release_metadata() -> None:
         Requirement("torchao<0.19,>=0.18.0"),
         Requirement('tosa-tools==2026.5.0; extra == "vgf"'),
         Requirement('ai_ml_sdk_model_converter==0.10.0; extra == "vgf"'),
+        Requirement('ai_ml_emulation_layer_for_vulkan==0.10.0; extra == "vgf"'),
         Requirement('ethos-u-vela==5.1.0; extra == "ethos-u"'),
     ]
     found = runtime_candidates(old, requirements, ["2.13.0"])
@@ -167,7 +168,7 @@ def test_runtime_candidates_start_from_the_release_metadata() -> None:
         "torchao": "0.18.0",
         "tosa-tools": "2026.5.0",
         "ai-ml-sdk-model-converter": "0.10.0",
-        # the VGF-run and Ethos-U tools stay as pinned (no `vgf` extra pin here)
+        # the tools that run VGF files stay one ML SDK release, as pinned; Ethos-U as pinned
         "ai-ml-sdk-scenario-runner": "0.11.0",
         "ai-ml-sdk-vgf-library": "0.11.0",
         "ai-ml-emulation-layer-for-vulkan": "0.11.0",

@@ -483,13 +483,18 @@ def runtime_candidates(
 
     torch: the given versions (upstream's torch pin first), then the pinned one. torchao:
     the pinned one if the release's Requires-Dist allows it, else its lower bound.
-    tosa-tools and the model converter: the ``vgf`` extra's pins, then the pinned ones.
+    tosa-tools and the model converter: the ``vgf`` extra's pins, then the pinned ones. The
+    tools that run VGF files (the pins' own ``vgf`` extra: scenario runner, VGF library,
+    emulation layer) are one ML SDK release and stay as pinned: the release's extra names
+    only the emulation layer of them.
     """
+    runs_vgf = set(old.extras.get("vgf", ()))
     extra = {
         r.name.lower().replace("_", "-"): _exact(r)
         for r in requirements
         if r.marker is not None and 'extra == "vgf"' in str(r.marker)
     }
+    extra = {k: v for k, v in extra.items() if k not in runs_vgf}
     base: dict[str, str] = dict(old.runtime)
     for requirement in requirements:
         name = requirement.name.lower().replace("_", "-")
