@@ -102,6 +102,12 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
         "return True",
     ),
     (
+        "vgf_run: layer manifests rewritten in place (a loader can read them torn)",
+        "overlay/equivalence/vgf_run.py",
+        '_write_atomic(target / f"{stem}.json", json.dumps(data, indent=2))',
+        '(target / f"{stem}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")',
+    ),
+    (
         "workers: a case's own timeout ignored",
         "overlay/equivalence/workers.py",
         "limit = timeout or self.timeout",
