@@ -127,6 +127,19 @@ def test_the_error_is_a_fraction_of_the_range_not_of_max_abs() -> None:
     assert verdict.quality(ok(n), 0.1) is Quality.RIGHT
 
 
+def test_a_branch_off_by_seven_codes_in_a_wide_output_is_wrong() -> None:
+    # stock 1.5.1 on conv_relu_cat_mixed_qparams: the relu branch of the cat is 1.29 off,
+    # the output's range is 46.9 (2.7%: right under the a8w8 default); the case sets 1%
+    stock_151 = dataclasses.replace(
+        numerics(1.2873646, 27.6), reference_max_abs=(24.46,), reference_range=(46.897,)
+    )
+    info = corpus.info("conv_relu_cat_mixed_qparams")
+    assert verdict.quality(ok(stock_151), verdict.limits(info)) is Quality.WRONG
+    assert verdict.quality(ok(numerics(0.0, math.inf)), verdict.limits(info)) is Quality.RIGHT
+    plain = dataclasses.replace(info, tolerance=None)
+    assert verdict.quality(ok(stock_151), verdict.limits(plain)) is Quality.RIGHT
+
+
 # --- executed VGF and Ethos-U in the verdicts -------------------------------------------------
 
 

@@ -76,6 +76,10 @@ CASES: tuple[CaseInfo, ...] = (
         "TOSA-1.0+INT+FP",
         "a8w8",
         fast=True,
+        # one output holds a small conv -> relu branch and a large x10 branch: the a8w8
+        # default (5% of the output's range, ~13 codes) would hide the relu branch being
+        # 7 codes off (stock 1.5.1: 1.29 on a range of 46.9, 2.7%); a right lowering is exact
+        tolerance=0.01,
     ),
     CaseInfo(
         "equal_constant_outputs_channels_last",
