@@ -88,7 +88,7 @@ def lower(
     if info.quantize is None:
         return EthosUResult(target, TargetState.SKIPPED, reason="Ethos-U runs integer graphs only")
     try:
-        import ethosu.vela  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+        import ethosu.vela  # type: ignore[import-not-found,import-untyped,unused-ignore]  # noqa: F401
     except ImportError:
         return EthosUResult(
             target, TargetState.SKIPPED, reason="vela not installed (pip install ethos-u-vela)"

@@ -60,7 +60,7 @@ class Emulation:
 
 def _layer_package() -> Path | None:
     try:
-        import emulation_layer  # type: ignore[import-not-found,unused-ignore]
+        import emulation_layer  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         return None
     return Path(emulation_layer.__file__).resolve().parent / "deploy"
