@@ -37,8 +37,8 @@ from overlay.equivalence.protocol import (
     RunRequest,
     RunStatus,
     Stage,
+    TargetState,
     VgfResult,
-    VgfState,
 )
 from overlay.equivalence.verdict import AB, BC, Observation, Quality, decide
 from overlay.errors import EquivalenceError
@@ -64,7 +64,7 @@ def ok(**change: Any) -> ItemResult:
         graph=("cpu: q", "delegate[0] TOSABackend: aten::convolution"),
         payloads=(Payload("TOSABackend", 10, "aa"),),
         numerics=numerics(),
-        vgf=VgfResult(VgfState.SKIPPED, reason="no converter"),
+        vgf=VgfResult(TargetState.SKIPPED, reason="no converter"),
     )
     return dataclasses.replace(result, **change)
 
@@ -90,7 +90,7 @@ def test_identical_results_agree() -> None:
         ({"payloads": (Payload("TOSABackend", 10, "bb"),)}, Observation.TOSA_PAYLOAD),
         ({"numerics": numerics(digest="o2")}, Observation.NUMERICS),
         (
-            {"vgf": VgfResult(VgfState.COMPARED, payloads=(Payload("VgfBackend", 1, "v"),))},
+            {"vgf": VgfResult(TargetState.COMPARED, payloads=(Payload("VgfBackend", 1, "v"),))},
             Observation.VGF_PAYLOAD,
         ),
         ({"value": [1, 2]}, Observation.VALUE),
@@ -105,7 +105,7 @@ def test_any_observation_difference_is_undeclared(
 
 
 def test_skipped_vgf_is_not_compared() -> None:
-    v = judge(ok(), ok(), ok(vgf=VgfResult(VgfState.SKIPPED, reason="other reason")))
+    v = judge(ok(), ok(), ok(vgf=VgfResult(TargetState.SKIPPED, reason="other reason")))
     assert v.bc is BC.AGREE
 
 
@@ -271,13 +271,13 @@ def test_vgf_line_counts_compared_failed_and_skipped() -> None:
     def with_vgf(vgf: VgfResult) -> verdict.Verdict:
         return judge(ok(vgf=vgf), ok(vgf=vgf), ok(vgf=vgf))
 
-    compared = VgfResult(VgfState.COMPARED, payloads=(Payload("VgfBackend", 3, "ab"),))
-    failed = VgfResult(VgfState.FAILED, error=ErrorInfo("E", "m", Stage.VGF))
+    compared = VgfResult(TargetState.COMPARED, payloads=(Payload("VgfBackend", 3, "ab"),))
+    failed = VgfResult(TargetState.FAILED, error=ErrorInfo("E", "m", Stage.VGF))
     rendered = _report([with_vgf(compared), with_vgf(compared), with_vgf(failed)])
     assert report.vgf_line(rendered) == (
         "VGF: payloads compared on 2 case(s), lowering failed on 1, executed on 0"
     )
-    skipped = _report([with_vgf(VgfResult(VgfState.SKIPPED, reason="no model_converter"))])
+    skipped = _report([with_vgf(VgfResult(TargetState.SKIPPED, reason="no model_converter"))])
     assert report.vgf_line(skipped).endswith("skipped: no model_converter")
 
 
@@ -571,12 +571,12 @@ def test_a_failed_vgf_lowering_fails_only_a_vgf_case() -> None:
         ItemResult,
         RunStatus,
         Stage,
+        TargetState,
         VgfResult,
-        VgfState,
     )
     from overlay.equivalence.verdict import Quality, quality
 
-    failed_vgf = VgfResult(VgfState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
+    failed_vgf = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
     result = ItemResult(RunStatus.OK, vgf=failed_vgf)
     assert quality(result, 0.05) is Quality.RIGHT
     assert quality(result, 0.05, vgf=True) is Quality.FAILED

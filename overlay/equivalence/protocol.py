@@ -152,9 +152,6 @@ class TargetState(enum.StrEnum):
     SKIPPED = "skipped"
 
 
-VgfState = TargetState
-
-
 @dataclass(frozen=True)
 class VgfResult:
     """The VGF lowering of a case: payload digests, the failure, or why it was skipped.

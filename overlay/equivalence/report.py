@@ -53,7 +53,7 @@ from overlay.equivalence.protocol import (
     ProbeInfo,
     ProtocolError,
     Stage,
-    VgfState,
+    TargetState,
     from_json,
     to_json,
 )
@@ -290,13 +290,13 @@ def vgf_line(report: Report) -> str:
         vgf = verdict.results[PathId.PATCHED].vgf
         if vgf is None:
             continue
-        if vgf.state is VgfState.COMPARED:
+        if vgf.state is TargetState.COMPARED:
             compared += 1
             if vgf.numerics is not None or vgf.numerics_error is not None:
                 executed += 1
             elif vgf.run_reason:
                 not_run.add(vgf.run_reason)
-        elif vgf.state is VgfState.FAILED:
+        elif vgf.state is TargetState.FAILED:
             failed += 1
         else:
             skipped.add(vgf.reason)
@@ -492,9 +492,9 @@ def numerics_rows(verdict: Verdict, *, short: bool = True) -> list[list[str]]:
     for path in PATHS:
         result = verdict.results[path]
         vgf = result.vgf
-        if vgf is None or vgf.state is VgfState.SKIPPED:
+        if vgf is None or vgf.state is TargetState.SKIPPED:
             vgf_cells = ["-", "-", "-", "-"]
-        elif vgf.state is VgfState.FAILED:
+        elif vgf.state is TargetState.FAILED:
             vgf_cells = [_fail(vgf.error, short), "-", "-", "-"]
         elif vgf.numerics is None and vgf.numerics_error is None:
             vgf_cells = [seconds_cell(vgf.lower_seconds), "-", "not run", "-"]
@@ -526,8 +526,8 @@ def ethos_groups(verdict: Verdict) -> list[tuple[str, EthosUResult]]:
 
 def ethos_row(paths: str, result: EthosUResult) -> Row:
     """Return one Ethos-U row (see ETHOSU_HEADER) and its note (the failure or skip reason)."""
-    if result.state is not VgfState.COMPARED:
-        failed = result.state is VgfState.FAILED
+    if result.state is not TargetState.COMPARED:
+        failed = result.state is TargetState.FAILED
         note = (result.error.first_line if result.error else "?") if failed else result.reason
         cells = [result.target, paths, "FAIL" if failed else "skipped"]
         return cells + ["-"] * (len(ETHOSU_HEADER) - len(cells)), note

@@ -44,7 +44,7 @@ from overlay.equivalence.protocol import (
     PathId,
     ProbeInfo,
     Stage,
-    VgfState,
+    TargetState,
 )
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
@@ -252,7 +252,7 @@ def quality(result: ItemResult, limit: Limits | float, *, vgf: bool = False) -> 
     """Judge one result on TOSA: failed, wrong numbers, or right (``vgf``: VGF must lower too)."""
     if not result.ok:
         return Quality.FAILED
-    if vgf and result.vgf is not None and result.vgf.state is VgfState.FAILED:
+    if vgf and result.vgf is not None and result.vgf.state is TargetState.FAILED:
         return Quality.FAILED
     return numerics_quality(result.numerics, result.numerics_error, limit)
 
@@ -265,14 +265,14 @@ def target_qualities(result: ItemResult, limit: Limits | float) -> dict[str, Qua
     """
     judged = {TOSA: quality(result, limit)}
     vgf = result.vgf
-    if vgf is not None and vgf.state is VgfState.FAILED:
+    if vgf is not None and vgf.state is TargetState.FAILED:
         judged[VGF] = Quality.FAILED
-    elif vgf is not None and vgf.state is VgfState.COMPARED:
+    elif vgf is not None and vgf.state is TargetState.COMPARED:
         judged[VGF] = numerics_quality(vgf.numerics, vgf.numerics_error, limit)
     for ethos in result.ethos_u:
-        if ethos.state is VgfState.FAILED:
+        if ethos.state is TargetState.FAILED:
             judged[ethos.target] = Quality.FAILED
-        elif ethos.state is VgfState.COMPARED:
+        elif ethos.state is TargetState.COMPARED:
             judged[ethos.target] = Quality.RIGHT
     return judged
 
@@ -305,16 +305,16 @@ def _payload_key(result: ItemResult) -> tuple[tuple[str, int, str], ...]:
 
 def _vgf_key(result: ItemResult) -> object:
     vgf = result.vgf
-    if vgf is None or vgf.state is VgfState.SKIPPED:
+    if vgf is None or vgf.state is TargetState.SKIPPED:
         return None  # nothing to compare
-    if vgf.state is VgfState.FAILED:
+    if vgf.state is TargetState.FAILED:
         return ("error", vgf.error.key if vgf.error else None)
     return tuple((p.backend, p.size, p.sha256) for p in vgf.payloads)
 
 
 def _vgf_numerics_key(result: ItemResult) -> object:
     vgf = result.vgf
-    if vgf is None or vgf.state is not VgfState.COMPARED:
+    if vgf is None or vgf.state is not TargetState.COMPARED:
         return None
     if vgf.numerics_error is not None:
         return ("error", vgf.numerics_error.key)
@@ -324,9 +324,9 @@ def _vgf_numerics_key(result: ItemResult) -> object:
 def _ethos_key(result: ItemResult) -> object:
     keys: list[object] = []
     for target in result.ethos_u:
-        if target.state is VgfState.FAILED:
+        if target.state is TargetState.FAILED:
             keys.append((target.target, "error", target.error.key if target.error else None))
-        elif target.state is VgfState.COMPARED:
+        elif target.state is TargetState.COMPARED:
             keys.append((target.target, tuple((p.size, p.sha256) for p in target.payloads)))
     return tuple(keys)
 
