@@ -372,3 +372,26 @@ def test_layer_manifests_are_rewritten_whole_graph_layer_first(tmp_path: Path) -
         assert sorted(p.name for p in path.iterdir()) == [f"{stem}.json"]  # no temporary left
         data = json.loads((path / f"{stem}.json").read_text(encoding="utf-8"))
         assert data["layer"]["library_path"] == str(deploy.resolve() / "lib" / f"lib{stem}.so")
+
+
+def test_the_worst_output_speaks_for_a_run_with_several() -> None:
+    two = Numerics(
+        outputs=(
+            OutputDigest("o1", "torch.float32", (1, 4)),
+            OutputDigest("o2", "torch.float32", (1, 4)),
+        ),
+        max_abs_err_vs_float=(0.5, 0.01),
+        max_abs_err_vs_fake_quant=(0.5, 0.01),
+        reference_max_abs=(1.0, 1.0),
+        reference_range=(2.0, 1.0),
+        sqnr_db=(12.0, 40.0),
+    )
+    assert verdict.worst(two) == (0.25, 12.0)
+    assert verdict.numerics_text(two) == "max error 25.00% of range, SQNR 12.0 dB"
+    assert report.numbers_cells(two, None, short=True) == ["25.00%", "12.0"]
+    no_sqnr = dataclasses.replace(two, sqnr_db=())
+    assert verdict.numerics_text(no_sqnr) == "max error 25.00% of range, SQNR inf dB"
+    assert report.numbers_cells(no_sqnr, None, short=True) == ["25.00%", "-"]
+    shapes = dataclasses.replace(two, max_abs_err_vs_fake_quant=(None, 0.01))
+    assert verdict.worst(shapes) is None
+    assert report.numbers_cells(shapes, None, short=True) == ["shape!", "-"]

@@ -28,7 +28,6 @@ import overlay
 from overlay.equivalence.orchestrator import PATHS, Report, patch_name
 from overlay.equivalence.protocol import (
     CaseInfo,
-    ItemKind,
     ItemResult,
     JsonValue,
     PathId,
@@ -44,6 +43,7 @@ from overlay.equivalence.report import (
     ab_text,
     bc_text,
     cache_line,
+    case_verdicts,
     declared_lines,
     detail_lines,
     error_cell,
@@ -436,7 +436,7 @@ def target_sections(report: Report) -> list[str]:
     out = ["<h2>Findings</h2>", '<p class="muted">a target wrong or failing on every path</p>']
     found = findings_lines(report) or ["none"]
     out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in found) + "</ul>")
-    cases = [v for v in report.verdicts if v.item.kind is ItemKind.CASE]
+    cases = case_verdicts(report)
     rows = [[item_label(v.item), *r] for v in cases for r in numerics_rows(v, short=False)]
     if rows:
         out.append("<h2>Numbers per path</h2>")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import math
 import textwrap
 import types
 import typing
@@ -50,6 +49,7 @@ from overlay.equivalence.protocol import (
     JsonValue,
     Numerics,
     PathId,
+    Payload,
     ProbeInfo,
     ProtocolError,
     Stage,
@@ -68,8 +68,10 @@ from overlay.equivalence.verdict import (
     Verdict,
     decide,
     expected_broken,
-    scales,
+    fractions,
+    sqnr_text,
     tolerance,
+    worst,
 )
 from overlay.errors import EquivalenceError
 
@@ -131,16 +133,6 @@ def status_text(result: ItemResult, *, limit: int = 160) -> str:
 def failure_text(result: ItemResult) -> str:
     """Return the failure of a result as ``Type: first line``, or '' when it ran."""
     return result.error.first_line if result.error is not None else ""
-
-
-def fractions(numerics: Numerics | None) -> list[float | None]:
-    """Return each output's error vs the fake-quantised reference, as a fraction of its range."""
-    if numerics is None:
-        return []
-    return [
-        None if error is None else (error / scale if scale > 0 else (0.0 if error == 0 else 1.0))
-        for error, scale in zip(numerics.max_abs_err_vs_fake_quant, scales(numerics), strict=False)
-    ]
 
 
 def relative_errors(result: ItemResult) -> list[float | None]:
@@ -375,11 +367,14 @@ def detail_lines(verdict: Verdict) -> list[str]:
     return lines
 
 
+def payloads_text(payloads: Sequence[Payload]) -> str:
+    """Return payloads as 'size B digest, ...' ('' for none)."""
+    return ", ".join(f"{p.size} B {p.sha256[:12]}" for p in payloads)
+
+
 def vgf_bytes(result: ItemResult) -> str:
     """Return a result's VGF payloads as 'size B digest', or 'none'."""
-    if result.vgf is None or not result.vgf.payloads:
-        return "none"
-    return ", ".join(f"{p.size} B {p.sha256[:12]}" for p in result.vgf.payloads)
+    return (payloads_text(result.vgf.payloads) if result.vgf else "") or "none"
 
 
 # --- text ----------------------------------------------------------------------------------
@@ -476,14 +471,11 @@ def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None, short: boo
         return [_fail(error, short), "-"]
     if numerics is None:
         return ["-", "-"]
-    errors = fractions(numerics)
-    if any(e is None for e in errors):
+    found = worst(numerics)
+    if found is None:
         return ["shape!", "-"]
-    worst = max((e for e in errors if e is not None), default=0.0)
-    known = [s for s in numerics.sqnr_db if s is not None]
-    sqnr = min(known) if known else None
-    sqnr_text = "-" if sqnr is None else ("inf" if math.isinf(sqnr) and sqnr > 0 else f"{sqnr:.1f}")
-    return [f"{100 * worst:.2f}%", sqnr_text]
+    fraction, sqnr = found
+    return [f"{100 * fraction:.2f}%", "-" if sqnr is None else sqnr_text(sqnr)]
 
 
 def numerics_rows(verdict: Verdict, *, short: bool = True) -> list[list[str]]:
@@ -556,7 +548,8 @@ def findings_lines(report: Report) -> list[str]:
     return lines
 
 
-def _cases(report: Report) -> list[Verdict]:
+def case_verdicts(report: Report) -> list[Verdict]:
+    """Return the verdicts of the report's cases (not its probes)."""
     return [v for v in report.verdicts if v.item.kind is ItemKind.CASE]
 
 
@@ -581,7 +574,7 @@ def target_sections_text(report: Report) -> list[str]:
     out = ["", "findings (a target wrong or failing on every path):"]
     for line in findings_lines(report) or ["none"]:
         out.extend(wrapped("  - ", line, 4))
-    cases = _cases(report)
+    cases = case_verdicts(report)
     if cases:
         out += ["", "numbers per path (TOSA reference model, executed VGF):"]
         groups = [
@@ -602,7 +595,7 @@ def target_sections_markdown(report: Report) -> list[str]:
     """Return the same sections as Markdown (wide tables: one row per case and path)."""
     out = ["## Findings (wrong or failing on every path)", ""]
     out.extend(f"- {markdown_cell(line)}" for line in findings_lines(report) or ["none"])
-    cases = _cases(report)
+    cases = case_verdicts(report)
     rows = [[item_label(v.item), *row] for v in cases for row in numerics_rows(v, short=False)]
     if rows:
         out += ["", "## Numbers per path", "", *markdown_table(["case", *NUMERICS_HEADER], rows)]
@@ -621,7 +614,7 @@ def target_sections_markdown(report: Report) -> list[str]:
 def ethos_markdown(paths: str, result: EthosUResult) -> list[str]:
     """Return an Ethos-U row with the lowering time and the streams' digests (or the why)."""
     cells, note = ethos_row(paths, result)
-    streams = ", ".join(f"{p.size} B {p.sha256[:12]}" for p in result.payloads)
+    streams = payloads_text(result.payloads)
     return [*cells, seconds_cell(result.lower_seconds), note or streams or "no delegate"]
 
 

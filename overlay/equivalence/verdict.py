@@ -438,20 +438,38 @@ def _detail(results: Mapping[PathId, ItemResult], target: str) -> str:
     return numerics_text(numerics)
 
 
+def fractions(numerics: Numerics | None) -> list[float | None]:
+    """Return each output's error vs the fake-quantised reference, as a fraction of its range."""
+    if numerics is None:
+        return []
+    return [
+        None if error is None else (error / scale if scale > 0 else (0.0 if error == 0 else 1.0))
+        for error, scale in zip(numerics.max_abs_err_vs_fake_quant, scales(numerics), strict=False)
+    ]
+
+
+def worst(numerics: Numerics) -> tuple[float, float | None] | None:
+    """Return the worst output's error (fraction of range) and lowest SQNR (None: shapes differ)."""
+    errors = fractions(numerics)
+    if any(e is None for e in errors):
+        return None
+    known = [s for s in numerics.sqnr_db if s is not None]
+    return max((e for e in errors if e is not None), default=0.0), min(known, default=None)
+
+
+def sqnr_text(value: float) -> str:
+    """Return an SQNR in dB with one decimal ('inf' when the outputs are equal)."""
+    return "inf" if math.isinf(value) and value > 0 else f"{value:.1f}"
+
+
 def numerics_text(numerics: Numerics) -> str:
     """Return 'error X% of range, SQNR Y dB' for the worst output."""
-    worst_fraction, worst_sqnr = 0.0, math.inf
-    sqnrs = numerics.sqnr_db or (None,) * len(numerics.max_abs_err_vs_fake_quant)
-    for err, scale, sqnr in zip(
-        numerics.max_abs_err_vs_fake_quant, scales(numerics), sqnrs, strict=False
-    ):
-        if err is None:
-            return "output shape differs from the reference"
-        worst_fraction = max(worst_fraction, err / scale if scale else (0.0 if not err else 1.0))
-        if sqnr is not None:
-            worst_sqnr = min(worst_sqnr, sqnr)
-    sqnr_text = "inf" if math.isinf(worst_sqnr) and worst_sqnr > 0 else f"{worst_sqnr:.1f}"
-    return f"max error {100 * worst_fraction:.2f}% of range, SQNR {sqnr_text} dB"
+    found = worst(numerics)
+    if found is None:
+        return "output shape differs from the reference"
+    fraction, sqnr = found
+    lowest = sqnr_text(math.inf if sqnr is None else sqnr)
+    return f"max error {100 * fraction:.2f}% of range, SQNR {lowest} dB"
 
 
 def findings(
