@@ -26,6 +26,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from overlay._files import write_text_atomic
 from overlay.errors import LockError
 from overlay.pins import WheelPin
 from overlay.series import Series
@@ -168,9 +169,7 @@ def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = N
         f"{KEY_PREFIX}{inputs_key(series, pin)}\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path = path.with_name(f".{path.name}.tmp")
-    tmp_path.write_text(header + body, encoding="utf-8")
-    os.replace(tmp_path, path)
+    write_text_atomic(path, header + body)
     return read(path)
 
 

@@ -9,12 +9,11 @@ git; ``regenerate`` turns ``overlay-base..HEAD`` back into ``patches/``.
 from __future__ import annotations
 
 import datetime
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlay._files import write_text_atomic
 from overlay._git import git, show
 from overlay._hashing import sha256_bytes
 from overlay.applier import transform
@@ -175,10 +174,7 @@ def _write_patches(
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             unchanged.append(name)
             continue
-        fd, tmp = tempfile.mkstemp(dir=patches_dir, prefix=f".{name}.")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
+        write_text_atomic(path, text)
         written.append(name)
     removed = [n for n in old_text if n not in texts]
     for name in removed:

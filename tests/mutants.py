@@ -104,7 +104,7 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "vgf_run: layer manifests rewritten in place (a loader can read them torn)",
         "overlay/equivalence/vgf_run.py",
-        '_write_atomic(target / f"{stem}.json", json.dumps(data, indent=2))',
+        'write_text_atomic(target / f"{stem}.json", json.dumps(data, indent=2))',
         '(target / f"{stem}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")',
     ),
     (

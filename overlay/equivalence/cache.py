@@ -15,17 +15,15 @@ mid-write) never leave a torn entry; two runs writing one key write the same res
 from __future__ import annotations
 
 import ast
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from overlay._cache import cache_dir
+from overlay._files import write_text_atomic
 from overlay.equivalence.protocol import (
     SCHEMA_VERSION,
     CaseInfo,
@@ -92,15 +90,7 @@ class ResultCache:
         }
         target = self._file(digest)
         target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(entry, stream, sort_keys=True)
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_text_atomic(target, json.dumps(entry, sort_keys=True))
 
 
 WORKER_ENTRY_POINTS = ("overlay.equivalence.worker", "overlay.equivalence.envinfo")

@@ -17,7 +17,6 @@ absolute library path, which fixes the order on old and new loaders alike.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -26,6 +25,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from overlay._files import write_text_atomic
 
 GRAPH_LAYER = "VK_LAYER_ML_Graph_Emulation"
 TENSOR_LAYER = "VK_LAYER_ML_Tensor_Emulation"
@@ -86,24 +87,11 @@ def _layer_folders(deploy: Path, folder: Path) -> list[Path]:
         data["layer"]["library_path"] = str((deploy / "lib" / Path(library).name).resolve())
         target = folder / f"{index}-{stem}"
         target.mkdir(parents=True, exist_ok=True)
-        _write_atomic(target / f"{stem}.json", json.dumps(data, indent=2))
+        # The workers of a run share the folder: a Vulkan loader reading a manifest another
+        # worker is rewriting must never see it torn (an unloadable layer, a failed VGF run).
+        write_text_atomic(target / f"{stem}.json", json.dumps(data, indent=2))
         result.append(target)
     return result
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (a unique temporary file, then a rename)."""
-    # The workers of a run share the folder: a Vulkan loader reading a manifest another
-    # worker is rewriting must never see it torn (an unloadable layer, a failed VGF run).
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def find_emulation(folder: Path) -> Emulation | str:
