@@ -11,7 +11,6 @@ there. The bytes Vela returns are not touched. Worker-side only (imports torch).
 from __future__ import annotations
 
 import csv
-import hashlib
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,7 +21,6 @@ from typing import Any
 from overlay.equivalence.protocol import (
     CaseInfo,
     EthosUResult,
-    Payload,
     Stage,
     TargetState,
     VelaEstimate,
@@ -116,18 +114,10 @@ def lower(
         graph, delegates = worker.lowered_graph(edge)
     except Exception as exc:
         return EthosUResult(target, TargetState.FAILED, error=worker.error_info(exc, stage))
-    payloads = tuple(
-        Payload(
-            backend=str(d.backend_id),
-            size=len(bytes(d.processed_bytes)),
-            sha256=hashlib.sha256(bytes(d.processed_bytes)).hexdigest(),
-        )
-        for d in delegates
-    )
     return EthosUResult(
         target,
         TargetState.COMPARED,
-        payloads=payloads,
+        payloads=tuple(worker.delegate_payloads(delegates, False)),
         estimates=tuple(estimates),
         cpu_ops=sum(1 for line in graph if line.startswith("cpu: ")),
         lower_seconds=seconds,

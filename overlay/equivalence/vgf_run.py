@@ -18,6 +18,7 @@ absolute library path, which fixes the order on old and new loaders alike.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -196,16 +197,9 @@ def _to_layout(data: Any, dims: tuple[int, ...]) -> Any:
         return data
     if data.ndim == 4 and tuple(data.transpose(0, 2, 3, 1).shape) == dims:
         return data.transpose(0, 2, 3, 1).copy()
-    if data.size == _size(dims):
+    if data.size == math.prod(dims):
         return data.reshape(dims)
     raise VgfRunError(f"input of shape {tuple(data.shape)} does not fit the graph's {dims}")
-
-
-def _size(dims: tuple[int, ...]) -> int:
-    size = 1
-    for d in dims:
-        size *= d
-    return size
 
 
 def _from_layout(data: Any, shape: tuple[int, ...]) -> Any:

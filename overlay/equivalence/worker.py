@@ -280,7 +280,7 @@ class TorchRunner:
             )
             lower_seconds = time.perf_counter() - lower_start
             graph, delegates = lowered_graph(edge)
-            payloads = _payloads(delegates, keep_bytes)
+            payloads = delegate_payloads(delegates, keep_bytes)
         except Exception as exc:
             return ItemResult(
                 status=RunStatus.FAIL,
@@ -431,7 +431,8 @@ def lowered_graph(edge: Any) -> tuple[list[str], list[Any]]:
     return lines, delegates
 
 
-def _payloads(delegates: list[Any], keep_bytes: bool) -> list[Payload]:
+def delegate_payloads(delegates: list[Any], keep_bytes: bool) -> list[Payload]:
+    """Return each delegate's processed bytes as a payload digest (with the bytes, if kept)."""
     result = []
     for lowered in delegates:
         data = bytes(lowered.processed_bytes)
@@ -485,7 +486,7 @@ def _vgf(
         return VgfResult(TargetState.FAILED, error=error_info(exc, Stage.VGF))
     lowered = VgfResult(
         TargetState.COMPARED,
-        payloads=tuple(_payloads(delegates, False)),
+        payloads=tuple(delegate_payloads(delegates, False)),
         lower_seconds=lower_seconds,
     )
     if not delegates:
