@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from overlay import install, journal, lock, wheels
-from overlay.install_check import ARM_MODULES
-from overlay.series import Series, load_series
+from overlay.dist import wheels
+from overlay.envs import lockfiles
+from overlay.envs.verify_install import ARM_MODULES
+from overlay.target import journal, transaction
+from overlay.text.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parent.parent
 SERIES: Series = load_series(ROOT / "patches")
@@ -69,11 +71,11 @@ def uv() -> str:
 def stock_lock(scratch: Path) -> Path:
     """Return the ready venv's lock with stock executorch (its pinned sha256) in its place."""
     pin = SERIES.pins.host_wheel(PYTHON)
-    locked = lock.check_current(SERIES, pin)
+    locked = lockfiles.check_current(SERIES, pin)
     lines = locked.path.read_text(encoding="utf-8").replace("\\\n", " ").splitlines()
     stock = f"executorch=={SERIES.pins.executorch} --hash=sha256:{pin.sha256}"
     text = "\n".join(stock if line.startswith("executorch==") else line for line in lines)
-    path = scratch / "stock-lock.txt"
+    path = scratch / "stock-lockfiles.txt"
     path.write_text(text + "\n", encoding="utf-8")
     return path
 
@@ -138,7 +140,7 @@ def apply_times(scratch: Path, rounds: int) -> ApplyTimes:
     source = wheels.fetch_wheel(pin)
     root = wheels.unpack_wheel(source, scratch / "unpacked")
     spent: dict[str, list[float]] = {"plan": [], "commit": [], "fsync": [], "fsyncs": []}
-    real_fsync, real_plan, real_commit = os.fsync, install.plan, journal.commit
+    real_fsync, real_plan, real_commit = os.fsync, transaction.plan, journal.commit
 
     def timed(name: str, function: Callable[..., T]) -> Callable[..., T]:
         def wrapper(*args: object, **kwargs: object) -> T:
@@ -154,24 +156,24 @@ def apply_times(scratch: Path, rounds: int) -> ApplyTimes:
 
     applies, reverts = [], []
     os.fsync = timed("fsync", real_fsync)
-    install.plan = timed("plan", real_plan)
+    transaction.plan = timed("plan", real_plan)
     journal.commit = timed("commit", real_commit)
     try:
         for _ in range(rounds):
             for values in spent.values():
                 values.append(0.0)
             start = time.perf_counter()
-            install.apply(series, install.find_target(root))
+            transaction.apply(series, transaction.find_target(root))
             applies.append(time.perf_counter() - start)
             for values in spent.values():
                 values.append(0.0)  # the revert's share: dropped below
             start = time.perf_counter()
-            install.apply(series, install.find_target(root), reverse=True)
+            transaction.apply(series, transaction.find_target(root), reverse=True)
             reverts.append(time.perf_counter() - start)
             for values in spent.values():
                 values.pop()
     finally:
-        os.fsync, install.plan, journal.commit = real_fsync, real_plan, real_commit
+        os.fsync, transaction.plan, journal.commit = real_fsync, real_plan, real_commit
     start = time.perf_counter()
     wheels.build_patched_wheel(series, source, pin, scratch / "repack", force=True)
     repack = time.perf_counter() - start

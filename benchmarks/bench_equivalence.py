@@ -31,10 +31,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from overlay import pins
 from overlay.equivalence import htmlreport, orchestrator, report
 from overlay.equivalence.orchestrator import PATHS, Options, Report, Shard
 from overlay.equivalence.protocol import ItemKind, PathId
+from overlay.lines import pins
 
 TARGET_WARM_S = 5.0
 TARGET_EDITED = 0.4  # one-patch-edited wall / cold wall

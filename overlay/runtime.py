@@ -19,10 +19,11 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from overlay import fixes, pins
+from overlay import fixes
 from overlay._hashing import sha256_file
 from overlay.errors import OverlayError, RuntimePatchError
 from overlay.fixes import Fix
+from overlay.lines import pins
 
 _GUARD = "_overlay_runtime_fix_{number}_original"
 Builder = Callable[[Any, Any], Any]  # (module, original function) -> replacement attribute

@@ -16,10 +16,10 @@ from pathlib import Path
 from overlay._files import write_text_atomic
 from overlay._git import git, show
 from overlay._hashing import sha256_bytes
-from overlay.applier import transform
 from overlay.errors import OverlayError, SeriesError
-from overlay.pins import SERIES_FILE, Pins
-from overlay.series import (
+from overlay.lines.pins import SERIES_FILE, Pins
+from overlay.text.applier import transform
+from overlay.text.series import (
     CHECKSUMS_FILE,
     HEADER_END,
     PATCH_SUFFIX,

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import pins
-from overlay._dist import parse_record
 from overlay._hashing import record_digest
-from overlay.applier import split_lines, transform
-from overlay.pins import PINS_FILE
-from overlay.series import Patch, Series, format_checksums, load_series, parse_patch
+from overlay.dist.distinfo import parse_record
+from overlay.lines import pins
+from overlay.lines.pins import PINS_FILE
+from overlay.text.applier import split_lines, transform
+from overlay.text.series import Patch, Series, format_checksums, load_series, parse_patch
 
 HEADER = "Description: {subject}\nForwarded: no\nLast-Update: 2026-12-02\n---\n"
 FAKE_WHEEL_SHA = "0" * 64

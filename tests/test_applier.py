@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from unidiff.patch import PatchedFile, PatchSet
 
-from overlay.applier import HunkMismatchError, apply_file, apply_patch, split_lines, transform
-from overlay.series import Patch, parse_patch
+from overlay.text.applier import HunkMismatchError, apply_file, apply_patch, split_lines, transform
+from overlay.text.series import Patch, parse_patch
 
 from scaffold import make_diff, patch_text
 

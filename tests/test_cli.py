@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 import overlay
-from overlay import reports
-from overlay.cli import build_parser, main
+from overlay.cli import build_parser, json_output, main
 from overlay.errors import EXIT_CHANGES_DUE, InstallCheckError, SeriesError, TargetError
 
 from scaffold import make_diff, make_tree, patch_text, write_series
@@ -83,7 +82,7 @@ def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
 def test_only_the_cli_prints() -> None:
     offenders = []
     for path in sorted((ROOT / "overlay").rglob("*.py")):
-        if path.name in ("cli.py", "__main__.py"):
+        if path.name == "__main__.py" or "cli" in path.relative_to(ROOT).parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             calls_builtin = (
@@ -153,7 +152,7 @@ def test_status_json_is_the_typed_report(
     root, patches = _synthetic(tmp_path)
     assert main(["--patches", str(patches), "status", "--target", str(root), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {f.name for f in dataclasses.fields(reports.StatusReport)}
+    assert set(report) == {f.name for f in dataclasses.fields(json_output.StatusReport)}
     assert report["target"] == str(root) and report["target_version"] == "1.2.0"
     assert report["files"] == [{"repo_path": "backends/arm/a.py", "state": "pristine"}]
     assert [p["name"] for p in report["series"]["patches"]] == ["0001-a.patch"]

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from overlay import index, lock, wheels
-from overlay.pins import WheelPin
-from overlay.series import Series, load_series
+from overlay.dist import index, wheels
+from overlay.envs import lockfiles
+from overlay.lines.pins import WheelPin
+from overlay.text.series import Series, load_series
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +47,7 @@ def run(
 def uv(
     *args: str | Path, cwd: Path | None = None, ok: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    return run(lock.uv_executable(), *args, cwd=cwd, ok=ok)
+    return run(lockfiles.uv_executable(), *args, cwd=cwd, ok=ok)
 
 
 def overlay(*args: str | Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -69,8 +70,8 @@ def pin(series: Series) -> WheelPin:
 
 
 @pytest.fixture(scope="module")
-def locked(series: Series, pin: WheelPin) -> lock.Lock:
-    return lock.check_current(series, pin)
+def locked(series: Series, pin: WheelPin) -> lockfiles.Lock:
+    return lockfiles.check_current(series, pin)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +89,7 @@ def dist(
 def test_the_wheel_is_deterministic_and_the_one_the_lock_pins(
     series: Series,
     pin: WheelPin,
-    locked: lock.Lock,
+    locked: lockfiles.Lock,
     dist: tuple[Path, wheels.BuildResult],
     tmp_path: Path,
 ) -> None:
@@ -150,7 +151,7 @@ def test_find_links_and_the_index_serve_the_current_series_only(
 
 
 def test_docker_recipe_then_drift_is_named_and_resynced(
-    pin: WheelPin, locked: lock.Lock, dist: tuple[Path, wheels.BuildResult], tmp_path: Path
+    pin: WheelPin, locked: lockfiles.Lock, dist: tuple[Path, wheels.BuildResult], tmp_path: Path
 ) -> None:
     folder, _ = dist
     venv = tmp_path / "venv"
@@ -210,7 +211,7 @@ def test_docker_recipe_then_drift_is_named_and_resynced(
 
 
 def test_pip_recipe_resolves_exactly_the_lock_with_hashes(
-    locked: lock.Lock, dist: tuple[Path, wheels.BuildResult], tmp_path: Path
+    locked: lockfiles.Lock, dist: tuple[Path, wheels.BuildResult], tmp_path: Path
 ) -> None:
     folder, built = dist
     recipe = "pip install --require-hashes --find-links dist -r patches/locks/{tag}.txt"

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from overlay.applier import transform
 from overlay.equivalence import orchestrator, report, vgf_run
 from overlay.equivalence.protocol import CaseInfo, PathId, RunStatus, TargetState
 from overlay.equivalence.verdict import AB, BC, Observation, Quality
 from overlay.errors import EquivalenceError
-from overlay.series import Series, load_series
+from overlay.text.applier import transform
+from overlay.text.series import Series, load_series
 
 pytestmark = pytest.mark.torch
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from overlay._git import git
-from overlay.applier import apply_patch, decode, encode
 from overlay.errors import UpstreamError
-from overlay.series import Patch, parse_patch, read_text
+from overlay.text.applier import apply_patch, decode, encode
+from overlay.text.series import Patch, parse_patch, read_text
 from overlay.upstream.behaviour import Counts, TestRun
 from overlay.upstream.export import (
     ARM_CC,
@@ -250,7 +250,7 @@ def test_the_1_5_1_ports_export_hook_clean_and_git_am(
     tmp_path: Path, name: str, subject: str
 ) -> None:
     """The ports sent upstream: hook rules, a test under backends/arm/test, git am exact."""
-    from overlay import pins
+    from overlay.lines import pins
 
     release = load_release(pins.load(ROOT / "patches"), "1.5.1")
     port_file = PORTS / f"{name}.patch"

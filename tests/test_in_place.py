@@ -23,13 +23,14 @@ from pathlib import Path
 import pytest
 from wheel.wheelfile import WheelFile
 
-from overlay import install, journal, wheels
 from overlay._hashing import record_digest, sha256_bytes, sha256_file
 from overlay.cli import main
+from overlay.dist import wheels
+from overlay.envs.verify_install import check_installed
 from overlay.errors import InstallCheckError, OverlayError
-from overlay.install_check import check_installed
-from overlay.pins import WheelPin
-from overlay.series import Series, load_series
+from overlay.lines.pins import WheelPin
+from overlay.target import journal, transaction
+from overlay.text.series import Series, load_series
 
 from scaffold import make_diff, make_tree, patch_text, run_forked, snapshot, unowned, write_series
 
@@ -173,8 +174,8 @@ def test_pip_installed_tree_is_patched_honestly_and_uninstalls_clean(
     )
     shown = pip(env.venv, "show", "executorch").stdout
     assert f"\nVersion: {version}\n" in shown
-    status = install.inspect(env.series, install.find_target(env.venv))
-    assert status.complete and status.metadata is install.MetadataState.IN_PLACE
+    status = transaction.inspect(env.series, transaction.find_target(env.venv))
+    assert status.complete and status.metadata is transaction.MetadataState.IN_PLACE
     assert (
         check_installed(env.series, import_modules=False, search_path=env.site).version == version
     )
@@ -207,8 +208,8 @@ def test_killed_apply_then_next_command_then_pip_uninstall_is_clean(
     assert env.cli(command) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert said in first and first.startswith("recovered: "), first
-    status = install.inspect(env.series, install.find_target(env.venv))
-    wanted = install.TreeState.PATCHED if command == "apply" else install.TreeState.PRISTINE
+    status = transaction.inspect(env.series, transaction.find_target(env.venv))
+    wanted = transaction.TreeState.PATCHED if command == "apply" else transaction.TreeState.PRISTINE
     assert status.state is wanted
     assert status.complete == (command == "apply")
     assert not journal.state_dir(env.site).exists()
@@ -269,8 +270,8 @@ def test_sigint_and_sigterm_messages_match_the_tree(
     assert child.output.splitlines()[-1] == (
         f"error: interrupted by SIGINT after the apply had finished: {root} is patched"
     )
-    status = install.inspect(load_series(tmp_path / "patches"), install.find_target(root))
-    assert status.state is install.TreeState.PATCHED
+    status = transaction.inspect(load_series(tmp_path / "patches"), transaction.find_target(root))
+    assert status.state is transaction.TreeState.PATCHED
 
 
 @pytest.mark.parametrize("mode", list(py_compile.PycInvalidationMode), ids=lambda m: m.name)
@@ -295,11 +296,11 @@ def test_no_stale_bytecode_runs_after_apply_or_revert(
             )
 
     compile_all()
-    install.apply(series, install.find_target(root))
+    transaction.apply(series, transaction.find_target(root))
     for flags in ((), ("-O",), ("-OO",)):
         assert imported(*flags) == "patched 0"
     compile_all()
-    install.apply(series, install.find_target(root), reverse=True)
+    transaction.apply(series, transaction.find_target(root), reverse=True)
     for flags in ((), ("-O",), ("-OO",)):
         assert imported(*flags) == "3"
 
@@ -315,14 +316,17 @@ def test_the_lock_excludes_runs_whatever_their_home_and_cache(tmp_path: Path) ->
         "OVERLAY_CACHE_DIR": str(tmp_path / "cache"),
     }
     command = [sys.executable, "-m", "overlay", "--patches", str(tmp_path / "patches")]
-    with install.locked(install.find_target(root)):
+    with transaction.locked(transaction.find_target(root)):
         proc = subprocess.Popen([*command, "apply", "--target", str(root)], env=other)
         time.sleep(2.0)
         assert proc.poll() is None  # waiting for the lock
         now = snapshot(root)
         assert {k: v for k, v in now.items() if not k.startswith(journal.STATE_DIR)} == before
     assert proc.wait(timeout=60) == 0
-    assert install.inspect(series, install.find_target(root)).state is install.TreeState.PATCHED
+    assert (
+        transaction.inspect(series, transaction.find_target(root)).state
+        is transaction.TreeState.PATCHED
+    )
     assert not journal.state_dir(root).exists()  # the lock is gone with the last run
 
 
@@ -336,7 +340,7 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
         return states[name]
 
     tree("pristine")
-    install.apply(series, install.find_target(tree("in place")))
+    transaction.apply(series, transaction.find_target(tree("in place")))
     legacy = tree("legacy in place (files only)")
     for i in range(N):
         (legacy / "executorch" / repo_path(i)).write_text(new_text(i))
@@ -347,7 +351,7 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
     interrupted = tree("interrupted")
 
     def killed_apply() -> int:
-        install.apply(series, install.find_target(interrupted))
+        transaction.apply(series, transaction.find_target(interrupted))
         return 0
 
     assert run_forked(killed_apply, {journal.FAULT_ENV: "step 3/16:kill"}).code == -9
@@ -358,7 +362,7 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
     states["patched wheel"] = wheels.unpack_wheel(built.path, tmp_path / "wheel")
     summaries = {}
     for name, root in states.items():
-        status = install.inspect(series, install.find_target(root))
+        status = transaction.inspect(series, transaction.find_target(root))
         try:
             check_installed(series, import_modules=False, search_path=root)
             verified = True
@@ -385,10 +389,10 @@ def test_apply_records_a_legacy_in_place_patch_and_revert_restores_its_dist_info
     stock = snapshot(root)
     for i in range(N):  # what an older overlay left: patched files, stock dist-info
         (root / "executorch" / repo_path(i)).write_text(new_text(i))
-    plan = install.apply(series, install.find_target(root))
+    plan = transaction.apply(series, transaction.find_target(root))
     assert plan.changes == () and plan.metadata is not None
-    assert install.inspect(series, install.find_target(root)).complete
-    install.apply(series, install.find_target(root), reverse=True)
+    assert transaction.inspect(series, transaction.find_target(root)).complete
+    transaction.apply(series, transaction.find_target(root), reverse=True)
     assert snapshot(root) == stock
 
 
@@ -399,10 +403,10 @@ def test_a_patched_wheel_install_is_not_reverted_in_place(tmp_path: Path) -> Non
     pin = WheelPin(source.name, sha256_file(source), base.python, base.platform)
     built = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
     root = wheels.unpack_wheel(built.path, tmp_path / "site")
-    assert install.apply(series, install.find_target(root)).is_noop
+    assert transaction.apply(series, transaction.find_target(root)).is_noop
     before = snapshot(root)
     with pytest.raises(OverlayError) as info:
-        install.apply(series, install.find_target(root), reverse=True)
+        transaction.apply(series, transaction.find_target(root), reverse=True)
     assert info.value.message.endswith("was installed from a patched wheel")
     assert snapshot(root) == before
     assert (

@@ -10,8 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overlay import install, journal
-from overlay.applier import HunkMismatchError
 from overlay.cli import main
 from overlay.errors import (
     ApplyError,
@@ -24,7 +22,9 @@ from overlay.errors import (
     TargetError,
     UnsafePatchError,
 )
-from overlay.series import load_series
+from overlay.target import journal, transaction
+from overlay.text.applier import HunkMismatchError
+from overlay.text.series import load_series
 
 from scaffold import make_diff, make_tree, patch_text, sha, snapshot, write_series
 
@@ -43,14 +43,16 @@ def good_patches() -> dict[str, str]:
     }
 
 
-def setup(tmp_path: Path, patches: dict[str, str] | None = None) -> tuple[install.Target, Path]:
+def setup(tmp_path: Path, patches: dict[str, str] | None = None) -> tuple[transaction.Target, Path]:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD, "backends/arm/other.py": b"x\n"})
     write_series(tmp_path / "patches", patches or good_patches(), {A: A_OLD, B: B_OLD})
-    return install.find_target(root), tmp_path / "patches"
+    return transaction.find_target(root), tmp_path / "patches"
 
 
-def run_apply(target: install.Target, patches: Path, *, reverse: bool = False) -> install.Plan:
-    return install.apply(load_series(patches), target, reverse=reverse)
+def run_apply(
+    target: transaction.Target, patches: Path, *, reverse: bool = False
+) -> transaction.Plan:
+    return transaction.apply(load_series(patches), target, reverse=reverse)
 
 
 def test_apply_is_exact_and_rerun_is_noop(tmp_path: Path) -> None:
@@ -102,15 +104,15 @@ def test_status_states(tmp_path: Path) -> None:
     target, patches = setup(tmp_path)
     target.file(A).write_bytes(A_NEW)
     target.file(B).write_bytes(b"something else\n")
-    states = install.file_states(load_series(patches), target)
-    assert states == {A: install.FileState.PATCHED, B: install.FileState.DRIFTED}
+    states = transaction.file_states(load_series(patches), target)
+    assert states == {A: transaction.FileState.PATCHED, B: transaction.FileState.DRIFTED}
 
 
 # --- bad input: each must raise a clear error and leave the tree byte-identical ----------
 
 
 def expect_refusal(
-    target: install.Target, patches: Path, error: type[OverlayError], *words: str
+    target: transaction.Target, patches: Path, error: type[OverlayError], *words: str
 ) -> OverlayError:
     before = snapshot(target.root)
     with pytest.raises(error) as info:
@@ -132,14 +134,14 @@ def test_drifted_target(tmp_path: Path) -> None:
 def test_wrong_version(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD}, version="1.3.1")
     write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
-    target = install.find_target(root)
+    target = transaction.find_target(root)
     expect_refusal(target, tmp_path / "patches", TargetError, "expected: executorch 1.2.0", "1.3.1")
 
 
 def test_local_version_of_the_pin_is_accepted(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD}, version="1.2.0+armfix.abc")
     write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
-    run_apply(install.find_target(root), tmp_path / "patches")
+    run_apply(transaction.find_target(root), tmp_path / "patches")
     assert (root / "executorch" / A).read_bytes() == A_NEW
 
 
@@ -196,7 +198,7 @@ def test_file_not_in_record_refused(tmp_path: Path) -> None:
     kept = [line for line in record.read_text().splitlines() if "sub/b.py" not in line]
     record.write_text("\n".join(kept))
     expect_refusal(
-        install.find_target(target.root), patches, UnsafePatchError, "RECORD", "sub/b.py"
+        transaction.find_target(target.root), patches, UnsafePatchError, "RECORD", "sub/b.py"
     )
 
 
@@ -269,10 +271,10 @@ def test_hunk_mismatch_in_second_file_writes_nothing(tmp_path: Path) -> None:
     write_series(
         tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD}, pinned={A: A_OLD, B: other_b}
     )
-    target = install.find_target(root)
+    target = transaction.find_target(root)
     before = snapshot(root)
     with pytest.raises(HunkMismatchError) as info:
-        install.apply(load_series(tmp_path / "patches"), target)
+        transaction.apply(load_series(tmp_path / "patches"), target)
     assert info.value.hunk == 1
     assert info.value.message.startswith(f"patch 0002-b.patch, file {B}: hunk 1")
     assert snapshot(root) == before
@@ -375,16 +377,16 @@ def test_status_and_check_while_another_run_holds_the_lock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target, patches = setup(tmp_path)
-    with install.locked(target):
-        status = install.inspect(load_series(patches), target)
-        assert status.state is install.TreeState.BUSY and status.files == {}
+    with transaction.locked(target):
+        status = transaction.inspect(load_series(patches), target)
+        assert status.state is transaction.TreeState.BUSY and status.files == {}
         assert status.summary == "busy: another overlay run is writing this tree"
         code = main(["--patches", str(patches), "check", "--target", str(target.root)])
         assert code == LockTimeoutError.exit_code
         assert capsys.readouterr().err.startswith(
             f"error: another overlay run is writing {target.root}"
         )
-    assert install.inspect(load_series(patches), target).state is install.TreeState.PRISTINE
+    assert transaction.inspect(load_series(patches), target).state is transaction.TreeState.PRISTINE
 
 
 def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
@@ -420,10 +422,10 @@ def test_a_relative_target_works(
 def test_find_target_accepts_venv_layout(tmp_path: Path) -> None:
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
     make_tree(site, {A: A_OLD})
-    assert install.find_target(tmp_path / "venv").root == site
-    assert install.find_target(site / "executorch").root == site
+    assert transaction.find_target(tmp_path / "venv").root == site
+    assert transaction.find_target(site / "executorch").root == site
     with pytest.raises(TargetError, match="no single executorch"):
-        install.find_target(tmp_path)
+        transaction.find_target(tmp_path)
 
 
 texts = st.lists(st.sampled_from(["x = 1", "y = 2", "pass", "", "# c"]), min_size=1, max_size=25)
@@ -447,12 +449,12 @@ def test_tree_apply_revert_identity(
         {"1.patch": patch_text("p", make_diff(A, old_b.decode(), new_b.decode()))},
         {A: old_b},
     )
-    target = install.find_target(root)
+    target = transaction.find_target(root)
     before = snapshot(root)
     series = load_series(base / "patches")
-    install.apply(series, target)
+    transaction.apply(series, target)
     assert target.file(A).read_bytes() == new_b
-    install.apply(series, target, reverse=True)
+    transaction.apply(series, target, reverse=True)
     assert snapshot(root) == before
 
 
@@ -460,10 +462,10 @@ def test_crlf_target_file_keeps_crlf(tmp_path: Path) -> None:
     a_crlf = A_OLD.replace(b"\n", b"\r\n")
     root = make_tree(tmp_path / "site", {A: a_crlf, B: B_OLD})
     write_series(tmp_path / "patches", good_patches(), {A: a_crlf, B: B_OLD})  # LF patches
-    target = install.find_target(root)
-    install.apply(load_series(tmp_path / "patches"), target)
+    target = transaction.find_target(root)
+    transaction.apply(load_series(tmp_path / "patches"), target)
     assert target.file(A).read_bytes() == A_NEW.replace(b"\n", b"\r\n")
-    install.apply(load_series(tmp_path / "patches"), target, reverse=True)
+    transaction.apply(load_series(tmp_path / "patches"), target, reverse=True)
     assert target.file(A).read_bytes() == a_crlf
 
 

@@ -22,9 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overlay import install, journal, wheels
+from overlay.dist import wheels
 from overlay.errors import ApplyError, OverlayError, UnfinishedRunError
-from overlay.series import Series, load_series
+from overlay.target import journal, transaction
+from overlay.text.series import Series, load_series
 
 from scaffold import (
     fast_tmp,
@@ -132,14 +133,14 @@ def templates(base: Path, series: Series, pristine: Path, bytecode: list[str]) -
     add_bytecode(pristine, bytecode, b"old ", record=True)
     applied_tree = base / "P1-bare"
     shutil.copytree(pristine, applied_tree)
-    install.apply(series, install.find_target(applied_tree))
+    transaction.apply(series, transaction.find_target(applied_tree))
     applied = snapshot(applied_tree)
     patched = base / "P1"
     shutil.copytree(applied_tree, patched)
     add_bytecode(patched, bytecode, b"new ", record=False)
     reverted_tree = base / "P2"
     shutil.copytree(patched, reverted_tree)
-    install.apply(series, install.find_target(reverted_tree), reverse=True)
+    transaction.apply(series, transaction.find_target(reverted_tree), reverse=True)
     return World(series.directory, series, pristine, patched, snapshot(reverted_tree), applied)
 
 
@@ -172,7 +173,7 @@ def trace(world: World, tmp: Path, *, reverse: bool) -> list[str]:
     log = tmp / "trace.txt"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(journal.TRACE_ENV, str(log))
-        install.apply(world.series, install.find_target(tree), reverse=reverse)
+        transaction.apply(world.series, transaction.find_target(tree), reverse=reverse)
     return log.read_text().splitlines()
 
 
@@ -181,7 +182,7 @@ def run_quietly(world: World, tree: Path, *, reverse: bool) -> Callable[[], int]
 
     def run() -> int:
         try:
-            install.apply(world.series, install.find_target(tree), reverse=reverse)
+            transaction.apply(world.series, transaction.find_target(tree), reverse=reverse)
         except OverlayError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return exc.exit_code
@@ -233,14 +234,14 @@ def classify(tree: Path, old: Snapshot, new: Snapshot) -> str:
 
 def next_command(world: World, tree: Path, *, reverse: bool, expect: Snapshot) -> str:
     """Run apply or revert on the stopped tree; return patched | pristine | what is wrong."""
-    target = install.find_target(tree)
-    status = install.inspect(world.series, target)
-    if status.state is install.TreeState.MIXED:
+    target = transaction.find_target(tree)
+    status = transaction.inspect(world.series, target)
+    if status.state is transaction.TreeState.MIXED:
         return "mixed without a journal"
-    if status.state is install.TreeState.INTERRUPTED:
+    if status.state is transaction.TreeState.INTERRUPTED:
         with pytest.raises(UnfinishedRunError):
-            install.preview(world.series, target)  # `check` never says ok on a torn tree
-    install.apply(world.series, target, reverse=reverse)
+            transaction.preview(world.series, target)  # `check` never says ok on a torn tree
+    transaction.apply(world.series, target, reverse=reverse)
     now = snapshot(tree)
     left = unowned(tree)
     if left:
@@ -265,7 +266,7 @@ def stop_at(
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv(journal.FAULT_ENV, fault)
             try:
-                install.apply(world.series, install.find_target(tree), reverse=reverse)
+                transaction.apply(world.series, transaction.find_target(tree), reverse=reverse)
                 code, message = 0, ""
             except ApplyError as exc:
                 code, message = exc.exit_code, exc.message

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from overlay import index, lock, readyenv
-from overlay._dist import set_requirements
+from overlay.dist import index
+from overlay.dist.distinfo import set_requirements
+from overlay.envs import lockfiles, ready_venv
+from overlay.envs.verify_install import check_lock, installed_versions
 from overlay.errors import InstallCheckError, LockError
-from overlay.install_check import check_lock, installed_versions
-from overlay.series import Series, load_series
+from overlay.text.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "patches"
@@ -42,7 +43,7 @@ def test_every_pinned_wheel_has_a_lock_current_with_pins_and_series(series: Seri
     """CI's staleness gate: a pin, extra or patch changed without `nox -s lock` fails here."""
     assert len(series.pins.wheels) == 5
     for pin in series.pins.wheels:
-        found = lock.check_current(series, pin)
+        found = lockfiles.check_current(series, pin)
         assert found.path == PATCHES / "locks" / f"{pin.tag}.txt"
         assert found.get("executorch").version == f"1.2.0+armfix.{series.short_digest}"
         assert len(found.get("executorch").hashes) == 1  # the patched wheel, by its sha256
@@ -71,7 +72,7 @@ def test_a_pins_change_makes_the_lock_stale(tmp_path: Path, edit: object) -> Non
     changed = load_series(copy)
     pin = changed.pins.wheels[-1]  # the macOS one: every edit reaches its key
     with pytest.raises(LockError) as info:
-        lock.check_current(changed, pin)
+        lockfiles.check_current(changed, pin)
     assert info.value.message.endswith(
         "is stale: pins.toml, the patches or the tool changed since it was made"
     )
@@ -83,25 +84,25 @@ def test_a_patch_change_makes_the_lock_stale(tmp_path: Path, series: Series) -> 
     first = copy / series.patches[0].name
     first.write_text(first.read_text().replace("Description: ", "Description: Now ", 1))
     with pytest.raises(LockError, match="is stale"):
-        lock.check_current(load_series(copy), series.pins.wheels[0])
+        lockfiles.check_current(load_series(copy), series.pins.wheels[0])
 
 
 def test_a_matrix_pin_does_not_make_the_lock_stale(tmp_path: Path, series: Series) -> None:
     copy = copy_series(tmp_path)
     pins_file = copy / "pins.toml"
     pins_file.write_text(pins_file.read_text().replace('"1.1.0", ', ""))
-    lock.check_current(load_series(copy), series.pins.wheels[0])
+    lockfiles.check_current(load_series(copy), series.pins.wheels[0])
 
 
 def test_parse_reads_versions_and_hashes(tmp_path: Path) -> None:
     path = tmp_path / "x.txt"
     path.write_text(LOCK.format(key="k1"))
-    parsed = lock.read(path)
+    parsed = lockfiles.read(path)
     assert parsed.key == "k1"
     assert parsed.packages == (
-        lock.LockedPackage("torch", "2.11.0", ("aaaa", "bbbb")),
-        lock.LockedPackage("tosa-tools", "2026.2.1", ("cccc",)),
-        lock.LockedPackage("ruamel-yaml", "0.19.1", ("dddd",)),
+        lockfiles.LockedPackage("torch", "2.11.0", ("aaaa", "bbbb")),
+        lockfiles.LockedPackage("tosa-tools", "2026.2.1", ("cccc",)),
+        lockfiles.LockedPackage("ruamel-yaml", "0.19.1", ("dddd",)),
     )
     assert parsed.get("Ruamel.YAML").version == "0.19.1"
 
@@ -119,18 +120,18 @@ def test_an_unlocked_line_is_refused(tmp_path: Path, text: str) -> None:
     path = tmp_path / "bad.txt"
     path.write_text(text)
     with pytest.raises(LockError) as info:
-        lock.read(path)
+        lockfiles.read(path)
     assert info.value.message == f"{path} is not a lock this overlay wrote"
 
 
 def test_a_missing_lock_names_the_refresh_command(tmp_path: Path) -> None:
     with pytest.raises(LockError) as info:
-        lock.read(tmp_path / "none.txt")
+        lockfiles.read(tmp_path / "none.txt")
     assert info.value.hint == "generate it: `nox -s lock`"
 
 
 def test_uv_targets_of_the_pinned_wheels(series: Series) -> None:
-    targets = {pin.tag: lock.uv_target(series, pin) for pin in series.pins.wheels}
+    targets = {pin.tag: lockfiles.uv_target(series, pin) for pin in series.pins.wheels}
     assert targets == {
         "cp311-manylinux_2_28_x86_64": ("3.11", "x86_64-manylinux_2_28", ""),
         "cp312-manylinux_2_28_x86_64": ("3.12", "x86_64-manylinux_2_28", ""),
@@ -181,14 +182,14 @@ def fake_site(folder: Path, dists: dict[str, str]) -> Path:
 
 
 def test_a_drifted_torch_is_named_with_the_next_step(tmp_path: Path) -> None:
-    path = tmp_path / "lock.txt"
+    path = tmp_path / "lockfiles.txt"
     path.write_text(LOCK.format(key="k"))
     site = fake_site(
         tmp_path / "site", {"torch": "2.15.0", "ruamel_yaml": "0.19.1", "six": "1.17.0"}
     )
     with pytest.raises(InstallCheckError) as info:
-        check_lock(lock.read(path), installed_versions(site))
-    assert info.value.message == "the environment drifted from its lock lock.txt"
+        check_lock(lockfiles.read(path), installed_versions(site))
+    assert info.value.message == "the environment drifted from its lock lockfiles.txt"
     assert info.value.expected == "torch 2.11.0, tosa-tools 2026.2.1"
     assert info.value.found == "torch 2.15.0, tosa-tools missing"
     assert info.value.hint == "nox -s build_patched_executorch"
@@ -197,27 +198,27 @@ def test_a_drifted_torch_is_named_with_the_next_step(tmp_path: Path) -> None:
         tmp_path / "site2",
         {"torch": "2.11.0", "tosa_tools": "2026.2.1", "ruamel.yaml": "0.19.1", "six": "1"},
     )
-    assert check_lock(lock.read(path), installed_versions(tmp_path / "site2")) == ("six==1",)
+    assert check_lock(lockfiles.read(path), installed_versions(tmp_path / "site2")) == ("six==1",)
 
 
 def test_the_stamp_follows_the_lock_and_what_is_installed(tmp_path: Path) -> None:
     root = tmp_path / "venv"
     site = fake_site(root / "lib" / "python3.11" / "site-packages", {"torch": "2.11.0"})
     (root / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.11.7\n")
-    venv = readyenv.find_venv(root)
+    venv = ready_venv.find_venv(root)
     assert (venv.version, venv.site) == ("3.11", site)
-    path = tmp_path / "lock.txt"
+    path = tmp_path / "lockfiles.txt"
     path.write_text(LOCK.format(key="k"))
-    locked = lock.read(path)
-    assert not readyenv.is_current(locked, venv)
-    readyenv.write_stamp(locked, venv)
-    assert readyenv.is_current(locked, venv)
+    locked = lockfiles.read(path)
+    assert not ready_venv.is_current(locked, venv)
+    ready_venv.write_stamp(locked, venv)
+    assert ready_venv.is_current(locked, venv)
     fake_site(site, {"torch": "2.15.0"})  # a second torch dist-info: what is installed changed
-    assert not readyenv.is_current(locked, venv)
+    assert not ready_venv.is_current(locked, venv)
     shutil.rmtree(site / "torch-2.15.0.dist-info")
-    assert readyenv.is_current(locked, venv)
+    assert ready_venv.is_current(locked, venv)
     path.write_text(LOCK.format(key="k2"))
-    assert not readyenv.is_current(lock.read(path), venv)
+    assert not ready_venv.is_current(lockfiles.read(path), venv)
 
 
 def test_publish_keeps_the_current_series_and_writes_pep503_pages(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from unidiff.patch import PatchedFile
 
-from overlay import pins
 from overlay.errors import TargetError, UpstreamError
-from overlay.series import Patch, Series, load_series, parse_patch
+from overlay.lines import pins
+from overlay.text.series import Patch, Series, load_series, parse_patch
 from overlay.upstream.matrix import (
     Release,
     Status,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from overlay import release_env
+from overlay.envs import release_venvs
+from overlay.envs.release_venvs import EnvSpec, ensure, folder_for
 from overlay.errors import EnvError
-from overlay.release_env import EnvSpec, ensure, folder_for
 
 FAKE_UV = """#!/bin/sh
 echo "$@" >> "{log}"
@@ -64,17 +64,17 @@ def test_failed_install_leaves_no_stamp_and_says_why(
     with pytest.raises(EnvError, match="uv pip failed") as info:
         ensure(spec, tmp_path, uv=command)
     assert "no such version" in str(info.value)
-    assert release_env.read_stamp(folder_for(spec, tmp_path)) is None
+    assert release_venvs.read_stamp(folder_for(spec, tmp_path)) is None
     monkeypatch.delenv("FAIL_INSTALL")
     assert ensure(spec, tmp_path, uv=command).created  # the next call repairs it
 
 
 def test_envs_root_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(release_env.ENVS_ENV, str(tmp_path))
-    assert release_env.envs_root() == tmp_path
-    monkeypatch.delenv(release_env.ENVS_ENV)
+    monkeypatch.setenv(release_venvs.ENVS_ENV, str(tmp_path))
+    assert release_venvs.envs_root() == tmp_path
+    monkeypatch.delenv(release_venvs.ENVS_ENV)
     monkeypatch.setenv("OVERLAY_CACHE_DIR", os.fspath(tmp_path / "c"))
-    assert release_env.envs_root() == tmp_path / "c" / "envs"
+    assert release_venvs.envs_root() == tmp_path / "c" / "envs"
 
 
 def test_the_same_wheel_elsewhere_is_the_same_env(tmp_path: Path) -> None:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from overlay import pins
 from overlay._git import git
 from overlay.equivalence.protocol import ItemResult, RunStatus
 from overlay.equivalence.verdict import Quality
 from overlay.errors import UpstreamError
-from overlay.series import Patch, Series, load_series, parse_patch
+from overlay.lines import pins
+from overlay.text.series import Patch, Series, load_series, parse_patch
 from overlay.upstream import behaviour
 from overlay.upstream.behaviour import CaseOutcome, Outcome, decide_patch
 from overlay.upstream.matrix import Status
@@ -349,10 +349,10 @@ def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
 
 @pytest.mark.usefixtures("fake_uv")
 def test_the_candidate_locks_its_wheels_and_promote_carries_them(tmp_path: Path) -> None:
-    from overlay import lock
     from overlay._hashing import sha256_file
+    from overlay.dist.wheels import local_version
+    from overlay.envs import lockfiles
     from overlay.upstream.retarget import write_locks
-    from overlay.wheels import local_version
 
     from scaffold import patch_text, write_series
 
@@ -377,7 +377,7 @@ def test_the_candidate_locks_its_wheels_and_promote_carries_them(tmp_path: Path)
     written = write_locks(candidate, tmp_path / "dist", lambda _: None)
     assert written == [out / "patches" / "locks" / "cp311-manylinux_2_28_x86_64.txt"]
     pin = candidate.pins.wheels[0]
-    found = lock.check_current(candidate, pin)  # keyed by the candidate's pins and patches
+    found = lockfiles.check_current(candidate, pin)  # keyed by the candidate's pins and patches
     assert found.get("executorch").version == local_version(candidate)
     assert found.get("torch").version == "2.11.0"
     (out / "retarget.json").write_text(json.dumps({"ready": False, "problems": ["p"]}))
@@ -392,7 +392,7 @@ def test_the_candidate_locks_its_wheels_and_promote_carries_them(tmp_path: Path)
     assert (archive / "locks" / "cp311-manylinux_2_28_x86_64.txt").read_text() == "old lock\n"
     promoted = load_series(series.directory)
     assert str(promoted.pins.executorch) == "1.5.1"
-    assert lock.check_current(promoted, pin).path.read_bytes() == written[0].read_bytes()
+    assert lockfiles.check_current(promoted, pin).path.read_bytes() == written[0].read_bytes()
     with pytest.raises(UpstreamError, match="not newer than the pin"):
         promote(out, series.directory)
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from unidiff.patch import PatchSet
 
-from overlay import fixes, pins
+from overlay import fixes
 from overlay.errors import SeriesError, UnsafePatchError
-from overlay.series import (
+from overlay.lines import pins
+from overlay.text.series import (
     HEADER_END,
     Series,
     load_series,

@@ -19,13 +19,16 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
-from overlay import install, journal, pins, wheels, worktree
+from overlay import worktree
 from overlay._git import git
 from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
+from overlay.dist import wheels
+from overlay.envs.verify_install import check_installed
 from overlay.errors import WheelError
-from overlay.install_check import check_installed
-from overlay.series import Series, load_series
+from overlay.lines import pins
+from overlay.target import journal, transaction
+from overlay.text.series import Series, load_series
 
 from scaffold import run_forked, snapshot
 
@@ -166,7 +169,7 @@ def test_cli_refuses_a_drifted_install(
     tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = wheels.unpack_wheel(source, tmp_path / "unpacked")
-    target = install.find_target(root)
+    target = transaction.find_target(root)
     path = target.file("backends/arm/_passes/rewrite_conv_pass.py")
     path.write_bytes(path.read_bytes().replace(b"itertools", b"it"))
     before = snapshot(root / "executorch" / "backends" / "arm")

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from wheel.wheelfile import WheelFile
 
-from overlay import journal, wheels
 from overlay._hashing import sha256_bytes, sha256_file
+from overlay.dist import wheels
+from overlay.envs.verify_install import check_installed
 from overlay.errors import (
     ChecksumMismatchError,
     InstallCheckError,
@@ -19,9 +20,9 @@ from overlay.errors import (
     TargetError,
     WheelError,
 )
-from overlay.install_check import check_installed
-from overlay.pins import WheelPin
-from overlay.series import Series, load_series
+from overlay.lines.pins import WheelPin
+from overlay.target import journal
+from overlay.text.series import Series, load_series
 
 from scaffold import make_diff, patch_text, run_forked, write_series
 
@@ -205,7 +206,7 @@ def test_a_wheel_built_by_another_tool_version_is_rebuilt(
 
 
 def test_a_malformed_record_row_is_a_target_error() -> None:
-    from overlay._dist import parse_record
+    from overlay.dist.distinfo import parse_record
 
     with pytest.raises(TargetError) as info:
         parse_record("executorch/a.py,sha256=abc,three\n", where="x/RECORD")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from overlay import worktree
 from overlay._git import git
-from overlay.series import load_series
+from overlay.text.series import load_series
 
 from scaffold import make_diff, patch_text, write_series
 

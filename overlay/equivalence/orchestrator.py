@@ -32,7 +32,7 @@ from pathlib import Path
 import filelock
 
 import overlay
-from overlay import fixes, pins
+from overlay import fixes
 from overlay._hashing import sha256_file
 from overlay.equivalence import cache, corpus, probes
 from overlay.equivalence.cache import Keys, ResultCache
@@ -70,6 +70,7 @@ from overlay.equivalence.workers import (
     worker_library,
 )
 from overlay.errors import EquivalenceError
+from overlay.lines import pins
 
 __all__ = [
     "PATHS",

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 import overlay
-from overlay import pins
 from overlay.equivalence import envinfo
 from overlay.equivalence.envinfo import EnvInfo
 from overlay.equivalence.protocol import (
@@ -44,6 +43,7 @@ from overlay.equivalence.protocol import (
     encode,
 )
 from overlay.errors import EquivalenceError
+from overlay.lines import pins
 
 WORKER_MODULE = "overlay.equivalence.worker"
 R = TypeVar("R", bound=Reply)

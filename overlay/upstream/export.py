@@ -29,9 +29,9 @@ from pathlib import Path
 
 from overlay import __version__, _git, fixes
 from overlay._git import git, git_with_env
-from overlay.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.errors import GitError, UpstreamError
-from overlay.series import PATCH_SUFFIX, Patch
+from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
+from overlay.text.series import PATCH_SUFFIX, Patch
 from overlay.upstream.behaviour import TestRun
 
 PREFIX = "Arm backend: "

@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import pins, release_env
 from overlay._git import git
+from overlay.envs import release_venvs
 from overlay.errors import UpstreamError
+from overlay.lines import pins
 
 LINTERS = "every linter of .lintrunner.toml for these files"
 _LINE_NUMBERS = re.compile(r":\d+(:\d+)?")
@@ -45,7 +46,7 @@ class LintReport:
         return f"{len(self.new)} new finding(s) ({self.linters}): " + "; ".join(self.new)
 
 
-def lint_env(progress: Progress) -> release_env.Env:
+def lint_env(progress: Progress) -> release_venvs.Env:
     """Return the tool venv with lintrunner and upstream's linter pins."""
     current = pins.current()
     requirements = current.upstream.get("lint_requirements", ())
@@ -56,11 +57,11 @@ def lint_env(progress: Progress) -> release_env.Env:
             found="none",
             hint="copy them from upstream's requirements-lintrunner.txt",
         )
-    spec = release_env.EnvSpec("upstream-lint", current.matrix_python, tuple(requirements))
-    return release_env.ensure(spec, progress=progress)
+    spec = release_venvs.EnvSpec("upstream-lint", current.matrix_python, tuple(requirements))
+    return release_venvs.ensure(spec, progress=progress)
 
 
-def _findings(repo: Path, env: release_env.Env, paths: Sequence[str]) -> list[str]:
+def _findings(repo: Path, env: release_venvs.Env, paths: Sequence[str]) -> list[str]:
     environment = dict(os.environ)
     environment["PATH"] = str(env.python.parent) + os.pathsep + environment.get("PATH", "")
     environment.pop("PYTHONPATH", None)

@@ -18,9 +18,9 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 from unidiff.patch import PatchedFile
 
-from overlay.applier import HunkMismatchError, apply_file, apply_patch, decode
 from overlay.errors import UpstreamError
-from overlay.series import PATCH_SUFFIX, Patch, Series
+from overlay.text.applier import HunkMismatchError, apply_file, apply_patch, decode
+from overlay.text.series import PATCH_SUFFIX, Patch, Series
 
 PORTS_DIR = "ports"
 ARM_PREFIX = "backends/arm/"

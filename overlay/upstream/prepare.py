@@ -17,9 +17,9 @@ from pathlib import Path
 
 from overlay import fixes
 from overlay._git import git, show
-from overlay.applier import HunkMismatchError, apply_patch, decode
 from overlay.errors import OverlayError, UpstreamError
-from overlay.series import Patch, Series, load_series
+from overlay.text.applier import HunkMismatchError, apply_patch, decode
+from overlay.text.series import Patch, Series, load_series
 from overlay.upstream import behaviour, export, lint, retarget
 from overlay.upstream.behaviour import Outcome, PatchBehaviour
 from overlay.upstream.matrix import Matrix, PatchRow, Verdict, parse_applied_upstream

@@ -13,11 +13,11 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from overlay._hashing import sha256_file
+from overlay.dist.wheels import fetch_wheel, read_members
 from overlay.errors import OverlayError, UpstreamError
-from overlay.pins import Pins
-from overlay.series import PATCH_SUFFIX, Patch, Series, parse_patch, read_text
+from overlay.lines.pins import Pins
+from overlay.text.series import PATCH_SUFFIX, Patch, Series, parse_patch, read_text
 from overlay.upstream.matrix import ARM_PREFIX, PORTS_DIR, Matrix, Release, build_matrix
-from overlay.wheels import fetch_wheel, read_members
 
 
 def read_release(

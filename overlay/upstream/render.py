@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from overlay._table import markdown_table, text_table
-from overlay.series import PATCH_SUFFIX
+from overlay.text.series import PATCH_SUFFIX
 from overlay.upstream.matrix import Matrix, Status
 from overlay.upstream.retarget import Retarget
 

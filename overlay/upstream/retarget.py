@@ -37,19 +37,20 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from overlay import fixes, lock, release_env, worktree
+from overlay import fixes, worktree
 from overlay._git import git, git_bytes, merge_file
 from overlay._hashing import sha256_bytes, sha256_file
-from overlay.applier import HunkMismatchError, apply_patch, decode, encode
+from overlay.dist.wheels import build_patched_wheel, fetch_wheel, read_members
+from overlay.envs import lockfiles, release_venvs
 from overlay.equivalence.protocol import InitReply, ItemResult
 from overlay.equivalence.verdict import compare
 from overlay.errors import OverlayError, UpstreamError
-from overlay.pins import PINS_FILE, SERIES_FILE, Pins, WheelPin
-from overlay.series import CHECKSUMS_FILE, Patch, Series, format_checksums, load_series
+from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, WheelPin
+from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
+from overlay.text.series import CHECKSUMS_FILE, Patch, Series, format_checksums, load_series
 from overlay.upstream import behaviour
 from overlay.upstream.matrix import APPLYING, Status, check_patch, parse_applied_upstream, port_for
 from overlay.upstream.releases import load_ports, read_release
-from overlay.wheels import build_patched_wheel, fetch_wheel, read_members
 
 Progress = Callable[[str], None]
 ARCHIVE_DIR = "archive"
@@ -673,9 +674,9 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
             wheel = build_patched_wheel(
                 new_series, matrix_wheel, new_series.pins.matrix_pin(version), out / "dist"
             ).path
-            spec = release_env.release_spec(new_series.pins, "patched", executorch=wheel)
+            spec = release_venvs.release_spec(new_series.pins, "patched", executorch=wheel)
             spec = replace(spec, requirements=(*spec.requirements, *_test_requirements(old)))
-            patched_new = release_env.ensure(spec, request.envs_root, progress=progress)
+            patched_new = release_venvs.ensure(spec, request.envs_root, progress=progress)
             jobs["new patched"] = str(patched_new.python)
         if old_envs is not None:
             jobs["old patched"] = str(old_envs[1])
@@ -910,8 +911,8 @@ def write_locks(series: Series, dist: Path, progress: Progress) -> list[Path]:
     for pin in series.pins.wheels:
         built = build_patched_wheel(series, fetch_wheel(pin), pin, dist)
         progress(f"resolving the lock for {pin.tag} with uv")
-        found = lock.generate(series, pin, built.path)
-        lock.check_wheel(found, built.path, built.sha256)
+        found = lockfiles.generate(series, pin, built.path)
+        lockfiles.check_wheel(found, built.path, built.sha256)
         written.append(found.path)
     return written
 
@@ -933,11 +934,11 @@ def _pinned_envs(series: Series, request: Request, progress: Progress) -> tuple[
     pin = pins.matrix_pin(str(pins.executorch))
     source = fetch_wheel(pin)
     wheel = build_patched_wheel(series, source, pin, request.out_dir / "dist").path
-    stock = release_env.ensure(
-        release_env.release_spec(pins, "stock"), request.envs_root, progress=progress
+    stock = release_venvs.ensure(
+        release_venvs.release_spec(pins, "stock"), request.envs_root, progress=progress
     )
-    patched = release_env.ensure(
-        release_env.release_spec(pins, "patched", executorch=wheel),
+    patched = release_venvs.ensure(
+        release_venvs.release_spec(pins, "patched", executorch=wheel),
         request.envs_root,
         progress=progress,
     )
@@ -950,12 +951,12 @@ def confirm_runtime(
     candidates: Sequence[PinCandidate],
     request: Request,
     progress: Progress,
-) -> tuple[dict[str, str], list[PinAttempt], release_env.Env]:
+) -> tuple[dict[str, str], list[PinAttempt], release_venvs.Env]:
     """Try runtime pin sets until a stock env of the release lowers (TOSA and VGF)."""
     attempts: list[PinAttempt] = []
     for candidate in candidates:
         started = time.perf_counter()
-        spec = release_env.EnvSpec(
+        spec = release_venvs.EnvSpec(
             name=f"executorch-{version}-stock",
             python=old.matrix_python,
             requirements=(
@@ -965,7 +966,7 @@ def confirm_runtime(
             ),
         )
         try:
-            env = release_env.ensure(spec, request.envs_root, progress=progress)
+            env = release_venvs.ensure(spec, request.envs_root, progress=progress)
             detail = lowering_check(env, version, request.out_dir / "logs" / "pin-check")
         except OverlayError as exc:
             detail = exc.message + (f": {exc.found}" if exc.found else "")
@@ -989,7 +990,7 @@ def confirm_runtime(
 LOWERING_CHECK_FILE = "overlay-lowering-check.json"
 
 
-def lowering_check(env: release_env.Env, version: str, log_dir: Path) -> str:
+def lowering_check(env: release_venvs.Env, version: str, log_dir: Path) -> str:
     """Lower one corpus case in ``env`` (TOSA, numerics, VGF); return "" or the failure.
 
     The answer is kept in the env folder (the env is keyed by its requirements), so a
@@ -1006,7 +1007,7 @@ def lowering_check(env: release_env.Env, version: str, log_dir: Path) -> str:
     return detail
 
 
-def _lowering_check(env: release_env.Env, version: str, log_dir: Path) -> str:
+def _lowering_check(env: release_venvs.Env, version: str, log_dir: Path) -> str:
     run = behaviour.run_release(
         version, str(env.python), None, [LOWERING_CHECK_CASE], out_dir=log_dir
     )
@@ -1363,11 +1364,11 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
     old_series = load_series(patches_dir)
     try:
         for pin in new_series.pins.wheels:
-            lock.check_current(new_series, pin)
+            lockfiles.check_current(new_series, pin)
     except OverlayError as exc:
         raise UpstreamError(
             "the candidate has no current lock for every wheel it pins",
-            expected=f"{candidate / lock.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
+            expected=f"{candidate / lockfiles.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
             found=exc.message,
             hint=f"run `python -m overlay --patches {candidate} lock`, or the retarget again"
             " without --no-locks",
@@ -1393,9 +1394,9 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
     for name in moved:
         if (patches_dir / name).exists():
             shutil.copy2(patches_dir / name, archive / name)
-    old_locks = patches_dir / lock.LOCKS_DIR
+    old_locks = patches_dir / lockfiles.LOCKS_DIR
     if old_locks.is_dir():
-        shutil.copytree(old_locks, archive / lock.LOCKS_DIR)
+        shutil.copytree(old_locks, archive / lockfiles.LOCKS_DIR)
     load_series(archive)  # the archive must load on its own (usable with --patches)
     for name in moved:
         (patches_dir / name).unlink(missing_ok=True)
@@ -1405,7 +1406,7 @@ def promote(out_dir: Path, patches_dir: Path) -> Promotion:
     for name in [SERIES_FILE, PINS_FILE, CHECKSUMS_FILE, *(p.name for p in new_series.patches)]:
         shutil.copy2(candidate / name, patches_dir / name)
         written.append(name)
-    shutil.copytree(candidate / lock.LOCKS_DIR, old_locks)
-    written += [f"{lock.LOCKS_DIR}/{p.name}" for p in sorted(old_locks.iterdir())]
+    shutil.copytree(candidate / lockfiles.LOCKS_DIR, old_locks)
+    written += [f"{lockfiles.LOCKS_DIR}/{p.name}" for p in sorted(old_locks.iterdir())]
     load_series(patches_dir)
     return Promotion(old_version, str(new_series.pins.executorch), archive, tuple(written))

@@ -28,22 +28,16 @@ from pathlib import Path
 from wheel.wheelfile import WheelError as _WheelFileError
 from wheel.wheelfile import WheelFile
 
-from overlay import __version__, _lock
+from overlay import __version__
+from overlay import _mutex
 from overlay._cache import cache_dir
-from overlay._dist import (
-    METADATA,
-    decode_text,
-    metadata_version,
-    set_generator,
-    set_metadata_version,
-    set_requirements,
-)
+from overlay.dist.distinfo import METADATA, decode_text, metadata_version, set_generator, set_metadata_version, set_requirements
 from overlay._hashing import sha256_bytes, sha256_file
-from overlay.applier import transform, transform_checked
+from overlay.text.applier import transform, transform_checked
 from overlay.errors import LockTimeoutError, TargetError, WheelError
-from overlay.journal import fault_point
-from overlay.pins import WheelPin
-from overlay.series import Series
+from overlay.target.journal import fault_point
+from overlay.lines.pins import WheelPin
+from overlay.text.series import Series
 
 PROVENANCE_FILE = "ARM_OVERLAY.json"
 LOCAL_PREFIX = "armfix"
@@ -412,7 +406,7 @@ def _link_or_copy(source: Path, dest: Path) -> None:
 def _folder_lock(path: Path) -> Iterator[None]:
     """Serialise writers of one folder (builds into --out, downloads into the cache)."""
     try:
-        with _lock.held(path, timeout=LOCK_TIMEOUT_S) as got:
+        with _mutex.held(path, timeout=LOCK_TIMEOUT_S) as got:
             if not got:
                 raise LockTimeoutError(
                     f"another overlay run holds {path}",

@@ -10,9 +10,9 @@ from pathlib import Path, PurePosixPath
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchedFile, PatchSet
 
-from overlay import pins as pins_module
 from overlay.errors import SeriesError, UnsafePatchError
-from overlay.pins import SERIES_FILE, Pins
+from overlay.lines import pins as pins_module
+from overlay.lines.pins import SERIES_FILE, Pins
 
 CHECKSUMS_FILE = "SHA256SUMS"
 PATCH_SUFFIX = ".patch"

@@ -27,7 +27,7 @@ from filelock import FileLock, Timeout
 
 from overlay._cache import cache_dir
 from overlay.errors import EnvError
-from overlay.pins import Pins
+from overlay.lines.pins import Pins
 
 STAMP = "overlay-env.json"
 ENVS_ENV = "OVERLAY_ENVS_DIR"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlay.install import FileState, TreeState
+from overlay.target.transaction import FileState, TreeState
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

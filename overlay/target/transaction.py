@@ -26,8 +26,9 @@ from pathlib import Path
 from installer.records import RecordEntry
 from packaging.version import Version
 
-from overlay import _lock, journal
-from overlay._dist import (
+from overlay import _mutex
+from overlay._hashing import sha256_bytes, sha256_file
+from overlay.dist.distinfo import (
     METADATA,
     ORIGINAL_FILE,
     ORIGINAL_RECORD,
@@ -39,17 +40,7 @@ from overlay._dist import (
     read_text,
     rewrite_record,
 )
-from overlay._hashing import sha256_bytes, sha256_file
-from overlay.applier import transform_checked
-from overlay.errors import (
-    DriftError,
-    LockTimeoutError,
-    TargetError,
-    UnfinishedRunError,
-    UnsafePatchError,
-)
-from overlay.series import Series
-from overlay.wheels import (
+from overlay.dist.wheels import (
     PROVENANCE_FILE,
     TOOL,
     FileRecord,
@@ -58,6 +49,16 @@ from overlay.wheels import (
     parse_provenance,
     patched_metadata,
 )
+from overlay.errors import (
+    DriftError,
+    LockTimeoutError,
+    TargetError,
+    UnfinishedRunError,
+    UnsafePatchError,
+)
+from overlay.target import journal
+from overlay.text.applier import transform_checked
+from overlay.text.series import Series
 
 LOCK_TIMEOUT_S = 120.0
 _DIST_NAME = "executorch"
@@ -554,7 +555,7 @@ def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the target's lock; raise LockTimeoutError if another run keeps it."""
     path = journal.lock_file(target.root)
     try:
-        fd = _lock.acquire(path, timeout=timeout)
+        fd = _mutex.acquire(path, timeout=timeout)
     except OSError as exc:
         raise _lock_error(path, exc) from exc
     if fd is None:
@@ -568,7 +569,7 @@ def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         journal.hand_over(target.root)
         yield
     finally:
-        _lock.release(path, fd, remove_folder=True)
+        _mutex.release(path, fd, remove_folder=True)
 
 
 def _lock_error(path: Path, exc: OSError) -> TargetError:
@@ -690,7 +691,7 @@ def inspect(series: Series, target: Target) -> Status:
     """Read the state of ``target`` without changing it (a busy lock is reported, not waited)."""
     path = journal.lock_file(target.root)
     try:
-        fd = _lock.acquire(path, timeout=0)
+        fd = _mutex.acquire(path, timeout=0)
         busy = fd is None
     except OSError:
         fd, busy = None, False  # a read-only tree: read without the lock
@@ -724,7 +725,7 @@ def inspect(series: Series, target: Target) -> Status:
         return Status(target, series.digest, state, files, meta, meta_series)
     finally:
         if fd is not None:
-            _lock.release(path, fd, remove_folder=True)
+            _mutex.release(path, fd, remove_folder=True)
 
 
 def preview(series: Series, target: Target, *, reverse: bool = False) -> Plan:

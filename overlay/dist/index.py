@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay._hashing import sha256_file
-from overlay.wheels import build_record
+from overlay.dist.wheels import build_record
 
 SIMPLE = "simple"
 OLD = "old"

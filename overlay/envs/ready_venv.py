@@ -16,9 +16,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlay.envs.lockfiles import Lock, uv_executable
+from overlay.envs.verify_install import installed_versions
 from overlay.errors import TargetError
-from overlay.install_check import installed_versions
-from overlay.lock import Lock, uv_executable
 
 STAMP = "overlay-install.json"
 

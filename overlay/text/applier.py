@@ -23,7 +23,7 @@ from unidiff.patch import PatchedFile
 
 from overlay._hashing import sha256_bytes
 from overlay.errors import ApplyError, ChecksumMismatchError
-from overlay.series import Patch, Series
+from overlay.text.series import Patch, Series
 
 _SHOWN_LINES = 8
 

@@ -27,10 +27,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from overlay._files import write_text_atomic
+from overlay.dist.wheels import REPACK_FORMAT, TOOL, local_version
 from overlay.errors import LockError
-from overlay.pins import WheelPin
-from overlay.series import Series
-from overlay.wheels import REPACK_FORMAT, TOOL, local_version
+from overlay.lines.pins import WheelPin
+from overlay.text.series import Series
 
 LOCKS_DIR = "locks"
 KEY_PREFIX = "# inputs-key: "

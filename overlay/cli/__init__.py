@@ -25,18 +25,11 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichProgress
 
-from overlay import (
-    __version__,
-    fixes,
-    index,
-    install,
-    lock,
-    pins,
-    readyenv,
-    reports,
-    wheels,
-    worktree,
-)
+from overlay import __version__, fixes, worktree
+from overlay.cli import json_output
+from overlay.dist import index, wheels
+from overlay.envs import lockfiles, ready_venv
+from overlay.envs.verify_install import check_installed, current_site
 from overlay.equivalence import cache as equivalence_cache
 from overlay.equivalence import htmlreport, orchestrator, report
 from overlay.equivalence.protocol import PathId
@@ -49,8 +42,9 @@ from overlay.errors import (
     UpstreamError,
     exit_codes,
 )
-from overlay.install_check import check_installed, current_site
-from overlay.series import CHECKSUMS_FILE, Series, format_checksums, load_series
+from overlay.lines import pins
+from overlay.target import transaction
+from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream import export, prepare, releases, render, retarget
 from overlay.upstream.matrix import Matrix
 
@@ -95,19 +89,19 @@ def _source_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelP
     return pin, path
 
 
-def _target(args: argparse.Namespace) -> install.Target:
+def _target(args: argparse.Namespace) -> transaction.Target:
     if args.target:
-        return install.find_target(Path(args.target))
-    return install.find_target(Path(sysconfig.get_paths()["purelib"]))
+        return transaction.find_target(Path(args.target))
+    return transaction.find_target(Path(sysconfig.get_paths()["purelib"]))
 
 
-def _series_info(series: Series) -> reports.SeriesInfo:
-    return reports.SeriesInfo(
+def _series_info(series: Series) -> json_output.SeriesInfo:
+    return json_output.SeriesInfo(
         series.digest,
         str(series.pins.executorch),
         wheels.local_version(series),
         tuple(
-            reports.PatchInfo(n, p.name, p.subject, p.header.get("Applied-Upstream"))
+            json_output.PatchInfo(n, p.name, p.subject, p.header.get("Applied-Upstream"))
             for n, p in enumerate(series.patches, start=1)
         ),
     )
@@ -117,24 +111,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Show the series and, with a target, the state of every file."""
     series = _series(args)
     info = _series_info(series)
-    target: install.Target | None = None
+    target: transaction.Target | None = None
     if args.target or not args.series_only:
         try:
             target = _target(args)
         except TargetError:
             if args.target:
                 raise
-    status = install.inspect(series, target) if target else None
+    status = transaction.inspect(series, target) if target else None
     if args.json:
         out(
-            reports.to_json(
-                reports.StatusReport(
+            json_output.to_json(
+                json_output.StatusReport(
                     info,
                     target.root if target else None,
                     str(target.version) if target else None,
                     status.state if status else None,
                     status.summary if status else None,
-                    tuple(reports.FileStatus(p, s) for p, s in status.files.items())
+                    tuple(json_output.FileStatus(p, s) for p, s in status.files.items())
                     if status
                     else (),
                 )
@@ -155,7 +149,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_plan(plan: install.Plan, verb: str) -> None:
+def _describe_plan(plan: transaction.Plan, verb: str) -> None:
     if plan.recovery is not None:
         out(f"recovered: {plan.recovery.summary}")
     for change in plan.changes:
@@ -180,14 +174,14 @@ def _describe_plan(plan: install.Plan, verb: str) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     """Dry run: check everything apply (or revert) would; exit 21 if files would change."""
     series = _series(args)
-    plan = install.preview(series, _target(args), reverse=args.reverse)
+    plan = transaction.preview(series, _target(args), reverse=args.reverse)
     code = 0 if plan.is_noop else EXIT_CHANGES_DUE
     if args.json:
         changes = tuple(c.repo_path for c in plan.changes)
-        check = reports.CheckReport(
+        check = json_output.CheckReport(
             plan.target.root, args.reverse, not plan.is_noop, changes, plan.unchanged
         )
-        out(reports.to_json(check).rstrip("\n"))
+        out(json_output.to_json(check).rstrip("\n"))
         return code
     _describe_plan(plan, "would revert" if args.reverse else "would patch")
     out("nothing to do" if plan.is_noop else f"{len(plan.changes)} file(s) would change")
@@ -198,7 +192,7 @@ def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
     """Apply (or revert) the series on an installed or unpacked executorch, atomically."""
     series = _series(args)
     target = _target(args)
-    plan = install.apply(series, target, reverse=reverse)
+    plan = transaction.apply(series, target, reverse=reverse)
     _describe_plan(plan, "reverted" if reverse else "patched")
     if plan.is_noop:
         out(f"nothing to do: {target.root} is already {'pristine' if reverse else 'patched'}")
@@ -233,9 +227,9 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
     pin, source = _source_wheel(args, series)
     progress(f"applying {len(series.patches)} patches and repacking into {args.out}/")
     result = _build(args, series, pin, source)
-    lock_file = lock.lock_path(series, pin)
+    lock_file = lockfiles.lock_path(series, pin)
     if args.report:
-        built = reports.BuildReport(
+        built = json_output.BuildReport(
             result.path,
             result.version,
             result.built,
@@ -243,7 +237,7 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
             lock_file if lock_file.is_file() else None,
             Path(args.out) / index.SIMPLE,
         )
-        Path(args.report).write_text(reports.to_json(built), encoding="utf-8")
+        Path(args.report).write_text(json_output.to_json(built), encoding="utf-8")
     out(str(result.path))
     return 0
 
@@ -254,7 +248,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
     selected = [series.pins.wheel_for(t) for t in args.tag] if args.tag else series.pins.wheels
     for pin in selected:
         if args.check:
-            found = lock.check_current(series, pin)
+            found = lockfiles.check_current(series, pin)
             out(f"current: {found.path} ({len(found.packages)} packages)")
             continue
         cached = wheels.wheel_cache() / pin.filename
@@ -262,8 +256,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
             progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
         result = _build(args, series, pin, wheels.fetch_wheel(pin))
         progress(f"resolving the lock for {pin.tag} with uv")
-        written = lock.generate(series, pin, result.path)
-        lock.check_wheel(written, result.path, result.sha256)
+        written = lockfiles.generate(series, pin, result.path)
+        lockfiles.check_wheel(written, result.path, result.sha256)
         out(f"wrote {written.path} ({len(written.packages)} packages)")
     return 0
 
@@ -272,18 +266,18 @@ def cmd_sync(args: argparse.Namespace) -> int:
     """Make a venv exactly the lock with the patched executorch; verify it; skip if current."""
     series = _series(args)
     root = Path(args.venv)
-    venv = readyenv.find_venv(root) if (root / "pyvenv.cfg").is_file() else None
+    venv = ready_venv.find_venv(root) if (root / "pyvenv.cfg").is_file() else None
     python = args.python or (
         venv.version if venv else f"{sys.version_info[0]}.{sys.version_info[1]}"
     )
     pin = series.pins.host_wheel(python)
-    locked = lock.check_current(series, pin)
+    locked = lockfiles.check_current(series, pin)
     base = wheels.wheel_cache() / pin.filename  # sha256-checked by the build if it reads it
     if not base.is_file():
         progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
         base = wheels.fetch_wheel(pin)
     result = _build(args, series, pin, base)
-    lock.check_wheel(locked, result.path, result.sha256)
+    lockfiles.check_wheel(locked, result.path, result.sha256)
     reinstall = False
     if venv is not None and not args.force:
         try:
@@ -295,7 +289,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             except InstallCheckError:
                 reinstall = True
         else:
-            if readyenv.is_current(locked, venv):
+            if ready_venv.is_current(locked, venv):
                 out(f"up to date: {root} is exactly {locked.path.name} (stamp and files checked)")
                 return 0
             progress(f"re-syncing {root}: no stamp for this lock and these packages")
@@ -304,9 +298,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     # clones; a wheel built without the cache is taken from --out.
     cached = wheels.cached_wheel(series, pin, wheels.patched_cache())
     links = cached.parent if cached.is_file() else Path(args.out)
-    venv = readyenv.sync(locked, root, python=python, find_links=links, reinstall=reinstall)
+    venv = ready_venv.sync(locked, root, python=python, find_links=links, reinstall=reinstall)
     found = check_installed(series, search_path=venv.site, lock=locked, python=venv.python)
-    readyenv.write_stamp(locked, venv)
+    ready_venv.write_stamp(locked, venv)
     out(f"ok: {root} is exactly {locked.path.name}; executorch {found.version}")
     for module in found.modules:
         out(f"  imported {module}")
@@ -351,21 +345,21 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
     """Check an env: every locked package version, provenance, file hashes, then imports."""
     series = _series(args)
     if args.target:
-        venv = readyenv.find_venv(Path(args.target))
+        venv = ready_venv.find_venv(Path(args.target))
         site, python, version = venv.site, venv.python, venv.version
     else:
         site, python = current_site(), Path(sys.executable)
         version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     locked = None
     if args.lock:
-        locked = lock.read(Path(args.lock))
+        locked = lockfiles.read(Path(args.lock))
     elif not args.no_lock:
-        locked = lock.check_current(series, series.pins.host_wheel(version))
+        locked = lockfiles.check_current(series, series.pins.host_wheel(version))
     found = check_installed(
         series, import_modules=not args.no_import, search_path=site, lock=locked, python=python
     )
     if args.json:
-        out(reports.to_json(found).rstrip("\n"))
+        out(json_output.to_json(found).rstrip("\n"))
         return 0
     if found.lock:
         out(f"{found.locked} packages match {found.lock}")
@@ -884,10 +878,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OverlayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if getattr(args, "json", False):
-            error = reports.ErrorReport(
+            error = json_output.ErrorReport(
                 type(exc).__name__, exc.exit_code, exc.message, exc.expected, exc.found, exc.hint
             )
-            out(reports.to_json(error).rstrip("\n"))
+            out(json_output.to_json(error).rstrip("\n"))
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -20,11 +20,11 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from overlay._hashing import sha256_file
+from overlay.dist.wheels import PROVENANCE_FILE, local_version, parse_provenance
+from overlay.envs.lockfiles import Lock
 from overlay.errors import InstallCheckError
-from overlay.journal import journal_file, read_journal
-from overlay.lock import Lock
-from overlay.series import Series
-from overlay.wheels import PROVENANCE_FILE, local_version, parse_provenance
+from overlay.target.journal import journal_file, read_journal
+from overlay.text.series import Series
 
 # Importing these proves the Arm backend loads with the patched sources.
 ARM_MODULES = (
