@@ -4,7 +4,7 @@
 heavy sessions are asked for by name. Every session uses uv as the venv backend: torch with
 its CUDA libraries is ~4 GB, and uv installs it from its cache by hardlinks in seconds after
 the first time (uv's own progress is shown). Interpreters come from the pinned wheels
-(``patches/pins.toml``); a missing one is an error, not a skip.
+(the default line's ``patches/<version>/pins.toml``); a missing one is an error, not a skip.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import tomllib
 from pathlib import Path
 
 import nox
+from packaging.version import Version
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -26,7 +27,15 @@ nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["lint", "unit"]
 
 ROOT = Path(__file__).resolve().parent
-PINS = tomllib.loads((ROOT / "patches" / "pins.toml").read_text(encoding="utf-8"))
+
+
+def _default_line() -> Path:
+    """Return the newest release line folder under patches/ (the default line)."""
+    lines = [p for p in (ROOT / "patches").iterdir() if (p / "series").is_file()]
+    return max(lines, key=lambda p: Version(p.name))
+
+
+PINS = tomllib.loads((_default_line() / "pins.toml").read_text(encoding="utf-8"))
 PYTHONS = sorted(
     {str(w["python"]) for w in PINS["wheels"]}, key=lambda v: tuple(map(int, v.split(".")))
 )
@@ -156,7 +165,7 @@ def build_patched_executorch(session: nox.Session) -> None:
 
 @nox.session(python=False, default=False)
 def lock(session: nox.Session) -> None:
-    """Resolve patches/locks/<wheel tag>.txt for every pinned wheel (uv, with hashes)."""
+    """Resolve patches/<line>/locks/<wheel tag>.txt for every pinned wheel (uv, with hashes)."""
     overlay = [_tool(session), "-m", "overlay"]
     session.run(*overlay, "lock", "--out", str(DIST), *session.posargs, external=True, env=TOOL_ENV)
 

@@ -33,7 +33,7 @@ from overlay.target import journal, transaction
 from overlay.text.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parent.parent
-SERIES: Series = load_series(ROOT / "patches")
+SERIES: Series = load_series(ROOT / "patches" / "1.2.0")
 PYTHON = SERIES.pins.pythons[0]
 SEED = ROOT.parent / "shared" / "seed" / "arm_backend_monkey_patch.py"
 PEER_IMPORT = """

@@ -82,7 +82,7 @@ def run_tool(*args: str) -> str:
 def edited_env(stock_python: str, folder: Path) -> str:
     """Build the series with one patch edited into a new patched env; return its python."""
     series = folder / "patches"
-    shutil.copytree(ROOT / "patches", series)
+    shutil.copytree(ROOT / "patches" / "1.2.0", series)
     edit_one_patch(series, EDITED_PATCH)
     overlay = [sys.executable, "-m", "overlay", "--patches", str(series)]
     run_tool(*overlay, "refresh")

@@ -71,6 +71,10 @@ class TargetError(OverlayError):
     exit_code = 4
 
 
+class UnsupportedReleaseError(TargetError):
+    """No release line is pinned to the executorch release asked for or installed."""
+
+
 class DriftError(TargetError):
     """A target file is neither the pinned pristine file nor the patched one."""
 
@@ -114,8 +118,8 @@ class InterruptedRunError(ApplyError):
         self.exit_code = 128 + signum
 
 
-class LockTimeoutError(OverlayError):
-    """Another overlay process holds the target's lock for too long."""
+class BusyError(OverlayError):
+    """Another overlay process holds the target's mutex for too long."""
 
     exit_code = 6
 
@@ -162,8 +166,8 @@ class EnvError(OverlayError):
     exit_code = 13
 
 
-class LockError(OverlayError):
-    """A lock is missing, unreadable, stale against the pins, or pins another wheel."""
+class LockfileError(OverlayError):
+    """A requirements lock file is missing, unreadable, stale, or pins another wheel."""
 
     exit_code = 20
 

@@ -19,11 +19,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from overlay import fixes
+from overlay import fixes, lines
 from overlay._hashing import sha256_file
 from overlay.errors import OverlayError, RuntimePatchError
 from overlay.fixes import Fix
-from overlay.lines import pins
 
 _GUARD = "_overlay_runtime_fix_{number}_original"
 Builder = Callable[[Any, Any], Any]  # (module, original function) -> replacement attribute
@@ -58,7 +57,7 @@ class RuntimeFix:
 
     def module_name(self) -> str:
         """Return the dotted module name of the file this fix patches."""
-        return pins.current().module_name(self.repo_path)
+        return lines.current().module_name(self.repo_path)
 
     def resolve_owner(self) -> tuple[Any, Any]:
         """Import the module and return (module, object that holds the attribute)."""
@@ -277,7 +276,7 @@ def _select(numbers: Iterable[int] | None) -> list[RuntimeFix]:
 
 def installed_root() -> Path:
     """Return the directory of the importable executorch package (without importing it)."""
-    pinned = pins.current()
+    pinned = lines.current()
     spec = importlib.util.find_spec(pinned.package_dir)
     if spec is None or not spec.submodule_search_locations:
         raise RuntimePatchError(
@@ -291,7 +290,7 @@ def installed_root() -> Path:
 
 def check_target(numbers: Iterable[int] | None = None) -> None:
     """Refuse a non-pinned executorch version or a touched (already diff-patched) file."""
-    pinned = pins.current()
+    pinned = lines.current()
     try:
         found = importlib.metadata.version(pinned.package_dir)
         version: Version | None = Version(found)
@@ -324,7 +323,7 @@ def check_target(numbers: Iterable[int] | None = None) -> None:
 def is_applied(number: int) -> bool:
     """Return True when fix ``number`` is applied in this process."""
     selected = fix(number)
-    if importlib.util.find_spec(pins.current().package_dir) is None:
+    if importlib.util.find_spec(lines.current().package_dir) is None:
         return False
     try:
         _, owner = selected.resolve_owner()
@@ -377,7 +376,7 @@ def undo(numbers: Iterable[int] | None = None) -> list[int]:
     """Undo the selected fixes (default: all); return the numbers actually undone."""
     undone: list[int] = []
     for item in _select(numbers):
-        if importlib.util.find_spec(pins.current().package_dir) is None:
+        if importlib.util.find_spec(lines.current().package_dir) is None:
             break
         _, owner = item.resolve_owner()
         guard = _GUARD.format(number=item.number)

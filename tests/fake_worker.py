@@ -19,6 +19,7 @@ import sys
 import time
 
 import overlay
+from overlay.codec import JsonValue
 from overlay.equivalence.protocol import (
     CaseInfo,
     ErrorInfo,
@@ -26,7 +27,6 @@ from overlay.equivalence.protocol import (
     InitRequest,
     ItemKind,
     ItemResult,
-    JsonValue,
     ListReply,
     Numerics,
     OutputDigest,

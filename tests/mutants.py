@@ -114,8 +114,8 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
         "limit = self.timeout",
     ),
     (
-        "protocol: unknown fields accepted",
-        "overlay/equivalence/protocol.py",
+        "codec: unknown fields accepted",
+        "overlay/codec.py",
         "        if unknown:\n            raise",
         "        if False:\n            raise",
     ),

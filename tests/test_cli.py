@@ -42,7 +42,7 @@ COMMANDS = {
 
 
 def test_status_of_the_series(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--patches", str(ROOT / "patches"), "status", "--series-only"]) == 0
+    assert main(["--patches", str(ROOT / "patches" / "1.2.0"), "status", "--series-only"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("against executorch 1.2.0")
     assert "  4. 0004-distinct-output-transpose-slots.patch: " in "\n".join(lines)
@@ -60,7 +60,7 @@ def test_bad_patch_folder_gives_message_and_exit_code(
 def test_missing_target_is_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["--patches", str(ROOT / "patches"), "check", "--target", str(tmp_path)])
+    code = main(["--patches", str(ROOT / "patches" / "1.2.0"), "check", "--target", str(tmp_path)])
     assert code == TargetError.exit_code
     assert capsys.readouterr().err.startswith("error: no single executorch installation")
 
@@ -162,7 +162,9 @@ def test_status_json_is_the_typed_report(
 def test_errors_under_json_are_a_typed_report_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["--patches", str(ROOT / "patches"), "check", "--target", str(tmp_path), "--json"])
+    code = main(
+        ["--patches", str(ROOT / "patches" / "1.2.0"), "check", "--target", str(tmp_path), "--json"]
+    )
     assert code == TargetError.exit_code
     report = json.loads(capsys.readouterr().out)
     assert (report["error"], report["exit_code"]) == ("TargetError", 4)
@@ -175,7 +177,7 @@ def test_verify_install_json_names_a_missing_executorch(
     venv = tmp_path / "venv"
     (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("version_info = 3.11.7\n")
-    args = ["--patches", str(ROOT / "patches"), "verify-install", "--target", str(venv)]
+    args = ["--patches", str(ROOT / "patches" / "1.2.0"), "verify-install", "--target", str(venv)]
     assert main([*args, "--json"]) == InstallCheckError.exit_code
     report = json.loads(capsys.readouterr().out)
     assert (
@@ -210,7 +212,7 @@ def test_help_lists_every_exit_code() -> None:
         "130",
     ]
     assert "  21  check: every check passed and files would change" in text
-    assert "  20  A lock is missing, unreadable, stale against the pins" in text
+    assert "  20  A requirements lock file is missing, unreadable, stale" in text
 
 
 def test_python_dash_m_overlay_version() -> None:

@@ -51,7 +51,9 @@ def uv(
 
 
 def overlay(*args: str | Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    return run(sys.executable, "-m", "overlay", "--patches", ROOT / "patches", *args, ok=ok)
+    return run(
+        sys.executable, "-m", "overlay", "--patches", ROOT / "patches" / "1.2.0", *args, ok=ok
+    )
 
 
 def freeze(venv: Path) -> dict[str, str]:
@@ -61,7 +63,7 @@ def freeze(venv: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def series() -> Series:
-    return load_series(ROOT / "patches")
+    return load_series(ROOT / "patches" / "1.2.0")
 
 
 @pytest.fixture(scope="module")

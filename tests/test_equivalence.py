@@ -413,7 +413,7 @@ def _fake_options(tmp_path: Path, **change: Any) -> Options:
         timeout=5.0,
         attribute=False,
         worker_command=(str(FAKE_WORKER),),
-        patches_dir=Path(__file__).resolve().parent.parent / "patches",
+        patches_dir=Path(__file__).resolve().parent.parent / "patches" / "1.2.0",
     )
     return dataclasses.replace(options, **change)
 

@@ -61,7 +61,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Options:
         out_dir=tmp_path / "out",
         timeout=10.0,
         worker_command=(str(FAKE_WORKER),),
-        patches_dir=ROOT / "patches",
+        patches_dir=ROOT / "patches" / "1.2.0",
         pythonpath={C: str(tmp_path / "fake-patched")},
         cache_dir=tmp_path / "cache",
         probes=False,

@@ -54,7 +54,7 @@ def _options(tmp_path: Path, series: Series, **overrides: object) -> orchestrato
         patched_python=sys.executable,
         fast=True,
         out_dir=tmp_path / "out",
-        patches_dir=ROOT / "patches",
+        patches_dir=ROOT / "patches" / "1.2.0",
         pythonpath={PathId.PATCHED: str(_patched_copy(series, tmp_path / "patched"))},
     )
     return dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
@@ -62,7 +62,7 @@ def _options(tmp_path: Path, series: Series, **overrides: object) -> orchestrato
 
 @pytest.fixture(scope="module")
 def series() -> Series:
-    return load_series(ROOT / "patches")
+    return load_series(ROOT / "patches" / "1.2.0")
 
 
 def test_fast_corpus_is_equivalent_and_claims_reproduce(tmp_path: Path, series: Series) -> None:

@@ -252,7 +252,7 @@ def test_the_1_5_1_ports_export_hook_clean_and_git_am(
     """The ports sent upstream: hook rules, a test under backends/arm/test, git am exact."""
     from overlay.lines import pins
 
-    release = load_release(pins.load(ROOT / "patches"), "1.5.1")
+    release = load_release(pins.load(ROOT / "patches" / "1.2.0"), "1.5.1")
     port_file = PORTS / f"{name}.patch"
     port = parse_patch(port_file.name, read_text(port_file))
     files = release.files  # backends/arm/**, its tests included

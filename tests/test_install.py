@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from overlay.cli import main
 from overlay.errors import (
     ApplyError,
+    BusyError,
     ChecksumMismatchError,
     DriftError,
-    LockTimeoutError,
     OverlayError,
     RollbackError,
     SeriesError,
@@ -382,7 +382,7 @@ def test_status_and_check_while_another_run_holds_the_lock(
         assert status.state is transaction.TreeState.BUSY and status.files == {}
         assert status.summary == "busy: another overlay run is writing this tree"
         code = main(["--patches", str(patches), "check", "--target", str(target.root)])
-        assert code == LockTimeoutError.exit_code
+        assert code == BusyError.exit_code
         assert capsys.readouterr().err.startswith(
             f"error: another overlay run is writing {target.root}"
         )

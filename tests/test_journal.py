@@ -412,7 +412,7 @@ def test_random_stop_points_on_random_series(
 
 # --- the real series on the real pinned wheel ------------------------------------------------
 
-PATCHES = Path(__file__).resolve().parent.parent / "patches"
+PATCHES = Path(__file__).resolve().parent.parent / "patches" / "1.2.0"
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from overlay.dist import index
 from overlay.dist.distinfo import set_requirements
 from overlay.envs import lockfiles, ready_venv
 from overlay.envs.verify_install import check_lock, installed_versions
-from overlay.errors import InstallCheckError, LockError
+from overlay.errors import InstallCheckError, LockfileError
 from overlay.text.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parent.parent
-PATCHES = ROOT / "patches"
+PATCHES = ROOT / "patches" / "1.2.0"
 LOCK = """# inputs-key: {key}
 torch==2.11.0 \\
     --hash=sha256:aaaa \\
@@ -71,7 +71,7 @@ def test_a_pins_change_makes_the_lock_stale(tmp_path: Path, edit: object) -> Non
     pins_file.write_text(edit(pins_file.read_text()))
     changed = load_series(copy)
     pin = changed.pins.wheels[-1]  # the macOS one: every edit reaches its key
-    with pytest.raises(LockError) as info:
+    with pytest.raises(LockfileError) as info:
         lockfiles.check_current(changed, pin)
     assert info.value.message.endswith(
         "is stale: pins.toml, the patches or the tool changed since it was made"
@@ -83,7 +83,7 @@ def test_a_patch_change_makes_the_lock_stale(tmp_path: Path, series: Series) -> 
     copy = copy_series(tmp_path)
     first = copy / series.patches[0].name
     first.write_text(first.read_text().replace("Description: ", "Description: Now ", 1))
-    with pytest.raises(LockError, match="is stale"):
+    with pytest.raises(LockfileError, match="is stale"):
         lockfiles.check_current(load_series(copy), series.pins.wheels[0])
 
 
@@ -119,13 +119,13 @@ def test_parse_reads_versions_and_hashes(tmp_path: Path) -> None:
 def test_an_unlocked_line_is_refused(tmp_path: Path, text: str) -> None:
     path = tmp_path / "bad.txt"
     path.write_text(text)
-    with pytest.raises(LockError) as info:
+    with pytest.raises(LockfileError) as info:
         lockfiles.read(path)
     assert info.value.message == f"{path} is not a lock this overlay wrote"
 
 
 def test_a_missing_lock_names_the_refresh_command(tmp_path: Path) -> None:
-    with pytest.raises(LockError) as info:
+    with pytest.raises(LockfileError) as info:
         lockfiles.read(tmp_path / "none.txt")
     assert info.value.hint == "generate it: `nox -s lock`"
 

@@ -81,7 +81,7 @@ def test_status_and_equivalence_list_run_outside_the_checkout(
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import overlay.pins as p; print(p.default_directory())",
+            "import overlay.lines as p; print(p.series_directory())",
         ],
         cwd=outside,
         capture_output=True,

@@ -31,7 +31,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> prepare.Prepared:
     out = tmp_path_factory.mktemp("upstream")
     clone = os.environ.get("OVERLAY_UPSTREAM_CLONE")
     request = prepare.Request(
-        patches_dir=ROOT / "patches",
+        patches_dir=ROOT / "patches" / "1.2.0",
         out_dir=out,
         versions=("1.2.0", "1.5.1"),
         signer=Identity("Jane Doe", "jane.doe@example.org"),

@@ -153,7 +153,7 @@ def _as_port(plan: TextPlan) -> TextPlan:
 
 
 def test_runtime_candidates_start_from_the_release_metadata() -> None:
-    old = pins.load(ROOT / "patches")
+    old = pins.load(ROOT / "patches" / "1.2.0")
     requirements = [
         Requirement("torchao<0.19,>=0.18.0"),
         Requirement('tosa-tools==2026.5.0; extra == "vgf"'),
@@ -268,7 +268,7 @@ def test_runtime_form_is_declared_when_the_fix_moved() -> None:
 
 
 def test_pins_render_and_load(tmp_path: Path) -> None:
-    old = pins.load(ROOT / "patches")
+    old = pins.load(ROOT / "patches" / "1.2.0")
     text = render_pins(
         old,
         version="1.5.1",

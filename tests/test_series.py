@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from unidiff.patch import PatchSet
 
-from overlay import fixes
+from overlay import fixes, lines
 from overlay.errors import SeriesError, UnsafePatchError
 from overlay.lines import pins
 from overlay.text.series import (
@@ -21,7 +21,7 @@ from overlay.text.series import (
     split_header,
 )
 
-PATCHES = Path(__file__).resolve().parent.parent / "patches"
+PATCHES = Path(__file__).resolve().parent.parent / "patches" / "1.2.0"
 
 
 @pytest.fixture(scope="module")
@@ -156,13 +156,13 @@ def test_non_utf8_series_files_are_refused(tmp_path: Path) -> None:
 def test_default_directory_prefers_env_then_checkout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(pins.PATCHES_ENV, str(tmp_path / "mine"))
-    assert pins.default_directory() == tmp_path / "mine"
-    monkeypatch.delenv(pins.PATCHES_ENV)
-    monkeypatch.chdir(PATCHES / "ports")
-    assert pins.default_directory() == PATCHES
+    monkeypatch.setenv(lines.PATCHES_ENV, str(tmp_path / "mine"))
+    assert lines.default_root() == tmp_path / "mine"
+    monkeypatch.delenv(lines.PATCHES_ENV)
+    monkeypatch.chdir(PATCHES.parent / "ports")
+    assert lines.default_root() == PATCHES.parent
     monkeypatch.chdir(tmp_path)
-    assert pins.default_directory() == (pins.packaged_directory() or PATCHES)
+    assert lines.default_root() == (lines.packaged_root() or PATCHES.parent)
 
 
 def test_missing_series_file(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from overlay.text.series import Series, load_series
 from scaffold import run_forked, snapshot
 
 pytestmark = pytest.mark.integration
-PATCHES = Path(__file__).resolve().parent.parent / "patches"
+PATCHES = Path(__file__).resolve().parent.parent / "patches" / "1.2.0"
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichProgress
 
-from overlay import __version__, fixes, worktree
+from overlay import __version__, fixes, lines, worktree
 from overlay.cli import json_output
 from overlay.dist import index, wheels
 from overlay.envs import lockfiles, ready_venv
@@ -62,7 +62,7 @@ def progress(text: str) -> None:
 
 
 def _patches_dir(args: argparse.Namespace) -> Path:
-    return Path(args.patches) if args.patches else pins.default_directory()
+    return lines.series_directory(Path(args.patches) if args.patches else None)
 
 
 def _series(args: argparse.Namespace) -> Series:
@@ -701,7 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--patches",
         help="series folder ('series', patches, SHA256SUMS, pins.toml); default:"
-        f" ${pins.PATCHES_ENV}, else the checkout's patches/, else the series in the package",
+        f" ${lines.PATCHES_ENV}, else the checkout's patches/, else the series in the package",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

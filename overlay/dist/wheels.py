@@ -34,7 +34,7 @@ from overlay._cache import cache_dir
 from overlay.dist.distinfo import METADATA, decode_text, metadata_version, set_generator, set_metadata_version, set_requirements
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.text.applier import transform, transform_checked
-from overlay.errors import LockTimeoutError, TargetError, WheelError
+from overlay.errors import BusyError, TargetError, WheelError
 from overlay.target.journal import fault_point
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series
@@ -408,7 +408,7 @@ def _folder_lock(path: Path) -> Iterator[None]:
     try:
         with _mutex.held(path, timeout=LOCK_TIMEOUT_S) as got:
             if not got:
-                raise LockTimeoutError(
+                raise BusyError(
                     f"another overlay run holds {path}",
                     expected=f"the lock within {LOCK_TIMEOUT_S:.0f} s",
                     found=f"{path} still held",

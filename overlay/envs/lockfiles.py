@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 
 from overlay._files import write_text_atomic
 from overlay.dist.wheels import REPACK_FORMAT, TOOL, local_version
-from overlay.errors import LockError
+from overlay.errors import LockfileError
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series
 
@@ -61,7 +61,7 @@ class Lock:
         for package in self.packages:
             if package.name == wanted:
                 return package
-        raise LockError(
+        raise LockfileError(
             f"{self.path} does not lock {name}",
             expected=f"a line {name}==<version> --hash=sha256:...",
             found=", ".join(p.name for p in self.packages[:8]) + ", ...",
@@ -108,7 +108,7 @@ def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
     if tag.startswith("macosx_"):
         arch = "aarch64" if tag.endswith("arm64") else "x86_64"
         return pin.python, f"{arch}-apple-darwin", series.pins.macos_deployment_target
-    raise LockError(
+    raise LockfileError(
         f"no lock target for the platform {tag}",
         expected="a manylinux_X_Y_<arch> or macosx_X_Y_<arch> wheel",
         found=tag,
@@ -124,7 +124,7 @@ def uv_executable() -> str:
     try:
         from uv import find_uv_bin
     except ImportError:
-        raise LockError(
+        raise LockfileError(
             "uv is not installed",
             expected="uv on PATH or the uv package in this Python",
             found="neither",
@@ -155,7 +155,7 @@ def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = N
             command, cwd=folder, env=env, capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:
-            raise LockError(
+            raise LockfileError(
                 f"uv could not resolve the lock for {pin.tag}",
                 expected="every runtime pin and the patched executorch resolvable together",
                 found=proc.stderr.strip()[-2000:],
@@ -199,8 +199,8 @@ def parse(text: str, *, path: Path) -> Lock:
     return Lock(path, key, tuple(packages))
 
 
-def _unreadable(path: Path, found: str) -> LockError:
-    return LockError(
+def _unreadable(path: Path, found: str) -> LockfileError:
+    return LockfileError(
         f"{path} is not a lock this overlay wrote",
         expected="name==version lines, each with --hash=sha256:..., and an inputs-key line",
         found=found,
@@ -213,7 +213,7 @@ def read(path: Path) -> Lock:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise LockError(
+        raise LockfileError(
             f"no lock at {path}",
             expected="a lock for every pinned wheel, beside pins.toml",
             found="nothing",
@@ -229,7 +229,7 @@ def check_current(series: Series, pin: WheelPin, *, path: Path | None = None) ->
     lock = read(path or lock_path(series, pin))
     wanted = inputs_key(series, pin)
     if lock.key != wanted:
-        raise LockError(
+        raise LockfileError(
             f"{lock.path} is stale: pins.toml, the patches or the tool changed since it was made",
             expected=f"inputs-key {wanted}",
             found=f"inputs-key {lock.key}",
@@ -245,7 +245,7 @@ def check_wheel(lock: Lock, wheel: Path, sha256: str) -> None:
     """Refuse a patched wheel whose sha256 is not the one the lock pins."""
     locked = lock.get("executorch").hashes
     if sha256 not in locked:
-        raise LockError(
+        raise LockfileError(
             f"{wheel.name} is not the wheel {lock.path.name} pins",
             expected=f"sha256 {', '.join(locked)}",
             found=f"sha256 {sha256}",

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from overlay import codec
 from overlay._cache import cache_dir
 from overlay._files import write_text_atomic
+from overlay.codec import JsonValue
 from overlay.equivalence.protocol import (
     SCHEMA_VERSION,
     CaseInfo,
-    JsonValue,
     PathId,
     ProbeInfo,
     ProtocolError,
     from_json,
-    to_json,
 )
 
 CACHE_SCHEMA = 1
@@ -86,7 +86,7 @@ class ResultCache:
             "protocol": SCHEMA_VERSION,
             "type": type(value).__name__,
             "key": digest,
-            "value": to_json(value),
+            "value": codec.encode(value),
         }
         target = self._file(digest)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -175,8 +175,8 @@ class Keys:
         return key(
             "result",
             self.paths[path],
-            to_json(info.item),
-            to_json(info),
+            codec.encode(info.item),
+            codec.encode(info),
             source,
             list(fixes),
             keep_bytes,

@@ -24,7 +24,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay.equivalence.protocol import from_json, to_json
+from overlay import codec
+from overlay.equivalence.protocol import from_json
 from overlay.equivalence.vgf_run import ICD_GLOBS
 
 
@@ -52,7 +53,7 @@ class EnvInfo:
     @property
     def digest(self) -> str:
         """Return the sha256 of everything above (the cache key part of this env)."""
-        text = json.dumps(to_json(self), sort_keys=True, separators=(",", ":"))
+        text = json.dumps(codec.encode(self), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -129,7 +130,7 @@ def main(argv: list[str]) -> None:
     """Print the EnvInfo of this interpreter: ``PACKAGE SUBTREE [MODULE]``."""
     package, subtree, *module = argv
     info = collect(package, subtree, module[0] if module else None)
-    sys.stdout.write(json.dumps(to_json(info), sort_keys=True) + "\n")
+    sys.stdout.write(json.dumps(codec.encode(info), sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -25,15 +25,10 @@ from html import escape
 from itertools import zip_longest
 
 import overlay
+from overlay import codec
+from overlay.codec import JsonValue
 from overlay.equivalence.orchestrator import PATHS, Report, patch_name
-from overlay.equivalence.protocol import (
-    CaseInfo,
-    ItemResult,
-    JsonValue,
-    PathId,
-    ProbeInfo,
-    to_json,
-)
+from overlay.equivalence.protocol import CaseInfo, ItemResult, PathId, ProbeInfo
 from overlay.equivalence.report import (
     ETHOSU_HEADER,
     ETHOSU_NOTE,
@@ -316,7 +311,7 @@ def untimed(value: JsonValue) -> JsonValue:
 
 
 def _value(value: object) -> str:
-    data = untimed(to_json(value))
+    data = untimed(codec.encode(value))
     text = json.dumps(data, sort_keys=True)
     if len(text) <= 160:
         return f"<code>{escape(text)}</code>"
@@ -337,7 +332,7 @@ def field_rows(verdict: Verdict) -> list[str]:
 
 def _differing(name: str, values: list[object]) -> list[str]:
     """Return the rows of ``values`` (one per path) that differ, walking nested dataclasses."""
-    if len({json.dumps(untimed(to_json(v)), sort_keys=True) for v in values}) == 1:
+    if len({json.dumps(untimed(codec.encode(v)), sort_keys=True) for v in values}) == 1:
         return []
     first = values[0]
     if dataclasses.is_dataclass(first) and all(type(v) is type(first) for v in values):

@@ -32,7 +32,7 @@ from pathlib import Path
 import filelock
 
 import overlay
-from overlay import fixes
+from overlay import fixes, lines
 from overlay._hashing import sha256_file
 from overlay.equivalence import cache, corpus, probes
 from overlay.equivalence.cache import Keys, ResultCache
@@ -285,7 +285,7 @@ def _settings(options: Options, library: Path) -> Settings:
     return Settings(
         log_dir=options.log_dir,
         library=library,
-        patches_dir=(options.patches_dir or pins.default_directory()).resolve(),
+        patches_dir=(options.patches_dir or lines.series_directory()).resolve(),
         timeout=options.timeout,
         worker_command=options.worker_command,
         models=options.models,

@@ -9,7 +9,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from overlay.equivalence.protocol import JsonValue, ProbeInfo
+from overlay.codec import JsonValue
+from overlay.equivalence.protocol import ProbeInfo
 
 PROBES: tuple[ProbeInfo, ...] = (
     ProbeInfo("is_foldable.int16_output_quantize", "fix 1: add -> int16 quantize -> graph output"),

@@ -12,20 +12,17 @@ Requests: :class:`InitRequest`, :class:`ListRequest`, :class:`RunRequest`,
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeVar
 
+from overlay import codec
+from overlay.codec import JsonValue
 from overlay.errors import EquivalenceError
 
 SCHEMA_VERSION = 3  # 3: executed VGF, Ethos-U, SQNR, case groups/timeouts/expectations, VGF cases
-
-JsonValue = Union[None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]]  # noqa: UP007 - a recursive alias needs Union
 
 
 class ProtocolError(EquivalenceError):
@@ -346,32 +343,6 @@ _NAMES = {cls: name for name, cls in _TYPES.items()}
 T = TypeVar("T")
 
 
-def to_json(value: object) -> JsonValue:
-    """Encode a protocol value: dataclasses as objects, enums by value, tuples as lists."""
-    if isinstance(value, enum.Enum):
-        encoded: JsonValue = value.value
-        return encoded
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    raise ProtocolError(f"cannot encode {type(value).__name__} in a protocol message")
-
-
-def _is_json(value: object) -> bool:
-    if value is None or isinstance(value, bool | int | float | str):
-        return True
-    if isinstance(value, list):
-        return all(_is_json(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
-    return False
-
-
 def _fail(where: str, expected: str, data: object) -> ProtocolError:
     return ProtocolError(
         f"malformed protocol message at {where}",
@@ -382,76 +353,11 @@ def _fail(where: str, expected: str, data: object) -> ProtocolError:
 
 
 def from_json(cls: type[T], data: object, where: str = "body") -> T:
-    """Decode ``data`` into the dataclass ``cls``, strictly."""
-    value: T = _decode(cls, data, where)
-    return value
-
-
-def _decode(hint: Any, data: object, where: str) -> Any:
-    if hint is JsonValue or hint == _JSON_HINT:
-        if not _is_json(data):
-            raise _fail(where, "a JSON value", data)
-        return data
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):
-        options = get_args(hint)
-        if data is None and type(None) in options:
-            return None
-        errors = []
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _decode(option, data, where)
-            except ProtocolError as exc:
-                errors.append(exc)
-        raise _fail(where, " or ".join(getattr(o, "__name__", str(o)) for o in options), data)
-    if origin is tuple:
-        args = get_args(hint)
-        if not isinstance(data, list):
-            raise _fail(where, "a list", data)
-        item = args[0]
-        return tuple(_decode(item, v, f"{where}[{i}]") for i, v in enumerate(data))
-    if origin is dict:
-        _, item = get_args(hint)
-        if not isinstance(data, dict):
-            raise _fail(where, "an object", data)
-        return {str(k): _decode(item, v, f"{where}.{k}") for k, v in data.items()}
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        try:
-            return hint(data)
-        except ValueError:
-            raise _fail(where, f"one of {[m.value for m in hint]}", data) from None
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        if not isinstance(data, dict):
-            raise _fail(where, f"an object for {hint.__name__}", data)
-        hints = typing.get_type_hints(hint)
-        fields = {f.name: f for f in dataclasses.fields(hint)}
-        unknown = sorted(set(data) - set(fields))
-        if unknown:
-            raise _fail(where, f"only the fields of {hint.__name__}", unknown)
-        values = {}
-        for name, field in fields.items():
-            if name not in data:
-                no_default = field.default is dataclasses.MISSING
-                if no_default and field.default_factory is dataclasses.MISSING:
-                    raise _fail(f"{where}.{name}", f"a value for {hint.__name__}.{name}", data)
-                continue
-            values[name] = _decode(hints[name], data[name], f"{where}.{name}")
-        return hint(**values)
-    if hint is float:
-        if isinstance(data, int | float) and not isinstance(data, bool):
-            return float(data)
-        raise _fail(where, "a number", data)
-    if hint in (bool, int, str):
-        if type(data) is hint:
-            return data
-        raise _fail(where, f"a {hint.__name__}", data)
-    raise ProtocolError(f"the protocol cannot decode {hint!r} (at {where})")
-
-
-# JsonValue as typing.get_type_hints resolves it inside a dataclass (an equal, new object).
-_JSON_HINT = typing.get_type_hints(ItemResult)["value"]
+    """Decode ``data`` into the dataclass ``cls``, strictly (a ProtocolError otherwise)."""
+    try:
+        return codec.decode(cls, data, where)
+    except codec.CodecError as exc:
+        raise _fail(exc.where, exc.expected or "", exc.found) from exc
 
 
 def encode(message: Request | Reply) -> str:
@@ -459,7 +365,7 @@ def encode(message: Request | Reply) -> str:
     envelope = {
         "schema": SCHEMA_VERSION,
         "type": _NAMES[type(message)],
-        "body": to_json(message),
+        "body": codec.encode(message),
     }
     return json.dumps(envelope, sort_keys=True, allow_nan=True)
 

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
 import overlay
+from overlay import codec
 from overlay._table import markdown_cell, markdown_table, text_table
+from overlay.codec import JsonValue
 from overlay.equivalence import corpus
 from overlay.equivalence.cache import Keys
 from overlay.equivalence.orchestrator import (
@@ -46,7 +48,6 @@ from overlay.equivalence.protocol import (
     ItemId,
     ItemKind,
     ItemResult,
-    JsonValue,
     Numerics,
     PathId,
     Payload,
@@ -55,7 +56,6 @@ from overlay.equivalence.protocol import (
     Stage,
     TargetState,
     from_json,
-    to_json,
 )
 from overlay.equivalence.verdict import (
     AB,
@@ -695,7 +695,7 @@ def _item_data(verdict: Verdict) -> dict[str, JsonValue]:
         "item": str(verdict.item),
         "kind": verdict.item.kind.value,
         "name": verdict.item.name,
-        "info": to_json(verdict.info),
+        "info": codec.encode(verdict.info),
         "a_vs_b": {
             "verdict": verdict.ab.value,
             "fix": verdict.fix,
@@ -711,10 +711,10 @@ def _item_data(verdict: Verdict) -> dict[str, JsonValue]:
             p.value: {target: q.value for target, q in judged.items()}
             for p, judged in verdict.targets.items()
         },
-        "findings": [to_json(f) for f in verdict.findings],
+        "findings": [codec.encode(f) for f in verdict.findings],
         "expectation_problem": verdict.expectation_problem,
         "claim_problem": verdict.claim_problem,
-        "results": {p.value: to_json(r) for p, r in verdict.results.items()},
+        "results": {p.value: codec.encode(r) for p, r in verdict.results.items()},
     }
 
 
@@ -734,14 +734,14 @@ def to_data(report: Report) -> dict[str, JsonValue]:
             "b_vs_c": {b.value: bc[b.value] for b in BC},
         },
         "selection": [str(item) for item in report.selection],
-        "shards": [to_json(s) for s in report.shards],
+        "shards": [codec.encode(s) for s in report.shards],
         "merged": report.merged,
         "executorch": report.executorch,
-        "keys": to_json(report.keys) if report.keys else None,
+        "keys": codec.encode(report.keys) if report.keys else None,
         "options": _options_data(report.options),
-        "workers": {p.value: to_json(info) for p, info in report.workers.items()},
-        "stats": {p.value: to_json(s) for p, s in report.stats.items()},
-        "declared_divergences": [to_json(d) for d in report.declared],
+        "workers": {p.value: codec.encode(info) for p, info in report.workers.items()},
+        "stats": {p.value: codec.encode(s) for p, s in report.stats.items()},
+        "declared_divergences": [codec.encode(d) for d in report.declared],
         "wall_seconds": report.wall_seconds,
         "phase_seconds": dict(report.phase_seconds),
         "items": [_item_data(v) for v in report.verdicts],

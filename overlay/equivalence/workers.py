@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 import overlay
+from overlay import lines
 from overlay.equivalence import envinfo
 from overlay.equivalence.envinfo import EnvInfo
 from overlay.equivalence.protocol import (
@@ -43,7 +44,6 @@ from overlay.equivalence.protocol import (
     encode,
 )
 from overlay.errors import EquivalenceError
-from overlay.lines import pins
 
 WORKER_MODULE = "overlay.equivalence.worker"
 R = TypeVar("R", bound=Reply)
@@ -95,7 +95,7 @@ def _environment(plan: Plan, settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (plan.pythonpath, str(settings.library)) if p)
     env.setdefault("PYTHONHASHSEED", "0")
-    env[pins.PATCHES_ENV] = str(settings.patches_dir.resolve())
+    env[lines.PATCHES_ENV] = str(settings.patches_dir.resolve())
     return env
 
 

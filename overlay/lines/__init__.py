@@ -1,0 +1,188 @@
+"""Release lines: one complete patch series per supported executorch release.
+
+The lines root (``patches/`` in a checkout, ``overlay/patches`` inside the tool's wheel)
+holds one folder per line, named after the executorch release it is pinned to
+(``patches/1.5.1/``, ``patches/1.2.0/``), each with its ``series``, diffs, ``SHA256SUMS``,
+``pins.toml`` and ``locks/``. The newest line is the default. Nothing here names a
+version: the lines are whatever folders the root holds.
+
+Example: a root holding ``1.2.0/`` and ``1.5.1/``, asked for the line of an installed
+``executorch 1.2.0+armfix.1b5ee9052a``.
+Becomes: the ``1.2.0`` line (local version labels are ignored); ``1.4.1`` is refused with
+the list of supported lines.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from overlay.errors import SeriesError, UnsupportedReleaseError
+from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, load
+
+PROJECT_NAME = "executorch-arm-overlay"
+PATCHES_ENV = "OVERLAY_PATCHES"  # a series folder (one line) or a lines root
+LINES_DIR = "patches"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One release line: a series folder named after its executorch release."""
+
+    name: str
+    directory: Path
+
+    @property
+    def version(self) -> Version:
+        """Return the executorch release the line is pinned to."""
+        return Version(self.name)
+
+    @property
+    def pins(self) -> Pins:
+        """Return the line's pins (read once per process)."""
+        return _load_cached(str(self.directory.resolve()))
+
+
+def is_series_folder(path: Path) -> bool:
+    """Return True when ``path`` holds one series (``series`` and ``pins.toml``)."""
+    return (path / SERIES_FILE).is_file() and (path / PINS_FILE).is_file()
+
+
+def _line_name(folder: Path) -> str | None:
+    try:
+        Version(folder.name)
+    except InvalidVersion:
+        return None
+    return folder.name if is_series_folder(folder) else None
+
+
+def all_lines(root: Path) -> tuple[Line, ...]:
+    """Return the lines under ``root``, oldest first."""
+    found = []
+    if root.is_dir():
+        for folder in root.iterdir():
+            name = _line_name(folder)
+            if name is not None:
+                found.append(Line(name, folder))
+    return tuple(sorted(found, key=lambda line: line.version))
+
+
+def _supported(root: Path) -> str:
+    return ", ".join(line.name for line in all_lines(root)) or "none"
+
+
+def default_line(root: Path) -> Line:
+    """Return the newest line under ``root``."""
+    lines = all_lines(root)
+    if not lines:
+        raise SeriesError(
+            f"no release line in {root}",
+            expected="folders named after executorch releases (e.g. 1.5.1/) holding a series",
+            found="none",
+            hint="restore patches/ from git, or pass --patches DIR",
+        )
+    return lines[-1]
+
+
+def line_named(root: Path, name: str) -> Line:
+    """Return the line called ``name`` (an executorch release such as ``1.5.1``)."""
+    for line in all_lines(root):
+        if line.name == name:
+            return line
+    raise UnsupportedReleaseError(
+        f"there is no release line {name!r}",
+        expected=f"one of the supported lines: {_supported(root)}",
+        found=name,
+        hint=f"pick one of {_supported(root)}",
+    )
+
+
+def line_for_version(root: Path, version: str) -> Line:
+    """Return the line pinned to executorch ``version`` (its local label ignored)."""
+    try:
+        public = Version(Version(version).public)
+    except InvalidVersion:
+        public = None
+    for line in all_lines(root):
+        if line.version == public:
+            return line
+    raise UnsupportedReleaseError(
+        f"executorch {version} has no release line here",
+        expected=f"executorch at one of the supported lines: {_supported(root)}",
+        found=f"executorch {version}",
+        hint=f"install executorch at one of {_supported(root)}, or retarget the overlay to"
+        f" {version} (`nox -s retarget -- {public or version}`)",
+    )
+
+
+def find_checkout(start: Path) -> Path | None:
+    """Return the overlay checkout holding ``start`` (its pyproject names this project)."""
+    for folder in (start, *start.parents):
+        pyproject = folder / "pyproject.toml"
+        if not (folder / LINES_DIR).is_dir() or not pyproject.is_file():
+            continue
+        try:
+            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError):
+            continue
+        if isinstance(project, Mapping) and project.get("name") == PROJECT_NAME:
+            return folder
+    return None
+
+
+def packaged_root() -> Path | None:
+    """Return the lines shipped inside the installed package, if it has them."""
+    root = importlib.resources.files("overlay") / LINES_DIR
+    if isinstance(root, Path) and all_lines(root):
+        return root
+    return None
+
+
+def default_root() -> Path:
+    """Return the lines root (or a single series folder) a command uses by default.
+
+    ``$OVERLAY_PATCHES``, else the ``patches/`` of the checkout the current folder is in,
+    else the lines shipped in the package, else the checkout an editable install runs from.
+    """
+    explicit = os.environ.get(PATCHES_ENV)
+    if explicit:
+        return Path(explicit)
+    checkout = find_checkout(Path.cwd())
+    if checkout is not None:
+        return checkout / LINES_DIR
+    packaged = packaged_root()
+    if packaged is not None:
+        return packaged
+    editable = find_checkout(Path(__file__).resolve().parent)
+    if editable is not None:
+        return editable / LINES_DIR
+    raise SeriesError(
+        "no patch series found",
+        expected=f"${PATCHES_ENV}, a checkout of {PROJECT_NAME}, or the lines in the package",
+        found="none of them",
+        hint="pass --patches DIR (a line folder holding 'series' and 'pins.toml')",
+    )
+
+
+def series_directory(path: Path | None = None) -> Path:
+    """Return the series folder ``path`` names: itself, or the default line of a lines root."""
+    folder = default_root() if path is None else path
+    lines = () if (folder / SERIES_FILE).exists() else all_lines(folder)
+    return lines[-1].directory if lines else folder  # a series folder reports its own errors
+
+
+@functools.cache
+def _load_cached(directory: str) -> Pins:
+    return load(Path(directory))
+
+
+def current() -> Pins:
+    """Return the pins of the default series folder (read once per process)."""
+    return _load_cached(str(series_directory().resolve()))

@@ -2,15 +2,12 @@
 
 Code holds no version or hash: a series folder carries its own ``pins.toml``, so a tool
 can rewrite it (refresh, retarget) and a candidate series for another release brings its
-own pins. :func:`default_directory` says which series folder a command uses.
+own pins. :mod:`overlay.lines` says which series folder a command uses.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.resources
-import os
 import platform
 import sys
 import tomllib
@@ -24,8 +21,6 @@ from overlay.errors import PristineMismatchError, SeriesError, TargetError
 
 PINS_FILE = "pins.toml"
 SERIES_FILE = "series"
-PROJECT_NAME = "executorch-arm-overlay"
-PATCHES_ENV = "OVERLAY_PATCHES"
 # The runtime packages of a ready venv, in install order.
 RUNTIME_PACKAGES = ("torch", "torchao", "tosa-tools", "ai-ml-sdk-model-converter")
 
@@ -314,62 +309,3 @@ def load(directory: Path) -> Pins:
         matrix_sha256=_strings(matrix, "sha256", source),
         upstream=_string_lists(data.get("upstream", {}), source),
     )
-
-
-def find_checkout(start: Path) -> Path | None:
-    """Return the overlay checkout holding ``start`` (its pyproject names this project)."""
-    for folder in (start, *start.parents):
-        pyproject = folder / "pyproject.toml"
-        if not (folder / "patches" / SERIES_FILE).is_file() or not pyproject.is_file():
-            continue
-        try:
-            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError):
-            continue
-        if isinstance(project, Mapping) and project.get("name") == PROJECT_NAME:
-            return folder
-    return None
-
-
-def packaged_directory() -> Path | None:
-    """Return the series shipped inside the installed package, if it has one."""
-    root = importlib.resources.files("overlay") / "patches"
-    if isinstance(root, Path) and (root / SERIES_FILE).is_file():
-        return root
-    return None
-
-
-def default_directory() -> Path:
-    """Return the series folder a command uses when ``--patches`` is not given.
-
-    ``$OVERLAY_PATCHES``, else the ``patches/`` of the checkout the current folder is in,
-    else the series shipped in the package, else the checkout an editable install runs from.
-    """
-    explicit = os.environ.get(PATCHES_ENV)
-    if explicit:
-        return Path(explicit)
-    checkout = find_checkout(Path.cwd())
-    if checkout is not None:
-        return checkout / "patches"
-    packaged = packaged_directory()
-    if packaged is not None:
-        return packaged
-    editable = find_checkout(Path(__file__).resolve().parent)
-    if editable is not None:
-        return editable / "patches"
-    raise SeriesError(
-        "no patch series found",
-        expected=f"${PATCHES_ENV}, a checkout of {PROJECT_NAME}, or the series in the package",
-        found="none of them",
-        hint="pass --patches DIR (the folder that holds 'series' and 'pins.toml')",
-    )
-
-
-@functools.cache
-def _load_cached(directory: str) -> Pins:
-    return load(Path(directory))
-
-
-def current() -> Pins:
-    """Return the pins of the default series folder (read once per process)."""
-    return _load_cached(str(default_directory().resolve()))

@@ -50,8 +50,8 @@ from overlay.dist.wheels import (
     patched_metadata,
 )
 from overlay.errors import (
+    BusyError,
     DriftError,
-    LockTimeoutError,
     TargetError,
     UnfinishedRunError,
     UnsafePatchError,
@@ -552,14 +552,14 @@ def _journal_changes(plan_: Plan) -> list[journal.Change]:
 
 @contextlib.contextmanager
 def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold the target's lock; raise LockTimeoutError if another run keeps it."""
+    """Hold the target's lock; raise BusyError if another run keeps it."""
     path = journal.lock_file(target.root)
     try:
         fd = _mutex.acquire(path, timeout=timeout)
     except OSError as exc:
         raise _lock_error(path, exc) from exc
     if fd is None:
-        raise LockTimeoutError(
+        raise BusyError(
             f"another overlay run holds the lock on {target.root}",
             expected=f"the lock within {timeout:.0f} s",
             found=f"{path} still held",
@@ -732,7 +732,7 @@ def preview(series: Series, target: Target, *, reverse: bool = False) -> Plan:
     """Dry run for `check`: refuse an interrupted, busy or mixed tree; else return the plan."""
     status = inspect(series, target)
     if status.state is TreeState.BUSY:
-        raise LockTimeoutError(
+        raise BusyError(
             f"another overlay run is writing {target.root}",
             expected="no other run",
             found=f"{journal.lock_file(target.root)} held",

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import fixes
+from overlay import codec, fixes
 from overlay._git import show
 from overlay.equivalence import corpus, orchestrator
 from overlay.equivalence.protocol import (
@@ -36,7 +36,6 @@ from overlay.equivalence.protocol import (
     ItemKind,
     ItemResult,
     PathId,
-    to_json,
 )
 from overlay.equivalence.verdict import AB, Quality, classify, limits, quality
 from overlay.errors import OverlayError, UpstreamError
@@ -197,7 +196,7 @@ class ReleaseRun:
             "release": self.release,
             "stock_python": self.stock_python,
             "patched_python": self.patched_python,
-            "workers": {k: to_json(v) for k, v in self.init.items()},
+            "workers": {k: codec.encode(v) for k, v in self.init.items()},
             "cases": {
                 name: self.case(name).as_dict()  # type: ignore[union-attr]
                 for name in self.results["stock"]

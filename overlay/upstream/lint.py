@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlay import lines
 from overlay._git import git
 from overlay.envs import release_venvs
 from overlay.errors import UpstreamError
-from overlay.lines import pins
 
 LINTERS = "every linter of .lintrunner.toml for these files"
 _LINE_NUMBERS = re.compile(r":\d+(:\d+)?")
@@ -48,7 +48,7 @@ class LintReport:
 
 def lint_env(progress: Progress) -> release_venvs.Env:
     """Return the tool venv with lintrunner and upstream's linter pins."""
-    current = pins.current()
+    current = lines.current()
     requirements = current.upstream.get("lint_requirements", ())
     if not requirements:
         raise UpstreamError(

@@ -1,0 +1,243 @@
+"""The one typed codec: frozen dataclasses <-> JSON, decoded strictly, with a derived schema.
+
+Every file the overlay persists (reports, journals, stamps, cache entries, provenance) and
+every message that crosses a process (the equivalence worker protocol) is a dataclass
+encoded here: enums by value, tuples as lists, nested dataclasses as objects. Decoding
+follows the type hints and accepts nothing else: a missing field without a default, an
+unknown field or a wrong type is a :class:`CodecError` naming where it is.
+
+Hand-written on purpose: the worker protocol runs this module inside the users' stock and
+patched environments, which must hold exactly their locked packages, so the codec is
+standard-library only (cattrs, pydantic or msgspec would have to be installed there).
+
+Example: ``decode(Shard, {"index": 1, "count": "2"})``.
+Becomes: ``CodecError("malformed data at body.count", expected="an int", found="'2'")``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import types
+import typing
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from overlay.errors import OverlayError
+
+JsonValue = Union[None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]]  # noqa: UP007 - a recursive alias needs Union
+
+T = TypeVar("T")
+
+
+class CodecError(OverlayError):
+    """Data does not have the shape of the type it is decoded into."""
+
+    def __init__(self, where: str, expected: str, found: object) -> None:
+        super().__init__(
+            f"malformed data at {where}",
+            expected=expected,
+            found=repr(found)[:200],
+            hint="the file or message was written by another version of the overlay:"
+            " re-create it with this one",
+        )
+        self.where = where
+
+
+def encode(value: object) -> JsonValue:
+    """Encode a value: dataclasses as objects, enums by value, tuples as lists."""
+    if isinstance(value, enum.Enum):
+        encoded: JsonValue = value.value
+        return encoded
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): encode(v) for k, v in value.items()}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise TypeError(f"the codec cannot encode {type(value).__name__}")
+
+
+def dumps(value: object, *, indent: int | None = None) -> str:
+    """Return the JSON text of ``value`` (keys sorted, so equal values give equal bytes)."""
+    return json.dumps(encode(value), sort_keys=True, indent=indent, allow_nan=True)
+
+
+def is_json(value: object) -> bool:
+    """Return True when ``value`` is plain JSON data (no tuples, no non-string keys)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, list):
+        return all(is_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and is_json(v) for k, v in value.items())
+    return False
+
+
+def decode(cls: type[T], data: object, where: str = "body") -> T:
+    """Decode ``data`` into ``cls`` (a dataclass, enum or plain type), strictly."""
+    value: T = _decode(cls, data, where)
+    return value
+
+
+def loads(cls: type[T], text: str, where: str = "body") -> T:
+    """Parse JSON text and decode it into ``cls``."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CodecError(where, "JSON text", text[:80]) from exc
+    return decode(cls, data, where)
+
+
+def _is_json_hint(hint: Any) -> bool:
+    return hint is JsonValue or hint == _JSON_HINT
+
+
+def _decode(hint: Any, data: object, where: str) -> Any:
+    if _is_json_hint(hint):
+        if not is_json(data):
+            raise CodecError(where, "a JSON value", data)
+        return data
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = get_args(hint)
+        if data is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _decode(option, data, where)
+            except CodecError:
+                continue
+        raise CodecError(where, " or ".join(_name(o) for o in options), data)
+    if origin is Literal:
+        if data in get_args(hint):
+            return data
+        raise CodecError(where, f"one of {list(get_args(hint))}", data)
+    if origin is tuple:
+        if not isinstance(data, list):
+            raise CodecError(where, "a list", data)
+        item = get_args(hint)[0]
+        return tuple(_decode(item, v, f"{where}[{i}]") for i, v in enumerate(data))
+    if origin is dict:
+        _, item = get_args(hint)
+        if not isinstance(data, dict):
+            raise CodecError(where, "an object", data)
+        return {str(k): _decode(item, v, f"{where}.{k}") for k, v in data.items()}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(data)
+        except ValueError:
+            raise CodecError(where, f"one of {[m.value for m in hint]}", data) from None
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return _decode_dataclass(hint, data, where)
+    if hint is float:
+        if isinstance(data, int | float) and not isinstance(data, bool):
+            return float(data)
+        raise CodecError(where, "a number", data)
+    if hint in (bool, int, str):
+        if type(data) is hint:
+            return data
+        raise CodecError(where, f"a {hint.__name__}", data)
+    raise TypeError(f"the codec cannot decode {hint!r} (at {where})")
+
+
+def _decode_dataclass(cls: type[Any], data: object, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise CodecError(where, f"an object for {cls.__name__}", data)
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise CodecError(where, f"only the fields of {cls.__name__}", unknown)
+    values = {}
+    for name, field in fields.items():
+        if name not in data:
+            if _required(field):
+                raise CodecError(f"{where}.{name}", f"a value for {cls.__name__}.{name}", data)
+            continue
+        values[name] = _decode(hints[name], data[name], f"{where}.{name}")
+    return cls(**values)
+
+
+def _required(field: dataclasses.Field[Any]) -> bool:
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
+def _name(hint: Any) -> str:
+    return str(getattr(hint, "__name__", hint))
+
+
+def schema(cls: type[Any], *, title: str, description: str = "") -> dict[str, JsonValue]:
+    """Return the JSON Schema (draft 2020-12) of ``cls``, exactly what :func:`decode` takes."""
+    defs: dict[str, JsonValue] = {}
+    root = schema_of(cls, defs)
+    document: dict[str, JsonValue] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": title,
+        "description": description or _doc(cls),
+    }
+    if isinstance(root, dict) and "$ref" in root:
+        name = str(root["$ref"]).rsplit("/", 1)[-1]
+        body = defs.pop(name)
+        assert isinstance(body, dict)
+        document.update({k: v for k, v in body.items() if k != "description"})
+    else:
+        document["allOf"] = [root]
+    document["$defs"] = dict(sorted(defs.items()))
+    return document
+
+
+def schema_of(hint: Any, defs: dict[str, JsonValue]) -> JsonValue:
+    """Return the JSON Schema of one type; dataclasses go into ``defs`` and are referenced."""
+    if _is_json_hint(hint):
+        return {}
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [schema_of(option, defs) for option in get_args(hint)]}
+    if origin is Literal:
+        values: list[JsonValue] = list(get_args(hint))
+        return {"const": values[0]} if len(values) == 1 else {"enum": values}
+    if origin is tuple:
+        return {"type": "array", "items": schema_of(get_args(hint)[0], defs)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": schema_of(get_args(hint)[1], defs)}
+    if hint is type(None):
+        return {"type": "null"}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [m.value for m in hint]}
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        name = hint.__name__
+        if name not in defs:
+            defs[name] = {}  # a placeholder stops recursion
+            hints = typing.get_type_hints(hint)
+            fields = [f for f in dataclasses.fields(hint) if f.init]
+            defs[name] = {
+                "type": "object",
+                "description": _doc(hint),
+                "properties": {f.name: schema_of(hints[f.name], defs) for f in fields},
+                "required": [f.name for f in fields if _required(f)],
+                "additionalProperties": False,
+            }
+        return {"$ref": f"#/$defs/{name}"}
+    simple = {float: "number", int: "integer", bool: "boolean", str: "string"}
+    if hint in simple:
+        return {"type": simple[hint]}
+    raise TypeError(f"no JSON Schema for {hint!r}")
+
+
+def _doc(cls: type[Any]) -> str:
+    return (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probe:
+    """Resolves JsonValue the way typing.get_type_hints does inside a dataclass."""
+
+    value: JsonValue
+
+
+_JSON_HINT = typing.get_type_hints(_Probe)["value"]
