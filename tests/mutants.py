@@ -116,8 +116,8 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "codec: unknown fields accepted",
         "overlay/codec.py",
-        "        if unknown:\n            raise",
-        "        if False:\n            raise",
+        "    if unknown:\n        raise",
+        "    if False:\n        raise",
     ),
     (
         "orchestrator: no restart after a crash",
