@@ -50,7 +50,7 @@ LONG = (
     " .\n"
     " See https://example.org/a/very/long/url/that/must/not/be/broken/by/the/wrapper/at/all\n"
 )
-PORTS = ROOT / "patches" / "ports" / "1.5.1"
+PORTS = ROOT / "patches" / "1.2.0" / "ports" / "1.5.1"
 RUN = TestRun(
     "pytest -c backends/arm/test/pytest.ini backends/arm/test/passes/t.py::test_x",
     ("backends/arm/test/passes/t.py::test_x",),

@@ -134,7 +134,7 @@ def test_port_takes_over_where_the_pinned_patch_conflicts(tmp_path: Path) -> Non
     assert cell.check.status is Status.CONFLICT
     assert cell.port is None
     assert without.row("0001-fix").verdict.action == "port"
-    assert "patches/ports/1.5.1/0001-fix.patch" in without.row("0001-fix").verdict.text
+    assert "patches/<line>/ports/1.5.1/0001-fix.patch" in without.row("0001-fix").verdict.text
 
     ported_new = _edit(_edit(newer, "line 10\n", "line 10 fixed\n"), "line 30\n", "line 30 fixed\n")
     folder = tmp_path / "patches"

@@ -459,7 +459,7 @@ def _patched(
             f"{patch.name}: {', '.join(missing)} is not in the base release",
             expected="the files in the release sources",
             found="no such file",
-            hint="write a port under patches/ports/<version>/ for the new layout",
+            hint="write a port under patches/<line>/ports/<version>/ for the new layout",
         )
     before = {p: release[p] for p in paths}
     try:
@@ -468,7 +468,7 @@ def _patched(
         raise UpstreamError(
             f"{patch.name} does not apply to the base release",
             found=exc.message,
-            hint="write a port under patches/ports/<version>/",
+            hint="write a port under patches/<line>/ports/<version>/",
         ) from exc
     return before, {p: encode(t) for p, t in after.items()}
 

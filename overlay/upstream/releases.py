@@ -74,7 +74,7 @@ def load_ports(patches_dir: Path, series: Series) -> dict[str, dict[str, Patch]]
         except InvalidVersion as exc:
             raise UpstreamError(
                 f"{folder} is not named after an executorch release",
-                expected="patches/ports/<version>/, e.g. patches/ports/1.5.1/",
+                expected="patches/<line>/ports/<version>/, e.g. patches/<line>/ports/1.5.1/",
                 found=folder.name,
                 hint="rename the folder to the release the ports were made against",
             ) from exc

@@ -8,7 +8,7 @@
    file the kept patches touch, and runtime pins confirmed by a lowering (every attempt
    recorded);
 2. per patch, from its text: *carried* (applies, maybe at an offset; regenerated at the
-   new line numbers), *ported* (a maintained port under ``patches/ports/``, or a git
+   new line numbers), *ported* (a maintained port under ``patches/<line>/ports/``, or a git
    3-way merge from the pinned base to the new release), *conflict* (a git work tree with
    the merge markers, the hunks named and the command to resume), or *drop*;
 3. per patch, from behaviour: its trigger cases on stock of the new release in its own
