@@ -492,6 +492,7 @@ def test_dry_run_checks_and_plans_but_writes_nothing(
     assert env.cli("apply", "--dry-run", "--fix", "2") == 0  # exit 0 (check's is 21)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"  would patch: {repo_path(1)}"
+    assert not [line for line in out if line.startswith("  already")]  # others: not in the run
     assert out[-2:] == [f"  would hold: fix 2 of {N}", "1 file(s) would change"]
     assert any(line.startswith("  dist-info: executorch-1.2.0.dist-info -> ") for line in out)
     assert env.cli("revert", "--dry-run") == 0
@@ -640,6 +641,26 @@ def test_a_closed_stdout_is_not_a_traceback(tmp_path: Path) -> None:
     proc.stderr.close()
     assert proc.wait(timeout=120) == 1
     assert err == "error: stdout was closed before the output ended (broken pipe)\n"
+
+
+def test_output_left_in_the_buffer_is_dropped_with_the_pipe(tmp_path: Path) -> None:
+    code = (
+        "import io, sys\n"
+        "from overlay.cli import _closed_stdout\n"
+        "sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)))\n"
+        "sys.stdout.write('still buffered when the reader went away\\n')\n"
+        "sys.exit(_closed_stdout())\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 1
+    assert err == "error: stdout was closed before the output ended (broken pipe)\n"  # no
+    # "Exception ignored ... BrokenPipeError" from the interpreter's flush at exit
 
 
 def test_the_docs_show_the_exit_codes_as_help_lists_them() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay.errors import ApplyError, DriftError
+from overlay.errors import ApplyError, BusyError, DriftError
 from overlay.target import state, transaction
 from overlay.target.locate import Target, find_target
 from overlay.target.state import FileState, MetadataState, TreeState
@@ -161,3 +161,24 @@ def test_a_file_touched_by_too_many_fixes_is_not_searched(
     assert state.inspect(series, partial).state is TreeState.PARTIAL
     monkeypatch.setattr(state, "MAX_SUBSET_FIXES", 2)  # a.py has three fixes
     assert state.inspect(series, partial).state is TreeState.DRIFTED
+
+
+def test_a_busy_tree_is_reported_and_not_verified(tmp_path: Path) -> None:
+    series, target = world(tmp_path)
+    transaction.apply(series, target)
+    with transaction.locked(find_target(target.root)):
+        status = state.inspect(series, find_target(target.root))
+        assert (status.state, status.files, status.complete) == (TreeState.BUSY, {}, False)
+        problem = status.problem()
+        assert isinstance(problem, BusyError)
+        assert problem.message == f"another overlay run is writing {target.root}"
+    assert state.verified(series, target.root, rebuild="-").complete
+
+
+def test_revert_takes_out_only_the_named_fixes(tmp_path: Path) -> None:
+    series, target = world(tmp_path)
+    transaction.apply(series, target, fixes=frozenset({1, 3}))
+    plan = transaction.apply(series, find_target(target.root), reverse=True, fixes=frozenset({3}))
+    assert (set(plan.before), set(plan.after)) == ({1, 3}, {1})
+    assert [c.repo_path for c in plan.changes] == [A]  # c.py (fix 2) is left alone
+    assert (target.file(A).read_text(), target.file(C).read_text()) == (A1, C0)

@@ -25,6 +25,7 @@ from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
 from overlay.dist import provenance as prov
 from overlay.dist import wheels
+from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import WheelError
 from overlay.lines import pins
@@ -246,13 +247,15 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     assert os.fstat(held.fileno()).st_nlink >= 2  # really a hardlink of the cache
     args = ["--patches", str(PATCHES)]
     child = run_forked(
-        lambda: main([*args, "apply", "--target", str(venv)]),
+        lambda: main([*args, "apply", "--no-deps-check", "--target", str(venv)]),
         {journal.FAULT_ENV: "step 3/10:kill"},
     )
     assert child.code == -9
     assert main([*args, "status", "--target", str(venv)]) == 0
     assert "  state: interrupted apply (pid " in capsys.readouterr().out
-    assert main([*args, "apply", "--target", str(venv)]) == 0
+    assert main([*args, "apply", "--target", str(venv)]) == 4  # no torch, no tosa-tools here
+    assert "lacks what the patched executorch needs" in capsys.readouterr().err
+    assert main([*args, "apply", "--no-deps-check", "--target", str(venv)]) == 0
     assert capsys.readouterr().out.startswith("recovered: an interrupted apply (pid ")
     held.seek(0)
     assert held.read() == pristine  # the cache's file was never written through
@@ -280,3 +283,20 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     uninstall = [sys.executable, "-m", "pip", "--python", python, "uninstall", "--yes"]
     subprocess.run([*uninstall, "executorch"], capture_output=True, check=True)
     assert {p for p in site.rglob("*") if p.is_file()} == empty  # only empty folders stay
+
+
+def test_the_repack_gives_the_bytes_every_lock_pins(
+    series: Series, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The writer that replaced pypa/wheel's: same inputs, the bytes the committed locks pin."""
+    checked = 0
+    for pin in series.pins.wheels:
+        cached = wheels.wheel_cache() / pin.filename
+        lock = lockfiles.lock_path(series, pin)
+        if not cached.is_file() or not lock.is_file():
+            continue  # only wheels this machine has: the check needs no network
+        built = wheels.build_patched_wheel(series, cached, pin, tmp_path_factory.mktemp("lock"))
+        lockfiles.check_wheel(lockfiles.read(lock), built.path, built.sha256)
+        checked += 1
+    if not checked:
+        pytest.skip("no pinned wheel with a lock in the cache")

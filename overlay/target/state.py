@@ -29,7 +29,7 @@ from overlay import _mutex
 from overlay._hashing import sha256_bytes
 from overlay.dist.distinfo import ORIGINAL_FILE, read_text
 from overlay.dist.provenance import PROVENANCE_FILE, local_version, parse_provenance
-from overlay.errors import InstallCheckError, TargetError
+from overlay.errors import BusyError, InstallCheckError, OverlayError, TargetError
 from overlay.target import journal
 from overlay.target.locate import Target, find_target, safe_file
 from overlay.target.selection import describe, every, numbers_named, touching
@@ -201,11 +201,12 @@ class Status:
         """Return True when files and dist-info both say: every fix of this series."""
         return self.problem() is None
 
-    def problem(self, rebuild: str = "apply again") -> InstallCheckError | None:
+    def problem(self, rebuild: str = "apply again") -> OverlayError | None:
         """Return why the tree is not this series, whole and recorded; None when it is.
 
-        The one verdict of `status` (``complete``) and `verify-install`; ``rebuild`` is the
-        next step for a tree of another series or release.
+        The one verdict of `status` (``complete``) and `verify-install`: a BusyError while
+        another run writes the tree, else an InstallCheckError; ``rebuild`` is the next step
+        for a tree of another series or release.
         """
         site, series = self.target.root, self.series
         if self.interrupted is not None:
@@ -216,9 +217,9 @@ class Status:
                 hint=f"run `python -m overlay apply --target {site}` (or `revert`)",
             )
         if self.state is TreeState.BUSY:
-            return InstallCheckError(
+            return BusyError(
                 f"another overlay run is writing {site}",
-                expected="no run in progress",
+                expected="no other run",
                 found=f"{journal.lock_file(site)} held",
                 hint="wait for it to finish, then check again",
             )

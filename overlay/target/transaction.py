@@ -179,13 +179,9 @@ def preview(
 ) -> Plan:
     """Dry run (`check`, `--dry-run`): refuse an interrupted, busy or mixed tree; else plan."""
     status = inspect(series, target)
-    if status.state is TreeState.BUSY:
-        raise BusyError(
-            f"another overlay run is writing {target.root}",
-            expected="no other run",
-            found=f"{journal.lock_file(target.root)} held",
-            hint="wait for it to finish, then check again",
-        )
+    busy = status.problem() if status.state is TreeState.BUSY else None
+    if busy is not None:
+        raise busy
     if status.state in (TreeState.INTERRUPTED, TreeState.MIXED):
         files = ", ".join(f"{p}: {s.value}" for p, s in status.files.items())
         raise UnfinishedRunError(
