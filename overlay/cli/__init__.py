@@ -521,7 +521,7 @@ def _verdict(result: orchestrator.Report, markdown: Path) -> int:
             expected="(b) stock + runtime patch and (c) the diff-patched build agree",
             found="\n".join(result.failures),
             hint=f"read {markdown} (or the .html beside it); fix the patch, or declare the"
-            " divergence in overlay/equivalence/verdict.py DECLARED_DIVERGENCES with its reason",
+            " divergence with its reason in the fix's module (overlay/fixes/fNNNN_*.py)",
         )
     return 0
 
