@@ -1,0 +1,198 @@
+"""Behaviour on main: host main's ``backends/arm`` on the newest published executorch wheel.
+
+main's Arm backend is pure Python on top of executorch's core; where the newest release's
+core can still carry it, its trigger cases can run without building executorch from
+source. A release env of the newest wheel (:mod:`overlay.envs.release_venvs`) gets main's
+``backends/arm`` in front of its own (a ``sitecustomize`` that puts a shadow folder first
+on ``executorch.backends.__path__``: nothing in the env is changed), once as stock main
+and once with the patched files. Every module of main's ``backends/arm`` (tests aside)
+must import there; where one does not, the import error is the answer and the canary
+stays text-only. Where they all import, each patch's trigger cases run on stock main and
+patched main (:mod:`overlay.upstream.behaviour`), and a patch whose bug trigger passes on
+stock main is *possibly fixed upstream*.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from packaging.version import Version
+
+from overlay import fixes
+from overlay.envs import release_venvs
+from overlay.errors import OverlayError
+from overlay.lines import Line
+from overlay.text.series import Patch
+from overlay.upstream import behaviour
+from overlay.upstream.canary.gitrepo import Scratch
+from overlay.upstream.canary.model import Behaviour, CaseRun, HostState, PatchBehaviour
+
+Progress = Callable[[str], None]
+SKIPPED_DIRS = ("backends/arm/test/", "backends/arm/scripts/")
+IMPORT_TIMEOUT_S = 900.0
+SITECUSTOMIZE = """\
+import sys
+
+try:
+    import executorch.backends as _backends
+
+    _backends.__path__.insert(0, {shadow!r})
+except Exception as _exc:  # the worker reports the import error itself
+    sys.stderr.write(f"canary shadow not installed: {{_exc}}\\n")
+"""
+IMPORT_CHECK = """\
+import importlib, json, sys
+
+errors = {}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except BaseException as exc:
+        errors[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+print(json.dumps(errors))
+"""
+
+
+def newest_release(lines: Sequence[Line]) -> tuple[str, Line]:
+    """Return the newest executorch release any line's pins know, and the line to build with."""
+    known = {str(line.version): line for line in lines}
+    for line in lines:
+        for version in (*line.pins.matrix_sha256, *line.pins.matrix_versions):
+            known.setdefault(version, lines[-1])
+    newest = max(known, key=Version)
+    return newest, known[newest]
+
+
+def arm_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
+    """Return main's ``backends/arm`` Python files (tests and scripts left out)."""
+    listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm")
+    names = [
+        n for n in filter(None, listing.split("\0"))
+        if n.endswith(".py") and not n.startswith(SKIPPED_DIRS)
+    ]  # fmt: skip
+    return scratch.files(commit, names)
+
+
+def modules_of(files: Mapping[str, bytes]) -> list[str]:
+    """Return the dotted module names of ``backends/arm`` files, as executorch imports them."""
+    names = []
+    for path in sorted(files):
+        dotted = "executorch." + path.removesuffix(".py").replace("/", ".")
+        names.append(dotted.removesuffix(".__init__"))
+    return names
+
+
+def write_shadow(dest: Path, files: Mapping[str, bytes]) -> Path:
+    """Write ``files`` under ``dest/backends`` and a ``sitecustomize`` that puts it first."""
+    for path, data in files.items():
+        target = dest / "tree" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    site = dest / "site"
+    site.mkdir(parents=True, exist_ok=True)
+    shadow = str((dest / "tree" / "backends").resolve())
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(shadow=shadow), encoding="utf-8")
+    return site
+
+
+def wrapper(dest: Path, python: Path, site: Path) -> Path:
+    """Write an executable that runs ``python`` with the shadow's ``sitecustomize``."""
+    script = dest / "python"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{python}" "$@"\n', encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def import_errors(python: Path, modules: Sequence[str]) -> dict[str, str]:
+    """Import every module in ``python`` (a wrapper); return ``{module: error}``."""
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", IMPORT_CHECK, *modules],
+            capture_output=True,
+            text=True,
+            timeout=IMPORT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"(interpreter)": str(exc)}
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"(interpreter)": (proc.stderr or proc.stdout).strip()[-500:]}
+    return {str(k): str(v) for k, v in found.items()}
+
+
+def _case_runs(outcomes: Sequence[behaviour.CaseOutcome]) -> tuple[CaseRun, ...]:
+    return tuple(
+        CaseRun(c.case, c.stock.value, c.patched.value if c.patched else "not run")
+        for c in outcomes
+    )
+
+
+def measure(
+    scratch: Scratch,
+    main: str,
+    *,
+    lines: Sequence[Line],
+    patched: Mapping[str, bytes],
+    patches: Sequence[Patch],
+    out_dir: Path,
+    progress: Progress = lambda _: None,
+) -> Behaviour:
+    """Host main's ``backends/arm`` on the newest wheel; run the trigger cases where it imports.
+
+    ``patched`` holds main's files after the newest line's replayed series; ``patches`` are
+    the patches whose trigger cases run.
+    """
+    version, line = newest_release(lines)
+    wheel = f"executorch {version}"
+    spec = release_venvs.EnvSpec(
+        name=f"executorch-{version}-canary",
+        python=line.pins.matrix_python,
+        requirements=(f"executorch=={version}", *line.pins.runtime_requirements()),
+    )
+    try:
+        env = release_venvs.ensure(spec, progress=progress)
+    except OverlayError as exc:
+        detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
+        return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+    sources = arm_sources(scratch, main)
+    stock = wrapper(out_dir / "stock", env.python, write_shadow(out_dir / "stock", sources))
+    errors = import_errors(stock, modules_of(sources))
+    if errors:
+        shown = "; ".join(f"{m}: {e}" for m, e in list(errors.items())[:5])
+        detail = (
+            f"{len(errors)} of main's backends/arm modules do not import on {wheel}"
+            f" (stays text-only): {shown}"
+        )
+        return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+    patched_site = write_shadow(out_dir / "patched", {**sources, **patched})
+    patched_python = wrapper(out_dir / "patched", env.python, patched_site)
+    fixes_of = {p.name: fixes.by_patch(p.name) for p in patches}
+    claimed = [behaviour.triggers(fix, [version]) for fix in fixes_of.values() if fix]
+    cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
+    if not cases:
+        return Behaviour(HostState.HOSTED, wheel, "no trigger case is claimed for this release")
+    run = behaviour.run_release(
+        version, str(stock), str(patched_python), cases, out_dir=out_dir / "logs", progress=progress
+    )
+    regressions = behaviour.regressions_of(run)
+    found = []
+    for name, fix in fixes_of.items():
+        if fix is None:
+            continue
+        bug, other = behaviour.triggers(fix, [version])
+        bug_cases = [o for o in (run.case(c) for c in bug) if o is not None]
+        other_cases = [o for o in (run.case(c) for c in other) if o is not None]
+        decided = behaviour.decide_patch(
+            name, "main", bug_cases, other_cases, kept=True, regressions=regressions
+        )
+        found.append(
+            PatchBehaviour(
+                name, decided.outcome.value, decided.text, _case_runs([*bug_cases, *other_cases])
+            )
+        )
+    return Behaviour(HostState.HOSTED, wheel, "", tuple(found))
