@@ -48,9 +48,11 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
     )
     python.chmod(0o755)
     wrapped = host.wrapper(tmp_path / "stock", python, site)
-    errors = host.import_errors(wrapped, host.modules_of(MAIN))
-    assert list(errors) == ["executorch.backends.arm.new_pass"]
-    assert errors["executorch.backends.arm.new_pass"].startswith("ImportError: cannot import name")
+    (failure,) = host.import_errors(wrapped, host.modules_of(MAIN))
+    assert failure.module == "executorch.backends.arm.new_pass" and not failure.optional
+    assert failure.error.startswith("ImportError: cannot import name 'NEW_API'")
+    optional = host.import_errors(wrapped, ["model_explorer_missing"])
+    assert [(f.missing, f.optional) for f in optional] == [("model_explorer_missing", True)]
     shown = subprocess.run(
         [str(wrapped), "-c", "import executorch.backends.arm as a; print(a.WHERE, a.__file__)"],
         capture_output=True,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
@@ -29,10 +30,15 @@ from overlay.text.series import Patch
 from overlay.upstream import behaviour
 from overlay.upstream.canary.gitrepo import Scratch
 from overlay.upstream.canary.model import Behaviour, CaseRun, HostState, PatchBehaviour
+from overlay.upstream.retarget import upstream_torch_pin
 
 Progress = Callable[[str], None]
-SKIPPED_DIRS = ("backends/arm/test/", "backends/arm/scripts/")
+SKIPPED_PARTS = frozenset({"test", "tests", "scripts"})  # not imported by a user's lowering
+CORE = frozenset({"executorch", "torch", "torchao"})  # a missing name here: not hostable
 IMPORT_TIMEOUT_S = 900.0
+# Pins of another line that do not carry over to a newer release: torch is read from
+# upstream's torch_pin.py (the release tag, else main), torchao from executorch's metadata.
+UNPINNED_FOR_OTHER_RELEASES = ("torch==", "torchao==")
 SITECUSTOMIZE = """\
 import sys
 
@@ -51,7 +57,9 @@ for name in sys.argv[1:]:
     try:
         importlib.import_module(name)
     except BaseException as exc:
-        errors[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+        text = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        errors[name] = [missing or "", text]
 print(json.dumps(errors))
 """
 
@@ -71,7 +79,7 @@ def arm_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
     listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm")
     names = [
         n for n in filter(None, listing.split("\0"))
-        if n.endswith(".py") and not n.startswith(SKIPPED_DIRS)
+        if n.endswith(".py") and not SKIPPED_PARTS & set(n.split("/")[:-1])
     ]  # fmt: skip
     return scratch.files(commit, names)
 
@@ -101,13 +109,29 @@ def write_shadow(dest: Path, files: Mapping[str, bytes]) -> Path:
 def wrapper(dest: Path, python: Path, site: Path) -> Path:
     """Write an executable that runs ``python`` with the shadow's ``sitecustomize``."""
     script = dest / "python"
-    script.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{python}" "$@"\n', encoding="utf-8")
+    path = f'"{site}${{PYTHONPATH:+:$PYTHONPATH}}"'  # the worker's own PYTHONPATH kept
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={path} exec "{python}" "$@"\n', encoding="utf-8")
     script.chmod(0o755)
     return script
 
 
-def import_errors(python: Path, modules: Sequence[str]) -> dict[str, str]:
-    """Import every module in ``python`` (a wrapper); return ``{module: error}``."""
+@dataclass(frozen=True)
+class ImportFailure:
+    """A module that did not import: the error, and the missing module when one is named."""
+
+    module: str
+    error: str
+    missing: str = ""
+
+    @property
+    def optional(self) -> bool:
+        """Return True for a third-party package main uses but no lowering needs."""
+        top = self.missing.split(".")[0]
+        return bool(top) and top not in CORE
+
+
+def import_errors(python: Path, modules: Sequence[str]) -> list[ImportFailure]:
+    """Import every module in ``python`` (a wrapper); return the failures."""
     try:
         proc = subprocess.run(
             [str(python), "-c", IMPORT_CHECK, *modules],
@@ -117,12 +141,12 @@ def import_errors(python: Path, modules: Sequence[str]) -> dict[str, str]:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"(interpreter)": str(exc)}
+        return [ImportFailure("(interpreter)", str(exc))]
     try:
         found = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {"(interpreter)": (proc.stderr or proc.stdout).strip()[-500:]}
-    return {str(k): str(v) for k, v in found.items()}
+        return [ImportFailure("(interpreter)", (proc.stderr or proc.stdout).strip()[-500:])]
+    return [ImportFailure(str(k), str(v[1]), str(v[0])) for k, v in found.items()]
 
 
 def _case_runs(outcomes: Sequence[behaviour.CaseOutcome]) -> tuple[CaseRun, ...]:
@@ -149,10 +173,17 @@ def measure(
     """
     version, line = newest_release(lines)
     wheel = f"executorch {version}"
+    runtime = line.pins.runtime_requirements()
+    if line.name != version:  # no line of its own: upstream's torch pin, the rest resolved
+        runtime = [r for r in runtime if not r.startswith(UNPINNED_FOR_OTHER_RELEASES)]
+        tag = f"refs/tags/v{version}"
+        ref = scratch.rev(tag) if scratch.has(tag) else main
+        torch, _ = upstream_torch_pin(scratch.path, ref, version)
+        runtime = [f"torch=={torch}", *runtime] if torch else runtime
     spec = release_venvs.EnvSpec(
         name=f"executorch-{version}-canary",
         python=line.pins.matrix_python,
-        requirements=(f"executorch=={version}", *line.pins.runtime_requirements()),
+        requirements=(f"executorch=={version}", *runtime),
     )
     try:
         env = release_venvs.ensure(spec, progress=progress)
@@ -161,24 +192,32 @@ def measure(
         return Behaviour(HostState.NOT_HOSTED, wheel, detail)
     sources = arm_sources(scratch, main)
     stock = wrapper(out_dir / "stock", env.python, write_shadow(out_dir / "stock", sources))
-    errors = import_errors(stock, modules_of(sources))
-    if errors:
-        shown = "; ".join(f"{m}: {e}" for m, e in list(errors.items())[:5])
+    failures = import_errors(stock, modules_of(sources))
+    blocking = [f for f in failures if not f.optional]
+    if blocking:
+        shown = "; ".join(f"{f.module}: {f.error}" for f in blocking[:5])
         detail = (
-            f"{len(errors)} of main's backends/arm modules do not import on {wheel}"
-            f" (stays text-only): {shown}"
+            f"{len(blocking)} of main's {len(sources)} backends/arm modules do not import on"
+            f" {wheel} (stays text-only): {shown}"
         )
         return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+    optional = sorted({f.missing for f in failures})
+    note = f"{len(sources)} modules import; optional packages not installed: {', '.join(optional)}"
     patched_site = write_shadow(out_dir / "patched", {**sources, **patched})
     patched_python = wrapper(out_dir / "patched", env.python, patched_site)
     fixes_of = {p.name: fixes.by_patch(p.name) for p in patches}
     claimed = [behaviour.triggers(fix, [version]) for fix in fixes_of.values() if fix]
     cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
     if not cases:
-        return Behaviour(HostState.HOSTED, wheel, "no trigger case is claimed for this release")
-    run = behaviour.run_release(
-        version, str(stock), str(patched_python), cases, out_dir=out_dir / "logs", progress=progress
-    )
+        return Behaviour(HostState.HOSTED, wheel, f"{note}; no trigger case claimed for {version}")
+    try:
+        run = behaviour.run_release(
+            version, str(stock), str(patched_python), cases, out_dir=out_dir / "logs",
+            progress=progress,
+        )  # fmt: skip
+    except OverlayError as exc:
+        detail = f"{note}; the trigger cases did not run: {exc.message}: {exc.found or ''}"
+        return Behaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
     regressions = behaviour.regressions_of(run)
     found = []
     for name, fix in fixes_of.items():
@@ -195,4 +234,4 @@ def measure(
                 name, decided.outcome.value, decided.text, _case_runs([*bug_cases, *other_cases])
             )
         )
-    return Behaviour(HostState.HOSTED, wheel, "", tuple(found))
+    return Behaviour(HostState.HOSTED, wheel, note, tuple(found))

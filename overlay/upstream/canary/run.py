@@ -25,7 +25,8 @@ from packaging.version import Version
 from overlay import __version__, codec
 from overlay.errors import OverlayError, UpstreamError
 from overlay.lines import Line, all_lines
-from overlay.text.series import Series, load_series
+from overlay.text.applier import apply_patch, decode, encode
+from overlay.text.series import Patch, Series, load_series
 from overlay.upstream.canary import bisect, forwarded, gate, host, rows
 from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
 from overlay.upstream.canary.model import (
@@ -48,6 +49,7 @@ from overlay.upstream.releases import load_ports
 
 Progress = Callable[[str], None]
 MAIN = "main"
+PORT_APPLIES = frozenset({TextStatus.UNCHANGED, TextStatus.OFFSET})
 
 
 @dataclass(frozen=True)
@@ -166,17 +168,22 @@ def run_line(
             extra = [e for e in extra if scratch.is_ancestor(e.commit, commit)]
             with_evidence.append(_with_evidence(found, extra))
         port_results = []
+        carried = []  # ports that carry a patch main no longer takes
         for patch in series.patches:
             chosen = port_for(ports, patch.name, version or "9999")
             if chosen is not None:
-                port_results.append(try_port(scratch, chosen[1], chosen[0], commit, name))
+                tried = try_port(scratch, chosen[1], chosen[0], commit, name)
+                port_results.append(tried)
+                own = next(p for p in replayed.patches if p.patch == patch.name)
+                if own.status in rows.BROKEN and tried.status in PORT_APPLIES:
+                    carried.append(chosen[1])
         targets.append(
             TargetResult(
                 name, commit, tuple(with_evidence), tuple(port_results), replayed.range_diff
             )
         )
         if name == MAIN:
-            patched_main = scratch.files(tip, series.targets())
+            patched_main = with_ports(scratch.files(tip, series.targets()), scratch, tip, carried)
             text_only = {p.patch: p.status for p in replayed.patches}
     bisects = []
     for patch in series.patches:
@@ -204,6 +211,17 @@ def run_line(
         (),
     )
     return result, patched_main
+
+
+def with_ports(
+    files: Mapping[str, bytes], scratch: Scratch, tip: str, ports: Sequence[Patch]
+) -> dict[str, bytes]:
+    """Return main's files after the replayed series and the ports that carry the rest."""
+    paths = {p for port in ports for p in port.targets}
+    texts = {p: decode(d) for p, d in {**scratch.files(tip, paths), **files}.items()}
+    for port in ports:
+        texts = apply_patch(port, texts, allow_offset=True)
+    return {p: encode(t) for p, t in texts.items()}
 
 
 def page_rows(
