@@ -24,14 +24,22 @@ def _canary(root: Path, *args: str) -> int:
     return main(["--patches", str(root / "patches"), "canary", "--no-behaviour", *args])
 
 
-def test_the_canary_writes_the_page_and_prints_each_row(
+@pytest.fixture
+def ran(
     tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+) -> tuple[Path, Path, Path, str]:
+    """Run the canary once on the fixture; return (root, upstream, page folder, stdout)."""
     up = build_upstream(tmp_path)
     build_line(tmp_path)
     out = tmp_path / "page"
     assert _canary(tmp_path, "--upstream", str(up.repo), "--out", str(out), "--no-gate") == 0
-    printed = capsys.readouterr().out
+    return tmp_path, up.repo, out, capsys.readouterr().out
+
+
+def test_the_canary_writes_the_page_and_prints_each_row(
+    ran: tuple[Path, Path, Path, str], cache: Path
+) -> None:
+    _, _, out, printed = ran
     assert "1.2.0 0002-beta-half-scale.patch: conflicts; not forwarded; next: port:" in printed
     data = json.loads((out / "status.json").read_text(encoding="utf-8"))
     assert [r["main"] for r in data["lines"][0]["rows"]] == [
@@ -42,19 +50,16 @@ def test_the_canary_writes_the_page_and_prints_each_row(
 
 
 def test_a_newly_conflicting_patch_exits_11_after_writing_the_page(
-    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+    ran: tuple[Path, Path, Path, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    up = build_upstream(tmp_path)
-    build_line(tmp_path)
-    out = tmp_path / "page"
-    assert _canary(tmp_path, "--upstream", str(up.repo), "--out", str(out), "--no-gate") == 0
+    tmp_path, repo, out, _ = ran
     data = json.loads((out / "status.json").read_text(encoding="utf-8"))
     for row in data["lines"][0]["rows"]:
         row["main"] = "applies unchanged"
     previous = tmp_path / "previous.json"
     previous.write_text(json.dumps(data), encoding="utf-8")
     code = _canary(
-        tmp_path, "--upstream", str(up.repo), "--out", str(out), "--no-gate",
+        tmp_path, "--upstream", str(repo), "--out", str(out), "--no-gate",
         "--previous", str(previous),
     )  # fmt: skip
     assert code == UpstreamError.exit_code
