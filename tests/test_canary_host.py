@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from overlay.lines import Line
 from overlay.upstream.canary import host
+
+from scaffold import write_series
 
 
 def _fake_executorch(site: Path) -> None:
@@ -60,3 +63,37 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
         check=True,
     ).stdout.split()
     assert shown == ["main", str((tmp_path / "stock/tree/backends/arm/__init__.py").resolve())]
+
+
+def _line(root: Path, version: str, matrix: tuple[str, ...] = ()) -> Line:
+    folder = root / version
+    write_series(folder, {}, {}, version=version)
+    pins = (folder / "pins.toml").read_text(encoding="utf-8")
+    pins = pins.replace(
+        'torch = "2.11.0"', 'torch = "2.11.0"\ntorchao = "0.18.0"\ntosa-tools = "2026.2.1"'
+    )
+    versions = ", ".join(f'"{v}"' for v in (version, *matrix))
+    pins = pins.replace(f'versions = ["{version}"]', f"versions = [{versions}]")
+    (folder / "pins.toml").write_text(pins, encoding="utf-8")
+    return Line(version, folder)
+
+
+def test_the_newest_release_any_line_knows_hosts_main(tmp_path: Path) -> None:
+    old = _line(tmp_path, "1.2.0", ("1.5.1",))
+    assert host.newest_release([old]) == ("1.5.1", old)
+    own = _line(tmp_path, "1.5.1")
+    assert host.newest_release([old, own]) == ("1.5.1", own)
+
+
+def test_main_meets_its_own_tool_pins_and_torch_stays_with_the_wheel(tmp_path: Path) -> None:
+    old = _line(tmp_path, "1.2.0", ("1.5.1",))
+    tools = {"tosa-tools": "2026.5.0", "flatbuffers": "24.3.25"}
+    assert host.host_requirements(old, "1.5.1", tools, "2.13.0") == [
+        "torch==2.13.0",
+        "tosa-tools==2026.5.0",
+    ]
+    assert host.host_requirements(old, "1.2.0", tools, "2.13.0") == [
+        "torch==2.11.0",
+        "torchao==0.18.0",
+        "tosa-tools==2026.5.0",
+    ]

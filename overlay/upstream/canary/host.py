@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from overlay import fixes
@@ -36,9 +38,12 @@ Progress = Callable[[str], None]
 SKIPPED_PARTS = frozenset({"test", "tests", "scripts"})  # not imported by a user's lowering
 CORE = frozenset({"executorch", "torch", "torchao"})  # a missing name here: not hostable
 IMPORT_TIMEOUT_S = 900.0
-# Pins of another line that do not carry over to a newer release: torch is read from
-# upstream's torch_pin.py (the release tag, else main), torchao from executorch's metadata.
-UNPINNED_FOR_OTHER_RELEASES = ("torch==", "torchao==")
+# What main's backends/arm pins for the tools a lowering uses (TOSA, VGF, Ethos-U).
+ARM_REQUIREMENTS = tuple(
+    f"backends/arm/requirements-arm-{kind}.txt"
+    for kind in ("tosa", "vgf", "vgf-runtime", "ethos-u")
+)
+TORCH_PACKAGES = frozenset({"torch", "torchao"})  # bound to the wheel's compiled core
 SITECUSTOMIZE = """\
 import sys
 
@@ -72,6 +77,48 @@ def newest_release(lines: Sequence[Line]) -> tuple[str, Line]:
             known.setdefault(version, lines[-1])
     newest = max(known, key=Version)
     return newest, known[newest]
+
+
+def main_tool_pins(scratch: Scratch, commit: str) -> dict[str, str]:
+    """Return ``{name: version}`` of every ``==`` pin in main's backends/arm requirements."""
+    pins: dict[str, str] = {}
+    for data in scratch.files(commit, ARM_REQUIREMENTS).values():
+        for raw in data.decode("utf-8", errors="replace").splitlines():
+            text = raw.split("#", 1)[0].strip()
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            exact = [s.version for s in requirement.specifier if s.operator == "=="]
+            if exact:
+                pins[canonicalize_name(requirement.name)] = exact[0]
+    return pins
+
+
+def host_requirements(
+    line: Line, version: str, tool_pins: Mapping[str, str], torch: str
+) -> list[str]:
+    """Return the runtime requirements of the env that hosts main on executorch ``version``.
+
+    The line's runtime packages, each at the version main's backends/arm pins where it
+    pins one (main's code meets its own tools); torch and torchao from the line when it is
+    pinned to ``version``, else ``torch`` (upstream's torch_pin.py) and torchao as
+    executorch's metadata resolves it.
+
+    Example: the 1.2.0 line (torch 2.11.0, tosa-tools 2026.2.1) hosting main on 1.5.1,
+    main pinning tosa-tools 2026.5.0 and torch_pin.py saying 2.13.0.
+    Becomes: ``["torch==2.13.0", "tosa-tools==2026.5.0", ...]``.
+    """
+    own = line.name == version
+    found = [f"torch=={torch}"] if torch and not own else []
+    for requirement in line.pins.runtime_requirements():
+        name, _, pinned = requirement.partition("==")
+        key = canonicalize_name(name)
+        if key in TORCH_PACKAGES:
+            found += [requirement] if own else []
+            continue
+        found.append(f"{name}=={tool_pins.get(key, pinned)}")
+    return found
 
 
 def arm_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
@@ -173,13 +220,12 @@ def measure(
     """
     version, line = newest_release(lines)
     wheel = f"executorch {version}"
-    runtime = line.pins.runtime_requirements()
-    if line.name != version:  # no line of its own: upstream's torch pin, the rest resolved
-        runtime = [r for r in runtime if not r.startswith(UNPINNED_FOR_OTHER_RELEASES)]
+    torch = ""
+    if line.name != version:
         tag = f"refs/tags/v{version}"
         ref = scratch.rev(tag) if scratch.has(tag) else main
         torch, _ = upstream_torch_pin(scratch.path, ref, version)
-        runtime = [f"torch=={torch}", *runtime] if torch else runtime
+    runtime = host_requirements(line, version, main_tool_pins(scratch, main), torch)
     spec = release_venvs.EnvSpec(
         name=f"executorch-{version}-canary",
         python=line.pins.matrix_python,
