@@ -97,3 +97,18 @@ def test_main_meets_its_own_tool_pins_and_torch_stays_with_the_wheel(tmp_path: P
         "torchao==0.18.0",
         "tosa-tools==2026.5.0",
     ]
+
+
+def test_pin_candidates_go_from_all_of_mains_tool_pins_to_the_lines_own() -> None:
+    by_file = {
+        "backends/arm/requirements-arm-vgf-runtime.txt": {"ai-ml-sdk-vgf-library": "0.10.0"},
+        "backends/arm/requirements-arm-tosa.txt": {"tosa-tools": "2026.5.0"},
+    }
+    assert host.pin_candidates(by_file) == [
+        (
+            "requirements-arm-tosa.txt, requirements-arm-vgf-runtime.txt",
+            {"tosa-tools": "2026.5.0", "ai-ml-sdk-vgf-library": "0.10.0"},
+        ),
+        ("requirements-arm-tosa.txt", {"tosa-tools": "2026.5.0"}),
+        ("the line's own pins", {}),
+    ]

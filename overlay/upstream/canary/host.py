@@ -15,6 +15,7 @@ stock main is *possibly fixed upstream*.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from packaging.version import Version
 
 from overlay import fixes
 from overlay.envs import release_venvs
-from overlay.errors import OverlayError
+from overlay.errors import EnvError, OverlayError
 from overlay.lines import Line
 from overlay.text.series import Patch
 from overlay.upstream import behaviour
@@ -79,10 +80,11 @@ def newest_release(lines: Sequence[Line]) -> tuple[str, Line]:
     return newest, known[newest]
 
 
-def main_tool_pins(scratch: Scratch, commit: str) -> dict[str, str]:
-    """Return ``{name: version}`` of every ``==`` pin in main's backends/arm requirements."""
-    pins: dict[str, str] = {}
-    for data in scratch.files(commit, ARM_REQUIREMENTS).values():
+def main_tool_pins(scratch: Scratch, commit: str) -> dict[str, dict[str, str]]:
+    """Return ``{requirements file: {name: version}}`` of the ``==`` pins of main's Arm tools."""
+    found: dict[str, dict[str, str]] = {}
+    for path, data in scratch.files(commit, ARM_REQUIREMENTS).items():
+        pins = found.setdefault(path, {})
         for raw in data.decode("utf-8", errors="replace").splitlines():
             text = raw.split("#", 1)[0].strip()
             try:
@@ -92,7 +94,23 @@ def main_tool_pins(scratch: Scratch, commit: str) -> dict[str, str]:
             exact = [s.version for s in requirement.specifier if s.operator == "=="]
             if exact:
                 pins[canonicalize_name(requirement.name)] = exact[0]
-    return pins
+    return found
+
+
+def pin_candidates(by_file: Mapping[str, Mapping[str, str]]) -> list[tuple[str, dict[str, str]]]:
+    """Return tool pin sets to try, most of main's first: every file, then fewer, then none.
+
+    A pin of main may have no wheel for the line's interpreter (ai-ml-sdk-vgf-library 0.10.0
+    ships cp310 and cp312 only): the next candidate keeps the line's pin for that tool.
+    """
+    files = [f for f in ARM_REQUIREMENTS if f in by_file]
+    found = []
+    for size in range(len(files), -1, -1):
+        chosen = files[:size]
+        pins = {k: v for f in chosen for k, v in by_file[f].items()}
+        label = ", ".join(Path(f).name for f in chosen) or "the line's own pins"
+        found.append((label, pins))
+    return found
 
 
 def host_requirements(
@@ -142,6 +160,7 @@ def modules_of(files: Mapping[str, bytes]) -> list[str]:
 
 def write_shadow(dest: Path, files: Mapping[str, bytes]) -> Path:
     """Write ``files`` under ``dest/backends`` and a ``sitecustomize`` that puts it first."""
+    shutil.rmtree(dest / "tree", ignore_errors=True)  # nothing left from an earlier run
     for path, data in files.items():
         target = dest / "tree" / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -203,6 +222,52 @@ def _case_runs(outcomes: Sequence[behaviour.CaseOutcome]) -> tuple[CaseRun, ...]
     )
 
 
+def _test_text(run: behaviour.TestRun) -> str:
+    stock = run.stock.text if run.stock else "not run"
+    return f"{run.command}: stock main {stock} -> patched main {run.patched.text}"
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """main's backends/arm hosted on a release env, stock and patched."""
+
+    version: str
+    stock: Path  # wrapper pythons
+    patched: Path
+    tests: dict[str, bytes]  # main's backends/arm/test files (patched ones on top later)
+    note: str
+
+
+def host_env(
+    scratch: Scratch, main: str, lines: Sequence[Line], test_requirements: Sequence[str]
+) -> tuple[str, release_venvs.Env, str]:
+    """Return the newest release, its env and whose tool pins it holds (pytest added)."""
+    version, line = newest_release(lines)
+    torch = ""
+    if line.name != version:
+        tag = f"refs/tags/v{version}"
+        ref = scratch.rev(tag) if scratch.has(tag) else main
+        torch, _ = upstream_torch_pin(scratch.path, ref, version)
+    errors = []
+    for label, pins in pin_candidates(main_tool_pins(scratch, main)):
+        runtime = host_requirements(line, version, pins, torch)
+        spec = release_venvs.EnvSpec(
+            name=f"executorch-{version}-canary",
+            python=line.pins.matrix_python,
+            requirements=(f"executorch=={version}", *runtime, *test_requirements),
+        )
+        try:
+            return version, release_venvs.ensure(spec), f"tools pinned by {label}"
+        except EnvError as exc:
+            errors.append(f"with {label}: {(exc.found or exc.message).splitlines()[-1]}")
+    raise EnvError(
+        f"no env of executorch {version} can host main",
+        expected="one set of tool pins that resolves",
+        found="; ".join(errors),
+        hint="add the release's own line (patches/<version>/pins.toml)",
+    )
+
+
 def measure(
     scratch: Scratch,
     main: str,
@@ -210,34 +275,28 @@ def measure(
     lines: Sequence[Line],
     patched: Mapping[str, bytes],
     patches: Sequence[Patch],
+    tests: Mapping[str, Sequence[str]],
     out_dir: Path,
     progress: Progress = lambda _: None,
 ) -> Behaviour:
-    """Host main's ``backends/arm`` on the newest wheel; run the trigger cases where it imports.
+    """Host main's ``backends/arm`` on the newest wheel; where it imports, run the patches.
 
-    ``patched`` holds main's files after the newest line's replayed series; ``patches`` are
-    the patches whose trigger cases run.
+    ``patched`` holds main's files after the newest line's replayed series (and the ports
+    that carry the rest); ``patches`` are the patches whose trigger cases run; ``tests``
+    the tests each patch (or its port) adds, as pytest node ids.
     """
-    version, line = newest_release(lines)
+    requirements = tuple(lines[-1].pins.upstream.get("test_requirements", ()))
+    version = newest_release(lines)[0]
     wheel = f"executorch {version}"
-    torch = ""
-    if line.name != version:
-        tag = f"refs/tags/v{version}"
-        ref = scratch.rev(tag) if scratch.has(tag) else main
-        torch, _ = upstream_torch_pin(scratch.path, ref, version)
-    runtime = host_requirements(line, version, main_tool_pins(scratch, main), torch)
-    spec = release_venvs.EnvSpec(
-        name=f"executorch-{version}-canary",
-        python=line.pins.matrix_python,
-        requirements=(f"executorch=={version}", *runtime),
-    )
     try:
-        env = release_venvs.ensure(spec, progress=progress)
+        version, env, pinned = host_env(scratch, main, lines, requirements)
     except OverlayError as exc:
         detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
         return Behaviour(HostState.NOT_HOSTED, wheel, detail)
     sources = arm_sources(scratch, main)
-    stock = wrapper(out_dir / "stock", env.python, write_shadow(out_dir / "stock", sources))
+    main_tests = test_sources(scratch, main)
+    stock_site = write_shadow(out_dir / "stock", {**sources, **main_tests})
+    stock = wrapper(out_dir / "stock", env.python, stock_site)
     failures = import_errors(stock, modules_of(sources))
     blocking = [f for f in failures if not f.optional]
     if blocking:
@@ -248,36 +307,74 @@ def measure(
         )
         return Behaviour(HostState.NOT_HOSTED, wheel, detail)
     optional = sorted({f.missing for f in failures})
-    note = f"{len(sources)} modules import; optional packages not installed: {', '.join(optional)}"
-    patched_site = write_shadow(out_dir / "patched", {**sources, **patched})
-    patched_python = wrapper(out_dir / "patched", env.python, patched_site)
-    fixes_of = {p.name: fixes.by_patch(p.name) for p in patches}
-    claimed = [behaviour.triggers(fix, [version]) for fix in fixes_of.values() if fix]
-    cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
-    if not cases:
-        return Behaviour(HostState.HOSTED, wheel, f"{note}; no trigger case claimed for {version}")
+    note = (
+        f"{len(sources)} modules import ({pinned}); optional packages not installed:"
+        f" {', '.join(optional) or 'none'}"
+    )
+    patched_site = write_shadow(out_dir / "patched", {**sources, **main_tests, **patched})
+    hosted = Hosted(
+        version, stock, wrapper(out_dir / "patched", env.python, patched_site), main_tests, note
+    )
+    pytest_ini = behaviour.pytest_ini(scratch.path, main)
     try:
-        run = behaviour.run_release(
-            version, str(stock), str(patched_python), cases, out_dir=out_dir / "logs",
-            progress=progress,
-        )  # fmt: skip
+        found = run_patches(hosted, patches, patched, tests, pytest_ini, out_dir, progress)
     except OverlayError as exc:
         detail = f"{note}; the trigger cases did not run: {exc.message}: {exc.found or ''}"
         return Behaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
+    return Behaviour(HostState.HOSTED, wheel, note, tuple(found))
+
+
+def test_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
+    """Return main's ``backends/arm/test`` files (the exported tests import its helpers)."""
+    listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm/test")
+    return scratch.files(commit, filter(None, listing.split("\0")))
+
+
+def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
+    hosted: Hosted,
+    patches: Sequence[Patch],
+    patched: Mapping[str, bytes],
+    tests: Mapping[str, Sequence[str]],
+    pytest_ini: bytes,
+    out_dir: Path,
+    progress: Progress,
+) -> list[PatchBehaviour]:
+    """Run each patch's trigger cases and exported tests on stock and patched main."""
+    fixes_of = {p.name: fixes.by_patch(p.name) for p in patches}
+    claimed = [behaviour.triggers(fix, [hosted.version]) for fix in fixes_of.values() if fix]
+    cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
+    run = behaviour.run_release(
+        hosted.version, str(hosted.stock), str(hosted.patched), cases,
+        out_dir=out_dir / "logs", progress=progress,
+    )  # fmt: skip
     regressions = behaviour.regressions_of(run)
     found = []
     for name, fix in fixes_of.items():
-        if fix is None:
-            continue
-        bug, other = behaviour.triggers(fix, [version])
+        test = None
+        if tests.get(name):
+            progress(f"behaviour: {name}: its tests on stock and patched main")
+            test = behaviour.run_tests_both_ways(
+                str(hosted.stock),
+                str(hosted.patched),
+                release_tests=hosted.tests,
+                patched_files=patched,
+                pytest_ini=pytest_ini,
+                selection=list(tests[name]),
+                log_dir=out_dir / "logs" / "pytest" / name,
+            )
+        bug, other = behaviour.triggers(fix, [hosted.version]) if fix else ([], [])
         bug_cases = [o for o in (run.case(c) for c in bug) if o is not None]
         other_cases = [o for o in (run.case(c) for c in other) if o is not None]
         decided = behaviour.decide_patch(
-            name, "main", bug_cases, other_cases, kept=True, regressions=regressions
+            name, "main", bug_cases, other_cases, kept=True, regressions=regressions, test=test
         )
         found.append(
             PatchBehaviour(
-                name, decided.outcome.value, decided.text, _case_runs([*bug_cases, *other_cases])
+                name,
+                decided.outcome.value,
+                decided.text,
+                _case_runs([*bug_cases, *other_cases]),
+                _test_text(test) if test else "",
             )
         )
-    return Behaviour(HostState.HOSTED, wheel, note, tuple(found))
+    return found

@@ -150,6 +150,7 @@ class PatchBehaviour:
     outcome: str  # behaviour.Outcome value
     text: str
     cases: tuple[CaseRun, ...] = ()
+    test: str = ""  # its exported tests: the command, stock -> patched counts
 
 
 @dataclass(frozen=True)

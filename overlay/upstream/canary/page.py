@@ -145,7 +145,10 @@ def render_markdown(report: CanaryReport) -> str:
     out += [f"Behaviour on main: **{b.state.value}**" + (f" ({b.wheel})" if b.wheel else ""), ""]
     if b.detail:
         out += [b.detail, ""]
-    out += [f"- {p.patch}: {p.outcome}: {p.text}" for p in b.patches]
+    out += [
+        f"- {p.patch}: {p.outcome}: {p.text}" + (f" (tests: {p.test})" if p.test else "")
+        for p in b.patches
+    ]
     out.append("")
     for line in report.lines:
         out += _line_md(line)
@@ -269,7 +272,12 @@ def render_html(report: CanaryReport) -> str:
         *rows,
         "</tbody></table>",
         f"<h2>Behaviour on main: {_e(b.state.value)} {_e(b.wheel)}</h2><p>{_e(b.detail)}</p><ul>",
-        *(f"<li>{_e(p.patch)}: {_e(p.outcome)}: {_e(p.text)}</li>" for p in b.patches),
+        *(
+            f"<li>{_e(p.patch)}: {_e(p.outcome)}: {_e(p.text)}"
+            + (f"<br>tests: {_e(p.test)}" if p.test else "")
+            + "</li>"
+            for p in b.patches
+        ),
         "</ul>",
     ]
     for line in report.lines:

@@ -27,7 +27,8 @@ from overlay.errors import OverlayError, UpstreamError
 from overlay.lines import Line, all_lines
 from overlay.text.applier import apply_patch, decode, encode
 from overlay.text.series import Patch, Series, load_series
-from overlay.upstream.canary import bisect, forwarded, gate, host, rows
+from overlay.upstream import behaviour as behaviour_tests
+from overlay.upstream.canary import bisect, forwarded, gate, host, rebase, rows
 from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
 from overlay.upstream.canary.model import (
     SCHEMA_VERSION,
@@ -134,20 +135,28 @@ def _targets(scratch: Scratch, line: Line, tags: bool) -> list[tuple[str, str, s
     return found
 
 
+@dataclass(frozen=True)
+class PatchedMain:
+    """main with a line's series replayed (and the ports that carry the rest): for behaviour."""
+
+    files: dict[str, bytes]
+    tests: dict[str, tuple[str, ...]]  # patch -> the tests it (or its port) adds
+
+
 def run_line(
     scratch: Scratch, line: Line, series: Series, request: Request, progress: Progress
-) -> tuple[LineResult, dict[str, bytes]]:
-    """Run the canary for one line; also return main's files after its replayed series."""
+) -> tuple[LineResult, PatchedMain]:
+    """Run the canary for one line; also return main with its series, for behaviour."""
     tag = f"v{line.name}"
     if not scratch.has(f"refs/tags/{tag}"):
         error = f"upstream has no tag {tag} to take the line's base from"
-        return LineResult(line.name, "", (), (), (), None, (), error), {}
+        return LineResult(line.name, "", (), (), (), None, (), error), PatchedMain({}, {})
     base = scratch.rev(f"refs/tags/{tag}")
     try:
         committed = commit_series(scratch, series, base)
     except OverlayError as exc:
         error = f"the series does not apply on {tag}: {exc.message}"
-        return LineResult(line.name, base, (), (), (), None, (), error), {}
+        return LineResult(line.name, base, (), (), (), None, (), error), PatchedMain({}, {})
     ports = load_ports(line.directory, series)
     main = scratch.rev(MAIN_REF)
     history = scratch.log(f"{base}..{main}")
@@ -155,7 +164,7 @@ def run_line(
     tracks = {p.name: forwarded.track(scratch, p, history, ids) for p in series.patches}
     own_ids = {p.name: scratch.patch_id(p.diff) for p in series.patches}
     targets = []
-    patched_main: dict[str, bytes] = {}
+    patched_main = PatchedMain({}, {})
     text_only: dict[str, TextStatus] = {}
     for name, commit, version in _targets(scratch, line, request.tags):
         progress(f"{line.name}: replaying the series onto {name} ({commit[:12]})")
@@ -169,6 +178,7 @@ def run_line(
             with_evidence.append(_with_evidence(found, extra))
         port_results = []
         carried = []  # ports that carry a patch main no longer takes
+        chosen_ports: dict[str, Patch] = {}
         for patch in series.patches:
             chosen = port_for(ports, patch.name, version or "9999")
             if chosen is not None:
@@ -177,14 +187,20 @@ def run_line(
                 own = next(p for p in replayed.patches if p.patch == patch.name)
                 if own.status in rows.BROKEN and tried.status in PORT_APPLIES:
                     carried.append(chosen[1])
+                    chosen_ports[patch.name] = chosen[1]
         targets.append(
             TargetResult(
                 name, commit, tuple(with_evidence), tuple(port_results), replayed.range_diff
             )
         )
         if name == MAIN:
-            patched_main = with_ports(scratch.files(tip, series.targets()), scratch, tip, carried)
             text_only = {p.patch: p.status for p in replayed.patches}
+            applied = {p.name: p for p in series.patches if text_only[p.name] in rebase.APPLIED}
+            carriers = {**applied, **chosen_ports}
+            patched_main = PatchedMain(
+                with_ports(scratch.files(tip, series.targets()), scratch, tip, carried),
+                {n: tuple(behaviour_tests.new_tests(p.diff)) for n, p in carriers.items()},
+            )
     bisects = []
     for patch in series.patches:
         status = text_only[patch.name]
@@ -286,11 +302,11 @@ def canary(request: Request, progress: Progress = lambda _: None) -> CanaryRepor
     scratch = open_upstream(request.upstream, request.scratch_root)
     main = scratch.rev(MAIN_REF)
     results = []
-    patched: dict[str, bytes] = {}
+    patched = PatchedMain({}, {})
     for line in chosen:
-        result, files = run_line(scratch, line, series[line.name], request, progress)
+        result, found = run_line(scratch, line, series[line.name], request, progress)
         results.append(result)
-        patched = files or patched  # the newest line's series on main
+        patched = found if found.files else patched  # the newest line's series on main
     behaviour = Behaviour(HostState.NOT_RUN, detail="not asked for (--no-behaviour)")
     if request.behaviour:
         newest = series[chosen[-1].name]
@@ -299,8 +315,9 @@ def canary(request: Request, progress: Progress = lambda _: None) -> CanaryRepor
             scratch,
             main,
             lines=all_lines(request.root),
-            patched=patched,
+            patched=patched.files,
             patches=newest.patches,
+            tests=patched.tests,
             out_dir=request.out_dir / "behaviour",
             progress=progress,
         )
