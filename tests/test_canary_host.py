@@ -26,6 +26,7 @@ MAIN = {
     "backends/arm/__init__.py": b"WHERE = 'main'\n",
     "backends/arm/ok_pass.py": b"from executorch.exir import OLD_API\n",
     "backends/arm/new_pass.py": b"from executorch.exir import NEW_API\n",
+    "backends/arm/vgf/shaders/grid.spirv.b64": b"AAAA\n",  # a resource, shadowed too
 }
 
 
@@ -63,6 +64,9 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
         check=True,
     ).stdout.split()
     assert shown == ["main", str((tmp_path / "stock/tree/backends/arm/__init__.py").resolve())]
+    assert (
+        tmp_path / "stock/tree/backends/arm/vgf/shaders/grid.spirv.b64"
+    ).read_bytes() == b"AAAA\n"
 
 
 def _line(root: Path, version: str, matrix: tuple[str, ...] = ()) -> Line:

@@ -43,6 +43,11 @@ def test_next_step_by_finding() -> None:
     assert next_step("1.2.0", CONFLICT, merged_old, None, None, None).startswith(
         "keep on 1.2.0; drop on lines from v1.3.0 on"
     )
+    needed = PatchBehaviour(NAME, "fails before, passes after", "fails on stock main")
+    port_ok = PatchOnTarget(NAME, TextStatus.OFFSET, port="1.5.1")
+    assert next_step("1.2.0", CONFLICT, merged_old, port_ok, needed, None).startswith(
+        "keep the port 1.5.1: main still fails without it"
+    )
     unreleased = _fwd(ForwardState.MERGED_MODIFIED)
     assert "not yet in a release" in next_step("1.2.0", CONFLICT, unreleased, None, None, None)
     port = PatchOnTarget(NAME, TextStatus.OFFSET, port="1.5.1")

@@ -140,19 +140,21 @@ def host_requirements(
 
 
 def arm_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
-    """Return main's ``backends/arm`` Python files (tests and scripts left out)."""
+    """Return main's ``backends/arm`` files (code and its resources: shaders, schemas).
+
+    Tests and scripts are left out (:func:`test_sources` adds the tests where they run).
+    """
     listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm")
     names = [
-        n for n in filter(None, listing.split("\0"))
-        if n.endswith(".py") and not SKIPPED_PARTS & set(n.split("/")[:-1])
-    ]  # fmt: skip
+        n for n in filter(None, listing.split("\0")) if not SKIPPED_PARTS & set(n.split("/")[:-1])
+    ]
     return scratch.files(commit, names)
 
 
 def modules_of(files: Mapping[str, bytes]) -> list[str]:
-    """Return the dotted module names of ``backends/arm`` files, as executorch imports them."""
+    """Return the module names of ``backends/arm`` Python files, as executorch imports them."""
     names = []
-    for path in sorted(files):
+    for path in sorted(p for p in files if p.endswith(".py")):
         dotted = "executorch." + path.removesuffix(".py").replace("/", ".")
         names.append(dotted.removesuffix(".__init__"))
     return names
@@ -239,7 +241,11 @@ class Hosted:
 
 
 def host_env(
-    scratch: Scratch, main: str, lines: Sequence[Line], test_requirements: Sequence[str]
+    scratch: Scratch,
+    main: str,
+    lines: Sequence[Line],
+    test_requirements: Sequence[str],
+    progress: Progress = lambda _: None,
 ) -> tuple[str, release_venvs.Env, str]:
     """Return the newest release, its env and whose tool pins it holds (pytest added)."""
     version, line = newest_release(lines)
@@ -257,7 +263,8 @@ def host_env(
             requirements=(f"executorch=={version}", *runtime, *test_requirements),
         )
         try:
-            return version, release_venvs.ensure(spec), f"tools pinned by {label}"
+            env = release_venvs.ensure(spec, progress=progress)
+            return version, env, f"tools pinned by {label}"
         except EnvError as exc:
             errors.append(f"with {label}: {(exc.found or exc.message).splitlines()[-1]}")
     raise EnvError(
@@ -289,7 +296,7 @@ def measure(
     version = newest_release(lines)[0]
     wheel = f"executorch {version}"
     try:
-        version, env, pinned = host_env(scratch, main, lines, requirements)
+        version, env, pinned = host_env(scratch, main, lines, requirements, progress)
     except OverlayError as exc:
         detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
         return Behaviour(HostState.NOT_HOSTED, wheel, detail)
@@ -302,13 +309,14 @@ def measure(
     if blocking:
         shown = "; ".join(f"{f.module}: {f.error}" for f in blocking[:5])
         detail = (
-            f"{len(blocking)} of main's {len(sources)} backends/arm modules do not import on"
+            f"{len(blocking)} of main's {len(modules_of(sources))} backends/arm modules do not"
+            " import on"
             f" {wheel} (stays text-only): {shown}"
         )
         return Behaviour(HostState.NOT_HOSTED, wheel, detail)
     optional = sorted({f.missing for f in failures})
     note = (
-        f"{len(sources)} modules import ({pinned}); optional packages not installed:"
+        f"{len(modules_of(sources))} modules import ({pinned}); optional packages not installed:"
         f" {', '.join(optional) or 'none'}"
     )
     patched_site = write_shadow(out_dir / "patched", {**sources, **main_tests, **patched})

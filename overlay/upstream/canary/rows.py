@@ -27,6 +27,7 @@ MERGED = frozenset({ForwardState.MERGED_AS_SENT, ForwardState.MERGED_MODIFIED})
 BROKEN = frozenset({TextStatus.CONFLICT, TextStatus.MISSING})
 FINE = frozenset({TextStatus.UNCHANGED, TextStatus.OFFSET, TextStatus.MERGED, TextStatus.UPSTREAM})
 FIXED_ON_STOCK = "already fixed on stock"
+FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
 
 
 def upstream_text(found: Forwarded) -> str:
@@ -69,6 +70,13 @@ def next_step(  # noqa: PLR0917 - every finding of the canary decides
     bisect: BisectResult | None,
 ) -> str:
     """Return what to do with the patch, given everything the canary found."""
+    needed = behaviour is not None and behaviour.outcome == FAILS_BEFORE_PASSES_AFTER
+    if found.state in MERGED and needed and port is not None and port.status in FINE:
+        return (
+            f"keep the port {port.port}: main still fails without it ({FAILS_BEFORE_PASSES_AFTER});"
+            f" the line's own patch is upstream in {found.commit[:12]}"
+            f" ({found.release or 'not yet in a release'})"
+        )
     if found.state in MERGED:
         how = "as sent" if found.state is ForwardState.MERGED_AS_SENT else "modified"
         where = f"merged upstream in {found.commit[:12]} ({how})"
