@@ -100,7 +100,8 @@ def build_upstream(root: Path) -> Upstream:
         "Arm backend: Fix the delta zero point (#12345)\n\nReviewed upstream.",
         6,
     )
-    _commit(repo, {f"{ARM}other.py": "x = 2\n"}, "Arm backend: Update other pass (#104)", 7)
+    still = reworked + "\n# still conflicting\n"
+    _commit(repo, {f"{ARM}other.py": "x = 2\n", BETA: still}, "Arm backend: Touch beta (#104)", 7)
     return Upstream(repo, offset, redundant, conflict, merged)
 
 
@@ -166,6 +167,7 @@ def test_each_patch_is_reported_as_what_upstream_did_to_it(
     assert (forwarded["0001"].commit, forwarded["0001"].release) == (up.redundant, "v1.3.0")
     assert forwarded["0002"].state is ForwardState.NOT_FORWARDED
     bisects = {b.patch[:4]: (b.kind, b.commit) for b in line.bisects}
+    assert {b.patch[:4]: b.tested for b in line.bisects} == {"0001": 1, "0002": 1, "0004": 1}
     assert bisects["0001"] == ("Superseded-by", up.redundant)
     assert bisects["0002"] == ("Broken-by", up.conflict)
     assert bisects["0004"] == ("Broken-by", up.merged)
@@ -197,6 +199,9 @@ def test_tags_are_targets_and_upstream_evidence_respects_ancestry(
     line = report.lines[0]
     targets = {t.target: {p.patch[:4]: p.status for p in t.patches} for t in line.targets}
     assert list(targets) == ["main", "v1.3.0"]
+    v130 = {p.patch[:4]: p for p in line.targets[1].patches}
+    assert not v130["0004"].evidence  # PR #12345 came after v1.3.0
+    assert [e.kind for e in line.targets[0].patches[3].evidence] == ["commit names it"]
     assert targets["v1.3.0"] == {
         "0001": TextStatus.UPSTREAM,
         "0002": TextStatus.UNCHANGED,

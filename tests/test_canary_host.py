@@ -57,6 +57,8 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
     assert failure.error.startswith("ImportError: cannot import name 'NEW_API'")
     optional = host.import_errors(wrapped, ["model_explorer_missing"])
     assert [(f.missing, f.optional) for f in optional] == [("model_explorer_missing", True)]
+    core = host.import_errors(wrapped, ["executorch.backends.arm.gone"])
+    assert [(f.missing, f.optional) for f in core] == [("executorch.backends.arm.gone", False)]
     shown = subprocess.run(
         [str(wrapped), "-c", "import executorch.backends.arm as a; print(a.WHERE, a.__file__)"],
         capture_output=True,

@@ -79,3 +79,12 @@ def test_conflict_hunks_keep_context_and_each_region() -> None:
     first, second = conflict_hunks(PATH, merged, context=2)
     assert first.text == "c\nd\n<<<<<<< x\n1\n=======\n2\n>>>>>>> y\ne\nf\n"
     assert second.text.startswith("g\nh\n<<<<<<< x\n3\n") and second.text.endswith(">>>>>>> y\n")
+
+
+def test_a_merge_that_adds_nothing_is_already_upstream() -> None:
+    # upstream made the same change and touched the context: the reverse does not apply
+    both = AFTER.replace("line 7\n", "line seven\n")
+    found, after = _classify(both)
+    assert found.status is TextStatus.UPSTREAM
+    assert [e.kind for e in found.evidence] == ["merge adds nothing"]
+    assert after == {PATH: both}
