@@ -33,7 +33,7 @@ from overlay.text.series import Patch
 from overlay.upstream import behaviour
 from overlay.upstream.canary.gitrepo import Scratch
 from overlay.upstream.canary.model import Behaviour, CaseRun, HostState, PatchBehaviour
-from overlay.upstream.retarget import upstream_torch_pin
+from overlay.upstream.retarget import lowering_check, upstream_torch_pin
 
 Progress = Callable[[str], None]
 SKIPPED_PARTS = frozenset({"test", "tests", "scripts"})  # not imported by a user's lowering
@@ -245,9 +245,16 @@ def host_env(
     main: str,
     lines: Sequence[Line],
     test_requirements: Sequence[str],
+    *,
+    log_dir: Path,
     progress: Progress = lambda _: None,
 ) -> tuple[str, release_venvs.Env, str]:
-    """Return the newest release, its env and whose tool pins it holds (pytest added)."""
+    """Return the newest release, its env and whose tool pins it holds (pytest added).
+
+    The first pin set whose env resolves and lowers a conv for TOSA and VGF
+    (:func:`overlay.upstream.retarget.lowering_check`, cached in the env) wins; where none
+    lowers, the first that resolves, with the lowering failure in its label.
+    """
     version, line = newest_release(lines)
     torch = ""
     if line.name != version:
@@ -255,6 +262,7 @@ def host_env(
         ref = scratch.rev(tag) if scratch.has(tag) else main
         torch, _ = upstream_torch_pin(scratch.path, ref, version)
     errors = []
+    fallback: tuple[release_venvs.Env, str] | None = None
     for label, pins in pin_candidates(main_tool_pins(scratch, main)):
         runtime = host_requirements(line, version, pins, torch)
         spec = release_venvs.EnvSpec(
@@ -264,9 +272,16 @@ def host_env(
         )
         try:
             env = release_venvs.ensure(spec, progress=progress)
-            return version, env, f"tools pinned by {label}"
         except EnvError as exc:
             errors.append(f"with {label}: {(exc.found or exc.message).splitlines()[-1]}")
+            continue
+        problem = lowering_check(env, version, log_dir / "pin-check")
+        if not problem:
+            return version, env, f"tools pinned by {label}"
+        progress(f"behaviour: tools pinned by {label} do not lower: {problem[:160]}")
+        fallback = fallback or (env, f"tools pinned by {label}, which fail to lower: {problem}")
+    if fallback is not None:
+        return version, *fallback
     raise EnvError(
         f"no env of executorch {version} can host main",
         expected="one set of tool pins that resolves",
@@ -296,7 +311,9 @@ def measure(
     version = newest_release(lines)[0]
     wheel = f"executorch {version}"
     try:
-        version, env, pinned = host_env(scratch, main, lines, requirements, progress)
+        version, env, pinned = host_env(
+            scratch, main, lines, requirements, log_dir=out_dir / "logs", progress=progress
+        )
     except OverlayError as exc:
         detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
         return Behaviour(HostState.NOT_HOSTED, wheel, detail)

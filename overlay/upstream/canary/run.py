@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -51,6 +51,7 @@ from overlay.upstream.releases import load_ports
 Progress = Callable[[str], None]
 MAIN = "main"
 PORT_APPLIES = frozenset({TextStatus.UNCHANGED, TextStatus.OFFSET})
+NEWEST = "9999"  # main is newer than every release: every port qualifies
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,33 @@ class PatchedMain:
     tests: dict[str, tuple[str, ...]]  # patch -> the tests it (or its port) adds
 
 
+def _ports(  # noqa: PLR0917 - one target's ports, all it needs
+    scratch: Scratch,
+    series: Series,
+    ports: Mapping[str, Mapping[str, Patch]],
+    replayed: TargetResult,
+    version: str | None,
+    target: str,
+) -> tuple[tuple[PatchOnTarget, ...], dict[str, Patch]]:
+    """Try each patch's newest port for the target; return the results and the carriers.
+
+    A port *carries* its patch when the patch itself conflicts (or lost its file) on the
+    target and the port applies there.
+    """
+    results = []
+    carriers: dict[str, Patch] = {}
+    own = {p.patch: p for p in replayed.patches}
+    for patch in series.patches:
+        chosen = port_for(ports, patch.name, version or NEWEST)
+        if chosen is None:
+            continue
+        tried = try_port(scratch, chosen[1], chosen[0], replayed.commit, target)
+        results.append(tried)
+        if own[patch.name].status in rows.BROKEN and tried.status in PORT_APPLIES:
+            carriers[patch.name] = chosen[1]
+    return tuple(results), carriers
+
+
 def run_line(
     scratch: Scratch, line: Line, series: Series, request: Request, progress: Progress
 ) -> tuple[LineResult, PatchedMain]:
@@ -169,37 +197,26 @@ def run_line(
     for name, commit, version in _targets(scratch, line, request.tags):
         progress(f"{line.name}: replaying the series onto {name} ({commit[:12]})")
         replayed, tip = replay(scratch, committed, name, commit, line_name=line.name)
-        with_evidence = []
-        for found in replayed.patches:
-            track = tracks[found.patch]
-            id_commit = ids.get(own_ids[found.patch], "")
-            extra = evidence_for(track, id_commit)
-            extra = [e for e in extra if scratch.is_ancestor(e.commit, commit)]
-            with_evidence.append(_with_evidence(found, extra))
-        port_results = []
-        carried = []  # ports that carry a patch main no longer takes
-        chosen_ports: dict[str, Patch] = {}
-        for patch in series.patches:
-            chosen = port_for(ports, patch.name, version or "9999")
-            if chosen is not None:
-                tried = try_port(scratch, chosen[1], chosen[0], commit, name)
-                port_results.append(tried)
-                own = next(p for p in replayed.patches if p.patch == patch.name)
-                if own.status in rows.BROKEN and tried.status in PORT_APPLIES:
-                    carried.append(chosen[1])
-                    chosen_ports[patch.name] = chosen[1]
-        targets.append(
-            TargetResult(
-                name, commit, tuple(with_evidence), tuple(port_results), replayed.range_diff
-            )
-        )
+        evidence = {
+            p.name: [
+                e
+                for e in evidence_for(tracks[p.name], ids.get(own_ids[p.name], ""))
+                if scratch.is_ancestor(e.commit, commit)
+            ]
+            for p in series.patches
+        }
+        patches = tuple(_with_evidence(p, evidence[p.patch]) for p in replayed.patches)
+        port_results, carriers = _ports(scratch, series, ports, replayed, version, name)
+        targets.append(TargetResult(name, commit, patches, port_results, replayed.range_diff))
         if name == MAIN:
             text_only = {p.patch: p.status for p in replayed.patches}
             applied = {p.name: p for p in series.patches if text_only[p.name] in rebase.APPLIED}
-            carriers = {**applied, **chosen_ports}
             patched_main = PatchedMain(
-                with_ports(scratch.files(tip, series.targets()), scratch, tip, carried),
-                {n: tuple(behaviour_tests.new_tests(p.diff)) for n, p in carriers.items()},
+                with_ports(scratch.files(tip, series.targets()), scratch, tip, carriers.values()),
+                {
+                    n: tuple(behaviour_tests.new_tests(p.diff))
+                    for n, p in {**applied, **carriers}.items()
+                },
             )
     bisects = []
     for patch in series.patches:
@@ -230,12 +247,13 @@ def run_line(
 
 
 def with_ports(
-    files: Mapping[str, bytes], scratch: Scratch, tip: str, ports: Sequence[Patch]
+    files: Mapping[str, bytes], scratch: Scratch, tip: str, ports: Iterable[Patch]
 ) -> dict[str, bytes]:
     """Return main's files after the replayed series and the ports that carry the rest."""
-    paths = {p for port in ports for p in port.targets}
+    chosen = list(ports)
+    paths = {p for port in chosen for p in port.targets}
     texts = {p: decode(d) for p, d in {**scratch.files(tip, paths), **files}.items()}
-    for port in ports:
+    for port in chosen:
         texts = apply_patch(port, texts, allow_offset=True)
     return {p: encode(t) for p, t in texts.items()}
 
