@@ -21,6 +21,7 @@ from scaffold import make_diff, make_tree, patch_text, write_series
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {
+    "canary",
     "status",
     "check",
     "apply",

@@ -44,6 +44,8 @@ from overlay.errors import (
 from overlay.lines import pins
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream import export, prepare, releases, render, retarget
+from overlay.upstream.canary import page as canary_page
+from overlay.upstream.canary import run as canary_run
 from overlay.upstream.matrix import Matrix
 
 Handler = Callable[[argparse.Namespace], int]
@@ -560,6 +562,46 @@ def cmd_merge_reports(args: argparse.Namespace) -> int:
     return _verdict(merged, _write_reports(merged, base / args.out))
 
 
+def cmd_canary(args: argparse.Namespace) -> int:
+    """Replay every release line onto upstream main (and newer tags); write the status page."""
+    upstream = args.upstream or os.environ.get("OVERLAY_UPSTREAM_CLONE")
+    if not upstream:
+        raise UpstreamError(
+            "no upstream repository to run the canary against",
+            expected="--upstream <a pytorch/executorch clone or git URL>",
+            found="neither --upstream nor $OVERLAY_UPSTREAM_CLONE",
+            hint="pass --upstream https://github.com/pytorch/executorch.git",
+        )
+    out_dir = Path(args.out)
+    request = canary_run.Request(
+        upstream=upstream,
+        root=Path(args.patches) if args.patches else lines.default_root(),
+        out_dir=out_dir,
+        lines=tuple(n.strip() for v in args.lines or () for n in v.split(",") if n.strip()),
+        tags=args.tags,
+        previous=Path(args.previous) if args.previous else None,
+        behaviour=not args.no_behaviour,
+        gate=not args.no_gate,
+    )
+    report = canary_run.canary(request, progress=progress)
+    for path in canary_page.write_page(report, out_dir):
+        progress(f"wrote {path}")
+    for line in report.lines:
+        if line.error:
+            out(f"{line.line}: {line.error}")
+        for row in line.rows:
+            out(f"{line.line} {row.patch}: {row.main.value}; {row.upstream}; next: {row.next_step}")
+    out(f"behaviour on main: {report.behaviour.state.value} {report.behaviour.detail}".rstrip())
+    if report.failed:
+        raise UpstreamError(
+            "the canary failed",
+            expected="no patch newly conflicting on main, no export churn",
+            found="\n".join(report.failures),
+            hint=f"read {out_dir / 'status.md'}",
+        )
+    return 0
+
+
 def cmd_report_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of equivalence.json."""
     out(report.render_schema().rstrip("\n"))
@@ -721,6 +763,16 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("reports", nargs="+", help="the equivalence.json of every shard")
     merge.add_argument("--out", default="reports", help="folder for the merged report")
     add("report-schema", cmd_report_schema, "print the JSON Schema of equivalence.json")
+    can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")
+    can.add_argument(
+        "--upstream", help="a pytorch/executorch clone or git URL ($OVERLAY_UPSTREAM_CLONE)"
+    )
+    can.add_argument("--out", default="build/canary", help="folder (default: %(default)s)")
+    can.add_argument("--lines", nargs="+", help="only these lines, e.g. 1.2.0 (default: all)")
+    can.add_argument("--tags", action="store_true", help="also onto each newer vX.Y.Z tag")
+    can.add_argument("--previous", help="the last status.json: fail on a newly conflicting patch")
+    can.add_argument("--no-behaviour", action="store_true", help="text only (no release env)")
+    can.add_argument("--no-gate", action="store_true", help="skip the export idempotence gate")
     return parser
 
 
