@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 
 from overlay._git import git
 from overlay.equivalence.protocol import ItemResult, RunStatus
@@ -26,7 +25,7 @@ from overlay.upstream.retarget import Retarget
 from overlay.upstream.retarget.candidate import Layout, render_pins, write_candidate
 from overlay.upstream.retarget.conflicts import conflict_lines, resume_worktree
 from overlay.upstream.retarget.moves import runtime_form_note
-from overlay.upstream.retarget.pin_check import PinAttempt, runtime_candidates
+from overlay.upstream.retarget.pin_check import PinAttempt
 from overlay.upstream.retarget.plan import plan_patch, plan_series
 from overlay.upstream.verdicts import apply_behaviour, decide_patch, final_verdict
 
@@ -144,42 +143,6 @@ def _as_port(plan: TextPlan) -> TextPlan:
     from dataclasses import replace
 
     return replace(plan, action=Action.PORTED)
-
-
-def test_runtime_candidates_start_from_the_release_metadata() -> None:
-    old = pins.load(ROOT / "patches" / "1.2.0")
-    requirements = [
-        Requirement("torchao<0.19,>=0.18.0"),
-        Requirement('tosa-tools==2026.5.0; extra == "vgf"'),
-        Requirement('ai_ml_sdk_model_converter==0.10.0; extra == "vgf"'),
-        Requirement('ai_ml_emulation_layer_for_vulkan==0.10.0; extra == "vgf"'),
-        Requirement('ethos-u-vela==5.1.0; extra == "ethos-u"'),
-    ]
-    found = runtime_candidates(old, requirements, ["2.13.0"])
-    first = found[0].runtime
-    assert first == {
-        "torch": "2.13.0",
-        "torchao": "0.18.0",
-        "tosa-tools": "2026.5.0",
-        "ai-ml-sdk-model-converter": "0.10.0",
-        # the tools that run VGF files stay one ML SDK release, as pinned; Ethos-U as pinned
-        "ai-ml-sdk-scenario-runner": "0.11.0",
-        "ai-ml-sdk-vgf-library": "0.11.0",
-        "ai-ml-emulation-layer-for-vulkan": "0.11.0",
-        "ethos-u-vela": "5.1.0",
-    }
-    # Then each tool back at its pinned version alone, then all pinned, then the pinned torch.
-    tools = [(c.runtime["tosa-tools"], c.runtime["ai-ml-sdk-model-converter"]) for c in found]
-    assert tools[:4] == [
-        ("2026.5.0", "0.10.0"),
-        ("2026.2.1", "0.10.0"),
-        ("2026.5.0", "0.11.0"),
-        ("2026.2.1", "0.11.0"),
-    ]
-    assert [c.runtime["torch"] for c in found] == ["2.13.0"] * 4 + ["2.11.0"] * 4
-    assert len({tuple(c.runtime.items()) for c in found}) == len(found)
-    bumped = runtime_candidates(old, [Requirement("torchao>=0.19")], [])
-    assert bumped[0].runtime["torchao"] == "0.19"
 
 
 def _case(name: str, stock: Quality, patched: Quality | None = None) -> CaseOutcome:

@@ -209,18 +209,10 @@ def _bad(source: Path, expected: str, found: str) -> SeriesError:
     )
 
 
-def load(directory: Path) -> Pins:
-    """Read and validate ``pins.toml`` of a series folder."""
-    source = directory / PINS_FILE
+def read_toml(source: Path) -> dict[str, object]:
+    """Return a TOML file's tables; refuse an unreadable one (shared by every pins file)."""
     try:
-        data = tomllib.loads(source.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise SeriesError(
-            f"no {PINS_FILE} in {directory}",
-            expected=f"{source} with the series' versions and hashes",
-            found="nothing",
-            hint="point --patches at a series folder (it holds 'series' and 'pins.toml')",
-        ) from None
+        return tomllib.loads(source.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError) as exc:
         raise SeriesError(
             f"cannot read {source}: {exc}",
@@ -228,6 +220,19 @@ def load(directory: Path) -> Pins:
             found=type(exc).__name__,
             hint="restore it from git",
         ) from exc
+
+
+def load(directory: Path) -> Pins:
+    """Read and validate ``pins.toml`` of a series folder."""
+    source = directory / PINS_FILE
+    if not source.is_file():
+        raise SeriesError(
+            f"no {PINS_FILE} in {directory}",
+            expected=f"{source} with the series' versions and hashes",
+            found="nothing",
+            hint="point --patches at a series folder (it holds 'series' and 'pins.toml')",
+        )
+    data = read_toml(source)
     executorch = _table(data, "executorch", source)
     runtime = _strings(data, "runtime", source)
     extras: dict[str, tuple[str, ...]] = {}

@@ -15,7 +15,6 @@ Example: the line ``patches/1.2.0/`` reads ``patches/upstream.toml``; the candid
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ import tomlkit
 from packaging.version import InvalidVersion, Version
 
 from overlay.errors import SeriesError, TargetError
-from overlay.lines.pins import WheelPin
+from overlay.lines.pins import WheelPin, read_toml
 
 UPSTREAM_FILE = "upstream.toml"
 
@@ -113,15 +112,7 @@ def _text(table: Mapping[str, object], key: str, source: Path) -> str:
 
 def load(source: Path) -> UpstreamPins:
     """Read and validate an ``upstream.toml``."""
-    try:
-        data = tomllib.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SeriesError(
-            f"cannot read {source}: {exc}",
-            expected="a UTF-8 TOML file",
-            found=type(exc).__name__,
-            hint="restore it from git",
-        ) from exc
+    data = read_toml(source)
     matrix = data.get("matrix")
     if not isinstance(matrix, Mapping):
         raise _bad(source, "a [matrix] table", matrix)
