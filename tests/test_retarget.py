@@ -221,6 +221,7 @@ def test_pins_render_and_load(tmp_path: Path) -> None:
     assert "[matrix]" not in text and "[upstream]" not in text  # shared: upstream.toml
 
 
+ORIGIN = "torch 2.13.0 ([torch] in upstream.toml)"
 WHEEL = "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 
@@ -235,7 +236,7 @@ def test_render_retarget_lists_each_patch() -> None:
         candidate=Path("c"),
         wheels=(),
         runtime={"torch": "2.13.0"},
-        attempts=(),
+        attempts=(PinAttempt({"torch": "2.13.0"}, True, "ok", 1.0, ORIGIN),),
         verdicts=(final_verdict(plan, found, "1.5.1"),),
         runtime_form="none",
         moves=(),
@@ -250,6 +251,7 @@ def test_render_retarget_lists_each_patch() -> None:
     assert "retarget executorch 1.2.0 -> 1.5.1: ready to promote" in text
     assert "0001-fix  offset  carried  fails before, passes after" in text
     assert "a: stock failed, patched right [boom]" in text
+    assert f"  tried torch 2.13.0: ok\n    from: {ORIGIN}\n" in text
     assert "| `0001-fix` |" not in render_retarget_markdown(result)
     assert "| 0001-fix | offset | carried | fails before, passes after |" in (
         render_retarget_markdown(result)

@@ -147,6 +147,8 @@ def render_retarget(result: Retarget) -> str:
     for attempt in result.attempts:
         pins = ", ".join(f"{k} {v}" for k, v in attempt.runtime.items())
         out.append(f"  tried {pins}: {'ok' if attempt.ok else attempt.detail[:160]}")
+        if attempt.origin:
+            out.append(f"    from: {attempt.origin}")
     published = [w for w in result.wheels if w.sha256]
     out.append(f"wheels: {len(published)} of {len(result.wheels)} published")
     for wheel in result.wheels:

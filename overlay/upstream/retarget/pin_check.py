@@ -55,6 +55,7 @@ class PinAttempt:
     ok: bool
     detail: str
     seconds: float
+    origin: str = ""  # where its torch and tools came from
 
 
 @dataclass(frozen=True)
@@ -248,8 +249,9 @@ def confirm_runtime(
         except OverlayError as exc:
             detail = exc.message + (f": {exc.found}" if exc.found else "")
         ok = env is not None and detail == ""
+        seconds = time.perf_counter() - started
         attempts.append(
-            PinAttempt(dict(candidate.runtime), ok, detail or "ok", time.perf_counter() - started)
+            PinAttempt(dict(candidate.runtime), ok, detail or "ok", seconds, candidate.origin)
         )
         progress(f"pins {candidate.origin}: {'ok' if ok else detail[:160]}")
         if ok and env is not None:
