@@ -15,7 +15,9 @@ triggers (CHANGED) show a lowering the patch changes where stock is already righ
 
 Public, reused by the retarget, the export and the canary: :func:`run_envs`,
 :func:`run_release`, :func:`assemble`, :class:`ReleaseRun`, :func:`judge_case`,
-:func:`triggers`, :func:`trigger_cases`, :func:`regressions_of`, :func:`judged`.
+:func:`triggers`, :func:`trigger_cases`, :func:`regressions_of`, :func:`judged`; and, kept
+here for callers from before the split, ``new_tests``, ``run_tests_both_ways`` and
+``pytest_ini`` of :mod:`overlay.upstream.upstream_tests`.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.verdict import AB, classify, limits, quality
 from overlay.fixes import Effect, Fix
 from overlay.upstream.facts import CaseOutcome, Counts, TestRun
+from overlay.upstream.upstream_tests import new_tests, pytest_ini, run_tests_both_ways
 from overlay.upstream.verdicts import Outcome, PatchBehaviour, decide_patch
 
 __all__ = [
@@ -54,9 +57,12 @@ __all__ = [
     "decide_patch",
     "judge_case",
     "judged",
+    "new_tests",
+    "pytest_ini",
     "regressions_of",
     "run_envs",
     "run_release",
+    "run_tests_both_ways",
     "trigger_cases",
     "triggers",
 ]

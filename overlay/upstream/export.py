@@ -39,6 +39,30 @@ from overlay.upstream.commit_rules import (
 )
 from overlay.upstream.facts import TestRun
 
+__all__ = [  # the commit rules' names too, for callers from before the split
+    "ARM_CC",
+    "LABELS",
+    "MAX_LINE",
+    "PREFIX",
+    "ZERO_SHA",
+    "Evidence",
+    "Export",
+    "Identity",
+    "branch_name",
+    "check_license",
+    "check_message",
+    "checklist",
+    "commit_message",
+    "dep3_paragraphs",
+    "drafted_issue",
+    "export_patch",
+    "format_mbox",
+    "make_branch",
+    "pr_body",
+    "upstream_subject",
+    "wrap",
+    "write_exports",
+]
 # Who the Arm backend's commits and PRs cc, and the labels its fixes get.
 ARM_CC = (
     "cc @digantdesai @freddan80 @per @zingo @oscarandersson8218 @mansnils",

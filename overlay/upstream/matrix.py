@@ -30,6 +30,25 @@ from overlay.upstream.facts import (
 )
 from overlay.upstream.verdicts import PatchBehaviour, Verdict, text_verdict
 
+__all__ = [
+    "APPLYING",
+    "ARM_PREFIX",
+    "PORTS_DIR",
+    "Cell",
+    "Check",
+    "Matrix",
+    "PatchRow",
+    "Release",
+    "Status",
+    "UpstreamInfo",
+    "Verdict",
+    "build_matrix",
+    "check_file",
+    "check_patch",
+    "parse_applied_upstream",
+    "port_for",
+]
+# Check, Cell, Status, UpstreamInfo, parse_applied_upstream live in facts (re-exported).
 PORTS_DIR = "ports"
 ARM_PREFIX = "backends/arm/"
 

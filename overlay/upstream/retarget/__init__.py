@@ -21,6 +21,7 @@ Release fetching is :mod:`overlay.upstream.releases`; every verdict is decided i
 from __future__ import annotations
 
 from overlay.upstream.retarget.model import Request, Retarget
+from overlay.upstream.retarget.pin_check import upstream_torch_pin
 from overlay.upstream.retarget.promote import Promotion, Retirement, promote, retire_line
 from overlay.upstream.retarget.run import retarget, write_report
 
@@ -32,5 +33,6 @@ __all__ = [
     "promote",
     "retarget",
     "retire_line",
+    "upstream_torch_pin",
     "write_report",
 ]
