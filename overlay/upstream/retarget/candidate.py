@@ -64,7 +64,7 @@ def render_pins(
 ) -> str:
     """Return the candidate's ``pins.toml`` text."""
     doc = tomlkit.document()
-    doc.add(tomlkit.comment(f"Pins of the executorch {version} candidate, written by"))
+    doc.add(tomlkit.comment(f"Pins of the executorch {version} line, written as a candidate by"))
     doc.add(tomlkit.comment("`python -m overlay retarget`. Code holds no version or hash."))
     doc.add(tomlkit.nl())
     executorch = tomlkit.table()
