@@ -177,3 +177,51 @@ def test_the_probe_script_reports_what_torch_lacks(tmp_path: Path) -> None:
         "quantized_decomposed::quantize_per_channel.out",
     ]
     assert data["load_error"].startswith("executorch.kernels.quantized does not import")
+
+
+def test_confirm_runtime_rejects_a_torch_whose_kernels_do_not_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1.5.1's kernels load with torch 2.13, not 2.11: the pin check tries 2.11 and says why."""
+    from overlay.envs import release_venvs
+
+    def ensure(spec: release_venvs.EnvSpec, *_: object, **__: object) -> release_venvs.Env:
+        folder = tmp_path / spec.key[:8]
+        folder.mkdir(exist_ok=True)
+        return release_venvs.Env(folder, spec, True, 0.0)
+
+    def probe(python: Path) -> KernelProbe:
+        torch = next(r for r in probed.pop(0).requirements if r.startswith("torch=="))
+        missing = () if torch == "torch==2.13.0" else OUT_VARIANTS
+        return KernelProbe(torch.removeprefix("torch=="), missing, UNDEFINED if missing else "")
+
+    probed: list[release_venvs.EnvSpec] = []
+    lowered: list[str] = []
+
+    def ensure_and_note(spec: release_venvs.EnvSpec, *_: object, **__: object) -> release_venvs.Env:
+        probed.append(spec)
+        return ensure(spec)
+
+    def lower(env: release_venvs.Env, *_: object) -> str:
+        lowered.append(env.spec.name)
+        return ""
+
+    monkeypatch.setattr(release_venvs, "ensure", ensure_and_note)
+    monkeypatch.setattr(pin_check, "probe_kernels", probe)
+    monkeypatch.setattr(pin_check, "_lowering_check", lower)
+    candidates = runtime_candidates(OLD, REQ_151, ["2.11.0", "2.13.0"])
+    runtime, attempts, env = pin_check.confirm_runtime(
+        SHARED, "1.5.1", candidates, envs_root=None, log_dir=tmp_path, progress=lambda _: None
+    )
+    assert runtime["torch"] == "2.13.0" and attempts[-1].ok
+    assert [a.runtime["torch"] for a in attempts] == ["2.11.0", "2.13.0"]
+    assert attempts[0].detail.startswith("kernels: quantized_decomposed::quantize_per_tensor.out")
+    assert lowered == ["executorch-1.5.1-stock"]  # not tried where the kernels are missing
+    assert "pytest==8.4.2" in env.spec.requirements  # the stock env can run the tests
+    cached = pin_check.check_env(env, "1.5.1", tmp_path)  # the answer is kept in the env
+    assert cached == "" and len(lowered) == 1
+    with pytest.raises(UpstreamError, match=r"no runtime pins run executorch 1\.5\.1's") as info:
+        pin_check.confirm_runtime(SHARED, "1.5.1", candidates[:1], envs_root=None,
+                                  log_dir=tmp_path, progress=lambda _: None)  # fmt: skip
+    assert "[torch] in" in (info.value.hint or "")
+    assert "2.11.0: kernels:" in (info.value.found or "")  # the kept answer, not a new probe
