@@ -201,7 +201,7 @@ def test_final_verdict_trusts_behaviour_and_flags_disagreements() -> None:
     assert verdict.flags[0].startswith("text says drop")
     unknown = final_verdict(plan, None, "1.5.1", registered=False)
     assert unknown.text == "carried (pinned); behaviour not checked"
-    assert unknown.flags == ("no entry in the fix registry: no trigger cases to check",)
+    assert unknown.flags == ("no fix module in overlay/fixes/: no trigger cases to check",)
     assert apply_behaviour(plan, gone).action is Action.DROP
     assert apply_behaviour(plan, still) is plan
 

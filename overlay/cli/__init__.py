@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import sys
-import sysconfig
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,7 +26,8 @@ from rich.progress import (
 from rich.progress import Progress as RichProgress
 
 from overlay import __version__, fixes, lines, worktree
-from overlay.cli import json_output
+from overlay.cli import in_place, json_output
+from overlay.cli.output import out, progress
 from overlay.dist import index, wheels
 from overlay.envs import lockfiles, ready_venv
 from overlay.envs.verify_install import check_installed, current_site
@@ -34,32 +35,19 @@ from overlay.equivalence import cache as equivalence_cache
 from overlay.equivalence import htmlreport, orchestrator, report
 from overlay.equivalence.protocol import PathId
 from overlay.errors import (
-    EXIT_CHANGES_DUE,
     EquivalenceError,
     InstallCheckError,
     OverlayError,
-    TargetError,
     UpstreamError,
     exit_codes,
 )
 from overlay.lines import pins
-from overlay.target import transaction
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
 from overlay.upstream.matrix import Matrix
 from overlay.upstream.upstream_pins import for_series
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def out(text: str = "") -> None:
-    """Print to stdout."""
-    print(text, flush=True)
-
-
-def progress(text: str) -> None:
-    """Print a progress line to stderr."""
-    print(f"[overlay] {text}", file=sys.stderr, flush=True)
 
 
 def _patches_dir(args: argparse.Namespace) -> Path:
@@ -88,116 +76,6 @@ def _source_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelP
     path = wheels.fetch_wheel(pin)
     progress(f"verified {path.name}")
     return pin, path
-
-
-def _target(args: argparse.Namespace) -> transaction.Target:
-    if args.target:
-        return transaction.find_target(Path(args.target))
-    return transaction.find_target(Path(sysconfig.get_paths()["purelib"]))
-
-
-def _series_info(series: Series) -> json_output.SeriesInfo:
-    return json_output.SeriesInfo(
-        series.digest,
-        str(series.pins.executorch),
-        wheels.local_version(series),
-        tuple(
-            json_output.PatchInfo(n, p.name, p.subject, p.header.get("Applied-Upstream"))
-            for n, p in enumerate(series.patches, start=1)
-        ),
-    )
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    """Show the series and, with a target, the state of every file."""
-    series = _series(args)
-    info = _series_info(series)
-    target: transaction.Target | None = None
-    if args.target or not args.series_only:
-        try:
-            target = _target(args)
-        except TargetError:
-            if args.target:
-                raise
-    status = transaction.inspect(series, target) if target else None
-    if args.json:
-        out(
-            json_output.to_json(
-                json_output.StatusReport(
-                    info,
-                    target.root if target else None,
-                    str(target.version) if target else None,
-                    status.state if status else None,
-                    status.summary if status else None,
-                    tuple(json_output.FileStatus(p, s) for p, s in status.files.items())
-                    if status
-                    else (),
-                )
-            ).rstrip("\n")
-        )
-        return 0
-    out(f"series {series.short_digest} against executorch {series.pins.executorch}")
-    out(f"patched wheel version: {info.wheel_version}")
-    for patch in info.patches:
-        out(f"  {patch.number}. {patch.name}: {patch.subject}")
-        if patch.upstream:
-            out(f"       upstream: {patch.upstream}")
-    if target is not None and status is not None:
-        out(f"target {target.root} (executorch {target.version})")
-        out(f"  state: {status.summary}")
-        for repo_path, state in status.files.items():
-            out(f"  {state.value:<9} {repo_path}")
-    return 0
-
-
-def _describe_plan(plan: transaction.Plan, verb: str) -> None:
-    if plan.recovery is not None:
-        out(f"recovered: {plan.recovery.summary}")
-    for change in plan.changes:
-        out(f"  {verb}: {change.repo_path}")
-    for repo_path in plan.unchanged:
-        out(f"  already {'pristine' if plan.reverse else 'patched'}: {repo_path}")
-    if plan.bytecode:
-        out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
-    meta = plan.metadata
-    if meta is not None:
-        moved = f" -> {meta.to}" if meta.to != meta.dist_info else ""
-        out(f"  dist-info: {meta.dist_info}{moved} (Version {meta.version})")
-        for action, names in (
-            ("rewrites", [f.name for f in meta.files if f.old_sha256 and f.new is not None]),
-            ("adds", [f.name for f in meta.files if f.old_sha256 is None]),
-            ("removes", [f.name for f in meta.files if f.new is None]),
-        ):
-            if names:
-                out(f"    {action} {', '.join(names)}")
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    """Dry run: check everything apply (or revert) would; exit 21 if files would change."""
-    series = _series(args)
-    plan = transaction.preview(series, _target(args), reverse=args.reverse)
-    code = 0 if plan.is_noop else EXIT_CHANGES_DUE
-    if args.json:
-        changes = tuple(c.repo_path for c in plan.changes)
-        check = json_output.CheckReport(
-            plan.target.root, args.reverse, not plan.is_noop, changes, plan.unchanged
-        )
-        out(json_output.to_json(check).rstrip("\n"))
-        return code
-    _describe_plan(plan, "would revert" if args.reverse else "would patch")
-    out("nothing to do" if plan.is_noop else f"{len(plan.changes)} file(s) would change")
-    return code
-
-
-def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
-    """Apply (or revert) the series on an installed or unpacked executorch, atomically."""
-    series = _series(args)
-    target = _target(args)
-    plan = transaction.apply(series, target, reverse=reverse)
-    _describe_plan(plan, "reverted" if reverse else "patched")
-    if plan.is_noop:
-        out(f"nothing to do: {target.root} is already {'pristine' if reverse else 'patched'}")
-    return 0
 
 
 def _build(
@@ -231,12 +109,12 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
     lock_file = lockfiles.lock_path(series, pin)
     if args.report:
         built = json_output.BuildReport(
-            result.path,
+            str(result.path),
             result.version,
             result.built,
             result.sha256,
-            lock_file if lock_file.is_file() else None,
-            Path(args.out) / index.SIMPLE,
+            str(lock_file) if lock_file.is_file() else None,
+            str(Path(args.out) / index.SIMPLE),
         )
         Path(args.report).write_text(json_output.to_json(built), encoding="utf-8")
     out(str(result.path))
@@ -360,7 +238,7 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
         series, import_modules=not args.no_import, search_path=site, lock=locked, python=python
     )
     if args.json:
-        out(json_output.to_json(found).rstrip("\n"))
+        out(json_output.to_json(json_output.verify_report(found)).rstrip("\n"))
         return 0
     if found.lock:
         out(f"{found.locked} packages match {found.lock}")
@@ -658,7 +536,7 @@ def _verdict(result: orchestrator.Report, markdown: Path) -> int:
             expected="(b) stock + runtime patch and (c) the diff-patched build agree",
             found="\n".join(result.failures),
             hint=f"read {markdown} (or the .html beside it); fix the patch, or declare the"
-            " divergence in overlay/equivalence/verdict.py DECLARED_DIVERGENCES with its reason",
+            " divergence with its reason in the fix's module (overlay/fixes/fNNNN_*.py)",
         )
     return 0
 
@@ -709,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m overlay",
         description="Arm-backend fix series for a pinned executorch release: apply, build,"
         " verify, prove equivalence, prepare upstream pull requests.",
-        epilog="exit codes:\n" + "\n".join(f"  {c:>3}  {d}" for c, d in exit_codes()),
+        epilog=exit_code_table(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -722,15 +600,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        command.set_defaults(handler=handler)
+        command.set_defaults(handler=handler, command_parser=command)
         return command
-
-    def add_target(command: argparse.ArgumentParser) -> None:
-        command.add_argument(
-            "--target",
-            help="site-packages, venv or unpacked wheel holding executorch "
-            "(default: this Python's site-packages)",
-        )
 
     def add_wheel(command: argparse.ArgumentParser) -> None:
         group = command.add_mutually_exclusive_group()
@@ -742,23 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add_json(command: argparse.ArgumentParser) -> None:
         command.add_argument("--json", action="store_true", help="print a JSON report")
 
-    status = add("status", cmd_status, "show the series and the state of a target's files")
-    add_target(status)
-    add_json(status)
-    status.add_argument("--series-only", action="store_true", help="do not look for a target")
-    check = add(
-        "check",
-        cmd_check,
-        f"dry run: verify a target could be patched (writes nothing; exit {EXIT_CHANGES_DUE}"
-        " if files would change, 0 if nothing to do)",
-    )
-    add_target(check)
-    add_json(check)
-    check.add_argument("--reverse", action="store_true", help="check a revert instead")
-    add_target(add("apply", cmd_apply, "apply the series to a target, atomically"))
-    add_target(
-        add("revert", lambda a: cmd_apply(a, reverse=True), "restore a target's pristine files")
-    )
+    in_place.add_commands(add)
     build = add("build-wheel", cmd_build_wheel, "build the patched executorch wheel")
     add_wheel(build)
     build.add_argument("--out", default="dist", help="output folder (default: %(default)s)")
@@ -888,20 +743,59 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def exit_code_table() -> str:
+    """Return the exit codes as `--help` lists them (from overlay/errors.py)."""
+    return "exit codes:\n" + "\n".join(f"  {c:>3}  {d}" for c, d in exit_codes())
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """Return argparse's message for ``extra``, with the nearest option of the command."""
+    options = [o for action in parser._actions for o in action.option_strings]
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    for arg in extra:
+        near = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1, cutoff=0.6)
+        if arg.startswith("-") and near:
+            message += f" (did you mean {near[0]}?)"
+            break
+    return message
+
+
+def _closed_stdout() -> int:
+    """Leave quietly when stdout's reader went away (``| head``), as pip does; exit 1."""
+    with contextlib.suppress(OSError, ValueError):  # no flush at exit into the broken pipe
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    with contextlib.suppress(OSError):
+        print("error: stdout was closed before the output ended (broken pipe)", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the process exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # a subcommand's own usage, not the top level's (argparse's default)
+        command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        command.error(_unrecognized(command, extra))
     handler: Handler = args.handler
     try:
-        return handler(args)
-    except OverlayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if getattr(args, "json", False):
-            error = json_output.ErrorReport(
-                type(exc).__name__, exc.exit_code, exc.message, exc.expected, exc.found, exc.hint
-            )
-            out(json_output.to_json(error).rstrip("\n"))
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        try:
+            return handler(args)
+        except OverlayError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            if getattr(args, "json", False):
+                error = json_output.ErrorReport(
+                    type(exc).__name__,
+                    exc.exit_code,
+                    exc.message,
+                    exc.expected,
+                    exc.found,
+                    exc.hint,
+                )
+                out(json_output.to_json(error).rstrip("\n"))
+            return exc.exit_code
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+    except BrokenPipeError:
+        return _closed_stdout()

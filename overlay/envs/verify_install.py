@@ -19,11 +19,10 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from overlay._hashing import sha256_file
-from overlay.dist.wheels import PROVENANCE_FILE, local_version, parse_provenance
+from overlay.dist.wheels import local_version
 from overlay.envs.lockfiles import Lock
 from overlay.errors import InstallCheckError
-from overlay.target.journal import journal_file, read_journal
+from overlay.target.state import verified
 from overlay.text.series import Series
 
 # Importing these proves the Arm backend loads with the patched sources.
@@ -121,51 +120,9 @@ def check_installed(
         )
     dist = dists[0]
     site = Path(str(dist.locate_file("")))
-    unfinished = read_journal(site)
-    if unfinished is not None:
-        raise InstallCheckError(
-            f"an interrupted {unfinished.operation.value} left {site} half-written",
-            expected="a tree that is pristine or patched",
-            found=f"the journal {journal_file(site)} (pid {unfinished.pid})",
-            hint=f"run `python -m overlay apply --target {site}` (or `revert`)",
-        )
-    try:
-        version, provenance_text = dist.version, dist.read_text(PROVENANCE_FILE)
-    except UnicodeDecodeError as exc:
-        raise InstallCheckError(
-            f"the executorch dist-info in {site} is not UTF-8 text",
-            expected="UTF-8 METADATA and provenance, as installers write them",
-            found=f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}",
-            hint="reinstall executorch",
-        ) from exc
-    if version != local_version(series):
-        raise InstallCheckError(
-            "this environment does not carry this patch series",
-            expected=f"executorch {local_version(series)}",
-            found=f"executorch {version}",
-            hint=f"rebuild and reinstall: `{NEXT_STEP}`",
-        )
-    provenance = parse_provenance(provenance_text)
-    if provenance is None or provenance.series_digest != series.digest:
-        raise InstallCheckError(
-            f"{PROVENANCE_FILE} does not name this series",
-            expected=series.digest,
-            found=provenance.series_digest if provenance else "no readable provenance file",
-            hint=f"rebuild and reinstall: `{NEXT_STEP}`",
-        )
+    status = verified(series, site, rebuild=f"rebuild and reinstall: `{NEXT_STEP}`")
     expected = series.expected_patched_sha256()
-    files: dict[str, str] = {}
-    for repo_path, wanted in expected.items():
-        path = site / series.pins.wheel_path(repo_path)
-        found = sha256_file(path) if path.is_file() else "missing"
-        if found != wanted:
-            raise InstallCheckError(
-                f"{path} is not the patched file",
-                expected=wanted,
-                found=found,
-                hint=f"something rewrote the install; reinstall: `{NEXT_STEP}`",
-            )
-        files[series.pins.wheel_path(repo_path)] = found
+    files = {series.pins.wheel_path(p): status.digests[p] for p in expected}
     modules: tuple[str, ...] = ()
     if import_modules:
         patched = {series.pins.module_name(p): site / series.pins.wheel_path(p) for p in expected}

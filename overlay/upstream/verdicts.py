@@ -417,7 +417,7 @@ def final_verdict(
             if kept.conflicts:
                 text += f"; {'; '.join(kept.conflicts)}"
     if not registered:
-        flags.append("no entry in the fix registry: no trigger cases to check")
+        flags.append("no fix module in overlay/fixes/: no trigger cases to check")
     return PatchVerdict(plan.name, action, text, plan, found, tuple(flags))
 
 
