@@ -151,15 +151,21 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "export: long lines allowed",
-        "overlay/upstream/export.py",
+        "overlay/upstream/commit_rules.py",
         'if len(_URL.sub("", line)) > MAX_LINE:',
         "if False:",
     ),
     (
         "retarget: a resolution keeps only the patch's own files",
-        "overlay/upstream/retarget.py",
+        "overlay/upstream/retarget/conflicts.py",
         "for _, p in entries}",
         "for _, p in entries if p in plan.after}",
+    ),
+    (
+        "upstream verdicts: any failure before counts, whatever its reason",
+        "overlay/upstream/verdicts.py",
+        "    if text.startswith(_OWN) and not text.startswith(_NOT_OWN):\n        return True",
+        "    if True:\n        return True",
     ),
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from overlay.lines import Line
@@ -71,6 +72,21 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
     ).read_bytes() == b"AAAA\n"
 
 
+def _share(root: Path, releases: tuple[str, ...]) -> None:
+    """Add ``releases`` to the matrix of the lines root's shared ``upstream.toml``."""
+    shared = root / "upstream.toml"
+    known = (
+        tomllib.loads(shared.read_text("utf-8"))["matrix"]["versions"] if shared.exists() else []
+    )
+    versions = ", ".join(f'"{v}"' for v in dict.fromkeys([*known, *releases]))
+    shared.write_text(
+        f'[matrix]\nversions = [{versions}]\npython = "3.11"\n'
+        'platform = "manylinux_2_28_x86_64"\n\n[upstream]\ntest_requirements = []\n'
+        "lint_requirements = []\n",
+        encoding="utf-8",
+    )
+
+
 def _line(root: Path, version: str, matrix: tuple[str, ...] = ()) -> Line:
     folder = root / version
     write_series(folder, {}, {}, version=version)
@@ -78,9 +94,8 @@ def _line(root: Path, version: str, matrix: tuple[str, ...] = ()) -> Line:
     pins = pins.replace(
         'torch = "2.11.0"', 'torch = "2.11.0"\ntorchao = "0.18.0"\ntosa-tools = "2026.2.1"'
     )
-    versions = ", ".join(f'"{v}"' for v in (version, *matrix))
-    pins = pins.replace(f'versions = ["{version}"]', f"versions = [{versions}]")
     (folder / "pins.toml").write_text(pins, encoding="utf-8")
+    _share(root, (version, *matrix))
     return Line(version, folder)
 
 

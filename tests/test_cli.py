@@ -36,6 +36,7 @@ COMMANDS = {
     "matrix",
     "export-upstream",
     "retarget",
+    "retire-line",
     "equivalence",
     "merge-reports",
     "report-schema",

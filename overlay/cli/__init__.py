@@ -43,10 +43,11 @@ from overlay.errors import (
 )
 from overlay.lines import pins
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream import export, prepare, releases, render, retarget
+from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
 from overlay.upstream.canary import page as canary_page
 from overlay.upstream.canary import run as canary_run
 from overlay.upstream.matrix import Matrix
+from overlay.upstream.upstream_pins import for_series
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -257,7 +258,7 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
 def _matrix(args: argparse.Namespace, series: Series) -> Matrix:
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     if not versions:
-        versions = list(series.pins.matrix_versions)
+        versions = list(for_series(series.directory).matrix_versions)
     progress(f"version matrix over executorch {', '.join(versions)} (wheels fetched once, cached)")
     return releases.run_matrix(series, series.directory, versions)
 
@@ -291,7 +292,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def cmd_export_upstream(args: argparse.Namespace) -> int:
     """Measure behaviour per release, then write mboxes, PR bodies and branches to send."""
-    signer = export.parse_identity(args.signoff) if args.signoff else export.git_identity()
+    signer = commit_rules.signer(args.signoff)  # checked against the rules before any work
     versions = tuple(v.strip() for v in args.versions.split(",") if v.strip())
     request = prepare.Request(
         patches_dir=_patches_dir(args),
@@ -303,15 +304,6 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
         torch=tuple(args.torch or ()),
         names=tuple(args.patch or ()),
     )
-    # Refuse a bad identity before minutes of work (it would be refused at the mbox).
-    problems = export.check_message(f"{export.PREFIX}Fix it\n\nSigned-off-by: {signer}\n")
-    if problems:
-        raise UpstreamError(
-            f"the sign-off identity {signer} breaks the Arm backend commit rules",
-            expected=f"'Signed-off-by: Name <email>' within {export.MAX_LINE} characters",
-            found="; ".join(problems),
-            hint="pass one explicitly: --signoff 'Full Name <user@example.org>'",
-        )
     done = prepare.prepare(request, progress=progress)
     out(render.render_table(done.matrix).rstrip("\n"))
     folder = Path(args.out)
@@ -439,11 +431,17 @@ def cmd_retarget(args: argparse.Namespace) -> int:
     """Write a checked candidate series for a new executorch release (or promote one)."""
     out_dir = Path(args.out or f"build/retarget/{args.version}")
     if args.promote:
-        done = retarget.promote(out_dir, _patches_dir(args))
-        out(f"promoted executorch {done.old_version} -> {done.version}")
-        out(f"  the {done.old_version} series is kept in {done.archive} (--patches it to use it)")
+        done = retarget.promote(out_dir, _lines_root(args))
+        out(f"promoted executorch {done.version} to a new line: {done.line}")
+        if done.previous_default:
+            out(
+                f"  the default line is now {done.version} (was {done.previous_default}; older"
+                f" lines stay: --patches {done.line.parent / done.previous_default})"
+            )
         for name in done.written:
-            out(f"  wrote {name}")
+            out(f"  wrote {done.line.name}/{name}")
+        if done.recorded:
+            out(f"  recorded executorch {done.version} in {done.line.parent / 'upstream.toml'}")
         return 0
     request = retarget.Request(
         version=args.version,
@@ -476,6 +474,23 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         found="\n".join(result.problems),
         hint=f"read {out_dir}/retarget.md",
     )
+
+
+def _lines_root(args: argparse.Namespace) -> Path:
+    folder = Path(args.patches) if args.patches else lines.default_root()
+    return folder.parent if lines.is_series_folder(folder) else folder
+
+
+def cmd_retire_line(args: argparse.Namespace) -> int:
+    """Remove a release line; say what still names it."""
+    done = retarget.retire_line(_lines_root(args), args.version)
+    how = "git rm -r (staged)" if done.with_git else "deleted"
+    out(f"retired the executorch {done.version} line: {done.removed} ({how})")
+    out(f"  the default line is {done.default}")
+    if done.references:
+        out(f"  still naming {done.version} (runtime forms, tests, docs: update or remove):")
+        out("\n".join(f"    {line}" for line in done.references))
+    return 0
 
 
 def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
@@ -703,7 +718,11 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
     ret.add_argument("--no-locks", action="store_true", help="skip the candidate's locks (uv)")
     ret.add_argument("--resume", action="store_true", help="continue after resolving a conflict")
-    ret.add_argument("--promote", action="store_true", help="make the checked candidate the pin")
+    ret.add_argument(
+        "--promote", action="store_true", help="make the checked candidate a new release line"
+    )
+    retire = add("retire-line", cmd_retire_line, "remove a release line (patches/VERSION/)")
+    retire.add_argument("version", help="the line's executorch release, e.g. 1.2.0")
     eq = add("equivalence", cmd_equivalence, "prove stock+runtime patch == diff-patched build")
     eq.add_argument("--stock-python", help="python of the stock env ($OVERLAY_STOCK_PYTHON)")
     eq.add_argument("--patched-python", help="python of the patched env ($OVERLAY_PATCHED_PYTHON)")

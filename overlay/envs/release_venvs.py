@@ -120,7 +120,7 @@ def release_spec(pins: Pins, kind: str, *, executorch: str | Path | None = None)
     target = executorch if executorch is not None else pins.executorch_requirement()
     return EnvSpec(
         name=f"executorch-{pins.executorch}-{kind}",
-        python=pins.matrix_python,
+        python=pins.pythons[0],
         requirements=(str(target), *pins.runtime_requirements()),
     )
 

@@ -33,7 +33,8 @@ from overlay.text.series import Patch
 from overlay.upstream import behaviour
 from overlay.upstream.canary.gitrepo import Scratch
 from overlay.upstream.canary.model import Behaviour, CaseRun, HostState, PatchBehaviour
-from overlay.upstream.retarget import lowering_check, upstream_torch_pin
+from overlay.upstream.retarget.pin_check import check_env, upstream_torch_pin
+from overlay.upstream.upstream_pins import for_series
 
 Progress = Callable[[str], None]
 SKIPPED_PARTS = frozenset({"test", "tests", "scripts"})  # not imported by a user's lowering
@@ -73,9 +74,9 @@ print(json.dumps(errors))
 def newest_release(lines: Sequence[Line]) -> tuple[str, Line]:
     """Return the newest executorch release any line's pins know, and the line to build with."""
     known = {str(line.version): line for line in lines}
-    for line in lines:
-        for version in (*line.pins.matrix_sha256, *line.pins.matrix_versions):
-            known.setdefault(version, lines[-1])
+    upstream = for_series(lines[-1].directory)
+    for version in (*upstream.sha256, *upstream.matrix_versions):
+        known.setdefault(version, lines[-1])
     newest = max(known, key=Version)
     return newest, known[newest]
 
@@ -251,9 +252,9 @@ def host_env(
 ) -> tuple[str, release_venvs.Env, str]:
     """Return the newest release, its env and whose tool pins it holds (pytest added).
 
-    The first pin set whose env resolves and lowers a conv for TOSA and VGF
-    (:func:`overlay.upstream.retarget.lowering_check`, cached in the env) wins; where none
-    lowers, the first that resolves, with the lowering failure in its label.
+    The first pin set whose env passes :func:`overlay.upstream.retarget.pin_check.check_env`
+    (the quantized kernels register, a conv lowers for TOSA and VGF; cached in the env)
+    wins; where none does, the first that resolves, with the failure in its label.
     """
     version, line = newest_release(lines)
     torch = ""
@@ -267,7 +268,7 @@ def host_env(
         runtime = host_requirements(line, version, pins, torch)
         spec = release_venvs.EnvSpec(
             name=f"executorch-{version}-canary",
-            python=line.pins.matrix_python,
+            python=for_series(line.directory).python,
             requirements=(f"executorch=={version}", *runtime, *test_requirements),
         )
         try:
@@ -275,7 +276,7 @@ def host_env(
         except EnvError as exc:
             errors.append(f"with {label}: {(exc.found or exc.message).splitlines()[-1]}")
             continue
-        problem = lowering_check(env, version, log_dir / "pin-check")
+        problem = check_env(env, version, log_dir / "pin-check")
         if not problem:
             return version, env, f"tools pinned by {label}"
         progress(f"behaviour: tools pinned by {label} do not lower: {problem[:160]}")
@@ -307,7 +308,7 @@ def measure(
     that carry the rest); ``patches`` are the patches whose trigger cases run; ``tests``
     the tests each patch (or its port) adds, as pytest node ids.
     """
-    requirements = tuple(lines[-1].pins.upstream.get("test_requirements", ()))
+    requirements = for_series(lines[-1].directory).test_requirements
     version = newest_release(lines)[0]
     wheel = f"executorch {version}"
     try:
