@@ -134,7 +134,7 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     (
         "install_check: version not checked",
         "overlay/envs/verify_install.py",
-        "if version != local_version(series):",
+        "if version != wanted_version:",
         "if False:",
     ),
     (

@@ -3,7 +3,9 @@
 In order: every package the lock pins is installed at its locked version, executorch
 carries this series (version, provenance, the patched files' sha256), then the patched
 modules and the Arm backend import in the environment's own interpreter (a separate
-process: the overlay need not be installed there).
+process: the overlay need not be installed there). ``stock=True`` checks a stock env the
+same way: the pinned release, its pristine files. Every error's next step is the
+``repair`` command the caller gives (one that works where the user is).
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from overlay._hashing import sha256_file
 from overlay.dist.wheels import PROVENANCE_FILE, local_version, parse_provenance
 from overlay.envs.lockfiles import Lock
+from overlay.envs.venvs import installed_versions
 from overlay.errors import InstallCheckError
 from overlay.target.journal import journal_file, read_journal
 from overlay.text.series import Series
@@ -31,7 +32,7 @@ ARM_MODULES = (
     "executorch.backends.arm.tosa.partitioner",
     "executorch.backends.arm.quantizer",
 )
-NEXT_STEP = "nox -s build_patched_executorch"
+NEXT_STEP = "sync the environment with its lock again (docs/environments.md)"
 _IMPORT = (
     "import importlib, json, sys\n"
     "print(json.dumps({n: importlib.import_module(n).__file__ for n in sys.argv[1:]}))\n"
@@ -51,30 +52,9 @@ class InstallReport:
     unlocked: tuple[str, ...]  # installed, not in the lock (``name==version``)
 
 
-def installed_versions(site: Path | None = None) -> dict[str, str]:
-    """Return ``{canonical name: version}`` of the distributions in ``site`` (or on sys.path).
-
-    A ``name-version.dist-info`` folder (as installers name it) is read by its name, which
-    is fast; a folder name that does not split that way by its METADATA. Two copies of one
-    distribution give both versions (``2.11.0 + 2.15.0``), which matches no lock.
-    """
-    folders = [site] if site else [Path(p) for p in sys.path if p and Path(p).is_dir()]
-    found: dict[str, str] = {}
-    for folder in folders:
-        for info in sorted(folder.glob("*.dist-info")):
-            name, sep, version = info.name.removesuffix(".dist-info").partition("-")
-            if not sep or "-" in version:
-                dist = importlib.metadata.PathDistribution(info)
-                name, version = dist.metadata["Name"] or "", dist.version
-            key = canonicalize_name(name)
-            if name and key in found:
-                found[key] += f" + {version}"
-            elif name:
-                found[key] = version
-    return found
-
-
-def check_lock(lock: Lock, installed: dict[str, str]) -> tuple[str, ...]:
+def check_lock(
+    lock: Lock, installed: dict[str, str], *, repair: str = NEXT_STEP
+) -> tuple[str, ...]:
     """Refuse an env whose packages differ from the lock; return the unlocked ones."""
     expected, found = [], []
     for package in lock.packages:
@@ -87,7 +67,7 @@ def check_lock(lock: Lock, installed: dict[str, str]) -> tuple[str, ...]:
             f"the environment drifted from its lock {lock.path.name}",
             expected=", ".join(expected),
             found=", ".join(found),
-            hint=NEXT_STEP,
+            hint=repair,
         )
     names = {p.name for p in lock.packages}
     return tuple(f"{n}=={v}" for n, v in sorted(installed.items()) if n not in names)
@@ -100,14 +80,18 @@ def check_installed(
     search_path: Path | None = None,
     lock: Lock | None = None,
     python: Path | None = None,
+    stock: bool = False,
+    repair: str = NEXT_STEP,
 ) -> InstallReport:
     """Verify locked versions, provenance, file hashes and (optionally) imports of an env.
 
     ``search_path``: the env's site-packages (default: this interpreter's); ``python``: the
-    env's interpreter for the import check (default: this one).
+    env's interpreter for the import check (default: this one); ``stock``: the env holds
+    the pinned stock release (pristine files, no provenance); ``repair``: the next step.
     """
     installed = installed_versions(search_path)
-    unlocked = check_lock(lock, installed) if lock is not None else ()
+    unlocked = check_lock(lock, installed, repair=repair) if lock is not None else ()
+    wanted_version = str(series.pins.executorch) if stock else local_version(series)
     if search_path is None:
         dists = list(importlib.metadata.distributions(name="executorch"))
     else:
@@ -115,9 +99,9 @@ def check_installed(
     if not dists:
         raise InstallCheckError(
             "executorch is not installed in this environment",
-            expected=f"executorch {local_version(series)}",
+            expected=f"executorch {wanted_version}",
             found="no executorch distribution",
-            hint=NEXT_STEP,
+            hint=repair,
         )
     dist = dists[0]
     site = Path(str(dist.locate_file("")))
@@ -138,38 +122,45 @@ def check_installed(
             found=f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}",
             hint="reinstall executorch",
         ) from exc
-    if version != local_version(series):
+    if version != wanted_version:
         raise InstallCheckError(
-            "this environment does not carry this patch series",
-            expected=f"executorch {local_version(series)}",
+            "this environment does not hold the stock release"
+            if stock
+            else "this environment does not carry this patch series",
+            expected=f"executorch {wanted_version}",
             found=f"executorch {version}",
-            hint=f"rebuild and reinstall: `{NEXT_STEP}`",
+            hint=repair,
         )
     provenance = parse_provenance(provenance_text)
-    if provenance is None or provenance.series_digest != series.digest:
+    if not stock and (provenance is None or provenance.series_digest != series.digest):
         raise InstallCheckError(
             f"{PROVENANCE_FILE} does not name this series",
             expected=series.digest,
             found=provenance.series_digest if provenance else "no readable provenance file",
-            hint=f"rebuild and reinstall: `{NEXT_STEP}`",
+            hint=repair,
         )
-    expected = series.expected_patched_sha256()
+    expected = (
+        {p: series.pins.pristine_sha256(p) for p in series.targets()}
+        if stock
+        else series.expected_patched_sha256()
+    )
     files: dict[str, str] = {}
     for repo_path, wanted in expected.items():
         path = site / series.pins.wheel_path(repo_path)
         found = sha256_file(path) if path.is_file() else "missing"
         if found != wanted:
             raise InstallCheckError(
-                f"{path} is not the patched file",
+                f"{path} is not the {'pristine' if stock else 'patched'} file",
                 expected=wanted,
                 found=found,
-                hint=f"something rewrote the install; reinstall: `{NEXT_STEP}`",
+                hint=f"something rewrote the install; reinstall: `{repair}`",
             )
         files[series.pins.wheel_path(repo_path)] = found
     modules: tuple[str, ...] = ()
     if import_modules:
         patched = {series.pins.module_name(p): site / series.pins.wheel_path(p) for p in expected}
-        loaded = _import(python or Path(sys.executable), [*patched, *ARM_MODULES])
+        what = "stock" if stock else "patched"
+        loaded = _import(python or Path(sys.executable), [*patched, *ARM_MODULES], what, repair)
         for name, path in patched.items():
             if Path(loaded[name]).resolve() != path.resolve():
                 raise InstallCheckError(
@@ -190,7 +181,7 @@ def check_installed(
     )
 
 
-def _import(python: Path, names: list[str]) -> dict[str, str]:
+def _import(python: Path, names: list[str], what: str, repair: str) -> dict[str, str]:
     """Import ``names`` in ``python``; return each module's file."""
     # -s -P: no user site, no script folder on sys.path; PYTHONPATH is dropped, but not
     # PYTHONDONTWRITEBYTECODE: the import costs what it costs the user's own first import.
@@ -204,10 +195,10 @@ def _import(python: Path, names: list[str]) -> dict[str, str]:
     )
     if proc.returncode != 0:
         raise InstallCheckError(
-            "the patched executorch does not import",
+            f"the {what} executorch does not import",
             expected=f"{', '.join(names)} importable with {python}",
             found=proc.stderr.strip()[-2000:] or f"exit code {proc.returncode}",
-            hint=NEXT_STEP,
+            hint=repair,
         )
     loaded: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
     return loaded
