@@ -128,7 +128,7 @@ def _line(session: nox.Session) -> tuple[lines.Line | None, list[str]]:
 
 def _envdir(session: nox.Session) -> Path:
     """Return nox's env folder (``.nox``, or ``--envdir``): the synced venvs live there."""
-    return Path(session.cache_dir).parent
+    return Path(session.cache_dir).resolve().parent
 
 
 @nox.session(python=ALL_PYTHONS)
