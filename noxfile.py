@@ -284,3 +284,17 @@ def retarget(session: nox.Session) -> None:
     _install_overlay(session)
     session.install("uv")  # builds the release envs
     session.run("python", "-m", "overlay", "retarget", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def canary(session: nox.Session) -> None:
+    """Every release line against upstream main: `-- --upstream CLONE_OR_URL [--tags]`."""
+    _install_overlay(session)
+    session.install("uv")  # builds the release env that hosts main's backends/arm
+    args = list(session.posargs)
+    if "--upstream" not in args and not os.environ.get("OVERLAY_UPSTREAM_CLONE"):
+        args += ["--upstream", "https://github.com/pytorch/executorch.git"]
+    session.run(
+        "python", "-m", "overlay", "canary", "--out", str(ROOT / "build" / "canary"), *args,
+        env={"OVERLAY_CALLER_DIR": session.invoked_from},
+    )  # fmt: skip

@@ -1,10 +1,14 @@
-"""The fixes as a runtime monkey-patch, written for the pinned executorch 1.2.0 source.
+"""Apply the fixes as a runtime monkey-patch: the forms written for the installed release line.
 
-Each fix is independent: its own guard, its own undo, applied or skipped on its own. Which
-attribute a fix replaces comes from the registry (:mod:`overlay.fixes`); the builders below
-make the replacement. The patch refuses another executorch version (RuntimePatchError), an
-install that already carries the diffs (a touched file whose sha256 is not the pinned
-pristine one: PristineMismatchError), and a function somebody else has already replaced.
+Only the machinery lives here; each fix's runtime form (which attribute it replaces, and
+the builder of the replacement) is in its fix module (:mod:`overlay.fixes`), keyed by
+line. The installed executorch version (read without importing executorch) picks the
+line (:mod:`overlay.lines`); the runtime forms of the fixes that line's series carries
+are applied. Each fix is independent: its own guard, its own undo, applied or skipped on
+its own. The patch refuses a version with no line (RuntimePatchError naming the supported
+lines) or a patched build (``+armfix``), an install that already carries the diffs (a
+touched file whose sha256 is not the line's pristine pin: PristineMismatchError), and a
+function somebody else has already replaced.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,18 +26,20 @@ from packaging.version import InvalidVersion, Version
 from overlay import fixes, lines
 from overlay._hashing import sha256_file
 from overlay.errors import OverlayError, RuntimePatchError
-from overlay.fixes import Fix
+from overlay.fixes import DiffOnly, Fix, Registry, RuntimeForm
+from overlay.lines import Line
+from overlay.lines.pins import load
 
 _GUARD = "_overlay_runtime_fix_{number}_original"
-Builder = Callable[[Any, Any], Any]  # (module, original function) -> replacement attribute
 
 
 @dataclass(frozen=True)
 class RuntimeFix:
-    """One registry fix in its runtime form: where it lives and how its replacement is built."""
+    """One fix's runtime form on one line, and the dotted name of the module it patches."""
 
     fix: Fix
-    build: Builder
+    form: RuntimeForm
+    module_name: str
 
     @property
     def number(self) -> int:
@@ -47,22 +53,18 @@ class RuntimeFix:
 
     @property
     def repo_path(self) -> str:
-        """Return the one repository file the fix replaces a function of."""
-        return self.fix.repo_paths[0]
+        """Return the repository file the fix replaces a function of."""
+        return self.form.repo_path
 
     @property
     def attribute(self) -> str:
         """Return the replaced attribute's name."""
-        return self.fix.runtime.attribute
-
-    def module_name(self) -> str:
-        """Return the dotted module name of the file this fix patches."""
-        return lines.current().module_name(self.repo_path)
+        return self.form.attribute
 
     def resolve_owner(self) -> tuple[Any, Any]:
         """Import the module and return (module, object that holds the attribute)."""
-        module = importlib.import_module(self.module_name())
-        owner = self.fix.runtime.owner
+        module = importlib.import_module(self.module_name)
+        owner = self.form.owner
         return module, (getattr(module, owner) if owner else module)
 
 
@@ -79,260 +81,201 @@ def _function_of(value: Any) -> Any:
     return value.__func__ if isinstance(value, staticmethod | classmethod) else value
 
 
-# --- fix 1: keep terminal int16 quantize nodes (patch 0001) -------------------------------
+def _lines_at(root: Path) -> tuple[Line, ...]:
+    """Return the lines ``root`` holds: a lines root's folders, or one series folder itself."""
+    if lines.is_series_folder(root):
+        return (Line(str(load(root).executorch), root),)
+    return lines.all_lines(root)
 
 
-def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
-    import torch
+class Runtime:
+    """The runtime forms of ``registry``'s fixes, for the lines under ``root``.
 
-    q_ops, dq_ops = module.Q_OPS, module.DQ_OPS
-    original_fn = _function_of(original)
+    ``root`` None: :func:`overlay.lines.default_root` when asked (``$OVERLAY_PATCHES`` in
+    a worker, the checkout's ``patches/``, or the lines shipped in the package).
+    """
 
-    def is_graph_output_quantize(q_node: Any) -> bool:
-        return any(user.op == "output" for user in q_node.users)
+    def __init__(self, registry: Registry, root: Path | None = None) -> None:
+        self.registry = registry
+        self.root = root
 
-    def feeds_grid_sampler_through_dq(q_node: Any) -> bool:
-        for dq_user in q_node.users:
-            if dq_user.op != "call_function" or dq_user.target not in dq_ops:
-                continue
-            for consumer in dq_user.users:
-                if consumer.op != "call_function":
-                    continue
-                name = str(consumer.target)
-                if "grid_sampler.default" in name or "grid_sampler_2d.default" in name:
-                    return True
-        return False
-
-    def has_terminal_int16_quantize(node: Any) -> bool:
-        for user in node.users:
-            if user.op != "call_function" or user.target not in q_ops:
-                continue
-            if len(user.args) <= 5 or user.args[5] != torch.int16:
-                continue
-            if is_graph_output_quantize(user) or feeds_grid_sampler_through_dq(user):
-                return True
-        return False
-
-    def is_foldable(node: Any) -> bool:
-        # 1.2.0 returns True on exactly the two branches the diff narrows.
-        if not original_fn(node):
-            return False
-        return not has_terminal_int16_quantize(node)
-
-    return staticmethod(is_foldable)
-
-
-# --- fix 2: leave factory op outputs unannotated (patch 0002) -----------------------------
-
-
-def skip_factory_op_annotation(module: Any, original: Any) -> Any:
-    import torch
-
-    factory_targets = (
-        torch.ops.aten.full.default,
-        torch.ops.aten.full,
-        torch.ops.aten.zeros.default,
-        torch.ops.aten.ones.default,
-        torch.ops.aten.fill_.Scalar,
-        torch.ops.aten.scalar_tensor.default,
-    )
-
-    def get_quant_properties(node: Any, gm: Any, quantization_config: Any) -> Any:
-        # No earlier branch of the 1.2.0 function matches these targets.
-        if node.target in factory_targets:
-            return None
-        return original(node, gm, quantization_config)
-
-    return get_quant_properties
-
-
-# --- fix 3: conv rescale qparams from the source conv or its clamp (patch 0003) -----------
-
-
-def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
-    get_output_qparams = module.get_output_qparams
-    convolution = module.exir_ops.edge.aten.convolution.default
-    clamp = module.exir_ops.edge.aten.clamp.default
-
-    def source_conv(tosa_op: Any) -> Any | None:
-        # 1.2.0's call() inserts the TOSA conv right after the aten conv it replaces.
-        previous = tosa_op.prev
-        if (
-            previous.op == "call_function"
-            and previous.target == convolution
-            and tosa_op.args[:1] == previous.args[:1]
-        ):
-            return previous
-        return None
-
-    def effective_output_qparams(node: Any) -> Any:
-        try:
-            return get_output_qparams(node)
-        except ValueError:
-            users = list(node.users)
-            if (
-                len(users) == 1
-                and users[0].target == clamp
-                and "output_qparams" in users[0].meta
-                and len(users[0].meta["output_qparams"]) > 0
-            ):
-                return get_output_qparams(users[0])
-            raise
-
-    def insert_output_rescale(self: Any, graph_module: Any, node: Any) -> Any:
-        source = source_conv(node)
-        if source is None:
-            return original(self, graph_module, node)
-        qparams = effective_output_qparams(source)
-        had_key = "output_qparams" in node.meta
-        saved = node.meta.get("output_qparams")
-        node.meta["output_qparams"] = qparams
-        try:
-            return original(self, graph_module, node)
-        finally:
-            if had_key:
-                node.meta["output_qparams"] = saved
-            else:
-                del node.meta["output_qparams"]
-
-    return insert_output_rescale
-
-
-# --- fix 4: one transpose per duplicated graph output slot (patch 0004) -------------------
-
-
-def distinct_output_transpose_slots(module: Any, original: Any) -> Any:
-    exir_ops = module.exir_ops
-    create_node = module.create_node
-    get_first_fake_tensor = module.get_first_fake_tensor
-    pass_class = module.ToTosaMemoryFormatPass
-
-    def replace_input(node: Any, input_node: Any, replacement: Any) -> None:
-        if node.op != "output":
-            node.replace_input_with(input_node, replacement)
-            return
-        outputs = node.args[0]
-        if not isinstance(outputs, list | tuple):
-            raise TypeError(f"Expected output node args to be a list or tuple, got {type(outputs)}")
-        rewritten = list(outputs)
-        for index, existing in enumerate(rewritten):
-            if existing is input_node:
-                rewritten[index] = replacement
-                break
-        else:
-            raise RuntimeError(
-                "Could not find the original output node while rewriting the output tuple."
+    def _lines(self) -> tuple[Line, ...]:
+        found = _lines_at(self.root or lines.default_root())
+        if not found:
+            raise RuntimePatchError(
+                "no release line to take the runtime forms from",
+                expected="patches/<version>/ folders holding a series",
+                found=str(self.root or lines.default_root()),
+                hint="restore patches/ from git, or set $OVERLAY_PATCHES to a line folder",
             )
-        node.args = (rewritten if isinstance(outputs, list) else tuple(rewritten),)
+        return found
 
-    def insert_input_transpose(node: Any, input_node: Any, graph_module: Any) -> None:
-        # The 1.2.0 body, with node.replace_input_with -> replace_input (as in the diff).
-        if input_node.target == exir_ops.backend.tosa.TRANSPOSE.default:
-            replace_input(node, input_node, input_node.all_input_nodes[0])
-            return
-        rank = len(get_first_fake_tensor(input_node).size())
-        spatial_rank = input_node.meta["tosa_spatial_rank"]
-        mem_format = pass_class._channels_last_inverse_order(rank, spatial_rank)
-        assert sorted(mem_format) == list(range(rank)), (
-            f"bad perm {mem_format} for rank {rank} in insert_input_transpose"
-        )
-        with graph_module.graph.inserting_before(node):
-            permute_node = create_node(
-                graph_module.graph,
-                exir_ops.backend.tosa.TRANSPOSE.default,
-                args=(input_node, list(mem_format)),
-                from_node=node,
+    def package_dir(self) -> str:
+        """Return the executorch package (and distribution) name, as the newest line pins it."""
+        return self._lines()[-1].pins.package_dir
+
+    def line(self) -> Line:
+        """Return the line of the installed executorch; refuse a patched build or no line."""
+        known = self._lines()
+        supported = ", ".join(line.name for line in known)
+        package = known[-1].pins.package_dir
+        try:
+            found = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found = ""
+        try:
+            version = Version(found)
+        except InvalidVersion:
+            raise RuntimePatchError(
+                f"{package} is not installed in this interpreter",
+                expected=f"{package} at one of the supported lines: {supported}",
+                found=f"{package} {found or 'not installed'}",
+                hint=f"install {package}=={known[-1].name}",
+            ) from None
+        if version.local is not None:
+            raise RuntimePatchError(
+                "the runtime patch applies to stock executorch releases only",
+                expected=f"{package} at one of the supported lines: {supported}",
+                found=f"{package} {found}",
+                hint="a patched build (+armfix) already carries the fixes: do not runtime-patch"
+                " it; otherwise install the stock release",
             )
-            replace_input(node, input_node, permute_node)
-            permute_node.meta["tosa_dim_order"] = tuple(range(len(input_node.meta["val"].size())))
-            permute_node.meta["tosa_spatial_rank"] = spatial_rank
-
-    return staticmethod(insert_input_transpose)
-
-
-def _runtime_form(entry: Fix) -> RuntimeFix:
-    builder = globals().get(entry.runtime.builder)
-    if not callable(builder):
-        raise OverlayError(
-            f"fix {entry.number} names runtime builder {entry.runtime.builder!r}, which"
-            " overlay.runtime does not define",
-            hint="add the builder to overlay/runtime.py or fix the registry entry",
-        )
-    return RuntimeFix(entry, builder)
-
-
-FIXES: tuple[RuntimeFix, ...] = tuple(_runtime_form(entry) for entry in fixes.FIXES)
-
-
-def fix(number: int) -> RuntimeFix:
-    """Return the runtime form of fix ``number`` (an unknown number is an OverlayError)."""
-    entry = fixes.by_number(number)
-    return next(f for f in FIXES if f.fix is entry)
-
-
-def _select(numbers: Iterable[int] | None) -> list[RuntimeFix]:
-    return list(FIXES) if numbers is None else [fix(n) for n in numbers]
-
-
-def installed_root() -> Path:
-    """Return the directory of the importable executorch package (without importing it)."""
-    pinned = lines.current()
-    spec = importlib.util.find_spec(pinned.package_dir)
-    if spec is None or not spec.submodule_search_locations:
+        line = next((line for line in known if line.version == version), None)
+        if line is not None:
+            return line
         raise RuntimePatchError(
-            "executorch is not importable here",
-            expected=f"executorch {pinned.executorch} installed in this interpreter",
-            found="no executorch package",
-            hint=f"install {pinned.executorch_requirement()}",
-        )
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def check_target(numbers: Iterable[int] | None = None) -> None:
-    """Refuse a non-pinned executorch version or a touched (already diff-patched) file."""
-    pinned = lines.current()
-    try:
-        found = importlib.metadata.version(pinned.package_dir)
-        version: Version | None = Version(found)
-    except importlib.metadata.PackageNotFoundError:
-        found, version = "no executorch distribution", None
-    except InvalidVersion:
-        version = None
-    if version != pinned.executorch:
-        raise RuntimePatchError(
-            "the runtime patch is written for one executorch release only",
-            expected=f"executorch {pinned.executorch}",
-            found=f"executorch {found}",
-            hint=(
-                "a patched build (+armfix) already carries the fixes: do not runtime-patch it;"
-                f" otherwise install {pinned.executorch_requirement()}"
-            ),
-        )
-    root = installed_root()
-    for selected in _select(numbers):
-        path = root / selected.repo_path
-        pinned.check_pristine(
-            selected.repo_path,
-            sha256_file(path) if path.is_file() else "missing",
-            where=f"runtime patch of {path}",
-            hint="this install already carries the diffs (or was edited): refusing to patch"
-            " twice; use it without the runtime patch, or reinstall stock executorch",
+            f"{package} {found} has no release line: no runtime forms are written for it",
+            expected=f"{package} at one of the supported lines: {supported}",
+            found=f"{package} {found}",
+            hint=f"install {package} at one of {supported}, or retarget the overlay to {found}"
+            f" (`nox -s retarget -- {found}`)",
         )
 
+    def forms(self, line: Line) -> tuple[RuntimeFix, ...]:
+        """Return the runtime forms of the fixes ``line`` carries (diff-only ones left out)."""
+        pins = line.pins
+        return tuple(
+            RuntimeFix(fix, form, pins.module_name(form.repo_path))
+            for fix in self.registry.carried_by(line)
+            if (form := fix.runtime_form(line.name)) is not None
+        )
 
-def is_applied(number: int) -> bool:
-    """Return True when fix ``number`` is applied in this process."""
-    selected = fix(number)
-    if importlib.util.find_spec(lines.current().package_dir) is None:
+    def _select(self, line: Line, numbers: Iterable[int] | None) -> list[RuntimeFix]:
+        available = self.forms(line)
+        if numbers is None:
+            return list(available)
+        selected = []
+        for number in numbers:
+            fix = self.registry.by_number(number)  # an unknown number is an OverlayError
+            form = next((f for f in available if f.number == number), None)
+            if form is None:
+                declared = fix.runtime.get(line.name)
+                why = declared.text if isinstance(declared, DiffOnly) else "not in its series"
+                raise RuntimePatchError(
+                    f"fix {number} has no runtime form on line {line.name}",
+                    expected=f"one of the fixes with a runtime form there:"
+                    f" {', '.join(str(f.number) for f in available) or 'none'}",
+                    found=f"fix {number}: {why}",
+                    hint="use the diff-patched build for it (`nox -s build_patched_executorch`)",
+                )
+            selected.append(form)
+        return selected
+
+    def fix(self, number: int) -> RuntimeFix:
+        """Return the runtime form of fix ``number`` on the installed line."""
+        (selected,) = self._select(self.line(), [number])
+        return selected
+
+    def installed_root(self) -> Path:
+        """Return the directory of the importable executorch package (without importing it)."""
+        package = self.package_dir()
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimePatchError(
+                f"{package} is not importable here",
+                expected=f"{package} installed in this interpreter",
+                found=f"no {package} package",
+                hint=f"install {package} at one of the supported lines",
+            )
+        return Path(next(iter(spec.submodule_search_locations)))
+
+    def _checked(self, numbers: Iterable[int] | None) -> tuple[Line, list[RuntimeFix]]:
+        line = self.line()
+        selected = self._select(line, numbers)
+        root = self.installed_root()
+        for item in selected:
+            path = root / item.repo_path
+            line.pins.check_pristine(
+                item.repo_path,
+                sha256_file(path) if path.is_file() else "missing",
+                where=f"runtime patch of {path}",
+                hint="this install already carries the diffs (or was edited): refusing to patch"
+                " twice; use it without the runtime patch, or reinstall stock executorch",
+            )
+        return line, selected
+
+    def check_target(self, numbers: Iterable[int] | None = None) -> list[RuntimeFix]:
+        """Refuse a version without a line or a touched file; return the selected forms."""
+        return self._checked(numbers)[1]
+
+    def _present(self, numbers: Iterable[int] | None) -> list[RuntimeFix]:
+        """Return the selected forms of the installed line; [] when nothing can be patched."""
+        try:
+            if importlib.util.find_spec(self.package_dir()) is None:
+                return []
+            line = self.line()
+        except OverlayError:
+            return []  # not importable, or no line: nothing was applied here
+        wanted = None if numbers is None else set(numbers)
+        return [f for f in self.forms(line) if wanted is None or f.number in wanted]
+
+    def is_applied(self, number: int) -> bool:
+        """Return True when fix ``number`` is applied in this process."""
+        for item in self._present([number]):
+            try:
+                _, owner = item.resolve_owner()
+            except (ImportError, AttributeError):
+                return False  # the function this fix replaces is not there
+            return hasattr(owner, _GUARD.format(number=number))
         return False
-    try:
-        _, owner = selected.resolve_owner()
-    except (ImportError, AttributeError):
-        return False  # another release: the function this fix replaces is not there
-    return hasattr(owner, _GUARD.format(number=number))
+
+    def apply(self, numbers: Iterable[int] | None = None) -> list[int]:
+        """Apply the selected fixes (default: every form of the line); return those newly applied.
+
+        Every fix is checked and applied on its own: an already applied fix is skipped, and a
+        fix that cannot be applied raises without hiding the state of the others.
+        """
+        applied: list[int] = []
+        line, selected = self._checked(numbers)
+        for item in selected:
+            module, owner = item.resolve_owner()
+            guard = _GUARD.format(number=item.number)
+            if hasattr(owner, guard):
+                continue
+            _check_untouched(item, module, owner, line)
+            original = _raw(owner, item.attribute)
+            replacement = item.form.build(module, _function_of(original))
+            setattr(owner, guard, original)
+            setattr(owner, item.attribute, replacement)
+            applied.append(item.number)
+        return applied
+
+    def undo(self, numbers: Iterable[int] | None = None) -> list[int]:
+        """Undo the selected fixes (default: all); return the numbers actually undone."""
+        undone: list[int] = []
+        for item in self._present(numbers):
+            _, owner = item.resolve_owner()
+            guard = _GUARD.format(number=item.number)
+            if not hasattr(owner, guard):
+                continue
+            # vars(), not getattr(): a stored staticmethod must not be unwrapped.
+            setattr(owner, item.attribute, _raw(owner, guard))
+            delattr(owner, guard)
+            undone.append(item.number)
+        return undone
 
 
-def _check_untouched(selected: RuntimeFix, module: Any, owner: Any) -> None:
+def _check_untouched(selected: RuntimeFix, module: Any, owner: Any, line: Line) -> None:
     function = _function_of(_raw(owner, selected.attribute))
     qualname = selected.attribute
     if owner is not module:
@@ -342,51 +285,44 @@ def _check_untouched(selected: RuntimeFix, module: Any, owner: Any) -> None:
         raise RuntimePatchError(
             f"{qualname} was already replaced by another patch: refusing to stack fix"
             f" {selected.number} on it",
-            expected=f"the 1.2.0 function {module.__name__}.{qualname}",
+            expected=f"the {line.name} function {module.__name__}.{qualname}",
             found=f"{where[0]}.{where[1]}",
             hint="apply only one runtime patch per process (not the seed and this one)",
         )
 
 
-def apply(numbers: Iterable[int] | None = None) -> list[int]:
-    """Apply the selected fixes (default: all); return the numbers newly applied.
+DEFAULT = Runtime(fixes.REGISTRY)
+FIXES = fixes.FIXES  # every registry fix: is_applied() answers for any of them
 
-    Every fix is checked and applied on its own: an already applied fix is skipped, and a
-    fix that cannot be applied raises without hiding the state of the others.
-    """
-    selected = _select(numbers)
-    check_target(f.number for f in selected)
-    applied: list[int] = []
-    for item in selected:
-        module, owner = item.resolve_owner()
-        guard = _GUARD.format(number=item.number)
-        if hasattr(owner, guard):
-            continue
-        _check_untouched(item, module, owner)
-        original = _raw(owner, item.attribute)
-        unwrapped = _function_of(original)
-        replacement = item.build(module, unwrapped)
-        setattr(owner, guard, original)
-        setattr(owner, item.attribute, replacement)
-        applied.append(item.number)
-    return applied
+
+def fix(number: int) -> RuntimeFix:
+    """Return the runtime form of fix ``number`` on the installed line."""
+    return DEFAULT.fix(number)
+
+
+def installed_root() -> Path:
+    """Return the directory of the importable executorch package."""
+    return DEFAULT.installed_root()
+
+
+def check_target(numbers: Iterable[int] | None = None) -> list[RuntimeFix]:
+    """Refuse a version without a line or an already diff-patched file."""
+    return DEFAULT.check_target(numbers)
+
+
+def is_applied(number: int) -> bool:
+    """Return True when fix ``number`` is applied in this process."""
+    return DEFAULT.is_applied(number)
+
+
+def apply(numbers: Iterable[int] | None = None) -> list[int]:
+    """Apply the selected fixes (default: every runtime form of the installed line)."""
+    return DEFAULT.apply(numbers)
 
 
 def undo(numbers: Iterable[int] | None = None) -> list[int]:
     """Undo the selected fixes (default: all); return the numbers actually undone."""
-    undone: list[int] = []
-    for item in _select(numbers):
-        if importlib.util.find_spec(lines.current().package_dir) is None:
-            break
-        _, owner = item.resolve_owner()
-        guard = _GUARD.format(number=item.number)
-        if not hasattr(owner, guard):
-            continue
-        # vars(), not getattr(): a stored staticmethod must not be unwrapped.
-        setattr(owner, item.attribute, _raw(owner, guard))
-        delattr(owner, guard)
-        undone.append(item.number)
-    return undone
+    return DEFAULT.undo(numbers)
 
 
 def apply_all() -> None:

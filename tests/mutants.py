@@ -30,15 +30,15 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ("applier: result not checked", "overlay/text/applier.py", "if found != wanted:", "if False:"),
     (
         "install: drifted files allowed",
-        "overlay/target/transaction.py",
-        "bad = {p: s for p, s in states.items() if s not in (want, have)}",
-        "bad = {}",
+        "overlay/target/plan.py",
+        "if r.state in (FileState.DRIFTED, FileState.MISSING)",
+        "if False",
     ),
     (
         "install: symlinks followed",
-        "overlay/target/transaction.py",
-        "def _refuse_symlink(path: Path, what: str) -> None:\n    if path.is_symlink():",
-        "def _refuse_symlink(path: Path, what: str) -> None:\n    if False:",
+        "overlay/target/locate.py",
+        "    if path.is_symlink():\n        raise UnsafePatchError(",
+        "    if False:\n        raise UnsafePatchError(",
     ),
     (
         "series: no round-trip check",
@@ -61,8 +61,8 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "wheels: METADATA version kept",
-        "overlay/dist/wheels.py",
-        "text = set_metadata_version(metadata, local_version(series), where=where)",
+        "overlay/dist/provenance.py",
+        "text = set_metadata_version(metadata, local_version(series, fixes), where=where)",
         "text = metadata",
     ),
     (
@@ -127,14 +127,14 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "cli: check command gone",
-        "overlay/cli/__init__.py",
+        "overlay/cli/in_place.py",
         '        "check",\n        cmd_check,',
         '        "check-x",\n        cmd_check,',
     ),
     (
         "install_check: version not checked",
-        "overlay/envs/verify_install.py",
-        "if version != wanted_version:",
+        "overlay/target/state.py",
+        "if self.target.version != Version(local_version(series)):",
         "if False:",
     ),
     (

@@ -8,6 +8,7 @@ tree nor the series folder changed (no journal, no lock, no staging file left).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -18,15 +19,17 @@ import pytest
 
 from overlay.cli import main
 from overlay.dist.distinfo import ORIGINAL_FILE, ORIGINAL_RECORD
-from overlay.dist.wheels import PROVENANCE_FILE
+from overlay.dist.provenance import PROVENANCE_FILE
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
+    ApplyError,
     InstallCheckError,
     OverlayError,
     SeriesError,
     TargetError,
     UnfinishedRunError,
     UnsafePatchError,
+    UnsupportedReleaseError,
 )
 from overlay.target import journal, transaction
 from overlay.text.series import load_series
@@ -353,7 +356,10 @@ def test_verify_install_refuses_non_utf8_metadata_and_an_interrupted_run(tmp_pat
     append(metadata, b"Summary: \xff\n")
     with pytest.raises(InstallCheckError) as info:
         check_installed(series, import_modules=False, search_path=world.root)
-    assert info.value.message == f"the executorch dist-info in {world.root} is not UTF-8 text"
+    assert info.value.message == (
+        f"the executorch installation in {world.root} cannot be read:"
+        f" {world.dist_info}/METADATA is not UTF-8 text"
+    )
     metadata.write_bytes(good)
     run_forked(
         lambda: world.cli("revert", "--target", str(world.root)),
@@ -423,3 +429,214 @@ def test_owner_and_mode_are_kept_when_root_patches_a_users_tree(tmp_path: Path) 
     transaction.apply(series, transaction.find_target(world.root), reverse=True)
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in [world.root, *world.root.rglob("*")]}
     assert owners == {(1234, 2345)}
+
+
+# --- the flags of apply / revert / check / status: one clear error before any write -----------
+
+A_AGAIN = A_NEW.replace("a5 = 'five'\n", "a5 = 'FIVE'\n")  # a third fix, on top of the first
+
+
+def add_dependent_fix(world: World) -> None:
+    """Make the series three fixes: fix 3 edits the line fix 1 wrote."""
+    patches = {p.name: p.read_text() for p in sorted(world.patches.glob("*.patch"))}
+    patches["0003-a-again.patch"] = patch_text("Change a again", make_diff(A, A_NEW, A_AGAIN))
+    write_series(world.patches, patches, {A: A_OLD.encode(), B: B_OLD.encode()})
+
+
+def as_lines_root(world: World) -> None:
+    """Put the world's series into a lines root (``lines/1.2.0``) beside it."""
+    shutil.copytree(world.patches, world.patches.parent / "lines" / "1.2.0")
+
+
+def installed_at(version: str) -> Callable[[World], None]:
+    def mutate(world: World) -> None:
+        as_lines_root(world)
+        metadata = world.dist_info / "METADATA"
+        metadata.write_text(metadata.read_text().replace("Version: 1.2.0", f"Version: {version}"))
+
+    return mutate
+
+
+def in_a_venv(world: World) -> None:
+    """Move the tree into a venv's site-packages (where the dependency check runs)."""
+    site = world.root.parent / "venv" / "lib" / "python3.11" / "site-packages"
+    site.parent.mkdir(parents=True)
+    shutil.move(world.root, site)
+
+
+@dataclass(frozen=True)
+class FlagCase:
+    id: str
+    args: tuple[str, ...]  # after the command; {root}, {patches}, {lines} are filled in
+    error: type[OverlayError]
+    first_line: str
+    mutate: Callable[[World], object] = lambda world: None
+    command: str = "apply"
+    patches: str = "{patches}"  # what --patches names
+
+
+FLAG_CASES = [
+    FlagCase("unknown fix number", ("--fix", "3"), SeriesError, "no fix '3' in the series"),
+    FlagCase("unknown fix name", ("--fix", "1,c"), SeriesError, "no fix 'c' in the series"),
+    FlagCase("empty --fix", ("--fix", ","), SeriesError, "--fix names no fix"),
+    FlagCase(
+        "unknown fix, revert",
+        ("--fix", "b.patch"),
+        SeriesError,
+        "no fix 'b.patch'",
+        command="revert",
+    ),
+    FlagCase("unknown fix, dry run", ("--fix", "9", "--dry-run"), SeriesError, "no fix '9'"),
+    FlagCase("unknown fix, check", ("--fix", "0"), SeriesError, "no fix '0'", command="check"),
+    FlagCase(
+        "target does not exist",
+        ("--target", "{root}/does/not/exist"),
+        TargetError,
+        "{root}/does/not/exist does not exist",
+    ),
+    FlagCase(
+        "target does not exist, status",
+        ("--target", "/does/not/exist"),
+        TargetError,
+        "/does/not/exist does not exist",
+        command="status",
+    ),
+    FlagCase(
+        "installed release without a line",
+        (),
+        UnsupportedReleaseError,
+        "executorch 1.4.1 has no release line here",
+        mutate=installed_at("1.4.1"),
+        patches="{lines}",
+    ),
+    FlagCase(
+        "installed release without a line, status",
+        (),
+        UnsupportedReleaseError,
+        "executorch 1.4.1 has no release line here",
+        mutate=installed_at("1.4.1"),
+        patches="{lines}",
+        command="status",
+    ),
+    FlagCase(
+        "no such --line",
+        ("--line", "9.9.9"),
+        UnsupportedReleaseError,
+        "there is no release line '9.9.9'",
+        mutate=as_lines_root,
+        patches="{lines}",
+    ),
+    FlagCase(
+        "--line against one series folder",
+        ("--line", "1.5.1"),
+        UnsupportedReleaseError,
+        "there is no release line '1.5.1' in {patches}",
+    ),
+    FlagCase(
+        "--line of another release than installed",
+        ("--line", "1.2.0"),
+        TargetError,
+        "wrong executorch version",
+        mutate=installed_at("1.5.1"),
+        patches="{lines}",
+    ),
+    FlagCase(
+        "a fix that needs another",
+        ("--fix", "3"),
+        ApplyError,
+        f"{A}: fix 3 of 3 cannot be applied without fix 1 of 3",
+        mutate=add_dependent_fix,
+    ),
+    FlagCase(
+        "venv without the line's requirements",
+        (),
+        TargetError,
+        "the environment at {site} lacks what the patched executorch needs",
+        mutate=in_a_venv,
+    ),
+    FlagCase(
+        "venv without the line's requirements, dry run",
+        ("--dry-run",),
+        TargetError,
+        "the environment at {site} lacks what the patched executorch needs",
+        mutate=in_a_venv,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FLAG_CASES, ids=[c.id for c in FLAG_CASES])
+def test_bad_flags_are_one_clear_error_before_any_write(
+    case: FlagCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = make_world(tmp_path)
+    case.mutate(world)
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    root = site if site.is_dir() else world.root
+    names = {"root": root, "patches": world.patches, "lines": tmp_path / "lines", "site": site}
+    args = [a.format(**names) for a in case.args]
+    if "--target" not in args:
+        args += ["--target", str(root)]
+    before = snapshot(tmp_path)
+    patches = case.patches.format(**names)
+    code = main(["--patches", patches, case.command, *args])
+    err = capsys.readouterr().err
+    assert code == case.error.exit_code, err
+    message = [line for line in err.splitlines() if not line.startswith("[overlay] ")]
+    assert message[0].startswith("error: " + case.first_line.format(**names)), err
+    for part in ("\n  expected: ", "\n  found:    ", "\n  next step: "):
+        assert part in err, f"{part.strip()} missing from:\n{err}"
+    assert snapshot(tmp_path) == before
+    code = main(["--patches", patches, case.command, *args, "--json"])  # the same, as JSON
+    report = json.loads(capsys.readouterr().out)
+    assert (report["error"], report["exit_code"]) == (case.error.__name__, code)
+
+
+def test_unsupported_release_lists_the_supported_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = make_world(tmp_path)
+    installed_at("1.4.1")(world)
+    shutil.copytree(world.patches, tmp_path / "lines" / "1.5.1")
+    (tmp_path / "lines" / "1.5.1" / "pins.toml").write_text(
+        (world.patches / "pins.toml").read_text().replace('"1.2.0"', '"1.5.1"')
+    )
+    code = main(["--patches", str(tmp_path / "lines"), "apply", "--target", str(world.root)])
+    assert code == UnsupportedReleaseError.exit_code
+    err = capsys.readouterr().err
+    assert "  expected: executorch at one of the supported lines: 1.2.0, 1.5.1\n" in err
+    assert "  found:    executorch 1.4.1\n" in err
+
+
+def test_a_dependency_check_can_be_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = make_world(tmp_path)
+    in_a_venv(world)
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    args = ["apply", "--target", str(tmp_path / "venv")]
+    assert world.cli(*args, "--no-deps-check") == 0
+    assert (site / "executorch" / A).read_text() == A_NEW
+    assert world.cli("revert", "--target", str(tmp_path / "venv")) == 0  # revert never checks
+    assert (site / "executorch" / A).read_text() == A_OLD
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "said"),
+    [
+        (["apply", "--dryrun"], "usage: python -m overlay apply", "(did you mean --dry-run?)"),
+        (["revert", "--fixes", "1"], "usage: python -m overlay revert", "(did you mean --fix?)"),
+        (["status", "--jsn"], "usage: python -m overlay status", "(did you mean --json?)"),
+        (["check", "--reversed"], "usage: python -m overlay check", "(did you mean --reverse?)"),
+        (["apply", "extra"], "usage: python -m overlay apply", "unrecognized arguments: extra"),
+    ],
+)
+def test_a_misspelt_flag_prints_the_subcommands_usage(
+    argv: list[str], usage: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+    assert said in err.splitlines()[-1]

@@ -21,6 +21,7 @@ from scaffold import make_diff, make_tree, patch_text, write_series
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {
+    "canary",
     "status",
     "check",
     "apply",
@@ -132,6 +133,7 @@ def test_check_exits_21_when_changes_are_due_and_0_when_not(
     assert capsys.readouterr().out.splitlines()[-1] == "1 file(s) would change"
     assert main([*base, "check", "--target", str(root), "--json"]) == 21
     report = json.loads(capsys.readouterr().out)
+    assert report.pop("plan")["after"] == [1]  # the plan's details: tests/test_in_place.py
     assert report == {
         "target": str(root),
         "reverse": False,

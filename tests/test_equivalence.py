@@ -167,7 +167,7 @@ def test_probe_differences_are_changes_unless_one_raises() -> None:
 
 def test_declared_divergence_matches_only_its_exact_observation() -> None:
     probe = ItemId(ItemKind.PROBE, "p")
-    declared = verdict.DeclaredDivergence("d1", probe, "RuntimeError", "stale check", "why")
+    declared = fixes.DeclaredDivergence("d1", probe, "RuntimeError", "stale check", "why")
     seed = ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", "x stale check", Stage.PROBE))
     good = ItemResult(RunStatus.OK, value=[1])
     info = ProbeInfo("p", "d")
@@ -186,7 +186,9 @@ def test_declared_divergence_matches_only_its_exact_observation() -> None:
 
 
 def test_the_seed_divergence_is_declared_with_a_reason() -> None:
-    (only,) = verdict.DECLARED_DIVERGENCES
+    (only,) = fixes.DECLARED_DIVERGENCES
+    assert fixes.declared_divergences("1.2.0") == (only,)
+    assert fixes.declared_divergences("1.5.1") == ()
     assert only.id == "seed-stale-grouped-transpose-check"
     assert only.item == ItemId(ItemKind.PROBE, "RewriteConvPass.grouped_transposed_fp")
     assert "5123efe184" in only.reason
@@ -222,7 +224,7 @@ def _report(verdicts: list[verdict.Verdict]) -> Report:
     init = InitReply("/py", "1.2.0", "2.11.0", 1.0, ())
     workers = {p: WorkerInfo(p, f"/py/{p.value}", None, init) for p in (A, B, C)}
     options = Options("/py/a", "/py/c")
-    return Report(options, workers, tuple(verdicts), verdict.DECLARED_DIVERGENCES, 3.0, {"x": 2.0})
+    return Report(options, workers, tuple(verdicts), fixes.DECLARED_DIVERGENCES, 3.0, {"x": 2.0})
 
 
 def test_report_shows_regression_error_text_and_fails_on_undeclared() -> None:

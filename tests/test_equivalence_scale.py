@@ -210,7 +210,8 @@ def test_the_key_covers_what_a_worker_can_import_and_nothing_else(tmp_path: Path
     )
     names = {p.relative_to(package).as_posix() for p in cache.worker_sources(package)}
     assert {"equivalence/worker.py", "equivalence/corpus.py", "equivalence/probes.py",
-            "equivalence/protocol.py", "runtime.py", "fixes.py", "lines/pins.py",
+            "equivalence/protocol.py", "runtime.py", "fixes/__init__.py", "lines/pins.py",
+            "fixes/model.py", "fixes/f0003_conv_rescale_qparams_from_source.py",
             "equivalence/zoo.py", "equivalence/vgf_run.py",
             "equivalence/ethosu.py"} <= names  # fmt: skip
     assert not names & {"cli/__init__.py", "equivalence/report.py", "equivalence/orchestrator.py",

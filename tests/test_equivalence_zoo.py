@@ -206,7 +206,7 @@ def _report(verdicts: list[verdict.Verdict]) -> Report:
     init = InitReply("/py", "1.2.0", "2.11.0", 1.0, ())
     workers = {p: WorkerInfo(p, f"/py/{p.value}", None, init) for p in (A, B, C)}
     return Report(
-        Options("/py/a", "/py/c"), workers, tuple(verdicts), verdict.DECLARED_DIVERGENCES, 3.0, {}
+        Options("/py/a", "/py/c"), workers, tuple(verdicts), fixes.DECLARED_DIVERGENCES, 3.0, {}
     )
 
 

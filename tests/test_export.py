@@ -12,8 +12,9 @@ import pytest
 
 from overlay._git import git
 from overlay.errors import UpstreamError
+from overlay.lines.listing import read_text
 from overlay.text.applier import apply_patch, decode, encode
-from overlay.text.series import Patch, parse_patch, read_text
+from overlay.text.series import Patch, parse_patch
 from overlay.upstream.behaviour import Counts, TestRun
 from overlay.upstream.export import (
     ARM_CC,

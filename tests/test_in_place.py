@@ -19,22 +19,26 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
-from wheel.wheelfile import WheelFile
 
+from overlay import codec
 from overlay._hashing import record_digest, sha256_bytes, sha256_file
-from overlay.cli import main
+from overlay.cli import exit_code_table, json_output, main
+from overlay.dist import provenance as prov
 from overlay.dist import wheels
+from overlay.dist.wheelzip import write_files
 from overlay.envs.verify_install import check_installed
 from overlay.errors import InstallCheckError, OverlayError
 from overlay.lines.pins import WheelPin
-from overlay.target import journal, transaction
+from overlay.target import journal, state, transaction
 from overlay.text.series import Series, load_series
 
 from scaffold import make_diff, make_tree, patch_text, run_forked, snapshot, unowned, write_series
 
 N = 10
+T = TypeVar("T")
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -60,20 +64,31 @@ def write_world_series(folder: Path) -> Series:
 
 def synthetic_wheel(folder: Path) -> Path:
     """An executorch 1.2.0 wheel with the series' files and one file the series leaves alone."""
-    path = folder / "executorch-1.2.0-py3-none-any.whl"
     folder.mkdir(parents=True, exist_ok=True)
-    with WheelFile(path, "w") as archive:
-        for i in range(N):
-            archive.writestr(f"executorch/{repo_path(i)}", old_text(i).encode())
-        archive.writestr("executorch/backends/arm/untouched.py", b"U = 1\n")
-        dist = "executorch-1.2.0.dist-info"
-        archive.writestr(
-            f"{dist}/METADATA", b"Metadata-Version: 2.1\nName: executorch\nVersion: 1.2.0\n"
-        )
-        archive.writestr(
-            f"{dist}/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        )
-    return path
+    dist = "executorch-1.2.0.dist-info"
+    return write_files(
+        folder / "executorch-1.2.0-py3-none-any.whl",
+        {
+            **{f"executorch/{repo_path(i)}": old_text(i).encode() for i in range(N)},
+            "executorch/backends/arm/untouched.py": b"U = 1\n",
+            f"{dist}/METADATA": b"Metadata-Version: 2.1\nName: executorch\nVersion: 1.2.0\n",
+            f"{dist}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        },
+    )
+
+
+def synthetic_dist(folder: Path, name: str, version: str) -> Path:
+    """A wheel of an empty package ``name`` at ``version`` (for the dependency check)."""
+    dist = f"{name}-{version}.dist-info"
+    return write_files(
+        folder / f"{name}-{version}-py3-none-any.whl",
+        {
+            f"{name}/__init__.py": b"",
+            f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+            "".encode(),
+            f"{dist}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        },
+    )
 
 
 def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -116,7 +131,8 @@ def installed(
     """
     base = tmp_path_factory.mktemp("stock")
     site = new_venv(base / "stock")
-    pip(base / "stock", "install", "--no-deps", "--no-index", str(built[0]))
+    torch = synthetic_dist(built[0].parent, "torch", "2.11.0")  # what the synthetic line needs
+    pip(base / "stock", "install", "--no-deps", "--no-index", str(built[0]), str(torch))
     template = base / "template"
     shutil.copytree(base / "stock", template, symlinks=True)
     pip(base / "stock", "uninstall", "--yes", "executorch")
@@ -150,7 +166,7 @@ def record_is_true(site: Path) -> None:
             assert path.is_file(), entry
             assert entry.hash.value == record_digest(path.read_bytes()), entry
             assert entry.size == path.stat().st_size, entry
-    assert unowned(site) == []
+    assert [p for p in unowned(site) if not p.startswith(("torch/", "torch-"))] == []
 
 
 def test_pip_installed_tree_is_patched_honestly_and_uninstalls_clean(
@@ -167,15 +183,15 @@ def test_pip_installed_tree_is_patched_honestly_and_uninstalls_clean(
     assert list(env.site.rglob("__pycache__/m*.pyc")) == []  # stale bytecode gone
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(env.site)])))
     assert dist.version == version
-    provenance = wheels.Provenance.from_json(dist.read_text(wheels.PROVENANCE_FILE) or "")
+    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
     assert provenance.series_digest == env.series.digest
-    assert provenance.files[f"executorch/{repo_path(0)}"] == wheels.FileRecord(
+    assert provenance.files[f"executorch/{repo_path(0)}"] == prov.FileRecord(
         sha256_bytes(old_text(0).encode()), sha256_bytes(new_text(0).encode())
     )
     shown = pip(env.venv, "show", "executorch").stdout
     assert f"\nVersion: {version}\n" in shown
     status = transaction.inspect(env.series, transaction.find_target(env.venv))
-    assert status.complete and status.metadata is transaction.MetadataState.IN_PLACE
+    assert status.complete and status.metadata is state.MetadataState.IN_PLACE
     assert (
         check_installed(env.series, import_modules=False, search_path=env.site).version == version
     )
@@ -209,7 +225,7 @@ def test_killed_apply_then_next_command_then_pip_uninstall_is_clean(
     first = capsys.readouterr().out.splitlines()[0]
     assert said in first and first.startswith("recovered: "), first
     status = transaction.inspect(env.series, transaction.find_target(env.venv))
-    wanted = transaction.TreeState.PATCHED if command == "apply" else transaction.TreeState.PRISTINE
+    wanted = state.TreeState.PATCHED if command == "apply" else state.TreeState.PRISTINE
     assert status.state is wanted
     assert status.complete == (command == "apply")
     assert not journal.state_dir(env.site).exists()
@@ -271,7 +287,7 @@ def test_sigint_and_sigterm_messages_match_the_tree(
         f"error: interrupted by SIGINT after the apply had finished: {root} is patched"
     )
     status = transaction.inspect(load_series(tmp_path / "patches"), transaction.find_target(root))
-    assert status.state is transaction.TreeState.PATCHED
+    assert status.state is state.TreeState.PATCHED
 
 
 @pytest.mark.parametrize("mode", list(py_compile.PycInvalidationMode), ids=lambda m: m.name)
@@ -324,8 +340,7 @@ def test_the_lock_excludes_runs_whatever_their_home_and_cache(tmp_path: Path) ->
         assert {k: v for k, v in now.items() if not k.startswith(journal.STATE_DIR)} == before
     assert proc.wait(timeout=60) == 0
     assert (
-        transaction.inspect(series, transaction.find_target(root)).state
-        is transaction.TreeState.PATCHED
+        transaction.inspect(series, transaction.find_target(root)).state is state.TreeState.PATCHED
     )
     assert not journal.state_dir(root).exists()  # the lock is gone with the last run
 
@@ -344,8 +359,13 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
     legacy = tree("legacy in place (files only)")
     for i in range(N):
         (legacy / "executorch" / repo_path(i)).write_text(new_text(i))
-    mixed = tree("mixed")
-    (mixed / "executorch" / repo_path(0)).write_text(new_text(0))
+    files_only = tree("fix 1 in the files only")
+    (files_only / "executorch" / repo_path(0)).write_text(new_text(0))
+    subset = transaction.find_target(tree("fixes 1, 3 in place"))
+    transaction.apply(series, subset, fixes=frozenset({1, 3}))
+    completed = transaction.find_target(tree("fixes 1, 3, then all"))
+    transaction.apply(series, completed, fixes=frozenset({1, 3}))
+    transaction.apply(series, transaction.find_target(completed.root))
     drifted = tree("drifted")
     (drifted / "executorch" / repo_path(1)).write_text("x = 1\n")
     interrupted = tree("interrupted")
@@ -374,7 +394,9 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
         "pristine": ("pristine", False),
         "in place": ("patched", True),
         "legacy in place (files only)": ("patched", False),
-        "mixed": ("mixed", False),
+        "fix 1 in the files only": ("partial", False),
+        "fixes 1, 3 in place": ("partial", False),
+        "fixes 1, 3, then all": ("patched", True),
         "drifted": ("drifted", False),
         "interrupted": ("interrupted", False),
         "patched wheel": ("patched", True),
@@ -410,6 +432,238 @@ def test_a_patched_wheel_install_is_not_reverted_in_place(tmp_path: Path) -> Non
     assert info.value.message.endswith("was installed from a patched wheel")
     assert snapshot(root) == before
     assert (
-        json.loads((dist_info(root) / wheels.PROVENANCE_FILE).read_text())["base_sha256"]
+        json.loads((dist_info(root) / prov.PROVENANCE_FILE).read_text())["base_sha256"]
         == pin.sha256
     )
+
+
+# --- fixes by number, dry runs, JSON, release lines, the CLI's edges ---------------------------
+
+
+def test_a_subset_is_applied_recorded_verified_as_a_subset_and_completed(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stock = snapshot(env.site)
+    assert env.cli("apply", "--fix", "1,3") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if line.startswith("  patched: ")] == [
+        f"  patched: {repo_path(0)}",
+        f"  patched: {repo_path(2)}",
+    ]
+    assert out[-1] == f"done: {env.site} holds fixes 1, 3 of {N} of line 1.2.0"
+    version = f"1.2.0+armfix.{env.series.short_digest}.fix.1.3"
+    assert f"\nVersion: {version}\n" in pip(env.venv, "show", "executorch").stdout
+    record_is_true(env.site)
+    dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(env.site)])))
+    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
+    assert [p.name for p in provenance.patches] == ["0000.patch", "0002.patch"]
+    assert set(provenance.files) == {f"executorch/{repo_path(i)}" for i in (0, 2)}
+    assert env.cli("status") == 0
+    shown = capsys.readouterr().out
+    assert "  1. 0000.patch: Fix 0 [applied]\n  2. 0001.patch: Fix 1 [not applied]\n" in shown
+    assert f"  state: partial: fixes 1, 3 of {N} (patched in place, executorch {version})" in shown
+    with pytest.raises(InstallCheckError) as info:
+        check_installed(env.series, import_modules=False, search_path=env.site)
+    assert info.value.message == f"executorch in {env.site} holds fixes 1, 3 of {N} of this series"
+    assert info.value.found == f"fixes 1, 3 of {N} (executorch {version})"
+    assert env.cli("apply", "--fix", "3") == 0  # already there: nothing to do
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"nothing to do: {env.site} already holds fixes 1, 3 of {N}"
+    )
+    assert env.cli("apply") == 0  # the rest
+    full = f"1.2.0+armfix.{env.series.short_digest}"
+    assert check_installed(env.series, import_modules=False, search_path=env.site).version == full
+    assert env.cli("revert", "--fix", "2") == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"done: {env.site} holds fixes 1, 3, 4, 5, 6, 7, 8, 9, 10 of {N} of line 1.2.0"
+    )
+    record_is_true(env.site)
+    assert env.cli("revert") == 0
+    compiled = {k for k in stock if "/__pycache__/m" in k}  # deleted with their sources
+    assert snapshot(env.site) == {k: v for k, v in stock.items() if k not in compiled}
+    pip(env.venv, "uninstall", "--yes", "executorch")
+    assert snapshot(env.site) == env.empty
+
+
+def test_dry_run_checks_and_plans_but_writes_nothing(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(env.site)
+    assert env.cli("apply", "--dry-run", "--fix", "2") == 0  # exit 0 (check's is 21)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"  would patch: {repo_path(1)}"
+    assert not [line for line in out if line.startswith("  already")]  # others: not in the run
+    assert out[-2:] == [f"  would hold: fix 2 of {N}", "1 file(s) would change"]
+    assert any(line.startswith("  dist-info: executorch-1.2.0.dist-info -> ") for line in out)
+    assert env.cli("revert", "--dry-run") == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "nothing to do"
+    assert snapshot(env.site) == before
+    assert not journal.state_dir(env.site).exists()
+
+
+def test_json_reports_of_apply_revert_and_dry_runs_are_typed(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def report(kind: type[T], *args: str) -> T:
+        assert env.cli(*args, "--json") == 0
+        return codec.decode(kind, json.loads(capsys.readouterr().out))  # strict: every field
+
+    dry = report(json_output.CheckReport, "apply", "--fix", "1", "--dry-run")
+    assert (dry.changes_due, dry.would_change, dry.reverse) == (True, (repo_path(0),), False)
+    assert dry.plan is not None and (dry.plan.fixes, dry.plan.after) == ((1,), (1,))
+    assert dry.plan.deps == json_output.DepsReport(("torch==2.11.*",), None)
+    assert dry.plan.line.name == "1.2.0" and dry.plan.line.reason == f"--patches {env.patches}"
+    done = report(json_output.ApplyReport, "apply")
+    assert done.changed == tuple(repo_path(i) for i in range(N)) and done.recovered is None
+    meta = done.plan.dist_info
+    assert meta is not None and meta.version == f"1.2.0+armfix.{env.series.short_digest}"
+    assert done.plan.stale_bytecode == N
+    back = report(json_output.ApplyReport, "revert", "--fix", "4,5")
+    assert (back.reverse, back.plan.before, back.plan.deps) == (True, tuple(range(1, 11)), None)
+    assert back.changed == (repo_path(3), repo_path(4))
+    status = report(json_output.StatusReport, "status")
+    assert (status.applied, status.recorded, status.complete) == (
+        (1, 2, 3, 6, 7, 8, 9, 10),
+        (1, 2, 3, 6, 7, 8, 9, 10),
+        False,
+    )
+    assert [p.state for p in status.series.patches][2:5] == [
+        "applied",
+        "not applied",
+        "not applied",
+    ]
+    for kind in (json_output.StatusReport, json_output.CheckReport, json_output.ApplyReport):
+        assert codec.schema(kind, title=kind.__name__)["additionalProperties"] is False
+
+
+def test_a_kill_during_a_subset_apply_is_finished_by_the_rerun(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 2 sources, their 2 .pyc, METADATA, RECORD, provenance, the original (2), the rename
+    child = run_forked(
+        lambda: env.cli("apply", "--fix", "2,4"), {journal.FAULT_ENV: "step 2/10:kill"}
+    )
+    assert child.code == -9, child.output
+    assert env.cli("status") == 0
+    assert f"  state: interrupted apply of fixes 2, 4 of {N} (pid {child_pid_of(env)}" in (
+        capsys.readouterr().out
+    )
+    assert env.cli("apply", "--fix", "2,4") == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("recovered: an interrupted apply of 0001.patch, 0003.patch (pid ")
+    assert first.endswith(", 2 of 10 steps done) was finished")
+    status = transaction.inspect(env.series, transaction.find_target(env.venv))
+    assert status.state is state.TreeState.PARTIAL and status.record.fixes == frozenset({2, 4})
+    record_is_true(env.site)
+
+
+def child_pid_of(env: Env) -> int:
+    interrupted = journal.read_journal(env.site)
+    assert interrupted is not None
+    return interrupted.pid
+
+
+def test_an_environment_without_the_lines_requirements_is_refused(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pip(env.venv, "uninstall", "--yes", "torch")
+    before = snapshot(env.site)
+    assert env.cli("apply") == 4
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (
+        f"error: the environment at {env.site} lacks what the patched executorch needs;"
+        " nothing was written"
+    )
+    assert "  found:    torch missing\n" in err
+    assert f"uv pip install --python {env.venv / 'bin' / 'python'} 'torch==2.11.*'" in err
+    assert snapshot(env.site) == before
+    assert env.cli("apply", "--no-deps-check") == 0
+
+
+def two_lines(base: Path) -> Path:
+    """A lines root: 1.2.0 and 1.5.1, each changing m0.py its own way."""
+    for version in ("1.2.0", "1.5.1"):
+        new = old_text(0).replace("V3 = 3\n", f"V3 = '{version}'\n")
+        patches = {
+            "0001-m0.patch": patch_text(f"On {version}", make_diff(repo_path(0), old_text(0), new))
+        }
+        write_series(base / version, patches, {repo_path(0): old_text(0).encode()}, version=version)
+    return base
+
+
+def test_each_tree_gets_the_line_of_its_executorch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = two_lines(tmp_path / "lines")
+    trees = {
+        v: make_tree(tmp_path / v, {repo_path(0): old_text(0).encode()}, version=v)
+        for v in ("1.2.0", "1.5.1", "1.4.1")
+    }
+    for version in ("1.2.0", "1.5.1"):
+        args = ["--patches", str(lines), "apply", "--target", str(trees[version])]
+        assert main(args) == 0
+        captured = capsys.readouterr()
+        assert captured.err == (
+            f"[overlay] release line {version} (the installed executorch {version})\n"
+        )
+        assert f"V3 = '{version}'" in (trees[version] / "executorch" / repo_path(0)).read_text()
+        assert main(["--patches", str(lines), "status", "--target", str(trees[version])]) == 0
+        shown = capsys.readouterr().out.splitlines()
+        assert shown[1].startswith(f"release line {version} (the installed executorch {version}+")
+    before = snapshot(trees["1.4.1"])
+    assert main(["--patches", str(lines), "apply", "--target", str(trees["1.4.1"])]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("error: executorch 1.4.1 has no release line here\n")
+    assert "supported lines: 1.2.0, 1.5.1" in err
+    assert snapshot(trees["1.4.1"]) == before
+    assert (
+        main(
+            ["--patches", str(lines), "revert", "--line", "1.5.1", "--target", str(trees["1.5.1"])]
+        )
+        == 0
+    )
+    assert capsys.readouterr().err == "[overlay] release line 1.5.1 (--line 1.5.1)\n"
+    assert (trees["1.5.1"] / "executorch" / repo_path(0)).read_text() == old_text(0)
+
+
+def test_a_closed_stdout_is_not_a_traceback(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    write_world_series(tmp_path / "patches")
+    command = [sys.executable, "-m", "overlay", "--patches", str(tmp_path / "patches")]
+    proc = subprocess.Popen(
+        [*command, "status", "--json", "--target", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first write, as `| head -0` would be
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 1
+    assert err == "error: stdout was closed before the output ended (broken pipe)\n"
+
+
+def test_output_left_in_the_buffer_is_dropped_with_the_pipe(tmp_path: Path) -> None:
+    code = (
+        "import io, sys\n"
+        "from overlay.cli import _closed_stdout\n"
+        "sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)))\n"
+        "sys.stdout.write('still buffered when the reader went away\\n')\n"
+        "sys.exit(_closed_stdout())\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 1
+    assert err == "error: stdout was closed before the output ended (broken pipe)\n"  # no
+    # "Exception ignored ... BrokenPipeError" from the interpreter's flush at exit
+
+
+def test_the_docs_show_the_exit_codes_as_help_lists_them() -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "in-place.md").read_text()
+    block = docs.split("<!-- exit-codes: generated by `python -m overlay --help` -->\n```\n")[1]
+    assert block.split("\n```")[0] == exit_code_table()

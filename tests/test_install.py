@@ -22,7 +22,8 @@ from overlay.errors import (
     TargetError,
     UnsafePatchError,
 )
-from overlay.target import journal, transaction
+from overlay.target import journal, state, transaction
+from overlay.target.locate import Target
 from overlay.text.applier import HunkMismatchError
 from overlay.text.series import load_series
 
@@ -43,15 +44,13 @@ def good_patches() -> dict[str, str]:
     }
 
 
-def setup(tmp_path: Path, patches: dict[str, str] | None = None) -> tuple[transaction.Target, Path]:
+def setup(tmp_path: Path, patches: dict[str, str] | None = None) -> tuple[Target, Path]:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD, "backends/arm/other.py": b"x\n"})
     write_series(tmp_path / "patches", patches or good_patches(), {A: A_OLD, B: B_OLD})
     return transaction.find_target(root), tmp_path / "patches"
 
 
-def run_apply(
-    target: transaction.Target, patches: Path, *, reverse: bool = False
-) -> transaction.Plan:
+def run_apply(target: Target, patches: Path, *, reverse: bool = False) -> transaction.Plan:
     return transaction.apply(load_series(patches), target, reverse=reverse)
 
 
@@ -104,15 +103,15 @@ def test_status_states(tmp_path: Path) -> None:
     target, patches = setup(tmp_path)
     target.file(A).write_bytes(A_NEW)
     target.file(B).write_bytes(b"something else\n")
-    states = transaction.file_states(load_series(patches), target)
-    assert states == {A: transaction.FileState.PATCHED, B: transaction.FileState.DRIFTED}
+    states = {p: r.state for p, r in state.read_files(load_series(patches), target).items()}
+    assert states == {A: state.FileState.PATCHED, B: state.FileState.DRIFTED}
 
 
 # --- bad input: each must raise a clear error and leave the tree byte-identical ----------
 
 
 def expect_refusal(
-    target: transaction.Target, patches: Path, error: type[OverlayError], *words: str
+    target: Target, patches: Path, error: type[OverlayError], *words: str
 ) -> OverlayError:
     before = snapshot(target.root)
     with pytest.raises(error) as info:
@@ -379,14 +378,14 @@ def test_status_and_check_while_another_run_holds_the_lock(
     target, patches = setup(tmp_path)
     with transaction.locked(target):
         status = transaction.inspect(load_series(patches), target)
-        assert status.state is transaction.TreeState.BUSY and status.files == {}
+        assert status.state is state.TreeState.BUSY and status.files == {}
         assert status.summary == "busy: another overlay run is writing this tree"
         code = main(["--patches", str(patches), "check", "--target", str(target.root)])
         assert code == BusyError.exit_code
         assert capsys.readouterr().err.startswith(
             f"error: another overlay run is writing {target.root}"
         )
-    assert transaction.inspect(load_series(patches), target).state is transaction.TreeState.PRISTINE
+    assert transaction.inspect(load_series(patches), target).state is state.TreeState.PRISTINE
 
 
 def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:

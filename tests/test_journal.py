@@ -442,3 +442,57 @@ def test_real_series_stopped_at_every_checkpoint(
     torn = {o.checkpoint for o in outcomes if o.right_after == "torn (journal)"}
     steps = {o.checkpoint for o in outcomes if o.checkpoint.startswith("step ")}
     assert steps < torn  # a kill after any step leaves a journal the next run settles
+
+
+# --- a subset of the fixes (`apply --fix`, `revert --fix`), killed at every checkpoint ---------
+
+
+def subset_run(
+    world: World, tree: Path, fixes: frozenset[int], *, reverse: bool
+) -> Callable[[], int]:
+    """`apply --fix` (or `revert --fix`) as the CLI runs it, minus parsing."""
+
+    def run() -> int:
+        transaction.apply(world.series, transaction.find_target(tree), reverse=reverse, fixes=fixes)
+        return 0
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("reverse", "fixes"),
+    [(False, frozenset({2, 4})), (True, frozenset({1, 5}))],
+    ids=["apply --fix 2,4", "revert --fix 1,5"],
+)
+def test_a_killed_subset_run_is_settled_by_running_it_again(
+    world: World, tmp: Path, reverse: bool, fixes: frozenset[int]
+) -> None:
+    start = world.start(reverse=reverse)
+    clean = tmp / "clean"
+    shutil.copytree(start, clean)
+    log = tmp / "trace.txt"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(journal.TRACE_ENV, str(log))
+        subset_run(world, clean, fixes, reverse=reverse)()
+    wanted = strip_bytecode(snapshot(clean))
+    held = transaction.inspect(world.series, transaction.find_target(clean)).record.fixes
+    assert held == (frozenset({2, 3, 4}) if reverse else fixes)  # fix 5 needs fix 1: both go
+    checkpoints = log.read_text().splitlines()
+    assert len([c for c in checkpoints if c.startswith("step ")]) > 5
+    verb = "revert" if reverse else "apply"
+    for checkpoint in checkpoints:
+        tree = tmp / "tree"
+        shutil.copytree(start, tree)
+        child = run_forked(
+            subset_run(world, tree, fixes, reverse=reverse),
+            {journal.FAULT_ENV: f"{checkpoint}:kill"},
+        )
+        assert child.code == -signal.SIGKILL, (checkpoint, child.output)
+        status = transaction.inspect(world.series, transaction.find_target(tree))
+        if status.interrupted is not None:
+            numbers = ", ".join(map(str, sorted(fixes)))
+            assert status.summary.startswith(f"interrupted {verb} of fixes {numbers} of 5 (pid ")
+        subset_run(world, tree, fixes, reverse=reverse)()  # the same command again
+        assert strip_bytecode(snapshot(tree)) == wanted, checkpoint
+        assert unowned(tree) == [], checkpoint
+        shutil.rmtree(tree)

@@ -300,4 +300,4 @@ def test_lock_takes_a_line_and_refuses_an_unknown_one_listing_the_lines(
     assert "there is no release line '1.4.1'" in err
     assert "expected: one of the supported lines: 1.2.0" in err
     assert main(["--patches", str(root / "1.2.0"), "lock", "--check", "--line", "1.4.1"]) == 4
-    assert "expected: its own line: 1.2.0" in capsys.readouterr().err
+    assert "expected: the line of that series folder: 1.2.0" in capsys.readouterr().err

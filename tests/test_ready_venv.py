@@ -166,21 +166,23 @@ def two_lines(tmp_path: Path) -> Path:
     return root
 
 
-def test_verify_install_names_the_line_of_an_env_on_another_line(
+def test_verify_install_checks_an_env_against_the_line_of_its_executorch(
     tmp_path: Path, series: Series, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = two_lines(tmp_path)
+    root = two_lines(tmp_path)  # the newest line is 1.5.1; the env holds 1.2.0's build
     target = venv(tmp_path / "venv", uv=True, dists={"executorch": local_version(series)})
     args = ["--patches", str(root), "verify-install", "--target", str(target), "--no-lock"]
-    assert main(args) == InstallCheckError.exit_code
+    assert main([*args, "--no-import"]) == InstallCheckError.exit_code
     err = capsys.readouterr().err
-    assert f"this environment holds executorch {local_version(series)}, of the line 1.2.0" in err
-    assert (
-        f"next step: check it against its line: python -m overlay verify-install --line 1.2.0"
-        f" --target {target}" in err
-    )
-    assert main([*args, "--line", "1.2.0", "--no-import"]) == InstallCheckError.exit_code
-    assert "of the line" not in capsys.readouterr().err  # checked against 1.2.0: its files
+    assert f"release line 1.2.0 (the installed executorch {local_version(series)})" in err
+    assert "cannot be read" in err  # checked as 1.2.0's: the fake env has no files
+    assert main([*args, "--no-import", "--line", "1.5.1"]) == InstallCheckError.exit_code
+    err = capsys.readouterr().err
+    assert "(the installed executorch" not in err  # --line given: no choosing
+    stock = venv(tmp_path / "stock", uv=True, dists={"executorch": "1.4.1"})
+    code = main(["--patches", str(root), "verify-install", "--target", str(stock), "--no-lock"])
+    assert code == UnsupportedReleaseError.exit_code
+    assert "executorch 1.4.1 has no release line here" in capsys.readouterr().err
 
 
 def test_sync_refuses_an_unknown_line_before_any_work(

@@ -33,7 +33,8 @@ from overlay.equivalence.protocol import (
     VelaEstimate,
     VgfResult,
 )
-from overlay.equivalence.verdict import DECLARED_DIVERGENCES, decide
+from overlay.equivalence.verdict import decide
+from overlay.fixes import DECLARED_DIVERGENCES
 
 A, B, C = PathId.STOCK, PathId.RUNTIME, PathId.PATCHED
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -331,20 +331,20 @@ def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
-    from wheel.wheelfile import WheelFile
+    from overlay.dist.wheelzip import write_files
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
-    with WheelFile(path, "w") as archive:
-        for repo_path, data in files.items():
-            archive.writestr(f"executorch/{repo_path}", data)
-        metadata = f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n\n"
-        archive.writestr(f"executorch-{version}.dist-info/METADATA", metadata)
-        archive.writestr(
-            f"executorch-{version}.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n",
-        )
-    return path
+    dist = f"executorch-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n\n"
+    return write_files(
+        path,
+        {
+            **{f"executorch/{repo_path}": data for repo_path, data in files.items()},
+            f"{dist}/METADATA": metadata.encode(),
+            f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n",
+        },
+    )
 
 
 @pytest.mark.usefixtures("fake_uv")

@@ -15,15 +15,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from installer.sources import WheelFile
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-from wheel.wheelfile import WheelFile
 
 from overlay import worktree
 from overlay._git import git
 from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
+from overlay.dist import provenance as prov
 from overlay.dist import wheels
+from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import WheelError
 from overlay.lines import pins
@@ -93,17 +95,17 @@ def test_patched_wheel_record_version_provenance(
     assert built.path.name == pin.filename.replace("-1.2.0-", f"-{version}-")
     assert Version(version) in SpecifierSet("==1.2.0")  # satisfies executorch==1.2.0
     dist = f"executorch-{version}.dist-info"
-    with WheelFile(built.path) as archive:
+    with WheelFile.open(built.path) as checked:
+        checked.validate_record()  # installer: every member against the new RECORD
+    with zipfile.ZipFile(built.path) as archive:
         names = archive.namelist()
         assert f"{dist}/RECORD" in names
         assert not any(n.startswith("executorch-1.2.0.dist-info/") for n in names)
-        for name in names:  # WheelFile checks every member against the new RECORD
-            archive.read(name)
         metadata = archive.read(f"{dist}/METADATA").decode()
         assert f"\nVersion: {version}\n" in metadata
-        provenance = json.loads(archive.read(f"{dist}/{wheels.PROVENANCE_FILE}"))
+        provenance = json.loads(archive.read(f"{dist}/{prov.PROVENANCE_FILE}"))
         record = archive.read(f"{dist}/RECORD").decode()
-        assert f"{dist}/{wheels.PROVENANCE_FILE},sha256=" in record
+        assert f"{dist}/{prov.PROVENANCE_FILE},sha256=" in record
         expected = series.expected_patched_sha256()
         for repo_path, sha in expected.items():
             assert sha256_bytes(archive.read(series.pins.wheel_path(repo_path))) == sha
@@ -112,7 +114,7 @@ def test_patched_wheel_record_version_provenance(
     assert built.provenance.base_sha256 == pin.sha256
     assert [p.name for p in built.provenance.patches] == [p.name for p in series.patches]
     assert built.provenance.files == {
-        series.pins.wheel_path(p): wheels.FileRecord(series.pins.pristine[p], expected[p])
+        series.pins.wheel_path(p): prov.FileRecord(series.pins.pristine[p], expected[p])
         for p in series.targets()
     }
 
@@ -245,13 +247,15 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     assert os.fstat(held.fileno()).st_nlink >= 2  # really a hardlink of the cache
     args = ["--patches", str(PATCHES)]
     child = run_forked(
-        lambda: main([*args, "apply", "--target", str(venv)]),
+        lambda: main([*args, "apply", "--no-deps-check", "--target", str(venv)]),
         {journal.FAULT_ENV: "step 3/10:kill"},
     )
     assert child.code == -9
     assert main([*args, "status", "--target", str(venv)]) == 0
     assert "  state: interrupted apply (pid " in capsys.readouterr().out
-    assert main([*args, "apply", "--target", str(venv)]) == 0
+    assert main([*args, "apply", "--target", str(venv)]) == 4  # no torch, no tosa-tools here
+    assert "lacks what the patched executorch needs" in capsys.readouterr().err
+    assert main([*args, "apply", "--no-deps-check", "--target", str(venv)]) == 0
     assert capsys.readouterr().out.startswith("recovered: an interrupted apply (pid ")
     held.seek(0)
     assert held.read() == pristine  # the cache's file was never written through
@@ -260,7 +264,7 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     version = f"1.2.0+armfix.{series.short_digest}"
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(site)])))
     assert dist.version == version
-    provenance = wheels.Provenance.from_json(dist.read_text(wheels.PROVENANCE_FILE) or "")
+    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
     assert provenance.series_digest == series.digest
     for entry in dist.files or []:
         if entry.hash is not None:
@@ -279,3 +283,20 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     uninstall = [sys.executable, "-m", "pip", "--python", python, "uninstall", "--yes"]
     subprocess.run([*uninstall, "executorch"], capture_output=True, check=True)
     assert {p for p in site.rglob("*") if p.is_file()} == empty  # only empty folders stay
+
+
+def test_the_repack_gives_the_bytes_every_lock_pins(
+    series: Series, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The writer that replaced pypa/wheel's: same inputs, the bytes the committed locks pin."""
+    checked = 0
+    for pin in series.pins.wheels:
+        cached = wheels.wheel_cache() / pin.filename
+        lock = lockfiles.lock_path(series, pin)
+        if not cached.is_file() or not lock.is_file():
+            continue  # only wheels this machine has: the check needs no network
+        built = wheels.build_patched_wheel(series, cached, pin, tmp_path_factory.mktemp("lock"))
+        lockfiles.check_wheel(lockfiles.read(lock), built.path, built.sha256)
+        checked += 1
+    if not checked:
+        pytest.skip("no pinned wheel with a lock in the cache")

@@ -7,10 +7,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from wheel.wheelfile import WheelFile
+from installer.sources import WheelFile
 
 from overlay._hashing import sha256_bytes, sha256_file
+from overlay.dist import provenance as prov
 from overlay.dist import wheels
+from overlay.dist.wheelzip import write_files
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
     ChecksumMismatchError,
@@ -37,16 +39,22 @@ METADATA = b"Metadata-Version: 2.1\nName: executorch\nVersion: 1.2.0\n\nLong tex
 
 def make_wheel(folder: Path, files: dict[str, bytes], *, metadata: bytes = METADATA) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / NAME
-    with WheelFile(path, "w") as archive:
-        for repo_path, data in files.items():
-            archive.writestr(f"executorch/{repo_path}", data)
-        archive.writestr("executorch-1.2.0.dist-info/METADATA", metadata)
-        archive.writestr(
-            "executorch-1.2.0.dist-info/WHEEL",
-            b"Wheel-Version: 1.0\nGenerator: setuptools (78.1.0)\nRoot-Is-Purelib: false\n",
-        )
-    return path
+    return write_files(
+        folder / NAME,
+        {
+            **{f"executorch/{repo_path}": data for repo_path, data in files.items()},
+            "executorch-1.2.0.dist-info/METADATA": metadata,
+            "executorch-1.2.0.dist-info/WHEEL": b"Wheel-Version: 1.0\n"
+            b"Generator: setuptools (78.1.0)\nRoot-Is-Purelib: false\n",
+        },
+    )
+
+
+def installer_members(path: Path) -> dict[str, bytes]:
+    """Every member, after installer (an independent reader) checked RECORD and contents."""
+    with WheelFile.open(path) as source:
+        source.validate_record()
+        return {row[0]: stream.read() for row, stream, _ in source.get_contents()}
 
 
 def setup(tmp_path: Path, files: dict[str, bytes] | None = None) -> tuple[Series, Path, WheelPin]:
@@ -63,8 +71,7 @@ def test_repack_patches_renames_and_records(tmp_path: Path) -> None:
     assert (built.built, built.version) == (True, version)
     assert built.path.name == f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
     dist = f"executorch-{version}.dist-info"
-    with WheelFile(built.path) as archive:  # every member is checked against the new RECORD
-        members = {name: archive.read(name) for name in archive.namelist()}
+    members = installer_members(built.path)  # every member checked against the new RECORD
     assert members[f"executorch/{A}"] == A_NEW
     assert members[f"executorch/{B}"] == B_OLD
     # the version, and torch (pinned 2.11.0 in the scaffold's pins.toml) narrowed to 2.11.*
@@ -72,10 +79,10 @@ def test_repack_patches_renames_and_records(tmp_path: Path) -> None:
         b"\n\n", b"\nRequires-Dist: torch==2.11.*\n\n", 1
     )
     assert members[f"{dist}/WHEEL"].startswith(b"Wheel-Version: 1.0\nGenerator: ")
-    assert members[f"{dist}/WHEEL"].split(b"\n")[1] == f"Generator: {wheels.TOOL}".encode()
+    assert members[f"{dist}/WHEEL"].split(b"\n")[1] == f"Generator: {prov.TOOL}".encode()
     assert built.provenance.requires == ("torch==2.11.*",)
     assert not any(n.startswith("executorch-1.2.0.dist-info/") for n in members)
-    provenance = json.loads(members[f"{dist}/{wheels.PROVENANCE_FILE}"])
+    provenance = json.loads(members[f"{dist}/{prov.PROVENANCE_FILE}"])
     assert provenance["files"] == {
         f"executorch/{A}": {"pristine": sha256_bytes(A_OLD), "patched": sha256_bytes(A_NEW)}
     }
@@ -165,11 +172,14 @@ def test_install_check_accepts_the_patched_install_and_names_each_fault(tmp_path
     with pytest.raises(InstallCheckError) as info:
         check_installed(series, import_modules=False, search_path=site)
     assert (info.value.expected, info.value.found) == (sha256_bytes(A_NEW), sha256_bytes(A_OLD))
-    patch = series.directory / "0001-a.patch"
-    patch.write_text(patch.read_text().replace("Change a", "Change A"))  # another series digest
+    diff = make_diff(A, A_OLD.decode(), A_NEW.decode())
+    other = write_series(  # the same change under another subject: another series digest
+        tmp_path / "other", {"0001-a.patch": patch_text("Change A", diff)}, {A: A_OLD}
+    )
     with pytest.raises(InstallCheckError) as info:
-        check_installed(load_series(series.directory), search_path=site)
+        check_installed(other, search_path=site)
     assert info.value.message == "this environment does not carry this patch series"
+    assert info.value.found == f"executorch 1.2.0+armfix.{series.short_digest}"
 
 
 def test_install_check_without_executorch(tmp_path: Path) -> None:
@@ -199,7 +209,7 @@ def test_a_wheel_built_by_another_tool_version_is_rebuilt(
     first = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
     again = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
     assert (first.built, again.built) == (True, False)
-    monkeypatch.setattr(wheels, "TOOL", "executorch-arm-overlay 0.0.1")
+    monkeypatch.setattr(prov, "TOOL", "executorch-arm-overlay 0.0.1")
     rebuilt = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
     assert rebuilt.built is True
     assert rebuilt.provenance.tool == "executorch-arm-overlay 0.0.1"

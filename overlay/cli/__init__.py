@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import sys
-import sysconfig
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -26,7 +27,8 @@ from rich.progress import (
 from rich.progress import Progress as RichProgress
 
 from overlay import __version__, fixes, lines, worktree
-from overlay.cli import json_output
+from overlay.cli import in_place, json_output
+from overlay.cli.output import out, progress
 from overlay.dist import index, wheels
 from overlay.envs import lockfiles, ready_venv, venvs
 from overlay.envs.stamp import Flavour
@@ -35,32 +37,20 @@ from overlay.equivalence import cache as equivalence_cache
 from overlay.equivalence import htmlreport, orchestrator, report
 from overlay.equivalence.protocol import PathId
 from overlay.errors import (
-    EXIT_CHANGES_DUE,
     EquivalenceError,
-    InstallCheckError,
     OverlayError,
-    TargetError,
-    UnsupportedReleaseError,
     UpstreamError,
     exit_codes,
 )
 from overlay.lines import pins
-from overlay.target import transaction
+from overlay.target import line_choice
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream import export, prepare, releases, render, retarget
+from overlay.upstream.canary import page as canary_page
+from overlay.upstream.canary import run as canary_run
 from overlay.upstream.matrix import Matrix
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def out(text: str = "") -> None:
-    """Print to stdout."""
-    print(text, flush=True)
-
-
-def progress(text: str) -> None:
-    """Print a progress line to stderr."""
-    print(f"[overlay] {text}", file=sys.stderr, flush=True)
 
 
 def _patches_dir(args: argparse.Namespace) -> Path:
@@ -88,116 +78,6 @@ def _source_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelP
     return pin, path
 
 
-def _target(args: argparse.Namespace) -> transaction.Target:
-    if args.target:
-        return transaction.find_target(Path(args.target))
-    return transaction.find_target(Path(sysconfig.get_paths()["purelib"]))
-
-
-def _series_info(series: Series) -> json_output.SeriesInfo:
-    return json_output.SeriesInfo(
-        series.digest,
-        str(series.pins.executorch),
-        wheels.local_version(series),
-        tuple(
-            json_output.PatchInfo(n, p.name, p.subject, p.header.get("Applied-Upstream"))
-            for n, p in enumerate(series.patches, start=1)
-        ),
-    )
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    """Show the series and, with a target, the state of every file."""
-    series = _series(args)
-    info = _series_info(series)
-    target: transaction.Target | None = None
-    if args.target or not args.series_only:
-        try:
-            target = _target(args)
-        except TargetError:
-            if args.target:
-                raise
-    status = transaction.inspect(series, target) if target else None
-    if args.json:
-        out(
-            json_output.to_json(
-                json_output.StatusReport(
-                    info,
-                    target.root if target else None,
-                    str(target.version) if target else None,
-                    status.state if status else None,
-                    status.summary if status else None,
-                    tuple(json_output.FileStatus(p, s) for p, s in status.files.items())
-                    if status
-                    else (),
-                )
-            ).rstrip("\n")
-        )
-        return 0
-    out(f"series {series.short_digest} against executorch {series.pins.executorch}")
-    out(f"patched wheel version: {info.wheel_version}")
-    for patch in info.patches:
-        out(f"  {patch.number}. {patch.name}: {patch.subject}")
-        if patch.upstream:
-            out(f"       upstream: {patch.upstream}")
-    if target is not None and status is not None:
-        out(f"target {target.root} (executorch {target.version})")
-        out(f"  state: {status.summary}")
-        for repo_path, state in status.files.items():
-            out(f"  {state.value:<9} {repo_path}")
-    return 0
-
-
-def _describe_plan(plan: transaction.Plan, verb: str) -> None:
-    if plan.recovery is not None:
-        out(f"recovered: {plan.recovery.summary}")
-    for change in plan.changes:
-        out(f"  {verb}: {change.repo_path}")
-    for repo_path in plan.unchanged:
-        out(f"  already {'pristine' if plan.reverse else 'patched'}: {repo_path}")
-    if plan.bytecode:
-        out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
-    meta = plan.metadata
-    if meta is not None:
-        moved = f" -> {meta.to}" if meta.to != meta.dist_info else ""
-        out(f"  dist-info: {meta.dist_info}{moved} (Version {meta.version})")
-        for action, names in (
-            ("rewrites", [f.name for f in meta.files if f.old_sha256 and f.new is not None]),
-            ("adds", [f.name for f in meta.files if f.old_sha256 is None]),
-            ("removes", [f.name for f in meta.files if f.new is None]),
-        ):
-            if names:
-                out(f"    {action} {', '.join(names)}")
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    """Dry run: check everything apply (or revert) would; exit 21 if files would change."""
-    series = _series(args)
-    plan = transaction.preview(series, _target(args), reverse=args.reverse)
-    code = 0 if plan.is_noop else EXIT_CHANGES_DUE
-    if args.json:
-        changes = tuple(c.repo_path for c in plan.changes)
-        check = json_output.CheckReport(
-            plan.target.root, args.reverse, not plan.is_noop, changes, plan.unchanged
-        )
-        out(json_output.to_json(check).rstrip("\n"))
-        return code
-    _describe_plan(plan, "would revert" if args.reverse else "would patch")
-    out("nothing to do" if plan.is_noop else f"{len(plan.changes)} file(s) would change")
-    return code
-
-
-def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
-    """Apply (or revert) the series on an installed or unpacked executorch, atomically."""
-    series = _series(args)
-    target = _target(args)
-    plan = transaction.apply(series, target, reverse=reverse)
-    _describe_plan(plan, "reverted" if reverse else "patched")
-    if plan.is_noop:
-        out(f"nothing to do: {target.root} is already {'pristine' if reverse else 'patched'}")
-    return 0
-
-
 def _build(
     args: argparse.Namespace, series: Series, pin: pins.WheelPin, source: Path, out_dir: Path
 ) -> wheels.BuildResult:
@@ -219,26 +99,21 @@ def _build(
     return result
 
 
-def _line_series(args: argparse.Namespace) -> Series:
-    """Return the series of ``--line`` (default: the newest line); refuse an unknown line first.
+def _line_series(args: argparse.Namespace, installed: str | None = None) -> Series:
+    """Return the series of the chosen line (``overlay.target.line_choice``), before any work.
 
-    ``--patches`` may name a lines root or one series folder (then ``--line``, if given,
-    must be its release).
+    ``--line``, else the line of the ``installed`` executorch version, else the newest line;
+    an unknown line is refused, listing the supported ones.
     """
-    root = Path(args.patches) if args.patches else lines.default_root()
-    name: str | None = args.line
-    if (root / pins.SERIES_FILE).exists():
-        series = load_series(root)
-        if name is not None and name != str(series.pins.executorch):
-            raise UnsupportedReleaseError(
-                f"there is no release line {name!r} in {root}",
-                expected=f"its own line: {series.pins.executorch}",
-                found=name,
-                hint="drop --line, or pass --patches the folder holding the lines",
-            )
-        return series
-    line = lines.line_named(root, name) if name else lines.default_line(root)
-    return load_series(line.directory)
+    try:
+        version = Version(installed) if installed else None
+    except InvalidVersion:
+        version = None  # two copies ("2.1 + 2.2"): the check names them
+    patches = Path(args.patches) if args.patches else None
+    chosen = line_choice.choose(patches, args.line, version)
+    if args.line is None and version is not None:
+        progress(f"release line {chosen.name} ({chosen.reason})")
+    return load_series(chosen.directory)
 
 
 def _out_dir(args: argparse.Namespace, series: Series) -> Path:
@@ -263,12 +138,12 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
     lock_file = lockfiles.lock_path(series, pin)
     if args.report:
         built = json_output.BuildReport(
-            result.path,
+            str(result.path),
             result.version,
             result.built,
             result.sha256,
-            lock_file if lock_file.is_file() else None,
-            out_dir / index.SIMPLE,
+            str(lock_file) if lock_file.is_file() else None,
+            str(out_dir / index.SIMPLE),
         )
         Path(args.report).write_text(json_output.to_json(built), encoding="utf-8")
     out(str(result.path))
@@ -366,43 +241,20 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_another_line(args: argparse.Namespace, series: Series, site: Path) -> None:
-    """Refuse, before any check, an env whose executorch is on another supported line."""
-    installed = venvs.installed_versions(site).get("executorch")
-    root = Path(args.patches) if args.patches else lines.default_root()
-    if installed is None or (root / pins.SERIES_FILE).exists():
-        return
-    try:
-        other = lines.line_for_version(root, installed)
-    except UnsupportedReleaseError:
-        return  # no line has it: the check names the version it expected
-    if other.name != str(series.pins.executorch):
-        target = f" --target {args.target}" if args.target else ""
-        raise InstallCheckError(
-            f"this environment holds executorch {installed}, of the line {other.name}",
-            expected=f"executorch {wheels.local_version(series)} (the default line)",
-            found=f"executorch {installed}",
-            hint=f"check it against its line: python -m overlay verify-install --line"
-            f" {other.name}{target}",
-        )
-
-
 def cmd_verify_install(args: argparse.Namespace) -> int:
     """Check an env: every locked package version, provenance, file hashes, then imports."""
-    series = _line_series(args)
     if args.target:
         venv = venvs.find_venv(Path(args.target))
         root, site, python, version = venv.root, venv.site, venv.python, venv.version
     else:
         root, site, python = Path(sys.prefix), current_site(), Path(sys.executable)
         version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    series = _line_series(args, venvs.installed_versions(site).get("executorch"))
     locked = None
     if args.lock:
         locked = lockfiles.read(Path(args.lock))
     elif not args.no_lock:
         locked = lockfiles.check_current(series, series.pins.host_wheel(version))
-    if args.line is None:
-        _refuse_another_line(args, series, site)
     found = check_installed(
         series,
         import_modules=not args.no_import,
@@ -412,7 +264,7 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
         repair=ready_venv.repair_command(series, locked, root, python),
     )
     if args.json:
-        out(json_output.to_json(found).rstrip("\n"))
+        out(json_output.to_json(json_output.verify_report(found)).rstrip("\n"))
         return 0
     if found.lock:
         out(f"{found.locked} packages match {found.lock}")
@@ -696,7 +548,7 @@ def _verdict(result: orchestrator.Report, markdown: Path) -> int:
             expected="(b) stock + runtime patch and (c) the diff-patched build agree",
             found="\n".join(result.failures),
             hint=f"read {markdown} (or the .html beside it); fix the patch, or declare the"
-            " divergence in overlay/equivalence/verdict.py DECLARED_DIVERGENCES with its reason",
+            " divergence with its reason in the fix's module (overlay/fixes/fNNNN_*.py)",
         )
     return 0
 
@@ -735,6 +587,46 @@ def cmd_merge_reports(args: argparse.Namespace) -> int:
     return _verdict(merged, _write_reports(merged, base / args.out))
 
 
+def cmd_canary(args: argparse.Namespace) -> int:
+    """Replay every release line onto upstream main (and newer tags); write the status page."""
+    upstream = args.upstream or os.environ.get("OVERLAY_UPSTREAM_CLONE")
+    if not upstream:
+        raise UpstreamError(
+            "no upstream repository to run the canary against",
+            expected="--upstream <a pytorch/executorch clone or git URL>",
+            found="neither --upstream nor $OVERLAY_UPSTREAM_CLONE",
+            hint="pass --upstream https://github.com/pytorch/executorch.git",
+        )
+    out_dir = Path(args.out)
+    request = canary_run.Request(
+        upstream=upstream,
+        root=Path(args.patches) if args.patches else lines.default_root(),
+        out_dir=out_dir,
+        lines=tuple(n.strip() for v in args.lines or () for n in v.split(",") if n.strip()),
+        tags=args.tags,
+        previous=Path(args.previous) if args.previous else None,
+        behaviour=not args.no_behaviour,
+        gate=not args.no_gate,
+    )
+    report = canary_run.canary(request, progress=progress)
+    for path in canary_page.write_page(report, out_dir):
+        progress(f"wrote {path}")
+    for line in report.lines:
+        if line.error:
+            out(f"{line.line}: {line.error}")
+        for row in line.rows:
+            out(f"{line.line} {row.patch}: {row.main.value}; {row.upstream}; next: {row.next_step}")
+    out(f"behaviour on main: {report.behaviour.state.value} {report.behaviour.detail}".rstrip())
+    if report.failed:
+        raise UpstreamError(
+            "the canary failed",
+            expected="no patch newly conflicting on main, no export churn",
+            found="\n".join(report.failures),
+            hint=f"read {out_dir / 'status.md'}",
+        )
+    return 0
+
+
 def cmd_report_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of equivalence.json."""
     out(report.render_schema().rstrip("\n"))
@@ -747,7 +639,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m overlay",
         description="Arm-backend fix series for a pinned executorch release: apply, build,"
         " verify, prove equivalence, prepare upstream pull requests.",
-        epilog="exit codes:\n" + "\n".join(f"  {c:>3}  {d}" for c, d in exit_codes()),
+        epilog=exit_code_table(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -760,15 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        command.set_defaults(handler=handler)
+        command.set_defaults(handler=handler, command_parser=command)
         return command
-
-    def add_target(command: argparse.ArgumentParser) -> None:
-        command.add_argument(
-            "--target",
-            help="site-packages, venv or unpacked wheel holding executorch "
-            "(default: this Python's site-packages)",
-        )
 
     def add_wheel(command: argparse.ArgumentParser) -> None:
         group = command.add_mutually_exclusive_group()
@@ -780,23 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add_json(command: argparse.ArgumentParser) -> None:
         command.add_argument("--json", action="store_true", help="print a JSON report")
 
-    status = add("status", cmd_status, "show the series and the state of a target's files")
-    add_target(status)
-    add_json(status)
-    status.add_argument("--series-only", action="store_true", help="do not look for a target")
-    check = add(
-        "check",
-        cmd_check,
-        f"dry run: verify a target could be patched (writes nothing; exit {EXIT_CHANGES_DUE}"
-        " if files would change, 0 if nothing to do)",
-    )
-    add_target(check)
-    add_json(check)
-    check.add_argument("--reverse", action="store_true", help="check a revert instead")
-    add_target(add("apply", cmd_apply, "apply the series to a target, atomically"))
-    add_target(
-        add("revert", lambda a: cmd_apply(a, reverse=True), "restore a target's pristine files")
-    )
+    in_place.add_commands(add)
     build = add("build-wheel", cmd_build_wheel, "build the patched executorch wheel")
     add_wheel(build)
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
@@ -939,23 +808,72 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("reports", nargs="+", help="the equivalence.json of every shard")
     merge.add_argument("--out", default="reports", help="folder for the merged report")
     add("report-schema", cmd_report_schema, "print the JSON Schema of equivalence.json")
+    can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")
+    can.add_argument(
+        "--upstream", help="a pytorch/executorch clone or git URL ($OVERLAY_UPSTREAM_CLONE)"
+    )
+    can.add_argument("--out", default="build/canary", help="folder (default: %(default)s)")
+    can.add_argument("--lines", nargs="+", help="only these lines, e.g. 1.2.0 (default: all)")
+    can.add_argument("--tags", action="store_true", help="also onto each newer vX.Y.Z tag")
+    can.add_argument("--previous", help="the last status.json: fail on a newly conflicting patch")
+    can.add_argument("--no-behaviour", action="store_true", help="text only (no release env)")
+    can.add_argument("--no-gate", action="store_true", help="skip the export idempotence gate")
     return parser
+
+
+def exit_code_table() -> str:
+    """Return the exit codes as `--help` lists them (from overlay/errors.py)."""
+    return "exit codes:\n" + "\n".join(f"  {c:>3}  {d}" for c, d in exit_codes())
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """Return argparse's message for ``extra``, with the nearest option of the command."""
+    options = [o for action in parser._actions for o in action.option_strings]
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    for arg in extra:
+        near = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1, cutoff=0.6)
+        if arg.startswith("-") and near:
+            message += f" (did you mean {near[0]}?)"
+            break
+    return message
+
+
+def _closed_stdout() -> int:
+    """Leave quietly when stdout's reader went away (``| head``), as pip does; exit 1."""
+    with contextlib.suppress(OSError, ValueError):  # no flush at exit into the broken pipe
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    with contextlib.suppress(OSError):
+        print("error: stdout was closed before the output ended (broken pipe)", file=sys.stderr)
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the process exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # a subcommand's own usage, not the top level's (argparse's default)
+        command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        command.error(_unrecognized(command, extra))
     handler: Handler = args.handler
     try:
-        return handler(args)
-    except OverlayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if getattr(args, "json", False):
-            error = json_output.ErrorReport(
-                type(exc).__name__, exc.exit_code, exc.message, exc.expected, exc.found, exc.hint
-            )
-            out(json_output.to_json(error).rstrip("\n"))
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        try:
+            return handler(args)
+        except OverlayError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            if getattr(args, "json", False):
+                error = json_output.ErrorReport(
+                    type(exc).__name__,
+                    exc.exit_code,
+                    exc.message,
+                    exc.expected,
+                    exc.found,
+                    exc.hint,
+                )
+                out(json_output.to_json(error).rstrip("\n"))
+            return exc.exit_code
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+    except BrokenPipeError:
+        return _closed_stdout()

@@ -1,27 +1,28 @@
-"""What ``--json`` prints: typed reports of status, check, build-wheel, verify-install, errors."""
+"""What ``--json`` prints: typed reports, encoded by :mod:`overlay.codec` (schemas derivable).
+
+Reports hold plain values (paths as text), so each one round-trips through
+``codec.decode`` and has a JSON Schema (``codec.schema``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import enum
-import json
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from overlay.target.transaction import FileState, TreeState
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+from overlay import codec
+from overlay.envs.verify_install import InstallReport
+from overlay.target.state import FileState, TreeState
 
 
 @dataclasses.dataclass(frozen=True)
 class PatchInfo:
-    """One patch of the series."""
+    """One patch (fix) of the series."""
 
     number: int
-    name: str
+    name: str  # the patch file name
     subject: str
     upstream: str | None
+    fix: str = ""  # the name `--fix` takes (the file name without NNNN- and .patch)
+    state: str | None = None  # with a target: applied, not applied, or in some files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,15 @@ class SeriesInfo:
     executorch: str
     wheel_version: str
     patches: tuple[PatchInfo, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class LineInfo:
+    """The release line a command used, and why that one."""
+
+    name: str
+    directory: str
+    reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,34 +57,110 @@ class StatusReport:
     """``status``: the series and, with a target, each file's state."""
 
     series: SeriesInfo
-    target: Path | None
+    target: str | None
     target_version: str | None
-    state: TreeState | None  # the whole tree: pristine, patched, interrupted, ...
+    state: TreeState | None  # the whole tree: pristine, patched, partial, interrupted, ...
     summary: str | None  # the one-line state `status` prints
     files: tuple[FileStatus, ...]
+    line: LineInfo | None = None
+    applied: tuple[int, ...] = ()  # the fixes the files hold
+    recorded: tuple[int, ...] | None = None  # the fixes the dist-info lists (this series)
+    complete: bool = False  # every fix, in the files and the dist-info (verify-install's ok)
+
+
+@dataclasses.dataclass(frozen=True)
+class DistInfoChange:
+    """The dist-info rewrite of a plan."""
+
+    folder: str  # the folder now
+    to: str  # the folder after
+    version: str  # METADATA's Version after
+
+
+@dataclasses.dataclass(frozen=True)
+class DepsReport:
+    """The dependency check of an apply."""
+
+    checked: tuple[str, ...]  # requirements the environment satisfies
+    skipped: str | None  # why nothing was checked
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanDetails:
+    """What a plan of apply or revert decided, beyond the files."""
+
+    line: LineInfo
+    fixes: tuple[int, ...]  # the fixes asked for (all without --fix)
+    before: tuple[int, ...]  # the fixes the tree held
+    after: tuple[int, ...]  # the fixes it holds after
+    stale_bytecode: int  # .pyc files of replaced modules the run deletes
+    dist_info: DistInfoChange | None
+    deps: DepsReport | None  # None: not checked (revert, --no-deps-check)
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckReport:
-    """``check``: what apply (or revert) would change; ``changes_due`` sets exit code 21."""
+    """``check`` and ``apply/revert --dry-run``: what would change; nothing was written.
 
-    target: Path
+    ``changes_due`` sets check's exit code 21.
+    """
+
+    target: str
     reverse: bool
     changes_due: bool
     would_change: tuple[str, ...]
     unchanged: tuple[str, ...]
+    plan: PlanDetails | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyReport:
+    """``apply`` and ``revert``: what the transaction changed."""
+
+    target: str
+    reverse: bool
+    changed: tuple[str, ...]
+    unchanged: tuple[str, ...]
+    recovered: str | None  # what settling an interrupted run did first
+    plan: PlanDetails
 
 
 @dataclasses.dataclass(frozen=True)
 class BuildReport:
     """``build-wheel --report``: the wheel, its sha256, the lock that pins it, the index."""
 
-    wheel: Path
+    wheel: str
     version: str
     built: bool
     sha256: str
-    lock: Path | None
-    index: Path
+    lock: str | None
+    index: str
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport:
+    """``verify-install``: what the check found (the fields of its InstallReport)."""
+
+    version: str
+    site: str
+    files: dict[str, str]  # wheel path -> sha256
+    modules: tuple[str, ...]
+    lock: str | None
+    locked: int
+    unlocked: tuple[str, ...]
+
+
+def verify_report(found: InstallReport) -> VerifyReport:
+    """Return the report of what `verify-install` found."""
+    return VerifyReport(
+        found.version,
+        str(found.site),
+        dict(found.files),
+        found.modules,
+        str(found.lock) if found.lock else None,
+        found.locked,
+        found.unlocked,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,14 +175,6 @@ class ErrorReport:
     hint: str | None
 
 
-def _default(value: object) -> object:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def to_json(report: DataclassInstance) -> str:
-    """Render a report dataclass (nested dataclasses, enums, paths) as indented JSON."""
-    return json.dumps(dataclasses.asdict(report), indent=2, default=_default) + "\n"
+def to_json(report: object) -> str:
+    """Render a report as indented JSON (the codec: enums by value, sorted keys)."""
+    return codec.dumps(report, indent=2) + "\n"

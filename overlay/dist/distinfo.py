@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -20,7 +19,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from overlay import codec
 from overlay._hashing import record_digest
+from overlay.codec import CodecError
 from overlay.errors import TargetError
 
 METADATA = "METADATA"
@@ -225,24 +226,17 @@ class Original:
 
     def to_json(self) -> str:
         """Return the JSON text (sorted keys: the same original gives the same bytes)."""
-        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+        return codec.dumps(self, indent=1) + "\n"
 
     @staticmethod
     def read(path: Path) -> Original:
         """Read ``ORIGINAL_FILE``; refuse a malformed one with a clear TargetError."""
-        text = read_text(path)
         try:
-            data = json.loads(text)
-            return Original(
-                tool=str(data["tool"]),
-                series_digest=str(data["series_digest"]),
-                dist_info=str(data["dist_info"]),
-                metadata=str(data["metadata"]),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
+            return codec.loads(Original, read_text(path), where=path.name)
+        except CodecError as exc:
             raise TargetError(
                 f"{path} is unreadable",
                 expected="the original folder name and METADATA an in-place apply saved",
-                found=f"{type(exc).__name__}: {exc}",
+                found=f"{exc.message} ({exc.found})",
                 hint="reinstall executorch (`uv pip install --reinstall executorch==<pin>`)",
             ) from exc

@@ -3,18 +3,17 @@
 The patched wheel keeps every file of the original except the patched sources,
 the renamed dist-info (``1.2.0+armfix.<series>``), METADATA's Requires-Dist narrowed to
 the runtime pins' release series (``torch==2.11.*``; tosa-tools under ``executorch[arm]``),
-WHEEL's Generator (this tool), a regenerated RECORD (written by
-``wheel.wheelfile.WheelFile``) and a provenance file. Built wheels are kept in the overlay
-cache, keyed by what they are made of, so a new clone reuses them.
+WHEEL's Generator (this tool), a regenerated RECORD and a provenance file
+(:mod:`overlay.dist.provenance`). The zip is read and written by
+:mod:`overlay.dist.wheelzip`: the same inputs give the same bytes. Built wheels are kept
+in the overlay cache, keyed by what they are made of, so a new clone reuses them.
 """
 
 from __future__ import annotations
 
-import calendar
 import contextlib
 import errno
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -22,26 +21,31 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from wheel.wheelfile import WheelError as _WheelFileError
-from wheel.wheelfile import WheelFile
-
-from overlay import __version__
 from overlay import _mutex
 from overlay._cache import cache_dir
-from overlay.dist.distinfo import METADATA, decode_text, metadata_version, set_generator, set_metadata_version, set_requirements
 from overlay._hashing import sha256_bytes, sha256_file
-from overlay.text.applier import transform, transform_checked
+from overlay.dist import provenance as _provenance
+from overlay.dist import wheelzip
+from overlay.dist.distinfo import METADATA, decode_text, metadata_version, set_generator
+from overlay.dist.provenance import (
+    PROVENANCE_FILE,
+    FileRecord,
+    Provenance,
+    local_version as local_version,  # importers read it here
+    make_provenance,
+    parse_provenance,
+    patched_metadata,
+)
 from overlay.errors import BusyError, TargetError, WheelError
-from overlay.target.journal import fault_point
 from overlay.lines.pins import WheelPin
+from overlay.target.journal import fault_point
+from overlay.text.applier import transform, transform_checked
 from overlay.text.series import Series
 
-PROVENANCE_FILE = "ARM_OVERLAY.json"
-LOCAL_PREFIX = "armfix"
-TOOL = f"executorch-arm-overlay {__version__}"
+TOOL = _provenance.TOOL  # importers read it here; the repack reads _provenance.TOOL
 # Bump when the repack writes other bytes for the same inputs (it keys the wheel cache).
 REPACK_FORMAT = 2
 WHEEL_FILE = "WHEEL"
@@ -49,72 +53,6 @@ _NO_REPACK_HINT = "delete it from the cache and run again"
 LOCK_TIMEOUT_S = 600.0  # a download or repack of the 20 MB wheel takes seconds
 BUILD_LOCK = ".overlay-build.lock"  # in --out, deleted when released
 DOWNLOAD_LOCK = ".download.lock"  # in the wheel cache, deleted when released
-
-
-@dataclass(frozen=True)
-class PatchRecord:
-    """One patch as the provenance names it."""
-
-    name: str
-    subject: str
-    sha256: str
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    """One patched file's sha256 before and after the series."""
-
-    pristine: str
-    patched: str
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """What a patched wheel was built from: written as ``ARM_OVERLAY.json`` in its dist-info."""
-
-    tool: str
-    version: str
-    base_wheel: str
-    base_sha256: str
-    series_digest: str
-    patches: tuple[PatchRecord, ...]
-    files: dict[str, FileRecord]  # wheel path -> hashes
-    requires: tuple[str, ...]  # the Requires-Dist lines the series was proven with
-
-    def to_json(self) -> str:
-        """Return the JSON text (sorted keys, so a rebuild gives the same bytes)."""
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
-
-    @staticmethod
-    def from_json(text: str) -> Provenance:
-        """Parse the JSON text; raise ValueError (or KeyError, TypeError) when malformed."""
-        data = json.loads(text)
-        return Provenance(
-            tool=str(data["tool"]),
-            version=str(data["version"]),
-            base_wheel=str(data["base_wheel"]),
-            base_sha256=str(data["base_sha256"]),
-            series_digest=str(data["series_digest"]),
-            patches=tuple(
-                PatchRecord(str(p["name"]), str(p["subject"]), str(p["sha256"]))
-                for p in data["patches"]
-            ),
-            files={
-                str(k): FileRecord(str(v["pristine"]), str(v["patched"]))
-                for k, v in data["files"].items()
-            },
-            requires=tuple(str(r) for r in data["requires"]),
-        )
-
-
-def parse_provenance(text: str | None) -> Provenance | None:
-    """Return the provenance in ``text``, or None when it is absent or malformed."""
-    if not text:
-        return None
-    try:
-        return Provenance.from_json(text)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -130,11 +68,6 @@ class BuildResult:
     removed: tuple[str, ...] = ()  # stale build folders of killed runs, removed
 
 
-def local_version(series: Series) -> str:
-    """Return the PEP 440 version of the patched wheel, e.g. ``1.2.0+armfix.1a2b3c4d5e``."""
-    return f"{series.pins.executorch}+{LOCAL_PREFIX}.{series.short_digest}"
-
-
 def wheel_cache() -> Path:
     """Return the folder downloaded pinned wheels are kept in."""
     return cache_dir() / "wheels"
@@ -147,7 +80,7 @@ def patched_cache() -> Path:
 
 def content_key(series: Series, pin: WheelPin) -> str:
     """Return the key of a patched wheel: series, base wheel, requirements, tool, format."""
-    parts = (series.digest, pin.sha256, *series.pins.wheel_requirements(), TOOL)
+    parts = (series.digest, pin.sha256, *series.pins.wheel_requirements(), _provenance.TOOL)
     return hashlib.sha256("\0".join((*parts, str(REPACK_FORMAT))).encode()).hexdigest()
 
 
@@ -226,37 +159,9 @@ def pin_for_file(series: Series, path: Path) -> WheelPin:
     return pin
 
 
-def _unreadable(wheel: Path, exc: Exception) -> WheelError:
-    return WheelError(
-        f"{wheel.name} is not a readable wheel: {exc}",
-        expected="a zip whose members match its RECORD",
-        found=type(exc).__name__,
-        hint=_NO_REPACK_HINT,
-    )
-
-
-@contextlib.contextmanager
-def _reading(wheel: Path) -> Iterator[WheelFile]:
-    """Open a wheel whose members WheelFile checks against RECORD; map its read errors."""
-    try:
-        archive = WheelFile(wheel)
-    except (_WheelFileError, zipfile.BadZipFile, OSError) as exc:
-        raise _unreadable(wheel, exc) from exc
-    try:
-        with archive:
-            yield archive
-    except (_WheelFileError, zipfile.BadZipFile) as exc:
-        raise _unreadable(wheel, exc) from exc
-
-
 def read_members(wheel: Path, select: Callable[[str], bool]) -> dict[str, bytes]:
     """Return ``{member name: bytes}`` of every selected file member, RECORD-checked."""
-    with _reading(wheel) as archive:
-        return {
-            info.filename: archive.read(info.filename)
-            for info in archive.infolist()
-            if not info.is_dir() and select(info.filename)
-        }
+    return wheelzip.read_members(wheel, select)
 
 
 def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
@@ -276,28 +181,7 @@ def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
 
 def unpack_wheel(source: Path, dest: Path) -> Path:
     """Unpack a wheel (RECORD-checked) into ``dest`` and return it."""
-    with _reading(source) as archive:
-        for info in archive.infolist():
-            archive.extract(info, dest)
-    return dest
-
-
-@contextlib.contextmanager
-def _source_date_epoch(epoch: int) -> Iterator[None]:
-    """Pin zip timestamps (RECORD's too) so a rebuild gives identical bytes."""
-    old = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["SOURCE_DATE_EPOCH"]
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = old
-
-
-def _epoch_of(info: zipfile.ZipInfo) -> int:
-    return calendar.timegm((*info.date_time, 0, 0, 0))
+    return wheelzip.unpack(source, dest)
 
 
 def read_provenance(path: Path) -> Provenance | None:
@@ -464,48 +348,19 @@ def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
     return (
         provenance.series_digest == series.digest
         and provenance.base_sha256 == pin.sha256
-        and provenance.tool == TOOL
+        and provenance.tool == _provenance.TOOL
         and provenance.requires == series.pins.wheel_requirements()
     )
 
 
-def patched_metadata(series: Series, metadata: str, *, where: str) -> str:
-    """Return METADATA as the patched wheel carries it: local version, narrowed requirements.
-
-    The in-place apply writes the same text, so both installs have identical metadata.
-    """
-    text = set_metadata_version(metadata, local_version(series), where=where)
-    return set_requirements(text, series.pins.wheel_requirements(), tuple(series.pins.extras))
-
-
-def make_provenance(
-    series: Series, files: dict[str, FileRecord], *, base_wheel: str, base_sha256: str
-) -> Provenance:
-    """Return the provenance of the series applied to ``base_wheel`` (or an installed tree)."""
-    return Provenance(
-        tool=TOOL,
-        version=local_version(series),
-        base_wheel=base_wheel,
-        base_sha256=base_sha256,
-        series_digest=series.digest,
-        patches=tuple(
-            PatchRecord(p.name, p.subject, sha256_bytes(p.text.encode())) for p in series.patches
-        ),
-        files=files,
-        requires=series.pins.wheel_requirements(),
-    )
-
-
 def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Provenance, str]:
-    version = local_version(series)
     old_dist = f"executorch-{series.pins.executorch}.dist-info/"
-    new_dist = f"executorch-{version}.dist-info/"
+    new_dist = f"executorch-{local_version(series)}.dist-info/"
     sources = read_wheel_sources(source, series)  # RECORD-checked; every target present
     wanted = {series.pins.wheel_path(p): p for p in series.targets()}
     files: dict[str, FileRecord] = {}
-    with _reading(source) as src:
-        infos = [i for i in src.infolist() if not i.is_dir()]
-        names = {i.filename for i in infos}
+    with wheelzip.open_wheel(source) as src:
+        names = {i.filename for i in src.infos}
         for required in (old_dist + METADATA, old_dist + "RECORD"):
             if required not in names:
                 raise WheelError(
@@ -516,14 +371,13 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
                 )
         metadata = decode_text(src.read(old_dist + METADATA), where=old_dist + METADATA)
         series.pins.check_version(metadata_version(metadata, where=old_dist + METADATA))
-        record_info = src.getinfo(old_dist + "RECORD")
+        record_info = src.zip.getinfo(old_dist + "RECORD")
+
         with tempfile.TemporaryDirectory(dir=out.parent, prefix=".build-") as tmp_dir:
-            tmp = Path(tmp_dir) / out.name  # WheelFile wants a proper wheel file name
-            with _source_date_epoch(_epoch_of(record_info)), WheelFile(tmp, "w") as dst:
-                for info in infos:
+            tmp = Path(tmp_dir) / out.name
+            with wheelzip.WheelWriter(tmp, record_like=record_info) as dst:
+                for info in src.infos:
                     name = info.filename
-                    if name == old_dist + "RECORD":
-                        continue
                     if name in wanted:
                         repo_path = wanted[name]
                         data = sources[repo_path]
@@ -537,17 +391,16 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
                         data = patched_metadata(series, metadata, where=name).encode()
                     elif name == old_dist + WHEEL_FILE:
                         wheel_text = decode_text(src.read(name), where=name)
-                        data = set_generator(wheel_text, TOOL).encode()
+                        data = set_generator(wheel_text, _provenance.TOOL).encode()
+                    elif name == old_dist + "RECORD":
+                        continue  # written anew
                     else:
-                        data = src.read(name)  # WheelFile checks it against RECORD
-                    dst.writestr(_renamed(info, old_dist, new_dist), data)
+                        data = src.read(name)  # checked against the source's RECORD
+                    dst.add(_renamed(name, old_dist, new_dist), data, like=info)
                 provenance = make_provenance(
                     series, files, base_wheel=pin.filename, base_sha256=pin.sha256
                 )
-                prov_info = zipfile.ZipInfo(new_dist + PROVENANCE_FILE, record_info.date_time)
-                prov_info.compress_type = zipfile.ZIP_DEFLATED
-                prov_info.external_attr = record_info.external_attr
-                dst.writestr(prov_info, provenance.to_json())
+                dst.add(new_dist + PROVENANCE_FILE, provenance.to_json().encode(), like=record_info)
             digest = sha256_file(tmp)
             fault_point("build: wheel written")
             record = Path(tmp_dir) / "sha256"
@@ -558,14 +411,8 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
     return provenance, digest
 
 
-def _renamed(info: zipfile.ZipInfo, old_dist: str, new_dist: str) -> zipfile.ZipInfo:
-    name = info.filename
-    if name.startswith(old_dist):
-        name = new_dist + name[len(old_dist) :]
-    copy = zipfile.ZipInfo(name, info.date_time)
-    copy.compress_type = zipfile.ZIP_DEFLATED
-    copy.external_attr = info.external_attr
-    return copy
+def _renamed(name: str, old_dist: str, new_dist: str) -> str:
+    return new_dist + name[len(old_dist) :] if name.startswith(old_dist) else name
 
 
 def patched_checksums(series: Series, source: Path) -> dict[str, str]:

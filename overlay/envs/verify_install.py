@@ -19,12 +19,12 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay._hashing import sha256_file
-from overlay.dist.wheels import PROVENANCE_FILE, local_version, parse_provenance
+from overlay.dist.wheels import local_version
 from overlay.envs.lockfiles import Lock
 from overlay.envs.venvs import installed_versions
-from overlay.errors import InstallCheckError
-from overlay.target.journal import journal_file, read_journal
+from overlay.errors import InstallCheckError, TargetError
+from overlay.target.locate import find_target
+from overlay.target.state import Status, TreeState, inspect, verified
 from overlay.text.series import Series
 
 # Importing these proves the Arm backend loads with the patched sources.
@@ -105,57 +105,13 @@ def check_installed(
         )
     dist = dists[0]
     site = Path(str(dist.locate_file("")))
-    unfinished = read_journal(site)
-    if unfinished is not None:
-        raise InstallCheckError(
-            f"an interrupted {unfinished.operation.value} left {site} half-written",
-            expected="a tree that is pristine or patched",
-            found=f"the journal {journal_file(site)} (pid {unfinished.pid})",
-            hint=f"run `python -m overlay apply --target {site}` (or `revert`)",
-        )
-    try:
-        version, provenance_text = dist.version, dist.read_text(PROVENANCE_FILE)
-    except UnicodeDecodeError as exc:
-        raise InstallCheckError(
-            f"the executorch dist-info in {site} is not UTF-8 text",
-            expected="UTF-8 METADATA and provenance, as installers write them",
-            found=f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}",
-            hint="reinstall executorch",
-        ) from exc
-    if version != wanted_version:
-        raise InstallCheckError(
-            "this environment does not hold the stock release"
-            if stock
-            else "this environment does not carry this patch series",
-            expected=f"executorch {wanted_version}",
-            found=f"executorch {version}",
-            hint=repair,
-        )
-    provenance = parse_provenance(provenance_text)
-    if not stock and (provenance is None or provenance.series_digest != series.digest):
-        raise InstallCheckError(
-            f"{PROVENANCE_FILE} does not name this series",
-            expected=series.digest,
-            found=provenance.series_digest if provenance else "no readable provenance file",
-            hint=repair,
-        )
-    expected = (
-        {p: series.pins.pristine_sha256(p) for p in series.targets()}
-        if stock
-        else series.expected_patched_sha256()
-    )
-    files: dict[str, str] = {}
-    for repo_path, wanted in expected.items():
-        path = site / series.pins.wheel_path(repo_path)
-        found = sha256_file(path) if path.is_file() else "missing"
-        if found != wanted:
-            raise InstallCheckError(
-                f"{path} is not the {'pristine' if stock else 'patched'} file",
-                expected=wanted,
-                found=found,
-                hint=f"something rewrote the install; reinstall: `{repair}`",
-            )
-        files[series.pins.wheel_path(repo_path)] = found
+    if stock:
+        status = _stock_tree(series, site, repair)
+        expected = {p: series.pins.pristine_sha256(p) for p in series.targets()}
+    else:
+        status = verified(series, site, rebuild=repair)
+        expected = series.expected_patched_sha256()
+    files = {series.pins.wheel_path(p): status.digests[p] for p in expected}
     modules: tuple[str, ...] = ()
     if import_modules:
         patched = {series.pins.module_name(p): site / series.pins.wheel_path(p) for p in expected}
@@ -179,6 +135,27 @@ def check_installed(
         len(lock.packages) if lock else 0,
         unlocked,
     )
+
+
+def _stock_tree(series: Series, site: Path, repair: str) -> Status:
+    """Return the state of a stock installation; refuse any but the pinned release, pristine."""
+    try:
+        status = inspect(series, find_target(site))
+    except TargetError as exc:
+        raise InstallCheckError(
+            f"the executorch installation in {site} cannot be read: {exc.message}",
+            expected=exc.expected,
+            found=exc.found,
+            hint=repair,
+        ) from exc
+    if status.target.version != series.pins.executorch or status.state is not TreeState.PRISTINE:
+        raise InstallCheckError(
+            "this environment does not hold the stock release",
+            expected=f"executorch {series.pins.executorch}, its files pristine",
+            found=f"executorch {status.target.version}: {status.summary}",
+            hint=repair,
+        )
+    return status
 
 
 def _import(python: Path, names: list[str], what: str, repair: str) -> dict[str, str]:

@@ -113,7 +113,8 @@ def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> 
 
     Every import statement counts, function-level ones included, so the closure holds
     whatever a worker may run; controller-only modules (report, orchestrator, CLI) are
-    outside it, and editing them keeps cached results.
+    outside it, and editing them keeps cached results. A package ``__init__`` that imports
+    ``pkgutil`` discovers its modules (the fix registry): all of them count.
     """
     found: dict[str, Path] = {}
     todo = list(entries)
@@ -128,6 +129,9 @@ def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> 
         for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
             if isinstance(node, ast.Import):
                 todo.extend(alias.name for alias in node.names)
+                if path.name == "__init__.py" and any(a.name == "pkgutil" for a in node.names):
+                    found_here = path.parent.glob("*.py")
+                    todo.extend(f"{name}.{p.stem}" for p in found_here if p.stem != "__init__")
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 todo.append(node.module)
                 todo.extend(f"{node.module}.{alias.name}" for alias in node.names)

@@ -58,7 +58,7 @@ from overlay.equivalence.protocol import (
     ProbeInfo,
     RunRequest,
 )
-from overlay.equivalence.verdict import DECLARED_DIVERGENCES, DeclaredDivergence, Verdict, decide
+from overlay.equivalence.verdict import Verdict, decide
 from overlay.equivalence.workers import (
     WORKER_MODULE,
     Plan,
@@ -70,6 +70,7 @@ from overlay.equivalence.workers import (
     worker_library,
 )
 from overlay.errors import EquivalenceError
+from overlay.fixes import DECLARED_DIVERGENCES, DeclaredDivergence
 from overlay.lines import pins
 
 __all__ = [

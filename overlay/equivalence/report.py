@@ -60,8 +60,6 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.verdict import (
     AB,
     BC,
-    DECLARED_DIVERGENCES,
-    DeclaredDivergence,
     Finding,
     Observation,
     Quality,
@@ -74,6 +72,7 @@ from overlay.equivalence.verdict import (
     worst,
 )
 from overlay.errors import EquivalenceError
+from overlay.fixes import DECLARED_DIVERGENCES, DeclaredDivergence
 
 REPORT_SCHEMA = 3  # 3: targets, findings, expectation problems, --group
 WIDTH = 100  # the text report fits this many columns

@@ -46,6 +46,7 @@ from overlay.equivalence.protocol import (
     Stage,
     TargetState,
 )
+from overlay.fixes import DeclaredDivergence
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
 DEFAULT_TOLERANCE: dict[str | None, float] = {None: 0.01, "a8w8": 0.05, "a16w8": 0.05}
@@ -120,46 +121,6 @@ class Finding:
         """Return the finding as one phrase."""
         word = "wrong" if self.quality is Quality.WRONG else "fails"
         return f"{word} on stock and patched ({self.target}): {self.detail}"
-
-
-@dataclass(frozen=True)
-class DeclaredDivergence:
-    """A known, accepted (b)/(c) difference: where, the exact observation, and why."""
-
-    id: str
-    item: ItemId
-    b_error_type: str
-    b_error_contains: str
-    reason: str
-
-    def matches(self, item: ItemId, b: ItemResult, c: ItemResult) -> bool:
-        """Return True when (b) fails exactly as declared on this item and (c) does not."""
-        return (
-            item == self.item
-            and not b.ok
-            and b.error is not None
-            and b.error.type == self.b_error_type
-            and self.b_error_contains in b.error.message
-            and c.ok
-        )
-
-
-# The one place divergences are declared. Each is shown in every report.
-DECLARED_DIVERGENCES: tuple[DeclaredDivergence, ...] = (
-    DeclaredDivergence(
-        id="seed-stale-grouped-transpose-check",
-        item=ItemId(ItemKind.PROBE, "RewriteConvPass.grouped_transposed_fp"),
-        b_error_type="RuntimeError",
-        b_error_contains="Grouped transpose convolutions are not supported",
-        reason=(
-            "the seed monkey-patch replaces RewriteConvPass.call with a copy that still raises"
-            " 'Grouped transpose convolutions are not supported', a check upstream dropped in"
-            " 5123efe184 (before 1.2.0); the diffs do not carry it. In a full lowering"
-            " DecomposeGroupedConvPass splits grouped transposed convs first, so it is"
-            " reachable only when RewriteConvPass runs with the seed on such a conv directly"
-        ),
-    ),
-)
 
 
 @dataclass(frozen=True)
@@ -512,15 +473,17 @@ def decide(
     info: CaseInfo | ProbeInfo,
     results: Mapping[PathId, ItemResult],
     fix: int | None,
-    declared: Iterable[DeclaredDivergence] = DECLARED_DIVERGENCES,
+    declared: Iterable[DeclaredDivergence] | None = None,
     *,
     version: str | None = None,
 ) -> Verdict:
     """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item.
 
-    ``version`` is the stock executorch release: fix claims and expected breakage are
-    declared per release.
+    ``version`` is the stock executorch release: fix claims, expected breakage and (unless
+    ``declared`` is given) the declared divergences of the fix registry are per release.
     """
+    if declared is None:
+        declared = fixes.declared_divergences(version)
     a, b, c = results[PathId.STOCK], results[PathId.RUNTIME], results[PathId.PATCHED]
     limit = limits(info)
     vgf = isinstance(info, CaseInfo) and info.targets_vgf

@@ -1,5 +1,8 @@
 """The write-ahead journal of a target's file-system transaction, and its recovery.
 
+Longer than ~500 lines on purpose: staging, the journal, the steps, roll-back and recovery
+are one protocol whose halves read each other's private state (steps read from the disk).
+
 A transaction is a list of steps on paths under a target root: write a file, delete a file,
 rename a folder. Before the first step runs, every new file is staged and every old file is
 kept (a hardlink, or a copy where links fail) in ``<root>/.executorch-arm-overlay/tx/``,
@@ -131,6 +134,7 @@ class Journal:
     pid: int
     started: str  # UTC, ISO 8601
     steps: tuple[Step, ...]
+    fixes: tuple[str, ...] = ()  # the patches a `--fix` run applies or reverts; (): all
     schema: int = SCHEMA
 
     def to_json(self) -> str:
@@ -165,6 +169,7 @@ class Journal:
             pid=int(data["pid"]),
             started=str(data["started"]),
             steps=tuple(steps),
+            fixes=tuple(str(name) for name in data.get("fixes", ())),
         )
 
 
@@ -200,6 +205,7 @@ class Recovery:
     done: int  # steps that had run when it stopped
     paths: tuple[str, ...]  # paths the recovery wrote, removed or renamed
     removed: tuple[str, ...] = ()  # leftovers of runs killed before a journal, stale staging
+    fixes: tuple[str, ...] = ()  # the patches the interrupted `--fix` run named; (): all
 
     @property
     def summary(self) -> str:
@@ -210,8 +216,9 @@ class Recovery:
             )
         verb = "finished" if self.direction is Direction.FORWARD else "rolled back"
         extra = f"; removed {len(self.removed)} leftover file(s)" if self.removed else ""
+        what = self.operation.value + (f" of {', '.join(self.fixes)}" if self.fixes else "")
         return (
-            f"an interrupted {self.operation.value} (pid {self.pid}, started {self.started},"
+            f"an interrupted {what} (pid {self.pid}, started {self.started},"
             f" {self.done} of {self.steps} steps done) was {verb}{extra}"
         )
 
@@ -588,8 +595,17 @@ def _remove_tx(root: Path) -> tuple[str, ...]:
     return removed
 
 
-def commit(root: Path, operation: Operation, series_digest: str, changes: Sequence[Change]) -> None:
+def commit(
+    root: Path,
+    operation: Operation,
+    series_digest: str,
+    changes: Sequence[Change],
+    *,
+    fixes: tuple[str, ...] = (),
+) -> None:
     """Run ``changes`` on ``root`` as one transaction; the caller holds the target's lock.
+
+    ``fixes`` names the patches of a ``--fix`` run (the journal says so to `status`).
 
     On any failure (or SIGINT/SIGTERM) after the journal is written, the tree is rolled back
     from it and checked, and the error says so; if the roll-back fails too, the journal stays
@@ -604,7 +620,7 @@ def commit(root: Path, operation: Operation, series_digest: str, changes: Sequen
             _remove_tx(root)
             tx.mkdir(parents=True)
             steps = _prepare(root, tx, changes, check)
-            journal = Journal(operation, series_digest, os.getpid(), _started(), steps)
+            journal = Journal(operation, series_digest, os.getpid(), _started(), steps, fixes)
             _write_journal(root, journal)
         except (OSError, _InterruptedError, TargetError) as exc:
             _finish(root)  # no step ran: the journal, if written, is void
@@ -768,6 +784,7 @@ def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | 
         len(journal.steps),
         sum(1 for s in statuses if s is _Status.DONE),
         paths,
+        fixes=journal.fixes,
     )
 
 

@@ -12,7 +12,8 @@ from unidiff.patch import PatchedFile, PatchSet
 
 from overlay.errors import SeriesError, UnsafePatchError
 from overlay.lines import pins as pins_module
-from overlay.lines.pins import SERIES_FILE, Pins
+from overlay.lines.listing import read_series_names, read_text
+from overlay.lines.pins import Pins
 
 CHECKSUMS_FILE = "SHA256SUMS"
 PATCH_SUFFIX = ".patch"
@@ -352,34 +353,6 @@ def _check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
     check_repo_path(source, patch=name)
 
 
-def read_series_names(directory: Path) -> list[str]:
-    """Read the ``series`` file: one patch name per line, ``#`` comments."""
-    series_file = directory / SERIES_FILE
-    if not series_file.is_file():
-        raise SeriesError(
-            f"no series file in {directory}",
-            expected=f"{series_file} listing the patches in order",
-            found="nothing",
-            hint="point --patches at the folder that holds 'series'",
-        )
-    lines = read_text(series_file).splitlines()
-    names: list[str] = []
-    for line in lines:
-        entry = line.split("#", 1)[0].strip()
-        if not entry:
-            continue
-        if "/" in entry or "\\" in entry or entry.startswith("."):
-            raise UnsafePatchError(
-                f"series entry {entry!r} is not a plain file name",
-                expected="a patch file name in the same folder",
-                found=entry,
-            )
-        if entry in names:
-            raise SeriesError(f"series lists {entry} twice", hint="remove the duplicate line")
-        names.append(entry)
-    return names
-
-
 def load_series(directory: Path) -> Series:
     """Load and validate the series in ``directory``."""
     names = read_series_names(directory)
@@ -412,26 +385,6 @@ def load_series(directory: Path) -> Series:
         digest, hashes = parse_checksums(read_text(checksums), where=checksums)
         return Series(directory, tuple(patches), pins, hashes, digest)
     return Series(directory, tuple(patches), pins)
-
-
-def read_text(path: Path) -> str:
-    """Read a series file as UTF-8 with its line ends kept; refuse other encodings clearly."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SeriesError(
-            f"cannot read {path}: {exc}", hint="check the file's permissions"
-        ) from exc
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise SeriesError(
-            f"{path} is not UTF-8 text",
-            expected="UTF-8 text (patches, series and SHA256SUMS are written as UTF-8)",
-            found=f"byte 0x{data[exc.start]:02x} on line {line}",
-            hint="regenerate the file (`python -m overlay regenerate` or `refresh`)",
-        ) from exc
 
 
 def format_checksums(series: Series, hashes: dict[str, str]) -> str:

@@ -362,7 +362,7 @@ def verdict(patch: Patch, cells: Mapping[str, Cell], versions: Sequence[str]) ->
     return Verdict(
         "port",
         f"port needed: {effective.short} on {newest}; add "
-        f"patches/{PORTS_DIR}/{newest}/{patch.name}",
+        f"patches/<line>/{PORTS_DIR}/{newest}/{patch.name}",
         needs_upstream=True,
     )
 

@@ -15,8 +15,9 @@ from packaging.version import InvalidVersion, Version
 from overlay._hashing import sha256_file
 from overlay.dist.wheels import fetch_wheel, read_members
 from overlay.errors import OverlayError, UpstreamError
+from overlay.lines.listing import read_text
 from overlay.lines.pins import Pins
-from overlay.text.series import PATCH_SUFFIX, Patch, Series, parse_patch, read_text
+from overlay.text.series import PATCH_SUFFIX, Patch, Series, parse_patch
 from overlay.upstream.matrix import ARM_PREFIX, PORTS_DIR, Matrix, Release, build_matrix
 
 

@@ -45,6 +45,7 @@ from overlay.envs import lockfiles, release_venvs
 from overlay.equivalence.protocol import InitReply, ItemResult
 from overlay.equivalence.verdict import compare
 from overlay.errors import OverlayError, UpstreamError
+from overlay.fixes import DiffOnly, RuntimeForm
 from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, WheelPin
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import CHECKSUMS_FILE, Patch, Series, format_checksums, load_series
@@ -1208,7 +1209,7 @@ def final_verdict(
             if kept.conflicts:
                 text += f"; {'; '.join(kept.conflicts)}"
     if fix is None:
-        flags.append("no entry in overlay/fixes.py: no trigger cases to check")
+        flags.append("no fix module in overlay/fixes/: no trigger cases to check")
     return PatchVerdict(plan.name, action, text, plan, found, tuple(flags))
 
 
@@ -1249,20 +1250,29 @@ def runtime_form_note(verdicts: Sequence[PatchVerdict], version: str) -> str:
         if fix is None:
             lines.append(f"{verdict.name}: not in the fix registry: no runtime form")
             continue
+        declared = fix.runtime.get(version)
+        if declared is not None:
+            what = declared.text if isinstance(declared, DiffOnly) else declared.qualname
+            lines.append(f"{verdict.name}: its fix module declares {version}: {what}")
+            continue
+        written = [(line, f) for line, f in fix.runtime.items() if isinstance(f, RuntimeForm)]
+        if not written:
+            lines.append(f"{verdict.name}: no runtime form on any line: the diff is its only form")
+            continue
+        line, form = max(written, key=lambda pair: Version(pair[0]))
         files = set(verdict.plan.after)
         if files != set(fix.repo_paths):
             lines.append(
                 f"{verdict.name}: no runtime form on {version}: the fix now changes"
-                f" {', '.join(sorted(files))}, while overlay.runtime replaces"
-                f" {fix.runtime.owner + '.' if fix.runtime.owner else ''}"
-                f"{fix.runtime.attribute} in {', '.join(fix.repo_paths)} as written for the"
-                " pinned release; the diff-patched build is the only form there"
+                f" {', '.join(sorted(files))}, while its {line} runtime form replaces"
+                f" {form.qualname} in {form.repo_path}; the diff-patched build is the only"
+                f" form there (declare DiffOnly for {version} in its fix module)"
             )
         else:
             lines.append(
-                f"{verdict.name}: overlay.runtime replaces {fix.runtime.attribute} as written"
-                f" for the pinned release; it refuses {version} (a version check): check the"
-                " function is unchanged before allowing it"
+                f"{verdict.name}: its {line} runtime form replaces {form.attribute}; check the"
+                f" function is unchanged on {version}, then key a form for {version} in its"
+                " fix module (overlay.runtime applies forms per line)"
             )
     return "\n".join(lines)
 

@@ -1,0 +1,300 @@
+"""The in-place commands: `status`, `check`, `apply` and `revert` of an installed executorch.
+
+Each finds the target first, picks the release line from the executorch it holds (or
+``--line`` / ``--patches``) and says which, then checks everything before the first write:
+the ``--fix`` names, the environment's dependencies (apply), the whole plan. ``--dry-run``
+stops after the plan; ``--json`` prints a typed report (:mod:`overlay.cli.json_output`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+
+from overlay.cli import json_output
+from overlay.cli.output import out, progress
+from overlay.dist.provenance import local_version
+from overlay.errors import EXIT_CHANGES_DUE, TargetError
+from overlay.target import deps, line_choice, selection, transaction
+from overlay.target.locate import Target, find_target
+from overlay.target.plan import Plan
+from overlay.target.state import Status, inspect
+from overlay.text.series import Series, load_series
+
+Handler = Callable[[argparse.Namespace], int]
+Adder = Callable[[str, Handler, str], argparse.ArgumentParser]
+
+
+def _target(args: argparse.Namespace) -> Target:
+    if args.target:
+        return find_target(Path(args.target))
+    return find_target(Path(sysconfig.get_paths()["purelib"]))
+
+
+def _line(
+    args: argparse.Namespace, target: Target | None, *, say: bool = True
+) -> tuple[Series, line_choice.Chosen]:
+    """Choose the line (before any work on the tree), load its series, say which."""
+    patches = Path(args.patches) if args.patches else None
+    chosen = line_choice.choose(
+        patches, getattr(args, "line", None), target.version if target else None
+    )
+    if say and not (patches is not None and chosen.directory == patches):
+        progress(f"release line {chosen.name} ({chosen.reason})")  # chosen, not given
+    return load_series(chosen.directory), chosen
+
+
+def _line_info(chosen: line_choice.Chosen) -> json_output.LineInfo:
+    return json_output.LineInfo(chosen.name, str(chosen.directory), chosen.reason)
+
+
+def _fix_state(number: int, status: Status | None) -> str | None:
+    if status is None or status.files == {}:
+        return None
+    if number in status.applied:
+        return "applied"
+    return "in some files" if number in status.half else "not applied"
+
+
+def _series_info(series: Series, status: Status | None) -> json_output.SeriesInfo:
+    return json_output.SeriesInfo(
+        series.digest,
+        str(series.pins.executorch),
+        local_version(series),
+        tuple(
+            json_output.PatchInfo(
+                fix.number,
+                fix.patch_name,
+                patch.subject,
+                patch.header.get("Applied-Upstream"),
+                fix.name,
+                _fix_state(fix.number, status),
+            )
+            for fix, patch in zip(selection.fixes_of(series), series.patches, strict=True)
+        ),
+    )
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Show the line, its fixes and, with a target, the state of every file."""
+    target: Target | None = None
+    if args.target or not args.series_only:
+        try:
+            target = _target(args)
+        except TargetError:
+            if args.target:
+                raise
+    series, chosen = _line(args, target, say=False)
+    status = inspect(series, target) if target else None
+    info = _series_info(series, status)
+    if args.json:
+        recorded = status.record.fixes if status else None
+        report = json_output.StatusReport(
+            info,
+            str(target.root) if target else None,
+            str(target.version) if target else None,
+            status.state if status else None,
+            status.summary if status else None,
+            tuple(json_output.FileStatus(p, s) for p, s in status.files.items()) if status else (),
+            _line_info(chosen),
+            tuple(sorted(status.applied)) if status else (),
+            tuple(sorted(recorded)) if recorded is not None else None,
+            status.complete if status else False,
+        )
+        out(json_output.to_json(report).rstrip("\n"))
+        return 0
+    out(f"series {series.short_digest} against executorch {series.pins.executorch}")
+    out(f"release line {chosen.name} ({chosen.reason})")
+    out(f"patched wheel version: {info.wheel_version}")
+    for patch in info.patches:
+        held = f" [{patch.state}]" if patch.state else ""
+        out(f"  {patch.number}. {patch.name}: {patch.subject}{held}")
+        if patch.upstream:
+            out(f"       upstream: {patch.upstream}")
+    if target is not None and status is not None:
+        out(f"target {target.root} (executorch {target.version})")
+        out(f"  state: {status.summary}")
+        for repo_path, state in status.files.items():
+            out(f"  {state.value:<9} {repo_path}")
+    return 0
+
+
+def _describe_plan(plan: Plan, verb: str, series: Series) -> None:
+    if plan.recovery is not None:
+        out(f"recovered: {plan.recovery.summary}")
+    for change in plan.changes:
+        out(f"  {verb}: {change.repo_path}")
+    whole = plan.chosen == selection.every(series)
+    done = ("pristine" if whole else "reverted") if plan.reverse else "patched"
+    for repo_path in plan.unchanged:  # files the chosen fixes do not touch are not listed
+        if whole or selection.touching(series, repo_path) & plan.chosen:
+            out(f"  already {done}: {repo_path}")
+    if plan.bytecode:
+        out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
+    meta = plan.metadata
+    if meta is not None:
+        moved = f" -> {meta.to}" if meta.to != meta.dist_info else ""
+        out(f"  dist-info: {meta.dist_info}{moved} (Version {meta.version})")
+        for action, names in (
+            ("rewrites", [f.name for f in meta.files if f.old_sha256 and f.new is not None]),
+            ("adds", [f.name for f in meta.files if f.old_sha256 is None]),
+            ("removes", [f.name for f in meta.files if f.new is None]),
+        ):
+            if names:
+                out(f"    {action} {', '.join(names)}")
+
+
+def _details(
+    plan: Plan, chosen: line_choice.Chosen, checked: deps.DepsCheck | None
+) -> json_output.PlanDetails:
+    meta = plan.metadata
+    return json_output.PlanDetails(
+        _line_info(chosen),
+        tuple(sorted(plan.chosen)),
+        tuple(sorted(plan.before)),
+        tuple(sorted(plan.after)),
+        len(plan.bytecode),
+        json_output.DistInfoChange(meta.dist_info, meta.to, meta.version) if meta else None,
+        json_output.DepsReport(checked.checked, checked.skipped) if checked else None,
+    )
+
+
+def _prepare(
+    args: argparse.Namespace, *, reverse: bool
+) -> tuple[Target, Series, line_choice.Chosen, frozenset[int] | None, deps.DepsCheck | None]:
+    """Every check before planning: target, line, --fix names, dependencies (apply)."""
+    target = _target(args)
+    series, chosen = _line(args, target)
+    fixes = selection.select(series, args.fix) if args.fix else None
+    checked = None
+    if not reverse and not args.no_deps_check:
+        checked = deps.check(series, target)  # skipped on an unpacked wheel (JSON says so)
+    return target, series, chosen, fixes, checked
+
+
+def _dry_run(args: argparse.Namespace, *, reverse: bool, exit_due: bool) -> int:
+    """Run every check and plan, write nothing; `check` exits 21 when changes are due."""
+    target, series, chosen, fixes, checked = _prepare(args, reverse=reverse)
+    plan = transaction.preview(series, target, reverse=reverse, fixes=fixes)
+    code = EXIT_CHANGES_DUE if exit_due and not plan.is_noop else 0
+    if args.json:
+        report = json_output.CheckReport(
+            str(plan.target.root),
+            reverse,
+            not plan.is_noop,
+            tuple(c.repo_path for c in plan.changes),
+            plan.unchanged,
+            _details(plan, chosen, checked),
+        )
+        out(json_output.to_json(report).rstrip("\n"))
+        return code
+    _describe_plan(plan, "would revert" if reverse else "would patch", series)
+    if not plan.is_noop:
+        out(f"  would hold: {selection.describe(series, plan.after)}")
+    out("nothing to do" if plan.is_noop else f"{len(plan.changes)} file(s) would change")
+    return code
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Dry run: check everything apply (or revert) would; exit 21 if files would change."""
+    return _dry_run(args, reverse=args.reverse, exit_due=True)
+
+
+def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
+    """Apply (or revert) fixes on an installed or unpacked executorch, atomically."""
+    if args.dry_run:
+        return _dry_run(args, reverse=reverse, exit_due=False)
+    target, series, chosen, fixes, checked = _prepare(args, reverse=reverse)
+    plan = transaction.apply(series, target, reverse=reverse, fixes=fixes)
+    if args.json:
+        report = json_output.ApplyReport(
+            str(plan.target.root),
+            reverse,
+            tuple(c.repo_path for c in plan.changes),
+            plan.unchanged,
+            plan.recovery.summary if plan.recovery else None,
+            _details(plan, chosen, checked),
+        )
+        out(json_output.to_json(report).rstrip("\n"))
+        return 0
+    _describe_plan(plan, "reverted" if reverse else "patched", series)
+    holds = selection.describe(series, plan.after)
+    if not plan.is_noop:
+        out(f"done: {target.root} holds {holds} of line {chosen.name}")
+    elif fixes is None:
+        out(f"nothing to do: {target.root} is already {'pristine' if reverse else 'patched'}")
+    else:
+        out(f"nothing to do: {target.root} already holds {holds}")
+    return 0
+
+
+def cmd_revert(args: argparse.Namespace) -> int:
+    """Revert fixes (all without --fix): sources and dist-info back, byte for byte."""
+    return cmd_apply(args, reverse=True)
+
+
+def add_commands(add: Adder) -> None:
+    """Add status, check, apply and revert to the parser."""
+
+    def common(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "--target",
+            help="site-packages, venv or unpacked wheel holding executorch "
+            "(default: this Python's site-packages)",
+        )
+        command.add_argument(
+            "--line",
+            help="use this release line (e.g. 1.2.0; default: the line of the installed"
+            " executorch)",
+        )
+        command.add_argument(
+            "--patches",
+            default=argparse.SUPPRESS,
+            help="a series folder, or a lines root to pick the line from (as before the command)",
+        )
+        command.add_argument("--json", action="store_true", help="print a JSON report")
+
+    def fixes(command: argparse.ArgumentParser, verb: str) -> None:
+        command.add_argument(
+            "--fix",
+            action="append",
+            metavar="N,NAME",
+            help=f"{verb} only these fixes: numbers or names as `status` lists them,"
+            " comma-separated or repeated (default: all)",
+        )
+
+    def writer(command: argparse.ArgumentParser, verb: str) -> None:
+        fixes(command, verb)
+        command.add_argument(
+            "--dry-run", action="store_true", help="every check and the plan; write nothing"
+        )
+
+    status = add("status", cmd_status, "show the line, its fixes and the state of a target")
+    common(status)
+    status.add_argument("--series-only", action="store_true", help="do not look for a target")
+    check = add(
+        "check",
+        cmd_check,
+        f"dry run: verify a target could be patched (writes nothing; exit {EXIT_CHANGES_DUE}"
+        " if files would change, 0 if nothing to do)",
+    )
+    common(check)
+    fixes(check, "check")
+    check.add_argument("--reverse", action="store_true", help="check a revert instead")
+    check.add_argument(
+        "--no-deps-check", action="store_true", help="skip the dependency check of an apply"
+    )
+    apply = add("apply", cmd_apply, "apply fixes (all by default) to a target, atomically")
+    common(apply)
+    writer(apply, "apply")
+    apply.add_argument(
+        "--no-deps-check",
+        action="store_true",
+        help="patch even when the environment lacks the line's requirements",
+    )
+    revert = add("revert", cmd_revert, "revert fixes (all by default): pristine files back")
+    common(revert)
+    writer(revert, "revert")
+    revert.set_defaults(no_deps_check=True)

@@ -1,0 +1,166 @@
+"""Fix 1: keep terminal int16 quantize nodes unfolded (``0001-keep-terminal-int16-quantize``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+
+
+def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
+    """Build 1.2.0's replacement of ``FoldAndAnnotateQParamsPass.is_foldable``."""
+    import torch
+
+    q_ops, dq_ops = module.Q_OPS, module.DQ_OPS
+
+    def is_graph_output_quantize(q_node: Any) -> bool:
+        return any(user.op == "output" for user in q_node.users)
+
+    def feeds_grid_sampler_through_dq(q_node: Any) -> bool:
+        for dq_user in q_node.users:
+            if dq_user.op != "call_function" or dq_user.target not in dq_ops:
+                continue
+            for consumer in dq_user.users:
+                if consumer.op != "call_function":
+                    continue
+                name = str(consumer.target)
+                if "grid_sampler.default" in name or "grid_sampler_2d.default" in name:
+                    return True
+        return False
+
+    def has_terminal_int16_quantize(node: Any) -> bool:
+        for user in node.users:
+            if user.op != "call_function" or user.target not in q_ops:
+                continue
+            if len(user.args) <= 5 or user.args[5] != torch.int16:
+                continue
+            if is_graph_output_quantize(user) or feeds_grid_sampler_through_dq(user):
+                return True
+        return False
+
+    def is_foldable(node: Any) -> bool:
+        """Refuse to fold a node whose int16 quantize ends the graph or feeds a grid sampler.
+
+        Example: an a16w8 conv whose output leaves the graph through its int16 quantize
+        (the output dequantize removed), or an int16 grid feeding grid_sample via a
+        dequantize: 1.2.0 folds the quantize into the conv's qparams.
+        Becomes: False for that node, so the quantize stays an explicit node; every other
+        node is foldable exactly when 1.2.0 says so.
+        """
+        # 1.2.0 returns True on exactly the two branches the diff narrows.
+        if not original(node):
+            return False
+        return not has_terminal_int16_quantize(node)
+
+    return staticmethod(is_foldable)
+
+
+FIX = Fix(
+    number=1,
+    patch="0001-keep-terminal-int16-quantize.patch",
+    title="keep terminal int16 quantize nodes unfolded",
+    repo_paths=("backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",),
+    runtime={
+        "1.2.0": RuntimeForm(
+            repo_path="backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",
+            owner="FoldAndAnnotateQParamsPass",
+            attribute="is_foldable",
+            build=keep_terminal_int16_quantize,
+        ),
+    },
+    claims={
+        "1.2.0": (
+            Trigger(
+                "int16_quantize_output",
+                Effect.CHANGED,
+                "a16w8 conv whose graph ends in its int16 quantize (output dequantize removed):"
+                " the quantize stays explicit, the TOSA payload changes, both outputs are right",
+            ),
+            Trigger(
+                "conv_a16w8_int16",
+                Effect.REGRESSION,
+                "ordinary a16w8 conv on an INT-only int16 spec",
+            ),
+            Trigger(
+                "zoo_grid_warp_int16_grid_intfp16",
+                Effect.CHANGED,
+                "the seed's deployment: a conv branch's grid positions leave the graph as int16"
+                " (INT+FP+int16): the quantize stays explicit, TOSA and VGF payloads change,"
+                " the executed VGF and TOSA outputs are bit-identical to stock's",
+            ),
+            Trigger(
+                "zoo_grid_warp_int16_grid_int16",
+                Effect.REGRESSION,
+                "the same grid network on INT+int16: the kept quantize needs FP ops to lower",
+            ),
+            Trigger(
+                "zoo_grid_warp_a16w8_int16",
+                Effect.REGRESSION,
+                "a16w8 grid warp on INT+int16: stock lowers TOSA, VGF and Ethos-U55/U85; with"
+                " the fix all of them fail (Ethos-U is an INT-only profile)",
+            ),
+        ),
+        "1.5.1": (
+            Trigger(
+                "grid_warp_a16w8_vgf",
+                Effect.FIXED,
+                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock leaves the int16 grid"
+                " quantized and the grid-sampler rewrite refuses it; the 1.5.1 port dequantizes"
+                " it in InsertGridSamplerGridDequantPass",
+            ),
+        ),
+    },
+    upstream=UpstreamNote(
+        test_file="backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+        narrowing=(
+            "Of the 1.2.0 patch (keep terminal int16 quantizes unfolded) only the grid"
+            " sampler branch still changes anything on 1.5.1: stock 1.5.1 already lowers an"
+            " int16 quantize at a graph output. The port fixes that branch where 1.5.1"
+            " handles grid inputs, InsertGridSamplerGridDequantPass (VGF only), instead of"
+            " in FoldAndAnnotateQParamsPass: no lowering context or flag is needed, and"
+            " TOSA and Ethos-U lowering do not change."
+        ),
+        affected_tests=(
+            "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+            "backends/arm/test/passes/test_fuse_grid_sampler_flow_offset_pass.py",
+            "backends/arm/test/passes/test_fold_qdq_pass.py",
+            "backends/arm/test/ops/test_grid_sampler.py",
+            "backends/arm/test/ops/test_custom_shader_lowering.py",
+            "backends/arm/test/quantizer/test_generic_annotater.py",
+            "backends/arm/test/quantizer/test_vgf_snorm_quantization.py",
+            "backends/arm/test/misc/test_custom_shader_payload.py",
+            "backends/arm/test/misc/test_custom_shader_payloads.py",
+        ),
+        reproducer="""\
+import torch
+from executorch.backends.arm.quantizer import (
+    VgfQuantizer,
+    get_symmetric_a16w8_quantization_config,
+)
+from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
+from executorch.exir import to_edge_transform_and_lower
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+
+class GridWarp(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 2, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        grid = torch.tanh(self.conv(x)).permute(0, 2, 3, 1)
+        return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+
+spec = VgfCompileSpec("TOSA-1.0+INT+FP+int16")
+quantizer = VgfQuantizer(spec)
+quantizer.set_global(get_symmetric_a16w8_quantization_config())
+x = (torch.rand(1, 3, 8, 8),)
+graph = torch.export.export(GridWarp().eval(), x).module(check_guards=False)
+prepared = prepare_pt2e(graph, quantizer)
+prepared(*x)
+program = torch.export.export(convert_pt2e(prepared), x)
+to_edge_transform_and_lower(program, partitioner=[VgfPartitioner(spec)])
+""",
+    ),
+)

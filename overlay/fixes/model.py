@@ -1,0 +1,181 @@
+"""What a fix module fills in: the fix, its claims, runtime forms, divergences, upstream notes.
+
+Pure data, no torch, no I/O. Every per-release mapping is keyed by a release name such as
+``"1.2.0"``: a release line (``patches/1.2.0/``) for runtime forms and divergences, the
+release a claim was measured on for triggers. Which lines carry a fix is not here: it is
+each line's ``series`` (:mod:`overlay.fixes` reads it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from overlay.equivalence.protocol import ItemId, ItemResult
+
+# (module, original function) -> the replacement attribute (a function or staticmethod).
+Builder = Callable[[Any, Any], Any]
+
+
+class Effect(enum.StrEnum):
+    """What a fix does to a trigger case, stock vs patched (an a-vs-b verdict)."""
+
+    FIXED = "fixed"
+    REGRESSION = "regression"
+    CHANGED = "changed"
+
+
+def public_release(version: str) -> str | None:
+    """Return the public release of ``version`` (``1.2.0+armfix.a`` -> ``1.2.0``; None: invalid)."""
+    try:
+        return str(Version(Version(version).public))
+    except InvalidVersion:
+        return None
+
+
+def release_matches(releases: str, version: str | None) -> bool:
+    """Return True when ``version`` is in the PEP 440 specifier ``releases`` ("" or None: any)."""
+    if version is None or not releases:
+        return True
+    try:
+        public = Version(version).public
+        return SpecifierSet(releases).contains(public, prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A corpus case that shows the fix: stock and patched differ there, as ``effect``.
+
+    A FIXED trigger is a *bug trigger*: stock fails it. ``release`` is the release the
+    claim was measured on; a fix module leaves it empty and files the trigger under that
+    release in :attr:`Fix.claims` (``Fix.triggers`` fills it in).
+    """
+
+    case: str
+    effect: Effect
+    why: str
+    release: str = ""
+
+    def applies_to(self, version: str | None) -> bool:
+        """Return True when the claim is made for executorch ``version`` (None: any)."""
+        if version is None or not self.release:
+            return True
+        return public_release(version) == public_release(self.release)
+
+
+@dataclass(frozen=True)
+class RuntimeForm:
+    """The fix as a runtime monkey-patch on one line: which attribute, and its builder.
+
+    ``owner`` is the class holding ``attribute`` in the module at ``repo_path``, or ""
+    when ``attribute`` is a module-level function.
+    """
+
+    repo_path: str
+    owner: str
+    attribute: str
+    build: Builder
+
+    @property
+    def qualname(self) -> str:
+        """Return ``Owner.attribute`` (or ``attribute`` for a module-level function)."""
+        return f"{self.owner}.{self.attribute}" if self.owner else self.attribute
+
+
+@dataclass(frozen=True)
+class DiffOnly:
+    """A line carries the fix with no runtime form: the diff-patched build is its only form."""
+
+    reason: str
+
+    @property
+    def text(self) -> str:
+        """Return the declaration as the docs and checks show it."""
+        return f"diff only: {self.reason}"
+
+
+@dataclass(frozen=True)
+class UpstreamNote:
+    """Where a fix's regression test belongs upstream and how to reproduce the bug."""
+
+    test_file: str
+    reproducer: str
+    narrowing: str = ""  # how the upstream version differs from the overlay's patch
+    affected_tests: tuple[str, ...] = ()  # upstream test files to run with the fix
+
+
+@dataclass(frozen=True)
+class DeclaredDivergence:
+    """A known, accepted (b)/(c) difference: where, the exact observation, and why."""
+
+    id: str
+    item: ItemId
+    b_error_type: str
+    b_error_contains: str
+    reason: str
+
+    def matches(self, item: ItemId, b: ItemResult, c: ItemResult) -> bool:
+        """Return True when (b) fails exactly as declared on this item and (c) does not."""
+        return (
+            item == self.item
+            and not b.ok
+            and b.error is not None
+            and b.error.type == self.b_error_type
+            and self.b_error_contains in b.error.message
+            and c.ok
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Fix:
+    """One fix, as its module declares it (compared by identity: one object per fix)."""
+
+    number: int
+    patch: str  # its patch file's name, e.g. 0001-keep-terminal-int16-quantize.patch
+    title: str
+    repo_paths: tuple[str, ...]  # the files its patches touch
+    # release measured on -> trigger cases
+    claims: Mapping[str, tuple[Trigger, ...]] = dataclasses.field(repr=False)
+    upstream: UpstreamNote = dataclasses.field(repr=False)
+    runtime: Mapping[str, RuntimeForm | DiffOnly] = dataclasses.field(
+        default_factory=dict, repr=False
+    )  # line -> its runtime form, or why it has none
+    divergences: Mapping[str, tuple[DeclaredDivergence, ...]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )  # line -> (b)/(c) differences accepted there
+
+    @property
+    def stem(self) -> str:
+        """Return the patch name without ``.patch``."""
+        return self.patch.removesuffix(".patch")
+
+    @property
+    def prefix(self) -> str:
+        """Return the ``NNNN-`` prefix a line's series names this fix's patch by."""
+        return f"{self.number:04d}-"
+
+    @property
+    def triggers(self) -> tuple[Trigger, ...]:
+        """Return every claim, each with the release it was measured on."""
+        return tuple(
+            dataclasses.replace(trigger, release=release)
+            for release, triggers in self.claims.items()
+            for trigger in triggers
+        )
+
+    def runtime_form(self, line: str) -> RuntimeForm | None:
+        """Return the runtime form written for ``line`` (None: none, or diff only)."""
+        form = self.runtime.get(line)
+        return form if isinstance(form, RuntimeForm) else None
+
+    def releases(self) -> set[str]:
+        """Return every release key the module uses (claims, runtime forms, divergences)."""
+        return {*self.claims, *self.runtime, *self.divergences}

@@ -1,0 +1,376 @@
+"""Plan an apply or revert of some or all fixes: every check and every new byte, no write.
+
+:func:`plan` reads the tree once (:mod:`overlay.target.state`), decides the fixes the tree
+will hold (``apply`` adds the chosen fixes to those it holds, ``revert`` takes them away),
+and computes each file's new bytes from its pinned pristine bytes, the stale bytecode of
+each replaced module, and the dist-info an installed patched wheel would have: METADATA
+``Version: 1.2.0+armfix.<series>`` (``...fix.1.3`` for a subset), the folder renamed to
+match, RECORD rows true again, ``ARM_OVERLAY.json`` provenance listing the fixes held, and
+``ARM_OVERLAY_ORIGINAL.json`` so the last ``revert`` restores the dist-info byte for byte.
+
+Example: a tree holding fix 1 of four; ``apply --fix 3``.
+Becomes: the files of fix 3 change (fix 1's files are unchanged), the dist-info moves to
+``executorch-1.2.0+armfix.<series>.fix.1.3.dist-info``; ``revert`` (all) then restores it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from installer.records import RecordEntry
+
+from overlay._hashing import sha256_bytes, sha256_file
+from overlay.dist.distinfo import (
+    METADATA,
+    ORIGINAL_FILE,
+    ORIGINAL_RECORD,
+    RECORD,
+    Original,
+    parse_record,
+    read_text,
+    rewrite_record,
+)
+from overlay.dist.provenance import (
+    PROVENANCE_FILE,
+    TOOL,
+    FileRecord,
+    local_version,
+    make_provenance,
+    patched_metadata,
+)
+from overlay.errors import ApplyError, DriftError, TargetError
+from overlay.target import journal
+from overlay.target.locate import DIST_INFO_RE, DIST_NAME, Target, refuse_symlink
+from overlay.target.selection import describe, every, touching
+from overlay.target.state import (
+    FileRead,
+    FileState,
+    MetadataState,
+    Record,
+    fix_states,
+    read_files,
+    read_record,
+)
+from overlay.text.applier import HunkMismatchError, transform, transform_checked
+from overlay.text.series import Series
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file's bytes before and after."""
+
+    repo_path: str
+    path: Path
+    old: bytes
+    new: bytes
+
+
+@dataclass(frozen=True)
+class StaleBytecode:
+    """A ``__pycache__`` entry of a replaced module (any interpreter, level, invalidation mode)."""
+
+    path: Path
+    sha256: str
+
+
+@dataclass(frozen=True)
+class DistFile:
+    """One file of the dist-info folder: its sha256 now (None: absent) and its bytes after."""
+
+    name: str
+    old_sha256: str | None
+    new: bytes | None  # None: removed
+    link_from: str | None = None  # a file of the folder that holds ``new`` now
+
+
+@dataclass(frozen=True)
+class MetadataChange:
+    """The dist-info rewrite of a plan."""
+
+    dist_info: str  # folder name now
+    to: str  # folder name after (equal when not renamed)
+    version: str  # METADATA's Version after
+    state: MetadataState  # after
+    files: tuple[DistFile, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a commit will write, computed and checked without writing."""
+
+    target: Target
+    reverse: bool
+    changes: tuple[FileChange, ...]
+    unchanged: tuple[str, ...]  # already in the wanted state
+    bytecode: tuple[StaleBytecode, ...] = ()
+    metadata: MetadataChange | None = None
+    recovery: journal.Recovery | None = None  # what settling an earlier run did first
+    chosen: frozenset[int] = frozenset()  # the fixes asked for (every fix without --fix)
+    before: frozenset[int] = frozenset()  # the fixes the tree held
+    after: frozenset[int] = frozenset()  # the fixes it holds after the commit
+
+    @property
+    def is_noop(self) -> bool:
+        """Return True when every file and the dist-info are already in the wanted state."""
+        return not self.changes and not self.bytecode and self.metadata is None
+
+
+def plan(
+    series: Series,
+    target: Target,
+    *,
+    reverse: bool = False,
+    fixes: frozenset[int] | None = None,
+) -> Plan:
+    """Check everything and compute the new bytes of every file; write nothing.
+
+    ``fixes``: the fixes to apply or revert (None: all of them).
+    """
+    series.pins.check_version(target.version)
+    chosen = every(series) if fixes is None else frozenset(fixes)
+    files = read_files(series, target)
+    bad = {
+        p: r.state for p, r in files.items() if r.state in (FileState.DRIFTED, FileState.MISSING)
+    }
+    if bad:
+        listing = "\n".join(f"    {p}: {s.value}" for p, s in bad.items())
+        raise DriftError(
+            f"{len(bad)} file(s) are neither pristine nor patched; nothing was written",
+            expected=f"executorch {series.pins.executorch} files as pinned, or as fixes of the"
+            " series leave them",
+            found="other content",
+            details=listing,
+            hint="reinstall executorch to get pristine files, then apply again",
+        )
+    before, half = fix_states(series, files)
+    _refuse_half_applied(series, files, half - chosen)
+    after = before - chosen if reverse else before | chosen
+    record = read_record(series, target.dist_info)
+    _refuse_wheel_metadata(series, target, reverse, record)
+    changes, unchanged = [], []
+    now: dict[str, bytes] = {}
+    for repo_path, read in files.items():
+        want = after & touching(series, repo_path)
+        if read.fixes == want:
+            unchanged.append(repo_path)
+            now[repo_path] = read.data
+            continue
+        new = _bytes_holding(series, read, want, reverse=reverse, chosen=chosen)
+        changes.append(FileChange(repo_path, read.path, read.data, new))
+        now[repo_path] = new
+    return Plan(
+        target,
+        reverse,
+        tuple(changes),
+        tuple(unchanged),
+        _stale_bytecode(changes),
+        _plan_metadata(series, target, record, after, now),
+        chosen=chosen,
+        before=before,
+        after=after,
+    )
+
+
+def _refuse_half_applied(series: Series, files: dict[str, FileRead], half: frozenset[int]) -> None:
+    """Refuse a run that leaves a fix in some of its files only (without a journal)."""
+    if not half:
+        return
+    numbers = ",".join(map(str, sorted(half)))
+    listing = "\n".join(
+        f"    {p}: holds {describe(series, r.fixes)}"
+        for p, r in files.items()
+        if touching(series, p) & half
+    )
+    raise DriftError(
+        f"{describe(series, half)} in some of their files only; nothing was written",
+        expected="each fix in every file it touches, or in none",
+        found="files holding different fixes",
+        details=listing,
+        hint=f"apply or revert them whole (--fix {numbers}), or every fix (no --fix)",
+    )
+
+
+def _bytes_holding(
+    series: Series, read: FileRead, want: frozenset[int], *, reverse: bool, chosen: frozenset[int]
+) -> bytes:
+    """Return the file's bytes holding exactly the fixes ``want`` (applied to its pristine)."""
+    assert read.pristine is not None  # drifted and missing files were refused
+    if not want:
+        return read.pristine
+    if want == touching(series, read.repo_path):  # checked against SHA256SUMS
+        return transform_checked(series, read.repo_path, read.pristine)
+    patches = [series.patches[n - 1] for n in sorted(want)]
+    try:
+        return transform(patches, read.repo_path, read.pristine)
+    except HunkMismatchError as exc:
+        others = touching(series, read.repo_path) - want
+        together = ",".join(map(str, sorted(chosen | (want if reverse else others))))
+        raise ApplyError(
+            f"{read.repo_path}: {describe(series, want)} cannot be applied without"
+            f" {describe(series, others)} (they edit the same lines); nothing was written",
+            expected="fixes that apply on their own to the pinned file",
+            found=exc.message,
+            hint=f"{'revert' if reverse else 'apply'} them together: --fix {together}",
+        ) from exc
+
+
+def _refuse_wheel_metadata(series: Series, target: Target, reverse: bool, record: Record) -> None:
+    digest = record.series_digest
+    if record.state is not MetadataState.WHEEL or (not reverse and digest == series.digest):
+        return
+    raise TargetError(
+        f"{target.dist_info.name} was installed from a patched wheel"
+        + ("" if reverse else f" of another series ({(digest or '?')[:10]})"),
+        expected="executorch as released (to patch in place) or patched in place by `apply`",
+        found=f"{PROVENANCE_FILE} of a patched wheel, no {ORIGINAL_FILE}",
+        hint=f"reinstall: `uv pip install --reinstall executorch=={series.pins.executorch}`"
+        " for stock, or the current patched wheel (`nox -s build_patched_executorch`)",
+    )
+
+
+def _stale_bytecode(changes: list[FileChange]) -> tuple[StaleBytecode, ...]:
+    """Return every ``__pycache__`` entry compiled from a file the plan replaces."""
+    found = []
+    for change in changes:
+        cache = change.path.parent / "__pycache__"
+        refuse_symlink(cache, str(change.path))
+        if not cache.is_dir():
+            continue
+        for pyc in sorted(cache.glob(f"{change.path.stem}.*.pyc")):
+            try:
+                source = importlib.util.source_from_cache(str(pyc))
+            except (ValueError, NotImplementedError):
+                continue
+            if Path(source) != change.path:
+                continue
+            refuse_symlink(pyc, str(change.path))
+            found.append(StaleBytecode(pyc, sha256_file(pyc)))
+    return tuple(found)
+
+
+def _bytecode_rows(series: Series, record: frozenset[str]) -> set[str]:
+    """Return the RECORD rows of bytecode compiled from a file the series patches."""
+    sources = {series.pins.wheel_path(p) for p in series.targets()}
+    rows = set()
+    for path in record:
+        if "/__pycache__/" not in path or not path.endswith(".pyc"):
+            continue
+        try:
+            source = importlib.util.source_from_cache(path)
+        except (ValueError, NotImplementedError):
+            continue
+        if source in sources:
+            rows.add(path)
+    return rows
+
+
+def _plan_metadata(
+    series: Series,
+    target: Target,
+    record: Record,
+    after: frozenset[int],
+    now: dict[str, bytes],
+) -> MetadataChange | None:
+    """Compute the dist-info of a tree holding ``after``; None when it has it already."""
+    meta = record.state
+    if meta is MetadataState.WHEEL or (not after and meta is MetadataState.STOCK):
+        return None
+    dist = target.dist_info
+    info = target.info
+    rows, record_text = info.record, info.record_text
+    if meta is MetadataState.IN_PLACE:
+        original = Original.read(dist / ORIGINAL_FILE)
+        if not DIST_INFO_RE.match(original.dist_info):
+            raise TargetError(
+                f"{dist / ORIGINAL_FILE} names an odd folder",
+                expected="executorch-<version>.dist-info",
+                found=repr(original.dist_info),
+                hint="reinstall executorch",
+            )
+        record_text = read_text(dist / ORIGINAL_RECORD)
+        if after:
+            rows = parse_record(record_text, where=f"{original.dist_info}/{RECORD}")
+    else:
+        original = Original(TOOL, series.digest, dist.name, info.metadata_text)
+    links = {ORIGINAL_RECORD: RECORD} if meta is MetadataState.STOCK else {RECORD: ORIGINAL_RECORD}
+    if not after:
+        name, version = original.dist_info, str(series.pins.executorch)
+        wanted: dict[str, bytes | None] = {
+            METADATA: original.metadata.encode(),
+            RECORD: record_text.encode(),
+            PROVENANCE_FILE: None,
+            ORIGINAL_FILE: None,
+            ORIGINAL_RECORD: None,
+        }
+    else:
+        version = local_version(series, after)
+        name = f"{DIST_NAME}-{version}.dist-info"
+        wanted = _patched_dist_info(
+            series, original, rows=rows, record_text=record_text, name=name, now=now, fixes=after
+        )
+    files = []
+    for file_name, new in wanted.items():
+        path = dist / file_name
+        old = sha256_file(path) if path.is_file() else None
+        if new is None and old is None:
+            continue
+        if new is not None and old == sha256_bytes(new):
+            continue
+        files.append(DistFile(file_name, old, new, links.get(file_name)))
+    if not files and name == dist.name:
+        return None
+    state = MetadataState.IN_PLACE if after else MetadataState.STOCK
+    return MetadataChange(dist.name, name, version, state, tuple(files))
+
+
+def _patched_dist_info(
+    series: Series,
+    original: Original,
+    *,
+    rows: tuple[RecordEntry, ...],
+    record_text: str,
+    name: str,
+    now: dict[str, bytes],
+    fixes: frozenset[int],
+) -> dict[str, bytes | None]:
+    """Return the dist-info files of a tree holding ``fixes``, computed from the original."""
+    where = f"{original.dist_info}/{METADATA}"
+    metadata = patched_metadata(series, original.metadata, where=where, fixes=fixes).encode()
+    provenance = make_provenance(
+        series,
+        {
+            series.pins.wheel_path(p): FileRecord(
+                series.pins.pristine_sha256(p), sha256_bytes(now[p])
+            )
+            for p in series.targets()
+            if touching(series, p) & fixes
+        },
+        base_wheel=f"{original.dist_info} (patched in place)",
+        base_sha256="",
+        fixes=fixes,
+    ).to_json()
+    kept = dataclasses.replace(original, tool=TOOL, series_digest=series.digest).to_json()
+    contents = {
+        f"{name}/{METADATA}": metadata,
+        f"{name}/{PROVENANCE_FILE}": provenance.encode(),
+        f"{name}/{ORIGINAL_FILE}": kept.encode(),
+        f"{name}/{ORIGINAL_RECORD}": record_text.encode(),
+        **{series.pins.wheel_path(p): data for p, data in now.items()},
+    }
+    record = rewrite_record(
+        rows,
+        line_end="\r\n" if "\r\n" in record_text else "\n",
+        rename=(original.dist_info, name),
+        contents=contents,
+        unhash=_bytecode_rows(series, frozenset(row.path for row in rows)),
+    )
+    return {
+        METADATA: metadata,
+        RECORD: record.encode(),
+        PROVENANCE_FILE: provenance.encode(),
+        ORIGINAL_FILE: kept.encode(),
+        ORIGINAL_RECORD: record_text.encode(),
+    }

@@ -1,0 +1,357 @@
+"""The fix registry: discovery, lookups, claims per release, validation against the lines.
+
+The toy fifth fix (tests/toy_fixes) joins the four real ones: the registry, the claim
+listing and the docs table pick it up from its module and its line folders alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import toy_fix
+
+from overlay import fixes, lines
+from overlay.equivalence.protocol import (
+    ErrorInfo,
+    ItemId,
+    ItemKind,
+    ItemResult,
+    PathId,
+    ProbeInfo,
+    RunStatus,
+    Stage,
+)
+from overlay.equivalence.verdict import BC, decide
+from overlay.errors import OverlayError
+from overlay.fixes import overview
+from overlay.fixes.model import DeclaredDivergence, DiffOnly, Effect, Fix, RuntimeForm, Trigger
+from overlay.text.series import load_series
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "fixes.md"
+P = Stage.PROBE
+
+
+def _real_modules() -> list[ModuleType]:
+    return fixes.fix_modules()
+
+
+def _toy_registry(**change: object) -> fixes.Registry:
+    """The real fixes plus the toy one (``change`` replaces fields of its FIX)."""
+    toy = toy_fix.load_module()
+    vars(toy)["FIX"] = dataclasses.replace(toy.FIX, **change)
+    return fixes.from_modules([*_real_modules(), toy])
+
+
+def _module(name: str, fix: Fix | None) -> ModuleType:
+    module = ModuleType(name)
+    if fix is not None:
+        module.FIX = fix  # type: ignore[attr-defined]
+    return module
+
+
+# --- discovery -----------------------------------------------------------------------------
+
+
+def test_the_registry_is_discovered_one_module_per_fix() -> None:
+    assert [f.number for f in fixes.FIXES] == [1, 2, 3, 4]
+    assert fixes.REGISTRY.fixes is fixes.FIXES
+    assert fixes.discover().fixes == fixes.FIXES  # the same module objects, found again
+    for fix in fixes.FIXES:
+        module = inspect.getmodule(fix.runtime["1.2.0"].build)  # type: ignore[union-attr]
+        assert module is not None
+        assert module.__name__.startswith(f"overlay.fixes.f{fix.number:04d}_")
+
+
+def test_discovery_finds_modules_by_name_and_refuses_misnamed_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "toypkg"
+    package.mkdir()
+    (package / "__init__.py").touch()
+    (package / "helpers.py").write_text("X = 1\n", encoding="utf-8")  # not a fix module
+    (package / "f0005_toy_answer_is_42.py").write_bytes(toy_fix.MODULE_FILE.read_bytes())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        found = fixes.discover("toypkg")
+        assert [f.number for f in found.fixes] == [5]
+        (package / "f005_short.py").write_text("", encoding="utf-8")
+        with pytest.raises(OverlayError, match="not named like a fix module"):
+            fixes.discover("toypkg")
+    finally:
+        for name in [n for n in sys.modules if n.split(".")[0] == "toypkg"]:
+            del sys.modules[name]
+
+
+def test_from_modules_checks_names_numbers_and_uniqueness() -> None:
+    toy = toy_fix.load_module()
+    assert fixes.from_modules([toy]).by_number(5) is toy.FIX
+    five = toy.FIX
+    cases: list[tuple[list[ModuleType], str]] = [
+        ([_module("toys.f0006_wrong_number", five)], "declares fix 5"),
+        ([_module("toys.fix_five", five)], "not named like a fix module"),
+        ([_module("toys.F0005_upper", five)], "not named like a fix module"),
+        ([_module("toys.f0005_nothing", None)], "defines no FIX"),
+        ([toy, toy_fix.load_module("f0005_twice")], "two modules declare fix 5"),
+    ]
+    for modules, message in cases:
+        with pytest.raises(OverlayError, match=message):
+            fixes.from_modules(modules)
+    numbers = [f.number for f in fixes.from_modules([toy, *reversed(_real_modules())]).fixes]
+    assert numbers == [1, 2, 3, 4, 5]  # ascending, whatever the order given
+
+
+# --- lookups and claims --------------------------------------------------------------------
+
+
+def test_lookups_by_number_and_patch() -> None:
+    registry = _toy_registry()
+    assert registry.by_number(5).title == "the answer is 42"
+    assert registry.by_patch("0005-toy-answer-is-42") is registry.by_number(5)
+    assert registry.by_patch("0005-toy-answer-is-42.patch") is registry.by_number(5)
+    assert registry.by_patch("0005-other.patch") is None
+    with pytest.raises(OverlayError) as info:
+        registry.by_number(6)
+    assert (info.value.found, info.value.expected) == ("6", "1, 2, 3, 4, 5")
+    assert fixes.by_number(3) is fixes.REGISTRY.by_number(3)
+    assert fixes.by_patch(fixes.FIXES[1].patch) is fixes.FIXES[1]
+
+
+def test_a_claim_holds_for_the_release_it_was_measured_on() -> None:
+    registry = _toy_registry()
+    toy = registry.by_number(5)
+    assert [t.release for t in toy.triggers] == ["9.9.0"]
+    for version in ("9.9.0", "9.9.0+armfix.1b5e", None):
+        assert [(f.number, t.case) for f, t in registry.triggers_of("conv_relu_int8", version)] == [
+            (5, "conv_relu_int8")
+        ], version
+    for version in ("9.10.0", "9.9.1", "9.9", "not a version"):
+        assert registry.triggers_of("conv_relu_int8", version) == [], version
+    assert Trigger("c", Effect.FIXED, "w").applies_to("1.2.0")  # no release: every release
+    # the real claims, as measured
+    one = fixes.by_number(1)
+    assert {t.release for t in one.triggers} == {"1.2.0", "1.5.1"}
+    assert [f.number for f, _ in fixes.triggers_of("conv_relu_cat_mixed_qparams", "1.5.1")] == [3]
+    assert [t.release for _, t in fixes.triggers_of("conv_relu_cat_mixed_qparams")] == [
+        "1.2.0",
+        "1.5.1",
+    ]
+
+
+def test_the_claim_listing_shows_the_toy_trigger(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from overlay import cli
+
+    monkeypatch.setattr(fixes, "REGISTRY", _toy_registry())
+    code = cli.main(
+        ["equivalence", "--list", "--stock-python", sys.executable, "--out", str(tmp_path)]
+    )
+    listed = capsys.readouterr().out.splitlines()
+    assert code == 0
+    (line,) = [entry for entry in listed if entry.startswith("case  conv_relu_int8:")]
+    assert line.endswith(" claims changed by patch 5")
+    (mixed,) = [entry for entry in listed if entry.startswith("case  conv_relu_cat_mixed_qparams:")]
+    assert mixed.endswith("claims fixed by patch 3 claims fixed by patch 3")  # 1.2.0 and 1.5.1
+
+
+def test_divergences_are_declared_per_line() -> None:
+    (seed,) = fixes.by_number(3).divergences["1.2.0"]
+    assert seed.id == "seed-stale-grouped-transpose-check"
+    assert fixes.declared_divergences("1.2.0") == (seed,)
+    assert fixes.declared_divergences("1.2.0+armfix.abc") == (seed,)
+    assert fixes.declared_divergences("1.5.1") == ()
+    assert fixes.declared_divergences() == fixes.DECLARED_DIVERGENCES == (seed,)
+    # the verdict reads them for the release it ran: the seed's observation is declared on
+    # 1.2.0 only
+    seen = ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", seed.b_error_contains, P))
+    good = ItemResult(RunStatus.OK, value=[1])
+    results = {PathId.STOCK: good, PathId.RUNTIME: seen, PathId.PATCHED: good}
+    info = ProbeInfo(seed.item.name, "grouped transposed conv")
+    assert decide(seed.item, info, results, None, version="1.2.0").bc is BC.DECLARED
+    assert decide(seed.item, info, results, None, version="1.5.1").bc is BC.UNDECLARED
+
+
+def test_carried_by_reads_the_series(tmp_path: Path) -> None:
+    registry = _toy_registry()
+    root = toy_fix.write_lines(tmp_path)
+    (nine, ten) = lines.all_lines(root)
+    assert [f.number for f in registry.carried_by(nine)] == [5]
+    real = lines.line_named(ROOT / "patches", "1.2.0")
+    assert [f.number for f in registry.carried_by(real)] == [1, 2, 3, 4]
+    (root / "9.9.0" / "series").write_text("0004-x.patch\n0006-unknown.patch\n", encoding="utf-8")
+    with pytest.raises(OverlayError) as info:
+        registry.carried_by(nine)
+    assert info.value.found == (
+        "line 9.9.0 lists 0006-unknown.patch, which has no fix module"
+        " (overlay/fixes/f0006_<slug>.py)"
+    )
+    assert ten.name == "9.10.0"
+
+
+# --- validation against the lines ----------------------------------------------------------
+
+
+def test_the_checkout_lines_and_the_registry_agree() -> None:
+    checkout = lines.all_lines(ROOT / "patches")
+    assert checkout, "no release line under patches/"
+    assert fixes.REGISTRY.problems(checkout) == []
+    for line in checkout:
+        series = load_series(line.directory)
+        for patch in series.patches:
+            fix = fixes.REGISTRY.by_number(int(patch.name[:4]))
+            assert set(patch.targets) <= set(fix.repo_paths), patch.name
+            form = fix.runtime_form(line.name)
+            assert form is None or form.repo_path in patch.targets, patch.name
+
+
+def _problems(tmp_path: Path, **change: object) -> list[str]:
+    toy_fix.write_line(toy_fix.write_lines(tmp_path), "9.11.0", patches=())  # carries nothing
+    return _toy_registry(**change).problems(lines.all_lines(tmp_path))
+
+
+def test_validation_accepts_the_toy_fix(tmp_path: Path) -> None:
+    assert _problems(tmp_path) == []
+
+
+_FORM = RuntimeForm(toy_fix.REPO_PATH, "Answer", "value", lambda m, o: o)
+_DIFF = DiffOnly("a constant")
+_SEED = fixes.DECLARED_DIVERGENCES[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (
+            {"runtime": {"9.9.0": _FORM}},
+            "fix 5 is carried by line 9.10.0 but has no runtime form for it and no DiffOnly reason",
+        ),
+        (
+            {"runtime": {"9.9.0": _FORM, "9.10.0": _DIFF, "9.8.0": _FORM}},
+            "fix 5: 9.8.0 names neither a line nor a release with claims",
+        ),
+        (
+            {"runtime": {"9.9.0": _FORM, "9.10.0": _DIFF, "9.11.0": _FORM}},
+            "fix 5: has a runtime form or divergences for line 9.11.0, whose series does not"
+            " carry it",
+        ),
+        (
+            {"runtime": {"9.9.0": _FORM, "9.10.0": _DIFF}, "claims": {"~=9.9": ()}},
+            "fix 5: '~=9.9' is not a release such as 1.2.0",
+        ),
+        (
+            {"runtime": {"9.9.0": _FORM, "9.10.0": DiffOnly(" ")}},
+            "fix 5: DiffOnly on 9.10.0 gives no reason",
+        ),
+        (
+            {"runtime": {"9.9.0": _FORM, "9.10.0": _DIFF}, "repo_paths": ("backends/x.py",)},
+            "fix 5: the 9.9.0 runtime form replaces a function in backends/toy/answer.py, which"
+            " is not in its repo_paths",
+        ),
+        (
+            {"divergences": {"9.9.0": (_SEED,)}},
+            "divergence 'seed-stale-grouped-transpose-check' is declared by fixes 3 and 5",
+        ),
+        (
+            {"divergences": {"9.12.0": (dataclasses.replace(_SEED, id="x"),)}},
+            "fix 5: 9.12.0 names neither a line nor a release with claims",
+        ),
+    ],
+)
+def test_validation_names_each_inconsistency(
+    tmp_path: Path, change: dict[str, object], problem: str
+) -> None:
+    assert _problems(tmp_path, **change) == [problem]
+
+
+def test_validation_names_a_patch_without_a_fix_module(tmp_path: Path) -> None:
+    toy_fix.write_line(toy_fix.write_lines(tmp_path), "9.11.0", (toy_fix.PATCH, "0007-x.patch"))
+    registry = _toy_registry()
+    assert registry.problems(lines.all_lines(tmp_path)) == [
+        "line 9.11.0 lists 0007-x.patch, which has no fix module (overlay/fixes/f0007_<slug>.py)",
+        "fix 5 is carried by line 9.11.0 but has no runtime form for it and no DiffOnly reason",
+    ]
+
+
+def _replacement(build: Callable[..., object]) -> ast.FunctionDef:
+    """Return the function a builder returns (``return f`` or ``return staticmethod(f)``)."""
+    (builder,) = ast.parse(inspect.getsource(build)).body
+    assert isinstance(builder, ast.FunctionDef)
+    returned = builder.body[-1]
+    assert isinstance(returned, ast.Return) and returned.value is not None
+    value = returned.value
+    if isinstance(value, ast.Call):
+        value = value.args[0]
+    assert isinstance(value, ast.Name)
+    (function,) = [n for n in builder.body if isinstance(n, ast.FunctionDef) and n.name == value.id]
+    return function
+
+
+def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
+    forms = [f for fix in _toy_registry().fixes for f in fix.runtime.values()]
+    built = [f for f in forms if isinstance(f, RuntimeForm)]
+    assert len(built) == 5
+    for form in built:
+        replacement = _replacement(form.build)
+        doc = ast.get_docstring(replacement) or ""
+        assert "Example:" in doc and "Becomes:" in doc, form.qualname
+        assert replacement.name == form.attribute, form.qualname
+        assert inspect.getdoc(form.build), form.qualname
+
+
+# --- the docs table ------------------------------------------------------------------------
+
+
+def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
+    registry = _toy_registry()
+    checkout = lines.all_lines(ROOT / "patches")
+    table = overview.table(registry, (*checkout, *lines.all_lines(toy_fix.write_lines(tmp_path))))
+    rows = table.splitlines()
+    assert rows[0].startswith("| fix | patch | 1.2.0 | 9.9.0 | 9.10.0 | claims |")
+    toy = next(r for r in rows if r.startswith("| 5 |"))
+    assert toy == (
+        "| 5 | `0005-toy-answer-is-42`: the answer is 42 | - | runtime `Answer.value` |"
+        " diff only | 9.9.0: conv_relu_int8 (changed) | - |"
+    )
+    one = next(r for r in rows if r.startswith("| 1 |"))
+    assert "| runtime `FoldAndAnnotateQParamsPass.is_foldable` | - | - |" in one
+    assert "1.5.1: grid_warp_a16w8_vgf (fixed)" in one
+    three = next(r for r in rows if r.startswith("| 3 |"))
+    assert three.endswith("| 1.2.0: seed-stale-grouped-transpose-check |")
+
+
+def test_the_committed_docs_table_is_current() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    wanted = overview.update(text, fixes.REGISTRY, lines.all_lines(ROOT / "patches"))
+    assert text == wanted, (
+        "docs/fixes.md's table of fixes is stale: regenerate it with\n"
+        "python -c 'from pathlib import Path; from overlay import fixes, lines;"
+        ' from overlay.fixes import overview; p = Path("docs/fixes.md");'
+        " p.write_text(overview.update(p.read_text(), fixes.REGISTRY,"
+        ' lines.all_lines(Path("patches"))))\''
+    )
+
+
+def test_update_needs_both_markers() -> None:
+    registry = fixes.REGISTRY
+    with pytest.raises(OverlayError, match="no generated table"):
+        overview.update(f"text\n{overview.BEGIN}\n", registry, ())
+    updated = overview.update(f"a\n{overview.BEGIN}\nXYZZY\n{overview.END}\nb\n", registry, ())
+    assert updated.startswith(f"a\n{overview.BEGIN}\n| fix | patch | claims |")
+    assert updated.endswith(f"{overview.END}\nb\n") and "XYZZY" not in updated
+
+
+def test_a_fix_and_its_divergence_are_plain_data() -> None:
+    divergence = DeclaredDivergence("d", ItemId(ItemKind.PROBE, "p"), "E", "m", "why")
+    assert dataclasses.replace(divergence, id="e").id == "e"
+    assert fixes.by_number(1).prefix == "0001-" and fixes.by_number(1).stem.startswith("0001-")
+    assert fixes.by_number(2).runtime_form("1.5.1") is None
+    assert DiffOnly("x").text == "diff only: x"
+    assert "claims" not in repr(fixes.by_number(1))  # a short repr in error messages

@@ -1,0 +1,41 @@
+"""Fix 5, a toy for the tests: ``Answer.value`` of the fake ``toyexec`` package says 42.
+
+Shaped like a real fix module (see docs/fixes.md): the registry, the runtime machinery and
+the docs table take it as they take fixes 1-4.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from overlay.fixes.model import DiffOnly, Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+
+REPO_PATH = "backends/toy/answer.py"
+
+
+def answer_is_42(module: Any, original: Any) -> Any:
+    """Build 9.9.0's replacement of ``Answer.value``."""
+
+    def value(self: Any) -> int:
+        """Add one to the answer.
+
+        Example: ``Answer().value()`` on stock toyexec 9.9.0 returns 41.
+        Becomes: 42, one more than what stock returns.
+        """
+        return int(original(self)) + 1
+
+    return value
+
+
+FIX = Fix(
+    number=5,
+    patch="0005-toy-answer-is-42.patch",
+    title="the answer is 42",
+    repo_paths=(REPO_PATH,),
+    runtime={
+        "9.9.0": RuntimeForm(REPO_PATH, "Answer", "value", answer_is_42),
+        "9.10.0": DiffOnly("the 9.10.0 port changes a constant, no function to replace"),
+    },
+    claims={"9.9.0": (Trigger("conv_relu_int8", Effect.CHANGED, "toy: the answer moves"),)},
+    upstream=UpstreamNote(test_file="backends/toy/test_answer.py", reproducer="Answer().value()\n"),
+)
