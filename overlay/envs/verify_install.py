@@ -22,9 +22,8 @@ from pathlib import Path
 from overlay.dist.wheels import local_version
 from overlay.envs.lockfiles import Lock
 from overlay.envs.venvs import installed_versions
-from overlay.errors import InstallCheckError, TargetError
-from overlay.target.locate import find_target
-from overlay.target.state import Status, TreeState, inspect, verified
+from overlay.errors import InstallCheckError
+from overlay.target.state import Status, TreeState, read_installed, verified
 from overlay.text.series import Series
 
 # Importing these proves the Arm backend loads with the patched sources.
@@ -139,15 +138,7 @@ def check_installed(
 
 def _stock_tree(series: Series, site: Path, repair: str) -> Status:
     """Return the state of a stock installation; refuse any but the pinned release, pristine."""
-    try:
-        status = inspect(series, find_target(site))
-    except TargetError as exc:
-        raise InstallCheckError(
-            f"the executorch installation in {site} cannot be read: {exc.message}",
-            expected=exc.expected,
-            found=exc.found,
-            hint=repair,
-        ) from exc
+    status = read_installed(series, site)
     if status.target.version != series.pins.executorch or status.state is not TreeState.PRISTINE:
         raise InstallCheckError(
             "this environment does not hold the stock release",
