@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -29,19 +30,20 @@ from overlay import __version__, fixes, lines, worktree
 from overlay.cli import in_place, json_output
 from overlay.cli.output import out, progress
 from overlay.dist import index, wheels
-from overlay.envs import lockfiles, ready_venv
+from overlay.envs import lockfiles, ready_venv, venvs
+from overlay.envs.stamp import Flavour
 from overlay.envs.verify_install import check_installed, current_site
 from overlay.equivalence import cache as equivalence_cache
 from overlay.equivalence import htmlreport, orchestrator, report
 from overlay.equivalence.protocol import PathId
 from overlay.errors import (
     EquivalenceError,
-    InstallCheckError,
     OverlayError,
     UpstreamError,
     exit_codes,
 )
 from overlay.lines import pins
+from overlay.target import line_choice
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
 from overlay.upstream.canary import page as canary_page
@@ -72,20 +74,16 @@ def _source_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelP
     pin = _pin(args, series)
     if getattr(args, "wheel", None):
         return pin, Path(args.wheel)
-    cached = wheels.wheel_cache() / pin.filename
-    if not cached.is_file():
-        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
-    path = wheels.fetch_wheel(pin)
+    path = _pinned_source(pin)
     progress(f"verified {path.name}")
     return pin, path
 
 
 def _build(
-    args: argparse.Namespace, series: Series, pin: pins.WheelPin, source: Path
+    args: argparse.Namespace, series: Series, pin: pins.WheelPin, source: Path, out_dir: Path
 ) -> wheels.BuildResult:
-    """Build (or reuse) the patched wheel into ``--out``, publish the index, return it."""
+    """Build (or reuse) the patched wheel into ``out_dir``, publish the index, return it."""
     started = time.perf_counter()
-    out_dir = Path(args.out)
     result = wheels.build_patched_wheel(
         series, source, pin, out_dir, force=args.force, cache=wheels.patched_cache()
     )
@@ -102,12 +100,42 @@ def _build(
     return result
 
 
+def _line_series(args: argparse.Namespace, installed: str | None = None) -> Series:
+    """Return the series of the chosen line (``overlay.target.line_choice``), before any work.
+
+    ``--line``, else the line of the ``installed`` executorch version, else the newest line;
+    an unknown line is refused, listing the supported ones.
+    """
+    try:
+        version = Version(installed) if installed else None
+    except InvalidVersion:
+        version = None  # two copies ("2.1 + 2.2"): the check names them
+    patches = Path(args.patches) if args.patches else None
+    chosen = line_choice.choose(patches, args.line, version)
+    if args.line is None and version is not None:
+        progress(f"release line {chosen.name} ({chosen.reason})")
+    return load_series(chosen.directory)
+
+
+def _out_dir(args: argparse.Namespace, series: Series) -> Path:
+    """Return ``--out``, by default ``dist/<line>``: each line's wheels beside the others'."""
+    return Path(args.out) if args.out else Path("dist") / str(series.pins.executorch)
+
+
+def _pinned_source(pin: pins.WheelPin) -> Path:
+    """Return the verified pinned wheel (downloaded once into the wheel cache)."""
+    if not (wheels.wheel_cache() / pin.filename).is_file():
+        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+    return wheels.fetch_wheel(pin)
+
+
 def cmd_build_wheel(args: argparse.Namespace) -> int:
     """Download and verify the pinned wheel, apply the series, write the patched wheel."""
-    series = _series(args)
+    series = _line_series(args)
     pin, source = _source_wheel(args, series)
-    progress(f"applying {len(series.patches)} patches and repacking into {args.out}/")
-    result = _build(args, series, pin, source)
+    out_dir = _out_dir(args, series)
+    progress(f"applying {len(series.patches)} patches and repacking into {out_dir}/")
+    result = _build(args, series, pin, source, out_dir)
     lock_file = lockfiles.lock_path(series, pin)
     if args.report:
         built = json_output.BuildReport(
@@ -116,7 +144,7 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
             result.built,
             result.sha256,
             str(lock_file) if lock_file.is_file() else None,
-            str(Path(args.out) / index.SIMPLE),
+            str(out_dir / index.SIMPLE),
         )
         Path(args.report).write_text(json_output.to_json(built), encoding="utf-8")
     out(str(result.path))
@@ -124,18 +152,15 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    """Resolve (or with --check, only check) the lock of every pinned wheel."""
-    series = _series(args)
+    """Resolve (or with --check, only check) the lock of every pinned wheel of one line."""
+    series = _line_series(args)
     selected = [series.pins.wheel_for(t) for t in args.tag] if args.tag else series.pins.wheels
     for pin in selected:
         if args.check:
             found = lockfiles.check_current(series, pin)
             out(f"current: {found.path} ({len(found.packages)} packages)")
             continue
-        cached = wheels.wheel_cache() / pin.filename
-        if not cached.is_file():
-            progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
-        result = _build(args, series, pin, wheels.fetch_wheel(pin))
+        result = _build(args, series, pin, _pinned_source(pin), _out_dir(args, series))
         progress(f"resolving the lock for {pin.tag} with uv")
         written = lockfiles.generate(series, pin, result.path)
         lockfiles.check_wheel(written, result.path, result.sha256)
@@ -144,47 +169,42 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    """Make a venv exactly the lock with the patched executorch; verify it; skip if current."""
-    series = _series(args)
-    root = Path(args.venv)
-    venv = ready_venv.find_venv(root) if (root / "pyvenv.cfg").is_file() else None
-    python = args.python or (
-        venv.version if venv else f"{sys.version_info[0]}.{sys.version_info[1]}"
+    """Make a venv exactly a line's lock (patched or stock executorch), verified, or skip."""
+    series = _line_series(args)
+    line = str(series.pins.executorch)
+    given = Path(args.venv) if args.venv else None
+    python = (
+        args.python
+        or (given and venvs.python_version(given))
+        or "{}.{}".format(*sys.version_info[:2])
     )
+    root = given or Path(args.ready_in) / ready_venv.ready_name(line, python)
     pin = series.pins.host_wheel(python)
     locked = lockfiles.check_current(series, pin)
-    base = wheels.wheel_cache() / pin.filename  # sha256-checked by the build if it reads it
-    if not base.is_file():
-        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
-        base = wheels.fetch_wheel(pin)
-    result = _build(args, series, pin, base)
-    lockfiles.check_wheel(locked, result.path, result.sha256)
-    reinstall = False
-    if venv is not None and not args.force:
-        try:
-            check_installed(series, import_modules=False, search_path=venv.site, lock=locked)
-        except InstallCheckError as exc:
-            progress(f"re-syncing {root}: {exc}")
-            try:  # executorch's own files too? then uv must reinstall it, not just check it
-                check_installed(series, import_modules=False, search_path=venv.site)
-            except InstallCheckError:
-                reinstall = True
-        else:
-            if ready_venv.is_current(locked, venv):
-                out(f"up to date: {root} is exactly {locked.path.name} (stamp and files checked)")
-                return 0
-            progress(f"re-syncing {root}: no stamp for this lock and these packages")
-    progress(f"syncing {root} to {locked.path} ({len(locked.packages)} packages)")
-    # The cache's copy (same bytes, a stable path) lets uv reuse its unpacked wheel across
-    # clones; a wheel built without the cache is taken from --out.
-    cached = wheels.cached_wheel(series, pin, wheels.patched_cache())
-    links = cached.parent if cached.is_file() else Path(args.out)
-    venv = ready_venv.sync(locked, root, python=python, find_links=links, reinstall=reinstall)
-    found = check_installed(series, search_path=venv.site, lock=locked, python=venv.python)
-    ready_venv.write_stamp(locked, venv)
-    out(f"ok: {root} is exactly {locked.path.name}; executorch {found.version}")
-    for module in found.modules:
+    if args.stock:
+        links = ready_venv.stock_links(pin)
+    else:
+        out_dir = _out_dir(args, series)
+        result = _build(args, series, pin, _pinned_source(pin), out_dir)
+        lockfiles.check_wheel(locked, result.path, result.sha256)
+        links = ready_venv.patched_links(series, pin, out_dir)
+    request = ready_venv.EnvRequest(
+        series,
+        pin,
+        locked,
+        Flavour.STOCK if args.stock else Flavour.PATCHED,
+        links,
+        tuple(args.with_ or ()),
+    )
+    done = ready_venv.sync(request, root, force=args.force, progress=progress)
+    label = request.contents().label
+    if done.verified is None:
+        out(f"up to date: {root} is exactly {label} (stamp and files checked)")
+        return 0
+    out(f"ok: {root} is exactly {label}; executorch {done.verified.version}")
+    for module in done.verified.modules:
         out(f"  imported {module}")
+    out(f"activate: source {root}/bin/activate")
     return 0
 
 
@@ -224,20 +244,25 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
 
 def cmd_verify_install(args: argparse.Namespace) -> int:
     """Check an env: every locked package version, provenance, file hashes, then imports."""
-    series = _series(args)
     if args.target:
-        venv = ready_venv.find_venv(Path(args.target))
-        site, python, version = venv.site, venv.python, venv.version
+        venv = venvs.find_venv(Path(args.target))
+        root, site, python, version = venv.root, venv.site, venv.python, venv.version
     else:
-        site, python = current_site(), Path(sys.executable)
+        root, site, python = Path(sys.prefix), current_site(), Path(sys.executable)
         version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    series = _line_series(args, venvs.installed_versions(site).get("executorch"))
     locked = None
     if args.lock:
         locked = lockfiles.read(Path(args.lock))
     elif not args.no_lock:
         locked = lockfiles.check_current(series, series.pins.host_wheel(version))
     found = check_installed(
-        series, import_modules=not args.no_import, search_path=site, lock=locked, python=python
+        series,
+        import_modules=not args.no_import,
+        search_path=site,
+        lock=locked,
+        python=python,
+        repair=ready_venv.repair_command(series, locked, root, python),
     )
     if args.json:
         out(json_output.to_json(json_output.verify_report(found)).rstrip("\n"))
@@ -658,18 +683,34 @@ def build_parser() -> argparse.ArgumentParser:
     in_place.add_commands(add)
     build = add("build-wheel", cmd_build_wheel, "build the patched executorch wheel")
     add_wheel(build)
-    build.add_argument("--out", default="dist", help="output folder (default: %(default)s)")
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--report", help="also write a JSON summary to this file")
     lock_cmd = add("lock", cmd_lock, "resolve the lock of every pinned wheel (uv, with hashes)")
     lock_cmd.add_argument("--check", action="store_true", help="only check the locks are current")
     lock_cmd.add_argument("--tag", action="append", help="only this wheel tag (repeatable)")
-    sync = add("sync", cmd_sync, "make a venv exactly the lock, with the patched executorch")
-    sync.add_argument("--venv", required=True, help="the venv to create or sync")
+    sync = add("sync", cmd_sync, "make a venv exactly a line's lock, with the patched executorch")
+    where = sync.add_mutually_exclusive_group(required=True)
+    where.add_argument("--venv", help="the venv to create or sync")
+    where.add_argument(
+        "--ready-in", metavar="DIR", help="sync the line's ready venv DIR/ready-<line>-py<X.Y>"
+    )
     sync.add_argument("--python", help="its Python version, e.g. 3.12 (default: the venv's)")
+    sync.add_argument(
+        "--stock",
+        action="store_true",
+        help="the lock with the pinned stock executorch in place of the patched one",
+    )
+    sync.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        metavar="REQ",
+        help="also install this on top, held to the lock's versions (repeatable)",
+    )
+    for command in (build, lock_cmd, sync):
+        command.add_argument("--out", help="folder of the patched wheels (default: dist/<line>)")
     for command in (lock_cmd, sync):
-        command.add_argument("--out", default="dist", help="wheel folder (default: %(default)s)")
-        command.add_argument("--force", action="store_true", help="rebuild/resync regardless")
+        command.add_argument("--force", action="store_true", help="rebuild/recreate regardless")
     add_wheel(add("refresh", cmd_refresh, f"recompute patches/{CHECKSUMS_FILE}"))
     edit = add("edit", cmd_edit, "lay out pristine sources + series as git commits")
     add_wheel(edit)
@@ -682,6 +723,10 @@ def build_parser() -> argparse.ArgumentParser:
         "check an env: locked versions, provenance, patched files, then imports",
     )
     verify.add_argument("--target", help="the venv to check (default: this Python's)")
+    for command in (build, lock_cmd, sync, verify):
+        command.add_argument(
+            "--line", help="the release line, e.g. 1.2.0 (default: the newest in patches/)"
+        )
     verify.add_argument("--no-import", action="store_true", help="check files only")
     verify.add_argument("--lock", help="check against this lock file (default: the pinned one)")
     verify.add_argument("--no-lock", action="store_true", help="check executorch only")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import codec
+from overlay.envs.stamp import SyncState, read_stamp
 from overlay.equivalence.protocol import from_json
 from overlay.equivalence.vgf_run import ICD_GLOBS
 
@@ -49,6 +50,7 @@ class EnvInfo:
     module_sha256: str | None = None  # the runtime patch module's file; None: not asked
     module_error: str = ""  # why the module was not found
     vulkan_drivers: tuple[str, ...] = ()  # "name sha256" of each lavapipe driver manifest
+    lock: str | None = None  # the committed lock the venv was synced from; None: not synced
 
     @property
     def digest(self) -> str:
@@ -110,6 +112,8 @@ def collect(package: str, subtree: str, module: str | None) -> EnvInfo:
             module_sha256 = hashlib.sha256(Path(origin).read_bytes()).hexdigest()
         else:
             module_sha256, module_error = "", f"no module named {module!r} on {sys.path}"
+    stamp = read_stamp(Path(sys.prefix))  # a venv the overlay synced says from which lock
+    synced = stamp.origin if stamp is not None and stamp.state is SyncState.READY else None
     return EnvInfo(
         python=sys.version,
         platform=sysconfig.get_platform(),
@@ -118,6 +122,7 @@ def collect(package: str, subtree: str, module: str | None) -> EnvInfo:
         module_sha256=module_sha256,
         module_error=module_error,
         vulkan_drivers=vulkan_drivers(),
+        lock=synced.describe() if synced else None,
     )
 
 
