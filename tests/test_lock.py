@@ -17,6 +17,7 @@ from overlay.envs.venvs import installed_versions
 from overlay.envs.verify_install import NEXT_STEP, check_lock
 from overlay.errors import InstallCheckError, LockfileError, UnsupportedReleaseError
 from overlay.text.series import Series, load_series
+from overlay.upstream.upstream_pins import for_series
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "patches" / "1.2.0"
@@ -96,13 +97,13 @@ def test_a_patch_change_makes_the_lock_stale(tmp_path: Path, series: Series) -> 
 
 def test_a_matrix_pin_does_not_make_the_lock_stale(tmp_path: Path, series: Series) -> None:
     copy = copy_series(tmp_path)
-    pins_file = copy / "pins.toml"
-    before = pins_file.read_text()
-    pins_file.write_text(before.replace('versions = ["1.1.0", ', "versions = [", 1))
-    edited = load_series(copy)
-    assert "1.1.0" in series.pins.matrix_versions
-    assert "1.1.0" not in edited.pins.matrix_versions  # the edit took
-    lockfiles.check_current(edited, series.pins.wheels[0])
+    shared = (ROOT / "patches" / "upstream.toml").read_text(encoding="utf-8")
+    edited_text = shared.replace('versions = ["1.1.0", ', "versions = [", 1)
+    assert edited_text != shared  # the edit took
+    (copy / "upstream.toml").write_text(edited_text, encoding="utf-8")  # the copy's own
+    assert "1.1.0" in for_series(series.directory).matrix_versions
+    assert "1.1.0" not in for_series(copy).matrix_versions
+    lockfiles.check_current(load_series(copy), series.pins.wheels[0])
 
 
 def test_parse_reads_versions_and_hashes(tmp_path: Path) -> None:
