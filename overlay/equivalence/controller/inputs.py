@@ -14,6 +14,7 @@ when the environments are described (:func:`.processes.env_info`). Every refusal
 from __future__ import annotations
 
 import ast
+import difflib
 import os
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -147,10 +148,11 @@ def check_cases(only: Sequence[str], names: Collection[str], models: str | None)
     unknown = [n for n in only if n not in names]
     if unknown:
         listing = "python -m overlay equivalence --list" + (f" --models {models}" if models else "")
+        near = [m for n in unknown for m in difflib.get_close_matches(n, names, n=1)]
         raise EquivalenceInputError(
             f"unknown case(s): {', '.join(unknown)}",
             expected=", ".join(sorted(names)),
-            found=", ".join(unknown),
+            found=", ".join(unknown) + (f" (nearest: {', '.join(near)})" if near else ""),
             hint=f"list them with `{listing}`",
         )
 
