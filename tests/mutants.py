@@ -97,19 +97,19 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "orchestrator: the default run takes the whole zoo",
-        "overlay/equivalence/orchestrator.py",
+        "overlay/equivalence/controller/orchestrator.py",
         'return case.group == "core" or (options.fast and case.fast)',
         "return True",
     ),
     (
         "vgf_run: layer manifests rewritten in place (a loader can read them torn)",
-        "overlay/equivalence/vgf_run.py",
+        "overlay/equivalence/worker/vgf_run.py",
         'write_text_atomic(target / f"{stem}.json", json.dumps(data, indent=2))',
         '(target / f"{stem}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")',
     ),
     (
         "workers: a case's own timeout ignored",
-        "overlay/equivalence/workers.py",
+        "overlay/equivalence/controller/processes.py",
         "limit = timeout or self.timeout",
         "limit = self.timeout",
     ),
@@ -121,7 +121,7 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "orchestrator: no restart after a crash",
-        "overlay/equivalence/workers.py",
+        "overlay/equivalence/controller/processes.py",
         "        if self.worker is None:\n            self.start()",
         "        if False:\n            self.start()",
     ),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_report_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
+from test_equivalence_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
 
 from overlay import codec
 from overlay.upstream.canary import page

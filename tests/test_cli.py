@@ -211,6 +211,7 @@ def test_help_lists_every_exit_code() -> None:
         "11",
         "12",
         "13",
+        "14",
         "20",
         "21",
         "130",

@@ -33,11 +33,16 @@ from overlay.dist import index, wheels
 from overlay.envs import lockfiles, ready_venv, venvs
 from overlay.envs.stamp import Flavour
 from overlay.envs.verify_install import check_installed, current_site
-from overlay.equivalence import cache as equivalence_cache
-from overlay.equivalence import htmlreport, orchestrator, report
+from overlay.equivalence.controller import inputs, merge, orchestrator, outcome, result_cache
+from overlay.equivalence.controller import options as run_options
+from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.protocol import PathId
+from overlay.equivalence.render import document as report_json
+from overlay.equivalence.render import html as report_html
+from overlay.equivalence.render import markdown as report_markdown
+from overlay.equivalence.render import text as report_text
+from overlay.equivalence.render.cells import item_label
 from overlay.errors import (
-    EquivalenceError,
     OverlayError,
     UpstreamError,
     exit_codes,
@@ -375,10 +380,10 @@ class BarProgress:
     def __exit__(self, *exc: object) -> None:
         self.bars.stop()
 
-    def __call__(self, event: orchestrator.Event) -> None:
+    def __call__(self, event: Event) -> None:
         """Show one event."""
         kind, path = event.kind, event.path
-        if kind is orchestrator.EventKind.PLAN:
+        if kind is EventKind.PLAN:
             current = "all cached" if event.done == event.total else ""
             self.tasks[path] = self.bars.add_task(
                 f"({path.value}) {path.label}",
@@ -390,13 +395,13 @@ class BarProgress:
         task = self.tasks.get(path)
         if task is None:  # a worker starting before the plan (listing a models file)
             return
-        if kind is orchestrator.EventKind.START:
+        if kind is EventKind.START:
             self.bars.update(task, current="starting a worker (torch import)")
-        elif kind is orchestrator.EventKind.RUN and event.item is not None:
-            self.bars.update(task, current=report.item_label(event.item))
-        elif kind is orchestrator.EventKind.DONE:
+        elif kind is EventKind.RUN and event.item is not None:
+            self.bars.update(task, current=item_label(event.item))
+        elif kind is EventKind.DONE:
             self.bars.update(task, advance=1, current="")
-        elif kind is orchestrator.EventKind.MORE:
+        elif kind is EventKind.MORE:
             total = self.bars.tasks[self.tasks[path]].total or 0
             self.bars.update(task, total=total + 1)
 
@@ -408,17 +413,17 @@ class LineProgress:
         self.done: dict[PathId, int] = {}
         self.total: dict[PathId, int] = {}
 
-    def __call__(self, event: orchestrator.Event) -> None:
+    def __call__(self, event: Event) -> None:
         """Print one line for a plan, a worker start or a finished item."""
         path = event.path
-        if event.kind is orchestrator.EventKind.PLAN:
+        if event.kind is EventKind.PLAN:
             self.done[path], self.total[path] = event.done, event.total
             progress(f"({path.value}) {event.total} items, {event.done} from the cache")
-        elif event.kind is orchestrator.EventKind.START:
+        elif event.kind is EventKind.START:
             progress(f"({path.value}) starting a worker")
-        elif event.kind is orchestrator.EventKind.MORE:
+        elif event.kind is EventKind.MORE:
             self.total[path] = self.total.get(path, 0) + 1
-        elif event.kind is orchestrator.EventKind.DONE and event.item is not None:
+        elif event.kind is EventKind.DONE and event.item is not None:
             self.done[path] = self.done.get(path, 0) + 1
             progress(
                 f"({path.value}) {self.done[path]}/{self.total.get(path, 0)} {event.item} done"
@@ -427,16 +432,16 @@ class LineProgress:
 
 def _progress_display(
     args: argparse.Namespace,
-) -> contextlib.AbstractContextManager[orchestrator.Progress]:
+) -> contextlib.AbstractContextManager[Progress]:
     """Return the progress display: bars on a terminal, lines with --verbose, else none."""
     console = Console(stderr=True)
     if args.quiet:
-        return contextlib.nullcontext(orchestrator.no_progress)
+        return contextlib.nullcontext(no_progress)
     if console.is_terminal and not args.verbose:
         return BarProgress(console)
     if args.verbose:
         return contextlib.nullcontext(LineProgress())
-    return contextlib.nullcontext(orchestrator.no_progress)
+    return contextlib.nullcontext(no_progress)
 
 
 def _upstream_clone(value: str | None) -> Path | None:
@@ -518,8 +523,8 @@ def cmd_retire_line(args: argparse.Namespace) -> int:
     return 0
 
 
-def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
-    return orchestrator.options_from_env(
+def _equivalence_options(args: argparse.Namespace) -> run_options.Options:
+    return inputs.options_from_env(
         args.stock_python,
         args.patched_python,
         runtime_patch=args.runtime_patch,
@@ -535,36 +540,30 @@ def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
         out_dir=Path(args.out),
         timeout=args.timeout,
         patches_dir=_patches_dir(args),
-        shard=orchestrator.Shard.parse(args.shard) if args.shard else None,
+        shard=run_options.Shard.parse(args.shard) if args.shard else None,
         cache_dir=Path(args.cache_dir),
         use_cache=not args.no_cache,
         jobs=args.jobs,
     )
 
 
-def _write_reports(result: orchestrator.Report, folder: Path) -> Path:
+def _write_reports(result: outcome.Report, folder: Path) -> Path:
     """Write equivalence.json/.md/.html into ``folder``; return the Markdown file."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name, text in (
-        ("equivalence.json", report.render_json(result)),
-        ("equivalence.md", report.render_markdown(result)),
-        ("equivalence.html", htmlreport.render_html(result)),
+    for name, content in (
+        ("equivalence.json", report_json.render_json(result)),
+        ("equivalence.md", report_markdown.render_markdown(result)),
+        ("equivalence.html", report_html.render_html(result)),
     ):
-        (folder / name).write_text(text, encoding="utf-8")
+        (folder / name).write_text(content, encoding="utf-8")
         progress(f"wrote {folder / name}")
     return folder / "equivalence.md"
 
 
-def _verdict(result: orchestrator.Report, markdown: Path) -> int:
-    if result.failures:
-        raise EquivalenceError(
-            f"{len(result.failures)} undeclared divergence(s), incomplete item(s),"
-            " unreproduced claim(s) or finding(s)",
-            expected="(b) stock + runtime patch and (c) the diff-patched build agree",
-            found="\n".join(result.failures),
-            hint=f"read {markdown} (or the .html beside it); fix the patch, or declare the"
-            " divergence with its reason in the fix's module (overlay/fixes/fNNNN_*.py)",
-        )
+def _verdict(result: outcome.Report, written: Path) -> int:
+    error = outcome.failure_error(result, written)
+    if error is not None:
+        raise error
     return 0
 
 
@@ -572,10 +571,8 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
     """Compare stock, stock + runtime patch and the diff-patched build, case by case."""
     if args.list:
         stock = args.stock_python or os.environ.get("OVERLAY_STOCK_PYTHON") or sys.executable
-        options = orchestrator.options_from_env(
-            stock, stock, models=args.models, out_dir=Path(args.out)
-        )
-        listing = orchestrator.list_items(options)
+        listed = inputs.options_from_env(stock, stock, models=args.models, out_dir=Path(args.out))
+        listing = orchestrator.list_items(listed)
         for case in listing.cases:
             claims = "".join(
                 f" claims {t.effect.value} by patch {f.number}"
@@ -587,18 +584,18 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
         for probe in listing.probes:
             out(f"probe {probe.name}: {probe.description}")
         return 0
-    options = _equivalence_options(args)
+    chosen = _equivalence_options(args)
     with _progress_display(args) as shown:
-        result = orchestrator.run(options, progress=shown)
-    out(report.render_table(result).rstrip("\n"))
-    return _verdict(result, _write_reports(result, options.out_dir))
+        result = orchestrator.run(chosen, progress=shown)
+    out(report_text.render_table(result).rstrip("\n"))
+    return _verdict(result, _write_reports(result, chosen.out_dir))
 
 
 def cmd_merge_reports(args: argparse.Namespace) -> int:
     """Merge the equivalence.json of every shard into one report and one verdict."""
-    base = Path(os.environ.get(orchestrator.CALLER_DIR_ENV) or Path.cwd())
-    merged = report.merge([report.load(base / name) for name in args.reports])
-    out(report.render_table(merged).rstrip("\n"))
+    base = Path(os.environ.get(run_options.CALLER_DIR_ENV) or Path.cwd())
+    merged = merge.merge([report_json.load(base / name) for name in args.reports])
+    out(report_text.render_table(merged).rstrip("\n"))
     return _verdict(merged, _write_reports(merged, base / args.out))
 
 
@@ -644,7 +641,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
 
 def cmd_report_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of equivalence.json."""
-    out(report.render_schema().rstrip("\n"))
+    out(report_json.render_schema().rstrip("\n"))
     return 0
 
 
@@ -773,7 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument("--patched-python", help="python of the patched env ($OVERLAY_PATCHED_PYTHON)")
     eq.add_argument(
         "--runtime-patch",
-        default=orchestrator.DEFAULT_RUNTIME_PATCH,
+        default=run_options.DEFAULT_RUNTIME_PATCH,
         help="FILE.py:FUNCTION or module:FUNCTION for path (b) (default: %(default)s)",
     )
     eq.add_argument(
@@ -800,7 +797,7 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument(
         "--timeout",
         type=float,
-        default=orchestrator.DEFAULT_TIMEOUT_S,
+        default=run_options.DEFAULT_TIMEOUT_S,
         help="seconds one item (or a worker's start) may take, unless the case sets its own"
         " (default: %(default)s)",
     )
@@ -809,7 +806,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eq.add_argument(
         "--cache-dir",
-        default=str(equivalence_cache.default_directory()),
+        default=str(result_cache.default_directory()),
         help="result cache folder, shareable between runs and CI runners (default: %(default)s)",
     )
     eq.add_argument(
@@ -823,9 +820,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eq.add_argument("--verbose", action="store_true", help="one progress line per item on stderr")
     eq.add_argument("--quiet", action="store_true", help="no progress display")
-    merge = add("merge-reports", cmd_merge_reports, "merge shard reports into one verdict")
-    merge.add_argument("reports", nargs="+", help="the equivalence.json of every shard")
-    merge.add_argument("--out", default="reports", help="folder for the merged report")
+    merging = add("merge-reports", cmd_merge_reports, "merge shard reports into one verdict")
+    merging.add_argument("reports", nargs="+", help="the equivalence.json of every shard")
+    merging.add_argument("--out", default="reports", help="folder for the merged report")
     add("report-schema", cmd_report_schema, "print the JSON Schema of equivalence.json")
     can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")
     can.add_argument(

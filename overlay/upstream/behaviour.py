@@ -3,7 +3,7 @@
 One mechanism serves the retarget (is a patch still needed on the new release?), the
 upstream export (does the fix fail before and pass after on the target release?) and the
 canary: the corpus cases run on a stock and a patched env of that release (each a worker
-of :mod:`overlay.equivalence.orchestrator`, in parallel) and each case is judged by
+of :mod:`overlay.equivalence.controller.orchestrator`, in parallel) and each case is judged by
 correctness (:func:`judge_case`). The patch's upstream tests run in
 :mod:`overlay.upstream.upstream_tests`; what it all means is decided in
 :mod:`overlay.upstream.verdicts` (re-exported here: ``decide_patch``, ``Outcome``,
@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import codec, fixes
-from overlay.equivalence import corpus, orchestrator
+from overlay.equivalence import corpus
+from overlay.equivalence.controller import orchestrator
+from overlay.equivalence.controller.options import DEFAULT_TIMEOUT_S, Options
 from overlay.equivalence.protocol import (
     CaseInfo,
     ErrorInfo,
@@ -179,7 +181,7 @@ def run_envs(
     *,
     out_dir: Path,
     patches_dir: Path | None = None,
-    timeout: float = orchestrator.DEFAULT_TIMEOUT_S,
+    timeout: float = DEFAULT_TIMEOUT_S,
     progress: Progress = lambda _: None,
 ) -> dict[str, Side]:
     """Run ``cases`` in each env of ``jobs`` (label -> python), one worker each, in parallel."""
@@ -189,7 +191,7 @@ def run_envs(
 
     def one(label: str, python: str) -> Side:
         slug = re.sub(r"[^a-z0-9.]+", "-", label.lower()).strip("-")
-        options = orchestrator.Options(
+        options = Options(
             stock_python=python,
             patched_python=python,
             probes=False,
