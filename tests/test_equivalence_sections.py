@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from equivalence_samples import judge, ok, report_of
+from equivalence_samples import A, judge, ok, report_of
 
 from overlay.equivalence.controller.options import Shard
 from overlay.equivalence.protocol import ErrorInfo, Payload, Stage, TargetState, VgfResult
@@ -36,3 +36,13 @@ def test_a_shard_says_which_part_of_the_selection_it_is() -> None:
     lines = sections.headline(part)
     assert lines[0].startswith("PASS: ")
     assert lines[2].startswith("shard(s) 2/4 of 2 selected items; 0 results: 0 ran, 0 from cache")
+
+
+def test_each_path_says_which_lock_its_venv_was_synced_from() -> None:
+    report = report_of([])
+    synced = "1.2.0/locks/cp311-manylinux_2_28_x86_64.txt (stock) sha256 3f2a"
+    workers = dict(report.workers)
+    workers[A] = dataclasses.replace(workers[A], lock=synced)
+    lines = sections.path_lines(dataclasses.replace(report, workers=workers))
+    assert f"executorch 1.2.0, synced from {synced}, runtime patch none;" in lines[0]
+    assert "not synced from a lock" in lines[1] and "not synced from a lock" in lines[2]

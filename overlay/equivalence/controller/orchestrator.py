@@ -274,7 +274,8 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         for item, info in infos.items()
     )
     workers = {
-        p: WorkerInfo(p, plans[p].python, plans[p].runtime_patch, answers.inits[p]) for p in PATHS
+        p: WorkerInfo(p, plans[p].python, plans[p].runtime_patch, answers.inits[p], envs[p].lock)
+        for p in PATHS
     }
     ended = time.perf_counter()
     return Report(

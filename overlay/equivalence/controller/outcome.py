@@ -28,6 +28,7 @@ class WorkerInfo:
     python: str
     runtime_patch: str | None
     init: InitReply | None
+    lock: str | None = None  # the committed lock the path's venv was synced from (its stamp)
 
 
 @dataclass(frozen=True)

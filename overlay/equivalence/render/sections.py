@@ -115,14 +115,16 @@ def vgf_line(report: Report) -> str:
 
 
 def path_lines(report: Report) -> list[str]:
-    """Return one line per path: its Python, executorch, runtime patch, cache use."""
+    """Return one line per path: its Python, executorch, lock, runtime patch, cache use."""
     lines = []
     for path in PATHS:
         info = report.workers[path]
         init, stats = info.init, report.stats.get(path, PathStats())
         lines.append(
             f"({path.value}) {path.label}: {info.python}, executorch"
-            f" {init.executorch if init else '?'}, runtime patch {info.runtime_patch or 'none'};"
+            f" {init.executorch if init else '?'},"
+            f" {f'synced from {info.lock}' if info.lock else 'not synced from a lock'},"
+            f" runtime patch {info.runtime_patch or 'none'};"
             f" {stats.ran} ran, {stats.cached} cached, {stats.workers} worker(s)"
         )
     return lines
