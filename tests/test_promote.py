@@ -119,7 +119,7 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
     with pytest.raises(UpstreamError, match="no current lock") as refused:
         promote(out, root)
-    assert "python -m overlay --patches" in (refused.value.hint or "")
+    assert "executorch-arm-overlay --patches" in (refused.value.hint or "")
     written = write_locks(candidate, tmp_path / "dist", lambda _: None)
     assert written == [out / "patches" / "locks" / LOCK]
     pin = candidate.pins.wheels[0]

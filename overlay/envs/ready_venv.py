@@ -15,12 +15,20 @@ So the proof runs on exactly what ships: the same transitive versions everywhere
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import lines
 from overlay._hashing import sha256_file
-from overlay.dist.wheels import cached_wheel, local_version, patched_cache, wheel_cache
+from overlay.dist import index
+from overlay.dist.wheels import (
+    cached_wheel,
+    fetch_pinned,
+    local_version,
+    patched_cache,
+    wheel_cache,
+)
 from overlay.envs import lockfiles, venvs
 from overlay.envs.lockfiles import Lock
 from overlay.envs.stamp import Flavour, Origin
@@ -95,6 +103,44 @@ def patched_links(series: Series, pin: WheelPin, out: Path) -> tuple[Path, ...]:
     return (cached.parent if cached.is_file() else out,)
 
 
+def place(target: Path | None, ready_in: Path, line: str, python: str | None) -> tuple[Path, str]:
+    """Return the venv a sync makes and its Python version.
+
+    ``target``, else the line's ready venv in ``ready_in``; the Python given, else the
+    existing venv's, else this interpreter's version.
+    """
+    version = (
+        python or (target and venvs.python_version(target)) or "{}.{}".format(*sys.version_info[:2])
+    )
+    return target or ready_in / ready_name(line, version), version
+
+
+def request_for(
+    series: Series,
+    pin: WheelPin,
+    *,
+    stock: bool,
+    dist: Path,
+    on_top: tuple[str, ...] = (),
+    force: bool = False,
+    progress: venvs.Progress = lambda _: None,
+) -> EnvRequest:
+    """Return the sync of ``pin``'s committed lock: stock, or patched (built into ``dist``).
+
+    The lock must be current; a patched build must be the wheel the lock pins.
+    """
+    locked = lockfiles.check_current(series, pin)
+    if stock:
+        links = stock_links(pin)
+    else:
+        source = fetch_pinned(pin, progress)
+        built = index.build_into(series, source, pin, dist, force=force, progress=progress)
+        lockfiles.check_wheel(locked, built.path, built.sha256)
+        links = patched_links(series, pin, dist)
+    flavour = Flavour.STOCK if stock else Flavour.PATCHED
+    return EnvRequest(series, pin, locked, flavour, links, on_top)
+
+
 def sync(
     request: EnvRequest,
     root: Path,
@@ -159,7 +205,8 @@ def repair_command(
         nox_dir = (checkout / ".nox").resolve()
         if root.resolve().parent == nox_dir and root.name == ready_name(line, version):
             return f"nox -s {BUILD_SESSION}-{version} -- --line {line}"
-        return f"python -m overlay sync --venv {root} --line {line}{' --stock' if stock else ''}"
+        stock_flag = " --stock" if stock else ""
+        return f"executorch-arm-overlay sync --target {root} --line {line}{stock_flag}"
     where = lock.path if lock is not None else f"the lock of line {line} (locks/<wheel tag>.txt)"
     interpreter = python or root / "bin" / "python"
     folder = _wheel_folder(series, lock)

@@ -51,7 +51,7 @@ def promote(out_dir: Path, root: Path) -> Promotion:
             f"no retarget report in {out_dir}",
             expected=str(report_path),
             found=str(exc),
-            hint="run `python -m overlay retarget VERSION --out DIR` first",
+            hint="run `executorch-arm-overlay retarget VERSION --out DIR` first",
         ) from exc
     if not report.get("ready"):
         raise UpstreamError(
@@ -70,7 +70,7 @@ def promote(out_dir: Path, root: Path) -> Promotion:
             "the candidate has no current lock for every wheel it pins",
             expected=f"{candidate / lockfiles.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
             found=exc.message,
-            hint=f"run `python -m overlay --patches {candidate} lock`, or the retarget again"
+            hint=f"run `executorch-arm-overlay --patches {candidate} lock`, or the retarget again"
             " without --no-locks",
         ) from exc
     version = str(series.pins.executorch)
@@ -81,7 +81,7 @@ def promote(out_dir: Path, root: Path) -> Promotion:
             expected=f"no line for executorch {version} yet",
             found=str(line),
             hint=f"it was promoted already (`git log {line}`); to replace it, retire it first:"
-            f" python -m overlay retire-line {version}",
+            f" executorch-arm-overlay retire-line {version}",
         )
     previous = lines.default_line(root).name if lines.all_lines(root) else ""
     staging = root / f"{STAGING}{version}"
@@ -135,7 +135,7 @@ def retire_line(root: Path, version: str) -> Retirement:
             f"{line.directory} is the only release line",
             expected="another line to become the default",
             found=version,
-            hint="promote a retarget first (`python -m overlay retarget VERSION --promote`)",
+            hint="promote a retarget first (`executorch-arm-overlay retarget VERSION --promote`)",
         )
     checkout = lines.find_checkout(root)
     with_git = checkout is not None and _tracked(checkout, line.directory)

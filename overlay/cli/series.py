@@ -1,0 +1,58 @@
+"""The series commands: `edit`, `regenerate` and `refresh` (docs/fixes.md: adding a fix)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from overlay import worktree
+from overlay.cli import common
+from overlay.cli.build import pinned_wheel
+from overlay.cli.invocation import command
+from overlay.cli.output import out
+from overlay.dist import wheels
+from overlay.text.series import CHECKSUMS_FILE, format_checksums, load_series
+
+
+def cmd_refresh(args: argparse.Namespace) -> int:
+    """Recompute the line's SHA256SUMS from the pinned wheel and the current patches."""
+    series = load_series(common.patches_dir(args))
+    _, source = pinned_wheel(args, series)
+    hashes = wheels.patched_checksums(series, source)
+    path = series.directory / CHECKSUMS_FILE
+    path.write_text(format_checksums(series, hashes), encoding="utf-8")
+    out(f"wrote {path} for series {series.short_digest}")
+    return 0
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    """Lay out the pristine sources and the series as git commits for editing."""
+    series = load_series(common.patches_dir(args))
+    _, source = pinned_wheel(args, series)
+    sources = wheels.read_wheel_sources(source, series)
+    worktree.create(series, sources, Path(args.dir))
+    out(f"work tree ready in {args.dir}: one commit per patch on top of {worktree.BASE_TAG}")
+    out("edit with git (commit --amend, rebase -i, new commits), then run:")
+    out(f"  {command(f'regenerate --dir {args.dir}')}")
+    return 0
+
+
+def cmd_regenerate(args: argparse.Namespace) -> int:
+    """Rewrite the line's patches from the commits of an edit work tree."""
+    result = worktree.regenerate(Path(args.dir), common.patches_dir(args))
+    for name in result.written:
+        out(f"  wrote {name}")
+    for name in result.removed:
+        out(f"  removed {name}")
+    out(f"{len(result.written)} written, {len(result.unchanged)} unchanged")
+    return 0
+
+
+def add_commands(add: common.Adder) -> None:
+    """Add refresh, edit and regenerate to the parser."""
+    common.add_wheel(add("refresh", cmd_refresh, f"recompute the line's {CHECKSUMS_FILE}"))
+    edit = add("edit", cmd_edit, "lay out pristine sources + series as git commits")
+    common.add_wheel(edit)
+    edit.add_argument("--dir", required=True, help="new folder for the work tree")
+    regen = add("regenerate", cmd_regenerate, "rewrite the line's patches from an edit work tree")
+    regen.add_argument("--dir", required=True, help="the work tree made by `edit`")
