@@ -5,9 +5,9 @@ is). It reads mutmut's results, names each undetected mutant by a stable descrip
 (module, function, original line, mutated line: mutmut's numeric ids shift whenever a
 function changes) and compares them with ``tests/mutation_survivors.toml``, the reviewed
 survivors with the reason each cannot be killed. It prints the score per module (the table
-of docs/mutation.md) and exits 1 when a survivor is not reviewed, a reviewed entry no
-longer survives (stale), a mutant was not checked or ended oddly, or the score is under
-the floor.
+of docs/mutation.md) and exits 1 when a survivor is not reviewed, a mutant was not checked
+or ended oddly, or the score is under the floor. A reviewed entry no run reports (stale)
+is a warning: delete it when it stays stale.
 
 Example: a new ``if x > 0`` line whose ``>=`` mutant no test kills.
 Becomes: exit 1 and a ``[[equivalent]]`` block to paste into the TOML with its reason,
@@ -161,11 +161,11 @@ def main() -> int:
     )
     stale = sorted(set(reviewed) - set(undetected.values()), key=lambda c: (c.module, c.line))
     problems += [f"unreviewed survivor in {c.module} {c.function}: {c.line!r}" for c in unreviewed]
-    problems += [
-        f"stale entry (no longer survives: delete it): {c.module} {c.function}: {c.line!r}"
-        f" -> {c.mutant!r}"
-        for c in stale
-    ]
+    for c in stale:  # a flaky test can kill an equivalent mutant once: warn, do not fail
+        sys.stdout.write(
+            f"WARN stale entry (killed in this run; delete it if it stays so): {c.module}"
+            f" {c.function}: {c.line!r} -> {c.mutant!r}\n"
+        )
     equivalent = {name for name, change in undetected.items() if change in reviewed}
     sys.stdout.write(table(mutants, equivalent) + "\n")
     floor = float(str(data["floor"]))

@@ -1131,6 +1131,16 @@ def test_folders_fsync_errors_are_ignored_file_errors_are_not(
         journal._fsync(tmp_path / "f")
 
 
+def no_hard_links(*args: object, **kwargs: object) -> None:
+    """Stand in for os.link on a file system without hard links."""
+    raise OSError(errno.EXDEV, "cross-device link")
+
+
+def not_permitted(*args: object, **kwargs: object) -> None:
+    """Stand in for a call a plain user may not make (chown to another owner)."""
+    raise PermissionError(errno.EPERM, "not permitted")
+
+
 def test_keep_links_the_old_file_or_copies_it_with_its_mode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1140,10 +1150,7 @@ def test_keep_links_the_old_file_or_copies_it_with_its_mode(
     journal._keep(old, tmp_path / "linked")
     assert (tmp_path / "linked").stat().st_ino == old.stat().st_ino
 
-    def no_links(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.EXDEV, "cross-device link")
-
-    monkeypatch.setattr(os, "link", no_links)
+    monkeypatch.setattr(os, "link", no_hard_links)
     journal._keep(old, tmp_path / "copied")
     copied = (tmp_path / "copied").stat()
     assert (tmp_path / "copied").read_bytes() == b"kept"
@@ -1172,10 +1179,7 @@ def test_stage_writes_with_the_mode_and_owner_of_like(
     staged = (tmp_path / "s").stat()
     assert (tmp_path / "s").read_bytes() == b"data" and staged.st_mode & 0o7777 == 0o4750
 
-    def refuse(path: Path, owner: tuple[int, int]) -> None:
-        raise PermissionError(errno.EPERM, "not permitted")
-
-    monkeypatch.setattr(journal, "give_to", refuse)
+    monkeypatch.setattr(journal, "give_to", not_permitted)
     with pytest.raises(TargetError) as info:
         journal._stage(tmp_path, "t", b"data", like)
     exc = info.value
@@ -1299,14 +1303,8 @@ def test_a_kept_copy_survives_an_owner_it_cannot_set(
     old = tmp_path / "old"
     old.write_bytes(b"kept")
 
-    def no_links(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.EXDEV, "cross-device link")
-
-    def refuse(path: Path, owner: tuple[int, int]) -> None:
-        raise PermissionError(errno.EPERM, "not permitted")
-
-    monkeypatch.setattr(os, "link", no_links)
-    monkeypatch.setattr(journal, "give_to", refuse)
+    monkeypatch.setattr(os, "link", no_hard_links)
+    monkeypatch.setattr(journal, "give_to", not_permitted)
     journal._keep(old, tmp_path / "copied")
     assert (tmp_path / "copied").read_bytes() == b"kept"
 
