@@ -35,7 +35,7 @@ NAME_TRAILER = "Overlay-Patch: "
 
 @dataclass(frozen=True)
 class Regenerated:
-    """What ``regenerate`` wrote."""
+    """What ``regenerate`` wrote (with ``dry_run``: would write)."""
 
     written: tuple[str, ...]
     removed: tuple[str, ...]
@@ -102,8 +102,13 @@ def _touch_last_update(header: str, today: str) -> str:
     return re.sub(r"(?m)^Last-Update: .*$", f"Last-Update: {today}", header)
 
 
-def regenerate(worktree: Path, patches_dir: Path, *, today: str | None = None) -> Regenerated:
-    """Rewrite ``patches_dir`` (series, patches, SHA256SUMS) from ``overlay-base..HEAD``."""
+def regenerate(
+    worktree: Path, patches_dir: Path, *, today: str | None = None, dry_run: bool = False
+) -> Regenerated:
+    """Rewrite ``patches_dir`` (series, patches, SHA256SUMS) from ``overlay-base..HEAD``.
+
+    ``dry_run``: every check, and what would be written and removed; nothing is.
+    """
     day = today or datetime.date.today().isoformat()
     old = load_series(patches_dir)
     old_text = {p.name: p.text for p in old.patches} if old else {}
@@ -130,7 +135,7 @@ def regenerate(worktree: Path, patches_dir: Path, *, today: str | None = None) -
     base_files = {path: show(worktree, f"{BASE_TAG}:{path}") for path in new_series.targets()}
     hashes = _checked_hashes(new_series, base_files, worktree)
     checksums = format_checksums(new_series, hashes)
-    return _write_patches(patches_dir, old.pins, texts, checksums, old_text)
+    return _write_patches(patches_dir, old.pins, texts, checksums, old_text, dry_run=dry_run)
 
 
 def _checked_hashes(series: Series, base: dict[str, bytes], worktree: Path) -> dict[str, str]:
@@ -160,8 +165,11 @@ def _write_patches(
     texts: dict[str, str],
     checksums: str,
     old_text: dict[str, str],
+    *,
+    dry_run: bool = False,
 ) -> Regenerated:
-    patches_dir.mkdir(parents=True, exist_ok=True)
+    if not dry_run:
+        patches_dir.mkdir(parents=True, exist_ok=True)
     series_lines = [
         f"# Patch series against executorch {pins.executorch}, applied in this order.",
         "# Paths inside the patches are upstream repository paths (a/backends/arm/...).",
@@ -174,9 +182,11 @@ def _write_patches(
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             unchanged.append(name)
             continue
-        write_text_atomic(path, text)
+        if not dry_run:
+            write_text_atomic(path, text)
         written.append(name)
     removed = [n for n in old_text if n not in texts]
     for name in removed:
-        (patches_dir / name).unlink()
+        if not dry_run:
+            (patches_dir / name).unlink()
     return Regenerated(tuple(written), tuple(removed), tuple(unchanged))

@@ -629,6 +629,10 @@ def test_a_dependency_check_can_be_skipped(
         (["status", "--jsn"], "(did you mean --json?)"),
         (["check", "--reversed"], "(did you mean --reverse?)"),
         (["apply", "extra"], "unrecognized arguments: extra"),
+        (["sync"], "one of the arguments --target --ready-in is required"),
+        (["apply", "--fix"], "argument --fix: expected one argument"),
+        (["matrix", "--format", "xml"], "invalid choice: 'xml'"),
+        (["build-wheel", "--wheel", "w", "--tag", "t"], "not allowed with argument --wheel"),
     ],
 )
 def test_a_misspelt_flag_prints_the_subcommands_usage(

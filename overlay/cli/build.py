@@ -14,16 +14,17 @@ from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
 from overlay.dist import index, wheels
 from overlay.envs import lockfiles, ready_venv, venvs
+from overlay.envs.venvs import VenvAction
 from overlay.envs.verify_install import check_installed, environment
 from overlay.lines import pins
 from overlay.text.series import Series
 
 
 def pinned_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelPin, Path]:
-    """Return the pin and the verified wheel of ``--wheel``, ``--wheel-tag`` or this host."""
+    """Return the pin and the verified wheel of ``--wheel``, ``--tag`` or this host."""
     if args.wheel:
         return wheels.pin_for_file(series, Path(args.wheel)), Path(args.wheel)
-    pin = series.pins.wheel_for(args.wheel_tag) if args.wheel_tag else series.pins.host_wheel()
+    pin = series.pins.wheel_for(args.tag) if args.tag else series.pins.host_wheel()
     path = wheels.fetch_pinned(pin, progress)
     progress(f"verified {path.name}")
     return pin, path
@@ -33,45 +34,105 @@ def _dist(args: argparse.Namespace, series: Series) -> Path:
     return Path(args.dist) if args.dist else index.default_folder(series)
 
 
+def _build_dry_run(args: argparse.Namespace, series: Series) -> int:
+    """Check the line, the pin and the series' checksums; say what a build would do."""
+    series.expected_patched_sha256()  # a stale SHA256SUMS stops here, as it stops the build
+    if args.wheel:
+        pin = wheels.pin_for_file(series, Path(args.wheel))  # its sha256 checked
+    else:
+        pin = series.pins.wheel_for(args.tag) if args.tag else series.pins.host_wheel()
+    downloads = not args.wheel and not (wheels.wheel_cache() / pin.filename).is_file()
+    dist = _dist(args, series)
+    path = dist / wheels.patched_wheel_name(pin, series)
+    action = wheels.build_action(series, pin, dist, force=args.force, cache=wheels.patched_cache())
+    if args.json:
+        report = json_output.BuildPlanReport(
+            str(path), wheels.local_version(series), downloads, action
+        )
+        out(json_output.to_json(report).rstrip("\n"))
+        return 0
+    if downloads:
+        out(f"would download {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+    out(f"{path}: up to date" if action == "up to date" else f"would write {path} ({action})")
+    return 0
+
+
 def cmd_build_wheel(args: argparse.Namespace) -> int:
     """Download and verify the pinned wheel, apply the series, write the patched wheel."""
     series = common.line_series(args)
+    if args.dry_run:
+        return _build_dry_run(args, series)
     pin, source = pinned_wheel(args, series)
     dist = _dist(args, series)
     progress(f"applying {len(series.patches)} patches and repacking into {dist}/")
     result = index.build_into(series, source, pin, dist, force=args.force, progress=progress)
     lock_file = lockfiles.lock_path(series, pin)
+    built = json_output.BuildReport(
+        str(result.path),
+        result.version,
+        result.built,
+        result.sha256,
+        str(lock_file) if lock_file.is_file() else None,
+        str(dist / index.SIMPLE),
+    )
     if args.report:
-        built = json_output.BuildReport(
-            str(result.path),
-            result.version,
-            result.built,
-            result.sha256,
-            str(lock_file) if lock_file.is_file() else None,
-            str(dist / index.SIMPLE),
-        )
         Path(args.report).write_text(json_output.to_json(built), encoding="utf-8")
-    out(str(result.path))
+    out(json_output.to_json(built).rstrip("\n") if args.json else str(result.path))
     return 0
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
     """Resolve (or with --check, only check) the lock of every pinned wheel of one line."""
     series = common.line_series(args)
-    tags = args.wheel_tag
+    tags = args.tag
     selected = [series.pins.wheel_for(t) for t in tags] if tags else series.pins.wheels
+    done = []
     for pin in selected:
         if args.check:
             found = lockfiles.check_current(series, pin)
-            out(f"current: {found.path} ({len(found.packages)} packages)")
-            continue
-        source = wheels.fetch_pinned(pin, progress)
-        dist = _dist(args, series)
-        result = index.build_into(series, source, pin, dist, force=args.force, progress=progress)
-        progress(f"resolving the lock for {pin.tag} with uv")
-        written = lockfiles.generate(series, pin, result.path)
-        lockfiles.check_wheel(written, result.path, result.sha256)
-        out(f"wrote {written.path} ({len(written.packages)} packages)")
+        else:
+            source = wheels.fetch_pinned(pin, progress)
+            dist = _dist(args, series)
+            built = index.build_into(series, source, pin, dist, force=args.force, progress=progress)
+            progress(f"resolving the lock for {pin.tag} with uv")
+            found = lockfiles.generate(series, pin, built.path)
+            lockfiles.check_wheel(found, built.path, built.sha256)
+        done.append(
+            json_output.LockEntry(pin.tag, str(found.path), len(found.packages), not args.check)
+        )
+        if not args.json:
+            what = "wrote" if not args.check else "current:"
+            out(f"{what} {found.path} ({len(found.packages)} packages)")
+    if args.json:
+        report = json_output.LockReport(str(series.pins.executorch), tuple(done))
+        out(json_output.to_json(report).rstrip("\n"))
+    return 0
+
+
+def _sync_dry_run(args: argparse.Namespace, series: Series, root: Path, python: str) -> int:
+    """Check everything a sync would and say what it would do; build and write nothing."""
+    seen = ready_venv.preview(
+        series,
+        series.pins.host_wheel(python),
+        root,
+        stock=args.stock,
+        on_top=tuple(args.with_ or ()),
+        force=args.force,
+    )
+    label = seen.request.contents().label
+    if args.json:
+        report = json_output.SyncReport(
+            str(root), seen.request.line, label, True, seen.plan.action, seen.plan.reason,
+            seen.builds, None, (),
+        )  # fmt: skip
+        out(json_output.to_json(report).rstrip("\n"))
+        return 0
+    if seen.builds:
+        out(f"would build the patched executorch wheel into {_dist(args, series)}/")
+    if seen.plan.action is VenvAction.CURRENT:
+        out(f"up to date: {root} is exactly {label} (nothing would change)")
+    else:
+        out(f"would sync {root} to {label}: {seen.plan.action.value} ({seen.plan.reason})")
     return 0
 
 
@@ -81,6 +142,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     line = str(series.pins.executorch)
     given = Path(args.target) if args.target else None
     root, python = ready_venv.place(given, Path(args.ready_in or "."), line, args.python)
+    if args.dry_run:
+        return _sync_dry_run(args, series, root, python)
     request = ready_venv.request_for(
         series,
         series.pins.host_wheel(python),
@@ -92,11 +155,20 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )
     done = ready_venv.sync(request, root, force=args.force, progress=progress)
     label = request.contents().label
-    if done.verified is None:
+    verified = done.verified
+    if args.json:
+        first = done.plans[0]
+        report = json_output.SyncReport(
+            str(root), line, label, False, first.action, first.reason, not args.stock,
+            verified.version if verified else None, verified.modules if verified else (),
+        )  # fmt: skip
+        out(json_output.to_json(report).rstrip("\n"))
+        return 0
+    if verified is None:
         out(f"up to date: {root} is exactly {label} (stamp and files checked)")
         return 0
-    out(f"ok: {root} is exactly {label}; executorch {done.verified.version}")
-    for module in done.verified.modules:
+    out(f"ok: {root} is exactly {label}; executorch {verified.version}")
+    for module in verified.modules:
         out(f"  imported {module}")
     out(f"activate: source {root}/bin/activate")
     return 0
@@ -141,13 +213,25 @@ def add_commands(add: common.Adder) -> None:
     common.add_wheel(build)
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--report", metavar="FILE", help="also write a JSON summary to FILE")
+    build.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="every check; say what a build would do",
+    )
+    common.add_json(build)
 
     lock = add("lock", cmd_lock, "resolve the lock of every pinned wheel (uv, with hashes)")
-    lock.add_argument("--check", action="store_true", help="only check the locks are current")
     lock.add_argument(
-        "--wheel-tag", action="append", help="only this pinned wheel's lock (repeatable)"
+        "--check",
+        "--dry-run",
+        dest="check",
+        action="store_true",
+        help="only check the locks are current (write nothing)",
     )
-    common.deprecated(lock, "--tag", "--wheel-tag", "wheel_tag", append=True)
+    common.add_json(lock)
+    lock.add_argument(
+        "--tag", metavar="TAG", action="append", help="only this pinned wheel's lock (repeatable)"
+    )
 
     sync = add("sync", cmd_sync, "make a venv exactly a line's lock, with the patched executorch")
     where = sync.add_mutually_exclusive_group(required=True)
@@ -169,6 +253,10 @@ def add_commands(add: common.Adder) -> None:
         metavar="REQ",
         help="also install this on top, held to the lock's versions (repeatable)",
     )
+    sync.add_argument(
+        "--dry-run", action="store_true", help="every check and the plan; build and write nothing"
+    )
+    common.add_json(sync)
     for command in (build, lock, sync):
         common.add_dist(command)
     for command in (lock, sync):

@@ -2,10 +2,11 @@
 
 One flag means one thing in every command (pip's, uv's and git's conventions):
 ``--target`` the environment a command works on, ``--dist DIR`` a folder of patched wheels,
-``--out DIR`` a folder the command writes its reports to, ``--wheel-tag`` a pinned wheel by
-tag, ``--line`` a release line. Old spellings (``sync --venv``, ``--out`` for wheels,
-``lock --tag``, ``canary --lines``) are accepted, hidden from ``--help``, and say they are
-deprecated (docs/cli.md lists them).
+``--out DIR`` a folder the command writes its reports to, ``--tag TAG`` a pinned wheel by
+its tag, ``--line`` a release line, ``--dry-run`` every check and the plan, nothing
+written, ``--json`` a typed report on stdout. Old spellings (``sync --venv``, ``--out``
+for wheels, ``--wheel-tag``, ``canary --lines``) are accepted, hidden from ``--help``, and
+say they are deprecated.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Deprecated(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         """Store the value as the new option would, and note the new spelling on stderr."""
-        progress(f"note: {option_string} is deprecated, use {self.new} (docs/cli.md)")
+        progress(f"note: {option_string} is deprecated, use {self.new}")
         if self.append:
             given = values if isinstance(values, list) else [values]
             setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), *given])
@@ -74,10 +75,15 @@ def add_dist(command: argparse.ArgumentParser) -> None:
 
 
 def add_wheel(command: argparse.ArgumentParser) -> None:
-    """Add ``--wheel FILE`` or ``--wheel-tag TAG``: which pinned wheel to start from."""
+    """Add ``--wheel FILE`` or ``--tag TAG``: which pinned wheel to start from."""
     group = command.add_mutually_exclusive_group()
     group.add_argument("--wheel", help="use this local pinned wheel file (sha256-checked)")
-    group.add_argument("--wheel-tag", help="pinned wheel by tag, e.g. cp311-manylinux_2_28_x86_64")
+    group.add_argument(
+        "--tag",
+        metavar="TAG",
+        help="the pinned wheel of this tag, e.g. cp311-manylinux_2_28_x86_64",
+    )
+    deprecated(group, "--wheel-tag", "--tag", "tag", metavar="TAG")
 
 
 def add_json(command: argparse.ArgumentParser) -> None:

@@ -138,10 +138,14 @@ def cmd_retarget(args: argparse.Namespace) -> int:
 
 def cmd_retire_line(args: argparse.Namespace) -> int:
     """Remove a release line; say what still names it."""
-    done = retarget.retire_line(common.lines_root(args), args.version)
+    done = retarget.retire_line(common.lines_root(args), args.version, dry_run=args.dry_run)
     how = "git rm -r (staged)" if done.with_git else "deleted"
-    out(f"retired the executorch {done.version} line: {done.removed} ({how})")
-    out(f"  the default line is {done.default}")
+    if args.dry_run:
+        out(f"would retire the executorch {done.version} line: {done.removed} ({how})")
+        out(f"  the default line would be {done.default}")
+    else:
+        out(f"retired the executorch {done.version} line: {done.removed} ({how})")
+        out(f"  the default line is {done.default}")
     if done.references:
         out(f"  still naming {done.version} (runtime forms, tests, docs: update or remove):")
         out("\n".join(f"    {line}" for line in done.references))
@@ -228,6 +232,9 @@ def add_commands(add: common.Adder) -> None:
     )
     retire = add("retire-line", cmd_retire_line, "remove a release line (patches/VERSION/)")
     retire.add_argument("version", help="the line's executorch release, e.g. 1.2.0")
+    retire.add_argument(
+        "--dry-run", action="store_true", help="every check and what names the line; remove nothing"
+    )
 
     can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")
     can.add_argument("--upstream", help=f"a pytorch/executorch clone or git URL (${UPSTREAM_ENV})")

@@ -280,6 +280,22 @@ def build_patched_wheel(
     return BuildResult(out, version, built, provenance, digest, note, removed)
 
 
+def build_action(
+    series: Series, pin: WheelPin, out_dir: Path, *, force: bool = False, cache: Path | None = None
+) -> str:
+    """Return what :func:`build_patched_wheel` would do into ``out_dir`` (reads, never writes).
+
+    ``up to date`` (the wheel there is reused), ``linked from the cache`` (built before, in
+    any checkout) or ``built``.
+    """
+    out = out_dir / patched_wheel_name(pin, series)
+    if not force and out.is_file() and _reusable(out, series, pin)[0] is not None:
+        return "up to date"
+    if not force and cache is not None and cached_wheel(series, pin, cache).is_file():
+        return "linked from the cache"
+    return "built"
+
+
 def _build_cached(
     series: Series, source: Path, pin: WheelPin, cached: Path, *, force: bool
 ) -> tuple[bool, Provenance, str]:

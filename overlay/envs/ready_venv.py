@@ -141,6 +141,57 @@ def request_for(
     return EnvRequest(series, pin, locked, flavour, links, on_top)
 
 
+def _broken(request: EnvRequest) -> venvs.Broken:
+    """Return the check that names a right-versioned executorch whose files drifted."""
+    stock = request.flavour is Flavour.STOCK
+
+    def broken(venv: venvs.Venv) -> str | None:
+        wanted = request.line if stock else local_version(request.series)
+        if venvs.installed_versions(venv.site).get("executorch") != wanted:
+            return None  # another version: an ordinary re-sync replaces it
+        try:
+            check_installed(
+                request.series, import_modules=False, search_path=venv.site, stock=stock
+            )
+        except InstallCheckError as exc:
+            return exc.message
+        return None
+
+    return broken
+
+
+@dataclass(frozen=True)
+class SyncPreview:
+    """What a sync would do, read without writing anything (``sync --dry-run``)."""
+
+    request: EnvRequest
+    plan: venvs.VenvPlan
+    builds: bool  # the patched wheel is not in the overlay's cache: the sync builds it
+
+
+def preview(
+    series: Series,
+    pin: WheelPin,
+    root: Path,
+    *,
+    stock: bool,
+    on_top: tuple[str, ...] = (),
+    force: bool = False,
+) -> SyncPreview:
+    """Return what syncing ``root`` to ``pin``'s lock would do: every check, no build, no write.
+
+    The lock must be current; a folder that is neither a venv nor empty is refused.
+    """
+    locked = lockfiles.check_current(series, pin)
+    flavour = Flavour.STOCK if stock else Flavour.PATCHED
+    request = EnvRequest(series, pin, locked, flavour, (), on_top)
+    builds = not stock and (force or not cached_wheel(series, pin, patched_cache()).is_file())
+    plan = venvs.plan_venv(
+        request.contents(), root.absolute(), broken=_broken(request), force=force
+    )
+    return SyncPreview(request, plan, builds)
+
+
 def sync(
     request: EnvRequest,
     root: Path,
@@ -163,20 +214,13 @@ def sync(
             repair=repair,
         )
 
-    def broken(venv: venvs.Venv) -> str | None:
-        wanted = request.line if stock else local_version(request.series)
-        if venvs.installed_versions(venv.site).get("executorch") != wanted:
-            return None  # another version: an ordinary re-sync replaces it
-        try:
-            check_installed(
-                request.series, import_modules=False, search_path=venv.site, stock=stock
-            )
-        except InstallCheckError as exc:
-            return exc.message
-        return None
-
     return venvs.ensure_venv(
-        request.contents(), root, verify=verify, broken=broken, force=force, progress=progress
+        request.contents(),
+        root,
+        verify=verify,
+        broken=_broken(request),
+        force=force,
+        progress=progress,
     )
 
 

@@ -126,8 +126,11 @@ class Retirement:
     references: tuple[str, ...]  # "path:line: text" of checkout files naming the line
 
 
-def retire_line(root: Path, version: str) -> Retirement:
-    """Remove the line ``<root>/<version>/``; refuse the last line; list what names it."""
+def retire_line(root: Path, version: str, *, dry_run: bool = False) -> Retirement:
+    """Remove the line ``<root>/<version>/``; refuse the last line; list what names it.
+
+    ``dry_run``: every check and the list; nothing is removed.
+    """
     line = lines.line_named(root, version)
     others = [other for other in lines.all_lines(root) if other.name != version]
     if not others:
@@ -139,9 +142,9 @@ def retire_line(root: Path, version: str) -> Retirement:
         )
     checkout = lines.find_checkout(root)
     with_git = checkout is not None and _tracked(checkout, line.directory)
-    if with_git and checkout is not None:
+    if with_git and checkout is not None and not dry_run:
         git(checkout, "rm", "-r", "-q", "--", str(line.directory.relative_to(checkout)))
-    if line.directory.exists():  # untracked files (build leftovers) or no git at all
+    if line.directory.exists() and not dry_run:  # untracked files (build leftovers), no git
         shutil.rmtree(line.directory)
     references = _references(checkout, version) if checkout is not None else ()
     return Retirement(version, line.directory, with_git, others[-1].name, references)
