@@ -29,14 +29,16 @@ def series() -> Series:
     return load_series(PATCHES)
 
 
-def test_series_lists_the_four_fixes_in_order(series: Series) -> None:
+def test_series_lists_the_six_fixes_in_order(series: Series) -> None:
     assert [p.name for p in series.patches] == [
         "0001-keep-terminal-int16-quantize.patch",
         "0002-skip-factory-op-annotation.patch",
         "0003-conv-rescale-qparams-from-source.patch",
         "0004-distinct-output-transpose-slots.patch",
+        "0005-int16-table-negative-rshift.patch",
+        "0006-pool-default-stride.patch",
     ]
-    assert [p.issues for p in series.patches] == [(), (18322,), (18491,), (18320,)]
+    assert [p.issues for p in series.patches] == [(), (18322,), (18491,), (18320,), (), ()]
 
 
 def test_every_diff_round_trips_byte_for_byte(series: Series) -> None:
@@ -50,7 +52,8 @@ def test_every_diff_round_trips_byte_for_byte(series: Series) -> None:
 def test_headers_are_dep3(series: Series) -> None:
     for patch in series.patches:
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", patch.header["Last-Update"])
-        assert patch.header["Forwarded"] == "no" or patch.header["Forwarded"].startswith("https://")
+        forwarded = patch.header["Forwarded"]
+        assert forwarded in ("no", "not-needed") or forwarded.startswith("https://")
         assert patch.subject and patch.description_body
         if "Bug" in patch.header:
             assert patch.header["Bug"].startswith("https://github.com/pytorch/executorch/issues/")
@@ -58,6 +61,9 @@ def test_headers_are_dep3(series: Series) -> None:
         "22867a9148"
         in series.get("0003-conv-rescale-qparams-from-source").header["Applied-Upstream"]
     )
+    backport = series.get("0005-int16-table-negative-rshift").header
+    assert backport["Origin"].startswith("upstream, https://github.com/pytorch/executorch/commit/")
+    assert backport["Applied-Upstream"].startswith("1.4.0, ")
 
 
 def test_paths_are_upstream_repo_paths_and_pinned(series: Series) -> None:
@@ -111,11 +117,11 @@ def test_registry_and_series_name_the_same_fixes(series: Series) -> None:
     for entry, patch in zip(fixes.FIXES, series.patches, strict=True):
         assert entry.repo_paths == patch.targets
         assert entry.number == int(patch.name[:4])
-    owners: dict[str, set[int]] = {}
+    owners: dict[tuple[str, str], set[int]] = {}
     for fix in fixes.FIXES:
         for trigger in fix.triggers:
-            owners.setdefault(trigger.case, set()).add(fix.number)
-    assert all(len(numbers) == 1 for numbers in owners.values())  # one fix per case
+            owners.setdefault((trigger.case, trigger.release), set()).add(fix.number)
+    assert all(len(numbers) == 1 for numbers in owners.values())  # one fix per case and release
     for version in series.pins.matrix_versions:  # and one claim per case and release
         claims = [t.case for f in fixes.FIXES for t in f.triggers if t.applies_to(version)]
         assert len(claims) == len(set(claims)), version

@@ -10,6 +10,7 @@ from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
 def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``FoldAndAnnotateQParamsPass.is_foldable``."""
     import torch
+    from executorch.backends.arm.tosa.specification import get_context_spec
 
     q_ops, dq_ops = module.Q_OPS, module.DQ_OPS
 
@@ -28,6 +29,12 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
                     return True
         return False
 
+    def spec_can_keep_quantize() -> bool:
+        try:
+            return bool(get_context_spec().support_float())
+        except RuntimeError:  # outside a TosaLoweringContext (the pass run on its own)
+            return True
+
     def has_terminal_int16_quantize(node: Any) -> bool:
         for user in node.users:
             if user.op != "call_function" or user.target not in q_ops:
@@ -35,7 +42,7 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
             if len(user.args) <= 5 or user.args[5] != torch.int16:
                 continue
             if is_graph_output_quantize(user) or feeds_grid_sampler_through_dq(user):
-                return True
+                return spec_can_keep_quantize()
         return False
 
     def is_foldable(node: Any) -> bool:
@@ -44,8 +51,11 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
         Example: an a16w8 conv whose output leaves the graph through its int16 quantize
         (the output dequantize removed), or an int16 grid feeding grid_sample via a
         dequantize: 1.2.0 folds the quantize into the conv's qparams.
-        Becomes: False for that node, so the quantize stays an explicit node; every other
-        node is foldable exactly when 1.2.0 says so.
+        Becomes: False for that node when the active TOSA spec has FP, so the quantize
+        stays an explicit node that DecomposeQuantNodesPass lowers with FP ops; on an
+        INT-only spec (TOSA-1.0+INT+int16, Ethos-U55/U85) the node folds as 1.2.0 folds it
+        (the RESCALE to int16 is the integer lowering of that quantize). Every other node is
+        foldable exactly when 1.2.0 says so.
         """
         # 1.2.0 returns True on exactly the two branches the diff narrows.
         if not original(node):
@@ -58,7 +68,7 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
 FIX = Fix(
     number=1,
     patch="0001-keep-terminal-int16-quantize.patch",
-    title="keep terminal int16 quantize nodes unfolded",
+    title="keep terminal int16 quantize nodes unfolded where the spec has FP",
     repo_paths=("backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",),
     runtime={
         "1.2.0": RuntimeForm(
@@ -77,27 +87,11 @@ FIX = Fix(
                 " the quantize stays explicit, the TOSA payload changes, both outputs are right",
             ),
             Trigger(
-                "conv_a16w8_int16",
-                Effect.REGRESSION,
-                "ordinary a16w8 conv on an INT-only int16 spec",
-            ),
-            Trigger(
                 "zoo_grid_warp_int16_grid_intfp16",
                 Effect.CHANGED,
                 "the seed's deployment: a conv branch's grid positions leave the graph as int16"
                 " (INT+FP+int16): the quantize stays explicit, TOSA and VGF payloads change,"
                 " the executed VGF and TOSA outputs are bit-identical to stock's",
-            ),
-            Trigger(
-                "zoo_grid_warp_int16_grid_int16",
-                Effect.REGRESSION,
-                "the same grid network on INT+int16: the kept quantize needs FP ops to lower",
-            ),
-            Trigger(
-                "zoo_grid_warp_a16w8_int16",
-                Effect.REGRESSION,
-                "a16w8 grid warp on INT+int16: stock lowers TOSA, VGF and Ethos-U55/U85; with"
-                " the fix all of them fail (Ethos-U is an INT-only profile)",
             ),
         ),
         "1.5.1": (

@@ -145,9 +145,11 @@ class Fix:
     # release measured on -> trigger cases
     claims: Mapping[str, tuple[Trigger, ...]] = dataclasses.field(repr=False)
     upstream: UpstreamNote = dataclasses.field(repr=False)
-    runtime: Mapping[str, RuntimeForm | DiffOnly] = dataclasses.field(
+    # line -> its runtime form (several when the fix replaces several functions), or why it
+    # has none
+    runtime: Mapping[str, RuntimeForm | tuple[RuntimeForm, ...] | DiffOnly] = dataclasses.field(
         default_factory=dict, repr=False
-    )  # line -> its runtime form, or why it has none
+    )
     divergences: Mapping[str, tuple[DeclaredDivergence, ...]] = dataclasses.field(
         default_factory=dict, repr=False
     )  # line -> (b)/(c) differences accepted there
@@ -171,10 +173,12 @@ class Fix:
             for trigger in triggers
         )
 
-    def runtime_form(self, line: str) -> RuntimeForm | None:
-        """Return the runtime form written for ``line`` (None: none, or diff only)."""
+    def runtime_forms(self, line: str) -> tuple[RuntimeForm, ...]:
+        """Return the runtime forms written for ``line`` (none: no entry, or diff only)."""
         form = self.runtime.get(line)
-        return form if isinstance(form, RuntimeForm) else None
+        if isinstance(form, RuntimeForm):
+            return (form,)
+        return () if form is None or isinstance(form, DiffOnly) else form
 
     def releases(self) -> set[str]:
         """Return every release key the module uses (claims, runtime forms, divergences)."""

@@ -24,10 +24,12 @@ END = "<!-- fixes-table:end -->"
 def _on_line(fix: Fix, line: Line, carried: Sequence[Fix]) -> str:
     if fix not in carried:
         return "-"
-    form = fix.runtime.get(line.name)
-    if form is None:
+    if isinstance(fix.runtime.get(line.name), DiffOnly):
+        return "diff only"
+    forms = fix.runtime_forms(line.name)
+    if not forms:
         return "carried, no runtime form declared"
-    return "diff only" if isinstance(form, DiffOnly) else f"runtime `{form.qualname}`"
+    return "runtime " + ", ".join(f"`{form.qualname}`" for form in forms)
 
 
 def _claims(fix: Fix) -> str:

@@ -45,7 +45,7 @@ from overlay.envs import lockfiles, release_venvs
 from overlay.equivalence.protocol import InitReply, ItemResult
 from overlay.equivalence.verdict import compare
 from overlay.errors import OverlayError, UpstreamError
-from overlay.fixes import DiffOnly, RuntimeForm
+from overlay.fixes import DiffOnly
 from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, WheelPin
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import CHECKSUMS_FILE, Patch, Series, format_checksums, load_series
@@ -1252,10 +1252,11 @@ def runtime_form_note(verdicts: Sequence[PatchVerdict], version: str) -> str:
             continue
         declared = fix.runtime.get(version)
         if declared is not None:
-            what = declared.text if isinstance(declared, DiffOnly) else declared.qualname
+            forms = fix.runtime_forms(version)
+            what = declared.text if isinstance(declared, DiffOnly) else forms[0].qualname
             lines.append(f"{verdict.name}: its fix module declares {version}: {what}")
             continue
-        written = [(line, f) for line, f in fix.runtime.items() if isinstance(f, RuntimeForm)]
+        written = [(line, f) for line in fix.runtime for f in fix.runtime_forms(line)]
         if not written:
             lines.append(f"{verdict.name}: no runtime form on any line: the diff is its only form")
             continue
