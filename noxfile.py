@@ -4,21 +4,34 @@
 heavy sessions are asked for by name. Every session uses uv as the venv backend: torch with
 its CUDA libraries is ~4 GB, and uv installs it from its cache by hardlinks in seconds after
 the first time (uv's own progress is shown). Interpreters come from the pinned wheels
-(the default line's ``patches/<version>/pins.toml``); a missing one is an error, not a skip.
+(``patches/<line>/pins.toml``); a missing one is an error, not a skip.
+
+Release lines: ``build_patched_executorch``, ``lock`` and ``equivalence`` take
+``-- --line X.Y.Z`` (default: the newest line); every other argument after ``--`` goes to
+the overlay command they run (``-- --force``). The venvs the proof and the tests run in are
+synced from the same committed locks as the ready venv, by the overlay (``python -m
+overlay sync``, run from its tool venv): one stamped venv builder, ``overlay/envs/venvs.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
+import argparse
 import json
 import os
 import shutil
-import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import nox
-from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))  # the overlay's line finder and cache rule (stdlib + packaging)
+
+from overlay import lines  # noqa: E402
+from overlay._cache import cache_dir  # noqa: E402
+from overlay._hashing import sha256_bytes  # noqa: E402
+from overlay.errors import OverlayError  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -26,22 +39,15 @@ nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["lint", "unit"]
 
-ROOT = Path(__file__).resolve().parent
-
-
-def _default_line() -> Path:
-    """Return the newest release line folder under patches/ (the default line)."""
-    lines = [p for p in (ROOT / "patches").iterdir() if (p / "series").is_file()]
-    return max(lines, key=lambda p: Version(p.name))
-
-
-PINS = tomllib.loads((_default_line() / "pins.toml").read_text(encoding="utf-8"))
-PYTHONS = sorted(
-    {str(w["python"]) for w in PINS["wheels"]}, key=lambda v: tuple(map(int, v.split(".")))
-)
+PATCHES = ROOT / lines.LINES_DIR
+LINES = lines.all_lines(PATCHES)
+DEFAULT = lines.default_line(PATCHES)
+PYTHONS = list(DEFAULT.pins.pythons)
 PYTHON = PYTHONS[0]
-RUNTIME = [f"{name}=={version}" for name, version in PINS["runtime"].items()]
-EXECUTORCH = f"executorch=={PINS['executorch']['version']}"
+# Every line's interpreters: `build_patched_executorch -- --line X` skips those X does not pin.
+ALL_PYTHONS = sorted(
+    {p for line in LINES for p in line.pins.pythons}, key=lambda v: tuple(map(int, v.split(".")))
+)
 PROJECT = "executorch-arm-overlay"
 
 
@@ -62,9 +68,8 @@ def _find_interpreters(versions: list[str]) -> None:
             os.environ["PATH"] = f"{candidates[-1]}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-_find_interpreters(PYTHONS)
-DIST = Path(os.environ.get("OVERLAY_DIST", ROOT / "dist"))
-STAMP = "overlay-install.json"
+_find_interpreters(ALL_PYTHONS)
+DIST = Path(os.environ.get("OVERLAY_DIST", ROOT / "dist"))  # each line's wheels in DIST/<line>
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # The overlay runs from this checkout in its tool venv, and caches its bytecode here
 # (gitignored __pycache__) even where PYTHONDONTWRITEBYTECODE is set: a warm re-run stays
@@ -78,59 +83,17 @@ def _install_overlay(session: nox.Session, extras: str = "") -> None:
     session.install("--reinstall-package", PROJECT, f".{extras}")
 
 
-def _installed(venv: Path) -> str:
-    """Return ``uv pip freeze`` of a venv ("" when it has no interpreter yet)."""
-    python = venv / "bin" / "python"
-    if not python.is_file():
-        return ""
-    command = ["uv", "pip", "freeze", "--python", str(python)]
-    return subprocess.run(command, capture_output=True, text=True, check=False).stdout
-
-
-def _install_once(session: nox.Session, *requirements: str, folder: Path | None = None) -> bool:
-    """Install requirements unless the venv's stamp shows the same set is in; True if it did.
-
-    The stamp keys the requirement texts, the content of any local file among them, and
-    what the venv holds (``uv pip freeze``), so a package changed by hand re-installs.
-    """
-    venv = folder or Path(str(session.virtualenv.location))
-    stamp = venv / STAMP
-    key = hashlib.sha256()
-    for requirement in requirements:
-        key.update(requirement.encode() + b"\0")
-        if Path(requirement).is_file():
-            key.update(hashlib.sha256(Path(requirement).read_bytes()).digest())
-    wanted = {"key": key.hexdigest(), "requirements": list(requirements)}
-    if stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == {
-        **wanted,
-        "installed": hashlib.sha256(_installed(venv).encode()).hexdigest(),
-    }:
-        session.log(f"{venv.name}: up to date (same requirements and packages), skipping install")
-        return False
-    if folder is None:
-        session.install(*requirements, silent=False)  # a cold torch install takes minutes
-    else:
-        python = str(folder / "bin" / "python")
-        session.run("uv", "venv", "--clear", "--python", PYTHON, str(folder))
-        session.run("uv", "pip", "install", "--python", python, *requirements)
-    wanted["installed"] = hashlib.sha256(_installed(venv).encode()).hexdigest()
-    stamp.write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
-    return True
-
-
 def _tool(session: nox.Session) -> str:
     """Return the python of the overlay's tool venv: its dependencies only, shared by checkouts.
 
-    Kept in the overlay cache (same folder rule as ``overlay/_cache.py``), keyed by the
-    interpreter and pyproject's dependency list; the overlay itself runs from this checkout
+    Kept in the overlay cache (``overlay/_cache.py``), keyed by the interpreter and
+    pyproject's dependency list; the overlay itself runs from this checkout
     (``TOOL_ENV``). The ready venv never holds the overlay, and a new clone creates no venv
     for it.
     """
     deps: list[str] = PYPROJECT["project"]["dependencies"]
-    key = hashlib.sha256(json.dumps([PYTHON, deps]).encode()).hexdigest()[:16]
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    cache = Path(os.environ.get("OVERLAY_CACHE_DIR") or Path(base) / "executorch-arm-overlay")
-    venv = cache / "tool" / key
+    key = sha256_bytes(json.dumps([PYTHON, deps]).encode())[:16]
+    venv = cache_dir() / "tool" / key
     python = venv / "bin" / "python"
     if not python.is_file():
         tmp = venv.with_name(f".{key}-{os.getpid()}")
@@ -145,29 +108,48 @@ def _tool(session: nox.Session) -> str:
     return str(python)
 
 
-def _built_wheel(session: nox.Session) -> Path:
-    """Build (or reuse) the patched wheel and return its path."""
-    report = Path(session.create_tmp()) / "build-wheel.json"
-    session.run(
-        "python", "-m", "overlay", "build-wheel", "--out", str(DIST), "--report", str(report)
-    )
-    return Path(json.loads(report.read_text(encoding="utf-8"))["wheel"])
+def _overlay(session: nox.Session, *args: str | Path) -> None:
+    """Run ``python -m overlay ARGS`` from the tool venv (this checkout's code)."""
+    session.run(_tool(session), "-m", "overlay", *map(str, args), external=True, env=TOOL_ENV)
 
 
-@nox.session(python=PYTHONS)
+def _line(session: nox.Session) -> tuple[lines.Line | None, list[str]]:
+    """Return the line ``--line`` in the session's arguments names (None: not given) and the
+    other arguments; an unknown line stops the session, naming the supported ones."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--line")
+    known, rest = parser.parse_known_args(session.posargs)
+    try:
+        line = lines.line_named(PATCHES, known.line) if known.line else None
+    except OverlayError as exc:
+        session.error(str(exc))
+    return line, rest
+
+
+def _envdir(session: nox.Session) -> Path:
+    """Return nox's env folder (``.nox``, or ``--envdir``): the synced venvs live there."""
+    return Path(session.cache_dir).resolve().parent
+
+
+@nox.session(python=ALL_PYTHONS)
 def build_patched_executorch(session: nox.Session) -> None:
-    """Build dist/executorch-<pin>+armfix.* and make this venv exactly its lock (verified)."""
-    venv = str(session.virtualenv.location)
-    overlay = [_tool(session), "-m", "overlay"]
-    session.run(*overlay, "sync", "--venv", venv, "--out", str(DIST), external=True, env=TOOL_ENV)
-    session.log(f"ready: {venv} (activate: source <it>/bin/activate)")
+    """Build dist/<line>/executorch-<pin>+armfix.* and its ready venv (`-- --line X.Y.Z`)."""
+    given, rest = _line(session)
+    line = given or DEFAULT
+    if session.python not in line.pins.pythons:
+        session.skip(f"line {line.name} pins no wheel for Python {session.python}")
+    _overlay(
+        session, "sync", "--line", line.name, "--python", str(session.python),
+        "--ready-in", _envdir(session), "--out", DIST / line.name, *rest,
+    )  # fmt: skip
 
 
 @nox.session(python=False, default=False)
 def lock(session: nox.Session) -> None:
-    """Resolve patches/<line>/locks/<wheel tag>.txt for every pinned wheel (uv, with hashes)."""
-    overlay = [_tool(session), "-m", "overlay"]
-    session.run(*overlay, "lock", "--out", str(DIST), *session.posargs, external=True, env=TOOL_ENV)
+    """Resolve patches/<line>/locks/<wheel tag>.txt of every line (`-- --line X.Y.Z`: one)."""
+    given, rest = _line(session)
+    for each in [given] if given else LINES:
+        _overlay(session, "lock", "--line", each.name, "--out", DIST / each.name, *rest)
 
 
 def _lint(session: nox.Session) -> None:
@@ -190,12 +172,28 @@ def unit(session: nox.Session) -> None:
     session.run("pytest", "-m", "not integration and not torch and not release", *session.posargs)
 
 
+def _test_tools() -> list[str]:
+    """Return what the test env holds beside the lock: the overlay's dependencies, dev tools,
+    and the overlay itself (reinstalled from this checkout every run)."""
+    project = PYPROJECT["project"]
+    tools = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    return [*tools, f"{PROJECT} @ {ROOT.as_uri()}"]
+
+
 @nox.session(python=PYTHON, default=False)
 def tests(session: nox.Session) -> None:
-    """Lint, then every test: unit, pinned-wheel integration and torch tests."""
-    _install_overlay(session, "[dev]")
+    """Lint, then every test: unit, pinned-wheel integration and torch tests.
+
+    The env is the default line's lock with stock executorch (what the equivalence run's
+    stock env holds), the overlay and its dev tools on top, held to the lock's versions.
+    """
+    venv = session.virtualenv.location
+    _overlay(
+        session, "sync", "--venv", venv, "--line", DEFAULT.name, "--stock",
+        *(f"--with={tool}" for tool in _test_tools()),
+    )  # fmt: skip
+    session.install("--no-deps", "--reinstall-package", PROJECT, ".")
     _lint(session)
-    _install_once(session, *RUNTIME, EXECUTORCH)
     session.run("pytest", "-m", "not release", *session.posargs)
 
 
@@ -206,30 +204,37 @@ def release_tests(session: nox.Session) -> None:
     session.run("pytest", "-m", "release", *session.posargs)
 
 
-def _equivalence_envs(session: nox.Session) -> tuple[str, str]:
-    """Return the stock and patched Pythons: $OVERLAY_*_PYTHON, else venvs made with uv."""
-    session.install("uv")  # makes the two test envs
-    stock = os.environ.get("OVERLAY_STOCK_PYTHON")
-    if not stock:
-        folder = ROOT / ".nox" / "equivalence-stock"
-        _install_once(session, *RUNTIME, EXECUTORCH, folder=folder)
-        stock = str(folder / "bin" / "python")
-    patched = os.environ.get("OVERLAY_PATCHED_PYTHON")
-    if not patched:
-        folder = ROOT / ".nox" / "equivalence-patched"
-        _install_once(session, *RUNTIME, str(_built_wheel(session)), folder=folder)
-        patched = str(folder / "bin" / "python")
-    return stock, patched
+def _equivalence_envs(session: nox.Session, line: lines.Line) -> tuple[str, str]:
+    """Return the stock and patched Pythons: $OVERLAY_*_PYTHON, else venvs synced from the
+    line's lock (stock: its executorch entry replaced by the pinned stock wheel)."""
+    found = []
+    for kind, variable in (
+        ("stock", "OVERLAY_STOCK_PYTHON"),
+        ("patched", "OVERLAY_PATCHED_PYTHON"),
+    ):
+        python = os.environ.get(variable)
+        if not python:
+            folder = _envdir(session) / f"equivalence-{line.name}-{kind}"
+            flavour = ["--stock"] if kind == "stock" else ["--out", str(DIST / line.name)]
+            _overlay(
+                session, "sync", "--venv", folder, "--line", line.name,
+                "--python", line.pins.pythons[0], *flavour,
+            )  # fmt: skip
+            python = str(folder / "bin" / "python")
+        found.append(python)
+    return found[0], found[1]
 
 
 @nox.session(python=PYTHON, default=False)
 def equivalence(session: nox.Session) -> None:
     """Stock vs stock+runtime patch vs diff-patched build, per model (`-- --fast` for CI)."""
+    given, rest = _line(session)
+    line = given or DEFAULT
     _install_overlay(session)
-    stock, patched = _equivalence_envs(session)
+    stock, patched = _equivalence_envs(session, line)
     session.run(
-        "python", "-m", "overlay", "equivalence",
-        "--stock-python", stock, "--patched-python", patched, *session.posargs,
+        "python", "-m", "overlay", "--patches", str(line.directory), "equivalence",
+        "--stock-python", stock, "--patched-python", patched, *rest,
         env={"OVERLAY_CALLER_DIR": session.invoked_from},
     )  # fmt: skip
 
@@ -246,7 +251,7 @@ def mutants(session: nox.Session) -> None:
 def bench_equivalence(session: nox.Session) -> None:
     """Benchmark equivalence: cold, warm, one patch edited; wall vs bare lowering."""
     _install_overlay(session)
-    stock, patched = _equivalence_envs(session)
+    stock, patched = _equivalence_envs(session, DEFAULT)
     session.run(
         "python", "benchmarks/bench_equivalence.py",
         "--stock-python", stock, "--patched-python", patched, *session.posargs,
@@ -279,3 +284,17 @@ def retarget(session: nox.Session) -> None:
     _install_overlay(session)
     session.install("uv")  # builds the release envs
     session.run("python", "-m", "overlay", "retarget", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def canary(session: nox.Session) -> None:
+    """Every release line against upstream main: `-- --upstream CLONE_OR_URL [--tags]`."""
+    _install_overlay(session)
+    session.install("uv")  # builds the release env that hosts main's backends/arm
+    args = list(session.posargs)
+    if "--upstream" not in args and not os.environ.get("OVERLAY_UPSTREAM_CLONE"):
+        args += ["--upstream", "https://github.com/pytorch/executorch.git"]
+    session.run(
+        "python", "-m", "overlay", "canary", "--out", str(ROOT / "build" / "canary"), *args,
+        env={"OVERLAY_CALLER_DIR": session.invoked_from},
+    )  # fmt: skip

@@ -72,11 +72,8 @@ def stock_lock(scratch: Path) -> Path:
     """Return the ready venv's lock with stock executorch (its pinned sha256) in its place."""
     pin = SERIES.pins.host_wheel(PYTHON)
     locked = lockfiles.check_current(SERIES, pin)
-    lines = locked.path.read_text(encoding="utf-8").replace("\\\n", " ").splitlines()
-    stock = f"executorch=={SERIES.pins.executorch} --hash=sha256:{pin.sha256}"
-    text = "\n".join(stock if line.startswith("executorch==") else line for line in lines)
     path = scratch / "stock-lockfiles.txt"
-    path.write_text(text + "\n", encoding="utf-8")
+    path.write_text(lockfiles.stock_text(locked, pin.sha256, str(SERIES.pins.executorch)))
     return path
 
 

@@ -31,9 +31,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from overlay.equivalence import htmlreport, orchestrator, report
-from overlay.equivalence.orchestrator import PATHS, Options, Report, Shard
-from overlay.equivalence.protocol import ItemKind, PathId
+from overlay.equivalence.controller import inputs, merge, orchestrator
+from overlay.equivalence.controller.options import Options, Shard
+from overlay.equivalence.controller.outcome import Report
+from overlay.equivalence.protocol import PATHS, ItemKind, PathId
+from overlay.equivalence.render import document, html, text
 from overlay.lines import pins
 
 TARGET_WARM_S = 5.0
@@ -144,7 +146,7 @@ def main() -> int:
     parser.add_argument("--keep", help="keep the work folder (cache, envs) here")
     args = parser.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench-equivalence-"))
-    options = orchestrator.options_from_env(
+    options = inputs.options_from_env(
         args.stock_python,
         args.patched_python,
         fast=args.fast,
@@ -156,9 +158,9 @@ def main() -> int:
     if args.keep:  # the cold run's report, for a look (text, JSON, HTML)
         folder = work / "report"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "equivalence.txt").write_text(report.render_table(cold), encoding="utf-8")
-        (folder / "equivalence.json").write_text(report.render_json(cold), encoding="utf-8")
-        (folder / "equivalence.html").write_text(htmlreport.render_html(cold), encoding="utf-8")
+        (folder / "equivalence.txt").write_text(text.render_table(cold), encoding="utf-8")
+        (folder / "equivalence.json").write_text(document.render_json(cold), encoding="utf-8")
+        (folder / "equivalence.html").write_text(html.render_html(cold), encoding="utf-8")
     warm, warm_s = timed(options)
     print(f"setup of the edited env ({EDITED_PATCH} + 1 line): ", end="", flush=True)
     mark = time.perf_counter()
@@ -166,7 +168,7 @@ def main() -> int:
     print(f"{time.perf_counter() - mark:.1f} s (build wheel, uv install; not timed below)")
     edited, edited_s = timed(replace(options, patched_python=edited_python))
     shards = [orchestrator.run(replace(options, shard=Shard(k, 2))) for k in (1, 2)]
-    merged = report.merge(shards)
+    merged = merge.merge(shards)
 
     lowering = {p: lower_sum(cold, p) for p in PATHS}
     bare = sum(lowering.values())

@@ -10,6 +10,17 @@ from overlay.errors import GitError
 
 # Used for commits in scratch repositories when the machine has no git identity.
 FALLBACK_IDENTITY = ("executorch-arm-overlay", "overlay@localhost")
+# git's defaults for every setting that changes what diff, log and add write, pinned so a
+# user's ~/.gitconfig cannot change a regenerated patch or an exported mbox (checked by
+# the canary's export gate with a hostile config).
+OUTPUT_CONFIG = (
+    "diff.context=3", "diff.interHunkContext=0", "diff.noprefix=false",
+    "diff.mnemonicPrefix=false", "diff.algorithm=myers", "diff.indentHeuristic=true",
+    "diff.suppressBlankEmpty=false", "diff.relative=false", "diff.statGraphWidth=0",
+    "color.ui=false",
+    "core.autocrlf=false", "core.safecrlf=false", "core.quotePath=true",
+)  # fmt: skip
+_PINNED = tuple(arg for setting in OUTPUT_CONFIG for arg in ("-c", setting))
 
 
 def _env() -> dict[str, str]:
@@ -24,7 +35,7 @@ def _run(
 ) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            ["git", *args],
+            ["git", *_PINNED, *args],
             cwd=repo,
             input=stdin,
             capture_output=True,

@@ -143,9 +143,15 @@ class RuntimePatchError(OverlayError):
 
 
 class EquivalenceError(OverlayError):
-    """The equivalence run could not run, or found an undeclared divergence."""
+    """The equivalence run found a divergence, a finding or an unfinished item, or failed."""
 
     exit_code = 10
+
+
+class EquivalenceInputError(OverlayError):
+    """An equivalence input is wrong (--models, --runtime-patch, --case, --shard, a report)."""
+
+    exit_code = 14
 
 
 class UpstreamError(OverlayError):

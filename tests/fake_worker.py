@@ -6,8 +6,10 @@ sleeps past any test timeout, ``patient`` works 6 s (past the tests' 5 s) under 
 30 s timeout, ``crash`` kills the process; ``fixed2``, ``regress1`` and ``changed3`` differ
 between (a) and (b)/(c) the way a real fix does, and (a) given that single runtime fix
 behaves like (b); any other name in ``$FAKE_CASES`` acts like ``ok``.
-Probe ``where`` reports where ``overlay`` was imported from. Every start and run is appended
-to ``$FAKE_LOG`` (path, item, fixes, process id) when it is set: tests count them.
+Probe ``where`` reports where ``overlay`` was imported from. A models file whose name
+starts with ``invalid`` is refused at init as the real worker refuses a bad ``CASES``.
+Every start and run is appended to ``$FAKE_LOG`` (path, item, fixes, process id) when it
+is set: tests count them.
 With ``$FAKE_BARRIER`` set to ``DIR:N``, no worker finishes its first item before N workers
 of its path have been given one, so tests of work sharing do not depend on start-up timing.
 """
@@ -35,7 +37,7 @@ from overlay.equivalence.protocol import (
     RunStatus,
     Stage,
 )
-from overlay.equivalence.worker import serve
+from overlay.equivalence.worker.serve import InputError, serve
 
 CASES = (
     *(
@@ -82,6 +84,8 @@ class FakeRunner:
         """Pretend to import and patch."""
         if request.runtime_patch:
             self.path = "b"
+        if request.models and os.path.basename(request.models).startswith("invalid"):
+            raise InputError(f"invalid models file {request.models}:\nx: CASES is empty")
         _log(f"init {self.path}")
         return InitReply(sys.executable, "1.2.0", "none", 0.0, ())
 

@@ -97,19 +97,19 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "orchestrator: the default run takes the whole zoo",
-        "overlay/equivalence/orchestrator.py",
+        "overlay/equivalence/controller/orchestrator.py",
         'return case.group == "core" or (options.fast and case.fast)',
         "return True",
     ),
     (
         "vgf_run: layer manifests rewritten in place (a loader can read them torn)",
-        "overlay/equivalence/vgf_run.py",
+        "overlay/equivalence/worker/vgf_run.py",
         'write_text_atomic(target / f"{stem}.json", json.dumps(data, indent=2))',
         '(target / f"{stem}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")',
     ),
     (
         "workers: a case's own timeout ignored",
-        "overlay/equivalence/workers.py",
+        "overlay/equivalence/controller/processes.py",
         "limit = timeout or self.timeout",
         "limit = self.timeout",
     ),
@@ -121,7 +121,7 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "orchestrator: no restart after a crash",
-        "overlay/equivalence/workers.py",
+        "overlay/equivalence/controller/processes.py",
         "        if self.worker is None:\n            self.start()",
         "        if False:\n            self.start()",
     ),
@@ -151,15 +151,21 @@ MUTATIONS: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "export: long lines allowed",
-        "overlay/upstream/export.py",
+        "overlay/upstream/commit_rules.py",
         'if len(_URL.sub("", line)) > MAX_LINE:',
         "if False:",
     ),
     (
         "retarget: a resolution keeps only the patch's own files",
-        "overlay/upstream/retarget.py",
+        "overlay/upstream/retarget/conflicts.py",
         "for _, p in entries}",
         "for _, p in entries if p in plan.after}",
+    ),
+    (
+        "upstream verdicts: any failure before counts, whatever its reason",
+        "overlay/upstream/verdicts.py",
+        "    if text.startswith(_OWN) and not text.startswith(_NOT_OWN):\n        return True",
+        "    if True:\n        return True",
     ),
 )
 

@@ -76,13 +76,6 @@ def pins_toml(
         "",
         "[pristine]",
         *(f'"{path}" = "{sha(data)}"' for path, data in pristine.items()),
-        "",
-        "[matrix]",
-        f'versions = ["{version}"]',
-        'python = "3.11"',
-        'platform = "manylinux_2_28_x86_64"',
-        "",
-        "[matrix.sha256]",
     ]
     return "\n".join(lines) + "\n"
 

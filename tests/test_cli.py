@@ -21,6 +21,7 @@ from scaffold import make_diff, make_tree, patch_text, write_series
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {
+    "canary",
     "status",
     "check",
     "apply",
@@ -35,6 +36,7 @@ COMMANDS = {
     "matrix",
     "export-upstream",
     "retarget",
+    "retire-line",
     "equivalence",
     "merge-reports",
     "report-schema",
@@ -173,8 +175,9 @@ def test_errors_under_json_are_a_typed_report_too(
 
 
 def test_verify_install_json_names_a_missing_executorch(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(ROOT)
     venv = tmp_path / "venv"
     (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("version_info = 3.11.7\n")
@@ -187,7 +190,7 @@ def test_verify_install_json_names_a_missing_executorch(
     assert report["expected"].startswith(
         "ai-ml-emulation-layer-for-vulkan 0.11.0, ai-ml-sdk-model-converter 0.11.0, "
     )
-    assert report["hint"] == "nox -s build_patched_executorch"
+    assert report["hint"] == f"python -m overlay sync --venv {venv} --line 1.2.0"  # in a checkout
 
 
 def test_help_lists_every_exit_code() -> None:
@@ -208,6 +211,7 @@ def test_help_lists_every_exit_code() -> None:
         "11",
         "12",
         "13",
+        "14",
         "20",
         "21",
         "130",

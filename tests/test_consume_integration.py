@@ -1,15 +1,17 @@
 """Integration: the patched executorch outside its ready venv (real pinned wheel, uv cache).
 
 Each issue-8 failure, shown gone: the wheel installed alone never resolves to an untested
-torch; a drifted venv is named and re-synced; ``--find-links``/the index serve only the
-current series; ``pip freeze`` holds no local path; and each README recipe (pip with
-hashes, a uv project with the index, the Dockerfile's commands) installs exactly the lock.
+torch; a drifted venv is named, with a next step that works in a checkout and outside one,
+and re-synced; ``--find-links``/the index serve only the current series; ``pip freeze``
+holds no local path; and each recipe of docs/environments.md (pip with hashes, a uv project
+with the index, the Dockerfile's commands) installs exactly the lock.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from overlay.dist import index, wheels
-from overlay.envs import lockfiles
+from overlay.envs import lockfiles, uv_process
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series, load_series
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = (ROOT / "docs" / "environments.md").read_text(encoding="utf-8")
 
 
 def run(
@@ -47,13 +49,17 @@ def run(
 def uv(
     *args: str | Path, cwd: Path | None = None, ok: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    return run(lockfiles.uv_executable(), *args, cwd=cwd, ok=ok)
+    return run(uv_process.find_uv(), *args, cwd=cwd, ok=ok)
 
 
-def overlay(*args: str | Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
+def overlay(
+    *args: str | Path, ok: bool = True, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """Run the overlay (from a checkout by default, as a user of its build would)."""
     return run(
-        sys.executable, "-m", "overlay", "--patches", ROOT / "patches" / "1.2.0", *args, ok=ok
-    )
+        sys.executable, "-m", "overlay", "--patches", ROOT / "patches" / "1.2.0", *args,
+        ok=ok, cwd=cwd,
+    )  # fmt: skip
 
 
 def freeze(venv: Path) -> dict[str, str]:
@@ -152,7 +158,23 @@ def test_find_links_and_the_index_serve_the_current_series_only(
         assert f" + executorch=={built.version}" in picked.stderr, source
 
 
-def test_docker_recipe_then_drift_is_named_and_resynced(
+def drift(venv: Path, pin: WheelPin) -> Path:
+    """Move tabulate back, add six, rewrite a patched file; return that file."""
+    uv("pip", "install", "--python", venv / "bin" / "python", "tabulate==0.9.0", "six")
+    patched = (
+        venv
+        / "lib"
+        / f"python{pin.python}"
+        / "site-packages"
+        / "executorch/backends/arm/_passes/rewrite_conv_pass.py"
+    )
+    drifted = patched.read_text() + "# drift\n"
+    patched.unlink()  # a new file: writing in place would write through uv's hardlinked cache
+    patched.write_text(drifted)
+    return patched
+
+
+def test_docker_recipe_then_drift_is_named_and_repaired_where_the_user_is(
     pin: WheelPin, locked: lockfiles.Lock, dist: tuple[Path, wheels.BuildResult], tmp_path: Path
 ) -> None:
     folder, _ = dist
@@ -162,7 +184,7 @@ def test_docker_recipe_then_drift_is_named_and_resynced(
         "uv venv --python {python} /opt/venv \\\n && uv pip sync --python /opt/venv/bin/python"
         " --require-hashes --find-links /wheels /tmp/executorch.lock"
     )
-    assert docker.format(python=pin.python) in README
+    assert docker.format(python=pin.python) in DOCS
     uv("venv", "--python", sys.executable, venv)
     uv(
         "pip",
@@ -188,26 +210,32 @@ def test_docker_recipe_then_drift_is_named_and_resynced(
     assert report["locked"] == len(locked.packages) and report["unlocked"] == []
     assert "executorch.backends.arm.tosa.partitioner" in report["modules"]
 
-    uv("pip", "install", "--python", venv / "bin" / "python", "tabulate==0.9.0", "six")
-    drift = overlay("verify-install", "--target", venv, "--no-import", ok=False)
-    assert drift.returncode == 8
-    assert "expected: tabulate 0.10.0\n  found:    tabulate 0.9.0" in drift.stderr
-    assert "next step: nox -s build_patched_executorch" in drift.stderr
-    patched = (
-        venv
-        / "lib"
-        / f"python{pin.python}"
-        / "site-packages"
-        / "executorch/backends/arm/_passes/rewrite_conv_pass.py"
-    )
-    drifted = patched.read_text() + "# drift\n"
-    patched.unlink()  # a new file: writing in place would write through uv's hardlinked cache
-    patched.write_text(drifted)
+    patched = drift(venv, pin)
+    in_checkout = overlay("verify-install", "--target", venv, "--no-import", ok=False)
+    assert in_checkout.returncode == 8
+    assert "expected: tabulate 0.10.0\n  found:    tabulate 0.9.0" in in_checkout.stderr
+    assert f"next step: python -m overlay sync --venv {venv} --line 1.2.0" in in_checkout.stderr
+    outside = overlay("verify-install", "--target", venv, "--no-import", "--json", ok=False,
+                      cwd=tmp_path)  # fmt: skip
+    hint = json.loads(outside.stdout)["hint"]
+    assert hint.startswith(f"uv pip sync --python {venv}/bin/python --require-hashes ")
+    assert hint.endswith(f" {locked.path}")
+    run(*shlex.split(hint), cwd=tmp_path)  # the next step, as given, where it was given
+    overlay("verify-install", "--target", venv, "--no-import", cwd=tmp_path)
+    assert not patched.read_text().endswith("# drift\n")
+
+    patched = drift(venv, pin)  # no stamp (uv made it), a patched file rewritten: recreated
     resync = overlay("sync", "--venv", venv, "--out", folder)
-    assert "re-syncing" in resync.stderr and "tabulate 0.9.0" in resync.stderr
+    assert f"recreating {venv}: {patched} is not the patched file" in resync.stderr
     assert resync.stdout.startswith(f"ok: {venv} is exactly {locked.path.name}")
     assert freeze(venv) == installed  # six removed, tabulate back, executorch reinstalled
     assert not patched.read_text().endswith("# drift\n")
+    uv("pip", "install", "--python", venv / "bin" / "python", "tabulate==0.9.0")
+    named = overlay("sync", "--venv", venv, "--out", folder)
+    assert (
+        f"re-syncing {venv}: packages changed by hand: tabulate 0.9.0 (locked 0.10.0)"
+        in named.stderr
+    )
     warm = overlay("sync", "--venv", venv, "--out", folder)
     assert warm.stdout.startswith("up to date: ")
 
@@ -216,8 +244,8 @@ def test_pip_recipe_resolves_exactly_the_lock_with_hashes(
     locked: lockfiles.Lock, dist: tuple[Path, wheels.BuildResult], tmp_path: Path
 ) -> None:
     folder, built = dist
-    recipe = "pip install --require-hashes --find-links dist -r patches/locks/{tag}.txt"
-    assert recipe.format(tag="cp311-manylinux_2_28_x86_64") in README
+    recipe = "pip install --require-hashes --find-links dist/1.2.0 -r patches/1.2.0/locks/{tag}.txt"
+    assert recipe.format(tag="cp311-manylinux_2_28_x86_64") in DOCS
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull  # this machine's pip.conf adds local indexes
     command = [
@@ -240,12 +268,12 @@ def test_uv_project_recipe_takes_executorch_from_the_index_only(
     dist: tuple[Path, wheels.BuildResult], tmp_path: Path
 ) -> None:
     folder, built = dist
-    template = README.split("<!-- uv-project-recipe -->")[1].split("```toml\n")[1].split("```")[0]
+    template = DOCS.split("<!-- uv-project-recipe -->")[1].split("```toml\n")[1].split("```")[0]
     project = tmp_path / "app"
     project.mkdir()
     url = (folder / "simple").as_uri()
     (project / "pyproject.toml").write_text(
-        template.replace("file:///path/to/executorch-arm-overlay/dist/simple", url)
+        template.replace("file:///path/to/executorch-arm-overlay/dist/1.2.0/simple", url)
     )
     uv("lock", cwd=project)
     uv_lock = (project / "uv.lock").read_text()

@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from overlay.equivalence import orchestrator, report, vgf_run
+from overlay.equivalence.controller import orchestrator
+from overlay.equivalence.controller.options import Options
 from overlay.equivalence.protocol import CaseInfo, PathId, RunStatus, TargetState
+from overlay.equivalence.render.text import render_table
 from overlay.equivalence.verdict import AB, BC, Observation, Quality
-from overlay.errors import EquivalenceError
+from overlay.equivalence.worker import vgf_run
+from overlay.errors import EquivalenceError, EquivalenceInputError
 from overlay.text.applier import transform
 from overlay.text.series import Series, load_series
 
@@ -48,8 +51,8 @@ def _patched_copy(series: Series, folder: Path) -> Path:
     return folder
 
 
-def _options(tmp_path: Path, series: Series, **overrides: object) -> orchestrator.Options:
-    options = orchestrator.Options(
+def _options(tmp_path: Path, series: Series, **overrides: object) -> Options:
+    options = Options(
         stock_python=sys.executable,
         patched_python=sys.executable,
         fast=True,
@@ -67,7 +70,7 @@ def series() -> Series:
 
 def test_fast_corpus_is_equivalent_and_claims_reproduce(tmp_path: Path, series: Series) -> None:
     result = orchestrator.run(_options(tmp_path, series))
-    assert result.failures == [], report.render_table(result)
+    assert result.failures == [], render_table(result)
     verdicts = {str(v.item): v for v in result.verdicts}
     regression = verdicts["case:conv_a16w8_int16"]
     assert (regression.ab, regression.fix) == (AB.REGRESSION, 1)
@@ -94,7 +97,7 @@ def test_fast_corpus_is_equivalent_and_claims_reproduce(tmp_path: Path, series: 
         ("vgf", Quality.WRONG),
     ]
     assert (warp.ab, warp.expectation_problem) == (AB.SAME, None)
-    table = report.render_table(result)
+    table = render_table(result)
     assert "stock OK, patched FAIL: TosaValueError" in table
 
 
@@ -163,7 +166,7 @@ def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path) -> None:
 def test_seed_file_gives_same_verdicts_plus_declared(tmp_path: Path, series: Series) -> None:
     seed = f"{SEED}:apply_arm_backend_monkey_patch"
     result = orchestrator.run(_options(tmp_path, series, runtime_patch=seed))
-    assert result.failures == [], report.render_table(result)
+    assert result.failures == [], render_table(result)
     declared = {str(v.item): v.declared for v in result.verdicts if v.bc is BC.DECLARED}
     assert declared == {
         "probe:RewriteConvPass.grouped_transposed_fp": "seed-stale-grouped-transpose-check"
@@ -205,7 +208,7 @@ def test_user_models_file_runs_on_all_paths(tmp_path: Path, series: Series) -> N
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
     assert isinstance(verdict.info, CaseInfo) and verdict.info.source == "my_models.py"
-    assert all(r.ok for r in verdict.results.values()), report.render_table(result)
+    assert all(r.ok for r in verdict.results.values()), render_table(result)
     assert any(line.startswith("delegate[0]") for line in verdict.results[PathId.PATCHED].graph)
     assert result.failures == []
 
@@ -229,7 +232,7 @@ def test_ethos_u_lowering_reports_command_streams_and_vela_estimates(
         assert len(ethos.payloads) == len(ethos.estimates) == 1
         assert ethos.estimates[0].cycles_total > 0 and ethos.estimates[0].macs > 0
     assert verdict.bc is BC.AGREE and result.failures == []
-    assert "ethos-u85-256" in report.render_table(result)
+    assert "ethos-u85-256" in render_table(result)
 
 
 def test_invalid_user_models_file_is_refused(tmp_path: Path, series: Series) -> None:
@@ -239,7 +242,22 @@ def test_invalid_user_models_file_is_refused(tmp_path: Path, series: Series) -> 
         encoding="utf-8",
     )
     options = _options(tmp_path, series, models=str(models))
-    with pytest.raises(EquivalenceError, match="could not start") as info:
+    with pytest.raises(EquivalenceInputError, match="CASES cannot run") as info:  # read, not run
         orchestrator.run(options)
-    assert info.value.found is not None and info.value.found.startswith("ValueError: invalid")
-    assert "'spec' must be a TOSA spec string" in (info.value.details or "")
+    assert "'spec' must be a TOSA spec string" in (info.value.found or "")
+    assert not (options.log_dir / "worker-a.log").exists()  # refused before any worker
+
+
+def test_a_models_file_wrong_only_when_run_is_refused_by_the_worker(
+    tmp_path: Path, series: Series
+) -> None:
+    models = tmp_path / "late_models.py"
+    models.write_text(
+        "import torch\n\nCASES = {}\nCASES.update({'x': {'module': torch.nn.ReLU,"
+        " 'inputs': ([1.0],), 'spec': 'TOSA-1.0+INT', 'quantize': 'a8w8'}})\n",
+        encoding="utf-8",
+    )
+    options = _options(tmp_path, series, models=str(models))
+    with pytest.raises(EquivalenceInputError, match="could not start: an input is wrong") as info:
+        orchestrator.run(options)
+    assert "x: every element of 'inputs' must be a torch.Tensor" in (info.value.found or "")

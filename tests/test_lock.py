@@ -1,4 +1,5 @@
-"""Offline: locks (staleness, parsing), the env-wide install check, the dist/ index, the stamp."""
+"""Offline: locks (staleness, parsing, the stock variant), the env-wide install check, the
+dist/ index, and the ``lock`` command (its line, its exit code)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from overlay.cli import main
 from overlay.dist import index
 from overlay.dist.distinfo import set_requirements
-from overlay.envs import lockfiles, ready_venv
-from overlay.envs.verify_install import check_lock, installed_versions
-from overlay.errors import InstallCheckError, LockfileError
+from overlay.envs import lockfiles
+from overlay.envs.venvs import installed_versions
+from overlay.envs.verify_install import NEXT_STEP, check_lock
+from overlay.errors import InstallCheckError, LockfileError, UnsupportedReleaseError
 from overlay.text.series import Series, load_series
+from overlay.upstream.upstream_pins import for_series
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "patches" / "1.2.0"
@@ -68,7 +72,9 @@ def test_a_pins_change_makes_the_lock_stale(tmp_path: Path, edit: object) -> Non
     copy = copy_series(tmp_path)
     pins_file = copy / "pins.toml"
     assert callable(edit)
-    pins_file.write_text(edit(pins_file.read_text()))
+    before = pins_file.read_text()
+    pins_file.write_text(edit(before))
+    assert pins_file.read_text() != before  # the edit still finds its line
     changed = load_series(copy)
     pin = changed.pins.wheels[-1]  # the macOS one: every edit reaches its key
     with pytest.raises(LockfileError) as info:
@@ -82,15 +88,21 @@ def test_a_pins_change_makes_the_lock_stale(tmp_path: Path, edit: object) -> Non
 def test_a_patch_change_makes_the_lock_stale(tmp_path: Path, series: Series) -> None:
     copy = copy_series(tmp_path)
     first = copy / series.patches[0].name
-    first.write_text(first.read_text().replace("Description: ", "Description: Now ", 1))
+    before = first.read_text()
+    first.write_text(before.replace("Description: ", "Description: Now ", 1))
+    assert first.read_text() != before
     with pytest.raises(LockfileError, match="is stale"):
         lockfiles.check_current(load_series(copy), series.pins.wheels[0])
 
 
 def test_a_matrix_pin_does_not_make_the_lock_stale(tmp_path: Path, series: Series) -> None:
     copy = copy_series(tmp_path)
-    pins_file = copy / "pins.toml"
-    pins_file.write_text(pins_file.read_text().replace('"1.1.0", ', ""))
+    shared = (ROOT / "patches" / "upstream.toml").read_text(encoding="utf-8")
+    edited_text = shared.replace('versions = ["1.1.0", ', "versions = [", 1)
+    assert edited_text != shared  # the edit took
+    (copy / "upstream.toml").write_text(edited_text, encoding="utf-8")  # the copy's own
+    assert "1.1.0" in for_series(series.directory).matrix_versions
+    assert "1.1.0" not in for_series(copy).matrix_versions
     lockfiles.check_current(load_series(copy), series.pins.wheels[0])
 
 
@@ -188,12 +200,15 @@ def test_a_drifted_torch_is_named_with_the_next_step(tmp_path: Path) -> None:
         tmp_path / "site", {"torch": "2.15.0", "ruamel_yaml": "0.19.1", "six": "1.17.0"}
     )
     with pytest.raises(InstallCheckError) as info:
-        check_lock(lockfiles.read(path), installed_versions(site))
+        check_lock(lockfiles.read(path), installed_versions(site), repair="the repair command")
     assert info.value.message == "the environment drifted from its lock lockfiles.txt"
     assert info.value.expected == "torch 2.11.0, tosa-tools 2026.2.1"
     assert info.value.found == "torch 2.15.0, tosa-tools missing"
-    assert info.value.hint == "nox -s build_patched_executorch"
+    assert info.value.hint == "the repair command"
     assert "expected: torch 2.11.0" in str(info.value)
+    with pytest.raises(InstallCheckError) as default:
+        check_lock(lockfiles.read(path), installed_versions(site))
+    assert default.value.hint == NEXT_STEP
     fake_site(
         tmp_path / "site2",
         {"torch": "2.11.0", "tosa_tools": "2026.2.1", "ruamel.yaml": "0.19.1", "six": "1"},
@@ -201,24 +216,35 @@ def test_a_drifted_torch_is_named_with_the_next_step(tmp_path: Path) -> None:
     assert check_lock(lockfiles.read(path), installed_versions(tmp_path / "site2")) == ("six==1",)
 
 
-def test_the_stamp_follows_the_lock_and_what_is_installed(tmp_path: Path) -> None:
-    root = tmp_path / "venv"
-    site = fake_site(root / "lib" / "python3.11" / "site-packages", {"torch": "2.11.0"})
-    (root / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.11.7\n")
-    venv = ready_venv.find_venv(root)
-    assert (venv.version, venv.site) == ("3.11", site)
-    path = tmp_path / "lockfiles.txt"
+def test_the_stock_variant_swaps_only_the_executorch_entry(series: Series) -> None:
+    pin = series.pins.wheels[0]
+    committed = lockfiles.check_current(series, pin)
+    text = lockfiles.stock_text(committed, pin.sha256, "1.2.0")
+    stock = lockfiles.parse(text, path=committed.path)
+    assert stock.get("executorch") == lockfiles.LockedPackage("executorch", "1.2.0", (pin.sha256,))
+    others = [p for p in stock.packages if p.name != "executorch"]
+    assert others == [p for p in committed.packages if p.name != "executorch"]
+    assert stock.key == committed.key
+    changed = [
+        (a, b)
+        for a, b in zip(committed.path.read_text().splitlines(), text.splitlines(), strict=True)
+        if a != b
+    ]
+    assert changed == [
+        (f"executorch==1.2.0+armfix.{series.short_digest} \\", "executorch==1.2.0 \\"),
+        (
+            f"    --hash=sha256:{committed.get('executorch').hashes[0]}",
+            f"    --hash=sha256:{pin.sha256}",
+        ),
+    ]
+
+
+def test_the_stock_variant_refuses_a_lock_without_one_executorch(tmp_path: Path) -> None:
+    path = tmp_path / "lock.txt"
     path.write_text(LOCK.format(key="k"))
-    locked = lockfiles.read(path)
-    assert not ready_venv.is_current(locked, venv)
-    ready_venv.write_stamp(locked, venv)
-    assert ready_venv.is_current(locked, venv)
-    fake_site(site, {"torch": "2.15.0"})  # a second torch dist-info: what is installed changed
-    assert not ready_venv.is_current(locked, venv)
-    shutil.rmtree(site / "torch-2.15.0.dist-info")
-    assert ready_venv.is_current(locked, venv)
-    path.write_text(LOCK.format(key="k2"))
-    assert not ready_venv.is_current(lockfiles.read(path), venv)
+    with pytest.raises(LockfileError) as info:
+        lockfiles.stock_text(lockfiles.read(path), "ab" * 32, "1.2.0")
+    assert info.value.found == "0 executorch entries (one expected)"
 
 
 def test_publish_keeps_the_current_series_and_writes_pep503_pages(tmp_path: Path) -> None:
@@ -245,7 +271,34 @@ def test_publish_keeps_the_current_series_and_writes_pep503_pages(tmp_path: Path
     assert published.wheels == (index.IndexedWheel(current.name, digest),)
 
 
-def test_readme_documents_the_lock_refresh_and_exit_codes() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "nox -s lock" in readme
-    assert "| 21 |" in readme and "| 20 |" in readme
+def test_a_stale_lock_fails_lock_check_with_exit_20_and_the_refresh(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = copy_series(tmp_path)
+    assert main(["--patches", str(copy), "lock", "--check"]) == 0
+    assert capsys.readouterr().out.count("current: ") == 5
+    pins_file = copy / "pins.toml"
+    before = pins_file.read_text()
+    pins_file.write_text(before.replace('torch = "2.11.0"', 'torch = "2.11.1"', 1))
+    assert pins_file.read_text() != before
+    code = main(["--patches", str(copy), "lock", "--check"])
+    assert code == LockfileError.exit_code == 20
+    err = capsys.readouterr().err
+    assert "cp311-manylinux_2_28_x86_64.txt is stale" in err
+    assert "next step: regenerate the locks: `nox -s lock`" in err
+
+
+def test_lock_takes_a_line_and_refuses_an_unknown_one_listing_the_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "patches"
+    shutil.copytree(PATCHES, root / "1.2.0")
+    assert main(["--patches", str(root), "lock", "--check", "--line", "1.2.0"]) == 0
+    assert f"current: {root / '1.2.0' / 'locks'}" in capsys.readouterr().out
+    code = main(["--patches", str(root), "lock", "--check", "--line", "1.4.1"])
+    assert code == UnsupportedReleaseError.exit_code
+    err = capsys.readouterr().err
+    assert "there is no release line '1.4.1'" in err
+    assert "expected: one of the supported lines: 1.2.0" in err
+    assert main(["--patches", str(root / "1.2.0"), "lock", "--check", "--line", "1.4.1"]) == 4
+    assert "expected: the line of that series folder: 1.2.0" in capsys.readouterr().err

@@ -11,16 +11,11 @@ from unidiff.patch import PatchedFile
 from overlay.errors import TargetError, UpstreamError
 from overlay.lines import pins
 from overlay.text.series import Patch, Series, load_series, parse_patch
-from overlay.upstream.matrix import (
-    Release,
-    Status,
-    build_matrix,
-    check_file,
-    parse_applied_upstream,
-    port_for,
-)
+from overlay.upstream.facts import Status, parse_applied_upstream
+from overlay.upstream.matrix import Release, build_matrix, check_file, port_for
 from overlay.upstream.releases import load_ports, run_matrix
 from overlay.upstream.render import render_json, render_markdown, render_table
+from overlay.upstream.upstream_pins import for_series
 
 from scaffold import make_diff
 
@@ -88,6 +83,7 @@ def test_parse_applied_upstream() -> None:
 
 
 PINS = pins.load(ROOT / "patches" / "1.2.0")
+SHARED = for_series(ROOT / "patches" / "1.2.0")  # patches/upstream.toml
 
 
 def _series(*patches: Patch) -> Series:
@@ -181,16 +177,17 @@ def test_cumulative_patches_on_one_file() -> None:
 
 
 def test_matrix_pin_knows_recorded_and_new_releases() -> None:
-    assert PINS.matrix_pin("1.5.1").sha256 == (
+    assert SHARED.matrix_pin("1.5.1").sha256 == (
         "274c28c2fe2b76acb03f9fa381537425c40e0098dcf886baf6d97a1a55ffe300"
     )
-    new = PINS.matrix_pin("9.9.9")
+    new = SHARED.matrix_pin("9.9.9")
     assert new.sha256 == ""
     assert new.filename == "executorch-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
     with pytest.raises(TargetError, match="not a release version"):
-        PINS.matrix_pin("latest")
-    pinned_120 = next(p for p in PINS.wheels if p.filename == PINS.matrix_pin("1.2.0").filename)
-    assert pinned_120.sha256 == PINS.matrix_pin("1.2.0").sha256
+        SHARED.matrix_pin("latest")
+    matrix_120 = SHARED.matrix_pin("1.2.0")
+    pinned_120 = next(p for p in PINS.wheels if p.filename == matrix_120.filename)
+    assert pinned_120.sha256 == matrix_120.sha256
 
 
 def test_unrecorded_release_says_which_line_to_add() -> None:
@@ -206,8 +203,8 @@ def test_unrecorded_release_says_which_line_to_add() -> None:
 @pytest.mark.integration
 def test_matrix_on_real_releases() -> None:
     series = load_series(ROOT / "patches" / "1.2.0")
-    matrix = run_matrix(series, ROOT / "patches" / "1.2.0", series.pins.matrix_versions)
-    assert matrix.versions == series.pins.matrix_versions
+    matrix = run_matrix(series, ROOT / "patches" / "1.2.0", SHARED.matrix_versions)
+    assert matrix.versions == SHARED.matrix_versions
     assert all(r.pinned for r in matrix.releases.values())  # sha256 checked on fetch
     for row in matrix.rows:
         assert row.cells["1.2.0"].check.status is Status.APPLIES, row.name

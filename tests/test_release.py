@@ -16,9 +16,9 @@ import pytest
 
 from overlay._git import git
 from overlay.upstream import prepare
-from overlay.upstream.behaviour import Outcome
-from overlay.upstream.export import Identity, check_message
-from overlay.upstream.retarget import Action
+from overlay.upstream.commit_rules import Identity, check_message
+from overlay.upstream.facts import Action
+from overlay.upstream.verdicts import Outcome, TestOutcome
 
 pytestmark = pytest.mark.release
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> prepare.Prepared:
         versions=("1.2.0", "1.5.1"),
         signer=Identity("Jane Doe", "jane.doe@example.org"),
         upstream_clone=Path(clone) if clone else None,
-        torch=("2.13.0",),  # upstream's torch_pin.py for 1.5.1 (read from a clone if given)
+        # no --torch: 1.5.1's wheel names none, so it comes from upstream's torch_pin.py (a
+        # clone) or the record in patches/upstream.toml, never from the 1.2.0 line's 2.11
     )
     return prepare.prepare(request)
 
@@ -45,6 +46,7 @@ def test_retarget_verdict_per_patch(prepared: prepare.Prepared) -> None:
     result = prepared.retarget
     verdicts = {v.name: v for v in result.verdicts}
     assert result.runtime["torch"] == "2.13.0"
+    assert {a.runtime["torch"] for a in result.attempts} == {"2.13.0"}
     assert result.runtime["tosa-tools"] == "2026.5.0"  # the vgf extra's pin works
     int16 = verdicts[INT16]
     assert (int16.action, int16.plan.source) == (Action.PORTED, "port 1.5.1")
@@ -101,6 +103,10 @@ def test_each_export_fails_before_and_passes_after(
     test = prepared.behaviour[name]["1.5.1"].test
     assert test is not None and test.stock is not None
     assert (test.stock.failed, test.patched.passed, test.patched.failed) == (tests, tests, 0)
+    # ... and fails before for its own reason (an assertion), not a registration error
+    verdict = prepared.behaviour[name]["1.5.1"].test_verdict
+    assert verdict is not None and verdict.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER
+    assert all(t.reason.startswith(("assert", "AssertionError")) for t in test.stock.tests)
     counts = f"- without this change: {tests} failed\n- with this change: {tests} passed"
     assert counts in item.pr_body
     repo, branch = prepared.branches[item.name]

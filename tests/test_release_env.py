@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from pathlib import Path
 
@@ -11,34 +10,33 @@ import pytest
 
 from overlay.envs import release_venvs
 from overlay.envs.release_venvs import EnvSpec, ensure, folder_for
+from overlay.envs.stamp import SyncState, read_stamp
 from overlay.errors import EnvError
 
-FAKE_UV = """#!/bin/sh
-echo "$@" >> "{log}"
-if [ "$1" = venv ]; then
-  for last; do :; done
-  mkdir -p "$last/bin" && ln -sf "{python}" "$last/bin/python"
-fi
-if [ "$1" = pip ] && [ -n "$FAIL_INSTALL" ]; then echo "no such version" >&2; exit 2; fi
-"""
+FAKE_UV = Path(__file__).resolve().parent / "fake_uv.py"
 
 
 @pytest.fixture
-def uv(tmp_path: Path) -> tuple[str, Path]:
+def uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
     log = tmp_path / "uv.log"
+    monkeypatch.setenv("FAKE_UV_LOG", str(log))
     script = tmp_path / "uv"
-    script.write_text(FAKE_UV.format(log=log, python=sys.executable))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_UV} "$@"\n')
+    script.chmod(0o755)
     return str(script), log
 
 
 def test_built_once_then_reused(tmp_path: Path, uv: tuple[str, Path]) -> None:
     command, log = uv
     spec = EnvSpec("executorch-9.9.9-stock", "3.11", ("executorch==9.9.9", "torch==2.13.0"))
-    first = ensure(spec, tmp_path / "envs", uv=command)
+    said: list[str] = []
+    first = ensure(spec, tmp_path / "envs", uv=command, progress=said.append)
     assert first.created and first.python.exists()
     assert first.folder == folder_for(spec, tmp_path / "envs")
-    assert log.read_text().splitlines()[-1].endswith("executorch==9.9.9 torch==2.13.0")
+    assert said == [f"installing 2 packages into a new venv: {first.folder} from {spec.name}"]
+    assert log.read_text().splitlines()[-1].startswith("pip install --python ")
+    requirements = (first.folder / "overlay-requirements.txt").read_text()
+    assert requirements == "executorch==9.9.9\ntorch==2.13.0\n"
     calls = len(log.read_text().splitlines())
     again = ensure(spec, tmp_path / "envs", uv=command)
     assert not again.created
@@ -53,20 +51,32 @@ def test_key_follows_local_wheel_content(tmp_path: Path) -> None:
     wheel.write_bytes(b"two")
     assert spec.key != before
     assert EnvSpec("e", "3.12", (str(wheel),)).key != spec.key
+    stamped = spec.contents().key  # what the venv's stamp records follows the content too
+    wheel.write_bytes(b"three")
+    assert spec.contents().key != stamped
 
 
-def test_failed_install_leaves_no_stamp_and_says_why(
+def test_failed_install_says_why_and_the_next_call_repairs_it(
     tmp_path: Path, uv: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     command, _ = uv
     spec = EnvSpec("bad", "3.11", ("torch==0.0.1",))
-    monkeypatch.setenv("FAIL_INSTALL", "1")
-    with pytest.raises(EnvError, match="uv pip failed") as info:
+    monkeypatch.setenv("FAKE_UV_FAIL", "no such version")
+    with pytest.raises(EnvError) as info:
         ensure(spec, tmp_path, uv=command)
-    assert "no such version" in str(info.value)
-    assert release_venvs.read_stamp(folder_for(spec, tmp_path)) is None
-    monkeypatch.delenv("FAIL_INSTALL")
-    assert ensure(spec, tmp_path, uv=command).created  # the next call repairs it
+    assert info.value.message == "`uv pip install` failed (exit code 2)"
+    assert info.value.found == "no such version"
+    assert (
+        info.value.hint
+        == "check the pins (a version may not exist for this interpreter), then retry"
+    )
+    stamp = read_stamp(folder_for(spec, tmp_path))
+    assert stamp is not None and stamp.state is SyncState.SYNCING
+    monkeypatch.delenv("FAKE_UV_FAIL")
+    again = ensure(spec, tmp_path, uv=command)
+    assert again.created
+    stamp = read_stamp(folder_for(spec, tmp_path))
+    assert stamp is not None and stamp.state is SyncState.READY
 
 
 def test_envs_root_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,4 +94,5 @@ def test_the_same_wheel_elsewhere_is_the_same_env(tmp_path: Path) -> None:
         (tmp_path / folder / name).write_bytes(b"same bytes")
     first = EnvSpec("e", "3.11", (str(tmp_path / "a" / name),))
     second = EnvSpec("e", "3.11", (str(tmp_path / "b" / name),))
-    assert first.key == second.key and first.as_dict() == second.as_dict()
+    assert first.key == second.key
+    assert folder_for(first, tmp_path) == folder_for(second, tmp_path)

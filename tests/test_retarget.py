@@ -1,12 +1,10 @@
-"""Retarget: text plans, the candidate work tree, the conflict path, verdicts, promote."""
+"""Retarget: text plans, the candidate folder and work tree, the conflict path, moves."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 
 from overlay._git import git
 from overlay.equivalence.protocol import ItemResult, RunStatus
@@ -15,25 +13,21 @@ from overlay.errors import UpstreamError
 from overlay.lines import pins
 from overlay.text.series import Patch, Series, load_series, parse_patch
 from overlay.upstream import behaviour
-from overlay.upstream.behaviour import CaseOutcome, Outcome, decide_patch
-from overlay.upstream.matrix import Status
-from overlay.upstream.render import render_retarget, render_retarget_markdown
-from overlay.upstream.retarget import (
+from overlay.upstream.facts import (
     Action,
-    PinAttempt,
-    Request,
-    Retarget,
+    CaseOutcome,
+    Status,
     TextPlan,
-    final_verdict,
-    plan_patch,
-    plan_series,
-    promote,
-    render_pins,
-    resume_worktree,
-    runtime_candidates,
-    runtime_form_note,
-    write_candidate,
 )
+from overlay.upstream.releases import WheelRecord
+from overlay.upstream.render import render_retarget, render_retarget_markdown
+from overlay.upstream.retarget import Retarget
+from overlay.upstream.retarget.candidate import Layout, render_pins, write_candidate
+from overlay.upstream.retarget.conflicts import conflict_lines, resume_worktree
+from overlay.upstream.retarget.moves import runtime_form_note
+from overlay.upstream.retarget.pin_check import PinAttempt
+from overlay.upstream.retarget.plan import plan_patch, plan_series
+from overlay.upstream.verdicts import apply_behaviour, decide_patch, final_verdict
 
 from scaffold import make_diff, pins_toml
 
@@ -96,9 +90,9 @@ def test_a_maintained_port_wins_over_the_merge() -> None:
     assert "Overlay-Patch: 0001-fix.patch" in plan.message
 
 
-def _series(tmp_path: Path, *patches: Patch) -> Series:
-    folder = tmp_path / "patches"
-    folder.mkdir()
+def _series(tmp_path: Path, *patches: Patch, folder: Path | None = None) -> Series:
+    folder = folder or tmp_path / "patches"
+    folder.mkdir(parents=True)
     (folder / "pins.toml").write_text(pins_toml({PATH: OLD.encode()}), encoding="utf-8")
     (folder / "series").write_text("".join(p.name + "\n" for p in patches), encoding="utf-8")
     for patch in patches:
@@ -120,10 +114,10 @@ def test_conflict_leaves_a_work_tree_and_resume_finishes_the_candidate(tmp_path:
     plans = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
     assert [p.action for p in plans] == [Action.CONFLICT, Action.CARRIED]
     out = tmp_path / "out"
-    request = Request("1.5.1", series.directory, out, behaviour=False, today="2026-12-03")
+    layout = Layout(out, "1.5.1")
     pins_text = _candidate_pins(new)
-    kwargs = {"version": "1.5.1", "out": out, "request": request, "pins_text": pins_text}
-    resume = write_candidate(series, plans, new_files, **kwargs)  # type: ignore[arg-type]
+    kwargs = {"layout": layout, "today": "2026-12-03", "pins_text": pins_text}
+    resume = write_candidate(series, plans, new_files, resume=False, **kwargs)  # type: ignore[arg-type]
     assert "--resume" in resume and f"{PATH}: conflict 1 at line 10" in resume
     work = out / "worktree"
     assert "<<<<<<< new release" in (work / PATH).read_text()
@@ -137,9 +131,8 @@ def test_conflict_leaves_a_work_tree_and_resume_finishes_the_candidate(tmp_path:
         "Fix the demo pass",
         "Fix the demo pass",
     ]
-    resumed = Request("1.5.1", series.directory, out, behaviour=False, resume=True)
     done = [p if p.action is not Action.CONFLICT else _as_port(p) for p in plans]
-    assert write_candidate(series, done, new_files, **{**kwargs, "request": resumed}) == ""  # type: ignore[arg-type]
+    assert write_candidate(series, done, new_files, resume=True, **kwargs) == ""  # type: ignore[arg-type]
     candidate = load_series(out / "patches")
     assert [p.name for p in candidate.patches] == ["0001-fix.patch", "0002-more.patch"]
     assert str(candidate.pins.executorch) == "1.5.1"
@@ -152,81 +145,8 @@ def _as_port(plan: TextPlan) -> TextPlan:
     return replace(plan, action=Action.PORTED)
 
 
-def test_runtime_candidates_start_from_the_release_metadata() -> None:
-    old = pins.load(ROOT / "patches" / "1.2.0")
-    requirements = [
-        Requirement("torchao<0.19,>=0.18.0"),
-        Requirement('tosa-tools==2026.5.0; extra == "vgf"'),
-        Requirement('ai_ml_sdk_model_converter==0.10.0; extra == "vgf"'),
-        Requirement('ai_ml_emulation_layer_for_vulkan==0.10.0; extra == "vgf"'),
-        Requirement('ethos-u-vela==5.1.0; extra == "ethos-u"'),
-    ]
-    found = runtime_candidates(old, requirements, ["2.13.0"])
-    first = found[0].runtime
-    assert first == {
-        "torch": "2.13.0",
-        "torchao": "0.18.0",
-        "tosa-tools": "2026.5.0",
-        "ai-ml-sdk-model-converter": "0.10.0",
-        # the tools that run VGF files stay one ML SDK release, as pinned; Ethos-U as pinned
-        "ai-ml-sdk-scenario-runner": "0.11.0",
-        "ai-ml-sdk-vgf-library": "0.11.0",
-        "ai-ml-emulation-layer-for-vulkan": "0.11.0",
-        "ethos-u-vela": "5.1.0",
-    }
-    # Then each tool back at its pinned version alone, then all pinned, then the pinned torch.
-    tools = [(c.runtime["tosa-tools"], c.runtime["ai-ml-sdk-model-converter"]) for c in found]
-    assert tools[:4] == [
-        ("2026.5.0", "0.10.0"),
-        ("2026.2.1", "0.10.0"),
-        ("2026.5.0", "0.11.0"),
-        ("2026.2.1", "0.11.0"),
-    ]
-    assert [c.runtime["torch"] for c in found] == ["2.13.0"] * 4 + ["2.11.0"] * 4
-    assert len({tuple(c.runtime.items()) for c in found}) == len(found)
-    bumped = runtime_candidates(old, [Requirement("torchao>=0.19")], [])
-    assert bumped[0].runtime["torchao"] == "0.19"
-
-
 def _case(name: str, stock: Quality, patched: Quality | None = None) -> CaseOutcome:
     return CaseOutcome(name, stock, patched, None, "boom" if stock is Quality.FAILED else "")
-
-
-def test_decide_patch_by_behaviour() -> None:
-    right, failed = Quality.RIGHT, Quality.FAILED
-    fixed = decide_patch("p", "1.5.1", [_case("a", right)], [], kept=False)
-    assert fixed.outcome is Outcome.FIXED_ON_STOCK
-    assert fixed.text == "fixed upstream in 1.5.1: trigger cases now pass on stock (a)"
-    needed = decide_patch("p", "1.5.1", [_case("a", failed)], [], kept=False)
-    assert needed.outcome is Outcome.STILL_FAILS
-    none = decide_patch("p", "1.5.1", [], [_case("b", right)], kept=False)
-    assert none.outcome is Outcome.NO_BUG_TRIGGER
-    harmful = decide_patch("p", "1.2.0", [], [_case("b", right)], kept=True, regressions=["c"])
-    assert harmful.outcome is Outcome.REGRESSION and harmful.regressions == ("c",)
-    works = decide_patch("p", "1.5.1", [_case("a", failed, right)], [], kept=True)
-    assert works.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
-    regress = decide_patch(
-        "p", "1.5.1", [_case("a", failed, right)], [], kept=True, regressions=["c"]
-    )
-    assert regress.outcome is Outcome.REGRESSION
-    silent = behaviour.TestRun(
-        "t", ("t",), behaviour.Counts(passed=1), behaviour.Counts(passed=1), 1
-    )
-    untested = decide_patch("p", "1.5.1", [_case("a", failed, right)], [], kept=True, test=silent)
-    assert untested.outcome is Outcome.STILL_FAILS  # its test passes on stock: it tests nothing
-
-
-def test_final_verdict_trusts_behaviour_and_flags_disagreements() -> None:
-    plan = _plan("header\n" + OLD)
-    gone = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
-    verdict = final_verdict(plan, gone, "1.5.1")
-    assert verdict.action is Action.DROP
-    assert "redundant" in verdict.flags[0]
-    dropped = TextPlan(FIX.name, Status.CONFLICT, "", Action.DROP, "Applied-Upstream: 1.3.0")
-    still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
-    verdict = final_verdict(dropped, still, "1.5.1")
-    assert verdict.action is Action.CONFLICT
-    assert verdict.flags[0].startswith("text says drop")
 
 
 def _item(ok: bool, graph: tuple[str, ...] = ("cpu: add",)) -> ItemResult:
@@ -234,7 +154,7 @@ def _item(ok: bool, graph: tuple[str, ...] = ("cpu: add",)) -> ItemResult:
 
 
 def test_case_moves_attribute_changes() -> None:
-    from overlay.upstream.retarget import case_moves
+    from overlay.upstream.retarget.moves import case_moves
 
     def run(release: str, stock: ItemResult, patched: ItemResult) -> behaviour.ReleaseRun:
         return behaviour.ReleaseRun(
@@ -273,128 +193,36 @@ def test_pins_render_and_load(tmp_path: Path) -> None:
         old,
         version="1.5.1",
         runtime={"torch": "2.13.0", "torchao": "0.18.0", "tosa-tools": "2026.5.0"},
-        wheels=[],
+        wheels=[
+            WheelRecord(WHEEL, "ef" * 32, "3.11", "manylinux_2_28_x86_64"),
+            WheelRecord(
+                WHEEL.replace("manylinux_2_28_x86_64", "macosx_12_0_arm64"),
+                "",
+                "3.11",
+                "macosx_12_0_arm64",
+                "not found",
+            ),
+        ],
         pristine={PATH: "ab" * 32},
         attempts=[PinAttempt({"torch": "2.13.0"}, False, "VGF: GLIBC_2.38 not found", 30.0)],
-        matrix_sha256={"1.5.1": "cd" * 32},
     )
-    (tmp_path / "pins.toml").write_text(text.replace("[runtime]", _wheel() + "[runtime]"))
+    (tmp_path / "pins.toml").write_text(text)
     loaded = pins.load(tmp_path)
+    assert [w.filename for w in loaded.wheels] == [WHEEL]
+    assert loaded.wheels[0].sha256 == "ef" * 32
+    assert "# not published: executorch-1.5.1-cp311-cp311-macosx_12_0_arm64.whl" in text
     assert str(loaded.executorch) == "1.5.1"
     assert loaded.runtime == {"torch": "2.13.0", "torchao": "0.18.0", "tosa-tools": "2026.5.0"}
     assert loaded.extras == {"arm": ("tosa-tools",)}  # executorch[arm], minus what is gone
     assert loaded.macos_deployment_target == old.macos_deployment_target == "15.0"
     assert loaded.pristine == {PATH: "ab" * 32}
-    assert "1.5.1" in loaded.matrix_versions
-    assert loaded.upstream["test_requirements"] == old.upstream["test_requirements"]
     assert "#   torch 2.13.0: failed: VGF: GLIBC_2.38 not found" in text
+    assert text.index("[executorch]") < text.index("[runtime]") < text.index("[pristine]")
+    assert "[matrix]" not in text and "[upstream]" not in text  # shared: upstream.toml
 
 
-def _wheel() -> str:
-    return (
-        '[[wheels]]\nfile = "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"\n'
-        f'sha256 = "{"ef" * 32}"\npython = "3.11"\nplatform = "manylinux_2_28_x86_64"\n\n'
-    )
-
-
-FAKE_UV = """\
-import hashlib, pathlib, sys
-
-# A fake `uv pip compile`: every requirement at its pin, executorch by the wheel in links/.
-args = sys.argv[1:]
-assert args[:2] == ["pip", "compile"], args
-lines = []
-for requirement in pathlib.Path(args[2]).read_text().split():
-    name, _, version = requirement.partition("==")
-    digest = "1" * 64
-    if name.startswith("executorch"):
-        name, (wheel,) = "executorch", pathlib.Path("links").glob("*.whl")
-        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    lines.append(f"{name}=={version} --hash=sha256:{digest}")
-pathlib.Path(args[args.index("-o") + 1]).write_text("\\n".join(lines) + "\\n")
-"""
-
-
-@pytest.fixture
-def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Put a fake uv first on PATH and an empty overlay cache in place."""
-    import os
-    import sys
-
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    (folder / "fake_uv.py").write_text(FAKE_UV)
-    (folder / "uv").write_text(f'#!/bin/sh\nexec {sys.executable} {folder / "fake_uv.py"} "$@"\n')
-    (folder / "uv").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
-    from overlay.dist.wheelzip import write_files
-
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
-    dist = f"executorch-{version}.dist-info"
-    metadata = f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n\n"
-    return write_files(
-        path,
-        {
-            **{f"executorch/{repo_path}": data for repo_path, data in files.items()},
-            f"{dist}/METADATA": metadata.encode(),
-            f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n",
-        },
-    )
-
-
-@pytest.mark.usefixtures("fake_uv")
-def test_the_candidate_locks_its_wheels_and_promote_carries_them(tmp_path: Path) -> None:
-    from overlay._hashing import sha256_file
-    from overlay.dist.wheels import local_version
-    from overlay.envs import lockfiles
-    from overlay.upstream.retarget import write_locks
-
-    from scaffold import patch_text, write_series
-
-    series = _series(tmp_path, FIX)
-    (series.directory / "locks").mkdir()
-    (series.directory / "locks" / "cp311-manylinux_2_28_x86_64.txt").write_text("old lock\n")
-    out = tmp_path / "out"
-    new = _edit(OLD, "line 1\n", "line 1 new\n")
-    wheel = _release_wheel(tmp_path / "cache" / "wheels", {PATH: new.encode()}, "1.5.1")
-    ported = patch_text("Fix the demo pass", make_diff(PATH, new, _edit(new, "line 9\n", "x\n")))
-    candidate = write_series(
-        out / "patches",
-        {FIX.name: ported},
-        {PATH: new.encode()},
-        wheel_sha=sha256_file(wheel),
-        version="1.5.1",
-    )
-    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
-    with pytest.raises(UpstreamError, match="no current lock") as refused:
-        promote(out, series.directory)
-    assert "python -m overlay --patches" in (refused.value.hint or "")
-    written = write_locks(candidate, tmp_path / "dist", lambda _: None)
-    assert written == [out / "patches" / "locks" / "cp311-manylinux_2_28_x86_64.txt"]
-    pin = candidate.pins.wheels[0]
-    found = lockfiles.check_current(candidate, pin)  # keyed by the candidate's pins and patches
-    assert found.get("executorch").version == local_version(candidate)
-    assert found.get("torch").version == "2.11.0"
-    (out / "retarget.json").write_text(json.dumps({"ready": False, "problems": ["p"]}))
-    with pytest.raises(UpstreamError, match="not ready"):
-        promote(out, series.directory)
-    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
-    done = promote(out, series.directory)
-    assert (done.old_version, done.version) == ("1.2.0", "1.5.1")
-    assert "locks/cp311-manylinux_2_28_x86_64.txt" in done.written
-    archive = series.directory / "archive" / "1.2.0"
-    assert [p.name for p in load_series(archive).patches] == [FIX.name]
-    assert (archive / "locks" / "cp311-manylinux_2_28_x86_64.txt").read_text() == "old lock\n"
-    promoted = load_series(series.directory)
-    assert str(promoted.pins.executorch) == "1.5.1"
-    assert lockfiles.check_current(promoted, pin).path.read_bytes() == written[0].read_bytes()
-    with pytest.raises(UpstreamError, match="not newer than the pin"):
-        promote(out, series.directory)
+ORIGIN = "torch 2.13.0 ([torch] in upstream.toml)"
+WHEEL = "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 
 def test_render_retarget_lists_each_patch() -> None:
@@ -408,7 +236,7 @@ def test_render_retarget_lists_each_patch() -> None:
         candidate=Path("c"),
         wheels=(),
         runtime={"torch": "2.13.0"},
-        attempts=(),
+        attempts=(PinAttempt({"torch": "2.13.0"}, True, "ok", 1.0, ORIGIN),),
         verdicts=(final_verdict(plan, found, "1.5.1"),),
         runtime_form="none",
         moves=(),
@@ -423,6 +251,7 @@ def test_render_retarget_lists_each_patch() -> None:
     assert "retarget executorch 1.2.0 -> 1.5.1: ready to promote" in text
     assert "0001-fix  offset  carried  fails before, passes after" in text
     assert "a: stock failed, patched right [boom]" in text
+    assert f"  tried torch 2.13.0: ok\n    from: {ORIGIN}\n" in text
     assert "| `0001-fix` |" not in render_retarget_markdown(result)
     assert "| 0001-fix | offset | carried | fails before, passes after |" in (
         render_retarget_markdown(result)
@@ -430,13 +259,12 @@ def test_render_retarget_lists_each_patch() -> None:
 
 
 def test_stock_of_the_new_release_decides_what_the_candidate_carries() -> None:
-    from overlay.upstream.retarget import _with_behaviour
 
     carried = _plan("header\n" + OLD)
     gone = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
-    assert _with_behaviour(carried, gone).action is Action.DROP
+    assert apply_behaviour(carried, gone).action is Action.DROP
     still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
-    assert _with_behaviour(carried, still).action is Action.CARRIED
+    assert apply_behaviour(carried, still).action is Action.CARRIED
     header = "Applied-Upstream: 1.3.0, commit:abc\n"
     clash = _edit(OLD, "line 10\n", "line 10 upstream\n")
     text_drop = plan_patch(
@@ -444,7 +272,7 @@ def test_stock_of_the_new_release_decides_what_the_candidate_carries() -> None:
         frozenset({PATH}),
     )  # fmt: skip
     assert text_drop.action is Action.DROP
-    kept = _with_behaviour(text_drop, still)
+    kept = apply_behaviour(text_drop, still)
     assert kept.action is Action.CONFLICT and kept.conflicts
     assert "<<<<<<<" in kept.after[PATH]  # the work tree gets the markers to resolve
 
@@ -457,9 +285,9 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     """Dogfooding 0003 on 1.5.1: the text drops the patch (its header names the upstream
     fix), stock still fails, so it is a conflict; the resolution fixes the bug another
     way and adds a test to the release's test file beside it."""
-    from dataclasses import replace
 
-    from overlay.upstream.retarget import _with_behaviour, candidate_pristine, resolved
+    from overlay.upstream.retarget.conflicts import resolved
+    from overlay.upstream.retarget.plan import candidate_pristine
 
     stale = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
     series = _series(tmp_path, stale)
@@ -467,12 +295,12 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     new_files = {PATH: new.encode(), TEST_PATH: TEST_FILE.encode(), "backends/arm/x.py": b"x\n"}
     still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.WRONG)], [], kept=False)
     texts = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
-    first = [_with_behaviour(p, still) for p in texts]
+    first = [apply_behaviour(p, still) for p in texts]
     assert [p.action for p in first] == [Action.CONFLICT]
     out = tmp_path / "out"
-    request = Request("1.5.1", series.directory, out, behaviour=False, today="2026-12-03")
+    layout = Layout(out, "1.5.1")
     hint = write_candidate(
-        series, first, new_files, version="1.5.1", out=out, request=request,
+        series, first, new_files, layout=layout, resume=False, today="2026-12-03",
         pins_text=_candidate_pins(new),
     )  # fmt: skip
     work = out / "worktree"
@@ -496,10 +324,10 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     pristine = candidate_pristine(taken, new_files)
     assert list(pristine) == sorted([PATH, TEST_PATH])
     pins_text = pins_toml({p: new_files[p] for p in pristine}, version="1.5.1")
-    resumed = replace(request, resume=True)
     done = write_candidate(
-        series, taken, new_files, version="1.5.1", out=out, request=resumed, pins_text=pins_text
-    )
+        series, taken, new_files, layout=layout, resume=True, today="2026-12-03",
+        pins_text=pins_text,
+    )  # fmt: skip
     assert done == ""
     patch = load_series(out / "patches").get(FIX.name)
     assert patch.targets == (PATH, TEST_PATH)
@@ -523,16 +351,7 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
         resolved(again[0], work, [])
 
 
-def test_a_kept_patch_whose_header_names_an_upstream_fix_is_flagged() -> None:
-    from overlay.upstream.retarget import flag_stale_header
-
-    stale = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
-    found = decide_patch(
-        FIX.name, "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True
-    )
-    verdict = final_verdict(_plan("header\n" + OLD), found, "1.5.1")
-    assert verdict.action is Action.CARRIED
-    flagged = flag_stale_header(verdict, stale, "1.5.1")
-    assert flagged.flags[-1].startswith("kept on 1.5.1, yet its header says Applied-Upstream")
-    assert flag_stale_header(verdict, stale, "1.2.5") == verdict  # fixed only later
-    assert flag_stale_header(verdict, FIX, "1.5.1") == verdict
+def test_one_conflict_marker_scan_names_blocks_by_line() -> None:
+    text = "a\n<<<<<<< new release\nb\n=======\nc\n>>>>>>> pinned patch\nd\n<<<<<<< x\n"
+    assert conflict_lines(text) == [2, 8]
+    assert conflict_lines("a\n <<<<<<< indented is no marker\n") == []

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -29,22 +30,31 @@ from overlay import __version__, fixes, lines, worktree
 from overlay.cli import in_place, json_output
 from overlay.cli.output import out, progress
 from overlay.dist import index, wheels
-from overlay.envs import lockfiles, ready_venv
+from overlay.envs import lockfiles, ready_venv, venvs
+from overlay.envs.stamp import Flavour
 from overlay.envs.verify_install import check_installed, current_site
-from overlay.equivalence import cache as equivalence_cache
-from overlay.equivalence import htmlreport, orchestrator, report
+from overlay.equivalence.controller import inputs, merge, orchestrator, outcome, result_cache
+from overlay.equivalence.controller import options as run_options
+from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.protocol import PathId
+from overlay.equivalence.render import document as report_json
+from overlay.equivalence.render import html as report_html
+from overlay.equivalence.render import markdown as report_markdown
+from overlay.equivalence.render import text as report_text
+from overlay.equivalence.render.cells import item_label
 from overlay.errors import (
-    EquivalenceError,
-    InstallCheckError,
     OverlayError,
     UpstreamError,
     exit_codes,
 )
 from overlay.lines import pins
+from overlay.target import line_choice
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream import export, prepare, releases, render, retarget
+from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
+from overlay.upstream.canary import page as canary_page
+from overlay.upstream.canary import run as canary_run
 from overlay.upstream.matrix import Matrix
+from overlay.upstream.upstream_pins import for_series
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -69,20 +79,16 @@ def _source_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelP
     pin = _pin(args, series)
     if getattr(args, "wheel", None):
         return pin, Path(args.wheel)
-    cached = wheels.wheel_cache() / pin.filename
-    if not cached.is_file():
-        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
-    path = wheels.fetch_wheel(pin)
+    path = _pinned_source(pin)
     progress(f"verified {path.name}")
     return pin, path
 
 
 def _build(
-    args: argparse.Namespace, series: Series, pin: pins.WheelPin, source: Path
+    args: argparse.Namespace, series: Series, pin: pins.WheelPin, source: Path, out_dir: Path
 ) -> wheels.BuildResult:
-    """Build (or reuse) the patched wheel into ``--out``, publish the index, return it."""
+    """Build (or reuse) the patched wheel into ``out_dir``, publish the index, return it."""
     started = time.perf_counter()
-    out_dir = Path(args.out)
     result = wheels.build_patched_wheel(
         series, source, pin, out_dir, force=args.force, cache=wheels.patched_cache()
     )
@@ -99,12 +105,42 @@ def _build(
     return result
 
 
+def _line_series(args: argparse.Namespace, installed: str | None = None) -> Series:
+    """Return the series of the chosen line (``overlay.target.line_choice``), before any work.
+
+    ``--line``, else the line of the ``installed`` executorch version, else the newest line;
+    an unknown line is refused, listing the supported ones.
+    """
+    try:
+        version = Version(installed) if installed else None
+    except InvalidVersion:
+        version = None  # two copies ("2.1 + 2.2"): the check names them
+    patches = Path(args.patches) if args.patches else None
+    chosen = line_choice.choose(patches, args.line, version)
+    if args.line is None and version is not None:
+        progress(f"release line {chosen.name} ({chosen.reason})")
+    return load_series(chosen.directory)
+
+
+def _out_dir(args: argparse.Namespace, series: Series) -> Path:
+    """Return ``--out``, by default ``dist/<line>``: each line's wheels beside the others'."""
+    return Path(args.out) if args.out else Path("dist") / str(series.pins.executorch)
+
+
+def _pinned_source(pin: pins.WheelPin) -> Path:
+    """Return the verified pinned wheel (downloaded once into the wheel cache)."""
+    if not (wheels.wheel_cache() / pin.filename).is_file():
+        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+    return wheels.fetch_wheel(pin)
+
+
 def cmd_build_wheel(args: argparse.Namespace) -> int:
     """Download and verify the pinned wheel, apply the series, write the patched wheel."""
-    series = _series(args)
+    series = _line_series(args)
     pin, source = _source_wheel(args, series)
-    progress(f"applying {len(series.patches)} patches and repacking into {args.out}/")
-    result = _build(args, series, pin, source)
+    out_dir = _out_dir(args, series)
+    progress(f"applying {len(series.patches)} patches and repacking into {out_dir}/")
+    result = _build(args, series, pin, source, out_dir)
     lock_file = lockfiles.lock_path(series, pin)
     if args.report:
         built = json_output.BuildReport(
@@ -113,7 +149,7 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
             result.built,
             result.sha256,
             str(lock_file) if lock_file.is_file() else None,
-            str(Path(args.out) / index.SIMPLE),
+            str(out_dir / index.SIMPLE),
         )
         Path(args.report).write_text(json_output.to_json(built), encoding="utf-8")
     out(str(result.path))
@@ -121,18 +157,15 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    """Resolve (or with --check, only check) the lock of every pinned wheel."""
-    series = _series(args)
+    """Resolve (or with --check, only check) the lock of every pinned wheel of one line."""
+    series = _line_series(args)
     selected = [series.pins.wheel_for(t) for t in args.tag] if args.tag else series.pins.wheels
     for pin in selected:
         if args.check:
             found = lockfiles.check_current(series, pin)
             out(f"current: {found.path} ({len(found.packages)} packages)")
             continue
-        cached = wheels.wheel_cache() / pin.filename
-        if not cached.is_file():
-            progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
-        result = _build(args, series, pin, wheels.fetch_wheel(pin))
+        result = _build(args, series, pin, _pinned_source(pin), _out_dir(args, series))
         progress(f"resolving the lock for {pin.tag} with uv")
         written = lockfiles.generate(series, pin, result.path)
         lockfiles.check_wheel(written, result.path, result.sha256)
@@ -141,47 +174,42 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    """Make a venv exactly the lock with the patched executorch; verify it; skip if current."""
-    series = _series(args)
-    root = Path(args.venv)
-    venv = ready_venv.find_venv(root) if (root / "pyvenv.cfg").is_file() else None
-    python = args.python or (
-        venv.version if venv else f"{sys.version_info[0]}.{sys.version_info[1]}"
+    """Make a venv exactly a line's lock (patched or stock executorch), verified, or skip."""
+    series = _line_series(args)
+    line = str(series.pins.executorch)
+    given = Path(args.venv) if args.venv else None
+    python = (
+        args.python
+        or (given and venvs.python_version(given))
+        or "{}.{}".format(*sys.version_info[:2])
     )
+    root = given or Path(args.ready_in) / ready_venv.ready_name(line, python)
     pin = series.pins.host_wheel(python)
     locked = lockfiles.check_current(series, pin)
-    base = wheels.wheel_cache() / pin.filename  # sha256-checked by the build if it reads it
-    if not base.is_file():
-        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
-        base = wheels.fetch_wheel(pin)
-    result = _build(args, series, pin, base)
-    lockfiles.check_wheel(locked, result.path, result.sha256)
-    reinstall = False
-    if venv is not None and not args.force:
-        try:
-            check_installed(series, import_modules=False, search_path=venv.site, lock=locked)
-        except InstallCheckError as exc:
-            progress(f"re-syncing {root}: {exc}")
-            try:  # executorch's own files too? then uv must reinstall it, not just check it
-                check_installed(series, import_modules=False, search_path=venv.site)
-            except InstallCheckError:
-                reinstall = True
-        else:
-            if ready_venv.is_current(locked, venv):
-                out(f"up to date: {root} is exactly {locked.path.name} (stamp and files checked)")
-                return 0
-            progress(f"re-syncing {root}: no stamp for this lock and these packages")
-    progress(f"syncing {root} to {locked.path} ({len(locked.packages)} packages)")
-    # The cache's copy (same bytes, a stable path) lets uv reuse its unpacked wheel across
-    # clones; a wheel built without the cache is taken from --out.
-    cached = wheels.cached_wheel(series, pin, wheels.patched_cache())
-    links = cached.parent if cached.is_file() else Path(args.out)
-    venv = ready_venv.sync(locked, root, python=python, find_links=links, reinstall=reinstall)
-    found = check_installed(series, search_path=venv.site, lock=locked, python=venv.python)
-    ready_venv.write_stamp(locked, venv)
-    out(f"ok: {root} is exactly {locked.path.name}; executorch {found.version}")
-    for module in found.modules:
+    if args.stock:
+        links = ready_venv.stock_links(pin)
+    else:
+        out_dir = _out_dir(args, series)
+        result = _build(args, series, pin, _pinned_source(pin), out_dir)
+        lockfiles.check_wheel(locked, result.path, result.sha256)
+        links = ready_venv.patched_links(series, pin, out_dir)
+    request = ready_venv.EnvRequest(
+        series,
+        pin,
+        locked,
+        Flavour.STOCK if args.stock else Flavour.PATCHED,
+        links,
+        tuple(args.with_ or ()),
+    )
+    done = ready_venv.sync(request, root, force=args.force, progress=progress)
+    label = request.contents().label
+    if done.verified is None:
+        out(f"up to date: {root} is exactly {label} (stamp and files checked)")
+        return 0
+    out(f"ok: {root} is exactly {label}; executorch {done.verified.version}")
+    for module in done.verified.modules:
         out(f"  imported {module}")
+    out(f"activate: source {root}/bin/activate")
     return 0
 
 
@@ -221,20 +249,25 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
 
 def cmd_verify_install(args: argparse.Namespace) -> int:
     """Check an env: every locked package version, provenance, file hashes, then imports."""
-    series = _series(args)
     if args.target:
-        venv = ready_venv.find_venv(Path(args.target))
-        site, python, version = venv.site, venv.python, venv.version
+        venv = venvs.find_venv(Path(args.target))
+        root, site, python, version = venv.root, venv.site, venv.python, venv.version
     else:
-        site, python = current_site(), Path(sys.executable)
+        root, site, python = Path(sys.prefix), current_site(), Path(sys.executable)
         version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    series = _line_series(args, venvs.installed_versions(site).get("executorch"))
     locked = None
     if args.lock:
         locked = lockfiles.read(Path(args.lock))
     elif not args.no_lock:
         locked = lockfiles.check_current(series, series.pins.host_wheel(version))
     found = check_installed(
-        series, import_modules=not args.no_import, search_path=site, lock=locked, python=python
+        series,
+        import_modules=not args.no_import,
+        search_path=site,
+        lock=locked,
+        python=python,
+        repair=ready_venv.repair_command(series, locked, root, python),
     )
     if args.json:
         out(json_output.to_json(json_output.verify_report(found)).rstrip("\n"))
@@ -255,7 +288,7 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
 def _matrix(args: argparse.Namespace, series: Series) -> Matrix:
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     if not versions:
-        versions = list(series.pins.matrix_versions)
+        versions = list(for_series(series.directory).matrix_versions)
     progress(f"version matrix over executorch {', '.join(versions)} (wheels fetched once, cached)")
     return releases.run_matrix(series, series.directory, versions)
 
@@ -289,7 +322,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def cmd_export_upstream(args: argparse.Namespace) -> int:
     """Measure behaviour per release, then write mboxes, PR bodies and branches to send."""
-    signer = export.parse_identity(args.signoff) if args.signoff else export.git_identity()
+    signer = commit_rules.signer(args.signoff)  # checked against the rules before any work
     versions = tuple(v.strip() for v in args.versions.split(",") if v.strip())
     request = prepare.Request(
         patches_dir=_patches_dir(args),
@@ -301,15 +334,6 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
         torch=tuple(args.torch or ()),
         names=tuple(args.patch or ()),
     )
-    # Refuse a bad identity before minutes of work (it would be refused at the mbox).
-    problems = export.check_message(f"{export.PREFIX}Fix it\n\nSigned-off-by: {signer}\n")
-    if problems:
-        raise UpstreamError(
-            f"the sign-off identity {signer} breaks the Arm backend commit rules",
-            expected=f"'Signed-off-by: Name <email>' within {export.MAX_LINE} characters",
-            found="; ".join(problems),
-            hint="pass one explicitly: --signoff 'Full Name <user@example.org>'",
-        )
     done = prepare.prepare(request, progress=progress)
     out(render.render_table(done.matrix).rstrip("\n"))
     folder = Path(args.out)
@@ -356,10 +380,10 @@ class BarProgress:
     def __exit__(self, *exc: object) -> None:
         self.bars.stop()
 
-    def __call__(self, event: orchestrator.Event) -> None:
+    def __call__(self, event: Event) -> None:
         """Show one event."""
         kind, path = event.kind, event.path
-        if kind is orchestrator.EventKind.PLAN:
+        if kind is EventKind.PLAN:
             current = "all cached" if event.done == event.total else ""
             self.tasks[path] = self.bars.add_task(
                 f"({path.value}) {path.label}",
@@ -371,13 +395,13 @@ class BarProgress:
         task = self.tasks.get(path)
         if task is None:  # a worker starting before the plan (listing a models file)
             return
-        if kind is orchestrator.EventKind.START:
+        if kind is EventKind.START:
             self.bars.update(task, current="starting a worker (torch import)")
-        elif kind is orchestrator.EventKind.RUN and event.item is not None:
-            self.bars.update(task, current=report.item_label(event.item))
-        elif kind is orchestrator.EventKind.DONE:
+        elif kind is EventKind.RUN and event.item is not None:
+            self.bars.update(task, current=item_label(event.item))
+        elif kind is EventKind.DONE:
             self.bars.update(task, advance=1, current="")
-        elif kind is orchestrator.EventKind.MORE:
+        elif kind is EventKind.MORE:
             total = self.bars.tasks[self.tasks[path]].total or 0
             self.bars.update(task, total=total + 1)
 
@@ -389,17 +413,17 @@ class LineProgress:
         self.done: dict[PathId, int] = {}
         self.total: dict[PathId, int] = {}
 
-    def __call__(self, event: orchestrator.Event) -> None:
+    def __call__(self, event: Event) -> None:
         """Print one line for a plan, a worker start or a finished item."""
         path = event.path
-        if event.kind is orchestrator.EventKind.PLAN:
+        if event.kind is EventKind.PLAN:
             self.done[path], self.total[path] = event.done, event.total
             progress(f"({path.value}) {event.total} items, {event.done} from the cache")
-        elif event.kind is orchestrator.EventKind.START:
+        elif event.kind is EventKind.START:
             progress(f"({path.value}) starting a worker")
-        elif event.kind is orchestrator.EventKind.MORE:
+        elif event.kind is EventKind.MORE:
             self.total[path] = self.total.get(path, 0) + 1
-        elif event.kind is orchestrator.EventKind.DONE and event.item is not None:
+        elif event.kind is EventKind.DONE and event.item is not None:
             self.done[path] = self.done.get(path, 0) + 1
             progress(
                 f"({path.value}) {self.done[path]}/{self.total.get(path, 0)} {event.item} done"
@@ -408,16 +432,16 @@ class LineProgress:
 
 def _progress_display(
     args: argparse.Namespace,
-) -> contextlib.AbstractContextManager[orchestrator.Progress]:
+) -> contextlib.AbstractContextManager[Progress]:
     """Return the progress display: bars on a terminal, lines with --verbose, else none."""
     console = Console(stderr=True)
     if args.quiet:
-        return contextlib.nullcontext(orchestrator.no_progress)
+        return contextlib.nullcontext(no_progress)
     if console.is_terminal and not args.verbose:
         return BarProgress(console)
     if args.verbose:
         return contextlib.nullcontext(LineProgress())
-    return contextlib.nullcontext(orchestrator.no_progress)
+    return contextlib.nullcontext(no_progress)
 
 
 def _upstream_clone(value: str | None) -> Path | None:
@@ -437,11 +461,17 @@ def cmd_retarget(args: argparse.Namespace) -> int:
     """Write a checked candidate series for a new executorch release (or promote one)."""
     out_dir = Path(args.out or f"build/retarget/{args.version}")
     if args.promote:
-        done = retarget.promote(out_dir, _patches_dir(args))
-        out(f"promoted executorch {done.old_version} -> {done.version}")
-        out(f"  the {done.old_version} series is kept in {done.archive} (--patches it to use it)")
+        done = retarget.promote(out_dir, _lines_root(args))
+        out(f"promoted executorch {done.version} to a new line: {done.line}")
+        if done.previous_default:
+            out(
+                f"  the default line is now {done.version} (was {done.previous_default}; older"
+                f" lines stay: --patches {done.line.parent / done.previous_default})"
+            )
         for name in done.written:
-            out(f"  wrote {name}")
+            out(f"  wrote {done.line.name}/{name}")
+        if done.recorded:
+            out(f"  recorded executorch {done.version} in {done.line.parent / 'upstream.toml'}")
         return 0
     request = retarget.Request(
         version=args.version,
@@ -476,8 +506,25 @@ def cmd_retarget(args: argparse.Namespace) -> int:
     )
 
 
-def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
-    return orchestrator.options_from_env(
+def _lines_root(args: argparse.Namespace) -> Path:
+    folder = Path(args.patches) if args.patches else lines.default_root()
+    return folder.parent if lines.is_series_folder(folder) else folder
+
+
+def cmd_retire_line(args: argparse.Namespace) -> int:
+    """Remove a release line; say what still names it."""
+    done = retarget.retire_line(_lines_root(args), args.version)
+    how = "git rm -r (staged)" if done.with_git else "deleted"
+    out(f"retired the executorch {done.version} line: {done.removed} ({how})")
+    out(f"  the default line is {done.default}")
+    if done.references:
+        out(f"  still naming {done.version} (runtime forms, tests, docs: update or remove):")
+        out("\n".join(f"    {line}" for line in done.references))
+    return 0
+
+
+def _equivalence_options(args: argparse.Namespace) -> run_options.Options:
+    return inputs.options_from_env(
         args.stock_python,
         args.patched_python,
         runtime_patch=args.runtime_patch,
@@ -493,36 +540,30 @@ def _equivalence_options(args: argparse.Namespace) -> orchestrator.Options:
         out_dir=Path(args.out),
         timeout=args.timeout,
         patches_dir=_patches_dir(args),
-        shard=orchestrator.Shard.parse(args.shard) if args.shard else None,
+        shard=run_options.Shard.parse(args.shard) if args.shard else None,
         cache_dir=Path(args.cache_dir),
         use_cache=not args.no_cache,
         jobs=args.jobs,
     )
 
 
-def _write_reports(result: orchestrator.Report, folder: Path) -> Path:
+def _write_reports(result: outcome.Report, folder: Path) -> Path:
     """Write equivalence.json/.md/.html into ``folder``; return the Markdown file."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name, text in (
-        ("equivalence.json", report.render_json(result)),
-        ("equivalence.md", report.render_markdown(result)),
-        ("equivalence.html", htmlreport.render_html(result)),
+    for name, content in (
+        ("equivalence.json", report_json.render_json(result)),
+        ("equivalence.md", report_markdown.render_markdown(result)),
+        ("equivalence.html", report_html.render_html(result)),
     ):
-        (folder / name).write_text(text, encoding="utf-8")
+        (folder / name).write_text(content, encoding="utf-8")
         progress(f"wrote {folder / name}")
     return folder / "equivalence.md"
 
 
-def _verdict(result: orchestrator.Report, markdown: Path) -> int:
-    if result.failures:
-        raise EquivalenceError(
-            f"{len(result.failures)} undeclared divergence(s), incomplete item(s),"
-            " unreproduced claim(s) or finding(s)",
-            expected="(b) stock + runtime patch and (c) the diff-patched build agree",
-            found="\n".join(result.failures),
-            hint=f"read {markdown} (or the .html beside it); fix the patch, or declare the"
-            " divergence with its reason in the fix's module (overlay/fixes/fNNNN_*.py)",
-        )
+def _verdict(result: outcome.Report, written: Path) -> int:
+    error = outcome.failure_error(result, written)
+    if error is not None:
+        raise error
     return 0
 
 
@@ -530,10 +571,8 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
     """Compare stock, stock + runtime patch and the diff-patched build, case by case."""
     if args.list:
         stock = args.stock_python or os.environ.get("OVERLAY_STOCK_PYTHON") or sys.executable
-        options = orchestrator.options_from_env(
-            stock, stock, models=args.models, out_dir=Path(args.out)
-        )
-        listing = orchestrator.list_items(options)
+        listed = inputs.options_from_env(stock, stock, models=args.models, out_dir=Path(args.out))
+        listing = orchestrator.list_items(listed)
         for case in listing.cases:
             claims = "".join(
                 f" claims {t.effect.value} by patch {f.number}"
@@ -545,24 +584,64 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
         for probe in listing.probes:
             out(f"probe {probe.name}: {probe.description}")
         return 0
-    options = _equivalence_options(args)
+    chosen = _equivalence_options(args)
     with _progress_display(args) as shown:
-        result = orchestrator.run(options, progress=shown)
-    out(report.render_table(result).rstrip("\n"))
-    return _verdict(result, _write_reports(result, options.out_dir))
+        result = orchestrator.run(chosen, progress=shown)
+    out(report_text.render_table(result).rstrip("\n"))
+    return _verdict(result, _write_reports(result, chosen.out_dir))
 
 
 def cmd_merge_reports(args: argparse.Namespace) -> int:
     """Merge the equivalence.json of every shard into one report and one verdict."""
-    base = Path(os.environ.get(orchestrator.CALLER_DIR_ENV) or Path.cwd())
-    merged = report.merge([report.load(base / name) for name in args.reports])
-    out(report.render_table(merged).rstrip("\n"))
+    base = Path(os.environ.get(run_options.CALLER_DIR_ENV) or Path.cwd())
+    merged = merge.merge([report_json.load(base / name) for name in args.reports])
+    out(report_text.render_table(merged).rstrip("\n"))
     return _verdict(merged, _write_reports(merged, base / args.out))
+
+
+def cmd_canary(args: argparse.Namespace) -> int:
+    """Replay every release line onto upstream main (and newer tags); write the status page."""
+    upstream = args.upstream or os.environ.get("OVERLAY_UPSTREAM_CLONE")
+    if not upstream:
+        raise UpstreamError(
+            "no upstream repository to run the canary against",
+            expected="--upstream <a pytorch/executorch clone or git URL>",
+            found="neither --upstream nor $OVERLAY_UPSTREAM_CLONE",
+            hint="pass --upstream https://github.com/pytorch/executorch.git",
+        )
+    out_dir = Path(args.out)
+    request = canary_run.Request(
+        upstream=upstream,
+        root=Path(args.patches) if args.patches else lines.default_root(),
+        out_dir=out_dir,
+        lines=tuple(n.strip() for v in args.lines or () for n in v.split(",") if n.strip()),
+        tags=args.tags,
+        previous=Path(args.previous) if args.previous else None,
+        behaviour=not args.no_behaviour,
+        gate=not args.no_gate,
+    )
+    report = canary_run.canary(request, progress=progress)
+    for path in canary_page.write_page(report, out_dir):
+        progress(f"wrote {path}")
+    for line in report.lines:
+        if line.error:
+            out(f"{line.line}: {line.error}")
+        for row in line.rows:
+            out(f"{line.line} {row.patch}: {row.main.value}; {row.upstream}; next: {row.next_step}")
+    out(f"behaviour on main: {report.behaviour.state.value} {report.behaviour.detail}".rstrip())
+    if report.failed:
+        raise UpstreamError(
+            "the canary failed",
+            expected="no patch newly conflicting on main, no export churn",
+            found="\n".join(report.failures),
+            hint=f"read {out_dir / 'status.md'}",
+        )
+    return 0
 
 
 def cmd_report_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of equivalence.json."""
-    out(report.render_schema().rstrip("\n"))
+    out(report_json.render_schema().rstrip("\n"))
     return 0
 
 
@@ -601,18 +680,34 @@ def build_parser() -> argparse.ArgumentParser:
     in_place.add_commands(add)
     build = add("build-wheel", cmd_build_wheel, "build the patched executorch wheel")
     add_wheel(build)
-    build.add_argument("--out", default="dist", help="output folder (default: %(default)s)")
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--report", help="also write a JSON summary to this file")
     lock_cmd = add("lock", cmd_lock, "resolve the lock of every pinned wheel (uv, with hashes)")
     lock_cmd.add_argument("--check", action="store_true", help="only check the locks are current")
     lock_cmd.add_argument("--tag", action="append", help="only this wheel tag (repeatable)")
-    sync = add("sync", cmd_sync, "make a venv exactly the lock, with the patched executorch")
-    sync.add_argument("--venv", required=True, help="the venv to create or sync")
+    sync = add("sync", cmd_sync, "make a venv exactly a line's lock, with the patched executorch")
+    where = sync.add_mutually_exclusive_group(required=True)
+    where.add_argument("--venv", help="the venv to create or sync")
+    where.add_argument(
+        "--ready-in", metavar="DIR", help="sync the line's ready venv DIR/ready-<line>-py<X.Y>"
+    )
     sync.add_argument("--python", help="its Python version, e.g. 3.12 (default: the venv's)")
+    sync.add_argument(
+        "--stock",
+        action="store_true",
+        help="the lock with the pinned stock executorch in place of the patched one",
+    )
+    sync.add_argument(
+        "--with",
+        dest="with_",
+        action="append",
+        metavar="REQ",
+        help="also install this on top, held to the lock's versions (repeatable)",
+    )
+    for command in (build, lock_cmd, sync):
+        command.add_argument("--out", help="folder of the patched wheels (default: dist/<line>)")
     for command in (lock_cmd, sync):
-        command.add_argument("--out", default="dist", help="wheel folder (default: %(default)s)")
-        command.add_argument("--force", action="store_true", help="rebuild/resync regardless")
+        command.add_argument("--force", action="store_true", help="rebuild/recreate regardless")
     add_wheel(add("refresh", cmd_refresh, f"recompute patches/{CHECKSUMS_FILE}"))
     edit = add("edit", cmd_edit, "lay out pristine sources + series as git commits")
     add_wheel(edit)
@@ -625,6 +720,10 @@ def build_parser() -> argparse.ArgumentParser:
         "check an env: locked versions, provenance, patched files, then imports",
     )
     verify.add_argument("--target", help="the venv to check (default: this Python's)")
+    for command in (build, lock_cmd, sync, verify):
+        command.add_argument(
+            "--line", help="the release line, e.g. 1.2.0 (default: the newest in patches/)"
+        )
     verify.add_argument("--no-import", action="store_true", help="check files only")
     verify.add_argument("--lock", help="check against this lock file (default: the pinned one)")
     verify.add_argument("--no-lock", action="store_true", help="check executorch only")
@@ -661,13 +760,17 @@ def build_parser() -> argparse.ArgumentParser:
     ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
     ret.add_argument("--no-locks", action="store_true", help="skip the candidate's locks (uv)")
     ret.add_argument("--resume", action="store_true", help="continue after resolving a conflict")
-    ret.add_argument("--promote", action="store_true", help="make the checked candidate the pin")
+    ret.add_argument(
+        "--promote", action="store_true", help="make the checked candidate a new release line"
+    )
+    retire = add("retire-line", cmd_retire_line, "remove a release line (patches/VERSION/)")
+    retire.add_argument("version", help="the line's executorch release, e.g. 1.2.0")
     eq = add("equivalence", cmd_equivalence, "prove stock+runtime patch == diff-patched build")
     eq.add_argument("--stock-python", help="python of the stock env ($OVERLAY_STOCK_PYTHON)")
     eq.add_argument("--patched-python", help="python of the patched env ($OVERLAY_PATCHED_PYTHON)")
     eq.add_argument(
         "--runtime-patch",
-        default=orchestrator.DEFAULT_RUNTIME_PATCH,
+        default=run_options.DEFAULT_RUNTIME_PATCH,
         help="FILE.py:FUNCTION or module:FUNCTION for path (b) (default: %(default)s)",
     )
     eq.add_argument(
@@ -694,7 +797,7 @@ def build_parser() -> argparse.ArgumentParser:
     eq.add_argument(
         "--timeout",
         type=float,
-        default=orchestrator.DEFAULT_TIMEOUT_S,
+        default=run_options.DEFAULT_TIMEOUT_S,
         help="seconds one item (or a worker's start) may take, unless the case sets its own"
         " (default: %(default)s)",
     )
@@ -703,7 +806,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eq.add_argument(
         "--cache-dir",
-        default=str(equivalence_cache.default_directory()),
+        default=str(result_cache.default_directory()),
         help="result cache folder, shareable between runs and CI runners (default: %(default)s)",
     )
     eq.add_argument(
@@ -717,10 +820,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eq.add_argument("--verbose", action="store_true", help="one progress line per item on stderr")
     eq.add_argument("--quiet", action="store_true", help="no progress display")
-    merge = add("merge-reports", cmd_merge_reports, "merge shard reports into one verdict")
-    merge.add_argument("reports", nargs="+", help="the equivalence.json of every shard")
-    merge.add_argument("--out", default="reports", help="folder for the merged report")
+    merging = add("merge-reports", cmd_merge_reports, "merge shard reports into one verdict")
+    merging.add_argument("reports", nargs="+", help="the equivalence.json of every shard")
+    merging.add_argument("--out", default="reports", help="folder for the merged report")
     add("report-schema", cmd_report_schema, "print the JSON Schema of equivalence.json")
+    can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")
+    can.add_argument(
+        "--upstream", help="a pytorch/executorch clone or git URL ($OVERLAY_UPSTREAM_CLONE)"
+    )
+    can.add_argument("--out", default="build/canary", help="folder (default: %(default)s)")
+    can.add_argument("--lines", nargs="+", help="only these lines, e.g. 1.2.0 (default: all)")
+    can.add_argument("--tags", action="store_true", help="also onto each newer vX.Y.Z tag")
+    can.add_argument("--previous", help="the last status.json: fail on a newly conflicting patch")
+    can.add_argument("--no-behaviour", action="store_true", help="text only (no release env)")
+    can.add_argument("--no-gate", action="store_true", help="skip the export idempotence gate")
     return parser
 
 

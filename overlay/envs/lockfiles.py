@@ -1,7 +1,7 @@
 """Locks: the exact ready venv for one pinned wheel, every package by version and sha256.
 
 One requirements file per pinned executorch wheel, beside the pins it comes from
-(``patches/locks/<tag>.txt``), written by ``uv pip compile --generate-hashes`` for that
+(``patches/<line>/locks/<tag>.txt``), written by ``uv pip compile --generate-hashes`` for that
 interpreter and platform. A plain hashed requirements file (not ``uv.lock``) because
 ``uv pip sync``, ``pip install --require-hashes`` and a Dockerfile all take it as it is,
 and a per-platform resolution has no markers left to evaluate at install time. The
@@ -9,16 +9,16 @@ patched executorch is in it by the sha256 of the wheel this overlay builds (the 
 is deterministic). A header line keys everything the lock was resolved from (pins,
 extras, series digest, base wheel, tool); :func:`check_current` recomputes that key
 offline, so a lock left stale by a pin or patch change fails the fast tests.
+:func:`stock_text` gives the same lock with the stock executorch in place of the patched
+one: the equivalence run's stock env and the test env are synced from it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from overlay._files import write_text_atomic
+from overlay._hashing import sha256_bytes
 from overlay.dist.wheels import REPACK_FORMAT, TOOL, local_version
+from overlay.envs.uv_process import find_uv
 from overlay.errors import LockfileError
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series
@@ -91,7 +93,7 @@ def inputs_key(series: Series, pin: WheelPin) -> str:
         "tool": [TOOL, REPACK_FORMAT],
         "target": list(uv_target(series, pin)),
     }
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return sha256_bytes(json.dumps(inputs, sort_keys=True).encode())
 
 
 def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
@@ -116,23 +118,6 @@ def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
     )
 
 
-def uv_executable() -> str:
-    """Return the uv executable (on PATH, else the one the ``uv`` package ships)."""
-    found = shutil.which("uv")
-    if found:
-        return found
-    try:
-        from uv import find_uv_bin
-    except ImportError:
-        raise LockfileError(
-            "uv is not installed",
-            expected="uv on PATH or the uv package in this Python",
-            found="neither",
-            hint=f"{sys.executable} -m pip install uv",
-        ) from None
-    return str(find_uv_bin())
-
-
 def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = None) -> Lock:
     """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch."""
     path = out or lock_path(series, pin)
@@ -144,7 +129,7 @@ def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = N
         shutil.copyfile(wheel, links / wheel.name)  # only this wheel: no stale candidate
         (folder / _INPUT_NAME).write_text("\n".join(requirements(series)) + "\n")
         command = [
-            uv_executable(), "pip", "compile", _INPUT_NAME, "--quiet", "--generate-hashes",
+            find_uv(), "pip", "compile", _INPUT_NAME, "--quiet", "--generate-hashes",
             "--python-version", python, "--python-platform", platform,
             "--find-links", "links", "--custom-compile-command", REFRESH, "-o", "lock.txt",
         ]  # fmt: skip
@@ -165,7 +150,8 @@ def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = N
     header = (
         f"# Lock of the ready venv for {pin.tag} (Python {python}, {platform}"
         f"{f', macOS {macos}' if macos else ''}).\n"
-        f"# Refresh: `{REFRESH}`. Install: `uv pip sync --require-hashes --find-links dist`.\n"
+        f"# Refresh: `{REFRESH}`. Install: `uv pip sync --require-hashes --find-links"
+        f" dist/{series.pins.executorch}`.\n"
         f"{KEY_PREFIX}{inputs_key(series, pin)}\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -251,3 +237,27 @@ def check_wheel(lock: Lock, wheel: Path, sha256: str) -> None:
             found=f"sha256 {sha256}",
             hint=f"the repack wrote other bytes (a code change, or another zlib): `{REFRESH}`",
         )
+
+
+def stock_text(lock: Lock, sha256: str, version: str) -> str:
+    """Return the lock's text with its executorch entry replaced by the stock wheel's.
+
+    Example: ``executorch==1.2.0+armfix.1b5ee9052a \\`` / ``    --hash=sha256:3d72...``.
+    Becomes: ``executorch==1.2.0 \\`` / ``    --hash=sha256:<the pinned stock sha256>``.
+    """
+    out: list[str] = []
+    replaced = 0
+    continued = False
+    for line in lock.path.read_text(encoding="utf-8").splitlines():
+        if continued:
+            continued = line.rstrip().endswith("\\")
+            continue
+        if line.startswith("executorch=="):
+            out += [f"executorch=={version} \\", f"    --hash=sha256:{sha256}"]
+            replaced += 1
+            continued = line.rstrip().endswith("\\")
+            continue
+        out.append(line)
+    if replaced != 1:
+        raise _unreadable(lock.path, f"{replaced} executorch entries (one expected)")
+    return "\n".join(out) + "\n"

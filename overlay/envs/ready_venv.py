@@ -1,112 +1,184 @@
-"""The ready venv: exactly the lock, installed by ``uv pip sync``, stamped, re-synced on drift.
+"""The ready venv, and the proof and test envs: one committed lock, synced and verified.
 
-The stamp (``overlay-install.json`` in the venv) keys the lock's bytes and what is
-installed (every distribution's name and version, read with importlib.metadata), so a
-package added, removed or moved by hand makes the next run sync again instead of
-skipping. ``uv pip sync`` removes what the lock does not list; its own progress output
-is left visible (a cold torch install downloads ~3 GB).
+Every env here is synced from a line's committed lock (``patches/<line>/locks/<tag>.txt``)
+by :mod:`overlay.envs.venvs`, and its stamp records which (line, wheel tag, the lock's
+sha256, the flavour):
+
+- ``patched``: the lock as committed, the patched executorch by its wheel's sha256 (the
+  ready venv, the equivalence run's patched env);
+- ``stock``: the same lock with its executorch entry replaced by the pinned stock wheel
+  (sha256 from pins.toml): the equivalence run's stock env, the test env (with the
+  overlay's own tools on top, constrained to the lock's versions).
+
+So the proof runs on exactly what ships: the same transitive versions everywhere.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay.envs.lockfiles import Lock, uv_executable
-from overlay.envs.verify_install import installed_versions
-from overlay.errors import TargetError
+from overlay import lines
+from overlay._hashing import sha256_file
+from overlay.dist.wheels import cached_wheel, local_version, patched_cache, wheel_cache
+from overlay.envs import lockfiles, venvs
+from overlay.envs.lockfiles import Lock
+from overlay.envs.stamp import Flavour, Origin
+from overlay.envs.verify_install import InstallReport, check_installed
+from overlay.errors import InstallCheckError
+from overlay.lines.pins import WheelPin
+from overlay.text.series import Series
 
-STAMP = "overlay-install.json"
+READY_PREFIX = "ready-"
+BUILD_SESSION = "build_patched_executorch"
+
+
+def ready_name(line: str, python: str) -> str:
+    """Return the folder name of a line's ready venv for one Python, e.g. ``ready-1.2.0-py3.11``."""
+    return f"{READY_PREFIX}{line}-py{python}"
 
 
 @dataclass(frozen=True)
-class Venv:
-    """A virtual environment on disk."""
+class EnvRequest:
+    """One env to sync from a committed lock."""
 
-    root: Path
-    python: Path
-    site: Path
-    version: str  # "3.11"
+    series: Series
+    pin: WheelPin
+    lock: Lock  # the committed lock of ``pin``
+    flavour: Flavour
+    find_links: tuple[Path, ...] = ()  # where the patched (or stock) wheel is
+    on_top: tuple[str, ...] = ()  # more packages, constrained to the lock's versions
 
+    @property
+    def line(self) -> str:
+        """Return the release line (the pinned executorch release)."""
+        return str(self.series.pins.executorch)
 
-def find_venv(root: Path) -> Venv:
-    """Read a venv's interpreter version and site-packages from its ``pyvenv.cfg``."""
-    cfg = root / "pyvenv.cfg"
-    values: dict[str, str] = {}
-    if cfg.is_file():
-        for line in cfg.read_text(encoding="utf-8").splitlines():
-            key, sep, value = line.partition("=")
-            if sep:
-                values[key.strip()] = value.strip()
-    full = values.get("version_info") or values.get("version") or ""
-    version = ".".join(full.split(".")[:2])
-    site = root / "lib" / f"python{version}" / "site-packages"
-    if not version or not site.is_dir():
-        raise TargetError(
-            f"{root} is not a virtual environment",
-            expected="a folder with pyvenv.cfg and lib/pythonX.Y/site-packages",
-            found=f"pyvenv.cfg version {full!r}" if cfg.is_file() else "no pyvenv.cfg",
-            hint="pass the venv's root folder (the one holding bin/ and pyvenv.cfg)",
+    def effective_lock(self) -> Lock:
+        """Return the lock the env must match: as committed, or with stock executorch."""
+        if self.flavour is Flavour.PATCHED:
+            return self.lock
+        return lockfiles.parse(self.text(), path=self.lock.path)
+
+    def text(self) -> str:
+        """Return the requirements text uv syncs."""
+        if self.flavour is Flavour.PATCHED:
+            return self.lock.path.read_text(encoding="utf-8")
+        return lockfiles.stock_text(self.lock, self.pin.sha256, self.line)
+
+    def contents(self) -> venvs.Contents:
+        """Return what the builder syncs, with the origin its stamp records."""
+        lock = self.effective_lock()
+        label = self.lock.path.name
+        return venvs.Contents(
+            label=label if self.flavour is Flavour.PATCHED else f"{label} (stock)",
+            python=self.pin.python,
+            requirements=self.text(),
+            locked={p.name: p.version for p in lock.packages},
+            find_links=self.find_links,
+            on_top=self.on_top,
+            origin=Origin(self.line, self.pin.tag, sha256_file(self.lock.path), self.flavour),
         )
-    return Venv(root, root / "bin" / "python", site, version)
 
 
-def stamp_key(lock: Lock, venv: Venv) -> str:
-    """Return the key of a venv's state: the lock's bytes and every installed version."""
-    digest = hashlib.sha256(lock.path.read_bytes())
-    for name, version in sorted(installed_versions(venv.site).items()):
-        digest.update(f"\0{name}=={version}".encode())
-    return digest.hexdigest()
+def stock_links(pin: WheelPin) -> tuple[Path, ...]:
+    """Return where uv finds the stock wheel without downloading it (the wheel cache), if there."""
+    return (wheel_cache(),) if (wheel_cache() / pin.filename).is_file() else ()
 
 
-def is_current(lock: Lock, venv: Venv) -> bool:
-    """Return True when the venv's stamp matches the lock and what is installed now."""
-    stamp = venv.root / STAMP
-    try:
-        recorded = json.loads(stamp.read_text(encoding="utf-8")).get("key")
-    except (OSError, ValueError, AttributeError):
-        return False
-    return bool(recorded == stamp_key(lock, venv))
+def patched_links(series: Series, pin: WheelPin, out: Path) -> tuple[Path, ...]:
+    """Return where uv finds the patched wheel: the cache's copy (same bytes), else ``out``.
 
-
-def write_stamp(lock: Lock, venv: Venv) -> None:
-    """Record that the venv is exactly the lock (call after it was verified)."""
-    text = json.dumps({"key": stamp_key(lock, venv), "lock": str(lock.path)}, indent=2)
-    (venv.root / STAMP).write_text(text + "\n", encoding="utf-8")
-
-
-def sync(lock: Lock, root: Path, *, python: str, find_links: Path, reinstall: bool) -> Venv:
-    """Make ``root`` a venv holding exactly the lock (created if missing); uv prints progress.
-
-    ``reinstall`` re-installs executorch from its wheel (its files drifted in place).
+    The cache path is stable, so uv reuses its unpacked wheel across clones.
     """
-    uv = uv_executable()
-    if not (root / "pyvenv.cfg").is_file():
-        _run([uv, "venv", "--quiet", "--python", python, str(root)])
-    venv = find_venv(root)
-    (venv.root / STAMP).unlink(missing_ok=True)  # a crash mid-sync leaves no stale stamp
-    command = [
-        uv, "pip", "sync", "--python", str(venv.python), "--require-hashes",
-        "--find-links", str(find_links), str(lock.path),
-    ]  # fmt: skip
-    if reinstall:
-        command += ["--reinstall-package", "executorch"]
-    _run(command)
-    return venv
+    cached = cached_wheel(series, pin, patched_cache())
+    return (cached.parent if cached.is_file() else out,)
 
 
-def _run(command: list[str]) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    proc = subprocess.run(command, env=env, check=False)
-    if proc.returncode != 0:
-        raise TargetError(
-            f"`{' '.join(command[1:3])}` failed (exit code {proc.returncode})",
-            expected="uv installs every locked package from the index and dist/",
-            found="the uv output above",
-            hint="check network access to the index; a hash mismatch means a stale lock: "
-            "`nox -s lock`",
+def sync(
+    request: EnvRequest,
+    root: Path,
+    *,
+    force: bool = False,
+    progress: venvs.Progress = lambda _: None,
+) -> venvs.Synced[InstallReport]:
+    """Make ``root`` exactly the request's lock, verified (imports too) and stamped."""
+    stock = request.flavour is Flavour.STOCK
+    repair = repair_command(request.series, request.lock, root, stock=stock)
+    lock = request.effective_lock()
+
+    def verify(venv: venvs.Venv) -> InstallReport:
+        return check_installed(
+            request.series,
+            search_path=venv.site,
+            lock=lock,
+            python=venv.python,
+            stock=stock,
+            repair=repair,
         )
+
+    def broken(venv: venvs.Venv) -> str | None:
+        wanted = request.line if stock else local_version(request.series)
+        if venvs.installed_versions(venv.site).get("executorch") != wanted:
+            return None  # another version: an ordinary re-sync replaces it
+        try:
+            check_installed(
+                request.series, import_modules=False, search_path=venv.site, stock=stock
+            )
+        except InstallCheckError as exc:
+            return exc.message
+        return None
+
+    return venvs.ensure_venv(
+        request.contents(), root, verify=verify, broken=broken, force=force, progress=progress
+    )
+
+
+def repair_command(
+    series: Series,
+    lock: Lock | None,
+    root: Path,
+    python: Path | None = None,
+    *,
+    stock: bool = False,
+) -> str:
+    """Return the command that makes the env at ``root`` its lock again, where the user is.
+
+    A venv in a checkout: the nox build for a ready venv it made, else ``python -m overlay
+    sync`` with the line. Outside a checkout (or not a venv): ``uv pip sync`` for a
+    uv-made venv, else pip, with the lock and the folder of the patched wheel (the
+    overlay's cache when it holds it); executorch reinstalled, as its files may have
+    drifted under a right version. ``python``: the env's interpreter (default: its
+    ``bin/python``); ``stock``: a stock env (only ever made by ``sync --stock``).
+    """
+    line = str(series.pins.executorch)
+    checkout = lines.find_checkout(Path.cwd().resolve())
+    version = venvs.python_version(root)
+    config = venvs.pyvenv_config(root)
+    if checkout is not None and config:
+        nox_dir = (checkout / ".nox").resolve()
+        if root.resolve().parent == nox_dir and root.name == ready_name(line, version):
+            return f"nox -s {BUILD_SESSION}-{version} -- --line {line}"
+        return f"python -m overlay sync --venv {root} --line {line}{' --stock' if stock else ''}"
+    where = lock.path if lock is not None else f"the lock of line {line} (locks/<wheel tag>.txt)"
+    interpreter = python or root / "bin" / "python"
+    folder = _wheel_folder(series, lock)
+    if "uv" in config:
+        return (
+            f"uv pip sync --python {interpreter} --require-hashes --reinstall-package executorch"
+            f" --find-links {folder} {where}"
+        )
+    return (
+        f"{interpreter} -m pip uninstall --yes executorch && {interpreter} -m pip install"
+        f" --require-hashes --find-links {folder} -r {where}"
+    )
+
+
+def _wheel_folder(series: Series, lock: Lock | None) -> str:
+    """Return the folder of the patched wheel the lock pins, if the overlay's cache has it."""
+    if lock is not None:
+        pinned = set(lock.get("executorch").hashes)
+        for wheel in sorted(patched_cache().glob(f"*/executorch-{local_version(series)}-*.whl")):
+            if sha256_file(wheel) in pinned:
+                return str(wheel.parent)
+    return "DIR_WITH_THE_PATCHED_WHEEL"

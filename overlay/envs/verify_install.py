@@ -3,7 +3,9 @@
 In order: every package the lock pins is installed at its locked version, executorch
 carries this series (version, provenance, the patched files' sha256), then the patched
 modules and the Arm backend import in the environment's own interpreter (a separate
-process: the overlay need not be installed there).
+process: the overlay need not be installed there). ``stock=True`` checks a stock env the
+same way: the pinned release, its pristine files. Every error's next step is the
+``repair`` command the caller gives (one that works where the user is).
 """
 
 from __future__ import annotations
@@ -17,12 +19,11 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from overlay.dist.wheels import local_version
 from overlay.envs.lockfiles import Lock
+from overlay.envs.venvs import installed_versions
 from overlay.errors import InstallCheckError
-from overlay.target.state import verified
+from overlay.target.state import Status, TreeState, read_installed, verified
 from overlay.text.series import Series
 
 # Importing these proves the Arm backend loads with the patched sources.
@@ -30,7 +31,7 @@ ARM_MODULES = (
     "executorch.backends.arm.tosa.partitioner",
     "executorch.backends.arm.quantizer",
 )
-NEXT_STEP = "nox -s build_patched_executorch"
+NEXT_STEP = "sync the environment with its lock again (docs/environments.md)"
 _IMPORT = (
     "import importlib, json, sys\n"
     "print(json.dumps({n: importlib.import_module(n).__file__ for n in sys.argv[1:]}))\n"
@@ -50,30 +51,9 @@ class InstallReport:
     unlocked: tuple[str, ...]  # installed, not in the lock (``name==version``)
 
 
-def installed_versions(site: Path | None = None) -> dict[str, str]:
-    """Return ``{canonical name: version}`` of the distributions in ``site`` (or on sys.path).
-
-    A ``name-version.dist-info`` folder (as installers name it) is read by its name, which
-    is fast; a folder name that does not split that way by its METADATA. Two copies of one
-    distribution give both versions (``2.11.0 + 2.15.0``), which matches no lock.
-    """
-    folders = [site] if site else [Path(p) for p in sys.path if p and Path(p).is_dir()]
-    found: dict[str, str] = {}
-    for folder in folders:
-        for info in sorted(folder.glob("*.dist-info")):
-            name, sep, version = info.name.removesuffix(".dist-info").partition("-")
-            if not sep or "-" in version:
-                dist = importlib.metadata.PathDistribution(info)
-                name, version = dist.metadata["Name"] or "", dist.version
-            key = canonicalize_name(name)
-            if name and key in found:
-                found[key] += f" + {version}"
-            elif name:
-                found[key] = version
-    return found
-
-
-def check_lock(lock: Lock, installed: dict[str, str]) -> tuple[str, ...]:
+def check_lock(
+    lock: Lock, installed: dict[str, str], *, repair: str = NEXT_STEP
+) -> tuple[str, ...]:
     """Refuse an env whose packages differ from the lock; return the unlocked ones."""
     expected, found = [], []
     for package in lock.packages:
@@ -86,7 +66,7 @@ def check_lock(lock: Lock, installed: dict[str, str]) -> tuple[str, ...]:
             f"the environment drifted from its lock {lock.path.name}",
             expected=", ".join(expected),
             found=", ".join(found),
-            hint=NEXT_STEP,
+            hint=repair,
         )
     names = {p.name for p in lock.packages}
     return tuple(f"{n}=={v}" for n, v in sorted(installed.items()) if n not in names)
@@ -99,14 +79,18 @@ def check_installed(
     search_path: Path | None = None,
     lock: Lock | None = None,
     python: Path | None = None,
+    stock: bool = False,
+    repair: str = NEXT_STEP,
 ) -> InstallReport:
     """Verify locked versions, provenance, file hashes and (optionally) imports of an env.
 
     ``search_path``: the env's site-packages (default: this interpreter's); ``python``: the
-    env's interpreter for the import check (default: this one).
+    env's interpreter for the import check (default: this one); ``stock``: the env holds
+    the pinned stock release (pristine files, no provenance); ``repair``: the next step.
     """
     installed = installed_versions(search_path)
-    unlocked = check_lock(lock, installed) if lock is not None else ()
+    unlocked = check_lock(lock, installed, repair=repair) if lock is not None else ()
+    wanted_version = str(series.pins.executorch) if stock else local_version(series)
     if search_path is None:
         dists = list(importlib.metadata.distributions(name="executorch"))
     else:
@@ -114,19 +98,24 @@ def check_installed(
     if not dists:
         raise InstallCheckError(
             "executorch is not installed in this environment",
-            expected=f"executorch {local_version(series)}",
+            expected=f"executorch {wanted_version}",
             found="no executorch distribution",
-            hint=NEXT_STEP,
+            hint=repair,
         )
     dist = dists[0]
     site = Path(str(dist.locate_file("")))
-    status = verified(series, site, rebuild=f"rebuild and reinstall: `{NEXT_STEP}`")
-    expected = series.expected_patched_sha256()
+    if stock:
+        status = _stock_tree(series, site, repair)
+        expected = {p: series.pins.pristine_sha256(p) for p in series.targets()}
+    else:
+        status = verified(series, site, rebuild=repair)
+        expected = series.expected_patched_sha256()
     files = {series.pins.wheel_path(p): status.digests[p] for p in expected}
     modules: tuple[str, ...] = ()
     if import_modules:
         patched = {series.pins.module_name(p): site / series.pins.wheel_path(p) for p in expected}
-        loaded = _import(python or Path(sys.executable), [*patched, *ARM_MODULES])
+        what = "stock" if stock else "patched"
+        loaded = _import(python or Path(sys.executable), [*patched, *ARM_MODULES], what, repair)
         for name, path in patched.items():
             if Path(loaded[name]).resolve() != path.resolve():
                 raise InstallCheckError(
@@ -147,7 +136,20 @@ def check_installed(
     )
 
 
-def _import(python: Path, names: list[str]) -> dict[str, str]:
+def _stock_tree(series: Series, site: Path, repair: str) -> Status:
+    """Return the state of a stock installation; refuse any but the pinned release, pristine."""
+    status = read_installed(series, site)
+    if status.target.version != series.pins.executorch or status.state is not TreeState.PRISTINE:
+        raise InstallCheckError(
+            "this environment does not hold the stock release",
+            expected=f"executorch {series.pins.executorch}, its files pristine",
+            found=f"executorch {status.target.version}: {status.summary}",
+            hint=repair,
+        )
+    return status
+
+
+def _import(python: Path, names: list[str], what: str, repair: str) -> dict[str, str]:
     """Import ``names`` in ``python``; return each module's file."""
     # -s -P: no user site, no script folder on sys.path; PYTHONPATH is dropped, but not
     # PYTHONDONTWRITEBYTECODE: the import costs what it costs the user's own first import.
@@ -161,10 +163,10 @@ def _import(python: Path, names: list[str]) -> dict[str, str]:
     )
     if proc.returncode != 0:
         raise InstallCheckError(
-            "the patched executorch does not import",
+            f"the {what} executorch does not import",
             expected=f"{', '.join(names)} importable with {python}",
             found=proc.stderr.strip()[-2000:] or f"exit code {proc.returncode}",
-            hint=NEXT_STEP,
+            hint=repair,
         )
     loaded: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
     return loaded

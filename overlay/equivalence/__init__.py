@@ -1,11 +1,16 @@
 """Equivalence: the diff-patched build behaves like stock + the runtime monkey-patch.
 
-Layout: ``protocol`` (the typed messages to and from workers), ``worker`` (the only code
-that runs torch, in the stock and patched envs), ``corpus``, ``zoo`` and ``probes`` (what
-the workers run), ``vgf_run`` and ``ethosu`` (worker-side: VGF executed on the emulation
-layer, Ethos-U lowering with Vela's estimates), ``envinfo`` (what a path's env is made
-of, no torch), ``cache`` (the content-addressed result cache), ``workers`` and ``pool``
-(worker processes; what runs where), ``orchestrator`` (inputs, selection, shards: one
-run), ``verdict`` (pure: where every verdict is decided), ``report`` and ``htmlreport``
-(render, read back, merge).
+Layout, one job per module (torch runs only in worker processes):
+
+- :mod:`.protocol`: the typed messages between the controller and its workers;
+- :mod:`.verdict`: every equivalence verdict, decided in one pure module;
+- :mod:`.sources`: Python sources read, never run (the one tree digest, a worker's
+  imports, a module's names);
+- :mod:`.corpus`: what workers run; torch-free case tables for the controller, torch
+  builders (:mod:`.corpus.models`, :mod:`.corpus.zoo`, :mod:`.corpus.probes`) for workers,
+  checks of a user's ``--models`` file (:mod:`.corpus.user_cases`);
+- :mod:`.worker`: the worker processes (lowering, VGF run, Ethos-U, environment info);
+- :mod:`.controller`: inputs, orchestration, scheduling, worker processes, result cache,
+  shard merging;
+- :mod:`.render`: the report as text, Markdown, HTML and the typed JSON document.
 """

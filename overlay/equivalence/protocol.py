@@ -42,6 +42,9 @@ class PathId(enum.StrEnum):
         return {"a": "stock", "b": "stock + runtime patch", "c": "diff-patched build"}[self.value]
 
 
+PATHS = tuple(PathId)  # (a), (b), (c): the order of every table
+
+
 class ItemKind(enum.StrEnum):
     """A corpus case (a whole lowering) or a probe (one patched function on a small graph)."""
 
@@ -80,6 +83,7 @@ class Stage(enum.StrEnum):
     ETHOSU = "ethos-u"
     PROBE = "probe"
     INIT = "init"
+    INPUT = "input"  # the user's --runtime-patch or --models file could not be loaded
     REQUEST = "request"
     HARNESS = "harness"
 
@@ -299,7 +303,7 @@ class InitReply:
     python: str
     executorch: str
     torch: str
-    import_seconds: float
+    import_seconds: float  # importing executorch's Arm backend (torch loads at process start)
     runtime_fixes_applied: tuple[int, ...]
 
 

@@ -1,5 +1,8 @@
 """Where an equivalence verdict is decided: pure functions of the three paths' results.
 
+(Over 500 lines on purpose: every verdict is decided in this one module, the one place
+docs/architecture.md names for them.)
+
 Two questions per item. (b) vs (c): do stock + runtime patch and the diff-patched build
 behave alike (agree), differ only as declared below (declared), or differ (undeclared)?
 (a) vs (b): what does the fix change against stock, judged by correctness, not by

@@ -2,12 +2,14 @@
 
 Code holds no version or hash: a series folder carries its own ``pins.toml``, so a tool
 can rewrite it (refresh, retarget) and a candidate series for another release brings its
-own pins. :mod:`overlay.lines` says which series folder a command uses.
+own pins. Only the line's own pins live here; what the upstream work needs about other
+releases (the version matrix, upstream's torch pins, its tools) is shared by every line in
+``patches/upstream.toml`` (:mod:`overlay.upstream.upstream_pins`). :mod:`overlay.lines`
+says which series folder a command uses.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import platform
 import sys
 import tomllib
@@ -21,6 +23,8 @@ from overlay.errors import PristineMismatchError, SeriesError, TargetError
 
 PINS_FILE = "pins.toml"
 SERIES_FILE = "series"
+# Tables of patches/upstream.toml (shared by every line), refused in a line's pins.toml.
+SHARED_TABLES = ("matrix", "upstream", "torch")
 # The runtime packages of a ready venv, in install order.
 RUNTIME_PACKAGES = ("torch", "torchao", "tosa-tools", "ai-ml-sdk-model-converter")
 
@@ -64,12 +68,6 @@ class Pins:
     macos_deployment_target: str  # the macOS a lock targets ("" = uv's default)
     wheels: tuple[WheelPin, ...]
     pristine: Mapping[str, str]  # repository path -> sha256
-    matrix_versions: tuple[str, ...]
-    matrix_python: str
-    matrix_platform: str
-    matrix_sha256: Mapping[str, str]  # release -> sha256 of its matrix wheel
-    # [upstream]: tool pins for upstream work (test_requirements, lint_requirements)
-    upstream: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def pythons(self) -> tuple[str, ...]:
@@ -137,23 +135,6 @@ class Pins:
             hint=f"use one of the pinned wheels, or pin the new one in {self.source}",
         )
 
-    def matrix_pin(self, version: str) -> WheelPin:
-        """Return the matrix wheel of a release (sha256 empty when not yet recorded)."""
-        try:
-            Version(version)
-        except InvalidVersion as exc:
-            raise TargetError(
-                f"{version!r} is not a release version",
-                expected="a version like 1.5.1",
-                found=version,
-                hint="list releases with `pip index versions executorch`",
-            ) from exc
-        abi = "cp" + self.matrix_python.replace(".", "")
-        filename = f"executorch-{version}-{abi}-{abi}-{self.matrix_platform}.whl"
-        return WheelPin(
-            filename, self.matrix_sha256.get(version, ""), self.matrix_python, self.matrix_platform
-        )
-
     def pristine_sha256(self, repo_path: str) -> str:
         """Return the pinned sha256 of a pristine file; refuse a file with no pin."""
         try:
@@ -219,17 +200,6 @@ def _strings(data: Mapping[str, object], key: str, source: Path) -> dict[str, st
     return out
 
 
-def _string_lists(table: object, source: Path) -> dict[str, tuple[str, ...]]:
-    if not isinstance(table, Mapping):
-        raise _bad(source, "an [upstream] table", repr(table))
-    out: dict[str, tuple[str, ...]] = {}
-    for name, value in table.items():
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise _bad(source, f"a list of strings for [upstream] {name}", repr(value))
-        out[str(name)] = tuple(value)
-    return out
-
-
 def _bad(source: Path, expected: str, found: str) -> SeriesError:
     return SeriesError(
         f"{source} is not a valid pins file",
@@ -239,18 +209,10 @@ def _bad(source: Path, expected: str, found: str) -> SeriesError:
     )
 
 
-def load(directory: Path) -> Pins:
-    """Read and validate ``pins.toml`` of a series folder."""
-    source = directory / PINS_FILE
+def read_toml(source: Path) -> dict[str, object]:
+    """Return a TOML file's tables; refuse an unreadable one (shared by every pins file)."""
     try:
-        data = tomllib.loads(source.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise SeriesError(
-            f"no {PINS_FILE} in {directory}",
-            expected=f"{source} with the series' versions and hashes",
-            found="nothing",
-            hint="point --patches at a series folder (it holds 'series' and 'pins.toml')",
-        ) from None
+        return tomllib.loads(source.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError) as exc:
         raise SeriesError(
             f"cannot read {source}: {exc}",
@@ -258,6 +220,19 @@ def load(directory: Path) -> Pins:
             found=type(exc).__name__,
             hint="restore it from git",
         ) from exc
+
+
+def load(directory: Path) -> Pins:
+    """Read and validate ``pins.toml`` of a series folder."""
+    source = directory / PINS_FILE
+    if not source.is_file():
+        raise SeriesError(
+            f"no {PINS_FILE} in {directory}",
+            expected=f"{source} with the series' versions and hashes",
+            found="nothing",
+            hint="point --patches at a series folder (it holds 'series' and 'pins.toml')",
+        )
+    data = read_toml(source)
     executorch = _table(data, "executorch", source)
     runtime = _strings(data, "runtime", source)
     extras: dict[str, tuple[str, ...]] = {}
@@ -269,7 +244,14 @@ def load(directory: Path) -> Pins:
     macos = lock.get("macos_deployment_target", "")
     if not isinstance(macos, str):
         raise _bad(source, "[lock] macos_deployment_target = a string", repr(macos))
-    matrix = _table(data, "matrix", source)
+    moved = [key for key in SHARED_TABLES if key in data]
+    if moved:
+        raise SeriesError(
+            f"{source} holds shared upstream pins",
+            expected="only the line's own pins (the upstream pins are shared by every line)",
+            found=", ".join(f"[{key}]" for key in moved),
+            hint=f"move them into {directory.parent / 'upstream.toml'} (beside the lines)",
+        )
     wheels: list[WheelPin] = []
     raw_wheels = data.get("wheels")
     if not isinstance(raw_wheels, list) or not raw_wheels:
@@ -285,9 +267,6 @@ def load(directory: Path) -> Pins:
                 _text(entry, "platform", source),
             )
         )
-    versions = matrix.get("versions")
-    if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
-        raise _bad(source, "[matrix] versions = a list of strings", repr(versions))
     try:
         version = Version(_text(executorch, "version", source))
     except InvalidVersion as exc:
@@ -303,9 +282,4 @@ def load(directory: Path) -> Pins:
         macos_deployment_target=macos,
         wheels=tuple(wheels),
         pristine=_strings(data, "pristine", source),
-        matrix_versions=tuple(str(v) for v in versions),
-        matrix_python=_text(matrix, "python", source),
-        matrix_platform=_text(matrix, "platform", source),
-        matrix_sha256=_strings(matrix, "sha256", source),
-        upstream=_string_lists(data.get("upstream", {}), source),
     )

@@ -350,14 +350,11 @@ def inspect(series: Series, target: Target) -> Status:
             _mutex.release(path, fd, remove_folder=True)
 
 
-def verified(series: Series, site: Path, *, rebuild: str) -> Status:
-    """Return the state of the installation at ``site``; raise unless it is complete.
-
-    What `verify-install` asks: the same reader and verdict as `status`, and an unreadable
-    installation is an InstallCheckError too.
-    """
+def read_installed(series: Series, site: Path) -> Status:
+    """Return the state of the installation at ``site``; an unreadable one is an
+    InstallCheckError (what `verify-install` reports)."""
     try:
-        status = inspect(series, find_target(site))
+        return inspect(series, find_target(site))
     except TargetError as exc:
         raise InstallCheckError(
             f"the executorch installation in {site} cannot be read: {exc.message}",
@@ -365,6 +362,14 @@ def verified(series: Series, site: Path, *, rebuild: str) -> Status:
             found=exc.found,
             hint=exc.hint,
         ) from exc
+
+
+def verified(series: Series, site: Path, *, rebuild: str) -> Status:
+    """Return the state of the installation at ``site``; raise unless it is complete.
+
+    What `verify-install` asks: the same reader and verdict as `status`.
+    """
+    status = read_installed(series, site)
     problem = status.problem(rebuild)
     if problem is not None:
         raise problem

@@ -1,11 +1,8 @@
 """Export patches still needed upstream as ``git format-patch`` style mboxes plus PR bodies.
 
-executorch's rules for Arm backend commits (``backends/arm/scripts/pre-push`` and
-CONTRIBUTING.md upstream): subject ``Arm backend: <Verb> ...`` with a verb from the
-hook's list, subject and every body line at most 72 characters (URLs excepted, trailers
-included), a ``Signed-off-by`` trailer, the current year in the Arm copyright header of
-every touched file, and the issue named in the PR (``Fixes #N``). An mbox whose message
-breaks a rule is refused, never written. The diff is regenerated with git against the
+Every message follows executorch's rules for Arm backend commits
+(:mod:`overlay.upstream.commit_rules`) and names the issue (``Fixes #N``); an mbox whose
+message breaks a rule is refused, never written. The diff is regenerated with git against the
 sources the export is based on (``base-commit:`` names that upstream commit), so
 ``git am`` applies it there exactly.
 """
@@ -27,136 +24,53 @@ from email.generator import Generator
 from email.message import EmailMessage
 from pathlib import Path
 
-from overlay import __version__, _git, fixes
+from overlay import __version__, fixes
 from overlay._git import git, git_with_env
 from overlay.errors import GitError, UpstreamError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import PATCH_SUFFIX, Patch
-from overlay.upstream.behaviour import TestRun
-
-PREFIX = "Arm backend: "
-MAX_LINE = 72
-# The imperative verbs backends/arm/scripts/pre-push accepts at the start of a subject.
-HOOK_VERBS = frozenset(
-    [
-        "Add",
-        "Fix",
-        "Update",
-        "Refactor",
-        "Improve",
-        "Remove",
-        "Change",
-        "Implement",
-        "Create",
-        "Modify",
-        "Enable",
-        "Integrate",
-        "Make",
-        "Support",
-        "Deprecate",
-        "Extend",
-        "Enhance",
-        "Convert",
-        "Rewrite",
-        "Unify",
-        "Optimize",
-        "Expand",
-        "Reorganize",
-        "Adjust",
-        "Streamline",
-        "Clarify",
-        "Introduce",
-        "Document",
-        "Polish",
-        "Standardize",
-        "Revise",
-        "Simplify",
-        "Restore",
-        "Resolve",
-        "Replace",
-        "Suppress",
-        "Migrate",
-        "Generate",
-        "Delete",
-        "Exclude",
-        "Register",
-        "Include",
-        "Upgrade",
-        "Validate",
-        "Verify",
-        "Refine",
-        "Reimplement",
-        "Patch",
-        "Sync",
-        "Revert",
-        "Fixup",
-        "Append",
-        "Annotate",
-        "Disable",
-        "Emit",
-        "Handle",
-        "Ignore",
-        "Interpret",
-        "Instantiate",
-        "Invoke",
-        "Limit",
-        "Load",
-        "Permit",
-        "Print",
-        "Profile",
-        "Recalculate",
-        "Reconstruct",
-        "Redefine",
-        "Redesign",
-        "Reevaluate",
-        "Relocate",
-        "Remap",
-        "Render",
-        "Reposition",
-        "Request",
-        "Sanitize",
-        "Specify",
-        "Strengthen",
-        "Stub",
-        "Substitute",
-        "Tag",
-        "Tweak",
-        "Unlock",
-        "Unset",
-        "Use",
-        "Rename",
-        "Relax",
-        "Format",
-        "Don't",
-        "Consolidate",
-        "Review",
-    ]
+from overlay.upstream.commit_rules import (
+    MAX_LINE,
+    PLACEHOLDER,
+    PREFIX,
+    Identity,
+    check_license,
+    check_message,
 )
+from overlay.upstream.facts import TestRun
+
+__all__ = [  # the commit rules' names too, for callers from before the split
+    "ARM_CC",
+    "LABELS",
+    "MAX_LINE",
+    "PREFIX",
+    "ZERO_SHA",
+    "Evidence",
+    "Export",
+    "Identity",
+    "branch_name",
+    "check_license",
+    "check_message",
+    "checklist",
+    "commit_message",
+    "dep3_paragraphs",
+    "drafted_issue",
+    "export_patch",
+    "format_mbox",
+    "make_branch",
+    "pr_body",
+    "upstream_subject",
+    "wrap",
+    "write_exports",
+]
 # Who the Arm backend's commits and PRs cc, and the labels its fixes get.
 ARM_CC = (
     "cc @digantdesai @freddan80 @per @zingo @oscarandersson8218 @mansnils",
     "@Sebastian-Larsson @robell @rascani",
 )
 LABELS = ("release notes: arm", "partner: arm")
-_ARM_COPYRIGHT = re.compile(r"Copyright .*Arm Limited and/or its affiliates", re.IGNORECASE)
 ZERO_SHA = "0" * 40
-_URL = re.compile(r"https?://\S+")
 _POLICY = email.policy.default.clone(linesep="\n", max_line_length=0)
-_PLACEHOLDER_ID = ("A", "a@b.c")  # a short identity, to check the message without the signer
-
-
-@dataclass(frozen=True)
-class Identity:
-    """A commit author / signer."""
-
-    name: str
-    email: str
-
-    def __str__(self) -> str:
-        return f"{self.name} <{self.email}>"
-
-
-_PLACEHOLDER = Identity(*_PLACEHOLDER_ID)
 
 
 @dataclass(frozen=True)
@@ -192,33 +106,6 @@ class Export:
     def stem(self) -> str:
         """Return the file name stem, e.g. ``0001-keep-terminal-int16-quantize``."""
         return self.name.removesuffix(PATCH_SUFFIX)
-
-
-def parse_identity(text: str) -> Identity:
-    """Parse ``Name <email>``."""
-    name, address = email.utils.parseaddr(text)
-    if not name or "@" not in address:
-        raise UpstreamError(
-            "not a sign-off identity",
-            expected="'Full Name <user@example.org>'",
-            found=repr(text),
-            hint="pass --signoff 'Full Name <user@example.org>'",
-        )
-    return Identity(name, address)
-
-
-def git_identity(cwd: Path | None = None) -> Identity:
-    """Return user.name/user.email from git config, for the Signed-off-by trailer."""
-    values = _git.identity(cwd)
-    if not all(values):
-        raise UpstreamError(
-            "no identity for the Signed-off-by trailer",
-            expected="git config user.name and user.email, or --signoff",
-            found=f"user.name={values[0]!r}, user.email={values[1]!r}",
-            hint="run `git config --global user.name ...` (and user.email), "
-            "or pass --signoff 'Full Name <user@example.org>'",
-        )
-    return Identity(values[0], values[1])
 
 
 def upstream_subject(patch: Patch) -> str:
@@ -257,40 +144,6 @@ def commit_message(patch: Patch, signer: Identity) -> str:
         parts.append("\n".join(trailers))
     parts.append(f"Signed-off-by: {signer}")
     return "\n\n".join(parts) + "\n"
-
-
-def check_message(message: str) -> list[str]:
-    """Return every way ``message`` breaks the Arm backend commit rules (empty: fine)."""
-    lines = message.rstrip("\n").split("\n")
-    subject = lines[0]
-    problems = []
-    if not subject.startswith(PREFIX):
-        problems.append(f"subject does not start with {PREFIX!r}: {subject!r}")
-    if len(subject) > MAX_LINE:
-        problems.append(f"subject is {len(subject)} > {MAX_LINE} characters")
-    first = subject.removeprefix(PREFIX).split(" ", 1)[0]
-    if first not in HOOK_VERBS:
-        problems.append(
-            f"subject should start with an imperative verb the pre-push hook knows: {first!r}"
-        )
-    if len(lines) > 1 and lines[1] != "":
-        problems.append("line 2 (between subject and body) is not empty")
-    for number, line in enumerate(lines[1:], start=2):
-        if len(_URL.sub("", line)) > MAX_LINE:
-            problems.append(f"line {number} is {len(line)} > {MAX_LINE} characters")
-    if not any(line.startswith("Signed-off-by: ") for line in lines):
-        problems.append("no 'Signed-off-by: ' trailer")
-    return problems
-
-
-def check_license(files: Mapping[str, bytes], year: int) -> list[str]:
-    """Return touched files whose Arm copyright header lacks ``<year> Arm`` (the hook's check)."""
-    problems = []
-    for path, data in files.items():
-        head = "\n".join(decode(data).splitlines()[:10])
-        if _ARM_COPYRIGHT.search(head) and f"{year} Arm" not in head:
-            problems.append(f"{path}: the Arm copyright header lacks '{year} Arm'")
-    return problems
 
 
 def _diff_with_git(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> tuple[str, str]:
@@ -492,7 +345,7 @@ def export_patch(
     problems = check_message(message)
     problems += check_license(after, year or datetime.datetime.now(datetime.UTC).year)
     if problems:
-        own = check_message(commit_message(patch, _PLACEHOLDER))
+        own = check_message(commit_message(patch, PLACEHOLDER))
         hint = (
             "shorten the patch's Description (its first line is the subject) or fix the"
             " header of the touched file"

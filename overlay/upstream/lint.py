@@ -3,7 +3,7 @@
 lintrunner runs every linter of the upstream checkout's ``.lintrunner.toml`` that applies
 to the files, as the pre-push hook does (for Python: FLAKE8, UFMT = black + usort,
 DOCFORMATTER, MYPY, RUFF_DOCS, BANDIT and upstream's custom checks), with the checkout's
-settings, in a throwaway tool venv built with uv from ``[upstream] lint_requirements``
+settings, in a throwaway tool venv built with uv from ``lint_requirements`` (upstream.toml)
 (the versions of upstream's ``requirements-lintrunner.txt``). The files are linted before
 and after the commit; only what the commit adds is reported, so old findings in a touched
 file are not blamed on the patch.
@@ -23,6 +23,7 @@ from overlay import lines
 from overlay._git import git
 from overlay.envs import release_venvs
 from overlay.errors import UpstreamError
+from overlay.upstream import upstream_pins
 
 LINTERS = "every linter of .lintrunner.toml for these files"
 _LINE_NUMBERS = re.compile(r":\d+(:\d+)?")
@@ -48,16 +49,15 @@ class LintReport:
 
 def lint_env(progress: Progress) -> release_venvs.Env:
     """Return the tool venv with lintrunner and upstream's linter pins."""
-    current = lines.current()
-    requirements = current.upstream.get("lint_requirements", ())
-    if not requirements:
+    shared = upstream_pins.for_series(lines.series_directory())
+    if not shared.lint_requirements:
         raise UpstreamError(
             "no linter pins",
-            expected=f"[upstream] lint_requirements in {current.source}",
+            expected=f"[upstream] lint_requirements in {shared.source}",
             found="none",
             hint="copy them from upstream's requirements-lintrunner.txt",
         )
-    spec = release_venvs.EnvSpec("upstream-lint", current.matrix_python, tuple(requirements))
+    spec = release_venvs.EnvSpec("upstream-lint", shared.python, shared.lint_requirements)
     return release_venvs.ensure(spec, progress=progress)
 
 

@@ -3,118 +3,54 @@
 Pure: given the Arm backend sources of each release (read by ``overlay.upstream.releases``),
 every patch of the series is tried with the strict applier: exact, at an offset, already
 contained (the reverse applies), target missing or moved, or conflict. The newest
-release's result plus the patch's ``Applied-Upstream`` header give the verdict: drop it,
-send it upstream, or port it.
+release's result plus the patch's ``Applied-Upstream`` header give the verdict (drop it,
+send it upstream, or port it), decided in :func:`overlay.upstream.verdicts.text_verdict`.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from unidiff.patch import PatchedFile
 
 from overlay.errors import UpstreamError
 from overlay.text.applier import HunkMismatchError, apply_file, apply_patch, decode
 from overlay.text.series import PATCH_SUFFIX, Patch, Series
+from overlay.upstream.facts import (
+    APPLYING,
+    RANK,
+    Cell,
+    Check,
+    Status,
+    UpstreamInfo,
+    parse_applied_upstream,
+)
+from overlay.upstream.verdicts import PatchBehaviour, Verdict, text_verdict
 
+__all__ = [
+    "APPLYING",
+    "ARM_PREFIX",
+    "PORTS_DIR",
+    "Cell",
+    "Check",
+    "Matrix",
+    "PatchRow",
+    "Release",
+    "Status",
+    "UpstreamInfo",
+    "Verdict",
+    "build_matrix",
+    "check_file",
+    "check_patch",
+    "parse_applied_upstream",
+    "port_for",
+]
+# Check, Cell, Status, UpstreamInfo, parse_applied_upstream live in facts (re-exported).
 PORTS_DIR = "ports"
 ARM_PREFIX = "backends/arm/"
-
-
-class Status(enum.StrEnum):
-    """How one patch (or one file diff of it) fares on one release, best first."""
-
-    APPLIES = "applies"
-    OFFSET = "offset"
-    CONTAINED = "contained"
-    CONFLICT = "conflict"
-    MOVED = "moved"
-    MISSING = "missing"
-
-
-_RANK = {status: rank for rank, status in enumerate(Status)}
-APPLYING = frozenset({Status.APPLIES, Status.OFFSET})
-
-
-@dataclass(frozen=True)
-class Check:
-    """The result of trying one patch on one release's sources."""
-
-    status: Status
-    detail: str = ""
-
-    @property
-    def short(self) -> str:
-        """Return a compact cell text, e.g. ``conflict h1`` or ``offset +12``."""
-        if self.status is Status.OFFSET:
-            return f"offset {self.detail.split()[0]}" if self.detail else "offset"
-        if self.status is Status.CONFLICT and self.detail.startswith("hunk "):
-            return "conflict h" + self.detail.split()[1].split("/")[0]
-        return self.status.value
-
-    def as_dict(self) -> dict[str, str]:
-        """Return the JSON form."""
-        return {"status": self.status.value, "detail": self.detail}
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One patch on one release: the pinned patch and, where one exists, its port."""
-
-    version: str
-    check: Check
-    port_version: str | None = None
-    port: Check | None = None
-
-    @property
-    def effective(self) -> Check:
-        """Return the port's result if there is a port, else the pinned patch's."""
-        return self.port if self.port is not None else self.check
-
-    @property
-    def short(self) -> str:
-        """Return the terminal cell text."""
-        if self.port is None:
-            return self.check.short
-        return f"{self.check.short} / port {self.port.short}"
-
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        out: dict[str, object] = {"version": self.version, **self.check.as_dict()}
-        if self.port is not None:
-            out["port"] = {"version": self.port_version, **self.port.as_dict()}
-        return out
-
-
-@dataclass(frozen=True)
-class UpstreamInfo:
-    """What a patch's ``Applied-Upstream`` header says."""
-
-    text: str
-    version: str | None
-    commit: str | None
-    note: str
-
-    @property
-    def ref(self) -> str:
-        """Return a short reference: a 10-digit commit, a PR number or nothing."""
-        if self.commit:
-            return self.commit[:10]
-        return ""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What to do with a patch, given the matrix and its header."""
-
-    action: str  # "drop", "upstream" (send it), "port" (needs a port first)
-    text: str
-    needs_upstream: bool
 
 
 @dataclass(frozen=True)
@@ -153,8 +89,8 @@ class Matrix:
     releases: dict[str, Release]
     rows: tuple[PatchRow, ...]
     pins_file: str  # where releases' wheel hashes are recorded
-    # patch -> release -> behaviour (overlay.upstream.behaviour.PatchBehaviour), if measured
-    behaviour: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # patch -> release -> behaviour, where it was measured
+    behaviour: Mapping[str, Mapping[str, PatchBehaviour]] = field(default_factory=dict)
 
     @property
     def newest(self) -> str:
@@ -196,25 +132,6 @@ class Matrix:
                 for row in self.rows
             ],
         }
-
-
-def parse_applied_upstream(text: str) -> UpstreamInfo:
-    """Parse ``Applied-Upstream``: ``1.3.0, commit:<sha> (PR #N)`` or free text."""
-    text = " ".join(text.split())
-    version = None
-    note = text
-    head, _, rest = text.partition(",")
-    try:
-        Version(head.strip())
-    except InvalidVersion:
-        pass
-    else:
-        version, note = head.strip(), rest.strip()
-    commit = None
-    for word in note.replace("(", " ").replace(")", " ").split():
-        if word.startswith("commit:"):
-            commit = word.removeprefix("commit:")
-    return UpstreamInfo(text=text, version=version, commit=commit, note=note)
 
 
 def _single_hunk(patched_file: PatchedFile, index: int) -> PatchedFile:
@@ -288,7 +205,7 @@ def check_patch(
     checks = [check_file(texts.get(f.path), f, names) for f in patch.files]
     statuses = {c.status for c in checks}
     if statuses <= APPLYING:
-        worst = max(checks, key=lambda c: _RANK[c.status])
+        worst = max(checks, key=lambda c: RANK[c.status])
         return worst, apply_patch(patch, texts, allow_offset=True)
     if (
         len(statuses) > 1
@@ -300,7 +217,7 @@ def check_patch(
         }
     ):
         return Check(Status.CONFLICT, "partly contained: " + _join(checks, patch)), dict(texts)
-    worst = max(checks, key=lambda c: _RANK[c.status])
+    worst = max(checks, key=lambda c: RANK[c.status])
     if len(checks) > 1:
         worst = Check(worst.status, _join(checks, patch))
     return worst, dict(texts)
@@ -324,55 +241,16 @@ def port_for(
     return best, ports[best][name]
 
 
-def verdict(patch: Patch, cells: Mapping[str, Cell], versions: Sequence[str]) -> Verdict:
-    """Combine the patch's Applied-Upstream header with the matrix."""
-    info = parse_applied_upstream(patch.header.get("Applied-Upstream", ""))
-    newest = versions[-1]
-    effective = cells[newest].effective
-    if info.version is not None:
-        how = f" ({info.ref})" if info.ref else ""
-        text = f"drop: fixed upstream in {info.version}{how}"
-        if info.note and not info.commit:
-            text += f", {info.note}"
-        fixed = Version(info.version)
-        stale = [v for v in versions if Version(v) >= fixed and cells[v].check.status in APPLYING]
-        if stale:
-            text += f"; yet the patch still applies on {', '.join(stale)}: check the header"
-        return Verdict("drop", text, needs_upstream=False)
-    if info.text:
-        text = f"drop: {info.text} (Applied-Upstream)"
-        if effective.status in APPLYING:
-            text += f"; the code it changes is still in {newest} ({effective.short})"
-        return Verdict("drop", text, needs_upstream=False)
-    if effective.status is Status.CONTAINED:
-        first = next(v for v in versions if cells[v].effective.status is Status.CONTAINED)
-        return Verdict(
-            "drop",
-            f"drop: contained upstream since {first} (add Applied-Upstream to the header)",
-            needs_upstream=False,
-        )
-    port = cells[newest].port_version
-    if effective.status in APPLYING:
-        via = f" (port {port})" if port else ""
-        return Verdict(
-            "upstream",
-            f"send upstream: not fixed in {newest}; applies there{via}",
-            needs_upstream=True,
-        )
-    return Verdict(
-        "port",
-        f"port needed: {effective.short} on {newest}; add "
-        f"patches/<line>/{PORTS_DIR}/{newest}/{patch.name}",
-        needs_upstream=True,
-    )
-
-
 def build_matrix(
     series: Series,
     ports: Mapping[str, Mapping[str, Patch]],
     releases: Sequence[Release],
+    pins_file: str = "patches/upstream.toml",
 ) -> Matrix:
-    """Try every patch (cumulatively, in series order) and its port on every release."""
+    """Try every patch (cumulatively, in series order) and its port on every release.
+
+    ``pins_file`` names where release wheel hashes are recorded (for the report).
+    """
     ordered = sorted(releases, key=lambda r: Version(r.version))
     versions = tuple(r.version for r in ordered)
     cells: dict[str, dict[str, Cell]] = {p.name: {} for p in series.patches}
@@ -398,9 +276,14 @@ def build_matrix(
             subject=patch.subject,
             upstream=parse_applied_upstream(patch.header.get("Applied-Upstream", "")),
             cells=cells[patch.name],
-            verdict=verdict(patch, cells[patch.name], versions),
+            verdict=text_verdict(
+                patch.name,
+                parse_applied_upstream(patch.header.get("Applied-Upstream", "")),
+                cells[patch.name],
+                versions,
+            ),
         )
         for patch in series.patches
     )
     releases_by_version = {r.version: r for r in ordered}
-    return Matrix(series.digest, versions, releases_by_version, rows, str(series.pins.source))
+    return Matrix(series.digest, versions, releases_by_version, rows, pins_file)

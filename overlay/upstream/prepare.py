@@ -20,10 +20,12 @@ from overlay._git import git, show
 from overlay.errors import OverlayError, UpstreamError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode
 from overlay.text.series import Patch, Series, load_series
-from overlay.upstream import behaviour, export, lint, retarget
-from overlay.upstream.behaviour import Outcome, PatchBehaviour
-from overlay.upstream.matrix import Matrix, PatchRow, Verdict, parse_applied_upstream
-from overlay.upstream.releases import run_matrix
+from overlay.upstream import behaviour, commit_rules, export, lint, retarget, upstream_tests
+from overlay.upstream.facts import TestRun, parse_applied_upstream
+from overlay.upstream.matrix import Matrix
+from overlay.upstream.releases import release_metadata, run_matrix
+from overlay.upstream.upstream_pins import for_series
+from overlay.upstream.verdicts import PatchBehaviour, behaviour_verdict, decide_patch
 
 Progress = Callable[[str], None]
 
@@ -35,7 +37,7 @@ class Request:
     patches_dir: Path
     out_dir: Path
     versions: tuple[str, ...]
-    signer: export.Identity
+    signer: commit_rules.Identity
     upstream_clone: Path | None = None
     affected: bool = False  # also run the affected upstream test subset (minutes)
     torch: tuple[str, ...] = ()
@@ -73,11 +75,11 @@ def pinned_behaviour(series: Series, run: behaviour.ReleaseRun) -> dict[str, Pat
         if fix is None:
             continue
         bug, other = behaviour.triggers(fix, [version])
-        found[patch.name] = behaviour.decide_patch(
+        found[patch.name] = decide_patch(
             patch.name,
             version,
-            [c for c in (run.case(n) for n in bug) if c],
-            [c for c in (run.case(n) for n in other) if c],
+            behaviour.judged(run, bug),
+            behaviour.judged(run, other),
             kept=True,
             regressions=attribute(regressions, patch.name, len(series.patches)),
         )
@@ -94,28 +96,10 @@ def with_behaviour(matrix: Matrix, table: Mapping[str, Mapping[str, PatchBehavio
             text = f"{row.verdict.text} (text only: no behaviour measured)"
             rows.append(replace(row, verdict=replace(row.verdict, text=text)))
             continue
-        rows.append(replace(row, verdict=behaviour_verdict(row, measured[newest])))
+        found = measured[newest]
+        port = row.cells[found.release].port_version if found.release in row.cells else None
+        rows.append(replace(row, verdict=behaviour_verdict(port, row.upstream, found)))
     return replace(matrix, rows=tuple(rows), behaviour={k: dict(v) for k, v in table.items()})
-
-
-def behaviour_verdict(row: PatchRow, found: PatchBehaviour) -> Verdict:
-    """The verdict of one patch from its behaviour on the newest measured release (pure)."""
-    release = found.release
-    source = row.cells[release].port_version if release in row.cells else None
-    via = f"port {source}" if source else "the patch"
-    outcome = found.outcome
-    if outcome is Outcome.FAILS_BEFORE_PASSES_AFTER:
-        text = f"send upstream ({via}): {found.text}"
-        if found.test is not None:
-            stock = found.test.stock.text if found.test.stock else "not run"
-            text += f"; its test: {stock} -> {found.test.patched.text}"
-        return Verdict("upstream", text, needs_upstream=True)
-    if outcome is Outcome.FIXED_ON_STOCK:
-        ref = row.upstream.ref or row.upstream.note
-        return Verdict("drop", f"drop: {found.text}" + (f" ({ref})" if ref else ""), False)
-    if outcome is Outcome.NO_BUG_TRIGGER:
-        return Verdict("drop", f"drop: {found.text}", needs_upstream=False)
-    return Verdict("port", f"port needed ({via}): {found.text}", needs_upstream=True)
 
 
 def base_for(
@@ -140,8 +124,10 @@ def base_for(
 
 def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     """Build the behaviour matrix and export every patch it says to send."""
+    commit_rules.check_signer(request.signer)  # before minutes of work, not at the mbox
     series = load_series(request.patches_dir)
-    versions = list(dict.fromkeys(request.versions or series.pins.matrix_versions))
+    shared = for_series(request.patches_dir)
+    versions = list(dict.fromkeys(request.versions or shared.matrix_versions))
     matrix = run_matrix(series, request.patches_dir, versions)
     newest = matrix.newest
     table: dict[str, dict[str, PatchBehaviour]] = {}
@@ -190,7 +176,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
         found = table[row.name][newest]
         if parse_applied_upstream(patch.header.get("Applied-Upstream", "")).text:
             continue
-        _, commit = retarget.release_metadata(rt.wheel)
+        _, commit = release_metadata(rt.wheel)
         base_commit, base_files, where = base_for(
             patch, release_files, commit, request.upstream_clone
         )
@@ -248,7 +234,7 @@ def _case_lines(found: PatchBehaviour) -> list[str]:
 
 def run_affected(
     rt: retarget.Retarget, patch: Patch, release_files: Mapping[str, bytes], request: Request
-) -> behaviour.TestRun | None:
+) -> TestRun | None:
     """Run the fix's affected upstream tests on stock and patched of the new release."""
     fix = fixes.by_patch(patch.name)
     run = rt.runs["new"]
@@ -256,12 +242,12 @@ def run_affected(
         return None
     tests = {p: d for p, d in rt.release_tests.items()}
     patched_files = {p: d for p, d in _after(patch, release_files).items()}
-    return behaviour.run_tests_both_ways(
+    return upstream_tests.run_tests_both_ways(
         run.stock_python,
         run.patched_python,
         release_tests=tests,
         patched_files=patched_files,
-        pytest_ini=behaviour.pytest_ini(request.upstream_clone),
+        pytest_ini=upstream_tests.pytest_ini(request.upstream_clone),
         selection=list(fix.upstream.affected_tests),
         log_dir=request.out_dir / "logs" / "affected",
     )

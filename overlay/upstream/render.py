@@ -6,12 +6,13 @@ import json
 
 from overlay._table import markdown_table, text_table
 from overlay.text.series import PATCH_SUFFIX
-from overlay.upstream.matrix import Matrix, Status
+from overlay.upstream.facts import Status
+from overlay.upstream.matrix import Matrix
 from overlay.upstream.retarget import Retarget
 
 
 def unpinned_note(matrix: Matrix) -> str:
-    """Return the ``[matrix.sha256]`` lines to add for releases fetched unverified."""
+    """Return the ``[matrix.sha256]`` lines to add (to upstream.toml) for unverified releases."""
     lines = [f'"{r.version}" = "{r.sha256}"' for r in matrix.releases.values() if not r.pinned]
     if not lines:
         return ""
@@ -33,6 +34,7 @@ BEHAVIOUR_SHORT = {
     "regression with patch": "regresses",
     "still fails with patch": "still fails",
     "no bug trigger": "no bug",
+    "could not run": "could not run",
 }
 
 
@@ -121,6 +123,8 @@ def _retarget_lines(result: Retarget, *, markdown: bool) -> list[str]:
                 test = found.test
                 stock = test.stock.text if test.stock else "not run"
                 out.append(f"    upstream test: stock {stock}; patched {test.patched.text}")
+                if found.test_verdict is not None:
+                    out.append(f"      {found.test_verdict.text}")
                 out.append(f"      {test.command}")
         for flag in verdict.flags:
             out.append(f"    FLAG: {flag}")
@@ -143,6 +147,8 @@ def render_retarget(result: Retarget) -> str:
     for attempt in result.attempts:
         pins = ", ".join(f"{k} {v}" for k, v in attempt.runtime.items())
         out.append(f"  tried {pins}: {'ok' if attempt.ok else attempt.detail[:160]}")
+        if attempt.origin:
+            out.append(f"    from: {attempt.origin}")
     published = [w for w in result.wheels if w.sha256]
     out.append(f"wheels: {len(published)} of {len(result.wheels)} published")
     for wheel in result.wheels:

@@ -1,0 +1,73 @@
+"""The stamp a venv carries: what it was synced from, and whether that sync finished.
+
+Written by :mod:`overlay.envs.venvs` through the codec, atomically: ``syncing`` before uv
+touches the venv, ``ready`` after the venv was verified. Standard library only (with the
+codec): the equivalence worker reads it inside the synced stock and patched envs, which
+hold exactly their locked packages.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+from overlay import codec
+from overlay._files import write_text_atomic
+
+STAMP_FILE = "overlay-venv.json"
+
+
+class SyncState(enum.Enum):
+    """Whether the last sync of a venv finished."""
+
+    SYNCING = "syncing"  # written before uv touches the venv: an interrupted sync leaves it
+    READY = "ready"  # written once the venv was verified
+
+
+class Flavour(enum.Enum):
+    """Which executorch a venv synced from a committed lock holds."""
+
+    PATCHED = "patched"  # the lock as committed: the patched wheel, by its sha256
+    STOCK = "stock"  # the lock with its executorch entry replaced by the pinned stock wheel
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The committed lock a venv was synced from."""
+
+    line: str  # the release line, e.g. "1.2.0"
+    tag: str  # the wheel tag, e.g. "cp311-manylinux_2_28_x86_64"
+    lock_sha256: str  # of the committed lock file
+    flavour: Flavour
+
+    def describe(self) -> str:
+        """Return the one-line form reports show.
+
+        Example: ``Origin("1.2.0", "cp311-manylinux_2_28_x86_64", "3f2a...", Flavour.STOCK)``.
+        Becomes: ``1.2.0/locks/cp311-manylinux_2_28_x86_64.txt (stock) sha256 3f2a...``.
+        """
+        return f"{self.line}/locks/{self.tag}.txt ({self.flavour.value}) sha256 {self.lock_sha256}"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What a venv was made to hold, and the installed set it was verified with."""
+
+    state: SyncState
+    contents: str  # the key of what the venv must hold (venvs.Contents.key)
+    installed: str  # the key of the installed set when it was verified; "" while syncing
+    origin: Origin | None = None  # None: not synced from a committed lock
+
+
+def read_stamp(root: Path) -> Stamp | None:
+    """Return the stamp of the venv at ``root``; None when it is absent or not one we wrote."""
+    try:
+        return codec.loads(Stamp, (root / STAMP_FILE).read_text(encoding="utf-8"), "stamp")
+    except (OSError, UnicodeDecodeError, codec.CodecError):
+        return None
+
+
+def write_stamp(root: Path, stamp: Stamp) -> None:
+    """Replace the stamp of the venv at ``root`` (atomically: a reader sees old or new)."""
+    write_text_atomic(root / STAMP_FILE, codec.dumps(stamp, indent=2) + "\n")

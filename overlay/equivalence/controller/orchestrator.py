@@ -1,0 +1,341 @@
+"""Run the three paths and collect typed results; everything here is torch-free.
+
+Three paths: (a) stock executorch, (b) stock + a runtime patch, (c) the diff-patched build,
+each run by worker processes (:mod:`.processes`). A run:
+
+1. checks the user's inputs (files, names, shard) before anything starts (:mod:`.inputs`);
+2. describes each path's environment (:mod:`overlay.equivalence.worker.envinfo`, no torch)
+   and builds the cache keys from it (:class:`.result_cache.Keys`);
+3. selects the items (corpus groups, probes, user cases; ``--shard K/N`` keeps one stable
+   part);
+4. answers each item from the result cache or runs it (:mod:`.scheduler`: only paths with
+   uncached items start workers; attribution overlaps the other paths; a case may set its
+   own timeout per path, a zoo network does);
+5. judges every item (:mod:`overlay.equivalence.verdict`) and returns a typed
+   :class:`.outcome.Report`. ``run(options)`` is a library call: it prints nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+import filelock
+
+import overlay
+from overlay import fixes, lines
+from overlay._hashing import sha256_file
+from overlay.equivalence import corpus, sources
+from overlay.equivalence.controller.inputs import check_cases, resolve_inputs
+from overlay.equivalence.controller.options import Options
+from overlay.equivalence.controller.outcome import Report, WorkerInfo
+from overlay.equivalence.controller.processes import (
+    Plan,
+    Settings,
+    Slot,
+    env_info,
+    worker_library,
+)
+from overlay.equivalence.controller.progress import Progress, no_progress
+from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache, key
+from overlay.equivalence.controller.scheduler import Pool, case_timeout, list_cases
+from overlay.equivalence.protocol import (
+    PATHS,
+    CaseInfo,
+    InitReply,
+    ItemId,
+    ItemResult,
+    ListReply,
+    ListRequest,
+    PathId,
+    ProbeInfo,
+    RunRequest,
+)
+from overlay.equivalence.verdict import decide
+from overlay.equivalence.worker.envinfo import EnvInfo
+from overlay.errors import EquivalenceError, EquivalenceInputError
+from overlay.fixes import DECLARED_DIVERGENCES
+from overlay.lines import pins
+
+
+def list_items(options: Options) -> ListReply:
+    """Return the corpus (plus user models, read by a stock worker) and the probes."""
+    if options.models is None:
+        return ListReply(cases=corpus.ALL_CASES, probes=corpus.PROBES)
+    library = worker_library(options.log_dir)
+    settings = _settings(options, library)
+    slot = Slot(_plans(options)[PathId.STOCK], settings, 0)
+    try:
+        return slot.request(ListRequest(), ListReply, "list the cases")
+    finally:
+        slot.close()
+
+
+def select(
+    listing: ListReply, options: Options
+) -> tuple[dict[ItemId, CaseInfo | ProbeInfo], tuple[ItemId, ...]]:
+    """Return this run's items (this shard's part) and the whole selection's item ids.
+
+    Groups: without ``--group`` the core corpus (with ``--fast``: the fast cases of every
+    group, one zoo case among them), ``zoo`` the real networks, ``all`` both; a models
+    file's cases are always in. Probes belong to the core group.
+    """
+    cases = list(listing.cases)
+    user_only = options.models is not None and not options.with_corpus
+    if options.only:  # a models file built at run time: its names are known only now
+        check_cases(options.only, {c.name for c in cases}, options.models)
+        cases = [c for c in cases if c.name in options.only]
+    else:
+        if user_only:
+            cases = [c for c in cases if c.source != "corpus"]
+        else:
+            cases = [c for c in cases if c.source != "corpus" or _in_group(c, options)]
+        if options.fast:
+            cases = [c for c in cases if c.fast]
+    infos: dict[ItemId, CaseInfo | ProbeInfo] = {c.item: c for c in cases}
+    core = options.group in (None, "core", "all")
+    if options.probes and not options.only and not user_only and core:
+        infos.update({p.item: p for p in listing.probes})
+    selected = tuple(infos)
+    if options.shard is not None:
+        infos = {item: info for item, info in infos.items() if options.shard.owns(item)}
+    return infos, selected
+
+
+def _in_group(case: CaseInfo, options: Options) -> bool:
+    """Return True when a corpus case belongs to the selected group (see :func:`select`)."""
+    if options.group == "all":
+        return True
+    if options.group is None:
+        return case.group == "core" or (options.fast and case.fast)
+    return case.group == options.group
+
+
+def _plans(options: Options) -> dict[PathId, Plan]:
+    pythons = {PathId.STOCK: options.stock_python, PathId.RUNTIME: options.stock_python}
+    return {
+        path: Plan(
+            path=path,
+            python=pythons.get(path, options.patched_python),
+            runtime_patch=options.runtime_patch if path is PathId.RUNTIME else None,
+            pythonpath=options.pythonpath.get(path, ""),
+        )
+        for path in PATHS
+    }
+
+
+def _settings(options: Options, library: Path) -> Settings:
+    return Settings(
+        log_dir=options.log_dir,
+        library=library,
+        patches_dir=(options.patches_dir or lines.series_directory()).resolve(),
+        timeout=options.timeout,
+        worker_command=options.worker_command,
+        models=options.models,
+    )
+
+
+def watched_sources(patches_dir: Path) -> tuple[str, str]:
+    """Return (package, subtree) whose sources an env's digest covers: where fixes land."""
+    folders = [posixpath.dirname(p) for f in fixes.FIXES for p in f.repo_paths]
+    return pins.load(patches_dir).package_dir, posixpath.commonpath(folders)
+
+
+def _environments(plans: Mapping[PathId, Plan], settings: Settings) -> dict[PathId, EnvInfo]:
+    package, subtree = watched_sources(settings.patches_dir)
+    with ThreadPoolExecutor(max_workers=len(plans)) as pool:
+        futures = {
+            p: pool.submit(env_info, plan, settings, package, subtree) for p, plan in plans.items()
+        }
+        return {p: future.result() for p, future in futures.items()}
+
+
+def _runtime_source(runtime_patch: str, env: EnvInfo) -> str:
+    """Return what identifies the runtime patch's code: its file's digest and function."""
+    target, _, function = runtime_patch.partition(":")
+    if target.endswith(".py"):
+        return f"{sha256_file(Path(target))}:{function}"
+    return f"{target}@{env.module_sha256}:{function}"
+
+
+def _keys(options: Options, settings: Settings, envs: Mapping[PathId, EnvInfo]) -> Keys:
+    package = settings.library / "overlay"
+    base = key(
+        "base",
+        overlay.__version__,
+        sources.digest(package, sources.worker_sources(package)),
+        sha256_file(settings.patches_dir / pins.PINS_FILE),
+    )
+    runtime = _runtime_source(options.runtime_patch, envs[PathId.RUNTIME])
+    paths = {
+        path: key(
+            "path", base, path.value, envs[path].digest, runtime if path is PathId.RUNTIME else ""
+        )
+        for path in PATHS
+    }
+    return Keys(
+        base=base,
+        paths=paths,
+        models=sha256_file(Path(options.models)) if options.models else None,
+        corpus=sources.digest(package / "equivalence" / "corpus"),
+    )
+
+
+@contextlib.contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    """Hold the output folder for this run: two runs into one folder would mix their logs."""
+    lock = filelock.FileLock(str(folder / ".lock"), timeout=0)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except filelock.Timeout:  # before OSError: it is a TimeoutError
+        raise EquivalenceError(
+            f"another equivalence run is writing to {folder}",
+            expected="one run per output folder",
+            found=f"{folder / '.lock'} is held",
+            hint="wait for it, or pass another --out",
+        ) from None
+    except OSError as exc:
+        raise EquivalenceInputError(
+            f"cannot write the output folder {folder}",
+            expected="a folder this user can write",
+            found=str(exc),
+            hint="pass --out DIR",
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _open_cache(options: Options) -> ResultCache | None:
+    if options.cache_dir is None:
+        return None
+    try:
+        options.cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EquivalenceInputError(
+            f"cannot use the result cache folder {options.cache_dir}",
+            expected="a folder this user can write",
+            found=str(exc),
+            hint="pass --cache-dir DIR (or set $OVERLAY_CACHE_DIR)",
+        ) from exc
+    return ResultCache(options.cache_dir, read=options.use_cache)
+
+
+def run(options: Options, progress: Progress = no_progress) -> Report:
+    """Run every selected case and probe on the three paths (or read them from the cache)."""
+    started = time.perf_counter()
+    options = resolve_inputs(options, Path.cwd())
+    with _exclusive(options.log_dir):
+        settings = _settings(options, worker_library(options.log_dir))
+        plans = _plans(options)
+        envs = _environments(plans, settings)
+        keys = _keys(options, settings, envs)
+        cache = RunCache(_open_cache(options), keys, options.keep_bytes)
+        # The corpus is known here, torch-free, from the very sources workers import;
+        # a models file (or another worker program) needs a worker to list its cases.
+        spare = None
+        if options.models is None and options.builtin_worker:
+            listing = ListReply(corpus.ALL_CASES, corpus.PROBES)
+        else:
+            listing, spare = list_cases(plans[PathId.STOCK], settings, cache, progress)
+        try:
+            infos, selected = select(listing, options)
+        except BaseException:
+            if spare is not None:
+                spare.close()
+            raise
+        prepared = time.perf_counter()
+        pool = Pool(
+            plans,
+            settings,
+            cache,
+            attribute=options.attribute,
+            parallel=options.parallel,
+            jobs=options.jobs,
+            progress=progress,
+        )
+        answers = pool.run(infos, spare)
+    version = stock_version(envs)
+    verdicts = tuple(
+        decide(
+            item,
+            info,
+            {p: answers.results[p][item] for p in PATHS},
+            answers.attribution.get(item),
+            version=version or None,
+        )
+        for item, info in infos.items()
+    )
+    workers = {
+        p: WorkerInfo(p, plans[p].python, plans[p].runtime_patch, answers.inits[p], envs[p].lock)
+        for p in PATHS
+    }
+    ended = time.perf_counter()
+    return Report(
+        options=options.recorded(),
+        workers=workers,
+        verdicts=verdicts,
+        declared=DECLARED_DIVERGENCES,
+        wall_seconds=ended - started,
+        phase_seconds={
+            "prepare (environments, cache keys, listing)": prepared - started,
+            "run (workers, items, attribution)": ended - prepared,
+        },
+        stats=dict(answers.stats),
+        keys=keys,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        selection=selected,
+        executorch=version,
+        shards=(options.shard,) if options.shard else (),
+    )
+
+
+def run_items(
+    options: Options,
+    path: PathId,
+    python: str,
+    items: Sequence[ItemId],
+    *,
+    runtime_patch: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[InitReply, dict[ItemId, ItemResult]]:
+    """Run ``items`` on one worker of ``python`` (for callers that compare paths themselves).
+
+    The same worker, timeouts and restarts as :func:`run`, without the cache; the caller
+    runs several of these in parallel (one per env) and judges the results.
+    """
+    options = resolve_inputs(options, Path.cwd())
+    settings = _settings(options, worker_library(options.log_dir / f"library-{path.value}"))
+    plan = Plan(
+        path=path,
+        python=python,
+        runtime_patch=runtime_patch,
+        pythonpath=options.pythonpath.get(path, ""),
+    )
+    slot = Slot(plan, settings, 0)
+    known = {c.item: c for c in corpus.ALL_CASES}
+    results: dict[ItemId, ItemResult] = {}
+    try:
+        init = slot.start()
+        for item in items:
+            request = RunRequest(item, keep_bytes=options.keep_bytes)
+            results[item] = slot.run(request, case_timeout(known[item]) if item in known else None)
+            progress(f"({path.value}) {item}: {results[item].status.value}")
+    finally:
+        slot.close()
+    return init, results
+
+
+def stock_version(envs: Mapping[PathId, EnvInfo]) -> str:
+    """Return the stock env's executorch version (fix triggers are scoped by release)."""
+    for dist in envs[PathId.STOCK].distributions:
+        if dist.name.lower() == "executorch":
+            return dist.version
+    return ""

@@ -1,0 +1,139 @@
+"""The outcome of a run (or of merged shards): the typed :class:`Report`, and what to do next.
+
+Every renderer (:mod:`overlay.equivalence.render`) reads a :class:`Report`;
+:func:`failure_error` turns a failing one into the error the CLI exits with, its next step
+written for who can act: a ``--models`` case is declared in the user's own file, a corpus
+case or a divergence in the overlay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from overlay.equivalence.controller.options import RunChoices, Shard
+from overlay.equivalence.controller.result_cache import Keys
+from overlay.equivalence.controller.scheduler import PathStats
+from overlay.equivalence.protocol import CaseInfo, InitReply, ItemId, PathId, Stage
+from overlay.equivalence.verdict import BC, Verdict
+from overlay.errors import EquivalenceError
+from overlay.fixes import DeclaredDivergence
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """What one path ran on (``init`` from the cache when no worker had to start)."""
+
+    path: PathId
+    python: str
+    runtime_patch: str | None
+    init: InitReply | None
+    lock: str | None = None  # the committed lock the path's venv was synced from (its stamp)
+
+
+@dataclass(frozen=True)
+class Report:
+    """The outcome of one equivalence run (or of merged shards)."""
+
+    options: RunChoices
+    workers: dict[PathId, WorkerInfo]
+    verdicts: tuple[Verdict, ...]
+    declared: tuple[DeclaredDivergence, ...]
+    wall_seconds: float
+    phase_seconds: dict[str, float]
+    stats: dict[PathId, PathStats] = field(default_factory=dict)
+    keys: Keys | None = None  # what the results were keyed by (shards must agree)
+    created: str = ""  # ISO 8601, UTC
+    selection: tuple[ItemId, ...] = ()  # every item selected, before sharding
+    shards: tuple[Shard, ...] = ()  # the shards this report covers; (): the whole selection
+    merged: bool = False  # made by merging shard reports: it must cover the selection
+    executorch: str = ""  # the stock env's executorch version: fix triggers are scoped by it
+
+    @property
+    def failures(self) -> list[str]:
+        """Return one line per problem that makes the run fail."""
+        problems = [line for verdict in self.verdicts for line in verdict.failures]
+        if self.merged and self.missing:
+            count = self.shards[0].count if self.shards else 1
+            have = {s.index for s in self.shards}
+            lost = [str(Shard(i, count)) for i in range(1, count + 1) if i not in have]
+            problems.append(
+                f"{len(self.missing)} of {len(self.selection)} selected items have no result"
+                f" (shards missing: {', '.join(lost) or 'none'})"
+            )
+        return problems
+
+    @property
+    def missing(self) -> list[ItemId]:
+        """Return the selected items this report has no verdict for."""
+        have = {v.item for v in self.verdicts}
+        return [item for item in self.selection if item not in have]
+
+
+def _user_file(verdict: Verdict) -> str | None:
+    """Return the models file a case comes from (None: the overlay's corpus, a probe)."""
+    info = verdict.info
+    return info.source if isinstance(info, CaseInfo) and info.source != "corpus" else None
+
+
+def next_steps(report: Report) -> list[str]:
+    """Return one next step per kind of problem in the report, for who can act on it."""
+    steps: dict[str, None] = {}
+    for verdict in report.verdicts:
+        if not verdict.failures:
+            continue
+        name, where = verdict.item.name, _user_file(verdict)
+        if verdict.expectation_problem and where and verdict.findings:
+            steps[
+                f"{name} is wrong on every path, stock included: if that is known, set"
+                f" 'expect_broken': '<why>' on its entry in CASES of {where}"
+            ] = None
+        elif verdict.expectation_problem and where:
+            steps[
+                f"{name} is right now: drop 'expect_broken' from its entry in CASES of {where}"
+            ] = None
+        elif verdict.expectation_problem:
+            steps[
+                f"{name} (an overlay corpus case) changed against its expect_broken: report it"
+                " to the overlay maintainers, who update the case"
+            ] = None
+        if verdict.bc is BC.UNDECLARED:
+            steps[
+                "(b) and (c) differ: the runtime patch and the diffs do not do the same; fix the"
+                " one that is wrong (overlay maintainers declare an intended difference, with"
+                " its reason, in the fix's module: overlay/fixes/fNNNN_*.py)"
+            ] = None
+        if verdict.bc is BC.INCOMPLETE:
+            stuck = {
+                r.error.type
+                for r in verdict.results.values()
+                if r.error is not None and r.error.stage is Stage.HARNESS
+            }
+            steps[
+                "an item did not finish ("
+                + ", ".join(sorted(stuck))
+                + "): raise --timeout, or run it alone with --case; a crashed worker's log is in"
+                " <out>/equivalence-logs"
+            ] = None
+        if verdict.claim_problem:
+            steps[
+                "a fix's claimed trigger did not reproduce: the overlay maintainers update the"
+                " claim (overlay/fixes) or the fix"
+            ] = None
+    if report.merged and report.missing:
+        steps["merge the equivalence.json of every shard (--shard K/N for every K)"] = None
+    return list(steps)
+
+
+def failure_error(report: Report, written: Path) -> EquivalenceError | None:
+    """Return the error a failing report ends the run with (None: it passed)."""
+    if not report.failures:
+        return None
+    return EquivalenceError(
+        f"{len(report.failures)} problem(s): undeclared divergences, findings, unfinished"
+        " items or unreproduced claims",
+        expected="(b) stock + runtime patch and (c) the diff-patched build agree, and every"
+        " case is right on some path or declared expect_broken",
+        found="\n".join(report.failures),
+        hint=f"read {written} (or the .html beside it); " + "; ".join(next_steps(report)),
+    )

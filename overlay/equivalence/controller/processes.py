@@ -1,0 +1,358 @@
+"""Worker processes as the controller sees them: start, request with a timeout, restart.
+
+A :class:`Worker` is one ``python -m overlay.equivalence.worker`` process spoken to in
+protocol lines. A :class:`Slot` owns one worker of a path and turns a timeout or a crash
+into a harness failure of that one item (the worker is started again for the next one).
+Each worker gets a folder holding only the overlay package on its path (never the
+controlling environment's site-packages) and runs in the log folder, where its log goes;
+:func:`env_info` describes a path's environment with that same path, before any worker starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TypeVar
+
+import overlay
+from overlay import lines
+from overlay.equivalence.protocol import (
+    ErrorInfo,
+    ErrorReply,
+    InitReply,
+    InitRequest,
+    ItemResult,
+    PathId,
+    ProtocolError,
+    QuitRequest,
+    Reply,
+    Request,
+    RunReply,
+    RunRequest,
+    RunStatus,
+    Stage,
+    decode_reply,
+    encode,
+)
+from overlay.equivalence.worker import envinfo
+from overlay.equivalence.worker.envinfo import EnvInfo
+from overlay.errors import EquivalenceError, EquivalenceInputError
+
+ENVINFO_MODULE = "overlay.equivalence.worker.envinfo"
+NO_PYTHON_HINT = (
+    "pass --stock-python / --patched-python (the python of a venv with stock executorch and"
+    " of one with the patched build), or, in a checkout, run `nox -s equivalence`"
+)
+R = TypeVar("R", bound=Reply)
+
+
+class WorkerTimeoutError(EquivalenceError):
+    """A worker did not answer one request in time (it was stopped)."""
+
+
+class WorkerDiedError(EquivalenceError):
+    """A worker process ended while a request was open."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one path's workers are started."""
+
+    path: PathId
+    python: str
+    runtime_patch: str | None  # only path (b) has one
+    pythonpath: str  # extra entries before the overlay package copy ("" for none)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every worker of a run shares."""
+
+    log_dir: Path
+    library: Path  # the folder holding only the overlay package
+    patches_dir: Path
+    timeout: float
+    worker_command: tuple[str, ...]
+    models: str | None
+
+
+def worker_library(folder: Path) -> Path:
+    """Copy just the overlay package into ``folder`` (for a worker's path) and return it."""
+    source = Path(overlay.__file__).resolve().parent
+    target = folder / "overlay"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(
+        source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches")
+    )
+    return folder
+
+
+def _environment(plan: Plan, settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (plan.pythonpath, str(settings.library)) if p)
+    env.setdefault("PYTHONHASHSEED", "0")
+    env[lines.PATCHES_ENV] = str(settings.patches_dir.resolve())
+    return env
+
+
+def env_info(plan: Plan, settings: Settings, package: str, subtree: str) -> EnvInfo:
+    """Describe the environment a path's workers get (its Python, the same sys.path).
+
+    For a ``module:FUNCTION`` runtime patch the module is looked up there too, without
+    importing it: a missing module or function is refused here, before any worker starts.
+    """
+    target, _, function = (plan.runtime_patch or "").partition(":")
+    module = (
+        [f"{target}:{function or 'apply_all'}"] if target and not target.endswith(".py") else []
+    )
+    command = [plan.python, "-m", ENVINFO_MODULE, package, subtree, *module]
+    where = f"path ({plan.path.value}) {plan.path.label}"
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=_environment(plan, settings),
+            cwd=str(settings.log_dir),
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EquivalenceInputError(
+            f"cannot run the Python of {where}",
+            expected="a Python with torch and executorch",
+            found=f"{plan.python}: {exc}",
+            hint=NO_PYTHON_HINT,
+        ) from exc
+    output = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not output:
+        raise EquivalenceInputError(
+            f"cannot describe the environment of {where}",
+            expected=f"python -m {ENVINFO_MODULE} to print one line",
+            found=f"exit code {done.returncode}: {done.stderr.strip()[-600:]}",
+            hint=f"check that {plan.python} runs (Python >= 3.11); " + NO_PYTHON_HINT,
+        )
+    info = envinfo.decode(output[-1])
+    if info.module_error and not info.module_sha256:
+        raise EquivalenceInputError(
+            f"--runtime-patch {plan.runtime_patch}: the module is not importable in {where}",
+            expected=f"module {target} in {plan.python}'s environment",
+            found=info.module_error[:400],
+            hint="pass --runtime-patch FILE.py:FUNCTION, or install the module in that env",
+        )
+    if info.module_error:
+        names = info.module_functions
+        some = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none"
+        raise EquivalenceInputError(
+            f"--runtime-patch {plan.runtime_patch}: no such function in {where}",
+            expected=f"a top-level function {function or 'apply_all'} in {target}",
+            found=f"{info.module_error}; its functions: {some}",
+            hint=f"name the function that applies the patch: --runtime-patch {target}:FUNCTION",
+        )
+    return info
+
+
+class Worker:
+    """One worker process, spoken to in protocol lines, each request with a timeout."""
+
+    def __init__(self, plan: Plan, settings: Settings, log_name: str) -> None:
+        self.path = plan.path
+        self.python = plan.python
+        self.timeout = settings.timeout
+        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = settings.log_dir / log_name
+        self.log: IO[str] = self.log_path.open("a", encoding="utf-8")
+        try:
+            self.process = subprocess.Popen(
+                [plan.python, *settings.worker_command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                text=True,
+                env=_environment(plan, settings),
+                cwd=str(settings.log_dir),
+            )
+        except OSError as exc:
+            self.log.close()
+            raise EquivalenceInputError(
+                f"cannot start the worker for path ({plan.path.value}) {plan.path.label}",
+                expected="a Python with torch and executorch",
+                found=f"{plan.python}: {exc}",
+                hint=NO_PYTHON_HINT,
+            ) from exc
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put("")  # end of output
+
+    def request(
+        self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
+    ) -> R:
+        """Send one request; return its reply, or raise on timeout, death or an ErrorReply.
+
+        ``timeout`` (seconds) replaces the run's for this request (a case's own).
+        """
+        limit = timeout or self.timeout
+        assert self.process.stdin is not None
+        label = f"path ({self.path.value}) {self.path.label}"
+        try:
+            self.process.stdin.write(encode(message) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the reader sees the end of output
+        try:
+            line = self.lines.get(timeout=limit)
+        except queue.Empty:
+            self.kill()
+            raise WorkerTimeoutError(
+                f"{label} did not finish {what}",
+                expected=f"a reply within {limit:.0f} s",
+                found="no reply; the worker was stopped",
+                hint=(
+                    "the case sets its own timeout ('timeout' on its entry in a --models file's"
+                    " CASES): raise it there, or run the item alone with --case"
+                    if timeout
+                    else "raise --timeout, or run the item alone with --case"
+                ),
+            ) from None
+        if not line:
+            self.process.wait()
+            raise WorkerDiedError(
+                f"the worker of {label} died during {what}",
+                expected="one reply per request",
+                found=f"exit code {self.process.returncode}; last log lines:\n{self.log_tail()}",
+                hint=f"read its log: {self.log_path}",
+            )
+        reply = decode_reply(line)
+        if isinstance(reply, ErrorReply) and reply.error.stage is Stage.INPUT:
+            raise EquivalenceInputError(
+                f"{label} could not {what}: an input is wrong",
+                expected="a --runtime-patch and a --models file that load",
+                found=reply.error.message,
+                hint="fix the file named above (its traceback is in the worker's log:"
+                f" {self.log_path})",
+            )
+        if isinstance(reply, ErrorReply):
+            raise EquivalenceError(
+                f"{label} could not {what}",
+                expected="a Python with torch and executorch, and a runtime patch that applies",
+                found=reply.error.first_line,
+                hint=f"read the traceback below and the worker's log ({self.log_path})",
+                details=reply.error.traceback,
+            )
+        if not isinstance(reply, reply_type):
+            raise ProtocolError(
+                f"{label} answered {what} with the wrong reply",
+                expected=reply_type.__name__,
+                found=type(reply).__name__,
+            )
+        return reply
+
+    def log_tail(self, lines: int = 8) -> str:
+        """Return the last lines of the worker's log."""
+        self.log.flush()
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def kill(self) -> None:
+        """Stop the process now."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        """Ask the worker to quit, wait for it, and close its pipes and log."""
+        if self.process.poll() is None:
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.write(encode(QuitRequest()) + "\n")
+                self.process.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.reader.join(timeout=30)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        self.log.close()
+
+
+class Slot:
+    """One worker of a path, started on first use and again after a harness failure."""
+
+    def __init__(self, plan: Plan, settings: Settings, index: int) -> None:
+        self.plan = plan
+        self.settings = settings
+        suffix = "" if index == 0 else f"-{index + 1}"
+        self.log_name = f"worker-{plan.path.value}{suffix}.log"
+        self.worker: Worker | None = None
+        self.init: InitReply | None = None
+        self.start_seconds = 0.0
+        self.stopped = False
+
+    def start(self) -> InitReply:
+        """Start the process and initialise it (imports torch/executorch, runtime patch)."""
+        started = time.perf_counter()
+        self.worker = Worker(self.plan, self.settings, self.log_name)
+        request = InitRequest(runtime_patch=self.plan.runtime_patch, models=self.settings.models)
+        self.init = self.worker.request(request, InitReply, "start")
+        self.start_seconds += time.perf_counter() - started
+        return self.init
+
+    def request(
+        self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
+    ) -> R:
+        """Send a request to the (started) worker."""
+        if self.worker is None:
+            self.start()
+        assert self.worker is not None
+        return self.worker.request(message, reply_type, what, timeout)
+
+    def run(self, request: RunRequest, timeout: float | None = None) -> ItemResult:
+        """Run one item; a timeout or crash is a harness failure (the worker is closed).
+
+        ``timeout`` is the item's own limit in seconds (None: the run's ``--timeout``).
+        """
+        try:
+            reply = self.request(request, RunReply, str(request.item), timeout)
+        except (WorkerTimeoutError, WorkerDiedError) as exc:
+            self.close()
+            kind = "WorkerTimeout" if isinstance(exc, WorkerTimeoutError) else "WorkerDied"
+            return ItemResult(
+                status=RunStatus.FAIL,
+                error=ErrorInfo(kind, str(exc), Stage.HARNESS),
+            )
+        return reply.result
+
+    def kill(self) -> None:
+        """Stop the worker now (another worker failed: the run is over)."""
+        self.stopped = True
+        worker = self.worker
+        if worker is not None:
+            worker.kill()
+
+    def close(self) -> None:
+        """Stop the worker, if one runs."""
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None

@@ -1,0 +1,183 @@
+"""The content-addressed result cache: one typed file per result, named by its key.
+
+A key is the sha256 of everything that decides a result (see :func:`key`); the orchestrator
+builds keys from the environment of each path (:mod:`overlay.equivalence.worker.envinfo`), the
+overlay's own sources, the runtime patch, the case and the request. Nothing in a key is an
+absolute path, so a cache folder can be shared between machines (a CI cache).
+
+An entry is ``{"cache": CACHE_SCHEMA, "protocol": SCHEMA_VERSION, "type": ..., "key": ...,
+"value": ...}`` with the value encoded and decoded by the protocol's strict codec: an entry
+of another schema, type or shape reads as a miss and is rewritten. Writes go to a temporary
+file beside the entry and are renamed into place, so concurrent runs (and a run killed
+mid-write) never leave a torn entry; two runs writing one key write the same result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from overlay import codec
+from overlay._cache import cache_dir
+from overlay._files import write_text_atomic
+from overlay.codec import JsonValue
+from overlay.equivalence.protocol import (
+    SCHEMA_VERSION,
+    CaseInfo,
+    InitReply,
+    ItemResult,
+    ListReply,
+    PathId,
+    ProbeInfo,
+    ProtocolError,
+    Stage,
+    from_json,
+)
+
+CACHE_SCHEMA = 1
+T = TypeVar("T")
+
+
+def default_directory() -> Path:
+    """Return the default cache folder (under ``$OVERLAY_CACHE_DIR`` or the XDG cache)."""
+    return cache_dir() / "equivalence"
+
+
+def key(*parts: JsonValue) -> str:
+    """Return the sha256 of ``parts`` (JSON values, order significant)."""
+    text = json.dumps([CACHE_SCHEMA, SCHEMA_VERSION, *parts], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class ResultCache:
+    """Typed values by key in a folder; ``read=False`` ignores entries but still writes them."""
+
+    def __init__(self, root: Path, *, read: bool = True) -> None:
+        self.root = root
+        self.read = read
+        self.hits = 0
+        self.misses = 0
+
+    def _file(self, digest: str) -> Path:
+        return self.root / digest[:2] / f"{digest}.json"
+
+    def get(self, digest: str, cls: type[T]) -> T | None:
+        """Return the value stored under ``digest`` as a ``cls``, or None (miss)."""
+        if not self.read:
+            self.misses += 1
+            return None
+        try:
+            data = json.loads(self._file(digest).read_text(encoding="utf-8"))
+            header = (data["cache"], data["protocol"], data["type"], data["key"])
+            if header != (CACHE_SCHEMA, SCHEMA_VERSION, cls.__name__, digest):
+                raise ValueError(f"entry header {header}")
+            value = from_json(cls, data["value"], "cache entry")
+        except (OSError, ValueError, KeyError, TypeError, ProtocolError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return value
+
+    def put(self, digest: str, value: object) -> None:
+        """Store ``value`` under ``digest`` atomically (temporary file, then rename)."""
+        entry = {
+            "cache": CACHE_SCHEMA,
+            "protocol": SCHEMA_VERSION,
+            "type": type(value).__name__,
+            "key": digest,
+            "value": codec.encode(value),
+        }
+        target = self._file(digest)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(target, json.dumps(entry, sort_keys=True))
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Builds every cache key of one run from the digests of what decides a result.
+
+    ``base`` covers the overlay version, the package sources a worker can import (worker,
+    corpus, runtime fixes, protocol: :func:`overlay.equivalence.sources.worker_sources`)
+    and the series' pins; ``paths`` adds each path's environment and, for (b), the runtime
+    patch's source. A result key adds the item, its case description, the case's source
+    (the corpus package, or the user's models file) and the request.
+    """
+
+    base: str
+    paths: dict[PathId, str]
+    models: str | None  # sha256 of the user's models file
+    corpus: str  # digest of the corpus package (cases, zoo, probes)
+
+    def result(
+        self,
+        path: PathId,
+        info: CaseInfo | ProbeInfo,
+        fixes: tuple[int, ...] = (),
+        keep_bytes: bool = False,
+    ) -> str:
+        """Return the key of one item's result on one path (with single runtime fixes)."""
+        user = isinstance(info, CaseInfo) and info.source != "corpus"
+        source = (self.models or "") if user else self.corpus
+        return key(
+            "result",
+            self.paths[path],
+            codec.encode(info.item),
+            codec.encode(info),
+            source,
+            list(fixes),
+            keep_bytes,
+        )
+
+    def init(self, path: PathId) -> str:
+        """Return the key of a path's worker description (InitReply)."""
+        return key("init", self.paths[path], self.models)
+
+    def listing(self) -> str:
+        """Return the key of the case listing (needed only with a models file)."""
+        return key("list", self.paths[PathId.STOCK], self.models)
+
+
+@dataclass(frozen=True)
+class RunCache:
+    """One run's view of the cache: its keys and requests; without a cache every read misses."""
+
+    store: ResultCache | None
+    keys: Keys
+    keep_bytes: bool = False
+
+    def result(
+        self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...] = ()
+    ) -> ItemResult | None:
+        """Return an item's cached result on a path (with single runtime fixes), or None."""
+        if self.store is None:
+            return None
+        return self.store.get(self.keys.result(path, info, fixes, self.keep_bytes), ItemResult)
+
+    def put_result(
+        self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...], result: ItemResult
+    ) -> None:
+        """Store a result; harness failures (timeouts, crashes) are never cached."""
+        harness = result.error is not None and result.error.stage is Stage.HARNESS
+        if self.store is not None and not harness:
+            self.store.put(self.keys.result(path, info, fixes, self.keep_bytes), result)
+
+    def init(self, path: PathId) -> InitReply | None:
+        """Return what a path's worker said at its last start, or None."""
+        return self.store.get(self.keys.init(path), InitReply) if self.store else None
+
+    def put_init(self, path: PathId, init: InitReply) -> None:
+        """Store what a path's worker said at start."""
+        if self.store is not None:
+            self.store.put(self.keys.init(path), init)
+
+    def listing(self) -> ListReply | None:
+        """Return the cached case listing of a models file, or None."""
+        return self.store.get(self.keys.listing(), ListReply) if self.store else None
+
+    def put_listing(self, reply: ListReply) -> None:
+        """Store the case listing."""
+        if self.store is not None:
+            self.store.put(self.keys.listing(), reply)

@@ -1,0 +1,379 @@
+"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow.
+
+Each path has a queue of items and one or more slots (worker processes, see
+:mod:`.processes`) that take from it; a path whose results are all cached starts no
+worker. A path gets more than one slot only when there are spare CPUs and enough items to
+pay for another torch import (after one patch is edited, only (c) runs, on every CPU). As
+soon as (a) and (b) have both answered an item and differ, its attribution goes to the
+front of (a)'s queue, so it overlaps the other paths' work.
+
+Attribution tries single runtime fixes on (a), the fixes the registry says the case
+triggers first, and stops at the first one that turns (a)'s result into (b)'s. Every
+result, single-fix runs included, is read from and written to the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from overlay import fixes
+from overlay.equivalence.controller.processes import Plan, Settings, Slot
+from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
+from overlay.equivalence.controller.result_cache import RunCache
+from overlay.equivalence.protocol import (
+    PATHS,
+    CaseInfo,
+    InitReply,
+    ItemId,
+    ItemKind,
+    ItemResult,
+    ListReply,
+    ListRequest,
+    PathId,
+    ProbeInfo,
+    RunRequest,
+)
+from overlay.equivalence.verdict import compare, needs_attribution
+
+MIN_ITEMS_PER_WORKER = 4.0  # another worker (a torch import) only for this many cases more
+PROBE_WEIGHT = 0.1  # a probe costs milliseconds; a case seconds
+Info = CaseInfo | ProbeInfo
+
+
+@dataclass(frozen=True)
+class PathStats:
+    """Where one path's time went, and what the cache answered."""
+
+    workers: int = 0  # worker processes started
+    start_seconds: float = 0.0  # sum over its workers (torch/executorch imports, init)
+    ran: int = 0  # items run
+    cached: int = 0  # items answered by the cache
+    attribution_runs: int = 0  # single-fix runs made for attribution (path (a) only)
+    attribution_cached: int = 0  # single-fix results answered by the cache
+    busy_seconds: float = 0.0  # sum of the items' own run times (attribution included)
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Every path's result of every item, the attributions and the statistics."""
+
+    results: Mapping[PathId, Mapping[ItemId, ItemResult]]
+    attribution: Mapping[ItemId, int | None]
+    stats: Mapping[PathId, PathStats]
+    inits: Mapping[PathId, InitReply | None]
+
+
+@dataclass(frozen=True)
+class _Task:
+    item: ItemId
+    attribution: bool = False
+
+
+@dataclass
+class _Counts:
+    """A path's statistics while the run goes (see :class:`PathStats`)."""
+
+    workers: int = 0
+    start_seconds: float = 0.0
+    ran: int = 0
+    cached: int = 0
+    attribution_runs: int = 0
+    attribution_cached: int = 0
+    busy_seconds: float = 0.0
+
+
+def candidates(item: ItemId) -> list[int]:
+    """Return the fixes to try for an item's attribution: its claimed fixes first."""
+    claimed = (
+        [f.number for f, _ in fixes.triggers_of(item.name)] if item.kind is ItemKind.CASE else []
+    )
+    return [*dict.fromkeys(claimed), *(f.number for f in fixes.FIXES if f.number not in claimed)]
+
+
+def case_timeout(info: Info) -> float | None:
+    """Return a case's own per-path timeout in seconds (None: the run's ``--timeout``)."""
+    return info.timeout if isinstance(info, CaseInfo) else None
+
+
+def slot_counts(
+    weights: Mapping[PathId, float], needed: set[PathId], jobs: int
+) -> dict[PathId, int]:
+    """Return how many workers each path gets: one per path that needs one, more on spare CPUs."""
+    counts = {p: 1 if p in needed else 0 for p in PATHS}
+    spare = jobs - sum(counts.values())
+    while spare > 0:
+        ranked = sorted(needed, key=lambda p: (-weights[p] / counts[p], PATHS.index(p)))
+        if not ranked or weights[ranked[0]] / (counts[ranked[0]] + 1) < MIN_ITEMS_PER_WORKER:
+            break
+        counts[ranked[0]] += 1
+        spare -= 1
+    return counts
+
+
+def _priority(item: ItemId) -> int:
+    """Probes (milliseconds) and the registry's trigger cases (likely attributed) first."""
+    if item.kind is ItemKind.PROBE:
+        return 0
+    return 1 if fixes.triggers_of(item.name) else 2
+
+
+def list_cases(
+    plan: Plan, settings: Settings, cache: RunCache, progress: Progress = no_progress
+) -> tuple[ListReply, Slot | None]:
+    """Return the cases and probes a stock worker lists (a models file's are known only then).
+
+    The listing is cached; the worker that made it is returned, started, for the run to use.
+    """
+    cached = cache.listing()
+    if cached is not None:
+        return cached, None
+    slot = Slot(plan, settings, 0)
+    progress(Event(EventKind.START, plan.path))
+    try:
+        reply = slot.request(ListRequest(), ListReply, "list the cases")
+    except BaseException:
+        slot.close()
+        raise
+    cache.put_listing(reply)
+    if slot.init is not None:
+        cache.put_init(plan.path, slot.init)
+    return reply, slot
+
+
+@dataclass
+class _Board:
+    """What the slots of a run share, guarded by one condition (``cond``)."""
+
+    attribute: bool
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    results: dict[PathId, dict[ItemId, ItemResult]] = field(
+        default_factory=lambda: {p: {} for p in PATHS}
+    )
+    attribution: dict[ItemId, int | None] = field(default_factory=dict)
+    counts: dict[PathId, _Counts] = field(default_factory=lambda: {p: _Counts() for p in PATHS})
+    queues: dict[PathId, deque[_Task]] = field(default_factory=lambda: {p: deque() for p in PATHS})
+    open: dict[PathId, int] = field(default_factory=lambda: dict.fromkeys(PATHS, 0))
+    judged: set[ItemId] = field(default_factory=set)  # items whose attribution was decided
+    failure: BaseException | None = None
+
+    def finished(self, path: PathId) -> bool:
+        """Return True when no task is queued for ``path`` and none can come (lock held)."""
+        if self.queues[path]:
+            return False
+        if path is PathId.STOCK and self.attribute:
+            return self.open[PathId.STOCK] == 0 and self.open[PathId.RUNTIME] == 0
+        return True
+
+    def next(self, path: PathId) -> _Task | None:
+        """Wait for the path's next task; None when there is none left or the run failed."""
+        with self.cond:
+            while self.failure is None and not self.queues[path] and not self.finished(path):
+                self.cond.wait()
+            if self.failure is not None or not self.queues[path]:
+                return None
+            return self.queues[path].popleft()
+
+    def fail(self, exc: BaseException, slots: list[Slot]) -> None:
+        """Record the first failure, wake every waiting slot and stop ``slots``' workers."""
+        with self.cond:
+            if self.failure is None:
+                self.failure = exc
+            self.cond.notify_all()
+        for slot in slots:
+            slot.kill()
+
+
+def _weights(queues: Mapping[PathId, deque[_Task]]) -> dict[PathId, float]:
+    """Return each path's queued work (a probe weighs little; an attribution run is a case)."""
+    return {
+        p: sum(PROBE_WEIGHT if t.item.kind is ItemKind.PROBE else 1.0 for t in queues[p])
+        for p in PATHS
+    }
+
+
+class Pool:
+    """The worker slots of one run: each takes its path's queue, attribution overlapping."""
+
+    def __init__(
+        self,
+        plans: Mapping[PathId, Plan],
+        settings: Settings,
+        cache: RunCache,
+        *,
+        attribute: bool = True,
+        parallel: bool = True,
+        jobs: int = 0,
+        progress: Progress = no_progress,
+    ) -> None:
+        self.plans, self.settings, self.cache = plans, settings, cache
+        self.attribute, self.parallel, self.progress = attribute, parallel, progress
+        self.jobs = jobs  # worker processes to aim for; 0: one per CPU
+        self.board = _Board(attribute)
+        self.infos: Mapping[ItemId, Info] = {}
+
+    def run(self, infos: Mapping[ItemId, Info], spare: Slot | None = None) -> Answers:
+        """Answer every item on every path, from the cache or by running it.
+
+        ``spare`` is a started stock worker (the one that listed the cases) to use first.
+        """
+        self.infos, board = infos, self.board
+        order = sorted(infos, key=_priority)
+        for path in PATHS:
+            for item in order:
+                result = self.cache.result(path, infos[item])
+                if result is not None:
+                    board.results[path][item] = result
+                    board.counts[path].cached += 1
+                else:
+                    board.queues[path].append(_Task(item))
+                    board.open[path] += 1
+            cached = board.counts[path].cached
+            self.progress(Event(EventKind.PLAN, path, total=len(infos), done=cached))
+        with board.cond:
+            for item in order:
+                self._after(item)
+        slots = self._slots(spare)
+        try:
+            self._drive(slots)
+        finally:
+            for slot in (*slots, *([spare] if spare else [])):
+                slot.close()
+        if board.failure is not None:
+            raise board.failure
+        started = {s.plan.path: s.init for s in reversed(slots) if s.init is not None}
+        return Answers(
+            results=board.results,
+            attribution=board.attribution,
+            stats={p: PathStats(**vars(board.counts[p])) for p in PATHS},
+            inits={p: started.get(p) or self.cache.init(p) for p in PATHS},
+        )
+
+    def _slots(self, spare: Slot | None) -> list[Slot]:
+        """Return the run's slots: one per path with work, more where CPUs and work allow."""
+        queues = self.board.queues
+        needed = {p for p in PATHS if queues[p]}
+        if self.attribute and queues[PathId.RUNTIME]:
+            needed.add(PathId.STOCK)  # (b)'s new results may need attribution runs on (a)
+        jobs = self.jobs or os.cpu_count() or 1
+        counts = slot_counts(_weights(queues), needed, jobs if self.parallel else 1)
+        slots = [Slot(self.plans[p], self.settings, i) for p in PATHS for i in range(counts[p])]
+        if spare is not None and counts[PathId.STOCK]:
+            slots[0] = spare  # (a) comes first
+            self.board.counts[PathId.STOCK].workers += 1
+            self.board.counts[PathId.STOCK].start_seconds += spare.start_seconds
+        return slots
+
+    def _drive(self, slots: list[Slot]) -> None:
+        if not self.parallel:
+            # (a) last: every (b) result is known by then, so its attribution needs no wait.
+            for path in (PathId.RUNTIME, PathId.PATCHED, PathId.STOCK):
+                for slot in (s for s in slots if s.plan.path is path):
+                    self._serve(slot, slots)
+            return
+        with ThreadPoolExecutor(max_workers=max(len(slots), 1)) as pool:
+            futures = [pool.submit(self._serve, slot, slots) for slot in slots]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException as exc:  # Ctrl-C while waiting: stop every worker
+                self.board.fail(exc, slots)
+                raise
+
+    def _serve(self, slot: Slot, slots: list[Slot]) -> None:
+        try:
+            while (task := self.board.next(slot.plan.path)) is not None and not slot.stopped:
+                if slot.worker is None:
+                    self._start(slot)
+                if task.attribution:
+                    self._attribute(task.item, slot)
+                else:
+                    self._run(slot, task.item)
+        except BaseException as exc:
+            self.board.fail(exc, [s for s in slots if s is not slot])
+        finally:
+            slot.close()
+
+    def _start(self, slot: Slot) -> None:
+        path, board = slot.plan.path, self.board
+        with board.cond:
+            self.progress(Event(EventKind.START, path))
+        before = slot.start_seconds
+        self.cache.put_init(path, slot.start())
+        with board.cond:
+            board.counts[path].workers += 1
+            board.counts[path].start_seconds += slot.start_seconds - before
+
+    def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...]) -> ItemResult:
+        """Run one request on the slot's worker and store its result in the cache."""
+        info = self.infos[item]
+        request = RunRequest(item, fixes=fixes, keep_bytes=self.cache.keep_bytes)
+        result = slot.run(request, case_timeout(info))
+        self.cache.put_result(slot.plan.path, info, fixes, result)
+        return result
+
+    def _run(self, slot: Slot, item: ItemId) -> None:
+        path, board = slot.plan.path, self.board
+        with board.cond:
+            self.progress(Event(EventKind.RUN, path, item))
+        result = self._execute(slot, item, ())
+        with board.cond:
+            board.results[path][item] = result
+            board.open[path] -= 1
+            board.counts[path].ran += 1
+            board.counts[path].busy_seconds += result.seconds
+            self.progress(Event(EventKind.DONE, path, item))
+            self._after(item)
+            board.cond.notify_all()
+
+    def _after(self, item: ItemId) -> None:
+        """Attribute an item from the cache once (a) and (b) are known and differ, or queue
+        the single-fix runs it needs (lock held)."""
+        board = self.board
+        a, b = board.results[PathId.STOCK].get(item), board.results[PathId.RUNTIME].get(item)
+        if not self.attribute or a is None or b is None or item in board.judged:
+            return
+        board.judged.add(item)
+        if needs_attribution({PathId.STOCK: a, PathId.RUNTIME: b}) and not self._attribute(item):
+            board.queues[PathId.STOCK].appendleft(_Task(item, attribution=True))
+
+    def _attribute(self, item: ItemId, slot: Slot | None = None) -> bool:
+        """Try single fixes on (a) until one gives (b)'s result, running what is not cached.
+
+        Without a slot only the cache is read (lock held): False when a run is needed.
+        """
+        board, info = self.board, self.infos[item]
+        target = board.results[PathId.RUNTIME][item]
+        found: int | None = None
+        for number in candidates(item):
+            single = self.cache.result(PathId.STOCK, info, (number,))
+            if single is None and slot is None:
+                return False
+            if single is None and slot is not None:
+                single = self._single(slot, item, number)
+            elif slot is None:
+                board.counts[PathId.STOCK].attribution_cached += 1
+            if single is not None and not compare(single, target):
+                found = number
+                break
+        with board.cond:
+            board.attribution[item] = found
+            board.cond.notify_all()
+        return True
+
+    def _single(self, slot: Slot, item: ItemId, number: int) -> ItemResult:
+        """Run an item on (a) with one runtime fix (an attribution run)."""
+        board = self.board
+        with board.cond:
+            self.progress(Event(EventKind.MORE, PathId.STOCK, item))
+            self.progress(Event(EventKind.RUN, PathId.STOCK, item))
+        single = self._execute(slot, item, (number,))
+        with board.cond:
+            board.counts[PathId.STOCK].attribution_runs += 1
+            board.counts[PathId.STOCK].busy_seconds += single.seconds
+            self.progress(Event(EventKind.DONE, PathId.STOCK, item))
+        return single

@@ -1,0 +1,163 @@
+# mypy: allow-subclassing-any
+"""The core corpus in torch: each case's module and inputs (worker side, imports torch).
+
+:data:`BUILDERS` maps a case of :data:`overlay.equivalence.corpus.CASES` to a
+zero-argument builder; the worker calls it under the corpus seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+Builder = Callable[[], tuple[Any, tuple[Any, ...]]]
+
+
+def image(*shape: int) -> Any:
+    """Return a random input of ``shape`` (under the caller's seed)."""
+    return torch.randn(*shape)
+
+
+class ConvRelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: Any) -> Any:
+        return torch.relu(self.conv(x))
+
+
+class Depthwise(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x: Any) -> Any:
+        return torch.relu(self.conv(x))
+
+
+class Linear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 8)
+
+    def forward(self, x: Any) -> Any:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class Transposed(nn.Module):
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(
+            4, 4, 3, stride=2, padding=1, output_padding=1, groups=groups
+        )
+
+    def forward(self, x: Any) -> Any:
+        return self.conv(x)
+
+
+class AddCatMean(nn.Module):
+    def forward(self, x: Any, y: Any) -> Any:
+        return torch.cat([x + y, x], dim=1).mean(dim=(2, 3), keepdim=True)
+
+
+class Conv(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: Any) -> Any:
+        return self.conv(x)
+
+
+class FactoryOutput(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return x + 1, torch.full((1, 4), 2.0)
+
+
+class ConvReluCat(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: Any, y: Any) -> Any:
+        return torch.cat([torch.relu(self.conv(x)), y * 10], dim=1)
+
+
+class EqualConstants(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("a", torch.arange(24.0).reshape(1, 2, 3, 4))
+        self.register_buffer("b", torch.arange(24.0).reshape(1, 2, 3, 4))
+
+    def forward(self, x: Any) -> Any:
+        channels_last = (self.b + 0).contiguous(memory_format=torch.channels_last)
+        return x + 1, self.a + 0, channels_last
+
+
+class GridWarp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 2, 3, padding=1)
+
+    def forward(self, x: Any) -> Any:
+        grid = torch.tanh(self.conv(x)).permute(0, 2, 3, 1)
+        return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+
+def int16_output_graph(
+    model: Any, inputs: tuple[Any, ...], spec: str
+) -> tuple[Any, tuple[Any, ...]]:
+    """Quantise ``model`` a16w8 (PT2E) and drop its output dequantize: it returns int16.
+
+    The graph then ends in the int16 quantize that fix 1 keeps explicit.
+    """
+    from executorch.backends.arm.quantizer import (
+        TOSAQuantizer,
+        get_symmetric_a16w8_quantization_config,
+    )
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = TOSAQuantizer(TosaCompileSpec(spec))
+    quantizer.set_global(get_symmetric_a16w8_quantization_config())
+    graph = torch.export.export(model, inputs).module(check_guards=False)
+    prepared = prepare_pt2e(graph, quantizer)
+    prepared(*inputs)
+    converted = convert_pt2e(prepared)
+    output = converted.graph.output_node()
+    dequant = output.args[0][0]
+    output.args = ((dequant.args[0],),)
+    converted.graph.erase_node(dequant)
+    converted.recompile()
+    return converted, inputs
+
+
+def _int16_output() -> tuple[Any, tuple[Any, ...]]:
+    return int16_output_graph(Conv().eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16")
+
+
+BUILDERS: dict[str, Builder] = {
+    "conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
+    "depthwise_conv_int8": lambda: (Depthwise(), (image(1, 8, 12, 12),)),
+    "linear_int8": lambda: (Linear(), (image(2, 16),)),
+    "transposed_conv_int8": lambda: (Transposed(1), (image(1, 4, 6, 6),)),
+    "grouped_transposed_conv_int8": lambda: (Transposed(2), (image(1, 4, 6, 6),)),
+    "grouped_transposed_conv_fp": lambda: (Transposed(2), (image(1, 4, 6, 6),)),
+    "add_cat_mean_int8": lambda: (AddCatMean(), (image(1, 4, 4, 4), image(1, 4, 4, 4))),
+    "conv_relu_fp": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
+    "add_cat_mean_fp": lambda: (AddCatMean(), (image(1, 4, 4, 4), image(1, 4, 4, 4))),
+    "conv_relu_int8_intfp": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
+    "conv_a16w8_intfp16": lambda: (Conv(), (image(1, 3, 8, 8),)),
+    "linear_a16w8_intfp16": lambda: (Linear(), (image(2, 16),)),
+    "int16_quantize_output": _int16_output,
+    "factory_op_output": lambda: (FactoryOutput(), (image(1, 4),)),
+    "conv_relu_cat_mixed_qparams": lambda: (ConvReluCat(), (image(1, 3, 8, 8), image(1, 2, 8, 8))),
+    "equal_constant_outputs_channels_last": lambda: (EqualConstants(), (image(1, 4),)),
+    "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
+    "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
+}

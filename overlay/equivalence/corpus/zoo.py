@@ -1,0 +1,388 @@
+# mypy: allow-subclassing-any
+"""Real network shapes for the equivalence corpus (the ``zoo`` group), in plain torch.
+
+Each network keeps the structure of the published one (block types, activations, skip
+connections, the ops a lowering meets) at a width and input size that lowers in seconds:
+no weights are downloaded, everything is initialised under the corpus seed. Worker side
+(imports torch); :data:`NETWORKS` holds one zero-argument builder per network, the case
+table maps each zoo case to one (``corpus.ZOO_NETWORKS``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+from overlay.equivalence.corpus.models import Builder, int16_output_graph
+
+
+def conv_bn(cin: int, cout: int, k: int, s: int, groups: int = 1) -> list[nn.Module]:
+    """Return a bias-free conv (padding k // 2) and its BatchNorm."""
+    return [
+        nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout),
+    ]
+
+
+def randomise_bn(module: nn.Module) -> nn.Module:
+    """Give BatchNorm layers non-trivial statistics (as a trained net has)."""
+    for m in module.modules():
+        if isinstance(m, nn.BatchNorm2d | nn.LayerNorm):
+            with torch.no_grad():
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+                if isinstance(m, nn.BatchNorm2d):
+                    assert m.running_mean is not None and m.running_var is not None
+                    m.running_mean.uniform_(-0.2, 0.2)
+                    m.running_var.uniform_(0.5, 1.5)
+    return module.eval()
+
+
+# --- MobileNetV2 (inverted residuals, ReLU6, linear bottlenecks) ----------------------
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers += [*conv_bn(cin, hidden, 1, 1), nn.ReLU6()]
+        layers += [*conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6()]
+        layers += conv_bn(hidden, cout, 1, 1)
+        self.block = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: Any) -> Any:
+        y = self.block(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV2(nn.Module):
+    # (expand, channels, repeats, stride) of the paper's seven stages at width 0.25,
+    # repeats cut to 1-2 per stage (10 blocks instead of 17) to keep the lowering short.
+    SETTINGS = ((1, 8, 1, 1), (6, 8, 2, 2), (6, 8, 2, 2), (6, 16, 2, 2), (6, 24, 1, 1),
+                (6, 40, 1, 2), (6, 80, 1, 1))  # fmt: skip
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [*conv_bn(3, 8, 3, 2), nn.ReLU6()]
+        cin = 8
+        for expand, cout, repeats, stride in self.SETTINGS:
+            for i in range(repeats):
+                layers.append(InvertedResidual(cin, cout, stride if i == 0 else 1, expand))
+                cin = cout
+        layers += [*conv_bn(cin, 320, 1, 1), nn.ReLU6()]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(320, classes)
+
+    def forward(self, x: Any) -> Any:
+        x = self.features(x)
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+# --- MobileNetV3-small (hardswish, squeeze-excite with hardsigmoid) --------------------
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, channels: int, squeeze: int, gate: type[nn.Module]) -> None:
+        super().__init__()
+        self.fc1 = nn.Conv2d(channels, squeeze, 1)
+        self.fc2 = nn.Conv2d(squeeze, channels, 1)
+        self.gate = gate()
+
+    def forward(self, x: Any) -> Any:
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * self.gate(self.fc2(torch.relu(self.fc1(s))))
+
+
+class V3Block(nn.Module):
+    def __init__(  # noqa: PLR0917 - the paper's table row, in its order
+        self, cin: int, k: int, hidden: int, cout: int, se: bool, act: type[nn.Module], s: int
+    ) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        if hidden != cin:
+            layers += [*conv_bn(cin, hidden, 1, 1), act()]
+        layers += [*conv_bn(hidden, hidden, k, s, groups=hidden), act()]
+        if se:
+            layers.append(SqueezeExcite(hidden, max(8, hidden // 4), nn.Hardsigmoid))
+        layers += conv_bn(hidden, cout, 1, 1)
+        self.block = nn.Sequential(*layers)
+        self.residual = s == 1 and cin == cout
+
+    def forward(self, x: Any) -> Any:
+        y = self.block(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV3Small(nn.Module):
+    HS, RE = nn.Hardswish, nn.ReLU
+    # (kernel, expanded, out, squeeze-excite, activation, stride), channels at width 0.5.
+    SETTINGS = ((3, 8, 8, True, RE, 2), (3, 40, 16, False, RE, 2), (3, 48, 16, False, RE, 1),
+                (5, 48, 24, True, HS, 2), (5, 120, 24, True, HS, 1), (5, 64, 24, True, HS, 1),
+                (5, 72, 48, True, HS, 2), (5, 144, 48, True, HS, 1))  # fmt: skip
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [*conv_bn(3, 8, 3, 2), nn.Hardswish()]
+        cin = 8
+        for k, hidden, cout, se, act, s in self.SETTINGS:
+            layers.append(V3Block(cin, k, hidden, cout, se, act, s))
+            cin = cout
+        layers += [*conv_bn(cin, 288, 1, 1), nn.Hardswish()]
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Linear(288, 128), nn.Hardswish(), nn.Linear(128, classes))
+
+    def forward(self, x: Any) -> Any:
+        x = self.features(x)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+# --- ResNet-18 (basic blocks [2, 2, 2, 2], projection shortcuts, max pool) ------------
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            *conv_bn(cin, cout, 3, stride), nn.ReLU(), *conv_bn(cout, cout, 3, 1)
+        )
+        self.short = (
+            nn.Sequential(*conv_bn(cin, cout, 1, stride))
+            if stride != 1 or cin != cout
+            else nn.Identity()
+        )
+
+    def forward(self, x: Any) -> Any:
+        return torch.relu(self.body(x) + self.short(x))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, width: int = 8, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(*conv_bn(3, width, 7, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        blocks: list[nn.Module] = []
+        cin = width
+        for i, cout in enumerate((width, width * 2, width * 4, width * 8)):
+            blocks += [BasicBlock(cin, cout, 1 if i == 0 else 2), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.layers = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: Any) -> Any:
+        x = self.layers(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+# --- EfficientNet/MNASNet-style (MBConv with SiLU and squeeze-excite) ------------------
+
+
+class MBConv(nn.Module):
+    def __init__(self, cin: int, cout: int, k: int, s: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers += [*conv_bn(cin, hidden, 1, 1), nn.SiLU()]
+        layers += [*conv_bn(hidden, hidden, k, s, groups=hidden), nn.SiLU()]
+        layers.append(SqueezeExcite(hidden, max(4, cin // 4), nn.Sigmoid))
+        layers += conv_bn(hidden, cout, 1, 1)
+        self.block = nn.Sequential(*layers)
+        self.residual = s == 1 and cin == cout
+
+    def forward(self, x: Any) -> Any:
+        y = self.block(x)
+        return x + y if self.residual else y
+
+
+class EfficientNetB0Small(nn.Module):
+    # (expand, channels, repeats, stride, kernel), EfficientNet-B0 stages at width 0.25,
+    # one block per stage.
+    SETTINGS = ((1, 8, 1, 1, 3), (6, 8, 1, 2, 3), (6, 12, 1, 2, 5), (6, 20, 1, 2, 3),
+                (6, 28, 1, 1, 5), (6, 48, 1, 2, 5))  # fmt: skip
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [*conv_bn(3, 8, 3, 2), nn.SiLU()]
+        cin = 8
+        for expand, cout, repeats, stride, k in self.SETTINGS:
+            for i in range(repeats):
+                layers.append(MBConv(cin, cout, k, stride if i == 0 else 1, expand))
+                cin = cout
+        layers += [*conv_bn(cin, 160, 1, 1), nn.SiLU()]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(160, classes)
+
+    def forward(self, x: Any) -> Any:
+        x = self.features(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+# --- DeiT-tiny-style (patch embedding, class token, pre-norm attention blocks) --------
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads, self.scale = heads, (dim // heads) ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: Any) -> Any:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(b, n, c))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = Attention(dim, heads)
+        self.mlp = nn.Sequential(nn.Linear(dim, dim * 4), nn.GELU(), nn.Linear(dim * 4, dim))
+
+    def forward(self, x: Any) -> Any:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class DeiTTiny(nn.Module):
+    def __init__(self, dim: int = 48, depth: int = 1, heads: int = 3, patch: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Conv2d(3, dim, patch, patch)
+        tokens = (32 // patch) ** 2
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, tokens + 1, dim) * 0.02)
+        self.blocks = nn.Sequential(*(TransformerBlock(dim, heads) for _ in range(depth)))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x: Any) -> Any:
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        x = self.norm(self.blocks(x))
+        return self.head(x[:, 0])
+
+
+# --- a small LSTM (gates written out, unrolled over a short sequence) -----------------
+
+
+class SmallLSTM(nn.Module):
+    def __init__(self, features: int = 16, hidden: int = 32, steps: int = 4) -> None:
+        super().__init__()
+        self.hidden, self.steps = hidden, steps
+        self.gates_x = nn.Linear(features, 4 * hidden)
+        self.gates_h = nn.Linear(hidden, 4 * hidden, bias=False)
+        self.out = nn.Linear(hidden, 8)
+
+    def forward(self, x: Any) -> Any:
+        h = torch.zeros(x.shape[0], self.hidden)
+        c = torch.zeros(x.shape[0], self.hidden)
+        for t in range(self.steps):
+            i, f, g, o = (self.gates_x(x[:, t]) + self.gates_h(h)).chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return self.out(h)
+
+
+# --- U-Net (encoder/decoder, ConvTranspose2d upsampling, skip cat, relu6 / clamp) -----
+
+
+class UNet(nn.Module):
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+
+        def double(cin: int, cout: int) -> nn.Sequential:
+            return nn.Sequential(
+                *conv_bn(cin, cout, 3, 1), nn.ReLU6(), *conv_bn(cout, cout, 3, 1), nn.ReLU6()
+            )
+
+        w = width
+        self.enc1, self.enc2, self.mid = double(3, w), double(w, 2 * w), double(2 * w, 4 * w)
+        self.up2 = nn.ConvTranspose2d(4 * w, 2 * w, 2, stride=2)
+        self.dec2 = double(4 * w, 2 * w)
+        self.up1 = nn.ConvTranspose2d(2 * w, w, 2, stride=2)
+        self.dec1 = double(2 * w, w)
+        self.head = nn.Conv2d(w, 2, 1)
+
+    def forward(self, x: Any) -> Any:
+        e1 = self.enc1(x)
+        # stride given explicitly: 1.2.0's pool support check reads node.args[2]
+        # and raises IndexError on F.max_pool2d(x, 2) (default stride).
+        e2 = self.enc2(F.max_pool2d(e1, 2, 2))
+        m = self.mid(F.max_pool2d(e2, 2, 2))
+        d2 = self.dec2(torch.cat([self.up2(m), e2], dim=1))
+        d1 = self.dec1(torch.cat([self.up1(d2), e1], dim=1))
+        return torch.clamp(self.head(d1), -1.0, 1.0)
+
+
+# --- the seed's grid warp: a conv branch makes grid positions for grid_sample ---------
+
+
+class GridWarp(nn.Module):
+    """Image -> conv offsets -> tanh -> identity grid + offsets -> grid_sample(image).
+
+    The grid (positions in [-1, 1]) is the tensor the seed quantises to int16 so that
+    the delegate can emit it; grid_sample itself runs where the backend puts it.
+    """
+
+    def __init__(self, size: int = 16) -> None:
+        super().__init__()
+        self.offsets = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 2, 3, padding=1)
+        )
+        ys, xs = torch.meshgrid(
+            torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij"
+        )
+        self.register_buffer("base", torch.stack([xs, ys], dim=-1).unsqueeze(0))
+
+    def grid(self, x: Any) -> Any:
+        return self.base + torch.tanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
+
+    def forward(self, x: Any) -> Any:
+        return F.grid_sample(x, self.grid(x), mode="bilinear", align_corners=True)
+
+
+class GridPositions(GridWarp):
+    """The grid branch alone: the positions are the output, for a grid sampler elsewhere.
+
+    Offsets are bounded with hardtanh here: 1.2.0's int16 tanh is wrong (see the README),
+    and this case is about what fix 1 does to the int16 output, not about tanh.
+    """
+
+    def grid(self, x: Any) -> Any:
+        offsets = F.hardtanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
+        return self.base + offsets
+
+    def forward(self, x: Any) -> Any:
+        return self.grid(x)
+
+
+def square_image(size: int, channels: int = 3) -> Any:
+    """Return a random ``1 x channels x size x size`` input (under the caller's seed)."""
+    return torch.randn(1, channels, size, size)
+
+
+def int16_grid(spec: str) -> tuple[Any, tuple[Any, ...]]:
+    """The seed's deployment: a16w8 grid positions returned as an int16 graph output."""
+    return int16_output_graph(GridPositions().eval(), (square_image(16),), spec)
+
+
+NETWORKS: dict[str, Builder] = {
+    "mobilenet_v2": lambda: (randomise_bn(MobileNetV2()), (square_image(32),)),
+    "mobilenet_v3_small": lambda: (randomise_bn(MobileNetV3Small()), (square_image(32),)),
+    "resnet18": lambda: (randomise_bn(ResNet18()), (square_image(32),)),
+    "efficientnet_b0": lambda: (randomise_bn(EfficientNetB0Small()), (square_image(32),)),
+    "deit_tiny": lambda: (randomise_bn(DeiTTiny()), (square_image(32),)),
+    "lstm": lambda: (SmallLSTM().eval(), (torch.randn(1, 4, 16),)),
+    "unet": lambda: (randomise_bn(UNet()), (square_image(32),)),
+    "grid_warp": lambda: (GridWarp().eval(), (square_image(16),)),
+    "grid_warp_int16_grid_intfp16": lambda: int16_grid("TOSA-1.0+INT+FP+int16"),
+    "grid_warp_int16_grid_int16": lambda: int16_grid("TOSA-1.0+INT+int16"),
+}

@@ -1,0 +1,295 @@
+"""The cells and words every form of the report shares (text, Markdown, HTML).
+
+One result, one verdict or one Ethos-U outcome in, a short string or a row out; the legend
+explains every column. Pure: reads the typed results, writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from overlay import fixes
+from overlay.equivalence.protocol import (
+    PATHS,
+    CaseInfo,
+    ErrorInfo,
+    EthosUResult,
+    ItemId,
+    ItemKind,
+    ItemResult,
+    Numerics,
+    PathId,
+    Payload,
+    ProbeInfo,
+    Stage,
+    TargetState,
+)
+from overlay.equivalence.verdict import AB, BC, Verdict, fractions, sqnr_text, tolerance, worst
+
+HEADER = ["item", "a", "b", "c", "err(c)", "a vs b", "b vs c"]
+
+LEGEND = (
+    (
+        "a, b, c",
+        "the three paths: (a) stock executorch, (b) stock + the runtime patch,"
+        " (c) the diff-patched build",
+    ),
+    (
+        "ok",
+        "lowered and ran; FAIL: raised (details below); num!: lowered, running it failed;"
+        " TIME / DIED: the worker timed out / crashed on it",
+    ),
+    (
+        "err(c)",
+        "(c)'s largest output error against the fake-quantised reference, in % of"
+        " that output's range; ! above the case's tolerance; '-' no outputs (failed, probe)",
+    ),
+    (
+        "a vs b",
+        "what the fixes change against stock: same, fixed, changed (both right),"
+        " regression, broken (still wrong); #N: the one patch that alone causes it,"
+        " #?: no single patch",
+    ),
+    (
+        "b vs c",
+        "agree; declared (a known difference, listed below); UNDECLARED or INCOMPLETE fail the run",
+    ),
+)
+
+
+def status_code(result: ItemResult) -> str:
+    """Return the table code of one path's result (see LEGEND)."""
+    if result.ok:
+        return "num!" if result.numerics_error is not None else "ok"
+    if result.error is not None and result.error.stage is Stage.HARNESS:
+        return "TIME" if result.error.type == "WorkerTimeout" else "DIED"
+    return "FAIL"
+
+
+def status_text(result: ItemResult, *, limit: int = 160) -> str:
+    """Return 'OK' or 'FAIL: Type: first line of message' for one path's result."""
+    if result.ok:
+        if result.numerics_error is not None:
+            return f"OK (numerics FAIL: {result.numerics_error.type})"
+        return "OK"
+    text = "FAIL: " + (result.error.first_line if result.error else "?")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def failure_text(result: ItemResult) -> str:
+    """Return the failure of a result as ``Type: first line``, or '' when it ran."""
+    return result.error.first_line if result.error is not None else ""
+
+
+def relative_errors(result: ItemResult) -> list[float | None]:
+    """Return each TOSA output's error as a fraction of its range (see :func:`fractions`)."""
+    return fractions(result.numerics)
+
+
+def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
+    """Return the err(c) cell: the largest relative error in %, '!' above tolerance."""
+    errors = relative_errors(result)
+    if not errors:
+        return "-"
+    if any(e is None for e in errors):
+        return "shape!"
+    worst = max(e for e in errors if e is not None)
+    mark = "!" if worst > tolerance(info) else ""
+    if 0 < worst < 1e-4:
+        return "<0.01%"
+    return f"{worst * 100:.2g}%{mark}"
+
+
+def max_error(result: ItemResult) -> str:
+    """Return the max abs error vs the float model, over all outputs, as text."""
+    values = result.numerics.max_abs_err_vs_float if result.numerics else ()
+    known = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(known) != len(values):
+        return "shape!"
+    return f"{max(known):.3g}"
+
+
+def ab_cell(verdict: Verdict) -> str:
+    """Return the (a) vs (b) cell: the verdict and the patch that alone causes it."""
+    if verdict.ab is AB.SAME:
+        return "same"
+    word = "broken" if verdict.ab is AB.STILL_BROKEN else verdict.ab.value
+    return f"{word} #{verdict.fix if verdict.fix is not None else '?'}"
+
+
+def bc_cell(verdict: Verdict) -> str:
+    """Return the (b) vs (c) cell."""
+    if verdict.bc in (BC.AGREE, BC.DECLARED):
+        return verdict.bc.value
+    return verdict.bc.value.upper()
+
+
+def ab_text(verdict: Verdict) -> str:
+    """Return the (a) vs (b) verdict as words."""
+    if verdict.ab is AB.SAME:
+        return "same as stock"
+    cause = f"patch {verdict.fix}" if verdict.fix is not None else "no single fix alone"
+    if verdict.ab is AB.REGRESSION:
+        return f"regression vs stock ({cause})"
+    if verdict.ab is AB.FIXED:
+        return f"fixed by {cause}"
+    if verdict.ab is AB.STILL_BROKEN:
+        return f"still broken, changed by {cause}"
+    return f"changed by {cause}"
+
+
+def bc_text(verdict: Verdict) -> str:
+    """Return the (b) vs (c) verdict as words."""
+    if verdict.bc is BC.AGREE:
+        return "agree"
+    if verdict.bc is BC.DECLARED:
+        return f"declared: {verdict.declared}"
+    if verdict.bc is BC.INCOMPLETE:
+        return "INCOMPLETE"
+    return "UNDECLARED: " + ", ".join(d.value for d in verdict.bc_diffs)
+
+
+def spec_text(info: CaseInfo | ProbeInfo) -> str:
+    """Return a case's spec and quantisation, or 'probe'."""
+    if isinstance(info, CaseInfo):
+        return f"{info.spec} {info.quantize or 'fp'}"
+    return "probe"
+
+
+def item_label(item: ItemId) -> str:
+    """Return a case's name, or ``probe:name``."""
+    return item.name if item.kind is ItemKind.CASE else str(item)
+
+
+def interest(verdict: Verdict) -> int:
+    """Return the row group: 0 problems, 1 differs from stock, 2 the rest."""
+    if verdict.failures:
+        return 0
+    return 1 if verdict.ab is not AB.SAME or verdict.bc is BC.DECLARED else 2
+
+
+def patch_name(number: int | None) -> str:
+    """Return the patch file name for a fix number."""
+    return fixes.by_number(number).patch if number is not None else "unattributed"
+
+
+def payloads_text(payloads: Sequence[Payload]) -> str:
+    """Return payloads as 'size B digest, ...' ('' for none)."""
+    return ", ".join(f"{p.size} B {p.sha256[:12]}" for p in payloads)
+
+
+def vgf_bytes(result: ItemResult) -> str:
+    """Return a result's VGF payloads as 'size B digest', or 'none'."""
+    return (payloads_text(result.vgf.payloads) if result.vgf else "") or "none"
+
+
+# --- per target: TOSA and executed VGF numbers per path, Ethos-U ----------------------------
+
+NUMERICS_HEADER = ["path", "TOSA s", "err", "SQNR dB", "VGF s", "run s", "err", "SQNR dB"]
+
+NUMERICS_NOTE = (
+    "err: the largest output error against the fake-quantised reference, in % of that"
+    " output's range; SQNR: the lowest output's, in dB; TOSA s / VGF s: lowering time,"
+    " run s: running the VGF program on the emulation layer"
+)
+
+ETHOSU_HEADER = [
+    "target",
+    "paths",
+    "stream KiB",
+    "cycles",
+    "NPU cycles",
+    "SRAM KiB",
+    "flash KiB",
+    "CPU ops",
+]
+
+ETHOSU_NOTE = (
+    "paths with the same outcome share a row; stream: the Vela command streams' size;"
+    " cycles and memory: Vela's estimates; CPU ops: ops left outside the delegates"
+)
+
+Row = tuple[list[str], str]  # the cells, and a note printed under them ("" for none)
+
+
+def seconds_cell(value: float | None) -> str:
+    """Return seconds with one decimal, or '-'."""
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _fail(error: ErrorInfo | None, short: bool) -> str:
+    return "FAIL" if short or error is None else f"FAIL: {error.type}"
+
+
+def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None, short: bool) -> list[str]:
+    """Return [err, SQNR] of one run: the worst output's error (% of range) and SQNR."""
+    if error is not None:
+        return [_fail(error, short), "-"]
+    if numerics is None:
+        return ["-", "-"]
+    found = worst(numerics)
+    if found is None:
+        return ["shape!", "-"]
+    fraction, sqnr = found
+    return [f"{100 * fraction:.2f}%", "-" if sqnr is None else sqnr_text(sqnr)]
+
+
+def numerics_rows(verdict: Verdict, *, short: bool = True) -> list[list[str]]:
+    """Return one row per path (see NUMERICS_HEADER): TOSA and the executed VGF program."""
+    rows = []
+    for path in PATHS:
+        result = verdict.results[path]
+        vgf = result.vgf
+        if vgf is None or vgf.state is TargetState.SKIPPED:
+            vgf_cells = ["-", "-", "-", "-"]
+        elif vgf.state is TargetState.FAILED:
+            vgf_cells = [_fail(vgf.error, short), "-", "-", "-"]
+        elif vgf.numerics is None and vgf.numerics_error is None:
+            vgf_cells = [seconds_cell(vgf.lower_seconds), "-", "not run", "-"]
+        else:
+            vgf_cells = [
+                seconds_cell(vgf.lower_seconds),
+                seconds_cell(vgf.run_seconds),
+                *numbers_cells(vgf.numerics, vgf.numerics_error, short),
+            ]
+        lowered = seconds_cell(result.lower_seconds) if result.ok else _fail(result.error, short)
+        tosa = numbers_cells(result.numerics, result.numerics_error, short)
+        rows.append([f"({path.value})", lowered, *tosa, *vgf_cells])
+    return rows
+
+
+def _ethos_outcome(result: EthosUResult) -> object:
+    """Return what makes two paths' Ethos-U results the same row (timings left out)."""
+    return dataclasses.replace(result, lower_seconds=None)
+
+
+def ethos_groups(verdict: Verdict) -> list[tuple[str, EthosUResult]]:
+    """Return (paths, result) per Ethos-U target and distinct outcome, e.g. ('abc', ...)."""
+    found: dict[tuple[str, object], list[tuple[PathId, EthosUResult]]] = {}
+    for path in PATHS:
+        for result in verdict.results[path].ethos_u:
+            found.setdefault((result.target, _ethos_outcome(result)), []).append((path, result))
+    return [("".join(p.value for p, _ in group), group[0][1]) for group in found.values()]
+
+
+def ethos_row(paths: str, result: EthosUResult) -> Row:
+    """Return one Ethos-U row (see ETHOSU_HEADER) and its note (the failure or skip reason)."""
+    if result.state is not TargetState.COMPARED:
+        failed = result.state is TargetState.FAILED
+        note = (result.error.first_line if result.error else "?") if failed else result.reason
+        cells = [result.target, paths, "FAIL" if failed else "skipped"]
+        return cells + ["-"] * (len(ETHOSU_HEADER) - len(cells)), note
+    est = result.estimates
+    return [
+        result.target,
+        paths,
+        f"{sum(p.size for p in result.payloads) / 1024:.1f}" if result.payloads else "none",
+        str(sum(e.cycles_total for e in est)),
+        str(sum(e.cycles_npu for e in est)),
+        f"{sum(e.sram_bytes for e in est) / 1024:.1f}",
+        f"{sum(e.off_chip_flash_bytes for e in est) / 1024:.1f}",
+        str(result.cpu_ops),
+    ], ""

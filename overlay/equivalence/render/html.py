@@ -1,0 +1,491 @@
+"""The equivalence report as one self-contained HTML page: inline CSS and SVG, no script.
+
+The page opens with the verdict, then the table of every item and its legend, then one
+section per item that differs: the lowered graphs of the two paths drawn side by side
+(CPU and delegated ops, what only one side has outlined), each output's error against
+the fake-quantised reference as bars per path with the tolerance line, and every result
+field that differs between the paths. That last table walks the fields of
+:class:`overlay.equivalence.protocol.ItemResult` (the executed VGF numbers and Ethos-U
+results among them; timings, nested ones included, are left out as they differ on every
+run), so a field added there shows up here. The findings, the numbers per path and target
+and the Ethos-U estimates follow as tables, as in the text report.
+
+The charts are hand-made SVG, not matplotlib: the controlling environment is torch-free
+and small (matplotlib would add numpy, pillow and fonttools, tens of MB, for two kinds of
+chart of a few dozen shapes each), and hand-made SVG is deterministic text, which keeps
+the page byte-stable and testable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from html import escape
+from itertools import zip_longest
+
+import overlay
+from overlay import codec
+from overlay.codec import JsonValue
+from overlay.equivalence.controller.outcome import Report
+from overlay.equivalence.protocol import PATHS, CaseInfo, ItemResult, PathId, ProbeInfo
+from overlay.equivalence.render.cells import (
+    ETHOSU_HEADER,
+    ETHOSU_NOTE,
+    LEGEND,
+    NUMERICS_HEADER,
+    NUMERICS_NOTE,
+    ab_text,
+    bc_text,
+    error_cell,
+    ethos_groups,
+    ethos_row,
+    item_label,
+    numerics_rows,
+    patch_name,
+    relative_errors,
+    spec_text,
+    status_code,
+)
+from overlay.equivalence.render.sections import (
+    cache_line,
+    case_verdicts,
+    declared_lines,
+    detail_lines,
+    findings_lines,
+    headline,
+    ordered,
+    path_lines,
+    vgf_line,
+)
+from overlay.equivalence.verdict import AB, BC, Observation, Quality, Verdict, tolerance
+
+CONTEXT = 2  # equal graph rows kept around a change; longer equal runs are folded
+ROW = 22
+CELL = 330
+GAP = 56
+OP_CHARS = 40
+MAX_OUTPUTS = 24
+PATH_COLOURS = {PathId.STOCK: "#8a8f98", PathId.RUNTIME: "#2f6fbd", PathId.PATCHED: "#e07b1f"}
+SKIPPED_FIELDS = {"seconds", "lower_seconds", "run_seconds"}  # timings differ on every run
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2228;
+margin:24px auto;max-width:1120px;padding:0 16px}
+h1{font-size:20px;margin:0 0 12px}
+h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d8dde3}
+h3{font-size:15px;margin:22px 0 6px}
+.banner{border:2px solid;border-radius:8px;padding:12px 16px;margin-bottom:14px}
+.banner .word{font-size:26px;font-weight:700;margin-right:10px}
+.pass{background:#e7f5ec;border-color:#1a7f37}.pass .word{color:#1a7f37}
+.fail{background:#fdecec;border-color:#c62828}.fail .word{color:#c62828}
+.banner p{margin:4px 0}
+table{border-collapse:collapse;margin:8px 0}
+th,td{border:1px solid #d8dde3;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f1f3f6}
+td.ok{color:#1a7f37}td.FAIL,td.TIME,td.DIED,td.bad{color:#c62828;font-weight:600}
+td.num\\!{color:#b26a00;font-weight:600}
+tr.problem td{background:#fff4f4}tr.differs td{background:#f6f9ff}
+code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
+pre{white-space:pre-wrap;background:#f6f8fa;padding:6px;margin:2px 0}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{font-weight:600}dd{margin:0}
+.muted{color:#5f6b78}svg{display:block;margin:6px 0 12px}
+table.fields{table-layout:fixed;width:100%}table.fields th:first-child{width:170px}
+table.fields td,table.fields th{overflow-wrap:anywhere}
+"""
+
+
+def _svg(width: float, height: float, parts: list[str]) -> str:
+    """Return the shapes as one inline SVG element."""
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
+        f' viewBox="0 0 {width} {height}" font-family="system-ui,sans-serif" role="img">'
+    )
+    return head + "".join(parts) + "</svg>"
+
+
+# --- graph difference ----------------------------------------------------------------------
+
+
+def graph_ops(graph: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Return a canonical graph as (placement, op) rows: 'CPU' or 'delegate[i] Backend'."""
+    rows: list[tuple[str, str]] = []
+    for line in graph:
+        head, _, rest = line.partition(": ")
+        if head == "cpu":
+            rows.append(("CPU", rest))
+        elif head.startswith("delegate["):
+            ops = [op for op in rest.split(", ") if op]
+            rows.extend((head, op) for op in ops or ["(empty)"])
+        else:
+            rows.append(("", line))
+    return rows
+
+
+Aligned = tuple[str, tuple[str, str] | None, tuple[str, str] | None]  # kind, left, right
+
+
+def align(left: list[tuple[str, str]], right: list[tuple[str, str]]) -> list[Aligned | int]:
+    """Align two op lists; an int stands for that many folded equal rows."""
+    rows: list[Aligned | int] = []
+    matcher = difflib.SequenceMatcher(None, left, right, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs = list(zip(left[i1:i2], right[j1:j2], strict=True))
+            if len(pairs) > 2 * CONTEXT + 1:
+                head, tail = pairs[:CONTEXT], pairs[-CONTEXT:]
+                rows.extend(("equal", a, b) for a, b in head)
+                rows.append(len(pairs) - 2 * CONTEXT)
+                rows.extend(("equal", a, b) for a, b in tail)
+            else:
+                rows.extend(("equal", a, b) for a, b in pairs)
+        else:
+            for a, b in zip_longest(left[i1:i2], right[j1:j2]):
+                kind = "replace" if a is not None and b is not None else tag
+                rows.append((kind, a, b))
+    return rows
+
+
+def _placement(label: str) -> str:
+    if label.startswith("delegate["):
+        index = label[len("delegate[") :].split("]", 1)[0]
+        backend = label.split(" ", 1)[1].removesuffix("Backend") if " " in label else ""
+        return f"{backend} d{index}".strip()
+    return label
+
+
+def _cell(x: int, y: int, op: tuple[str, str] | None, changed: str) -> str:
+    if op is None:
+        return (
+            f'<rect x="{x}" y="{y}" width="{CELL}" height="{ROW - 4}" rx="3" fill="none"'
+            ' stroke="#c9ced6" stroke-dasharray="4 3"/>'
+        )
+    placement, name = op
+    fill = "#fbe3c8" if placement == "CPU" else "#d6e6fb" if placement else "#eceff3"
+    stroke, width = (changed, 2) if changed else ("#b8bec8", 1)
+    short = name if len(name) <= OP_CHARS else name[: OP_CHARS - 1] + "~"
+    return (
+        f'<rect x="{x}" y="{y}" width="{CELL}" height="{ROW - 4}" rx="3" fill="{fill}"'
+        f' stroke="{stroke}" stroke-width="{width}"/>'
+        f'<text x="{x + 6}" y="{y + 13}" font-size="11">{escape(short)}</text>'
+        f'<text x="{x + CELL - 6}" y="{y + 13}" font-size="10" text-anchor="end"'
+        f' fill="#4a5360">{escape(_placement(placement))}</text>'
+    )
+
+
+def graph_svg(
+    left: tuple[str, ...],
+    right: tuple[str, ...],
+    titles: tuple[str, str],
+    notes: tuple[str, str] = ("", ""),
+) -> str:
+    """Return an SVG of two lowered graphs side by side, their differences outlined.
+
+    A side without a graph (its lowering failed) shows its note (the failure) instead.
+    """
+    rows = align(graph_ops(left), graph_ops(right))
+    width = 2 * CELL + GAP + 20
+    height = 30 + ROW * len(rows) + 24
+    x_left, x_right = 10, 10 + CELL + GAP
+    parts = [
+        f'<text x="{x_left}" y="18" font-size="13" font-weight="600">{escape(titles[0])}</text>',
+        f'<text x="{x_right}" y="18" font-size="13" font-weight="600">{escape(titles[1])}</text>',
+    ]
+    for x, graph, note in ((x_left, left, notes[0]), (x_right, right, notes[1])):
+        if note and not graph:
+            short = note if len(note) <= 60 else note[:59] + "~"
+            parts.append(
+                f'<text x="{x}" y="{28 + 13}" font-size="12" fill="#c62828">{escape(short)}</text>'
+            )
+    marks = {"delete": ("-", "#c62828"), "insert": ("+", "#2e7d32"), "replace": ("~", "#b26a00")}
+    for index, row in enumerate(rows):
+        y = 28 + ROW * index
+        if isinstance(row, int):
+            parts.append(
+                f'<text x="{width // 2}" y="{y + 13}" font-size="11" fill="#5f6b78"'
+                f' text-anchor="middle">... {row} equal ops ...</text>'
+            )
+            continue
+        kind, a, b = row
+        if left or not notes[0]:
+            parts.append(_cell(x_left, y, a, "#c62828" if kind != "equal" else ""))
+        if right or not notes[1]:
+            parts.append(_cell(x_right, y, b, "#2e7d32" if kind != "equal" else ""))
+        if kind in marks:
+            sign, colour = marks[kind]
+            parts.append(
+                f'<text x="{x_left + CELL + GAP // 2}" y="{y + 14}" font-size="16"'
+                f' font-weight="700" fill="{colour}" text-anchor="middle">{sign}</text>'
+            )
+    legend_y = height - 8
+    parts.append(
+        f'<rect x="{x_left}" y="{legend_y - 10}" width="12" height="10" fill="#fbe3c8"'
+        ' stroke="#b8bec8"/>'
+        f'<text x="{x_left + 16}" y="{legend_y}" font-size="11">CPU op</text>'
+        f'<rect x="{x_left + 80}" y="{legend_y - 10}" width="12" height="10" fill="#d6e6fb"'
+        ' stroke="#b8bec8"/>'
+        f'<text x="{x_left + 96}" y="{legend_y}" font-size="11">delegated op</text>'
+        f'<text x="{x_left + 190}" y="{legend_y}" font-size="11" fill="#5f6b78">outlined:'
+        " only on that side (- removed, + added, ~ replaced)</text>"
+    )
+    return _svg(width, height, parts)
+
+
+# --- output errors -------------------------------------------------------------------------
+
+
+def error_svg(verdict: Verdict) -> str:
+    """Return an SVG bar chart: each output's error per path, in % of range, and tolerance."""
+    errors = {p: relative_errors(verdict.results[p]) for p in PATHS}
+    outputs = min(max((len(e) for e in errors.values()), default=0), MAX_OUTPUTS)
+    limit = tolerance(verdict.info) * 100
+    values = [e * 100 for es in errors.values() for e in es[:outputs] if e is not None]
+    top = max([*values, limit]) * 1.15 or 1.0
+    bar, group = 22, 3 * 22 + 26
+    plot_h, left, base = 170, 56, 40 + 170
+    width = max(left + group * outputs + 20, 620)
+    height = base + 42
+
+    def y_of(value: float) -> float:
+        return base - plot_h * min(value, top) / top
+
+    parts = [
+        f'<line x1="{left}" y1="{base}" x2="{width - 10}" y2="{base}" stroke="#4a5360"/>',
+        f'<line x1="{left}" y1="{base}" x2="{left}" y2="{base - plot_h}" stroke="#4a5360"/>',
+        f'<text x="{left - 6}" y="{base + 4}" font-size="10" text-anchor="end">0%</text>',
+        f'<text x="{left - 6}" y="{base - plot_h + 4}" font-size="10" text-anchor="end">'
+        f"{top:.3g}%</text>",
+    ]
+    for index, path in enumerate(PATHS):
+        x = left + 4 + index * 185
+        parts.append(
+            f'<rect x="{x}" y="8" width="12" height="10" fill="{PATH_COLOURS[path]}"/>'
+            f'<text x="{x + 16}" y="17" font-size="11">({path.value}) {escape(path.label)}</text>'
+        )
+    for out in range(outputs):
+        x0 = left + 14 + out * group
+        for index, path in enumerate(PATHS):
+            x = x0 + index * bar
+            path_errors = errors[path]
+            value = path_errors[out] if out < len(path_errors) else None
+            if value is None:
+                failed = not verdict.results[path].ok
+                word = "shape" if out < len(path_errors) else "failed" if failed else "none"
+                parts.append(
+                    f'<text x="{x + bar / 2 - 1}" y="{base - 4}" font-size="9" fill="#c62828"'
+                    f' text-anchor="middle" transform="rotate(-90 {x + bar / 2 - 1}'
+                    f' {base - 4})">{word}</text>'
+                )
+                continue
+            y = y_of(value * 100)
+            parts.append(
+                f'<rect x="{x}" y="{y:.1f}" width="{bar - 4}" height="{base - y:.1f}"'
+                f' fill="{PATH_COLOURS[path]}"><title>({path.value}) output {out}:'
+                f" {value * 100:.3g}%</title></rect>"
+                f'<text x="{x + (bar - 4) / 2}" y="{y - 3:.1f}" font-size="9"'
+                f' text-anchor="middle">{value * 100:.2g}</text>'
+            )
+        parts.append(
+            f'<text x="{x0 + 1.5 * bar - 2}" y="{base + 14}" font-size="11"'
+            f' text-anchor="middle">output {out}</text>'
+        )
+    y_limit = y_of(limit)
+    parts.append(
+        f'<line x1="{left}" y1="{y_limit:.1f}" x2="{width - 10}" y2="{y_limit:.1f}"'
+        ' stroke="#c62828" stroke-dasharray="6 4"/>'
+        f'<text x="{width - 12}" y="{y_limit - 4:.1f}" font-size="10" fill="#c62828"'
+        f' text-anchor="end">tolerance {limit:.3g}%</text>'
+        f'<text x="{left}" y="{height - 6}" font-size="11" fill="#5f6b78">error against the'
+        " fake-quantised reference, % of each output's range</text>"
+    )
+    return _svg(width, height, parts)
+
+
+# --- the page ------------------------------------------------------------------------------
+
+
+def untimed(value: JsonValue) -> JsonValue:
+    """Return JSON data without its timing fields (SKIPPED_FIELDS), at any depth."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in SKIPPED_FIELDS}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def _value(value: object) -> str:
+    data = untimed(codec.encode(value))
+    text = json.dumps(data, sort_keys=True)
+    if len(text) <= 160:
+        return f"<code>{escape(text)}</code>"
+    pretty = json.dumps(data, sort_keys=True, indent=1)
+    summary = f"<summary><code>{escape(text[:150])}...</code></summary>"
+    return f"<details>{summary}<pre>{escape(pretty)}</pre></details>"
+
+
+def field_rows(verdict: Verdict) -> list[str]:
+    """Return a table row per result field that differs between the paths.
+
+    A field holding a dataclass on every path (``vgf``, ``numerics``), or a tuple of them of
+    one length (``ethos_u``, one per target), is walked into: the rows name the inner field
+    that differs (``vgf.numerics.sqnr_db``, ``ethos_u[0].payloads``), not the whole blob.
+    """
+    return _differing("", [verdict.results[p] for p in PATHS])
+
+
+def _differing(name: str, values: list[object]) -> list[str]:
+    """Return the rows of ``values`` (one per path) that differ, walking nested dataclasses."""
+    if len({json.dumps(untimed(codec.encode(v)), sort_keys=True) for v in values}) == 1:
+        return []
+    first = values[0]
+    if dataclasses.is_dataclass(first) and all(type(v) is type(first) for v in values):
+        rows = []
+        for field in dataclasses.fields(first):
+            if field.name not in SKIPPED_FIELDS:
+                inner = [getattr(v, field.name) for v in values]
+                rows += _differing(f"{name}.{field.name}" if name else field.name, inner)
+        return rows
+    tuples = [v for v in values if isinstance(v, tuple)]
+    if (
+        name
+        and len(tuples) == len(values)
+        and len({len(v) for v in tuples}) == 1
+        and all(dataclasses.is_dataclass(x) for v in tuples for x in v)
+    ):
+        return [
+            row
+            for index in range(len(tuples[0]))
+            for row in _differing(f"{name}[{index}]", [v[index] for v in tuples])
+        ]
+    cells = "".join(f"<td>{_value(v)}</td>" for v in values)
+    return [f"<tr><th>{escape(name)}</th>{cells}</tr>"]
+
+
+def _differs(verdict: Verdict) -> bool:
+    return (
+        verdict.ab is not AB.SAME
+        or verdict.bc is not BC.AGREE
+        or bool(verdict.claim_problem or verdict.findings)
+    )
+
+
+def _anchor(verdict: Verdict) -> str:
+    return "item-" + "".join(c if c.isalnum() else "-" for c in str(verdict.item))
+
+
+def _section(verdict: Verdict) -> list[str]:
+    a, b, c = (verdict.results[p] for p in PATHS)
+    cause = f" ({patch_name(verdict.fix)})" if verdict.ab is not AB.SAME else ""
+    out = [
+        f'<h3 id="{_anchor(verdict)}">{escape(item_label(verdict.item))}'
+        f' <span class="muted">{escape(spec_text(verdict.info))}</span></h3>',
+        f"<p>(a) vs (b): <b>{escape(ab_text(verdict))}</b>"
+        f"{escape(cause)}; (b) vs (c): <b>{escape(bc_text(verdict))}</b></p>",
+        "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in detail_lines(verdict)) + "</ul>",
+    ]
+    if a.graph != b.graph:
+        titles = ("(a) stock", "(b) stock + runtime patch")
+        out.append(graph_svg(a.graph, b.graph, titles, (_note(a), _note(b))))
+    if b.graph != c.graph:
+        titles = ("(b) stock + runtime patch", "(c) diff-patched build")
+        out.append(graph_svg(b.graph, c.graph, titles, (_note(b), _note(c))))
+    numbers_differ = Observation.NUMERICS in (*verdict.ab_diffs, *verdict.bc_diffs)
+    wrong = any(q is not Quality.RIGHT for q in verdict.quality.values())
+    numbered = isinstance(verdict.info, CaseInfo) and any(r.numerics for r in (a, b, c))
+    if numbered and (numbers_differ or wrong):
+        out.append(error_svg(verdict))
+    rows = field_rows(verdict)
+    if rows:
+        head = "".join(f"<th>({p.value}) {escape(p.label)}</th>" for p in PATHS)
+        out.append(f'<table class="fields"><tr><th>field</th>{head}</tr>{"".join(rows)}</table>')
+    return out
+
+
+def _note(result: ItemResult) -> str:
+    return f"lowering failed: {result.error.first_line}" if result.error is not None else ""
+
+
+def _row(verdict: Verdict) -> str:
+    a, b, c = (verdict.results[p] for p in PATHS)
+    name = escape(item_label(verdict.item))
+    if _differs(verdict):
+        name = f'<a href="#{_anchor(verdict)}">{name}</a>'
+    codes = "".join(f'<td class="{status_code(r)}">{status_code(r)}</td>' for r in (a, b, c))
+    group = "problem" if verdict.failures else "differs" if _differs(verdict) else ""
+    bc_class = "bad" if verdict.failures else ""
+    info: CaseInfo | ProbeInfo = verdict.info
+    return (
+        f'<tr class="{group}"><td>{name}</td><td>{escape(spec_text(info))}</td>{codes}'
+        f"<td>{escape(error_cell(c, info))}</td><td>{escape(ab_text(verdict))}</td>"
+        f'<td class="{bc_class}">{escape(bc_text(verdict))}</td></tr>'
+    )
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def target_sections(report: Report) -> list[str]:
+    """Return the findings, the numbers per path and target, and the Ethos-U estimates."""
+    out = ["<h2>Findings</h2>", '<p class="muted">a target wrong or failing on every path</p>']
+    found = findings_lines(report) or ["none"]
+    out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in found) + "</ul>")
+    cases = case_verdicts(report)
+    rows = [[item_label(v.item), *r] for v in cases for r in numerics_rows(v, short=False)]
+    if rows:
+        out.append("<h2>Numbers per path</h2>")
+        out.append(_table(["case", *NUMERICS_HEADER], rows))
+        out.append(f'<p class="muted">{escape(NUMERICS_NOTE)}</p>')
+    ethos = []
+    for verdict in cases:
+        for paths, result in ethos_groups(verdict):
+            cells, note = ethos_row(paths, result)
+            ethos.append([item_label(verdict.item), *cells, note])
+    if ethos:
+        out.append("<h2>Ethos-U</h2>")
+        out.append(_table(["case", *ETHOSU_HEADER, "note"], ethos))
+        out.append(f'<p class="muted">{escape(ETHOSU_NOTE)}</p>')
+    return out
+
+
+def render_html(report: Report) -> str:
+    """Return the whole report as one HTML page that needs nothing else to display."""
+    verdicts = ordered(report)
+    lines = headline(report)
+    state = "fail" if report.failures else "pass"
+    word, _, rest = lines[0].partition(": ")
+    body = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Equivalence report: {word}</title><style>{STYLE}</style></head><body>",
+        "<h1>Equivalence: diff-patched build vs stock + runtime patch</h1>",
+        f'<div class="banner {state}"><p><span class="word">{escape(word)}</span>'
+        f"{escape(rest)}</p>",
+        *(f"<p>{escape(line.strip())}</p>" for line in lines[1:]),
+        "</div>",
+        f'<p class="muted">{escape(report.created)} &middot; executorch-arm-overlay'
+        f" {escape(overlay.__version__)} &middot; {escape(cache_line(report))}</p>",
+        "<h2>Items</h2><table><tr><th>item</th><th>spec</th><th>a</th><th>b</th><th>c</th>"
+        "<th>err(c)</th><th>a vs b</th><th>b vs c</th></tr>",
+        *(_row(v) for v in verdicts),
+        "</table><dl>",
+        *(f"<dt>{escape(label)}</dt><dd>{escape(text)}</dd>" for label, text in LEGEND),
+        "</dl>",
+    ]
+    differing = [v for v in verdicts if _differs(v)]
+    if differing:
+        body.append("<h2>Differences</h2>")
+        for verdict in differing:
+            body.extend(_section(verdict))
+    body.extend(target_sections(report))
+    body.append("<h2>Declared divergences</h2><ul>")
+    body.extend(f"<li>{escape(text)}</li>" for text in declared_lines(report))
+    body.append("</ul><h2>Paths</h2><ul>")
+    body.extend(f"<li>{escape(text)}</li>" for text in path_lines(report))
+    body.append(f'</ul><p class="muted">{escape(vgf_line(report))}</p></body></html>')
+    return "\n".join(body) + "\n"

@@ -1,0 +1,227 @@
+"""The parts of a report every form shows: verdict lines, details, findings, paths.
+
+Each function takes the whole :class:`~overlay.equivalence.controller.outcome.Report` and
+returns lines (wrapped to :data:`WIDTH` where they are prose); :mod:`.text`,
+:mod:`.markdown` and :mod:`.html` lay them out.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections import Counter
+
+from overlay.equivalence.controller.outcome import Report
+from overlay.equivalence.controller.scheduler import PathStats
+from overlay.equivalence.protocol import PATHS, CaseInfo, ItemKind, PathId, TargetState
+from overlay.equivalence.render.cells import (
+    ab_cell,
+    bc_cell,
+    error_cell,
+    failure_text,
+    interest,
+    item_label,
+    max_error,
+    patch_name,
+    status_code,
+    status_text,
+    vgf_bytes,
+)
+from overlay.equivalence.verdict import AB, BC, Observation, Verdict, expected_broken
+
+WIDTH = 100  # the text report fits this many columns
+
+
+def wrapped(first: str, text: str, indent: int) -> list[str]:
+    """Return ``first + text`` wrapped to WIDTH columns, continuation lines indented."""
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+    )
+
+
+def ordered(report: Report) -> list[Verdict]:
+    """Return the verdicts problems first, then differences from stock, then the rest."""
+    return sorted(report.verdicts, key=interest)
+
+
+def counts(report: Report) -> tuple[Counter[str], Counter[str]]:
+    """Return how many items got each (a) vs (b) and each (b) vs (c) verdict."""
+    return (
+        Counter(v.ab.value for v in report.verdicts),
+        Counter(v.bc.value for v in report.verdicts),
+    )
+
+
+def cache_line(report: Report) -> str:
+    """Say how many results ran and how many the cache answered."""
+    ran = sum(s.ran + s.attribution_runs for s in report.stats.values())
+    cached = sum(s.cached + s.attribution_cached for s in report.stats.values())
+    workers = sum(s.workers for s in report.stats.values())
+    return f"{ran + cached} results: {ran} ran, {cached} from cache; {workers} worker(s) started"
+
+
+def headline(report: Report) -> list[str]:
+    """Return the verdict lines that open every form of the report."""
+    ab, bc = counts(report)
+    items = len(report.verdicts)
+    failures = report.failures
+    if failures:
+        lines = [f"FAIL: {len(failures)} problem(s) in {items} items"]
+        for failure in failures:
+            lines.extend(wrapped("  - ", failure, 4))
+    else:
+        declared = f" ({bc['declared']} declared difference)" if bc["declared"] else ""
+        lines = [
+            f"PASS: (b) stock + runtime patch and (c) the diff-patched build agree on"
+            f" all {items} items{declared}"
+        ]
+    order = [AB.FIXED, AB.CHANGED, AB.REGRESSION, AB.STILL_BROKEN, AB.SAME]
+    lines.append("vs stock (a): " + ", ".join(f"{ab[a.value]} {a.value}" for a in order))
+    part = ""
+    if report.shards:
+        part = f"shard(s) {', '.join(str(s) for s in report.shards)} of"
+        part = f"{part} {len(report.selection)} selected items; "
+    lines.append(f"{part}{cache_line(report)}; {report.wall_seconds:.1f} s")
+    return lines
+
+
+def vgf_line(report: Report) -> str:
+    """Say on how many cases VGF payloads were compared, and why the others were not."""
+    compared, failed, executed = 0, 0, 0
+    skipped: set[str] = set()
+    not_run: set[str] = set()
+    for verdict in report.verdicts:
+        vgf = verdict.results[PathId.PATCHED].vgf
+        if vgf is None:
+            continue
+        if vgf.state is TargetState.COMPARED:
+            compared += 1
+            if vgf.numerics is not None or vgf.numerics_error is not None:
+                executed += 1
+            elif vgf.run_reason:
+                not_run.add(vgf.run_reason)
+        elif vgf.state is TargetState.FAILED:
+            failed += 1
+        else:
+            skipped.add(vgf.reason)
+    text = f"VGF: payloads compared on {compared} case(s), lowering failed on {failed}"
+    text += f", executed on {executed}"
+    text += f" (not run: {'; '.join(sorted(not_run))})" if not_run else ""
+    return text + (f"; skipped: {'; '.join(sorted(skipped))}" if skipped else "")
+
+
+def path_lines(report: Report) -> list[str]:
+    """Return one line per path: its Python, executorch, lock, runtime patch, cache use."""
+    lines = []
+    for path in PATHS:
+        info = report.workers[path]
+        init, stats = info.init, report.stats.get(path, PathStats())
+        lines.append(
+            f"({path.value}) {path.label}: {info.python}, executorch"
+            f" {init.executorch if init else '?'},"
+            f" {f'synced from {info.lock}' if info.lock else 'not synced from a lock'},"
+            f" runtime patch {info.runtime_patch or 'none'};"
+            f" {stats.ran} ran, {stats.cached} cached, {stats.workers} worker(s)"
+        )
+    return lines
+
+
+def declared_lines(report: Report) -> list[str]:
+    """Return each declared divergence, observed or not, with its reason."""
+    seen = {v.declared for v in report.verdicts if v.declared}
+    return [
+        f"{d.id} [{d.item}] ({'observed' if d.id in seen else 'not observed in this run'}):"
+        f" {d.reason}"
+        for d in report.declared
+    ]
+
+
+def graph_changes(before: tuple[str, ...], after: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Return the graph lines only ``before`` has and only ``after`` has."""
+    return [g for g in before if g not in after], [g for g in after if g not in before]
+
+
+def detail_lines(verdict: Verdict) -> list[str]:
+    """Return what a reader needs to see about one item beyond its table row."""
+    lines = []
+    a, b, c = (verdict.results[p] for p in PATHS)
+    if verdict.ab is not AB.SAME:
+        diffs = ", ".join(d.value for d in verdict.ab_diffs)
+        lines.append(f"(a) vs (b) differ in: {diffs}; attributed to {patch_name(verdict.fix)}")
+        if a.ok and not b.ok:
+            lines.append(f"stock OK, patched FAIL: {failure_text(b)}")
+        elif b.ok and not a.ok:
+            lines.append(f"stock FAIL, patched OK; stock: {failure_text(a)}")
+        elif Observation.GRAPH in verdict.ab_diffs:
+            gone, new = graph_changes(a.graph, b.graph)
+            lines.append(f"graph, stock only: {'; '.join(gone) or 'none'}")
+            lines.append(f"graph, patched only: {'; '.join(new) or 'none'}")
+        if Observation.NUMERICS in verdict.ab_diffs:
+            lines.append(f"max abs error vs float: stock {max_error(a)}, patched {max_error(b)}")
+        if Observation.VGF_PAYLOAD in verdict.ab_diffs:
+            lines.append(f"VGF payloads: stock {vgf_bytes(a)}, patched {vgf_bytes(b)}")
+            if Observation.VGF_NUMERICS not in verdict.ab_diffs and a.vgf and a.vgf.numerics:
+                lines.append("executed VGF outputs: bit-identical on stock and patched")
+        if Observation.VALUE in verdict.ab_diffs:
+            lines.append(f"stock: {json.dumps(a.value)}")
+            lines.append(f"patched: {json.dumps(b.value)}")
+    if verdict.bc is not BC.AGREE:
+        lines.append(f"(b) vs (c) differ in: {', '.join(d.value for d in verdict.bc_diffs)}")
+        lines.append(f"(b): {status_text(b, limit=400)}")
+        lines.append(f"(c): {status_text(c, limit=400)}")
+    if verdict.claim_problem:
+        lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
+    if Observation.VGF_NUMERICS in verdict.ab_diffs + verdict.bc_diffs:
+        lines.append("executed VGF outputs differ between paths")
+    if verdict.expectation_problem:
+        lines.append(f"FINDING: {verdict.expectation_problem}")
+    elif verdict.findings:
+        targets = ", ".join(f.target for f in verdict.findings)
+        lines.append(f"not right on any path ({targets}), as the case declares (see findings)")
+    return lines
+
+
+def table_rows(report: Report) -> list[list[str]]:
+    """Return the table's rows (see HEADER), in reading order."""
+    rows = []
+    for verdict in ordered(report):
+        a, b, c = (verdict.results[p] for p in PATHS)
+        rows.append(
+            [
+                item_label(verdict.item),
+                status_code(a),
+                status_code(b),
+                status_code(c),
+                error_cell(c, verdict.info),
+                ab_cell(verdict),
+                bc_cell(verdict),
+            ]
+        )
+    return rows
+
+
+def findings_lines(report: Report) -> list[str]:
+    """Return one line per item with findings: each target wrong (or failing) on every path."""
+    lines = []
+    for verdict in report.verdicts:
+        if not verdict.findings:
+            continue
+        expected = expected_broken(verdict.info, report.executorch or None)
+        known = f" (expected: {expected})" if expected else " (NOT EXPECTED)"
+        info = verdict.info
+        if not expected and isinstance(info, CaseInfo) and info.source != "corpus":
+            known = (
+                f" (NOT EXPECTED: if it is known, set 'expect_broken': '<why>' on its entry in"
+                f" CASES of {info.source})"
+            )
+        lines.append(f"{verdict.item}: {'; '.join(f.text for f in verdict.findings)}{known}")
+    return lines
+
+
+def case_verdicts(report: Report) -> list[Verdict]:
+    """Return the verdicts of the report's cases (not its probes)."""
+    return [v for v in report.verdicts if v.item.kind is ItemKind.CASE]

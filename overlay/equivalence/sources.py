@@ -1,0 +1,111 @@
+"""Python sources read, never run: a tree's digest, a worker's imports, a module's names.
+
+Stdlib only: the worker side (:mod:`overlay.equivalence.worker.envinfo`) runs it in the
+stock and patched environments, the controller in its own.
+
+- :func:`digest` is the one digest of "the sources of a package": the result cache keys
+  the overlay's worker modules with it, and each environment's watched executorch tree.
+- :func:`worker_sources` follows the imports of the worker's entry points, so editing a
+  controller-only module (report, scheduling, CLI) keeps cached results.
+- :func:`bound_names` lists what a module binds at top level, so ``--models FILE.py`` and
+  ``--runtime-patch MODULE:FUNCTION`` are checked without importing torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+# What a worker process runs: the lowering process and the environment description.
+WORKER_ENTRY_POINTS = ("overlay.equivalence.worker.__main__", "overlay.equivalence.worker.envinfo")
+
+
+def digest(root: Path, files: Iterable[Path] | None = None) -> str:
+    """Return a sha256 over ``files`` (default: every ``.py`` under ``root``): names and bytes.
+
+    Names are relative to ``root``, so the digest does not depend on where the tree is.
+    """
+    chosen = sorted(root.rglob("*.py")) if files is None else sorted(files)
+    total = hashlib.sha256()
+    for path in chosen:
+        total.update(path.relative_to(root).as_posix().encode() + b"\0")
+        total.update(hashlib.sha256(path.read_bytes()).digest())
+    return total.hexdigest()
+
+
+def _module_file(root: Path, name: str) -> Path | None:
+    """Return the file of module ``name`` inside package folder ``root`` (named like it)."""
+    parts = name.split(".")
+    if parts[0] != root.name:
+        return None
+    base = root.joinpath(*parts[1:])
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> list[Path]:
+    """Return the package's files a worker can import: every module ``entries`` reach.
+
+    Every import statement counts, function-level ones included, so the closure holds
+    whatever a worker may run; controller-only modules (render, controller, CLI) are
+    outside it, and editing them keeps cached results. A package ``__init__`` that imports
+    ``pkgutil`` discovers its modules (the fix registry): all of them count.
+    """
+    found: dict[str, Path] = {}
+    todo = list(entries)
+    while todo:
+        name = todo.pop()
+        path = _module_file(root, name)
+        if name in found or path is None:
+            continue
+        found[name] = path
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parents run first
+        for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                todo.extend(alias.name for alias in node.names)
+                if path.name == "__init__.py" and any(a.name == "pkgutil" for a in node.names):
+                    found_here = path.parent.glob("*.py")
+                    todo.extend(f"{name}.{p.stem}" for p in found_here if p.stem != "__init__")
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                todo.append(node.module)
+                todo.extend(f"{node.module}.{alias.name}" for alias in node.names)
+    return sorted(found.values())
+
+
+def bound_names(body: Sequence[ast.stmt]) -> Iterator[str]:
+    """Yield the names a module body binds at top level (into if/try/with blocks too).
+
+    ``from x import *`` yields ``"*"``: anything may be bound then.
+    """
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                yield from (n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                yield "*" if alias.name == "*" else (alias.asname or alias.name.split(".")[0])
+        else:
+            for block in ("body", "orelse", "finalbody"):
+                inner = getattr(node, block, None)
+                if isinstance(inner, list):
+                    yield from bound_names([s for s in inner if isinstance(s, ast.stmt)])
+            for handler in getattr(node, "handlers", []):
+                yield from bound_names(handler.body)
+
+
+def functions(body: Sequence[ast.stmt]) -> list[str]:
+    """Return the public functions a module body defines at top level, in order."""
+    return [
+        node.name
+        for node in body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and not node.name.startswith("_")
+    ]

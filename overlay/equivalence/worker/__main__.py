@@ -1,0 +1,40 @@
+"""``python -m overlay.equivalence.worker``: serve the protocol on stdin and stdout.
+
+Replies leave on the original stdout, one protocol line each; anything a library prints
+goes to stderr (the worker's log), so it cannot corrupt the protocol. The process imports
+the overlay package (the copy the controller puts on its path) and what its env has.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+from overlay.equivalence.worker.runner import TorchRunner
+from overlay.equivalence.worker.serve import serve
+
+
+def _activate_env_bin() -> None:
+    """Put this interpreter's bin folder on PATH, as activating its venv would.
+
+    Tools installed beside executorch (``model_converter`` for VGF) are found on PATH.
+    """
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+def main() -> None:
+    """Serve on stdin/stdout, with library output moved to stderr."""
+    _activate_env_bin()
+    channel = os.dup(1)
+    os.dup2(2, 1)  # anything printed by libraries goes to stderr
+    sys.stdout = sys.stderr
+    replies = io.TextIOWrapper(os.fdopen(channel, "wb"), encoding="utf-8", write_through=True)
+    serve(sys.stdin, replies, TorchRunner())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""What a lowering is compared on, as protocol data: its graph, payloads and numbers.
+
+The lowered graph in canonical text (CPU ops, each delegate's ops), each delegate's
+processed bytes by digest, and a run's outputs against the float and the fake-quantised
+references (max error, range, SQNR). Worker side: the values are torch tensors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+from typing import Any
+
+from overlay.equivalence.protocol import Numerics, OutputDigest, Payload
+
+
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    """Return a module's output as a tuple of tensors."""
+    return tuple(value) if isinstance(value, list | tuple) else (value,)
+
+
+def op_name(target: Any) -> str:
+    """Return a stable name for an FX call target (aten/edge/backend op or function)."""
+    name = getattr(target, "_name", None) or getattr(target, "__name__", None)
+    if hasattr(target, "name") and callable(target.name):
+        with contextlib.suppress(TypeError, AttributeError):
+            name = target.name()
+    return str(name or target)
+
+
+def lowered_graph(edge: Any) -> tuple[list[str], list[Any]]:
+    """Return the canonical lowered graph and the delegate modules, in graph order."""
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    module = edge.exported_program().graph_module
+    lines: list[str] = []
+    delegates: list[Any] = []
+    for node in module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if "executorch_call_delegate" in str(node.target):
+            lowered = getattr(module, node.args[0].target)
+            assert isinstance(lowered, LoweredBackendModule)
+            inner = [
+                op_name(n.target)
+                for n in lowered.original_module.graph.nodes
+                if n.op == "call_function"
+            ]
+            lines.append(f"delegate[{len(delegates)}] {lowered.backend_id}: {', '.join(inner)}")
+            delegates.append(lowered)
+        elif "getitem" not in str(node.target):
+            lines.append(f"cpu: {op_name(node.target)}")
+    return lines, delegates
+
+
+def delegate_payloads(delegates: list[Any], keep_bytes: bool) -> list[Payload]:
+    """Return each delegate's processed bytes as a payload digest (with the bytes, if kept)."""
+    result = []
+    for lowered in delegates:
+        data = bytes(lowered.processed_bytes)
+        result.append(
+            Payload(
+                backend=str(lowered.backend_id),
+                size=len(data),
+                sha256=hashlib.sha256(data).hexdigest(),
+                hex=data.hex() if keep_bytes else None,
+            )
+        )
+    return result
+
+
+def measure(got: tuple[Any, ...], float_out: tuple[Any, ...], fq_out: tuple[Any, ...]) -> Numerics:
+    """Return a run's outputs against the float and the fake-quantised references."""
+    return Numerics(
+        outputs=tuple(_digest(t) for t in got),
+        max_abs_err_vs_float=_max_abs(got, float_out),
+        max_abs_err_vs_fake_quant=_max_abs(got, fq_out),
+        reference_max_abs=tuple(
+            float(t.double().abs().max()) if t.numel() else 0.0 for t in fq_out
+        ),
+        reference_range=tuple(
+            float(t.double().max() - t.double().min()) if t.numel() else 0.0 for t in fq_out
+        ),
+        sqnr_db=_sqnr(got, fq_out),
+    )
+
+
+def _sqnr(got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[float | None, ...]:
+    """Return 10 log10(signal power / error power) per output (inf when bit-equal)."""
+    values: list[float | None] = []
+    for a, b in zip(got, want, strict=False):
+        if a.shape != b.shape:
+            values.append(None)
+            continue
+        signal = float(b.double().pow(2).sum())
+        noise = float((a.double() - b.double()).pow(2).sum())
+        if noise == 0.0:
+            values.append(math.inf)
+        elif signal == 0.0:
+            values.append(-math.inf)
+        else:
+            values.append(10.0 * math.log10(signal / noise))
+    return tuple(values)
+
+
+def _digest(tensor: Any) -> OutputDigest:
+    data = tensor.detach().contiguous().cpu()
+    raw = data.view(-1).numpy().tobytes() if data.numel() else b""
+    return OutputDigest(hashlib.sha256(raw).hexdigest(), str(data.dtype), tuple(data.shape))
+
+
+def _max_abs(got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[float | None, ...]:
+    errors: list[float | None] = []
+    for a, b in zip(got, want, strict=False):
+        if a.shape != b.shape:
+            errors.append(None)
+            continue
+        errors.append(float((a.double() - b.double()).abs().max()) if a.numel() else 0.0)
+    return tuple(errors)

@@ -1,0 +1,179 @@
+"""The real runner of a worker process: the runtime patch, user models, cases and probes.
+
+:class:`TorchRunner` answers the protocol's requests (see :mod:`.serve`): ``init`` applies
+the runtime patch and imports the user's models file, ``run`` builds a case under the
+corpus seed and lowers it (:mod:`.lowering`) or runs a probe, with single runtime fixes
+applied just for that request when asked (attribution).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from overlay import runtime
+from overlay.equivalence import corpus
+from overlay.equivalence.corpus import models, probes, user_cases, zoo
+from overlay.equivalence.protocol import (
+    CaseInfo,
+    InitReply,
+    InitRequest,
+    ItemKind,
+    ItemResult,
+    ListReply,
+    RunRequest,
+    RunStatus,
+    Stage,
+)
+from overlay.equivalence.worker import lowering
+from overlay.equivalence.worker.serve import InputError, error_info
+
+
+def load_file_module(path: Path) -> Any:
+    """Import a file as a real module (importlib + sys.modules) so export can trace it."""
+    path = path.resolve()
+    name = "overlay_user_" + re.sub(r"\W", "_", path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_callable(spec: str) -> Callable[[], Any]:
+    """Resolve ``FILE.py:FUNCTION`` or ``package.module:FUNCTION`` (default ``apply_all``)."""
+    target, _, function = spec.partition(":")
+    module = load_file_module(Path(target)) if target.endswith(".py") else None
+    if module is None:
+        module = importlib.import_module(target)
+    found = getattr(module, function or "apply_all", None)
+    if not callable(found):
+        raise AttributeError(f"{target} has no function {function or 'apply_all'!r}")
+    return found  # type: ignore[no-any-return]
+
+
+@dataclass
+class UserCase:
+    """One case of a user's models file."""
+
+    info: CaseInfo
+    module: Any
+    inputs: tuple[Any, ...]
+
+
+@dataclass
+class TorchRunner:
+    """Exports, quantises, lowers and runs cases with torch and executorch."""
+
+    user_cases: dict[str, UserCase] = field(default_factory=dict)
+
+    def init(self, request: InitRequest) -> InitReply:
+        """Import the Arm backend once (timed), apply the runtime patch, load user models."""
+        started = time.perf_counter()
+        import executorch.backends.arm.tosa.partitioner  # noqa: F401 - import once, timed
+
+        seconds = time.perf_counter() - started
+        if request.runtime_patch:
+            try:
+                patch = load_callable(request.runtime_patch)
+            except (ImportError, AttributeError, SyntaxError) as exc:
+                raise InputError(f"--runtime-patch {request.runtime_patch}: {exc}") from exc
+            patch()
+        if request.models:
+            self._load_models(Path(request.models))
+        return InitReply(
+            python=sys.executable,
+            executorch=importlib.metadata.version("executorch"),
+            torch=str(torch.__version__),
+            import_seconds=seconds,
+            runtime_fixes_applied=tuple(
+                f.number for f in runtime.FIXES if runtime.is_applied(f.number)
+            ),
+        )
+
+    def _load_models(self, path: Path) -> None:
+        """Import the models file under the corpus seed and keep its checked cases."""
+        torch.manual_seed(corpus.SEED)  # inputs made at import time must match on every path
+        try:
+            module = load_file_module(path)
+        except Exception as exc:
+            raise InputError(f"--models {path}: importing it raised {exc!r}") from exc
+        cases = getattr(module, "CASES", None)
+        problems = user_cases.validate_cases(cases, origin=path.name)
+        if isinstance(cases, dict):
+            for name, entry in cases.items():
+                inputs = entry.get("inputs", ()) if isinstance(entry, dict) else ()
+                if isinstance(inputs, tuple) and not all(
+                    isinstance(t, torch.Tensor) for t in inputs
+                ):
+                    problems.append(f"{name}: every element of 'inputs' must be a torch.Tensor")
+        if problems:
+            raise InputError(f"invalid models file {path.name}:\n" + "\n".join(problems))
+        assert isinstance(cases, dict)
+        for name, entry in cases.items():
+            info = user_cases.case_info(name, entry, path)
+            self.user_cases[name] = UserCase(info, entry["module"], tuple(entry["inputs"]))
+
+    def cases(self) -> ListReply:
+        """Return the corpus plus the user's cases, and the probes."""
+        infos = (*corpus.ALL_CASES, *(c.info for c in self.user_cases.values()))
+        return ListReply(cases=tuple(infos), probes=corpus.PROBES)
+
+    def run(self, request: RunRequest) -> ItemResult:
+        """Run one case or probe, with ``request.fixes`` applied just for it."""
+        with _temporary_fixes(request.fixes):
+            if request.item.kind is ItemKind.PROBE:
+                return run_probe(request.item.name)
+            name = request.item.name
+            info = self.user_cases[name].info if name in self.user_cases else corpus.info(name)
+            return lowering.run_case(info, lambda: self._build(name), keep_bytes=request.keep_bytes)
+
+    def _build(self, name: str) -> tuple[Any, tuple[Any, ...]]:
+        """Return a case's (module, inputs), made under the corpus seed."""
+        torch.manual_seed(corpus.SEED)
+        if name in self.user_cases:
+            user = self.user_cases[name]
+            module = user.module
+            return (module if isinstance(module, torch.nn.Module) else module()), user.inputs
+        if name in corpus.ZOO_NETWORKS:
+            return zoo.NETWORKS[corpus.ZOO_NETWORKS[name]]()
+        return models.BUILDERS[name]()
+
+
+def run_probe(name: str) -> ItemResult:
+    """Run one probe; a raised exception is the observation."""
+    started = time.perf_counter()
+    try:
+        value = probes.run_probe(name)
+    except Exception as exc:
+        return ItemResult(
+            status=RunStatus.FAIL,
+            error=error_info(exc, Stage.PROBE),
+            seconds=time.perf_counter() - started,
+        )
+    return ItemResult(status=RunStatus.OK, value=value, seconds=time.perf_counter() - started)
+
+
+@contextmanager
+def _temporary_fixes(fixes: tuple[int, ...]) -> Iterator[None]:
+    if not fixes:
+        yield
+        return
+    applied = runtime.apply(fixes)
+    try:
+        yield
+    finally:
+        runtime.undo(applied)

@@ -1,0 +1,125 @@
+"""The worker's protocol loop: one reply line per request line; nothing raised escapes.
+
+A :class:`Runner` does the work; :func:`serve` only speaks the protocol
+(:mod:`overlay.equivalence.protocol`), so tests drive it with a scripted runner and no
+torch. Torch-free: ``tests/fake_worker.py`` serves with it in the controlling env.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import sysconfig
+import traceback
+from typing import Protocol, TextIO
+
+from overlay.equivalence.protocol import (
+    ErrorInfo,
+    ErrorReply,
+    InitReply,
+    InitRequest,
+    ItemResult,
+    ListReply,
+    ListRequest,
+    ProtocolError,
+    QuitRequest,
+    Reply,
+    RunReply,
+    RunRequest,
+    Stage,
+    decode_request,
+    encode,
+)
+
+_ADDRESS_RE = re.compile(r"0x[0-9a-fA-F]{6,}")
+_MESSAGE_LIMIT = 4000
+
+
+class Runner(Protocol):
+    """What a worker process does with each request."""
+
+    def init(self, request: InitRequest) -> InitReply:
+        """Prepare the process (imports, runtime patch, user models)."""
+
+    def cases(self) -> ListReply:
+        """Return the items this worker can run."""
+
+    def run(self, request: RunRequest) -> ItemResult:
+        """Run one item; a failure of the model is data in the result."""
+
+
+class InputError(Exception):
+    """The user's runtime patch or models file cannot be used (replied with Stage.INPUT)."""
+
+
+def _site_prefixes() -> list[str]:
+    paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], sys.prefix}
+    return sorted(paths, key=len, reverse=True)
+
+
+def normalise_message(message: str) -> str:
+    """Strip what differs between environments but not between behaviours."""
+    for prefix in _site_prefixes():
+        message = message.replace(prefix, "<env>")
+    message = _ADDRESS_RE.sub("0x?", message)
+    return message[:_MESSAGE_LIMIT]
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """Return the innermost exception a chain of ``raise ... from`` wraps."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
+
+
+def error_info(exc: BaseException, stage: Stage) -> ErrorInfo:
+    """Return an exception as protocol data; a wrapped error leads with its root cause.
+
+    executorch's pass manager re-raises a pass's error as ``Exception: An error occurred
+    when running ... after the following passes: [...]``; the root cause is what differs.
+    """
+    message = str(exc)
+    root = _root_cause(exc)
+    if root is not exc:
+        message = f"{type(root).__name__}: {root}\n(raised as: {message[:300]})"
+    return ErrorInfo(
+        type=type(exc).__name__,
+        message=normalise_message(message),
+        stage=stage,
+        traceback=normalise_message("".join(traceback.format_exception(exc))[-3000:]),
+    )
+
+
+def handle(runner: Runner, line: str) -> Reply | None:
+    """Answer one request line; None means quit. Nothing raised escapes."""
+    try:
+        request = decode_request(line)
+    except ProtocolError as exc:
+        return ErrorReply(error_info(exc, Stage.REQUEST))
+    if isinstance(request, QuitRequest):
+        return None
+    try:
+        if isinstance(request, InitRequest):
+            return runner.init(request)
+        if isinstance(request, ListRequest):
+            return runner.cases()
+        return RunReply(request.item, runner.run(request))
+    except InputError as exc:
+        return ErrorReply(error_info(exc, Stage.INPUT))
+    except Exception as exc:
+        stage = Stage.INIT if isinstance(request, InitRequest) else Stage.REQUEST
+        return ErrorReply(error_info(exc, stage))
+
+
+def serve(requests: TextIO, replies: TextIO, runner: Runner) -> None:
+    """Answer requests until a quit request or the end of input."""
+    for line in requests:
+        if not line.strip():
+            continue
+        reply = handle(runner, line)
+        if reply is None:
+            break
+        replies.write(encode(reply) + "\n")
+        replies.flush()

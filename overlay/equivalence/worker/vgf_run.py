@@ -1,0 +1,261 @@
+"""Run VGF delegates on the CPU: ML SDK scenario runner + emulation layer over lavapipe.
+
+A lowered program's VGF delegates are executed one call at a time: the delegate's bytes
+are written to a ``.vgf`` file, ``vgf_dump --scenario-template`` describes its inputs and
+outputs, the inputs are saved as ``.npy`` files, and ``scenario-runner`` runs the graph
+through the ML Emulation Layer for Vulkan (``VK_LAYER_ML_Graph_Emulation`` over
+``VK_LAYER_ML_Tensor_Emulation``) on Mesa's software Vulkan driver (lavapipe).
+Worker-side (the dispatch mode imports torch).
+
+Example: the layer package ships both layer manifests in one folder. The Vulkan loader
+of Debian 12 (1.3.239) orders ``VK_INSTANCE_LAYERS`` by manifest discovery, not by the
+variable, and puts the tensor layer above the graph layer, so device creation fails with
+"ML Emulation Layer for Vulkan requires extension: VK_ARM_tensors". Becomes: each
+manifest is copied into its own folder (graph first on ``VK_LAYER_PATH``) with an
+absolute library path, which fixes the order on old and new loaders alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from glob import glob
+from pathlib import Path
+from typing import Any
+
+from overlay._files import write_text_atomic
+
+GRAPH_LAYER = "VK_LAYER_ML_Graph_Emulation"
+TENSOR_LAYER = "VK_LAYER_ML_Tensor_Emulation"
+ICD_GLOBS = ("/usr/share/vulkan/icd.d/lvp_icd*.json", "/etc/vulkan/icd.d/lvp_icd*.json")
+RUN_TIMEOUT_S = 300.0
+
+# Vulkan tensor formats in scenario templates -> numpy dtype names.
+FORMATS = {
+    "VK_FORMAT_R8_BOOL_ARM": "bool",
+    "VK_FORMAT_R8_SINT": "int8",
+    "VK_FORMAT_R8_UINT": "uint8",
+    "VK_FORMAT_R16_SINT": "int16",
+    "VK_FORMAT_R32_SINT": "int32",
+    "VK_FORMAT_R64_SINT": "int64",
+    "VK_FORMAT_R16_SFLOAT": "float16",
+    "VK_FORMAT_R32_SFLOAT": "float32",
+}
+
+
+class VgfRunError(RuntimeError):
+    """The scenario runner could not run a VGF graph (a tool, the driver or the graph)."""
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """Where the tools are, and the environment that loads the emulation layers."""
+
+    scenario_runner: str
+    vgf_dump: str
+    env: dict[str, str]
+
+
+def _layer_package() -> Path | None:
+    try:
+        import emulation_layer  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    return Path(emulation_layer.__file__).resolve().parent / "deploy"
+
+
+def _lavapipe_icd() -> str | None:
+    for pattern in ICD_GLOBS:
+        found = sorted(glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+def _layer_folders(deploy: Path, folder: Path) -> list[Path]:
+    """Write one manifest per folder, graph layer first, with absolute library paths."""
+    manifests = deploy / "share" / "vulkan" / "explicit_layer.d"
+    result = []
+    for index, stem in enumerate(("VkLayer_Graph", "VkLayer_Tensor")):
+        data = json.loads((manifests / f"{stem}.json").read_text(encoding="utf-8"))
+        library = data["layer"]["library_path"]
+        data["layer"]["library_path"] = str((deploy / "lib" / Path(library).name).resolve())
+        target = folder / f"{index}-{stem}"
+        target.mkdir(parents=True, exist_ok=True)
+        # The workers of a run share the folder: a Vulkan loader reading a manifest another
+        # worker is rewriting must never see it torn (an unloadable layer, a failed VGF run).
+        write_text_atomic(target / f"{stem}.json", json.dumps(data, indent=2))
+        result.append(target)
+    return result
+
+
+def find_emulation(folder: Path) -> Emulation | str:
+    """Return the tools and environment, or the reason VGF graphs cannot run here."""
+    runner = shutil.which("scenario_runner") or shutil.which("scenario-runner")
+    dump = shutil.which("vgf_dump")
+    deploy = _layer_package()
+    missing = [
+        what
+        for what, found in (
+            ("scenario_runner (pip install ai-ml-sdk-scenario-runner)", runner),
+            ("vgf_dump (pip install ai-ml-sdk-vgf-library)", dump),
+            ("the emulation layer (pip install ai-ml-emulation-layer-for-vulkan)", deploy),
+        )
+        if not found
+    ]
+    icd = _lavapipe_icd()
+    if icd is None:
+        missing.append("lavapipe (apt-get install mesa-vulkan-drivers)")
+    if missing:
+        return "not installed: " + ", ".join(missing)
+    assert runner and dump and deploy and icd
+    layers = _layer_folders(deploy, folder)
+    env = dict(os.environ)
+    env.update(
+        {
+            "VK_LAYER_PATH": os.pathsep.join(str(p) for p in layers),
+            "VK_INSTANCE_LAYERS": f"{GRAPH_LAYER}:{TENSOR_LAYER}",
+            "VK_ICD_FILENAMES": icd,  # loaders before 1.3.234
+            "VK_DRIVER_FILES": icd,
+            "LD_LIBRARY_PATH": os.pathsep.join(
+                p for p in (str(deploy / "lib"), os.environ.get("LD_LIBRARY_PATH", "")) if p
+            ),
+        }
+    )
+    return Emulation(runner, dump, env)
+
+
+def _run(command: list[str], env: dict[str, str], cwd: Path, what: str) -> str:
+    try:
+        done = subprocess.run(
+            command,
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise VgfRunError(f"{what} did not finish in {RUN_TIMEOUT_S:.0f} s") from exc
+    output = (done.stdout or "") + (done.stderr or "")
+    if done.returncode != 0:
+        errors = [line for line in output.splitlines() if "ERROR" in line or "Error]" in line]
+        tail = "\n".join(errors[-5:] or output.splitlines()[-5:])
+        raise VgfRunError(f"{what} failed (exit {done.returncode}): {tail}")
+    return output
+
+
+def run_vgf(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) -> list[Any]:
+    """Run one VGF graph on numpy inputs; return its outputs as numpy arrays."""
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "graph.vgf").write_bytes(vgf)
+    _run(
+        [emulation.vgf_dump, "-i", "graph.vgf", "-o", "scenario.json", "--scenario-template"],
+        emulation.env,
+        folder,
+        "vgf_dump",
+    )
+    scenario = json.loads((folder / "scenario.json").read_text(encoding="utf-8"))
+    tensors = [r["tensor"] for r in scenario["resources"] if "tensor" in r]
+    sources = [t for t in tensors if "src" in t and str(t["src"]).startswith("TEMPLATE")]
+    sinks = [t for t in tensors if "dst" in t]
+    if len(sources) != len(inputs):
+        raise VgfRunError(
+            f"the VGF graph takes {len(sources)} inputs, the call passes {len(inputs)}"
+        )
+    for index, (tensor, value) in enumerate(zip(sources, inputs, strict=True)):
+        dtype = FORMATS.get(tensor["format"])
+        if dtype is None:
+            raise VgfRunError(f"input {index}: no numpy type for {tensor['format']}")
+        data = _to_layout(np.asarray(value).astype(dtype), tuple(tensor["dims"]))
+        tensor["src"] = f"input_{index}.npy"
+        np.save(folder / tensor["src"], data)
+    for index, tensor in enumerate(sinks):
+        tensor["dst"] = f"output_{index}.npy"
+    (folder / "run.json").write_text(json.dumps(scenario, indent=1), encoding="utf-8")
+    _run(
+        [emulation.scenario_runner, "--scenario", "run.json", "--output", str(folder)],
+        emulation.env,
+        folder,
+        "scenario-runner",
+    )
+    return [np.load(folder / t["dst"]) for t in sinks]
+
+
+def _to_layout(data: Any, dims: tuple[int, ...]) -> Any:
+    """Return ``data`` in the shape the graph declares (NCHW as is, or NHWC)."""
+    if tuple(data.shape) == dims:
+        return data
+    if data.ndim == 4 and tuple(data.transpose(0, 2, 3, 1).shape) == dims:
+        return data.transpose(0, 2, 3, 1).copy()
+    if data.size == math.prod(dims):
+        return data.reshape(dims)
+    raise VgfRunError(f"input of shape {tuple(data.shape)} does not fit the graph's {dims}")
+
+
+def _from_layout(data: Any, shape: tuple[int, ...]) -> Any:
+    if tuple(data.shape) == shape:
+        return data
+    if len(shape) == 4 and data.ndim == 4:
+        nhwc = (shape[0], shape[2], shape[3], shape[1])
+        if tuple(data.shape) == nhwc:
+            return data.transpose(0, 3, 1, 2).copy()
+    return data.reshape(shape)
+
+
+def dispatch_mode(emulation: Emulation, folder: Path) -> Any:
+    """Return a TorchFunctionMode that runs every VGF delegate call with the emulation."""
+    import numpy as np
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class VgfDispatch(TorchFunctionMode):  # type: ignore[misc]
+        """Execute ``executorch_call_delegate`` of VgfBackend modules on the emulation."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            kwargs = kwargs or {}
+            if func is torch._higher_order_ops.executorch_call_delegate:
+                lowered, inputs = args[0], args[1:]
+                if lowered.backend_id != "VgfBackend":
+                    raise VgfRunError(f"cannot run a {lowered.backend_id} delegate here")
+                self.calls += 1
+                arrays = [t.detach().contiguous().cpu().numpy() for t in inputs]
+                out = run_vgf(
+                    emulation, bytes(lowered.processed_bytes), arrays, folder / f"call{self.calls}"
+                )
+                nodes = lowered.original_module.graph.output_node().args[0]
+                results = []
+                for array, node in zip(out, nodes, strict=True):
+                    want = node.meta["val"]
+                    data = _from_layout(np.asarray(array), tuple(want.shape))
+                    results.append(torch.from_numpy(data.copy()).to(want.dtype))
+                return tuple(results)
+            return func(*args, **kwargs)
+
+    return VgfDispatch()
+
+
+def run_program(edge: Any, inputs: tuple[Any, ...], emulation: Emulation) -> tuple[Any, ...]:
+    """Run a VGF-lowered program: CPU ops in torch, each delegate on the emulation."""
+    with tempfile.TemporaryDirectory(prefix="overlay-vgf-") as tmp:
+        mode = dispatch_mode(emulation, Path(tmp))
+        program = edge.exported_program().module()
+        with mode:
+            out = program(*inputs)
+        if mode.calls == 0:
+            raise VgfRunError("the program has no VGF delegate to run")
+    return tuple(out) if isinstance(out, list | tuple) else (out,)

@@ -1,0 +1,406 @@
+"""Behaviour on main: host main's ``backends/arm`` on the newest published executorch wheel.
+
+main's Arm backend is pure Python on top of executorch's core; where the newest release's
+core can still carry it, its trigger cases can run without building executorch from
+source. A release env of the newest wheel (:mod:`overlay.envs.release_venvs`) gets main's
+``backends/arm`` in front of its own (a ``sitecustomize`` that puts a shadow folder first
+on ``executorch.backends.__path__``: nothing in the env is changed), once as stock main
+and once with the patched files. Every module of main's ``backends/arm`` (tests aside)
+must import there; where one does not, the import error is the answer and the canary
+stays text-only. Where they all import, each patch's trigger cases run on stock main and
+patched main (:mod:`overlay.upstream.behaviour`), and a patch whose bug trigger passes on
+stock main is *possibly fixed upstream*.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from overlay import fixes
+from overlay.envs import release_venvs
+from overlay.errors import EnvError, OverlayError
+from overlay.lines import Line
+from overlay.text.series import Patch
+from overlay.upstream import behaviour
+from overlay.upstream.canary.gitrepo import Scratch
+from overlay.upstream.canary.model import Behaviour, CaseRun, HostState, PatchBehaviour
+from overlay.upstream.retarget.pin_check import check_env, upstream_torch_pin
+from overlay.upstream.upstream_pins import for_series
+
+Progress = Callable[[str], None]
+SKIPPED_PARTS = frozenset({"test", "tests", "scripts"})  # not imported by a user's lowering
+CORE = frozenset({"executorch", "torch", "torchao"})  # a missing name here: not hostable
+IMPORT_TIMEOUT_S = 900.0
+# What main's backends/arm pins for the tools a lowering uses (TOSA, VGF, Ethos-U).
+ARM_REQUIREMENTS = tuple(
+    f"backends/arm/requirements-arm-{kind}.txt"
+    for kind in ("tosa", "vgf", "vgf-runtime", "ethos-u")
+)
+TORCH_PACKAGES = frozenset({"torch", "torchao"})  # bound to the wheel's compiled core
+SITECUSTOMIZE = """\
+import sys
+
+try:
+    import executorch.backends as _backends
+
+    _backends.__path__.insert(0, {shadow!r})
+except Exception as _exc:  # the worker reports the import error itself
+    sys.stderr.write(f"canary shadow not installed: {{_exc}}\\n")
+"""
+IMPORT_CHECK = """\
+import importlib, json, sys
+
+errors = {}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except BaseException as exc:
+        missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+        text = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        errors[name] = [missing or "", text]
+print(json.dumps(errors))
+"""
+
+
+def newest_release(lines: Sequence[Line]) -> tuple[str, Line]:
+    """Return the newest executorch release any line's pins know, and the line to build with."""
+    known = {str(line.version): line for line in lines}
+    upstream = for_series(lines[-1].directory)
+    for version in (*upstream.sha256, *upstream.matrix_versions):
+        known.setdefault(version, lines[-1])
+    newest = max(known, key=Version)
+    return newest, known[newest]
+
+
+def main_tool_pins(scratch: Scratch, commit: str) -> dict[str, dict[str, str]]:
+    """Return ``{requirements file: {name: version}}`` of the ``==`` pins of main's Arm tools."""
+    found: dict[str, dict[str, str]] = {}
+    for path, data in scratch.files(commit, ARM_REQUIREMENTS).items():
+        pins = found.setdefault(path, {})
+        for raw in data.decode("utf-8", errors="replace").splitlines():
+            text = raw.split("#", 1)[0].strip()
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            exact = [s.version for s in requirement.specifier if s.operator == "=="]
+            if exact:
+                pins[canonicalize_name(requirement.name)] = exact[0]
+    return found
+
+
+def pin_candidates(by_file: Mapping[str, Mapping[str, str]]) -> list[tuple[str, dict[str, str]]]:
+    """Return tool pin sets to try, most of main's first: every file, then fewer, then none.
+
+    A pin of main may have no wheel for the line's interpreter (ai-ml-sdk-vgf-library 0.10.0
+    ships cp310 and cp312 only): the next candidate keeps the line's pin for that tool.
+    """
+    files = [f for f in ARM_REQUIREMENTS if f in by_file]
+    found = []
+    for size in range(len(files), -1, -1):
+        chosen = files[:size]
+        pins = {k: v for f in chosen for k, v in by_file[f].items()}
+        label = ", ".join(Path(f).name for f in chosen) or "the line's own pins"
+        found.append((label, pins))
+    return found
+
+
+def host_requirements(
+    line: Line, version: str, tool_pins: Mapping[str, str], torch: str
+) -> list[str]:
+    """Return the runtime requirements of the env that hosts main on executorch ``version``.
+
+    The line's runtime packages, each at the version main's backends/arm pins where it
+    pins one (main's code meets its own tools); torch and torchao from the line when it is
+    pinned to ``version``, else ``torch`` (upstream's torch_pin.py) and torchao as
+    executorch's metadata resolves it.
+
+    Example: the 1.2.0 line (torch 2.11.0, tosa-tools 2026.2.1) hosting main on 1.5.1,
+    main pinning tosa-tools 2026.5.0 and torch_pin.py saying 2.13.0.
+    Becomes: ``["torch==2.13.0", "tosa-tools==2026.5.0", ...]``.
+    """
+    own = line.name == version
+    found = [f"torch=={torch}"] if torch and not own else []
+    for requirement in line.pins.runtime_requirements():
+        name, _, pinned = requirement.partition("==")
+        key = canonicalize_name(name)
+        if key in TORCH_PACKAGES:
+            found += [requirement] if own else []
+            continue
+        found.append(f"{name}=={tool_pins.get(key, pinned)}")
+    return found
+
+
+def arm_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
+    """Return main's ``backends/arm`` files (code and its resources: shaders, schemas).
+
+    Tests and scripts are left out (:func:`test_sources` adds the tests where they run).
+    """
+    listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm")
+    names = [
+        n for n in filter(None, listing.split("\0")) if not SKIPPED_PARTS & set(n.split("/")[:-1])
+    ]
+    return scratch.files(commit, names)
+
+
+def modules_of(files: Mapping[str, bytes]) -> list[str]:
+    """Return the module names of ``backends/arm`` Python files, as executorch imports them."""
+    names = []
+    for path in sorted(p for p in files if p.endswith(".py")):
+        dotted = "executorch." + path.removesuffix(".py").replace("/", ".")
+        names.append(dotted.removesuffix(".__init__"))
+    return names
+
+
+def write_shadow(dest: Path, files: Mapping[str, bytes]) -> Path:
+    """Write ``files`` under ``dest/backends`` and a ``sitecustomize`` that puts it first."""
+    shutil.rmtree(dest / "tree", ignore_errors=True)  # nothing left from an earlier run
+    for path, data in files.items():
+        target = dest / "tree" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    site = dest / "site"
+    site.mkdir(parents=True, exist_ok=True)
+    shadow = str((dest / "tree" / "backends").resolve())
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(shadow=shadow), encoding="utf-8")
+    return site
+
+
+def wrapper(dest: Path, python: Path, site: Path) -> Path:
+    """Write an executable that runs ``python`` with the shadow's ``sitecustomize``."""
+    script = dest / "python"
+    path = f'"{site}${{PYTHONPATH:+:$PYTHONPATH}}"'  # the worker's own PYTHONPATH kept
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={path} exec "{python}" "$@"\n', encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    """A module that did not import: the error, and the missing module when one is named."""
+
+    module: str
+    error: str
+    missing: str = ""
+
+    @property
+    def optional(self) -> bool:
+        """Return True for a third-party package main uses but no lowering needs."""
+        top = self.missing.split(".")[0]
+        return bool(top) and top not in CORE
+
+
+def import_errors(python: Path, modules: Sequence[str]) -> list[ImportFailure]:
+    """Import every module in ``python`` (a wrapper); return the failures."""
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", IMPORT_CHECK, *modules],
+            capture_output=True,
+            text=True,
+            timeout=IMPORT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [ImportFailure("(interpreter)", str(exc))]
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return [ImportFailure("(interpreter)", (proc.stderr or proc.stdout).strip()[-500:])]
+    return [ImportFailure(str(k), str(v[1]), str(v[0])) for k, v in found.items()]
+
+
+def _case_runs(outcomes: Sequence[behaviour.CaseOutcome]) -> tuple[CaseRun, ...]:
+    return tuple(
+        CaseRun(c.case, c.stock.value, c.patched.value if c.patched else "not run")
+        for c in outcomes
+    )
+
+
+def _test_text(run: behaviour.TestRun) -> str:
+    stock = run.stock.text if run.stock else "not run"
+    return f"{run.command}: stock main {stock} -> patched main {run.patched.text}"
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """main's backends/arm hosted on a release env, stock and patched."""
+
+    version: str
+    stock: Path  # wrapper pythons
+    patched: Path
+    tests: dict[str, bytes]  # main's backends/arm/test files (patched ones on top later)
+    note: str
+
+
+def host_env(
+    scratch: Scratch,
+    main: str,
+    lines: Sequence[Line],
+    test_requirements: Sequence[str],
+    *,
+    log_dir: Path,
+    progress: Progress = lambda _: None,
+) -> tuple[str, release_venvs.Env, str]:
+    """Return the newest release, its env and whose tool pins it holds (pytest added).
+
+    The first pin set whose env passes :func:`overlay.upstream.retarget.pin_check.check_env`
+    (the quantized kernels register, a conv lowers for TOSA and VGF; cached in the env)
+    wins; where none does, the first that resolves, with the failure in its label.
+    """
+    version, line = newest_release(lines)
+    torch = ""
+    if line.name != version:
+        tag = f"refs/tags/v{version}"
+        ref = scratch.rev(tag) if scratch.has(tag) else main
+        torch, _ = upstream_torch_pin(scratch.path, ref, version)
+    errors = []
+    fallback: tuple[release_venvs.Env, str] | None = None
+    for label, pins in pin_candidates(main_tool_pins(scratch, main)):
+        runtime = host_requirements(line, version, pins, torch)
+        spec = release_venvs.EnvSpec(
+            name=f"executorch-{version}-canary",
+            python=for_series(line.directory).python,
+            requirements=(f"executorch=={version}", *runtime, *test_requirements),
+        )
+        try:
+            env = release_venvs.ensure(spec, progress=progress)
+        except EnvError as exc:
+            errors.append(f"with {label}: {(exc.found or exc.message).splitlines()[-1]}")
+            continue
+        problem = check_env(env, version, log_dir / "pin-check")
+        if not problem:
+            return version, env, f"tools pinned by {label}"
+        progress(f"behaviour: tools pinned by {label} do not lower: {problem[:160]}")
+        fallback = fallback or (env, f"tools pinned by {label}, which fail to lower: {problem}")
+    if fallback is not None:
+        return version, *fallback
+    raise EnvError(
+        f"no env of executorch {version} can host main",
+        expected="one set of tool pins that resolves",
+        found="; ".join(errors),
+        hint="add the release's own line (patches/<version>/pins.toml)",
+    )
+
+
+def measure(
+    scratch: Scratch,
+    main: str,
+    *,
+    lines: Sequence[Line],
+    patched: Mapping[str, bytes],
+    patches: Sequence[Patch],
+    tests: Mapping[str, Sequence[str]],
+    out_dir: Path,
+    progress: Progress = lambda _: None,
+) -> Behaviour:
+    """Host main's ``backends/arm`` on the newest wheel; where it imports, run the patches.
+
+    ``patched`` holds main's files after the newest line's replayed series (and the ports
+    that carry the rest); ``patches`` are the patches whose trigger cases run; ``tests``
+    the tests each patch (or its port) adds, as pytest node ids.
+    """
+    requirements = for_series(lines[-1].directory).test_requirements
+    version = newest_release(lines)[0]
+    wheel = f"executorch {version}"
+    try:
+        version, env, pinned = host_env(
+            scratch, main, lines, requirements, log_dir=out_dir / "logs", progress=progress
+        )
+    except OverlayError as exc:
+        detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
+        return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+    sources = arm_sources(scratch, main)
+    main_tests = test_sources(scratch, main)
+    stock_site = write_shadow(out_dir / "stock", {**sources, **main_tests})
+    stock = wrapper(out_dir / "stock", env.python, stock_site)
+    failures = import_errors(stock, modules_of(sources))
+    blocking = [f for f in failures if not f.optional]
+    if blocking:
+        shown = "; ".join(f"{f.module}: {f.error}" for f in blocking[:5])
+        detail = (
+            f"{len(blocking)} of main's {len(modules_of(sources))} backends/arm modules do not"
+            " import on"
+            f" {wheel} (stays text-only): {shown}"
+        )
+        return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+    optional = sorted({f.missing for f in failures})
+    note = (
+        f"{len(modules_of(sources))} modules import ({pinned}); optional packages not installed:"
+        f" {', '.join(optional) or 'none'}"
+    )
+    patched_site = write_shadow(out_dir / "patched", {**sources, **main_tests, **patched})
+    hosted = Hosted(
+        version, stock, wrapper(out_dir / "patched", env.python, patched_site), main_tests, note
+    )
+    pytest_ini = behaviour.pytest_ini(scratch.path, main)
+    try:
+        found = run_patches(hosted, patches, patched, tests, pytest_ini, out_dir, progress)
+    except OverlayError as exc:
+        detail = f"{note}; the trigger cases did not run: {exc.message}: {exc.found or ''}"
+        return Behaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
+    return Behaviour(HostState.HOSTED, wheel, note, tuple(found))
+
+
+def test_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
+    """Return main's ``backends/arm/test`` files (the exported tests import its helpers)."""
+    listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm/test")
+    return scratch.files(commit, filter(None, listing.split("\0")))
+
+
+def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
+    hosted: Hosted,
+    patches: Sequence[Patch],
+    patched: Mapping[str, bytes],
+    tests: Mapping[str, Sequence[str]],
+    pytest_ini: bytes,
+    out_dir: Path,
+    progress: Progress,
+) -> list[PatchBehaviour]:
+    """Run each patch's trigger cases and exported tests on stock and patched main."""
+    fixes_of = {p.name: fixes.by_patch(p.name) for p in patches}
+    claimed = [behaviour.triggers(fix, [hosted.version]) for fix in fixes_of.values() if fix]
+    cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
+    run = behaviour.run_release(
+        hosted.version, str(hosted.stock), str(hosted.patched), cases,
+        out_dir=out_dir / "logs", progress=progress,
+    )  # fmt: skip
+    regressions = behaviour.regressions_of(run)
+    found = []
+    for name, fix in fixes_of.items():
+        test = None
+        if tests.get(name):
+            progress(f"behaviour: {name}: its tests on stock and patched main")
+            test = behaviour.run_tests_both_ways(
+                str(hosted.stock),
+                str(hosted.patched),
+                release_tests=hosted.tests,
+                patched_files=patched,
+                pytest_ini=pytest_ini,
+                selection=list(tests[name]),
+                log_dir=out_dir / "logs" / "pytest" / name,
+            )
+        bug, other = behaviour.triggers(fix, [hosted.version]) if fix else ([], [])
+        bug_cases = [o for o in (run.case(c) for c in bug) if o is not None]
+        other_cases = [o for o in (run.case(c) for c in other) if o is not None]
+        decided = behaviour.decide_patch(
+            name, "main", bug_cases, other_cases, kept=True, regressions=regressions, test=test
+        )
+        found.append(
+            PatchBehaviour(
+                name,
+                decided.outcome.value,
+                decided.text,
+                _case_runs([*bug_cases, *other_cases]),
+                _test_text(test) if test else "",
+            )
+        )
+    return found

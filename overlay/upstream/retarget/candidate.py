@@ -1,0 +1,198 @@
+"""The candidate series folder: series, patches, SHA256SUMS, pins.toml, upstream.toml, locks.
+
+``<out>/patches`` is a complete series folder any command takes with ``--patches``: its
+``pins.toml`` (written with tomlkit) records the release's wheels, the confirmed runtime
+pins with every attempt, and the pristine sha256 of each file the kept patches touch; its
+own ``upstream.toml`` is the shared one with the new release recorded; its locks pin the
+patched wheels by sha256, so ``--promote`` carries the ready venv's exact contents.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomlkit
+
+from overlay import worktree
+from overlay._git import git
+from overlay.dist.wheels import build_patched_wheel, fetch_wheel
+from overlay.envs import lockfiles
+from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins
+from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
+from overlay.upstream.facts import Action, TextPlan
+from overlay.upstream.releases import WheelRecord
+from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, write_worktree
+from overlay.upstream.retarget.pin_check import PinAttempt
+from overlay.upstream.upstream_pins import UPSTREAM_FILE
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one retarget writes: the candidate series and the git work tree."""
+
+    out: Path
+    version: str
+
+    @property
+    def candidate(self) -> Path:
+        """Return the candidate series folder."""
+        return self.out / "patches"
+
+    @property
+    def work(self) -> Path:
+        """Return the git work tree."""
+        return self.out / "worktree"
+
+    def resume_command(self) -> str:
+        """Return the command that continues after a resolution."""
+        return f"python -m overlay retarget {self.version} --resume --out {self.out}"
+
+
+def render_pins(
+    old: Pins,
+    *,
+    version: str,
+    runtime: Mapping[str, str],
+    wheels: Sequence[WheelRecord],
+    pristine: Mapping[str, str],
+    attempts: Sequence[PinAttempt],
+) -> str:
+    """Return the candidate's ``pins.toml`` text."""
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment(f"Pins of the executorch {version} line, written as a candidate by"))
+    doc.add(tomlkit.comment("`python -m overlay retarget`. Code holds no version or hash."))
+    doc.add(tomlkit.nl())
+    executorch = tomlkit.table()
+    for key, value in (
+        ("version", version),
+        ("git_tag", f"v{version}"),
+        ("upstream_repo", old.upstream_repo),
+        ("package_dir", old.package_dir),
+    ):
+        executorch.add(key, value)
+    doc.add("executorch", executorch)
+    table = tomlkit.table()
+    table.add(tomlkit.comment("Checked in a fresh stock env (kernels and a lowering). Tried:"))
+    for attempt in attempts:
+        pins = ", ".join(f"{k} {v}" for k, v in attempt.runtime.items())
+        state = "ok" if attempt.ok else "failed: " + attempt.detail.replace("\n", " ")[:150]
+        table.add(tomlkit.comment(f"  {pins}: {state}"))
+    for name, value in runtime.items():
+        table.add(name, value)
+    doc.add("runtime", table)
+    extras = {k: [n for n in v if n in runtime] for k, v in old.extras.items()}
+    if any(extras.values()):
+        table = tomlkit.table()
+        table.add(tomlkit.comment("The patched wheel's extras (as pinned), e.g. executorch[arm]."))
+        for extra, names in extras.items():
+            if names:
+                table.add(extra, names)
+        doc.add("extras", table)
+    if old.macos_deployment_target:
+        table = tomlkit.table()
+        table.add("macos_deployment_target", old.macos_deployment_target)
+        doc.add("lock", table)
+    published = tomlkit.aot()
+    for wheel in wheels:
+        if wheel.sha256:
+            entry = tomlkit.table()
+            for key in ("file", "sha256", "python", "platform"):
+                entry.add(key, getattr(wheel, key))
+            published.append(entry)
+    doc.add(tomlkit.nl())
+    doc.add(tomlkit.comment("sha256 of the wheel files (pip checked each against the index)."))
+    for wheel in wheels:
+        if not wheel.sha256:
+            doc.add(tomlkit.comment(f"not published: {wheel.file}"))
+    if published:
+        doc.add("wheels", published)
+    table = tomlkit.table()
+    table.add(tomlkit.comment("sha256 of every pristine file the series touches."))
+    for path, digest in pristine.items():
+        table.add(path, digest)
+    doc.add("pristine", table)
+    return tomlkit.dumps(doc)
+
+
+def write_candidate(
+    series: Series,
+    plans: Sequence[TextPlan],
+    new_files: Mapping[str, bytes],
+    *,
+    layout: Layout,
+    resume: bool,
+    today: str,
+    pins_text: str,
+    upstream_text: str = "",
+) -> str:
+    """Write the candidate series (and the work tree); return the resume command or ""."""
+    candidate, work = layout.candidate, layout.work
+    if resume:
+        _write_pins(candidate, pins_text, upstream_text)
+        left = [p.name for p in plans if p.action is Action.CONFLICT]
+        if left:
+            return (
+                f"{left[0]} does not apply on top of the resolved work tree {work}: apply it"
+                f" by hand, then: {layout.resume_command()}"
+            )
+        worktree.regenerate(work, candidate, today=today)
+        return ""
+    for folder in (candidate, work):
+        if folder.exists():
+            shutil.rmtree(folder)
+    candidate.mkdir(parents=True)
+    _write_pins(candidate, pins_text, upstream_text)
+    (candidate / SERIES_FILE).write_text(
+        f"# Patch series against executorch {layout.version}.\n", encoding="utf-8"
+    )
+    if all(p.action is Action.DROP for p in plans):
+        _empty_checksums(candidate)
+        return ""
+    write_worktree(series, plans, new_files, layout.version, work)
+    conflict = next((p for p in plans if p.action is Action.CONFLICT), None)
+    if conflict is None:
+        worktree.regenerate(work, candidate, today=today)
+        return ""
+    # The committed patches before the conflict: a partial candidate to measure.
+    if git(work, "rev-list", f"{worktree.BASE_TAG}..HEAD").strip():
+        worktree.regenerate(work, candidate, today=today)
+    else:
+        _empty_checksums(candidate)
+    return (
+        f"resolve the conflict markers in {work} ({'; '.join(conflict.conflicts)});"
+        f" the patch's header is the commit message in {work / '.git' / MERGE_MESSAGE}"
+        f" (edit it to say what the resolution does), then: {layout.resume_command()}"
+    )
+
+
+def _write_pins(candidate: Path, pins_text: str, upstream_text: str) -> None:
+    (candidate / PINS_FILE).write_text(pins_text, encoding="utf-8")
+    if upstream_text:
+        (candidate / UPSTREAM_FILE).write_text(upstream_text, encoding="utf-8")
+
+
+def _empty_checksums(candidate: Path) -> None:
+    """Write the SHA256SUMS of an empty series."""
+    series = load_series(candidate)
+    (candidate / CHECKSUMS_FILE).write_text(format_checksums(series, {}), encoding="utf-8")
+
+
+def write_locks(series: Series, dist: Path, progress: Progress) -> list[Path]:
+    """Resolve the candidate's lock for every wheel it pins, as `nox -s lock` does for a line.
+
+    Each lock sits beside the candidate's pins (``locks/<tag>.txt``) and pins the patched
+    wheel built from that release wheel by its sha256.
+    """
+    written = []
+    for pin in series.pins.wheels:
+        built = build_patched_wheel(series, fetch_wheel(pin), pin, dist)
+        progress(f"resolving the lock for {pin.tag} with uv")
+        found = lockfiles.generate(series, pin, built.path)
+        lockfiles.check_wheel(found, built.path, built.sha256)
+        written.append(found.path)
+    return written

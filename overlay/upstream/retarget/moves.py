@@ -1,0 +1,111 @@
+"""What moving to the new release changes for a user: case by case, and the runtime form.
+
+Each corpus case with the pinned patched build vs the candidate's, what differs (status,
+graph, TOSA/VGF payload, numerics) and why ("upstream change", "patch"); and, fix by fix,
+whether ``overlay.runtime`` (written for the pinned release) still applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from packaging.version import Version
+
+from overlay import fixes
+from overlay.equivalence import corpus
+from overlay.equivalence.protocol import ItemResult
+from overlay.equivalence.verdict import compare
+from overlay.fixes import DiffOnly
+from overlay.upstream.behaviour import ReleaseRun, judge_case
+from overlay.upstream.facts import KEPT, CaseMove
+from overlay.upstream.verdicts import PatchVerdict
+
+
+def case_moves(old: ReleaseRun, new: ReleaseRun) -> list[CaseMove]:
+    """Compare the pinned patched build with the new one, case by case (pure)."""
+    moves = []
+    for name in new.results["stock"]:
+        if name not in old.results["stock"]:
+            continue
+        so, sn = old.results["stock"][name], new.results["stock"][name]
+        po = old.results.get("patched", {}).get(name, so)
+        pn = new.results.get("patched", {}).get(name, sn)
+        moves.append(_move(name, (so, po), (sn, pn), new.release))
+    return moves
+
+
+def _move(
+    name: str,
+    old: tuple[ItemResult, ItemResult],
+    new: tuple[ItemResult, ItemResult],
+    release: str,
+) -> CaseMove:
+    """Judge one case: (stock, patched) on the pinned and on the new release."""
+    (so, po), (sn, pn) = old, new
+    info = corpus.info(name)
+    qo = judge_case(info, so, po).patched
+    qn = judge_case(info, sn, pn).patched
+    changes = compare(po, pn)
+    patch_old = bool(compare(so, po))
+    patch_new = bool(compare(sn, pn))
+    if not changes:
+        attribution, note = "no change", "same result"
+    elif not patch_old and not patch_new:
+        attribution, note = "upstream change", "the patches touch this case on neither release"
+    elif patch_old and not patch_new:
+        attribution = "patch"
+        note = f"the pinned patches changed this case; on {release} nothing kept does"
+    elif not patch_old and patch_new:
+        attribution, note = "patch", f"a kept patch changes this case on {release}"
+    else:
+        attribution, note = "upstream change and patch", "both releases patch this case"
+    quality_old = qo.value if qo else "?"
+    quality_new = qn.value if qn else "?"
+    if quality_old != quality_new:
+        note += f"; {quality_old} -> {quality_new}"
+    return CaseMove(
+        name, quality_old, quality_new, tuple(c.value for c in changes), attribution, note
+    )
+
+
+def runtime_form_note(verdicts: Sequence[PatchVerdict], version: str) -> str:
+    """Say whether ``overlay.runtime`` can patch the new release, fix by fix (pure)."""
+    kept = [v for v in verdicts if v.action in KEPT]
+    if not kept:
+        return f"nothing is kept on {version}: no runtime form is needed"
+    lines = []
+    for verdict in kept:
+        fix = fixes.by_patch(verdict.name)
+        if fix is None:
+            lines.append(f"{verdict.name}: not in the fix registry: no runtime form")
+            continue
+        declared = fix.runtime.get(version)
+        if declared is not None:
+            forms = fix.runtime_forms(version)
+            what = (
+                declared.text
+                if isinstance(declared, DiffOnly)
+                else ", ".join(form.qualname for form in forms)
+            )
+            lines.append(f"{verdict.name}: its fix module declares {version}: {what}")
+            continue
+        written = [(line, f) for line in fix.runtime for f in fix.runtime_forms(line)]
+        if not written:
+            lines.append(f"{verdict.name}: no runtime form on any line: the diff is its only form")
+            continue
+        line, form = max(written, key=lambda pair: Version(pair[0]))
+        files = set(verdict.plan.after)
+        if files != set(fix.repo_paths):
+            lines.append(
+                f"{verdict.name}: no runtime form on {version}: the fix now changes"
+                f" {', '.join(sorted(files))}, while its {line} runtime form replaces"
+                f" {form.qualname} in {form.repo_path}; the diff-patched build is the only"
+                f" form there (declare DiffOnly for {version} in its fix module)"
+            )
+        else:
+            lines.append(
+                f"{verdict.name}: its {line} runtime form replaces {form.attribute}; check the"
+                f" function is unchanged on {version}, then key a form for {version} in its"
+                " fix module (overlay.runtime applies forms per line)"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,341 @@
+"""Runtime pins for a new release: candidates from what the release requires, each checked.
+
+torch comes first from the release itself: ``--torch``, then its wheel's Requires-Dist,
+then upstream's ``torch_pin.py`` at the release's tag (with ``--upstream CLONE``), then
+upstream's torch pin recorded in ``patches/upstream.toml``, and only then the line's own
+torch. Each candidate set is checked in a fresh stock env of the release for what its
+tests need: the quantized out-variant kernels ``to_executorch`` uses are registered (a
+wheel built for another torch cannot load them; every TOSA INT pipeline test then fails
+with "Missing out variants" on stock and patched alike), and one corpus case lowers
+(TOSA, numerics, VGF). Every attempt is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
+from overlay import codec
+from overlay._git import git
+from overlay.envs import release_venvs
+from overlay.errors import OverlayError, UpstreamError
+from overlay.lines.pins import Pins
+from overlay.upstream import behaviour
+from overlay.upstream.upstream_pins import UpstreamPins
+
+Progress = Callable[[str], None]
+LOWERING_CHECK_CASE = "conv_relu_int8"  # a lowering every supported release must do (VGF too)
+LOWERING_CHECK_FILE = "overlay-lowering-check.json"
+PROBE = Path(__file__).with_name("kernel_probe.py")
+# The out variants executorch's to_executorch (exir's ToOutVarPass) swaps the Arm
+# pipeline's quantize/dequantize nodes for: executorch 1.5.1's backends/arm/test/
+# runner_utils.py lists them (_QDQ_BACKWARD_COMPAT_OVERLOADS) and its TOSA INT tests fail
+# with "Missing out variants: {'quantized_decomposed::quantize_per_tensor', ...}" without.
+OUT_VARIANTS = (
+    "quantized_decomposed::quantize_per_tensor.out",
+    "quantized_decomposed::dequantize_per_tensor.out",
+    "quantized_decomposed::quantize_per_channel.out",
+    "quantized_decomposed::dequantize_per_channel.out",
+)
+
+
+@dataclass(frozen=True)
+class PinAttempt:
+    """One set of runtime pins tried in a fresh stock env."""
+
+    runtime: dict[str, str]
+    ok: bool
+    detail: str
+    seconds: float
+    origin: str = ""  # where its torch and tools came from
+
+
+@dataclass(frozen=True)
+class PinCandidate:
+    """A runtime pin set to try, and where each value came from."""
+
+    runtime: dict[str, str]
+    origin: str
+
+
+@dataclass(frozen=True)
+class KernelProbe:
+    """What :mod:`kernel_probe` printed in a release env."""
+
+    torch: str
+    missing: tuple[str, ...]
+    load_error: str = ""
+
+
+def _release_of(text: str) -> str:
+    """Return ``X.Y.Z`` of a version or ``X.Y.*`` spec: ``2.13.0a0`` gives ``2.13.0``."""
+    release = Version(text.removesuffix(".*")).release
+    return ".".join(str(n) for n in (*release, 0, 0)[:3])
+
+
+def required_torch(requirements: Sequence[Requirement]) -> str:
+    """Return the torch a release's Requires-Dist asks for ("" when it names none).
+
+    Example: ``torch>=2.13.0a0`` gives ``2.13.0``; ``torch==2.11.*`` gives ``2.11.0``.
+    """
+    for requirement in requirements:
+        if requirement.name.lower() != "torch" or requirement.marker is not None:
+            continue
+        for spec in requirement.specifier:
+            if spec.operator in (">=", "==", "~=", "==="):
+                with contextlib.suppress(InvalidVersion):
+                    return _release_of(spec.version)
+    return ""
+
+
+def upstream_torch_pin(clone: Path | None, commit: str | None, version: str) -> tuple[str, str]:
+    """Return (torch version, where it was read) from upstream's ``torch_pin.py``.
+
+    Read at the release's tag, else at the commit its wheel was built from; never at
+    another commit (main's pin may be for a later release).
+    """
+    if clone is None:
+        return "", ""
+    for ref, label in ((f"v{version}", f"tag v{version}"), (commit, "the release commit")):
+        if not ref:
+            continue
+        try:
+            text = git(clone, "show", f"{ref}:torch_pin.py")
+        except OverlayError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("TORCH_VERSION"):
+                return line.split("=", 1)[1].strip().strip("'\""), f"torch_pin.py at {label}"
+    return "", ""
+
+
+def torch_candidates(
+    version: str,
+    *,
+    given: Sequence[str],
+    requirements: Sequence[Requirement],
+    clone_pin: str,
+    shared: UpstreamPins,
+) -> dict[str, str]:
+    """Return torch versions to try for ``version``, best first, with where each came from.
+
+    The line's own torch is not among them: :func:`runtime_candidates` tries it last.
+    """
+    found: dict[str, str] = {}
+    for torch, origin in (
+        *((t, "--torch") for t in given),
+        (required_torch(requirements), f"executorch {version}'s Requires-Dist"),
+        (clone_pin, "upstream's torch_pin.py"),
+        (shared.torch.get(version, ""), f"[torch] in {shared.source.name}"),
+    ):
+        if torch and torch not in found:
+            found[torch] = origin
+    return found
+
+
+def runtime_candidates(
+    old: Pins,
+    requirements: Sequence[Requirement],
+    torch_versions: Sequence[str],
+    origins: Mapping[str, str] | None = None,
+) -> list[PinCandidate]:
+    """Return runtime pin sets to try, best first (pure).
+
+    torch: the given versions, then the pinned one (each only if the release's
+    Requires-Dist allows it). torchao: the pinned one if the
+    release's Requires-Dist allows it, else its lower bound. tosa-tools and the model
+    converter: the ``vgf`` extra's pins, then the pinned ones. The tools that run VGF files
+    (the pins' own ``vgf`` extra: scenario runner, VGF library, emulation layer) are one
+    ML SDK release and stay as pinned: the release's extra names only the emulation layer.
+    """
+    runs_vgf = set(old.extras.get("vgf", ()))
+    extra = {
+        r.name.lower().replace("_", "-"): _exact(r)
+        for r in requirements
+        if r.marker is not None and 'extra == "vgf"' in str(r.marker)
+    }
+    extra = {k: v for k, v in extra.items() if k not in runs_vgf}
+    base: dict[str, str] = dict(old.runtime)
+    for requirement in requirements:
+        name = requirement.name.lower().replace("_", "-")
+        if (
+            name in base
+            and name != "torch"
+            and requirement.marker is None
+            and not requirement.specifier.contains(base[name], prereleases=True)
+        ):
+            base[name] = _lower_bound(requirement) or base[name]
+    pinned = old.runtime.get("torch", "")
+    named = dict(origins or {})
+    allowed = [r.specifier for r in requirements if r.name.lower() == "torch" and not r.marker]
+    torches = [
+        t
+        for t in dict.fromkeys([*torch_versions, pinned])
+        if t and all(spec.contains(t, prereleases=True) for spec in allowed)
+    ]
+    wanted = {k: v for k, v in extra.items() if k in base and v}
+    # The extra's tools first, then each one back at its pinned version, then all pinned.
+    tools = [wanted, *({k: v for k, v in wanted.items() if k != key} for key in wanted), {}]
+    out: list[PinCandidate] = []
+    for torch in torches:
+        where = named.get(torch) or ("upstream pin" if torch in torch_versions else "as pinned")
+        for number, tool in enumerate(tools):
+            runtime = {**base, "torch": torch, **tool}
+            if any(c.runtime == runtime for c in out):
+                continue
+            origin = f"torch {torch} ({where})"
+            kept = [k for k in wanted if k not in tool]
+            origin += f", vgf extra's tools but pinned {', '.join(kept)}" if kept and tool else ""
+            origin += ", vgf extra's tools" if number == 0 and tool else ""
+            origin += ", pinned tools" if not tool else ""
+            out.append(PinCandidate(runtime, origin))
+    return out
+
+
+def _exact(requirement: Requirement) -> str:
+    specs = list(requirement.specifier)
+    return specs[0].version if len(specs) == 1 and specs[0].operator == "==" else ""
+
+
+def _lower_bound(requirement: Requirement) -> str | None:
+    for spec in requirement.specifier:
+        if spec.operator in (">=", "=="):
+            return spec.version
+    return None
+
+
+def stock_spec(
+    shared: UpstreamPins, version: str, runtime: Mapping[str, str]
+) -> release_venvs.EnvSpec:
+    """Return the spec of the release's stock env with ``runtime`` and the test tools."""
+    return release_venvs.EnvSpec(
+        name=f"executorch-{version}-stock",
+        python=shared.python,
+        requirements=(
+            f"executorch=={version}",
+            *(f"{k}=={v}" for k, v in runtime.items()),
+            *shared.test_requirements,
+        ),
+    )
+
+
+def confirm_runtime(
+    shared: UpstreamPins,
+    version: str,
+    candidates: Sequence[PinCandidate],
+    *,
+    envs_root: Path | None,
+    log_dir: Path,
+    progress: Progress,
+) -> tuple[dict[str, str], list[PinAttempt], release_venvs.Env]:
+    """Try runtime pin sets until a stock env of the release passes :func:`check_env`."""
+    attempts: list[PinAttempt] = []
+    for candidate in candidates:
+        started = time.perf_counter()
+        env = None
+        try:
+            env = release_venvs.ensure(
+                stock_spec(shared, version, candidate.runtime), envs_root, progress=progress
+            )
+            detail = check_env(env, version, log_dir)
+        except OverlayError as exc:
+            detail = exc.message + (f": {exc.found}" if exc.found else "")
+        ok = env is not None and detail == ""
+        seconds = time.perf_counter() - started
+        attempts.append(
+            PinAttempt(dict(candidate.runtime), ok, detail or "ok", seconds, candidate.origin)
+        )
+        progress(f"pins {candidate.origin}: {'ok' if ok else detail[:160]}")
+        if ok and env is not None:
+            return dict(candidate.runtime), attempts, env
+    raise UpstreamError(
+        f"no runtime pins run executorch {version}'s tests",
+        expected="one candidate whose stock env registers the quantized out-variant kernels"
+        " and lowers a conv for TOSA and VGF",
+        found="; ".join(f"{a.runtime.get('torch')}: {a.detail[:200]}" for a in attempts),
+        hint="pass --torch VERSION (upstream's torch_pin.py at the release tag), or"
+        " --upstream CLONE so it is read from there, or record it under [torch] in"
+        " patches/upstream.toml",
+    )
+
+
+def check_env(env: release_venvs.Env, version: str, log_dir: Path) -> str:
+    """Check a stock env runs what the release's tests need; return "" or the failure.
+
+    The answer is kept in the env folder (the env is keyed by its requirements), so a
+    re-run does not start torch to learn it again.
+    """
+    saved = env.folder / LOWERING_CHECK_FILE
+    key = {"case": LOWERING_CHECK_CASE, "kernels": list(OUT_VARIANTS), "env": env.spec.key}
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        data = json.loads(saved.read_text(encoding="utf-8"))
+        if data["key"] == key:
+            return str(data["detail"])
+    detail = kernel_problem(probe_kernels(env.python)) or _lowering_check(env, version, log_dir)
+    saved.write_text(json.dumps({"key": key, "detail": detail}) + "\n", encoding="utf-8")
+    return detail
+
+
+def probe_kernels(python: Path) -> KernelProbe:
+    """Run :mod:`kernel_probe` in the env of ``python``."""
+    command = [str(python), str(PROBE), *OUT_VARIANTS]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UpstreamError(
+            "cannot run the kernel probe", found=str(exc), hint=f"run: {' '.join(command)}"
+        ) from exc
+    last = proc.stdout.strip().splitlines()[-1:] or [""]
+    if proc.returncode != 0 or not last[0].startswith("{"):
+        raise UpstreamError(
+            "the kernel probe failed in the release env",
+            expected="one JSON line",
+            found=(proc.stderr or proc.stdout).strip()[-800:],
+            hint=f"run: {' '.join(command)}",
+        )
+    return codec.loads(KernelProbe, last[0], where="kernel probe")
+
+
+def kernel_problem(probe: KernelProbe) -> str:
+    """Return why the env cannot run the release's quantized tests ("" when it can; pure).
+
+    Example: torch 2.11 with executorch 1.5.1 gives "kernels: quantized_decomposed::
+    quantize_per_tensor.out, ... not registered with torch 2.11.0+cu130 (...: undefined
+    symbol: ...)".
+    """
+    if not probe.missing:
+        return ""
+    why = f" ({probe.load_error})" if probe.load_error else ""
+    return (
+        f"kernels: {', '.join(probe.missing)} not registered with torch {probe.torch}{why}:"
+        " the release's tests cannot run to_executorch (Missing out variants)"
+    )
+
+
+def _lowering_check(env: release_venvs.Env, version: str, log_dir: Path) -> str:
+    run = behaviour.run_release(
+        version, str(env.python), None, [LOWERING_CHECK_CASE], out_dir=log_dir
+    )
+    result = run.results["stock"][LOWERING_CHECK_CASE]
+    if not result.ok:
+        return result.error.first_line if result.error else "the lowering failed"
+    if result.vgf is not None and result.vgf.error is not None:
+        return "VGF: " + _short_vgf_error(result.vgf.error.message)
+    if result.numerics_error is not None:
+        return "numerics: " + result.numerics_error.first_line
+    return ""
+
+
+def _short_vgf_error(message: str) -> str:
+    for line in message.splitlines():
+        if "GLIBC" in line or "not found" in line or "rejects" in line:
+            return line.strip()[-200:]
+    return message.strip().splitlines()[0][:200] if message.strip() else "failed"

@@ -1,0 +1,170 @@
+"""Release lines from retargets: promote a checked candidate to a new line, retire a line.
+
+``promote`` turns the candidate into ``<root>/<version>/`` (series, patches, SHA256SUMS,
+pins.toml, locks) beside the existing lines, which it never touches; the new release is
+recorded in ``<root>/upstream.toml``. The newest line is the default, so promoting a newer
+release moves every command to it; the older lines stay usable with ``--patches``.
+``retire_line`` removes one line (``git rm -r`` in a checkout) and names what else still
+refers to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from overlay import lines
+from overlay._files import write_text_atomic
+from overlay._git import git
+from overlay.envs import lockfiles
+from overlay.errors import OverlayError, SeriesError, UpstreamError
+from overlay.lines.pins import PINS_FILE, SERIES_FILE
+from overlay.text.series import CHECKSUMS_FILE, load_series
+from overlay.upstream import upstream_pins
+from overlay.upstream.upstream_pins import UPSTREAM_FILE
+
+REPORT_STEM = "retarget"
+STAGING = ".promoting-"  # a half-copied line is built here, then renamed into place
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """What ``promote`` wrote."""
+
+    version: str
+    line: Path  # the new line folder
+    written: tuple[str, ...]  # files of the line, relative to it
+    previous_default: str  # the default line before (now one of the older lines)
+    recorded: bool  # the release was added to upstream.toml
+
+
+def promote(out_dir: Path, root: Path) -> Promotion:
+    """Make a checked candidate the new line ``<root>/<version>/``; leave the others alone."""
+    report_path = out_dir / f"{REPORT_STEM}.json"
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UpstreamError(
+            f"no retarget report in {out_dir}",
+            expected=str(report_path),
+            found=str(exc),
+            hint="run `python -m overlay retarget VERSION --out DIR` first",
+        ) from exc
+    if not report.get("ready"):
+        raise UpstreamError(
+            "the candidate is not ready to promote",
+            expected="a retarget report with no problems",
+            found="; ".join(report.get("problems", [])) or "ready = false",
+            hint="fix what the report says (or re-run retarget without --no-behaviour)",
+        )
+    candidate = out_dir / "patches"
+    series = load_series(candidate)
+    try:
+        for pin in series.pins.wheels:
+            lockfiles.check_current(series, pin)
+    except OverlayError as exc:
+        raise UpstreamError(
+            "the candidate has no current lock for every wheel it pins",
+            expected=f"{candidate / lockfiles.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
+            found=exc.message,
+            hint=f"run `python -m overlay --patches {candidate} lock`, or the retarget again"
+            " without --no-locks",
+        ) from exc
+    version = str(series.pins.executorch)
+    line = root / version
+    if line.exists():
+        raise UpstreamError(
+            f"the line {line} exists already",
+            expected=f"no line for executorch {version} yet",
+            found=str(line),
+            hint=f"it was promoted already (`git log {line}`); to replace it, retire it first:"
+            f" python -m overlay retire-line {version}",
+        )
+    previous = lines.default_line(root).name if lines.all_lines(root) else ""
+    staging = root / f"{STAGING}{version}"
+    if staging.exists():  # left by an interrupted promote: start again
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    written = [SERIES_FILE, PINS_FILE, CHECKSUMS_FILE, *(p.name for p in series.patches)]
+    for name in written:
+        shutil.copy2(candidate / name, staging / name)
+    shutil.copytree(candidate / lockfiles.LOCKS_DIR, staging / lockfiles.LOCKS_DIR)
+    written += [f"{lockfiles.LOCKS_DIR}/{p.name}" for p in sorted((staging / "locks").iterdir())]
+    load_series(staging)  # the line must load on its own before it is one
+    staging.rename(line)
+    recorded = _record_release(root, candidate, version)
+    return Promotion(version, line, tuple(written), previous, recorded)
+
+
+def _record_release(root: Path, candidate: Path, version: str) -> bool:
+    """Add the release (matrix wheel sha256, torch pin) to ``<root>/upstream.toml``."""
+    shared_file = root / UPSTREAM_FILE
+    own = candidate / UPSTREAM_FILE
+    if not shared_file.is_file() or not own.is_file():
+        return False
+    found = upstream_pins.load(own)
+    before = shared_file.read_text(encoding="utf-8")
+    after = upstream_pins.with_release(
+        before, version, sha256=found.sha256.get(version, ""), torch=found.torch.get(version, "")
+    )
+    if after != before:
+        write_text_atomic(shared_file, after)
+    return after != before
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """What ``retire_line`` removed and what still refers to the line."""
+
+    version: str
+    removed: Path
+    with_git: bool  # removed with `git rm -r` (staged), else deleted from disk
+    default: str  # the default line now
+    references: tuple[str, ...]  # "path:line: text" of checkout files naming the line
+
+
+def retire_line(root: Path, version: str) -> Retirement:
+    """Remove the line ``<root>/<version>/``; refuse the last line; list what names it."""
+    line = lines.line_named(root, version)
+    others = [other for other in lines.all_lines(root) if other.name != version]
+    if not others:
+        raise SeriesError(
+            f"{line.directory} is the only release line",
+            expected="another line to become the default",
+            found=version,
+            hint="promote a retarget first (`python -m overlay retarget VERSION --promote`)",
+        )
+    checkout = lines.find_checkout(root)
+    with_git = checkout is not None and _tracked(checkout, line.directory)
+    if with_git and checkout is not None:
+        git(checkout, "rm", "-r", "-q", "--", str(line.directory.relative_to(checkout)))
+    if line.directory.exists():  # untracked files (build leftovers) or no git at all
+        shutil.rmtree(line.directory)
+    references = _references(checkout, version) if checkout is not None else ()
+    return Retirement(version, line.directory, with_git, others[-1].name, references)
+
+
+def _tracked(checkout: Path, folder: Path) -> bool:
+    try:
+        return bool(git(checkout, "ls-files", "--", str(folder.relative_to(checkout))).strip())
+    except (OverlayError, ValueError):
+        return False
+
+
+def _references(checkout: Path, version: str) -> tuple[str, ...]:
+    """Return the lines of code, tests and docs that quote the line's version."""
+    quoted = re.compile(rf"[\"'/]{re.escape(version)}[\"'/]")
+    found = []
+    for folder, pattern in (("overlay", "*.py"), ("tests", "*.py"), ("docs", "*.md")):
+        for path in sorted((checkout / folder).rglob(pattern)):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            for number, line in enumerate(text.splitlines(), start=1):
+                if quoted.search(line):
+                    found.append(f"{path.relative_to(checkout)}:{number}: {line.strip()[:120]}")
+    return tuple(found)

@@ -1,0 +1,155 @@
+"""The shared upstream pins: ``patches/upstream.toml`` beside the release lines.
+
+What the upstream work needs about executorch releases, whatever line it starts from:
+the version matrix (one wheel per release to read sources from, with its sha256 as
+published), upstream's torch pin per release (``torch_pin.py`` at the release tag: the
+torch a release's compiled kernels are built for when its wheel names none), and the
+tools for upstream work (pytest for its tests, its linters). A line's own pins
+(``patches/<line>/pins.toml``) hold none of it. A candidate series written by
+``retarget`` carries its own copy (the new release recorded), so ``--patches`` on a
+candidate works outside the lines root; ``--promote`` records the release here.
+
+Example: the line ``patches/1.2.0/`` reads ``patches/upstream.toml``; the candidate
+``build/retarget/1.5.1/patches/`` reads its own ``upstream.toml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomlkit
+from packaging.version import InvalidVersion, Version
+
+from overlay.errors import SeriesError, TargetError
+from overlay.lines.pins import WheelPin, read_toml
+
+UPSTREAM_FILE = "upstream.toml"
+
+
+@dataclass(frozen=True)
+class UpstreamPins:
+    """What ``upstream.toml`` pins."""
+
+    source: Path
+    matrix_versions: tuple[str, ...]  # the default selection of `matrix`
+    python: str  # the interpreter of the matrix wheels and of release envs
+    platform: str
+    sha256: Mapping[str, str]  # release -> sha256 of its matrix wheel, as published
+    torch: Mapping[str, str]  # release -> upstream's torch pin (torch_pin.py at its tag)
+    test_requirements: tuple[str, ...]
+    lint_requirements: tuple[str, ...]
+
+    def matrix_pin(self, version: str) -> WheelPin:
+        """Return the matrix wheel of a release (sha256 empty when not yet recorded)."""
+        try:
+            Version(version)
+        except InvalidVersion as exc:
+            raise TargetError(
+                f"{version!r} is not a release version",
+                expected="a version like 1.5.1",
+                found=version,
+                hint="list releases with `pip index versions executorch`",
+            ) from exc
+        abi = "cp" + self.python.replace(".", "")
+        filename = f"executorch-{version}-{abi}-{abi}-{self.platform}.whl"
+        return WheelPin(filename, self.sha256.get(version, ""), self.python, self.platform)
+
+    def is_matrix(self, pin: WheelPin) -> bool:
+        """Return True when ``pin`` is for the matrix interpreter and platform."""
+        return pin.python == self.python and pin.platform == self.platform
+
+
+def locate(series_dir: Path) -> Path:
+    """Return the ``upstream.toml`` of a series folder: its own, else its lines root's."""
+    for folder in (series_dir, series_dir.parent):
+        if (folder / UPSTREAM_FILE).is_file():
+            return folder / UPSTREAM_FILE
+    raise SeriesError(
+        f"no {UPSTREAM_FILE} for the series in {series_dir}",
+        expected=f"{series_dir.parent / UPSTREAM_FILE} (beside the lines) or"
+        f" {series_dir / UPSTREAM_FILE} (a candidate's own)",
+        found="neither",
+        hint="restore patches/upstream.toml from git, or re-run the retarget that wrote"
+        " the candidate",
+    )
+
+
+def for_series(series_dir: Path) -> UpstreamPins:
+    """Return the shared upstream pins a series folder uses."""
+    return load(locate(series_dir))
+
+
+def _bad(source: Path, expected: str, found: object) -> SeriesError:
+    return SeriesError(
+        f"{source} is not a valid upstream pins file",
+        expected=expected,
+        found=repr(found)[:200],
+        hint="restore it from git, or fix the entry by hand",
+    )
+
+
+def _strings(table: object, key: str, source: Path) -> dict[str, str]:
+    if not isinstance(table, Mapping) or not all(isinstance(v, str) for v in table.values()):
+        raise _bad(source, f"[{key}] of string values", table)
+    return {str(k): str(v) for k, v in table.items()}
+
+
+def _list(table: Mapping[str, object], key: str, source: Path, where: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad(source, f"{where} {key} = a list of strings", value)
+    return tuple(value)
+
+
+def _text(table: Mapping[str, object], key: str, source: Path) -> str:
+    value = table.get(key)
+    if not isinstance(value, str) or not value:
+        raise _bad(source, f"[matrix] {key} = a non-empty string", value)
+    return value
+
+
+def load(source: Path) -> UpstreamPins:
+    """Read and validate an ``upstream.toml``."""
+    data = read_toml(source)
+    matrix = data.get("matrix")
+    if not isinstance(matrix, Mapping):
+        raise _bad(source, "a [matrix] table", matrix)
+    tools = data.get("upstream", {})
+    if not isinstance(tools, Mapping):
+        raise _bad(source, "an [upstream] table", tools)
+    return UpstreamPins(
+        source=source,
+        matrix_versions=_list(matrix, "versions", source, "[matrix]"),
+        python=_text(matrix, "python", source),
+        platform=_text(matrix, "platform", source),
+        sha256=_strings(matrix.get("sha256", {}), "matrix.sha256", source),
+        torch=_strings(data.get("torch", {}), "torch", source),
+        test_requirements=_list(tools, "test_requirements", source, "[upstream]"),
+        lint_requirements=_list(tools, "lint_requirements", source, "[upstream]"),
+    )
+
+
+def with_release(text: str, version: str, *, sha256: str = "", torch: str = "") -> str:
+    """Return ``upstream.toml`` text with ``version`` recorded (comments and order kept).
+
+    Example: ``with_release(text, "1.6.0", sha256="ab..", torch="2.14.0")``.
+    Becomes: ``"1.6.0"`` appended to ``[matrix] versions``, ``"1.6.0" = "ab.."`` under
+    ``[matrix.sha256]`` and ``"1.6.0" = "2.14.0"`` under ``[torch]`` unless already there.
+    """
+    document = tomlkit.parse(text)
+    matrix = document["matrix"]
+    assert isinstance(matrix, dict)
+    versions = matrix["versions"]
+    assert isinstance(versions, list)
+    if version not in versions:
+        versions.append(version)
+    hashes = matrix.setdefault("sha256", tomlkit.table())
+    if sha256 and version not in hashes:
+        hashes[version] = sha256
+    if torch:
+        pins = document.setdefault("torch", tomlkit.table())
+        if version not in pins:
+            pins[version] = torch
+    return tomlkit.dumps(document)

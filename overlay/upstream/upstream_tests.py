@@ -1,0 +1,254 @@
+"""Upstream's Arm tests run with pytest in a release env: every test's result and its reason.
+
+The release's ``backends/arm/test`` files are laid out like a checkout (a patch's test
+files over them) with upstream's ``pytest.ini``; pytest runs there in the release env's
+own interpreter and writes a JUnit report, from which each selected test's end state and
+the exception line it ended with are read (:class:`~overlay.upstream.facts.TestResult`).
+Whether a failure is the test's own or the environment's is decided in
+:mod:`overlay.upstream.verdicts`, not here.
+
+Public, reused by the canary: :func:`new_tests`, :func:`run_tests_both_ways`,
+:func:`run_pytest`, :func:`lay_out_tests`, :func:`pytest_ini`, :func:`parse_counts`,
+:func:`parse_junit`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from overlay._git import show
+from overlay.errors import OverlayError, UpstreamError
+from overlay.upstream.facts import Counts, TestResult, TestRun, TestState
+
+_COUNT_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
+_NEW_TEST_RE = re.compile(r"^\+def (test_\w+)\(", re.MULTILINE)
+PYTEST_TIMEOUT_S = 1800.0
+JUNIT_FILE = "junit.xml"
+# What upstream's backends/arm/test/pytest.ini declares (its --strict-markers needs the
+# markers). Used only when no upstream clone is given to read the file itself from.
+PYTEST_INI_MARKERS = (
+    "slow: Tests that take long time",
+    "xlarge: Tests that are known to use a lot of memory",
+    "flaky: Tests that are known to be flaky/intermittent",
+    "tosa_ref_model: Tests that use TOSA reference model",
+)
+
+
+def new_tests(diff: str) -> list[str]:
+    """Return ``path::test_name`` of every test function a diff adds."""
+    found = []
+    for block in re.split(r"(?m)^diff --git ", diff):
+        header = block.split("\n", 1)[0]
+        path = header.split(" b/")[-1].strip() if " b/" in header else ""
+        if "/test/" not in path:
+            continue
+        found += [f"{path}::{name}" for name in _NEW_TEST_RE.findall(block)]
+    return found
+
+
+def parse_counts(output: str) -> Counts:
+    """Parse pytest's closing line (``= 1 failed, 17 passed in 3.2s =``)."""
+    lines = [line for line in output.splitlines() if " in " in line and _COUNT_RE.search(line)]
+    if not lines:
+        return Counts()
+    values: dict[str, int] = {}
+    for number, word in _COUNT_RE.findall(lines[-1]):
+        key = {"error": "errors"}.get(word, word)
+        values[key] = values.get(key, 0) + int(number)
+    return Counts(
+        passed=values.get("passed", 0),
+        failed=values.get("failed", 0),
+        errors=values.get("errors", 0),
+        skipped=values.get("skipped", 0),
+        xfailed=values.get("xfailed", 0),
+        xpassed=values.get("xpassed", 0),
+    )
+
+
+def _node(case: ET.Element) -> str:
+    """Return a test's node id from its JUnit classname (dotted module[.Class]) and name."""
+    classname, name = case.get("classname", ""), case.get("name", "")
+    if not classname:  # a collection error names the module only
+        return name
+    parts = classname.split(".")
+    module = [p for p in parts if not p[:1].isupper()]
+    owner = parts[len(module) :]
+    return "::".join(["/".join(module) + ".py", *owner, name])
+
+
+def _reason(element: ET.Element) -> str:
+    """Return the exception line of a failure, error or skip (first line of its message)."""
+    message = (element.get("message") or "").strip()
+    if message in ("", "collection failure"):
+        # The traceback's "E   " lines end with the exception; take the last one.
+        raised = [
+            line[1:].strip() for line in (element.text or "").splitlines() if line[:2] == "E "
+        ]
+        message = raised[-1] if raised else message or "error"
+        return f"collection failure: {message}" if element.get("message") else message
+    if message.startswith("failed on setup with "):
+        message = "setup: " + message.removeprefix("failed on setup with ").strip('"')
+    return message.splitlines()[0][:500]
+
+
+def parse_junit(text: str) -> tuple[TestResult, ...]:
+    """Return every test of a pytest JUnit report: node, end state and reason.
+
+    Example: ``<testcase classname="backends.arm.test.t" name="test_x"><failure
+    message="RuntimeError: Missing out variants: {...}"/></testcase>``.
+    Becomes: ``TestResult("backends/arm/test/t.py::test_x", FAILED, "RuntimeError: ...")``.
+    """
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise UpstreamError(
+            "pytest wrote an unreadable JUnit report",
+            expected="JUnit XML",
+            found=str(exc),
+            hint="run pytest by hand with --junitxml to see what it writes",
+        ) from exc
+    found = []
+    for case in root.iter("testcase"):
+        state, reason = TestState.PASSED, ""
+        for child in case:
+            if child.tag == "failure":
+                xfail = (child.get("message") or "").startswith("[XPASS(strict)]")
+                state, reason = (TestState.XPASSED if xfail else TestState.FAILED), _reason(child)
+            elif child.tag == "error":
+                state, reason = TestState.ERROR, _reason(child)
+            elif child.tag == "skipped":
+                xfailed = child.get("type") == "pytest.xfail"
+                state = TestState.XFAILED if xfailed else TestState.SKIPPED
+                reason = _reason(child)
+        found.append(TestResult(_node(case), state, reason))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class TestTree:
+    """A folder laid out like an executorch checkout's ``backends/arm/test``, for pytest."""
+
+    __test__ = False  # not a pytest test class
+
+    root: Path
+    ini: Path
+
+
+def lay_out_tests(
+    dest: Path,
+    release_tests: Mapping[str, bytes],
+    overrides: Mapping[str, bytes],
+    pytest_ini: bytes,
+) -> TestTree:
+    """Write the release's ``backends/arm/test`` files, the patch's versions over them."""
+    for path, data in {**release_tests, **overrides}.items():
+        if not path.startswith("backends/arm/test/"):
+            continue
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    ini = dest / "backends" / "arm" / "test" / "pytest.ini"
+    ini.parent.mkdir(parents=True, exist_ok=True)
+    ini.write_bytes(pytest_ini)
+    return TestTree(dest, ini)
+
+
+def run_pytest(
+    python: str, tree: TestTree, selection: Sequence[str], *, log: Path | None = None
+) -> Counts:
+    """Run pytest with upstream's ``pytest.ini`` in ``python``'s env: counts and each test.
+
+    A run that writes no JUnit report (pytest could not start: a broken conftest, a
+    missing plugin) comes back with ``problem`` set to the end of its output.
+    """
+    env = dict(os.environ)
+    env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "")
+    env.pop("PYTHONPATH", None)
+    junit = tree.root / JUNIT_FILE
+    junit.unlink(missing_ok=True)
+    command = [
+        python, "-m", "pytest", "-c", str(tree.ini), "--rootdir", str(tree.root),
+        "-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers",
+        "-o", "junit_family=xunit2", f"--junitxml={junit}", *selection,
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=tree.root,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=PYTEST_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UpstreamError(
+            "cannot run the upstream tests",
+            expected=f"pytest in {python}",
+            found=str(exc),
+            hint="the release env needs pytest (test_requirements in patches/upstream.toml)",
+        ) from exc
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    return read_run(proc.stdout, proc.stderr, proc.returncode, junit)
+
+
+def read_run(stdout: str, stderr: str, returncode: int, junit: Path) -> Counts:
+    """Return one pytest run's counts and tests from its output and JUnit report."""
+    counts = parse_counts(stdout)
+    report = junit.read_text(encoding="utf-8") if junit.is_file() else ""
+    tests = parse_junit(report) if report else ()
+    if not tests:
+        tail = (stdout + stderr).strip().splitlines()[-3:]
+        problem = f"pytest exited with {returncode} and reported no test: " + " | ".join(tail)
+        return replace(counts, problem=problem[:1500])
+    return replace(counts, tests=tests)
+
+
+def run_tests_both_ways(
+    stock_python: str,
+    patched_python: str,
+    *,
+    release_tests: Mapping[str, bytes],
+    patched_files: Mapping[str, bytes],
+    pytest_ini: bytes,
+    selection: Sequence[str],
+    log_dir: Path,
+    stock: bool = True,
+) -> TestRun:
+    """Run ``selection`` on stock (with the patch's test files) and on patched."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="overlay-tests-") as tmp:
+        tree = lay_out_tests(Path(tmp), release_tests, patched_files, pytest_ini)
+        stock_counts = None
+        if stock:
+            stock_counts = run_pytest(
+                stock_python, tree, selection, log=log_dir / "pytest-stock.log"
+            )
+        patched_counts = run_pytest(
+            patched_python, tree, selection, log=log_dir / "pytest-patched.log"
+        )
+    command = f"pytest -c backends/arm/test/pytest.ini {' '.join(selection)}"
+    return TestRun(
+        command, tuple(selection), stock_counts, patched_counts, time.perf_counter() - started
+    )
+
+
+def pytest_ini(clone: Path | None, ref: str = "main") -> bytes:
+    """Return upstream's ``backends/arm/test/pytest.ini`` (from a clone when one is given)."""
+    if clone is not None:
+        with contextlib.suppress(OverlayError):
+            return show(clone, f"{ref}:backends/arm/test/pytest.ini")
+    lines = ["[pytest]", "addopts = --strict-markers", "markers ="]
+    lines += [f"    {marker}" for marker in PYTEST_INI_MARKERS]
+    return ("\n".join(lines) + "\n").encode()

@@ -1,0 +1,265 @@
+"""The canary end to end on a small local upstream shaped like backends/arm (no network).
+
+Upstream ``main`` after the tag ``v1.2.0``: a commit that moves patch 3's context (offset),
+an unrelated commit, the very change of patch 1 (redundant; then tag ``v1.3.0``), a rework
+of the lines patch 2 changes (conflict), and PR #12345 merging patch 4's fix slightly
+differently (merged modified).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from overlay import codec, worktree
+from overlay._git import git
+from overlay.text.series import load_series
+from overlay.upstream.canary import page, run
+from overlay.upstream.canary.model import CanaryReport, ForwardState, TextStatus
+
+from scaffold import make_diff, write_series
+
+ARM = "backends/arm/_passes/"
+ALPHA, BETA, GAMMA, DELTA = (f"{ARM}{n}_pass.py" for n in ("alpha", "beta", "gamma", "delta"))
+PR_URL = "https://github.com/pytorch/executorch/pull/12345"
+
+
+def _module(name: str, body: str) -> str:
+    head = "".join(f"# {name} line {i}\n" for i in range(1, 9))
+    tail = "".join(f"def helper_{i}():\n    return {i}\n\n\n" for i in range(4))
+    return f"{head}\n\nclass {name.title()}Pass:\n{body}\n\n{tail}"
+
+
+BASE = {
+    ALPHA: _module("alpha", "    def call(self, x):\n        return x + 1\n"),
+    BETA: _module(
+        "beta", "    def call(self, x):\n        scale = 1.0\n        return x * scale\n"
+    ),
+    GAMMA: _module("gamma", "    def call(self, x):\n        return x - 1\n"),
+    DELTA: _module("delta", "    def call(self, x):\n        zp = 0\n        return x + zp\n"),
+}
+PATCHED = {
+    ALPHA: BASE[ALPHA].replace("return x + 1", "return x + 2"),
+    BETA: BASE[BETA].replace("scale = 1.0", "scale = 0.5"),
+    GAMMA: BASE[GAMMA].replace("return x - 1", "return x - 2"),
+    DELTA: BASE[DELTA].replace("zp = 0", "zp = 128"),
+}
+HEADERS = {
+    ALPHA: ("0001-alpha-plus-two.patch", "Return x + 2 in alpha", "no", ""),
+    BETA: ("0002-beta-half-scale.patch", "Halve the beta scale", "not-yet", ""),
+    GAMMA: ("0003-gamma-minus-two.patch", "Subtract two in gamma", "no", ""),
+    DELTA: ("0004-delta-zero-point.patch", "Use the int8 zero point in delta", PR_URL, ""),
+}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The fixture upstream repository and its commits by role."""
+
+    repo: Path
+    offset: str
+    redundant: str
+    conflict: str
+    merged: str
+
+
+def _commit(repo: Path, files: dict[str, str], message: str, day: int) -> str:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text, encoding="utf-8")
+    git(repo, "add", "-A")
+    date = f"2026-01-{day:02d}T12:00:00+0000"
+    git(repo, "-c", "user.name=Up", "-c", "user.email=up@example.org", "commit", "-q",
+        "--date", date, "-m", message)  # fmt: skip
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def build_upstream(root: Path) -> Upstream:
+    """Build the upstream repository of the module docstring under ``root``."""
+    repo = root / "upstream"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    _commit(repo, dict(BASE), "Initial Arm backend", 1)
+    git(repo, "tag", "v1.2.0")
+    moved = "".join(f"# new import {i}\n" for i in range(7)) + BASE[GAMMA]
+    offset = _commit(repo, {GAMMA: moved}, "Arm backend: Add imports to gamma (#100)", 2)
+    _commit(repo, {f"{ARM}other.py": "x = 1\n"}, "Arm backend: Add other pass (#101)", 3)
+    redundant = _commit(repo, {ALPHA: PATCHED[ALPHA]}, "Arm backend: Bump alpha (#102)", 4)
+    git(repo, "tag", "v1.3.0")
+    reworked = BASE[BETA].replace("scale = 1.0", "scale = self.scale")
+    conflict = _commit(repo, {BETA: reworked}, "Arm backend: Rework beta scale (#103)", 5)
+    merged_text = BASE[DELTA].replace("zp = 0", "zp = 128  # int8 zero point")
+    merged = _commit(
+        repo,
+        {DELTA: merged_text},
+        "Arm backend: Fix the delta zero point (#12345)\n\nReviewed upstream.",
+        6,
+    )
+    still = reworked + "\n# still conflicting\n"
+    _commit(repo, {f"{ARM}other.py": "x = 2\n", BETA: still}, "Arm backend: Touch beta (#104)", 7)
+    return Upstream(repo, offset, redundant, conflict, merged)
+
+
+def build_line(root: Path) -> Path:
+    """Write the 1.2.0 line (canonical: as ``overlay regenerate`` writes it); return patches/."""
+    patches = {}
+    for path, (name, subject, forwarded, _) in HEADERS.items():
+        header = f"Description: {subject}\nForwarded: {forwarded}\nLast-Update: 2026-12-02\n---\n"
+        patches[name] = header + make_diff(path, BASE[path], PATCHED[path])
+    folder = root / "patches" / "1.2.0"
+    pristine = {p: t.encode() for p, t in BASE.items()}
+    series = write_series(folder, patches, pristine)
+    worktree.create(series, pristine, root / "canonical")
+    worktree.regenerate(root / "canonical", folder)
+    shutil.rmtree(root / "canonical")
+    return root / "patches"
+
+
+def run_canary(root: Path, upstream: Upstream, **options: object) -> CanaryReport:
+    """Run the canary on the fixture (text, gate; no behaviour)."""
+    request = run.Request(
+        upstream=str(upstream.repo),
+        root=root / "patches",
+        out_dir=root / "out",
+        behaviour=False,
+        scratch_root=root / "scratch",
+        **options,  # type: ignore[arg-type]
+    )
+    return run.canary(request)
+
+
+@pytest.fixture
+def fixture(tmp_path: Path) -> tuple[Path, Upstream]:
+    upstream = build_upstream(tmp_path)
+    build_line(tmp_path)
+    return tmp_path, upstream
+
+
+def test_each_patch_is_reported_as_what_upstream_did_to_it(
+    fixture: tuple[Path, Upstream],
+) -> None:
+    root, up = fixture
+    report = run_canary(root, up)
+    (line,) = report.lines
+    main = {p.patch[:4]: p for p in line.targets[0].patches}
+    assert main["0001"].status is TextStatus.UPSTREAM
+    assert {e.kind for e in main["0001"].evidence} >= {"reverse applies", "patch-id"}
+    assert main["0002"].status is TextStatus.CONFLICT
+    assert main["0002"].conflicts and "scale = self.scale" in main["0002"].conflicts[0].text
+    assert "<<<<<<< main" in main["0002"].conflicts[0].text
+    assert main["0003"].status is TextStatus.OFFSET and main["0003"].offsets == (7,)
+    assert main["0004"].status is TextStatus.UPSTREAM  # conflicts, and PR #12345 carries it
+    forwarded = {f.patch[:4]: f for f in line.forwarded}
+    modified = forwarded["0004"]
+    assert (modified.state, modified.commit, modified.number) == (
+        ForwardState.MERGED_MODIFIED,
+        up.merged,
+        12345,
+    )
+    assert modified.matched_by == "PR number" and modified.release == ""
+    assert "-        zp = 128\n+        zp = 128  # int8 zero point\n" in modified.difference
+    assert forwarded["0001"].state is ForwardState.MERGED_AS_SENT
+    assert (forwarded["0001"].commit, forwarded["0001"].release) == (up.redundant, "v1.3.0")
+    assert forwarded["0002"].state is ForwardState.NOT_FORWARDED
+    bisects = {b.patch[:4]: (b.kind, b.commit) for b in line.bisects}
+    assert {b.patch[:4]: b.tested for b in line.bisects} == {"0001": 1, "0002": 1, "0004": 1}
+    assert bisects["0001"] == ("Superseded-by", up.redundant)
+    assert bisects["0002"] == ("Broken-by", up.conflict)
+    assert bisects["0004"] == ("Broken-by", up.merged)
+    assert "0003" not in bisects
+    assert line.gate is not None and line.gate.ok, line.gate
+    rows = {r.patch[:4]: r for r in line.rows}
+    assert rows["0001"].next_step.startswith("keep on 1.2.0; drop on lines from v1.3.0 on")
+    assert rows["0004"].next_step.startswith("keep until a release carries it")
+    assert rows["0002"].next_step.startswith("port: resolve the conflict, broken by")
+    assert not report.failed  # no previous page: nothing is new
+
+
+def test_the_range_diff_pairs_each_patch_before_and_after(fixture: tuple[Path, Upstream]) -> None:
+    root, up = fixture
+    report = run_canary(root, up)
+    range_diff = report.lines[0].targets[0].range_diff
+    assert range_diff is not None
+    pairs = {p.old: (p.relation, p.new) for p in range_diff.pairs}
+    assert pairs[1][0] == "<" and pairs[2][0] == "<" and pairs[4][0] == "<"  # dropped
+    assert pairs[3] in (("=", 1), ("!", 1))  # carried, at an offset
+    assert "Subtract two in gamma" in range_diff.text
+
+
+def test_tags_are_targets_and_upstream_evidence_respects_ancestry(
+    fixture: tuple[Path, Upstream],
+) -> None:
+    root, up = fixture
+    report = run_canary(root, up, tags=True, gate=False)
+    line = report.lines[0]
+    targets = {t.target: {p.patch[:4]: p.status for p in t.patches} for t in line.targets}
+    assert list(targets) == ["main", "v1.3.0"]
+    v130 = {p.patch[:4]: p for p in line.targets[1].patches}
+    assert not v130["0004"].evidence  # PR #12345 came after v1.3.0
+    assert [e.kind for e in line.targets[0].patches[3].evidence] == ["commit names it"]
+    assert targets["v1.3.0"] == {
+        "0001": TextStatus.UPSTREAM,
+        "0002": TextStatus.UNCHANGED,
+        "0003": TextStatus.OFFSET,
+        "0004": TextStatus.UNCHANGED,  # PR #12345 is not in v1.3.0
+    }
+
+
+def test_a_patch_newly_conflicting_fails_against_the_previous_page(
+    fixture: tuple[Path, Upstream],
+) -> None:
+    root, up = fixture
+    first = run_canary(root, up, gate=False)
+    data = json.loads(page.render_json(first))
+    for row in data["lines"][0]["rows"]:
+        if row["patch"].startswith("0002"):
+            row["main"] = TextStatus.UNCHANGED.value
+            row["since"] = "2026-01-01"
+    previous = root / "previous.json"
+    previous.write_text(json.dumps(data), encoding="utf-8")
+    report = run_canary(root, up, gate=False, previous=previous)
+    assert report.failures == (
+        f"1.2.0/{HEADERS[BETA][0]}: newly conflicting on main ({report.lines[0].rows[1].result})",
+    )
+    again = root / "again.json"
+    again.write_text(page.render_json(report), encoding="utf-8")
+    settled = run_canary(root, up, gate=False, previous=again)
+    assert not settled.failed  # the conflict is known now
+    since = {r.patch[:4]: r.since for r in settled.lines[0].rows}
+    assert since["0001"] == report.lines[0].rows[0].since
+
+
+def test_the_status_json_validates_against_the_committed_schema(
+    fixture: tuple[Path, Upstream],
+) -> None:
+    root, up = fixture
+    report = run_canary(root, up, gate=False)
+    written = page.write_page(report, root / "out")
+    data = json.loads((root / "out" / "status.json").read_text(encoding="utf-8"))
+    schema = json.loads(page.committed_schema_path().read_text(encoding="utf-8"))
+    jsonschema.validate(data, schema)
+    assert codec.loads(CanaryReport, json.dumps(data)) == report
+    assert sorted(p.name for p in written) == ["status.html", "status.json", "status.md"]
+
+
+def test_a_line_without_its_tag_upstream_is_an_error_row(tmp_path: Path) -> None:
+    up = build_upstream(tmp_path)
+    build_line(tmp_path)
+    git(up.repo, "tag", "-d", "v1.2.0")
+    report = run_canary(tmp_path, up, gate=False)
+    assert report.lines[0].error == "upstream has no tag v1.2.0 to take the line's base from"
+    assert report.failures == (f"1.2.0: {report.lines[0].error}",)
+
+
+def test_nothing_is_written_into_patches(fixture: tuple[Path, Upstream]) -> None:
+    root, up = fixture
+    before = {p: p.read_bytes() for p in (root / "patches").rglob("*") if p.is_file()}
+    run_canary(root, up)
+    after = {p: p.read_bytes() for p in (root / "patches").rglob("*") if p.is_file()}
+    assert before == after
+    assert load_series(root / "patches" / "1.2.0").patches

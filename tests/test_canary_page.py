@@ -1,0 +1,132 @@
+"""The status page: its committed schema is current, the HTML is self-contained and renders."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+from test_equivalence_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
+
+from overlay import codec
+from overlay.upstream.canary import page
+from overlay.upstream.canary.model import (
+    Behaviour,
+    CanaryReport,
+    ConflictHunk,
+    Forwarded,
+    ForwardState,
+    Gate,
+    GateCheck,
+    HostState,
+    LineResult,
+    PatchOnTarget,
+    RangeDiff,
+    Row,
+    TargetResult,
+    TextStatus,
+)
+
+BAD_FILL, OK_FILL = (0xF8, 0xD0, 0xD0), (0xD6, 0xF0, 0xDC)  # conflict and applies badges
+
+
+def sample() -> CanaryReport:
+    """A report with a conflicting, an applying and a merged-upstream patch."""
+    conflict = PatchOnTarget(
+        "0002-b.patch",
+        TextStatus.CONFLICT,
+        conflicts=(ConflictHunk("backends/arm/b.py", "<<<<<<< main\nx\n=======\ny\n>>>>>>> p\n"),),
+    )
+    applies = PatchOnTarget("0003-c.patch", TextStatus.OFFSET, offsets=(7,))
+    target = TargetResult(
+        "main",
+        "f" * 40,
+        (conflict, applies),
+        range_diff=RangeDiff("git range-diff a..b c..d", "1: x < -: -"),
+    )
+    merged = Forwarded(
+        "0002-b.patch", "https://github.com/pytorch/executorch/pull/12345", "pr", 12345,
+        ForwardState.MERGED_MODIFIED, "c" * 40, "Arm backend: Fix b (#12345)", "PR number",
+        "diff --git a/b.py b/b.py\n-<script>alert(1)</script>\n", "",
+    )  # fmt: skip
+    rows = tuple(
+        Row("1.2.0", p.patch, "subject", p.status, "still open", "found", "keep", "2026-01-01", new)
+        for p, new in ((conflict, True), (applies, False))
+    )
+    line = LineResult(
+        "1.2.0",
+        "a" * 40,
+        (target,),
+        (merged,),
+        (),
+        Gate(True, (GateCheck("export twice", True),)),
+        rows,
+    )
+    return CanaryReport(
+        1, "2026-12-03T00:00:00+00:00", "overlay 0.1", "/up", "f" * 40, "2026-12-02", (line,),
+        Behaviour(HostState.NOT_HOSTED, "executorch 1.5.1", "ImportError: no name 'x'"), 4.2,
+        ("1.2.0/0002-b.patch: newly conflicting on main (conflicts)",),
+    )  # fmt: skip
+
+
+def test_the_committed_schema_is_the_one_derived_from_the_dataclasses() -> None:
+    committed = page.committed_schema_path().read_text(encoding="utf-8")
+    assert committed == page.render_schema(), (
+        "status.schema.json is stale: python -c 'from overlay.upstream.canary import page;"
+        ' print(page.render_schema(), end="")\' > overlay/upstream/canary/status.schema.json'
+    )
+
+
+def test_status_json_validates_and_decodes_back() -> None:
+    report = sample()
+    data = json.loads(page.render_json(report))
+    jsonschema.validate(data, json.loads(page.render_schema()))
+    assert codec.loads(CanaryReport, page.render_json(report)) == report
+    data["lines"][0]["rows"][0]["main"] = "sort of applies"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, json.loads(page.render_schema()))
+
+
+def test_markdown_has_one_row_per_line_and_patch_and_the_failures() -> None:
+    text = page.render_markdown(sample())
+    assert text.startswith("# Canary: FAILED")
+    assert "| 1.2.0 | 0002-b.patch | conflicts (NEW) | still open |" in text
+    assert "| 1.2.0 | 0003-c.patch | applies with offset | still open |" in text
+    assert "- 1.2.0/0002-b.patch: newly conflicting on main (conflicts)" in text
+    assert "Behaviour on main: **not hosted** (executorch 1.5.1)" in text
+
+
+def test_the_html_page_is_self_contained_and_escapes_what_it_shows() -> None:
+    html = page.render_html(sample())
+    assert html.startswith("<!DOCTYPE html>")
+    assert not re.search(r"<script|<link|src=|https?://(?!github\.com/pytorch)", html)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert html.count("<tr>") == 3 and 'class="badge bad"' in html
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_html_page_renders_in_headless_chromium(tmp_path: Path) -> None:
+    written = page.write_page(sample(), tmp_path)
+    shot = tmp_path / "status.png"
+    assert CHROMIUM is not None
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,900",
+            written[1].as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    ink, colours = _pixels(shot)
+    assert 0.02 < ink < 0.9  # text and tables: neither blank nor a solid fill
+    assert colours[BAD_FILL] > 50 and colours[OK_FILL] > 50  # the badges drew

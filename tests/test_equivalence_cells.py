@@ -1,0 +1,53 @@
+"""The cells every form shares: a result's status code, error and numbers, a verdict's words."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from equivalence_samples import CASE, TWO_OUTPUTS, fail, judge, numerics, ok
+
+from overlay.equivalence.protocol import (
+    ErrorInfo,
+    ItemResult,
+    RunStatus,
+    Stage,
+)
+from overlay.equivalence.render import cells
+
+
+def test_the_worst_output_speaks_for_a_run_with_several() -> None:
+    two = TWO_OUTPUTS
+    assert cells.numbers_cells(two, None, short=True) == ["25.00%", "12.0"]
+    no_sqnr = dataclasses.replace(two, sqnr_db=())
+    assert cells.numbers_cells(no_sqnr, None, short=True) == ["25.00%", "-"]
+    shapes = dataclasses.replace(two, max_abs_err_vs_fake_quant=(None, 0.01))
+    assert cells.numbers_cells(shapes, None, short=True) == ["shape!", "-"]
+    error = ErrorInfo("VgfRunError", "no device", Stage.VGF_RUN)
+    assert cells.numbers_cells(two, error, short=True) == ["FAIL", "-"]
+    assert cells.numbers_cells(two, error, short=False) == ["FAIL: VgfRunError", "-"]
+
+
+def test_status_codes_and_the_error_cell() -> None:
+    stuck = ItemResult(RunStatus.FAIL, error=ErrorInfo("WorkerTimeout", "late", Stage.HARNESS))
+    died = ItemResult(RunStatus.FAIL, error=ErrorInfo("WorkerDied", "gone", Stage.HARNESS))
+    broken = ok(numerics=None, numerics_error=ErrorInfo("RuntimeError", "x", Stage.NUMERICS))
+    assert [cells.status_code(r) for r in (ok(), fail(), stuck, died, broken)] == [
+        "ok", "FAIL", "TIME", "DIED", "num!"
+    ]  # fmt: skip
+    assert cells.error_cell(ok(numerics=numerics(error=0.2)), CASE) == "10%!"  # above 5%
+    assert cells.error_cell(ok(numerics=numerics(error=0.02)), CASE) == "1%"
+    assert cells.error_cell(ok(numerics=numerics(error=1e-5)), CASE) == "<0.01%"
+    assert cells.error_cell(fail(), CASE) == "-"
+
+
+def test_a_verdict_in_words() -> None:
+    regression = judge(ok(), fail(), fail(), 1)
+    assert (cells.ab_cell(regression), cells.ab_text(regression)) == (
+        "regression #1", "regression vs stock (patch 1)"
+    )  # fmt: skip
+    unattributed = judge(fail(), ok(), ok(), None)
+    assert (cells.ab_cell(unattributed), cells.ab_text(unattributed)) == (
+        "fixed #?", "fixed by no single fix alone"
+    )  # fmt: skip
+    assert cells.patch_name(1) == "0001-keep-terminal-int16-quantize.patch"
+    assert cells.patch_name(None) == "unattributed"

@@ -1,0 +1,117 @@
+"""The equivalence commands of the CLI: reports written, progress shown, exit codes distinct."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from equivalence_samples import scripted_options
+from rich.console import Console
+
+from overlay import cli
+from overlay.equivalence.controller import inputs
+from overlay.equivalence.controller.options import CALLER_DIR_ENV, Options
+from overlay.equivalence.controller.orchestrator import run
+from overlay.errors import EquivalenceError, EquivalenceInputError, exit_codes
+
+
+def _with_fake_worker(monkeypatch: pytest.MonkeyPatch, fake: Options) -> None:
+    build = inputs.options_from_env
+
+    def with_fake_worker(*args: Any, **overrides: Any) -> Options:
+        return dataclasses.replace(
+            build(*args, **overrides),
+            worker_command=fake.worker_command,
+            pythonpath=fake.pythonpath,
+        )
+
+    monkeypatch.setattr(inputs, "options_from_env", with_fake_worker)
+
+
+@pytest.mark.parametrize("shown", [("--verbose", True), ("--quiet", False)])
+def test_cli_writes_json_markdown_html_with_progress_lines_or_none(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    shown: tuple[str, bool],
+) -> None:
+    flag, lines = shown
+    fake = scripted_options(tmp_path, monkeypatch)
+    _with_fake_worker(monkeypatch, fake)
+    monkeypatch.setenv(CALLER_DIR_ENV, str(tmp_path))
+    code = cli.main(
+        [
+            "equivalence", "--stock-python", sys.executable, "--patched-python", sys.executable,
+            "--runtime-patch", "patch.py:apply", "--no-probes", "--out", "cli-out",
+            "--cache-dir", "cli-cache", flag,
+        ]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.startswith("PASS: ")
+    assert ("[overlay] (c) 5/5 case:" in captured.err) is lines
+    assert ("[overlay] (a) 11/11" in captured.err) is lines  # 6 attribution runs added to (a)
+    for name in ("equivalence.json", "equivalence.md", "equivalence.html"):
+        assert (tmp_path / "cli-out" / name).is_file()
+    assert any((tmp_path / "cli-cache").rglob("*.json"))
+
+
+def test_progress_bars_show_each_path_with_counts_and_eta(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = scripted_options(tmp_path, monkeypatch)
+    stream = StringIO()
+    console = Console(file=stream, force_terminal=True, width=120, color_system=None)
+    with cli.BarProgress(console) as bars:
+        run(fake, progress=bars)
+    screen = stream.getvalue()
+    for line in ("(a) stock", "(b) stock + runtime patch", "(c) diff-patched build"):
+        assert line in screen
+    assert "11/11" in screen and "5/5" in screen and "eta" in screen
+
+
+def test_bad_input_and_a_divergence_exit_with_different_codes() -> None:
+    codes = dict(exit_codes())
+    assert EquivalenceError.exit_code == 10 and EquivalenceInputError.exit_code == 14
+    assert codes[14] == (
+        "An equivalence input is wrong (--models, --runtime-patch, --case, --shard, a report)"
+    )
+    assert "divergence" in codes[10]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--models", "models.py"], "CASES cannot run"),
+        (["--runtime-patch", "overlay.runtime:nope"], "no such function"),
+        (["--runtime-patch", "missing.py:apply"], "--runtime-patch missing.py: no such file"),
+        (["--runtime-patch", "no_such_module:apply"], "the module is not importable"),
+        (["--shard", "3/2"], "--shard '3/2' is not K/N"),
+        (["--case", "no_such_case"], "unknown case(s): no_such_case"),
+    ],
+)
+def test_bad_input_is_refused_before_any_worker_with_its_own_exit_code(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    (tmp_path / "models.py").write_text("import torch\n\nCASES = {}\n", encoding="utf-8")
+    monkeypatch.setenv(CALLER_DIR_ENV, str(tmp_path))
+    code = cli.main(
+        [
+            "equivalence", "--stock-python", sys.executable, "--patched-python", sys.executable,
+            "--out", str(tmp_path / "out"), "--no-cache", "--quiet", *argv,
+        ]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == EquivalenceInputError.exit_code, err
+    assert message in err
+    for part in ("  expected: ", "  found:    ", "  next step: "):
+        assert part in err, err
+    assert not (tmp_path / "out" / "equivalence-logs" / "worker-a.log").exists()  # no worker

@@ -1,0 +1,79 @@
+"""The corpus tables (torch-free): specs, schemes, every fix's claims, the zoo, the probes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from overlay import fixes
+from overlay.equivalence import corpus
+from overlay.errors import EquivalenceInputError
+
+CORPUS = Path(corpus.__file__).parent
+
+
+def test_corpus_covers_specs_quantisations_and_every_fix() -> None:
+    cases = {c.name: c for c in corpus.CASES}
+    assert len(cases) == len(corpus.CASES) >= 15
+    specs = {c.spec for c in cases.values()}
+    assert {"TOSA-1.0+INT", "TOSA-1.0+FP", "TOSA-1.0+INT+FP"} <= specs
+    assert any("int16" in s for s in specs)
+    assert {c.quantize for c in cases.values()} >= {None, "a8w8", "a16w8"}
+    every = {c.name: c for c in corpus.ALL_CASES}
+    for entry in fixes.FIXES:
+        assert entry.triggers, entry.patch
+        for trigger in entry.triggers:
+            assert trigger.case in every, trigger.case  # every claim names a real case
+            if every[trigger.case].group == "core":
+                assert every[trigger.case].fast, trigger.case  # and runs in the CI subset
+    effects = {t.effect for f in fixes.FIXES for t in f.triggers}
+    assert fixes.Effect.REGRESSION in effects
+
+
+def test_zoo_covers_the_networks_with_int8_and_float_variants() -> None:
+    zoo = {c.name: c for c in corpus.ZOO_CASES}
+    for network in ("mobilenet_v2", "mobilenet_v3_small", "resnet18", "efficientnet_b0",
+                    "deit_tiny", "lstm", "unet", "grid_warp"):  # fmt: skip
+        assert {f"zoo_{network}_int8", f"zoo_{network}_fp"} <= set(zoo), network
+        assert zoo[f"zoo_{network}_int8"].sqnr_db is not None
+    assert all(c.group == "zoo" and c.timeout for c in zoo.values())
+    assert [c.name for c in zoo.values() if c.fast] == ["zoo_grid_warp_int16_grid_intfp16"]
+    assert len({c.name for c in corpus.ALL_CASES}) == len(corpus.ALL_CASES)
+    int16 = [c for c in zoo.values() if c.name.startswith("zoo_grid_warp") and "int16" in c.spec]
+    assert {c.spec for c in int16} == {"TOSA-1.0+INT+FP+int16", "TOSA-1.0+INT+int16"}
+    claimed = {t.case for f in fixes.FIXES for t in f.triggers}
+    assert {"zoo_grid_warp_int16_grid_intfp16", "zoo_grid_warp_int16_grid_int16"} <= claimed
+
+
+def _builder_keys(module: str, table: str) -> set[str]:
+    """Return the keys of a builder table in a torch module, read without importing torch."""
+    tree = ast.parse((CORPUS / module).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == table:
+            assert isinstance(node.value, ast.Dict)
+            return {str(k.value) for k in node.value.keys if isinstance(k, ast.Constant)}
+    raise AssertionError(f"no {table} in {module}")
+
+
+def test_every_case_has_exactly_one_builder() -> None:
+    core = _builder_keys("models.py", "BUILDERS")
+    networks = _builder_keys("zoo.py", "NETWORKS")
+    assert core == {c.name for c in corpus.CASES}
+    assert set(corpus.ZOO_NETWORKS) == {c.name for c in corpus.ZOO_CASES}
+    assert set(corpus.ZOO_NETWORKS.values()) == networks  # every network is used
+    assert corpus.ZOO_NETWORKS["zoo_resnet18_int8"] == corpus.ZOO_NETWORKS["zoo_resnet18_fp"]
+    assert corpus.ZOO_NETWORKS["zoo_grid_warp_int16_grid_int16"] == "grid_warp_int16_grid_int16"
+
+
+def test_probes_are_named_once() -> None:
+    names = [p.name for p in corpus.PROBES]
+    assert len(names) == len(set(names)) == 9
+
+
+def test_an_unknown_case_is_an_input_error() -> None:
+    assert corpus.info("conv_relu_int8").spec == "TOSA-1.0+INT"
+    with pytest.raises(EquivalenceInputError, match="no corpus case 'nope'") as info:
+        corpus.info("nope")
+    assert info.value.hint is not None and "--list" in info.value.hint

@@ -1,0 +1,119 @@
+"""equivalence.json: a typed document, valid against its committed (derived) schema, read back."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from equivalence_samples import (
+    decided,
+    fail,
+    judge,
+    long_report,
+    ok,
+    report_of,
+    scripted_options,
+)
+
+from overlay.equivalence.controller.options import RunChoices
+from overlay.equivalence.controller.orchestrator import run
+from overlay.equivalence.protocol import ItemId, ItemKind
+from overlay.equivalence.render import document
+from overlay.errors import EquivalenceInputError
+
+
+def test_json_report_is_valid_against_the_committed_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    committed = json.loads(document.SCHEMA_FILE.read_text(encoding="utf-8"))
+    assert committed == document.schema(), (
+        "the report schema changed: python -m overlay report-schema >"
+        " overlay/equivalence/render/report.schema.json"
+    )
+    data = json.loads(document.render_json(long_report(tmp_path, monkeypatch)))
+    jsonschema.Draft202012Validator(committed).validate(data)
+    assert (data["schema"], data["tool"]["name"], data["verdict"]) == (
+        document.REPORT_SCHEMA,
+        "executorch-arm-overlay",
+        "pass",
+    )
+    assert data["created"].endswith("+00:00")
+    for path, change in (
+        (("verdict",), "maybe"),
+        (("items", 0, "results", "c", "status"), "fine"),
+        (("items", 0, "results", "c", "unknown"), 1),
+        (("summary", "items"), "2"),
+        (("options", "shard"), "1/2"),
+        (("schema",), 3),
+    ):
+        broken: Any = json.loads(json.dumps(data))
+        target = broken
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = change
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, committed)
+
+
+def test_the_schema_is_derived_from_the_document_type() -> None:
+    derived = document.schema()
+    assert derived["title"] == "equivalence.json"
+    assert derived["properties"]["schema"] == {"const": document.REPORT_SCHEMA}  # type: ignore[index,call-overload]
+    defs = derived["$defs"]
+    assert isinstance(defs, dict)
+    assert {"ItemResult", "ItemRecord", "RunChoices", "Shard", "Keys", "Finding"} <= set(defs)
+    choices = defs["RunChoices"]
+    assert isinstance(choices, dict) and isinstance(choices["properties"], dict)
+    assert set(choices["properties"]) == {
+        f.name for f in dataclasses.fields(RunChoices)
+    }  # the options' fields, written once
+
+
+def test_json_round_trips_into_the_same_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = run(scripted_options(tmp_path, monkeypatch))
+    path = tmp_path / "r.json"
+    path.write_text(document.render_json(result), encoding="utf-8")
+    loaded = document.load(path)
+    assert decided(loaded) == decided(result)
+    assert loaded.keys == result.keys and loaded.stats == result.stats
+    assert loaded.options == result.options and loaded.workers == result.workers
+    path.write_text(json.dumps({"schema": 3}), encoding="utf-8")
+    with pytest.raises(EquivalenceInputError, match="not an equivalence report of schema 4"):
+        document.load(path)
+    data = json.loads(document.render_json(result))
+    del data["items"][0]["results"]["a"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(EquivalenceInputError, match="does not hold a valid equivalence report"):
+        document.load(path)
+    path.write_text("{torn", encoding="utf-8")
+    with pytest.raises(EquivalenceInputError, match="cannot read the report"):
+        document.load(path)
+
+
+def test_json_carries_the_verdict_failures_and_every_result() -> None:
+    regression = judge(
+        ok(), fail("TosaValueError", "no float"), fail("TosaValueError", "no float"), 1
+    )
+    bad = dataclasses.replace(judge(ok(), ok(), ok(graph=())), item=ItemId(ItemKind.CASE, "bad"))
+    rendered = report_of([regression, bad])
+    data = json.loads(document.render_json(rendered))
+    assert (data["schema"], data["verdict"]) == (document.REPORT_SCHEMA, "fail")
+    assert data["failures"] == rendered.failures
+    assert data["items"][0]["a_vs_b"] == {
+        "verdict": "regression",
+        "fix": 1,
+        "differs_in": ["status", "graph", "tosa payload", "numerics"],
+    }
+    assert data["items"][0]["results"]["b"]["error"]["type"] == "TosaValueError"
+    assert data["summary"]["a_vs_b"] == {
+        "same": 1, "fixed": 0, "regression": 1, "changed": 0, "still broken": 0
+    }  # fmt: skip
+    assert json.loads(document.render_json(report_of([judge(ok(), ok(), ok())])))["verdict"] == (
+        "pass"
+    )

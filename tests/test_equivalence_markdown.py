@@ -1,0 +1,29 @@
+"""The Markdown report: the same parts as the text, as tables."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from equivalence_samples import ethos, fail, judge, lowered, measured, ok, report_of, vgf
+
+from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind
+from overlay.equivalence.render import markdown
+
+
+def test_markdown_has_the_table_the_declared_divergences_and_ethos_u() -> None:
+    regression = judge(
+        ok(), fail("TosaValueError", "no float"), fail("TosaValueError", "no float"), 1
+    )
+    bad = dataclasses.replace(judge(ok(), ok(), ok(graph=())), item=ItemId(ItemKind.CASE, "bad"))
+    page = markdown.render_markdown(report_of([regression, bad]))
+    assert page.startswith("# Equivalence report\n\nFAIL: 1 problem(s) in 2 items  \n")
+    assert "## Declared divergences" in page and "| x |" in page
+    assert "| bad | TOSA-1.0+INT a8w8 | ok | ok | ok | 0% | same | UNDECLARED |" in page
+    wrong = measured(error=0.585, sqnr=-2.6, digest="w")
+    info = CaseInfo("warp", "TOSA-1.0+INT", "a8w8", ethos_u=True, expect_broken="known")
+    result = dataclasses.replace(lowered(wrong, vgf=vgf(wrong)), ethos_u=(ethos("ethos-u55-128"),))
+    targets = markdown.render_markdown(report_of([judge(result, result, result, info=info)]))
+    assert "## Ethos-U" in targets
+    assert "| warp | ethos-u55-128 | abc | 2.2 | 5712 | 5136 | 4.0 | 0.4 | 0 | - | 2240 B e1 |" in (
+        targets
+    )

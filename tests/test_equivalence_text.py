@@ -1,0 +1,130 @@
+"""The text report: verdict first, 100 columns, every column explained, details and numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from equivalence_samples import (
+    A,
+    B,
+    C,
+    ethos,
+    fail,
+    judge,
+    long_report,
+    lowered,
+    measured,
+    ok,
+    report_of,
+    vgf,
+)
+
+from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind, Payload
+from overlay.equivalence.render import cells, text
+from overlay.equivalence.render.sections import WIDTH
+from overlay.equivalence.verdict import AB, Observation, decide
+
+WRONG_GRID = measured(error=0.585, sqnr=-2.6, digest="w")  # the grid warp: 59% of range
+
+
+def test_report_shows_regression_error_text_and_fails_on_undeclared() -> None:
+    regression = judge(
+        ok(), fail("TosaValueError", "no float"), fail("TosaValueError", "no float"), 1
+    )
+    bad = dataclasses.replace(judge(ok(), ok(), ok(graph=())), item=ItemId(ItemKind.CASE, "bad"))
+    rendered = report_of([regression, bad])
+    table = text.render_table(rendered)
+    assert "stock OK, patched FAIL: TosaValueError: no float" in table
+    flowing = " ".join(table.split())  # details wrap at 100 columns
+    assert "attributed to 0001-keep-terminal-int16-quantize.patch" in flowing
+    assert "seed-stale-grouped-transpose-check" in table
+    lines = table.splitlines()
+    assert lines[:3] == [
+        "FAIL: 1 problem(s) in 2 items",
+        "  - case:bad: undeclared divergence between (b) and (c): graph",
+        "vs stock (a): 0 fixed, 0 changed, 1 regression, 0 still broken, 1 same",
+    ]
+    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("bad ", "x "))}
+    assert rows["bad"] == ["bad", "ok", "ok", "ok", "0%", "same", "UNDECLARED"]
+    assert rows["x"] == ["x", "ok", "FAIL", "FAIL", "-", "regression", "#1", "agree"]
+    assert list(rows) == ["bad", "x"]  # the problem row comes first
+    assert rendered.failures == ["case:bad: undeclared divergence between (b) and (c): graph"]
+
+
+def test_passing_report_says_pass() -> None:
+    rendered = report_of([judge(ok(), ok(), ok())])
+    assert rendered.failures == []
+    assert text.render_table(rendered).startswith("PASS: (b) stock + runtime patch and (c)")
+
+
+def test_text_report_fits_100_columns_verdict_first_every_column_explained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered = text.render_table(long_report(tmp_path, monkeypatch))
+    lines = rendered.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert lines[0].startswith("PASS: ")
+    header = next(i for i, line in enumerate(lines) if line.startswith("item "))
+    assert header < 6  # the table follows the verdict lines
+    assert lines[header].split() == " ".join(cells.HEADER).split()
+    legend = [label for label, _ in cells.LEGEND]
+    for column in cells.HEADER[1:]:
+        assert any(column in label.split(", ") or column == label for label in legend) or (
+            column in "abc"
+        ), column
+    row = next(line for line in lines if line.startswith("a_case_with"))
+    assert row.split()[0].endswith("~")  # cut in the table, whole in the details
+    assert "case:a_case_with_a_name_much_longer_than_the_item_column_allows_for" in rendered
+
+
+def test_report_shows_findings_numerics_per_path_and_ethos_u_estimates() -> None:
+    info = CaseInfo("warp", "TOSA-1.0+INT", "a8w8", ethos_u=True, expect_broken="known")
+    result = lowered(
+        WRONG_GRID, vgf=vgf(WRONG_GRID, lower_seconds=2.0, run_seconds=3.0), lower_seconds=1.5
+    )
+    result = dataclasses.replace(result, ethos_u=(ethos("ethos-u55-128"),))
+    rendered = report_of([judge(result, result, result, info=info)])
+    table = text.render_table(rendered)
+    assert "case:warp: wrong on stock and patched (tosa): max error 58.50% of range" in table
+    assert "(expected: known)" in " ".join(table.split())  # wrapped at 100 columns
+    assert "not right on any path (tosa, vgf), as the case declares" in table  # its details
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) <= WIDTH
+    name = lines.index("case:warp (TOSA-1.0+INT a8w8)")  # the case names its group of rows
+    assert [line.split() for line in lines[name + 1 : name + 4]] == [
+        [f"({p})", "1.5", "58.50%", "-2.6", "2.0", "3.0", "58.50%", "-2.6"] for p in "abc"
+    ]
+    ethos_at = lines.index("case:warp", name + 4)  # Ethos-U: the three paths agree, one row
+    assert lines[ethos_at + 1].split() == [
+        "ethos-u55-128", "abc", "2.2", "5712", "5136", "4.0", "0.4", "0"
+    ]  # fmt: skip
+
+
+def test_report_says_what_a_fix_changes_in_executed_vgf() -> None:
+    info = CaseInfo("grid", "TOSA-1.0+INT+FP+int16", None)
+    exact = measured(0.0, math.inf)
+    stock = lowered(exact, vgf=vgf(exact))
+    patched = lowered(exact, vgf=vgf(exact, payloads=(Payload("VgfBackend", 6, "v2" * 8),)))
+    v = decide(info.item, info, {A: stock, B: patched, C: patched}, 1)
+    assert (v.ab, v.ab_diffs) == (AB.CHANGED, (Observation.VGF_PAYLOAD,))
+    table = text.render_table(report_of([v]))
+    assert "VGF payloads: stock 5 B v1, patched 6 B v2v2v2v2v2v2" in table
+    assert "executed VGF outputs: bit-identical on stock and patched" in table
+
+
+def test_a_user_cases_unexpected_finding_says_where_to_declare_it() -> None:
+    info = CaseInfo("mine", "TOSA-1.0+INT", "a8w8", source="my_models.py", group="user")
+    wrong = lowered(WRONG_GRID)
+    table = " ".join(text.render_table(report_of([judge(wrong, wrong, wrong, info=info)])).split())
+    assert (
+        "(NOT EXPECTED: if it is known, set 'expect_broken': '<why>' on its entry in CASES of"
+        " my_models.py)" in table
+    )
+    corpus_case = dataclasses.replace(info, source="corpus", group="core")
+    plain = " ".join(
+        text.render_table(report_of([judge(wrong, wrong, wrong, info=corpus_case)])).split()
+    )
+    assert "(NOT EXPECTED)" in plain and "my_models.py" not in plain

@@ -1,0 +1,361 @@
+"""Verdicts: (b) vs (c), (a) vs (b) by correctness, findings, limits, claims, declarations."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+from equivalence_samples import (
+    TWO_OUTPUTS,
+    A,
+    B,
+    C,
+    ethos,
+    fail,
+    judge,
+    lowered,
+    measured,
+    numerics,
+    ok,
+    vgf,
+)
+
+from overlay import fixes
+from overlay.equivalence import corpus, verdict
+from overlay.equivalence.protocol import (
+    CaseInfo,
+    ErrorInfo,
+    ItemId,
+    ItemKind,
+    ItemResult,
+    Payload,
+    ProbeInfo,
+    RunStatus,
+    Stage,
+    TargetState,
+    VgfResult,
+)
+from overlay.equivalence.verdict import AB, BC, Observation, Quality, decide
+
+DEEP = CaseInfo("deep_int8", "TOSA-1.0+INT", "a8w8", tolerance=0.25, sqnr_db=20.0, group="zoo")
+# MobileNetV2 as the issue measured it: 10.6% of the range off on every path, a right lowering.
+DEEP_RIGHT = measured(error=0.106, sqnr=27.0)
+WRONG_GRID = measured(error=0.585, sqnr=-2.6, digest="w")  # the grid warp: 59% of range, -2.6 dB
+
+
+def test_identical_results_agree() -> None:
+    v = judge(ok(), ok(), ok())
+    assert (v.bc, v.ab, v.bc_diffs, v.ab_diffs, v.fix) == (BC.AGREE, AB.SAME, (), (), None)
+    assert v.failures == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"graph": ("cpu: other",)}, Observation.GRAPH),
+        ({"payloads": (Payload("TOSABackend", 10, "bb"),)}, Observation.TOSA_PAYLOAD),
+        ({"numerics": numerics(digest="o2")}, Observation.NUMERICS),
+        (
+            {"vgf": VgfResult(TargetState.COMPARED, payloads=(Payload("VgfBackend", 1, "v"),))},
+            Observation.VGF_PAYLOAD,
+        ),
+        ({"value": [1, 2]}, Observation.VALUE),
+    ],
+)
+def test_any_observation_difference_is_undeclared(
+    change: dict[str, Any], field: Observation
+) -> None:
+    v = judge(ok(), ok(), ok(**change))
+    assert v.bc is BC.UNDECLARED and v.bc_diffs == (field,)
+    assert v.failures == [f"case:x: undeclared divergence between (b) and (c): {field.value}"]
+
+
+def test_skipped_vgf_is_not_compared() -> None:
+    v = judge(ok(), ok(), ok(vgf=VgfResult(TargetState.SKIPPED, reason="other reason")))
+    assert v.bc is BC.AGREE
+
+
+def test_same_failure_agrees_but_a_different_message_does_not() -> None:
+    same = judge(ok(), fail(), fail())
+    assert (same.bc, same.ab) == (BC.AGREE, AB.REGRESSION)
+    other = judge(ok(), fail(), fail(message="other"))
+    assert (other.bc, other.bc_diffs) == (BC.UNDECLARED, (Observation.ERROR,))
+
+
+WRONG = numerics(error=1.5, digest="w")  # 75% of the range: wrong under any tolerance here
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (fail(), ok(), AB.FIXED),  # stock fails, patched right
+        (ok(numerics=WRONG), ok(), AB.FIXED),  # stock wrong numbers, patched right
+        (ok(), fail(), AB.REGRESSION),
+        (ok(), ok(numerics=WRONG), AB.REGRESSION),
+        (ok(), ok(numerics=numerics(error=0.05, digest="m")), AB.REGRESSION),  # worse by 2.5%
+        (ok(), ok(graph=("cpu: full",)), AB.CHANGED),  # both right, lowering differs
+        (ok(), ok(numerics=numerics(error=0.001, digest="n")), AB.CHANGED),  # within noise
+        (fail(), fail(message="another"), AB.STILL_BROKEN),
+        (ok(numerics=WRONG), ok(numerics=numerics(error=1.0, digest="v")), AB.STILL_BROKEN),
+        (fail(), ok(numerics=WRONG), AB.STILL_BROKEN),
+        (ok(), ok(), AB.SAME),
+    ],
+)
+def test_a_vs_b_verdict_semantics(a: ItemResult, b: ItemResult, expected: AB) -> None:
+    assert judge(a, b, b).ab is expected
+
+
+def test_numerics_failure_is_wrong_not_right() -> None:
+    broken = ok(numerics=None, numerics_error=ErrorInfo("RuntimeError", "x", Stage.NUMERICS))
+    assert verdict.quality(broken, 0.05) is Quality.WRONG
+    assert judge(broken, ok(), ok()).ab is AB.FIXED
+
+
+def test_tolerance_by_scheme_and_case() -> None:
+    assert verdict.tolerance(CaseInfo("f", "TOSA-1.0+FP", None)) == 0.01
+    assert verdict.tolerance(CaseInfo("q", "TOSA-1.0+INT", "a8w8")) == 0.05
+    assert verdict.tolerance(CaseInfo("z", "TOSA-1.0+INT", "a8w8", tolerance=0.15)) == 0.15
+    deep = ok(numerics=numerics(error=0.2))  # 10% of the range
+    assert verdict.quality(deep, 0.05) is Quality.WRONG
+    assert verdict.quality(deep, 0.15) is Quality.RIGHT
+
+
+def test_probe_differences_are_changes_unless_one_raises() -> None:
+    probe = ProbeInfo("p", "d")
+    value = ItemResult(RunStatus.OK, value=True)
+    other = ItemResult(RunStatus.OK, value=False)
+    raised = ItemResult(RunStatus.FAIL, error=ErrorInfo("E", "m", Stage.PROBE))
+    paths = {A: value, B: other, C: other}
+    assert decide(probe.item, probe, paths, 1).ab is AB.CHANGED
+    assert decide(probe.item, probe, {A: raised, B: value, C: value}, 1).ab is AB.FIXED
+    assert decide(probe.item, probe, {A: value, B: raised, C: raised}, 1).ab is AB.REGRESSION
+
+
+def test_declared_divergence_matches_only_its_exact_observation() -> None:
+    probe = ItemId(ItemKind.PROBE, "p")
+    declared = fixes.DeclaredDivergence("d1", probe, "RuntimeError", "stale check", "why")
+    seed = ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", "x stale check", Stage.PROBE))
+    good = ItemResult(RunStatus.OK, value=[1])
+    info = ProbeInfo("p", "d")
+    hit = decide(probe, info, {A: good, B: seed, C: good}, None, [declared])
+    assert (hit.bc, hit.declared, hit.failures) == (BC.DECLARED, "d1", [])
+    for item, b in (
+        (ItemId(ItemKind.PROBE, "other"), seed),
+        (probe, ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", "m", Stage.PROBE))),
+        (
+            probe,
+            ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "stale check", Stage.PROBE)),
+        ),
+    ):
+        miss = decide(item, info, {A: good, B: b, C: good}, None, [declared])
+        assert miss.bc is BC.UNDECLARED, item
+
+
+def test_the_seed_divergence_is_declared_with_a_reason() -> None:
+    (only,) = fixes.DECLARED_DIVERGENCES
+    assert fixes.declared_divergences("1.2.0") == (only,)
+    assert fixes.declared_divergences("1.5.1") == ()
+    assert only.id == "seed-stale-grouped-transpose-check"
+    assert only.item == ItemId(ItemKind.PROBE, "RewriteConvPass.grouped_transposed_fp")
+    assert "5123efe184" in only.reason
+
+
+def _trigger_case(effect: fixes.Effect) -> tuple[fixes.Fix, fixes.Trigger]:
+    return next((f, t) for f in fixes.FIXES for t in f.triggers if t.effect is effect)
+
+
+@pytest.mark.parametrize("effect", list(fixes.Effect))
+def test_claims_are_checked_against_the_registry(effect: fixes.Effect) -> None:
+    entry, trigger = _trigger_case(effect)
+    item = ItemId(ItemKind.CASE, trigger.case)
+    good = AB(effect.value)
+    assert verdict.check_claim(item, good, entry.number) is None
+    wrong_fix = verdict.check_claim(item, good, entry.number % 4 + 1)
+    assert wrong_fix is not None and f"claims '{effect.value} by patch {entry.number}'" in wrong_fix
+    nothing = verdict.check_claim(item, AB.SAME, None)
+    assert nothing is not None and nothing.endswith("found 'no difference'")
+    other = AB.FIXED if good is not AB.FIXED else AB.CHANGED
+    assert verdict.check_claim(item, other, entry.number) is not None
+    assert verdict.check_claim(ItemId(ItemKind.CASE, "unclaimed"), AB.FIXED, 2) is None
+
+
+def test_trigger_claims_are_scoped_to_their_releases() -> None:
+    assert fixes.triggers_of("grid_warp_a16w8_vgf", "1.2.0") == []
+    assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.5.1")] == [1]
+    assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")] == [1]
+    assert [f.number for f, _ in fixes.triggers_of("int16_quantize_output", "1.2.0")] == [1]
+    assert fixes.triggers_of("int16_quantize_output", "1.5.1") == []
+    item = ItemId(ItemKind.CASE, "grid_warp_a16w8_vgf")
+    assert verdict.check_claim(item, AB.SAME, None, "1.2.0") is None
+    problem = verdict.check_claim(item, AB.SAME, None, "1.5.1")
+    assert problem is not None and "claims 'fixed by patch 1'" in problem
+
+
+def test_harness_failure_is_incomplete_and_fails_the_run() -> None:
+    stuck = ItemResult(RunStatus.FAIL, error=ErrorInfo("WorkerTimeout", "late", Stage.HARNESS))
+    v = judge(ok(), ok(), stuck)
+    assert v.bc is BC.INCOMPLETE
+    assert v.failures == ["case:x: did not finish on (c) WorkerTimeout: late"]
+
+
+def test_a_failed_vgf_lowering_fails_only_a_vgf_case() -> None:
+    failed_vgf = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
+    result = ItemResult(RunStatus.OK, vgf=failed_vgf)
+    assert verdict.quality(result, 0.05) is Quality.RIGHT
+    assert verdict.quality(result, 0.05, vgf=True) is Quality.FAILED
+    assert corpus.info("grid_warp_a16w8_vgf").targets_vgf
+
+
+# --- absolute numerics ----------------------------------------------------------------------
+
+
+def test_a_case_wrong_on_every_path_is_a_finding_that_fails_the_run() -> None:
+    info = CaseInfo("warp", "TOSA-1.0+INT+FP+int16", "a16w8")
+    v = judge(lowered(WRONG_GRID), lowered(WRONG_GRID), lowered(WRONG_GRID), info=info)
+    assert (v.ab, v.bc) == (AB.SAME, BC.AGREE)  # before: silently "same as stock, agree"
+    assert v.findings == (
+        verdict.Finding("tosa", Quality.WRONG, "max error 58.50% of range, SQNR -2.6 dB"),
+    )
+    assert v.failures == [
+        "case:warp: wrong on stock and patched (tosa): max error 58.50% of range, SQNR -2.6 dB"
+    ]
+
+
+def test_a_declared_broken_case_is_reported_not_failed_and_must_reproduce() -> None:
+    info = CaseInfo("warp", "TOSA-1.0+INT+FP+int16", "a16w8", expect_broken="int16 tanh")
+    v = judge(lowered(WRONG_GRID), lowered(WRONG_GRID), lowered(WRONG_GRID), info=info)
+    assert [f.quality for f in v.findings] == [Quality.WRONG] and v.failures == []
+    exact = measured(0.0, math.inf)
+    healed = judge(lowered(exact), lowered(exact), lowered(exact), info=info)
+    assert healed.findings == ()
+    assert healed.failures == [
+        "case:warp: expected to be wrong on every path (int16 tanh), but a path is right"
+    ]
+
+
+def test_a_correct_deep_int8_net_is_right_under_its_sqnr_limits() -> None:
+    v = judge(lowered(DEEP_RIGHT), lowered(DEEP_RIGHT), lowered(DEEP_RIGHT), info=DEEP)
+    assert v.quality == {A: Quality.RIGHT, B: Quality.RIGHT, C: Quality.RIGHT}
+    assert (v.findings, v.failures) == ((), [])
+    # the same numbers under the a8w8 default (5% of range) would be a false finding
+    plain = dataclasses.replace(DEEP, tolerance=None, sqnr_db=None)
+    assert verdict.quality(lowered(DEEP_RIGHT), verdict.limits(plain)) is Quality.WRONG
+
+
+def test_sqnr_below_the_floor_is_wrong_even_within_the_range_limit() -> None:
+    noisy = measured(error=0.2, sqnr=12.0)  # within 25% of range, but 12 dB < 20 dB
+    assert verdict.quality(lowered(noisy), verdict.limits(DEEP)) is Quality.WRONG
+    assert verdict.quality(lowered(measured(0.2, 21.0)), verdict.limits(DEEP)) is Quality.RIGHT
+    exact = measured(error=0.0, sqnr=math.inf)
+    assert verdict.quality(lowered(exact), verdict.limits(DEEP)) is Quality.RIGHT
+
+
+def test_limits_by_scheme_and_by_case() -> None:
+    assert verdict.limits(CaseInfo("f", "TOSA-1.0+FP", None)) == verdict.Limits(0.01, None)
+    assert verdict.limits(CaseInfo("q", "TOSA-1.0+INT", "a8w8")) == verdict.Limits(0.05, None)
+    assert verdict.limits(DEEP) == verdict.Limits(0.25, 20.0)
+
+
+def test_the_error_is_a_fraction_of_the_range_not_of_max_abs() -> None:
+    # outputs in [0.5, 1.0]: range 0.5, max |x| 1.0; an error of 0.04 is 8% of the range
+    n = dataclasses.replace(measured(0.04, 30.0), reference_max_abs=(1.0,), reference_range=(0.5,))
+    assert verdict.quality(lowered(n), 0.05) is Quality.WRONG
+    assert verdict.quality(lowered(n), 0.1) is Quality.RIGHT
+
+
+def test_a_branch_off_by_seven_codes_in_a_wide_output_is_wrong() -> None:
+    # stock 1.5.1 on conv_relu_cat_mixed_qparams: the relu branch of the cat is 1.29 off,
+    # the output's range is 46.9 (2.7%: right under the a8w8 default); the case sets 1%
+    stock_151 = dataclasses.replace(
+        measured(1.2873646, 27.6), reference_max_abs=(24.46,), reference_range=(46.897,)
+    )
+    info = corpus.info("conv_relu_cat_mixed_qparams")
+    assert verdict.quality(lowered(stock_151), verdict.limits(info)) is Quality.WRONG
+    assert verdict.quality(lowered(measured(0.0, math.inf)), verdict.limits(info)) is Quality.RIGHT
+    plain = dataclasses.replace(info, tolerance=None)
+    assert verdict.quality(lowered(stock_151), verdict.limits(plain)) is Quality.RIGHT
+
+
+def test_the_worst_output_speaks_for_a_run_with_several() -> None:
+    two = TWO_OUTPUTS
+    assert verdict.worst(two) == (0.25, 12.0)
+    assert verdict.numerics_text(two) == "max error 25.00% of range, SQNR 12.0 dB"
+    no_sqnr = dataclasses.replace(two, sqnr_db=())
+    assert verdict.numerics_text(no_sqnr) == "max error 25.00% of range, SQNR inf dB"
+    shapes = dataclasses.replace(two, max_abs_err_vs_fake_quant=(None, 0.01))
+    assert verdict.worst(shapes) is None
+
+
+# --- executed VGF and Ethos-U in the verdicts -------------------------------------------------
+
+
+def test_vgf_numerics_are_judged_compared_and_found() -> None:
+    info = CaseInfo("net", "TOSA-1.0+INT", "a8w8")
+    good, bad = measured(0.0, math.inf), measured(0.5, 1.0, digest="bad")
+    fixed = judge(
+        lowered(good, vgf=vgf(bad)),
+        lowered(good, vgf=vgf(good)),
+        lowered(good, vgf=vgf(good)),
+        info=info,
+    )
+    assert fixed.ab is AB.FIXED and fixed.ab_diffs == (Observation.VGF_NUMERICS,)
+    assert fixed.targets[A] == {"tosa": Quality.RIGHT, "vgf": Quality.WRONG}
+    split = judge(
+        lowered(good, vgf=vgf(good)),
+        lowered(good, vgf=vgf(good)),
+        lowered(good, vgf=vgf(bad)),
+        info=info,
+    )
+    assert (split.bc, split.bc_diffs) == (BC.UNDECLARED, (Observation.VGF_NUMERICS,))
+    broken = lowered(good, vgf=vgf(bad))
+    everywhere = judge(broken, broken, broken, info=info)
+    assert [(f.target, f.quality) for f in everywhere.findings] == [("vgf", Quality.WRONG)]
+    crashed = vgf(numerics_error=ErrorInfo("VgfRunError", "no device", Stage.VGF_RUN))
+    assert verdict.target_qualities(lowered(good, vgf=crashed), 0.05)["vgf"] is Quality.WRONG
+
+
+def test_ethos_u_bytes_are_compared_and_a_failure_is_a_regression() -> None:
+    info = CaseInfo("net", "TOSA-1.0+INT", "a8w8", ethos_u=True)
+    good = measured(0.0, math.inf)
+    same = (ethos("ethos-u55-128"), ethos("ethos-u85-256"))
+    other = (ethos("ethos-u55-128", "e2"), ethos("ethos-u85-256"))
+    v = judge(
+        lowered(good, ethos_u=same),
+        lowered(good, ethos_u=same),
+        lowered(good, ethos_u=other),
+        info=info,
+    )
+    assert v.bc_diffs == (Observation.ETHOSU_PAYLOAD,) and v.bc is BC.UNDECLARED
+    broken = (ethos("ethos-u55-128", state=TargetState.FAILED), ethos("ethos-u85-256"))
+    r = judge(
+        lowered(good, ethos_u=same),
+        lowered(good, ethos_u=broken),
+        lowered(good, ethos_u=broken),
+        info=info,
+    )
+    assert (r.ab, r.bc) == (AB.REGRESSION, BC.AGREE)
+    assert r.targets[B]["ethos-u55-128"] is Quality.FAILED
+
+
+def test_an_expected_breakage_holds_only_for_the_releases_it_was_measured_on() -> None:
+    info = CaseInfo(
+        "warp",
+        "TOSA-1.0+INT+FP+int16",
+        "a16w8",
+        expect_broken="int16 tanh",
+        broken_releases="~=1.2.0",
+    )
+    results = {A: lowered(WRONG_GRID), B: lowered(WRONG_GRID), C: lowered(WRONG_GRID)}
+    pinned = decide(info.item, info, results, None, version="1.2.0+armfix.abc")
+    assert pinned.findings and pinned.failures == []
+    newer = decide(info.item, info, results, None, version="1.5.1")
+    assert newer.failures == [
+        "case:warp: wrong on stock and patched (tosa): max error 58.50% of range, SQNR -2.6 dB"
+    ]
+    exact = measured(0.0, math.inf)
+    healed = {A: lowered(exact), B: lowered(exact), C: lowered(exact)}
+    assert decide(info.item, info, healed, None, version="1.5.1").failures == []
+    grid = corpus.info("grid_warp_a16w8_vgf")  # issue 9-10's VGF case meets the same tanh
+    assert (grid.expect_broken, grid.broken_releases) == (corpus.INT16_TANH, "~=1.2.0")

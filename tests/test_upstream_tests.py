@@ -1,0 +1,122 @@
+"""Upstream tests with pytest: JUnit reports read into each test's end state and reason.
+
+The reports below are what pytest 8.4 (xunit2) wrote for a demo test file in an
+executorch 1.5.1 env (trimmed tracebacks), so the parser is checked on pytest's own output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from overlay.errors import UpstreamError
+from overlay.upstream.facts import Counts, TestResult, TestState
+from overlay.upstream.upstream_tests import (
+    lay_out_tests,
+    new_tests,
+    parse_counts,
+    parse_junit,
+    read_run,
+)
+
+DEMO = "backends.arm.test.passes.test_demo"
+NODE = "backends/arm/test/passes/test_demo.py"
+REPORT = f"""<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">
+<testsuite name="pytest" errors="1" failures="6" skipped="2" tests="10">
+<testcase classname="{DEMO}" name="test_assert"><failure
+ message="AssertionError: values differ&#10;assert 1 == 2">E AssertionError</failure></testcase>
+<testcase classname="{DEMO}" name="test_runtime"><failure
+ message="RuntimeError: Missing out variants: {{'a'}}">E RuntimeError</failure></testcase>
+<testcase classname="{DEMO}" name="test_raises"><failure
+ message="Failed: DID NOT RAISE &lt;class 'ValueError'&gt;">E Failed</failure></testcase>
+<testcase classname="{DEMO}" name="test_setup"><error
+ message="failed on setup with &quot;ImportError: no module named x&quot;">E</error></testcase>
+<testcase classname="{DEMO}" name="test_ok" time="0.000" />
+<testcase classname="{DEMO}" name="test_skip"><skipped type="pytest.skip"
+ message="needs a GPU">needs a GPU</skipped></testcase>
+<testcase classname="{DEMO}" name="test_xfail"><skipped type="pytest.xfail"
+ message="known" /></testcase>
+<testcase classname="{DEMO}.TestGroup" name="test_in_class"><failure
+ message="assert 1 == 3">E assert 1 == 3</failure></testcase>
+</testsuite></testsuites>"""
+COLLECTION = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">
+<testsuite name="pytest" errors="1" failures="0" skipped="0" tests="1">
+<testcase classname="" name="backends.arm.test.passes.test_demo" time="0.000"><error
+ message="collection failure">ImportError while importing test module 'test_demo.py'.
+Traceback:
+backends/arm/test/passes/test_demo.py:1: in &lt;module&gt;
+    import nonexistent_mod
+E   ModuleNotFoundError: No module named 'nonexistent_mod'</error></testcase>
+</testsuite></testsuites>"""
+
+
+def test_every_end_state_and_reason_is_read() -> None:
+    found = {t.node.rsplit("::", 1)[1]: t for t in parse_junit(REPORT)}
+    assert found["test_assert"] == TestResult(
+        f"{NODE}::test_assert", TestState.FAILED, "AssertionError: values differ"
+    )
+    assert found["test_runtime"].reason == "RuntimeError: Missing out variants: {'a'}"
+    assert found["test_raises"].reason == "Failed: DID NOT RAISE <class 'ValueError'>"
+    assert found["test_setup"] == TestResult(
+        f"{NODE}::test_setup", TestState.ERROR, "setup: ImportError: no module named x"
+    )
+    assert found["test_ok"].state is TestState.PASSED and found["test_ok"].reason == ""
+    assert (found["test_skip"].state, found["test_skip"].reason) == (
+        TestState.SKIPPED,
+        "needs a GPU",
+    )
+    assert found["test_xfail"].state is TestState.XFAILED
+    assert found["test_in_class"].node == f"{NODE}::TestGroup::test_in_class"
+    assert found["test_in_class"].reason == "assert 1 == 3"
+
+
+def test_a_collection_error_is_named_by_its_exception() -> None:
+    (only,) = parse_junit(COLLECTION)
+    assert only.state is TestState.ERROR
+    assert only.reason == (
+        "collection failure: ModuleNotFoundError: No module named 'nonexistent_mod'"
+    )
+
+
+def test_an_unreadable_report_is_an_error() -> None:
+    with pytest.raises(UpstreamError, match="unreadable JUnit report"):
+        parse_junit("<testsuites><testcase")
+
+
+def test_read_run_takes_the_report_or_says_why_there_is_none(tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+    junit.write_text(REPORT)
+    done = read_run("6 failed, 1 passed, 1 skipped, 1 xfailed, 1 error in 22.49s\n", "", 1, junit)
+    assert (done.failed, done.passed, done.errors, done.xfailed) == (6, 1, 1, 1)
+    assert len(done.tests) == 8 and done.problem == ""
+    junit.unlink()
+    broken = read_run("", "ImportError while loading conftest 'x/conftest.py'.\n", 4, junit)
+    assert broken.tests == () and broken == Counts()
+    assert broken.problem.startswith("pytest exited with 4 and reported no test")
+    assert "ImportError while loading conftest" in broken.problem
+
+
+def test_parse_counts_reads_the_closing_line() -> None:
+    counts = parse_counts("...\n= 1 failed, 17 passed, 2 deselected in 3.2s =\n")
+    assert (counts.failed, counts.passed, counts.text) == (1, 17, "17 passed, 1 failed")
+    assert parse_counts("1 error in 6.42s").errors == 1
+    assert parse_counts("nothing here") == Counts()
+
+
+def test_new_tests_and_the_test_tree(tmp_path: Path) -> None:
+    diff = (
+        "diff --git a/backends/arm/test/passes/test_x.py b/backends/arm/test/passes/test_x.py\n"
+        "+def test_added():\n+    pass\n"
+        "diff --git a/backends/arm/_passes/x.py b/backends/arm/_passes/x.py\n+def test_no():\n"
+    )
+    assert new_tests(diff) == ["backends/arm/test/passes/test_x.py::test_added"]
+    tree = lay_out_tests(
+        tmp_path,
+        {"backends/arm/test/a.py": b"old", "backends/arm/x.py": b"not a test"},
+        {"backends/arm/test/a.py": b"new"},
+        b"[pytest]\n",
+    )
+    assert (tmp_path / "backends/arm/test/a.py").read_bytes() == b"new"
+    assert not (tmp_path / "backends/arm/x.py").exists()
+    assert tree.ini.read_bytes() == b"[pytest]\n"

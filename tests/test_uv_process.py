@@ -1,0 +1,85 @@
+"""uv as a child: found (package, then PATH), and never outliving a killed overlay."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from overlay.envs import uv_process
+from overlay.errors import EnvError
+
+SLOW_UV = """#!/bin/sh
+echo $$ > "{pids}"
+exec sleep 300
+"""
+DRIVER = """
+import sys
+from overlay.envs.uv_process import run_uv
+run_uv(sys.argv[1], ["pip", "sync"], quiet=False, what="syncs", hint="h")
+"""
+
+
+def test_find_uv_prefers_the_uv_package_then_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uv
+
+    assert uv_process.find_uv() == str(uv.find_uv_bin())
+    monkeypatch.setitem(sys.modules, "uv", None)  # the package missing: uv on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))
+    script = tmp_path / "uv"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    assert uv_process.find_uv() == str(script)
+    script.unlink()
+    with pytest.raises(EnvError, match="uv is not available"):
+        uv_process.find_uv()
+
+
+def test_a_failing_uv_is_an_error_with_its_output(tmp_path: Path) -> None:
+    script = tmp_path / "uv"
+    script.write_text("#!/bin/sh\necho 'no such version' >&2\nexit 2\n")
+    script.chmod(0o755)
+    with pytest.raises(EnvError) as info:
+        uv_process.run_uv(str(script), ["pip", "install", "x"], quiet=True, what="w", hint="h")
+    assert info.value.message == "`uv pip install` failed (exit code 2)"
+    assert (info.value.expected, info.value.found, info.value.hint) == (
+        "uv w",
+        "no such version",
+        "h",
+    )
+
+
+def alive(pid: int) -> bool:
+    """Wait (bounded) for a process to end; False once it has (a zombie counts as ended)."""
+    for _ in range(200):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; PDEATHSIG")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
+def test_uv_dies_with_the_overlay(tmp_path: Path, sig: signal.Signals) -> None:
+    pids = tmp_path / "pids"
+    script = tmp_path / "uv"
+    script.write_text(SLOW_UV.format(pids=pids))
+    script.chmod(0o755)
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(script)])
+    while not pids.exists() or not pids.read_text().strip():
+        assert driver.poll() is None
+        time.sleep(0.02)
+    child = int(pids.read_text())
+    driver.send_signal(sig)
+    assert driver.wait(timeout=60) == -sig  # it dies of the signal it got, as before
+    assert not alive(child), f"uv {child} outlived the overlay after {sig.name}"

@@ -1,0 +1,232 @@
+"""Every upstream verdict: tests (for the right reason), behaviour, retarget, readiness.
+
+The fake pytest runs are what :func:`overlay.upstream.upstream_tests.read_run` makes of
+pytest's output: the counts of its closing line and each test's JUnit end state and
+reason. Counting failures alone would pass several of them for the wrong reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from overlay.equivalence.verdict import Quality
+from overlay.upstream.facts import (
+    Action,
+    CaseMove,
+    CaseOutcome,
+    Counts,
+    Status,
+    TestResult,
+    TestRun,
+    TestState,
+    TextPlan,
+    parse_applied_upstream,
+)
+from overlay.upstream.verdicts import (
+    Outcome,
+    TestOutcome,
+    apply_behaviour,
+    behaviour_verdict,
+    decide_patch,
+    final_verdict,
+    flag_stale_header,
+    is_own_failure,
+    judge_tests,
+    readiness,
+)
+
+NODE = "backends/arm/test/passes/test_rewrite_conv_pass.py::test_fused_relu"
+OUT_VARIANTS = (
+    "RuntimeError: Missing out variants: {'quantized_decomposed::quantize_per_tensor',"
+    " 'quantized_decomposed::dequantize_per_tensor'}"
+)
+NO_OVERLOAD = (
+    "AttributeError: The underlying op of 'quantized_decomposed.quantize_per_tensor'"
+    " has no overload name 'out'"
+)
+GRID = (
+    "VGF: RuntimeError: grid_sampler rewrite only supports per-tensor int8 grids;"
+    " unsupported qparams should have been dequantized earlier"
+)
+
+
+def _side(*tests: tuple[TestState, str], problem: str = "") -> Counts:
+    """A pytest run whose tests ended as given (counts as its closing line would say)."""
+    results = tuple(
+        TestResult(f"{NODE}{n}", state, reason) for n, (state, reason) in enumerate(tests)
+    )
+    states = [t.state for t in results]
+    return Counts(
+        passed=states.count(TestState.PASSED),
+        failed=states.count(TestState.FAILED),
+        errors=states.count(TestState.ERROR),
+        skipped=states.count(TestState.SKIPPED),
+        tests=results,
+        problem=problem,
+    )
+
+
+PASSED = (TestState.PASSED, "")
+
+
+def _run(stock: Counts | None, patched: Counts) -> TestRun:
+    return TestRun("pytest ...", (NODE,), stock, patched, 1.0)
+
+
+FAILS = "fails before, passes after"
+CASES = {
+    "own assertion": (_side((TestState.FAILED, "assert 2 == 1")), FAILS),
+    "assertion with a message": (
+        _side((TestState.FAILED, "AssertionError: Output 0 does not match reference output")),
+        FAILS,
+    ),
+    "pytest.raises did not raise": (
+        _side((TestState.FAILED, "Failed: DID NOT RAISE <class 'ValueError'>")),
+        FAILS,
+    ),
+    "out variants not registered (torch 2.11)": (
+        _side((TestState.FAILED, OUT_VARIANTS)),
+        f"could not run: stock: {NODE}0: {OUT_VARIANTS}",
+    ),
+    "no overload 'out'": (_side((TestState.FAILED, NO_OVERLOAD)), "could not run: stock:"),
+    "collection error": (
+        _side((TestState.ERROR, "collection failure: ModuleNotFoundError: No module named 'x'")),
+        "could not run: stock:",
+    ),
+    "setup error": (
+        _side((TestState.ERROR, "setup: ImportError: no module named x")),
+        "could not run: stock:",
+    ),
+    "skipped": (_side((TestState.SKIPPED, "needs a GPU")), "could not run: stock:"),
+    "timeout": (_side((TestState.FAILED, "Failed: Timeout >900.0s")), "could not run: stock:"),
+    "pytest crashed": (
+        _side(problem="pytest exited with 4 and reported no test: ImportError conftest"),
+        "could not run: stock: pytest exited with 4",
+    ),
+    "nothing ran": (Counts(), "could not run: stock: no test ran"),
+    "one own failure, one registration error": (
+        _side((TestState.FAILED, "assert False"), (TestState.FAILED, OUT_VARIANTS)),
+        "could not run: stock:",
+    ),
+    "passes before": (_side(PASSED), "passes before"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fails_before_counts_only_the_tests_own_failures(name: str) -> None:
+    stock, expected = CASES[name]
+    verdict = judge_tests(_run(stock, _side(PASSED)), [])
+    assert verdict.text.startswith(expected) or verdict.outcome.value == expected, verdict
+
+
+def test_the_bugs_own_error_counts_as_failing_before() -> None:
+    stock = _side((TestState.FAILED, GRID.removeprefix("VGF: ")))
+    assert judge_tests(_run(stock, _side(PASSED)), [GRID]).outcome is (
+        TestOutcome.FAILS_BEFORE_PASSES_AFTER
+    )
+    assert judge_tests(_run(stock, _side(PASSED)), []).outcome is TestOutcome.COULD_NOT_RUN
+    assert is_own_failure("RuntimeError: grid_sampler rewrite only supports per-tensor", [GRID])
+    assert not is_own_failure(OUT_VARIANTS, [GRID])
+    assert not is_own_failure(OUT_VARIANTS, [""])  # an empty expected error matches nothing
+
+
+def test_after_must_pass_and_must_have_run() -> None:
+    stock = _side((TestState.FAILED, "assert 2 == 1"))
+    fails = judge_tests(_run(stock, _side((TestState.FAILED, "assert 2 == 1"))))
+    assert fails.outcome is TestOutcome.FAILS_AFTER and "assert 2 == 1" in fails.text
+    env = judge_tests(_run(stock, _side((TestState.ERROR, "setup: ImportError: x"))))
+    assert env.outcome is TestOutcome.COULD_NOT_RUN and env.text.startswith(
+        "could not run: patched"
+    )
+    assert judge_tests(_run(None, _side(PASSED))).outcome is TestOutcome.COULD_NOT_RUN
+
+
+def _case(name: str, stock: Quality, patched: Quality | None = None) -> CaseOutcome:
+    return CaseOutcome(name, stock, patched, None, "boom" if stock is Quality.FAILED else "")
+
+
+def test_decide_patch_by_behaviour() -> None:
+    right, failed = Quality.RIGHT, Quality.FAILED
+    fixed = decide_patch("p", "1.5.1", [_case("a", right)], [], kept=False)
+    assert fixed.outcome is Outcome.FIXED_ON_STOCK
+    assert fixed.text == "fixed upstream in 1.5.1: trigger cases now pass on stock (a)"
+    needed = decide_patch("p", "1.5.1", [_case("a", failed)], [], kept=False)
+    assert needed.outcome is Outcome.STILL_FAILS
+    none = decide_patch("p", "1.5.1", [], [_case("b", right)], kept=False)
+    assert none.outcome is Outcome.NO_BUG_TRIGGER
+    harmful = decide_patch("p", "1.2.0", [], [_case("b", right)], kept=True, regressions=["c"])
+    assert harmful.outcome is Outcome.REGRESSION and harmful.regressions == ("c",)
+    works = decide_patch("p", "1.5.1", [_case("a", failed, right)], [], kept=True)
+    assert works.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    regress = decide_patch(
+        "p", "1.5.1", [_case("a", failed, right)], [], kept=True, regressions=["c"]
+    )
+    assert regress.outcome is Outcome.REGRESSION
+    silent = _run(_side(PASSED), _side(PASSED))
+    untested = decide_patch("p", "1.5.1", [_case("a", failed, right)], [], kept=True, test=silent)
+    assert untested.outcome is Outcome.STILL_FAILS  # its test passes on stock: it tests nothing
+
+
+def test_a_test_that_could_not_run_makes_the_patch_not_ready() -> None:
+    broken = _run(_side((TestState.FAILED, OUT_VARIANTS)), _side((TestState.FAILED, OUT_VARIANTS)))
+    found = decide_patch("p", "1.5.1", [_case("a", Quality.WRONG, Quality.RIGHT)], [], kept=True,
+                         test=broken)  # fmt: skip
+    assert found.outcome is Outcome.COULD_NOT_RUN
+    assert "but its upstream test could not run: stock:" in found.text
+    assert found.test_verdict is not None and "Missing out variants" in found.test_verdict.text
+    verdict = behaviour_verdict("1.5.1", parse_applied_upstream(""), found)
+    assert (verdict.action, verdict.needs_upstream) == ("blocked", True)
+    assert verdict.text.startswith("not sent (port 1.5.1): fails on stock 1.5.1")
+    plan = TextPlan("p", Status.CONFLICT, "", Action.PORTED, "port 1.5.1", {"x.py": ""})
+    problems = readiness([final_verdict(plan, found, "1.5.1")], [], behaviour_checked=True)
+    assert problems == (f"p: {found.text}",)
+    fixed = _run(_side((TestState.FAILED, "assert 1 == 0")), _side(PASSED))
+    good = decide_patch(
+        "p", "1.5.1", [_case("a", Quality.WRONG, Quality.RIGHT)], [], kept=True, test=fixed
+    )
+    assert good.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    assert readiness([final_verdict(plan, good, "1.5.1")], [], behaviour_checked=True) == ()
+
+
+def test_final_verdict_trusts_behaviour_and_flags_disagreements() -> None:
+    plan = TextPlan("p", Status.OFFSET, "+1 lines", Action.CARRIED, "pinned", {"x.py": "x"})
+    gone = decide_patch("p", "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
+    verdict = final_verdict(plan, gone, "1.5.1")
+    assert verdict.action is Action.DROP
+    assert "redundant" in verdict.flags[0]
+    dropped = TextPlan("p", Status.CONFLICT, "", Action.DROP, "Applied-Upstream: 1.3.0")
+    still = decide_patch("p", "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
+    verdict = final_verdict(dropped, still, "1.5.1")
+    assert verdict.action is Action.CONFLICT
+    assert verdict.flags[0].startswith("text says drop")
+    unknown = final_verdict(plan, None, "1.5.1", registered=False)
+    assert unknown.text == "carried (pinned); behaviour not checked"
+    assert unknown.flags == ("no fix module in overlay/fixes/: no trigger cases to check",)
+    assert apply_behaviour(plan, gone).action is Action.DROP
+    assert apply_behaviour(plan, still) is plan
+
+
+def test_a_kept_patch_whose_header_names_an_upstream_fix_is_flagged() -> None:
+    plan = TextPlan("p", Status.OFFSET, "+1 lines", Action.CARRIED, "pinned", {"x.py": "x"})
+    found = decide_patch("p", "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True)
+    verdict = final_verdict(plan, found, "1.5.1")
+    assert verdict.action is Action.CARRIED
+    stale = parse_applied_upstream("1.3.0, commit:abc")
+    flagged = flag_stale_header(verdict, stale, "1.5.1")
+    assert flagged.flags[-1].startswith("kept on 1.5.1, yet its header says Applied-Upstream")
+    assert flag_stale_header(verdict, stale, "1.2.5") == verdict  # fixed only later
+    assert flag_stale_header(verdict, parse_applied_upstream(""), "1.5.1") == verdict
+
+
+def test_readiness_names_every_problem() -> None:
+    conflict = TextPlan("c", Status.CONFLICT, "", Action.CONFLICT, "3-way merge", {},
+                        ("x.py: conflict 1 at line 3",))  # fmt: skip
+    verdict = final_verdict(conflict, None, "1.5.1")
+    lost = CaseMove("case", "right", "wrong", ("numerics",), "upstream change", "")
+    problems = readiness([verdict], [lost], behaviour_checked=False, other=["locks: uv failed"])
+    assert problems == (
+        "locks: uv failed",
+        "c: conflict (x.py: conflict 1 at line 3)",
+        "behaviour not checked (--no-behaviour): not promotable",
+        "case: right with the pinned build, wrong now",
+    )
