@@ -25,6 +25,7 @@ import fake_uv
 import pytest
 
 from overlay import _mutex
+from overlay.dist import wheelzip
 from overlay.envs import uv_process, venvs
 from overlay.envs.stamp import (
     STAMP_FILE,
@@ -419,25 +420,21 @@ def test_a_sync_stopped_anywhere_is_repaired_by_running_it_again(
 
 def tiny_wheels(folder: Path, count: int, files: int) -> dict[str, str]:
     """Write ``count`` wheels of ``files`` modules each; return their ``name==ver --hash`` lines."""
-    from wheel.wheelfile import WheelFile
-
     folder.mkdir()
     lines = {}
     for index in range(count):
         name = f"overlaytest_{index:02}"
         path = folder / f"{name}-1.0-py3-none-any.whl"
-        with WheelFile(path, "w") as archive:
-            for number in range(files):
-                archive.writestr(f"{name}/m{number:03}.py", "X = 1\n" * 200)
-            archive.writestr(f"{name}/core.py", "X = 1\n")
-            info = f"{name}-1.0.dist-info"
-            archive.writestr(
-                f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
-            )
-            archive.writestr(
-                f"{info}/WHEEL",
-                "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-            )
+        info = f"{name}-1.0.dist-info"
+        members = {f"{name}/m{number:03}.py": b"X = 1\n" * 200 for number in range(files)}
+        members[f"{name}/core.py"] = b"X = 1\n"
+        members[f"{info}/METADATA"] = (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()
+        )
+        members[f"{info}/WHEEL"] = (
+            b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheelzip.write_files(path, members)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         lines[name.replace("_", "-")] = f"{name}==1.0 --hash=sha256:{digest}"
     return lines
