@@ -31,7 +31,15 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.verdict import BC, decide
 from overlay.errors import OverlayError
 from overlay.fixes import overview
-from overlay.fixes.model import DeclaredDivergence, DiffOnly, Effect, Fix, RuntimeForm, Trigger
+from overlay.fixes.model import (
+    DeclaredDivergence,
+    DiffOnly,
+    DivergenceKind,
+    Effect,
+    Fix,
+    RuntimeForm,
+    Trigger,
+)
 from overlay.text.series import load_series
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,10 +174,19 @@ def test_the_claim_listing_shows_the_toy_trigger(
 def test_divergences_are_declared_per_line() -> None:
     (seed,) = fixes.by_number(3).divergences["1.2.0"]
     assert seed.id == "seed-stale-grouped-transpose-check"
-    assert fixes.declared_divergences("1.2.0") == (seed,)
-    assert fixes.declared_divergences("1.2.0+armfix.abc") == (seed,)
+    on_120 = fixes.declared_divergences("1.2.0")
+    assert seed in on_120 and fixes.declared_divergences("1.2.0+armfix.abc") == on_120
+    improved = {d.item.name for d in on_120 if d.kind is DivergenceKind.IMPROVEMENT}
+    assert improved == {  # what the seed monkey-patch lacks on 1.2.0 (fixes 1, 5 and 6)
+        "conv_a16w8_int16",
+        "zoo_grid_warp_a16w8_int16",
+        "zoo_grid_warp_int16_grid_int16",
+        "zoo_grid_warp_a16w8_intfp16",
+        "grid_warp_a16w8_vgf",
+        "max_pool2d_default_stride",
+    }
     assert fixes.declared_divergences("1.5.1") == ()
-    assert fixes.declared_divergences() == fixes.DECLARED_DIVERGENCES == (seed,)
+    assert fixes.declared_divergences() == fixes.DECLARED_DIVERGENCES == on_120
     # the verdict reads them for the release it ran: the seed's observation is declared on
     # 1.2.0 only
     seen = ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", seed.b_error_contains, P))
@@ -224,7 +241,7 @@ def test_validation_accepts_the_toy_fix(tmp_path: Path) -> None:
 
 _FORM = RuntimeForm(toy_fix.REPO_PATH, "Answer", "value", lambda m, o: o)
 _DIFF = DiffOnly("a constant")
-_SEED = fixes.DECLARED_DIVERGENCES[0]
+_SEED = fixes.by_number(3).divergences["1.2.0"][0]
 
 
 @pytest.mark.parametrize(

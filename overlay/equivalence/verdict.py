@@ -49,7 +49,7 @@ from overlay.equivalence.protocol import (
     Stage,
     TargetState,
 )
-from overlay.fixes import DeclaredDivergence
+from overlay.fixes import DeclaredDivergence, DivergenceKind
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
 DEFAULT_TOLERANCE: dict[str | None, float] = {None: 0.01, "a8w8": 0.05, "a16w8": 0.05}
@@ -81,6 +81,7 @@ class BC(enum.StrEnum):
 
     AGREE = "agree"
     DECLARED = "declared"
+    IMPROVED = "improved"  # a declared improvement: (c) right where (b) is not
     UNDECLARED = "undeclared"
     INCOMPLETE = "incomplete"  # a path did not finish (worker timeout or crash)
 
@@ -471,6 +472,10 @@ def check_expectation(
     return None
 
 
+def _all_right(targets: Mapping[str, Quality]) -> bool:
+    return all(q is Quality.RIGHT for q in targets.values())
+
+
 def decide(
     item: ItemId,
     info: CaseInfo | ProbeInfo,
@@ -492,19 +497,24 @@ def decide(
     vgf = isinstance(info, CaseInfo) and info.targets_vgf
     harness = any(r.error is not None and r.error.stage is Stage.HARNESS for r in results.values())
     bc_diffs = compare(b, c)
+    targets = {p: target_qualities(r, limit) for p, r in results.items()}
     declared_id = None
     if harness:
         bc = BC.INCOMPLETE
     elif not bc_diffs:
         bc = BC.AGREE
     else:
-        match = next((d for d in declared if d.matches(item, b, c)), None)
-        bc = BC.DECLARED if match is not None else BC.UNDECLARED
-        declared_id = match.id if match is not None else None
+        improves = _all_right(targets[PathId.PATCHED]) and not _all_right(targets[PathId.RUNTIME])
+        match = next((d for d in declared if d.matches(item, b, c, improves=improves)), None)
+        if match is None:
+            bc = BC.UNDECLARED
+        else:
+            improvement = match.kind is DivergenceKind.IMPROVEMENT
+            bc = BC.IMPROVED if improvement else BC.DECLARED
+            declared_id = match.id
     ab_diffs = compare(a, b)
     ab = classify(item, a, b, limit)
     attributed = fix if ab is not AB.SAME else None
-    targets = {p: target_qualities(r, limit) for p, r in results.items()}
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
     return Verdict(
         item=item,

@@ -25,6 +25,7 @@ from overlay.errors import OverlayError
 from overlay.fixes.model import (
     DeclaredDivergence,
     DiffOnly,
+    DivergenceKind,
     Effect,
     Fix,
     RuntimeForm,
@@ -42,6 +43,7 @@ __all__ = [
     "REGISTRY",
     "DeclaredDivergence",
     "DiffOnly",
+    "DivergenceKind",
     "Effect",
     "Fix",
     "Registry",

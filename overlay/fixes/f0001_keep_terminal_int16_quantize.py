@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.equivalence.protocol import ItemId, ItemKind
+from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote, improvements
 
 
 def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
@@ -102,6 +103,23 @@ FIX = Fix(
                 " quantized and the grid-sampler rewrite refuses it; the 1.5.1 port dequantizes"
                 " it in InsertGridSamplerGridDequantPass",
             ),
+        ),
+    },
+    divergences={
+        "1.2.0": improvements(
+            "fix-1-int-only",
+            tuple(
+                ItemId(ItemKind.CASE, name)
+                for name in (
+                    "conv_a16w8_int16",
+                    "zoo_grid_warp_a16w8_int16",
+                    "zoo_grid_warp_int16_grid_int16",
+                )
+            ),
+            "a runtime patch with the first fix 1 (the seed's) keeps an int16 quantize at a"
+            " partition's output on INT-only specs too, where it cannot be lowered: TOSA, VGF"
+            " and Ethos-U lowering fail where stock lowers; the diffs keep it only where the"
+            " spec has FP",
         ),
     },
     upstream=UpstreamNote(

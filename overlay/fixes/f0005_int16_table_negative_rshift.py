@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.equivalence.protocol import ItemId, ItemKind
+from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote, improvements
 
 TABLE_OPS = "backends/arm/_passes/insert_table_ops.py"
 
@@ -84,6 +85,21 @@ FIX = Fix(
                 "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock's tanh outputs 0"
                 " (TOSA and executed VGF about 60% of the range off), right with the fix",
             ),
+        ),
+    },
+    divergences={
+        "1.2.0": improvements(
+            "fix-5-int16-table",
+            tuple(
+                ItemId(ItemKind.CASE, name)
+                for name in (
+                    "zoo_grid_warp_a16w8_intfp16",
+                    "zoo_grid_warp_a16w8_int16",
+                    "grid_warp_a16w8_vgf",
+                )
+            ),
+            "a runtime patch without fix 5 (the seed) keeps 1.2.0's int16 TABLE of tanh, all"
+            " zeros: the grid positions are wrong (about 60-75% of the output's range)",
         ),
     },
     upstream=UpstreamNote(

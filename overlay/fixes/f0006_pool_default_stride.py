@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.equivalence.protocol import ItemId, ItemKind
+from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote, improvements
 
 SUPPORT = "backends/arm/operator_support/pool_2d_support.py"
 DECOMPOSE = "backends/arm/_passes/decompose_maxpool2d_with_dilation_pass.py"
@@ -105,6 +106,14 @@ FIX = Fix(
                 "F.max_pool2d(x, 2): stock's partitioner raises IndexError (it reads the"
                 " absent stride); with the fix it lowers as F.max_pool2d(x, 2, 2)",
             ),
+        ),
+    },
+    divergences={
+        "1.2.0": improvements(
+            "fix-6-pool-stride",
+            (ItemId(ItemKind.CASE, "max_pool2d_default_stride"),),
+            "a runtime patch without fix 6 (the seed) meets 1.2.0's IndexError on a"
+            " max_pool2d whose stride is left out",
         ),
     },
     upstream=UpstreamNote(
