@@ -161,6 +161,12 @@ def test_the_probe_script_reports_what_torch_lacks(tmp_path: Path) -> None:
         "class _C:\n    @staticmethod\n    def _jit_get_schemas_for_operator(name):\n"
         "        return [_S(''), _S('out')] if 'dequantize' in name else [_S('')]\n"
     )
+    # and a fake executorch whose kernel library does not import, whatever this env holds
+    kernels = fake / "executorch" / "kernels" / "quantized"
+    kernels.mkdir(parents=True)
+    for folder in (fake / "executorch", fake / "executorch" / "kernels"):
+        (folder / "__init__.py").write_text("")
+    (kernels / "__init__.py").write_text("raise ImportError('no kernels here')\n")
     import subprocess
 
     done = subprocess.run(
@@ -176,7 +182,7 @@ def test_the_probe_script_reports_what_torch_lacks(tmp_path: Path) -> None:
         "quantized_decomposed::quantize_per_tensor.out",
         "quantized_decomposed::quantize_per_channel.out",
     ]
-    assert data["load_error"].startswith("executorch.kernels.quantized does not import")
+    assert data["load_error"] == "executorch.kernels.quantized does not import: no kernels here"
 
 
 def test_confirm_runtime_rejects_a_torch_whose_kernels_do_not_load(
