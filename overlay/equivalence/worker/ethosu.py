@@ -63,11 +63,15 @@ def capture_estimates(into: list[VelaEstimate]) -> Iterator[None]:
     original = backend.vela_compile
 
     def compile_and_read(
-        tosa: bytes, args: list[str], verbose: bool = False, intermediate_path: str | None = None
+        tosa: bytes,
+        args: list[str],
+        verbose: bool = False,
+        intermediate_path: str | None = None,
+        **more: Any,  # arguments newer releases add (1.5.1: block_placements), passed on
     ) -> bytes:
         with tempfile.TemporaryDirectory(prefix="overlay-vela-") as tmp:
             folder = intermediate_path or tmp
-            data: bytes = original(tosa, args, verbose, intermediate_path=folder)
+            data: bytes = original(tosa, args, verbose, intermediate_path=folder, **more)
             summaries = sorted((Path(folder) / "output").glob("*_summary_*.csv"))
             if summaries:
                 into.append(read_summary(summaries[-1]))
