@@ -317,7 +317,7 @@ def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
     built = [
         f for fix in _toy_registry().fixes for line in fix.runtime for f in fix.runtime_forms(line)
     ]
-    assert len(built) == 8  # fixes 1-5 one each, fix 6 two, the toy one
+    assert len(built) == 10  # 1.2.0: fixes 1-5 one each, fix 6 two; 1.5.1: 1, 3; the toy
     for form in built:
         replacement = _replacement(form.build)
         doc = ast.get_docstring(replacement) or ""

@@ -66,17 +66,89 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     return staticmethod(is_foldable)
 
 
+def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
+    """Build 1.5.1's replacement of ``InsertGridSamplerGridDequantPass.call``."""
+    import torch
+
+    grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
+
+    def folded_quantized_grids(graph_module: Any) -> list[tuple[Any, Any, Any]]:
+        readers: dict[Any, list[Any]] = {}  # grid node -> grid qparams of each sampler
+        for node in graph_module.graph.nodes:
+            if node.op != "call_function" or node.target != grid_sampler:
+                continue
+            grid = node.args[1]
+            if isinstance(grid, torch.fx.Node):
+                readers.setdefault(grid, []).append(node.meta.get("input_qparams", {}).get(1))
+        found = []
+        for grid, qparams in readers.items():
+            grid_val = grid.meta["val"]
+            if not grid_val.dtype.is_floating_point or any(q is None for q in qparams):
+                continue
+            dtypes = {q.dtype for q in qparams}
+            if len(dtypes) == 1:
+                found.append((grid, grid_val, dtypes.pop()))
+        return found
+
+    def call(self: Any, graph_module: Any) -> Any:
+        """Run 1.5.1's method with the port's change around it.
+
+        Example: a16w8 conv -> tanh -> permute -> grid_sample, lowered for VGF on
+        TOSA-1.0+INT+FP+int16 (corpus ``grid_warp_a16w8_vgf``). FoldAndAnnotateQParamsPass folds
+        the permute's q/dq and records the int16 grid qparams on the sampler
+        (``input_qparams[1]``), but the permute's fake tensor is still float32, so 1.5.1's
+        ``call`` skips the grid as "float"; the int16 grid reaches
+        RewriteGridSamplerToTosaCustomPass: ``RuntimeError: grid_sampler rewrite only supports
+        per-tensor int8 grids; unsupported qparams should have been dequantized earlier``.
+
+        Becomes: before the 1.5.1 ``call`` runs, every sampler grid whose fake tensor is float
+        but whose sampler holds grid qparams gets a fake tensor of the qparams' dtype
+        (``val.to(qparams.dtype)``, as the port does); the original then sees a quantized grid
+        and does what it does for one: keeps a per-tensor int8 grid on the sampler path, else
+        inserts ``dequantize_per_tensor(grid, scale, zp, qmin, qmax, int16)`` (fake tensor
+        float32, from the integer one) and drops ``input_qparams[1]``, or rejects per-channel
+        qparams. The grid's own fake tensor is put back afterwards (the port never changes it),
+        also when the original raises. Float grids without qparams and integer grids reach the
+        original unchanged. The fake tensor belongs to the grid node, not to one sampler: a grid
+        read by several samplers is retyped only when every one of them holds grid qparams of
+        one dtype, else it is left as 1.5.1 leaves it.
+        """
+        folded = folded_quantized_grids(graph_module)
+        for grid, grid_val, dtype in folded:
+            grid.meta["val"] = grid_val.to(dtype)
+        try:
+            return original(self, graph_module)
+        finally:
+            for grid, grid_val, _ in folded:
+                grid.meta["val"] = grid_val
+
+    return call
+
+
+GRID_DEQUANT = "backends/arm/vgf/_passes/insert_grid_sampler_grid_dequant_pass.py"
+
+
 FIX = Fix(
     number=1,
     patch="0001-keep-terminal-int16-quantize.patch",
     title="keep terminal int16 quantize nodes unfolded where the spec has FP",
-    repo_paths=("backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",),
+    repo_paths=(
+        "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",
+        GRID_DEQUANT,  # the 1.5.1 port, and its test
+        "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+    ),
     runtime={
         "1.2.0": RuntimeForm(
             repo_path="backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",
             owner="FoldAndAnnotateQParamsPass",
             attribute="is_foldable",
             build=keep_terminal_int16_quantize,
+        ),
+        "1.5.1": RuntimeForm(
+            repo_path=GRID_DEQUANT,
+            owner="InsertGridSamplerGridDequantPass",
+            attribute="call",
+            build=dequantize_folded_int16_grids,
         ),
     },
     claims={
