@@ -366,7 +366,7 @@ def test_an_expected_breakage_holds_only_for_the_releases_it_was_measured_on() -
 
 def test_a_declared_improvement_holds_only_where_c_is_right_and_b_is_not() -> None:
     info = CaseInfo("warp", "TOSA-1.0+INT+int16", "a16w8")
-    (improvement,) = fixes.model.improvements("fix-5", (info.item,), "the seed lacks fix 5")
+    (improvement,) = fixes.model.improvements(5, "fix-5", (info.item,), "the seed lacks fix 5")
     right = lowered(measured(0.0, math.inf, digest="r"))
     failed = ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "x", Stage.LOWER))
     for b in (lowered(WRONG_GRID), failed):
@@ -382,3 +382,22 @@ def test_a_declared_improvement_holds_only_where_c_is_right_and_b_is_not() -> No
     elsewhere = CaseInfo("other", "TOSA-1.0+INT+int16", "a16w8")
     results = {A: lowered(WRONG_GRID), B: lowered(WRONG_GRID), C: right}
     assert decide(elsewhere.item, elsewhere, results, None, [improvement]).bc is BC.UNDECLARED
+
+
+def test_where_b_lacks_the_fix_its_claim_is_judged_on_a_vs_c() -> None:
+    info = corpus.info("max_pool2d_default_stride")  # fix 6 claims 'fixed' on 1.2.0
+    right = lowered(measured(0.0, math.inf))
+    index = ItemResult(RunStatus.FAIL, error=ErrorInfo("IndexError", "out of range", Stage.LOWER))
+    results = {A: index, B: index, C: right}  # the seed as (b) has no fix 6
+    declared = fixes.declared_divergences("1.2.0")
+    held = decide(info.item, info, results, None, declared, version="1.2.0")
+    assert (held.bc, held.ab, held.claim_problem, held.failures) == (BC.IMPROVED, AB.SAME, None, [])
+    (other,) = fixes.model.improvements(5, "x", (info.item,), "declared by another fix")
+    wrong = decide(info.item, info, results, None, [other], version="1.2.0")
+    assert wrong.bc is BC.IMPROVED
+    assert wrong.claim_problem == (
+        f"fix 6 claims 'fixed by patch 6' ({fixes.triggers_of(info.name, '1.2.0')[0][1].why}),"
+        " found 'fixed by patch None'"
+    )
+    worse = {A: right, B: index, C: right}  # (a) right: the fix changes nothing on (c)
+    assert decide(info.item, info, worse, None, declared, version="1.2.0").claim_problem

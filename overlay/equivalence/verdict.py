@@ -379,6 +379,22 @@ def check_claim(item: ItemId, ab: AB, fix: int | None, version: str | None = Non
     return "; ".join(problems) or None
 
 
+def claim_on_patched(
+    item: ItemId, ac: AB, improving: Iterable[DeclaredDivergence], version: str | None
+) -> str | None:
+    """Check a claim on (a) vs (c) where (b) lacks the fix, as an improvement declares.
+
+    Example: the seed as (b) on 1.2.0 lacks fix 5, so ``zoo_grid_warp_a16w8_int16`` is
+    wrong on (a) and (b), right on (c); fixes 1 and 5 both declare the improvement there.
+    Becomes: fix 5's claim 'fixed by patch 5' holds when (a) vs (c) is 'fixed' and fix 5 is
+    one of the fixes declaring the improvement.
+    """
+    numbers = {d.fix for d in improving}
+    claimed = [entry.number for entry, _ in fixes.triggers_of(item.name, version)]
+    fix = next((n for n in claimed if n in numbers), None)
+    return check_claim(item, ac, fix, version)
+
+
 def needs_attribution(results: Mapping[PathId, ItemResult]) -> bool:
     """Return True when (a) and (b) differ, so the difference must be pinned to one fix."""
     return bool(compare(results[PathId.STOCK], results[PathId.RUNTIME]))
@@ -505,16 +521,21 @@ def decide(
         bc = BC.AGREE
     else:
         improves = _all_right(targets[PathId.PATCHED]) and not _all_right(targets[PathId.RUNTIME])
-        match = next((d for d in declared if d.matches(item, b, c, improves=improves)), None)
-        if match is None:
-            bc = BC.UNDECLARED
-        else:
-            improvement = match.kind is DivergenceKind.IMPROVEMENT
+        matches = [d for d in declared if d.matches(item, b, c, improves=improves)]
+        if matches:
+            improvement = matches[0].kind is DivergenceKind.IMPROVEMENT
             bc = BC.IMPROVED if improvement else BC.DECLARED
-            declared_id = match.id
+            declared_id = matches[0].id
+        else:
+            bc = BC.UNDECLARED
     ab_diffs = compare(a, b)
     ab = classify(item, a, b, limit)
     attributed = fix if ab is not AB.SAME else None
+    if bc is BC.IMPROVED:
+        # (b) lacks the fix here, as declared: the fix's claim is judged on (a) vs (c)
+        claim = claim_on_patched(item, classify(item, a, c, limit), matches, version)
+    else:
+        claim = check_claim(item, ab, attributed, version)
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
     return Verdict(
         item=item,
@@ -527,7 +548,7 @@ def decide(
         ab_diffs=ab_diffs,
         fix=attributed,
         quality={p: quality(r, limit, vgf=vgf) for p, r in results.items()},
-        claim_problem=None if harness else check_claim(item, ab, attributed, version),
+        claim_problem=None if harness else claim,
         targets=targets,
         findings=found,
         expectation_problem=None if harness else check_expectation(info, found, version),

@@ -179,6 +179,7 @@ FIX = Fix(
     },
     divergences={
         "1.2.0": improvements(
+            1,
             "fix-1-int-only",
             tuple(
                 ItemId(ItemKind.CASE, name)

@@ -89,6 +89,7 @@ FIX = Fix(
     },
     divergences={
         "1.2.0": improvements(
+            5,
             "fix-5-int16-table",
             tuple(
                 ItemId(ItemKind.CASE, name)

@@ -110,6 +110,7 @@ FIX = Fix(
     },
     divergences={
         "1.2.0": improvements(
+            6,
             "fix-6-pool-stride",
             (ItemId(ItemKind.CASE, "max_pool2d_default_stride"),),
             "a runtime patch without fix 6 (the seed) meets 1.2.0's IndexError on a"

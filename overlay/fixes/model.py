@@ -131,6 +131,7 @@ class DeclaredDivergence:
     b_error_contains: str
     reason: str
     kind: DivergenceKind = DivergenceKind.EQUIVALENT
+    fix: int | None = None  # an IMPROVEMENT: the fix the runtime patch lacks
 
     def matches(self, item: ItemId, b: ItemResult, c: ItemResult, *, improves: bool) -> bool:
         """Return True when this item's (b)/(c) difference is the one declared.
@@ -153,16 +154,18 @@ class DeclaredDivergence:
 
 
 def improvements(
-    name: str, items: tuple[ItemId, ...], reason: str
+    fix: int, name: str, items: tuple[ItemId, ...], reason: str
 ) -> tuple[DeclaredDivergence, ...]:
-    """Declare that the diffs are right on ``items`` where a runtime patch without the fix is not.
+    """Declare the diffs right on ``items`` where a runtime patch without fix ``fix`` is not.
 
     Example: the seed monkey-patch as path (b) on 1.2.0 lacks fix 5, so the a16w8 tanh of
     ``zoo_grid_warp_a16w8_int16`` is wrong on (b) and right on (c).
     Becomes: one IMPROVEMENT per item, ``<name>:<item name>``, shown with ``reason``.
     """
     return tuple(
-        DeclaredDivergence(f"{name}:{item.name}", item, "", "", reason, DivergenceKind.IMPROVEMENT)
+        DeclaredDivergence(
+            f"{name}:{item.name}", item, "", "", reason, DivergenceKind.IMPROVEMENT, fix
+        )
         for item in items
     )
 
