@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))  # the overlay's line finder and cache rule (stdli
 
 from overlay import lines  # noqa: E402
 from overlay._cache import cache_dir  # noqa: E402
-from overlay._hashing import sha256_bytes  # noqa: E402
+from overlay._hashing import sha256_bytes, tree_digest  # noqa: E402
 from overlay.errors import OverlayError  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
@@ -239,12 +239,38 @@ def equivalence(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+def _sources_digest() -> str:
+    """Return a sha256 over every file of overlay/ and tests/ (names and bytes)."""
+    files = [
+        path
+        for folder in ("overlay", "tests")
+        for path in (ROOT / folder).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    ]
+    return tree_digest(ROOT, files)
+
+
 @nox.session(python=PYTHON, default=False)
 def mutants(session: nox.Session) -> None:
-    """Break the code once per mutation (tests/mutants.py); every one must turn the tests red."""
+    """Mutation testing of the core with mutmut ([tool.mutmut], docs/mutation.md).
+
+    The selected tests run once unmutated (red: stop), then mutmut runs them against each
+    mutant in a fresh ./mutants/ copy; tests/mutation_survivors.py fails the session when a
+    survivor is not reviewed or the score is under its floor. ``-- --max-children 1`` is
+    passed to ``mutmut run``. The checkout's sources are checked unchanged afterwards.
+    """
     _install_overlay(session, "[dev]")
-    session.install("uv")
-    session.run("python", "tests/mutants.py")
+    settings = PYPROJECT["tool"]["mutmut"]
+    selection = [*settings["pytest_add_cli_args"], *settings["pytest_add_cli_args_test_selection"]]
+    session.run("pytest", *selection)  # the baseline: mutants of a red suite mean nothing
+    before = _sources_digest()
+    shutil.rmtree(ROOT / "mutants", ignore_errors=True)  # no stale results or test copies
+    try:
+        session.run("mutmut", "run", *session.posargs)
+    finally:
+        if _sources_digest() != before:
+            session.error("overlay/ or tests/ changed during the mutation run")
+    session.run("python", "tests/mutation_survivors.py")
 
 
 @nox.session(python=PYTHON, default=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
 _CHUNK = 1 << 20
@@ -21,6 +22,19 @@ def sha256_file(path: Path) -> str:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def tree_digest(root: Path, files: Iterable[Path] | None = None) -> str:
+    """Return a sha256 over ``files`` (default: every ``.py`` under ``root``): names and bytes.
+
+    Names are relative to ``root``, so the digest does not depend on where the tree is.
+    """
+    chosen = sorted(root.rglob("*.py")) if files is None else sorted(files)
+    total = hashlib.sha256()
+    for path in chosen:
+        total.update(path.relative_to(root).as_posix().encode() + b"\0")
+        total.update(hashlib.sha256(path.read_bytes()).digest())
+    return total.hexdigest()
 
 
 def record_digest(data: bytes) -> str:

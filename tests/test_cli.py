@@ -6,6 +6,7 @@ import argparse
 import ast
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -104,14 +105,43 @@ def test_only_the_cli_prints() -> None:
 
 
 def test_the_tests_import_the_installed_package() -> None:
-    import importlib.metadata
-    import json
+    """``overlay`` is what its installation says, and it is these tests' own code.
 
+    A wheel install (nox): the package is the installed files, never the checkout, and they
+    hold exactly the checkout's sources (a stale install would test old code). An editable
+    install: the package is the checkout the install points at, and that is the checkout
+    these tests belong to (not another clone). Under mutmut (``nox -s mutants``): the
+    mutated copy beside these tests in ``mutants/``.
+    """
+    import importlib.metadata
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    package = Path(overlay.__file__).resolve().parent
+    if "MUTANT_UNDER_TEST" in os.environ:  # set by mutmut for every run it makes
+        assert ROOT.name == "mutants"
+        assert package == ROOT / "overlay"
+        return
     dist = importlib.metadata.distribution("executorch-arm-overlay")
     direct = json.loads(dist.read_text("direct_url.json") or "{}")
     if direct.get("dir_info", {}).get("editable"):
-        pytest.skip("an editable install runs from the checkout by design")
-    assert not Path(overlay.__file__).resolve().is_relative_to(ROOT / "overlay")
+        assert Path(url2pathname(urlparse(direct["url"]).path)).resolve() == ROOT
+        assert package == ROOT / "overlay"
+        return
+    # The installed files, never the checkout's sources (a nox venv may live inside the checkout).
+    assert not package.is_relative_to(ROOT / "overlay")
+    assert package.parent.name == "site-packages"
+    installed = {
+        str(f): f.read_binary()
+        for f in dist.files or ()
+        if f.parts[0] == "overlay" and f.suffix == ".py" and f.parts[1] != "patches"
+    }
+    assert Path(str(dist.locate_file("overlay/__init__.py"))).resolve() == package / "__init__.py"
+    checkout = {
+        p.relative_to(ROOT).as_posix(): p.read_bytes() for p in (ROOT / "overlay").rglob("*.py")
+    }
+    assert installed.keys() == checkout.keys()
+    assert [name for name in installed if installed[name] != checkout[name]] == []
 
 
 def _synthetic(tmp_path: Path) -> tuple[Path, Path]:

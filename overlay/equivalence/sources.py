@@ -14,25 +14,16 @@ stock and patched environments, the controller in its own.
 from __future__ import annotations
 
 import ast
-import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from overlay._hashing import tree_digest
 
 # What a worker process runs: the lowering process and the environment description.
 WORKER_ENTRY_POINTS = ("overlay.equivalence.worker.__main__", "overlay.equivalence.worker.envinfo")
 
 
-def digest(root: Path, files: Iterable[Path] | None = None) -> str:
-    """Return a sha256 over ``files`` (default: every ``.py`` under ``root``): names and bytes.
-
-    Names are relative to ``root``, so the digest does not depend on where the tree is.
-    """
-    chosen = sorted(root.rglob("*.py")) if files is None else sorted(files)
-    total = hashlib.sha256()
-    for path in chosen:
-        total.update(path.relative_to(root).as_posix().encode() + b"\0")
-        total.update(hashlib.sha256(path.read_bytes()).digest())
-    return total.hexdigest()
+digest = tree_digest  # the one digest of "the sources of a package" (overlay._hashing)
 
 
 def _module_file(root: Path, name: str) -> Path | None:
