@@ -334,17 +334,41 @@ def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
     checkout = lines.all_lines(ROOT / "patches")
     table = overview.table(registry, (*checkout, *lines.all_lines(toy_fix.write_lines(tmp_path))))
     rows = table.splitlines()
-    assert rows[0].startswith("| fix | patch | 1.2.0 | 9.9.0 | 9.10.0 | claims |")
+    assert rows[0].startswith("| fix | patch | 1.2.0 | 1.5.1 | 9.9.0 | 9.10.0 | claims |")
     toy = next(r for r in rows if r.startswith("| 99 |"))
     assert toy == (
-        "| 99 | `0099-toy-answer-is-42`: the answer is 42 | - | runtime `Answer.value` |"
-        " diff only | 9.9.0: conv_relu_int8 (changed) | - |"
+        "| 99 | `0099-toy-answer-is-42`: the answer is 42 | - | - | carried; runtime"
+        " `Answer.value` | carried; diff only | 9.9.0: conv_relu_int8 (changed) | - |"
     )
     one = next(r for r in rows if r.startswith("| 1 |"))
-    assert "| runtime `FoldAndAnnotateQParamsPass.is_foldable` | - | - |" in one
+    assert (
+        "| carried; runtime `FoldAndAnnotateQParamsPass.is_foldable` | ported; runtime"
+        " `InsertGridSamplerGridDequantPass.call` | - | - |"
+    ) in one
+    four = next(r for r in rows if r.startswith("| 4 |"))
+    assert (
+        "| carried; runtime `ToTosaMemoryFormatPass.insert_input_transpose` | dropped | - |" in four
+    )
     assert "1.5.1: grid_warp_a16w8_vgf (fixed)" in one
     three = next(r for r in rows if r.startswith("| 3 |"))
     assert three.endswith("| 1.2.0: seed-stale-grouped-transpose-check |")
+
+
+def test_the_lines_table_gives_each_lines_evidence() -> None:
+    rows = overview.evidence_table(fixes.REGISTRY, lines.all_lines(ROOT / "patches")).splitlines()
+    assert rows[0] == "| line | fix | status | trigger cases | upstream test | upstream |"
+    by_key = {tuple(r.split(" | ")[:2]): r for r in rows[2:]}
+    assert by_key[("| 1.5.1", "4")].startswith(
+        "| 1.5.1 | 4 | dropped | equal_constant_outputs_channels_last: stock right | - |"
+    )
+    assert "(PR #18866)" in by_key[("| 1.5.1", "4")]
+    assert by_key[("| 1.5.1", "3")].startswith(
+        "| 1.5.1 | 3 | ported | conv_relu_cat_mixed_qparams: stock wrong, patched right |"
+        " stock 2 failed -> patched 2 passed (fails before, passes after) |"
+    )
+    assert by_key[("| 1.2.0", "5")].startswith("| 1.2.0 | 5 | backported |")
+    assert "cherry-pick of 9c7fba0e9b55; in 1.4.0" in by_key[("| 1.2.0", "5")]
+    assert "| 1.2.0 | 2 | carried | factory_op_output (changed) |" in by_key[("| 1.2.0", "2")]
 
 
 def test_the_committed_docs_table_is_current() -> None:

@@ -230,11 +230,12 @@ def test_saved_samples_round_trip_byte_for_byte(path: Path) -> None:
     assert str(PatchSet(patch.diff)) == patch.diff  # twice: parsing is stable
 
 
-def test_the_saved_real_patches_are_the_series_at_the_time() -> None:
-    saved = sorted(p.name for p in (DATA / "patches-1.2.0").glob("*.patch"))
-    assert saved == [p.name for p in load_series(PATCHES).patches]
+@pytest.mark.parametrize("line", ["1.2.0", "1.5.1"])
+def test_the_saved_real_patches_are_the_series_at_the_time(line: str) -> None:
+    saved = sorted(p.name for p in (DATA / f"patches-{line}").glob("*.patch"))
+    assert saved == [p.name for p in load_series(PATCHES.parent / line).patches]
     for name in saved:
-        patch = parse_patch(name, (DATA / "patches-1.2.0" / name).read_text(encoding="utf-8"))
+        patch = parse_patch(name, (DATA / f"patches-{line}" / name).read_text(encoding="utf-8"))
         assert patch.targets and all(t.startswith("backends/arm/") for t in patch.targets)
         assert patch.header["Forwarded"] and patch.header["Last-Update"]
 
