@@ -10,6 +10,7 @@ refers to it.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import shutil
@@ -21,6 +22,7 @@ from overlay._files import write_text_atomic
 from overlay._git import git
 from overlay.envs import lockfiles
 from overlay.errors import OverlayError, SeriesError, UpstreamError
+from overlay.lines import evidence
 from overlay.lines.pins import PINS_FILE, SERIES_FILE
 from overlay.text.series import CHECKSUMS_FILE, load_series
 from overlay.upstream import upstream_pins
@@ -41,7 +43,7 @@ class Promotion:
     recorded: bool  # the release was added to upstream.toml
 
 
-def promote(out_dir: Path, root: Path) -> Promotion:
+def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     """Make a checked candidate the new line ``<root>/<version>/``; leave the others alone."""
     report_path = out_dir / f"{REPORT_STEM}.json"
     try:
@@ -60,6 +62,7 @@ def promote(out_dir: Path, root: Path) -> Promotion:
             found="; ".join(report.get("problems", [])) or "ready = false",
             hint="fix what the report says (or re-run retarget without --no-behaviour)",
         )
+    today = today or datetime.date.today().isoformat()
     candidate = out_dir / "patches"
     series = load_series(candidate)
     try:
@@ -93,10 +96,22 @@ def promote(out_dir: Path, root: Path) -> Promotion:
         shutil.copy2(candidate / name, staging / name)
     shutil.copytree(candidate / lockfiles.LOCKS_DIR, staging / lockfiles.LOCKS_DIR)
     written += [f"{lockfiles.LOCKS_DIR}/{p.name}" for p in sorted((staging / "locks").iterdir())]
+    evidence.write(staging, evidence.from_report(report, _headers(root, report), measured=today))
+    written.append(evidence.EVIDENCE_FILE)
     load_series(staging)  # the line must load on its own before it is one
     staging.rename(line)
     recorded = _record_release(root, candidate, version)
     return Promotion(version, line, tuple(written), previous, recorded)
+
+
+def _headers(root: Path, report: dict[str, object]) -> dict[str, str]:
+    """Return the Applied-Upstream header of each patch of the line the retarget came from."""
+    old = report.get("old_version")
+    try:
+        series = load_series(lines.line_named(root, str(old)).directory)
+    except OverlayError:  # the older line was retired since: the report's own text remains
+        return {}
+    return {p.name: p.header.get("Applied-Upstream", "") for p in series.patches}
 
 
 def _record_release(root: Path, candidate: Path, version: str) -> bool:
