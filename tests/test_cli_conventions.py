@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from pathlib import Path
@@ -209,3 +210,37 @@ def test_refresh_dry_run_says_whether_the_checksums_would_change(
     assert main(argv) == 0
     assert capsys.readouterr().out.startswith(f"wrote {sums}")
     assert sums.read_bytes() == committed
+
+
+def _noxfile_commands() -> list[tuple[str, list[str]]]:
+    """Return each overlay command the noxfile runs: the subcommand and its literal flags."""
+    found = []
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        words = [
+            a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+        name = node.func.id if isinstance(node.func, ast.Name) else ""
+        after = words[words.index("overlay") + 1 :] if "overlay" in words else []
+        command = words[0] if name == "_overlay" else next(
+            (w for w in after if not w.startswith("-")), None
+        )  # fmt: skip
+        if command is not None:
+            found.append((command, [w for w in words if w.startswith("--")]))
+    return found
+
+
+def test_the_noxfile_runs_the_current_spellings() -> None:
+    actions = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = actions[0].choices
+    runs = _noxfile_commands()
+    assert {c for c, _ in runs} >= {"sync", "lock", "equivalence", "retarget", "canary"}
+    for command, flags in runs:
+        shown = commands[command].format_help()  # deprecated spellings are hidden from it
+        for flag in flags:
+            assert flag == "--patches" or f"{flag} " in shown or f"{flag}\n" in shown, (
+                command,
+                flag,
+            )
