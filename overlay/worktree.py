@@ -47,15 +47,22 @@ def commit_message(name: str, subject: str, header_text: str) -> str:
     return f"{subject}\n\n{header_text.rstrip()}\n\n{NAME_TRAILER}{name}\n"
 
 
-def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
-    """Lay out ``sources`` (pristine, by repository path) and the series as commits in ``dest``."""
-    if dest.exists() and any(dest.iterdir()):
+def check_dest(dest: Path) -> None:
+    """Refuse a work tree folder that is a file or not empty (before any download)."""
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise OverlayError(
             f"{dest} is not empty",
             expected="a new or empty folder for the work tree",
-            found=", ".join(sorted(p.name for p in dest.iterdir())[:5]),
+            found=", ".join(sorted(p.name for p in dest.iterdir())[:5])
+            if dest.is_dir()
+            else "a file",
             hint="pass another --dir, or delete the folder",
         )
+
+
+def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
+    """Lay out ``sources`` (pristine, by repository path) and the series as commits in ``dest``."""
+    check_dest(dest)
     dest.mkdir(parents=True, exist_ok=True)
     git(dest, "init", "-q", "-b", "main")
     _write(dest, sources)

@@ -15,7 +15,7 @@ from overlay._hashing import sha256_file
 from overlay.cli import build_parser, invocation, main
 from overlay.dist.wheelzip import write_files
 from overlay.errors import EnvError
-from overlay.text.series import CHECKSUMS_FILE, Series
+from overlay.text.series import CHECKSUMS_FILE, Series, load_series
 
 from scaffold import make_diff, patch_text, snapshot, write_series
 
@@ -26,7 +26,8 @@ A = "backends/arm/a.py"
 A_OLD = "".join(f"a{i} = {i}\n" for i in range(20))
 A_NEW = A_OLD.replace("a4 = 4\n", "a4 = 'four'\n")
 WHEEL = "executorch-1.2.0-cp311-cp311-manylinux_2_28_x86_64.whl"
-LOCK = "cp311-manylinux_2_28_x86_64.txt"
+TAG = "cp311-manylinux_2_28_x86_64"
+LOCK = f"{TAG}.txt"
 
 
 def test_in_a_checkout_the_next_step_is_uv_run_from_anywhere(tmp_path: Path) -> None:
@@ -244,3 +245,24 @@ def test_the_noxfile_runs_the_current_spellings() -> None:
                 command,
                 flag,
             )
+
+
+def test_edit_refuses_a_full_folder_before_any_download(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))  # empty: a fetch downloads
+    full = tmp_path / "work"
+    full.mkdir()
+    (full / "notes.txt").write_text("mine\n")
+    argv = ["--patches", str(PATCHES), "edit", "--dir", str(full), "--tag", TAG]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {full} is not empty\n") and "found:    notes.txt" in err
+    assert not (tmp_path / "cache").exists()  # refused before the download
+    assert main(["--patches", str(PATCHES), "edit", "--dir", str(tmp_path / "new"), "--tag", TAG,
+                 "--dry-run"]) == 0  # fmt: skip
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("would download executorch-1.2.0-cp311-cp311-manylinux_2_28_x86_64")
+    count = len(load_series(PATCHES).patches)
+    assert said[1] == f"would lay out {count} patches as commits in {tmp_path / 'new'}"
+    assert not (tmp_path / "new").exists() and not (tmp_path / "cache").exists()

@@ -20,11 +20,23 @@ from overlay.lines import pins
 from overlay.text.series import Series
 
 
+def pin_of(args: argparse.Namespace, series: Series) -> pins.WheelPin:
+    """Return the pin of ``--wheel`` (its sha256 checked), ``--tag`` or this host; no download."""
+    if args.wheel:
+        return wheels.pin_for_file(series, Path(args.wheel))
+    return series.pins.wheel_for(args.tag) if args.tag else series.pins.host_wheel()
+
+
+def downloads(args: argparse.Namespace, pin: pins.WheelPin) -> bool:
+    """Return True when the pinned wheel would be downloaded (no --wheel, not in the cache)."""
+    return not args.wheel and not (wheels.wheel_cache() / pin.filename).is_file()
+
+
 def pinned_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelPin, Path]:
     """Return the pin and the verified wheel of ``--wheel``, ``--tag`` or this host."""
+    pin = pin_of(args, series)
     if args.wheel:
-        return wheels.pin_for_file(series, Path(args.wheel)), Path(args.wheel)
-    pin = series.pins.wheel_for(args.tag) if args.tag else series.pins.host_wheel()
+        return pin, Path(args.wheel)
     path = wheels.fetch_pinned(pin, progress)
     progress(f"verified {path.name}")
     return pin, path
@@ -37,21 +49,16 @@ def _dist(args: argparse.Namespace, series: Series) -> Path:
 def _build_dry_run(args: argparse.Namespace, series: Series) -> int:
     """Check the line, the pin and the series' checksums; say what a build would do."""
     series.expected_patched_sha256()  # a stale SHA256SUMS stops here, as it stops the build
-    if args.wheel:
-        pin = wheels.pin_for_file(series, Path(args.wheel))  # its sha256 checked
-    else:
-        pin = series.pins.wheel_for(args.tag) if args.tag else series.pins.host_wheel()
-    downloads = not args.wheel and not (wheels.wheel_cache() / pin.filename).is_file()
+    pin = pin_of(args, series)
+    fetch = downloads(args, pin)
     dist = _dist(args, series)
     path = dist / wheels.patched_wheel_name(pin, series)
     action = wheels.build_action(series, pin, dist, force=args.force, cache=wheels.patched_cache())
     if args.json:
-        report = json_output.BuildPlanReport(
-            str(path), wheels.local_version(series), downloads, action
-        )
+        report = json_output.BuildPlanReport(str(path), wheels.local_version(series), fetch, action)
         out(json_output.to_json(report).rstrip("\n"))
         return 0
-    if downloads:
+    if fetch:
         out(f"would download {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
     out(f"{path}: up to date" if action == "up to date" else f"would write {path} ({action})")
     return 0

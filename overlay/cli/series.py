@@ -7,7 +7,7 @@ from pathlib import Path
 
 from overlay import worktree
 from overlay.cli import common, json_output
-from overlay.cli.build import pinned_wheel
+from overlay.cli.build import downloads, pin_of, pinned_wheel
 from overlay.cli.invocation import command
 from overlay.cli.output import out
 from overlay.dist import wheels
@@ -41,6 +41,13 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 def cmd_edit(args: argparse.Namespace) -> int:
     """Lay out the pristine sources and the series as git commits for editing."""
     series = load_series(common.patches_dir(args))
+    worktree.check_dest(Path(args.dir))  # before the download
+    if args.dry_run:
+        pin = pin_of(args, series)
+        if downloads(args, pin):
+            out(f"would download {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+        out(f"would lay out {len(series.patches)} patches as commits in {args.dir}")
+        return 0
     _, source = pinned_wheel(args, series)
     sources = wheels.read_wheel_sources(source, series)
     worktree.create(series, sources, Path(args.dir))
@@ -80,6 +87,9 @@ def add_commands(add: common.Adder) -> None:
     edit = add("edit", cmd_edit, "lay out pristine sources + series as git commits")
     common.add_wheel(edit)
     edit.add_argument("--dir", required=True, help="new folder for the work tree")
+    edit.add_argument(
+        "--dry-run", action="store_true", help="check the line and the folder; write nothing"
+    )
     regen = add("regenerate", cmd_regenerate, "rewrite the line's patches from an edit work tree")
     regen.add_argument("--dir", required=True, help="the work tree made by `edit`")
     regen.add_argument(
