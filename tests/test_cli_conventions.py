@@ -125,7 +125,7 @@ def test_sync_dry_run_checks_and_says_what_it_would_do_writing_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no venv, no dist, no cache
 
 
-def test_sync_dry_run_refuses_a_folder_that_is_not_a_venv(
+def test_sync_refuses_a_folder_that_is_not_a_venv_before_any_download(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
@@ -140,6 +140,9 @@ def test_sync_dry_run_refuses_a_folder_that_is_not_a_venv(
     assert report["message"] == f"{folder} is not a virtual environment and not empty"
     assert report["found"] == "cat.jpg"
     assert snapshot(tmp_path) == before
+    assert main([*argv, "--dist", str(tmp_path / "dist")]) == EnvError.exit_code  # for real
+    assert "is not a virtual environment and not empty" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before  # refused before the download and the build
 
 
 def _wheel_and_series(tmp_path: Path) -> tuple[Path, Series]:

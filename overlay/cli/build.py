@@ -116,16 +116,10 @@ def cmd_lock(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sync_dry_run(args: argparse.Namespace, series: Series, root: Path, python: str) -> int:
-    """Check everything a sync would and say what it would do; build and write nothing."""
-    seen = ready_venv.preview(
-        series,
-        series.pins.host_wheel(python),
-        root,
-        stock=args.stock,
-        on_top=tuple(args.with_ or ()),
-        force=args.force,
-    )
+def _sync_dry_run(
+    args: argparse.Namespace, series: Series, root: Path, seen: ready_venv.SyncPreview
+) -> int:
+    """Say what the sync would do; nothing was built or written."""
     label = seen.request.contents().label
     if args.json:
         report = json_output.SyncReport(
@@ -149,14 +143,19 @@ def cmd_sync(args: argparse.Namespace) -> int:
     line = str(series.pins.executorch)
     given = Path(args.target) if args.target else None
     root, python = ready_venv.place(given, Path(args.ready_in or "."), line, args.python)
+    on_top = tuple(args.with_ or ())
+    seen = ready_venv.preview(  # every check (lock, folder) before any download or build
+        series, series.pins.host_wheel(python), root, stock=args.stock, on_top=on_top,
+        force=args.force,
+    )  # fmt: skip
     if args.dry_run:
-        return _sync_dry_run(args, series, root, python)
+        return _sync_dry_run(args, series, root, seen)
     request = ready_venv.request_for(
         series,
         series.pins.host_wheel(python),
         stock=args.stock,
         dist=_dist(args, series),
-        on_top=tuple(args.with_ or ()),
+        on_top=on_top,
         force=args.force,
         progress=progress,
     )
@@ -166,7 +165,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if args.json:
         first = done.plans[0]
         report = json_output.SyncReport(
-            str(root), line, label, False, first.action, first.reason, not args.stock,
+            str(root), line, label, False, first.action, first.reason, seen.builds,
             verified.version if verified else None, verified.modules if verified else (),
         )  # fmt: skip
         out(json_output.to_json(report).rstrip("\n"))
