@@ -5,7 +5,9 @@ Library messages name the tool by its console script, ``executorch-arm-overlay``
 
 - the overlay imported from a checkout (``uv run``, an editable install, nox's tool venv):
   ``uv run executorch-arm-overlay`` (``uv run --project DIR executorch-arm-overlay`` from
-  outside it): uv makes the checkout's ``.venv`` (and a gitignored ``uv.lock``) on first use;
+  outside it): uv makes the checkout's ``.venv`` (and a gitignored ``uv.lock``) on first use.
+  Even a console script PATH finds gets this form: under ``uv run`` PATH holds the
+  ``.venv``'s scripts, the user's shell does not;
 - installed, started as the console script: its name when that is what PATH finds, else
   its path;
 - installed, started as ``python -m overlay``: the interpreter as typed when PATH finds
