@@ -3,7 +3,7 @@
 Gathered by :mod:`overlay.upstream.matrix` (a patch's text on a release),
 :mod:`overlay.upstream.behaviour` (corpus cases on stock and patched envs),
 :mod:`overlay.upstream.upstream_tests` (pytest on upstream's tests) and
-:mod:`overlay.upstream.retarget.plan` (a patch's text plan on a new release); read by
+:mod:`overlay.upstream.retarget.text_plan` (a patch's text plan on a new release); read by
 :mod:`overlay.upstream.verdicts`, the one place that decides. Data only, plus the parser
 of the ``Applied-Upstream`` header.
 """

@@ -32,7 +32,7 @@ from overlay.lines import Line
 from overlay.text.series import Patch
 from overlay.upstream import behaviour
 from overlay.upstream.canary.gitrepo import Scratch
-from overlay.upstream.canary.model import Behaviour, CaseRun, HostState, PatchBehaviour
+from overlay.upstream.canary.results import Behaviour, CaseRun, HostState, PatchBehaviour
 from overlay.upstream.retarget.pin_check import check_env, upstream_torch_pin
 from overlay.upstream.upstream_pins import for_series
 
