@@ -10,20 +10,21 @@ refers to it.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import lines
+from overlay import codec, lines
 from overlay._files import write_text_atomic
 from overlay._git import git
+from overlay.codec import CodecError
 from overlay.envs import lockfiles
 from overlay.errors import OverlayError, SeriesError, UpstreamError
 from overlay.lines.pins import PINS_FILE, SERIES_FILE
 from overlay.text.series import CHECKSUMS_FILE, load_series
 from overlay.upstream import upstream_pins
+from overlay.upstream.retarget.result import RetargetJson
 from overlay.upstream.upstream_pins import UPSTREAM_FILE
 
 REPORT_STEM = "retarget"
@@ -45,19 +46,20 @@ def promote(out_dir: Path, root: Path) -> Promotion:
     """Make a checked candidate the new line ``<root>/<version>/``; leave the others alone."""
     report_path = out_dir / f"{REPORT_STEM}.json"
     try:
-        report = json.loads(report_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        report = codec.loads(RetargetJson, report_path.read_text(encoding="utf-8"), "retarget")
+    except (OSError, CodecError) as exc:
+        found = f"{exc.message} ({exc.found})" if isinstance(exc, CodecError) else str(exc)
         raise UpstreamError(
             f"no retarget report in {out_dir}",
             expected=str(report_path),
-            found=str(exc),
+            found=found,
             hint="run `python -m overlay retarget VERSION --out DIR` first",
         ) from exc
-    if not report.get("ready"):
+    if not report.ready:
         raise UpstreamError(
             "the candidate is not ready to promote",
             expected="a retarget report with no problems",
-            found="; ".join(report.get("problems", [])) or "ready = false",
+            found="; ".join(report.problems) or "ready = false",
             hint="fix what the report says (or re-run retarget without --no-behaviour)",
         )
     candidate = out_dir / "patches"
