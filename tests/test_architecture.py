@@ -50,7 +50,19 @@ def imported(name: str, path: Path, known: set[str]) -> set[str]:
                 module = module.rpartition(".")[0]
             if module and module != name:
                 found.add(module)
-    return found
+    return found | _packages_run(name, found, known)
+
+
+def _packages_run(name: str, targets: set[str], known: set[str]) -> set[str]:
+    """Return the packages whose ``__init__`` importing ``targets`` runs (not name's own)."""
+    packages = set()
+    for target in targets:
+        parts = target.split(".")
+        for size in range(1, len(parts)):
+            package = ".".join(parts[:size])
+            if package in known and package != name and not name.startswith(package + "."):
+                packages.add(package)
+    return packages
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -98,6 +110,9 @@ def test_imports_resolve_relative_and_submodule_forms(tmp_path: Path) -> None:
     known = {"overlay", "overlay.codec", "overlay.p", "overlay.p.b", "overlay.p.c", "overlay.d"}
     found = imported("overlay.p.m", source, known)
     assert found == {"overlay.codec", "overlay.p.b", "overlay.p.c", "overlay.d"}
+    # importing overlay.d.e runs overlay/d/__init__.py; m's own packages do not count
+    known |= {"overlay.d.e"}
+    assert _packages_run("overlay.p.m", {"overlay.d.e", "overlay.p.b"}, known) == {"overlay.d"}
 
 
 def test_no_import_cycles_among_overlay_modules() -> None:
@@ -105,6 +120,14 @@ def test_no_import_cycles_among_overlay_modules() -> None:
     assert "overlay.codec" in graph["overlay.dist.provenance"]
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle (function-level imports count): " + " -> ".join(cycle or [])
+
+
+def test_a_back_edge_in_the_real_graph_is_found() -> None:
+    graph = import_graph()
+    graph["overlay.codec"].add("overlay.dist.provenance")  # provenance imports codec
+    cycle = find_cycle(graph)
+    assert cycle is not None and cycle[0] == cycle[-1]
+    assert set(cycle) == {"overlay.codec", "overlay.dist.provenance"}
 
 
 def _first_paragraph(path: Path) -> str:
