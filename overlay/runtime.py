@@ -30,7 +30,7 @@ from overlay.fixes import DiffOnly, Fix, Registry, RuntimeForm
 from overlay.lines import Line
 from overlay.lines.pins import load
 
-_GUARD = "_overlay_runtime_fix_{number}_original"
+_GUARD = "_overlay_runtime_fix_{number}_{attribute}_original"
 
 
 @dataclass(frozen=True)
@@ -157,18 +157,18 @@ class Runtime:
         return tuple(
             RuntimeFix(fix, form, pins.module_name(form.repo_path))
             for fix in self.registry.carried_by(line)
-            if (form := fix.runtime_form(line.name)) is not None
+            for form in fix.runtime_forms(line.name)
         )
 
     def _select(self, line: Line, numbers: Iterable[int] | None) -> list[RuntimeFix]:
         available = self.forms(line)
         if numbers is None:
             return list(available)
-        selected = []
+        selected: list[RuntimeFix] = []
         for number in numbers:
             fix = self.registry.by_number(number)  # an unknown number is an OverlayError
-            form = next((f for f in available if f.number == number), None)
-            if form is None:
+            forms = [f for f in available if f.number == number]
+            if not forms:
                 declared = fix.runtime.get(line.name)
                 why = declared.text if isinstance(declared, DiffOnly) else "not in its series"
                 raise RuntimePatchError(
@@ -178,13 +178,12 @@ class Runtime:
                     found=f"fix {number}: {why}",
                     hint="use the diff-patched build for it (`nox -s build_patched_executorch`)",
                 )
-            selected.append(form)
+            selected.extend(forms)
         return selected
 
-    def fix(self, number: int) -> RuntimeFix:
-        """Return the runtime form of fix ``number`` on the installed line."""
-        (selected,) = self._select(self.line(), [number])
-        return selected
+    def fix(self, number: int) -> tuple[RuntimeFix, ...]:
+        """Return the runtime forms of fix ``number`` on the installed line."""
+        return tuple(self._select(self.line(), [number]))
 
     def installed_root(self) -> Path:
         """Return the directory of the importable executorch package (without importing it)."""
@@ -231,13 +230,15 @@ class Runtime:
 
     def is_applied(self, number: int) -> bool:
         """Return True when fix ``number`` is applied in this process."""
-        for item in self._present([number]):
+        present = self._present([number])
+        for item in present:  # every form of the fix must be in place
             try:
                 _, owner = item.resolve_owner()
             except (ImportError, AttributeError):
                 return False  # the function this fix replaces is not there
-            return hasattr(owner, _GUARD.format(number=number))
-        return False
+            if not hasattr(owner, _GUARD.format(number=number, attribute=item.attribute)):
+                return False
+        return bool(present)
 
     def apply(self, numbers: Iterable[int] | None = None) -> list[int]:
         """Apply the selected fixes (default: every form of the line); return those newly applied.
@@ -249,7 +250,7 @@ class Runtime:
         line, selected = self._checked(numbers)
         for item in selected:
             module, owner = item.resolve_owner()
-            guard = _GUARD.format(number=item.number)
+            guard = _GUARD.format(number=item.number, attribute=item.attribute)
             if hasattr(owner, guard):
                 continue
             _check_untouched(item, module, owner, line)
@@ -257,7 +258,8 @@ class Runtime:
             replacement = item.form.build(module, _function_of(original))
             setattr(owner, guard, original)
             setattr(owner, item.attribute, replacement)
-            applied.append(item.number)
+            if item.number not in applied:
+                applied.append(item.number)
         return applied
 
     def undo(self, numbers: Iterable[int] | None = None) -> list[int]:
@@ -265,13 +267,14 @@ class Runtime:
         undone: list[int] = []
         for item in self._present(numbers):
             _, owner = item.resolve_owner()
-            guard = _GUARD.format(number=item.number)
+            guard = _GUARD.format(number=item.number, attribute=item.attribute)
             if not hasattr(owner, guard):
                 continue
             # vars(), not getattr(): a stored staticmethod must not be unwrapped.
             setattr(owner, item.attribute, _raw(owner, guard))
             delattr(owner, guard)
-            undone.append(item.number)
+            if item.number not in undone:
+                undone.append(item.number)
         return undone
 
 
@@ -295,8 +298,8 @@ DEFAULT = Runtime(fixes.REGISTRY)
 FIXES = fixes.FIXES  # every registry fix: is_applied() answers for any of them
 
 
-def fix(number: int) -> RuntimeFix:
-    """Return the runtime form of fix ``number`` on the installed line."""
+def fix(number: int) -> tuple[RuntimeFix, ...]:
+    """Return the runtime forms of fix ``number`` on the installed line."""
     return DEFAULT.fix(number)
 
 

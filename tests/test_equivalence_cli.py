@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from equivalence_samples import scripted_options
+from equivalence_samples import PATCHES, scripted_options
 from rich.console import Console
 
 from overlay import cli
@@ -45,6 +45,7 @@ def test_cli_writes_json_markdown_html_with_progress_lines_or_none(
     monkeypatch.setenv(CALLER_DIR_ENV, str(tmp_path))
     code = cli.main(
         [
+            "--patches", str(PATCHES),  # the scripted fixes 1-3 are the 1.2.0 line's
             "equivalence", "--stock-python", sys.executable, "--patched-python", sys.executable,
             "--runtime-patch", "patch.py:apply", "--no-probes", "--out", "cli-out",
             "--cache-dir", "cli-cache", flag,

@@ -15,6 +15,8 @@ from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.controller.progress import Event, EventKind
 from overlay.equivalence.protocol import ItemId, ItemKind
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def test_spare_cpus_go_to_the_path_with_the_most_work() -> None:
     assert scheduler.slot_counts({A: 26, B: 26, C: 26}, {A, B, C}, 2) == {A: 1, B: 1, C: 1}
@@ -26,9 +28,19 @@ def test_spare_cpus_go_to_the_path_with_the_most_work() -> None:
 def test_attribution_tries_the_claimed_fix_first() -> None:
     every = [f.number for f in fixes.FIXES]
     claimed = next(t.case for f in fixes.FIXES if f.number == 3 for t in f.triggers)
-    assert scheduler.candidates(ItemId(ItemKind.CASE, claimed))[0] == 3
-    assert sorted(scheduler.candidates(ItemId(ItemKind.CASE, claimed))) == every
-    assert scheduler.candidates(ItemId(ItemKind.PROBE, claimed)) == every
+    assert scheduler.candidates(ItemId(ItemKind.CASE, claimed), every)[0] == 3
+    assert sorted(scheduler.candidates(ItemId(ItemKind.CASE, claimed), every)) == every
+    assert scheduler.candidates(ItemId(ItemKind.PROBE, claimed), every) == every
+
+
+def test_attribution_tries_only_the_fixes_of_the_runs_line() -> None:
+    carried = scheduler.carried_fixes(ROOT / "patches" / "1.5.1")
+    assert carried == (1, 3)
+    assert scheduler.carried_fixes(ROOT / "patches" / "1.2.0") == (1, 2, 3, 4, 5, 6)
+    # fix 5 claims the grid warp on 1.2.0; the 1.5.1 line does not carry it
+    assert 5 in [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf")]
+    assert scheduler.candidates(ItemId(ItemKind.CASE, "grid_warp_a16w8_vgf"), carried) == [1, 3]
+    assert scheduler.candidates(ItemId(ItemKind.PROBE, "x"), (3, 1)) == [3, 1]
 
 
 def test_one_path_on_two_cpus_runs_two_workers_that_share_the_items(

@@ -154,8 +154,8 @@ def test_declared_divergence_matches_only_its_exact_observation() -> None:
 
 
 def test_the_seed_divergence_is_declared_with_a_reason() -> None:
-    (only,) = fixes.DECLARED_DIVERGENCES
-    assert fixes.declared_divergences("1.2.0") == (only,)
+    (only,) = [d for d in fixes.DECLARED_DIVERGENCES if d.kind is fixes.DivergenceKind.EQUIVALENT]
+    assert only in fixes.declared_divergences("1.2.0")
     assert fixes.declared_divergences("1.5.1") == ()
     assert only.id == "seed-stale-grouped-transpose-check"
     assert only.item == ItemId(ItemKind.PROBE, "RewriteConvPass.grouped_transposed_fp")
@@ -166,31 +166,34 @@ def _trigger_case(effect: fixes.Effect) -> tuple[fixes.Fix, fixes.Trigger]:
     return next((f, t) for f in fixes.FIXES for t in f.triggers if t.effect is effect)
 
 
-@pytest.mark.parametrize("effect", list(fixes.Effect))
+@pytest.mark.parametrize(
+    "effect", sorted({t.effect for f in fixes.FIXES for t in f.triggers}, key=str)
+)
 def test_claims_are_checked_against_the_registry(effect: fixes.Effect) -> None:
     entry, trigger = _trigger_case(effect)
     item = ItemId(ItemKind.CASE, trigger.case)
     good = AB(effect.value)
-    assert verdict.check_claim(item, good, entry.number) is None
-    wrong_fix = verdict.check_claim(item, good, entry.number % 4 + 1)
+    release = trigger.release
+    assert verdict.check_claim(item, good, entry.number, release) is None
+    wrong_fix = verdict.check_claim(item, good, entry.number % 4 + 1, release)
     assert wrong_fix is not None and f"claims '{effect.value} by patch {entry.number}'" in wrong_fix
-    nothing = verdict.check_claim(item, AB.SAME, None)
+    nothing = verdict.check_claim(item, AB.SAME, None, release)
     assert nothing is not None and nothing.endswith("found 'no difference'")
     other = AB.FIXED if good is not AB.FIXED else AB.CHANGED
-    assert verdict.check_claim(item, other, entry.number) is not None
+    assert verdict.check_claim(item, other, entry.number, release) is not None
     assert verdict.check_claim(ItemId(ItemKind.CASE, "unclaimed"), AB.FIXED, 2) is None
 
 
 def test_trigger_claims_are_scoped_to_their_releases() -> None:
-    assert fixes.triggers_of("grid_warp_a16w8_vgf", "1.2.0") == []
+    assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.2.0")] == [5]
     assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.5.1")] == [1]
     assert [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")] == [1]
     assert [f.number for f, _ in fixes.triggers_of("int16_quantize_output", "1.2.0")] == [1]
     assert fixes.triggers_of("int16_quantize_output", "1.5.1") == []
-    item = ItemId(ItemKind.CASE, "grid_warp_a16w8_vgf")
-    assert verdict.check_claim(item, AB.SAME, None, "1.2.0") is None
-    problem = verdict.check_claim(item, AB.SAME, None, "1.5.1")
-    assert problem is not None and "claims 'fixed by patch 1'" in problem
+    item = ItemId(ItemKind.CASE, "int16_quantize_output")
+    assert verdict.check_claim(item, AB.SAME, None, "1.5.1") is None
+    problem = verdict.check_claim(item, AB.SAME, None, "1.2.0")
+    assert problem is not None and "claims 'changed by patch 1'" in problem
 
 
 def test_harness_failure_is_incomplete_and_fails_the_run() -> None:
@@ -357,5 +360,44 @@ def test_an_expected_breakage_holds_only_for_the_releases_it_was_measured_on() -
     exact = measured(0.0, math.inf)
     healed = {A: lowered(exact), B: lowered(exact), C: lowered(exact)}
     assert decide(info.item, info, healed, None, version="1.5.1").failures == []
-    grid = corpus.info("grid_warp_a16w8_vgf")  # issue 9-10's VGF case meets the same tanh
-    assert (grid.expect_broken, grid.broken_releases) == (corpus.INT16_TANH, "~=1.2.0")
+    grid = corpus.info("grid_warp_a16w8_vgf")  # 1.2.0's int16 tanh: fixed by fix 5 there
+    assert (grid.expect_broken, grid.broken_releases) == ("", "")
+
+
+def test_a_declared_improvement_holds_only_where_c_is_right_and_b_is_not() -> None:
+    info = CaseInfo("warp", "TOSA-1.0+INT+int16", "a16w8")
+    (improvement,) = fixes.model.improvements(5, "fix-5", (info.item,), "the seed lacks fix 5")
+    right = lowered(measured(0.0, math.inf, digest="r"))
+    failed = ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "x", Stage.LOWER))
+    for b in (lowered(WRONG_GRID), failed):
+        hit = decide(info.item, info, {A: lowered(WRONG_GRID), B: b, C: right}, None, [improvement])
+        assert (hit.bc, hit.declared, hit.failures) == (BC.IMPROVED, "fix-5:warp", [])
+    other_right = lowered(measured(0.0, math.inf, digest="s"))  # differs, but (b) is right too
+    both = decide(info.item, info, {A: right, B: other_right, C: right}, None, [improvement])
+    assert both.bc is BC.UNDECLARED and both.failures
+    worse = decide(
+        info.item, info, {A: right, B: right, C: lowered(WRONG_GRID)}, None, [improvement]
+    )
+    assert worse.bc is BC.UNDECLARED
+    elsewhere = CaseInfo("other", "TOSA-1.0+INT+int16", "a16w8")
+    results = {A: lowered(WRONG_GRID), B: lowered(WRONG_GRID), C: right}
+    assert decide(elsewhere.item, elsewhere, results, None, [improvement]).bc is BC.UNDECLARED
+
+
+def test_where_b_lacks_the_fix_its_claim_is_judged_on_a_vs_c() -> None:
+    info = corpus.info("max_pool2d_default_stride")  # fix 6 claims 'fixed' on 1.2.0
+    right = lowered(measured(0.0, math.inf))
+    index = ItemResult(RunStatus.FAIL, error=ErrorInfo("IndexError", "out of range", Stage.LOWER))
+    results = {A: index, B: index, C: right}  # the seed as (b) has no fix 6
+    declared = fixes.declared_divergences("1.2.0")
+    held = decide(info.item, info, results, None, declared, version="1.2.0")
+    assert (held.bc, held.ab, held.claim_problem, held.failures) == (BC.IMPROVED, AB.SAME, None, [])
+    (other,) = fixes.model.improvements(5, "x", (info.item,), "declared by another fix")
+    wrong = decide(info.item, info, results, None, [other], version="1.2.0")
+    assert wrong.bc is BC.IMPROVED
+    assert wrong.claim_problem == (
+        f"fix 6 claims 'fixed by patch 6' ({fixes.triggers_of(info.name, '1.2.0')[0][1].why}),"
+        " found 'fixed by patch None'"
+    )
+    worse = {A: right, B: index, C: right}  # (a) right: the fix changes nothing on (c)
+    assert decide(info.item, info, worse, None, declared, version="1.2.0").claim_problem

@@ -1,6 +1,6 @@
 """The fix registry: discovery, lookups, claims per release, validation against the lines.
 
-The toy fifth fix (tests/toy_fixes) joins the four real ones: the registry, the claim
+The toy fix (number 99) (tests/toy_fixes) joins the four real ones: the registry, the claim
 listing and the docs table pick it up from its module and its line folders alone.
 """
 
@@ -31,7 +31,15 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.verdict import BC, decide
 from overlay.errors import OverlayError
 from overlay.fixes import overview
-from overlay.fixes.model import DeclaredDivergence, DiffOnly, Effect, Fix, RuntimeForm, Trigger
+from overlay.fixes.model import (
+    DeclaredDivergence,
+    DiffOnly,
+    DivergenceKind,
+    Effect,
+    Fix,
+    RuntimeForm,
+    Trigger,
+)
 from overlay.text.series import load_series
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,13 +69,14 @@ def _module(name: str, fix: Fix | None) -> ModuleType:
 
 
 def test_the_registry_is_discovered_one_module_per_fix() -> None:
-    assert [f.number for f in fixes.FIXES] == [1, 2, 3, 4]
+    assert [f.number for f in fixes.FIXES] == [1, 2, 3, 4, 5, 6]
     assert fixes.REGISTRY.fixes is fixes.FIXES
     assert fixes.discover().fixes == fixes.FIXES  # the same module objects, found again
     for fix in fixes.FIXES:
-        module = inspect.getmodule(fix.runtime["1.2.0"].build)  # type: ignore[union-attr]
-        assert module is not None
-        assert module.__name__.startswith(f"overlay.fixes.f{fix.number:04d}_")
+        for form in fix.runtime_forms("1.2.0"):
+            module = inspect.getmodule(form.build)
+            assert module is not None
+            assert module.__name__.startswith(f"overlay.fixes.f{fix.number:04d}_")
 
 
 def test_discovery_finds_modules_by_name_and_refuses_misnamed_ones(
@@ -77,11 +86,11 @@ def test_discovery_finds_modules_by_name_and_refuses_misnamed_ones(
     package.mkdir()
     (package / "__init__.py").touch()
     (package / "helpers.py").write_text("X = 1\n", encoding="utf-8")  # not a fix module
-    (package / "f0005_toy_answer_is_42.py").write_bytes(toy_fix.MODULE_FILE.read_bytes())
+    (package / "f0099_toy_answer_is_42.py").write_bytes(toy_fix.MODULE_FILE.read_bytes())
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         found = fixes.discover("toypkg")
-        assert [f.number for f in found.fixes] == [5]
+        assert [f.number for f in found.fixes] == [99]
         (package / "f005_short.py").write_text("", encoding="utf-8")
         with pytest.raises(OverlayError, match="not named like a fix module"):
             fixes.discover("toypkg")
@@ -92,20 +101,20 @@ def test_discovery_finds_modules_by_name_and_refuses_misnamed_ones(
 
 def test_from_modules_checks_names_numbers_and_uniqueness() -> None:
     toy = toy_fix.load_module()
-    assert fixes.from_modules([toy]).by_number(5) is toy.FIX
+    assert fixes.from_modules([toy]).by_number(99) is toy.FIX
     five = toy.FIX
     cases: list[tuple[list[ModuleType], str]] = [
-        ([_module("toys.f0006_wrong_number", five)], "declares fix 5"),
+        ([_module("toys.f0006_wrong_number", five)], "declares fix 99"),
         ([_module("toys.fix_five", five)], "not named like a fix module"),
-        ([_module("toys.F0005_upper", five)], "not named like a fix module"),
-        ([_module("toys.f0005_nothing", None)], "defines no FIX"),
-        ([toy, toy_fix.load_module("f0005_twice")], "two modules declare fix 5"),
+        ([_module("toys.F0099_upper", five)], "not named like a fix module"),
+        ([_module("toys.f0099_nothing", None)], "defines no FIX"),
+        ([toy, toy_fix.load_module("f0099_twice")], "two modules declare fix 99"),
     ]
     for modules, message in cases:
         with pytest.raises(OverlayError, match=message):
             fixes.from_modules(modules)
     numbers = [f.number for f in fixes.from_modules([toy, *reversed(_real_modules())]).fixes]
-    assert numbers == [1, 2, 3, 4, 5]  # ascending, whatever the order given
+    assert numbers == [1, 2, 3, 4, 5, 6, 99]  # ascending, whatever the order given
 
 
 # --- lookups and claims --------------------------------------------------------------------
@@ -113,24 +122,24 @@ def test_from_modules_checks_names_numbers_and_uniqueness() -> None:
 
 def test_lookups_by_number_and_patch() -> None:
     registry = _toy_registry()
-    assert registry.by_number(5).title == "the answer is 42"
-    assert registry.by_patch("0005-toy-answer-is-42") is registry.by_number(5)
-    assert registry.by_patch("0005-toy-answer-is-42.patch") is registry.by_number(5)
+    assert registry.by_number(99).title == "the answer is 42"
+    assert registry.by_patch("0099-toy-answer-is-42") is registry.by_number(99)
+    assert registry.by_patch("0099-toy-answer-is-42.patch") is registry.by_number(99)
     assert registry.by_patch("0005-other.patch") is None
     with pytest.raises(OverlayError) as info:
-        registry.by_number(6)
-    assert (info.value.found, info.value.expected) == ("6", "1, 2, 3, 4, 5")
+        registry.by_number(7)
+    assert (info.value.found, info.value.expected) == ("7", "1, 2, 3, 4, 5, 6, 99")
     assert fixes.by_number(3) is fixes.REGISTRY.by_number(3)
     assert fixes.by_patch(fixes.FIXES[1].patch) is fixes.FIXES[1]
 
 
 def test_a_claim_holds_for_the_release_it_was_measured_on() -> None:
     registry = _toy_registry()
-    toy = registry.by_number(5)
+    toy = registry.by_number(99)
     assert [t.release for t in toy.triggers] == ["9.9.0"]
     for version in ("9.9.0", "9.9.0+armfix.1b5e", None):
         assert [(f.number, t.case) for f, t in registry.triggers_of("conv_relu_int8", version)] == [
-            (5, "conv_relu_int8")
+            (99, "conv_relu_int8")
         ], version
     for version in ("9.10.0", "9.9.1", "9.9", "not a version"):
         assert registry.triggers_of("conv_relu_int8", version) == [], version
@@ -157,7 +166,7 @@ def test_the_claim_listing_shows_the_toy_trigger(
     listed = capsys.readouterr().out.splitlines()
     assert code == 0
     (line,) = [entry for entry in listed if entry.startswith("case  conv_relu_int8:")]
-    assert line.endswith(" claims changed by patch 5")
+    assert line.endswith(" claims changed by patch 99")
     (mixed,) = [entry for entry in listed if entry.startswith("case  conv_relu_cat_mixed_qparams:")]
     assert mixed.endswith("claims fixed by patch 3 claims fixed by patch 3")  # 1.2.0 and 1.5.1
 
@@ -165,10 +174,19 @@ def test_the_claim_listing_shows_the_toy_trigger(
 def test_divergences_are_declared_per_line() -> None:
     (seed,) = fixes.by_number(3).divergences["1.2.0"]
     assert seed.id == "seed-stale-grouped-transpose-check"
-    assert fixes.declared_divergences("1.2.0") == (seed,)
-    assert fixes.declared_divergences("1.2.0+armfix.abc") == (seed,)
+    on_120 = fixes.declared_divergences("1.2.0")
+    assert seed in on_120 and fixes.declared_divergences("1.2.0+armfix.abc") == on_120
+    improved = {d.item.name for d in on_120 if d.kind is DivergenceKind.IMPROVEMENT}
+    assert improved == {  # what the seed monkey-patch lacks on 1.2.0 (fixes 1, 5 and 6)
+        "conv_a16w8_int16",
+        "zoo_grid_warp_a16w8_int16",
+        "zoo_grid_warp_int16_grid_int16",
+        "zoo_grid_warp_a16w8_intfp16",
+        "grid_warp_a16w8_vgf",
+        "max_pool2d_default_stride",
+    }
     assert fixes.declared_divergences("1.5.1") == ()
-    assert fixes.declared_divergences() == fixes.DECLARED_DIVERGENCES == (seed,)
+    assert fixes.declared_divergences() == fixes.DECLARED_DIVERGENCES == on_120
     # the verdict reads them for the release it ran: the seed's observation is declared on
     # 1.2.0 only
     seen = ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", seed.b_error_contains, P))
@@ -183,15 +201,15 @@ def test_carried_by_reads_the_series(tmp_path: Path) -> None:
     registry = _toy_registry()
     root = toy_fix.write_lines(tmp_path)
     (nine, ten) = lines.all_lines(root)
-    assert [f.number for f in registry.carried_by(nine)] == [5]
+    assert [f.number for f in registry.carried_by(nine)] == [99]
     real = lines.line_named(ROOT / "patches", "1.2.0")
-    assert [f.number for f in registry.carried_by(real)] == [1, 2, 3, 4]
-    (root / "9.9.0" / "series").write_text("0004-x.patch\n0006-unknown.patch\n", encoding="utf-8")
+    assert [f.number for f in registry.carried_by(real)] == [1, 2, 3, 4, 5, 6]
+    (root / "9.9.0" / "series").write_text("0004-x.patch\n0042-unknown.patch\n", encoding="utf-8")
     with pytest.raises(OverlayError) as info:
         registry.carried_by(nine)
     assert info.value.found == (
-        "line 9.9.0 lists 0006-unknown.patch, which has no fix module"
-        " (overlay/fixes/f0006_<slug>.py)"
+        "line 9.9.0 lists 0042-unknown.patch, which has no fix module"
+        " (overlay/fixes/f0042_<slug>.py)"
     )
     assert ten.name == "9.10.0"
 
@@ -208,8 +226,8 @@ def test_the_checkout_lines_and_the_registry_agree() -> None:
         for patch in series.patches:
             fix = fixes.REGISTRY.by_number(int(patch.name[:4]))
             assert set(patch.targets) <= set(fix.repo_paths), patch.name
-            form = fix.runtime_form(line.name)
-            assert form is None or form.repo_path in patch.targets, patch.name
+            for form in fix.runtime_forms(line.name):
+                assert form.repo_path in patch.targets, patch.name
 
 
 def _problems(tmp_path: Path, **change: object) -> list[str]:
@@ -223,7 +241,7 @@ def test_validation_accepts_the_toy_fix(tmp_path: Path) -> None:
 
 _FORM = RuntimeForm(toy_fix.REPO_PATH, "Answer", "value", lambda m, o: o)
 _DIFF = DiffOnly("a constant")
-_SEED = fixes.DECLARED_DIVERGENCES[0]
+_SEED = fixes.by_number(3).divergences["1.2.0"][0]
 
 
 @pytest.mark.parametrize(
@@ -231,37 +249,38 @@ _SEED = fixes.DECLARED_DIVERGENCES[0]
     [
         (
             {"runtime": {"9.9.0": _FORM}},
-            "fix 5 is carried by line 9.10.0 but has no runtime form for it and no DiffOnly reason",
+            "fix 99 is carried by line 9.10.0 but has no runtime form for it and no DiffOnly"
+            " reason",
         ),
         (
             {"runtime": {"9.9.0": _FORM, "9.10.0": _DIFF, "9.8.0": _FORM}},
-            "fix 5: 9.8.0 names neither a line nor a release with claims",
+            "fix 99: 9.8.0 names neither a line nor a release with claims",
         ),
         (
             {"runtime": {"9.9.0": _FORM, "9.10.0": _DIFF, "9.11.0": _FORM}},
-            "fix 5: has a runtime form or divergences for line 9.11.0, whose series does not"
+            "fix 99: has a runtime form or divergences for line 9.11.0, whose series does not"
             " carry it",
         ),
         (
             {"runtime": {"9.9.0": _FORM, "9.10.0": _DIFF}, "claims": {"~=9.9": ()}},
-            "fix 5: '~=9.9' is not a release such as 1.2.0",
+            "fix 99: '~=9.9' is not a release such as 1.2.0",
         ),
         (
             {"runtime": {"9.9.0": _FORM, "9.10.0": DiffOnly(" ")}},
-            "fix 5: DiffOnly on 9.10.0 gives no reason",
+            "fix 99: DiffOnly on 9.10.0 gives no reason",
         ),
         (
             {"runtime": {"9.9.0": _FORM, "9.10.0": _DIFF}, "repo_paths": ("backends/x.py",)},
-            "fix 5: the 9.9.0 runtime form replaces a function in backends/toy/answer.py, which"
+            "fix 99: the 9.9.0 runtime form replaces a function in backends/toy/answer.py, which"
             " is not in its repo_paths",
         ),
         (
             {"divergences": {"9.9.0": (_SEED,)}},
-            "divergence 'seed-stale-grouped-transpose-check' is declared by fixes 3 and 5",
+            "divergence 'seed-stale-grouped-transpose-check' is declared by fixes 3 and 99",
         ),
         (
             {"divergences": {"9.12.0": (dataclasses.replace(_SEED, id="x"),)}},
-            "fix 5: 9.12.0 names neither a line nor a release with claims",
+            "fix 99: 9.12.0 names neither a line nor a release with claims",
         ),
     ],
 )
@@ -276,7 +295,7 @@ def test_validation_names_a_patch_without_a_fix_module(tmp_path: Path) -> None:
     registry = _toy_registry()
     assert registry.problems(lines.all_lines(tmp_path)) == [
         "line 9.11.0 lists 0007-x.patch, which has no fix module (overlay/fixes/f0007_<slug>.py)",
-        "fix 5 is carried by line 9.11.0 but has no runtime form for it and no DiffOnly reason",
+        "fix 99 is carried by line 9.11.0 but has no runtime form for it and no DiffOnly reason",
     ]
 
 
@@ -295,9 +314,10 @@ def _replacement(build: Callable[..., object]) -> ast.FunctionDef:
 
 
 def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
-    forms = [f for fix in _toy_registry().fixes for f in fix.runtime.values()]
-    built = [f for f in forms if isinstance(f, RuntimeForm)]
-    assert len(built) == 5
+    built = [
+        f for fix in _toy_registry().fixes for line in fix.runtime for f in fix.runtime_forms(line)
+    ]
+    assert len(built) == 10  # 1.2.0: fixes 1-5 one each, fix 6 two; 1.5.1: 1, 3; the toy
     for form in built:
         replacement = _replacement(form.build)
         doc = ast.get_docstring(replacement) or ""
@@ -314,17 +334,41 @@ def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
     checkout = lines.all_lines(ROOT / "patches")
     table = overview.table(registry, (*checkout, *lines.all_lines(toy_fix.write_lines(tmp_path))))
     rows = table.splitlines()
-    assert rows[0].startswith("| fix | patch | 1.2.0 | 9.9.0 | 9.10.0 | claims |")
-    toy = next(r for r in rows if r.startswith("| 5 |"))
+    assert rows[0].startswith("| fix | patch | 1.2.0 | 1.5.1 | 9.9.0 | 9.10.0 | claims |")
+    toy = next(r for r in rows if r.startswith("| 99 |"))
     assert toy == (
-        "| 5 | `0005-toy-answer-is-42`: the answer is 42 | - | runtime `Answer.value` |"
-        " diff only | 9.9.0: conv_relu_int8 (changed) | - |"
+        "| 99 | `0099-toy-answer-is-42`: the answer is 42 | - | - | carried; runtime"
+        " `Answer.value` | carried; diff only | 9.9.0: conv_relu_int8 (changed) | - |"
     )
     one = next(r for r in rows if r.startswith("| 1 |"))
-    assert "| runtime `FoldAndAnnotateQParamsPass.is_foldable` | - | - |" in one
+    assert (
+        "| carried; runtime `FoldAndAnnotateQParamsPass.is_foldable` | ported; runtime"
+        " `InsertGridSamplerGridDequantPass.call` | - | - |"
+    ) in one
+    four = next(r for r in rows if r.startswith("| 4 |"))
+    assert (
+        "| carried; runtime `ToTosaMemoryFormatPass.insert_input_transpose` | dropped | - |" in four
+    )
     assert "1.5.1: grid_warp_a16w8_vgf (fixed)" in one
     three = next(r for r in rows if r.startswith("| 3 |"))
     assert three.endswith("| 1.2.0: seed-stale-grouped-transpose-check |")
+
+
+def test_the_lines_table_gives_each_lines_evidence() -> None:
+    rows = overview.evidence_table(fixes.REGISTRY, lines.all_lines(ROOT / "patches")).splitlines()
+    assert rows[0] == "| line | fix | status | trigger cases | upstream test | upstream |"
+    by_key = {tuple(r.split(" | ")[:2]): r for r in rows[2:]}
+    assert by_key[("| 1.5.1", "4")].startswith(
+        "| 1.5.1 | 4 | dropped | equal_constant_outputs_channels_last: stock right | - |"
+    )
+    assert "(PR #18866)" in by_key[("| 1.5.1", "4")]
+    assert by_key[("| 1.5.1", "3")].startswith(
+        "| 1.5.1 | 3 | ported | conv_relu_cat_mixed_qparams: stock wrong, patched right |"
+        " stock 2 failed -> patched 2 passed (fails before, passes after) |"
+    )
+    assert by_key[("| 1.2.0", "5")].startswith("| 1.2.0 | 5 | backported |")
+    assert "cherry-pick of 9c7fba0e9b55; in 1.4.0" in by_key[("| 1.2.0", "5")]
+    assert "| 1.2.0 | 2 | carried | factory_op_output (changed) |" in by_key[("| 1.2.0", "2")]
 
 
 def test_the_committed_docs_table_is_current() -> None:
@@ -352,6 +396,6 @@ def test_a_fix_and_its_divergence_are_plain_data() -> None:
     divergence = DeclaredDivergence("d", ItemId(ItemKind.PROBE, "p"), "E", "m", "why")
     assert dataclasses.replace(divergence, id="e").id == "e"
     assert fixes.by_number(1).prefix == "0001-" and fixes.by_number(1).stem.startswith("0001-")
-    assert fixes.by_number(2).runtime_form("1.5.1") is None
+    assert fixes.by_number(2).runtime_forms("1.5.1") == ()
     assert DiffOnly("x").text == "diff only: x"
     assert "claims" not in repr(fixes.by_number(1))  # a short repr in error messages

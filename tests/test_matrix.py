@@ -267,7 +267,7 @@ def test_behaviour_decides_the_verdict_where_it_was_measured() -> None:
                            kept=True, regressions=["conv"])  # fmt: skip
     ported = with_behaviour(matrix, {"0001-plain.patch": {"1.5.1": regress}})
     assert ported.row("0001-plain").verdict.action == "port"
-    assert attribute(["a", "conv_a16w8_int16"], "0001-keep-terminal-int16-quantize", 4) == [
-        "conv_a16w8_int16"
+    assert attribute(["a", "int16_quantize_output"], "0001-keep-terminal-int16-quantize", 4) == [
+        "int16_quantize_output"
     ]
     assert attribute(["a"], "0009-unknown.patch", 1) == ["a"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from overlay import fixes
 from overlay._git import git
 from overlay.equivalence.protocol import ItemResult, RunStatus
 from overlay.equivalence.verdict import Quality
@@ -181,10 +182,12 @@ def test_runtime_form_is_declared_when_the_fix_moved() -> None:
     from overlay import fixes
 
     fix = fixes.by_number(1)
-    moved = TextPlan(fix.patch, Status.CONFLICT, "", Action.PORTED, "port 1.5.1", {"x.py": ""})
-    verdict = final_verdict(moved, None, "1.5.1")
-    note = runtime_form_note([verdict], "1.5.1")
-    assert "no runtime form on 1.5.1" in note and "is_foldable" in note
+    moved = TextPlan(fix.patch, Status.CONFLICT, "", Action.PORTED, "port 1.6.0", {"x.py": ""})
+    note = runtime_form_note([final_verdict(moved, None, "1.6.0")], "1.6.0")
+    assert "no runtime form on 1.6.0" in note  # the newest form (1.5.1's) is elsewhere
+    assert "InsertGridSamplerGridDequantPass.call" in note and "DiffOnly for 1.6.0" in note
+    declared = runtime_form_note([final_verdict(moved, None, "1.5.1")], "1.5.1")
+    assert declared.endswith("its fix module declares 1.5.1: InsertGridSamplerGridDequantPass.call")
 
 
 def test_pins_render_and_load(tmp_path: Path) -> None:
@@ -275,6 +278,27 @@ def test_stock_of_the_new_release_decides_what_the_candidate_carries() -> None:
     kept = apply_behaviour(text_drop, still)
     assert kept.action is Action.CONFLICT and kept.conflicts
     assert "<<<<<<<" in kept.after[PATH]  # the work tree gets the markers to resolve
+    # Headed as fixed upstream, and the merge leaves the release as it is, yet its trigger
+    # fails there: no empty commit, a port for a person to write.
+    upstream = _edit(_edit(OLD, "line 9\n", "line 9 upstream\n"), "line 7\n", "line 7 moved\n")
+    unchanged = _patch(FIX.name, OLD, _edit(OLD, "line 9\n", "line 9 upstream\n"), header)
+    quiet = plan_patch(unchanged, None, {PATH: OLD}, {PATH: upstream}, frozenset({PATH}))
+    assert (quiet.status, quiet.action, quiet.after) == (Status.CONFLICT, Action.DROP, {})
+    assert "unchanged (already there)" in quiet.merge_note
+    port = apply_behaviour(quiet, still)
+    assert port.action is Action.CONFLICT and port.conflicts == (quiet.merge_note,)
+
+
+def test_a_case_another_fix_claims_on_the_target_release_is_that_fixs_evidence() -> None:
+    five, one = fixes.by_number(5), fixes.by_number(1)
+    assert behaviour.triggers(five, ["1.2.0", "1.5.1"])[0] == [
+        "zoo_grid_warp_a16w8_intfp16",
+        "zoo_grid_warp_a16w8_int16",
+        "grid_warp_a16w8_vgf",
+    ]
+    bug, _ = behaviour.triggers(five, ["1.2.0", "1.5.1"], target="1.5.1")
+    assert "grid_warp_a16w8_vgf" not in bug  # fix 1 claims it on 1.5.1
+    assert "grid_warp_a16w8_vgf" in behaviour.triggers(one, ["1.2.0", "1.5.1"], target="1.5.1")[0]
 
 
 TEST_PATH = "backends/arm/test/passes/test_demo_pass.py"

@@ -50,15 +50,15 @@ def _reinstall(toy: runtime.Runtime, version: str, source: str = toy_fix.PRISTIN
 
 def test_the_toy_form_applies_and_undoes_on_its_line(toy: runtime.Runtime) -> None:
     original = vars(_answer())["value"]
-    assert _answer()().value() == 41 and not toy.is_applied(5)
+    assert _answer()().value() == 41 and not toy.is_applied(99)
     assert toy.line().name == "9.9.0"
-    assert toy.apply() == [5]
-    assert _answer()().value() == 42 and toy.is_applied(5)
-    assert toy.apply() == [] and toy.apply([5]) == []  # idempotent: guarded
+    assert toy.apply() == [99]
+    assert _answer()().value() == 42 and toy.is_applied(99)
+    assert toy.apply() == [] and toy.apply([99]) == []  # idempotent: guarded
     assert _answer()().value() == 42
-    assert toy.undo() == [5]
+    assert toy.undo() == [99]
     assert vars(_answer())["value"] is original and _answer()().value() == 41
-    assert not toy.is_applied(5) and toy.undo() == []
+    assert not toy.is_applied(99) and toy.undo() == []
 
 
 def test_a_diff_only_line_gets_no_runtime_form(toy: runtime.Runtime) -> None:
@@ -66,7 +66,7 @@ def test_a_diff_only_line_gets_no_runtime_form(toy: runtime.Runtime) -> None:
     assert toy.line().name == "9.10.0"
     assert toy.forms(toy.line()) == () and toy.apply() == []
     with pytest.raises(RuntimePatchError) as info:
-        toy.apply([5])
+        toy.apply([99])
     assert info.value.found is not None and "diff only: the 9.10.0 port" in info.value.found
     assert _answer()().value() == 41
 
@@ -77,7 +77,7 @@ def test_a_version_without_a_line_is_refused_naming_the_lines(toy: runtime.Runti
         toy.apply()
     assert info.value.expected == "toyexec at one of the supported lines: 9.9.0, 9.10.0"
     assert info.value.found == "toyexec 9.8.0"
-    assert not toy.is_applied(5) and toy.undo() == []
+    assert not toy.is_applied(99) and toy.undo() == []
     assert _answer()().value() == 41
 
 
@@ -96,7 +96,7 @@ def test_a_touched_file_is_refused(toy: runtime.Runtime) -> None:
         toy.apply()
     assert info.value.repo_path == toy_fix.REPO_PATH
     assert info.value.hint is not None and "refusing to patch twice" in info.value.hint
-    assert not toy.is_applied(5)
+    assert not toy.is_applied(99)
 
 
 def test_a_function_replaced_by_someone_else_is_refused(toy: runtime.Runtime) -> None:
@@ -108,15 +108,15 @@ def test_a_function_replaced_by_someone_else_is_refused(toy: runtime.Runtime) ->
 
     answer.value = foreign
     with pytest.raises(RuntimePatchError, match="already replaced") as info:
-        toy.apply([5])
+        toy.apply([99])
     assert info.value.expected == "the 9.9.0 function toyexec.backends.toy.answer.Answer.value"
-    assert answer.value is foreign and not toy.is_applied(5)
+    assert answer.value is foreign and not toy.is_applied(99)
 
 
 def test_a_series_folder_as_root_is_its_own_line(toy: runtime.Runtime) -> None:
     assert toy.root is not None
     single = runtime.Runtime(toy.registry, toy.root / "9.9.0")  # as $OVERLAY_PATCHES in a worker
-    assert single.apply() == [5] and single.undo() == [5]
+    assert single.apply() == [99] and single.undo() == [99]
     other = runtime.Runtime(toy.registry, toy.root / "9.10.0")
     with pytest.raises(RuntimePatchError) as info:
         other.apply()
@@ -126,13 +126,13 @@ def test_a_series_folder_as_root_is_its_own_line(toy: runtime.Runtime) -> None:
 def test_unknown_and_uncarried_fixes(toy: runtime.Runtime) -> None:
     with pytest.raises(OverlayError) as info:
         toy.fix(7)
-    assert (info.value.found, info.value.expected) == ("7", "5")
+    assert (info.value.found, info.value.expected) == ("7", "99")
     assert toy.root is not None
     (toy.root / "9.9.0" / "series").write_text("", encoding="utf-8")
     assert toy.apply() == []
     with pytest.raises(RuntimePatchError, match=r"no runtime form on line 9\.9\.0") as error:
-        toy.apply([5])
-    assert error.value.found == "fix 5: not in its series"
+        toy.apply([99])
+    assert error.value.found == "fix 99: not in its series"
 
 
 def test_the_default_runtime_reads_the_default_lines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,23 +152,26 @@ def _clean() -> Iterator[None]:
     runtime.undo()
 
 
-def _attribute(number: int) -> object:
-    fix = runtime.fix(number)
-    _, owner = fix.resolve_owner()
-    return vars(owner)[fix.attribute] if isinstance(owner, type) else getattr(owner, fix.attribute)
+def _attribute(number: int) -> tuple[object, ...]:
+    found = []
+    for form in runtime.fix(number):
+        _, owner = form.resolve_owner()
+        raw = vars(owner)[form.attribute] if isinstance(owner, type) else None
+        found.append(raw if raw is not None else getattr(owner, form.attribute))
+    return tuple(found)
 
 
 @pytest.mark.torch
 @pytest.mark.usefixtures("_clean")
 def test_apply_is_idempotent_and_undo_restores_originals() -> None:
     originals = {f.number: _attribute(f.number) for f in runtime.FIXES}
-    assert runtime.apply() == [1, 2, 3, 4]
+    assert runtime.apply() == [1, 2, 3, 4, 5, 6]
     patched = {f.number: _attribute(f.number) for f in runtime.FIXES}
-    assert all(patched[n] is not originals[n] for n in originals)
+    assert all(p is not o for n in originals for p, o in zip(patched[n], originals[n], strict=True))
     assert runtime.apply() == []
     assert {f.number: _attribute(f.number) for f in runtime.FIXES} == patched
-    assert runtime.undo() == [1, 2, 3, 4]
-    assert all(_attribute(n) is originals[n] for n in originals)
+    assert runtime.undo() == [1, 2, 3, 4, 5, 6]
+    assert all(a is o for n in originals for a, o in zip(_attribute(n), originals[n], strict=True))
     assert not any(runtime.is_applied(f.number) for f in runtime.FIXES)
 
 
@@ -184,7 +187,7 @@ def test_fixes_are_independent() -> None:
 @pytest.mark.torch
 @pytest.mark.usefixtures("_clean")
 def test_refuses_a_function_replaced_by_someone_else() -> None:
-    fix = runtime.fix(2)
+    (fix,) = runtime.fix(2)
     _module, owner = fix.resolve_owner()
     original = getattr(owner, fix.attribute)
 
@@ -208,15 +211,16 @@ def test_refuses_an_install_that_carries_the_diffs(
 ) -> None:
     root = runtime.installed_root()
     fake = tmp_path / "executorch"
-    target = fake / runtime.fix(4).repo_path
+    (form,) = runtime.fix(4)
+    target = fake / form.repo_path
     target.parent.mkdir(parents=True)
-    shutil.copyfile(root / runtime.fix(4).repo_path, target)
+    shutil.copyfile(root / form.repo_path, target)
     with target.open("a", encoding="utf-8") as handle:
         handle.write("\n# patched\n")
     monkeypatch.setattr(runtime.DEFAULT, "installed_root", lambda: fake)
     with pytest.raises(PristineMismatchError) as info:
         runtime.check_target([4])
-    assert info.value.repo_path == runtime.fix(4).repo_path
+    assert info.value.repo_path == form.repo_path
     assert info.value.found_sha256 != info.value.expected_sha256
     assert info.value.hint is not None and "refusing to patch twice" in info.value.hint
 
@@ -234,16 +238,18 @@ def test_refuses_another_version(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unknown_fix_number() -> None:
     with pytest.raises(OverlayError) as info:
         runtime.fix(7)
-    assert (info.value.found, info.value.expected) == ("7", "1, 2, 3, 4")
+    assert (info.value.found, info.value.expected) == ("7", "1, 2, 3, 4, 5, 6")
 
 
 @pytest.mark.torch
 def test_every_fix_of_the_installed_line_has_its_runtime_form() -> None:
     line = runtime.DEFAULT.line()
     carried = fixes.carried_by(line)
-    assert [f.number for f in carried] == [1, 2, 3, 4]
+    assert [f.number for f in carried] == [1, 2, 3, 4, 5, 6]
     for entry in carried:
-        item = runtime.fix(entry.number)
-        assert item.form is entry.runtime[line.name]
-        _, owner = item.resolve_owner()
-        assert hasattr(owner, item.attribute)
+        items = runtime.fix(entry.number)
+        assert tuple(item.form for item in items) == entry.runtime_forms(line.name)
+        assert len(items) == (2 if entry.number == 6 else 1)
+        for item in items:
+            _, owner = item.resolve_owner()
+            assert hasattr(owner, item.attribute)

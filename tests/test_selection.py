@@ -28,6 +28,8 @@ def test_a_fix_is_named_by_its_patch_file_without_number_and_suffix(series: Seri
         (2, "skip-factory-op-annotation"),
         (3, "conv-rescale-qparams-from-source"),
         (4, "distinct-output-transpose-slots"),
+        (5, "int16-table-negative-rshift"),
+        (6, "pool-default-stride"),
     ]
 
 
@@ -54,7 +56,7 @@ def test_select_takes_numbers_and_names(
 @pytest.mark.parametrize(
     ("values", "message", "found"),
     [
-        (["5"], "no fix '5' in the series", "5"),
+        (["7"], "no fix '7' in the series", "7"),
         (["0"], "no fix '0' in the series", "0"),
         (["1,keep-terminal"], "no fix 'keep-terminal' in the series", "keep-terminal"),
         (["x", "y"], "no fix 'x', 'y' in the series", "x, y"),
@@ -68,15 +70,15 @@ def test_an_unknown_fix_is_refused_listing_the_fixes(
         selection.select(series, values)
     assert info.value.message == message
     assert info.value.found == found
-    assert info.value.expected == "fix numbers 1-4 or names, comma-separated"
+    assert info.value.expected == "fix numbers 1-6 or names, comma-separated"
     assert info.value.details is not None
     assert "    3  conv-rescale-qparams-from-source" in info.value.details
 
 
 def test_describe_and_touching(series: Series) -> None:
-    assert selection.describe(series, {1, 3}) == "fixes 1, 3 of 4"
-    assert selection.describe(series, {2}) == "fix 2 of 4"
-    assert selection.describe(series, {1, 2, 3, 4}) == "all 4 fixes"
+    assert selection.describe(series, {1, 3}) == "fixes 1, 3 of 6"
+    assert selection.describe(series, {2}) == "fix 2 of 6"
+    assert selection.describe(series, {1, 2, 3, 4, 5, 6}) == "all 6 fixes"
     assert selection.describe(series, set()) == "no fix"
     assert selection.touching(series, "backends/arm/_passes/rewrite_conv_pass.py") == {3}
     assert selection.names(series, {4, 1}) == (

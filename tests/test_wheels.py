@@ -283,3 +283,18 @@ def test_a_damaged_wheel_in_the_cross_clone_cache_is_rebuilt(tmp_path: Path) -> 
     cached.write_bytes(good[: len(good) // 2])
     again = wheels.build_patched_wheel(series, source, pin, tmp_path / "three", cache=cache)
     assert again.built and again.path.read_bytes() == good == cached.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("repo_path", "skipped"),
+    [
+        ("backends/arm/test/passes/test_rewrite_conv_pass.py", True),
+        ("backends/arm/tests/x.py", True),
+        ("backends/arm/_passes/rewrite_conv_pass.py", False),
+        ("backends/arm/test_helpers.py", False),
+    ],
+)
+def test_verify_install_does_not_import_upstream_tests(repo_path: str, skipped: bool) -> None:
+    from overlay.envs import verify_install
+
+    assert verify_install._upstream_test(repo_path) is skipped

@@ -1,6 +1,6 @@
-"""A toy fifth fix with its release lines and a fake installed package (no torch).
+"""A toy fix (number 99) with its release lines and a fake installed package (no torch).
 
-The toy fix module is ``toy_fixes/f0005_toy_answer_is_42.py``; its lines are 9.9.0 (a
+The toy fix module is ``toy_fixes/f0099_toy_answer_is_42.py``; its lines are 9.9.0 (a
 runtime form) and 9.10.0 (diff only), pinned to the fake distribution ``toyexec``.
 """
 
@@ -15,15 +15,15 @@ from overlay.lines.pins import PINS_FILE, SERIES_FILE
 
 from scaffold import make_diff, patch_text, pins_toml
 
-MODULE_FILE = Path(__file__).resolve().parent / "toy_fixes" / "f0005_toy_answer_is_42.py"
+MODULE_FILE = Path(__file__).resolve().parent / "toy_fixes" / "f0099_toy_answer_is_42.py"
 PACKAGE = "toyexec"
 REPO_PATH = "backends/toy/answer.py"
-PATCH = "0005-toy-answer-is-42.patch"
+PATCH = "0099-toy-answer-is-42.patch"
 PRISTINE = "class Answer:\n    def value(self) -> int:\n        return 41\n"
 LINES = ("9.9.0", "9.10.0")
 
 
-def load_module(name: str = "f0005_toy_answer_is_42") -> ModuleType:
+def load_module(name: str = "f0099_toy_answer_is_42") -> ModuleType:
     """Import the toy fix module from its file under ``name`` (a fresh module each call)."""
     spec = importlib.util.spec_from_file_location(name, MODULE_FILE)
     assert spec is not None and spec.loader is not None

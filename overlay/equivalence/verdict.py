@@ -49,7 +49,7 @@ from overlay.equivalence.protocol import (
     Stage,
     TargetState,
 )
-from overlay.fixes import DeclaredDivergence
+from overlay.fixes import DeclaredDivergence, DivergenceKind
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
 DEFAULT_TOLERANCE: dict[str | None, float] = {None: 0.01, "a8w8": 0.05, "a16w8": 0.05}
@@ -81,6 +81,7 @@ class BC(enum.StrEnum):
 
     AGREE = "agree"
     DECLARED = "declared"
+    IMPROVED = "improved"  # a declared improvement: (c) right where (b) is not
     UNDECLARED = "undeclared"
     INCOMPLETE = "incomplete"  # a path did not finish (worker timeout or crash)
 
@@ -378,6 +379,22 @@ def check_claim(item: ItemId, ab: AB, fix: int | None, version: str | None = Non
     return "; ".join(problems) or None
 
 
+def claim_on_patched(
+    item: ItemId, ac: AB, improving: Iterable[DeclaredDivergence], version: str | None
+) -> str | None:
+    """Check a claim on (a) vs (c) where (b) lacks the fix, as an improvement declares.
+
+    Example: the seed as (b) on 1.2.0 lacks fix 5, so ``zoo_grid_warp_a16w8_int16`` is
+    wrong on (a) and (b), right on (c); fixes 1 and 5 both declare the improvement there.
+    Becomes: fix 5's claim 'fixed by patch 5' holds when (a) vs (c) is 'fixed' and fix 5 is
+    one of the fixes declaring the improvement.
+    """
+    numbers = {d.fix for d in improving}
+    claimed = [entry.number for entry, _ in fixes.triggers_of(item.name, version)]
+    fix = next((n for n in claimed if n in numbers), None)
+    return check_claim(item, ac, fix, version)
+
+
 def needs_attribution(results: Mapping[PathId, ItemResult]) -> bool:
     """Return True when (a) and (b) differ, so the difference must be pinned to one fix."""
     return bool(compare(results[PathId.STOCK], results[PathId.RUNTIME]))
@@ -471,6 +488,10 @@ def check_expectation(
     return None
 
 
+def _all_right(targets: Mapping[str, Quality]) -> bool:
+    return all(q is Quality.RIGHT for q in targets.values())
+
+
 def decide(
     item: ItemId,
     info: CaseInfo | ProbeInfo,
@@ -492,19 +513,29 @@ def decide(
     vgf = isinstance(info, CaseInfo) and info.targets_vgf
     harness = any(r.error is not None and r.error.stage is Stage.HARNESS for r in results.values())
     bc_diffs = compare(b, c)
+    targets = {p: target_qualities(r, limit) for p, r in results.items()}
     declared_id = None
     if harness:
         bc = BC.INCOMPLETE
     elif not bc_diffs:
         bc = BC.AGREE
     else:
-        match = next((d for d in declared if d.matches(item, b, c)), None)
-        bc = BC.DECLARED if match is not None else BC.UNDECLARED
-        declared_id = match.id if match is not None else None
+        improves = _all_right(targets[PathId.PATCHED]) and not _all_right(targets[PathId.RUNTIME])
+        matches = [d for d in declared if d.matches(item, b, c, improves=improves)]
+        if matches:
+            improvement = matches[0].kind is DivergenceKind.IMPROVEMENT
+            bc = BC.IMPROVED if improvement else BC.DECLARED
+            declared_id = matches[0].id
+        else:
+            bc = BC.UNDECLARED
     ab_diffs = compare(a, b)
     ab = classify(item, a, b, limit)
     attributed = fix if ab is not AB.SAME else None
-    targets = {p: target_qualities(r, limit) for p, r in results.items()}
+    if bc is BC.IMPROVED:
+        # (b) lacks the fix here, as declared: the fix's claim is judged on (a) vs (c)
+        claim = claim_on_patched(item, classify(item, a, c, limit), matches, version)
+    else:
+        claim = check_claim(item, ab, attributed, version)
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
     return Verdict(
         item=item,
@@ -517,7 +548,7 @@ def decide(
         ab_diffs=ab_diffs,
         fix=attributed,
         quality={p: quality(r, limit, vgf=vgf) for p, r in results.items()},
-        claim_problem=None if harness else check_claim(item, ab, attributed, version),
+        claim_problem=None if harness else claim,
         targets=targets,
         findings=found,
         expectation_problem=None if harness else check_expectation(info, found, version),

@@ -25,6 +25,7 @@ from overlay.errors import OverlayError
 from overlay.fixes.model import (
     DeclaredDivergence,
     DiffOnly,
+    DivergenceKind,
     Effect,
     Fix,
     RuntimeForm,
@@ -42,6 +43,7 @@ __all__ = [
     "REGISTRY",
     "DeclaredDivergence",
     "DiffOnly",
+    "DivergenceKind",
     "Effect",
     "Fix",
     "Registry",
@@ -190,10 +192,12 @@ def _fix_problems(fix: Fix, lines: set[str], carriers: set[str]) -> list[str]:
                 f"fix {fix.number}: has a runtime form or divergences for line {release},"
                 " whose series does not carry it"
             )
-    for release, form in sorted(fix.runtime.items()):
-        if isinstance(form, DiffOnly) and not form.reason.strip():
+    for release, declared in sorted(fix.runtime.items()):
+        if isinstance(declared, DiffOnly) and not declared.reason.strip():
             found.append(f"fix {fix.number}: DiffOnly on {release} gives no reason")
-        if isinstance(form, RuntimeForm) and form.repo_path not in fix.repo_paths:
+        for form in fix.runtime_forms(release):
+            if form.repo_path in fix.repo_paths:
+                continue
             found.append(
                 f"fix {fix.number}: the {release} runtime form replaces a function in"
                 f" {form.repo_path}, which is not in its repo_paths"

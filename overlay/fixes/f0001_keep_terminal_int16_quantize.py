@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.equivalence.protocol import ItemId, ItemKind
+from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote, improvements
 
 
 def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``FoldAndAnnotateQParamsPass.is_foldable``."""
     import torch
+    from executorch.backends.arm.tosa.specification import get_context_spec
 
     q_ops, dq_ops = module.Q_OPS, module.DQ_OPS
 
@@ -28,6 +30,12 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
                     return True
         return False
 
+    def spec_can_keep_quantize() -> bool:
+        try:
+            return bool(get_context_spec().support_float())
+        except RuntimeError:  # outside a TosaLoweringContext (the pass run on its own)
+            return True
+
     def has_terminal_int16_quantize(node: Any) -> bool:
         for user in node.users:
             if user.op != "call_function" or user.target not in q_ops:
@@ -35,7 +43,7 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
             if len(user.args) <= 5 or user.args[5] != torch.int16:
                 continue
             if is_graph_output_quantize(user) or feeds_grid_sampler_through_dq(user):
-                return True
+                return spec_can_keep_quantize()
         return False
 
     def is_foldable(node: Any) -> bool:
@@ -44,8 +52,11 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
         Example: an a16w8 conv whose output leaves the graph through its int16 quantize
         (the output dequantize removed), or an int16 grid feeding grid_sample via a
         dequantize: 1.2.0 folds the quantize into the conv's qparams.
-        Becomes: False for that node, so the quantize stays an explicit node; every other
-        node is foldable exactly when 1.2.0 says so.
+        Becomes: False for that node when the active TOSA spec has FP, so the quantize
+        stays an explicit node that DecomposeQuantNodesPass lowers with FP ops; on an
+        INT-only spec (TOSA-1.0+INT+int16, Ethos-U55/U85) the node folds as 1.2.0 folds it
+        (the RESCALE to int16 is the integer lowering of that quantize). Every other node is
+        foldable exactly when 1.2.0 says so.
         """
         # 1.2.0 returns True on exactly the two branches the diff narrows.
         if not original(node):
@@ -55,17 +66,89 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     return staticmethod(is_foldable)
 
 
+def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
+    """Build 1.5.1's replacement of ``InsertGridSamplerGridDequantPass.call``."""
+    import torch
+
+    grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
+
+    def folded_quantized_grids(graph_module: Any) -> list[tuple[Any, Any, Any]]:
+        readers: dict[Any, list[Any]] = {}  # grid node -> grid qparams of each sampler
+        for node in graph_module.graph.nodes:
+            if node.op != "call_function" or node.target != grid_sampler:
+                continue
+            grid = node.args[1]
+            if isinstance(grid, torch.fx.Node):
+                readers.setdefault(grid, []).append(node.meta.get("input_qparams", {}).get(1))
+        found = []
+        for grid, qparams in readers.items():
+            grid_val = grid.meta["val"]
+            if not grid_val.dtype.is_floating_point or any(q is None for q in qparams):
+                continue
+            dtypes = {q.dtype for q in qparams}
+            if len(dtypes) == 1:
+                found.append((grid, grid_val, dtypes.pop()))
+        return found
+
+    def call(self: Any, graph_module: Any) -> Any:
+        """Run 1.5.1's method with the port's change around it.
+
+        Example: a16w8 conv -> tanh -> permute -> grid_sample, lowered for VGF on
+        TOSA-1.0+INT+FP+int16 (corpus ``grid_warp_a16w8_vgf``). FoldAndAnnotateQParamsPass folds
+        the permute's q/dq and records the int16 grid qparams on the sampler
+        (``input_qparams[1]``), but the permute's fake tensor is still float32, so 1.5.1's
+        ``call`` skips the grid as "float"; the int16 grid reaches
+        RewriteGridSamplerToTosaCustomPass: ``RuntimeError: grid_sampler rewrite only supports
+        per-tensor int8 grids; unsupported qparams should have been dequantized earlier``.
+
+        Becomes: before the 1.5.1 ``call`` runs, every sampler grid whose fake tensor is float
+        but whose sampler holds grid qparams gets a fake tensor of the qparams' dtype
+        (``val.to(qparams.dtype)``, as the port does); the original then sees a quantized grid
+        and does what it does for one: keeps a per-tensor int8 grid on the sampler path, else
+        inserts ``dequantize_per_tensor(grid, scale, zp, qmin, qmax, int16)`` (fake tensor
+        float32, from the integer one) and drops ``input_qparams[1]``, or rejects per-channel
+        qparams. The grid's own fake tensor is put back afterwards (the port never changes it),
+        also when the original raises. Float grids without qparams and integer grids reach the
+        original unchanged. The fake tensor belongs to the grid node, not to one sampler: a grid
+        read by several samplers is retyped only when every one of them holds grid qparams of
+        one dtype, else it is left as 1.5.1 leaves it.
+        """
+        folded = folded_quantized_grids(graph_module)
+        for grid, grid_val, dtype in folded:
+            grid.meta["val"] = grid_val.to(dtype)
+        try:
+            return original(self, graph_module)
+        finally:
+            for grid, grid_val, _ in folded:
+                grid.meta["val"] = grid_val
+
+    return call
+
+
+GRID_DEQUANT = "backends/arm/vgf/_passes/insert_grid_sampler_grid_dequant_pass.py"
+
+
 FIX = Fix(
     number=1,
     patch="0001-keep-terminal-int16-quantize.patch",
-    title="keep terminal int16 quantize nodes unfolded",
-    repo_paths=("backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",),
+    title="keep terminal int16 quantize nodes unfolded where the spec has FP",
+    repo_paths=(
+        "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",
+        GRID_DEQUANT,  # the 1.5.1 port, and its test
+        "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+    ),
     runtime={
         "1.2.0": RuntimeForm(
             repo_path="backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",
             owner="FoldAndAnnotateQParamsPass",
             attribute="is_foldable",
             build=keep_terminal_int16_quantize,
+        ),
+        "1.5.1": RuntimeForm(
+            repo_path=GRID_DEQUANT,
+            owner="InsertGridSamplerGridDequantPass",
+            attribute="call",
+            build=dequantize_folded_int16_grids,
         ),
     },
     claims={
@@ -77,27 +160,11 @@ FIX = Fix(
                 " the quantize stays explicit, the TOSA payload changes, both outputs are right",
             ),
             Trigger(
-                "conv_a16w8_int16",
-                Effect.REGRESSION,
-                "ordinary a16w8 conv on an INT-only int16 spec",
-            ),
-            Trigger(
                 "zoo_grid_warp_int16_grid_intfp16",
                 Effect.CHANGED,
                 "the seed's deployment: a conv branch's grid positions leave the graph as int16"
                 " (INT+FP+int16): the quantize stays explicit, TOSA and VGF payloads change,"
                 " the executed VGF and TOSA outputs are bit-identical to stock's",
-            ),
-            Trigger(
-                "zoo_grid_warp_int16_grid_int16",
-                Effect.REGRESSION,
-                "the same grid network on INT+int16: the kept quantize needs FP ops to lower",
-            ),
-            Trigger(
-                "zoo_grid_warp_a16w8_int16",
-                Effect.REGRESSION,
-                "a16w8 grid warp on INT+int16: stock lowers TOSA, VGF and Ethos-U55/U85; with"
-                " the fix all of them fail (Ethos-U is an INT-only profile)",
             ),
         ),
         "1.5.1": (
@@ -108,6 +175,24 @@ FIX = Fix(
                 " quantized and the grid-sampler rewrite refuses it; the 1.5.1 port dequantizes"
                 " it in InsertGridSamplerGridDequantPass",
             ),
+        ),
+    },
+    divergences={
+        "1.2.0": improvements(
+            1,
+            "fix-1-int-only",
+            tuple(
+                ItemId(ItemKind.CASE, name)
+                for name in (
+                    "conv_a16w8_int16",
+                    "zoo_grid_warp_a16w8_int16",
+                    "zoo_grid_warp_int16_grid_int16",
+                )
+            ),
+            "a runtime patch with the first fix 1 (the seed's) keeps an int16 quantize at a"
+            " partition's output on INT-only specs too, where it cannot be lowered: TOSA, VGF"
+            " and Ethos-U lowering fail where stock lowers; the diffs keep it only where the"
+            " spec has FP",
         ),
     },
     upstream=UpstreamNote(

@@ -74,17 +74,95 @@ def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
     return insert_output_rescale
 
 
+def clamp_fused_activation_after_conv_rescale(module: Any, original: Any) -> Any:
+    """Build 1.5.1's replacement of ``RewriteConvPass._insert_output_conversion``."""
+    import torch
+
+    exir_ops = module.exir_ops
+    create_node = module.create_node
+    clamp = exir_ops.backend.tosa.CLAMP.default
+
+    def insert_fused_activation_clamp(
+        self: Any, graph_module: Any, source_node: Any, rescale_node: Any, rescale_fake: Any
+    ) -> tuple[Any, Any]:
+        # The port's RewriteConvPass._insert_fused_activation_clamp, as a closure.
+        output_qparams = self._get_effective_output_qparams(source_node)[0]
+        qmin, qmax = output_qparams.qmin, output_qparams.qmax
+        if (
+            qmin != output_qparams.get_zp_per_tensor()
+            or qmin <= torch.iinfo(output_qparams.dtype).min
+        ):
+            return rescale_node, rescale_fake
+        with graph_module.graph.inserting_after(rescale_node):
+            clamp_node = create_node(
+                graph=graph_module.graph,
+                op_target=clamp,
+                args=(rescale_node, qmin, qmax),
+                from_node=source_node,
+            )
+        clamp_fake = clamp(rescale_fake, qmin, qmax)
+        clamp_node.meta["val"] = clamp_fake
+        return clamp_node, clamp_fake
+
+    def _insert_output_conversion(  # noqa: PLR0917 - 1.5.1's signature, called positionally
+        self: Any,
+        graph_module: Any,
+        node: Any,
+        tosa_op: Any,
+        input_fake_tensor: Any,
+        tosa_node_fake_tensor: Any,
+    ) -> tuple[Any, Any]:
+        """Run 1.5.1's method with the port's change around it.
+
+        Example: a8w8 ``cat([relu(conv(x)), y * 10])`` on TOSA-1.0+INT+FP (corpus
+        ``conv_relu_cat_mixed_qparams``). FuseQuantizedActivationPass removes the ReLU and sets
+        the conv's output qmin to its zero point (5 here: the conv output shares the cat's
+        qparams, scale 0.184, which also cover y * 10 < 0);
+        1.5.1 lowers the conv's output quantize to ``RESCALE(conv, int8, scale, 0, zp)``, which
+        saturates to [-128, 127] only, so negative conv outputs pass the lost ReLU (stock: 1.29
+        off on a range of 46.9).
+
+        Becomes: the 1.5.1 method, then, for an a8w8 conv only (int32 accumulator from an int8
+        input, the branch the port touches), ``CLAMP(rescale, qmin, qmax)`` inserted right after
+        the RESCALE when the effective output qparams have ``qmin == zp > dtype min``; the CLAMP
+        (fake tensor from ``tosa.CLAMP``) becomes the conv's replacement. A16W8, FP8 and float
+        convs, and a8w8 convs whose qmin is the dtype minimum or not the zero point, are
+        returned exactly as 1.5.1 makes them.
+        """
+        replacement, replacement_fake = original(
+            self, graph_module, node, tosa_op, input_fake_tensor, tosa_node_fake_tensor
+        )
+        # 1.5.1's is_a8w8_conv: that branch ends with insert_output_rescale, so the
+        # replacement is the RESCALE and nothing was inserted after it.
+        if tosa_node_fake_tensor.dtype == torch.int32 and input_fake_tensor.dtype == torch.int8:
+            return insert_fused_activation_clamp(
+                self, graph_module, node, replacement, replacement_fake
+            )
+        return replacement, replacement_fake
+
+    return _insert_output_conversion
+
+
 FIX = Fix(
     number=3,
     patch="0003-conv-rescale-qparams-from-source.patch",
     title="conv rescale qparams from the source conv or its clamp",
-    repo_paths=("backends/arm/_passes/rewrite_conv_pass.py",),
+    repo_paths=(
+        "backends/arm/_passes/rewrite_conv_pass.py",
+        "backends/arm/test/passes/test_rewrite_conv_pass.py",  # the 1.5.1 port's test
+    ),
     runtime={
         "1.2.0": RuntimeForm(
             repo_path="backends/arm/_passes/rewrite_conv_pass.py",
             owner="RewriteConvPass",
             attribute="insert_output_rescale",
             build=conv_rescale_qparams_from_source,
+        ),
+        "1.5.1": RuntimeForm(
+            repo_path="backends/arm/_passes/rewrite_conv_pass.py",
+            owner="RewriteConvPass",
+            attribute="_insert_output_conversion",
+            build=clamp_fused_activation_after_conv_rescale,
         ),
     },
     claims={

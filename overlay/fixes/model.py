@@ -112,26 +112,62 @@ class UpstreamNote:
     affected_tests: tuple[str, ...] = ()  # upstream test files to run with the fix
 
 
+class DivergenceKind(enum.StrEnum):
+    """Why (b) stock + a runtime patch and (c) the diff-patched build may differ on an item."""
+
+    # the same fix written differently: (b) fails exactly as declared, (c) lowers
+    EQUIVALENT = "equivalent"
+    # the diffs carry a fix the runtime patch lacks: (c) right on every target, (b) not
+    IMPROVEMENT = "improvement"
+
+
 @dataclass(frozen=True)
 class DeclaredDivergence:
     """A known, accepted (b)/(c) difference: where, the exact observation, and why."""
 
     id: str
     item: ItemId
-    b_error_type: str
+    b_error_type: str  # EQUIVALENT: the error (b) raises ("" for an improvement)
     b_error_contains: str
     reason: str
+    kind: DivergenceKind = DivergenceKind.EQUIVALENT
+    fix: int | None = None  # an IMPROVEMENT: the fix the runtime patch lacks
 
-    def matches(self, item: ItemId, b: ItemResult, c: ItemResult) -> bool:
-        """Return True when (b) fails exactly as declared on this item and (c) does not."""
+    def matches(self, item: ItemId, b: ItemResult, c: ItemResult, *, improves: bool) -> bool:
+        """Return True when this item's (b)/(c) difference is the one declared.
+
+        ``improves``: (c) is right on every target and (b) is not (an IMPROVEMENT holds
+        exactly then); an EQUIVALENT divergence holds when (b) fails as declared and (c)
+        lowers.
+        """
+        if item != self.item:
+            return False
+        if self.kind is DivergenceKind.IMPROVEMENT:
+            return improves
         return (
-            item == self.item
-            and not b.ok
+            not b.ok
             and b.error is not None
             and b.error.type == self.b_error_type
             and self.b_error_contains in b.error.message
             and c.ok
         )
+
+
+def improvements(
+    fix: int, name: str, items: tuple[ItemId, ...], reason: str
+) -> tuple[DeclaredDivergence, ...]:
+    """Declare the diffs right on ``items`` where a runtime patch without fix ``fix`` is not.
+
+    Example: the seed monkey-patch as path (b) on 1.2.0 lacks fix 5, so the a16w8 tanh of
+    ``zoo_grid_warp_a16w8_int16`` is wrong on (b) and right on (c).
+    Becomes: one IMPROVEMENT per item, ``<name>:<item name>``, shown with ``reason``.
+    """
+    return tuple(
+        DeclaredDivergence(
+            f"{name}:{item.name}", item, "", "", reason, DivergenceKind.IMPROVEMENT, fix
+        )
+        for item in items
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,9 +181,11 @@ class Fix:
     # release measured on -> trigger cases
     claims: Mapping[str, tuple[Trigger, ...]] = dataclasses.field(repr=False)
     upstream: UpstreamNote = dataclasses.field(repr=False)
-    runtime: Mapping[str, RuntimeForm | DiffOnly] = dataclasses.field(
+    # line -> its runtime form (several when the fix replaces several functions), or why it
+    # has none
+    runtime: Mapping[str, RuntimeForm | tuple[RuntimeForm, ...] | DiffOnly] = dataclasses.field(
         default_factory=dict, repr=False
-    )  # line -> its runtime form, or why it has none
+    )
     divergences: Mapping[str, tuple[DeclaredDivergence, ...]] = dataclasses.field(
         default_factory=dict, repr=False
     )  # line -> (b)/(c) differences accepted there
@@ -171,10 +209,12 @@ class Fix:
             for trigger in triggers
         )
 
-    def runtime_form(self, line: str) -> RuntimeForm | None:
-        """Return the runtime form written for ``line`` (None: none, or diff only)."""
+    def runtime_forms(self, line: str) -> tuple[RuntimeForm, ...]:
+        """Return the runtime forms written for ``line`` (none: no entry, or diff only)."""
         form = self.runtime.get(line)
-        return form if isinstance(form, RuntimeForm) else None
+        if isinstance(form, RuntimeForm):
+            return (form,)
+        return () if form is None or isinstance(form, DiffOnly) else form
 
     def releases(self) -> set[str]:
         """Return every release key the module uses (claims, runtime forms, divergences)."""

@@ -1,10 +1,13 @@
 """The table of fixes in ``docs/fixes.md``, generated from the registry and the release lines.
 
 Example: the registry's four fixes and ``patches/1.2.0/``.
-Becomes: one row per fix (patch, title), one column per line saying how that line carries
-it (``runtime Owner.attribute``, ``diff only``, or ``-`` for not carried), then its claims
-by release and its declared divergences; :func:`update` puts it between the markers of a
-Markdown text.
+Becomes: one row per fix (patch, title), one column per line saying how that line holds
+it (carried / ported / backported with ``runtime Owner.attribute`` or ``diff only``;
+dropped; ``-`` for never there), then its claims by release and its declared divergences;
+then one row per line and fix with the evidence: the trigger cases on stock and patched, the
+upstream test and the upstream commit, from each line's ``evidence.toml`` (written when the
+line was promoted) or, on a line never promoted, from the fix's claims and the patch's DEP-3
+``Origin:``. :func:`update` puts both between the markers of a Markdown text.
 """
 
 from __future__ import annotations
@@ -15,19 +18,88 @@ from overlay._table import markdown_table
 from overlay.errors import OverlayError
 from overlay.fixes import Registry
 from overlay.fixes.model import DiffOnly, Fix
-from overlay.lines import Line
+from overlay.lines import Line, evidence
+from overlay.lines.evidence import LineEvidence, PatchEvidence, Status
+from overlay.text.series import Patch, load_series
 
 BEGIN = "<!-- fixes-table:begin (generated: overlay.fixes.overview) -->"
 END = "<!-- fixes-table:end -->"
 
 
-def _on_line(fix: Fix, line: Line, carried: Sequence[Fix]) -> str:
-    if fix not in carried:
+UPSTREAM_COMMIT = "github.com/pytorch/executorch/commit/"
+
+
+def _patch(line: Line, fix: Fix) -> Patch | None:
+    prefix = f"{fix.number:04d}-"
+    return next((p for p in load_series(line.directory).patches if p.name.startswith(prefix)), None)
+
+
+def _own(found: LineEvidence | None, fix: Fix) -> PatchEvidence | None:
+    prefix = f"{fix.number:04d}-"
+    return next((p for p in found.patches if p.patch.startswith(prefix)), None) if found else None
+
+
+def status(line: Line, fix: Fix, found: LineEvidence | None) -> Status | None:
+    """Return how ``line`` holds ``fix`` (None: the fix was never on the line or its parent)."""
+    patch = _patch(line, fix)
+    if patch is None:
+        own = _own(found, fix)
+        return Status.DROPPED if own is not None else None
+    if UPSTREAM_COMMIT in patch.header.get("Origin", ""):
+        return Status.BACKPORTED
+    own = _own(found, fix)
+    return own.status if own is not None else Status.CARRIED
+
+
+def _on_line(fix: Fix, line: Line, found: LineEvidence | None) -> str:
+    held = status(line, fix, found)
+    if held is None:
         return "-"
-    form = fix.runtime.get(line.name)
-    if form is None:
-        return "carried, no runtime form declared"
-    return "diff only" if isinstance(form, DiffOnly) else f"runtime `{form.qualname}`"
+    if held is Status.DROPPED:
+        return "dropped"
+    if isinstance(fix.runtime.get(line.name), DiffOnly):
+        return f"{held.value}; diff only"
+    forms = fix.runtime_forms(line.name)
+    if not forms:
+        return f"{held.value}; no runtime form declared"
+    return f"{held.value}; runtime " + ", ".join(f"`{form.qualname}`" for form in forms)
+
+
+def _evidence(line: Line, fix: Fix, found: LineEvidence | None) -> list[str]:
+    """Return the trigger cases, the upstream test and the upstream reference of one cell."""
+    own = _own(found, fix)
+    if own is not None:
+        cases = ", ".join(
+            f"{c.case}: stock {c.stock}" + (f", patched {c.patched}" if c.patched else "")
+            for c in own.cases
+        )
+        upstream = own.applied_upstream
+        reason = own.reason.split(": ", 1)[-1] if own.status is Status.DROPPED else ""
+        return [cases or "-", own.upstream_test or "-", upstream or reason or "-"]
+    claims = fix.claims.get(line.name, ())
+    cases = ", ".join(f"{t.case} ({t.effect.value})" for t in claims)
+    patch = _patch(line, fix)
+    header = patch.header if patch is not None else {}
+    upstream = header.get("Applied-Upstream", "")
+    origin = header.get("Origin", "")
+    if UPSTREAM_COMMIT in origin:
+        upstream = f"cherry-pick of {origin.split(UPSTREAM_COMMIT, 1)[1][:12]}" + (
+            f"; in {upstream}" if upstream else ""
+        )
+    return [cases or "-", "-", upstream or "-"]
+
+
+def evidence_table(registry: Registry, lines: Sequence[Line]) -> str:
+    """Return the Markdown table of each line's evidence per fix (newest line first)."""
+    header = ["line", "fix", "status", "trigger cases", "upstream test", "upstream"]
+    rows = []
+    for line in reversed(lines):
+        found = evidence.load(line.directory)
+        for fix in registry.fixes:
+            held = status(line, fix, found)
+            if held is not None:
+                rows.append([line.name, str(fix.number), held.value, *_evidence(line, fix, found)])
+    return "\n".join(markdown_table(header, rows)) + "\n"
 
 
 def _claims(fix: Fix) -> str:
@@ -46,13 +118,15 @@ def _divergences(fix: Fix) -> str:
 
 def table(registry: Registry, lines: Sequence[Line]) -> str:
     """Return the Markdown table of every fix against ``lines`` (oldest first)."""
-    carried = {line.name: registry.carried_by(line) for line in lines}
+    found = {line.name: evidence.load(line.directory) for line in lines}
+    for line in lines:
+        registry.carried_by(line)  # a patch with no fix module is an error here too
     header = ["fix", "patch", *(line.name for line in lines), "claims", "divergences"]
     rows = [
         [
             str(fix.number),
             f"`{fix.stem}`: {fix.title}",
-            *(_on_line(fix, line, carried[line.name]) for line in lines),
+            *(_on_line(fix, line, found[line.name]) for line in lines),
             _claims(fix),
             _divergences(fix) or "-",
         ]
@@ -72,4 +146,5 @@ def update(text: str, registry: Registry, lines: Sequence[Line]) -> str:
             found="neither" if not begin else "only the first",
             hint="put both markers on lines of their own in docs/fixes.md",
         )
-    return f"{head}{BEGIN}\n{table(registry, lines)}{END}{tail}"
+    both = f"{table(registry, lines)}\n{evidence_table(registry, lines)}"
+    return f"{head}{BEGIN}\n{both}{END}{tail}"

@@ -146,13 +146,32 @@ def _first_line(error: ErrorInfo) -> str:
     return error.first_line
 
 
-def triggers(fix: Fix, versions: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Return (bug trigger cases, other trigger cases) of ``fix`` claimed for ``versions``."""
+def triggers(
+    fix: Fix, versions: Iterable[str], *, target: str | None = None
+) -> tuple[list[str], list[str]]:
+    """Return (bug trigger cases, other trigger cases) of ``fix`` claimed for ``versions``.
+
+    ``target``: the release the cases run on. A case another fix claims for that very
+    release is its evidence there, not this fix's.
+
+    Example: fix 5 claims ``grid_warp_a16w8_vgf`` on 1.2.0 (1.2.0's int16 tanh); on 1.5.1
+    fix 1 claims it (the grid sampler refuses the int16 grid), and it fails on stock 1.5.1.
+    Becomes: with ``target="1.5.1"`` the case is fix 1's, so fix 5 is not kept for it.
+    """
     wanted = list(versions)
+    taken = set()
+    if target is not None:
+        taken = {
+            t.case
+            for owner in fixes.FIXES
+            if owner is not fix
+            for t in owner.triggers
+            if t.applies_to(target)
+        }
     bug: list[str] = []
     other: list[str] = []
     for trigger in fix.triggers:
-        if not any(trigger.applies_to(v) for v in wanted):
+        if trigger.case in taken or not any(trigger.applies_to(v) for v in wanted):
             continue
         if trigger.effect is Effect.FIXED:
             bug.append(trigger.case)

@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from overlay import fixes
 from overlay.equivalence.controller.processes import Plan, Settings, Slot
@@ -39,6 +40,7 @@ from overlay.equivalence.protocol import (
     RunRequest,
 )
 from overlay.equivalence.verdict import compare, needs_attribution
+from overlay.text.series import load_series
 
 MIN_ITEMS_PER_WORKER = 4.0  # another worker (a torch import) only for this many cases more
 PROBE_WEIGHT = 0.1  # a probe costs milliseconds; a case seconds
@@ -87,12 +89,22 @@ class _Counts:
     busy_seconds: float = 0.0
 
 
-def candidates(item: ItemId) -> list[int]:
-    """Return the fixes to try for an item's attribution: its claimed fixes first."""
+def candidates(item: ItemId, carried: Sequence[int]) -> list[int]:
+    """Return the fixes of the run's line to try for an item's attribution, claimed first.
+
+    Example: ``grid_warp_a16w8_vgf`` on the 1.5.1 line, which carries fixes 1 and 3.
+    Becomes: ``[1, 3]``: fix 5 claims the case on 1.2.0 only and has no runtime form here.
+    """
     claimed = (
         [f.number for f, _ in fixes.triggers_of(item.name)] if item.kind is ItemKind.CASE else []
     )
-    return [*dict.fromkeys(claimed), *(f.number for f in fixes.FIXES if f.number not in claimed)]
+    return [n for n in dict.fromkeys([*claimed, *carried]) if n in carried]
+
+
+def carried_fixes(patches_dir: Path) -> tuple[int, ...]:
+    """Return the numbers of the fixes the series in ``patches_dir`` carries, in series order."""
+    found = (fixes.by_patch(p.name) for p in load_series(patches_dir).patches)
+    return tuple(fix.number for fix in found if fix is not None)
 
 
 def case_timeout(info: Info) -> float | None:
@@ -215,6 +227,7 @@ class Pool:
         self.jobs = jobs  # worker processes to aim for; 0: one per CPU
         self.board = _Board(attribute)
         self.infos: Mapping[ItemId, Info] = {}
+        self.carried = carried_fixes(settings.patches_dir)
 
     def run(self, infos: Mapping[ItemId, Info], spare: Slot | None = None) -> Answers:
         """Answer every item on every path, from the cache or by running it.
@@ -349,7 +362,7 @@ class Pool:
         board, info = self.board, self.infos[item]
         target = board.results[PathId.RUNTIME][item]
         found: int | None = None
-        for number in candidates(item):
+        for number in candidates(item, self.carried):
             single = self.cache.result(PathId.STOCK, info, (number,))
             if single is None and slot is None:
                 return False

@@ -15,13 +15,6 @@ from overlay.errors import EquivalenceInputError
 
 SEED = 20261202
 GROUPS = ("core", "zoo")
-# A known upstream bug, declared on the cases it breaks on every path (not a finding there).
-INT16_TANH = (
-    "executorch 1.2.0 lowers tanh under a16w8 wrongly (int16 specs): conv -> tanh alone is off"
-    " by 0.64 on an output range of 0.99 on every path; the four fixes do not touch it"
-)
-INT16_TANH_RELEASES = "~=1.2.0"  # where it was measured
-
 CASES: tuple[CaseInfo, ...] = (
     CaseInfo("conv_relu_int8", "TOSA-1.0+INT", "a8w8", fast=True),
     CaseInfo("depthwise_conv_int8", "TOSA-1.0+INT", "a8w8"),
@@ -83,8 +76,14 @@ CASES: tuple[CaseInfo, ...] = (
         fast=True,
         note="VGF-quantised conv -> tanh -> permute -> grid_sample: an int16 grid",
         targets_vgf=True,
-        expect_broken=INT16_TANH,
-        broken_releases=INT16_TANH_RELEASES,
+    ),
+    CaseInfo(
+        "max_pool2d_default_stride",
+        "TOSA-1.0+INT",
+        "a8w8",
+        fast=True,
+        ethos_u=True,
+        note="F.max_pool2d(x, 2): the stride is left out, as torch.export leaves it",
     ),
 )
 
@@ -108,7 +107,6 @@ def _zoo(
     fast: bool = False,
     ethos_u: bool = False,
     note: str = "",
-    expect_broken: str = "",
 ) -> tuple[str, CaseInfo]:
     """Return (the network's builder in corpus.zoo, the case)."""
     # the pre-quantised grid networks are built for their spec: one builder per variant
@@ -125,8 +123,6 @@ def _zoo(
         group="zoo",
         timeout=ZOO_TIMEOUT_S,
         ethos_u=ethos_u,
-        expect_broken=expect_broken,
-        broken_releases=INT16_TANH_RELEASES if expect_broken else "",
     )
 
 
@@ -153,7 +149,6 @@ _ZOO: tuple[tuple[str, CaseInfo], ...] = (
         "TOSA-1.0+INT+FP+int16",
         "a16w8",
         note="a conv branch makes int16 grid positions that feed grid_sample (VGF)",
-        expect_broken=INT16_TANH,
     ),
     _zoo(
         "grid_warp",
@@ -161,7 +156,6 @@ _ZOO: tuple[tuple[str, CaseInfo], ...] = (
         "TOSA-1.0+INT+int16",
         "a16w8",
         ethos_u=True,
-        expect_broken=INT16_TANH + "; with fix 1 (INT-only spec) the TOSA lowering fails too",
     ),
     _zoo(
         "grid_warp_int16_grid",

@@ -30,6 +30,15 @@ class ConvRelu(nn.Module):
         return torch.relu(self.conv(x))
 
 
+class ConvMaxPool(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: Any) -> Any:
+        return nn.functional.max_pool2d(torch.relu(self.conv(x)), 2)  # stride left out
+
+
 class Depthwise(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -160,4 +169,5 @@ BUILDERS: dict[str, Builder] = {
     "equal_constant_outputs_channels_last": lambda: (EqualConstants(), (image(1, 4),)),
     "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
+    "max_pool2d_default_stride": lambda: (ConvMaxPool(), (image(1, 3, 16, 16),)),
 }

@@ -53,7 +53,9 @@ LEGEND = (
     ),
     (
         "b vs c",
-        "agree; declared (a known difference, listed below); UNDECLARED or INCOMPLETE fail the run",
+        "agree; declared (a known difference, listed below); improved: (c) right where (b) is"
+        " not, declared (the runtime patch lacks a fix the diffs carry); UNDECLARED or"
+        " INCOMPLETE fail the run",
     ),
 )
 
@@ -122,7 +124,7 @@ def ab_cell(verdict: Verdict) -> str:
 
 def bc_cell(verdict: Verdict) -> str:
     """Return the (b) vs (c) cell."""
-    if verdict.bc in (BC.AGREE, BC.DECLARED):
+    if verdict.bc in (BC.AGREE, BC.DECLARED, BC.IMPROVED):
         return verdict.bc.value
     return verdict.bc.value.upper()
 
@@ -147,6 +149,8 @@ def bc_text(verdict: Verdict) -> str:
         return "agree"
     if verdict.bc is BC.DECLARED:
         return f"declared: {verdict.declared}"
+    if verdict.bc is BC.IMPROVED:
+        return f"improved (declared): {verdict.declared}"
     if verdict.bc is BC.INCOMPLETE:
         return "INCOMPLETE"
     return "UNDECLARED: " + ", ".join(d.value for d in verdict.bc_diffs)
@@ -168,7 +172,7 @@ def interest(verdict: Verdict) -> int:
     """Return the row group: 0 problems, 1 differs from stock, 2 the rest."""
     if verdict.failures:
         return 0
-    return 1 if verdict.ab is not AB.SAME or verdict.bc is BC.DECLARED else 2
+    return 1 if verdict.ab is not AB.SAME or verdict.bc in (BC.DECLARED, BC.IMPROVED) else 2
 
 
 def patch_name(number: int | None) -> str:

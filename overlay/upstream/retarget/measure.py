@@ -84,7 +84,7 @@ def measure_stock(
     for plan in plans:
         fix = fixes.by_patch(plan.name)
         if fix is not None:
-            bug, other = behaviour.triggers(fix, _versions(series, version))
+            bug, other = behaviour.triggers(fix, _versions(series, version), target=version)
             found[plan.name] = decide_patch(
                 plan.name, version, behaviour.judged(run, bug), behaviour.judged(run, other),
                 kept=False,
@@ -173,7 +173,7 @@ def measure_patched(
                     selection=added,
                     log_dir=request.out_dir / "logs" / "pytest" / patch.name.removesuffix(".patch"),
                 )
-            bug, other = behaviour.triggers(fix, versions)
+            bug, other = behaviour.triggers(fix, versions, target=version)
             found[patch.name] = decide_patch(
                 patch.name,
                 version,

@@ -15,7 +15,7 @@ from overlay import fixes
 from overlay.equivalence import corpus
 from overlay.equivalence.protocol import ItemResult
 from overlay.equivalence.verdict import compare
-from overlay.fixes import DiffOnly, RuntimeForm
+from overlay.fixes import DiffOnly
 from overlay.upstream.behaviour import ReleaseRun, judge_case
 from overlay.upstream.facts import KEPT, CaseMove
 from overlay.upstream.verdicts import PatchVerdict
@@ -81,10 +81,15 @@ def runtime_form_note(verdicts: Sequence[PatchVerdict], version: str) -> str:
             continue
         declared = fix.runtime.get(version)
         if declared is not None:
-            what = declared.text if isinstance(declared, DiffOnly) else declared.qualname
+            forms = fix.runtime_forms(version)
+            what = (
+                declared.text
+                if isinstance(declared, DiffOnly)
+                else ", ".join(form.qualname for form in forms)
+            )
             lines.append(f"{verdict.name}: its fix module declares {version}: {what}")
             continue
-        written = [(line, f) for line, f in fix.runtime.items() if isinstance(f, RuntimeForm)]
+        written = [(line, f) for line in fix.runtime for f in fix.runtime_forms(line)]
         if not written:
             lines.append(f"{verdict.name}: no runtime form on any line: the diff is its only form")
             continue

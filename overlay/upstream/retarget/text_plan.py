@@ -105,7 +105,8 @@ def _three_way(
     if conflicts:
         return f"3-way merge conflicts: {'; '.join(conflicts)}", merged, conflicts
     if all(merged[p] == new_before[p] for p in merged):
-        return "3-way merge gives the new release unchanged (already there)", merged, []
+        # nothing left to carry: kept anyway (behaviour), it is a port for a person to write
+        return "3-way merge gives the new release unchanged (already there)", None, []
     return "3-way merge applies cleanly", merged, []
 
 

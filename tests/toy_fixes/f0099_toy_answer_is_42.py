@@ -1,4 +1,4 @@
-"""Fix 5, a toy for the tests: ``Answer.value`` of the fake ``toyexec`` package says 42.
+"""Fix 99, a toy for the tests: ``Answer.value`` of the fake ``toyexec`` package says 42.
 
 Shaped like a real fix module (see docs/fixes.md): the registry, the runtime machinery and
 the docs table take it as they take fixes 1-4.
@@ -28,8 +28,8 @@ def answer_is_42(module: Any, original: Any) -> Any:
 
 
 FIX = Fix(
-    number=5,
-    patch="0005-toy-answer-is-42.patch",
+    number=99,
+    patch="0099-toy-answer-is-42.patch",
     title="the answer is 42",
     repo_paths=(REPO_PATH,),
     runtime={

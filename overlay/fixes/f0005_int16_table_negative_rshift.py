@@ -1,0 +1,134 @@
+"""Fix 5: int16 TABLE zeroed by a negative right shift (``0005-int16-table-negative-rshift``).
+
+A backport of upstream 9c7fba0e9b (PR #20668, first released in 1.4.0): the a16w8 ``tanh``
+and ``sigmoid`` of 1.2.0 output 0 for every input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from overlay.equivalence.protocol import ItemId, ItemKind
+from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote, improvements
+
+TABLE_OPS = "backends/arm/_passes/insert_table_ops.py"
+
+
+def int16_table_nonnegative_rshift(module: Any, original: Any) -> Any:
+    """Build 1.2.0's replacement of ``InsertTableOpsPass.generate_16_bit_table_values``."""
+    import torch
+
+    def generate_16_bit_table_values(
+        torch_op: Callable[[Any], Any], in_quantargs: Any, out_quantargs: Any
+    ) -> tuple[Any, int]:
+        """Build the int16 lookup table of ``torch_op`` without a negative right shift.
+
+        Example: a16w8 ``tanh`` whose int16 output has scale 2**-12 (the a16w8 observer's
+        eps): the largest table value is 4096, so 1.2.0 computes rshift = -3, and
+        ``lut_values >> -3`` is 0 (-1 for negative entries): the TABLE is all 0/-1 and the
+        op outputs 0 for every input (conv -> relu -> conv -> tanh off by 0.64 on a range
+        of 0.99).
+        Becomes: 1.2.0's table with ``rshift = max(rshift, 0)`` (values that already fit
+        in int16 are not shifted; rescale_lshift = -7, the int16 case), a staticmethod as
+        upstream made it (1.2.0's call ``self.generate_16_bit_table_values(...)`` works
+        either way).
+        """
+
+        def f(x: Any) -> Any:
+            x = x.clamp(in_quantargs.qmin, in_quantargs.qmax).to(dtype=in_quantargs.dtype)
+            x = in_quantargs.dequantize_value(x & ~0x7F)  # the 7 LSBs are not used
+            return out_quantargs.quantize_value(torch_op(x))
+
+        lut_values = f(
+            torch.linspace(
+                start=in_quantargs.qmin, end=in_quantargs.qmax + 1, steps=513, dtype=torch.int32
+            )
+        )
+        rshift = int(torch.ceil(torch.log2(lut_values.abs().max()))) + 1 - 16
+        rshift = max(rshift, 0)
+        return (lut_values >> rshift).to(dtype=torch.int16), rshift - 7
+
+    return staticmethod(generate_16_bit_table_values)
+
+
+FIX = Fix(
+    number=5,
+    patch="0005-int16-table-negative-rshift.patch",
+    title="int16 TABLE lookup values without a negative right shift (upstream 9c7fba0e9b)",
+    repo_paths=(TABLE_OPS, "backends/arm/test/ops/test_sigmoid_32bit.py"),
+    runtime={
+        "1.2.0": RuntimeForm(
+            repo_path=TABLE_OPS,
+            owner="InsertTableOpsPass",
+            attribute="generate_16_bit_table_values",
+            build=int16_table_nonnegative_rshift,
+        ),
+    },
+    claims={
+        "1.2.0": (
+            Trigger(
+                "zoo_grid_warp_a16w8_intfp16",
+                Effect.FIXED,
+                "a16w8 grid warp (conv -> tanh -> grid_sample) on INT+FP+int16: stock's tanh"
+                " TABLE is all zeros (75% of the range off), right with the fix",
+            ),
+            Trigger(
+                "zoo_grid_warp_a16w8_int16",
+                Effect.FIXED,
+                "the same network on INT+int16 (and its Ethos-U55/U85 streams): stock's tanh"
+                " outputs 0, right with the fix",
+            ),
+            Trigger(
+                "grid_warp_a16w8_vgf",
+                Effect.FIXED,
+                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock's tanh outputs 0"
+                " (TOSA and executed VGF about 60% of the range off), right with the fix",
+            ),
+        ),
+    },
+    divergences={
+        "1.2.0": improvements(
+            5,
+            "fix-5-int16-table",
+            tuple(
+                ItemId(ItemKind.CASE, name)
+                for name in (
+                    "zoo_grid_warp_a16w8_intfp16",
+                    "zoo_grid_warp_a16w8_int16",
+                    "grid_warp_a16w8_vgf",
+                )
+            ),
+            "a runtime patch without fix 5 (the seed) keeps 1.2.0's int16 TABLE of tanh, all"
+            " zeros: the grid positions are wrong (about 60-75% of the output's range)",
+        ),
+    },
+    upstream=UpstreamNote(
+        test_file="backends/arm/test/ops/test_sigmoid_32bit.py",
+        narrowing=(
+            "Upstream's own commit 9c7fba0e9b (PR #20668), released in 1.4.0: nothing to"
+            " send; the line carries it as a backport until it moves to 1.4.0 or later."
+        ),
+        reproducer="""\
+import torch
+from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineINT
+from executorch.backends.arm.quantizer import get_symmetric_a16w8_quantization_config
+
+
+class ConvTanh(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 2, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.conv(x))
+
+
+pipeline = TosaPipelineINT(
+    ConvTanh(), (torch.rand(1, 3, 8, 8),), [], [], tosa_extensions=["int16"]
+)
+pipeline.quantize.quantizer.set_global(get_symmetric_a16w8_quantization_config())
+pipeline.run()  # outputs are all zeros on 1.2.0
+""",
+    ),
+)
