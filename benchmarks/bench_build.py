@@ -8,7 +8,7 @@ backend with the monkey-patch applied. The cold build runs the real
 ``nox -s build_patched_executorch`` in a fresh ``git clone`` (new tool venv, new ready
 venv, new dist/; the patched wheel comes from the overlay's content-keyed cache).
 ``--pip`` adds a bare pip install of the pins; ``--seed FILE.py:FUNCTION`` picks the
-monkey-patch (default: the seed file when present, else ``overlay.runtime:apply_all``).
+monkey-patch (default: ``overlay.runtime:apply_all``, the runtime form of the default line).
 """
 
 from __future__ import annotations
@@ -26,16 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from overlay import lines
 from overlay.dist import wheels
 from overlay.envs import lockfiles
 from overlay.envs.verify_install import ARM_MODULES
+from overlay.equivalence.controller.processes import worker_library
 from overlay.target import journal, transaction
 from overlay.text.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parent.parent
-SERIES: Series = load_series(ROOT / "patches" / "1.2.0")
+SERIES_DIR = lines.default_line(ROOT / "patches").directory
+SERIES: Series = load_series(SERIES_DIR)
 PYTHON = SERIES.pins.pythons[0]
-SEED = ROOT.parent / "shared" / "seed" / "arm_backend_monkey_patch.py"
 PEER_IMPORT = """
 import importlib, importlib.util, sys
 path, _, function = sys.argv[1].rpartition(":")
@@ -88,7 +90,13 @@ def peer(scratch: Path, runtime_patch: str) -> float:
         [uv(), "pip", "sync", "-q", "--python", python, "--require-hashes", str(requirements)],
         check=True,
     )
-    subprocess.run([python, "-c", PEER_IMPORT, runtime_patch, *ARM_MODULES], check=True)
+    library = worker_library(scratch / "peer-library")  # overlay.runtime, as a worker has it
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(library),
+        lines.PATCHES_ENV: str(SERIES_DIR),
+    }
+    subprocess.run([python, "-c", PEER_IMPORT, runtime_patch, *ARM_MODULES], check=True, env=env)
     return time.perf_counter() - start
 
 
@@ -194,10 +202,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="peer/cold rounds (alternating)")
     parser.add_argument(
         "--seed",
-        default=f"{SEED}:apply_arm_backend_monkey_patch"
-        if SEED.is_file()
-        else "overlay.runtime:apply_all",
-        help="the peer's runtime patch, FILE.py:FUNCTION or module:FUNCTION",
+        default="overlay.runtime:apply_all",
+        help="the peer's runtime patch, FILE.py:FUNCTION or module:FUNCTION (default: the"
+        " runtime form of the default line's fixes; the seed monkey-patch fits only 1.2.0)",
     )
     parser.add_argument(
         "--apply-only", action="store_true", help="only the in-place apply/revert rows"

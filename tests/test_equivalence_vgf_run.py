@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pytest
 
 from overlay.equivalence.worker import vgf_run
 
@@ -35,3 +38,33 @@ def test_layer_manifests_are_rewritten_whole_graph_layer_first(tmp_path: Path) -
         assert sorted(p.name for p in path.iterdir()) == [f"{stem}.json"]  # no temporary left
         data = json.loads((path / f"{stem}.json").read_text(encoding="utf-8"))
         assert data["layer"]["library_path"] == str(deploy.resolve() / "lib" / f"lib{stem}.so")
+
+
+def _runner(tmp_path: Path, log: str) -> list[str]:
+    script = tmp_path / "runner.py"
+    script.write_text(f"import sys\nprint({log!r})\nsys.exit(255)\n", encoding="utf-8")
+    return [sys.executable, str(script)]
+
+
+def test_a_failed_run_drops_the_log_clock_so_paths_compare(tmp_path: Path) -> None:
+    log = "2026-12-04 03:26:44,902 [Scenario-Runner] ERROR: no device"
+    with pytest.raises(vgf_run.VgfRunError) as info:
+        vgf_run._run(_runner(tmp_path, log), {}, tmp_path, "scenario-runner")
+    assert (
+        str(info.value) == "scenario-runner failed (exit 255): [Scenario-Runner] ERROR: no device"
+    )
+    assert not isinstance(info.value, vgf_run.VgfNotRunnableError)
+
+
+def test_a_custom_shader_module_is_not_runnable_here(tmp_path: Path) -> None:
+    log = "2026-12-04 03:26:52,287 [Scenario-Runner] ERROR: Cannot open SPIR-V shader file."
+    with pytest.raises(vgf_run.VgfNotRunnableError) as info:
+        vgf_run._run(_runner(tmp_path, log), {}, tmp_path, "scenario-runner")
+    assert "custom SPIR-V shader module" in str(info.value)
+    assert "2026-12-04" not in str(info.value)
+
+
+def test_a_run_that_succeeds_returns_its_output(tmp_path: Path) -> None:
+    script = tmp_path / "ok.py"
+    script.write_text("print('done')\n", encoding="utf-8")
+    assert vgf_run._run([sys.executable, str(script)], {}, tmp_path, "x").strip() == "done"

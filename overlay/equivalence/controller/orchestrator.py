@@ -282,7 +282,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         options=options.recorded(),
         workers=workers,
         verdicts=verdicts,
-        declared=DECLARED_DIVERGENCES,
+        declared=fixes.declared_divergences(version) if version else DECLARED_DIVERGENCES,
         wall_seconds=ended - started,
         phase_seconds={
             "prepare (environments, cache keys, listing)": prepared - started,

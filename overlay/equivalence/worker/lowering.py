@@ -160,6 +160,8 @@ def _vgf(
         with torch.no_grad():
             got = vgf_run.run_program(edge, inputs, emulation)
         numerics = measure(got, float_out, fq_out)
+    except vgf_run.VgfNotRunnableError as exc:  # the emulation's limit, not the graph's fault
+        return dataclasses.replace(lowered, run_reason=str(exc))
     except Exception as exc:
         return dataclasses.replace(
             lowered,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -50,6 +51,16 @@ FORMATS = {
 
 class VgfRunError(RuntimeError):
     """The scenario runner could not run a VGF graph (a tool, the driver or the graph)."""
+
+
+class VgfNotRunnableError(VgfRunError):
+    """The graph needs what the emulation here cannot give (a custom SPIR-V shader module)."""
+
+
+# Lines of the scenario runner's log start with the wall clock; errors are compared across
+# paths, so the time is dropped.
+_LOG_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ ")
+SHADER_MISSING = "Cannot open SPIR-V shader file"
 
 
 @dataclass(frozen=True)
@@ -145,8 +156,15 @@ def _run(command: list[str], env: dict[str, str], cwd: Path, what: str) -> str:
         raise VgfRunError(f"{what} did not finish in {RUN_TIMEOUT_S:.0f} s") from exc
     output = (done.stdout or "") + (done.stderr or "")
     if done.returncode != 0:
-        errors = [line for line in output.splitlines() if "ERROR" in line or "Error]" in line]
-        tail = "\n".join(errors[-5:] or output.splitlines()[-5:])
+        lines = [_LOG_TIME.sub("", line) for line in output.splitlines()]
+        errors = [line for line in lines if "ERROR" in line or "Error]" in line]
+        tail = "\n".join(errors[-5:] or lines[-5:])
+        if SHADER_MISSING in output:
+            raise VgfNotRunnableError(
+                f"{what} cannot run this VGF here: it holds a custom SPIR-V shader module"
+                f" (a TOSA custom op such as the grid sampler's), which the emulation layer"
+                f" does not load ({tail})"
+            )
         raise VgfRunError(f"{what} failed (exit {done.returncode}): {tail}")
     return output
 
