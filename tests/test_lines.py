@@ -328,3 +328,21 @@ def test_the_checkout_is_found_whatever_the_locale(tmp_path: Path) -> None:
         check=True,
     )
     assert proc.stdout.strip() == str(checkout)
+
+
+def test_a_retarget_starts_from_the_newest_line_before_its_release(root: Path) -> None:
+    names = [line.name for line in lines.all_lines(root)]
+    assert lines.line_before(root, "99.0.0").name == names[-1]
+    assert lines.line_before(root, names[-1]).name == names[-2]
+    with pytest.raises(UnsupportedReleaseError) as older:
+        lines.line_before(root, names[0])
+    assert older.value.found == names[0]
+    with pytest.raises(UnsupportedReleaseError) as bad:
+        lines.line_before(root, "not-a-version")
+    assert bad.value.expected == "a version such as 1.5.1"
+
+
+def test_the_checkout_retargets_151_from_120() -> None:
+    root = Path(__file__).resolve().parent.parent / "patches"
+    assert lines.line_before(root, "1.5.1").name == "1.2.0"
+    assert lines.line_before(root, "1.6.0").name == "1.5.1"

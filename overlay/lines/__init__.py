@@ -122,6 +122,32 @@ def line_for_version(root: Path, version: str) -> Line:
     )
 
 
+def line_before(root: Path, version: str) -> Line:
+    """Return the newest line older than executorch ``version`` (where a retarget starts).
+
+    Example: lines 1.2.0 and 1.5.1, ``version`` 1.5.1 (re-checking the last retarget).
+    Becomes: the 1.2.0 line; for 1.6.0 it is the 1.5.1 line.
+    """
+    try:
+        wanted = Version(version)
+    except InvalidVersion as exc:
+        raise UnsupportedReleaseError(
+            f"{version!r} is not an executorch release",
+            expected="a version such as 1.5.1",
+            found=version,
+            hint="name a release published on PyPI",
+        ) from exc
+    older = [line for line in all_lines(root) if line.version < wanted]
+    if not older:
+        raise UnsupportedReleaseError(
+            f"no release line older than executorch {version}",
+            expected=f"a line before {version} among: {_supported(root)}",
+            found=version,
+            hint="retarget to a release newer than the oldest line",
+        )
+    return older[-1]
+
+
 def find_checkout(start: Path) -> Path | None:
     """Return the overlay checkout holding ``start`` (its pyproject names this project)."""
     for folder in (start, *start.parents):
