@@ -93,6 +93,8 @@ def test_the_report_records_the_choices_not_this_machines_settings(
 
 # --- selection -----------------------------------------------------------------------------
 
+ROOT = Path(__file__).resolve().parent.parent
+
 LISTING = ListReply(
     cases=(
         CaseInfo("corpus_case", "TOSA-1.0+INT", "a8w8", fast=True),
@@ -175,3 +177,20 @@ def test_two_runs_into_one_folder_are_refused(
         pytest.raises(EquivalenceError, match="another equivalence run"),
     ):
         run(fake)
+
+
+def test_a_probe_runs_on_the_lines_that_carry_its_fix() -> None:
+    listing = ListReply(corpus.ALL_CASES, corpus.PROBES)
+
+    def probes(line: str) -> set[int]:
+        options = Options("py", "py", patches_dir=ROOT / "patches" / line)
+        infos, _ = orchestrator.select(listing, options)
+        return {i.fix for i in infos.values() if isinstance(i, ProbeInfo)}
+
+    assert probes("1.2.0") == {1, 2, 3, 4}
+    assert probes("1.5.1") == {1, 3}  # 2 and 4 dropped: their functions are upstream's now
+    unbound = ListReply((), (ProbeInfo("control", "d"),))
+    infos, _ = orchestrator.select(
+        unbound, Options("py", "py", patches_dir=ROOT / "patches" / "1.5.1")
+    )
+    assert [i.name for i in infos] == ["control"]

@@ -254,6 +254,7 @@ class ProbeInfo:
 
     name: str
     description: str
+    fix: int = 0  # the fix whose patched function it calls (runs where the line carries it)
 
     @property
     def item(self) -> ItemId:

@@ -43,7 +43,12 @@ from overlay.equivalence.controller.processes import (
 )
 from overlay.equivalence.controller.progress import Progress, no_progress
 from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache, key
-from overlay.equivalence.controller.scheduler import Pool, case_timeout, list_cases
+from overlay.equivalence.controller.scheduler import (
+    Pool,
+    carried_fixes,
+    case_timeout,
+    list_cases,
+)
 from overlay.equivalence.protocol import (
     PATHS,
     CaseInfo,
@@ -83,7 +88,8 @@ def select(
 
     Groups: without ``--group`` the core corpus (with ``--fast``: the fast cases of every
     group, one zoo case among them), ``zoo`` the real networks, ``all`` both; a models
-    file's cases are always in. Probes belong to the core group.
+    file's cases are always in. Probes belong to the core group; a probe calls one fix's
+    patched function, so it runs on a line that carries that fix.
     """
     cases = list(listing.cases)
     user_only = options.models is not None and not options.with_corpus
@@ -100,7 +106,8 @@ def select(
     infos: dict[ItemId, CaseInfo | ProbeInfo] = {c.item: c for c in cases}
     core = options.group in (None, "core", "all")
     if options.probes and not options.only and not user_only and core:
-        infos.update({p.item: p for p in listing.probes})
+        carried = (0, *carried_fixes(options.patches_dir or lines.series_directory()))
+        infos.update({p.item: p for p in listing.probes if p.fix in carried})
     selected = tuple(infos)
     if options.shard is not None:
         infos = {item: info for item, info in infos.items() if options.shard.owns(item)}

@@ -182,22 +182,27 @@ ALL_CASES: tuple[CaseInfo, ...] = CASES + ZOO_CASES
 # --- the probes (corpus/probes.py runs them) ----------------------------------------------
 
 PROBES: tuple[ProbeInfo, ...] = (
-    ProbeInfo("is_foldable.int16_output_quantize", "fix 1: add -> int16 quantize -> graph output"),
-    ProbeInfo("is_foldable.int8_output_quantize", "fix 1 control: add -> int8 quantize -> output"),
     ProbeInfo(
-        "is_foldable.int16_quantize_then_dequantize", "fix 1 control: int16 q -> dq -> output"
+        "is_foldable.int16_output_quantize", "fix 1: add -> int16 quantize -> graph output", 1
     ),
-    ProbeInfo("get_quant_properties.full", "fix 2: aten.full under a8w8"),
-    ProbeInfo("get_quant_properties.add", "fix 2 control: aten.add under a8w8"),
-    ProbeInfo("RewriteConvPass.conv2d_fp", "fix 3 control: float conv2d rewrite"),
+    ProbeInfo(
+        "is_foldable.int8_output_quantize", "fix 1 control: add -> int8 quantize -> output", 1
+    ),
+    ProbeInfo(
+        "is_foldable.int16_quantize_then_dequantize", "fix 1 control: int16 q -> dq -> output", 1
+    ),
+    ProbeInfo("get_quant_properties.full", "fix 2: aten.full under a8w8", 2),
+    ProbeInfo("get_quant_properties.add", "fix 2 control: aten.add under a8w8", 2),
+    ProbeInfo("RewriteConvPass.conv2d_fp", "fix 3 control: float conv2d rewrite", 3),
     ProbeInfo(
         "RewriteConvPass.grouped_transposed_fp",
         "grouped transposed conv given to the pass directly",
+        3,
     ),
     ProbeInfo(
-        "insert_input_transpose.duplicated_output", "fix 4: one node twice in the output tuple"
+        "insert_input_transpose.duplicated_output", "fix 4: one node twice in the output tuple", 4
     ),
-    ProbeInfo("insert_input_transpose.single_output", "fix 4 control: plain output"),
+    ProbeInfo("insert_input_transpose.single_output", "fix 4 control: plain output", 4),
 )
 
 
