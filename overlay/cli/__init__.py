@@ -1,5 +1,9 @@
 """Command-line interface: the one place that prints and exits.
 
+Size: the parser and every command's handler in one module while the CLI's help and hint
+texts are being reworked on another branch; to split (parser, upstream and equivalence
+commands) once that lands.
+
 Every command maps OverlayError to its message on stderr and its exit code.
 """
 
@@ -51,8 +55,8 @@ from overlay.lines import pins
 from overlay.target import line_choice
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
+from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
-from overlay.upstream.canary import run as canary_run
 from overlay.upstream.matrix import Matrix
 from overlay.upstream.upstream_pins import for_series
 

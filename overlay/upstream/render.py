@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from overlay import codec
 from overlay._table import markdown_table, text_table
 from overlay.text.series import PATCH_SUFFIX
 from overlay.upstream.facts import Status
@@ -85,7 +84,7 @@ def render_markdown(matrix: Matrix) -> str:
 
 def render_json(matrix: Matrix) -> str:
     """Render the matrix as JSON."""
-    return json.dumps(matrix.as_dict(), indent=2) + "\n"
+    return codec.dumps(matrix.as_json(), indent=2) + "\n"
 
 
 # --- retarget ------------------------------------------------------------------------------
@@ -213,4 +212,4 @@ def render_retarget_markdown(result: Retarget) -> str:
 
 def render_retarget_json(result: Retarget) -> str:
     """Render a retarget as JSON."""
-    return json.dumps(result.as_dict(), indent=2) + "\n"
+    return codec.dumps(result.as_json(), indent=2) + "\n"
