@@ -2,7 +2,7 @@
 
 ``executorch-arm-overlay`` (the console script; ``python -m overlay``; in a checkout ``uv run
 executorch-arm-overlay``). The commands live by group: :mod:`.in_place` (status, check,
-apply, revert), :mod:`.build` (build-wheel, lock, sync, verify-install), :mod:`.series`
+apply, revert), :mod:`.build` (build-wheel, lock, sync, verify-install), :mod:`.editing`
 (edit, regenerate, refresh), :mod:`.equivalence` and :mod:`.upstream`. Every command maps
 OverlayError to its message on stderr and its exit code; next steps name the tool as the
 user started it (:mod:`.invocation`).
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from overlay import __version__, lines
-from overlay.cli import build, equivalence, in_place, invocation, json_output, series, upstream
+from overlay.cli import build, editing, equivalence, in_place, invocation, json_output, upstream
 from overlay.cli.common import Handler
 from overlay.cli.output import out
 from overlay.errors import OverlayError, exit_codes
@@ -47,7 +47,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         command.set_defaults(handler=handler, command_parser=command)
         return command
 
-    for group in (in_place, build, series, equivalence, upstream):
+    for group in (in_place, build, editing, equivalence, upstream):
         group.add_commands(add)
     return parser
 

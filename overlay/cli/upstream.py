@@ -18,8 +18,8 @@ from overlay.cli.output import out, progress
 from overlay.errors import UpstreamError
 from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
+from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
-from overlay.upstream.canary import run as canary_run
 
 UPSTREAM_ENV = "OVERLAY_UPSTREAM_CLONE"
 

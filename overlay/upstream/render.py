@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from overlay import codec
 from overlay._table import markdown_table, text_table
 from overlay.text.series import PATCH_SUFFIX
 from overlay.upstream.facts import Status
@@ -86,7 +86,7 @@ def render_markdown(matrix: Matrix) -> str:
 
 def render_json(matrix: Matrix) -> str:
     """Render the matrix as JSON."""
-    return json.dumps(matrix.as_dict(), indent=2) + "\n"
+    return codec.dumps(matrix.as_json(), indent=2) + "\n"
 
 
 # --- retarget ------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ def render_retarget_markdown(result: Retarget) -> str:
 
 def render_retarget_json(result: Retarget) -> str:
     """Render a retarget as JSON."""
-    return json.dumps(result.as_dict(), indent=2) + "\n"
+    return codec.dumps(result.as_json(), indent=2) + "\n"
 
 
 def write_matrix(matrix: Matrix, folder: Path) -> list[Path]:

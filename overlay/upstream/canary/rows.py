@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from packaging.version import Version
 
-from overlay.upstream.canary.model import (
+from overlay.upstream.canary.results import (
     BisectResult,
     Forwarded,
     ForwardState,

@@ -15,10 +15,10 @@ from overlay.text.series import load_series
 from overlay.upstream import releases, upstream_pins
 from overlay.upstream.facts import parse_applied_upstream
 from overlay.upstream.retarget import candidate as cand
-from overlay.upstream.retarget import conflicts, measure, pin_check, plan
-from overlay.upstream.retarget.model import Clock, Request, Retarget
+from overlay.upstream.retarget import conflicts, measure, pin_check, text_plan
 from overlay.upstream.retarget.moves import runtime_form_note
 from overlay.upstream.retarget.promote import REPORT_STEM
+from overlay.upstream.retarget.result import Clock, Request, Retarget
 from overlay.upstream.verdicts import apply_behaviour, final_verdict, flag_stale_header, readiness
 
 Progress = Callable[[str], None]
@@ -72,7 +72,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         requirements, commit = releases.release_metadata(release_wheel)
     ports = releases.load_ports(request.patches_dir, series)
     left = conflicts.resume_worktree(series, layout.work, new_files) if request.resume else []
-    plans = plan.plan_series(series, ports, old_files, new_files, version)
+    plans = text_plan.plan_series(series, ports, old_files, new_files, version)
     if request.resume:
         plans = [conflicts.resolved(p, layout.work, left) for p in plans]
     clone_pin, where = pin_check.upstream_torch_pin(request.upstream_clone, commit, version)
@@ -107,7 +107,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
             today=request.today, upstream_text=upstream_text,
             pins_text=cand.render_pins(
                 old, version=version, runtime=runtime, wheels=wheels, attempts=attempts,
-                pristine=plan.candidate_pristine(final_plans, new_files),
+                pristine=text_plan.candidate_pristine(final_plans, new_files),
             ),
         )  # fmt: skip
     new_series = load_series(layout.candidate)  # with a conflict: the patches before it
