@@ -90,7 +90,7 @@ def edited_env(stock_python: str, folder: Path) -> str:
     overlay = [sys.executable, "-m", "overlay", "--patches", str(series)]
     run_tool(*overlay, "refresh")
     summary = folder / "wheel.json"
-    run_tool(*overlay, "build-wheel", "--out", str(folder / "dist"), "--report", str(summary))
+    run_tool(*overlay, "build-wheel", "--dist", str(folder / "dist"), "--report", str(summary))
     wheel = codec.loads(BuildReport, summary.read_text(encoding="utf-8"), summary.name).wheel
     version = run_tool(stock_python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
     uv = shutil.which("uv") or sys.exit("uv is needed to make the edited env (pip install uv)")

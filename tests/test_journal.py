@@ -787,7 +787,7 @@ def test_a_path_in_neither_state_stops_recovery_and_keeps_the_journal(tmp_path: 
         f"    pkg/x.py: conflict, step 1 (write, old sha256 {sha(OLD_X)}, new {sha(NEW_X)})"
     )
     assert exc.hint == (
-        f"fix the cause, then run `python -m overlay revert --target {root}`"
+        f"fix the cause, then run `executorch-arm-overlay revert --target {root}`"
         " (or `apply`): it settles the tree from the journal"
     )
     assert journal.read_journal(root) is not None  # kept for the retry

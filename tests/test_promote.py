@@ -22,7 +22,7 @@ from overlay.upstream.retarget import promote, retire_line
 from overlay.upstream.retarget.candidate import write_locks
 from overlay.upstream.retarget.result import RetargetJson
 
-from scaffold import make_diff, patch_text, write_series
+from scaffold import make_diff, patch_text, snapshot, write_series
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = "backends/arm/_passes/demo_pass.py"
@@ -140,7 +140,7 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     (out / "retarget.json").write_text(_report(ready=True))
     with pytest.raises(UpstreamError, match="no current lock") as refused:
         promote(out, root)
-    assert "python -m overlay --patches" in (refused.value.hint or "")
+    assert "executorch-arm-overlay --patches" in (refused.value.hint or "")
     written = write_locks(candidate, tmp_path / "dist", lambda _: None)
     assert written == [out / "patches" / "locks" / LOCK]
     pin = candidate.pins.wheels[0]
@@ -211,6 +211,11 @@ def test_retire_line_in_a_checkout_is_a_git_rm_and_names_what_refers_to_it(
     git(checkout, "init", "-q", "-b", "main")
     git(checkout, "add", "-A")
     git(checkout, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "lines")
+    before = snapshot(checkout)
+    assert main(["--patches", str(root), "retire-line", "1.2.0", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "would retire the executorch 1.2.0 line" in printed and "overlay/forms.py:1:" in printed
+    assert snapshot(checkout) == before and git(checkout, "diff", "--cached") == ""
     assert main(["--patches", str(root), "retire-line", "1.2.0"]) == 0
     printed = capsys.readouterr().out
     assert "retired the executorch 1.2.0 line" in printed and "git rm -r (staged)" in printed

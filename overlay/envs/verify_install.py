@@ -21,7 +21,7 @@ from pathlib import Path
 from overlay import codec
 from overlay.dist.wheels import local_version
 from overlay.envs.lockfiles import Lock
-from overlay.envs.venvs import installed_versions
+from overlay.envs.venvs import Venv, find_venv, installed_versions
 from overlay.errors import InstallCheckError
 from overlay.target.state import Status, TreeState, read_installed, verified
 from overlay.text.series import Series
@@ -184,3 +184,11 @@ def _import(python: Path, names: list[str], what: str, repair: str) -> dict[str,
 def current_site() -> Path:
     """Return this interpreter's site-packages."""
     return Path(sysconfig.get_paths()["purelib"])
+
+
+def environment(target: Path | None) -> Venv:
+    """Return the env to check: the venv at ``target``, else this interpreter's."""
+    if target is not None:
+        return find_venv(target)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return Venv(Path(sys.prefix), Path(sys.executable), current_site(), version)

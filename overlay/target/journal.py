@@ -707,7 +707,7 @@ def settle(
                 f" ({s.action.value}, old sha256 {s.old_sha256}, new {s.new_sha256})"
                 for s in unsettled
             ),
-            hint=f"fix the cause, then run `python -m overlay revert --target {root}`"
+            hint=f"fix the cause, then run `executorch-arm-overlay revert --target {root}`"
             " (or `apply`): it settles the tree from the journal",
             paths=tuple(s.path for s in unsettled),
         )

@@ -85,7 +85,7 @@ def select_lines(root: Path, names: Sequence[str]) -> tuple[Line, ...]:
             f"no release line {', '.join(unknown)}",
             expected=f"one of {', '.join(line.name for line in found)}",
             found=", ".join(unknown),
-            hint="pick lines from patches/ (--lines 1.2.0)",
+            hint="pick lines from patches/ (--line 1.2.0)",
         )
     return tuple(line for line in found if not names or line.name in names)
 

@@ -93,7 +93,7 @@ def resume_worktree(series: Series, dest: Path, new_files: Mapping[str, bytes]) 
             f"{dest} has no retarget in progress",
             expected=f"a work tree with {state_path} (written at a conflict)",
             found="no work tree",
-            hint="run `python -m overlay retarget VERSION` first",
+            hint="run `executorch-arm-overlay retarget VERSION` first",
         )
     marked = marked_files(dest)
     if marked:

@@ -58,7 +58,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
             f"no retarget report in {out_dir}",
             expected=str(report_path),
             found=found,
-            hint="run `python -m overlay retarget VERSION --out DIR` first",
+            hint="run `executorch-arm-overlay retarget VERSION --out DIR` first",
         ) from exc
     if not report.ready:
         raise UpstreamError(
@@ -78,7 +78,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
             "the candidate has no current lock for every wheel it pins",
             expected=f"{candidate / lockfiles.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
             found=exc.message,
-            hint=f"run `python -m overlay --patches {candidate} lock`, or the retarget again"
+            hint=f"run `executorch-arm-overlay --patches {candidate} lock`, or the retarget again"
             " without --no-locks",
         ) from exc
     version = str(series.pins.executorch)
@@ -89,7 +89,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
             expected=f"no line for executorch {version} yet",
             found=str(line),
             hint=f"it was promoted already (`git log {line}`); to replace it, retire it first:"
-            f" python -m overlay retire-line {version}",
+            f" executorch-arm-overlay retire-line {version}",
         )
     previous = lines.default_line(root).name if lines.all_lines(root) else ""
     staging = root / f"{STAGING}{version}"
@@ -210,8 +210,11 @@ class Retirement:
     references: tuple[str, ...]  # "path:line: text" of checkout files naming the line
 
 
-def retire_line(root: Path, version: str) -> Retirement:
-    """Remove the line ``<root>/<version>/``; refuse the last line; list what names it."""
+def retire_line(root: Path, version: str, *, dry_run: bool = False) -> Retirement:
+    """Remove the line ``<root>/<version>/``; refuse the last line; list what names it.
+
+    ``dry_run``: every check and the list; nothing is removed.
+    """
     line = lines.line_named(root, version)
     others = [other for other in lines.all_lines(root) if other.name != version]
     if not others:
@@ -219,13 +222,13 @@ def retire_line(root: Path, version: str) -> Retirement:
             f"{line.directory} is the only release line",
             expected="another line to become the default",
             found=version,
-            hint="promote a retarget first (`python -m overlay retarget VERSION --promote`)",
+            hint="promote a retarget first (`executorch-arm-overlay retarget VERSION --promote`)",
         )
     checkout = lines.find_checkout(root)
     with_git = checkout is not None and _tracked(checkout, line.directory)
-    if with_git and checkout is not None:
+    if with_git and checkout is not None and not dry_run:
         git(checkout, "rm", "-r", "-q", "--", str(line.directory.relative_to(checkout)))
-    if line.directory.exists():  # untracked files (build leftovers) or no git at all
+    if line.directory.exists() and not dry_run:  # untracked files (build leftovers), no git
         shutil.rmtree(line.directory)
     references = _references(checkout, version) if checkout is not None else ()
     return Retirement(version, line.directory, with_git, others[-1].name, references)

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 from overlay import fixes
 from overlay._hashing import sha256_file
 from overlay.dist.wheels import fetch_wheel
-from overlay.errors import OverlayError, UpstreamError
+from overlay.errors import OverlayError, UpstreamError, WheelError
 from overlay.text.series import load_series
 from overlay.upstream import releases, upstream_pins
 from overlay.upstream.facts import parse_applied_upstream
@@ -38,6 +38,19 @@ def _check_version(version: str, pinned: Version) -> None:
         )
 
 
+def _release_wheel(shared: upstream_pins.UpstreamPins, version: str) -> Path:
+    """Return the release's matrix wheel; one the index does not have is refused at once."""
+    try:
+        return fetch_wheel(shared.matrix_pin(version))
+    except WheelError as exc:
+        raise WheelError(
+            exc.message,
+            expected=exc.expected,
+            found=exc.found,
+            hint=f"{exc.hint}, then `executorch-arm-overlay retarget VERSION`",
+        ) from exc
+
+
 def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     """Build and check the candidate series for ``request.version`` (the lines stay)."""
     clock = Clock()
@@ -48,8 +61,8 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     layout = cand.Layout(request.out_dir, version)
     with clock.step("wheels"):
         progress(f"fetching executorch {version} wheels")
+        release_wheel = _release_wheel(shared, version)  # first: a version not there stops here
         wheels = releases.fetch_release_wheels(old, shared, version, progress)
-        release_wheel = fetch_wheel(shared.matrix_pin(version))
         new_files = releases.read_release(old, release_wheel, version)
         old_wheel = fetch_wheel(shared.matrix_pin(str(old.executorch)))
         old_files = releases.read_release(old, old_wheel, "pinned")
