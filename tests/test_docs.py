@@ -41,7 +41,7 @@ INLINE = re.compile(r"`([^`]+)`")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 NOX = re.compile(r"(?<![\w-])nox -s ([A-Za-z0-9_.-]+)")
 CLI = re.compile(r"(?<![\w/.-])(?:executorch-arm-overlay|python3? -m overlay)[ \t]+(\S[^\n]*)")
-CUT = re.compile(r"\s#|\s\||&&|;|\s>|\s<")
+CUT = re.compile(r"\s#|\s\|\s|&&|;|\s[<>]\s|\s2>")
 
 
 def _text(page: Path) -> str:
