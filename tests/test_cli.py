@@ -269,3 +269,19 @@ def test_a_missing_interpreter_fails_nox(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 1
     assert "Python interpreter 3.99 not found" in proc.stderr
+
+
+def test_a_retarget_starts_from_the_newest_line_before_its_release(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import argparse
+
+    from overlay.cli import upstream
+
+    default = argparse.Namespace(patches=str(ROOT / "patches"), version="1.5.1")
+    assert upstream._retarget_from(default) == ROOT / "patches" / "1.2.0"
+    assert "retargeting the 1.2.0 line to executorch 1.5.1" in capsys.readouterr().err
+    newer = argparse.Namespace(patches=str(ROOT / "patches"), version="1.6.0")
+    assert upstream._retarget_from(newer) == ROOT / "patches" / "1.5.1"
+    given = argparse.Namespace(patches=str(ROOT / "patches" / "1.5.1"), version="1.5.1")
+    assert upstream._retarget_from(given) == ROOT / "patches" / "1.5.1"

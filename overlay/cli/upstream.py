@@ -100,6 +100,16 @@ def _promote(args: argparse.Namespace, out_dir: Path) -> int:
     return 0
 
 
+def _retarget_from(args: argparse.Namespace) -> Path:
+    """Return the series a retarget starts from: ``--patches`` when it names a series
+    folder, else the newest line older than the target release."""
+    if args.patches and lines.is_series_folder(Path(args.patches)):
+        return Path(args.patches)
+    line = lines.line_before(common.lines_root(args), args.version)
+    progress(f"retargeting the {line.name} line to executorch {args.version}")
+    return line.directory
+
+
 def cmd_retarget(args: argparse.Namespace) -> int:
     """Write a checked candidate series for a new executorch release (or promote one)."""
     out_dir = Path(args.out or f"build/retarget/{args.version}")
@@ -107,7 +117,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         return _promote(args, out_dir)
     request = retarget.Request(
         version=args.version,
-        patches_dir=common.patches_dir(args),
+        patches_dir=_retarget_from(args),
         out_dir=out_dir,
         fast=not args.full,
         behaviour=not args.no_behaviour,
