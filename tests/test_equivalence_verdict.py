@@ -182,6 +182,9 @@ def test_claims_are_checked_against_the_registry(effect: fixes.Effect) -> None:
     other = AB.FIXED if good is not AB.FIXED else AB.CHANGED
     assert verdict.check_claim(item, other, entry.number, release) is not None
     assert verdict.check_claim(ItemId(ItemKind.CASE, "unclaimed"), AB.FIXED, 2) is None
+    # without attribution runs (--no-attribution) the effect is checked, the fix cannot be
+    assert verdict.check_claim(item, good, None, release, attributed=False) is None
+    assert verdict.check_claim(item, AB.SAME, None, release, attributed=False) is not None
 
 
 def test_trigger_claims_are_scoped_to_their_releases() -> None:

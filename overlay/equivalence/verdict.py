@@ -361,10 +361,13 @@ def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: Limits | float) 
     return next(v for v in _AB_PRIORITY if v in found)
 
 
-def check_claim(item: ItemId, ab: AB, fix: int | None, version: str | None = None) -> str | None:
+def check_claim(
+    item: ItemId, ab: AB, fix: int | None, version: str | None = None, *, attributed: bool = True
+) -> str | None:
     """Return a problem when a fix's trigger on this case did not reproduce, else None.
 
     ``version`` is the executorch release the run used: only triggers claimed for it count.
+    Without attribution runs (``attributed`` False) only the effect is checked, not the fix.
     """
     if item.kind is not ItemKind.CASE:
         return None
@@ -372,7 +375,7 @@ def check_claim(item: ItemId, ab: AB, fix: int | None, version: str | None = Non
     for entry, trigger in fixes.triggers_of(item.name, version):
         wanted = f"{trigger.effect.value} by patch {entry.number}"
         found = "no difference" if ab is AB.SAME else f"{ab.value} by patch {fix}"
-        if ab.value != trigger.effect.value or fix != entry.number:
+        if ab.value != trigger.effect.value or (attributed and fix != entry.number):
             problems.append(
                 f"fix {entry.number} claims '{wanted}' ({trigger.why}), found '{found}'"
             )
@@ -500,6 +503,7 @@ def decide(
     declared: Iterable[DeclaredDivergence] | None = None,
     *,
     version: str | None = None,
+    attributed: bool = True,
 ) -> Verdict:
     """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item.
 
@@ -530,12 +534,12 @@ def decide(
             bc = BC.UNDECLARED
     ab_diffs = compare(a, b)
     ab = classify(item, a, b, limit)
-    attributed = fix if ab is not AB.SAME else None
+    attributed_fix = fix if ab is not AB.SAME else None
     if bc is BC.IMPROVED:
         # (b) lacks the fix here, as declared: the fix's claim is judged on (a) vs (c)
         claim = claim_on_patched(item, classify(item, a, c, limit), matches, version)
     else:
-        claim = check_claim(item, ab, attributed, version)
+        claim = check_claim(item, ab, attributed_fix, version, attributed=attributed)
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
     return Verdict(
         item=item,
@@ -546,7 +550,7 @@ def decide(
         declared=declared_id,
         ab=ab,
         ab_diffs=ab_diffs,
-        fix=attributed,
+        fix=attributed_fix,
         quality={p: quality(r, limit, vgf=vgf) for p, r in results.items()},
         claim_problem=None if harness else claim,
         targets=targets,

@@ -277,6 +277,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
             {p: answers.results[p][item] for p in PATHS},
             answers.attribution.get(item),
             version=version or None,
+            attributed=options.attribute,
         )
         for item, info in infos.items()
     )
