@@ -140,7 +140,7 @@ def build_patched_executorch(session: nox.Session) -> None:
         session.skip(f"line {line.name} pins no wheel for Python {session.python}")
     _overlay(
         session, "sync", "--line", line.name, "--python", str(session.python),
-        "--ready-in", _envdir(session), "--out", DIST / line.name, *rest,
+        "--ready-in", _envdir(session), "--dist", DIST / line.name, *rest,
     )  # fmt: skip
 
 
@@ -149,7 +149,7 @@ def lock(session: nox.Session) -> None:
     """Resolve patches/<line>/locks/<wheel tag>.txt of every line (`-- --line X.Y.Z`: one)."""
     given, rest = _line(session)
     for each in [given] if given else LINES:
-        _overlay(session, "lock", "--line", each.name, "--out", DIST / each.name, *rest)
+        _overlay(session, "lock", "--line", each.name, "--dist", DIST / each.name, *rest)
 
 
 def _lint(session: nox.Session) -> None:
@@ -189,7 +189,7 @@ def tests(session: nox.Session) -> None:
     """
     venv = session.virtualenv.location
     _overlay(
-        session, "sync", "--venv", venv, "--line", DEFAULT.name, "--stock",
+        session, "sync", "--target", venv, "--line", DEFAULT.name, "--stock",
         *(f"--with={tool}" for tool in _test_tools()),
     )  # fmt: skip
     session.install("--no-deps", "--reinstall-package", PROJECT, ".")
@@ -215,9 +215,9 @@ def _equivalence_envs(session: nox.Session, line: lines.Line) -> tuple[str, str]
         python = os.environ.get(variable)
         if not python:
             folder = _envdir(session) / f"equivalence-{line.name}-{kind}"
-            flavour = ["--stock"] if kind == "stock" else ["--out", str(DIST / line.name)]
+            flavour = ["--stock"] if kind == "stock" else ["--dist", str(DIST / line.name)]
             _overlay(
-                session, "sync", "--venv", folder, "--line", line.name,
+                session, "sync", "--target", folder, "--line", line.name,
                 "--python", line.pins.pythons[0], *flavour,
             )  # fmt: skip
             python = str(folder / "bin" / "python")

@@ -20,7 +20,6 @@ Targets live here, not in tests.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -31,6 +30,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from overlay import codec
+from overlay.cli.json_output import BuildReport
 from overlay.equivalence.controller import inputs, merge, orchestrator
 from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.outcome import Report
@@ -89,8 +90,8 @@ def edited_env(stock_python: str, folder: Path) -> str:
     overlay = [sys.executable, "-m", "overlay", "--patches", str(series)]
     run_tool(*overlay, "refresh")
     summary = folder / "wheel.json"
-    run_tool(*overlay, "build-wheel", "--out", str(folder / "dist"), "--report", str(summary))
-    wheel = json.loads(summary.read_text(encoding="utf-8"))["wheel"]
+    run_tool(*overlay, "build-wheel", "--dist", str(folder / "dist"), "--report", str(summary))
+    wheel = codec.loads(BuildReport, summary.read_text(encoding="utf-8"), summary.name).wheel
     version = run_tool(stock_python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])")
     uv = shutil.which("uv") or sys.exit("uv is needed to make the edited env (pip install uv)")
     venv = folder / "venv"

@@ -58,7 +58,7 @@ class ChecksumMismatchError(SeriesError):
             message,
             expected=f"sha256 {expected}",
             found=f"sha256 {found}",
-            hint="SHA256SUMS does not match the patches: `python -m overlay refresh`",
+            hint="SHA256SUMS does not match the patches: `executorch-arm-overlay refresh`",
         )
         self.repo_path = repo_path
         self.expected_sha256 = expected

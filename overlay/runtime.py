@@ -148,7 +148,7 @@ class Runtime:
             expected=f"{package} at one of the supported lines: {supported}",
             found=f"{package} {found}",
             hint=f"install {package} at one of {supported}, or retarget the overlay to {found}"
-            f" (`nox -s retarget -- {found}`)",
+            f" (`executorch-arm-overlay retarget {found}`)",
         )
 
     def forms(self, line: Line) -> tuple[RuntimeFix, ...]:
@@ -176,7 +176,7 @@ class Runtime:
                     expected=f"one of the fixes with a runtime form there:"
                     f" {', '.join(str(f.number) for f in available) or 'none'}",
                     found=f"fix {number}: {why}",
-                    hint="use the diff-patched build for it (`nox -s build_patched_executorch`)",
+                    hint="use the diff-patched build for it (`executorch-arm-overlay build-wheel`)",
                 )
             selected.extend(forms)
         return selected

@@ -35,7 +35,7 @@ NAME_TRAILER = "Overlay-Patch: "
 
 @dataclass(frozen=True)
 class Regenerated:
-    """What ``regenerate`` wrote."""
+    """What ``regenerate`` wrote (with ``dry_run``: would write)."""
 
     written: tuple[str, ...]
     removed: tuple[str, ...]
@@ -47,15 +47,22 @@ def commit_message(name: str, subject: str, header_text: str) -> str:
     return f"{subject}\n\n{header_text.rstrip()}\n\n{NAME_TRAILER}{name}\n"
 
 
-def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
-    """Lay out ``sources`` (pristine, by repository path) and the series as commits in ``dest``."""
-    if dest.exists() and any(dest.iterdir()):
+def check_dest(dest: Path) -> None:
+    """Refuse a work tree folder that is a file or not empty (before any download)."""
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise OverlayError(
             f"{dest} is not empty",
             expected="a new or empty folder for the work tree",
-            found=", ".join(sorted(p.name for p in dest.iterdir())[:5]),
+            found=", ".join(sorted(p.name for p in dest.iterdir())[:5])
+            if dest.is_dir()
+            else "a file",
             hint="pass another --dir, or delete the folder",
         )
+
+
+def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
+    """Lay out ``sources`` (pristine, by repository path) and the series as commits in ``dest``."""
+    check_dest(dest)
     dest.mkdir(parents=True, exist_ok=True)
     git(dest, "init", "-q", "-b", "main")
     _write(dest, sources)
@@ -102,8 +109,13 @@ def _touch_last_update(header: str, today: str) -> str:
     return re.sub(r"(?m)^Last-Update: .*$", f"Last-Update: {today}", header)
 
 
-def regenerate(worktree: Path, patches_dir: Path, *, today: str | None = None) -> Regenerated:
-    """Rewrite ``patches_dir`` (series, patches, SHA256SUMS) from ``overlay-base..HEAD``."""
+def regenerate(
+    worktree: Path, patches_dir: Path, *, today: str | None = None, dry_run: bool = False
+) -> Regenerated:
+    """Rewrite ``patches_dir`` (series, patches, SHA256SUMS) from ``overlay-base..HEAD``.
+
+    ``dry_run``: every check, and what would be written and removed; nothing is.
+    """
     day = today or datetime.date.today().isoformat()
     old = load_series(patches_dir)
     old_text = {p.name: p.text for p in old.patches} if old else {}
@@ -130,7 +142,7 @@ def regenerate(worktree: Path, patches_dir: Path, *, today: str | None = None) -
     base_files = {path: show(worktree, f"{BASE_TAG}:{path}") for path in new_series.targets()}
     hashes = _checked_hashes(new_series, base_files, worktree)
     checksums = format_checksums(new_series, hashes)
-    return _write_patches(patches_dir, old.pins, texts, checksums, old_text)
+    return _write_patches(patches_dir, old.pins, texts, checksums, old_text, dry_run=dry_run)
 
 
 def _checked_hashes(series: Series, base: dict[str, bytes], worktree: Path) -> dict[str, str]:
@@ -160,8 +172,11 @@ def _write_patches(
     texts: dict[str, str],
     checksums: str,
     old_text: dict[str, str],
+    *,
+    dry_run: bool = False,
 ) -> Regenerated:
-    patches_dir.mkdir(parents=True, exist_ok=True)
+    if not dry_run:
+        patches_dir.mkdir(parents=True, exist_ok=True)
     series_lines = [
         f"# Patch series against executorch {pins.executorch}, applied in this order.",
         "# Paths inside the patches are upstream repository paths (a/backends/arm/...).",
@@ -174,9 +189,11 @@ def _write_patches(
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             unchanged.append(name)
             continue
-        write_text_atomic(path, text)
+        if not dry_run:
+            write_text_atomic(path, text)
         written.append(name)
     removed = [n for n in old_text if n not in texts]
     for name in removed:
-        (patches_dir / name).unlink()
+        if not dry_run:
+            (patches_dir / name).unlink()
     return Regenerated(tuple(written), tuple(removed), tuple(unchanged))

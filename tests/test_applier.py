@@ -254,7 +254,7 @@ def test_a_mismatch_reports_expected_found_and_nearest_lines_exactly() -> None:
     assert exc.found == "different text (no fuzz is allowed)"
     assert exc.hint == (
         "the file drifted from the pinned source: refresh the patch "
-        "(`python -m overlay edit`) or restore the pristine file"
+        "(`executorch-arm-overlay edit`) or restore the pristine file"
     )
     shown = (
         "        1 | 'line 1'\n        2 | 'line 2  '\n        3 | 'line 3'\n        4 | 'line 4'"

@@ -70,7 +70,7 @@ def test_a_newly_conflicting_patch_exits_11_after_writing_the_page(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--lines", "9.9.9"], "no release line 9.9.9"),
+        (["--line", "9.9.9"], "no release line 9.9.9"),
         (["--previous", "/nonexistent/status.json"], "cannot read the previous status page"),
         ([], "no upstream repository to run the canary against"),
     ],

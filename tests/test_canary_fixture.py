@@ -19,8 +19,8 @@ import pytest
 from overlay import codec, worktree
 from overlay._git import git
 from overlay.text.series import load_series
-from overlay.upstream.canary import page, run
-from overlay.upstream.canary.model import CanaryReport, ForwardState, TextStatus
+from overlay.upstream.canary import canary_run, page
+from overlay.upstream.canary.results import CanaryReport, ForwardState, TextStatus
 
 from scaffold import make_diff, write_series
 
@@ -122,7 +122,7 @@ def build_line(root: Path) -> Path:
 
 def run_canary(root: Path, upstream: Upstream, **options: object) -> CanaryReport:
     """Run the canary on the fixture (text, gate; no behaviour)."""
-    request = run.Request(
+    request = canary_run.Request(
         upstream=str(upstream.repo),
         root=root / "patches",
         out_dir=root / "out",
@@ -130,7 +130,7 @@ def run_canary(root: Path, upstream: Upstream, **options: object) -> CanaryRepor
         scratch_root=root / "scratch",
         **options,  # type: ignore[arg-type]
     )
-    return run.canary(request)
+    return canary_run.canary(request)
 
 
 @pytest.fixture

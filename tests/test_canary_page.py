@@ -13,7 +13,7 @@ from test_equivalence_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
 
 from overlay import codec
 from overlay.upstream.canary import page
-from overlay.upstream.canary.model import (
+from overlay.upstream.canary.results import (
     Behaviour,
     CanaryReport,
     ConflictHunk,

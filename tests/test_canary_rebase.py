@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from overlay.text.series import Patch, parse_patch
-from overlay.upstream.canary.model import PatchOnTarget, TextStatus
 from overlay.upstream.canary.rebase import Step, classify, conflict_hunks
+from overlay.upstream.canary.results import PatchOnTarget, TextStatus
 
 from scaffold import make_diff, patch_text
 

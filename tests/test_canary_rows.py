@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from overlay.upstream.canary.model import (
+from overlay.upstream.canary.results import (
     BisectResult,
     ConflictHunk,
     Forwarded,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import overlay
-from overlay.cli import build_parser, json_output, main
+from overlay.cli import build_parser, invocation, json_output, main
 from overlay.errors import EXIT_CHANGES_DUE, InstallCheckError, SeriesError, TargetError
 
 from scaffold import make_diff, make_tree, patch_text, write_series
@@ -220,7 +220,8 @@ def test_verify_install_json_names_a_missing_executorch(
     assert report["expected"].startswith(
         "ai-ml-emulation-layer-for-vulkan 0.11.0, ai-ml-sdk-model-converter 0.11.0, "
     )
-    assert report["hint"] == f"python -m overlay sync --venv {venv} --line 1.2.0"  # in a checkout
+    in_checkout = invocation.command(f"sync --target {venv} --line 1.2.0")
+    assert report["hint"] == in_checkout
 
 
 def test_help_lists_every_exit_code() -> None:
@@ -254,7 +255,7 @@ def test_python_dash_m_overlay_version() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "overlay", "--version"], capture_output=True, text=True, check=True
     )
-    assert proc.stdout == f"python -m overlay {overlay.__version__}\n"
+    assert proc.stdout == f"executorch-arm-overlay {overlay.__version__}\n"
 
 
 def test_a_missing_interpreter_fails_nox(tmp_path: Path) -> None:
@@ -268,3 +269,19 @@ def test_a_missing_interpreter_fails_nox(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 1
     assert "Python interpreter 3.99 not found" in proc.stderr
+
+
+def test_a_retarget_starts_from_the_newest_line_before_its_release(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import argparse
+
+    from overlay.cli import upstream
+
+    default = argparse.Namespace(patches=str(ROOT / "patches"), version="1.5.1")
+    assert upstream._retarget_from(default) == ROOT / "patches" / "1.2.0"
+    assert "retargeting the 1.2.0 line to executorch 1.5.1" in capsys.readouterr().err
+    newer = argparse.Namespace(patches=str(ROOT / "patches"), version="1.6.0")
+    assert upstream._retarget_from(newer) == ROOT / "patches" / "1.5.1"
+    given = argparse.Namespace(patches=str(ROOT / "patches" / "1.5.1"), version="1.5.1")
+    assert upstream._retarget_from(given) == ROOT / "patches" / "1.5.1"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from overlay.cli import invocation
 from overlay.dist import index, wheels
 from overlay.envs import lockfiles, uv_process
 from overlay.lines.pins import WheelPin
@@ -214,7 +215,8 @@ def test_docker_recipe_then_drift_is_named_and_repaired_where_the_user_is(
     in_checkout = overlay("verify-install", "--target", venv, "--no-import", ok=False)
     assert in_checkout.returncode == 8
     assert "expected: tabulate 0.10.0\n  found:    tabulate 0.9.0" in in_checkout.stderr
-    assert f"next step: python -m overlay sync --venv {venv} --line 1.2.0" in in_checkout.stderr
+    tool = invocation.prefix(argv=[sys.executable, "-m", "overlay"], cwd=ROOT)
+    assert f"next step: {tool} sync --target {venv} --line 1.2.0" in in_checkout.stderr
     outside = overlay("verify-install", "--target", venv, "--no-import", "--json", ok=False,
                       cwd=tmp_path)  # fmt: skip
     hint = json.loads(outside.stdout)["hint"]
@@ -225,18 +227,18 @@ def test_docker_recipe_then_drift_is_named_and_repaired_where_the_user_is(
     assert not patched.read_text().endswith("# drift\n")
 
     patched = drift(venv, pin)  # no stamp (uv made it), a patched file rewritten: recreated
-    resync = overlay("sync", "--venv", venv, "--out", folder)
+    resync = overlay("sync", "--target", venv, "--dist", folder)
     assert f"recreating {venv}: {patched} is not the patched file" in resync.stderr
     assert resync.stdout.startswith(f"ok: {venv} is exactly {locked.path.name}")
     assert freeze(venv) == installed  # six removed, tabulate back, executorch reinstalled
     assert not patched.read_text().endswith("# drift\n")
     uv("pip", "install", "--python", venv / "bin" / "python", "tabulate==0.9.0")
-    named = overlay("sync", "--venv", venv, "--out", folder)
+    named = overlay("sync", "--target", venv, "--dist", folder)
     assert (
         f"re-syncing {venv}: packages changed by hand: tabulate 0.9.0 (locked 0.10.0)"
         in named.stderr
     )
-    warm = overlay("sync", "--venv", venv, "--out", folder)
+    warm = overlay("sync", "--target", venv, "--dist", folder)
     assert warm.stdout.startswith("up to date: ")
 
 

@@ -31,7 +31,7 @@ def test_json_report_is_valid_against_the_committed_schema(
 ) -> None:
     committed = json.loads(document.SCHEMA_FILE.read_text(encoding="utf-8"))
     assert committed == document.schema(), (
-        "the report schema changed: python -m overlay report-schema >"
+        "the report schema changed: executorch-arm-overlay report-schema >"
         " overlay/equivalence/render/report.schema.json"
     )
     data = json.loads(document.render_json(long_report(tmp_path, monkeypatch)))

@@ -132,12 +132,13 @@ def test_an_unknown_case_is_refused_before_any_worker(tmp_path: Path) -> None:
     assert error.message == "unknown case(s): conv_relu_int9"
     assert error.found == "conv_relu_int9 (nearest: conv_relu_int8)"
     assert "conv_relu_int8" in (error.expected or "")
-    assert error.hint == "list them with `python -m overlay equivalence --list`"
+    assert error.hint == "list them with `executorch-arm-overlay equivalence --list`"
     (tmp_path / "models.py").write_text(VALID_MODELS, encoding="utf-8")
     mine = _refused(tmp_path, models="models.py", only=("mine", "yours"))
     assert mine.found == "yours" and "mine" in (mine.expected or "")  # nothing near "yours"
     assert mine.hint == (
-        f"list them with `python -m overlay equivalence --list --models {tmp_path / 'models.py'}`"
+        "list them with `executorch-arm-overlay equivalence --list"
+        f" --models {tmp_path / 'models.py'}`"
     )
     resolved = inputs.resolve_inputs(
         Options("py", "py", models="models.py", only=("mine", "conv_relu_int8")), tmp_path

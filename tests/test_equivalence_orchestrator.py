@@ -127,7 +127,7 @@ def test_a_case_a_models_file_does_not_list_is_refused_after_the_listing() -> No
         orchestrator.select(LISTING, options)
     assert (
         info.value.hint
-        == "list them with `python -m overlay equivalence --list --models models.py`"
+        == "list them with `executorch-arm-overlay equivalence --list --models models.py`"
     )
 
 

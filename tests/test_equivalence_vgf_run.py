@@ -6,6 +6,7 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +69,36 @@ def test_a_run_that_succeeds_returns_its_output(tmp_path: Path) -> None:
     script = tmp_path / "ok.py"
     script.write_text("print('done')\n", encoding="utf-8")
     assert vgf_run._run([sys.executable, str(script)], {}, tmp_path, "x").strip() == "done"
+
+
+def test_a_custom_ops_shader_module_is_dumped_where_the_scenario_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dump = tmp_path / "vgf_dump.py"
+    dump.write_text(
+        "import sys\nargs = sys.argv[1:]\n"
+        "out = args[args.index('-o') + 1]\n"
+        "open(out, 'w').write(' '.join(args))\n",
+        encoding="utf-8",
+    )
+    scenario: dict[str, Any] = {
+        "resources": [
+            {"shader": {"src": "TEMPLATE_PATH_SHADER_SPIRV_1", "uid": "shader_1_ref"}},
+            {"shader": {"src": "own.spv"}},
+            {"tensor": {"src": "TEMPLATE_PATH_TENSOR_INPUT_0"}},
+        ]
+    }
+    emulation = vgf_run.Emulation("runner", sys.executable, {})
+    original = vgf_run._run
+    calls: list[list[str]] = []
+
+    def run(command: list[str], env: dict[str, str], cwd: Path, what: str) -> str:
+        calls.append(command)
+        return original([sys.executable, str(dump), *command[1:]], env, cwd, what)
+
+    monkeypatch.setattr(vgf_run, "_run", run)
+    vgf_run._dump_shaders(emulation, scenario, tmp_path)
+    assert scenario["resources"][0]["shader"]["src"] == "shader_1.spv"
+    assert scenario["resources"][1]["shader"]["src"] == "own.spv"
+    assert calls == [[sys.executable, "-i", "graph.vgf", "-o", "shader_1.spv", "--dump-spirv", "1"]]
+    assert (tmp_path / "shader_1.spv").read_text(encoding="utf-8").endswith("--dump-spirv 1")

@@ -1,4 +1,7 @@
-"""Tests for overlay.lines.evidence: what a promoted line records about each older patch."""
+"""Tests for overlay.lines.evidence: what a promoted line records about each older patch.
+
+The evidence is derived from the typed retarget report by ``promote.line_evidence``.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +10,69 @@ from pathlib import Path
 
 import pytest
 
+from overlay import codec
+from overlay.equivalence.verdict import AB, Quality
 from overlay.errors import SeriesError
 from overlay.lines import evidence
 from overlay.lines.evidence import CaseResult, LineEvidence, PatchEvidence, Status
+from overlay.upstream.facts import Action, CaseOutcome, TestResult, TestRunJson, TestState
+from overlay.upstream.facts import Status as TextStatus
+from overlay.upstream.retarget.promote import line_evidence
+from overlay.upstream.retarget.result import RetargetJson
+from overlay.upstream.verdicts import Outcome, PatchBehaviourJson, PatchVerdictJson
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _report(action: str = "drop") -> dict[str, object]:
-    return {
-        "old_version": "1.2.0",
-        "fast": False,
-        "patches": [
-            {
-                "name": "0004-x.patch",
-                "action": action,
-                "text": "fixed upstream in 9.9.0: trigger cases now pass on stock (c)",
-                "behaviour": {
-                    "bug_cases": [{"case": "c", "stock": "right", "patched": None}],
-                    "other_cases": [{"case": "d", "stock": "wrong", "patched": "right"}],
-                    "test": {
-                        "stock": "1 failed",
-                        "patched": "1 passed",
-                        "stock_tests": [{"state": "failed"}],
-                        "patched_tests": [{"state": "passed"}],
-                    },
-                    "test_verdict": "fails before (1 failed -> 1 passed): boom",
-                },
-            },
-            {"name": "0005-y.patch", "action": "ported", "text": "ported", "behaviour": None},
-        ],
-    }
+def _report(
+    action: Action = Action.DROP, stock_state: TestState = TestState.FAILED
+) -> RetargetJson:
+    """Return a retarget report as `retarget` writes it: one dropped, one ported patch."""
+    behaviour = PatchBehaviourJson(
+        patch="0004-x.patch",
+        release="9.9.0",
+        outcome=Outcome.FIXED_ON_STOCK,
+        text="already fixed on stock",
+        bug_cases=(CaseOutcome("c", Quality.RIGHT, None, None),),
+        other_cases=(CaseOutcome("d", Quality.WRONG, Quality.RIGHT, AB.FIXED),),
+        regressions=(),
+        test=TestRunJson(
+            command="pytest t.py",
+            selection=("t.py",),
+            stock="1 failed",
+            patched="1 passed",
+            stock_tests=(TestResult("t.py::a", stock_state),),
+            patched_tests=(TestResult("t.py::a", TestState.PASSED),),
+            seconds=1.0,
+        ),
+        test_verdict="fails before (1 failed -> 1 passed): boom",
+    )
+    rows = (
+        _verdict(
+            "0004-x.patch",
+            action,
+            "fixed upstream in 9.9.0: trigger cases now pass on stock (c)",
+            behaviour,
+        ),
+        _verdict("0005-y.patch", Action.PORTED, "ported", None),
+    )
+    return RetargetJson(
+        old_version="1.2.0", version="9.9.0", candidate="out/patches", ready=True, problems=(),
+        fast=False, wheels=(), runtime={}, attempts=(), patches=rows, runtime_form="",
+        moves=(), runs={}, timings={}, worktree=None, resume="", locks=(),
+    )  # fmt: skip
+
+
+def _verdict(
+    name: str, action: Action, text: str, behaviour: PatchBehaviourJson | None
+) -> PatchVerdictJson:
+    return PatchVerdictJson(
+        name, action, text, TextStatus.APPLIES, "", "pinned", (), "", behaviour, ()
+    )
 
 
 def test_a_report_becomes_the_lines_evidence() -> None:
-    found = evidence.from_report(_report(), {"0004-x.patch": "9.9.0"}, measured="2026-12-04")
+    found = line_evidence(_report(), {"0004-x.patch": "9.9.0"}, measured="2026-12-04")
     assert found == LineEvidence(
         schema=1,
         retargeted_from="1.2.0",
@@ -59,24 +90,22 @@ def test_a_report_becomes_the_lines_evidence() -> None:
             PatchEvidence(patch="0005-y.patch", status=Status.PORTED, reason="ported"),
         ),
     )
+    written = codec.loads(RetargetJson, codec.dumps(_report()))  # as promote reads it back
+    assert line_evidence(written, {"0004-x.patch": "9.9.0"}, measured="2026-12-04") == found
     assert [p.patch for p in evidence.dropped(found)] == ["0004-x.patch"]
     assert found.for_patch("0005-y.patch") is found.patches[1]
     assert found.for_patch("0006-z.patch") is None
 
 
 def test_a_test_that_does_not_fail_before_keeps_its_verdict() -> None:
-    report = _report()
-    rows = report["patches"]
-    assert isinstance(rows, list)
-    rows[0]["behaviour"]["test"]["stock_tests"] = [{"state": "passed"}]
-    found = evidence.from_report(report, {}, measured="d")
+    found = line_evidence(_report(stock_state=TestState.PASSED), {}, measured="d")
     assert found.patches[0].upstream_test == (
         "stock 1 failed -> patched 1 passed (fails before (1 failed -> 1 passed))"
     )
 
 
 def test_evidence_round_trips_through_its_toml(tmp_path: Path) -> None:
-    found = evidence.from_report(_report(), {}, measured="2026-12-04")
+    found = line_evidence(_report(), {}, measured="2026-12-04")
     path = evidence.write(tmp_path, found)
     assert path.name == "evidence.toml"
     assert path.read_text(encoding="utf-8").startswith("# Written by `retarget --promote`")
@@ -87,7 +116,7 @@ def test_evidence_round_trips_through_its_toml(tmp_path: Path) -> None:
 
 def test_an_unpromotable_verdict_is_refused() -> None:
     with pytest.raises(SeriesError) as info:
-        evidence.from_report(_report("conflict"), {}, measured="d")
+        line_evidence(_report(Action.CONFLICT), {}, measured="d")
     assert info.value.found == "conflict"
     assert "0004-x.patch" in info.value.message
 

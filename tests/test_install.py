@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overlay.cli import main
+from overlay.cli import invocation, main
 from overlay.errors import (
     ApplyError,
     BusyError,
@@ -344,8 +344,8 @@ def test_a_failed_roll_back_names_the_files_and_the_command_that_finishes_it(
     )
     assert "    executorch/backends/arm/a.py: done, step 1 (write, old sha256 " in err
     assert (
-        f"next step: fix the cause, then run `python -m overlay revert --target {target.root}`"
-        in err
+        f"next step: fix the cause, then run `{invocation.command('revert')} --target"
+        f" {target.root}`" in err
     )
     assert journal.read_journal(target.root) is not None  # kept for the command that finishes
     monkeypatch.setattr(os, "replace", real_replace)

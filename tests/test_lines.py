@@ -154,7 +154,7 @@ def test_a_version_without_a_line_is_refused_with_the_retarget_command(
     assert exc.found == f"executorch {version}"
     assert exc.hint == (
         f"install executorch at one of 1.2.0, 1.9.1, 1.10.0, or retarget the overlay to"
-        f" {version} (`nox -s retarget -- {retarget}`)"
+        f" {version} (`executorch-arm-overlay retarget {retarget}`)"
     )
 
 

@@ -4,6 +4,7 @@ dist/ index, and the ``lock`` command (its line, its exit code)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -277,6 +278,10 @@ def test_a_stale_lock_fails_lock_check_with_exit_20_and_the_refresh(
     copy = copy_series(tmp_path)
     assert main(["--patches", str(copy), "lock", "--check"]) == 0
     assert capsys.readouterr().out.count("current: ") == 5
+    assert main(["--patches", str(copy), "lock", "--dry-run", "--json"]) == 0  # the same check
+    report = json.loads(capsys.readouterr().out)
+    assert report["line"] == "1.2.0" and len(report["locks"]) == 5
+    assert not any(entry["written"] for entry in report["locks"])
     pins_file = copy / "pins.toml"
     before = pins_file.read_text()
     pins_file.write_text(before.replace('torch = "2.11.0"', 'torch = "2.11.1"', 1))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay import lines
+from overlay import codec, lines
 from overlay._git import git
 from overlay._hashing import sha256_file
 from overlay.cli import main
@@ -20,8 +20,9 @@ from overlay.upstream import upstream_pins
 from overlay.upstream.releases import load_ports
 from overlay.upstream.retarget import promote, retire_line
 from overlay.upstream.retarget.candidate import write_locks
+from overlay.upstream.retarget.result import RetargetJson
 
-from scaffold import make_diff, patch_text, write_series
+from scaffold import make_diff, patch_text, snapshot, write_series
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = "backends/arm/_passes/demo_pass.py"
@@ -101,6 +102,26 @@ def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
     )
 
 
+def _report(*, ready: bool, problems: tuple[str, ...] = ()) -> str:
+    """Return a retarget.json as `retarget` writes it (through the codec)."""
+    report = RetargetJson(
+        old_version="1.2.0", version="1.6.0", candidate="out/patches", ready=ready,
+        problems=problems, fast=True, wheels=(), runtime={"torch": "2.11.0"}, attempts=(),
+        patches=(), runtime_form="", moves=(), runs={}, timings={"total": 1.0}, worktree=None,
+        resume="", locks=(),
+    )  # fmt: skip
+    return codec.dumps(report, indent=2) + "\n"
+
+
+def test_promote_refuses_a_report_of_another_shape(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
+    with pytest.raises(UpstreamError, match="no retarget report") as refused:
+        promote(out, _root(tmp_path))
+    assert (refused.value.found or "").startswith("malformed data at retarget.")
+
+
 @pytest.mark.usefixtures("fake_uv")
 def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     root = _root(tmp_path)
@@ -116,20 +137,20 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     shared_text = (root / "upstream.toml").read_text()
     own = upstream_pins.with_release(shared_text, "1.6.0", sha256="ab" * 32, torch="2.14.0")
     (out / "patches" / "upstream.toml").write_text(own)
-    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
+    (out / "retarget.json").write_text(_report(ready=True))
     with pytest.raises(UpstreamError, match="no current lock") as refused:
         promote(out, root)
-    assert "python -m overlay --patches" in (refused.value.hint or "")
+    assert "executorch-arm-overlay --patches" in (refused.value.hint or "")
     written = write_locks(candidate, tmp_path / "dist", lambda _: None)
     assert written == [out / "patches" / "locks" / LOCK]
     pin = candidate.pins.wheels[0]
     found = lockfiles.check_current(candidate, pin)  # keyed by the candidate's pins and patches
     assert found.get("executorch").version == local_version(candidate)
     assert found.get("torch").version == "2.11.0"
-    (out / "retarget.json").write_text(json.dumps({"ready": False, "problems": ["p"]}))
+    (out / "retarget.json").write_text(_report(ready=False, problems=("p",)))
     with pytest.raises(UpstreamError, match="not ready"):
         promote(out, root)
-    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
+    (out / "retarget.json").write_text(_report(ready=True))
     done = promote(out, root)
     assert (done.version, done.line, done.previous_default) == ("1.6.0", root / "1.6.0", "1.2.0")
     assert f"locks/{LOCK}" in done.written and "pins.toml" in done.written
@@ -190,6 +211,11 @@ def test_retire_line_in_a_checkout_is_a_git_rm_and_names_what_refers_to_it(
     git(checkout, "init", "-q", "-b", "main")
     git(checkout, "add", "-A")
     git(checkout, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "lines")
+    before = snapshot(checkout)
+    assert main(["--patches", str(root), "retire-line", "1.2.0", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "would retire the executorch 1.2.0 line" in printed and "overlay/forms.py:1:" in printed
+    assert snapshot(checkout) == before and git(checkout, "diff", "--cached") == ""
     assert main(["--patches", str(root), "retire-line", "1.2.0"]) == 0
     printed = capsys.readouterr().out
     assert "retired the executorch 1.2.0 line" in printed and "git rm -r (staged)" in printed

@@ -95,11 +95,12 @@ def test_in_a_checkout_the_next_step_is_the_build_or_sync(
     )
     other = venv(tmp_path / "mine", uv=True)
     assert ready_venv.repair_command(series, None, other) == (
-        f"python -m overlay sync --venv {other} --line 1.2.0"
+        f"executorch-arm-overlay sync --target {other} --line 1.2.0"
     )
     assert ready_venv.repair_command(series, None, other, stock=True).endswith(" --stock")
     named_like = venv(checkout / "elsewhere" / ready_venv.ready_name("1.2.0", "3.11"), uv=True)
-    assert ready_venv.repair_command(series, None, named_like).startswith("python -m overlay sync")
+    named_hint = ready_venv.repair_command(series, None, named_like)
+    assert named_hint.startswith("executorch-arm-overlay sync")
 
 
 def test_outside_a_checkout_the_next_step_is_uv_or_pip_with_the_lock(
@@ -189,8 +190,9 @@ def test_sync_refuses_an_unknown_line_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = two_lines(tmp_path)
-    monkeypatch.chdir(tmp_path)  # the default --out, dist/<line>, would be made here
-    code = main(["--patches", str(root), "sync", "--venv", str(tmp_path / "v"), "--line", "1.4.1"])
+    monkeypatch.chdir(tmp_path)  # the default --dist, dist/<line>, would be made here
+    argv = ["--patches", str(root), "sync", "--target", str(tmp_path / "v"), "--line", "1.4.1"]
+    code = main(argv)
     assert code == UnsupportedReleaseError.exit_code
     err = capsys.readouterr().err
     assert "expected: one of the supported lines: 1.2.0, 1.5.1" in err
@@ -214,7 +216,7 @@ def test_a_ready_venv_sync_stopped_mid_install_is_repaired_by_running_it_again(
     venv = tmp_path / "venv"
     command = [
         sys.executable, "-m", "overlay", "--patches", str(PATCHES),
-        "sync", "--venv", str(venv), "--out", str(tmp_path / "dist"),
+        "sync", "--target", str(venv), "--dist", str(tmp_path / "dist"),
     ]  # fmt: skip
     proc = subprocess.Popen(
         command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -27,7 +27,7 @@ from overlay.upstream.retarget.candidate import Layout, render_pins, write_candi
 from overlay.upstream.retarget.conflicts import conflict_lines, resume_worktree
 from overlay.upstream.retarget.moves import runtime_form_note
 from overlay.upstream.retarget.pin_check import PinAttempt
-from overlay.upstream.retarget.plan import plan_patch, plan_series
+from overlay.upstream.retarget.text_plan import plan_patch, plan_series
 from overlay.upstream.verdicts import apply_behaviour, decide_patch, final_verdict
 
 from scaffold import make_diff, pins_toml
@@ -311,7 +311,7 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     way and adds a test to the release's test file beside it."""
 
     from overlay.upstream.retarget.conflicts import resolved
-    from overlay.upstream.retarget.plan import candidate_pristine
+    from overlay.upstream.retarget.text_plan import candidate_pristine
 
     stale = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
     series = _series(tmp_path, stale)

@@ -315,8 +315,8 @@ def test_short_hunk_counts_round_trip_as_spelled_out_counts() -> None:
 
 GIT_LINE = "diff --git a/backends/x.py b/backends/x.py\n"
 Refusal = tuple[type[SeriesError], str, str | None, str | None, str | None]
-HINT_EDIT = "regenerate the patch from a clean work tree (`python -m overlay edit`)"
-HINT_P1 = "regenerate the patch with `git diff` or `python -m overlay edit`"
+HINT_EDIT = "regenerate the patch from a clean work tree (`executorch-arm-overlay edit`)"
+HINT_P1 = "regenerate the patch with `git diff` or `executorch-arm-overlay edit`"
 HINT_GIT = "the overlay patches existing files only; drop that part of the diff"
 HINT_EXT = "regenerate the patch with `git diff` of a content-only change"
 EXPECT_PATH = "a relative path inside the executorch tree, like backends/arm/..."
@@ -387,7 +387,7 @@ PATCH_REFUSALS: dict[str, tuple[str, Refusal]] = {
             "patch p.patch is not a well-formed unified diff: Hunk is shorter than expected",
             "hunks whose line counts match their @@ headers",
             "a truncated or malformed diff",
-            "regenerate the patch (`python -m overlay edit`, then `refresh`)",
+            "regenerate the patch (`executorch-arm-overlay edit`, then `refresh`)",
         ),
     ),
     "no file": (
@@ -820,7 +820,7 @@ def test_series_names_skip_comments_and_blank_lines(tmp_path: Path) -> None:
 
 def test_checksum_refusals(tmp_path: Path) -> None:
     series = _good_line(tmp_path / "s")
-    hint = "regenerate it: `python -m overlay refresh`"
+    hint = "regenerate it: `executorch-arm-overlay refresh`"
     bare = dataclasses.replace(series, checksums_for=None)
     with pytest.raises(SeriesError) as info:
         bare.expected_patched_sha256()
@@ -891,7 +891,7 @@ def test_malformed_checksum_lines(line: str) -> None:
             "/s/SHA256SUMS: malformed line",
             "'<64 hex sha256>  <path>'",
             repr(line),
-            "regenerate it: `python -m overlay refresh`",
+            "regenerate it: `executorch-arm-overlay refresh`",
         ),
     )
 
@@ -914,7 +914,7 @@ def test_getting_a_patch_by_name(tmp_path: Path) -> None:
             "no patch '0002-b' in the series",
             "0001-a.patch",
             "0002-b",
-            "list the series with `python -m overlay status`",
+            "list the series with `executorch-arm-overlay status`",
         ),
     )
 
@@ -958,7 +958,7 @@ def test_unreadable_and_non_utf8_files(tmp_path: Path) -> None:
             f"{path} is not UTF-8 text",
             "UTF-8 text (patches, series and SHA256SUMS are written as UTF-8)",
             "byte 0xfe on line 3",
-            "regenerate the file (`python -m overlay regenerate` or `refresh`)",
+            "regenerate the file (`executorch-arm-overlay regenerate` or `refresh`)",
         ),
     )
     path.write_bytes(b"crlf\r\nkept\r\n")

@@ -96,7 +96,7 @@ def test_a_subset_in_place_is_recorded_and_reported(tmp_path: Path) -> None:
     )
     problem = status.problem()
     assert problem is not None and problem.message.endswith("holds fixes 1, 3 of 4 of this series")
-    assert problem.hint == f"apply the rest: `python -m overlay apply --target {target.root}`"
+    assert problem.hint == f"apply the rest: `executorch-arm-overlay apply --target {target.root}`"
     transaction.apply(series, find_target(target.root), fixes=frozenset({2}))
     transaction.apply(series, find_target(target.root), fixes=frozenset({4}))
     assert state.inspect(series, find_target(target.root)).complete

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sysconfig
-from collections.abc import Callable
 from pathlib import Path
 
-from overlay.cli import json_output
+from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
 from overlay.dist.provenance import local_version
 from overlay.errors import EXIT_CHANGES_DUE, TargetError
@@ -22,9 +21,6 @@ from overlay.target.locate import Target, find_target
 from overlay.target.plan import Plan
 from overlay.target.state import Status, inspect
 from overlay.text.series import Series, load_series
-
-Handler = Callable[[argparse.Namespace], int]
-Adder = Callable[[str, Handler, str], argparse.ArgumentParser]
 
 
 def _target(args: argparse.Namespace) -> Target:
@@ -235,10 +231,10 @@ def cmd_revert(args: argparse.Namespace) -> int:
     return cmd_apply(args, reverse=True)
 
 
-def add_commands(add: Adder) -> None:
+def add_commands(add: common.Adder) -> None:
     """Add status, check, apply and revert to the parser."""
 
-    def common(command: argparse.ArgumentParser) -> None:
+    def shared(command: argparse.ArgumentParser) -> None:
         command.add_argument(
             "--target",
             help="site-packages, venv or unpacked wheel holding executorch "
@@ -254,7 +250,7 @@ def add_commands(add: Adder) -> None:
             default=argparse.SUPPRESS,
             help="a series folder, or a lines root to pick the line from (as before the command)",
         )
-        command.add_argument("--json", action="store_true", help="print a JSON report")
+        common.add_json(command)
 
     def fixes(command: argparse.ArgumentParser, verb: str) -> None:
         command.add_argument(
@@ -272,7 +268,7 @@ def add_commands(add: Adder) -> None:
         )
 
     status = add("status", cmd_status, "show the line, its fixes and the state of a target")
-    common(status)
+    shared(status)
     status.add_argument("--series-only", action="store_true", help="do not look for a target")
     check = add(
         "check",
@@ -280,14 +276,14 @@ def add_commands(add: Adder) -> None:
         f"dry run: verify a target could be patched (writes nothing; exit {EXIT_CHANGES_DUE}"
         " if files would change, 0 if nothing to do)",
     )
-    common(check)
+    shared(check)
     fixes(check, "check")
     check.add_argument("--reverse", action="store_true", help="check a revert instead")
     check.add_argument(
         "--no-deps-check", action="store_true", help="skip the dependency check of an apply"
     )
     apply = add("apply", cmd_apply, "apply fixes (all by default) to a target, atomically")
-    common(apply)
+    shared(apply)
     writer(apply, "apply")
     apply.add_argument(
         "--no-deps-check",
@@ -295,6 +291,6 @@ def add_commands(add: Adder) -> None:
         help="patch even when the environment lacks the line's requirements",
     )
     revert = add("revert", cmd_revert, "revert fixes (all by default): pristine files back")
-    common(revert)
+    shared(revert)
     writer(revert, "revert")
     revert.set_defaults(no_deps_check=True)

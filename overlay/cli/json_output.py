@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from overlay import codec
+from overlay.envs.venvs import VenvAction
 from overlay.envs.verify_install import InstallReport
 from overlay.target.state import FileState, TreeState
 
@@ -135,6 +136,70 @@ class BuildReport:
     sha256: str
     lock: str | None
     index: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LockEntry:
+    """One pinned wheel's lock: where, how many packages, whether this run wrote it."""
+
+    tag: str
+    path: str
+    packages: int
+    written: bool  # False: only checked current (``--check``/``--dry-run``)
+
+
+@dataclasses.dataclass(frozen=True)
+class LockReport:
+    """``lock``: every lock it checked or wrote."""
+
+    line: str
+    locks: tuple[LockEntry, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildPlanReport:
+    """``build-wheel --dry-run``: the wheel it would write and how; nothing was written."""
+
+    wheel: str
+    version: str
+    downloads: bool  # the pinned wheel is not in the wheel cache yet
+    action: str  # up to date, linked from the cache, or built
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncReport:
+    """``sync``: the venv, the lock it holds and what the sync did (``--dry-run``: would do)."""
+
+    target: str
+    line: str
+    lock: str  # the lock file's name, "(stock)" for the stock flavour
+    dry_run: bool
+    action: VenvAction  # up to date, installing, re-syncing or recreating
+    reason: str
+    builds_wheel: bool  # the patched wheel is (or would be) built first
+    executorch: str | None  # the verified version; None when nothing was synced
+    modules: tuple[str, ...]  # the modules the check imported
+
+
+@dataclasses.dataclass(frozen=True)
+class RefreshReport:
+    """``refresh``: the line's SHA256SUMS and whether it changed (``--dry-run``: would)."""
+
+    path: str
+    series: str  # the series' short digest
+    dry_run: bool
+    changed: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class RegenerateReport:
+    """``regenerate``: the series files written and removed (``--dry-run``: would be)."""
+
+    patches: str  # the series folder
+    dry_run: bool
+    written: tuple[str, ...]
+    removed: tuple[str, ...]
+    unchanged: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)

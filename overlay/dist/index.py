@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import html
 import os
+import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from overlay._hashing import sha256_file
-from overlay.dist.wheels import build_record
+from overlay.dist.wheels import BuildResult, build_patched_wheel, build_record, patched_cache
+from overlay.lines.pins import WheelPin
+from overlay.text.series import Series
 
 SIMPLE = "simple"
 OLD = "old"
@@ -75,6 +79,36 @@ def publish(dist: Path, local_version: str, known: dict[str, str] | None = None)
         simple / "index.html", _page("Simple index", f'    <a href="{PROJECT}/">{PROJECT}</a>\n')
     )
     return Index(dist, simple, tuple(current), tuple(moved))
+
+
+def default_folder(series: Series) -> Path:
+    """Return the default wheel folder of a line, ``dist/<line>``: each beside the others."""
+    return Path("dist") / str(series.pins.executorch)
+
+
+def build_into(
+    series: Series,
+    source: Path,
+    pin: WheelPin,
+    dist: Path,
+    *,
+    force: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
+) -> BuildResult:
+    """Build (or reuse) the patched wheel into ``dist``, then publish ``dist`` as the index."""
+    started = time.perf_counter()
+    result = build_patched_wheel(series, source, pin, dist, force=force, cache=patched_cache())
+    seconds = time.perf_counter() - started
+    for path in result.removed:
+        progress(f"removed {path} (left by a killed build)")
+    if result.note:
+        progress(f"note: {result.note}")
+    state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
+    progress(f"{result.path.name}: {state}")
+    published = publish(dist, result.version, {result.path.name: result.sha256})
+    for name in published.moved:
+        progress(f"moved {name} (an earlier series) to {dist / OLD}/")
+    return result
 
 
 def _page(title: str, body: str) -> str:

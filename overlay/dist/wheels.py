@@ -15,6 +15,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +120,13 @@ def fetch_wheel(pin: WheelPin, *, cache: Path | None = None) -> Path:
     return path
 
 
+def fetch_pinned(pin: WheelPin, progress: Callable[[str], None] = lambda _: None) -> Path:
+    """Return the verified pinned wheel from the wheel cache, saying so when it downloads."""
+    if not (wheel_cache() / pin.filename).is_file():
+        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+    return fetch_wheel(pin)
+
+
 def _download(pin: WheelPin, folder: Path, path: Path) -> None:
     with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
         requirement = f"executorch=={pin.version}"
@@ -141,15 +149,39 @@ def _download(pin: WheelPin, folder: Path, path: Path) -> None:
             raise WheelError(f"cannot run pip: {exc}", hint="install pip in this Python") from exc
         downloaded = Path(tmp) / pin.filename
         if proc.returncode != 0 or not downloaded.is_file():
+            found, hint = _pip_failure(proc.stderr or proc.stdout, pin)
             raise WheelError(
                 f"pip could not download {pin.filename}",
                 expected=f"{pin.filename} from the package index",
-                found=(proc.stderr or proc.stdout).strip()[-2000:] or "no file",
-                hint="check network access to the package index, or pass --wheel FILE",
+                found=found,
+                hint=hint,
             )
         if pin.sha256:
             verify_wheel(downloaded, pin)
         os.replace(downloaded, path)
+
+
+def _pip_failure(output: str, pin: WheelPin) -> tuple[str, str]:
+    """Return what pip's failed download found and the next step: its errors, not warnings.
+
+    Example: ``ERROR: Could not find a version that satisfies the requirement
+    executorch==9.9.9 (from versions: 1.2.0, 1.5.1)``
+    Becomes: ``executorch 9.9.9 is not on the package index for cp311 ... (it has 1.2.0,
+    1.5.1)``, next step: pick one of those.
+    """
+    versions = re.search(r"\(from versions: ([^)]*)\)", output)
+    if versions is not None:
+        have = versions.group(1).strip() or "none"
+        return (
+            f"executorch {pin.version} is not on the package index for {pin.tag}"
+            f" (it has: {have})",
+            "pick a version the index has",
+        )
+    errors = [line for line in output.splitlines() if not line.startswith("WARNING:")]
+    return (
+        "\n".join(errors).strip()[-2000:] or "no file",
+        "check network access to the package index (`pip config list` shows which)",
+    )
 
 
 def pin_for_file(series: Series, path: Path) -> WheelPin:
@@ -227,7 +259,7 @@ def build_patched_wheel(
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise WheelError(f"cannot create {out_dir}: {exc}", hint="pass a writable --out") from exc
+        raise WheelError(f"cannot create {out_dir}: {exc}", hint="pass a writable --dist") from exc
     version = local_version(series)
     with _folder_lock(out_dir / BUILD_LOCK):
         removed = _remove_stale(out_dir, ".build-*")
@@ -246,6 +278,22 @@ def build_patched_wheel(
         _link_or_copy(cached, out)
         _link_or_copy(build_record(cached), build_record(out))
     return BuildResult(out, version, built, provenance, digest, note, removed)
+
+
+def build_action(
+    series: Series, pin: WheelPin, out_dir: Path, *, force: bool = False, cache: Path | None = None
+) -> str:
+    """Return what :func:`build_patched_wheel` would do into ``out_dir`` (reads, never writes).
+
+    ``up to date`` (the wheel there is reused), ``linked from the cache`` (built before, in
+    any checkout) or ``built``.
+    """
+    out = out_dir / patched_wheel_name(pin, series)
+    if not force and out.is_file() and _reusable(out, series, pin)[0] is not None:
+        return "up to date"
+    if not force and cache is not None and cached_wheel(series, pin, cache).is_file():
+        return "linked from the cache"
+    return "built"
 
 
 def _build_cached(

@@ -15,12 +15,20 @@ So the proof runs on exactly what ships: the same transitive versions everywhere
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import lines
 from overlay._hashing import sha256_file
-from overlay.dist.wheels import cached_wheel, local_version, patched_cache, wheel_cache
+from overlay.dist import index
+from overlay.dist.wheels import (
+    cached_wheel,
+    fetch_pinned,
+    local_version,
+    patched_cache,
+    wheel_cache,
+)
 from overlay.envs import lockfiles, venvs
 from overlay.envs.lockfiles import Lock
 from overlay.envs.stamp import Flavour, Origin
@@ -95,6 +103,95 @@ def patched_links(series: Series, pin: WheelPin, out: Path) -> tuple[Path, ...]:
     return (cached.parent if cached.is_file() else out,)
 
 
+def place(target: Path | None, ready_in: Path, line: str, python: str | None) -> tuple[Path, str]:
+    """Return the venv a sync makes and its Python version.
+
+    ``target``, else the line's ready venv in ``ready_in``; the Python given, else the
+    existing venv's, else this interpreter's version.
+    """
+    version = (
+        python or (target and venvs.python_version(target)) or "{}.{}".format(*sys.version_info[:2])
+    )
+    return target or ready_in / ready_name(line, version), version
+
+
+def request_for(
+    series: Series,
+    pin: WheelPin,
+    *,
+    stock: bool,
+    dist: Path,
+    on_top: tuple[str, ...] = (),
+    force: bool = False,
+    progress: venvs.Progress = lambda _: None,
+) -> EnvRequest:
+    """Return the sync of ``pin``'s committed lock: stock, or patched (built into ``dist``).
+
+    The lock must be current; a patched build must be the wheel the lock pins.
+    """
+    locked = lockfiles.check_current(series, pin)
+    if stock:
+        links = stock_links(pin)
+    else:
+        source = fetch_pinned(pin, progress)
+        built = index.build_into(series, source, pin, dist, force=force, progress=progress)
+        lockfiles.check_wheel(locked, built.path, built.sha256)
+        links = patched_links(series, pin, dist)
+    flavour = Flavour.STOCK if stock else Flavour.PATCHED
+    return EnvRequest(series, pin, locked, flavour, links, on_top)
+
+
+def _broken(request: EnvRequest) -> venvs.Broken:
+    """Return the check that names a right-versioned executorch whose files drifted."""
+    stock = request.flavour is Flavour.STOCK
+
+    def broken(venv: venvs.Venv) -> str | None:
+        wanted = request.line if stock else local_version(request.series)
+        if venvs.installed_versions(venv.site).get("executorch") != wanted:
+            return None  # another version: an ordinary re-sync replaces it
+        try:
+            check_installed(
+                request.series, import_modules=False, search_path=venv.site, stock=stock
+            )
+        except InstallCheckError as exc:
+            return exc.message
+        return None
+
+    return broken
+
+
+@dataclass(frozen=True)
+class SyncPreview:
+    """What a sync would do, read without writing anything (``sync --dry-run``)."""
+
+    request: EnvRequest
+    plan: venvs.VenvPlan
+    builds: bool  # the patched wheel is not in the overlay's cache: the sync builds it
+
+
+def preview(
+    series: Series,
+    pin: WheelPin,
+    root: Path,
+    *,
+    stock: bool,
+    on_top: tuple[str, ...] = (),
+    force: bool = False,
+) -> SyncPreview:
+    """Return what syncing ``root`` to ``pin``'s lock would do: every check, no build, no write.
+
+    The lock must be current; a folder that is neither a venv nor empty is refused.
+    """
+    locked = lockfiles.check_current(series, pin)
+    flavour = Flavour.STOCK if stock else Flavour.PATCHED
+    request = EnvRequest(series, pin, locked, flavour, (), on_top)
+    builds = not stock and (force or not cached_wheel(series, pin, patched_cache()).is_file())
+    plan = venvs.plan_venv(
+        request.contents(), root.absolute(), broken=_broken(request), force=force
+    )
+    return SyncPreview(request, plan, builds)
+
+
 def sync(
     request: EnvRequest,
     root: Path,
@@ -117,20 +214,13 @@ def sync(
             repair=repair,
         )
 
-    def broken(venv: venvs.Venv) -> str | None:
-        wanted = request.line if stock else local_version(request.series)
-        if venvs.installed_versions(venv.site).get("executorch") != wanted:
-            return None  # another version: an ordinary re-sync replaces it
-        try:
-            check_installed(
-                request.series, import_modules=False, search_path=venv.site, stock=stock
-            )
-        except InstallCheckError as exc:
-            return exc.message
-        return None
-
     return venvs.ensure_venv(
-        request.contents(), root, verify=verify, broken=broken, force=force, progress=progress
+        request.contents(),
+        root,
+        verify=verify,
+        broken=_broken(request),
+        force=force,
+        progress=progress,
     )
 
 
@@ -159,7 +249,8 @@ def repair_command(
         nox_dir = (checkout / ".nox").resolve()
         if root.resolve().parent == nox_dir and root.name == ready_name(line, version):
             return f"nox -s {BUILD_SESSION}-{version} -- --line {line}"
-        return f"python -m overlay sync --venv {root} --line {line}{' --stock' if stock else ''}"
+        stock_flag = " --stock" if stock else ""
+        return f"executorch-arm-overlay sync --target {root} --line {line}{stock_flag}"
     where = lock.path if lock is not None else f"the lock of line {line} (locks/<wheel tag>.txt)"
     interpreter = python or root / "bin" / "python"
     folder = _wheel_folder(series, lock)

@@ -60,6 +60,9 @@ class Venv:
     home: str = ""  # pyvenv.cfg's home: the folder of the interpreter it was made from
 
 
+Broken = Callable[[Venv], str | None]  # names drifted files under right versions, or None
+
+
 def pyvenv_config(root: Path) -> dict[str, str]:
     """Return the ``key = value`` lines of a venv's pyvenv.cfg ({} when it has none)."""
     values: dict[str, str] = {}
@@ -213,7 +216,7 @@ def plan_venv(
     contents: Contents,
     root: Path,
     *,
-    broken: Callable[[Venv], str | None] | None = None,
+    broken: Broken | None = None,
     force: bool = False,
 ) -> VenvPlan:
     """Decide what the venv at ``root`` needs to hold ``contents`` (reads, never writes).
@@ -271,7 +274,7 @@ def ensure_venv(
     root: Path,
     *,
     verify: Callable[[Venv], T],
-    broken: Callable[[Venv], str | None] | None = None,
+    broken: Broken | None = None,
     force: bool = False,
     uv: str | None = None,
     progress: Progress = lambda _: None,

@@ -11,7 +11,6 @@ same way: the pinned release, its pristine files. Every error's next step is the
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import subprocess
 import sys
@@ -19,9 +18,10 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlay import codec
 from overlay.dist.wheels import local_version
 from overlay.envs.lockfiles import Lock
-from overlay.envs.venvs import installed_versions
+from overlay.envs.venvs import Venv, find_venv, installed_versions
 from overlay.errors import InstallCheckError
 from overlay.target.state import Status, TreeState, read_installed, verified
 from overlay.text.series import Series
@@ -177,10 +177,18 @@ def _import(python: Path, names: list[str], what: str, repair: str) -> dict[str,
             found=proc.stderr.strip()[-2000:] or f"exit code {proc.returncode}",
             hint=repair,
         )
-    loaded: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return loaded
+    lines = proc.stdout.strip().splitlines() or [""]
+    return codec.loads(dict[str, str], lines[-1], "the import check's output")
 
 
 def current_site() -> Path:
     """Return this interpreter's site-packages."""
     return Path(sysconfig.get_paths()["purelib"])
+
+
+def environment(target: Path | None) -> Venv:
+    """Return the env to check: the venv at ``target``, else this interpreter's."""
+    if target is not None:
+        return find_venv(target)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return Venv(Path(sys.prefix), Path(sys.executable), current_site(), version)

@@ -108,7 +108,9 @@ def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
         inserts ``dequantize_per_tensor(grid, scale, zp, qmin, qmax, int16)`` (fake tensor
         float32, from the integer one) and drops ``input_qparams[1]``, or rejects per-channel
         qparams. The grid's own fake tensor is put back afterwards (the port never changes it),
-        also when the original raises. Float grids without qparams and integer grids reach the
+        also when the original raises. Then every sampler left with a float grid and a folded
+        quantized image gets the float image boundary (:func:`float_image_boundary`).
+        Float grids without qparams and integer grids reach the
         original unchanged. The fake tensor belongs to the grid node, not to one sampler: a grid
         read by several samplers is retyped only when every one of them holds grid qparams of
         one dtype, else it is left as 1.5.1 leaves it.
@@ -117,10 +119,78 @@ def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
         for grid, grid_val, dtype in folded:
             grid.meta["val"] = grid_val.to(dtype)
         try:
-            return original(self, graph_module)
+            result = original(self, graph_module)
         finally:
             for grid, grid_val, _ in folded:
                 grid.meta["val"] = grid_val
+        bounded = False
+        for node in list(graph_module.graph.nodes):
+            if (
+                node.op == "call_function"
+                and node.target == grid_sampler
+                and float_image_boundary(graph_module, node)
+            ):
+                bounded = True
+        if not bounded:
+            return result
+        graph_module.graph.eliminate_dead_code()
+        graph_module.recompile()
+        return module.PassResult(graph_module, True)
+
+    def float_image_boundary(graph_module: Any, node: Any) -> bool:
+        """Give a float grid a float image, and quantize the sampler output back.
+
+        Example: the same a16w8 grid warp once 1.5.1's ``call`` has dequantized its int16
+        grid: the sampler reads a float grid and the folded int16 image (its fake tensor is
+        float32), so RewriteGridSamplerToTosaCustomPass describes the image as float and the
+        shader reads int16 data as float32: the executed VGF output is all zeros.
+        Becomes: ``dequantize_per_tensor(image, scale, zp, qmin, qmax, int16)`` before the
+        sampler (``input_qparams[0]`` dropped) and ``quantize_per_tensor`` to its folded
+        output qparams after it (``output_qparams`` emptied), as the port's
+        ``_insert_float_image_boundary``; a sampler with a quantized grid (the int8 sampler
+        path) or an unquantized image is left alone; per-channel image qparams raise.
+        """
+        grid = node.args[1]
+        input_qparams = node.meta.get("input_qparams", {})
+        if not isinstance(grid, torch.fx.Node) or 1 in input_qparams:
+            return False
+        image = node.args[0]
+        image_qparams = input_qparams.get(0)
+        if not isinstance(image, torch.fx.Node) or image_qparams is None:
+            return False
+        if image_qparams.per_channel:
+            raise RuntimeError("grid_sampler image dequant only supports per-tensor qparams")
+        image_val = image.meta["val"]
+        if image_val.dtype.is_floating_point:
+            image_val = image_val.to(image_qparams.dtype)
+        ops = module.exir_ops.edge.quantized_decomposed
+        with graph_module.graph.inserting_before(node):
+            dequant_image = module.create_node(
+                graph_module.graph,
+                op_target=ops.dequantize_per_tensor.default,
+                args=module._get_per_tensor_dequant_args(image, image_qparams),
+                from_node=node,
+            )
+            module._set_fake_tensor_meta(dequant_image, image_qparams.dequantize_value(image_val))
+        module.set_node_arg(node, 0, dequant_image)
+        node.meta["input_qparams"] = {i: q for i, q in input_qparams.items() if i != 0}
+        output_qparams = node.meta.get("output_qparams", {})
+        if not output_qparams:
+            return True
+        out_qparams = output_qparams[0]
+        with graph_module.graph.inserting_after(node):
+            quant_output = module.create_node(
+                graph_module.graph,
+                op_target=ops.quantize_per_tensor.default,
+                args=module._get_per_tensor_dequant_args(node, out_qparams),
+                from_node=node,
+            )
+            module._set_fake_tensor_meta(quant_output, out_qparams.quantize_value(node.meta["val"]))
+        node.replace_all_uses_with(
+            quant_output, delete_user_cb=lambda user: user is not quant_output
+        )
+        node.meta["output_qparams"] = {}
+        return True
 
     return call
 

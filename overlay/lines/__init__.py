@@ -118,7 +118,7 @@ def line_for_version(root: Path, version: str) -> Line:
         expected=f"executorch at one of the supported lines: {_supported(root)}",
         found=f"executorch {version}",
         hint=f"install executorch at one of {_supported(root)}, or retarget the overlay to"
-        f" {version} (`nox -s retarget -- {public or version}`)",
+        f" {version} (`executorch-arm-overlay retarget {public or version}`)",
     )
 
 

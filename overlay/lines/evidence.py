@@ -1,8 +1,9 @@
 """Why a line carries, ports or drops each patch of the line it came from (``evidence.toml``).
 
-``retarget --promote`` writes it into the new line from the checked retarget report, so a
-dropped patch leaves its reason in the line it is missing from, and the table of lines in
-``docs/fixes.md`` is generated from it.
+``retarget --promote`` writes it into the new line from the checked retarget report
+(:func:`overlay.upstream.retarget.promote.line_evidence`), so a dropped patch leaves its
+reason in the line it is missing from, and the table of lines in ``docs/fixes.md`` is
+generated from it.
 
 Example: the 1.5.1 retarget's row for ``0004-distinct-output-transpose-slots.patch``.
 Becomes: ``PatchEvidence(patch=..., status=DROPPED, reason="fixed upstream in 1.5.1: ...",
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,90 +72,6 @@ class LineEvidence:
     def for_patch(self, name: str) -> PatchEvidence | None:
         """Return the evidence of the patch file ``name`` (of the older line), if any."""
         return next((p for p in self.patches if p.patch == name), None)
-
-
-_STATUS = {"ported": Status.PORTED, "carried": Status.CARRIED, "drop": Status.DROPPED}
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _cases(behaviour: Mapping[str, object]) -> tuple[CaseResult, ...]:
-    found = []
-    for key in ("bug_cases", "other_cases"):
-        rows = behaviour.get(key)
-        for row in rows if isinstance(rows, list) else []:
-            if isinstance(row, dict):
-                found.append(
-                    CaseResult(
-                        _text(row.get("case")), _text(row.get("stock")), _text(row.get("patched"))
-                    )
-                )
-    return tuple(found)
-
-
-def _states(test: Mapping[str, object], key: str) -> set[str]:
-    rows = test.get(key)
-    return (
-        {_text(r.get("state")) for r in rows if isinstance(r, dict)}
-        if isinstance(rows, list)
-        else set()
-    )
-
-
-def _upstream_test(behaviour: Mapping[str, object]) -> str:
-    test = behaviour.get("test")
-    if not isinstance(test, dict):
-        return ""
-    run = f"stock {_text(test.get('stock'))} -> patched {_text(test.get('patched'))}"
-    if _states(test, "stock_tests") == {"failed"} and _states(test, "patched_tests") == {"passed"}:
-        return f"{run} (fails before, passes after)"
-    verdict = _text(behaviour.get("test_verdict")).split(":", 1)[0]
-    return f"{run} ({verdict})" if verdict else run
-
-
-def from_report(
-    report: Mapping[str, object], headers: Mapping[str, str], *, measured: str
-) -> LineEvidence:
-    """Return the evidence in a ready retarget report (``retarget.json``).
-
-    ``headers`` maps each older patch's file name to its ``Applied-Upstream`` header.
-    """
-    rows = report.get("patches")
-    patches = []
-    for row in rows if isinstance(rows, list) else []:
-        if not isinstance(row, dict):
-            continue
-        name = _text(row.get("name"))
-        action = _text(row.get("action"))
-        status = _STATUS.get(action)
-        if status is None:
-            raise SeriesError(
-                f"the retarget report has no verdict to promote for {name}",
-                expected="ported, carried or drop",
-                found=action or "nothing",
-                hint="resolve the patch and re-run the retarget before promoting it",
-            )
-        behaviour = row.get("behaviour")
-        behaviour = behaviour if isinstance(behaviour, dict) else {}
-        patches.append(
-            PatchEvidence(
-                patch=name,
-                status=status,
-                reason=_text(row.get("text")),
-                cases=_cases(behaviour),
-                upstream_test=_upstream_test(behaviour),
-                applied_upstream=headers.get(name, ""),
-            )
-        )
-    return LineEvidence(
-        schema=SCHEMA,
-        retargeted_from=_text(report.get("old_version")),
-        measured=measured,
-        corpus="fast" if report.get("fast", True) else "full",
-        patches=tuple(patches),
-    )
 
 
 def dumps(evidence: LineEvidence) -> str:

@@ -29,7 +29,7 @@ def read_text(path: Path) -> str:
             f"{path} is not UTF-8 text",
             expected="UTF-8 text (patches, series and SHA256SUMS are written as UTF-8)",
             found=f"byte 0x{data[exc.start]:02x} on line {line}",
-            hint="regenerate the file (`python -m overlay regenerate` or `refresh`)",
+            hint="regenerate the file (`executorch-arm-overlay regenerate` or `refresh`)",
         ) from exc
 
 

@@ -120,7 +120,8 @@ class Pins:
             "no pinned executorch wheel for this interpreter and machine",
             expected=f"one of: {', '.join(p.filename for p in self.wheels)}",
             found=f"Python {python} on {system}/{machine}",
-            hint=f"pass --wheel-tag or --wheel FILE, or add the wheel to {self.source}",
+            hint=f"use a Python this line pins ({', '.join(self.pythons)}), or add a wheel for"
+            f" this machine to {self.source}",
         )
 
     def wheel_for(self, filename_or_tag: str) -> WheelPin:
@@ -172,7 +173,7 @@ class Pins:
                 expected=f"executorch {self.executorch} (the pinned release)",
                 found=f"executorch {version}",
                 hint=f"install executorch=={self.executorch}, or use "
-                "`python -m overlay matrix` to see how the series fares on other releases",
+                "`executorch-arm-overlay matrix` to see how the series fares on other releases",
             )
 
 

@@ -29,7 +29,6 @@ import contextlib
 import dataclasses
 import enum
 import errno
-import json
 import os
 import shutil
 import signal
@@ -37,11 +36,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from overlay import codec
 from overlay._hashing import sha256_bytes, sha256_file
+from overlay.codec import CodecError
 from overlay.errors import ApplyError, InterruptedRunError, RollbackError, TargetError
 
 SCHEMA = 1
@@ -138,59 +139,32 @@ class Journal:
     schema: int = SCHEMA
 
     def to_json(self) -> str:
-        """Return the journal as JSON text."""
-        data = asdict(self)
-        data["operation"] = self.operation.value
-        data["steps"] = [{**asdict(s), "action": s.action.value} for s in self.steps]
-        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+        """Return the journal as JSON text (the codec: keys sorted, enums by value)."""
+        return codec.dumps(self, indent=1) + "\n"
 
     @staticmethod
     def from_json(text: str) -> Journal:
-        """Parse a journal; raise ValueError (or KeyError, TypeError) when malformed."""
-        data = json.loads(text)
-        if data["schema"] != SCHEMA:
-            raise ValueError(f"journal schema {data['schema']}, expected {SCHEMA}")
-        steps = []
-        for raw in data["steps"]:
-            optional = {k: _opt_str(raw.get(k)) for k in ("old_sha256", "new_sha256", "to")}
-            steps.append(
-                Step(
-                    number=int(raw["number"]),
-                    action=Action(raw["action"]),
-                    path=_relative(str(raw["path"])),
-                    stage=_opt_name(raw.get("stage")),
-                    keep=_opt_name(raw.get("keep")),
-                    **optional,
-                )
-            )
-        return Journal(
-            operation=Operation(data["operation"]),
-            series_digest=str(data["series_digest"]),
-            pid=int(data["pid"]),
-            started=str(data["started"]),
-            steps=tuple(steps),
-            fixes=tuple(str(name) for name in data.get("fixes", ())),
-        )
+        """Parse a journal strictly; raise CodecError when malformed or naming unsafe paths."""
+        journal = codec.loads(Journal, text, where=JOURNAL_FILE)
+        if journal.schema != SCHEMA:
+            raise CodecError(f"{JOURNAL_FILE}.schema", f"journal schema {SCHEMA}", journal.schema)
+        for index, step in enumerate(journal.steps):
+            where = f"{JOURNAL_FILE}.steps[{index}]"
+            _relative(step.path, f"{where}.path")
+            _name_in_tx(step.stage, f"{where}.stage")
+            _name_in_tx(step.keep, f"{where}.keep")
+        return journal
 
 
-def _opt_str(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _relative(path: str) -> str:
+def _relative(path: str, where: str) -> None:
     parts = path.split("/")
     if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise ValueError(f"journal path {path!r} is not a plain relative path")
-    return path
+        raise CodecError(where, "a plain relative path", path)
 
 
-def _opt_name(value: object) -> str | None:
-    if value is None:
-        return None
-    name = str(value)
-    if "/" in name or name in ("", ".", ".."):
-        raise ValueError(f"journal names {name!r} in tx/")
-    return name
+def _name_in_tx(name: str | None, where: str) -> None:
+    if name is not None and ("/" in name or name in ("", ".", "..")):
+        raise CodecError(where, "a file name in tx/", name)
 
 
 @dataclass(frozen=True)
@@ -252,15 +226,16 @@ def read_journal(root: Path) -> Journal | None:
         raise _unreadable(path, exc) from exc
     try:
         return Journal.from_json(text)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except CodecError as exc:
         raise _unreadable(path, exc) from exc
 
 
 def _unreadable(path: Path, exc: Exception) -> TargetError:
+    found = f"{exc.message} ({exc.found})" if isinstance(exc, CodecError) else str(exc)
     return TargetError(
         f"the journal {path} is unreadable",
         expected="the JSON journal an interrupted apply or revert left",
-        found=f"{type(exc).__name__}: {exc}",
+        found=f"{type(exc).__name__}: {found}",
         hint="restore the tree by reinstalling executorch (`uv pip install --reinstall"
         f" executorch==<pin>`), then delete {path.parent}",
     )
@@ -732,7 +707,7 @@ def settle(
                 f" ({s.action.value}, old sha256 {s.old_sha256}, new {s.new_sha256})"
                 for s in unsettled
             ),
-            hint=f"fix the cause, then run `python -m overlay revert --target {root}`"
+            hint=f"fix the cause, then run `executorch-arm-overlay revert --target {root}`"
             " (or `apply`): it settles the tree from the journal",
             paths=tuple(s.path for s in unsettled),
         )

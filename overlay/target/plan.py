@@ -227,7 +227,7 @@ def _refuse_wheel_metadata(series: Series, target: Target, reverse: bool, record
         expected="executorch as released (to patch in place) or patched in place by `apply`",
         found=f"{PROVENANCE_FILE} of a patched wheel, no {ORIGINAL_FILE}",
         hint=f"reinstall: `uv pip install --reinstall executorch=={series.pins.executorch}`"
-        " for stock, or the current patched wheel (`nox -s build_patched_executorch`)",
+        " for stock, or the current patched wheel (`executorch-arm-overlay build-wheel`)",
     )
 
 

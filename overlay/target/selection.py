@@ -86,7 +86,7 @@ def select(series: Series, values: Iterable[str]) -> frozenset[int]:
             expected=f"fix numbers 1-{len(known)} or names, comma-separated",
             found=", ".join(unknown) or "an empty list",
             details=f"  the fixes of {series.directory.name}:\n{listing}",
-            hint="name fixes as `python -m overlay status` lists them, e.g. --fix 1,3",
+            hint="name fixes as `executorch-arm-overlay status` lists them, e.g. --fix 1,3",
         )
     return frozenset(chosen)
 

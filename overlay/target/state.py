@@ -214,7 +214,7 @@ class Status:
                 f"an interrupted {self.interrupted.operation.value} left {site} half-written",
                 expected="a tree that is pristine or patched",
                 found=f"the journal {journal.journal_file(site)} (pid {self.interrupted.pid})",
-                hint=f"run `python -m overlay apply --target {site}` (or `revert`)",
+                hint=f"run `executorch-arm-overlay apply --target {site}` (or `revert`)",
             )
         if self.state is TreeState.BUSY:
             return BusyError(
@@ -229,7 +229,7 @@ class Status:
                 f"executorch in {site} holds {describe(series, recorded)} of this series",
                 expected=f"{describe(series, every(series))} (executorch {local_version(series)})",
                 found=f"{describe(series, recorded)} (executorch {self.target.version})",
-                hint=f"apply the rest: `python -m overlay apply --target {site}`",
+                hint=f"apply the rest: `executorch-arm-overlay apply --target {site}`",
             )
         if self.target.version != Version(local_version(series)):
             return InstallCheckError(

@@ -190,7 +190,7 @@ def preview(
             found=f"the journal {journal.journal_file(target.root)}"
             if status.interrupted
             else files,
-            hint=f"`python -m overlay apply --target {target.root}` finishes it,"
-            f" `python -m overlay revert --target {target.root}` undoes it",
+            hint=f"`executorch-arm-overlay apply --target {target.root}` finishes it,"
+            f" `executorch-arm-overlay revert --target {target.root}` undoes it",
         )
     return plan(series, target, reverse=reverse, fixes=fixes)

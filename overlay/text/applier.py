@@ -160,7 +160,7 @@ def _mismatch(
         found="different text (no fuzz is allowed)",
         details=details,
         hint="the file drifted from the pinned source: refresh the patch "
-        "(`python -m overlay edit`) or restore the pristine file",
+        "(`executorch-arm-overlay edit`) or restore the pristine file",
     )
 
 

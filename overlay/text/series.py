@@ -81,7 +81,7 @@ class Series:
 
     def expected_patched_sha256(self) -> dict[str, str]:
         """Return the recorded post-series sha256 per repository path, checked for staleness."""
-        hint = "regenerate it: `python -m overlay refresh`"
+        hint = "regenerate it: `executorch-arm-overlay refresh`"
         if self.checksums_for is None:
             raise SeriesError(
                 f"no {CHECKSUMS_FILE} in {self.directory}",
@@ -129,7 +129,7 @@ class Series:
             f"no patch {name!r} in the series",
             expected=", ".join(p.name for p in self.patches),
             found=name,
-            hint="list the series with `python -m overlay status`",
+            hint="list the series with `executorch-arm-overlay status`",
         )
 
 
@@ -147,7 +147,7 @@ def check_repo_path(raw: str, *, patch: str) -> str:
             f"patch {patch} names an unsafe path",
             expected="a relative path inside the executorch tree, like backends/arm/...",
             found=f"{raw!r} ({problem})",
-            hint="regenerate the patch from a clean work tree (`python -m overlay edit`)",
+            hint="regenerate the patch from a clean work tree (`executorch-arm-overlay edit`)",
         )
     return str(PurePosixPath(raw))
 
@@ -163,7 +163,7 @@ def _strip_prefix(raw: str, prefix: str, *, patch: str) -> str:
             f"patch {patch} is not a -p1 diff",
             expected=f"paths starting with {prefix!r} (git diff style)",
             found=repr(raw),
-            hint="regenerate the patch with `git diff` or `python -m overlay edit`",
+            hint="regenerate the patch with `git diff` or `executorch-arm-overlay edit`",
         )
     return raw[len(prefix) :]
 
@@ -246,7 +246,7 @@ def parse_patch(name: str, text: str) -> Patch:
             f"patch {name} is not a well-formed unified diff: {exc}",
             expected="hunks whose line counts match their @@ headers",
             found="a truncated or malformed diff",
-            hint="regenerate the patch (`python -m overlay edit`, then `refresh`)",
+            hint="regenerate the patch (`executorch-arm-overlay edit`, then `refresh`)",
         ) from exc
     if len(patch_set) == 0:
         raise SeriesError(f"patch {name} changes no file", hint="remove it from the series")
@@ -413,7 +413,7 @@ def parse_checksums(text: str, *, where: Path) -> tuple[str | None, dict[str, st
                 f"{where}: malformed line",
                 expected="'<64 hex sha256>  <path>'",
                 found=repr(line),
-                hint="regenerate it: `python -m overlay refresh`",
+                hint="regenerate it: `executorch-arm-overlay refresh`",
             )
         hashes[check_repo_path(path, patch=where.name)] = value
     return digest, hashes

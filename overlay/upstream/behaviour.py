@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import codec, fixes
+from overlay import fixes
 from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import DEFAULT_TIMEOUT_S, Options
@@ -53,6 +53,7 @@ __all__ = [
     "Outcome",
     "PatchBehaviour",
     "ReleaseRun",
+    "ReleaseRunJson",
     "Side",
     "TestRun",
     "assemble",
@@ -91,19 +92,29 @@ class ReleaseRun:
         info = corpus.info(name)
         return judge_case(info, stock, self.results.get("patched", {}).get(name))
 
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form (results by digest, as the equivalence report does)."""
-        return {
-            "release": self.release,
-            "stock_python": self.stock_python,
-            "patched_python": self.patched_python,
-            "workers": {k: codec.encode(v) for k, v in self.init.items()},
-            "cases": {
-                name: self.case(name).as_dict()  # type: ignore[union-attr]
-                for name in self.results["stock"]
-            },
-            "seconds": round(self.seconds, 1),
-        }
+    def as_json(self) -> ReleaseRunJson:
+        """Return the JSON form: what each worker ran on, each case judged."""
+        cases = {name: self.case(name) for name in self.results["stock"]}
+        return ReleaseRunJson(
+            release=self.release,
+            stock_python=self.stock_python,
+            patched_python=self.patched_python,
+            workers=self.init,
+            cases={name: found for name, found in cases.items() if found is not None},
+            seconds=round(self.seconds, 1),
+        )
+
+
+@dataclass(frozen=True)
+class ReleaseRunJson:
+    """The corpus cases of one release as JSON: the workers' environments, each case judged."""
+
+    release: str
+    stock_python: str
+    patched_python: str | None
+    workers: dict[str, InitReply]  # "stock" / "patched"
+    cases: dict[str, CaseOutcome]
+    seconds: float
 
 
 def judge_case(info: CaseInfo, stock: ItemResult, patched: ItemResult | None) -> CaseOutcome:

@@ -3,7 +3,7 @@
 Gathered by :mod:`overlay.upstream.matrix` (a patch's text on a release),
 :mod:`overlay.upstream.behaviour` (corpus cases on stock and patched envs),
 :mod:`overlay.upstream.upstream_tests` (pytest on upstream's tests) and
-:mod:`overlay.upstream.retarget.plan` (a patch's text plan on a new release); read by
+:mod:`overlay.upstream.retarget.text_plan` (a patch's text plan on a new release); read by
 :mod:`overlay.upstream.verdicts`, the one place that decides. Data only, plus the parser
 of the ``Applied-Upstream`` header.
 """
@@ -49,10 +49,6 @@ class Check:
             return "conflict h" + self.detail.split()[1].split("/")[0]
         return self.status.value
 
-    def as_dict(self) -> dict[str, str]:
-        """Return the JSON form."""
-        return {"status": self.status.value, "detail": self.detail}
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -75,12 +71,31 @@ class Cell:
             return self.check.short
         return f"{self.check.short} / port {self.port.short}"
 
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        out: dict[str, object] = {"version": self.version, **self.check.as_dict()}
+    def as_json(self) -> CellJson:
+        """Return the JSON form (the pinned patch's result; the port's, where one exists)."""
+        port = None
         if self.port is not None:
-            out["port"] = {"version": self.port_version, **self.port.as_dict()}
-        return out
+            port = PortJson(self.port_version, self.port.status, self.port.detail)
+        return CellJson(self.version, self.check.status, self.check.detail, port)
+
+
+@dataclass(frozen=True)
+class PortJson:
+    """A port's result in a matrix cell."""
+
+    version: str | None
+    status: Status
+    detail: str
+
+
+@dataclass(frozen=True)
+class CellJson:
+    """One matrix cell as JSON: the pinned patch's status and, where one exists, its port's."""
+
+    version: str
+    status: Status
+    detail: str
+    port: PortJson | None = None
 
 
 @dataclass(frozen=True)
@@ -127,17 +142,6 @@ class CaseOutcome:
     ab: AB | None  # stock -> patched, judged by correctness
     stock_error: str = ""
     patched_error: str = ""
-
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        return {
-            "case": self.case,
-            "stock": self.stock.value,
-            "patched": self.patched.value if self.patched else None,
-            "ab": self.ab.value if self.ab else None,
-            "stock_error": self.stock_error,
-            "patched_error": self.patched_error,
-        }
 
 
 class TestState(enum.StrEnum):
@@ -212,21 +216,32 @@ class TestRun:
     patched: Counts
     seconds: float
 
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        return {
-            "command": self.command,
-            "selection": list(self.selection),
-            "stock": self.stock.text if self.stock else None,
-            "patched": self.patched.text,
-            "stock_tests": [_test_dict(t) for t in self.stock.tests] if self.stock else [],
-            "patched_tests": [_test_dict(t) for t in self.patched.tests],
-            "seconds": round(self.seconds, 1),
-        }
+    def as_json(self) -> TestRunJson:
+        """Return the JSON form: counts as text, every test's result."""
+        return TestRunJson(
+            command=self.command,
+            selection=self.selection,
+            stock=self.stock.text if self.stock else None,
+            patched=self.patched.text,
+            stock_tests=self.stock.tests if self.stock else (),
+            patched_tests=self.patched.tests,
+            seconds=round(self.seconds, 1),
+        )
 
 
-def _test_dict(test: TestResult) -> dict[str, str]:
-    return {"node": test.node, "state": test.state.value, "reason": test.reason}
+@dataclass(frozen=True)
+class TestRunJson:
+    """An upstream test run as JSON: counts as text (``3 passed, 1 failed``), every test."""
+
+    __test__ = False  # not a pytest test class
+
+    command: str
+    selection: tuple[str, ...]
+    stock: str | None
+    patched: str
+    stock_tests: tuple[TestResult, ...]
+    patched_tests: tuple[TestResult, ...]
+    seconds: float
 
 
 class Action(enum.StrEnum):
@@ -266,14 +281,3 @@ class CaseMove:
     changes: tuple[str, ...]  # observations that differ
     attribution: str  # "no change", "upstream change", "patch", "upstream change and patch"
     note: str
-
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        return {
-            "case": self.case,
-            "old_patched": self.old_patched,
-            "new_patched": self.new_patched,
-            "changes": list(self.changes),
-            "attribution": self.attribution,
-            "note": self.note,
-        }

@@ -23,12 +23,13 @@ from overlay.upstream.facts import (
     APPLYING,
     RANK,
     Cell,
+    CellJson,
     Check,
     Status,
     UpstreamInfo,
     parse_applied_upstream,
 )
-from overlay.upstream.verdicts import PatchBehaviour, Verdict, text_verdict
+from overlay.upstream.verdicts import PatchBehaviour, PatchBehaviourJson, Verdict, text_verdict
 
 __all__ = [
     "APPLYING",
@@ -37,6 +38,7 @@ __all__ = [
     "Cell",
     "Check",
     "Matrix",
+    "MatrixJson",
     "PatchRow",
     "Release",
     "Status",
@@ -104,34 +106,60 @@ class Matrix:
                 return row
         raise UpstreamError(f"no patch {name!r} in the matrix")
 
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        return {
-            "series": self.series_digest,
-            "versions": list(self.versions),
-            "wheels": {
-                v: {"file": r.wheel.name, "sha256": r.sha256, "pinned": r.pinned}
-                for v, r in self.releases.items()
+    def as_json(self) -> MatrixJson:
+        """Return the JSON form (what ``matrix --json`` writes)."""
+        return MatrixJson(
+            series=self.series_digest,
+            versions=self.versions,
+            wheels={
+                v: WheelJson(r.wheel.name, r.sha256, r.pinned) for v, r in self.releases.items()
             },
-            "behaviour": {
-                name: {version: found.as_dict() for version, found in by_release.items()}
+            behaviour={
+                name: {version: found.as_json() for version, found in by_release.items()}
                 for name, by_release in self.behaviour.items()
             },
-            "patches": [
-                {
-                    "name": row.name,
-                    "subject": row.subject,
-                    "applied_upstream": row.upstream.text,
-                    "cells": {v: cell.as_dict() for v, cell in row.cells.items()},
-                    "verdict": {
-                        "action": row.verdict.action,
-                        "text": row.verdict.text,
-                        "needs_upstream": row.verdict.needs_upstream,
-                    },
-                }
+            patches=tuple(
+                PatchRowJson(
+                    name=row.name,
+                    subject=row.subject,
+                    applied_upstream=row.upstream.text,
+                    cells={v: cell.as_json() for v, cell in row.cells.items()},
+                    verdict=row.verdict,
+                )
                 for row in self.rows
-            ],
-        }
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class WheelJson:
+    """A release's wheel in the matrix JSON."""
+
+    file: str
+    sha256: str
+    pinned: bool
+
+
+@dataclass(frozen=True)
+class PatchRowJson:
+    """One patch's row of the matrix JSON."""
+
+    name: str
+    subject: str
+    applied_upstream: str
+    cells: dict[str, CellJson]
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class MatrixJson:
+    """The version matrix as JSON: wheels, behaviour where measured, each patch's row."""
+
+    series: str
+    versions: tuple[str, ...]
+    wheels: dict[str, WheelJson]
+    behaviour: dict[str, dict[str, PatchBehaviourJson]]
+    patches: tuple[PatchRowJson, ...]
 
 
 def _single_hunk(patched_file: PatchedFile, index: int) -> PatchedFile:

@@ -138,6 +138,15 @@ def run_matrix(
     return build_matrix(series, ports, releases, str(shared.source))
 
 
+def matrix_of(
+    series: Series, versions: Sequence[str] = (), progress: Callable[[str], None] = lambda _: None
+) -> Matrix:
+    """Return the version matrix over ``versions`` (default: upstream.toml's matrix releases)."""
+    chosen = list(dict.fromkeys(versions or for_series(series.directory).matrix_versions))
+    progress(f"version matrix over executorch {', '.join(chosen)} (wheels fetched once, cached)")
+    return run_matrix(series, series.directory, chosen)
+
+
 @dataclass(frozen=True)
 class WheelRecord:
     """One wheel of a release for a pinned interpreter/platform."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 
+from overlay import codec
 from overlay._table import markdown_table, text_table
 from overlay.text.series import PATCH_SUFFIX
 from overlay.upstream.facts import Status
@@ -85,7 +86,7 @@ def render_markdown(matrix: Matrix) -> str:
 
 def render_json(matrix: Matrix) -> str:
     """Render the matrix as JSON."""
-    return json.dumps(matrix.as_dict(), indent=2) + "\n"
+    return codec.dumps(matrix.as_json(), indent=2) + "\n"
 
 
 # --- retarget ------------------------------------------------------------------------------
@@ -213,4 +214,26 @@ def render_retarget_markdown(result: Retarget) -> str:
 
 def render_retarget_json(result: Retarget) -> str:
     """Render a retarget as JSON."""
-    return json.dumps(result.as_dict(), indent=2) + "\n"
+    return codec.dumps(result.as_json(), indent=2) + "\n"
+
+
+def write_matrix(matrix: Matrix, folder: Path) -> list[Path]:
+    """Write ``matrix.txt``, ``matrix.json`` and ``matrix.md`` into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {
+        "matrix.txt": render_table(matrix),
+        "matrix.json": render_json(matrix),
+        "matrix.md": render_markdown(matrix),
+    }
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return [folder / name for name in files]
+
+
+def retarget_texts(result: Retarget) -> dict[str, str]:
+    """Return the retarget report by file suffix: ``txt``, ``md`` and ``json``."""
+    return {
+        "txt": render_retarget(result),
+        "md": render_retarget_markdown(result),
+        "json": render_retarget_json(result),
+    }

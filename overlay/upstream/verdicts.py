@@ -39,6 +39,7 @@ from overlay.upstream.facts import (
     Counts,
     Status,
     TestRun,
+    TestRunJson,
     TestState,
     TextPlan,
     UpstreamInfo,
@@ -221,19 +222,34 @@ class PatchBehaviour:
     test: TestRun | None = None
     test_verdict: TestVerdict | None = None
 
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        return {
-            "patch": self.patch,
-            "release": self.release,
-            "outcome": self.outcome.value,
-            "text": self.text,
-            "bug_cases": [c.as_dict() for c in self.bug_cases],
-            "other_cases": [c.as_dict() for c in self.other_cases],
-            "regressions": list(self.regressions),
-            "test": self.test.as_dict() if self.test else None,
-            "test_verdict": self.test_verdict.text if self.test_verdict else None,
-        }
+    def as_json(self) -> PatchBehaviourJson:
+        """Return the JSON form (the tests' verdict as its text)."""
+        return PatchBehaviourJson(
+            patch=self.patch,
+            release=self.release,
+            outcome=self.outcome,
+            text=self.text,
+            bug_cases=self.bug_cases,
+            other_cases=self.other_cases,
+            regressions=self.regressions,
+            test=self.test.as_json() if self.test else None,
+            test_verdict=self.test_verdict.text if self.test_verdict else None,
+        )
+
+
+@dataclass(frozen=True)
+class PatchBehaviourJson:
+    """One patch on one release as JSON: its trigger cases, outcome, tests and why."""
+
+    patch: str
+    release: str
+    outcome: Outcome
+    text: str
+    bug_cases: tuple[CaseOutcome, ...]
+    other_cases: tuple[CaseOutcome, ...]
+    regressions: tuple[str, ...]
+    test: TestRunJson | None
+    test_verdict: str | None
 
 
 def decide_patch(
@@ -346,20 +362,36 @@ class PatchVerdict:
     behaviour: PatchBehaviour | None
     flags: tuple[str, ...] = ()  # disagreements and redundancies
 
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        return {
-            "name": self.name,
-            "action": self.action.value,
-            "text": self.text,
-            "text_status": self.plan.status.value,
-            "text_detail": self.plan.detail,
-            "source": self.plan.source,
-            "conflicts": list(self.plan.conflicts),
-            "merge_note": self.plan.merge_note,
-            "behaviour": self.behaviour.as_dict() if self.behaviour else None,
-            "flags": list(self.flags),
-        }
+    def as_json(self) -> PatchVerdictJson:
+        """Return the JSON form (the text plan's status, detail, source and conflicts)."""
+        return PatchVerdictJson(
+            name=self.name,
+            action=self.action,
+            text=self.text,
+            text_status=self.plan.status,
+            text_detail=self.plan.detail,
+            source=self.plan.source,
+            conflicts=self.plan.conflicts,
+            merge_note=self.plan.merge_note,
+            behaviour=self.behaviour.as_json() if self.behaviour else None,
+            flags=self.flags,
+        )
+
+
+@dataclass(frozen=True)
+class PatchVerdictJson:
+    """The final word on one patch as JSON."""
+
+    name: str
+    action: Action
+    text: str
+    text_status: Status
+    text_detail: str
+    source: str
+    conflicts: tuple[str, ...]
+    merge_note: str
+    behaviour: PatchBehaviourJson | None
+    flags: tuple[str, ...]
 
 
 def apply_behaviour(plan: TextPlan, found: PatchBehaviour | None) -> TextPlan:

@@ -44,8 +44,15 @@ def options_from_env(
             " build; in a checkout `nox -s equivalence` builds both with uv",
         )
     options = replace(Options(stock_python=stock, patched_python=patched), **overrides)  # type: ignore[arg-type]
-    # nox runs commands from the noxfile's folder; it passes the folder it was called from.
-    return resolve_inputs(options, Path(os.environ.get(CALLER_DIR_ENV) or Path.cwd()))
+    return resolve_inputs(options, caller_dir())
+
+
+def caller_dir() -> Path:
+    """Return the folder the user ran the command in: relative inputs are read from there.
+
+    nox runs commands from the noxfile's folder; it passes the folder it was called from.
+    """
+    return Path(os.environ.get(CALLER_DIR_ENV) or Path.cwd())
 
 
 def resolve_inputs(options: Options, base: Path) -> Options:
@@ -147,7 +154,9 @@ def check_cases(only: Sequence[str], names: Collection[str], models: str | None)
     """Refuse a ``--case`` that is neither a corpus case nor one of the models file's."""
     unknown = [n for n in only if n not in names]
     if unknown:
-        listing = "python -m overlay equivalence --list" + (f" --models {models}" if models else "")
+        listing = "executorch-arm-overlay equivalence --list" + (
+            f" --models {models}" if models else ""
+        )
         near = [m for n in unknown for m in difflib.get_close_matches(n, names, n=1)]
         raise EquivalenceInputError(
             f"unknown case(s): {', '.join(unknown)}",

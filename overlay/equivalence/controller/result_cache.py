@@ -52,6 +52,22 @@ def key(*parts: JsonValue) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class CacheEntry:
+    """One cache file: its header and the value, encoded by the codec."""
+
+    cache: int  # CACHE_SCHEMA
+    protocol: int  # the protocol's SCHEMA_VERSION
+    type: str  # the value's class name
+    key: str
+    value: JsonValue
+
+    @property
+    def header(self) -> tuple[int, int, str, str]:
+        """Return what must match for the entry to be a hit."""
+        return (self.cache, self.protocol, self.type, self.key)
+
+
 class ResultCache:
     """Typed values by key in a folder; ``read=False`` ignores entries but still writes them."""
 
@@ -70,12 +86,11 @@ class ResultCache:
             self.misses += 1
             return None
         try:
-            data = json.loads(self._file(digest).read_text(encoding="utf-8"))
-            header = (data["cache"], data["protocol"], data["type"], data["key"])
-            if header != (CACHE_SCHEMA, SCHEMA_VERSION, cls.__name__, digest):
-                raise ValueError(f"entry header {header}")
-            value = from_json(cls, data["value"], "cache entry")
-        except (OSError, ValueError, KeyError, TypeError, ProtocolError):
+            entry = codec.loads(CacheEntry, self._file(digest).read_text(encoding="utf-8"))
+            if entry.header != (CACHE_SCHEMA, SCHEMA_VERSION, cls.__name__, digest):
+                raise ValueError(f"entry header {entry.header}")
+            value = from_json(cls, entry.value, "cache entry")
+        except (OSError, ValueError, codec.CodecError, ProtocolError):
             self.misses += 1
             return None
         self.hits += 1
@@ -83,16 +98,12 @@ class ResultCache:
 
     def put(self, digest: str, value: object) -> None:
         """Store ``value`` under ``digest`` atomically (temporary file, then rename)."""
-        entry = {
-            "cache": CACHE_SCHEMA,
-            "protocol": SCHEMA_VERSION,
-            "type": type(value).__name__,
-            "key": digest,
-            "value": codec.encode(value),
-        }
+        entry = CacheEntry(
+            CACHE_SCHEMA, SCHEMA_VERSION, type(value).__name__, digest, codec.encode(value)
+        )
         target = self._file(digest)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(target, json.dumps(entry, sort_keys=True))
+        write_text_atomic(target, codec.dumps(entry))
 
 
 @dataclass(frozen=True)

@@ -215,5 +215,5 @@ def info(name: str) -> CaseInfo:
         f"no corpus case {name!r}",
         expected=", ".join(c.name for c in ALL_CASES),
         found=name,
-        hint="list the corpus with `python -m overlay equivalence --list`",
+        hint="list the corpus with `executorch-arm-overlay equivalence --list`",
     )

@@ -222,7 +222,7 @@ def load(path: Path) -> Report:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise EquivalenceInputError(
             f"cannot read the report {path}",
-            expected="an equivalence.json written by `python -m overlay equivalence`",
+            expected="an equivalence.json written by `executorch-arm-overlay equivalence`",
             found=str(exc),
             hint="pass the equivalence.json of each shard",
         ) from exc

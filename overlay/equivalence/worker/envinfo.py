@@ -154,7 +154,7 @@ def main(argv: list[str]) -> None:
     """Print the EnvInfo of this interpreter: ``PACKAGE SUBTREE [MODULE:FUNCTION]``."""
     package, subtree, *patch = argv
     info = collect(package, subtree, patch[0] if patch else None)
-    sys.stdout.write(json.dumps(codec.encode(info), sort_keys=True) + "\n")
+    sys.stdout.write(codec.dumps(info) + "\n")
 
 
 if __name__ == "__main__":

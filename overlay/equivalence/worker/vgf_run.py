@@ -61,6 +61,7 @@ class VgfNotRunnableError(VgfRunError):
 # paths, so the time is dropped.
 _LOG_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ ")
 SHADER_MISSING = "Cannot open SPIR-V shader file"
+SHADER_TEMPLATE = "TEMPLATE_PATH_SHADER_SPIRV_"
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ def run_vgf(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) -
         np.save(folder / tensor["src"], data)
     for index, tensor in enumerate(sinks):
         tensor["dst"] = f"output_{index}.npy"
+    _dump_shaders(emulation, scenario, folder)
     (folder / "run.json").write_text(json.dumps(scenario, indent=1), encoding="utf-8")
     _run(
         [emulation.scenario_runner, "--scenario", "run.json", "--output", str(folder)],
@@ -206,6 +208,30 @@ def run_vgf(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) -
         "scenario-runner",
     )
     return [np.load(folder / t["dst"]) for t in sinks]
+
+
+def _dump_shaders(emulation: Emulation, scenario: dict[str, Any], folder: Path) -> None:
+    """Write each SPIR-V module the graph embeds (a custom op's shader) where the scenario
+    reads it.
+
+    Example: the 1.5.1 grid sampler's VGF, whose scenario template names its shader
+    ``TEMPLATE_PATH_SHADER_SPIRV_1``.
+    Becomes: ``vgf_dump --dump-spirv 1`` into ``shader_1.spv``, named in the scenario.
+    """
+    for resource in scenario["resources"]:
+        shader = resource.get("shader")
+        source = str(shader.get("src", "")) if isinstance(shader, dict) else ""
+        if not source.startswith(SHADER_TEMPLATE):
+            continue
+        assert isinstance(shader, dict)
+        index = source.removeprefix(SHADER_TEMPLATE)
+        shader["src"] = f"shader_{index}.spv"
+        _run(
+            [emulation.vgf_dump, "-i", "graph.vgf", "-o", shader["src"], "--dump-spirv", index],
+            emulation.env,
+            folder,
+            "vgf_dump",
+        )
 
 
 def _to_layout(data: Any, dims: tuple[int, ...]) -> Any:

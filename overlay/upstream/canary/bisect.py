@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from overlay.text.applier import HunkMismatchError, apply_patch, decode
 from overlay.upstream.canary.gitrepo import Scratch
-from overlay.upstream.canary.model import BisectResult, TextStatus
 from overlay.upstream.canary.rebase import LineSeries, Step, classify
+from overlay.upstream.canary.results import BisectResult, TextStatus
 
 SUPERSEDED = "Superseded-by"
 BROKEN = "Broken-by"

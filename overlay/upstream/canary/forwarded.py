@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import Patch
 from overlay.upstream.canary.gitrepo import LogEntry, Scratch
-from overlay.upstream.canary.model import Forwarded, ForwardState
+from overlay.upstream.canary.results import Forwarded, ForwardState
 from overlay.upstream.export import PREFIX, upstream_subject
 from overlay.upstream.matrix import parse_applied_upstream
 

@@ -28,7 +28,7 @@ from overlay import worktree
 from overlay.errors import OverlayError
 from overlay.text.applier import apply_patch, decode
 from overlay.text.series import Patch, Series, load_series
-from overlay.upstream.canary.model import Gate, GateCheck
+from overlay.upstream.canary.results import Gate, GateCheck
 from overlay.upstream.export import Identity, export_patch
 
 HOSTILE_GITCONFIG = """\

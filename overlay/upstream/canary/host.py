@@ -14,7 +14,6 @@ stock main is *possibly fixed upstream*.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -25,14 +24,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from overlay import fixes
+from overlay import codec, fixes
+from overlay.codec import CodecError
 from overlay.envs import release_venvs
 from overlay.errors import EnvError, OverlayError
 from overlay.lines import Line
 from overlay.text.series import Patch
 from overlay.upstream import behaviour
 from overlay.upstream.canary.gitrepo import Scratch
-from overlay.upstream.canary.model import Behaviour, CaseRun, HostState, PatchBehaviour
+from overlay.upstream.canary.results import Behaviour, CaseRun, HostState, PatchBehaviour
 from overlay.upstream.retarget.pin_check import check_env, upstream_torch_pin
 from overlay.upstream.upstream_pins import for_series
 
@@ -212,8 +212,9 @@ def import_errors(python: Path, modules: Sequence[str]) -> list[ImportFailure]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [ImportFailure("(interpreter)", str(exc))]
     try:
-        found = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        line = proc.stdout.strip().splitlines()[-1]
+        found = codec.loads(dict[str, tuple[str, ...]], line, "import check")
+    except (CodecError, IndexError):
         return [ImportFailure("(interpreter)", (proc.stderr or proc.stdout).strip()[-500:])]
     return [ImportFailure(str(k), str(v[1]), str(v[0])) for k, v in found.items()]
 

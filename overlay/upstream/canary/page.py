@@ -15,7 +15,7 @@ from pathlib import Path
 
 from overlay import codec
 from overlay._table import markdown_table
-from overlay.upstream.canary.model import (
+from overlay.upstream.canary.results import (
     CanaryReport,
     ForwardState,
     LineResult,

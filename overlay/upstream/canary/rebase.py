@@ -25,7 +25,7 @@ from overlay._git import merge_file
 from overlay.text.applier import HunkMismatchError, apply_file, apply_patch, decode, encode
 from overlay.text.series import Patch, Series
 from overlay.upstream.canary.gitrepo import Scratch, fixed_date
-from overlay.upstream.canary.model import (
+from overlay.upstream.canary.results import (
     ConflictHunk,
     PatchOnTarget,
     TargetResult,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from packaging.version import Version
 
-from overlay.upstream.canary.model import (
+from overlay.upstream.canary.results import (
     BisectResult,
     Forwarded,
     ForwardState,
@@ -95,7 +95,10 @@ def next_step(  # noqa: PLR0917 - every finding of the canary decides
         if port is not None and port.status in FINE:
             return f"keep: the port {port.port} carries it to main ({port.status.value})"
         by = f", broken by {bisect.commit[:12]}" if bisect else ""
-        return f"port: resolve the conflict{by} (`python -m overlay edit`, or a port under ports/)"
+        return (
+            f"port: resolve the conflict{by} (`executorch-arm-overlay edit`, or a port under"
+            " ports/)"
+        )
     if found.applied_upstream:
         return (
             f"drop? Applied-Upstream says '{found.applied_upstream}', yet it still"

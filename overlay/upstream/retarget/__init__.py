@@ -4,7 +4,7 @@
 (``<out>/patches``) and a report; ``--promote`` makes the candidate a new line beside the
 existing ones. One module per job, :func:`retarget` only orchestrates them:
 
-- :mod:`.plan`: each patch's text on the new release (carried, ported, conflict, drop);
+- :mod:`.text_plan`: each patch's text on the new release (carried, ported, conflict, drop);
 - :mod:`.pin_check`: runtime pin candidates from what the release requires, each checked
   in a fresh stock env (its quantized out-variant kernels register, a conv lowers);
 - :mod:`.conflicts`: the git work tree, conflict markers, ``--resume``;
@@ -12,6 +12,7 @@ existing ones. One module per job, :func:`retarget` only orchestrates them:
 - :mod:`.moves`: what moving changes per case, and the runtime form;
 - :mod:`.candidate`: the candidate folder (pins.toml and upstream.toml with tomlkit, locks);
 - :mod:`.promote`: promote a candidate to a new line, retire a line;
+- :mod:`.result`: what a retarget is asked and what it found (its report, via the codec);
 - :mod:`.run`: the run itself and its report files.
 
 Release fetching is :mod:`overlay.upstream.releases`; every verdict is decided in
@@ -20,9 +21,9 @@ Release fetching is :mod:`overlay.upstream.releases`; every verdict is decided i
 
 from __future__ import annotations
 
-from overlay.upstream.retarget.model import Request, Retarget
 from overlay.upstream.retarget.pin_check import upstream_torch_pin
 from overlay.upstream.retarget.promote import Promotion, Retirement, promote, retire_line
+from overlay.upstream.retarget.result import Request, Retarget
 from overlay.upstream.retarget.run import retarget, write_report
 
 __all__ = [

@@ -50,7 +50,7 @@ class Layout:
 
     def resume_command(self) -> str:
         """Return the command that continues after a resolution."""
-        return f"python -m overlay retarget {self.version} --resume --out {self.out}"
+        return f"executorch-arm-overlay retarget {self.version} --resume --out {self.out}"
 
 
 def render_pins(

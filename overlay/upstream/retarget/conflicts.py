@@ -8,12 +8,11 @@ later re-run takes every patch from its commit (named by its ``Overlay-Patch:`` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from overlay import worktree
+from overlay import codec, worktree
 from overlay._git import git, git_bytes
 from overlay.errors import UpstreamError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
@@ -23,6 +22,19 @@ from overlay.upstream.facts import KEPT, Action, TextPlan
 RESUME_STATE = "overlay-retarget.json"
 MERGE_MESSAGE = "OVERLAY_MERGE_MSG"
 MARKER = "<<<<<<< "
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """Where a retarget stopped at a conflict (``.git/overlay-retarget.json``)."""
+
+    version: str
+    conflict: str  # the patch whose conflict is resolved by hand
+    remaining: tuple[str, ...]  # the kept patches after it, in series order
+
+
+def _write_state(path: Path, state: ResumeState) -> None:
+    path.write_text(codec.dumps(state) + "\n", encoding="utf-8")
 
 
 def conflict_lines(text: str) -> list[int]:
@@ -62,9 +74,8 @@ def write_worktree(
             (dest / path).write_bytes(encode(text))
         if plan.action is Action.CONFLICT:
             (dest / ".git" / MERGE_MESSAGE).write_text(message, encoding="utf-8")
-            remaining = [p.name for p in plans[index + 1 :] if p.action is not Action.DROP]
-            state = {"version": version, "conflict": plan.name, "remaining": remaining}
-            (dest / ".git" / RESUME_STATE).write_text(json.dumps(state) + "\n", encoding="utf-8")
+            remaining = tuple(p.name for p in plans[index + 1 :] if p.action is not Action.DROP)
+            _write_state(dest / ".git" / RESUME_STATE, ResumeState(version, plan.name, remaining))
             return
         git(dest, "add", "-A")
         git(dest, "commit", "-q", "-F", "-", stdin=message)
@@ -82,7 +93,7 @@ def resume_worktree(series: Series, dest: Path, new_files: Mapping[str, bytes]) 
             f"{dest} has no retarget in progress",
             expected=f"a work tree with {state_path} (written at a conflict)",
             found="no work tree",
-            hint="run `python -m overlay retarget VERSION` first",
+            hint="run `executorch-arm-overlay retarget VERSION` first",
         )
     marked = marked_files(dest)
     if marked:
@@ -103,12 +114,12 @@ def resume_worktree(series: Series, dest: Path, new_files: Mapping[str, bytes]) 
                 " then resume again",
             )
         return []
-    state = json.loads(state_path.read_text(encoding="utf-8"))
+    state = codec.loads(ResumeState, state_path.read_text(encoding="utf-8"), RESUME_STATE)
     if git(dest, "status", "--porcelain").strip():
         message = (dest / ".git" / MERGE_MESSAGE).read_text(encoding="utf-8")
         git(dest, "add", "-A")
         git(dest, "commit", "-q", "-F", "-", stdin=message)
-    remaining: list[str] = list(state["remaining"])
+    remaining = state.remaining
     tracked = set(_tracked(dest))
     texts: dict[str, str] = {}
     for position, name in enumerate(remaining):
@@ -124,9 +135,9 @@ def resume_worktree(series: Series, dest: Path, new_files: Mapping[str, bytes]) 
         try:
             after = apply_patch(patch, texts, allow_offset=True)
         except HunkMismatchError:
-            state["conflict"], state["remaining"] = name, remaining[position + 1 :]
+            state = replace(state, conflict=name, remaining=remaining[position + 1 :])
             (dest / ".git" / MERGE_MESSAGE).write_text(message, encoding="utf-8")
-            state_path.write_text(json.dumps(state) + "\n", encoding="utf-8")
+            _write_state(state_path, state)
             return [name]
         for path in patch.targets:
             (dest / path).parent.mkdir(parents=True, exist_ok=True)

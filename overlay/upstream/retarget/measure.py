@@ -22,8 +22,8 @@ from overlay.text.series import Series
 from overlay.upstream import behaviour, upstream_tests
 from overlay.upstream.behaviour import ReleaseRun, Side
 from overlay.upstream.facts import CaseMove, TextPlan
-from overlay.upstream.retarget.model import Clock, Request
 from overlay.upstream.retarget.moves import case_moves
+from overlay.upstream.retarget.result import Clock, Request
 from overlay.upstream.upstream_pins import UpstreamPins
 from overlay.upstream.verdicts import PatchBehaviour, decide_patch
 

@@ -13,7 +13,6 @@ with "Missing out variants" on stock and patched alike), and one corpus case low
 from __future__ import annotations
 
 import contextlib
-import json
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -274,14 +273,31 @@ def check_env(env: release_venvs.Env, version: str, log_dir: Path) -> str:
     re-run does not start torch to learn it again.
     """
     saved = env.folder / LOWERING_CHECK_FILE
-    key = {"case": LOWERING_CHECK_CASE, "kernels": list(OUT_VARIANTS), "env": env.spec.key}
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        data = json.loads(saved.read_text(encoding="utf-8"))
-        if data["key"] == key:
-            return str(data["detail"])
+    key = CheckKey(LOWERING_CHECK_CASE, tuple(OUT_VARIANTS), env.spec.key)
+    with contextlib.suppress(OSError, codec.CodecError):
+        found = codec.loads(SavedCheck, saved.read_text(encoding="utf-8"), LOWERING_CHECK_FILE)
+        if found.key == key:
+            return found.detail
     detail = kernel_problem(probe_kernels(env.python)) or _lowering_check(env, version, log_dir)
-    saved.write_text(json.dumps({"key": key, "detail": detail}) + "\n", encoding="utf-8")
+    saved.write_text(codec.dumps(SavedCheck(key, detail)) + "\n", encoding="utf-8")
     return detail
+
+
+@dataclass(frozen=True)
+class CheckKey:
+    """What a saved env check answered for: the lowering case, the kernels, the env."""
+
+    case: str
+    kernels: tuple[str, ...]
+    env: str  # the env spec's key (its requirements)
+
+
+@dataclass(frozen=True)
+class SavedCheck:
+    """An env check's answer, kept in the env folder: "" or why the env cannot run the tests."""
+
+    key: CheckKey
+    detail: str
 
 
 def probe_kernels(python: Path) -> KernelProbe:

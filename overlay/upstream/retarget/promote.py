@@ -11,22 +11,26 @@ refers to it.
 from __future__ import annotations
 
 import datetime
-import json
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import lines
+from overlay import codec, lines
 from overlay._files import write_text_atomic
 from overlay._git import git
+from overlay.codec import CodecError
 from overlay.envs import lockfiles
 from overlay.errors import OverlayError, SeriesError, UpstreamError
 from overlay.lines import evidence
 from overlay.lines.pins import PINS_FILE, SERIES_FILE
 from overlay.text.series import CHECKSUMS_FILE, load_series
 from overlay.upstream import upstream_pins
+from overlay.upstream.facts import Action, TestState
+from overlay.upstream.retarget.result import RetargetJson
 from overlay.upstream.upstream_pins import UPSTREAM_FILE
+from overlay.upstream.verdicts import PatchBehaviourJson
 
 REPORT_STEM = "retarget"
 STAGING = ".promoting-"  # a half-copied line is built here, then renamed into place
@@ -47,19 +51,20 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     """Make a checked candidate the new line ``<root>/<version>/``; leave the others alone."""
     report_path = out_dir / f"{REPORT_STEM}.json"
     try:
-        report = json.loads(report_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        report = codec.loads(RetargetJson, report_path.read_text(encoding="utf-8"), "retarget")
+    except (OSError, CodecError) as exc:
+        found = f"{exc.message} ({exc.found})" if isinstance(exc, CodecError) else str(exc)
         raise UpstreamError(
             f"no retarget report in {out_dir}",
             expected=str(report_path),
-            found=str(exc),
-            hint="run `python -m overlay retarget VERSION --out DIR` first",
+            found=found,
+            hint="run `executorch-arm-overlay retarget VERSION --out DIR` first",
         ) from exc
-    if not report.get("ready"):
+    if not report.ready:
         raise UpstreamError(
             "the candidate is not ready to promote",
             expected="a retarget report with no problems",
-            found="; ".join(report.get("problems", [])) or "ready = false",
+            found="; ".join(report.problems) or "ready = false",
             hint="fix what the report says (or re-run retarget without --no-behaviour)",
         )
     today = today or datetime.date.today().isoformat()
@@ -73,7 +78,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
             "the candidate has no current lock for every wheel it pins",
             expected=f"{candidate / lockfiles.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
             found=exc.message,
-            hint=f"run `python -m overlay --patches {candidate} lock`, or the retarget again"
+            hint=f"run `executorch-arm-overlay --patches {candidate} lock`, or the retarget again"
             " without --no-locks",
         ) from exc
     version = str(series.pins.executorch)
@@ -84,7 +89,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
             expected=f"no line for executorch {version} yet",
             found=str(line),
             hint=f"it was promoted already (`git log {line}`); to replace it, retire it first:"
-            f" python -m overlay retire-line {version}",
+            f" executorch-arm-overlay retire-line {version}",
         )
     previous = lines.default_line(root).name if lines.all_lines(root) else ""
     staging = root / f"{STAGING}{version}"
@@ -96,7 +101,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
         shutil.copy2(candidate / name, staging / name)
     shutil.copytree(candidate / lockfiles.LOCKS_DIR, staging / lockfiles.LOCKS_DIR)
     written += [f"{lockfiles.LOCKS_DIR}/{p.name}" for p in sorted((staging / "locks").iterdir())]
-    evidence.write(staging, evidence.from_report(report, _headers(root, report), measured=today))
+    evidence.write(staging, line_evidence(report, _headers(root, report), measured=today))
     written.append(evidence.EVIDENCE_FILE)
     load_series(staging)  # the line must load on its own before it is one
     staging.rename(line)
@@ -104,11 +109,75 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     return Promotion(version, line, tuple(written), previous, recorded)
 
 
-def _headers(root: Path, report: dict[str, object]) -> dict[str, str]:
+def line_evidence(
+    report: RetargetJson, headers: Mapping[str, str], *, measured: str
+) -> evidence.LineEvidence:
+    """Return the evidence in a ready retarget report (``retarget.json``).
+
+    ``headers`` maps each older patch's file name to its ``Applied-Upstream`` header.
+    """
+    patches = []
+    for row in report.patches:
+        status = _STATUS.get(row.action)
+        if status is None:
+            raise SeriesError(
+                f"the retarget report has no verdict to promote for {row.name}",
+                expected="ported, carried or drop",
+                found=row.action.value,
+                hint="resolve the patch and re-run the retarget before promoting it",
+            )
+        patches.append(
+            evidence.PatchEvidence(
+                patch=row.name,
+                status=status,
+                reason=row.text,
+                cases=_cases(row.behaviour),
+                upstream_test=_upstream_test(row.behaviour),
+                applied_upstream=headers.get(row.name, ""),
+            )
+        )
+    return evidence.LineEvidence(
+        schema=evidence.SCHEMA,
+        retargeted_from=report.old_version,
+        measured=measured,
+        corpus="fast" if report.fast else "full",
+        patches=tuple(patches),
+    )
+
+
+_STATUS = {
+    Action.PORTED: evidence.Status.PORTED,
+    Action.CARRIED: evidence.Status.CARRIED,
+    Action.DROP: evidence.Status.DROPPED,
+}
+
+
+def _cases(found: PatchBehaviourJson | None) -> tuple[evidence.CaseResult, ...]:
+    if found is None:
+        return ()
+    return tuple(
+        evidence.CaseResult(c.case, c.stock.value, c.patched.value if c.patched else "")
+        for c in (*found.bug_cases, *found.other_cases)
+    )
+
+
+def _upstream_test(found: PatchBehaviourJson | None) -> str:
+    test = found.test if found else None
+    if found is None or test is None:
+        return ""
+    run = f"stock {test.stock or ''} -> patched {test.patched}"
+    stock = {t.state for t in test.stock_tests}
+    patched = {t.state for t in test.patched_tests}
+    if stock == {TestState.FAILED} and patched == {TestState.PASSED}:
+        return f"{run} (fails before, passes after)"
+    verdict = (found.test_verdict or "").split(":", 1)[0]
+    return f"{run} ({verdict})" if verdict else run
+
+
+def _headers(root: Path, report: RetargetJson) -> dict[str, str]:
     """Return the Applied-Upstream header of each patch of the line the retarget came from."""
-    old = report.get("old_version")
     try:
-        series = load_series(lines.line_named(root, str(old)).directory)
+        series = load_series(lines.line_named(root, report.old_version).directory)
     except OverlayError:  # the older line was retired since: the report's own text remains
         return {}
     return {p.name: p.header.get("Applied-Upstream", "") for p in series.patches}
@@ -141,8 +210,11 @@ class Retirement:
     references: tuple[str, ...]  # "path:line: text" of checkout files naming the line
 
 
-def retire_line(root: Path, version: str) -> Retirement:
-    """Remove the line ``<root>/<version>/``; refuse the last line; list what names it."""
+def retire_line(root: Path, version: str, *, dry_run: bool = False) -> Retirement:
+    """Remove the line ``<root>/<version>/``; refuse the last line; list what names it.
+
+    ``dry_run``: every check and the list; nothing is removed.
+    """
     line = lines.line_named(root, version)
     others = [other for other in lines.all_lines(root) if other.name != version]
     if not others:
@@ -150,13 +222,13 @@ def retire_line(root: Path, version: str) -> Retirement:
             f"{line.directory} is the only release line",
             expected="another line to become the default",
             found=version,
-            hint="promote a retarget first (`python -m overlay retarget VERSION --promote`)",
+            hint="promote a retarget first (`executorch-arm-overlay retarget VERSION --promote`)",
         )
     checkout = lines.find_checkout(root)
     with_git = checkout is not None and _tracked(checkout, line.directory)
-    if with_git and checkout is not None:
+    if with_git and checkout is not None and not dry_run:
         git(checkout, "rm", "-r", "-q", "--", str(line.directory.relative_to(checkout)))
-    if line.directory.exists():  # untracked files (build leftovers) or no git at all
+    if line.directory.exists() and not dry_run:  # untracked files (build leftovers), no git
         shutil.rmtree(line.directory)
     references = _references(checkout, version) if checkout is not None else ()
     return Retirement(version, line.directory, with_git, others[-1].name, references)

@@ -10,15 +10,15 @@ from packaging.version import InvalidVersion, Version
 from overlay import fixes
 from overlay._hashing import sha256_file
 from overlay.dist.wheels import fetch_wheel
-from overlay.errors import OverlayError, UpstreamError
+from overlay.errors import OverlayError, UpstreamError, WheelError
 from overlay.text.series import load_series
 from overlay.upstream import releases, upstream_pins
 from overlay.upstream.facts import parse_applied_upstream
 from overlay.upstream.retarget import candidate as cand
-from overlay.upstream.retarget import conflicts, measure, pin_check, plan
-from overlay.upstream.retarget.model import Clock, Request, Retarget
+from overlay.upstream.retarget import conflicts, measure, pin_check, text_plan
 from overlay.upstream.retarget.moves import runtime_form_note
 from overlay.upstream.retarget.promote import REPORT_STEM
+from overlay.upstream.retarget.result import Clock, Request, Retarget
 from overlay.upstream.verdicts import apply_behaviour, final_verdict, flag_stale_header, readiness
 
 Progress = Callable[[str], None]
@@ -38,6 +38,19 @@ def _check_version(version: str, pinned: Version) -> None:
         )
 
 
+def _release_wheel(shared: upstream_pins.UpstreamPins, version: str) -> Path:
+    """Return the release's matrix wheel; one the index does not have is refused at once."""
+    try:
+        return fetch_wheel(shared.matrix_pin(version))
+    except WheelError as exc:
+        raise WheelError(
+            exc.message,
+            expected=exc.expected,
+            found=exc.found,
+            hint=f"{exc.hint}, then `executorch-arm-overlay retarget VERSION`",
+        ) from exc
+
+
 def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     """Build and check the candidate series for ``request.version`` (the lines stay)."""
     clock = Clock()
@@ -48,8 +61,8 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     layout = cand.Layout(request.out_dir, version)
     with clock.step("wheels"):
         progress(f"fetching executorch {version} wheels")
+        release_wheel = _release_wheel(shared, version)  # first: a version not there stops here
         wheels = releases.fetch_release_wheels(old, shared, version, progress)
-        release_wheel = fetch_wheel(shared.matrix_pin(version))
         new_files = releases.read_release(old, release_wheel, version)
         old_wheel = fetch_wheel(shared.matrix_pin(str(old.executorch)))
         old_files = releases.read_release(old, old_wheel, "pinned")
@@ -59,7 +72,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         requirements, commit = releases.release_metadata(release_wheel)
     ports = releases.load_ports(request.patches_dir, series)
     left = conflicts.resume_worktree(series, layout.work, new_files) if request.resume else []
-    plans = plan.plan_series(series, ports, old_files, new_files, version)
+    plans = text_plan.plan_series(series, ports, old_files, new_files, version)
     if request.resume:
         plans = [conflicts.resolved(p, layout.work, left) for p in plans]
     clone_pin, where = pin_check.upstream_torch_pin(request.upstream_clone, commit, version)
@@ -94,7 +107,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
             today=request.today, upstream_text=upstream_text,
             pins_text=cand.render_pins(
                 old, version=version, runtime=runtime, wheels=wheels, attempts=attempts,
-                pristine=plan.candidate_pristine(final_plans, new_files),
+                pristine=text_plan.candidate_pristine(final_plans, new_files),
             ),
         )  # fmt: skip
     new_series = load_series(layout.candidate)  # with a conflict: the patches before it

@@ -30,7 +30,8 @@ from overlay.text.series import Patch, Series, load_series
 from overlay.upstream import behaviour as behaviour_tests
 from overlay.upstream.canary import bisect, forwarded, gate, host, rebase, rows
 from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
-from overlay.upstream.canary.model import (
+from overlay.upstream.canary.rebase import commit_series, replay, try_port
+from overlay.upstream.canary.results import (
     SCHEMA_VERSION,
     Behaviour,
     BisectResult,
@@ -44,7 +45,6 @@ from overlay.upstream.canary.model import (
     TextStatus,
     UpstreamEvidence,
 )
-from overlay.upstream.canary.rebase import commit_series, replay, try_port
 from overlay.upstream.matrix import port_for
 from overlay.upstream.releases import load_ports
 
@@ -85,7 +85,7 @@ def select_lines(root: Path, names: Sequence[str]) -> tuple[Line, ...]:
             f"no release line {', '.join(unknown)}",
             expected=f"one of {', '.join(line.name for line in found)}",
             found=", ".join(unknown),
-            hint="pick lines from patches/ (--lines 1.2.0)",
+            hint="pick lines from patches/ (--line 1.2.0)",
         )
     return tuple(line for line in found if not names or line.name in names)
 

@@ -9,11 +9,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from overlay.upstream.behaviour import ReleaseRun
+from overlay.upstream.behaviour import ReleaseRun, ReleaseRunJson
 from overlay.upstream.facts import CaseMove
 from overlay.upstream.releases import WheelRecord
 from overlay.upstream.retarget.pin_check import PinAttempt
-from overlay.upstream.verdicts import PatchVerdict
+from overlay.upstream.verdicts import PatchVerdict, PatchVerdictJson
+
+REPORT_SCHEMA = 1  # retarget.json
 
 
 @dataclass(frozen=True)
@@ -62,28 +64,51 @@ class Retarget:
         """Return True when the candidate can be promoted."""
         return not self.problems
 
-    def as_dict(self) -> dict[str, object]:
-        """Return the JSON form."""
-        return {
-            "schema": 1,
-            "old_version": self.old_version,
-            "version": self.version,
-            "candidate": str(self.candidate),
-            "ready": self.ready,
-            "problems": list(self.problems),
-            "fast": self.fast,
-            "wheels": [w.__dict__ for w in self.wheels],
-            "runtime": self.runtime,
-            "attempts": [a.__dict__ for a in self.attempts],
-            "patches": [v.as_dict() for v in self.verdicts],
-            "runtime_form": self.runtime_form,
-            "moves": [m.as_dict() for m in self.moves],
-            "runs": {k: r.as_dict() for k, r in self.runs.items()},
-            "timings": {k: round(v, 1) for k, v in self.timings.items()},
-            "worktree": str(self.worktree) if self.worktree else None,
-            "resume": self.resume,
-            "locks": [str(path) for path in self.locks],
-        }
+    def as_json(self) -> RetargetJson:
+        """Return the JSON form (``retarget.json``, which ``promote`` reads)."""
+        return RetargetJson(
+            old_version=self.old_version,
+            version=self.version,
+            candidate=str(self.candidate),
+            ready=self.ready,
+            problems=self.problems,
+            fast=self.fast,
+            wheels=self.wheels,
+            runtime=self.runtime,
+            attempts=self.attempts,
+            patches=tuple(v.as_json() for v in self.verdicts),
+            runtime_form=self.runtime_form,
+            moves=self.moves,
+            runs={k: r.as_json() for k, r in self.runs.items()},
+            timings={k: round(v, 1) for k, v in self.timings.items()},
+            worktree=str(self.worktree) if self.worktree else None,
+            resume=self.resume,
+            locks=tuple(str(path) for path in self.locks),
+        )
+
+
+@dataclass(frozen=True)
+class RetargetJson:
+    """A retarget's report as JSON (``retarget.json``): ready or the problems, and why."""
+
+    old_version: str
+    version: str
+    candidate: str
+    ready: bool
+    problems: tuple[str, ...]
+    fast: bool
+    wheels: tuple[WheelRecord, ...]
+    runtime: dict[str, str]
+    attempts: tuple[PinAttempt, ...]
+    patches: tuple[PatchVerdictJson, ...]
+    runtime_form: str
+    moves: tuple[CaseMove, ...]
+    runs: dict[str, ReleaseRunJson]  # "old" / "new"
+    timings: dict[str, float]
+    worktree: str | None
+    resume: str
+    locks: tuple[str, ...]
+    schema: int = REPORT_SCHEMA
 
 
 class Clock:

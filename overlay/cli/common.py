@@ -1,0 +1,119 @@
+"""What the command groups share: one spelling per option, the line and series a command uses.
+
+One flag means one thing in every command (pip's, uv's and git's conventions):
+``--target`` the environment a command works on, ``--dist DIR`` a folder of patched wheels,
+``--out DIR`` a folder the command writes its reports to, ``--tag TAG`` a pinned wheel by
+its tag, ``--line`` a release line, ``--dry-run`` every check and the plan, nothing
+written, ``--json`` a typed report on stdout. Old spellings (``sync --venv``, ``--out``
+for wheels, ``--wheel-tag``, ``canary --lines``) are accepted, hidden from ``--help``, and
+say they are deprecated.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from overlay import lines
+from overlay.cli.output import progress
+from overlay.target import line_choice
+from overlay.text.series import Series, load_series
+
+Handler = Callable[[argparse.Namespace], int]
+Adder = Callable[[str, Handler, str], argparse.ArgumentParser]
+
+
+class Deprecated(argparse.Action):
+    """A hidden old spelling of an option: stores into the new one's dest and says so."""
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, *, new: str, append: bool = False,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.new = new
+        self.append = append
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        """Store the value as the new option would, and note the new spelling on stderr."""
+        progress(f"note: {option_string} is deprecated, use {self.new}")
+        if self.append:
+            given = values if isinstance(values, list) else [values]
+            setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), *given])
+        else:
+            setattr(namespace, self.dest, values)
+
+
+def deprecated(
+    command: argparse.ArgumentParser | Any, old: str, new: str, dest: str, **kwargs: Any
+) -> None:
+    """Accept ``old`` as a hidden, deprecated spelling of ``new`` (same ``dest``)."""
+    command.add_argument(old, dest=dest, action=Deprecated, new=new, **kwargs)
+
+
+def add_line(command: argparse.ArgumentParser, default: str) -> None:
+    """Add ``--line`` (a release line, e.g. 1.2.0)."""
+    command.add_argument("--line", help=f"the release line, e.g. 1.2.0 (default: {default})")
+
+
+def add_dist(command: argparse.ArgumentParser) -> None:
+    """Add ``--dist DIR``, the folder of patched wheels (old spelling: ``--out``)."""
+    command.add_argument(
+        "--dist", metavar="DIR", help="folder of the patched wheels (default: dist/<line>)"
+    )
+    deprecated(command, "--out", "--dist", "dist", metavar="DIR")
+
+
+def add_wheel(command: argparse.ArgumentParser) -> None:
+    """Add ``--wheel FILE`` or ``--tag TAG``: which pinned wheel to start from."""
+    group = command.add_mutually_exclusive_group()
+    group.add_argument("--wheel", help="use this local pinned wheel file (sha256-checked)")
+    group.add_argument(
+        "--tag",
+        metavar="TAG",
+        help="the pinned wheel of this tag, e.g. cp311-manylinux_2_28_x86_64",
+    )
+    deprecated(group, "--wheel-tag", "--tag", "tag", metavar="TAG")
+
+
+def add_json(command: argparse.ArgumentParser) -> None:
+    """Add ``--json``: print a typed report on stdout."""
+    command.add_argument("--json", action="store_true", help="print a JSON report")
+
+
+def patches_dir(args: argparse.Namespace) -> Path:
+    """Return the series folder of ``--patches`` (default: the newest line)."""
+    return lines.series_directory(Path(args.patches) if args.patches else None)
+
+
+def lines_root(args: argparse.Namespace) -> Path:
+    """Return the lines root of ``--patches`` (a series folder's parent), else the default."""
+    folder = Path(args.patches) if args.patches else lines.default_root()
+    return folder.parent if lines.is_series_folder(folder) else folder
+
+
+def line_series(args: argparse.Namespace, installed: str | None = None) -> Series:
+    """Return the series of the chosen line (``overlay.target.line_choice``), before any work.
+
+    ``--line``, else the line of the ``installed`` executorch version, else the newest line;
+    an unknown line is refused, listing the supported ones.
+    """
+    try:
+        version = Version(installed) if installed else None
+    except InvalidVersion:
+        version = None  # two copies ("2.1 + 2.2"): the check names them
+    patches = Path(args.patches) if args.patches else None
+    chosen = line_choice.choose(patches, args.line, version)
+    if args.line is None and version is not None:
+        progress(f"release line {chosen.name} ({chosen.reason})")
+    return load_series(chosen.directory)

@@ -1,0 +1,264 @@
+"""The upstream commands: `matrix`, `export-upstream`, `retarget`, `retire-line` and `canary`.
+
+They talk to executorch releases and git (docs/upstream.md, docs/release-lines.md,
+docs/canary.md). Reports go to ``--out DIR``; ``--upstream`` names a pytorch/executorch
+clone (``$OVERLAY_UPSTREAM_CLONE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from overlay import lines
+from overlay.cli import common
+from overlay.cli.invocation import command
+from overlay.cli.output import out, progress
+from overlay.errors import UpstreamError
+from overlay.text.series import load_series
+from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
+from overlay.upstream.canary import canary_run
+from overlay.upstream.canary import page as canary_page
+
+UPSTREAM_ENV = "OVERLAY_UPSTREAM_CLONE"
+
+
+def _versions(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def _upstream_clone(value: str | None) -> Path | None:
+    clone = value or os.environ.get(UPSTREAM_ENV)
+    return Path(clone) if clone else None
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """Show how every patch (and port) fares on each executorch release."""
+    series = load_series(common.patches_dir(args))
+    matrix = releases.matrix_of(series, _versions(args.versions), progress)
+    renderer = {
+        "table": render.render_table,
+        "json": render.render_json,
+        "markdown": render.render_markdown,
+    }[args.format]
+    out(renderer(matrix).rstrip("\n"))
+    if args.out:
+        for path in render.write_matrix(matrix, Path(args.out)):
+            progress(f"wrote {path}")
+    return 0
+
+
+def cmd_export_upstream(args: argparse.Namespace) -> int:
+    """Measure behaviour per release, then write mboxes, PR bodies and branches to send."""
+    signer = commit_rules.signer(args.signoff)  # checked against the rules before any work
+    request = prepare.Request(
+        patches_dir=common.patches_dir(args),
+        out_dir=Path(args.out),
+        versions=_versions(args.versions),
+        signer=signer,
+        upstream_clone=_upstream_clone(args.upstream),
+        affected=args.affected,
+        torch=tuple(args.torch or ()),
+        names=tuple(args.patch or ()),
+    )
+    done = prepare.prepare(request, progress=progress)
+    out(render.render_table(done.matrix).rstrip("\n"))
+    folder = Path(args.out)
+    written = render.write_matrix(done.matrix, folder) + export.write_exports(done.exports, folder)
+    written += retarget.write_report(
+        done.retarget, done.retarget.candidate.parent, render.retarget_texts(done.retarget)
+    )
+    out("")
+    for item in done.exports:
+        repo, branch = done.branches[item.name]
+        out(f"exported {item.name} ({item.source}) against executorch {item.base_version}:")
+        out(f"  {item.subject}")
+        out(f"  base-commit: {item.base_commit or 'unknown'}")
+        out(f"  branch {branch} in {repo} (git am of the mbox; push it to your fork)")
+        if item.name in done.lint:
+            out(f"  lintrunner: {done.lint[item.name].summary}")
+    for path in written:
+        out(f"  wrote {path}")
+    if not done.exports:
+        out("no patch needs sending upstream")
+    return 0
+
+
+def _promote(args: argparse.Namespace, out_dir: Path) -> int:
+    done = retarget.promote(out_dir, common.lines_root(args))
+    out(f"promoted executorch {done.version} to a new line: {done.line}")
+    if done.previous_default:
+        out(
+            f"  the default line is now {done.version} (was {done.previous_default}; older"
+            f" lines stay: --line {done.previous_default})"
+        )
+    for name in done.written:
+        out(f"  wrote {done.line.name}/{name}")
+    if done.recorded:
+        out(f"  recorded executorch {done.version} in {done.line.parent / 'upstream.toml'}")
+    return 0
+
+
+def _retarget_from(args: argparse.Namespace) -> Path:
+    """Return the series a retarget starts from: ``--patches`` when it names a series
+    folder, else the newest line older than the target release."""
+    if args.patches and lines.is_series_folder(Path(args.patches)):
+        return Path(args.patches)
+    line = lines.line_before(common.lines_root(args), args.version)
+    progress(f"retargeting the {line.name} line to executorch {args.version}")
+    return line.directory
+
+
+def cmd_retarget(args: argparse.Namespace) -> int:
+    """Write a checked candidate series for a new executorch release (or promote one)."""
+    out_dir = Path(args.out or f"build/retarget/{args.version}")
+    if args.promote:
+        return _promote(args, out_dir)
+    request = retarget.Request(
+        version=args.version,
+        patches_dir=_retarget_from(args),
+        out_dir=out_dir,
+        fast=not args.full,
+        behaviour=not args.no_behaviour,
+        equivalence=not args.no_equivalence,
+        torch=tuple(args.torch or ()),
+        upstream_clone=_upstream_clone(args.upstream),
+        resume=args.resume,
+        locks=not args.no_locks,
+    )
+    result = retarget.retarget(request, progress=progress)
+    texts = render.retarget_texts(result)
+    out(texts["txt"].rstrip("\n"))
+    for path in retarget.write_report(result, out_dir, texts):
+        progress(f"wrote {path}")
+    if result.ready:
+        promote = command(f"retarget {args.version} --promote")
+        out(f"next: review {out_dir}/retarget.md, then `{promote}`")
+        return 0
+    if result.resume:
+        return UpstreamError.exit_code
+    raise UpstreamError(
+        f"the executorch {args.version} candidate is not ready",
+        expected="every kept patch fails before and passes after, nothing regresses",
+        found="\n".join(result.problems),
+        hint=f"read {out_dir}/retarget.md",
+    )
+
+
+def cmd_retire_line(args: argparse.Namespace) -> int:
+    """Remove a release line; say what still names it."""
+    done = retarget.retire_line(common.lines_root(args), args.version, dry_run=args.dry_run)
+    how = "git rm -r (staged)" if done.with_git else "deleted"
+    if args.dry_run:
+        out(f"would retire the executorch {done.version} line: {done.removed} ({how})")
+        out(f"  the default line would be {done.default}")
+    else:
+        out(f"retired the executorch {done.version} line: {done.removed} ({how})")
+        out(f"  the default line is {done.default}")
+    if done.references:
+        out(f"  still naming {done.version} (runtime forms, tests, docs: update or remove):")
+        out("\n".join(f"    {line}" for line in done.references))
+    return 0
+
+
+def cmd_canary(args: argparse.Namespace) -> int:
+    """Replay every release line onto upstream main (and newer tags); write the status page."""
+    upstream = args.upstream or os.environ.get(UPSTREAM_ENV)
+    if not upstream:
+        raise UpstreamError(
+            "no upstream repository to run the canary against",
+            expected="--upstream <a pytorch/executorch clone or git URL>",
+            found=f"neither --upstream nor ${UPSTREAM_ENV}",
+            hint="pass --upstream https://github.com/pytorch/executorch.git",
+        )
+    out_dir = Path(args.out)
+    request = canary_run.Request(
+        upstream=upstream,
+        root=Path(args.patches) if args.patches else lines.default_root(),
+        out_dir=out_dir,
+        lines=tuple(n for given in args.lines or () for n in _versions(given)),
+        tags=args.tags,
+        previous=Path(args.previous) if args.previous else None,
+        behaviour=not args.no_behaviour,
+        gate=not args.no_gate,
+    )
+    report = canary_run.canary(request, progress=progress)
+    for path in canary_page.write_page(report, out_dir):
+        progress(f"wrote {path}")
+    for line in report.lines:
+        if line.error:
+            out(f"{line.line}: {line.error}")
+        for row in line.rows:
+            out(f"{line.line} {row.patch}: {row.main.value}; {row.upstream}; next: {row.next_step}")
+    out(f"behaviour on main: {report.behaviour.state.value} {report.behaviour.detail}".rstrip())
+    if report.failed:
+        raise UpstreamError(
+            "the canary failed",
+            expected="no patch newly conflicting on main, no export churn",
+            found="\n".join(report.failures),
+            hint=f"read {out_dir / 'status.md'}",
+        )
+    return 0
+
+
+def _upstream_option(command: argparse.ArgumentParser, what: str) -> None:
+    command.add_argument("--upstream", help=f"a pytorch/executorch clone (${UPSTREAM_ENV}): {what}")
+
+
+def add_commands(add: common.Adder) -> None:
+    """Add matrix, export-upstream, retarget, retire-line and canary to the parser."""
+    matrix = add("matrix", cmd_matrix, "how each patch fares on each executorch release")
+    export_cmd = add("export-upstream", cmd_export_upstream, "write upstream PR mboxes + bodies")
+    for each in (matrix, export_cmd):
+        each.add_argument(
+            "--versions", default="", help="releases, comma-separated (default: upstream.toml)"
+        )
+    matrix.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    matrix.add_argument("--out", metavar="DIR", help="also write matrix.txt/.json/.md to DIR")
+    export_cmd.add_argument(
+        "--out", metavar="DIR", default="build/upstream", help="folder (default: %(default)s)"
+    )
+    export_cmd.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
+    export_cmd.add_argument("--patch", action="append", help="export only this patch (repeatable)")
+    _upstream_option(export_cmd, "base on main, lint, branch")
+    export_cmd.add_argument(
+        "--affected", action="store_true", help="also run the affected upstream tests (minutes)"
+    )
+    export_cmd.add_argument("--torch", action="append", help="torch version to try first")
+
+    ret = add("retarget", cmd_retarget, "candidate series for a new executorch release")
+    ret.add_argument("version", help="the executorch release, e.g. 1.5.1")
+    ret.add_argument("--out", metavar="DIR", help="folder (default: build/retarget/VERSION)")
+    ret.add_argument("--full", action="store_true", help="whole corpus (default: fast subset)")
+    ret.add_argument("--torch", action="append", help="torch version to try first (repeatable)")
+    _upstream_option(ret, "torch_pin.py, pytest.ini")
+    ret.add_argument("--no-behaviour", action="store_true", help="text only (not promotable)")
+    ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
+    ret.add_argument("--no-locks", action="store_true", help="skip the candidate's locks (uv)")
+    ret.add_argument("--resume", action="store_true", help="continue after resolving a conflict")
+    ret.add_argument(
+        "--promote", action="store_true", help="make the checked candidate a new release line"
+    )
+    retire = add("retire-line", cmd_retire_line, "remove a release line (patches/VERSION/)")
+    retire.add_argument("version", help="the line's executorch release, e.g. 1.2.0")
+    retire.add_argument(
+        "--dry-run", action="store_true", help="every check and what names the line; remove nothing"
+    )
+
+    can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")
+    can.add_argument("--upstream", help=f"a pytorch/executorch clone or git URL (${UPSTREAM_ENV})")
+    can.add_argument(
+        "--out", metavar="DIR", default="build/canary", help="folder (default: %(default)s)"
+    )
+    can.add_argument(
+        "--line",
+        dest="lines",
+        action="append",
+        help="only this line, e.g. 1.2.0 (repeatable or comma-separated; default: all)",
+    )
+    common.deprecated(can, "--lines", "--line", "lines", nargs="+", append=True)
+    can.add_argument("--tags", action="store_true", help="also onto each newer vX.Y.Z tag")
+    can.add_argument("--previous", help="the last status.json: fail on a newly conflicting patch")
+    can.add_argument("--no-behaviour", action="store_true", help="text only (no release env)")
+    can.add_argument("--no-gate", action="store_true", help="skip the export idempotence gate")

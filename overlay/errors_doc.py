@@ -1,0 +1,53 @@
+"""The table of exit codes in ``docs/errors.md``, generated from :mod:`overlay.errors`.
+
+Example: ``exit_codes()`` holds ``(3, "The series file or a patch in it is malformed, ...")``
+and ``SeriesError`` is the class that sets ``exit_code = 3``.
+Becomes: the row ``| 3 | The series file or a patch in it is malformed, ... | `SeriesError` |``;
+:func:`update` puts the whole table between the markers of a Markdown text.
+"""
+
+from __future__ import annotations
+
+from overlay._table import markdown_table
+from overlay.errors import OverlayError, exit_codes
+
+BEGIN = "<!-- exit-codes:begin (generated: overlay.errors_doc) -->"
+END = "<!-- exit-codes:end -->"
+DOC = "docs/errors.md"
+
+
+def _defining_classes() -> dict[int, list[str]]:
+    """Map each exit code to the error classes that set it themselves (not inherit it)."""
+    found: dict[int, list[str]] = {}
+    pending: list[type[OverlayError]] = [OverlayError]
+    while pending:
+        cls = pending.pop(0)
+        code = cls.__dict__.get("exit_code")
+        if isinstance(code, int):
+            found.setdefault(code, []).append(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def table() -> str:
+    """Return the Markdown table of every exit code, its meaning and the classes raising it."""
+    classes = _defining_classes()
+    rows = [
+        [str(code), meaning, ", ".join(f"`{name}`" for name in classes.get(code, [])) or "-"]
+        for code, meaning in exit_codes()
+    ]
+    return "\n".join(markdown_table(["code", "meaning", "error class"], rows)) + "\n"
+
+
+def update(text: str) -> str:
+    """Return ``text`` with the table between its markers regenerated."""
+    head, begin, rest = text.partition(BEGIN)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise OverlayError(
+            "no generated table of exit codes to update",
+            expected=f"the markers {BEGIN} and {END}",
+            found="neither" if not begin else "only the first",
+            hint=f"put both markers on lines of their own in {DOC}",
+        )
+    return f"{head}{BEGIN}\n{table()}{END}{tail}"

@@ -1,0 +1,288 @@
+"""The README and docs/ say only what is true: set-up commands, sessions, CLI, links, example.
+
+The README is the short door: its first commands are the two set-up commands `.ci/run`
+relies on. Every `nox -s NAME` shown names a session of noxfile.py; every
+`executorch-arm-overlay SUB` / `python -m overlay SUB` names a subcommand of the CLI's parser
+with options it has; every relative link resolves (headings included); the README's
+lowering example runs (torch); docs/errors.md's table is generated from overlay/errors.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from overlay import errors_doc
+from overlay.cli import build_parser
+from overlay.errors import OverlayError
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = (README, *sorted(DOCS.glob("*.md")))
+MAX_README_LINES = 170
+SETUP = (
+    "python3 -m pip install nox uv && python3 -m nox -s build_patched_executorch",
+    "python3 -m nox -s tests",
+)
+EXAMPLE_MARKER = "<!-- lowering-example -->"
+
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+INLINE = re.compile(r"`([^`]+)`")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+NOX = re.compile(r"(?<![\w-])nox -s ([A-Za-z0-9_.-]+)")
+CLI = re.compile(r"(?<![\w/.-])(?:executorch-arm-overlay|python3? -m overlay)[ \t]+(\S[^\n]*)")
+CUT = re.compile(r"\s#|\s\|\s|&&|;|\s[<>]\s|\s2>")
+
+
+def _text(page: Path) -> str:
+    return page.read_text(encoding="utf-8")
+
+
+def _code(text: str) -> list[str]:
+    """Return every code line: each line of a fenced block, each inline span (one line)."""
+    blocks = FENCE.findall(text)
+    prose = FENCE.sub("", text)
+    lines = [line for block in blocks for line in block.splitlines()]
+    return lines + [" ".join(span.split()) for span in INLINE.findall(prose)]
+
+
+def _prose(text: str) -> str:
+    """Return ``text`` without fenced blocks and inline code (links live in prose)."""
+    return INLINE.sub("", FENCE.sub("", text))
+
+
+def _sessions() -> set[str]:
+    """Return the names of noxfile.py's sessions, read from its decorators."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if ast.unparse(call) == "nox.session":
+                names.add(node.name)
+                if isinstance(decorator, ast.Call):
+                    for keyword in decorator.keywords:
+                        if keyword.arg == "name" and isinstance(keyword.value, ast.Constant):
+                            names.add(str(keyword.value.value))
+    return names
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("the CLI parser has no subcommands")
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    return {option for action in parser._actions for option in action.option_strings}
+
+
+def _tokens(rest: str) -> list[str]:
+    rest = CUT.split(f" {rest}", maxsplit=1)[0]
+    try:
+        return shlex.split(rest)
+    except ValueError:
+        return rest.split()
+
+
+def _cli_commands() -> Iterator[tuple[str, str, list[str]]]:
+    """Yield (page, the command as shown, its tokens) for every CLI command in the pages."""
+    for page in PAGES:
+        for line in _code(_text(page)):
+            for match in CLI.finditer(line):
+                yield page.name, match.group(0).strip(), _tokens(match.group(1))
+
+
+def _option_name(token: str) -> str:
+    return token.strip("[](),.").split("=", 1)[0]
+
+
+def _slug(heading: str) -> str:
+    """Return GitHub's anchor for a Markdown heading."""
+    text = heading.strip().lower().replace("`", "")
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*$", FENCE.sub("", _text(page)), re.MULTILINE)
+    return {_slug(h) for h in headings}
+
+
+def _readme_example() -> str:
+    text = _text(README)
+    assert EXAMPLE_MARKER in text, f"README.md has no {EXAMPLE_MARKER} before its example"
+    after = text.split(EXAMPLE_MARKER, 1)[1]
+    match = re.match(r"\s*```python\n(.*?)^```", after, re.DOTALL | re.MULTILINE)
+    assert match, f"README.md: no ```python block right after {EXAMPLE_MARKER}"
+    return match.group(1)
+
+
+# --- (a) the door ------------------------------------------------------------------------
+
+
+def test_readme_is_short() -> None:
+    count = len(_text(README).splitlines())
+    assert count <= MAX_README_LINES, (
+        f"README.md has {count} lines (at most {MAX_README_LINES}): move details to docs/"
+    )
+
+
+def test_readme_starts_with_the_two_setup_commands() -> None:
+    first = FENCE.search(_text(README))
+    assert first, "README.md has no code block"
+    assert _text(README)[: first.start()].strip().count("\n") == 0, (
+        "README.md: the set-up commands must come right after the title"
+    )
+    commands = [line.split("  #")[0].strip() for line in first.group(1).splitlines()]
+    assert [c for c in commands if c] == list(SETUP)
+
+
+def test_setup_commands_are_what_ci_runs() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "pip install" in ci and "nox uv" in ci, ".ci/run no longer installs nox and uv"
+    assert re.search(r"^nox -s tests\b", ci, re.MULTILINE), ".ci/run no longer runs nox -s tests"
+    assert "build_patched_executorch" in _sessions()
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    linked = {m.split("#")[0] for m in LINK.findall(_prose(_text(README)))}
+    missing = [
+        f"docs/{p.name}" for p in sorted(DOCS.glob("*.md")) if f"docs/{p.name}" not in linked
+    ]
+    assert not missing, f"README.md's table does not link: {', '.join(missing)}"
+
+
+# --- (b) nox sessions ----------------------------------------------------------------------
+
+
+def test_every_nox_session_shown_exists() -> None:
+    sessions = _sessions()
+    wrong = []
+    for page in PAGES:
+        for line in _code(_text(page)):
+            for name in NOX.findall(line):
+                base = re.sub(r"-\d+\.\d+$", "", name.rstrip("."))
+                if base not in sessions:
+                    wrong.append(f"{page.name}: nox -s {name}")
+    assert not wrong, f"no such session in noxfile.py ({sorted(sessions)}):\n" + "\n".join(wrong)
+
+
+# --- (c) CLI commands ----------------------------------------------------------------------
+
+
+def test_cli_commands_are_found() -> None:
+    found = {page for page, _, _ in _cli_commands()}
+    assert {"README.md", "in-place.md", "upstream.md"} <= found
+
+
+def test_every_cli_command_shown_exists_with_its_options() -> None:
+    parser = build_parser()
+    commands = _subcommands(parser)
+    top = _options(parser)
+    wrong = []
+    for page, shown, tokens in _cli_commands():
+        options = top
+        command = None
+        for token in tokens:
+            if command is None and not token.startswith("-"):
+                if token not in commands:
+                    wrong.append(f"{page}: `{shown}`: no subcommand {token!r}")
+                    break
+                command = token
+                options = _options(commands[token])
+            elif token.lstrip("[").startswith("--"):
+                name = _option_name(token)
+                if name not in options and name not in top:
+                    wrong.append(f"{page}: `{shown}`: {command or 'the CLI'} has no {name}")
+    assert not wrong, "commands in the docs the CLI does not have:\n" + "\n".join(wrong)
+
+
+# --- (d) links ----------------------------------------------------------------------------
+
+
+def test_every_relative_link_resolves() -> None:
+    wrong = []
+    for page in PAGES:
+        for target in LINK.findall(_prose(_text(page))):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            if not resolved.exists():
+                wrong.append(f"{page.name}: {target}: no such file")
+            elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+                wrong.append(f"{page.name}: {target}: no heading #{anchor}")
+    assert not wrong, "broken links:\n" + "\n".join(wrong)
+
+
+def test_slug_is_githubs() -> None:
+    assert _slug("The ready venv, and the envs the proof runs in") == (
+        "the-ready-venv-and-the-envs-the-proof-runs-in"
+    )
+    assert _slug("The zoo (`--group zoo`)") == "the-zoo---group-zoo"
+
+
+# --- (e) the lowering example --------------------------------------------------------------
+
+
+def test_readme_example_parses() -> None:
+    ast.parse(_readme_example())
+
+
+@pytest.mark.torch
+def test_readme_example_lowers(tmp_path: Path) -> None:
+    if importlib.util.find_spec("executorch") is None:
+        pytest.skip("needs executorch and torch in this interpreter (run through nox)")
+    script = tmp_path / "lower.py"
+    script.write_text(_readme_example(), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "executorch_call_delegate" in done.stdout, done.stdout[-2000:]
+
+
+# --- the generated exit codes ------------------------------------------------------------
+
+
+def test_errors_doc_is_current() -> None:
+    path = DOCS / "errors.md"
+    text = _text(path)
+    assert text == errors_doc.update(text), (
+        "docs/errors.md's exit codes are stale: regenerate them with\n"
+        "python -c 'from pathlib import Path; from overlay import errors_doc;"
+        ' p = Path("docs/errors.md"); p.write_text(errors_doc.update(p.read_text()))\''
+    )
+
+
+def test_errors_doc_lists_every_code_with_its_class() -> None:
+    table = errors_doc.table()
+    assert table.startswith("| code | meaning | error class |\n")
+    assert "| 3 | The series file or a patch in it is malformed" in table
+    assert table.count("`TargetError`") == 1 and "`DriftError`" not in table
+
+
+def test_errors_doc_update_needs_both_markers() -> None:
+    with pytest.raises(OverlayError, match="no generated table of exit codes"):
+        errors_doc.update(f"text\n{errors_doc.BEGIN}\n")
+    updated = errors_doc.update(f"a\n{errors_doc.BEGIN}\nXYZZY\n{errors_doc.END}\nb\n")
+    assert updated.startswith(f"a\n{errors_doc.BEGIN}\n| code |")
+    assert updated.endswith(f"{errors_doc.END}\nb\n") and "XYZZY" not in updated
