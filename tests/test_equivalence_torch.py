@@ -1,13 +1,17 @@
 """Equivalence runs with real workers (torch): the fast corpus passes, injected faults fail.
 
-The stock path is this interpreter (a venv with stock executorch 1.2.0). The patched path is
-this interpreter plus a hardlinked copy of its executorch package with the series applied
+The stock path is this interpreter (a venv with stock executorch at one of the release
+lines: the env's line, ``patches/<its version>/``). The patched path is this interpreter
+plus a hardlinked copy of its executorch package with that line's series applied
 (``applier.transform``), put first on PYTHONPATH: the same bytes the build installs.
+Every expectation comes from the line's data: its series, and the claims and declared
+divergences its fix modules make for it (:mod:`overlay.fixes`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -16,13 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from overlay import fixes, lines
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options
-from overlay.equivalence.protocol import CaseInfo, PathId, RunStatus, TargetState
+from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind, PathId, TargetState
 from overlay.equivalence.render.text import render_table
-from overlay.equivalence.verdict import AB, BC, Observation, Quality
-from overlay.equivalence.worker import vgf_run
+from overlay.equivalence.verdict import AB, BC, Quality, Verdict
 from overlay.errors import EquivalenceError, EquivalenceInputError
+from overlay.fixes import Effect, Fix, Trigger
+from overlay.lines import Line
 from overlay.text.applier import transform
 from overlay.text.series import Series, load_series
 
@@ -30,6 +36,7 @@ pytestmark = pytest.mark.torch
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT.parent / "shared" / "seed" / "arm_backend_monkey_patch.py"
+SEED_LINE = "1.2.0"  # the seed monkey-patch was written against this release
 
 
 def _stock_package() -> Path:
@@ -51,104 +58,162 @@ def _patched_copy(series: Series, folder: Path) -> Path:
     return folder
 
 
-def _options(tmp_path: Path, series: Series, **overrides: object) -> Options:
+@pytest.fixture(scope="module")
+def line() -> Line:
+    """Return the release line of the installed (stock) executorch."""
+    _stock_package()
+    return lines.line_for_version(ROOT / "patches", importlib.metadata.version("executorch"))
+
+
+@pytest.fixture(scope="module")
+def series(line: Line) -> Series:
+    return load_series(line.directory)
+
+
+def _options(tmp_path: Path, line: Line, series: Series, **overrides: object) -> Options:
     options = Options(
         stock_python=sys.executable,
         patched_python=sys.executable,
         fast=True,
         out_dir=tmp_path / "out",
-        patches_dir=ROOT / "patches" / "1.2.0",
+        patches_dir=line.directory,
         pythonpath={PathId.PATCHED: str(_patched_copy(series, tmp_path / "patched"))},
     )
     return dataclasses.replace(options, **overrides)  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def series() -> Series:
-    return load_series(ROOT / "patches" / "1.2.0")
+def _claims(line: Line) -> list[tuple[Fix, Trigger]]:
+    """Return every (fix, trigger) the fix modules claim for the line's release."""
+    return [(fix, trigger) for fix in fixes.FIXES for trigger in fix.claims.get(line.name, ())]
 
 
-def test_fast_corpus_is_equivalent_and_claims_reproduce(tmp_path: Path, series: Series) -> None:
-    result = orchestrator.run(_options(tmp_path, series))
-    assert result.failures == [], render_table(result)
-    verdicts = {str(v.item): v for v in result.verdicts}
-    regression = verdicts["case:conv_a16w8_int16"]
-    assert (regression.ab, regression.fix) == (AB.REGRESSION, 1)
-    mixed = verdicts["case:conv_relu_cat_mixed_qparams"]
-    assert (mixed.ab, mixed.fix) == (AB.FIXED, 3)
-    assert mixed.results[PathId.STOCK].status is RunStatus.FAIL
-    slots = verdicts["case:equal_constant_outputs_channels_last"]
-    assert (slots.ab, slots.fix) == (AB.FIXED, 4)
-    assert verdicts["case:conv_relu_int8"].ab is AB.SAME
-    assert all(v.bc in (BC.AGREE, BC.DECLARED) for v in result.verdicts)
-    # the seed's deployment (zoo, in the fast subset): fix 1 changes the VGF bytes only
-    grid = verdicts["case:zoo_grid_warp_int16_grid_intfp16"]
-    assert (grid.ab, grid.fix, grid.findings) == (AB.CHANGED, 1, ())
-    stock_vgf, patched_vgf = grid.results[PathId.STOCK].vgf, grid.results[PathId.RUNTIME].vgf
-    assert stock_vgf is not None and patched_vgf is not None
-    assert stock_vgf.payloads != patched_vgf.payloads
-    if vgf_run._lavapipe_icd() is not None:  # VGF executed: bit-identical int16 outputs
-        assert stock_vgf.numerics is not None and patched_vgf.numerics is not None
-        assert stock_vgf.numerics.key == patched_vgf.numerics.key
-    # issue 9-10's VGF grid warp meets 1.2.0's int16 tanh: wrong on every path, as declared
-    warp = verdicts["case:grid_warp_a16w8_vgf"]
-    assert [(f.target, f.quality) for f in warp.findings] == [
-        ("tosa", Quality.WRONG),
-        ("vgf", Quality.WRONG),
+def _fixed_undeclared(line: Line, *, runtime_form: bool = False) -> list[tuple[Fix, Trigger]]:
+    """Return the line's FIXED claims of fixes it carries, on cases no divergence declares.
+
+    There, a path that lacks the fix differs from one that has it, and nothing excuses it:
+    the run must call the divergence UNDECLARED. ``runtime_form``: only fixes with one.
+    """
+    declared = {d.item for d in fixes.declared_divergences(line.name)}
+    carried = fixes.carried_by(line)
+    return [
+        (fix, trigger)
+        for fix, trigger in _claims(line)
+        if trigger.effect is Effect.FIXED
+        and fix in carried
+        and ItemId(ItemKind.CASE, trigger.case) not in declared
+        and (fix.runtime_forms(line.name) or not runtime_form)
     ]
-    assert (warp.ab, warp.expectation_problem) == (AB.SAME, None)
+
+
+def _all_right(verdict: Verdict, path: PathId) -> bool:
+    return all(q is Quality.RIGHT for q in verdict.targets[path].values())
+
+
+def test_fast_corpus_is_equivalent_and_claims_reproduce(
+    tmp_path: Path, line: Line, series: Series
+) -> None:
+    options = _options(tmp_path, line, series)
+    fast, _ = orchestrator.select(orchestrator.list_items(options), options)
+    claimed = [(f, t) for f, t in _claims(line) if ItemId(ItemKind.CASE, t.case) in fast]
+    assert claimed, f"no fix claims a fast case on line {line.name}"
+    result = orchestrator.run(options)
     table = render_table(result)
-    assert "stock OK, patched FAIL: TosaValueError" in table
+    assert result.failures == [], table
+    verdicts = {v.item: v for v in result.verdicts}
+    assert set(verdicts) == set(fast)
+    for fix, trigger in claimed:
+        verdict = verdicts[ItemId(ItemKind.CASE, trigger.case)]
+        assert (verdict.ab, verdict.fix) == (AB(trigger.effect.value), fix.number), (
+            f"fix {fix.number} on {trigger.case}: {trigger.why}\n{table}"
+        )
+        assert verdict.claim_problem is None
+        # (b) and (c) carry the fix: right on every target
+        assert _all_right(verdict, PathId.RUNTIME) and _all_right(verdict, PathId.PATCHED)
+        if trigger.effect is Effect.FIXED:  # a bug trigger: stock is not right there
+            assert not _all_right(verdict, PathId.STOCK), table
+        if trigger.effect is Effect.CHANGED:  # other bytes, right on every path
+            assert _all_right(verdict, PathId.STOCK), table
+    claimed_cases = {t.case for _, t in claimed}
+    for verdict in result.verdicts:
+        assert verdict.bc in (BC.AGREE, BC.DECLARED), (verdict.item, table)
+        assert verdict.expectation_problem is None and verdict.claim_problem is None
+        if verdict.item.kind is ItemKind.CASE and verdict.item.name not in claimed_cases:
+            # no fix claims it on this line: the fixes do not make it right or wrong
+            assert verdict.ab in (AB.SAME, AB.CHANGED), (verdict.item, table)
 
 
-def test_runtime_patch_missing_one_fix_is_caught(tmp_path: Path, series: Series) -> None:
+def test_runtime_patch_missing_one_fix_is_caught(
+    tmp_path: Path, line: Line, series: Series
+) -> None:
+    candidates = _fixed_undeclared(line, runtime_form=True)
+    assert candidates, f"line {line.name}: no fix with a runtime form claims a FIXED case"
+    missing, trigger = candidates[-1]
+    others = [f.number for f in fixes.carried_by(line) if f.runtime_forms(line.name)]
+    others.remove(missing.number)
     partial = tmp_path / "partial_patch.py"
     partial.write_text(
-        "from overlay import runtime\n\n\ndef apply() -> None:\n    runtime.apply([1, 2, 3])\n",
+        f"from overlay import runtime\n\n\ndef apply() -> None:\n    runtime.apply({others!r})\n",
         encoding="utf-8",
     )
     options = _options(
         tmp_path,
+        line,
         series,
         runtime_patch=f"{partial}:apply",
-        only=("equal_constant_outputs_channels_last",),
+        only=(trigger.case,),
         attribute=False,
     )
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
-    assert verdict.bc is BC.UNDECLARED and Observation.NUMERICS in verdict.bc_diffs
+    table = render_table(result)
+    assert verdict.bc is BC.UNDECLARED and verdict.bc_diffs, table
+    # (b) lacks the fix: broken as stock is, where (c) is right
+    assert verdict.targets[PathId.RUNTIME] == verdict.targets[PathId.STOCK], table
+    assert not _all_right(verdict, PathId.RUNTIME) and _all_right(verdict, PathId.PATCHED)
+    assert any("undeclared divergence" in f for f in result.failures)
+
+
+def test_patched_env_with_one_diff_reverted_is_caught(
+    tmp_path: Path, line: Line, series: Series
+) -> None:
+    candidates = _fixed_undeclared(line)
+    assert candidates, f"line {line.name}: no carried fix claims a FIXED case"
+    reverted, trigger = candidates[0]
+    without = series.with_patches(
+        tuple(p for p in series.patches if fixes.by_patch(p.name) is not reverted)
+    )
+    assert len(without.patches) == len(series.patches) - 1
+    options = dataclasses.replace(
+        _options(tmp_path, line, without), only=(trigger.case,), attribute=False
+    )
+    result = orchestrator.run(options)
+    (verdict,) = result.verdicts
+    table = render_table(result)
+    assert verdict.bc is BC.UNDECLARED and verdict.bc_diffs, table
+    # (c) lacks the diff: broken as stock is, where (b) is right
+    assert verdict.targets[PathId.PATCHED] == verdict.targets[PathId.STOCK], table
+    assert not _all_right(verdict, PathId.PATCHED) and _all_right(verdict, PathId.RUNTIME)
     assert result.failures
 
 
-def test_patched_env_with_one_diff_reverted_is_caught(tmp_path: Path, series: Series) -> None:
-    without_3 = dataclasses.replace(
-        series, patches=tuple(p for p in series.patches if not p.name.startswith("0003"))
-    )
-    options = dataclasses.replace(
-        _options(tmp_path, without_3),
-        only=("conv_relu_cat_mixed_qparams",),
-        attribute=False,
-    )
-    result = orchestrator.run(options)
-    (verdict,) = result.verdicts
-    assert verdict.bc is BC.UNDECLARED and verdict.bc_diffs[0] is Observation.STATUS
-    error = verdict.results[PathId.PATCHED].error
-    assert error is not None and error.type == "ValueError"
-
-
-def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path) -> None:
+def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path, line: Line) -> None:
     from overlay import cli
 
+    candidates = _fixed_undeclared(line)
+    assert candidates, f"line {line.name}: no carried fix claims a FIXED case"
+    _, trigger = candidates[0]
     # Path (c) is plain stock here: a "patched build" that lacks every diff.
     code = cli.main(
         [
+            "--patches",
+            str(line.directory),
             "equivalence",
             "--stock-python",
             sys.executable,
             "--patched-python",
             sys.executable,
             "--case",
-            "equal_constant_outputs_channels_last",
+            trigger.case,
             "--no-attribution",
             "--out",
             str(tmp_path / "reports"),
@@ -159,13 +224,17 @@ def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path) -> None:
     )
     assert code == EquivalenceError.exit_code
     markdown = (tmp_path / "reports" / "equivalence.md").read_text(encoding="utf-8")
-    assert "UNDECLARED" in markdown
+    assert "UNDECLARED" in markdown and trigger.case in markdown
 
 
 @pytest.mark.skipif(not SEED.is_file(), reason=f"seed monkey-patch not found at {SEED}")
-def test_seed_file_gives_same_verdicts_plus_declared(tmp_path: Path, series: Series) -> None:
+def test_seed_file_gives_same_verdicts_plus_declared(
+    tmp_path: Path, line: Line, series: Series
+) -> None:
+    if line.name != SEED_LINE:
+        pytest.skip(f"the seed monkey-patch is written for {SEED_LINE}; this env is {line.name}")
     seed = f"{SEED}:apply_arm_backend_monkey_patch"
-    result = orchestrator.run(_options(tmp_path, series, runtime_patch=seed))
+    result = orchestrator.run(_options(tmp_path, line, series, runtime_patch=seed))
     assert result.failures == [], render_table(result)
     declared = {str(v.item): v.declared for v in result.verdicts if v.bc is BC.DECLARED}
     assert declared == {
@@ -199,11 +268,11 @@ CASES = {
 """
 
 
-def test_user_models_file_runs_on_all_paths(tmp_path: Path, series: Series) -> None:
+def test_user_models_file_runs_on_all_paths(tmp_path: Path, line: Line, series: Series) -> None:
     models = tmp_path / "my_models.py"
     models.write_text(USER_MODELS, encoding="utf-8")
     options = _options(
-        tmp_path, series, models=str(models), only=("user_two_convs",), attribute=False
+        tmp_path, line, series, models=str(models), only=("user_two_convs",), attribute=False
     )
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
@@ -214,14 +283,14 @@ def test_user_models_file_runs_on_all_paths(tmp_path: Path, series: Series) -> N
 
 
 def test_ethos_u_lowering_reports_command_streams_and_vela_estimates(
-    tmp_path: Path, series: Series
+    tmp_path: Path, line: Line, series: Series
 ) -> None:
     pytest.importorskip("ethosu.vela")
     models = tmp_path / "ethos_models.py"
     text = USER_MODELS.replace('"per_channel": False,', '"per_channel": False, "ethos_u": True,')
     models.write_text(text, encoding="utf-8")
     options = _options(
-        tmp_path, series, models=str(models), only=("user_two_convs",), attribute=False
+        tmp_path, line, series, models=str(models), only=("user_two_convs",), attribute=False
     )
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
@@ -235,13 +304,13 @@ def test_ethos_u_lowering_reports_command_streams_and_vela_estimates(
     assert "ethos-u85-256" in render_table(result)
 
 
-def test_invalid_user_models_file_is_refused(tmp_path: Path, series: Series) -> None:
+def test_invalid_user_models_file_is_refused(tmp_path: Path, line: Line, series: Series) -> None:
     models = tmp_path / "bad_models.py"
     models.write_text(
         "CASES = {'x': {'module': 1, 'inputs': [], 'spec': 'INT', 'quantize': 'q'}}\n",
         encoding="utf-8",
     )
-    options = _options(tmp_path, series, models=str(models))
+    options = _options(tmp_path, line, series, models=str(models))
     with pytest.raises(EquivalenceInputError, match="CASES cannot run") as info:  # read, not run
         orchestrator.run(options)
     assert "'spec' must be a TOSA spec string" in (info.value.found or "")
@@ -249,7 +318,7 @@ def test_invalid_user_models_file_is_refused(tmp_path: Path, series: Series) -> 
 
 
 def test_a_models_file_wrong_only_when_run_is_refused_by_the_worker(
-    tmp_path: Path, series: Series
+    tmp_path: Path, line: Line, series: Series
 ) -> None:
     models = tmp_path / "late_models.py"
     models.write_text(
@@ -257,7 +326,7 @@ def test_a_models_file_wrong_only_when_run_is_refused_by_the_worker(
         " 'inputs': ([1.0],), 'spec': 'TOSA-1.0+INT', 'quantize': 'a8w8'}})\n",
         encoding="utf-8",
     )
-    options = _options(tmp_path, series, models=str(models))
+    options = _options(tmp_path, line, series, models=str(models))
     with pytest.raises(EquivalenceInputError, match="could not start: an input is wrong") as info:
         orchestrator.run(options)
     assert "x: every element of 'inputs' must be a torch.Tensor" in (info.value.found or "")

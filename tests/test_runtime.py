@@ -1,13 +1,15 @@
 """overlay.runtime: line choice, guards, idempotence, undo, refusals.
 
 The machinery runs on a toy fix (tests/toy_fixes) and a fake installed package (no torch);
-the real runtime forms run on the installed stock executorch 1.2.0 (marked torch).
+the real runtime forms run on the installed stock executorch, at one of the release lines
+(marked torch): the fixes and forms expected are that line's (its series, the fix modules).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ import toy_fix
 
 from overlay import fixes, lines, runtime
 from overlay.errors import OverlayError, PristineMismatchError, RuntimePatchError
+from overlay.lines.listing import read_series_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,7 +145,7 @@ def test_the_default_runtime_reads_the_default_lines(monkeypatch: pytest.MonkeyP
     assert runtime.FIXES == fixes.FIXES
 
 
-# --- the real runtime forms, on stock executorch 1.2.0 --------------------------------------
+# --- the real runtime forms, on the installed stock executorch's line ----------------------
 
 
 @pytest.fixture
@@ -150,6 +153,21 @@ def _clean() -> Iterator[None]:
     runtime.undo()
     yield
     runtime.undo()
+
+
+def _line() -> lines.Line:
+    """Return the release line of the installed stock executorch (from the checkout's data)."""
+    return lines.line_for_version(ROOT / "patches", importlib.metadata.version("executorch"))
+
+
+def _with_forms(line: lines.Line) -> list[int]:
+    """Return the line's fixes that have a runtime form there, in series order."""
+    return [f.number for f in fixes.carried_by(line) if f.runtime_forms(line.name)]
+
+
+def _single_form(line: lines.Line) -> list[int]:
+    """Return the line's fixes that replace exactly one function there."""
+    return [n for n in _with_forms(line) if len(fixes.by_number(n).runtime_forms(line.name)) == 1]
 
 
 def _attribute(number: int) -> tuple[object, ...]:
@@ -164,13 +182,16 @@ def _attribute(number: int) -> tuple[object, ...]:
 @pytest.mark.torch
 @pytest.mark.usefixtures("_clean")
 def test_apply_is_idempotent_and_undo_restores_originals() -> None:
-    originals = {f.number: _attribute(f.number) for f in runtime.FIXES}
-    assert runtime.apply() == [1, 2, 3, 4, 5, 6]
-    patched = {f.number: _attribute(f.number) for f in runtime.FIXES}
+    numbers = _with_forms(_line())
+    assert numbers
+    originals = {n: _attribute(n) for n in numbers}
+    assert runtime.apply() == numbers
+    patched = {n: _attribute(n) for n in numbers}
     assert all(p is not o for n in originals for p, o in zip(patched[n], originals[n], strict=True))
+    assert all(runtime.is_applied(n) for n in numbers)
     assert runtime.apply() == []
-    assert {f.number: _attribute(f.number) for f in runtime.FIXES} == patched
-    assert runtime.undo() == [1, 2, 3, 4, 5, 6]
+    assert {n: _attribute(n) for n in numbers} == patched
+    assert runtime.undo() == numbers
     assert all(a is o for n in originals for a, o in zip(_attribute(n), originals[n], strict=True))
     assert not any(runtime.is_applied(f.number) for f in runtime.FIXES)
 
@@ -178,16 +199,20 @@ def test_apply_is_idempotent_and_undo_restores_originals() -> None:
 @pytest.mark.torch
 @pytest.mark.usefixtures("_clean")
 def test_fixes_are_independent() -> None:
-    assert runtime.apply([2, 4]) == [2, 4]
-    assert [runtime.is_applied(n) for n in (1, 2, 3, 4)] == [False, True, False, True]
-    assert runtime.undo([4]) == [4]
-    assert [runtime.is_applied(n) for n in (1, 2, 3, 4)] == [False, True, False, False]
+    numbers = _with_forms(_line())
+    assert len(numbers) >= 2, "independence needs two fixes with runtime forms"
+    chosen = numbers[1::2]  # every other one: 2, 4, 6 on 1.2.0; 3 on 1.5.1
+    assert runtime.apply(chosen) == chosen
+    assert [runtime.is_applied(n) for n in numbers] == [n in chosen for n in numbers]
+    assert runtime.undo([chosen[-1]]) == [chosen[-1]]
+    assert [runtime.is_applied(n) for n in numbers] == [n in chosen[:-1] for n in numbers]
 
 
 @pytest.mark.torch
 @pytest.mark.usefixtures("_clean")
 def test_refuses_a_function_replaced_by_someone_else() -> None:
-    (fix,) = runtime.fix(2)
+    first, replaced = _single_form(_line())[:2]
+    (fix,) = runtime.fix(replaced)
     _module, owner = fix.resolve_owner()
     original = getattr(owner, fix.attribute)
 
@@ -197,9 +222,9 @@ def test_refuses_a_function_replaced_by_someone_else() -> None:
     setattr(owner, fix.attribute, foreign)
     try:
         with pytest.raises(RuntimePatchError, match="already replaced"):
-            runtime.apply([1, 2])
-        # The failing fix does not hide the others' state: fix 1 went in, on its own.
-        assert runtime.is_applied(1) and not runtime.is_applied(2)
+            runtime.apply([first, replaced])
+        # The failing fix does not hide the others' state: the first went in, on its own.
+        assert runtime.is_applied(first) and not runtime.is_applied(replaced)
     finally:
         setattr(owner, fix.attribute, original)
 
@@ -209,9 +234,10 @@ def test_refuses_a_function_replaced_by_someone_else() -> None:
 def test_refuses_an_install_that_carries_the_diffs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    number = _single_form(_line())[-1]
     root = runtime.installed_root()
     fake = tmp_path / "executorch"
-    (form,) = runtime.fix(4)
+    (form,) = runtime.fix(number)
     target = fake / form.repo_path
     target.parent.mkdir(parents=True)
     shutil.copyfile(root / form.repo_path, target)
@@ -219,7 +245,7 @@ def test_refuses_an_install_that_carries_the_diffs(
         handle.write("\n# patched\n")
     monkeypatch.setattr(runtime.DEFAULT, "installed_root", lambda: fake)
     with pytest.raises(PristineMismatchError) as info:
-        runtime.check_target([4])
+        runtime.check_target([number])
     assert info.value.repo_path == form.repo_path
     assert info.value.found_sha256 != info.value.expected_sha256
     assert info.value.hint is not None and "refusing to patch twice" in info.value.hint
@@ -228,28 +254,57 @@ def test_refuses_an_install_that_carries_the_diffs(
 @pytest.mark.torch
 @pytest.mark.usefixtures("_clean")
 def test_refuses_another_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importlib.metadata, "version", lambda _: "1.2.0+armfix.abc")
-    with pytest.raises(RuntimePatchError, match=r"executorch 1\.2\.0\+armfix"):
+    line = _line()
+    first = _with_forms(line)[0]
+    patched = f"{line.name}+armfix.abc"
+    monkeypatch.setattr(importlib.metadata, "version", lambda _: patched)
+    with pytest.raises(RuntimePatchError, match=re.escape(f"executorch {patched}")):
         runtime.apply()
-    assert not runtime.is_applied(1)
+    assert not runtime.is_applied(first)
 
 
 @pytest.mark.torch
 def test_unknown_fix_number() -> None:
+    _line()  # an executorch at a line is installed
+    known = [f.number for f in runtime.FIXES]
     with pytest.raises(OverlayError) as info:
-        runtime.fix(7)
-    assert (info.value.found, info.value.expected) == ("7", "1, 2, 3, 4, 5, 6")
+        runtime.fix(max(known) + 1)
+    assert (info.value.found, info.value.expected) == (
+        str(max(known) + 1),
+        ", ".join(map(str, known)),
+    )
+
+
+@pytest.mark.torch
+def test_a_fix_the_line_does_not_carry_has_no_runtime_form() -> None:
+    line = _line()
+    carried = {f.number for f in fixes.carried_by(line)}
+    dropped = [f.number for f in runtime.FIXES if f.number not in carried]
+    if not dropped:
+        pytest.skip(f"line {line.name} carries every fix")
+    with pytest.raises(RuntimePatchError, match=f"no runtime form on line {re.escape(line.name)}"):
+        runtime.fix(dropped[0])
+    with pytest.raises(RuntimePatchError) as info:
+        runtime.apply(dropped[:1])
+    assert info.value.found == f"fix {dropped[0]}: not in its series"
+    assert not runtime.is_applied(dropped[0])
 
 
 @pytest.mark.torch
 def test_every_fix_of_the_installed_line_has_its_runtime_form() -> None:
-    line = runtime.DEFAULT.line()
+    line = _line()
+    assert runtime.DEFAULT.line().name == line.name
     carried = fixes.carried_by(line)
-    assert [f.number for f in carried] == [1, 2, 3, 4, 5, 6]
+    listed = [int(name[:4]) for name in read_series_names(line.directory)]
+    assert [f.number for f in carried] == listed and listed
     for entry in carried:
+        forms = entry.runtime_forms(line.name)
+        if not forms:  # diff only on this line, with its reason
+            with pytest.raises(RuntimePatchError, match="has no runtime form"):
+                runtime.fix(entry.number)
+            continue
         items = runtime.fix(entry.number)
-        assert tuple(item.form for item in items) == entry.runtime_forms(line.name)
-        assert len(items) == (2 if entry.number == 6 else 1)
+        assert tuple(item.form for item in items) == forms
         for item in items:
             _, owner = item.resolve_owner()
             assert hasattr(owner, item.attribute)
