@@ -1032,6 +1032,13 @@ def test_fault_points_trace_and_fire_only_where_named(
     with pytest.raises(OSError, match=r"after step 1/2$"):
         journal.fault_point("step 1/2")
     journal.fault_point("step 1/22")
+    monkeypatch.setenv(journal.FAULT_ENV, "step 3/*:raise")  # step 3 of any count
+    journal.fault_point("step 2/14")
+    journal.fault_point("step 13/14")
+    with pytest.raises(OSError, match=r"after step 3/14$"):
+        journal.fault_point("step 3/14")
+    monkeypatch.setenv(journal.FAULT_ENV, "step 3/:raise")  # no star: an exact name
+    journal.fault_point("step 3/14")
     assert signals_seen == []
 
 

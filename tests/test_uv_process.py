@@ -81,5 +81,6 @@ def test_uv_dies_with_the_overlay(tmp_path: Path, sig: signal.Signals) -> None:
         time.sleep(0.02)
     child = int(pids.read_text())
     driver.send_signal(sig)
-    assert driver.wait(timeout=60) == -sig  # it dies of the signal it got, as before
+    # a hang guard, not a speed target (a loaded 2-core machine took over 60 s once)
+    assert driver.wait(timeout=600) == -sig  # it dies of the signal it got, as before
     assert not alive(child), f"uv {child} outlived the overlay after {sig.name}"

@@ -152,7 +152,7 @@ def test_tampered_wheel_is_refused(tmp_path: Path, source: Path, pin: pins.Wheel
 
 
 def test_cli_apply_then_revert_restores_pristine_bytes(
-    tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, source: Path, series: Series, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = wheels.unpack_wheel(source, tmp_path / "unpacked")
     before = snapshot(root / "executorch" / "backends" / "arm")
@@ -162,7 +162,8 @@ def test_cli_apply_then_revert_restores_pristine_bytes(
     assert main([*patches, "apply", "--target", str(root)]) == 0
     assert "already patched" in capsys.readouterr().out
     assert main([*patches, "status", "--target", str(root)]) == 0
-    assert capsys.readouterr().out.count("patched   backends/arm/") == 4
+    patched = capsys.readouterr().out.count("patched   backends/arm/")
+    assert patched == len(series.targets()) == 8
     assert main([*patches, "revert", "--target", str(root)]) == 0
     assert snapshot(root / "executorch" / "backends" / "arm") == before
 
@@ -248,7 +249,7 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     args = ["--patches", str(PATCHES)]
     child = run_forked(
         lambda: main([*args, "apply", "--no-deps-check", "--target", str(venv)]),
-        {journal.FAULT_ENV: "step 3/10:kill"},
+        {journal.FAULT_ENV: "step 3/*:kill"},
     )
     assert child.code == -9
     assert main([*args, "status", "--target", str(venv)]) == 0
