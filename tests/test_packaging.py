@@ -81,9 +81,11 @@ def test_status_and_equivalence_list_run_outside_the_checkout(
         check=False,
     )
     assert listing.returncode == 0, listing.stderr
-    assert (
-        "case  conv_a16w8_int16: TOSA-1.0+INT+int16 a16w8 [fast] claims regression by patch 1"
-        in (listing.stdout.splitlines())
+    assert any(
+        line.startswith(
+            "case  conv_relu_cat_mixed_qparams: TOSA-1.0+INT+FP a8w8 [fast] claims fixed by patch 3"
+        )
+        for line in listing.stdout.splitlines()
     )
     where = subprocess.run(
         [

@@ -197,7 +197,8 @@ def test_edit_then_regenerate_round_trips(tmp_path: Path, series: Series, source
     git(work, "commit", "-q", "-am", "Arm backend: Bump the copyright year\n\nA test edit.")
     result = worktree.regenerate(work, copy, today="2030-01-01")
     new = load_series(copy)
-    assert [p.name for p in new.patches][-1].startswith("0005-arm-backend-bump-the-copyright")
+    number = f"{len(new.patches):04d}"  # numbered after the series' last patch
+    assert [p.name for p in new.patches][-1].startswith(f"{number}-arm-backend-bump-the-copyright")
     assert new.patches[-1].header["Last-Update"] == "2030-01-01"
     assert new.patches[0].text == series.patches[0].text
     assert set(result.written) == {"series", "SHA256SUMS", new.patches[-1].name}
