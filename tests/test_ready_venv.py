@@ -203,6 +203,14 @@ def test_the_ready_venv_is_named_by_line_and_python() -> None:
     assert ready_venv.ready_name("1.5.1", "3.12") == "ready-1.5.1-py3.12"
 
 
+# `python -m overlay` with Ctrl-C as from a terminal: a background job (CI under nohup)
+# inherits SIGINT ignored, and Python then keeps ignoring it.
+AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+    " sys.argv[0] = 'overlay'; runpy.run_module('overlay', run_name='__main__', alter_sys=True)"
+)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("sig", "group"),
@@ -219,7 +227,8 @@ def test_a_ready_venv_sync_stopped_mid_install_is_repaired_by_running_it_again(
         "sync", "--target", str(venv), "--dist", str(tmp_path / "dist"),
     ]  # fmt: skip
     proc = subprocess.Popen(
-        command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, *command[3:]],
+        start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, cwd=ROOT,
     )  # fmt: skip
     site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"

@@ -18,7 +18,10 @@ echo $$ > "{pids}"
 exec sleep 300
 """
 DRIVER = """
+import signal
 import sys
+# Ctrl-C as from a terminal: a background job (CI under nohup) inherits SIGINT ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from overlay.envs.uv_process import run_uv
 run_uv(sys.argv[1], ["pip", "sync"], quiet=False, what="syncs", hint="h")
 """
