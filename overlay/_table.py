@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from overlay.errors import OverlayError
+
 
 def text_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], *, max_width: int = 60
@@ -30,3 +32,17 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
     out.append("|" + "---|" * len(header))
     out.extend("| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows)
     return out
+
+
+def replace_between(text: str, begin: str, end: str, body: str, *, what: str, doc: str) -> str:
+    """Return ``text`` with ``body`` between the marker lines ``begin`` and ``end``."""
+    head, found_begin, rest = text.partition(begin)
+    _, found_end, tail = rest.partition(end)
+    if not found_begin or not found_end:
+        raise OverlayError(
+            f"no generated table of {what} to update",
+            expected=f"the markers {begin} and {end}",
+            found="neither" if not found_begin else "only the first",
+            hint=f"put both markers on lines of their own in {doc}",
+        )
+    return f"{head}{begin}\n{body}{end}{tail}"

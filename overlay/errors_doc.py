@@ -8,7 +8,7 @@ Becomes: the row ``| 3 | The series file or a patch in it is malformed, ... | `S
 
 from __future__ import annotations
 
-from overlay._table import markdown_table
+from overlay._table import markdown_table, replace_between
 from overlay.errors import OverlayError, exit_codes
 
 BEGIN = "<!-- exit-codes:begin (generated: overlay.errors_doc) -->"
@@ -41,13 +41,4 @@ def table() -> str:
 
 def update(text: str) -> str:
     """Return ``text`` with the table between its markers regenerated."""
-    head, begin, rest = text.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise OverlayError(
-            "no generated table of exit codes to update",
-            expected=f"the markers {BEGIN} and {END}",
-            found="neither" if not begin else "only the first",
-            hint=f"put both markers on lines of their own in {DOC}",
-        )
-    return f"{head}{BEGIN}\n{table()}{END}{tail}"
+    return replace_between(text, BEGIN, END, table(), what="exit codes", doc=DOC)

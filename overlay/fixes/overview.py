@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from overlay._table import markdown_table
-from overlay.errors import OverlayError
+from overlay._table import markdown_table, replace_between
 from overlay.fixes import Registry
 from overlay.fixes.model import DiffOnly, Fix
 from overlay.lines import Line, evidence
@@ -137,14 +136,5 @@ def table(registry: Registry, lines: Sequence[Line]) -> str:
 
 def update(text: str, registry: Registry, lines: Sequence[Line]) -> str:
     """Return ``text`` with the table between its markers regenerated."""
-    head, begin, rest = text.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise OverlayError(
-            "no generated table of fixes to update",
-            expected=f"the markers {BEGIN} and {END}",
-            found="neither" if not begin else "only the first",
-            hint="put both markers on lines of their own in docs/fixes.md",
-        )
     both = f"{table(registry, lines)}\n{evidence_table(registry, lines)}"
-    return f"{head}{BEGIN}\n{both}{END}{tail}"
+    return replace_between(text, BEGIN, END, both, what="fixes", doc="docs/fixes.md")
