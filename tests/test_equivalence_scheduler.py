@@ -35,11 +35,11 @@ def test_attribution_tries_the_claimed_fix_first() -> None:
 
 def test_attribution_tries_only_the_fixes_of_the_runs_line() -> None:
     carried = scheduler.carried_fixes(ROOT / "patches" / "1.5.1")
-    assert carried == (1, 3)
+    assert carried == (1, 3, 7)
     assert scheduler.carried_fixes(ROOT / "patches" / "1.2.0") == (1, 2, 3, 4, 5, 6)
     # fix 5 claims the grid warp on 1.2.0; the 1.5.1 line does not carry it
     assert 5 in [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf")]
-    assert scheduler.candidates(ItemId(ItemKind.CASE, "grid_warp_a16w8_vgf"), carried) == [1, 3]
+    assert scheduler.candidates(ItemId(ItemKind.CASE, "grid_warp_a16w8_vgf"), carried) == [1, 3, 7]
     assert scheduler.candidates(ItemId(ItemKind.PROBE, "x"), (3, 1)) == [3, 1]
 
 

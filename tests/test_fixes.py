@@ -69,7 +69,7 @@ def _module(name: str, fix: Fix | None) -> ModuleType:
 
 
 def test_the_registry_is_discovered_one_module_per_fix() -> None:
-    assert [f.number for f in fixes.FIXES] == [1, 2, 3, 4, 5, 6]
+    assert [f.number for f in fixes.FIXES] == [1, 2, 3, 4, 5, 6, 7]
     assert fixes.REGISTRY.fixes is fixes.FIXES
     assert fixes.discover().fixes == fixes.FIXES  # the same module objects, found again
     for fix in fixes.FIXES:
@@ -114,7 +114,7 @@ def test_from_modules_checks_names_numbers_and_uniqueness() -> None:
         with pytest.raises(OverlayError, match=message):
             fixes.from_modules(modules)
     numbers = [f.number for f in fixes.from_modules([toy, *reversed(_real_modules())]).fixes]
-    assert numbers == [1, 2, 3, 4, 5, 6, 99]  # ascending, whatever the order given
+    assert numbers == [1, 2, 3, 4, 5, 6, 7, 99]  # ascending, whatever the order given
 
 
 # --- lookups and claims --------------------------------------------------------------------
@@ -127,8 +127,8 @@ def test_lookups_by_number_and_patch() -> None:
     assert registry.by_patch("0099-toy-answer-is-42.patch") is registry.by_number(99)
     assert registry.by_patch("0005-other.patch") is None
     with pytest.raises(OverlayError) as info:
-        registry.by_number(7)
-    assert (info.value.found, info.value.expected) == ("7", "1, 2, 3, 4, 5, 6, 99")
+        registry.by_number(8)
+    assert (info.value.found, info.value.expected) == ("8", "1, 2, 3, 4, 5, 6, 7, 99")
     assert fixes.by_number(3) is fixes.REGISTRY.by_number(3)
     assert fixes.by_patch(fixes.FIXES[1].patch) is fixes.FIXES[1]
 
@@ -291,10 +291,10 @@ def test_validation_names_each_inconsistency(
 
 
 def test_validation_names_a_patch_without_a_fix_module(tmp_path: Path) -> None:
-    toy_fix.write_line(toy_fix.write_lines(tmp_path), "9.11.0", (toy_fix.PATCH, "0007-x.patch"))
+    toy_fix.write_line(toy_fix.write_lines(tmp_path), "9.11.0", (toy_fix.PATCH, "0008-x.patch"))
     registry = _toy_registry()
     assert registry.problems(lines.all_lines(tmp_path)) == [
-        "line 9.11.0 lists 0007-x.patch, which has no fix module (overlay/fixes/f0007_<slug>.py)",
+        "line 9.11.0 lists 0008-x.patch, which has no fix module (overlay/fixes/f0008_<slug>.py)",
         "fix 99 is carried by line 9.11.0 but has no runtime form for it and no DiffOnly reason",
     ]
 
@@ -317,7 +317,7 @@ def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
     built = [
         f for fix in _toy_registry().fixes for line in fix.runtime for f in fix.runtime_forms(line)
     ]
-    assert len(built) == 10  # 1.2.0: fixes 1-5 one each, fix 6 two; 1.5.1: 1, 3; the toy
+    assert len(built) == 11  # 1.2.0: fixes 1-5 one each, fix 6 two; 1.5.1: 1, 3, 7; the toy
     for form in built:
         replacement = _replacement(form.build)
         doc = ast.get_docstring(replacement) or ""

@@ -121,8 +121,9 @@ def test_series_file_rejects_paths(tmp_path: Path) -> None:
 
 
 def test_registry_and_series_name_the_same_fixes(series: Series) -> None:
-    assert [f.patch for f in fixes.FIXES] == [p.name for p in series.patches]
-    for entry, patch in zip(fixes.FIXES, series.patches, strict=True):
+    carried = [f for f in fixes.FIXES if f.patch in {p.name for p in series.patches}]
+    assert [f.patch for f in carried] == [p.name for p in series.patches]
+    for entry, patch in zip(carried, series.patches, strict=True):
         assert set(patch.targets) <= set(entry.repo_paths)  # other lines may touch more
         assert entry.number == int(patch.name[:4])
     owners: dict[tuple[str, str], set[int]] = {}

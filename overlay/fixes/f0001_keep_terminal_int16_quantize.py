@@ -147,8 +147,11 @@ def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
         Becomes: ``dequantize_per_tensor(image, scale, zp, qmin, qmax, int16)`` before the
         sampler (``input_qparams[0]`` dropped) and ``quantize_per_tensor`` to its folded
         output qparams after it (``output_qparams`` emptied), as the port's
-        ``_insert_float_image_boundary``; a sampler with a quantized grid (the int8 sampler
-        path) or an unquantized image is left alone; per-channel image qparams raise.
+        ``_insert_float_image_boundary``. A sampler whose image is the graph input's int16
+        quantize node was retraced as int16: its fake tensor becomes float32, or the output
+        quantize is decomposed with int16 constants (``Expected matching dtypes``). A sampler
+        with a quantized grid (the int8 sampler path) or an unquantized image is left alone;
+        per-channel image qparams raise.
         """
         grid = node.args[1]
         input_qparams = node.meta.get("input_qparams", {})
@@ -174,6 +177,9 @@ def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
             module._set_fake_tensor_meta(dequant_image, image_qparams.dequantize_value(image_val))
         module.set_node_arg(node, 0, dequant_image)
         node.meta["input_qparams"] = {i: q for i, q in input_qparams.items() if i != 0}
+        sampler_val = node.meta["val"]  # a graph-input image gave the retraced sampler int16
+        if not sampler_val.dtype.is_floating_point:
+            module._set_fake_tensor_meta(node, sampler_val.to(dequant_image.meta["val"].dtype))
         output_qparams = node.meta.get("output_qparams", {})
         if not output_qparams:
             return True

@@ -92,8 +92,8 @@ class _Counts:
 def candidates(item: ItemId, carried: Sequence[int]) -> list[int]:
     """Return the fixes of the run's line to try for an item's attribution, claimed first.
 
-    Example: ``grid_warp_a16w8_vgf`` on the 1.5.1 line, which carries fixes 1 and 3.
-    Becomes: ``[1, 3]``: fix 5 claims the case on 1.2.0 only and has no runtime form here.
+    Example: ``grid_warp_a16w8_vgf`` on the 1.5.1 line, which carries fixes 1, 3 and 7.
+    Becomes: ``[1, 3, 7]``: fix 5 claims the case on 1.2.0 only and has no runtime form here.
     """
     claimed = (
         [f.number for f, _ in fixes.triggers_of(item.name)] if item.kind is ItemKind.CASE else []

@@ -78,6 +78,14 @@ CASES: tuple[CaseInfo, ...] = (
         targets_vgf=True,
     ),
     CaseInfo(
+        "grid_warp_int8_vgf_int",
+        "TOSA-1.0+INT",
+        "a8w8",
+        fast=True,
+        note="the same grid warp, a8w8 for VGF on an integer-only spec",
+        targets_vgf=True,
+    ),
+    CaseInfo(
         "max_pool2d_default_stride",
         "TOSA-1.0+INT",
         "a8w8",

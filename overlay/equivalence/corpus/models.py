@@ -169,5 +169,6 @@ BUILDERS: dict[str, Builder] = {
     "equal_constant_outputs_channels_last": lambda: (EqualConstants(), (image(1, 4),)),
     "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
+    "grid_warp_int8_vgf_int": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     "max_pool2d_default_stride": lambda: (ConvMaxPool(), (image(1, 3, 16, 16),)),
 }

@@ -1,0 +1,110 @@
+"""Fix 7: VGF leaves grid_sample on the CPU without FP (``0007-vgf-grid-sampler-needs-fp``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+
+PARTITIONER = "backends/arm/vgf/partitioner.py"
+
+
+def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
+    """Build 1.5.1's replacement of ``VgfPartitioner.__init__``."""
+    grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 (the attribute)
+        """Register grid_sampler_2d as a VGF custom partition op only where the spec has FP.
+
+        Example: a quantized ``F.grid_sample`` lowered with ``VgfPartitioner`` for
+        ``TOSA-1.0+INT``: 1.5.1 always partitions it, its shader takes an FP32 grid scale
+        (int8 path) or a float image and PAD (float path), and lowering fails with
+        ``doesn't support tensor TosaArg(name='..._grid_scale', dtype=FP32)`` or
+        ``Unsupported dtype torch.float32 for PAD``.
+        Becomes: 1.5.1's ``__init__``, then ``grid_sampler_2d`` dropped from the custom
+        partition ops when ``tosa_spec.support_float()`` is false: the op stays outside
+        the delegate (as the TOSA partitioner leaves it) and the rest is delegated, as the
+        diff does.
+        """
+        original(self, *args, **kwargs)
+        if not self.tosa_spec.support_float():
+            self._custom_partition_ops.discard(grid_sampler)
+
+    return __init__
+
+
+FIX = Fix(
+    number=7,
+    patch="0007-vgf-grid-sampler-needs-fp.patch",
+    title="VGF partitions grid_sample only where the TOSA spec has FP",
+    repo_paths=(PARTITIONER, "backends/arm/test/ops/test_grid_sampler.py"),
+    runtime={
+        "1.5.1": RuntimeForm(
+            repo_path=PARTITIONER,
+            owner="VgfPartitioner",
+            attribute="__init__",
+            build=partition_grid_sampler_only_with_fp,
+        ),
+    },
+    claims={
+        "1.5.1": (
+            Trigger(
+                "grid_warp_int8_vgf_int",
+                Effect.FIXED,
+                "VGF a8w8 conv -> tanh -> permute -> grid_sample on TOSA-1.0+INT: stock"
+                " partitions the sampler and its int8 shader's FP32 grid scale cannot be"
+                " lowered; with the fix grid_sample runs on the CPU",
+            ),
+            Trigger(
+                "zoo_grid_warp_int8",
+                Effect.FIXED,
+                "the zoo grid warp, a8w8 on TOSA-1.0+INT: the same FP32 grid scale",
+            ),
+            Trigger(
+                "zoo_grid_warp_a16w8_int16",
+                Effect.FIXED,
+                "the zoo grid warp, a16w8 on TOSA-1.0+INT+int16: stock's float shader path"
+                " needs a float PAD the spec lacks",
+            ),
+        ),
+    },
+    upstream=UpstreamNote(
+        test_file="backends/arm/test/ops/test_grid_sampler.py",
+        narrowing=(
+            "VgfPartitioner registers grid_sampler_2d unconditionally since the VGF grid"
+            " sampler landed; the shader's FP32 inputs make every integer-only VGF lowering"
+            " of grid_sample fail. The patch registers it only when the spec supports FP."
+        ),
+        affected_tests=(
+            "backends/arm/test/ops/test_grid_sampler.py",
+            "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+        ),
+        reproducer="""\
+import torch
+from executorch.backends.arm.quantizer import (
+    VgfQuantizer,
+    get_symmetric_quantization_config,
+)
+from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
+from executorch.exir import to_edge_transform_and_lower
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+
+class Sample(torch.nn.Module):
+    def forward(self, x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+
+inputs = (torch.rand(1, 3, 8, 8), torch.rand(1, 8, 8, 2) * 2 - 1)
+quantizer = VgfQuantizer(VgfCompileSpec("TOSA-1.0+INT"))
+quantizer.set_global(get_symmetric_quantization_config())
+prepared = prepare_pt2e(torch.export.export(Sample(), inputs).module(), quantizer)
+prepared(*inputs)
+program = torch.export.export(convert_pt2e(prepared), inputs)
+# 1.5.1: ValueError: TOSA-1.0+INT doesn't support tensor TosaArg(... grid_scale, dtype=FP32)
+to_edge_transform_and_lower(
+    program, partitioner=[VgfPartitioner(VgfCompileSpec("TOSA-1.0+INT"))]
+)
+""",
+    ),
+)
