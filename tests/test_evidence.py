@@ -5,6 +5,7 @@ The evidence is derived from the typed retarget report by ``promote.line_evidenc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -141,3 +142,28 @@ def test_the_151_line_records_every_patch_of_the_120_line() -> None:
         "0006": Status.DROPPED,
     }
     assert json.dumps(statuses)  # plain strings (StrEnum)
+
+
+def test_a_test_beside_the_failing_one_still_reads_fails_before_passes_after() -> None:
+    report = _report()
+    row = report.patches[0]
+    assert row.behaviour is not None and row.behaviour.test is not None
+    test = dataclasses.replace(
+        row.behaviour.test,
+        stock="1 passed, 1 failed",
+        patched="2 passed",
+        stock_tests=(
+            TestResult("t.py::a", TestState.FAILED),
+            TestResult("t.py::b", TestState.PASSED),
+        ),
+        patched_tests=(
+            TestResult("t.py::a", TestState.PASSED),
+            TestResult("t.py::b", TestState.PASSED),
+        ),
+    )
+    behaviour = dataclasses.replace(row.behaviour, test=test)
+    rows = (dataclasses.replace(row, behaviour=behaviour), *report.patches[1:])
+    found = line_evidence(dataclasses.replace(report, patches=rows), {}, measured="d")
+    assert found.patches[0].upstream_test == (
+        "stock 1 passed, 1 failed -> patched 2 passed (fails before, passes after)"
+    )

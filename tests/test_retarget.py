@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from overlay.text.series import Patch, Series, load_series, parse_patch
 from overlay.upstream import behaviour
 from overlay.upstream.facts import (
     Action,
+    CaseMove,
     CaseOutcome,
     Status,
     TextPlan,
@@ -28,7 +30,7 @@ from overlay.upstream.retarget.conflicts import conflict_lines, resume_worktree
 from overlay.upstream.retarget.moves import runtime_form_note
 from overlay.upstream.retarget.pin_check import PinAttempt
 from overlay.upstream.retarget.text_plan import plan_patch, plan_series
-from overlay.upstream.verdicts import apply_behaviour, decide_patch, final_verdict
+from overlay.upstream.verdicts import apply_behaviour, decide_patch, final_verdict, readiness
 
 from scaffold import make_diff, pins_toml
 
@@ -379,3 +381,38 @@ def test_one_conflict_marker_scan_names_blocks_by_line() -> None:
     text = "a\n<<<<<<< new release\nb\n=======\nc\n>>>>>>> pinned patch\nd\n<<<<<<< x\n"
     assert conflict_lines(text) == [2, 8]
     assert conflict_lines("a\n <<<<<<< indented is no marker\n") == []
+
+
+def test_a_case_the_candidate_loses_is_covered_by_the_lines_own_fix() -> None:
+    from overlay import fixes
+    from overlay.upstream.retarget.moves import covered
+
+    lost = CaseMove("grid_warp_int8_vgf_int", "right", "failed", ("vgf payload",), "patch", "x")
+    seven = fixes.by_number(7)
+    found = covered(lost, "1.5.1", (fixes.by_number(1), seven))
+    assert found.covered_by == seven.patch
+    assert found.note == (
+        f"x; fixed on 1.5.1 by {seven.patch}, the 1.5.1 line's own fix (not carried from the"
+        " pinned line): the line keeps it"
+    )
+    assert readiness([], [found], behaviour_checked=True) == ()
+    # not without that fix, not on another release, not for a case it does not claim
+    assert covered(lost, "1.5.1", (fixes.by_number(1),)) == lost
+    assert covered(lost, "1.6.0", (seven,)) == lost
+    other = dataclasses.replace(lost, case="conv_relu_int8")
+    assert covered(other, "1.5.1", (seven,)) == other
+    assert readiness([], [lost], behaviour_checked=True) == (
+        "grid_warp_int8_vgf_int: right with the pinned build, failed now",
+    )
+
+
+def test_own_fixes_are_the_target_lines_fixes_beyond_the_candidate(tmp_path: Path) -> None:
+    from overlay.upstream.retarget.measure import own_fixes
+    from overlay.upstream.retarget.result import Request
+
+    root = ROOT / "patches"
+    request = Request(patches_dir=root / "1.2.0", version="1.5.1", out_dir=tmp_path)
+    ported = {p.name for p in load_series(root / "1.5.1").patches} - {fixes.by_number(7).patch}
+    assert [f.number for f in own_fixes(request, ported)] == [7]
+    nowhere = Request(patches_dir=root / "1.2.0", version="1.6.0", out_dir=tmp_path)
+    assert own_fixes(nowhere, ported) == []

@@ -9,14 +9,16 @@ the cases too. :mod:`overlay.upstream.verdicts` decides what the results mean.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from overlay import fixes
+from overlay import fixes, lines
 from overlay.dist.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import release_venvs
 from overlay.equivalence import corpus
+from overlay.errors import OverlayError
+from overlay.fixes import Fix
 from overlay.text.applier import encode
 from overlay.text.series import Series
 from overlay.upstream import behaviour, upstream_tests
@@ -110,6 +112,20 @@ def pinned_envs(
     return stock.python, patched.python
 
 
+def own_fixes(request: Request, candidate: Collection[str]) -> list[Fix]:
+    """Return the fixes the new release's existing line carries beyond the ``candidate`` patches.
+
+    Example: retargeting 1.2.0 to 1.5.1 while ``patches/1.5.1`` carries fixes 1, 3 and 7.
+    Becomes: ``[fix 7]`` (1 and 3 are ported from 1.2.0); no line for the release: ``[]``.
+    """
+    root = request.patches_dir.parent
+    try:
+        line = lines.line_for_version(root, request.version)
+    except OverlayError:
+        return []
+    return [fix for fix in fixes.carried_by(line) if fix.patch not in candidate]
+
+
 def measure_patched(
     candidate: Series,
     plans: Sequence[TextPlan],
@@ -152,7 +168,9 @@ def measure_patched(
         runs["old"] = behaviour.assemble(
             old_version, stock.sides["old stock"], patched["old patched"]
         )
-        moves = case_moves(runs["old"], runs["new"])
+        moves = case_moves(
+            runs["old"], runs["new"], own_fixes(request, {p.name for p in candidate.patches})
+        )
     regressions = behaviour.regressions_of(runs["new"])
     found = dict(stock.found)
     with clock.step("upstream tests"):

@@ -7,6 +7,7 @@ whether ``overlay.runtime`` (written for the pinned release) still applies.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from packaging.version import Version
@@ -15,14 +16,19 @@ from overlay import fixes
 from overlay.equivalence import corpus
 from overlay.equivalence.protocol import ItemResult
 from overlay.equivalence.verdict import compare
-from overlay.fixes import DiffOnly
+from overlay.fixes import DiffOnly, Effect, Fix
 from overlay.upstream.behaviour import ReleaseRun, judge_case
 from overlay.upstream.facts import KEPT, CaseMove
 from overlay.upstream.verdicts import PatchVerdict
 
 
-def case_moves(old: ReleaseRun, new: ReleaseRun) -> list[CaseMove]:
-    """Compare the pinned patched build with the new one, case by case (pure)."""
+def case_moves(old: ReleaseRun, new: ReleaseRun, own_fixes: Sequence[Fix] = ()) -> list[CaseMove]:
+    """Compare the pinned patched build with the new one, case by case (pure).
+
+    ``own_fixes``: the fixes the new release's existing line carries beyond the candidate.
+    A case right with the pinned build and not with the candidate is ``covered_by`` one of
+    them when it claims the case FIXED on the new release.
+    """
     moves = []
     for name in new.results["stock"]:
         if name not in old.results["stock"]:
@@ -30,8 +36,28 @@ def case_moves(old: ReleaseRun, new: ReleaseRun) -> list[CaseMove]:
         so, sn = old.results["stock"][name], new.results["stock"][name]
         po = old.results.get("patched", {}).get(name, so)
         pn = new.results.get("patched", {}).get(name, sn)
-        moves.append(_move(name, (so, po), (sn, pn), new.release))
+        move = _move(name, (so, po), (sn, pn), new.release)
+        if move.old_patched == "right" and move.new_patched != "right":
+            move = covered(move, new.release, own_fixes)
+        moves.append(move)
     return moves
+
+
+def covered(move: CaseMove, release: str, own_fixes: Sequence[Fix]) -> CaseMove:
+    """Name the line's own fix that fixes a case the candidate loses (none: unchanged).
+
+    Example: ``grid_warp_int8_vgf_int`` from 1.2.0 to 1.5.1: right on 1.2.0, its VGF lowering
+    fails with the ported series, and the 1.5.1 line carries fix 7, which claims it FIXED
+    there. Becomes: ``covered_by`` that patch, and the note says the line keeps it.
+    """
+    for fix, trigger in fixes.triggers_of(move.case, release):
+        if fix in own_fixes and trigger.effect is Effect.FIXED:
+            note = (
+                f"{move.note}; fixed on {release} by {fix.patch}, the {release} line's own fix"
+                " (not carried from the pinned line): the line keeps it"
+            )
+            return dataclasses.replace(move, note=note, covered_by=fix.patch)
+    return move
 
 
 def _move(

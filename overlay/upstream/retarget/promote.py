@@ -168,7 +168,11 @@ def _upstream_test(found: PatchBehaviourJson | None) -> str:
     run = f"stock {test.stock or ''} -> patched {test.patched}"
     stock = {t.state for t in test.stock_tests}
     patched = {t.state for t in test.patched_tests}
-    if stock == {TestState.FAILED} and patched == {TestState.PASSED}:
+    if (
+        TestState.FAILED in stock
+        and stock <= {TestState.FAILED, TestState.PASSED}
+        and patched == {TestState.PASSED}
+    ):
         return f"{run} (fails before, passes after)"
     verdict = (found.test_verdict or "").split(":", 1)[0]
     return f"{run} ({verdict})" if verdict else run
