@@ -91,9 +91,12 @@ def peer(scratch: Path, runtime_patch: str) -> float:
         check=True,
     )
     library = worker_library(scratch / "peer-library")  # overlay.runtime, as a worker has it
+    # The first import writes bytecode, as a user's does and as the build's import check
+    # does (the noxfile clears PYTHONDONTWRITEBYTECODE for the overlay and its children).
     env = {
         **os.environ,
         "PYTHONPATH": str(library),
+        "PYTHONDONTWRITEBYTECODE": "",
         lines.PATCHES_ENV: str(SERIES_DIR),
     }
     subprocess.run([python, "-c", PEER_IMPORT, runtime_patch, *ARM_MODULES], check=True, env=env)

@@ -174,6 +174,7 @@ def test_built_stamped_then_skipped_without_running_uv(
 ) -> None:
     log = tmp_path / "uv.log"
     monkeypatch.setenv("FAKE_UV_LOG", str(log))
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path / "no-python"))  # uv finds one
     said: list[str] = []
     wanted = contents(A, origin=ORIGIN)
     first = venvs.ensure_venv(
@@ -272,6 +273,20 @@ def test_recreate_keeps_the_interpreter_the_venv_was_made_from(tmp_path: Path) -
     (root / "pyvenv.cfg").write_text(f"home = {home}\nversion_info = 3.11.7\n")
     assert venvs._same_interpreter(root, "3.11") == str(home / "python3.11")
     assert venvs._same_interpreter(root, "3.12") == "3.12"
+
+
+def test_a_new_venv_is_made_from_the_running_python_when_it_is_the_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "base"
+    monkeypatch.setattr(sys, "base_prefix", str(base))
+    monkeypatch.setattr(sys, "version_info", (3, 11, 7, "final", 0))
+    assert venvs._running_interpreter("3.11") == "3.11"  # no such file: uv searches
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3.11").write_text("")
+    assert venvs._running_interpreter("3.11") == str(base / "bin" / "python3.11")
+    assert venvs._running_interpreter("3.12") == "3.12"
+    assert venvs._running_interpreter("3.1") == "3.1"
 
 
 # --- interrupted syncs -------------------------------------------------------------------
