@@ -244,7 +244,10 @@ def test_render_retarget_lists_each_patch() -> None:
         attempts=(PinAttempt({"torch": "2.13.0"}, True, "ok", 1.0, ORIGIN),),
         verdicts=(final_verdict(plan, found, "1.5.1"),),
         runtime_form="none",
-        moves=(),
+        moves=(
+            CaseMove("a", "right", "right", (), "patch", ""),
+            CaseMove("b", "right", "failed", ("graph",), "upstream change", "", "0007-x.patch"),
+        ),
         runs={},
         timings={"total": 12.0},
         worktree=None,
@@ -257,6 +260,8 @@ def test_render_retarget_lists_each_patch() -> None:
     assert "0001-fix  offset  carried  fails before, passes after" in text
     assert "a: stock failed, patched right [boom]" in text
     assert f"  tried torch 2.13.0: ok\n    from: {ORIGIN}\n" in text
+    assert "\n  b: covered by 0007-x.patch, the 1.5.1 line's own fix\n" in text
+    assert "a: covered" not in text
     assert "| `0001-fix` |" not in render_retarget_markdown(result)
     assert "| 0001-fix | offset | carried | fails before, passes after |" in (
         render_retarget_markdown(result)

@@ -165,6 +165,11 @@ def render_retarget(result: Retarget) -> str:
             for m in result.moves
         ]
         out += text_table(["case", result.old_version, result.version, "why", "changes"], rows)
+        out += [
+            f"  {m.case}: covered by {m.covered_by}, the {result.version} line's own fix"
+            for m in result.moves
+            if m.covered_by
+        ]
     out += ["", "time: " + ", ".join(f"{k} {v:.0f} s" for k, v in result.timings.items())]
     out.append(f"candidate: {result.candidate}")
     if result.resume:
