@@ -961,7 +961,15 @@ def test_a_malformed_journal_is_refused(change: dict[str, Any], where: str, expe
     data.update({k: v for k, v in change.items() if k != "step"})
     with pytest.raises(CodecError) as info:
         journal.Journal.from_json(json.dumps(data))
-    assert (info.value.where, info.value.expected) == (where, expected)
+    (value,) = {
+        **change.get("step", {}),
+        **{k: v for k, v in change.items() if k != "step"},
+    }.values()
+    assert (info.value.where, info.value.expected, info.value.found) == (
+        where,
+        expected,
+        repr(value),
+    )
 
 
 @pytest.mark.parametrize(
@@ -1035,6 +1043,7 @@ def test_fault_points_trace_and_fire_only_where_named(
     monkeypatch.setenv(journal.FAULT_ENV, "step 3/*:raise")  # step 3 of any count
     journal.fault_point("step 2/14")
     journal.fault_point("step 13/14")
+    journal.fault_point("step 30/40")  # "step 3/" is the prefix, not "step 3"
     with pytest.raises(OSError, match=r"after step 3/14$"):
         journal.fault_point("step 3/14")
     monkeypatch.setenv(journal.FAULT_ENV, "step 3/:raise")  # no star: an exact name
@@ -1564,6 +1573,21 @@ def test_a_recovery_counts_the_steps_that_had_run(tmp_path: Path) -> None:
     recovery = journal.recover(root, lambda op: journal.Direction.FORWARD)
     assert recovery is not None and (recovery.steps, recovery.done) == (4, 1)
     assert recovery.paths == ("pkg/n.py", "pkg/y.py", DIST)
+
+
+def test_a_recovery_names_the_fixes_of_the_interrupted_run(tmp_path: Path) -> None:
+    root = tiny_tree(tmp_path / "t")
+
+    def run() -> int:
+        journal.commit(
+            root, journal.Operation.APPLY, "d" * 64, tiny_changes(), fixes=("0003-b.patch",)
+        )
+        return 0
+
+    child = run_forked(run, {journal.FAULT_ENV: "step 2/4:kill"})
+    assert child.code == -signal.SIGKILL, child.output
+    recovery = journal.recover(root, lambda op: journal.Direction.BACK)
+    assert recovery is not None and recovery.fixes == ("0003-b.patch",)
 
 
 @pytest.mark.parametrize("owner", [(1, 0), (0, 1)])

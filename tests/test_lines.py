@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from overlay import lines
 from overlay.errors import SeriesError, UnsupportedReleaseError
@@ -336,10 +336,21 @@ def test_a_retarget_starts_from_the_newest_line_before_its_release(root: Path) -
     assert lines.line_before(root, names[-1]).name == names[-2]
     with pytest.raises(UnsupportedReleaseError) as older:
         lines.line_before(root, names[0])
-    assert older.value.found == names[0]
+    assert (older.value.message, older.value.expected, older.value.found, older.value.hint) == (
+        f"no release line older than executorch {names[0]}",
+        f"a line before {names[0]} among: {', '.join(names)}",
+        names[0],
+        "retarget to a release newer than the oldest line",
+    )
     with pytest.raises(UnsupportedReleaseError) as bad:
         lines.line_before(root, "not-a-version")
-    assert bad.value.expected == "a version such as 1.5.1"
+    assert (bad.value.message, bad.value.expected, bad.value.found, bad.value.hint) == (
+        "'not-a-version' is not an executorch release",
+        "a version such as 1.5.1",
+        "not-a-version",
+        "name a release published on PyPI",
+    )
+    assert isinstance(bad.value.__cause__, InvalidVersion)
 
 
 def test_the_checkout_retargets_151_from_120() -> None:
