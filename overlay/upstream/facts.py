@@ -282,3 +282,8 @@ class CaseMove:
     attribution: str  # "no change", "upstream change", "patch", "upstream change and patch"
     note: str
     covered_by: str = ""  # the existing target line's own patch that fixes a lost case
+
+    @property
+    def lost(self) -> bool:
+        """Return True when the case was right with the pinned build and is not now."""
+        return self.old_patched == "right" and self.new_patched != "right"

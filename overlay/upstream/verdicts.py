@@ -494,6 +494,6 @@ def readiness(
     if not behaviour_checked:
         problems.append("behaviour not checked (--no-behaviour): not promotable")
     for move in moves:
-        if move.new_patched != "right" and move.old_patched == "right" and not move.covered_by:
+        if move.lost and not move.covered_by:
             problems.append(f"{move.case}: right with the pinned build, {move.new_patched} now")
     return tuple(problems)

@@ -17,7 +17,7 @@ from overlay import fixes, lines
 from overlay.dist.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import release_venvs
 from overlay.equivalence import corpus
-from overlay.errors import OverlayError
+from overlay.errors import UnsupportedReleaseError
 from overlay.fixes import Fix
 from overlay.text.applier import encode
 from overlay.text.series import Series
@@ -121,7 +121,7 @@ def own_fixes(request: Request, candidate: Collection[str]) -> list[Fix]:
     root = request.patches_dir.parent
     try:
         line = lines.line_for_version(root, request.version)
-    except OverlayError:
+    except UnsupportedReleaseError:  # no line pinned to the release yet
         return []
     return [fix for fix in fixes.carried_by(line) if fix.patch not in candidate]
 

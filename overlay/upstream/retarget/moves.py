@@ -37,7 +37,7 @@ def case_moves(old: ReleaseRun, new: ReleaseRun, own_fixes: Sequence[Fix] = ()) 
         po = old.results.get("patched", {}).get(name, so)
         pn = new.results.get("patched", {}).get(name, sn)
         move = _move(name, (so, po), (sn, pn), new.release)
-        if move.old_patched == "right" and move.new_patched != "right":
+        if move.lost:
             move = covered(move, new.release, own_fixes)
         moves.append(move)
     return moves
