@@ -346,10 +346,8 @@ def _held(root: Path) -> Iterator[None]:
 
 def _execute(action: VenvAction, contents: Contents, root: Path, uv: str) -> Venv:
     """Mark the venv ``syncing``, then (re)create it if needed and sync it."""
-    if action is VenvAction.RECREATE:
-        interpreter = _same_interpreter(root, contents.python)
-    else:
-        interpreter = _running_interpreter(contents.python)
+    # read before the entries go: a recreated venv keeps the interpreter it was made from
+    kept = _same_interpreter(root, contents.python) if action is VenvAction.RECREATE else None
     root.mkdir(parents=True, exist_ok=True)
     write_stamp(root, Stamp(SyncState.SYNCING, contents.key, "", contents.origin))
     if action is VenvAction.RECREATE:
@@ -357,6 +355,7 @@ def _execute(action: VenvAction, contents: Contents, root: Path, uv: str) -> Ven
             if entry.name != STAMP_FILE:
                 _remove(entry)
     if not (root / "pyvenv.cfg").is_file():
+        interpreter = kept or _running_interpreter(contents.python)
         _uv(uv, ["venv", "--quiet", "--allow-existing", "--python", interpreter, str(root)], None)
     venv = find_venv(root)
     requirements = root / REQUIREMENTS_FILE
@@ -376,10 +375,7 @@ def _execute(action: VenvAction, contents: Contents, root: Path, uv: str) -> Ven
 
 def _same_interpreter(root: Path, version: str) -> str:
     """Return the interpreter the venv was made from when it runs ``version``, else ``version``."""
-    candidate = Path(pyvenv_config(root).get("home", "")) / f"python{version}"
-    if python_version(root) == version and candidate.is_file():
-        return str(candidate)
-    return version
+    return _python_in(Path(pyvenv_config(root).get("home", "")), python_version(root), version)
 
 
 def _running_interpreter(version: str) -> str:
@@ -389,10 +385,17 @@ def _running_interpreter(version: str) -> str:
     Becomes: ``/usr/bin/python3.11``, so uv skips its interpreter search (0.1 s of a cold
     build); for ``3.12`` it stays ``3.12``, and uv finds one.
     """
-    candidate = Path(sys.base_prefix) / "bin" / f"python{version}"
-    if f"{sys.version_info[0]}.{sys.version_info[1]}" == version and candidate.is_file():
-        return str(candidate)
-    return version
+    running = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return _python_in(Path(sys.base_prefix) / "bin", running, version)
+
+
+def _python_in(folder: Path, runs: str, version: str) -> str:
+    """Return ``folder``'s ``python<version>`` when ``folder`` runs ``version`` and has it.
+
+    Otherwise ``version`` itself, which uv resolves by searching for an interpreter.
+    """
+    candidate = folder / f"python{version}"
+    return str(candidate) if runs == version and candidate.is_file() else version
 
 
 def _remove(path: Path) -> None:
