@@ -242,7 +242,6 @@ def add_commands(add: common.Adder) -> None:
     sync = add("sync", cmd_sync, "make a venv exactly a line's lock, with the patched executorch")
     where = sync.add_mutually_exclusive_group(required=True)
     where.add_argument("--target", metavar="VENV", help="the venv to create or sync")
-    common.deprecated(where, "--venv", "--target", "target", metavar="VENV")
     where.add_argument(
         "--ready-in", metavar="DIR", help="sync the line's ready venv DIR/ready-<line>-py<X.Y>"
     )
