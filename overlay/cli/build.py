@@ -198,7 +198,7 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
         repair=ready_venv.repair_command(series, locked, env.root, env.python),
     )
     if args.json:
-        out(json_output.to_json(json_output.verify_report(found)).rstrip("\n"))
+        out(json_output.to_json(found).rstrip("\n"))
         return 0
     if found.lock:
         out(f"{found.locked} packages match {found.lock}")
