@@ -598,7 +598,7 @@ def test_the_mirror_finder_reads_fields_not_class_variables(tmp_path: Path) -> N
 # --- the docs name only what exists -------------------------------------------------------
 
 PATH_PREFIXES = ("overlay/", "patches/", "tests/", "docs/", "benchmarks/", ".ci/", ".github/")
-TOP_FILES = ("noxfile.py", "pyproject.toml", "README.md")
+TOP_FILES = ("noxfile.py", "pyproject.toml", "README.md", ".pre-commit-config.yaml")
 DOTTED = re.compile(r"(?<![\w./-])overlay(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 
 
