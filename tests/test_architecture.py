@@ -286,6 +286,23 @@ def test_module_basenames_are_unique() -> None:
 
 # --- layers: data -> engine -> runs -> cli (read from docs/architecture.md) ---------------
 
+
+def only_listed(found: set[str], listed: set[str], problem: str, listing: str) -> None:
+    """Fail on what ``found`` holds beyond ``listed``, and on entries of ``listed`` that are no
+    longer found (an allow-list only shrinks)."""
+    new = sorted(found - listed)
+    assert not new, f"{problem}:\n" + "\n".join(new)
+    gone = sorted(listed - found)
+    assert not gone, f"no longer found, remove from {listing}: {gone}"
+
+
+def planted(tmp_path: Path, source: str) -> Path:
+    """Return a module file holding ``source`` (a planted violation)."""
+    module = tmp_path / "m.py"
+    module.write_text(source, encoding="utf-8")
+    return module
+
+
 LAYER_ITEM = re.compile(r"^- \*\*(\w+)\*\*: (.+)$", re.MULTILINE)
 Layers = list[tuple[str, tuple[str, ...]]]
 
@@ -353,10 +370,12 @@ def test_every_module_is_in_exactly_one_layer() -> None:
 
 def test_imports_stay_in_their_layer_or_go_lower() -> None:
     found = layer_breaks(import_graph(packages=False), doc_layers())
-    new = sorted(found - KNOWN_LAYER_BREAKS)
-    assert not new, "imports of a higher layer:\n" + "\n".join(f"{a} -> {b}" for a, b in new)
-    gone = sorted(KNOWN_LAYER_BREAKS - found)
-    assert not gone, f"no longer imported: remove from KNOWN_LAYER_BREAKS: {gone}"
+    only_listed(
+        {f"{a} -> {b}" for a, b in found},
+        {f"{a} -> {b}" for a, b in KNOWN_LAYER_BREAKS},
+        "imports of a higher layer",
+        "KNOWN_LAYER_BREAKS",
+    )
 
 
 def test_fixes_import_nothing_from_equivalence() -> None:
@@ -429,12 +448,11 @@ def test_torch_is_imported_at_module_level_only_where_the_docs_say() -> None:
 
 
 def test_a_planted_torch_import_is_found(tmp_path: Path) -> None:
-    module = tmp_path / "m.py"
-    module.write_text(
+    module = planted(
+        tmp_path,
         "import torch.nn\nfrom executorch.exir import x\nfrom .torch import y\n"
         "class C:\n    import numpy\n"
         "def f():\n    import torchao\n    g = lambda: 0\n",
-        encoding="utf-8",
     )
     assert worker_imports(module) == ["torch.nn", "executorch.exir", "numpy"]
     graph = import_graph(at_import=True)
@@ -465,25 +483,25 @@ def prints_and_exits(path: Path) -> set[tuple[str, str]]:
 def test_only_the_cli_prints_or_exits() -> None:
     layers = doc_layers()
     found = {
-        (name, scope): what
+        f"{name}:{scope or '<module>'}"
         for name, path in modules().items()
         if layers[layer_of(name, layers)][0] != "cli"
-        for scope, what in prints_and_exits(path)
+        for scope, _ in prints_and_exits(path)
     }
-    wrong = sorted(f"{m}:{s or '<module>'}: {w}" for (m, s), w in found.items())
-    wrong = [w for w in wrong if tuple(w.split(":")[:2]) not in PROCESS_ENTRY_POINTS]
-    assert not wrong, "library code prints or exits (raise an OverlayError):\n" + "\n".join(wrong)
-    gone = sorted(set(PROCESS_ENTRY_POINTS) - set(found))
-    assert not gone, f"remove from PROCESS_ENTRY_POINTS: {gone}"
+    only_listed(
+        found,
+        {f"{name}:{scope}" for name, scope in PROCESS_ENTRY_POINTS},
+        "library code prints or exits (raise an OverlayError)",
+        "PROCESS_ENTRY_POINTS",
+    )
 
 
 def test_a_planted_print_or_exit_is_found(tmp_path: Path) -> None:
-    module = tmp_path / "m.py"
-    module.write_text(
+    module = planted(
+        tmp_path,
         "import os, sys\nprint('x')\n"
         "def f():\n    sys.stderr.write('x')\n    raise SystemExit(2)\n"
         "class C:\n    def g(self):\n        os._exit(1)\n",
-        encoding="utf-8",
     )
     assert prints_and_exits(module) == {
         ("", "print"),
@@ -512,15 +530,17 @@ def json_calls(path: Path) -> set[str]:
 
 def test_json_is_written_and_read_only_by_the_codec() -> None:
     found = {
-        (name, scope)
+        f"{name}:{scope or '<module>'}"
         for name, path in modules().items()
         if name != "overlay.codec"
         for scope in json_calls(path)
     }
-    wrong = sorted(f"{m}:{s or '<module>'}" for m, s in found - set(JSON_OUTSIDE_THE_CODEC))
-    assert not wrong, "json outside overlay/codec.py (use codec.dumps/loads):\n" + "\n".join(wrong)
-    gone = sorted(set(JSON_OUTSIDE_THE_CODEC) - found)
-    assert not gone, f"remove from JSON_OUTSIDE_THE_CODEC: {gone}"
+    only_listed(
+        found,
+        {f"{name}:{scope}" for name, scope in JSON_OUTSIDE_THE_CODEC},
+        "json outside overlay/codec.py (use codec.dumps/loads)",
+        "JSON_OUTSIDE_THE_CODEC",
+    )
 
 
 def dataclass_fields(name: str, path: Path) -> dict[str, frozenset[str]]:
@@ -568,14 +588,13 @@ def test_no_dataclass_mirrors_another() -> None:
 
 
 def test_a_planted_json_mirror_is_found(tmp_path: Path) -> None:
-    module = tmp_path / "m.py"
-    module.write_text(
+    module = planted(
+        tmp_path,
         "from dataclasses import dataclass\n\n"
         "@dataclass(frozen=True)\nclass InstallReportJson:\n    version: str\n\n"
         "@dataclasses.dataclass\nclass Found:\n"
         "    version: str\n    site: str\n    files: dict[str, str]\n    modules: tuple[str, ...]\n"
         "    lock: str | None\n    locked: int\n    unlocked: tuple[str, ...]\n",
-        encoding="utf-8",
     )
     classes = {**overlay_dataclasses(), **dataclass_fields("planted", module)}
     found = mirrors(classes)
@@ -584,12 +603,11 @@ def test_a_planted_json_mirror_is_found(tmp_path: Path) -> None:
 
 
 def test_the_mirror_finder_reads_fields_not_class_variables(tmp_path: Path) -> None:
-    module = tmp_path / "m.py"
-    module.write_text(
+    module = planted(
+        tmp_path,
         "import dataclasses\nfrom typing import ClassVar\n\n"
         "@dataclasses.dataclass\nclass A:\n    KIND: ClassVar[str] = 'a'\n    x: int\n    y: int\n"
         "    def f(self) -> int:\n        z: int = 1\n        return z\n",
-        encoding="utf-8",
     )
     assert dataclass_fields("m", module) == {"m.A": frozenset({"x", "y"})}
     assert mirrors({"a.A": frozenset({"x"}), "b.B": frozenset({"x"})}) == []  # one field
