@@ -35,8 +35,13 @@ NAME_TRAILER = "Overlay-Patch: "
 
 @dataclass(frozen=True)
 class Regenerated:
-    """What ``regenerate`` wrote (with ``dry_run``: would write)."""
+    """What ``regenerate`` wrote into the series folder ``patches`` (``dry_run``: would write).
 
+    ``regenerate --json`` prints it.
+    """
+
+    patches: Path
+    dry_run: bool
     written: tuple[str, ...]
     removed: tuple[str, ...]
     unchanged: tuple[str, ...]
@@ -196,4 +201,4 @@ def _write_patches(
     for name in removed:
         if not dry_run:
             (patches_dir / name).unlink()
-    return Regenerated(tuple(written), tuple(removed), tuple(unchanged))
+    return Regenerated(patches_dir, dry_run, tuple(written), tuple(removed), tuple(unchanged))

@@ -32,7 +32,7 @@ from overlay.dist.wheelzip import write_files
 from overlay.envs.verify_install import check_installed
 from overlay.errors import InstallCheckError, OverlayError
 from overlay.lines.pins import WheelPin
-from overlay.target import journal, state, transaction
+from overlay.target import deps, journal, state, transaction
 from overlay.text.series import Series, load_series
 
 from scaffold import make_diff, make_tree, patch_text, run_forked, snapshot, unowned, write_series
@@ -511,8 +511,9 @@ def test_json_reports_of_apply_revert_and_dry_runs_are_typed(
     dry = report(json_output.CheckReport, "apply", "--fix", "1", "--dry-run")
     assert (dry.changes_due, dry.would_change, dry.reverse) == (True, (repo_path(0),), False)
     assert dry.plan is not None and (dry.plan.fixes, dry.plan.after) == ((1,), (1,))
-    assert dry.plan.deps == json_output.DepsReport(("torch==2.11.*",), None)
+    assert dry.plan.deps == deps.DepsCheck(("torch==2.11.*",), None)
     assert dry.plan.line.name == "1.2.0" and dry.plan.line.reason == f"--patches {env.patches}"
+    assert dry.plan.line.directory == env.patches  # a path, written as text
     done = report(json_output.ApplyReport, "apply")
     assert done.changed == tuple(repo_path(i) for i in range(N)) and done.recovered is None
     meta = done.plan.dist_info

@@ -42,10 +42,6 @@ def _line(
     return load_series(chosen.directory), chosen
 
 
-def _line_info(chosen: line_choice.Chosen) -> json_output.LineInfo:
-    return json_output.LineInfo(chosen.name, str(chosen.directory), chosen.reason)
-
-
 def _fix_state(number: int, status: Status | None) -> str | None:
     if status is None or status.files == {}:
         return None
@@ -94,7 +90,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             status.state if status else None,
             status.summary if status else None,
             tuple(json_output.FileStatus(p, s) for p, s in status.files.items()) if status else (),
-            _line_info(chosen),
+            chosen,
             tuple(sorted(status.applied)) if status else (),
             tuple(sorted(recorded)) if recorded is not None else None,
             status.complete if status else False,
@@ -147,13 +143,13 @@ def _details(
 ) -> json_output.PlanDetails:
     meta = plan.metadata
     return json_output.PlanDetails(
-        _line_info(chosen),
+        chosen,
         tuple(sorted(plan.chosen)),
         tuple(sorted(plan.before)),
         tuple(sorted(plan.after)),
         len(plan.bytecode),
         json_output.DistInfoChange(meta.dist_info, meta.to, meta.version) if meta else None,
-        json_output.DepsReport(checked.checked, checked.skipped) if checked else None,
+        checked,
     )
 
 

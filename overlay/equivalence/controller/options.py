@@ -91,7 +91,7 @@ class Options(RunChoices):
 
     @property
     def log_dir(self) -> Path:
-        """Return the folder for worker logs and the worker's package copy."""
+        """Return the folder for the workers' logs (they run there)."""
         return self.out_dir / "equivalence-logs"
 
     @property

@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from overlay import fixes
@@ -74,19 +74,6 @@ class Answers:
 class _Task:
     item: ItemId
     attribution: bool = False
-
-
-@dataclass
-class _Counts:
-    """A path's statistics while the run goes (see :class:`PathStats`)."""
-
-    workers: int = 0
-    start_seconds: float = 0.0
-    ran: int = 0
-    cached: int = 0
-    attribution_runs: int = 0
-    attribution_cached: int = 0
-    busy_seconds: float = 0.0
 
 
 def candidates(item: ItemId, carried: Sequence[int]) -> list[int]:
@@ -167,11 +154,16 @@ class _Board:
         default_factory=lambda: {p: {} for p in PATHS}
     )
     attribution: dict[ItemId, int | None] = field(default_factory=dict)
-    counts: dict[PathId, _Counts] = field(default_factory=lambda: {p: _Counts() for p in PATHS})
+    counts: dict[PathId, PathStats] = field(default_factory=lambda: {p: PathStats() for p in PATHS})
     queues: dict[PathId, deque[_Task]] = field(default_factory=lambda: {p: deque() for p in PATHS})
     open: dict[PathId, int] = field(default_factory=lambda: dict.fromkeys(PATHS, 0))
     judged: set[ItemId] = field(default_factory=set)  # items whose attribution was decided
     failure: BaseException | None = None
+
+    def count(self, path: PathId, **more: float) -> None:
+        """Add ``more`` (field: amount) to a path's statistics."""
+        now = self.counts[path]
+        self.counts[path] = replace(now, **{k: getattr(now, k) + v for k, v in more.items()})
 
     def finished(self, path: PathId) -> bool:
         """Return True when no task is queued for ``path`` and none can come (lock held)."""
@@ -241,7 +233,7 @@ class Pool:
                 result = self.cache.result(path, infos[item])
                 if result is not None:
                     board.results[path][item] = result
-                    board.counts[path].cached += 1
+                    board.count(path, cached=1)
                 else:
                     board.queues[path].append(_Task(item))
                     board.open[path] += 1
@@ -262,7 +254,7 @@ class Pool:
         return Answers(
             results=board.results,
             attribution=board.attribution,
-            stats={p: PathStats(**vars(board.counts[p])) for p in PATHS},
+            stats=dict(board.counts),
             inits={p: started.get(p) or self.cache.init(p) for p in PATHS},
         )
 
@@ -277,8 +269,7 @@ class Pool:
         slots = [Slot(self.plans[p], self.settings, i) for p in PATHS for i in range(counts[p])]
         if spare is not None and counts[PathId.STOCK]:
             slots[0] = spare  # (a) comes first
-            self.board.counts[PathId.STOCK].workers += 1
-            self.board.counts[PathId.STOCK].start_seconds += spare.start_seconds
+            self.board.count(PathId.STOCK, workers=1, start_seconds=spare.start_seconds)
         return slots
 
     def _drive(self, slots: list[Slot]) -> None:
@@ -318,8 +309,7 @@ class Pool:
         before = slot.start_seconds
         self.cache.put_init(path, slot.start())
         with board.cond:
-            board.counts[path].workers += 1
-            board.counts[path].start_seconds += slot.start_seconds - before
+            board.count(path, workers=1, start_seconds=slot.start_seconds - before)
 
     def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...]) -> ItemResult:
         """Run one request on the slot's worker and store its result in the cache."""
@@ -337,8 +327,7 @@ class Pool:
         with board.cond:
             board.results[path][item] = result
             board.open[path] -= 1
-            board.counts[path].ran += 1
-            board.counts[path].busy_seconds += result.seconds
+            board.count(path, ran=1, busy_seconds=result.seconds)
             self.progress(Event(EventKind.DONE, path, item))
             self._after(item)
             board.cond.notify_all()
@@ -369,7 +358,7 @@ class Pool:
             if single is None and slot is not None:
                 single = self._single(slot, item, number)
             elif slot is None:
-                board.counts[PathId.STOCK].attribution_cached += 1
+                board.count(PathId.STOCK, attribution_cached=1)
             if single is not None and not compare(single, target):
                 found = number
                 break
@@ -386,7 +375,6 @@ class Pool:
             self.progress(Event(EventKind.RUN, PathId.STOCK, item))
         single = self._execute(slot, item, (number,))
         with board.cond:
-            board.counts[PathId.STOCK].attribution_runs += 1
-            board.counts[PathId.STOCK].busy_seconds += single.seconds
+            board.count(PathId.STOCK, attribution_runs=1, busy_seconds=single.seconds)
             self.progress(Event(EventKind.DONE, PathId.STOCK, item))
         return single

@@ -4,8 +4,8 @@
 :func:`render_json` encodes a :class:`~overlay.equivalence.controller.outcome.Report` with
 :func:`overlay.codec.encode`, :func:`load` decodes one strictly (a missing, unknown or
 mistyped field is refused) and decides every verdict again from the stored results, and
-:func:`schema` derives the JSON Schema committed beside this module
-(``report.schema.json``; ``python -m overlay report-schema`` prints it).
+:func:`schema` derives its JSON Schema (``python -m overlay report-schema`` prints it; no
+copy is kept).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from overlay.fixes import DeclaredDivergence
 
 REPORT_SCHEMA: Final = 4  # 4: a typed document (shards as objects); 3: targets, findings
 TOOL: Final = "executorch-arm-overlay"
-SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 
 
 @dataclass(frozen=True)
@@ -247,8 +246,3 @@ def load(path: Path) -> Report:
 def schema() -> dict[str, JsonValue]:
     """Return the JSON Schema of ``equivalence.json`` (derived from :class:`ReportDocument`)."""
     return codec.schema(ReportDocument, title="equivalence.json")
-
-
-def render_schema() -> str:
-    """Return the JSON Schema as the text committed beside this module."""
-    return json.dumps(schema(), indent=2, sort_keys=True) + "\n"
