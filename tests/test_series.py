@@ -114,10 +114,27 @@ def test_series_file_rejects_paths(tmp_path: Path) -> None:
     (tmp_path / "series").write_text("../outside.patch\n")
     with pytest.raises(UnsafePatchError, match="not a plain file name"):
         load_series(tmp_path)
-    (tmp_path / "series").write_text("a.patch\na.patch\n")
+    (tmp_path / "series").write_text("0001-a.patch\n0001-a.patch\n")
     with pytest.raises(SeriesError, match="twice") as info:
         load_series(tmp_path)
     assert type(info.value) is SeriesError
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        ("a.patch", "series entry 'a.patch' is not named after its fix"),
+        ("1-a.patch", "series entry '1-a.patch' is not named after its fix"),
+        ("0001.patch", "series entry '0001.patch' is not named after its fix"),
+        ("0001-a.diff", "series entry '0001-a.diff' is not named after its fix"),
+        ("0001-a.patch\n0001-b.patch", "series lists two patches of fix 1"),
+    ],
+)
+def test_a_patch_is_named_after_its_fix_number(tmp_path: Path, names: str, message: str) -> None:
+    (tmp_path / "series").write_text(names + "\n")
+    with pytest.raises(SeriesError) as info:
+        read_series_names(tmp_path)
+    assert info.value.message == message
 
 
 def test_registry_and_series_name_the_same_fixes(series: Series) -> None:
