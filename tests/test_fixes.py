@@ -1,6 +1,6 @@
 """The fix registry: discovery, lookups, claims per release, validation against the lines.
 
-The toy fix (number 99) (tests/toy_fixes) joins the four real ones: the registry, the claim
+The toy fix (number 99) (tests/toy_fixes) joins the real ones: the registry, the claim
 listing and the docs table pick it up from its module and its line folders alone.
 """
 
@@ -40,9 +40,11 @@ from overlay.fixes.model import (
     RuntimeForm,
     Trigger,
 )
+from overlay.lines import evidence
 from overlay.text.series import load_series
 
 ROOT = Path(__file__).resolve().parent.parent
+NO_EVIDENCE = evidence.LineEvidence(1, "", "", "", ())
 DOCS = ROOT / "docs" / "fixes.md"
 P = Stage.PROBE
 
@@ -68,8 +70,19 @@ def _module(name: str, fix: Fix | None) -> ModuleType:
 # --- discovery -----------------------------------------------------------------------------
 
 
+def _line_numbers() -> set[int]:
+    """Every fix number a line's series or evidence names (carried, ported or dropped)."""
+    found = set()
+    for line in lines.all_lines(ROOT / "patches"):
+        found |= {p.number for p in load_series(line.directory).patches}
+        found |= {int(p.patch[:4]) for p in (evidence.load(line.directory) or NO_EVIDENCE).patches}
+    return found
+
+
 def test_the_registry_is_discovered_one_module_per_fix() -> None:
-    assert [f.number for f in fixes.FIXES] == [1, 2, 3, 4, 5, 6, 7]
+    modules = sorted((ROOT / "overlay" / "fixes").glob("f[0-9][0-9][0-9][0-9]_*.py"))
+    assert [f.number for f in fixes.FIXES] == [int(m.name[1:5]) for m in modules]
+    assert {f.number for f in fixes.FIXES} == _line_numbers()  # each fix is some line's
     assert fixes.REGISTRY.fixes is fixes.FIXES
     assert fixes.discover().fixes == fixes.FIXES  # the same module objects, found again
     for fix in fixes.FIXES:
@@ -114,7 +127,7 @@ def test_from_modules_checks_names_numbers_and_uniqueness() -> None:
         with pytest.raises(OverlayError, match=message):
             fixes.from_modules(modules)
     numbers = [f.number for f in fixes.from_modules([toy, *reversed(_real_modules())]).fixes]
-    assert numbers == [1, 2, 3, 4, 5, 6, 7, 99]  # ascending, whatever the order given
+    assert numbers == [*(f.number for f in fixes.FIXES), 99]  # ascending, whatever the order
 
 
 # --- lookups and claims --------------------------------------------------------------------
@@ -125,7 +138,9 @@ def test_lookups_by_number_and_patch() -> None:
     assert registry.by_number(99).title == "the answer is 42"
     assert registry.by_patch("0099-toy-answer-is-42") is registry.by_number(99)
     assert registry.by_patch("0099-toy-answer-is-42.patch") is registry.by_number(99)
-    assert registry.by_patch("0005-other.patch") is None
+    assert registry.by_patch("0099-renamed-on-another-line.patch") is registry.by_number(99)
+    assert registry.by_patch("0098-other.patch") is None
+    assert registry.by_patch("other.patch") is None
     with pytest.raises(OverlayError) as info:
         registry.by_number(8)
     assert (info.value.found, info.value.expected) == ("8", "1, 2, 3, 4, 5, 6, 7, 99")
@@ -202,8 +217,9 @@ def test_carried_by_reads_the_series(tmp_path: Path) -> None:
     root = toy_fix.write_lines(tmp_path)
     (nine, ten) = lines.all_lines(root)
     assert [f.number for f in registry.carried_by(nine)] == [99]
-    real = lines.line_named(ROOT / "patches", "1.2.0")
-    assert [f.number for f in registry.carried_by(real)] == [1, 2, 3, 4, 5, 6]
+    for real in lines.all_lines(ROOT / "patches"):
+        numbers = [p.number for p in load_series(real.directory).patches]
+        assert [f.number for f in registry.carried_by(real)] == numbers
     (root / "9.9.0" / "series").write_text("0004-x.patch\n0042-unknown.patch\n", encoding="utf-8")
     with pytest.raises(OverlayError) as info:
         registry.carried_by(nine)
@@ -314,10 +330,12 @@ def _replacement(build: Callable[..., object]) -> ast.FunctionDef:
 
 
 def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
-    built = [
-        f for fix in _toy_registry().fixes for line in fix.runtime for f in fix.runtime_forms(line)
-    ]
-    assert len(built) == 11  # 1.2.0: fixes 1-5 one each, fix 6 two; 1.5.1: 1, 3, 7; the toy
+    registry = _toy_registry()
+    built = [f for fix in registry.fixes for line in fix.runtime for f in fix.runtime_forms(line)]
+    for line in lines.all_lines(ROOT / "patches"):  # every carried fix has its forms here
+        for fix in registry.carried_by(line):
+            assert set(fix.runtime_forms(line.name)) <= set(built)
+            assert fix.runtime_forms(line.name) or isinstance(fix.runtime[line.name], DiffOnly)
     for form in built:
         replacement = _replacement(form.build)
         doc = ast.get_docstring(replacement) or ""

@@ -93,11 +93,9 @@ class Registry:
         )
 
     def by_patch(self, name: str) -> Fix | None:
-        """Return the fix whose patch is ``name`` (with or without ``.patch``), if any."""
-        for fix in self.fixes:
-            if name in (fix.patch, fix.stem):
-                return fix
-        return None
+        """Return the fix patch file ``name`` carries (its number; ``.patch`` optional), if any."""
+        number = patch_number(name.removesuffix(".patch") + ".patch")
+        return next((fix for fix in self.fixes if fix.number == number), None)
 
     def triggers_of(self, case: str, version: str | None = None) -> list[tuple[Fix, Trigger]]:
         """Return every (fix, trigger) that names corpus case ``case`` (claimed for ``version``)."""
