@@ -131,20 +131,22 @@ def test_series_file_rejects_paths(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("names", "message"),
+    ("names", "found"),
     [
-        ("a.patch", "series entry 'a.patch' is not named after its fix"),
-        ("1-a.patch", "series entry '1-a.patch' is not named after its fix"),
-        ("0001.patch", "series entry '0001.patch' is not named after its fix"),
-        ("0001-a.diff", "series entry '0001-a.diff' is not named after its fix"),
-        ("0001-a.patch\n0001-b.patch", "series lists two patches of fix 1"),
+        ("a.patch", "a.patch"),
+        ("1-a.patch", "1-a.patch"),
+        ("0001.patch", "0001.patch"),
+        ("0001-a.diff", "0001-a.diff"),
+        ("0001-a.patch\n0002-b.patch\n0001-b.patch", "0001-a.patch, 0001-b.patch"),
     ],
 )
-def test_a_patch_is_named_after_its_fix_number(tmp_path: Path, names: str, message: str) -> None:
+def test_a_patch_is_named_after_a_fix_of_its_own(tmp_path: Path, names: str, found: str) -> None:
     (tmp_path / "series").write_text(names + "\n")
     with pytest.raises(SeriesError) as info:
         read_series_names(tmp_path)
-    assert info.value.message == message
+    entry = names.rsplit("\n", 1)[-1]
+    assert info.value.message == f"series entry {entry!r} is not named after a fix of its own"
+    assert info.value.found == found
 
 
 def test_registry_and_series_name_the_same_fixes(series: Series) -> None:

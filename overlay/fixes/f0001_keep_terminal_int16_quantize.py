@@ -6,15 +6,7 @@ from functools import partial
 from typing import Any
 
 from overlay.equivalence.protocol import ItemId, ItemKind
-from overlay.fixes.model import (
-    Effect,
-    Fix,
-    Probe,
-    RuntimeForm,
-    Trigger,
-    UpstreamNote,
-    improvements,
-)
+from overlay.fixes.model import Effect, Fix, Probe, RuntimeForm, Trigger, UpstreamNote, improvements
 
 
 def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
@@ -211,11 +203,7 @@ def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
 
 
 def foldable_add(dtype: str, *, dequantize: bool) -> bool:
-    """Probe ``is_foldable`` on an annotated add -> ``dtype`` quantize (-> dequantize) -> output.
-
-    Example: ``foldable_add("int16", dequantize=False)``: the int16 quantize ends the graph.
-    Becomes: what ``FoldAndAnnotateQParamsPass.is_foldable`` says of the add on this path.
-    """
+    """Probe ``is_foldable`` on an annotated add -> ``dtype`` quantize (-> dequantize) -> output."""
     import torch
     from executorch.backends.arm._passes.fold_qdq_with_annotated_qparams_pass import (
         FoldAndAnnotateQParamsPass,

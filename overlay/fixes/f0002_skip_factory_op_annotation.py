@@ -52,11 +52,7 @@ def factory_op_output() -> tuple[Any, tuple[Any, ...]]:
 
 
 def quant_properties(target: str) -> Any:
-    """Probe ``get_quant_properties`` on one node (``full`` or ``add``) under a8w8.
-
-    Example: ``quant_properties("full")``: an ``aten.full`` node of a small FX graph.
-    Becomes: the dtype and qspec kind of its quantized inputs and output (None: none).
-    """
+    """Probe ``get_quant_properties`` on ``aten.full`` or ``aten.add`` under a8w8 (None: none)."""
     import torch
     from executorch.backends.arm.quantizer import get_symmetric_quantization_config
     from executorch.backends.arm.quantizer import quantization_annotator as annotator

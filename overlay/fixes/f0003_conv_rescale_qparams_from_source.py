@@ -163,11 +163,7 @@ def conv_relu_cat() -> tuple[Any, tuple[Any, ...]]:
 
 
 def rewrite_conv(groups: int, *, transposed: bool) -> Any:
-    """Probe ``RewriteConvPass`` on a float (transposed) conv given to the pass directly.
-
-    Example: ``rewrite_conv(2, transposed=True)``: a grouped ConvTranspose2d.
-    Becomes: the graph the pass leaves (compared as its canonical text), or its error.
-    """
+    """Probe ``RewriteConvPass`` on a float (transposed) conv: the graph it leaves."""
     import torch
     from executorch.backends.arm._passes.rewrite_conv_pass import RewriteConvPass
     from executorch.backends.arm.tosa.specification import (

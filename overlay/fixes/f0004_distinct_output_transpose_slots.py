@@ -86,11 +86,7 @@ def equal_constants() -> tuple[Any, tuple[Any, ...]]:
 
 
 def output_transposes(*, duplicated: bool) -> Any:
-    """Probe ``insert_input_transpose`` on an output tuple holding one node (twice).
-
-    Example: ``output_transposes(duplicated=True)``: the output is ``(x, x)``.
-    Becomes: the graph after the transpose insertion (compared as its canonical text).
-    """
+    """Probe ``insert_input_transpose`` on an output tuple holding one node (twice)."""
     import torch
     from executorch.backends.arm._passes.to_tosa_memory_format_pass import (
         ToTosaMemoryFormatPass,

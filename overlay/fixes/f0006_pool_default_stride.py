@@ -6,15 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind
-from overlay.fixes.model import (
-    Case,
-    Effect,
-    Fix,
-    RuntimeForm,
-    Trigger,
-    UpstreamNote,
-    improvements,
-)
+from overlay.fixes.model import Case, Effect, Fix, RuntimeForm, Trigger, UpstreamNote, improvements
 
 SUPPORT = "backends/arm/operator_support/pool_2d_support.py"
 DECOMPOSE = "backends/arm/_passes/decompose_maxpool2d_with_dilation_pass.py"

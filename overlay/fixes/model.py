@@ -225,11 +225,6 @@ class Fix:
         return self.patch.removesuffix(".patch")
 
     @property
-    def prefix(self) -> str:
-        """Return the ``NNNN-`` prefix a line's series names this fix's patch by."""
-        return f"{self.number:04d}-"
-
-    @property
     def triggers(self) -> tuple[Trigger, ...]:
         """Return every claim, each with the release it was measured on."""
         return tuple(

@@ -68,18 +68,12 @@ def read_series_names(directory: Path) -> list[str]:
         if entry in names:
             raise SeriesError(f"series lists {entry} twice", hint="remove the duplicate line")
         number = patch_number(entry)
-        if number is None:
+        if number is None or number in map(patch_number, names):
             raise SeriesError(
-                f"series entry {entry!r} is not named after its fix",
-                expected="NNNN-<slug>.patch, NNNN the fix number (0007-vgf-grid-sampler.patch)",
-                found=entry,
-                hint="rename the patch after the fix it carries (overlay/fixes/fNNNN_<slug>.py)",
-            )
-        if number in map(patch_number, names):
-            raise SeriesError(
-                f"series lists two patches of fix {number}",
-                found=f"{next(n for n in names if patch_number(n) == number)}, {entry}",
-                hint="one patch per fix: merge them",
+                f"series entry {entry!r} is not named after a fix of its own",
+                expected="NNNN-<slug>.patch, NNNN the number of the one fix it carries",
+                found=", ".join(n for n in [*names, entry] if patch_number(n) == number) or entry,
+                hint="name the patch after its fix (overlay/fixes/fNNNN_<slug>.py), one per fix",
             )
         names.append(entry)
     return names

@@ -192,11 +192,6 @@ class Status:
         return self.record.state
 
     @property
-    def metadata_series(self) -> str | None:
-        """Return the series digest the dist-info's provenance names."""
-        return self.record.series_digest
-
-    @property
     def complete(self) -> bool:
         """Return True when files and dist-info both say: every fix of this series."""
         return self.problem() is None

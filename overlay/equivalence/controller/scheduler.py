@@ -103,8 +103,7 @@ def candidates(item: ItemId, carried: Sequence[int]) -> list[int]:
 
 def carried_fixes(patches_dir: Path) -> tuple[int, ...]:
     """Return the numbers of the fixes the series in ``patches_dir`` carries, in series order."""
-    found = (fixes.by_patch(p.name) for p in load_series(patches_dir).patches)
-    return tuple(fix.number for fix in found if fix is not None)
+    return tuple(p.number for p in load_series(patches_dir).patches)
 
 
 def case_timeout(info: Info) -> float | None:
