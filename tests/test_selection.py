@@ -141,7 +141,4 @@ def test_describe_names_fixes_by_number(tmp_path: Path) -> None:
     assert selection.describe(series, {7, 1}) == "fixes 1, 7"
     assert selection.describe(series, {7, 4, 1}) == "all 3 fixes"
     assert selection.describe(series, set()) == "no fix"
-    assert series.touching("backends/a.py") == {1, 4, 7}
-    assert [p.name for p in series.of({7})] == ["0007-fix-7.patch"]
-    assert series.numbers_of(["0007-fix-7.patch", "0002-fix-2.patch"]) == {7}
     assert selection.fix_name("0012-a-2-b.patch") == "a-2-b"  # only the leading number goes

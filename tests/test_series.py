@@ -47,6 +47,24 @@ def test_every_line_lists_its_fixes_by_ascending_number(line: lines.Line) -> Non
         assert patch.header["Forwarded"] and patch.header["Last-Update"]
 
 
+def test_a_series_names_its_fixes_by_patch_number(tmp_path: Path) -> None:
+    old = {p: "".join(f"{p[-4]}{i} = {i}\n" for i in range(9)) for p in ("x/a.py", "x/b.py")}
+    patches = {
+        "0002-a.patch": patch_text("A", make_diff("x/a.py", old["x/a.py"], "a\n")),
+        "0010-b.patch": patch_text("B", make_diff("x/b.py", old["x/b.py"], "b\n")),
+        "0003-ab.patch": patch_text(
+            "AB", make_diff("x/a.py", "a\n", "A\n") + make_diff("x/b.py", "b\n", "B\n")
+        ),
+    }
+    series = write_series(tmp_path, patches, {p: t.encode() for p, t in old.items()})
+    assert [p.number for p in series.patches] == [2, 10, 3]  # series order, not sorted
+    assert series.numbers == {2, 3, 10}
+    assert [p.name for p in series.of({3, 2})] == ["0002-a.patch", "0003-ab.patch"]
+    assert series.of(set()) == ()
+    assert series.touching("x/a.py") == {2, 3} and series.touching("x/c.py") == set()
+    assert series.numbers_of(["0010-b.patch", "0004-gone.patch", "0003-ab.patch"]) == {3, 10}
+
+
 def test_no_patch_is_stored_twice() -> None:
     """One copy of each patch: the tests read patches/, no fixture copies it."""
     root = PATCHES.parent.parent

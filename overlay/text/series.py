@@ -13,7 +13,7 @@ from unidiff.patch import PatchedFile, PatchSet
 
 from overlay.errors import SeriesError, UnsafePatchError
 from overlay.lines import pins as pins_module
-from overlay.lines.listing import patch_number, read_series_names, read_text
+from overlay.lines.listing import read_series_names, read_text
 from overlay.lines.pins import Pins
 
 CHECKSUMS_FILE = "SHA256SUMS"
@@ -36,10 +36,11 @@ class Patch:
 
     @property
     def number(self) -> int:
-        """Return the number of the fix it carries: its name's prefix (``0007-x.patch``: 7)."""
-        number = patch_number(self.name)
-        assert number is not None, f"{self.name} is not in a loaded series"
-        return number
+        """Return the number of the fix it carries: its name's prefix (``0007-x.patch``: 7).
+
+        A series file lists only names of that form (:func:`read_series_names` checks).
+        """
+        return int(self.name[:4])
 
     @property
     def text(self) -> str:
