@@ -31,9 +31,12 @@ REASONS = ("long because", "longer than", "over 500 lines")  # or a line startin
 KNOWN_LAYER_BREAKS = {
     ("overlay.fixes.model", "overlay.equivalence.protocol"),
     ("overlay.fixes.f0001_keep_terminal_int16_quantize", "overlay.equivalence.protocol"),
+    ("overlay.fixes.f0002_skip_factory_op_annotation", "overlay.equivalence.protocol"),
     ("overlay.fixes.f0003_conv_rescale_qparams_from_source", "overlay.equivalence.protocol"),
+    ("overlay.fixes.f0004_distinct_output_transpose_slots", "overlay.equivalence.protocol"),
     ("overlay.fixes.f0005_int16_table_negative_rshift", "overlay.equivalence.protocol"),
     ("overlay.fixes.f0006_pool_default_stride", "overlay.equivalence.protocol"),
+    ("overlay.fixes.f0007_vgf_grid_sampler_needs_fp", "overlay.equivalence.protocol"),
 }
 # What only a worker process (or another environment's Python) may import at module level.
 WORKER_PACKAGES = frozenset(
@@ -43,7 +46,6 @@ WORKER_PACKAGES = frozenset(
 TORCH_HOMES = (
     "overlay.equivalence.worker",
     "overlay.equivalence.corpus.models",
-    "overlay.equivalence.corpus.probes",
     "overlay.equivalence.corpus.zoo",
 )
 # Prints and exits outside the CLI: (module, function) -> why it is not library output.

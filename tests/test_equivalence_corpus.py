@@ -61,16 +61,23 @@ def _builder_keys(module: str, table: str) -> set[str]:
 def test_every_case_has_exactly_one_builder() -> None:
     core = _builder_keys("models.py", "BUILDERS")
     networks = _builder_keys("zoo.py", "NETWORKS")
-    assert core == {c.name for c in corpus.CASES}
+    assert not core & set(corpus.FIX_CASES)  # a fix's own case is built by its module
+    assert core | set(corpus.FIX_CASES) == {c.name for c in corpus.CASES}
     assert set(corpus.ZOO_NETWORKS) == {c.name for c in corpus.ZOO_CASES}
     assert set(corpus.ZOO_NETWORKS.values()) == networks  # every network is used
     assert corpus.ZOO_NETWORKS["zoo_resnet18_int8"] == corpus.ZOO_NETWORKS["zoo_resnet18_fp"]
     assert corpus.ZOO_NETWORKS["zoo_grid_warp_int16_grid_int16"] == "grid_warp_int16_grid_int16"
 
 
-def test_probes_are_named_once() -> None:
+def test_the_cases_and_probes_a_fix_brings_are_its_own() -> None:
     names = [p.name for p in corpus.PROBES]
-    assert len(names) == len(set(names)) == 9
+    assert len(names) == len(set(names)) == len(corpus.PROBE_RUNS)
+    for fix in fixes.FIXES:
+        mine = [p for p in corpus.PROBES if p.name in {probe.name for probe in fix.probes}]
+        assert [p.fix for p in mine] == [fix.number] * len(fix.probes)
+        for case in fix.cases:  # shown by this fix alone, and listed with the core cases
+            assert {f.number for f, _ in fixes.triggers_of(case.info.name)} == {fix.number}
+            assert corpus.info(case.info.name) is case.info and case.info.group == "core"
 
 
 def test_an_unknown_case_is_an_input_error() -> None:

@@ -57,14 +57,14 @@ def _series_info(series: Series, status: Status | None) -> json_output.SeriesInf
         local_version(series),
         tuple(
             json_output.PatchInfo(
-                fix.number,
-                fix.patch_name,
+                patch.number,
+                patch.name,
                 patch.subject,
                 patch.header.get("Applied-Upstream"),
-                fix.name,
-                _fix_state(fix.number, status),
+                selection.fix_name(patch.name),
+                _fix_state(patch.number, status),
             )
-            for fix, patch in zip(selection.fixes_of(series), series.patches, strict=True)
+            for patch in series.patches
         ),
     )
 
@@ -118,10 +118,10 @@ def _describe_plan(plan: Plan, verb: str, series: Series) -> None:
         out(f"recovered: {plan.recovery.summary}")
     for change in plan.changes:
         out(f"  {verb}: {change.repo_path}")
-    whole = plan.chosen == selection.every(series)
+    whole = plan.chosen == series.numbers
     done = ("pristine" if whole else "reverted") if plan.reverse else "patched"
     for repo_path in plan.unchanged:  # files the chosen fixes do not touch are not listed
-        if whole or selection.touching(series, repo_path) & plan.chosen:
+        if whole or series.touching(repo_path) & plan.chosen:
             out(f"  already {done}: {repo_path}")
     if plan.bytecode:
         out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
@@ -253,8 +253,8 @@ def add_commands(add: common.Adder) -> None:
             "--fix",
             action="append",
             metavar="N,NAME",
-            help=f"{verb} only these fixes: numbers or names as `status` lists them,"
-            " comma-separated or repeated (default: all)",
+            help=f"{verb} only these fixes: numbers (7 or 0007: patch 0007) or names as"
+            " `status` lists them, comma-separated or repeated (default: all)",
         )
 
     def writer(command: argparse.ArgumentParser, verb: str) -> None:

@@ -20,7 +20,7 @@ from overlay.target.state import FileState, TreeState
 class PatchInfo:
     """One patch (fix) of the series."""
 
-    number: int
+    number: int  # the fix number: the patch file's NNNN prefix, on every line
     name: str  # the patch file name
     subject: str
     upstream: str | None

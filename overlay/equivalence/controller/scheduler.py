@@ -79,8 +79,8 @@ class _Task:
 def candidates(item: ItemId, carried: Sequence[int]) -> list[int]:
     """Return the fixes of the run's line to try for an item's attribution, claimed first.
 
-    Example: ``grid_warp_a16w8_vgf`` on the 1.5.1 line, which carries fixes 1, 3 and 7.
-    Becomes: ``[1, 3, 7]``: fix 5 claims the case on 1.2.0 only and has no runtime form here.
+    Example: a case fixes 3 and 5 claim, on a line that carries fixes 1, 3 and 7.
+    Becomes: ``[3, 1, 7]``: the claimed fix first; fix 5 is not the line's, so not tried.
     """
     claimed = (
         [f.number for f, _ in fixes.triggers_of(item.name)] if item.kind is ItemKind.CASE else []
@@ -90,8 +90,7 @@ def candidates(item: ItemId, carried: Sequence[int]) -> list[int]:
 
 def carried_fixes(patches_dir: Path) -> tuple[int, ...]:
     """Return the numbers of the fixes the series in ``patches_dir`` carries, in series order."""
-    found = (fixes.by_patch(p.name) for p in load_series(patches_dir).patches)
-    return tuple(fix.number for fix in found if fix is not None)
+    return tuple(p.number for p in load_series(patches_dir).patches)
 
 
 def case_timeout(info: Info) -> float | None:
