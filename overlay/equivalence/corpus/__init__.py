@@ -14,6 +14,19 @@ from overlay.equivalence.protocol import CaseInfo, ProbeInfo
 from overlay.errors import EquivalenceInputError
 
 SEED = 20261202
+# The grid-warp family: every grid_sample mode x padding the VGF shader lowers, on both
+# int16 specs (on TOSA-1.0+INT+int16 the sampler stays on the CPU, fix 7).
+GRID_WARP_MODES = tuple(
+    (mode, padding)
+    for mode in ("bilinear", "nearest")
+    for padding in ("zeros", "border", "reflection")
+)
+NEAREST_TIE = (
+    "upstream: VGF's nearest grid_sample uses the Vulkan sampler's nearest filter,"
+    " floor(u * W), so a grid point exactly between two texels takes the upper one where"
+    " PyTorch rounds half to even; the int16 grid (scale 2^-12) lands on such ties, each"
+    " a whole texel off on executed VGF (docs/findings.md)"
+)
 GROUPS = ("core", "zoo")
 CASES: tuple[CaseInfo, ...] = (
     CaseInfo("conv_relu_int8", "TOSA-1.0+INT", "a8w8", fast=True),
@@ -92,6 +105,19 @@ CASES: tuple[CaseInfo, ...] = (
         fast=True,
         ethos_u=True,
         note="F.max_pool2d(x, 2): the stride is left out, as torch.export leaves it",
+    ),
+    *(
+        CaseInfo(
+            f"grid_warp_{mode}_{padding}_a16w8_{variant}",
+            spec,
+            "a16w8",
+            note=f"32x32 base grid + conv -> tanh offsets, grid_sample {mode}/{padding}",
+            targets_vgf=True,
+            expect_broken=NEAREST_TIE if mode == "nearest" and "FP" in spec else "",
+            broken_releases="==1.5.1" if mode == "nearest" and "FP" in spec else "",
+        )
+        for mode, padding in GRID_WARP_MODES
+        for variant, spec in (("int16", "TOSA-1.0+INT+int16"), ("intfp16", "TOSA-1.0+INT+FP+int16"))
     ),
 )
 

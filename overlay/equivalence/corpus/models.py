@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from overlay.equivalence.corpus import GRID_WARP_MODES
+
 Builder = Callable[[], tuple[Any, tuple[Any, ...]]]
 
 
@@ -118,6 +120,28 @@ class GridWarp(nn.Module):
         return torch.nn.functional.grid_sample(x, grid, align_corners=False)
 
 
+class GridWarpOffsets(nn.Module):
+    """A base grid plus conv -> tanh offsets, sampled with one grid_sample mode and padding.
+
+    The offsets reach past the image edge, so every padding mode is used.
+    """
+
+    def __init__(self, mode: str, padding: str, size: int = 32) -> None:
+        super().__init__()
+        self.mode, self.padding = mode, padding
+        self.offsets = nn.Conv2d(3, 2, 3, padding=1)
+        ys, xs = torch.meshgrid(
+            torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij"
+        )
+        self.register_buffer("base", torch.stack([xs, ys], dim=-1).unsqueeze(0))
+
+    def forward(self, x: Any) -> Any:
+        grid = self.base + torch.tanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
+        return torch.nn.functional.grid_sample(
+            x, grid, mode=self.mode, padding_mode=self.padding, align_corners=False
+        )
+
+
 def int16_output_graph(
     model: Any, inputs: tuple[Any, ...], spec: str
 ) -> tuple[Any, tuple[Any, ...]]:
@@ -150,6 +174,10 @@ def _int16_output() -> tuple[Any, tuple[Any, ...]]:
     return int16_output_graph(Conv().eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16")
 
 
+def _grid_warp(mode: str, padding: str) -> Builder:
+    return lambda: (GridWarpOffsets(mode, padding), (torch.rand(1, 3, 32, 32),))
+
+
 BUILDERS: dict[str, Builder] = {
     "conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
     "depthwise_conv_int8": lambda: (Depthwise(), (image(1, 8, 12, 12),)),
@@ -171,4 +199,9 @@ BUILDERS: dict[str, Builder] = {
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     "grid_warp_int8_vgf_int": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     "max_pool2d_default_stride": lambda: (ConvMaxPool(), (image(1, 3, 16, 16),)),
+    **{
+        f"grid_warp_{mode}_{padding}_a16w8_{variant}": _grid_warp(mode, padding)
+        for mode, padding in GRID_WARP_MODES
+        for variant in ("int16", "intfp16")
+    },
 }
