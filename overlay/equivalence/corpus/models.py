@@ -13,8 +13,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from overlay.equivalence.corpus import GRID_WARP_MODES
-
 Builder = Callable[[], tuple[Any, tuple[Any, ...]]]
 
 
@@ -199,9 +197,16 @@ BUILDERS: dict[str, Builder] = {
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     "grid_warp_int8_vgf_int": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     "max_pool2d_default_stride": lambda: (ConvMaxPool(), (image(1, 3, 16, 16),)),
-    **{
-        f"grid_warp_{mode}_{padding}_a16w8_{variant}": _grid_warp(mode, padding)
-        for mode, padding in GRID_WARP_MODES
-        for variant in ("int16", "intfp16")
-    },
+    "grid_warp_bilinear_zeros_a16w8_int16": _grid_warp("bilinear", "zeros"),
+    "grid_warp_bilinear_zeros_a16w8_intfp16": _grid_warp("bilinear", "zeros"),
+    "grid_warp_bilinear_border_a16w8_int16": _grid_warp("bilinear", "border"),
+    "grid_warp_bilinear_border_a16w8_intfp16": _grid_warp("bilinear", "border"),
+    "grid_warp_bilinear_reflection_a16w8_int16": _grid_warp("bilinear", "reflection"),
+    "grid_warp_bilinear_reflection_a16w8_intfp16": _grid_warp("bilinear", "reflection"),
+    "grid_warp_nearest_zeros_a16w8_int16": _grid_warp("nearest", "zeros"),
+    "grid_warp_nearest_zeros_a16w8_intfp16": _grid_warp("nearest", "zeros"),
+    "grid_warp_nearest_border_a16w8_int16": _grid_warp("nearest", "border"),
+    "grid_warp_nearest_border_a16w8_intfp16": _grid_warp("nearest", "border"),
+    "grid_warp_nearest_reflection_a16w8_int16": _grid_warp("nearest", "reflection"),
+    "grid_warp_nearest_reflection_a16w8_intfp16": _grid_warp("nearest", "reflection"),
 }
