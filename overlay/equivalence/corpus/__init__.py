@@ -20,6 +20,19 @@ from overlay.errors import EquivalenceInputError
 from overlay.fixes.model import Case
 
 SEED = 20261202
+# The grid-warp family: every grid_sample mode x padding the VGF shader lowers, on both
+# int16 specs (on TOSA-1.0+INT+int16 the sampler stays on the CPU, fix 7).
+GRID_WARP_MODES = tuple(
+    (mode, padding)
+    for mode in ("bilinear", "nearest")
+    for padding in ("zeros", "border", "reflection")
+)
+NEAREST_TIE = (
+    "upstream: VGF's nearest grid_sample uses the Vulkan sampler's nearest filter,"
+    " floor(u * W), so a grid point exactly between two texels takes the upper one where"
+    " PyTorch rounds half to even; the int16 grid (scale 2^-12) lands on such ties, each"
+    " a whole texel off on executed VGF (docs/findings.md)"
+)
 GROUPS = ("core", "zoo")
 # the cases the fixes bring (each built by its fix module), by name
 FIX_CASES: dict[str, Case] = {case.info.name: case for fix in fixes.FIXES for case in fix.cases}
@@ -64,6 +77,19 @@ CASES: tuple[CaseInfo, ...] = (
         targets_vgf=True,
     ),
     *(case.info for case in FIX_CASES.values()),
+    *(
+        CaseInfo(
+            f"grid_warp_{mode}_{padding}_a16w8_{variant}",
+            spec,
+            "a16w8",
+            note=f"32x32 base grid + conv -> tanh offsets, grid_sample {mode}/{padding}",
+            targets_vgf=True,
+            expect_broken=NEAREST_TIE if mode == "nearest" and "FP" in spec else "",
+            broken_releases="==1.5.1" if mode == "nearest" and "FP" in spec else "",
+        )
+        for mode, padding in GRID_WARP_MODES
+        for variant, spec in (("int16", "TOSA-1.0+INT+int16"), ("intfp16", "TOSA-1.0+INT+FP+int16"))
+    ),
 )
 
 

@@ -85,6 +85,28 @@ class GridWarp(nn.Module):
         return torch.nn.functional.grid_sample(x, grid, align_corners=False)
 
 
+class GridWarpOffsets(nn.Module):
+    """A base grid plus conv -> tanh offsets, sampled with one grid_sample mode and padding.
+
+    The offsets reach past the image edge, so every padding mode is used.
+    """
+
+    def __init__(self, mode: str, padding: str, size: int = 32) -> None:
+        super().__init__()
+        self.mode, self.padding = mode, padding
+        self.offsets = nn.Conv2d(3, 2, 3, padding=1)
+        ys, xs = torch.meshgrid(
+            torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij"
+        )
+        self.register_buffer("base", torch.stack([xs, ys], dim=-1).unsqueeze(0))
+
+    def forward(self, x: Any) -> Any:
+        grid = self.base + torch.tanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
+        return torch.nn.functional.grid_sample(
+            x, grid, mode=self.mode, padding_mode=self.padding, align_corners=False
+        )
+
+
 def int16_output_graph(
     model: Any, inputs: tuple[Any, ...], spec: str
 ) -> tuple[Any, tuple[Any, ...]]:
@@ -117,6 +139,10 @@ def _int16_output() -> tuple[Any, tuple[Any, ...]]:
     return int16_output_graph(Conv().eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16")
 
 
+def _grid_warp(mode: str, padding: str) -> Builder:
+    return lambda: (GridWarpOffsets(mode, padding), (torch.rand(1, 3, 32, 32),))
+
+
 BUILDERS: dict[str, Builder] = {
     "conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
     "depthwise_conv_int8": lambda: (Depthwise(), (image(1, 8, 12, 12),)),
@@ -133,4 +159,16 @@ BUILDERS: dict[str, Builder] = {
     "int16_quantize_output": _int16_output,
     "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
+    "grid_warp_bilinear_zeros_a16w8_int16": _grid_warp("bilinear", "zeros"),
+    "grid_warp_bilinear_zeros_a16w8_intfp16": _grid_warp("bilinear", "zeros"),
+    "grid_warp_bilinear_border_a16w8_int16": _grid_warp("bilinear", "border"),
+    "grid_warp_bilinear_border_a16w8_intfp16": _grid_warp("bilinear", "border"),
+    "grid_warp_bilinear_reflection_a16w8_int16": _grid_warp("bilinear", "reflection"),
+    "grid_warp_bilinear_reflection_a16w8_intfp16": _grid_warp("bilinear", "reflection"),
+    "grid_warp_nearest_zeros_a16w8_int16": _grid_warp("nearest", "zeros"),
+    "grid_warp_nearest_zeros_a16w8_intfp16": _grid_warp("nearest", "zeros"),
+    "grid_warp_nearest_border_a16w8_int16": _grid_warp("nearest", "border"),
+    "grid_warp_nearest_border_a16w8_intfp16": _grid_warp("nearest", "border"),
+    "grid_warp_nearest_reflection_a16w8_int16": _grid_warp("nearest", "reflection"),
+    "grid_warp_nearest_reflection_a16w8_intfp16": _grid_warp("nearest", "reflection"),
 }
