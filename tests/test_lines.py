@@ -12,7 +12,7 @@ import pytest
 from packaging.version import InvalidVersion, Version
 
 from overlay import lines
-from overlay.errors import SeriesError, UnsupportedReleaseError
+from overlay.errors import SeriesError, UnsupportedReleaseError, UsageError
 from overlay.lines import Line
 
 from scaffold import pins_toml
@@ -109,20 +109,22 @@ def test_no_line_at_all_is_a_series_error(tmp_path: Path) -> None:
 
 def test_a_line_by_name(root: Path) -> None:
     assert lines.line_named(root, "1.9.1") == Line("1.9.1", root / "1.9.1")
-    with pytest.raises(UnsupportedReleaseError) as info:
+    with pytest.raises(UsageError) as info:  # a name the user gave: a command-line mistake
         lines.line_named(root, "2.0.0")  # a folder, but not a line
     exc = info.value
-    assert exc.message == "there is no release line '2.0.0'"
+    assert exc.message == "there is no release line 2.0.0"
     assert exc.expected == "one of the supported lines: 1.2.0, 1.9.1, 1.10.0"
     assert exc.found == "2.0.0"
-    assert exc.hint == "pick one of 1.2.0, 1.9.1, 1.10.0"
+    assert (
+        exc.hint == "pick one of 1.2.0, 1.9.1, 1.10.0 (`executorch-arm-overlay lines` lists them)"
+    )
 
 
 def test_an_empty_root_supports_none(tmp_path: Path) -> None:
-    with pytest.raises(UnsupportedReleaseError) as info:
+    with pytest.raises(UsageError) as info:
         lines.line_named(tmp_path, "1.2.0")
     assert info.value.expected == "one of the supported lines: none"
-    assert info.value.hint == "pick one of none"
+    assert info.value.hint == "pick one of none (`executorch-arm-overlay lines` lists them)"
 
 
 @pytest.mark.parametrize(
