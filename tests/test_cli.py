@@ -329,6 +329,33 @@ def test_a_missing_interpreter_fails_nox(tmp_path: Path) -> None:
     assert "Python interpreter 3.99 not found" in proc.stderr
 
 
+@pytest.mark.parametrize(("present", "wanted"), [(["3.12"], ["3.12"]), ([], ["3.11", "3.12"])])
+def test_nox_builds_and_tests_with_the_pythons_this_machine_has(
+    tmp_path: Path, present: list[str], wanted: list[str]
+) -> None:
+    """Only 3.12 here: every session runs on it. None: all are listed, and nox says which
+    interpreter is missing (the test above)."""
+    nox = shutil.which("nox")
+    if nox is None:
+        pytest.skip("nox is not installed here")
+    for version in present:  # found on PATH, never run by a listing
+        (tmp_path / f"python{version}").write_text("#!/bin/sh\nexit 1\n")
+        (tmp_path / f"python{version}").chmod(0o755)
+    proc = subprocess.run(
+        [nox, "-f", str(ROOT / "noxfile.py"), "--list", "--json",
+         "-s", "build_patched_executorch", "unit", "tests"],
+        env={**os.environ, "PATH": str(tmp_path), "PYENV_ROOT": str(tmp_path / "no-pyenv")},
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    listed = [(s["name"], s["python"]) for s in json.loads(proc.stdout)]
+    assert listed == [
+        *(("build_patched_executorch", v) for v in wanted),
+        *(("unit", v) for v in wanted),
+        ("tests", wanted[0]),
+    ]
+
+
 def test_a_retarget_starts_from_the_newest_line_before_its_release(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
