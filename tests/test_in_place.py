@@ -694,15 +694,28 @@ def test_a_signal_during_start_up_is_one_line(how: str, code: int, said: str) ->
     assert (proc.returncode, proc.stderr, proc.stdout) == (code, f"{said}\n", "")
 
 
+# `python -m overlay ARGS` with SIGTERM arriving while apply plans, under the target's lock.
+SIGTERM_WHILE_PLANNING = """\
+import os, runpy, signal, sys
+from overlay.target import transaction
+planned = transaction.plan
+def plan(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return planned(*args, **kwargs)
+transaction.plan = plan
+sys.argv = ["overlay", *sys.argv[1:]]
+runpy.run_module("overlay", run_name="__main__", alter_sys=True)
+"""
+
+
 def test_sigterm_before_the_transaction_leaves_no_lock(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
     write_world_series(tmp_path / "patches")
     before = snapshot(root)
     proc = subprocess.run(
-        [sys.executable, "-m", "overlay", "--patches", str(tmp_path / "patches"),
+        [sys.executable, "-c", SIGTERM_WHILE_PLANNING, "--patches", str(tmp_path / "patches"),
          "apply", "--target", str(root)],
         capture_output=True, text=True, check=False,
-        env={**os.environ, journal.FAULT_ENV: "locked:sigterm"},
     )  # fmt: skip
     assert (proc.returncode, proc.stderr.splitlines()[-1]) == (143, "terminated"), proc.stderr
     assert snapshot(root) == before  # no lock file, no state folder: status is not misled

@@ -89,7 +89,6 @@ def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         )
     try:
         journal.hand_over(target.root)
-        journal.fault_point("locked")  # a signal here, before the transaction: nothing left
         yield
     finally:
         _mutex.release(path, fd, remove_folder=True)
