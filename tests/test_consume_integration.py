@@ -252,6 +252,7 @@ def test_pip_recipe_resolves_exactly_the_lock_with_hashes(
     folder, built = dist
     recipe = f"pip install --require-hashes --find-links dist/{V} -r patches/{V}/locks/{{tag}}.txt"
     assert recipe.format(tag="cp311-manylinux_2_28_x86_64") in DOCS
+    assert recipe.format(tag="cp311-manylinux_2_28_x86_64") in (ROOT / "README.md").read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull  # this machine's pip.conf adds local indexes
     command = [

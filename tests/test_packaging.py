@@ -107,6 +107,7 @@ def test_status_and_equivalence_list_run_outside_the_checkout(
 @pytest.fixture(scope="module")
 def tool(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The CLI installed as the README says, `uv tool install CHECKOUT`: its console script."""
+    assert "uv tool install ./executorch-arm-overlay" in (ROOT / "README.md").read_text()
     scratch = tmp_path_factory.mktemp("tool")
     env = {**os.environ, "UV_TOOL_DIR": str(scratch / "tools"), "UV_TOOL_BIN_DIR": str(scratch)}
     done = subprocess.run(
