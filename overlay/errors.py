@@ -4,6 +4,7 @@ from __future__ import annotations
 
 # `check` (like `ruff --check`): every check passed and the target would change.
 EXIT_CHANGES_DUE = 21
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 
 class OverlayError(Exception):
@@ -41,7 +42,8 @@ class OverlayError(Exception):
 
 
 class UsageError(OverlayError):
-    """A command-line argument names something that is not there (a fix the line lacks)."""
+    """The command line is wrong: an option names something that is not there (a line, a fix,
+    a models file); it is refused before anything expensive is looked at."""
 
     exit_code = 2
 
@@ -154,10 +156,8 @@ class EquivalenceError(OverlayError):
     exit_code = 10
 
 
-class EquivalenceInputError(OverlayError):
+class EquivalenceInputError(UsageError):
     """An equivalence input is wrong (--models, --runtime-patch, --case, --shard, a report)."""
-
-    exit_code = 14
 
 
 class UpstreamError(OverlayError):
@@ -191,7 +191,9 @@ def exit_codes() -> list[tuple[int, str]]:
         1: "any other overlay error",
         2: "bad command line",
         EXIT_CHANGES_DUE: "check: every check passed and files would change",
-        130: "interrupted",
+        130: "interrupted (SIGINT, Ctrl-C)",
+        EXIT_CLOSED_PIPE: "stdout's reader went away (`| head`): the output stopped, silently",
+        143: "terminated (SIGTERM)",
     }
     pending = OverlayError.__subclasses__()
     while pending:

@@ -522,16 +522,16 @@ FLAG_CASES = [
     FlagCase(
         "no such --line",
         ("--line", "9.9.9"),
-        UnsupportedReleaseError,
-        "there is no release line '9.9.9'",
+        UsageError,
+        "there is no release line 9.9.9",
         mutate=as_lines_root,
         patches="{lines}",
     ),
     FlagCase(
         "--line against one series folder",
         ("--line", "1.5.1"),
-        UnsupportedReleaseError,
-        "there is no release line '1.5.1' in {patches}",
+        UsageError,
+        "there is no release line 1.5.1 in {patches}",
     ),
     FlagCase(
         "--line of another release than installed",
@@ -643,5 +643,5 @@ def test_a_misspelt_flag_prints_the_subcommands_usage(
         main(argv)
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"usage: {invocation.prefix()} {argv[0]} "), err
+    assert err.startswith(f"usage: {invocation.usage()} {argv[0]} "), err
     assert said in err.splitlines()[-1]

@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import os
 import py_compile
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from overlay.dist import provenance as prov
 from overlay.dist import wheels
 from overlay.dist.wheelzip import write_files
 from overlay.envs.verify_install import check_installed
-from overlay.errors import InstallCheckError, OverlayError
+from overlay.errors import EXIT_CLOSED_PIPE, InstallCheckError, OverlayError
 from overlay.lines.pins import WheelPin
 from overlay.target import deps, journal, state, transaction
 from overlay.text.series import Series, load_series
@@ -633,7 +634,7 @@ def test_each_tree_gets_the_line_of_its_executorch(
     assert (trees["1.5.1"] / "executorch" / repo_path(0)).read_text() == old_text(0)
 
 
-def test_a_closed_stdout_is_not_a_traceback(tmp_path: Path) -> None:
+def test_a_closed_stdout_is_silent(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
     write_world_series(tmp_path / "patches")
     command = [sys.executable, "-m", "overlay", "--patches", str(tmp_path / "patches")]
@@ -646,8 +647,13 @@ def test_a_closed_stdout_is_not_a_traceback(tmp_path: Path) -> None:
     proc.stdout.close()  # the reader is gone before the first write, as `| head -0` would be
     err = proc.stderr.read().decode()
     proc.stderr.close()
-    assert proc.wait(timeout=120) == 1
-    assert err == "error: stdout was closed before the output ended (broken pipe)\n"
+    assert proc.wait(timeout=120) == EXIT_CLOSED_PIPE
+    assert err == ""
+    piped = subprocess.run(  # `status --series-only --json | head -1`
+        f"{shlex.join([*command, 'status', '--series-only', '--json'])} | head -1",
+        shell=True, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (piped.stdout, piped.stderr) == ("{\n", "")
 
 
 def test_output_left_in_the_buffer_is_dropped_with_the_pipe(tmp_path: Path) -> None:
@@ -665,9 +671,62 @@ def test_output_left_in_the_buffer_is_dropped_with_the_pipe(tmp_path: Path) -> N
     proc.stdout.close()
     err = proc.stderr.read().decode()
     proc.stderr.close()
-    assert proc.wait(timeout=120) == 1
-    assert err == "error: stdout was closed before the output ended (broken pipe)\n"  # no
-    # "Exception ignored ... BrokenPipeError" from the interpreter's flush at exit
+    assert proc.wait(timeout=120) == EXIT_CLOSED_PIPE
+    assert err == ""  # no "Exception ignored ... BrokenPipeError" from the flush at exit
+
+
+# `python -m overlay` with a signal while a module of the CLI is still being imported.
+SIGNAL_AT_IMPORT = """\
+import os, runpy, signal, sys
+HOW = sys.argv[1]
+class Stop:
+    def find_spec(self, name, path=None, target=None):
+        if name == "overlay.cli.build":
+            if HOW == "int":
+                raise KeyboardInterrupt  # what Ctrl-C raises wherever the program is
+            os.kill(os.getpid(), signal.SIGTERM)
+sys.meta_path.insert(0, Stop())
+sys.argv = ["overlay", "status", "--series-only"]
+runpy.run_module("overlay", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "said"), [("int", 130, "interrupted"), ("term", 143, "terminated")]
+)
+def test_a_signal_during_start_up_is_one_line(how: str, code: int, said: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AT_IMPORT, how], capture_output=True, text=True, check=False
+    )
+    assert (proc.returncode, proc.stderr, proc.stdout) == (code, f"{said}\n", "")
+
+
+# `python -m overlay ARGS` with SIGTERM arriving while apply plans, under the target's lock.
+SIGTERM_WHILE_PLANNING = """\
+import os, runpy, signal, sys
+from overlay.target import transaction
+planned = transaction.plan
+def plan(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return planned(*args, **kwargs)
+transaction.plan = plan
+sys.argv = ["overlay", *sys.argv[1:]]
+runpy.run_module("overlay", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_sigterm_before_the_transaction_leaves_no_lock(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    write_world_series(tmp_path / "patches")
+    before = snapshot(root)
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGTERM_WHILE_PLANNING, "--patches", str(tmp_path / "patches"),
+         "apply", "--target", str(root)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stderr.splitlines()[-1]) == (143, "terminated"), proc.stderr
+    assert snapshot(root) == before  # no lock file, no state folder: status is not misled
+    assert not journal.state_dir(root).exists()
 
 
 def test_the_docs_show_the_exit_codes_as_help_lists_them() -> None:

@@ -423,8 +423,11 @@ def test_find_target_accepts_venv_layout(tmp_path: Path) -> None:
     make_tree(site, {A: A_OLD})
     assert transaction.find_target(tmp_path / "venv").root == site
     assert transaction.find_target(site / "executorch").root == site
-    with pytest.raises(TargetError, match="no single executorch"):
-        transaction.find_target(tmp_path)
+    with pytest.raises(TargetError, match="executorch is not installed in") as info:
+        transaction.find_target(tmp_path)  # not a venv: which folder holds executorch?
+    assert (
+        info.value.hint == "pass --target the venv (or site-packages folder) that holds executorch"
+    )
 
 
 texts = st.lists(st.sampled_from(["x = 1", "y = 2", "pass", "", "# c"]), min_size=1, max_size=25)

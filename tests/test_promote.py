@@ -14,7 +14,7 @@ from overlay._hashing import sha256_file
 from overlay.cli import main
 from overlay.dist.wheels import local_version
 from overlay.envs import lockfiles
-from overlay.errors import SeriesError, UnsupportedReleaseError, UpstreamError
+from overlay.errors import SeriesError, UpstreamError, UsageError
 from overlay.text.series import Series, load_series
 from overlay.upstream import upstream_pins
 from overlay.upstream.releases import load_ports
@@ -190,7 +190,7 @@ def test_ports_of_a_release_come_from_its_line_when_there_is_one(tmp_path: Path)
 def test_retire_line_removes_one_line_and_refuses_the_last(tmp_path: Path) -> None:
     root = _root(tmp_path)
     _line(root, "1.6.0", OLD, ("line 3\n", "line 3 fixed\n"))
-    with pytest.raises(UnsupportedReleaseError, match=r"no release line '1\.4\.1'"):
+    with pytest.raises(UsageError, match=r"no release line 1\.4\.1"):
         retire_line(root, "1.4.1")
     done = retire_line(root, "1.6.0")
     assert (done.removed, done.with_git, done.default) == (root / "1.6.0", False, "1.2.0")
@@ -212,13 +212,25 @@ def test_retire_line_in_a_checkout_is_a_git_rm_and_names_what_refers_to_it(
     git(checkout, "add", "-A")
     git(checkout, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "lines")
     before = snapshot(checkout)
+    files = sorted(
+        p.relative_to(root).as_posix() for p in (root / "1.2.0").rglob("*") if p.is_file()
+    )
     assert main(["--patches", str(root), "retire-line", "1.2.0", "--dry-run"]) == 0
     printed = capsys.readouterr().out
-    assert "would retire the executorch 1.2.0 line" in printed and "overlay/forms.py:1:" in printed
+    assert printed.startswith(f"would retire the executorch 1.2.0 line, {len(files)} files (git rm")
+    assert [f"  {name}" for name in files] == printed.splitlines()[1 : len(files) + 1]
+    assert "overlay/forms.py:1:" in printed
     assert snapshot(checkout) == before and git(checkout, "diff", "--cached") == ""
-    assert main(["--patches", str(root), "retire-line", "1.2.0"]) == 0
+    assert main(["--patches", str(root), "retire-line", "1.2.0"]) == UsageError.exit_code == 2
+    said = capsys.readouterr()
+    assert said.out.startswith("would retire the executorch 1.2.0 line")  # what --yes deletes
+    assert said.err.startswith(
+        f"error: retire-line deletes {root / '1.2.0'}: nothing was removed without --yes\n"
+    )
+    assert snapshot(checkout) == before and git(checkout, "diff", "--cached") == ""
+    assert main(["--patches", str(root), "retire-line", "1.2.0", "--yes"]) == 0
     printed = capsys.readouterr().out
-    assert "retired the executorch 1.2.0 line" in printed and "git rm -r (staged)" in printed
+    assert "retired the executorch 1.2.0 line" in printed and "git rm -r, staged" in printed
     assert "overlay/forms.py:1:" in printed
     staged = git(checkout, "diff", "--cached", "--name-status").splitlines()
     assert f"D\tpatches/1.2.0/{NAME}" in staged and f"D\tpatches/1.2.0/locks/{LOCK}" in staged

@@ -90,7 +90,7 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
 
 def cmd_lock(args: argparse.Namespace) -> int:
     """Resolve (or with --check, only check) the lock of every pinned wheel of one line."""
-    series = common.line_series(args)
+    series = common.line_series(args, change=None if args.check else "lock")
     tags = args.tag
     selected = [series.pins.wheel_for(t) for t in tags] if tags else series.pins.wheels
     done = []

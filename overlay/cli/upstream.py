@@ -15,7 +15,7 @@ from overlay import lines
 from overlay.cli import common
 from overlay.cli.invocation import command
 from overlay.cli.output import out, progress
-from overlay.errors import UpstreamError
+from overlay.errors import UpstreamError, UsageError
 from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
 from overlay.upstream.canary import canary_run
@@ -86,7 +86,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
 
 
 def _promote(args: argparse.Namespace, out_dir: Path) -> int:
-    done = retarget.promote(out_dir, common.lines_root(args))
+    done = retarget.promote(out_dir, common.lines_root(args, change="retarget --promote"))
     out(f"promoted executorch {done.version} to a new line: {done.line}")
     if done.previous_default:
         out(
@@ -147,18 +147,28 @@ def cmd_retarget(args: argparse.Namespace) -> int:
 
 
 def cmd_retire_line(args: argparse.Namespace) -> int:
-    """Remove a release line; say what still names it."""
-    done = retarget.retire_line(common.lines_root(args), args.version, dry_run=args.dry_run)
-    how = "git rm -r (staged)" if done.with_git else "deleted"
-    if args.dry_run:
-        out(f"would retire the executorch {done.version} line: {done.removed} ({how})")
-        out(f"  the default line would be {done.default}")
-    else:
+    """Remove a release line (with --yes); say what it deletes and what still names it."""
+    root = common.lines_root(args, change="retire-line")
+    done = retarget.retire_line(root, args.version, dry_run=not args.yes)
+    how = "git rm -r, staged" if done.with_git else "deleted"
+    if args.yes:
         out(f"retired the executorch {done.version} line: {done.removed} ({how})")
         out(f"  the default line is {done.default}")
+    else:
+        files = sorted(p for p in done.removed.rglob("*") if p.is_file())
+        out(f"would retire the executorch {done.version} line, {len(files)} files ({how}):")
+        out("\n".join(f"  {p.relative_to(done.removed.parent)}" for p in files))
+        out(f"  the default line would be {done.default}")
     if done.references:
         out(f"  still naming {done.version} (runtime forms, tests, docs: update or remove):")
         out("\n".join(f"    {line}" for line in done.references))
+    if not args.yes and not args.dry_run:
+        raise UsageError(
+            f"retire-line deletes {done.removed}: nothing was removed without --yes",
+            expected="--yes (delete the files listed above) or --dry-run (only list them)",
+            found="neither",
+            hint=f"`{command(f'retire-line {done.version} --yes')}`",
+        )
     return 0
 
 
@@ -242,8 +252,10 @@ def add_commands(add: common.Adder) -> None:
     )
     retire = add("retire-line", cmd_retire_line, "remove a release line (patches/VERSION/)")
     retire.add_argument("version", help="the line's executorch release, e.g. 1.2.0")
-    retire.add_argument(
-        "--dry-run", action="store_true", help="every check and what names the line; remove nothing"
+    retire_how = retire.add_mutually_exclusive_group()
+    retire_how.add_argument("--yes", action="store_true", help="delete the line's files")
+    retire_how.add_argument(
+        "--dry-run", action="store_true", help="every check, the files and what names the line"
     )
 
     can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")

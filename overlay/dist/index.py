@@ -103,7 +103,10 @@ def build_into(
         progress(f"removed {path} (left by a killed build)")
     if result.note:
         progress(f"note: {result.note}")
-    state = f"built in {seconds:.1f} s" if result.built else "up to date, reused"
+    if result.built:
+        state = f"built in {seconds:.1f} s"
+    else:
+        state = "linked from the cache (built before)" if result.linked else "up to date, reused"
     progress(f"{result.path.name}: {state}")
     published = publish(dist, result.version, {result.path.name: result.sha256})
     for name in published.moved:

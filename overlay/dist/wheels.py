@@ -65,8 +65,9 @@ class BuildResult:
     built: bool  # False: reused from the output folder or the overlay cache
     provenance: Provenance
     sha256: str = ""
-    note: str | None = None  # why an existing wheel was not reused
+    note: str | None = None  # why the wheel already in the output folder was not reused
     removed: tuple[str, ...] = ()  # stale build folders of killed runs, removed
+    linked: bool = False  # put in place from the overlay cache (built there now or before)
 
 
 def wheel_cache() -> Path:
@@ -277,7 +278,7 @@ def build_patched_wheel(
         built, provenance, digest = _build_cached(series, source, pin, cached, force=force)
         _link_or_copy(cached, out)
         _link_or_copy(build_record(cached), build_record(out))
-    return BuildResult(out, version, built, provenance, digest, note, removed)
+    return BuildResult(out, version, built, provenance, digest, note, removed, linked=True)
 
 
 def build_action(
@@ -377,16 +378,16 @@ def _reusable(out: Path, series: Series, pin: WheelPin) -> tuple[Provenance | No
     """Return (its provenance, None) if ``out`` can be reused, else (None, why not)."""
     recorded = build_record_sha(out)
     if not recorded:
-        return None, f"{out.name} has no recorded sha256 (not built here); rebuilt"
+        return None, f"{out.name} has no recorded sha256 (not built here); replaced"
     found = sha256_file(out)
     if found != recorded:
         return None, (
             f"{out.name} changed since it was built (sha256 {found[:12]}..., recorded"
-            f" {recorded[:12]}...); rebuilt"
+            f" {recorded[:12]}...); replaced"
         )
     existing = read_provenance(out)
     if existing is None:
-        return None, f"{out.name} is not a readable wheel; rebuilt"
+        return None, f"{out.name} is not a readable wheel; replaced"
     if not _is_current(existing, series, pin):
         return None, None  # another series or tool: an ordinary rebuild
     return existing, None

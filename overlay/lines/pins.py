@@ -187,7 +187,8 @@ def _table(data: Mapping[str, object], key: str, source: Path) -> Mapping[str, o
 def _text(data: Mapping[str, object], key: str, source: Path) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value:
-        raise _bad(source, f"a non-empty string {key!r}", repr(value))
+        found = "nothing" if value in (None, "") else f"{type(value).__name__} {value}"
+        raise _bad(source, f"a non-empty string {key}", found)
     return value
 
 
