@@ -21,12 +21,12 @@ from pathlib import Path
 
 from overlay import fixes, lines
 from overlay._table import markdown_table, replace_between
-from overlay.envs.lockfiles import LOCKS_DIR
 from overlay.fixes import Registry
 from overlay.fixes.model import DiffOnly, Fix
 from overlay.lines import Line, evidence
 from overlay.lines.evidence import LineEvidence, PatchEvidence, Status
 from overlay.lines.listing import patch_number
+from overlay.lines.pins import LOCKS_DIR
 from overlay.text.series import Patch, load_series
 
 BEGIN = "<!-- fixes-table:begin (generated: overlay.fixes.overview) -->"

@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 from overlay.errors import PristineMismatchError, SeriesError, TargetError
 
 PINS_FILE = "pins.toml"
+LOCKS_DIR = "locks"  # a line's locks: patches/<line>/locks/<wheel tag>.txt
 SERIES_FILE = "series"
 # Tables of patches/upstream.toml (shared by every line), refused in a line's pins.toml.
 SHARED_TABLES = ("matrix", "upstream", "torch")

@@ -24,7 +24,7 @@ from overlay.codec import CodecError
 from overlay.envs import lockfiles
 from overlay.errors import OverlayError, SeriesError, UpstreamError
 from overlay.lines import evidence
-from overlay.lines.pins import PINS_FILE, SERIES_FILE
+from overlay.lines.pins import LOCKS_DIR, PINS_FILE, SERIES_FILE
 from overlay.text.series import CHECKSUMS_FILE, load_series
 from overlay.upstream import upstream_pins
 from overlay.upstream.facts import Action, TestState
@@ -76,7 +76,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     except OverlayError as exc:
         raise UpstreamError(
             "the candidate has no current lock for every wheel it pins",
-            expected=f"{candidate / lockfiles.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
+            expected=f"{candidate / LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
             found=exc.message,
             hint=f"run `executorch-arm-overlay --patches {candidate} lock`, or the retarget again"
             " without --no-locks",
@@ -99,8 +99,8 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     written = [SERIES_FILE, PINS_FILE, CHECKSUMS_FILE, *(p.name for p in series.patches)]
     for name in written:
         shutil.copy2(candidate / name, staging / name)
-    shutil.copytree(candidate / lockfiles.LOCKS_DIR, staging / lockfiles.LOCKS_DIR)
-    written += [f"{lockfiles.LOCKS_DIR}/{p.name}" for p in sorted((staging / "locks").iterdir())]
+    shutil.copytree(candidate / LOCKS_DIR, staging / LOCKS_DIR)
+    written += [f"{LOCKS_DIR}/{p.name}" for p in sorted((staging / "locks").iterdir())]
     evidence.write(staging, line_evidence(report, _headers(root, report), measured=today))
     written.append(evidence.EVIDENCE_FILE)
     load_series(staging)  # the line must load on its own before it is one
