@@ -30,9 +30,9 @@ from overlay.envs import release_venvs
 from overlay.errors import EnvError, OverlayError
 from overlay.lines import Line
 from overlay.text.series import Patch
-from overlay.upstream import behaviour
+from overlay.upstream import behaviour, upstream_tests
 from overlay.upstream.canary.gitrepo import Scratch
-from overlay.upstream.canary.results import Behaviour, CaseRun, HostState, PatchBehaviour
+from overlay.upstream.results import HostState, MainBehaviour, PatchBehaviour, TestRun
 from overlay.upstream.retarget.pin_check import check_env, upstream_torch_pin
 from overlay.upstream.upstream_pins import for_series
 
@@ -219,18 +219,6 @@ def import_errors(python: Path, modules: Sequence[str]) -> list[ImportFailure]:
     return [ImportFailure(str(k), str(v[1]), str(v[0])) for k, v in found.items()]
 
 
-def _case_runs(outcomes: Sequence[behaviour.CaseOutcome]) -> tuple[CaseRun, ...]:
-    return tuple(
-        CaseRun(c.case, c.stock.value, c.patched.value if c.patched else "not run")
-        for c in outcomes
-    )
-
-
-def _test_text(run: behaviour.TestRun) -> str:
-    stock = run.stock.text if run.stock else "not run"
-    return f"{run.command}: stock main {stock} -> patched main {run.patched.text}"
-
-
 @dataclass(frozen=True)
 class Hosted:
     """main's backends/arm hosted on a release env, stock and patched."""
@@ -302,7 +290,7 @@ def measure(
     tests: Mapping[str, Sequence[str]],
     out_dir: Path,
     progress: Progress = lambda _: None,
-) -> Behaviour:
+) -> MainBehaviour:
     """Host main's ``backends/arm`` on the newest wheel; where it imports, run the patches.
 
     ``patched`` holds main's files after the newest line's replayed series (and the ports
@@ -318,7 +306,7 @@ def measure(
         )
     except OverlayError as exc:
         detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
-        return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+        return MainBehaviour(HostState.NOT_HOSTED, wheel, detail)
     sources = arm_sources(scratch, main)
     main_tests = test_sources(scratch, main)
     stock_site = write_shadow(out_dir / "stock", {**sources, **main_tests})
@@ -332,7 +320,7 @@ def measure(
             " import on"
             f" {wheel} (stays text-only): {shown}"
         )
-        return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+        return MainBehaviour(HostState.NOT_HOSTED, wheel, detail)
     optional = sorted({f.missing for f in failures})
     note = (
         f"{len(modules_of(sources))} modules import ({pinned}); optional packages not installed:"
@@ -342,13 +330,13 @@ def measure(
     hosted = Hosted(
         version, stock, wrapper(out_dir / "patched", env.python, patched_site), main_tests, note
     )
-    pytest_ini = behaviour.pytest_ini(scratch.path, main)
+    pytest_ini = upstream_tests.pytest_ini(scratch.path, main)
     try:
         found = run_patches(hosted, patches, patched, tests, pytest_ini, out_dir, progress)
     except OverlayError as exc:
         detail = f"{note}; the trigger cases did not run: {exc.message}: {exc.found or ''}"
-        return Behaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
-    return Behaviour(HostState.HOSTED, wheel, note, tuple(found))
+        return MainBehaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
+    return MainBehaviour(HostState.HOSTED, wheel, note, tuple(found))
 
 
 def test_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
@@ -367,20 +355,20 @@ def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
     progress: Progress,
 ) -> list[PatchBehaviour]:
     """Run each patch's trigger cases and exported tests on stock and patched main."""
-    fixes_of = {p.name: fixes.by_patch(p.name) for p in patches}
-    claimed = [behaviour.triggers(fix, [hosted.version]) for fix in fixes_of.values() if fix]
+    names = [p.name for p in patches]
+    claimed = [
+        behaviour.triggers(fix, [hosted.version]) for fix in map(fixes.by_patch, names) if fix
+    ]
     cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
     run = behaviour.run_release(
-        hosted.version, str(hosted.stock), str(hosted.patched), cases,
+        "main", str(hosted.stock), str(hosted.patched), cases,
         out_dir=out_dir / "logs", progress=progress,
     )  # fmt: skip
-    regressions = behaviour.regressions_of(run)
-    found = []
-    for name, fix in fixes_of.items():
-        test = None
+    found: dict[str, TestRun] = {}
+    for name in names:
         if tests.get(name):
             progress(f"behaviour: {name}: its tests on stock and patched main")
-            test = behaviour.run_tests_both_ways(
+            found[name] = upstream_tests.run_tests_both_ways(
                 str(hosted.stock),
                 str(hosted.patched),
                 release_tests=hosted.tests,
@@ -389,19 +377,4 @@ def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
                 selection=list(tests[name]),
                 log_dir=out_dir / "logs" / "pytest" / name,
             )
-        bug, other = behaviour.triggers(fix, [hosted.version]) if fix else ([], [])
-        bug_cases = [o for o in (run.case(c) for c in bug) if o is not None]
-        other_cases = [o for o in (run.case(c) for c in other) if o is not None]
-        decided = behaviour.decide_patch(
-            name, "main", bug_cases, other_cases, kept=True, regressions=regressions, test=test
-        )
-        found.append(
-            PatchBehaviour(
-                name,
-                decided.outcome.value,
-                decided.text,
-                _case_runs([*bug_cases, *other_cases]),
-                _test_text(test) if test else "",
-            )
-        )
-    return found
+    return list(behaviour.measure(names, run, [hosted.version], tests=found).values())

@@ -22,11 +22,11 @@ from overlay.dist.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import lockfiles
 from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream.facts import Action, TextPlan
-from overlay.upstream.releases import WheelRecord
+from overlay.upstream.results import Action, PinAttempt, WheelRecord
 from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, write_worktree
-from overlay.upstream.retarget.pin_check import PinAttempt
+from overlay.upstream.retarget.text_plan import TextPlan
 from overlay.upstream.upstream_pins import UPSTREAM_FILE
+from overlay.upstream.verdicts import conflict_text
 
 Progress = Callable[[str], None]
 
@@ -120,7 +120,6 @@ def render_pins(
 
 
 def write_candidate(
-    series: Series,
     plans: Sequence[TextPlan],
     new_files: Mapping[str, bytes],
     *,
@@ -153,7 +152,7 @@ def write_candidate(
     if all(p.action is Action.DROP for p in plans):
         _empty_checksums(candidate)
         return ""
-    write_worktree(series, plans, new_files, layout.version, work)
+    write_worktree(plans, new_files, layout.version, work)
     conflict = next((p for p in plans if p.action is Action.CONFLICT), None)
     if conflict is None:
         worktree.regenerate(work, candidate, today=today)
@@ -164,7 +163,7 @@ def write_candidate(
     else:
         _empty_checksums(candidate)
     return (
-        f"resolve the conflict markers in {work} ({'; '.join(conflict.conflicts)});"
+        f"resolve the conflict markers in {work} ({conflict_text(conflict.replayed.own)});"
         f" the patch's header is the commit message in {work / '.git' / MERGE_MESSAGE}"
         f" (edit it to say what the resolution does), then: {layout.resume_command()}"
     )

@@ -17,11 +17,12 @@ from overlay._git import git, git_bytes
 from overlay.errors import UpstreamError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import Series
-from overlay.upstream.facts import KEPT, Action, TextPlan
+from overlay.upstream.replay import MARKER
+from overlay.upstream.results import KEPT, Action, Applied, Status
+from overlay.upstream.retarget.text_plan import TextPlan
 
 RESUME_STATE = "overlay-retarget.json"
 MERGE_MESSAGE = "OVERLAY_MERGE_MSG"
-MARKER = "<<<<<<< "
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,7 @@ def _write_state(path: Path, state: ResumeState) -> None:
     path.write_text(codec.dumps(state) + "\n", encoding="utf-8")
 
 
-def conflict_lines(text: str) -> list[int]:
-    """Return the line numbers (from 1) where a conflict block starts (the one marker scan)."""
-    return [n for n, line in enumerate(text.split("\n"), start=1) if line.startswith(MARKER)]
-
-
 def write_worktree(
-    series: Series,
     plans: Sequence[TextPlan],
     new_files: Mapping[str, bytes],
     version: str,
@@ -62,23 +57,18 @@ def write_worktree(
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "--allow-empty", "-m", f"executorch {version} pristine sources")
     git(dest, "tag", worktree.BASE_TAG)
-    by_name = {p.name: p for p in series.patches}
     for index, plan in enumerate(plans):
         if plan.action is Action.DROP:
             continue
-        patch = by_name[plan.name]
-        message = plan.message or worktree.commit_message(
-            patch.name, patch.subject, patch.header_text
-        )
         for path, text in plan.after.items():
             (dest / path).write_bytes(encode(text))
         if plan.action is Action.CONFLICT:
-            (dest / ".git" / MERGE_MESSAGE).write_text(message, encoding="utf-8")
+            (dest / ".git" / MERGE_MESSAGE).write_text(plan.message, encoding="utf-8")
             remaining = tuple(p.name for p in plans[index + 1 :] if p.action is not Action.DROP)
             _write_state(dest / ".git" / RESUME_STATE, ResumeState(version, plan.name, remaining))
             return
         git(dest, "add", "-A")
-        git(dest, "commit", "-q", "-F", "-", stdin=message)
+        git(dest, "commit", "-q", "-F", "-", stdin=plan.message)
 
 
 def resume_worktree(series: Series, dest: Path, new_files: Mapping[str, bytes]) -> list[str]:
@@ -157,7 +147,7 @@ def marked_files(dest: Path) -> list[str]:
             text = (dest / path).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if conflict_lines(text):
+        if any(line.startswith(MARKER) for line in text.splitlines()):
             found.append(path)
     return found
 
@@ -180,7 +170,8 @@ def resolved(plan: TextPlan, work: Path, left: Sequence[str]) -> TextPlan:
     commit was amended by hand takes it too.
     """
     if plan.name in left:
-        return replace(plan, action=Action.CONFLICT, conflicts=(f"{plan.name} does not apply",))
+        own = Applied(Status.CONFLICT, f"{plan.name} does not apply on the resolved work tree")
+        return replace(plan, action=Action.CONFLICT, replayed=replace(plan.replayed, own=own))
     commit = _commit_of(work, plan.name) if (work / ".git").is_dir() else None
     if commit is None:
         return plan
