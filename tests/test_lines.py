@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import os
 import subprocess
@@ -357,3 +358,16 @@ def test_the_checkout_retargets_151_from_120() -> None:
     root = Path(__file__).resolve().parent.parent / "patches"
     assert lines.line_before(root, "1.5.1").name == "1.2.0"
     assert lines.line_before(root, "1.6.0").name == "1.5.1"
+
+
+def test_no_patch_file_is_stored_twice() -> None:
+    """One copy of each patch: a port is the newer line's patch itself, never a second file."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "*.patch"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    by_digest: dict[str, list[str]] = {}
+    for name in filter(None, listed.split("\0")):
+        digest = hashlib.sha256((ROOT / name).read_bytes()).hexdigest()
+        by_digest.setdefault(digest, []).append(name)
+    copies = [names for names in by_digest.values() if len(names) > 1]
+    assert len(by_digest) > 1 and not copies, f"the same bytes stored more than once: {copies}"
