@@ -40,7 +40,6 @@ from overlay.upstream.results import (
     TestVerdict,
     WheelRecord,
 )
-from overlay.upstream.retarget.conflicts import ResumeState
 from overlay.upstream.retarget.pin_check import CheckKey, SavedCheck
 
 jsonschema = pytest.importorskip("jsonschema")  # the dev extra
@@ -177,7 +176,6 @@ def test_a_matrix_round_trips_with_its_replays_and_ports() -> None:
 @pytest.mark.parametrize(
     ("value", "title"),
     [
-        (ResumeState("1.5.1", "0002-b.patch", ("0003-c.patch",)), "overlay-retarget.json"),
         (SavedCheck(CheckKey("conv", ("q::a.out",), "k" * 64), ""), "lowering-check.json"),
         (RUN, "release run"),
         (
@@ -204,8 +202,3 @@ def test_a_cache_entry_round_trips_and_is_what_the_cache_writes(tmp_path: Path) 
     assert entry.header == (CACHE_SCHEMA, SCHEMA_VERSION, "InitReply", "ab" * 32)
     assert codec.decode(InitReply, entry.value) == reply
     _round_trip(entry, "cache entry")
-
-
-def test_a_resume_state_of_the_old_key_order_still_reads() -> None:
-    old = json.dumps({"version": "1.5.1", "conflict": "0002-b.patch", "remaining": []})
-    assert codec.loads(ResumeState, old) == ResumeState("1.5.1", "0002-b.patch", ())

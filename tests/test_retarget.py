@@ -25,7 +25,7 @@ from overlay.upstream.results import (
     WheelRecord,
 )
 from overlay.upstream.retarget.candidate import Layout, render_pins, write_candidate
-from overlay.upstream.retarget.conflicts import resolved, resume_worktree
+from overlay.upstream.retarget.conflicts import commit_resolution, resolved, work_commits
 from overlay.upstream.retarget.moves import case_moves, covered, runtime_form_note
 from overlay.upstream.retarget.run import Request, own_fixes
 from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
@@ -58,7 +58,9 @@ def _plans(
     new: str, *patches: Patch, ports: dict[str, dict[str, Patch]] | None = None
 ) -> list[TextPlan]:
     series = Series(Path("."), patches or (FIX,), PINS)
-    return plan_series(series, ports or {}, {PATH: OLD.encode()}, {PATH: new.encode()}, "1.5.1")
+    return plan_series(
+        series, ports or {}, {PATH: OLD.encode()}, {PATH: new.encode()}, version="1.5.1"
+    )
 
 
 def _plan(new: str, patch: Patch = FIX) -> TextPlan:
@@ -118,6 +120,17 @@ def _series(tmp_path: Path, *patches: Patch, folder: Path | None = None) -> Seri
     return load_series(folder)
 
 
+def _resumed(series: Series, new_files: dict[str, bytes], work: Path) -> list[TextPlan]:
+    """Do what ``retarget --resume`` does before it writes the candidate again."""
+    commit_resolution(work)
+    held = work_commits(work)
+    plans = plan_series(
+        series, {}, {PATH: OLD.encode()}, new_files, version="1.5.1",
+        taken={name: c.after for name, c in held.items()},
+    )  # fmt: skip
+    return [resolved(p, held[p.name]) if p.name in held else p for p in plans]
+
+
 def _candidate_pins(new: str) -> str:
     return pins_toml({PATH: new.encode()}, version="1.5.1")
 
@@ -129,7 +142,7 @@ def test_conflict_leaves_a_work_tree_and_resume_finishes_the_candidate(tmp_path:
     series = _series(tmp_path, FIX, second)
     new = _edit(OLD, "line 10\n", "line 10 upstream\n")
     new_files = {PATH: new.encode()}
-    plans = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
+    plans = plan_series(series, {}, {PATH: OLD.encode()}, new_files, version="1.5.1")
     assert [p.action for p in plans] == [Action.CONFLICT, Action.CARRIED]
     out = tmp_path / "out"
     layout = Layout(out, "1.5.1")
@@ -142,15 +155,19 @@ def test_conflict_leaves_a_work_tree_and_resume_finishes_the_candidate(tmp_path:
     log = git(work, "log", "--format=%s").splitlines()
     assert log == ["executorch 1.5.1 pristine sources"]
     with pytest.raises(UpstreamError, match="conflict markers are still"):
-        resume_worktree(series, work, new_files)
+        commit_resolution(work)
     (work / PATH).write_text(_edit(new, "line 10 upstream\n", "line 10 upstream fixed\n"))
-    assert resume_worktree(series, work, new_files) == []
+    done = _resumed(series, new_files, work)
+    assert [(p.action, p.source) for p in done] == [
+        (Action.PORTED, "3-way merge, resolved by hand"),
+        (Action.CARRIED, "pinned"),  # planned on top of the resolution
+    ]
+    assert write_candidate(done, new_files, resume=True, **kwargs) == ""  # type: ignore[arg-type]
     assert git(work, "log", "--format=%s").splitlines()[:2] == [
         "Fix the demo pass",
         "Fix the demo pass",
     ]
-    done = [dataclasses.replace(p, action=Action.PORTED) for p in plans]
-    assert write_candidate(done, new_files, resume=True, **kwargs) == ""  # type: ignore[arg-type]
+    assert "line 10 upstream fixed\n" in (work / PATH).read_text()
     candidate = load_series(out / "patches")
     assert [p.name for p in candidate.patches] == ["0001-fix.patch", "0002-more.patch"]
     assert str(candidate.pins.executorch) == "1.5.1"
@@ -333,7 +350,7 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     new = _edit(OLD, "line 10\n", "line 10 upstream\n")
     new_files = {PATH: new.encode(), TEST_PATH: TEST_FILE.encode(), "backends/arm/x.py": b"x\n"}
     still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.WRONG)], [], kept=False)
-    texts = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
+    texts = plan_series(series, {}, {PATH: OLD.encode()}, new_files, version="1.5.1")
     first = [
         dataclasses.replace(p, action=a, source=s)
         for p in texts
@@ -355,10 +372,8 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     message = "Fix it again\n\nDescription: Fix it again\n the new way\nForwarded: no\n"
     message += "Last-Update: 2026-12-03\n"
     (work / ".git" / "OVERLAY_MERGE_MSG").write_text(f"{message}\nOverlay-Patch: {FIX.name}\n")
-    assert resume_worktree(series, work, new_files) == []
     # The re-run plans the text again (a drop), and takes the resolution from its commit.
-    again = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
-    taken = [resolved(p, work, []) for p in again]
+    taken = _resumed(series, new_files, work)
     assert [(p.action, p.source) for p in taken] == [
         (Action.PORTED, "3-way merge, resolved by hand")
     ]
@@ -377,21 +392,22 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     assert patch.subject == "Fix it again" and "Applied-Upstream" not in patch.header
     # A second resume measures the committed tree again: a kept patch is taken as it is,
     # or as amended in the work tree; an uncommitted edit is refused.
-    assert resume_worktree(series, work, new_files) == []
-    assert resolved(taken[0], work, []) is taken[0]
+    assert _resumed(series, new_files, work) == taken
+    held = work_commits(work)[FIX.name]
+    assert resolved(taken[0], held) == taken[0]
     (work / TEST_PATH).write_text(TEST_FILE + "\n\ndef test_fixed_better():\n    pass\n")
     git(work, "commit", "-qa", "--amend", "--no-edit")
-    edited = resolved(taken[0], work, [])
+    edited = resolved(taken[0], work_commits(work)[FIX.name])
     assert edited.source == "3-way merge, resolved by hand, edited in the work tree"
     assert edited.after[TEST_PATH].endswith("def test_fixed_better():\n    pass\n")
     (work / TEST_PATH).write_text("edited\n")
     with pytest.raises(UpstreamError, match="uncommitted changes"):
-        resume_worktree(series, work, new_files)
+        commit_resolution(work)
     (work / "backends/arm/new_test.py").write_text("x\n")
     git(work, "add", "-A")
     git(work, "commit", "-q", "--amend", "--no-edit")
     with pytest.raises(UpstreamError, match="adds or removes files"):
-        resolved(again[0], work, [])
+        work_commits(work)
 
 
 def test_a_case_the_candidate_loses_is_covered_by_the_lines_own_fix() -> None:

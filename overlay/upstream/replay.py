@@ -237,15 +237,18 @@ def replay(
     base: str = "base",
     line: str = "line",
     keep: Callable[[Replayed], bool] = lambda _: True,
+    taken: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Carry]:
     """Replay ``patches`` in order onto ``texts``; each carried result is the next one's base.
 
     ``steps``: the patches on their own line's base (3-way merges); ``ports``: patch number
     -> (newer line, its patch), tried on the same texts; a port that applies is carried.
-    ``keep``: whether a carried patch stays for the next ones (a retarget drops some).
+    ``keep``: whether a carried patch stays for the next ones (a retarget drops some);
+    ``taken``: patch name -> the files after it as resolved elsewhere (a retarget's work
+    tree), carried instead of what the patch gives.
     """
     found = []
-    current = dict(texts)
+    current, held = dict(texts), taken or {}
     for index, patch in enumerate(patches):
         step = steps[index] if steps else None
         labels = (base, f"{line} before {patch.name}", patch.name)
@@ -258,6 +261,8 @@ def replay(
             replayed = Replayed(patch.name, own, port[0], tried)
             if tried.status in APPLYING:
                 carrier, after = port[1], port_after
+        if patch.name in held:
+            carrier, after = patch, {**current, **held[patch.name]}
         found.append(Carry(replayed, carrier, after))
         if carrier is not None and keep(replayed):
             current = after

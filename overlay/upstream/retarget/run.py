@@ -267,12 +267,15 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         wheels = releases.fetch_release_wheels(old, shared, version, progress)
         pinned_release = releases.load_release(old, shared, str(old.executorch))
         requirements, commit = releases.release_metadata(release.wheel)
-    left = conflicts.resume_worktree(series, layout.work, release.files) if request.resume else []
-    plans = plan_series(
-        series, replay.ports_of(series), pinned_release.files, release.files, version
-    )
+    held: dict[str, conflicts.WorkCommit] = {}
     if request.resume:
-        plans = [conflicts.resolved(p, layout.work, left) for p in plans]
+        conflicts.commit_resolution(layout.work)
+        held = conflicts.work_commits(layout.work)
+    plans = plan_series(
+        series, replay.ports_of(series), pinned_release.files, release.files, version=version,
+        taken={name: c.after for name, c in held.items()},
+    )  # fmt: skip
+    plans = [conflicts.resolved(p, held[p.name]) if p.name in held else p for p in plans]
     clone_pin, where = pin_check.upstream_torch_pin(request.upstream_clone, commit, version)
     if where:
         progress(f"upstream's torch pin for {version}: {clone_pin} ({where})")

@@ -33,6 +33,7 @@ class TextPlan:
     source: str  # "pinned", "port 1.5.1", "3-way merge", "Applied-Upstream: ...", ...
     after: dict[str, str]  # the release's texts after it, for each file it changes
     message: str  # the work tree commit message (the port's header for a port)
+    commit: str = ""  # the work tree commit it was taken from (--resume), "" when none
 
     @property
     def name(self) -> str:
@@ -45,9 +46,15 @@ def plan_series(
     ports: replay.Ports,
     old_files: Mapping[str, bytes],
     new_files: Mapping[str, bytes],
+    *,
     version: str,
+    taken: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[TextPlan]:
-    """Plan every patch in order; a kept patch's result is the base of the next one."""
+    """Plan every patch in order; a kept patch's result is the base of the next one.
+
+    ``taken``: the files after each patch the retarget's work tree already holds
+    (``--resume``): the later patches are planned on top of them.
+    """
     infos = {
         p.name: parse_applied_upstream(p.header.get("Applied-Upstream", "")) for p in series.patches
     }
@@ -60,7 +67,8 @@ def plan_series(
         ports=replay.ports_for(ports, version),
         base=f"executorch {version}",
         line=str(series.pins.executorch),
-        keep=lambda r: text_action(r, infos[r.patch])[0] in KEPT,
+        keep=lambda r: text_action(r, infos[r.patch])[0] in KEPT or r.patch in (taken or {}),
+        taken=taken,
     )
     plans = []
     for patch, carry in zip(series.patches, carries, strict=True):
