@@ -283,7 +283,7 @@ def test_render_retarget_lists_each_patch() -> None:
     assert text.startswith("retarget executorch 1.2.0 -> 1.5.1: ready to promote (fast corpus)\n")
     assert "0001-fix  offset +1  carried  fails before, passes after" in text
     assert "    a: stock failed, patched right [boom]" in text
-    assert f"torch 2.13.0  ok      {ORIGIN}" in text
+    assert f"  tried torch 2.13.0: ok\n    from: {ORIGIN}\n" in text
     assert "b     right  failed  upstream change  kept" in text
     markdown = render.markdown(blocks)
     assert "| 0001-fix | offset +1 | carried | fails before, passes after |" in markdown

@@ -338,14 +338,11 @@ def retarget_blocks(result: Retarget) -> list[Block]:
         )
         for v in result.patches
     )
-    attempts = tuple(
-        (
-            ", ".join(f"{k} {v}" for k, v in a.runtime.items()),
-            "ok" if a.ok else a.detail[:200],
-            a.origin,
-        )
-        for a in result.attempts
-    )
+    attempts = []
+    for a in result.attempts:
+        pins = ", ".join(f"{k} {v}" for k, v in a.runtime.items())
+        attempts.append(item(f"tried {pins}: {'ok' if a.ok else a.detail[:200]}"))
+        attempts += [item(f"from: {a.origin}", depth=1)] if a.origin else []
     published = [w for w in result.wheels if w.sha256]
     out: list[Block] = [
         Heading(f"retarget executorch {move}: {ready} ({corpus} corpus)"),
@@ -359,7 +356,7 @@ def retarget_blocks(result: Retarget) -> list[Block]:
         Items(tuple(_patch_items(result))),
         Heading("Runtime pins", 2),
         Para(", ".join(f"{k} {v}" for k, v in result.runtime.items())),
-        Table(("tried", "result", "from"), attempts) if attempts else Para("(not checked)"),
+        Items(tuple(attempts)) if attempts else Para("(not checked)"),
         Heading(f"Wheels: {len(published)} of {len(result.wheels)} published", 2),
         Items(tuple(item(f"{w.file} {w.sha256 or 'not published'}") for w in result.wheels)),
     ]
