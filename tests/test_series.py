@@ -175,7 +175,7 @@ def test_default_directory_prefers_env_then_checkout(
     monkeypatch.setenv(lines.PATCHES_ENV, str(tmp_path / "mine"))
     assert lines.default_root() == tmp_path / "mine"
     monkeypatch.delenv(lines.PATCHES_ENV)
-    monkeypatch.chdir(PATCHES / "ports")
+    monkeypatch.chdir(PATCHES / "locks")  # any folder inside the checkout
     assert lines.default_root() == PATCHES.parent
     monkeypatch.chdir(tmp_path)
     assert lines.default_root() == (lines.packaged_root() or PATCHES.parent)
