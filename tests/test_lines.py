@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import os
 import subprocess
@@ -419,3 +420,16 @@ def test_a_pin_that_is_not_a_string_is_said_plainly(tmp_path: Path, line: str, f
     with pytest.raises(SeriesError) as info:
         load(folder)
     assert (info.value.expected, info.value.found) == ("a non-empty string git_tag", found)
+
+
+def test_no_patch_file_is_stored_twice() -> None:
+    """One copy of each patch: a port is the newer line's patch itself, never a second file."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "*.patch"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    by_digest: dict[str, list[str]] = {}
+    for name in filter(None, listed.split("\0")):
+        digest = hashlib.sha256((ROOT / name).read_bytes()).hexdigest()
+        by_digest.setdefault(digest, []).append(name)
+    copies = [names for names in by_digest.values() if len(names) > 1]
+    assert len(by_digest) > 1 and not copies, f"the same bytes stored more than once: {copies}"

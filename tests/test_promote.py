@@ -17,10 +17,9 @@ from overlay.envs import lockfiles
 from overlay.errors import SeriesError, UpstreamError, UsageError
 from overlay.text.series import Series, load_series
 from overlay.upstream import upstream_pins
-from overlay.upstream.releases import load_ports
-from overlay.upstream.retarget import promote, retire_line
+from overlay.upstream.results import Retarget
 from overlay.upstream.retarget.candidate import write_locks
-from overlay.upstream.retarget.result import RetargetJson
+from overlay.upstream.retarget.promote import promote, retire_line
 
 from scaffold import make_diff, patch_text, snapshot, write_series
 
@@ -102,12 +101,12 @@ def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
     )
 
 
-def _report(*, ready: bool, problems: tuple[str, ...] = ()) -> str:
+def _report(*, problems: tuple[str, ...] = ()) -> str:
     """Return a retarget.json as `retarget` writes it (through the codec)."""
-    report = RetargetJson(
-        old_version="1.2.0", version="1.6.0", candidate="out/patches", ready=ready,
-        problems=problems, fast=True, wheels=(), runtime={"torch": "2.11.0"}, attempts=(),
-        patches=(), runtime_form="", moves=(), runs={}, timings={"total": 1.0}, worktree=None,
+    report = Retarget(
+        old_version="1.2.0", version="1.6.0", candidate="out/patches", fast=True,
+        problems=problems, wheels=(), runtime={"torch": "2.11.0"}, attempts=(), patches=(),
+        pinned=(), runtime_form="", moves=(), runs={}, timings={"total": 1.0}, worktree="",
         resume="", locks=(),
     )  # fmt: skip
     return codec.dumps(report, indent=2) + "\n"
@@ -116,7 +115,7 @@ def _report(*, ready: bool, problems: tuple[str, ...] = ()) -> str:
 def test_promote_refuses_a_report_of_another_shape(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
+    (out / "retarget.json").write_text(json.dumps({"problems": []}))
     with pytest.raises(UpstreamError, match="no retarget report") as refused:
         promote(out, _root(tmp_path))
     assert (refused.value.found or "").startswith("malformed data at retarget.")
@@ -137,7 +136,7 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     shared_text = (root / "upstream.toml").read_text()
     own = upstream_pins.with_release(shared_text, "1.6.0", sha256="ab" * 32, torch="2.14.0")
     (out / "patches" / "upstream.toml").write_text(own)
-    (out / "retarget.json").write_text(_report(ready=True))
+    (out / "retarget.json").write_text(_report())
     with pytest.raises(UpstreamError, match="no current lock") as refused:
         promote(out, root)
     assert "executorch-arm-overlay --patches" in (refused.value.hint or "")
@@ -147,10 +146,10 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     found = lockfiles.check_current(candidate, pin)  # keyed by the candidate's pins and patches
     assert found.get("executorch").version == local_version(candidate)
     assert found.get("torch").version == "2.11.0"
-    (out / "retarget.json").write_text(_report(ready=False, problems=("p",)))
+    (out / "retarget.json").write_text(_report(problems=("p",)))
     with pytest.raises(UpstreamError, match="not ready"):
         promote(out, root)
-    (out / "retarget.json").write_text(_report(ready=True))
+    (out / "retarget.json").write_text(_report())
     done = promote(out, root)
     assert (done.version, done.line, done.previous_default) == ("1.6.0", root / "1.6.0", "1.2.0")
     assert f"locks/{LOCK}" in done.written and "pins.toml" in done.written
@@ -170,21 +169,6 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
         promote(out, root)
     assert "retire-line 1.6.0" in (again.value.hint or "")
     assert not list(root.glob(".promoting-*"))
-
-
-def test_ports_of_a_release_come_from_its_line_when_there_is_one(tmp_path: Path) -> None:
-    root = _root(tmp_path)
-    old = load_series(root / "1.2.0")
-    port_base = _edit(OLD, "line 2\n", "line 2 new\n")
-    folder = root / "1.2.0" / "ports" / "1.6.0"
-    folder.mkdir(parents=True)
-    diff = make_diff(PATH, port_base, _edit(port_base, "line 5\n", "line 5 port\n"))
-    (folder / NAME).write_text(patch_text("Fix the demo pass", diff))
-    assert "line 5 port" in load_ports(root / "1.2.0", old)["1.6.0"][NAME].diff
-    _line(root, "1.6.0", port_base, ("line 7\n", "line 7 line\n"))
-    taken = load_ports(root / "1.2.0", old)["1.6.0"][NAME].diff
-    assert "line 7 line" in taken and "line 5 port" not in taken
-    assert "1.2.0" not in load_ports(root / "1.6.0", load_series(root / "1.6.0"))
 
 
 def test_retire_line_removes_one_line_and_refuses_the_last(tmp_path: Path) -> None:
