@@ -11,7 +11,6 @@ from the same dataclasses: :func:`schema`). Strings only; :func:`write` writes t
 from __future__ import annotations
 
 import html as html_escape
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,7 +229,7 @@ def json_text(report: object) -> str:
 
 def schema(report: type, title: str) -> str:
     """Return the JSON Schema of a report, derived from its dataclass by the codec."""
-    return json.dumps(codec.schema(report, title=title), indent=2, sort_keys=True) + "\n"
+    return codec.dumps(codec.schema(report, title=title), indent=2) + "\n"
 
 
 def write(
