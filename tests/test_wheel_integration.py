@@ -29,7 +29,7 @@ from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import WheelError
 from overlay.lines import pins
-from overlay.target import journal, transaction
+from overlay.target import journal, locate
 from overlay.text.series import Series, load_series
 
 from scaffold import run_forked, snapshot
@@ -172,7 +172,7 @@ def test_cli_refuses_a_drifted_install(
     tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = wheels.unpack_wheel(source, tmp_path / "unpacked")
-    target = transaction.find_target(root)
+    target = locate.find_target(root)
     path = target.file("backends/arm/_passes/rewrite_conv_pass.py")
     path.write_bytes(path.read_bytes().replace(b"itertools", b"it"))
     before = snapshot(root / "executorch" / "backends" / "arm")

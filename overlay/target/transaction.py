@@ -4,8 +4,7 @@
 settles whatever an earlier run left unfinished, plans (:mod:`overlay.target.plan`: every
 check and every new byte before the first write) and hands the plan to
 :mod:`overlay.target.journal` as one transaction. :func:`preview` is the same plan without
-the lock or a write (`check`, `--dry-run`). A whole run is found, read and planned by
-:func:`find_target`, :func:`inspect` and :func:`plan`, named here for callers that drive one.
+the lock or a write (`check`, `--dry-run`).
 """
 
 from __future__ import annotations
@@ -27,20 +26,7 @@ from overlay.target.plan import Plan, plan
 from overlay.target.state import TreeState, inspect
 from overlay.text.series import Series
 
-__all__ = [
-    "LOCK_TIMEOUT_S",
-    "Plan",
-    "TreeState",
-    "apply",
-    "find_target",
-    "inspect",
-    "locked",
-    "plan",
-    "preview",
-]
-
 LOCK_TIMEOUT_S = 120.0
-STALE_STAGING = ".*.overlay-tmp"  # staging files older versions of this tool left beside files
 
 
 def _journal_changes(plan_: Plan) -> list[journal.Change]:
@@ -114,32 +100,14 @@ def _operation(reverse: bool) -> journal.Operation:
     return journal.Operation.REVERT if reverse else journal.Operation.APPLY
 
 
-def _settle(target: Target, series: Series, *, reverse: bool) -> journal.Recovery | None:
+def _settle(target: Target, *, reverse: bool) -> journal.Recovery | None:
     """Finish (same command) or undo (the other) an interrupted run; remove its leftovers."""
     wanted = _operation(reverse)
 
     def prefer(interrupted: journal.Operation) -> journal.Direction:
         return journal.Direction.FORWARD if interrupted is wanted else journal.Direction.BACK
 
-    recovery = journal.recover(target.root, prefer)
-    stale = _remove_stale_staging(series, target)
-    if not stale:
-        return recovery
-    if recovery is None:
-        return journal.Recovery(None, None, 0, "", 0, 0, (), stale)
-    return dataclasses.replace(recovery, removed=recovery.removed + stale)
-
-
-def _remove_stale_staging(series: Series, target: Target) -> tuple[str, ...]:
-    """Remove ``.NAME.*.overlay-tmp`` files an older version of this tool left when killed."""
-    folders = {target.file(p).parent for p in series.targets()}
-    removed = []
-    for folder in sorted(folders):
-        for path in sorted(folder.glob(STALE_STAGING)) if folder.is_dir() else ():
-            if path.is_file() and not path.is_symlink():
-                path.unlink()
-                removed.append(path.relative_to(target.root).as_posix())
-    return tuple(removed)
+    return journal.recover(target.root, prefer)
 
 
 def apply(
@@ -155,7 +123,7 @@ def apply(
     Re-running is a no-op success: files already in the wanted state are left alone.
     """
     with locked(target):
-        recovery = _settle(target, series, reverse=reverse)
+        recovery = _settle(target, reverse=reverse)
         current = target if target.is_current() else find_target(target.root)
         result = plan(series, current, reverse=reverse, fixes=fixes)
         named = () if is_whole(series, fixes) else tuple(p.name for p in series.of(result.chosen))
