@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from overlay import lines
-from overlay.dist import wheels
+from overlay.dist import wheels, wheelzip
 from overlay.envs import lockfiles
 from overlay.envs.verify_install import ARM_MODULES
 from overlay.equivalence.controller.processes import worker_library
@@ -146,7 +146,7 @@ def apply_times(scratch: Path, rounds: int) -> ApplyTimes:
     series = SERIES
     pin = series.pins.host_wheel()
     source = wheels.fetch_wheel(pin)
-    root = wheels.unpack_wheel(source, scratch / "unpacked")
+    root = wheelzip.unpack(source, scratch / "unpacked")
     spent: dict[str, list[float]] = {"plan": [], "commit": [], "fsync": [], "fsyncs": []}
     real_fsync, real_plan, real_commit = os.fsync, vars(transaction)["plan"], journal.commit
 

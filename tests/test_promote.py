@@ -86,7 +86,7 @@ def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
-    from overlay.dist.wheelzip import write_files
+    from scaffold import write_files
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"

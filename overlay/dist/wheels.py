@@ -46,7 +46,6 @@ from overlay.target.journal import fault_point
 from overlay.text.applier import transform, transform_checked
 from overlay.text.series import Series
 
-TOOL = _provenance.TOOL  # importers read it here; the repack reads _provenance.TOOL
 # Bump when the repack writes other bytes for the same inputs (it keys the wheel cache).
 REPACK_FORMAT = 2
 WHEEL_FILE = "WHEEL"
@@ -209,11 +208,6 @@ def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
             hint="the series and the wheel are for different releases",
         )
     return {wanted[name]: data for name, data in members.items()}
-
-
-def unpack_wheel(source: Path, dest: Path) -> Path:
-    """Unpack a wheel (RECORD-checked) into ``dest`` and return it."""
-    return wheelzip.unpack(source, dest)
 
 
 def read_provenance(path: Path) -> Provenance | None:

@@ -25,8 +25,6 @@ PINS_FILE = "pins.toml"
 SERIES_FILE = "series"
 # Tables of patches/upstream.toml (shared by every line), refused in a line's pins.toml.
 SHARED_TABLES = ("matrix", "upstream", "torch")
-# The runtime packages of a ready venv, in install order.
-RUNTIME_PACKAGES = ("torch", "torchao", "tosa-tools", "ai-ml-sdk-model-converter")
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,6 @@ class Pins:
 
     source: Path
     executorch: Version
-    git_tag: str
     upstream_repo: str
     package_dir: str
     runtime: Mapping[str, str]  # distribution name -> exact version
@@ -275,7 +272,6 @@ def load(directory: Path) -> Pins:
     return Pins(
         source=source,
         executorch=version,
-        git_tag=_text(executorch, "git_tag", source),
         upstream_repo=_text(executorch, "upstream_repo", source),
         package_dir=_text(executorch, "package_dir", source),
         runtime=runtime,
