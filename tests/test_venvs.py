@@ -259,10 +259,10 @@ def test_a_failing_uv_says_why_and_leaves_the_syncing_mark(
 
 def test_a_held_venv_is_busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(venvs, "LOCK_TIMEOUT_S", 0.05)
-    with _mutex.held(tmp_path / ".v.sync-lock", timeout=1) as got:
-        assert got
-        with pytest.raises(BusyError, match=f"another overlay run is syncing {tmp_path / 'v'}"):
-            venvs.ensure_venv(contents(A), tmp_path / "v", verify=lambda v: None, uv="/nonexistent")
+    lock = _mutex.held(tmp_path / ".v.sync-lock", timeout=1, busy="", hint="")
+    busy = pytest.raises(BusyError, match=f"another overlay run is syncing {tmp_path / 'v'}")
+    with lock, busy:
+        venvs.ensure_venv(contents(A), tmp_path / "v", verify=lambda v: None, uv="/nonexistent")
 
 
 def test_recreate_keeps_the_interpreter_the_venv_was_made_from(tmp_path: Path) -> None:

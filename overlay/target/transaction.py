@@ -19,7 +19,7 @@ from overlay import _mutex
 from overlay._hashing import sha256_bytes
 from overlay.dist.distinfo import METADATA
 from overlay.dist.provenance import is_whole
-from overlay.errors import BusyError, TargetError, UnfinishedRunError
+from overlay.errors import TargetError, UnfinishedRunError
 from overlay.target import journal
 from overlay.target.locate import Target, find_target
 from overlay.target.plan import Plan, plan
@@ -61,22 +61,17 @@ def _journal_changes(plan_: Plan) -> list[journal.Change]:
 def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the target's lock; raise BusyError if another run keeps it."""
     path = journal.lock_file(target.root)
-    try:
-        fd = _mutex.acquire(path, timeout=timeout)
-    except OSError as exc:
-        raise _lock_error(path, exc) from exc
-    if fd is None:
-        raise BusyError(
-            f"another overlay run holds the lock on {target.root}",
-            expected=f"the lock within {timeout:.0f} s",
-            found=f"{path} still held",
-            hint="wait for the other run to finish, then retry",
-        )
-    try:
+    with contextlib.ExitStack() as stack:
+        try:  # only taking the lock: an OSError of the block is the block's own
+            busy = f"another overlay run holds the lock on {target.root}"
+            hint = "wait for the other run to finish, then retry"
+            stack.enter_context(
+                _mutex.held(path, timeout=timeout, busy=busy, hint=hint, remove_folder=True)
+            )
+        except OSError as exc:
+            raise _lock_error(path, exc) from exc
         journal.hand_over(target.root)
         yield
-    finally:
-        _mutex.release(path, fd, remove_folder=True)
 
 
 def _lock_error(path: Path, exc: OSError) -> TargetError:
