@@ -193,7 +193,7 @@ def test_pip_installed_tree_is_patched_honestly_and_uninstalls_clean(
     assert list(env.site.rglob("__pycache__/m*.pyc")) == []  # stale bytecode gone
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(env.site)])))
     assert dist.version == version
-    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
+    provenance = codec.loads(prov.Provenance, dist.read_text(prov.PROVENANCE_FILE) or "")
     assert provenance.series_digest == env.series.digest
     assert provenance.files[f"executorch/{repo_path(0)}"] == prov.FileRecord(
         sha256_bytes(old_text(0).encode()), sha256_bytes(new_text(0).encode())
@@ -463,7 +463,7 @@ def test_a_subset_is_applied_recorded_verified_as_a_subset_and_completed(
     assert f"\nVersion: {version}\n" in pip(env.venv, "show", "executorch").stdout
     record_is_true(env.site)
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(env.site)])))
-    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
+    provenance = codec.loads(prov.Provenance, dist.read_text(prov.PROVENANCE_FILE) or "")
     assert [p.name for p in provenance.patches] == ["0001-fix.patch", "0003-fix.patch"]
     assert set(provenance.files) == {f"executorch/{repo_path(i)}" for i in (0, 2)}
     assert env.cli("status") == 0

@@ -19,7 +19,7 @@ from installer.sources import WheelFile
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from overlay import fixes, worktree
+from overlay import codec, fixes, worktree
 from overlay._git import git
 from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
@@ -266,7 +266,7 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     version = f"1.2.0+armfix.{series.short_digest}"
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(site)])))
     assert dist.version == version
-    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
+    provenance = codec.loads(prov.Provenance, dist.read_text(prov.PROVENANCE_FILE) or "")
     assert provenance.series_digest == series.digest
     for entry in dist.files or []:
         if entry.hash is not None:
