@@ -208,10 +208,6 @@ class Runtime:
             )
         return line, selected
 
-    def check_target(self, numbers: Iterable[int] | None = None) -> list[RuntimeFix]:
-        """Refuse a version without a line or a touched file; return the selected forms."""
-        return self._checked(numbers)[1]
-
     def _present(self, numbers: Iterable[int] | None) -> list[RuntimeFix]:
         """Return the selected forms of the installed line; [] when nothing can be patched."""
         try:

@@ -245,7 +245,7 @@ def test_refuses_an_install_that_carries_the_diffs(
         handle.write("\n# patched\n")
     monkeypatch.setattr(runtime.DEFAULT, "installed_root", lambda: fake)
     with pytest.raises(PristineMismatchError) as info:
-        runtime.DEFAULT.check_target([number])
+        runtime.DEFAULT.apply([number])  # checked before anything is applied
     assert info.value.repo_path == form.repo_path
     assert info.value.found_sha256 != info.value.expected_sha256
     assert info.value.hint is not None and "refusing to patch twice" in info.value.hint
