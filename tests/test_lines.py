@@ -339,15 +339,6 @@ def test_the_series_directory_of_a_root_a_line_or_anything_else(
     assert lines.series_directory() == root / "1.9.1"
 
 
-def test_current_reads_the_pins_of_the_default_series_folder(
-    root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(lines.PATCHES_ENV, str(root))
-    assert str(lines.current().executorch) == "1.10.0"
-    monkeypatch.setenv(lines.PATCHES_ENV, str(root / "1.2.0"))
-    assert str(lines.current().executorch) == "1.2.0"
-
-
 def test_the_checkout_lines_are_the_committed_ones() -> None:
     names = [line.name for line in lines.all_lines(ROOT / "patches")]
     assert names and names == sorted(names, key=Version)
