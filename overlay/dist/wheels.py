@@ -17,7 +17,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -25,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import _mutex
+from overlay import _mutex, _process
 from overlay._cache import cache_dir
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.dist import provenance as _provenance
@@ -143,19 +142,20 @@ def _download(pin: WheelPin, folder: Path, path: Path) -> None:
         ]  # fmt: skip
         if pin.sha256:
             command.append("--require-hashes")
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, check=False)
-        except OSError as exc:
-            raise WheelError(f"cannot run pip: {exc}", hint="install pip in this Python") from exc
-        downloaded = Path(tmp) / pin.filename
-        if proc.returncode != 0 or not downloaded.is_file():
-            found, hint = _pip_failure(proc.stderr or proc.stdout, pin)
-            raise WheelError(
+
+        def refuse(output: str) -> WheelError:
+            found, hint = _pip_failure(output, pin)
+            return WheelError(
                 f"pip could not download {pin.filename}",
                 expected=f"{pin.filename} from the package index",
                 found=found,
                 hint=hint,
             )
+
+        _process.run(command, refuse)
+        downloaded = Path(tmp) / pin.filename
+        if not downloaded.is_file():
+            raise refuse("")
         if pin.sha256:
             verify_wheel(downloaded, pin)
         os.replace(downloaded, path)
