@@ -87,7 +87,7 @@ def inputs_key(series: Series, pin: WheelPin) -> str:
         "requirements": requirements(series),
         "wheel_requires": list(series.pins.wheel_requirements()),
         "series": series.digest,
-        "base_wheel": [pin.filename, pin.sha256],
+        "base_wheel": [pin.file, pin.sha256],
         "tool": [TOOL, REPACK_FORMAT],
         "target": list(uv_target(series, pin)),
     }
@@ -98,7 +98,8 @@ def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
     """Return (python version, uv ``--python-platform``, macOS deployment target) of a pin.
 
     Example: ``manylinux_2_28_x86_64`` gives ``x86_64-manylinux_2_28``;
-    ``macosx_12_0_arm64`` gives ``aarch64-apple-darwin`` (macOS from the pins' [lock]).
+    ``macosx_12_0_arm64`` gives ``aarch64-apple-darwin`` (macOS from the pins'
+    ``macos_deployment_target``).
     """
     tag = pin.platform
     if tag.startswith("manylinux_"):

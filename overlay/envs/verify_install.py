@@ -167,7 +167,7 @@ def _upstream_test(repo_path: str) -> bool:
 def _stock_tree(series: Series, site: Path, repair: str) -> Status:
     """Return the state of a stock installation; refuse any but the pinned release, pristine."""
     status = read_installed(series, site)
-    if status.target.version != series.pins.executorch or status.state is not TreeState.PRISTINE:
+    if status.target.version != series.pins.version or status.state is not TreeState.PRISTINE:
         raise InstallCheckError(
             "this environment does not hold the stock release",
             expected=f"executorch {series.pins.executorch}, its files pristine",
