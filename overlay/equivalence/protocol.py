@@ -210,6 +210,7 @@ class ItemResult:
     payloads: tuple[Payload, ...] = ()  # TOSA payloads, one per delegate
     numerics: Numerics | None = None
     numerics_error: ErrorInfo | None = None  # lowering worked, running it did not
+    run_reason: str = ""  # why the TOSA program was not run (no reference model here)
     vgf: VgfResult | None = None
     ethos_u: tuple[EthosUResult, ...] = ()
     value: JsonValue = None  # a probe's observation

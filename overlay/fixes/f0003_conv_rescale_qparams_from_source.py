@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.equivalence.protocol import ItemId, ItemKind
 from overlay.fixes.model import (
-    DeclaredDivergence,
+    Direction,
+    Divergence,
     Effect,
+    ErrorSignature,
     Fix,
     RuntimeForm,
     Trigger,
@@ -185,11 +186,14 @@ FIX = Fix(
     },
     divergences={
         "1.2.0": (
-            DeclaredDivergence(
-                id="seed-stale-grouped-transpose-check",
-                item=ItemId(ItemKind.PROBE, "RewriteConvPass.grouped_transposed_fp"),
-                b_error_type="RuntimeError",
-                b_error_contains="Grouped transpose convolutions are not supported",
+            Divergence(
+                name="stale-grouped-transpose-check",
+                direction=Direction.EQUIVALENT,
+                other=(
+                    ErrorSignature(
+                        "RuntimeError", "Grouped transpose convolutions are not supported"
+                    ),
+                ),
                 reason=(
                     "the seed monkey-patch replaces RewriteConvPass.call with a copy that still"
                     " raises 'Grouped transpose convolutions are not supported', a check"

@@ -70,6 +70,7 @@ class RunChoices:
     attribute: bool = True
     keep_bytes: bool = False
     shard: Shard | None = None
+    require_executed: tuple[str, ...] = ()  # targets that must run ("tosa", "vgf"), or fail
 
     def recorded(self) -> RunChoices:
         """Return just these fields (an :class:`Options` without how this machine runs it)."""
