@@ -2,9 +2,9 @@
 
 Every file the overlay persists (reports, journals, stamps, cache entries, provenance) and
 every message that crosses a process (the equivalence worker protocol) is a dataclass
-encoded here: enums by value, tuples as lists, nested dataclasses as objects. Decoding
-follows the type hints and accepts nothing else: a missing field without a default, an
-unknown field or a wrong type is a :class:`CodecError` naming where it is.
+encoded here: enums by value, tuples as lists, paths as text, nested dataclasses as
+objects. Decoding follows the type hints and accepts nothing else: a missing field without
+a default, an unknown field or a wrong type is a :class:`CodecError` naming where it is.
 
 Hand-written on purpose: the worker protocol runs this module inside the users' stock and
 patched environments, which must hold exactly their locked packages, so the codec is
@@ -21,6 +21,7 @@ import enum
 import json
 import types
 import typing
+from pathlib import Path, PurePath
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from overlay.errors import OverlayError
@@ -45,10 +46,12 @@ class CodecError(OverlayError):
 
 
 def encode(value: object) -> JsonValue:
-    """Encode a value: dataclasses as objects, enums by value, tuples as lists."""
+    """Encode a value: dataclasses as objects, enums by value, tuples as lists, paths as text."""
     if isinstance(value, enum.Enum):
         encoded: JsonValue = value.value
         return encoded
+    if isinstance(value, PurePath):
+        return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):
@@ -142,6 +145,10 @@ def _decode(hint: Any, data: object, where: str) -> Any:
         if type(data) is hint:
             return data
         raise CodecError(where, f"a {hint.__name__}", data)
+    if hint is Path:
+        if type(data) is str:
+            return Path(data)
+        raise CodecError(where, "a path (a str)", data)
     raise TypeError(f"the codec cannot decode {hint!r} (at {where})")
 
 
@@ -223,7 +230,7 @@ def schema_of(hint: Any, defs: dict[str, JsonValue]) -> JsonValue:
                 "additionalProperties": False,
             }
         return {"$ref": f"#/$defs/{name}"}
-    simple = {float: "number", int: "integer", bool: "boolean", str: "string"}
+    simple = {float: "number", int: "integer", bool: "boolean", str: "string", Path: "string"}
     if hint in simple:
         return {"type": simple[hint]}
     raise TypeError(f"no JSON Schema for {hint!r}")

@@ -40,6 +40,12 @@ class OverlayError(Exception):
         return "\n".join(parts)
 
 
+class UsageError(OverlayError):
+    """A command-line argument names something that is not there (a fix the line lacks)."""
+
+    exit_code = 2
+
+
 class SeriesError(OverlayError):
     """The series file or a patch in it is malformed, missing or unlisted."""
 

@@ -9,10 +9,12 @@ git; ``regenerate`` turns ``overlay-base..HEAD`` back into ``patches/``.
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlay import fixes
 from overlay._files import write_text_atomic
 from overlay._git import git, show
 from overlay._hashing import sha256_bytes
@@ -35,8 +37,13 @@ NAME_TRAILER = "Overlay-Patch: "
 
 @dataclass(frozen=True)
 class Regenerated:
-    """What ``regenerate`` wrote (with ``dry_run``: would write)."""
+    """What ``regenerate`` wrote into the series folder ``patches`` (``dry_run``: would write).
 
+    ``regenerate --json`` prints it.
+    """
+
+    patches: Path
+    dry_run: bool
     written: tuple[str, ...]
     removed: tuple[str, ...]
     unchanged: tuple[str, ...]
@@ -123,7 +130,9 @@ def regenerate(
     if not commits:
         raise SeriesError(f"{worktree} has no commits after {BASE_TAG}", hint="commit a change")
     texts: dict[str, str] = {}
-    for number, commit in enumerate(commits, start=1):
+    # a new commit carries a new fix: the number after every fix the registry knows
+    numbers = itertools.count(max({0, *old.numbers, *(f.number for f in fixes.FIXES)}) + 1)
+    for commit in commits:
         message = git(worktree, "log", "-1", "--format=%B", commit)
         name, header = _header_for(message, today=day)
         diff = git(
@@ -132,7 +141,7 @@ def regenerate(
         )  # fmt: skip
         if not diff:
             raise SeriesError(f"commit {commit[:10]} changes nothing", hint="drop it")
-        name = name or f"{number:04d}-{_slug(message.splitlines()[0])}{PATCH_SUFFIX}"
+        name = name or f"{next(numbers):04d}-{_slug(message.splitlines()[0])}{PATCH_SUFFIX}"
         previous = old_text.get(name)
         if previous is not None and previous.split(HEADER_END, 1)[-1] != diff:
             header = _touch_last_update(header, day)
@@ -196,4 +205,4 @@ def _write_patches(
     for name in removed:
         if not dry_run:
             (patches_dir / name).unlink()
-    return Regenerated(tuple(written), tuple(removed), tuple(unchanged))
+    return Regenerated(patches_dir, dry_run, tuple(written), tuple(removed), tuple(unchanged))

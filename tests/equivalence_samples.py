@@ -17,17 +17,13 @@ from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.protocol import (
     PATHS,
-    CaseInfo,
     ErrorInfo,
     EthosUResult,
     InitReply,
-    ItemId,
-    ItemKind,
     ItemResult,
     Numerics,
     OutputDigest,
     Payload,
-    ProbeInfo,
     RunStatus,
     Stage,
     TargetState,
@@ -36,6 +32,7 @@ from overlay.equivalence.protocol import (
 )
 from overlay.equivalence.verdict import AB, Verdict, decide
 from overlay.fixes import divergences
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 from overlay.text.applier import transform
 from overlay.text.series import Series
 

@@ -25,17 +25,14 @@ import time
 import overlay
 from overlay.codec import JsonValue
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
     InitReply,
     InitRequest,
-    ItemKind,
     ItemResult,
     ListReply,
     Numerics,
     OutputDigest,
     Payload,
-    ProbeInfo,
     RunRequest,
     RunStatus,
     Stage,
@@ -43,6 +40,7 @@ from overlay.equivalence.protocol import (
     VgfResult,
 )
 from overlay.equivalence.worker.serve import InputError, serve
+from overlay.items import CaseInfo, ItemKind, ProbeInfo
 
 CASES = (
     *(

@@ -30,6 +30,7 @@ from overlay.errors import (
     UnfinishedRunError,
     UnsafePatchError,
     UnsupportedReleaseError,
+    UsageError,
 )
 from overlay.target import journal, transaction
 from overlay.text.series import load_series
@@ -476,18 +477,18 @@ class FlagCase:
 
 
 FLAG_CASES = [
-    FlagCase("unknown fix number", ("--fix", "3"), SeriesError, "no fix '3' in the series"),
-    FlagCase("unknown fix name", ("--fix", "1,c"), SeriesError, "no fix 'c' in the series"),
-    FlagCase("empty --fix", ("--fix", ","), SeriesError, "--fix names no fix"),
+    FlagCase("unknown fix number", ("--fix", "3"), UsageError, "line 1.2.0 does not carry fix 3"),
+    FlagCase("unknown fix name", ("--fix", "1,c"), UsageError, "line 1.2.0 has no fix named 'c'"),
+    FlagCase("empty --fix", ("--fix", ","), UsageError, "--fix names no fix"),
     FlagCase(
         "unknown fix, revert",
         ("--fix", "b.patch"),
-        SeriesError,
-        "no fix 'b.patch'",
+        UsageError,
+        "line 1.2.0 has no fix named 'b.patch'",
         command="revert",
     ),
-    FlagCase("unknown fix, dry run", ("--fix", "9", "--dry-run"), SeriesError, "no fix '9'"),
-    FlagCase("unknown fix, check", ("--fix", "0"), SeriesError, "no fix '0'", command="check"),
+    FlagCase("unknown fix, dry run", ("--fix", "9", "--dry-run"), UsageError, "line 1.2.0 does"),
+    FlagCase("unknown fix, check", ("--fix", "0"), UsageError, "line 1.2.0 does", command="check"),
     FlagCase(
         "target does not exist",
         ("--target", "{root}/does/not/exist"),
@@ -544,7 +545,7 @@ FLAG_CASES = [
         "a fix that needs another",
         ("--fix", "3"),
         ApplyError,
-        f"{A}: fix 3 of 3 cannot be applied without fix 1 of 3",
+        f"{A}: fix 3 cannot be applied without fix 1",
         mutate=add_dependent_fix,
     ),
     FlagCase(

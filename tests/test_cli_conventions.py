@@ -65,30 +65,6 @@ def test_usage_and_version_name_the_tool() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "dest", "value", "note"),
-    [
-        (["sync", "--venv", "v"], "target", "v", "--venv is deprecated, use --target"),
-        (["sync", "--target", "v", "--out", "d"], "dist", "d", "--out is deprecated, use --dist"),
-        (["build-wheel", "--wheel-tag", "t"], "tag", "t", "--wheel-tag is deprecated, use --tag"),
-        (["canary", "--lines", "1.2.0", "1.5.1"], "lines", ["1.2.0", "1.5.1"], "use --line"),
-    ],
-)
-def test_old_spellings_still_work_and_say_the_new_one(
-    argv: list[str], dest: str, value: object, note: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    args = build_parser().parse_args(argv)
-    assert getattr(args, dest) == value
-    assert note in capsys.readouterr().err
-
-
-def test_old_spellings_are_hidden_from_help() -> None:
-    actions = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    commands = actions[0].choices
-    for command, old in (("sync", "--venv"), ("build-wheel", "--wheel-tag"), ("canary", "--lines")):
-        assert old not in commands[command].format_help()
-
-
-@pytest.mark.parametrize(
     ("argv", "dest", "value"),
     [
         (["lock", "--tag", "a", "--tag", "b"], "tag", ["a", "b"]),
@@ -242,7 +218,7 @@ def test_the_noxfile_runs_the_current_spellings() -> None:
     runs = _noxfile_commands()
     assert {c for c, _ in runs} >= {"sync", "lock", "equivalence", "retarget", "canary"}
     for command, flags in runs:
-        shown = commands[command].format_help()  # deprecated spellings are hidden from it
+        shown = commands[command].format_help()
         for flag in flags:
             assert flag == "--patches" or f"{flag} " in shown or f"{flag}\n" in shown, (
                 command,

@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import json
 import math
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import pytest
@@ -149,6 +150,7 @@ def test_encode_gives_plain_json_for_every_kind_of_field() -> None:
     assert codec.encode(Level.LOW) == 1
     assert codec.encode((1, [2, (3,)])) == [1, [2, [3]]]
     assert codec.encode({1: Colour.RED, "b": (None,)}) == {"1": "red", "b": [None]}
+    assert codec.encode((Path("a/b"), PurePosixPath("/c"))) == ["a/b", "/c"]
     for scalar in (None, True, 0, 2.5, "s"):
         assert codec.encode(scalar) == scalar
 
@@ -212,6 +214,12 @@ def test_decode_fills_defaults_and_ignores_nothing() -> None:
     value = codec.decode(Outer, data)
     assert value == Outer(Colour.RED, (), {}, "n", "fast")
     assert (value.payload, value.level, value.tags) == (None, Level.LOW, ())
+
+
+def test_a_path_is_written_as_text_and_read_back_as_a_path() -> None:
+    decoded = decode(Path | None, "out/r.json")
+    assert decoded == Path("out/r.json") and type(decoded) is type(Path())
+    assert decode(Path | None, None) is None
 
 
 def test_decode_takes_an_int_for_a_float_and_makes_it_a_float() -> None:
@@ -322,6 +330,8 @@ def test_nested_paths_name_list_items_and_object_keys() -> None:
         (bool, 1, "a bool"),
         (int, False, "a int"),
         (str, None, "a str"),
+        (Path, 1, "a path (a str)"),
+        (Path, ["a"], "a path (a str)"),
         (int | None, "x", "int or NoneType"),
         (int | str, None, "int or str"),
         (JsonValue, (1,), "a JSON value"),
@@ -448,6 +458,7 @@ def test_schema_defs_are_sorted_by_name() -> None:
         (float, {"type": "number"}),
         (bool, {"type": "boolean"}),
         (str, {"type": "string"}),
+        (Path, {"type": "string"}),
         (type(None), {"type": "null"}),
         (JsonValue, {}),
         (Literal["one"], {"const": "one"}),

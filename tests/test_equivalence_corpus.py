@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from overlay import fixes
-from overlay.equivalence import corpus
+from overlay.equivalence import corpus, verdict
 from overlay.errors import EquivalenceInputError
 
 CORPUS = Path(corpus.__file__).parent
@@ -30,6 +30,22 @@ def test_corpus_covers_specs_quantisations_and_every_fix() -> None:
                 assert every[trigger.case].fast, trigger.case  # and runs in the CI subset
     effects = {t.effect for f in fixes.FIXES for t in f.triggers}
     assert fixes.Effect.REGRESSION not in effects  # no line's patched build regresses a case
+
+
+def test_grid_warp_family_covers_every_mode_padding_and_spec_outside_the_ci_subset() -> None:
+    family = {
+        c.name: c for c in corpus.CASES if c.name.endswith(("_a16w8_int16", "_a16w8_intfp16"))
+    }
+    family = {n: c for n, c in family.items() if n.startswith("grid_warp_")}
+    cells = {(n.split("_")[2], n.split("_")[3], c.spec) for n, c in family.items()}
+    specs = ("TOSA-1.0+INT+int16", "TOSA-1.0+INT+FP+int16")
+    modes, paddings = ("bilinear", "nearest"), ("zeros", "border", "reflection")
+    assert cells == {(m, p, s) for m in modes for p in paddings for s in specs}
+    assert all(c.targets_vgf and c.quantize == "a16w8" and not c.fast for c in family.values())
+    # the nearest shader's ties: declared broken where VGF runs the sampler (FP), on 1.5.1 only
+    broken = {n for n, c in family.items() if verdict.expected_broken(c, "1.5.1")}
+    assert broken == {f"grid_warp_nearest_{p}_a16w8_intfp16" for p in paddings}
+    assert not any(verdict.expected_broken(c, "1.2.0") for c in family.values())
 
 
 def test_zoo_covers_the_networks_with_int8_and_float_variants() -> None:
@@ -61,16 +77,23 @@ def _builder_keys(module: str, table: str) -> set[str]:
 def test_every_case_has_exactly_one_builder() -> None:
     core = _builder_keys("models.py", "BUILDERS")
     networks = _builder_keys("zoo.py", "NETWORKS")
-    assert core == {c.name for c in corpus.CASES}
+    assert not core & set(corpus.FIX_CASES)  # a fix's own case is built by its module
+    assert core | set(corpus.FIX_CASES) == {c.name for c in corpus.CASES}
     assert set(corpus.ZOO_NETWORKS) == {c.name for c in corpus.ZOO_CASES}
     assert set(corpus.ZOO_NETWORKS.values()) == networks  # every network is used
     assert corpus.ZOO_NETWORKS["zoo_resnet18_int8"] == corpus.ZOO_NETWORKS["zoo_resnet18_fp"]
     assert corpus.ZOO_NETWORKS["zoo_grid_warp_int16_grid_int16"] == "grid_warp_int16_grid_int16"
 
 
-def test_probes_are_named_once() -> None:
+def test_the_cases_and_probes_a_fix_brings_are_its_own() -> None:
     names = [p.name for p in corpus.PROBES]
-    assert len(names) == len(set(names)) == 9
+    assert len(names) == len(set(names)) == len(corpus.PROBE_RUNS)
+    for fix in fixes.FIXES:
+        mine = [p for p in corpus.PROBES if p.name in {probe.name for probe in fix.probes}]
+        assert [p.fix for p in mine] == [fix.number] * len(fix.probes)
+        for case in fix.cases:  # shown by this fix alone, and listed with the core cases
+            assert {f.number for f, _ in fixes.triggers_of(case.info.name)} == {fix.number}
+            assert corpus.info(case.info.name) is case.info and case.info.group == "core"
 
 
 def test_an_unknown_case_is_an_input_error() -> None:

@@ -18,7 +18,6 @@ from PIL import Image
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
     EthosUResult,
     InitReply,
@@ -36,6 +35,7 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.render import html
 from overlay.equivalence.verdict import decide
 from overlay.fixes import divergences
+from overlay.items import CaseInfo
 
 A, B, C = PathId.STOCK, PathId.RUNTIME, PathId.PATCHED
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

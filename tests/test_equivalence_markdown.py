@@ -6,8 +6,8 @@ import dataclasses
 
 from equivalence_samples import ethos, fail, judge, lowered, measured, ok, report_of, vgf
 
-from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind
 from overlay.equivalence.render import markdown
+from overlay.items import CaseInfo, ItemId, ItemKind
 
 
 def test_markdown_has_the_table_the_declared_divergences_and_ethos_u() -> None:

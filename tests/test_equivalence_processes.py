@@ -4,12 +4,16 @@ and the environments described (a bad Python or runtime patch module) before any
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 from equivalence_samples import A, B, C, fake_options, runs, scripted_options
 
 from overlay.equivalence.controller.orchestrator import run
+from overlay.equivalence.controller.processes import LIBRARY_DAYS, worker_library
 from overlay.equivalence.protocol import Stage
 from overlay.equivalence.verdict import BC
 from overlay.errors import EquivalenceInputError
@@ -37,18 +41,41 @@ def test_workers_see_only_the_overlay_package_and_run_in_the_out_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_CASES", "ok")
+    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "cache"))
     options = fake_options(tmp_path)
     result = run(options)
     assert [str(v.item) for v in result.verdicts] == ["case:ok", "probe:where"]
     where = result.verdicts[1]
     value = where.results[C].value
     assert isinstance(value, dict)
-    library = (options.log_dir / "overlay").resolve()
-    assert Path(str(value["overlay"])).resolve().is_relative_to(library)
+    (library,) = (tmp_path / "cache" / "worker-library").iterdir()  # the package's copy
+    imported = Path(str(value["overlay"])).resolve()
+    assert imported.is_relative_to(library.resolve() / "overlay")
+    assert sorted(p.name for p in library.iterdir()) == ["overlay"]
     assert Path(str(value["cwd"])).resolve() == options.log_dir.resolve()
     assert (options.log_dir / "worker-c.log").is_file()
-    assert not (library / "patches").exists()
+    assert not (library / "overlay" / "patches").exists()
     assert result.failures == []
+    # the output folder holds reports and logs only: no package copy
+    assert not [p for p in options.out_dir.rglob("*.py")]
+
+
+def test_the_worker_library_is_one_copy_per_overlay_digest(tmp_path: Path) -> None:
+    first = worker_library(tmp_path)
+    assert first.parent == tmp_path and (first / "overlay" / "codec.py").is_file()
+    copied = {p.relative_to(first / "overlay") for p in (first / "overlay").rglob("*")}
+    assert copied and all(p.suffix == ".py" for p in copied if (first / "overlay" / p).is_file())
+    (first / "overlay" / "marker.py").write_text("", encoding="utf-8")
+    assert worker_library(tmp_path) == first  # the same sources: the same copy, reused
+    assert (first / "overlay" / "marker.py").is_file()
+    stale, fresh = tmp_path / ("0" * 16), tmp_path / ("1" * 16)
+    for old, days in ((stale, LIBRARY_DAYS + 1), (fresh, LIBRARY_DAYS - 1)):
+        (old / "overlay").mkdir(parents=True)
+        when = time.time() - days * 86400
+        os.utime(old, (when, when))
+    shutil.rmtree(first)  # a new copy is made: copies unused for LIBRARY_DAYS go
+    assert worker_library(tmp_path) == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, fresh.name])
 
 
 def test_a_case_timeout_overrides_the_run_timeout(

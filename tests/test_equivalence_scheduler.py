@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from equivalence_samples import A, B, C, runs, scripted_options
 
-from overlay import fixes
+from overlay import fixes, lines
 from overlay.equivalence.controller import scheduler
 from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.controller.progress import Event, EventKind
-from overlay.equivalence.protocol import ItemId, ItemKind
 from overlay.equivalence.verdict import AB, BC
+from overlay.items import ItemId, ItemKind
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,12 +35,18 @@ def test_attribution_tries_the_claimed_fix_first() -> None:
 
 
 def test_attribution_tries_only_the_fixes_of_the_runs_line() -> None:
-    carried = scheduler.carried_fixes(ROOT / "patches" / "1.5.1")
-    assert carried == (1, 3, 7)
-    assert scheduler.carried_fixes(ROOT / "patches" / "1.2.0") == (1, 2, 3, 4, 5, 6)
-    # fix 5 claims the grid warp on 1.2.0; the 1.5.1 line does not carry it
-    assert 5 in [f.number for f, _ in fixes.triggers_of("grid_warp_a16w8_vgf")]
-    assert scheduler.candidates(ItemId(ItemKind.CASE, "grid_warp_a16w8_vgf"), carried) == [1, 3, 7]
+    for line in lines.all_lines(ROOT / "patches"):
+        carried = scheduler.carried_fixes(line.directory)
+        assert carried == tuple(f.number for f in fixes.carried_by(line))
+        for case in {t.case for f in fixes.FIXES for t in f.triggers}:
+            claimed = [f.number for f, _ in fixes.triggers_of(case) if f.number in carried]
+            found = scheduler.candidates(ItemId(ItemKind.CASE, case), carried)
+            assert sorted(found) == sorted(carried), (line.name, case)
+            assert found[: len(set(claimed))] == list(dict.fromkeys(claimed)), (line.name, case)
+    claimer, trigger = next((f, t) for f in fixes.FIXES for t in f.triggers)
+    others = tuple(f.number for f in fixes.FIXES if f is not claimer)  # a line without it
+    found = scheduler.candidates(ItemId(ItemKind.CASE, trigger.case), others)
+    assert claimer.number not in found and sorted(found) == sorted(others)
     assert scheduler.candidates(ItemId(ItemKind.PROBE, "x"), (3, 1)) == [3, 1]
 
 

@@ -19,7 +19,7 @@ def test_the_key_covers_what_a_worker_can_import_and_nothing_else(tmp_path: Path
     assert {"equivalence/worker/__main__.py", "equivalence/worker/runner.py",
             "equivalence/worker/lowering.py", "equivalence/worker/envinfo.py",
             "equivalence/corpus/__init__.py", "equivalence/corpus/models.py",
-            "equivalence/corpus/probes.py", "equivalence/corpus/zoo.py",
+            "fixes/f0004_distinct_output_transpose_slots.py", "equivalence/corpus/zoo.py",
             "equivalence/protocol.py", "runtime.py", "fixes/__init__.py", "lines/pins.py",
             "fixes/model.py", "fixes/f0003_conv_rescale_qparams_from_source.py",
             "equivalence/worker/vgf_run.py", "equivalence/worker/ethosu.py"} <= names  # fmt: skip

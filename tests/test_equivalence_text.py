@@ -22,10 +22,11 @@ from equivalence_samples import (
     vgf,
 )
 
-from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind, Payload
+from overlay.equivalence.protocol import Payload
 from overlay.equivalence.render import cells, text
 from overlay.equivalence.render.sections import WIDTH
 from overlay.equivalence.verdict import AB, Observation, decide
+from overlay.items import CaseInfo, ItemId, ItemKind
 
 WRONG_GRID = measured(error=0.585, sqnr=-2.6, digest="w")  # the grid warp: 59% of range
 

@@ -22,11 +22,12 @@ from equivalence_samples import patched_copy
 from overlay import fixes, lines
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options
-from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind, PathId, TargetState
+from overlay.equivalence.protocol import PathId, TargetState
 from overlay.equivalence.render.text import render_table
 from overlay.equivalence.verdict import AB, BAD, BC, Verdict
 from overlay.errors import EquivalenceError, EquivalenceInputError
 from overlay.fixes import Effect, Fix, Trigger
+from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.lines import Line
 from overlay.text.series import Series, load_series
 

@@ -27,19 +27,16 @@ from equivalence_samples import (
 from overlay import fixes
 from overlay.equivalence import corpus, verdict
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
-    ItemId,
-    ItemKind,
     ItemResult,
     Payload,
-    ProbeInfo,
     RunStatus,
     Stage,
     TargetState,
     VgfResult,
 )
 from overlay.equivalence.verdict import AB, BC, Observation, Quality, decide
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 DEEP = CaseInfo("deep_int8", "TOSA-1.0+INT", "a8w8", tolerance=0.25, sqnr_db=20.0, group="zoo")
 # MobileNetV2 as the issue measured it: 10.6% of the range off on every path, a right lowering.
@@ -523,3 +520,19 @@ def test_require_executed_fails_an_item_whose_target_lowered_but_did_not_run() -
         " tosa_reference_model"
     )
     assert decide(ITEM, CASE, {A: unrun, B: unrun, C: unrun}, None).not_executed is None
+
+
+def test_an_expected_breakage_on_a_target_not_executed_here_is_unchecked_not_refuted() -> None:
+    info = CaseInfo("nearest", "TOSA-1.0+INT+FP+int16", "a16w8", expect_broken="ties round")
+    unrun = lowered(measured(0.0, math.inf), vgf=vgf(run_reason=NOT_RUN))
+    v = decide(info.item, info, {A: unrun, B: unrun, C: unrun}, None)
+    assert (v.expectation_problem, v.failures) == (None, [])
+    assert v.unchecked == (
+        f"expected to be wrong on every path (ties round): not checked here (vgf not executed:"
+        f" {NOT_RUN})"
+    )
+    ran = lowered(measured(0.0, math.inf), vgf=vgf(measured(0.0, math.inf)))  # right: refuted
+    refuted = decide(info.item, info, {A: ran, B: ran, C: ran}, None)
+    assert refuted.failures == [
+        "case:nearest: expected to be wrong on every path (ties round), but a path is right"
+    ]

@@ -1,6 +1,6 @@
 """The fix registry: discovery, lookups, claims per release, validation against the lines.
 
-The toy fix (number 99) (tests/toy_fixes) joins the four real ones: the registry, the claim
+The toy fix (number 99) (tests/toy_fixes) joins the real ones: the registry, the claim
 listing and the docs table pick it up from its module and its line folders alone.
 """
 
@@ -9,6 +9,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import json
+import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,14 +22,7 @@ import pytest
 import toy_fix
 
 from overlay import fixes, lines
-from overlay.equivalence.protocol import (
-    ErrorInfo,
-    ItemResult,
-    PathId,
-    ProbeInfo,
-    RunStatus,
-    Stage,
-)
+from overlay.equivalence.protocol import ErrorInfo, ItemResult, PathId, RunStatus, Stage
 from overlay.equivalence.verdict import BC, decide
 from overlay.errors import OverlayError
 from overlay.fixes import overview
@@ -39,9 +36,12 @@ from overlay.fixes.model import (
     RuntimeForm,
     Trigger,
 )
+from overlay.items import ProbeInfo
+from overlay.lines import evidence
 from overlay.text.series import load_series
 
 ROOT = Path(__file__).resolve().parent.parent
+NO_EVIDENCE = evidence.LineEvidence(1, "", "", "", ())
 DOCS = ROOT / "docs" / "fixes.md"
 P = Stage.PROBE
 
@@ -67,8 +67,19 @@ def _module(name: str, fix: Fix | None) -> ModuleType:
 # --- discovery -----------------------------------------------------------------------------
 
 
+def _line_numbers() -> set[int]:
+    """Every fix number a line's series or evidence names (carried, ported or dropped)."""
+    found = set()
+    for line in lines.all_lines(ROOT / "patches"):
+        found |= {p.number for p in load_series(line.directory).patches}
+        found |= {int(p.patch[:4]) for p in (evidence.load(line.directory) or NO_EVIDENCE).patches}
+    return found
+
+
 def test_the_registry_is_discovered_one_module_per_fix() -> None:
-    assert [f.number for f in fixes.FIXES] == [1, 2, 3, 4, 5, 6, 7]
+    modules = sorted((ROOT / "overlay" / "fixes").glob("f[0-9][0-9][0-9][0-9]_*.py"))
+    assert [f.number for f in fixes.FIXES] == [int(m.name[1:5]) for m in modules]
+    assert {f.number for f in fixes.FIXES} == _line_numbers()  # each fix is some line's
     assert fixes.REGISTRY.fixes is fixes.FIXES
     assert fixes.discover().fixes == fixes.FIXES  # the same module objects, found again
     for fix in fixes.FIXES:
@@ -113,7 +124,7 @@ def test_from_modules_checks_names_numbers_and_uniqueness() -> None:
         with pytest.raises(OverlayError, match=message):
             fixes.from_modules(modules)
     numbers = [f.number for f in fixes.from_modules([toy, *reversed(_real_modules())]).fixes]
-    assert numbers == [1, 2, 3, 4, 5, 6, 7, 99]  # ascending, whatever the order given
+    assert numbers == [*(f.number for f in fixes.FIXES), 99]  # ascending, whatever the order
 
 
 # --- lookups and claims --------------------------------------------------------------------
@@ -124,10 +135,13 @@ def test_lookups_by_number_and_patch() -> None:
     assert registry.by_number(99).title == "the answer is 42"
     assert registry.by_patch("0099-toy-answer-is-42") is registry.by_number(99)
     assert registry.by_patch("0099-toy-answer-is-42.patch") is registry.by_number(99)
-    assert registry.by_patch("0005-other.patch") is None
+    assert registry.by_patch("0099-renamed-on-another-line.patch") is registry.by_number(99)
+    assert registry.by_patch("0098-other.patch") is None
+    assert registry.by_patch("other.patch") is None
     with pytest.raises(OverlayError) as info:
-        registry.by_number(8)
-    assert (info.value.found, info.value.expected) == ("8", "1, 2, 3, 4, 5, 6, 7, 99")
+        registry.by_number(98)
+    numbers = ", ".join(str(f.number) for f in registry.fixes)
+    assert (info.value.found, info.value.expected) == ("98", numbers)
     assert fixes.by_number(3) is fixes.REGISTRY.by_number(3)
     assert fixes.by_patch(fixes.FIXES[1].patch) is fixes.FIXES[1]
 
@@ -137,11 +151,11 @@ def test_a_claim_holds_for_the_release_it_was_measured_on() -> None:
     toy = registry.by_number(99)
     assert [t.release for t in toy.triggers] == ["9.9.0"]
     for version in ("9.9.0", "9.9.0+armfix.1b5e", None):
-        assert [(f.number, t.case) for f, t in registry.triggers_of("conv_relu_int8", version)] == [
-            (99, "conv_relu_int8")
+        assert [(f.number, t.case) for f, t in registry.triggers_of("toy_answer", version)] == [
+            (99, "toy_answer")
         ], version
     for version in ("9.10.0", "9.9.1", "9.9", "not a version"):
-        assert registry.triggers_of("conv_relu_int8", version) == [], version
+        assert registry.triggers_of("toy_answer", version) == [], version
     assert Trigger("c", Effect.FIXED, "w").applies_to("1.2.0")  # no release: every release
     # the real claims, as measured
     one = fixes.by_number(1)
@@ -153,21 +167,113 @@ def test_a_claim_holds_for_the_release_it_was_measured_on() -> None:
     ]
 
 
-def test_the_claim_listing_shows_the_toy_trigger(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+def test_the_claim_listing_names_each_claim_by_its_fix(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from overlay import cli
 
-    monkeypatch.setattr(fixes, "REGISTRY", _toy_registry())
     code = cli.main(
         ["equivalence", "--list", "--stock-python", sys.executable, "--out", str(tmp_path)]
     )
     listed = capsys.readouterr().out.splitlines()
     assert code == 0
-    (line,) = [entry for entry in listed if entry.startswith("case  conv_relu_int8:")]
-    assert line.endswith(" claims changed by patch 99")
-    (mixed,) = [entry for entry in listed if entry.startswith("case  conv_relu_cat_mixed_qparams:")]
-    assert mixed.endswith("claims fixed by patch 3 claims fixed by patch 3")  # 1.2.0 and 1.5.1
+    for fix in fixes.FIXES:
+        for case in {t.case for t in fix.triggers}:
+            (line,) = [entry for entry in listed if entry.startswith(f"case  {case}:")]
+            assert f" by patch {fix.number}" in line, line
+
+
+# The checker a copied checkout runs once the toy fix is added to it (printed as JSON).
+_NEW_FIX_CHECK = """
+import json
+from pathlib import Path
+from overlay import fixes, lines, runtime
+from overlay.equivalence import corpus
+from overlay.equivalence.controller import scheduler
+from overlay.fixes import overview
+
+root = Path("patches")
+before = corpus.PROBE_RUNS["Answer.value.toy"]()
+applied = runtime.Runtime(fixes.REGISTRY, root).apply([99])
+print(json.dumps({
+    "problems": fixes.REGISTRY.problems(lines.all_lines(root)),
+    "case": [corpus.info("toy_answer").spec, corpus.FIX_CASES["toy_answer"].info.name],
+    "probes": [[p.name, p.fix] for p in corpus.PROBES if p.fix == 99],
+    "answers": [before, applied, corpus.PROBE_RUNS["Answer.value.toy"]()],
+    "carried": [scheduler.carried_fixes(root / line) for line in ("9.9.0", "9.10.0")],
+    "row": [r for r in overview.table(fixes.REGISTRY, lines.all_lines(root)).splitlines()
+            if r.startswith("| 99 |")],
+}))
+"""
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    found = {}
+    for folder in ("overlay", "patches"):
+        for path in (root / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                found[path.relative_to(root).as_posix()] = path.read_bytes()
+    return found
+
+
+def test_a_new_fix_is_its_module_and_its_line_data(tmp_path: Path) -> None:
+    """Adding a fix changes its module under overlay/fixes/ and its lines under patches/
+    (with what the tools write there); every consumer then takes it from those alone.
+
+    The copy of the checkout gets only the toy fix's files: the registry, its validation
+    against the lines, the corpus (its case and probe), the worker's probe, the runtime
+    patch, the run's attribution, the equivalence listing and in-place `status` find it.
+    (The generated table of docs/fixes.md is then stale until its tool rewrites it.)
+    """
+    checkout = tmp_path / "checkout"
+    for folder in ("overlay", "patches"):
+        shutil.copytree(ROOT / folder, checkout / folder, ignore=shutil.ignore_patterns("__pyc*"))
+    (checkout / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+    before = _files(checkout)
+    module = checkout / "overlay" / "fixes" / toy_fix.MODULE_FILE.name
+    module.write_bytes(toy_fix.MODULE_FILE.read_bytes())
+    toy_fix.write_lines(checkout / "patches")
+    after = _files(checkout)
+    changed = {name for name in after if before.get(name) != after[name]} | (
+        before.keys() - after.keys()
+    )
+    assert changed == {
+        f"overlay/fixes/{toy_fix.MODULE_FILE.name}",
+        *(f"patches/{line}/{name}" for line in toy_fix.LINES for name in toy_fix.LINE_FILES),
+    }
+    site = toy_fix.install_package(tmp_path / "site", "9.9.0")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(site)])}
+    env.pop(lines.PATCHES_ENV, None)
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, *args],
+            check=False,
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    found = json.loads(run("-c", _NEW_FIX_CHECK))
+    assert found == {
+        "problems": [],
+        "case": ["TOSA-1.0+FP", "toy_answer"],
+        "probes": [["Answer.value.toy", 99]],
+        "answers": [41, [99], 42],
+        "carried": [[99], [99]],
+        "row": [
+            "| 99 | `0099-toy-answer-is-42`: the answer is 42 | - | - | carried; runtime"
+            " `Answer.value` | carried; diff only | 9.9.0: toy_answer (changed) | - |"
+        ],
+    }
+    listed = run("-m", "overlay", "equivalence", "--list", "--out", str(tmp_path / "out"))
+    assert "case  toy_answer: TOSA-1.0+FP fp [fast] claims changed by patch 99\n" in listed
+    assert "probe Answer.value.toy: fix 99: the answer\n" in listed
+    status = run("-m", "overlay", "status", "--series-only", "--line", "9.9.0")
+    assert "  99. 0099-toy-answer-is-42.patch: The answer is 42\n" in status
 
 
 def test_divergences_are_declared_per_line_as_rules_naming_their_fix() -> None:
@@ -195,8 +301,9 @@ def test_carried_by_reads_the_series(tmp_path: Path) -> None:
     root = toy_fix.write_lines(tmp_path)
     (nine, ten) = lines.all_lines(root)
     assert [f.number for f in registry.carried_by(nine)] == [99]
-    real = lines.line_named(ROOT / "patches", "1.2.0")
-    assert [f.number for f in registry.carried_by(real)] == [1, 2, 3, 4, 5, 6]
+    for real in lines.all_lines(ROOT / "patches"):
+        numbers = [p.number for p in load_series(real.directory).patches]
+        assert [f.number for f in registry.carried_by(real)] == numbers
     (root / "9.9.0" / "series").write_text("0004-x.patch\n0042-unknown.patch\n", encoding="utf-8")
     with pytest.raises(OverlayError) as info:
         registry.carried_by(nine)
@@ -307,10 +414,12 @@ def _replacement(build: Callable[..., object]) -> ast.FunctionDef:
 
 
 def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
-    built = [
-        f for fix in _toy_registry().fixes for line in fix.runtime for f in fix.runtime_forms(line)
-    ]
-    assert len(built) == 11  # 1.2.0: fixes 1-5 one each, fix 6 two; 1.5.1: 1, 3, 7; the toy
+    registry = _toy_registry()
+    built = [f for fix in registry.fixes for line in fix.runtime for f in fix.runtime_forms(line)]
+    for line in lines.all_lines(ROOT / "patches"):  # every carried fix has its forms here
+        for fix in registry.carried_by(line):
+            assert set(fix.runtime_forms(line.name)) <= set(built)
+            assert fix.runtime_forms(line.name) or isinstance(fix.runtime[line.name], DiffOnly)
     for form in built:
         replacement = _replacement(form.build)
         doc = ast.get_docstring(replacement) or ""
@@ -331,7 +440,7 @@ def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
     toy = next(r for r in rows if r.startswith("| 99 |"))
     assert toy == (
         "| 99 | `0099-toy-answer-is-42`: the answer is 42 | - | - | carried; runtime"
-        " `Answer.value` | carried; diff only | 9.9.0: conv_relu_int8 (changed) | - |"
+        " `Answer.value` | carried; diff only | 9.9.0: toy_answer (changed) | - |"
     )
     one = next(r for r in rows if r.startswith("| 1 |"))
     assert (
@@ -389,7 +498,7 @@ def test_a_fix_and_its_divergence_are_plain_data() -> None:
     divergence = Divergence("d", Direction.EQUIVALENT, (ErrorSignature("E", "m"),), "why")
     assert dataclasses.replace(divergence, name="e").name == "e"
     assert divergence.condition == "any item; (b) raises E ('m')"
-    assert fixes.by_number(1).prefix == "0001-" and fixes.by_number(1).stem.startswith("0001-")
+    assert fixes.by_number(1).stem.startswith("0001-")
     assert fixes.by_number(2).runtime_forms("1.5.1") == ()
     assert DiffOnly("x").text == "diff only: x"
     assert "claims" not in repr(fixes.by_number(1))  # a short repr in error messages

@@ -32,7 +32,7 @@ from overlay.dist.wheelzip import write_files
 from overlay.envs.verify_install import check_installed
 from overlay.errors import InstallCheckError, OverlayError
 from overlay.lines.pins import WheelPin
-from overlay.target import journal, state, transaction
+from overlay.target import deps, journal, state, transaction
 from overlay.text.series import Series, load_series
 
 from scaffold import make_diff, make_tree, patch_text, run_forked, snapshot, unowned, write_series
@@ -56,7 +56,9 @@ def new_text(i: int) -> str:
 
 def write_world_series(folder: Path) -> Series:
     patches = {
-        f"{i:04d}.patch": patch_text(f"Fix {i}", make_diff(repo_path(i), old_text(i), new_text(i)))
+        f"{i + 1:04d}-fix.patch": patch_text(
+            f"Fix {i + 1}", make_diff(repo_path(i), old_text(i), new_text(i))
+        )
         for i in range(N)
     }
     return write_series(folder, patches, {repo_path(i): old_text(i).encode() for i in range(N)})
@@ -450,32 +452,34 @@ def test_a_subset_is_applied_recorded_verified_as_a_subset_and_completed(
         f"  patched: {repo_path(0)}",
         f"  patched: {repo_path(2)}",
     ]
-    assert out[-1] == f"done: {env.site} holds fixes 1, 3 of {N} of line 1.2.0"
+    assert out[-1] == f"done: {env.site} holds fixes 1, 3 of line 1.2.0"
     version = f"1.2.0+armfix.{env.series.short_digest}.fix.1.3"
     assert f"\nVersion: {version}\n" in pip(env.venv, "show", "executorch").stdout
     record_is_true(env.site)
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(env.site)])))
     provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
-    assert [p.name for p in provenance.patches] == ["0000.patch", "0002.patch"]
+    assert [p.name for p in provenance.patches] == ["0001-fix.patch", "0003-fix.patch"]
     assert set(provenance.files) == {f"executorch/{repo_path(i)}" for i in (0, 2)}
     assert env.cli("status") == 0
     shown = capsys.readouterr().out
-    assert "  1. 0000.patch: Fix 0 [applied]\n  2. 0001.patch: Fix 1 [not applied]\n" in shown
-    assert f"  state: partial: fixes 1, 3 of {N} (patched in place, executorch {version})" in shown
+    assert (
+        "  1. 0001-fix.patch: Fix 1 [applied]\n  2. 0002-fix.patch: Fix 2 [not applied]\n" in shown
+    )
+    assert f"  state: partial: fixes 1, 3 (patched in place, executorch {version})" in shown
     with pytest.raises(InstallCheckError) as info:
         check_installed(env.series, import_modules=False, search_path=env.site)
-    assert info.value.message == f"executorch in {env.site} holds fixes 1, 3 of {N} of this series"
-    assert info.value.found == f"fixes 1, 3 of {N} (executorch {version})"
+    assert info.value.message == f"executorch in {env.site} holds fixes 1, 3 of this series"
+    assert info.value.found == f"fixes 1, 3 (executorch {version})"
     assert env.cli("apply", "--fix", "3") == 0  # already there: nothing to do
     assert capsys.readouterr().out.splitlines()[-1] == (
-        f"nothing to do: {env.site} already holds fixes 1, 3 of {N}"
+        f"nothing to do: {env.site} already holds fixes 1, 3"
     )
     assert env.cli("apply") == 0  # the rest
     full = f"1.2.0+armfix.{env.series.short_digest}"
     assert check_installed(env.series, import_modules=False, search_path=env.site).version == full
     assert env.cli("revert", "--fix", "2") == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        f"done: {env.site} holds fixes 1, 3, 4, 5, 6, 7, 8, 9, 10 of {N} of line 1.2.0"
+        f"done: {env.site} holds fixes 1, 3, 4, 5, 6, 7, 8, 9, 10 of line 1.2.0"
     )
     record_is_true(env.site)
     assert env.cli("revert") == 0
@@ -493,7 +497,7 @@ def test_dry_run_checks_and_plans_but_writes_nothing(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"  would patch: {repo_path(1)}"
     assert not [line for line in out if line.startswith("  already")]  # others: not in the run
-    assert out[-2:] == [f"  would hold: fix 2 of {N}", "1 file(s) would change"]
+    assert out[-2:] == ["  would hold: fix 2", "1 file(s) would change"]
     assert any(line.startswith("  dist-info: executorch-1.2.0.dist-info -> ") for line in out)
     assert env.cli("revert", "--dry-run") == 0
     assert capsys.readouterr().out.splitlines()[-1] == "nothing to do"
@@ -511,8 +515,9 @@ def test_json_reports_of_apply_revert_and_dry_runs_are_typed(
     dry = report(json_output.CheckReport, "apply", "--fix", "1", "--dry-run")
     assert (dry.changes_due, dry.would_change, dry.reverse) == (True, (repo_path(0),), False)
     assert dry.plan is not None and (dry.plan.fixes, dry.plan.after) == ((1,), (1,))
-    assert dry.plan.deps == json_output.DepsReport(("torch==2.11.*",), None)
+    assert dry.plan.deps == deps.DepsCheck(("torch==2.11.*",), None)
     assert dry.plan.line.name == "1.2.0" and dry.plan.line.reason == f"--patches {env.patches}"
+    assert dry.plan.line.directory == env.patches  # a path, written as text
     done = report(json_output.ApplyReport, "apply")
     assert done.changed == tuple(repo_path(i) for i in range(N)) and done.recovered is None
     meta = done.plan.dist_info
@@ -545,12 +550,14 @@ def test_a_kill_during_a_subset_apply_is_finished_by_the_rerun(
     )
     assert child.code == -9, child.output
     assert env.cli("status") == 0
-    assert f"  state: interrupted apply of fixes 2, 4 of {N} (pid {child_pid_of(env)}" in (
+    assert f"  state: interrupted apply of fixes 2, 4 (pid {child_pid_of(env)}" in (
         capsys.readouterr().out
     )
     assert env.cli("apply", "--fix", "2,4") == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("recovered: an interrupted apply of 0001.patch, 0003.patch (pid ")
+    assert first.startswith(
+        "recovered: an interrupted apply of 0002-fix.patch, 0004-fix.patch (pid "
+    )
     assert first.endswith(", 2 of 10 steps done) was finished")
     status = transaction.inspect(env.series, transaction.find_target(env.venv))
     assert status.state is state.TreeState.PARTIAL and status.record.fixes == frozenset({2, 4})

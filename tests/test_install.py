@@ -214,8 +214,8 @@ def test_binary_patch_refused(tmp_path: Path) -> None:
     )
     folder = tmp_path / "p"
     folder.mkdir()
-    (folder / "series").write_text("1.patch\n")
-    (folder / "1.patch").write_text(patch_text("bin", binary))
+    (folder / "series").write_text("0001-p.patch\n")
+    (folder / "0001-p.patch").write_text(patch_text("bin", binary))
     with pytest.raises(UnsafePatchError, match="binary"):
         load_series(folder)
 
@@ -226,17 +226,17 @@ def test_truncated_patch_refused(tmp_path: Path, cut: int) -> None:
     header_len = text.index("---\n") + 4
     folder = tmp_path / "p"
     folder.mkdir()
-    (folder / "series").write_text("1.patch\n")
-    (folder / "1.patch").write_text(text[: header_len + cut] if cut > 0 else text[:cut])
-    with pytest.raises(SeriesError, match=r"1\.patch"):
+    (folder / "series").write_text("0001-p.patch\n")
+    (folder / "0001-p.patch").write_text(text[: header_len + cut] if cut > 0 else text[:cut])
+    with pytest.raises(SeriesError, match=r"0001-p\.patch"):
         load_series(folder)
 
 
 def test_malformed_header_refused(tmp_path: Path) -> None:
     folder = tmp_path / "p"
     folder.mkdir()
-    (folder / "series").write_text("1.patch\n")
-    (folder / "1.patch").write_text("Just some words\n---\n" + make_diff(A, "a\n", "b\n"))
+    (folder / "series").write_text("0001-p.patch\n")
+    (folder / "0001-p.patch").write_text("Just some words\n---\n" + make_diff(A, "a\n", "b\n"))
     with pytest.raises(SeriesError, match="not a DEP-3 field"):
         load_series(folder)
 
@@ -445,7 +445,7 @@ def test_tree_apply_revert_identity(
     root = make_tree(base / "site", {A: old_b})
     write_series(
         base / "patches",
-        {"1.patch": patch_text("p", make_diff(A, old_b.decode(), new_b.decode()))},
+        {"0001-p.patch": patch_text("p", make_diff(A, old_b.decode(), new_b.decode()))},
         {A: old_b},
     )
     target = transaction.find_target(root)

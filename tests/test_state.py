@@ -91,11 +91,11 @@ def test_a_subset_in_place_is_recorded_and_reported(tmp_path: Path) -> None:
     version = f"1.2.0+armfix.{series.short_digest}.fix.1.3"
     assert str(status.target.version) == version
     assert status.summary == (
-        f"partial: fixes 1, 3 of 4 (patched in place, executorch {version}):"
+        f"partial: fixes 1, 3 (patched in place, executorch {version}):"
         " `apply` adds the rest, `revert` removes them"
     )
     problem = status.problem()
-    assert problem is not None and problem.message.endswith("holds fixes 1, 3 of 4 of this series")
+    assert problem is not None and problem.message.endswith("holds fixes 1, 3 of this series")
     assert problem.hint == f"apply the rest: `executorch-arm-overlay apply --target {target.root}`"
     transaction.apply(series, find_target(target.root), fixes=frozenset({2}))
     transaction.apply(series, find_target(target.root), fixes=frozenset({4}))
@@ -106,12 +106,12 @@ def test_summaries_say_what_files_and_dist_info_disagree_on(tmp_path: Path) -> N
     series, target = world(tmp_path)
     files_only = state.inspect(series, holding(target, {C: C2}))
     assert files_only.summary == (
-        "fix 2 of 4 in the files, a stock dist-info: run `apply` to record them in it"
+        "fix 2 in the files, a stock dist-info: run `apply` to record them in it"
     )
     transaction.apply(series, find_target(target.root), fixes=frozenset({2}))
     moved = holding(find_target(target.root), {C: C0, A: A1, B: B1})
     assert state.inspect(series, moved).summary == (
-        "fix 1 of 4 in the files, but the dist-info names fix 2 of 4: run `apply`"
+        "fix 1 in the files, but the dist-info names fix 2: run `apply`"
     )
     reverted = holding(moved, {A: A0, B: B0})
     assert state.inspect(series, reverted).summary == (
@@ -119,7 +119,7 @@ def test_summaries_say_what_files_and_dist_info_disagree_on(tmp_path: Path) -> N
     )
     mixed = holding(reverted, {A: A1})
     assert state.inspect(series, mixed).summary == (
-        "mixed: fix 1 of 4 in some of their files only: run `apply` or `revert`"
+        "mixed: fix 1 in some of their files only: run `apply` or `revert`"
     )
 
 
@@ -132,7 +132,7 @@ def test_apply_and_revert_of_subsets_compose(tmp_path: Path) -> None:
     assert target.file(C).read_text() == C0 and target.file(A).read_text() == A134
     with pytest.raises(ApplyError) as info:  # fix 4 edits what fix 1 wrote
         transaction.apply(series, find_target(target.root), reverse=True, fixes=frozenset({1}))
-    assert info.value.message.startswith(f"{A}: fixes 3, 4 of 4 cannot be applied without fix 1")
+    assert info.value.message.startswith(f"{A}: fixes 3, 4 cannot be applied without fix 1")
     assert info.value.hint == "revert them together: --fix 1,3,4"
     transaction.apply(series, find_target(target.root), reverse=True, fixes=frozenset({1, 4}))
     assert target.file(A).read_text() == A0.replace("a30 = 30\n", "a30 = 'three'\n")
@@ -146,7 +146,7 @@ def test_a_half_applied_fix_is_refused_unless_chosen(tmp_path: Path) -> None:
     before = snapshot(mixed.root)
     with pytest.raises(DriftError) as info:
         transaction.apply(series, mixed, fixes=frozenset({2}))
-    assert info.value.message == "fix 1 of 4 in some of their files only; nothing was written"
+    assert info.value.message == "fix 1 in some of their files only; nothing was written"
     assert info.value.hint == "apply or revert them whole (--fix 1), or every fix (no --fix)"
     assert snapshot(mixed.root) == before
     transaction.apply(series, mixed, fixes=frozenset({1}))  # chosen: completed

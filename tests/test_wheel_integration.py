@@ -19,7 +19,7 @@ from installer.sources import WheelFile
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from overlay import worktree
+from overlay import fixes, worktree
 from overlay._git import git
 from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
@@ -197,7 +197,7 @@ def test_edit_then_regenerate_round_trips(tmp_path: Path, series: Series, source
     git(work, "commit", "-q", "-am", "Arm backend: Bump the copyright year\n\nA test edit.")
     result = worktree.regenerate(work, copy, today="2030-01-01")
     new = load_series(copy)
-    number = f"{len(new.patches):04d}"  # numbered after the series' last patch
+    number = f"{max(f.number for f in fixes.FIXES) + 1:04d}"  # a new fix: after every fix
     assert [p.name for p in new.patches][-1].startswith(f"{number}-arm-backend-bump-the-copyright")
     assert new.patches[-1].header["Last-Update"] == "2030-01-01"
     assert new.patches[0].text == series.patches[0].text

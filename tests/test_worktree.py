@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay import worktree
+from overlay import codec, worktree
 from overlay._git import git
 from overlay.cli import main
 from overlay.text.series import load_series
@@ -61,9 +61,9 @@ def test_regenerate_dry_run_says_what_would_change_and_writes_nothing(
     assert said[-1] == "2 would be written, 1 unchanged"
     assert "  would write 0001-a.patch" in said
     assert main([*argv, "--dry-run", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert (report["dry_run"], report["removed"]) == (True, [])
-    assert sorted(report["written"]) == ["0001-a.patch", "SHA256SUMS"]
+    report = codec.loads(worktree.Regenerated, capsys.readouterr().out)  # strict: every field
+    assert (report.patches, report.dry_run, report.removed) == (tmp_path / "patches", True, ())
+    assert sorted(report.written) == ["0001-a.patch", "SHA256SUMS"]
     assert snapshot(tmp_path / "patches") == before
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["dry_run"] is False

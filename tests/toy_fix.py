@@ -1,7 +1,8 @@
 """A toy fix (number 99) with its release lines and a fake installed package (no torch).
 
 The toy fix module is ``toy_fixes/f0099_toy_answer_is_42.py``; its lines are 9.9.0 (a
-runtime form) and 9.10.0 (diff only), pinned to the fake distribution ``toyexec``.
+runtime form) and 9.10.0 (diff only), pinned to the fake distribution ``toyexec``. What a
+new fix adds to a checkout is :data:`MODULE_FILE` and, per line, :data:`LINE_FILES`.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from pathlib import Path
 from types import ModuleType
 
 from overlay.lines.pins import PINS_FILE, SERIES_FILE
+from overlay.text.applier import transform
+from overlay.text.series import CHECKSUMS_FILE, format_checksums, load_series
 
-from scaffold import make_diff, patch_text, pins_toml
+from scaffold import make_diff, patch_text, pins_toml, sha
 
 MODULE_FILE = Path(__file__).resolve().parent / "toy_fixes" / "f0099_toy_answer_is_42.py"
 PACKAGE = "toyexec"
@@ -21,6 +24,9 @@ REPO_PATH = "backends/toy/answer.py"
 PATCH = "0099-toy-answer-is-42.patch"
 PRISTINE = "class Answer:\n    def value(self) -> int:\n        return 41\n"
 LINES = ("9.9.0", "9.10.0")
+# what a line folder gains with the fix: its diff, its place in the series, the pristine pin
+# of each file it touches, and what `refresh` writes (no locks: the toy has no wheel)
+LINE_FILES = (PATCH, SERIES_FILE, PINS_FILE, CHECKSUMS_FILE)
 
 
 def load_module(name: str = "f0099_toy_answer_is_42") -> ModuleType:
@@ -43,6 +49,11 @@ def write_line(root: Path, version: str, patches: tuple[str, ...] = (PATCH,)) ->
     pins = pins_toml({REPO_PATH: PRISTINE.encode()}, version=version)
     pins = pins.replace('package_dir = "executorch"', f'package_dir = "{PACKAGE}"')
     (folder / PINS_FILE).write_text(pins, encoding="utf-8")
+    if patches == (PATCH,):  # other series are for the registry's checks: no checksums
+        series = load_series(folder)
+        patched = transform(series.patches, REPO_PATH, PRISTINE.encode())
+        checksums = format_checksums(series, {REPO_PATH: sha(patched)})
+        (folder / CHECKSUMS_FILE).write_text(checksums, encoding="utf-8")
     return folder
 
 

@@ -198,7 +198,7 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
         repair=ready_venv.repair_command(series, locked, env.root, env.python),
     )
     if args.json:
-        out(json_output.to_json(json_output.verify_report(found)).rstrip("\n"))
+        out(json_output.to_json(found).rstrip("\n"))
         return 0
     if found.lock:
         out(f"{found.locked} packages match {found.lock}")
@@ -242,7 +242,6 @@ def add_commands(add: common.Adder) -> None:
     sync = add("sync", cmd_sync, "make a venv exactly a line's lock, with the patched executorch")
     where = sync.add_mutually_exclusive_group(required=True)
     where.add_argument("--target", metavar="VENV", help="the venv to create or sync")
-    common.deprecated(where, "--venv", "--target", "target", metavar="VENV")
     where.add_argument(
         "--ready-in", metavar="DIR", help="sync the line's ready venv DIR/ready-<line>-py<X.Y>"
     )

@@ -4,17 +4,14 @@ One flag means one thing in every command (pip's, uv's and git's conventions):
 ``--target`` the environment a command works on, ``--dist DIR`` a folder of patched wheels,
 ``--out DIR`` a folder the command writes its reports to, ``--tag TAG`` a pinned wheel by
 its tag, ``--line`` a release line, ``--dry-run`` every check and the plan, nothing
-written, ``--json`` a typed report on stdout. Old spellings (``sync --venv``, ``--out``
-for wheels, ``--wheel-tag``, ``canary --lines``) are accepted, hidden from ``--help``, and
-say they are deprecated.
+written, ``--json`` a typed report on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -27,51 +24,16 @@ Handler = Callable[[argparse.Namespace], int]
 Adder = Callable[[str, Handler, str], argparse.ArgumentParser]
 
 
-class Deprecated(argparse.Action):
-    """A hidden old spelling of an option: stores into the new one's dest and says so."""
-
-    def __init__(
-        self, option_strings: Sequence[str], dest: str, *, new: str, append: bool = False,
-        **kwargs: Any,
-    ) -> None:  # fmt: skip
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-        self.new = new
-        self.append = append
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        """Store the value as the new option would, and note the new spelling on stderr."""
-        progress(f"note: {option_string} is deprecated, use {self.new}")
-        if self.append:
-            given = values if isinstance(values, list) else [values]
-            setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), *given])
-        else:
-            setattr(namespace, self.dest, values)
-
-
-def deprecated(
-    command: argparse.ArgumentParser | Any, old: str, new: str, dest: str, **kwargs: Any
-) -> None:
-    """Accept ``old`` as a hidden, deprecated spelling of ``new`` (same ``dest``)."""
-    command.add_argument(old, dest=dest, action=Deprecated, new=new, **kwargs)
-
-
 def add_line(command: argparse.ArgumentParser, default: str) -> None:
     """Add ``--line`` (a release line, e.g. 1.2.0)."""
     command.add_argument("--line", help=f"the release line, e.g. 1.2.0 (default: {default})")
 
 
 def add_dist(command: argparse.ArgumentParser) -> None:
-    """Add ``--dist DIR``, the folder of patched wheels (old spelling: ``--out``)."""
+    """Add ``--dist DIR``, the folder of patched wheels."""
     command.add_argument(
         "--dist", metavar="DIR", help="folder of the patched wheels (default: dist/<line>)"
     )
-    deprecated(command, "--out", "--dist", "dist", metavar="DIR")
 
 
 def add_wheel(command: argparse.ArgumentParser) -> None:
@@ -83,7 +45,6 @@ def add_wheel(command: argparse.ArgumentParser) -> None:
         metavar="TAG",
         help="the pinned wheel of this tag, e.g. cp311-manylinux_2_28_x86_64",
     )
-    deprecated(group, "--wheel-tag", "--tag", "tag", metavar="TAG")
 
 
 def add_json(command: argparse.ArgumentParser) -> None:

@@ -62,10 +62,7 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
     folder = common.patches_dir(args)
     result = worktree.regenerate(Path(args.dir), folder, dry_run=args.dry_run)
     if args.json:
-        report = json_output.RegenerateReport(
-            str(folder), args.dry_run, result.written, result.removed, result.unchanged
-        )
-        out(json_output.to_json(report).rstrip("\n"))
+        out(json_output.to_json(result).rstrip("\n"))
         return 0
     would = "would be " if args.dry_run else ""
     for name in result.written:

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from overlay import fixes
+from overlay import codec, fixes
 from overlay.cli import common
 from overlay.cli.output import out, progress
 from overlay.cli.progress_display import display
@@ -94,7 +94,7 @@ def cmd_merge_reports(args: argparse.Namespace) -> int:
 
 def cmd_report_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of equivalence.json."""
-    out(document.render_schema().rstrip("\n"))
+    out(codec.dumps(document.schema(), indent=2))
     return 0
 
 

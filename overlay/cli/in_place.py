@@ -42,10 +42,6 @@ def _line(
     return load_series(chosen.directory), chosen
 
 
-def _line_info(chosen: line_choice.Chosen) -> json_output.LineInfo:
-    return json_output.LineInfo(chosen.name, str(chosen.directory), chosen.reason)
-
-
 def _fix_state(number: int, status: Status | None) -> str | None:
     if status is None or status.files == {}:
         return None
@@ -61,14 +57,14 @@ def _series_info(series: Series, status: Status | None) -> json_output.SeriesInf
         local_version(series),
         tuple(
             json_output.PatchInfo(
-                fix.number,
-                fix.patch_name,
+                patch.number,
+                patch.name,
                 patch.subject,
                 patch.header.get("Applied-Upstream"),
-                fix.name,
-                _fix_state(fix.number, status),
+                selection.fix_name(patch.name),
+                _fix_state(patch.number, status),
             )
-            for fix, patch in zip(selection.fixes_of(series), series.patches, strict=True)
+            for patch in series.patches
         ),
     )
 
@@ -94,7 +90,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             status.state if status else None,
             status.summary if status else None,
             tuple(json_output.FileStatus(p, s) for p, s in status.files.items()) if status else (),
-            _line_info(chosen),
+            chosen,
             tuple(sorted(status.applied)) if status else (),
             tuple(sorted(recorded)) if recorded is not None else None,
             status.complete if status else False,
@@ -122,10 +118,10 @@ def _describe_plan(plan: Plan, verb: str, series: Series) -> None:
         out(f"recovered: {plan.recovery.summary}")
     for change in plan.changes:
         out(f"  {verb}: {change.repo_path}")
-    whole = plan.chosen == selection.every(series)
+    whole = plan.chosen == series.numbers
     done = ("pristine" if whole else "reverted") if plan.reverse else "patched"
     for repo_path in plan.unchanged:  # files the chosen fixes do not touch are not listed
-        if whole or selection.touching(series, repo_path) & plan.chosen:
+        if whole or series.touching(repo_path) & plan.chosen:
             out(f"  already {done}: {repo_path}")
     if plan.bytecode:
         out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
@@ -147,13 +143,13 @@ def _details(
 ) -> json_output.PlanDetails:
     meta = plan.metadata
     return json_output.PlanDetails(
-        _line_info(chosen),
+        chosen,
         tuple(sorted(plan.chosen)),
         tuple(sorted(plan.before)),
         tuple(sorted(plan.after)),
         len(plan.bytecode),
         json_output.DistInfoChange(meta.dist_info, meta.to, meta.version) if meta else None,
-        json_output.DepsReport(checked.checked, checked.skipped) if checked else None,
+        checked,
     )
 
 
@@ -257,8 +253,8 @@ def add_commands(add: common.Adder) -> None:
             "--fix",
             action="append",
             metavar="N,NAME",
-            help=f"{verb} only these fixes: numbers or names as `status` lists them,"
-            " comma-separated or repeated (default: all)",
+            help=f"{verb} only these fixes: numbers (7 or 0007: patch 0007) or names as"
+            " `status` lists them, comma-separated or repeated (default: all)",
         )
 
     def writer(command: argparse.ArgumentParser, verb: str) -> None:

@@ -1,7 +1,8 @@
 """What ``--json`` prints: typed reports, encoded by :mod:`overlay.codec` (schemas derivable).
 
-Reports hold plain values (paths as text), so each one round-trips through
-``codec.decode`` and has a JSON Schema (``codec.schema``).
+A command whose answer is one domain value prints it as it is (``verify-install`` its
+:class:`~overlay.envs.verify_install.InstallReport`); the reports here aggregate several.
+Each one round-trips through ``codec.decode`` and has a JSON Schema (``codec.schema``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import dataclasses
 
 from overlay import codec
 from overlay.envs.venvs import VenvAction
-from overlay.envs.verify_install import InstallReport
+from overlay.target.deps import DepsCheck
+from overlay.target.line_choice import Chosen
 from overlay.target.state import FileState, TreeState
 
 
@@ -18,7 +20,7 @@ from overlay.target.state import FileState, TreeState
 class PatchInfo:
     """One patch (fix) of the series."""
 
-    number: int
+    number: int  # the fix number: the patch file's NNNN prefix, on every line
     name: str  # the patch file name
     subject: str
     upstream: str | None
@@ -34,15 +36,6 @@ class SeriesInfo:
     executorch: str
     wheel_version: str
     patches: tuple[PatchInfo, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class LineInfo:
-    """The release line a command used, and why that one."""
-
-    name: str
-    directory: str
-    reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +56,7 @@ class StatusReport:
     state: TreeState | None  # the whole tree: pristine, patched, partial, interrupted, ...
     summary: str | None  # the one-line state `status` prints
     files: tuple[FileStatus, ...]
-    line: LineInfo | None = None
+    line: Chosen | None = None  # the release line, and why that one
     applied: tuple[int, ...] = ()  # the fixes the files hold
     recorded: tuple[int, ...] | None = None  # the fixes the dist-info lists (this series)
     complete: bool = False  # every fix, in the files and the dist-info (verify-install's ok)
@@ -79,24 +72,16 @@ class DistInfoChange:
 
 
 @dataclasses.dataclass(frozen=True)
-class DepsReport:
-    """The dependency check of an apply."""
-
-    checked: tuple[str, ...]  # requirements the environment satisfies
-    skipped: str | None  # why nothing was checked
-
-
-@dataclasses.dataclass(frozen=True)
 class PlanDetails:
     """What a plan of apply or revert decided, beyond the files."""
 
-    line: LineInfo
+    line: Chosen
     fixes: tuple[int, ...]  # the fixes asked for (all without --fix)
     before: tuple[int, ...]  # the fixes the tree held
     after: tuple[int, ...]  # the fixes it holds after
     stale_bytecode: int  # .pyc files of replaced modules the run deletes
     dist_info: DistInfoChange | None
-    deps: DepsReport | None  # None: not checked (revert, --no-deps-check)
+    deps: DepsCheck | None  # None: not checked (revert, --no-deps-check)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,43 +174,6 @@ class RefreshReport:
     series: str  # the series' short digest
     dry_run: bool
     changed: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class RegenerateReport:
-    """``regenerate``: the series files written and removed (``--dry-run``: would be)."""
-
-    patches: str  # the series folder
-    dry_run: bool
-    written: tuple[str, ...]
-    removed: tuple[str, ...]
-    unchanged: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class VerifyReport:
-    """``verify-install``: what the check found (the fields of its InstallReport)."""
-
-    version: str
-    site: str
-    files: dict[str, str]  # wheel path -> sha256
-    modules: tuple[str, ...]
-    lock: str | None
-    locked: int
-    unlocked: tuple[str, ...]
-
-
-def verify_report(found: InstallReport) -> VerifyReport:
-    """Return the report of what `verify-install` found."""
-    return VerifyReport(
-        found.version,
-        str(found.site),
-        dict(found.files),
-        found.modules,
-        str(found.lock) if found.lock else None,
-        found.locked,
-        found.unlocked,
-    )
 
 
 @dataclasses.dataclass(frozen=True)

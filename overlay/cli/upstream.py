@@ -257,7 +257,6 @@ def add_commands(add: common.Adder) -> None:
         action="append",
         help="only this line, e.g. 1.2.0 (repeatable or comma-separated; default: all)",
     )
-    common.deprecated(can, "--lines", "--line", "lines", nargs="+", append=True)
     can.add_argument("--tags", action="store_true", help="also onto each newer vX.Y.Z tag")
     can.add_argument("--previous", help="the last status.json: fail on a newly conflicting patch")
     can.add_argument("--no-behaviour", action="store_true", help="text only (no release env)")

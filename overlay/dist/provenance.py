@@ -4,11 +4,11 @@ The patched wheel and an in-place apply write the same three things, so both ins
 read alike: METADATA ``Version: 1.2.0+armfix.<series>`` with Requires-Dist narrowed to the
 runtime pins' release series, and ``ARM_OVERLAY.json`` naming the series, the fixes it
 holds and each patched file's sha256 before and after. A tree holding only some fixes of
-the series (``apply --fix``) says which in both: the version ends in ``.fix.<n>.<m>`` and
-the provenance lists exactly those patches.
+the series (``apply --fix``) says which in both: the version ends in ``.fix.<n>.<m>``, the
+fix numbers, and the provenance lists exactly those patches.
 
-Example: fixes 1 and 3 of series ``1b5ee9052a...`` on executorch 1.2.0.
-Becomes: ``Version: 1.2.0+armfix.1b5ee9052a.fix.1.3``; ``patches`` lists 0001 and 0003.
+Example: fixes 1 and 7 of series ``5c0ffee123...`` on executorch 1.5.1.
+Becomes: ``Version: 1.5.1+armfix.5c0ffee123.fix.1.7``; ``patches`` lists 0001 and 0007.
 """
 
 from __future__ import annotations
@@ -80,13 +80,13 @@ def parse_provenance(text: str | None) -> Provenance | None:
 
 def is_whole(series: Series, fixes: Collection[int] | None) -> bool:
     """Return True when ``fixes`` (None: all) is every fix of the series."""
-    return fixes is None or set(fixes) == set(range(1, len(series.patches) + 1))
+    return fixes is None or set(fixes) == series.numbers
 
 
 def local_version(series: Series, fixes: Collection[int] | None = None) -> str:
     """Return the PEP 440 version of the patched tree, e.g. ``1.2.0+armfix.1a2b3c4d5e``.
 
-    A subset of the fixes adds its numbers: ``1.2.0+armfix.1a2b3c4d5e.fix.1.3``.
+    A subset of the fixes adds their numbers: ``1.5.1+armfix.1a2b3c4d5e.fix.1.7``.
     """
     version = f"{series.pins.executorch}+{LOCAL_PREFIX}.{series.short_digest}"
     if is_whole(series, fixes):
@@ -115,9 +115,7 @@ def make_provenance(
     fixes: Collection[int] | None = None,
 ) -> Provenance:
     """Return the provenance of ``fixes`` (None: all) applied to a wheel or installed tree."""
-    held = [
-        p for number, p in enumerate(series.patches, start=1) if fixes is None or number in fixes
-    ]
+    held = series.patches if fixes is None else series.of(fixes)
     return Provenance(
         tool=TOOL,
         version=local_version(series, fixes),

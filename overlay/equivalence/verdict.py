@@ -45,19 +45,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from overlay import fixes
-from overlay.equivalence.protocol import (
-    CaseInfo,
-    ErrorInfo,
-    ItemId,
-    ItemKind,
-    ItemResult,
-    Numerics,
-    PathId,
-    ProbeInfo,
-    Stage,
-    TargetState,
-)
+from overlay.equivalence.protocol import ErrorInfo, ItemResult, Numerics, PathId, Stage, TargetState
 from overlay.fixes import Direction, Divergence, ErrorSignature
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
 DEFAULT_TOLERANCE: dict[str | None, float] = {None: 0.01, "a8w8": 0.05, "a16w8": 0.05}
@@ -122,6 +112,7 @@ class Quality(enum.StrEnum):
 
 
 BAD = (Quality.WRONG, Quality.FAILED)  # judged, and not right
+Judged = Mapping[PathId, Mapping[str, Quality]]  # each path's targets, judged
 
 
 @dataclass(frozen=True)
@@ -161,13 +152,13 @@ class Verdict:
     ab_diffs: tuple[Observation, ...]
     fix: int | None  # the one runtime fix that turns (a) into (b); None: none alone
     claim_problem: str | None
-    targets: Mapping[PathId, Mapping[str, Quality]] = dataclasses.field(default_factory=dict)
+    targets: Judged = dataclasses.field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
     expectation_problem: str | None = None  # a finding nobody expected, or the reverse
     # the one line fix whose runtime form, in place of the runtime patch's, makes (b) agree
     # with (c); None: none alone, or not tried
     bc_fix: int | None = None
-    unchecked: str | None = None  # a claim this machine could not check (not executed)
+    unchecked: str | None = None  # a claim or expectation not checked here (not executed)
     not_executed: str | None = None  # a target --require-executed asks for did not run
 
     @property
@@ -502,9 +493,7 @@ def numerics_text(numerics: Numerics) -> str:
     return f"max error {100 * fraction:.2f}% of range, SQNR {lowest} dB"
 
 
-def findings(
-    results: Mapping[PathId, Mapping[str, Quality]], raw: Mapping[PathId, ItemResult]
-) -> tuple[Finding, ...]:
+def findings(results: Judged, raw: Mapping[PathId, ItemResult]) -> tuple[Finding, ...]:
     """Return every target that is not right on any of the three paths."""
     shared = set.intersection(*(set(q) for q in results.values()))
     found = []
@@ -524,17 +513,36 @@ def expected_broken(info: CaseInfo | ProbeInfo, version: str | None = None) -> s
 
 
 def check_expectation(
-    info: CaseInfo | ProbeInfo, found: tuple[Finding, ...], version: str | None = None
+    info: CaseInfo | ProbeInfo,
+    found: tuple[Finding, ...],
+    version: str | None = None,
+    *,
+    unrun: bool = False,
 ) -> str | None:
-    """Return a problem when findings and the case's declared ``expect_broken`` disagree."""
+    """Return a problem when findings and the case's declared ``expect_broken`` disagree.
+
+    ``unrun``: a target was not executed on any path, so an expected breakage there can be
+    neither confirmed nor refuted here (the verdict says so as unchecked).
+    """
     if not isinstance(info, CaseInfo):
         return None
     expected = expected_broken(info, version)
     if found and not expected:
         return "; ".join(f.text for f in found)
-    if expected and not found:
+    if expected and not found and not unrun:
         return f"expected to be wrong on every path ({expected}), but a path is right"
     return None
+
+
+def unrun_everywhere(results: Mapping[PathId, ItemResult], targets: Judged) -> list[str]:
+    """Return 'target: why' for each target lowered or compiled, executed on no path."""
+    unrun = (Quality.LOWERED, Quality.COMPILED)
+    names = set.intersection(*(set(judged) for judged in targets.values()))
+    return [
+        f"{t} not executed: {not_run_reason(results[PathId.PATCHED], t)}"
+        for t in sorted(names)
+        if all(judged[t] in unrun for judged in targets.values())
+    ]
 
 
 def _bad(targets: Mapping[str, Quality]) -> bool:
@@ -558,7 +566,7 @@ def rule_holds(
     rule: Divergence,
     info: CaseInfo | ProbeInfo,
     results: Mapping[PathId, ItemResult],
-    targets: Mapping[PathId, Mapping[str, Quality]],
+    targets: Judged,
 ) -> bool:
     """Return True when a divergence rule's condition holds on an item's observations.
 
@@ -597,7 +605,7 @@ def _raised(error: ErrorInfo, signatures: Iterable[ErrorSignature]) -> bool:
 def required_problem(
     info: CaseInfo | ProbeInfo,
     results: Mapping[PathId, ItemResult],
-    targets: Mapping[PathId, Mapping[str, Quality]],
+    targets: Judged,
     required: Iterable[str],
 ) -> str | None:
     """Return why a target ``--require-executed`` names did not run on some path (None: ran).
@@ -677,6 +685,11 @@ def decide(
         claim = check_claim(item, ab, attributed_fix, version, attributed=attributed)
         unchecked = unchecked_claims(item, ab, c, targets[PathId.PATCHED], version)
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
+    unrun = unrun_everywhere(results, targets) if targets.get(PathId.PATCHED) else []
+    expected = expected_broken(info, version)
+    if expected and not found and unrun:  # an expected breakage this machine cannot see
+        note = f"expected to be wrong on every path ({expected}): not checked here"
+        unchecked = "; ".join(filter(None, (unchecked, f"{note} ({'; '.join(unrun)})")))
     return Verdict(
         item=item,
         info=info,
@@ -690,7 +703,9 @@ def decide(
         claim_problem=None if harness else claim,
         targets=targets,
         findings=found,
-        expectation_problem=None if harness else check_expectation(info, found, version),
+        expectation_problem=None
+        if harness
+        else check_expectation(info, found, version, unrun=bool(unrun)),
         bc_fix=bc_fix if bc_diffs else None,
         unchecked=unchecked,
         not_executed=None if harness else required_problem(info, results, targets, required),

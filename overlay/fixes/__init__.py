@@ -38,7 +38,7 @@ from overlay.fixes.model import (
     release_matches,
 )
 from overlay.lines import Line
-from overlay.lines.listing import read_series_names
+from overlay.lines.listing import patch_number, read_series_names
 
 __all__ = [
     "FIXES",
@@ -66,7 +66,6 @@ __all__ = [
 ]
 
 MODULE_NAME = re.compile(r"^f(\d{4})_[a-z0-9_]+$")
-PATCH_NUMBER = re.compile(r"^(\d{4})-")
 
 
 def _module_error(message: str, *, expected: str, found: str) -> OverlayError:
@@ -98,11 +97,9 @@ class Registry:
         )
 
     def by_patch(self, name: str) -> Fix | None:
-        """Return the fix whose patch is ``name`` (with or without ``.patch``), if any."""
-        for fix in self.fixes:
-            if name in (fix.patch, fix.stem):
-                return fix
-        return None
+        """Return the fix patch file ``name`` carries (its number; ``.patch`` optional), if any."""
+        number = patch_number(name.removesuffix(".patch") + ".patch")
+        return next((fix for fix in self.fixes if fix.number == number), None)
 
     def triggers_of(self, case: str, version: str | None = None) -> list[tuple[Fix, Trigger]]:
         """Return every (fix, trigger) that names corpus case ``case`` (claimed for ``version``)."""
@@ -129,12 +126,11 @@ class Registry:
         known = {fix.number: fix for fix in self.fixes}
         carried, problems = [], []
         for name in read_series_names(line.directory):
-            match = PATCH_NUMBER.match(name)
-            fix = known.get(int(match.group(1))) if match else None
+            fix = known.get(patch_number(name) or 0)
             if fix is None:
                 problems.append(
                     f"line {line.name} lists {name}, which has no fix module"
-                    f" (overlay/fixes/f{match.group(1) if match else 'NNNN'}_<slug>.py)"
+                    f" (overlay/fixes/f{name[:4]}_<slug>.py)"
                 )
             else:
                 carried.append(fix)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from overlay.fixes.model import (
@@ -10,6 +11,7 @@ from overlay.fixes.model import (
     Effect,
     ErrorSignature,
     Fix,
+    Probe,
     RuntimeForm,
     Trigger,
     UpstreamNote,
@@ -209,6 +211,38 @@ def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
     return call
 
 
+def foldable_add(dtype: str, *, dequantize: bool) -> bool:
+    """Probe ``is_foldable`` on an annotated add -> ``dtype`` quantize (-> dequantize) -> output."""
+    import torch
+    from executorch.backends.arm._passes.fold_qdq_with_annotated_qparams_pass import (
+        FoldAndAnnotateQParamsPass,
+    )
+    from executorch.backends.arm.common.annotation_meta import ArmAnnotationInfo
+    from executorch.exir.dialects._ops import ops as exir_ops
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    with FakeTensorMode():
+        x.meta["val"] = torch.empty(1, 2, 3, 4)
+    add = graph.call_function(exir_ops.edge.aten.add.Tensor, (x, x))
+    add.meta["custom"] = {ArmAnnotationInfo.CUSTOM_META_KEY: ArmAnnotationInfo(quantized=True)}
+    int_dtype = getattr(torch, dtype)
+    info = torch.iinfo(int_dtype)
+    q_args = (add, 0.01, 0, info.min, info.max, int_dtype)
+    quant = graph.call_function(
+        exir_ops.edge.quantized_decomposed.quantize_per_tensor.default, q_args
+    )
+    result = quant
+    if dequantize:
+        result = graph.call_function(
+            exir_ops.edge.quantized_decomposed.dequantize_per_tensor.default,
+            (quant, *q_args[1:]),
+        )
+    graph.output((result,))
+    return bool(FoldAndAnnotateQParamsPass.is_foldable(add))
+
+
 GRID_DEQUANT = "backends/arm/vgf/_passes/insert_grid_sampler_grid_dequant_pass.py"
 
 
@@ -280,6 +314,23 @@ FIX = Fix(
             ),
         ),
     },
+    probes=(
+        Probe(
+            "is_foldable.int16_output_quantize",
+            "fix 1: add -> int16 quantize -> graph output",
+            partial(foldable_add, "int16", dequantize=False),
+        ),
+        Probe(
+            "is_foldable.int8_output_quantize",
+            "fix 1 control: add -> int8 quantize -> output",
+            partial(foldable_add, "int8", dequantize=False),
+        ),
+        Probe(
+            "is_foldable.int16_quantize_then_dequantize",
+            "fix 1 control: int16 q -> dq -> output",
+            partial(foldable_add, "int16", dequantize=True),
+        ),
+    ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
         narrowing=(

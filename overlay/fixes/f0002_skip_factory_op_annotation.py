@@ -1,10 +1,13 @@
+# mypy: allow-subclassing-any
 """Fix 2: leave factory op outputs unannotated (``0002-skip-factory-op-annotation``)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.fixes.model import Case, Effect, Fix, Probe, RuntimeForm, Trigger, UpstreamNote
+from overlay.items import CaseInfo
 
 
 def skip_factory_op_annotation(module: Any, original: Any) -> Any:
@@ -37,6 +40,57 @@ def skip_factory_op_annotation(module: Any, original: Any) -> Any:
     return get_quant_properties
 
 
+def factory_op_output() -> tuple[Any, tuple[Any, ...]]:
+    """Build case ``factory_op_output``: ``x + 1`` and an ``aten.full`` constant, both outputs."""
+    import torch
+
+    class FactoryOutput(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x + 1, torch.full((1, 4), 2.0)
+
+    return FactoryOutput(), (torch.randn(1, 4),)
+
+
+def quant_properties(target: str) -> Any:
+    """Probe ``get_quant_properties`` on ``aten.full`` or ``aten.add`` under a8w8 (None: none)."""
+    import torch
+    from executorch.backends.arm.quantizer import get_symmetric_quantization_config
+    from executorch.backends.arm.quantizer import quantization_annotator as annotator
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    if target == "full":
+        node = graph.call_function(torch.ops.aten.full.default, ([1, 4], 2.0))
+    else:
+        node = graph.call_function(torch.ops.aten.add.Tensor, (x, x))
+    with FakeTensorMode():
+        x.meta["val"] = torch.empty(1, 4)
+        node.meta["val"] = torch.empty(1, 4)
+    graph.output((node,))
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    props = annotator.get_quant_properties(node, module, get_symmetric_quantization_config())
+    if props is None:
+        return None
+
+    def describe(prop: Any) -> Any:
+        if prop is None:
+            return None
+        if isinstance(prop, list):
+            return [describe(p) for p in prop]
+        spec = getattr(prop, "qspec", None)
+        return {
+            "index": getattr(prop, "index", None),
+            "dtype": str(getattr(spec, "dtype", None)),
+            "qspec": type(spec).__name__,
+        }
+
+    return {
+        "quant_inputs": describe(props.quant_inputs),
+        "quant_output": describe(props.quant_output),
+    }
+
+
 FIX = Fix(
     number=2,
     patch="0002-skip-factory-op-annotation.patch",
@@ -60,6 +114,21 @@ FIX = Fix(
             ),
         ),
     },
+    cases=(
+        Case(CaseInfo("factory_op_output", "TOSA-1.0+INT", "a8w8", fast=True), factory_op_output),
+    ),
+    probes=(
+        Probe(
+            "get_quant_properties.full",
+            "fix 2: aten.full under a8w8",
+            partial(quant_properties, "full"),
+        ),
+        Probe(
+            "get_quant_properties.add",
+            "fix 2 control: aten.add under a8w8",
+            partial(quant_properties, "add"),
+        ),
+    ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/quantizer/test_generic_annotater.py",
         reproducer="""\

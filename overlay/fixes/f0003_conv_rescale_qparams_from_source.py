@@ -1,19 +1,24 @@
+# mypy: allow-subclassing-any
 """Fix 3: conv rescale qparams from the source conv or its clamp (``0003-conv-rescale-...``)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from overlay.fixes.model import (
+    Case,
     Direction,
     Divergence,
     Effect,
     ErrorSignature,
     Fix,
+    Probe,
     RuntimeForm,
     Trigger,
     UpstreamNote,
 )
+from overlay.items import CaseInfo
 
 
 def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
@@ -144,6 +149,42 @@ def clamp_fused_activation_after_conv_rescale(module: Any, original: Any) -> Any
     return _insert_output_conversion
 
 
+def conv_relu_cat() -> tuple[Any, tuple[Any, ...]]:
+    """Build case ``conv_relu_cat_mixed_qparams``: ``cat([relu(conv(x)), y * 10])``."""
+    import torch
+
+    class ConvReluCat(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x: Any, y: Any) -> Any:
+            return torch.cat([torch.relu(self.conv(x)), y * 10], dim=1)
+
+    return ConvReluCat(), (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 8, 8))
+
+
+def rewrite_conv(groups: int, *, transposed: bool) -> Any:
+    """Probe ``RewriteConvPass`` on a float (transposed) conv: the graph it leaves."""
+    import torch
+    from executorch.backends.arm._passes.rewrite_conv_pass import RewriteConvPass
+    from executorch.backends.arm.tosa.specification import (
+        TosaLoweringContext,
+        TosaSpecification,
+    )
+    from executorch.exir import to_edge
+
+    torch.manual_seed(0)
+    if transposed:
+        model: Any = torch.nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, groups=groups)
+    else:
+        model = torch.nn.Conv2d(4, 4, 3, padding=1, groups=groups)
+    program = to_edge(torch.export.export(model.eval(), (torch.randn(1, 4, 6, 6),)))
+    exported = program.exported_program()
+    with TosaLoweringContext(TosaSpecification.create_from_string("TOSA-1.0+FP")):
+        return RewriteConvPass(exported)(exported.graph_module).graph_module.graph
+
+
 FIX = Fix(
     number=3,
     patch="0003-conv-rescale-qparams-from-source.patch",
@@ -205,6 +246,34 @@ FIX = Fix(
             ),
         ),
     },
+    cases=(
+        Case(
+            CaseInfo(
+                "conv_relu_cat_mixed_qparams",
+                "TOSA-1.0+INT+FP",
+                "a8w8",
+                fast=True,
+                # one output holds a small conv -> relu branch and a large x10 branch: the a8w8
+                # default (5% of the output's range, ~13 codes) would hide the relu branch being
+                # 7 codes off (stock 1.5.1: 1.29 on a range of 46.9, 2.7%); a right lowering is
+                # exact
+                tolerance=0.01,
+            ),
+            conv_relu_cat,
+        ),
+    ),
+    probes=(
+        Probe(
+            "RewriteConvPass.conv2d_fp",
+            "fix 3 control: float conv2d rewrite",
+            partial(rewrite_conv, 1, transposed=False),
+        ),
+        Probe(
+            "RewriteConvPass.grouped_transposed_fp",
+            "grouped transposed conv given to the pass directly",
+            partial(rewrite_conv, 2, transposed=True),
+        ),
+    ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/passes/test_rewrite_conv_pass.py",
         narrowing=(

@@ -1,10 +1,13 @@
+# mypy: allow-subclassing-any
 """Fix 4: one transpose per duplicated graph output slot (``0004-distinct-output-...``)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.fixes.model import Case, Effect, Fix, Probe, RuntimeForm, Trigger, UpstreamNote
+from overlay.items import CaseInfo
 
 
 def distinct_output_transpose_slots(module: Any, original: Any) -> Any:
@@ -65,6 +68,42 @@ def distinct_output_transpose_slots(module: Any, original: Any) -> Any:
     return staticmethod(insert_input_transpose)
 
 
+def equal_constants() -> tuple[Any, tuple[Any, ...]]:
+    """Build case ``equal_constant_outputs_channels_last``: two equal constant outputs."""
+    import torch
+
+    class EqualConstants(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("a", torch.arange(24.0).reshape(1, 2, 3, 4))
+            self.register_buffer("b", torch.arange(24.0).reshape(1, 2, 3, 4))
+
+        def forward(self, x: Any) -> Any:
+            channels_last = (self.b + 0).contiguous(memory_format=torch.channels_last)
+            return x + 1, self.a + 0, channels_last
+
+    return EqualConstants(), (torch.randn(1, 4),)
+
+
+def output_transposes(*, duplicated: bool) -> Any:
+    """Probe ``insert_input_transpose`` on an output tuple holding one node (twice)."""
+    import torch
+    from executorch.backends.arm._passes.to_tosa_memory_format_pass import (
+        ToTosaMemoryFormatPass,
+    )
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    with FakeTensorMode():
+        x.meta["val"] = torch.empty(1, 2, 3, 4)
+    x.meta["tosa_spatial_rank"] = 2
+    output = graph.output((x, x) if duplicated else (x,))
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    ToTosaMemoryFormatPass.insert_input_transpose(output, x, module)
+    return graph
+
+
 FIX = Fix(
     number=4,
     patch="0004-distinct-output-transpose-slots.patch",
@@ -87,6 +126,24 @@ FIX = Fix(
             ),
         ),
     },
+    cases=(
+        Case(
+            CaseInfo("equal_constant_outputs_channels_last", "TOSA-1.0+FP", None, fast=True),
+            equal_constants,
+        ),
+    ),
+    probes=(
+        Probe(
+            "insert_input_transpose.duplicated_output",
+            "fix 4: one node twice in the output tuple",
+            partial(output_transposes, duplicated=True),
+        ),
+        Probe(
+            "insert_input_transpose.single_output",
+            "fix 4 control: plain output",
+            partial(output_transposes, duplicated=False),
+        ),
+    ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/passes/test_ensure_unique_output_nodes_pass.py",
         reproducer="""\

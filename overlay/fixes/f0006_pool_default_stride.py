@@ -1,3 +1,4 @@
+# mypy: allow-subclassing-any
 """Fix 6: ``F.max_pool2d(x, 2)`` with the stride left out (``0006-pool-default-stride``)."""
 
 from __future__ import annotations
@@ -5,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from overlay.fixes.model import (
+    Case,
     Direction,
     Divergence,
     Effect,
@@ -14,6 +16,7 @@ from overlay.fixes.model import (
     Trigger,
     UpstreamNote,
 )
+from overlay.items import CaseInfo
 
 SUPPORT = "backends/arm/operator_support/pool_2d_support.py"
 DECOMPOSE = "backends/arm/_passes/decompose_maxpool2d_with_dilation_pass.py"
@@ -85,6 +88,21 @@ def max_pool2d_pass_default_stride(module: Any, original: Any) -> Any:
     return call_operator
 
 
+def conv_max_pool() -> tuple[Any, tuple[Any, ...]]:
+    """Build case ``max_pool2d_default_stride``: ``F.max_pool2d(relu(conv(x)), 2)``."""
+    import torch
+
+    class ConvMaxPool(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            return torch.nn.functional.max_pool2d(torch.relu(self.conv(x)), 2)  # no stride
+
+    return ConvMaxPool(), (torch.randn(1, 3, 16, 16),)
+
+
 FIX = Fix(
     number=6,
     patch="0006-pool-default-stride.patch",
@@ -128,6 +146,19 @@ FIX = Fix(
             ),
         ),
     },
+    cases=(
+        Case(
+            CaseInfo(
+                "max_pool2d_default_stride",
+                "TOSA-1.0+INT",
+                "a8w8",
+                fast=True,
+                ethos_u=True,
+                note="F.max_pool2d(x, 2): the stride is left out, as torch.export leaves it",
+            ),
+            conv_max_pool,
+        ),
+    ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/ops/test_max_pool.py",
         narrowing=(

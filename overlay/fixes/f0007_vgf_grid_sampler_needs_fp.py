@@ -1,10 +1,12 @@
+# mypy: allow-subclassing-any
 """Fix 7: VGF leaves grid_sample on the CPU without FP (``0007-vgf-grid-sampler-needs-fp``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.fixes.model import Case, Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.items import CaseInfo
 
 PARTITIONER = "backends/arm/vgf/partitioner.py"
 
@@ -31,6 +33,22 @@ def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
             self._custom_partition_ops.discard(grid_sampler)
 
     return __init__
+
+
+def grid_warp() -> tuple[Any, tuple[Any, ...]]:
+    """Build case ``grid_warp_int8_vgf_int``: conv -> tanh -> permute -> grid_sample."""
+    import torch
+
+    class GridWarp(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 2, 3, padding=1)
+
+        def forward(self, x: Any) -> Any:
+            grid = torch.tanh(self.conv(x)).permute(0, 2, 3, 1)
+            return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+    return GridWarp(), (torch.rand(1, 3, 8, 8),)
 
 
 FIX = Fix(
@@ -68,6 +86,20 @@ FIX = Fix(
             ),
         ),
     },
+    cases=(
+        Case(
+            CaseInfo(
+                "grid_warp_int8_vgf_int",
+                "TOSA-1.0+INT",
+                "a8w8",
+                fast=True,
+                note="the grid warp (conv -> tanh -> permute -> grid_sample), a8w8 for VGF on"
+                " an integer-only spec",
+                targets_vgf=True,
+            ),
+            grid_warp,
+        ),
+    ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/ops/test_grid_sampler.py",
         narrowing=(

@@ -1,6 +1,8 @@
-"""What a fix module fills in: the fix, its claims, runtime forms, divergences, upstream notes.
+"""What a fix module fills in: the fix, its claims, runtime forms, divergences, upstream notes,
+and the corpus cases and probes it brings to show its bug.
 
-Pure data, no torch, no I/O. Every per-release mapping is keyed by a release name such as
+Pure data, no torch, no I/O (builders and probes import torch when a worker calls them).
+Every per-release mapping is keyed by a release name such as
 ``"1.2.0"``: a release line (``patches/1.2.0/``) for runtime forms and divergences, the
 release a claim was measured on for triggers. Which lines carry a fix is not here: it is
 each line's ``series`` (:mod:`overlay.fixes` reads it).
@@ -16,6 +18,8 @@ from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from overlay.items import CaseInfo
 
 # (module, original function) -> the replacement attribute (a function or staticmethod).
 Builder = Callable[[Any, Any], Any]
@@ -98,6 +102,31 @@ class DiffOnly:
     def text(self) -> str:
         """Return the declaration as the docs and checks show it."""
         return f"diff only: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A corpus case the fix brings to show its bug (a case only its claims name).
+
+    ``build`` runs in a worker under the corpus seed: it imports torch inside and returns
+    ``(module, inputs)``, as the corpus builders do.
+    """
+
+    info: CaseInfo
+    build: Callable[[], tuple[Any, tuple[Any, ...]]] = dataclasses.field(repr=False)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A probe: the function the fix replaces, run directly on a small FX graph.
+
+    ``run`` runs in a worker (it imports torch and executorch inside) and returns a
+    JSON-ready observation or an FX graph (compared as its canonical text) across paths.
+    """
+
+    name: str
+    description: str
+    run: Callable[[], Any] = dataclasses.field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -195,16 +224,13 @@ class Fix:
     divergences: Mapping[str, tuple[Divergence, ...]] = dataclasses.field(
         default_factory=dict, repr=False
     )  # line -> the (b)/(c) differences accepted there, as rules
+    cases: tuple[Case, ...] = dataclasses.field(default=(), repr=False)  # its own cases
+    probes: tuple[Probe, ...] = dataclasses.field(default=(), repr=False)
 
     @property
     def stem(self) -> str:
         """Return the patch name without ``.patch``."""
         return self.patch.removesuffix(".patch")
-
-    @property
-    def prefix(self) -> str:
-        """Return the ``NNNN-`` prefix a line's series names this fix's patch by."""
-        return f"{self.number:04d}-"
 
     @property
     def triggers(self) -> tuple[Trigger, ...]:

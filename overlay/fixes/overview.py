@@ -19,6 +19,7 @@ from overlay.fixes import Registry
 from overlay.fixes.model import DiffOnly, Fix
 from overlay.lines import Line, evidence
 from overlay.lines.evidence import LineEvidence, PatchEvidence, Status
+from overlay.lines.listing import patch_number
 from overlay.text.series import Patch, load_series
 
 BEGIN = "<!-- fixes-table:begin (generated: overlay.fixes.overview) -->"
@@ -29,13 +30,12 @@ UPSTREAM_COMMIT = "github.com/pytorch/executorch/commit/"
 
 
 def _patch(line: Line, fix: Fix) -> Patch | None:
-    prefix = f"{fix.number:04d}-"
-    return next((p for p in load_series(line.directory).patches if p.name.startswith(prefix)), None)
+    return next((p for p in load_series(line.directory).patches if p.number == fix.number), None)
 
 
 def _own(found: LineEvidence | None, fix: Fix) -> PatchEvidence | None:
-    prefix = f"{fix.number:04d}-"
-    return next((p for p in found.patches if p.patch.startswith(prefix)), None) if found else None
+    mine = (p for p in found.patches if patch_number(p.patch) == fix.number) if found else ()
+    return next(iter(mine), None)
 
 
 def status(line: Line, fix: Fix, found: LineEvidence | None) -> Status | None:

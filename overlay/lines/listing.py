@@ -2,15 +2,25 @@
 
 Read by the text layer, which parses the patches, and by the fix registry and the runtime
 patch, which need only the names (they run in worker envs that lack the tool's
-dependencies).
+dependencies). A patch is named ``NNNN-<slug>.patch``: ``NNNN`` is the number of the fix it
+carries, the one identity of that fix on every line (``0007-x.patch`` is fix 7).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from overlay.errors import SeriesError, UnsafePatchError
 from overlay.lines.pins import SERIES_FILE
+
+PATCH_NAME = re.compile(r"^(\d{4})-.+\.patch$")
+
+
+def patch_number(name: str) -> int | None:
+    """Return the fix number of patch file ``name`` (``0007-x.patch`` -> 7; None: unnumbered)."""
+    match = PATCH_NAME.match(name)
+    return int(match.group(1)) if match else None
 
 
 def read_text(path: Path) -> str:
@@ -57,5 +67,13 @@ def read_series_names(directory: Path) -> list[str]:
             )
         if entry in names:
             raise SeriesError(f"series lists {entry} twice", hint="remove the duplicate line")
+        number = patch_number(entry)
+        if number is None or number in map(patch_number, names):
+            raise SeriesError(
+                f"series entry {entry!r} is not named after a fix of its own",
+                expected="NNNN-<slug>.patch, NNNN the number of the one fix it carries",
+                found=", ".join(n for n in [*names, entry] if patch_number(n) == number) or entry,
+                hint="name the patch after its fix (overlay/fixes/fNNNN_<slug>.py), one per fix",
+            )
         names.append(entry)
     return names

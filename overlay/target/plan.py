@@ -4,13 +4,13 @@
 will hold (``apply`` adds the chosen fixes to those it holds, ``revert`` takes them away),
 and computes each file's new bytes from its pinned pristine bytes, the stale bytecode of
 each replaced module, and the dist-info an installed patched wheel would have: METADATA
-``Version: 1.2.0+armfix.<series>`` (``...fix.1.3`` for a subset), the folder renamed to
+``Version: 1.5.1+armfix.<series>`` (``...fix.1.7`` for a subset), the folder renamed to
 match, RECORD rows true again, ``ARM_OVERLAY.json`` provenance listing the fixes held, and
 ``ARM_OVERLAY_ORIGINAL.json`` so the last ``revert`` restores the dist-info byte for byte.
 
-Example: a tree holding fix 1 of four; ``apply --fix 3``.
-Becomes: the files of fix 3 change (fix 1's files are unchanged), the dist-info moves to
-``executorch-1.2.0+armfix.<series>.fix.1.3.dist-info``; ``revert`` (all) then restores it.
+Example: a 1.5.1 tree holding fix 1; ``apply --fix 7``.
+Becomes: the files of fix 7 change (fix 1's files are unchanged), the dist-info moves to
+``executorch-1.5.1+armfix.<series>.fix.1.7.dist-info``; ``revert`` (all) then restores it.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from overlay.dist.provenance import (
 from overlay.errors import ApplyError, DriftError, TargetError
 from overlay.target import journal
 from overlay.target.locate import DIST_INFO_RE, DIST_NAME, Target, refuse_symlink
-from overlay.target.selection import describe, every, touching
+from overlay.target.selection import describe
 from overlay.target.state import (
     FileRead,
     FileState,
@@ -130,7 +130,7 @@ def plan(
     ``fixes``: the fixes to apply or revert (None: all of them).
     """
     series.pins.check_version(target.version)
-    chosen = every(series) if fixes is None else frozenset(fixes)
+    chosen = series.numbers if fixes is None else frozenset(fixes)
     files = read_files(series, target)
     bad = {
         p: r.state for p, r in files.items() if r.state in (FileState.DRIFTED, FileState.MISSING)
@@ -153,7 +153,7 @@ def plan(
     changes, unchanged = [], []
     now: dict[str, bytes] = {}
     for repo_path, read in files.items():
-        want = after & touching(series, repo_path)
+        want = after & series.touching(repo_path)
         if read.fixes == want:
             unchanged.append(repo_path)
             now[repo_path] = read.data
@@ -182,7 +182,7 @@ def _refuse_half_applied(series: Series, files: dict[str, FileRead], half: froze
     listing = "\n".join(
         f"    {p}: holds {describe(series, r.fixes)}"
         for p, r in files.items()
-        if touching(series, p) & half
+        if series.touching(p) & half
     )
     raise DriftError(
         f"{describe(series, half)} in some of their files only; nothing was written",
@@ -200,13 +200,12 @@ def _bytes_holding(
     assert read.pristine is not None  # drifted and missing files were refused
     if not want:
         return read.pristine
-    if want == touching(series, read.repo_path):  # checked against SHA256SUMS
+    if want == series.touching(read.repo_path):  # checked against SHA256SUMS
         return transform_checked(series, read.repo_path, read.pristine)
-    patches = [series.patches[n - 1] for n in sorted(want)]
     try:
-        return transform(patches, read.repo_path, read.pristine)
+        return transform(series.of(want), read.repo_path, read.pristine)
     except HunkMismatchError as exc:
-        others = touching(series, read.repo_path) - want
+        others = series.touching(read.repo_path) - want
         together = ",".join(map(str, sorted(chosen | (want if reverse else others))))
         raise ApplyError(
             f"{read.repo_path}: {describe(series, want)} cannot be applied without"
@@ -346,7 +345,7 @@ def _patched_dist_info(
                 series.pins.pristine_sha256(p), sha256_bytes(now[p])
             )
             for p in series.targets()
-            if touching(series, p) & fixes
+            if series.touching(p) & fixes
         },
         base_wheel=f"{original.dist_info} (patched in place)",
         base_sha256="",

@@ -9,9 +9,9 @@ provenance lists). :func:`inspect` reads all of it under the target's lock when 
 and :meth:`Status.problem` is the one verdict `status` (``complete``) and `verify-install`
 share.
 
-Example: a four-fix series; the tree was `apply --fix 1,3`-ed.
-Becomes: files of fixes 1 and 3 ``patched``, the others ``pristine``; the tree ``partial``,
-holding fixes 1 and 3, as its dist-info records (``1.2.0+armfix.<series>.fix.1.3``); its
+Example: line 1.5.1 (fixes 1, 3 and 7); the tree was `apply --fix 1,7`-ed.
+Becomes: files of fixes 1 and 7 ``patched``, the others ``pristine``; the tree ``partial``,
+holding fixes 1 and 7, as its dist-info records (``1.5.1+armfix.<series>.fix.1.7``); its
 summary says so and that `apply` adds the rest; ``complete`` is False.
 """
 
@@ -32,7 +32,7 @@ from overlay.dist.provenance import PROVENANCE_FILE, local_version, parse_proven
 from overlay.errors import BusyError, InstallCheckError, OverlayError, TargetError
 from overlay.target import journal
 from overlay.target.locate import Target, find_target, safe_file
-from overlay.target.selection import describe, every, numbers_named, touching
+from overlay.target.selection import describe
 from overlay.text.applier import HunkMismatchError, transform, transform_checked
 from overlay.text.series import Series
 
@@ -106,7 +106,7 @@ def read_files(series: Series, target: Target) -> dict[str, FileRead]:
         except OSError as exc:
             raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
         digest = sha256_bytes(data)
-        mine = touching(series, repo_path)
+        mine = series.touching(repo_path)
         if digest == series.pins.pristine_sha256(repo_path):
             read = FileRead(repo_path, path, data, FileState.PRISTINE, frozenset(), data)
         elif digest == patched[repo_path]:
@@ -130,7 +130,7 @@ def _partial(
     wanted = series.pins.pristine_sha256(repo_path)
     for size in range(len(numbers) - 1, 0, -1):
         for combo in itertools.combinations(numbers, size):
-            patches = [series.patches[n - 1] for n in combo]
+            patches = series.of(combo)
             try:
                 pristine = transform(patches, repo_path, data, reverse=True)
                 if (
@@ -146,9 +146,9 @@ def _partial(
 def fix_states(series: Series, files: dict[str, FileRead]) -> tuple[frozenset[int], frozenset[int]]:
     """Return (the fixes all their files hold, the fixes only some of their files hold)."""
     applied, half = set(), set()
-    for number in every(series):
+    for number in series.numbers:
         held = [
-            number in read.fixes for path, read in files.items() if number in touching(series, path)
+            number in read.fixes for path, read in files.items() if number in series.touching(path)
         ]
         if held and all(held):
             applied.add(number)
@@ -166,7 +166,7 @@ def read_record(series: Series, dist_info: Path) -> Record:
     digest = provenance.series_digest if provenance else None
     fixes = None
     if provenance is not None and digest == series.digest:
-        fixes = numbers_named(series, (p.name for p in provenance.patches))
+        fixes = series.numbers_of(p.name for p in provenance.patches)
     state = MetadataState.IN_PLACE if (dist_info / ORIGINAL_FILE).exists() else MetadataState.WHEEL
     return Record(state, digest, fixes)
 
@@ -190,11 +190,6 @@ class Status:
     def metadata(self) -> MetadataState:
         """Return what the dist-info says (stock, patched in place, patched wheel)."""
         return self.record.state
-
-    @property
-    def metadata_series(self) -> str | None:
-        """Return the series digest the dist-info's provenance names."""
-        return self.record.series_digest
 
     @property
     def complete(self) -> bool:
@@ -224,10 +219,10 @@ class Status:
                 hint="wait for it to finish, then check again",
             )
         recorded = self.record.fixes
-        if recorded is not None and recorded != every(series):
+        if recorded is not None and recorded != series.numbers:
             return InstallCheckError(
                 f"executorch in {site} holds {describe(series, recorded)} of this series",
-                expected=f"{describe(series, every(series))} (executorch {local_version(series)})",
+                expected=f"{describe(series, series.numbers)} (executorch {local_version(series)})",
                 found=f"{describe(series, recorded)} (executorch {self.target.version})",
                 hint=f"apply the rest: `executorch-arm-overlay apply --target {site}`",
             )
@@ -263,7 +258,7 @@ class Status:
         series, meta, recorded = self.series, self.record.state, self.record.fixes
         if self.interrupted is not None:
             run = self.interrupted
-            subset = numbers_named(series, run.fixes)
+            subset = series.numbers_of(run.fixes)
             what = run.operation.value + (f" of {describe(series, subset)}" if run.fixes else "")
             return (
                 f"interrupted {what} (pid {run.pid}, started {run.started},"

@@ -24,7 +24,6 @@ from overlay.errors import BusyError, TargetError, UnfinishedRunError
 from overlay.target import journal
 from overlay.target.locate import Target, find_target
 from overlay.target.plan import Plan, plan
-from overlay.target.selection import names
 from overlay.target.state import TreeState, inspect
 from overlay.text.series import Series
 
@@ -159,7 +158,7 @@ def apply(
         recovery = _settle(target, series, reverse=reverse)
         current = target if target.is_current() else find_target(target.root)
         result = plan(series, current, reverse=reverse, fixes=fixes)
-        named = () if is_whole(series, fixes) else names(series, result.chosen)
+        named = () if is_whole(series, fixes) else tuple(p.name for p in series.of(result.chosen))
         journal.commit(
             current.root,
             _operation(reverse),

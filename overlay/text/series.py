@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -32,6 +33,14 @@ class Patch:
     header_text: str
     diff: str
     patch_set: PatchSet = field(compare=False, repr=False)
+
+    @property
+    def number(self) -> int:
+        """Return the number of the fix it carries: its name's prefix (``0007-x.patch``: 7).
+
+        A series file lists only names of that form (:func:`read_series_names` checks).
+        """
+        return int(self.name[:4])
 
     @property
     def text(self) -> str:
@@ -98,6 +107,24 @@ class Series:
                 hint=hint,
             )
         return dict(self.patched_sha256)
+
+    @property
+    def numbers(self) -> frozenset[int]:
+        """Return the numbers of the fixes the series carries."""
+        return frozenset(patch.number for patch in self.patches)
+
+    def of(self, numbers: Collection[int]) -> tuple[Patch, ...]:
+        """Return the patches of fixes ``numbers``, in series order."""
+        return tuple(patch for patch in self.patches if patch.number in numbers)
+
+    def numbers_of(self, patch_names: Iterable[str]) -> frozenset[int]:
+        """Return the numbers of the named patches (names the series lacks are left out)."""
+        wanted = set(patch_names)
+        return frozenset(patch.number for patch in self.patches if patch.name in wanted)
+
+    def touching(self, repo_path: str) -> frozenset[int]:
+        """Return the numbers of the fixes whose patch touches ``repo_path``."""
+        return frozenset(patch.number for patch in self.patches if repo_path in patch.targets)
 
     @property
     def digest(self) -> str:

@@ -32,17 +32,10 @@ from overlay import fixes
 from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import DEFAULT_TIMEOUT_S, Options
-from overlay.equivalence.protocol import (
-    CaseInfo,
-    ErrorInfo,
-    InitReply,
-    ItemId,
-    ItemKind,
-    ItemResult,
-    PathId,
-)
+from overlay.equivalence.protocol import ErrorInfo, InitReply, ItemResult, PathId
 from overlay.equivalence.verdict import AB, classify, limits, quality
 from overlay.fixes import Effect, Fix
+from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.facts import CaseOutcome, Counts, TestRun
 from overlay.upstream.upstream_tests import new_tests, pytest_ini, run_tests_both_ways
 from overlay.upstream.verdicts import Outcome, PatchBehaviour, decide_patch

@@ -1,14 +1,25 @@
+# mypy: allow-subclassing-any
 """Fix 99, a toy for the tests: ``Answer.value`` of the fake ``toyexec`` package says 42.
 
-Shaped like a real fix module (see docs/fixes.md): the registry, the runtime machinery and
-the docs table take it as they take fixes 1-4.
+Shaped like a real fix module (see docs/fixes.md): the registry, the runtime machinery,
+the corpus (its case and its probe) and the docs table take it as they take the real ones.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from overlay.fixes.model import DiffOnly, Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.fixes.model import (
+    Case,
+    DiffOnly,
+    Effect,
+    Fix,
+    Probe,
+    RuntimeForm,
+    Trigger,
+    UpstreamNote,
+)
+from overlay.items import CaseInfo
 
 REPO_PATH = "backends/toy/answer.py"
 
@@ -27,6 +38,24 @@ def answer_is_42(module: Any, original: Any) -> Any:
     return value
 
 
+def answer_module() -> tuple[Any, tuple[Any, ...]]:
+    """Build case ``toy_answer``: a module adding the answer (torch imported here only)."""
+    import torch
+
+    class AddAnswer(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x + 41
+
+    return AddAnswer(), (torch.zeros(1),)
+
+
+def answer() -> int:
+    """Probe ``Answer.value``: what the installed toyexec answers (41 stock, 42 fixed)."""
+    from toyexec.backends.toy.answer import Answer  # type: ignore[import-not-found]
+
+    return int(Answer().value())
+
+
 FIX = Fix(
     number=99,
     patch="0099-toy-answer-is-42.patch",
@@ -36,6 +65,8 @@ FIX = Fix(
         "9.9.0": RuntimeForm(REPO_PATH, "Answer", "value", answer_is_42),
         "9.10.0": DiffOnly("the 9.10.0 port changes a constant, no function to replace"),
     },
-    claims={"9.9.0": (Trigger("conv_relu_int8", Effect.CHANGED, "toy: the answer moves"),)},
+    claims={"9.9.0": (Trigger("toy_answer", Effect.CHANGED, "toy: the answer moves"),)},
     upstream=UpstreamNote(test_file="backends/toy/test_answer.py", reproducer="Answer().value()\n"),
+    cases=(Case(CaseInfo("toy_answer", "TOSA-1.0+FP", None, fast=True), answer_module),),
+    probes=(Probe("Answer.value.toy", "fix 99: the answer", answer),),
 )

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from overlay.equivalence.protocol import ItemId, PathId
+from overlay.equivalence.protocol import PathId
 from overlay.errors import EquivalenceInputError
+from overlay.items import ItemId
 
 DEFAULT_RUNTIME_PATCH = "overlay.runtime:apply_all"
 DEFAULT_TIMEOUT_S = 600.0
@@ -92,7 +93,7 @@ class Options(RunChoices):
 
     @property
     def log_dir(self) -> Path:
-        """Return the folder for worker logs and the worker's package copy."""
+        """Return the folder for the workers' logs (they run there)."""
         return self.out_dir / "equivalence-logs"
 
     @property

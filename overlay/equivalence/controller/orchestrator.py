@@ -51,19 +51,17 @@ from overlay.equivalence.controller.scheduler import (
 )
 from overlay.equivalence.protocol import (
     PATHS,
-    CaseInfo,
     InitReply,
-    ItemId,
     ItemResult,
     ListReply,
     ListRequest,
     PathId,
-    ProbeInfo,
     RunRequest,
 )
 from overlay.equivalence.verdict import decide
 from overlay.equivalence.worker.envinfo import EnvInfo
 from overlay.errors import EquivalenceError, EquivalenceInputError
+from overlay.items import CaseInfo, ItemId, ProbeInfo
 from overlay.lines import pins
 
 
@@ -71,8 +69,7 @@ def list_items(options: Options) -> ListReply:
     """Return the corpus (plus user models, read by a stock worker) and the probes."""
     if options.models is None:
         return ListReply(cases=corpus.ALL_CASES, probes=corpus.PROBES)
-    library = worker_library(options.log_dir)
-    settings = _settings(options, library)
+    settings = _settings(options, worker_library())
     slot = Slot(_plans(options)[PathId.STOCK], settings, 0)
     try:
         return slot.request(ListRequest(), ListReply, "list the cases")
@@ -239,7 +236,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
     started = time.perf_counter()
     options = resolve_inputs(options, Path.cwd())
     with _exclusive(options.log_dir):
-        settings = _settings(options, worker_library(options.log_dir))
+        settings = _settings(options, worker_library())
         plans = _plans(options)
         envs = _environments(plans, settings)
         keys = _keys(options, settings, envs)
@@ -324,7 +321,7 @@ def run_items(
     runs several of these in parallel (one per env) and judges the results.
     """
     options = resolve_inputs(options, Path.cwd())
-    settings = _settings(options, worker_library(options.log_dir / f"library-{path.value}"))
+    settings = _settings(options, worker_library())
     plan = Plan(
         path=path,
         python=python,

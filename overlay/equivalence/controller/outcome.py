@@ -14,10 +14,11 @@ from pathlib import Path
 from overlay.equivalence.controller.options import RunChoices, Shard
 from overlay.equivalence.controller.result_cache import Keys
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import CaseInfo, InitReply, ItemId, PathId, Stage
+from overlay.equivalence.protocol import InitReply, PathId, Stage
 from overlay.equivalence.verdict import BC, Verdict
 from overlay.errors import EquivalenceError
 from overlay.fixes import Divergence
+from overlay.items import CaseInfo, ItemId
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ A :class:`Worker` is one ``python -m overlay.equivalence.worker`` process spoken
 protocol lines. A :class:`Slot` owns one worker of a path and turns a timeout or a crash
 into a harness failure of that one item (the worker is started again for the next one).
 Each worker gets a folder holding only the overlay package on its path (never the
-controlling environment's site-packages) and runs in the log folder, where its log goes;
-:func:`env_info` describes a path's environment with that same path, before any worker starts.
+controlling environment's site-packages; :func:`worker_library`) and runs in the log folder,
+where its log goes; :func:`env_info` describes a path's environment with that same path,
+before any worker starts.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import IO, TypeVar
 
 import overlay
 from overlay import lines
+from overlay._cache import cache_dir
+from overlay._hashing import tree_digest
 from overlay.equivalence.protocol import (
     ErrorInfo,
     ErrorReply,
@@ -51,6 +54,7 @@ NO_PYTHON_HINT = (
     " of one with the patched build), or, in a checkout, run `nox -s equivalence`"
 )
 R = TypeVar("R", bound=Reply)
+LIBRARY_DAYS = 7  # a worker library copy unused this long is removed
 
 
 class WorkerTimeoutError(EquivalenceError):
@@ -76,22 +80,43 @@ class Settings:
     """What every worker of a run shares."""
 
     log_dir: Path
-    library: Path  # the folder holding only the overlay package
+    library: Path  # the folder holding only the overlay package (:func:`worker_library`)
     patches_dir: Path
     timeout: float
     worker_command: tuple[str, ...]
     models: str | None
 
 
-def worker_library(folder: Path) -> Path:
-    """Copy just the overlay package into ``folder`` (for a worker's path) and return it."""
+def worker_library(root: Path | None = None) -> Path:
+    """Return a folder holding only the overlay package's sources, for a worker's path.
+
+    A worker runs on the Python of another venv (exactly a lock: stock or patched
+    executorch), where the overlay is not installed, and it must not see this environment's
+    site-packages (or, in a checkout, the rest of the repository). So it gets a copy of the
+    package alone, kept in the overlay cache (``root``, default
+    ``<cache>/worker-library``) under the digest of its sources: runs of the same overlay
+    share it, and the output folder holds only reports and logs. A copy unused for
+    :data:`LIBRARY_DAYS` days is removed when a new one is made.
+    """
     source = Path(overlay.__file__).resolve().parent
-    target = folder / "overlay"
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(
-        source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches")
-    )
+    digest = tree_digest(source)[:16]
+    root = root or cache_dir() / "worker-library"
+    folder = root / digest
+    if not (folder / "overlay").is_dir():
+        scratch = root / f".{digest}-{os.getpid()}-{threading.get_ident()}"
+        for path in source.rglob("*.py"):
+            copy = scratch / "overlay" / path.relative_to(source)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
+        try:
+            scratch.rename(folder)
+        except OSError:  # another run made it first
+            shutil.rmtree(scratch)
+        stale = time.time() - LIBRARY_DAYS * 86400
+        for old in root.iterdir():
+            if old != folder and old.stat().st_mtime < stale:
+                shutil.rmtree(old, ignore_errors=True)
+    os.utime(folder)  # in use: not stale
     return folder
 
 

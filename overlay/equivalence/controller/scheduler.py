@@ -23,7 +23,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from overlay import fixes
@@ -32,19 +32,16 @@ from overlay.equivalence.controller.progress import Event, EventKind, Progress, 
 from overlay.equivalence.controller.result_cache import RunCache
 from overlay.equivalence.protocol import (
     PATHS,
-    CaseInfo,
     InitReply,
-    ItemId,
-    ItemKind,
     ItemResult,
     ListReply,
     ListRequest,
     PathId,
-    ProbeInfo,
     RunRequest,
 )
 from overlay.equivalence.verdict import compare, judged_targets, rule_holds
 from overlay.fixes import Divergence
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 from overlay.text.series import load_series
 
 MIN_ITEMS_PER_WORKER = 4.0  # another worker (a torch import) only for this many cases more
@@ -82,25 +79,12 @@ class _Task:
     attribution: bool = False
 
 
-@dataclass
-class _Counts:
-    """A path's statistics while the run goes (see :class:`PathStats`)."""
-
-    workers: int = 0
-    start_seconds: float = 0.0
-    ran: int = 0
-    cached: int = 0
-    attribution_runs: int = 0
-    attribution_cached: int = 0
-    busy_seconds: float = 0.0
-
-
 def candidates(item: ItemId, carried: Sequence[int], first: Sequence[int] = ()) -> list[int]:
     """Return the fixes of the run's line to try for an item's attribution, ``first`` first,
     then those claimed for it.
 
-    Example: ``grid_warp_a16w8_vgf`` on the 1.5.1 line, which carries fixes 1, 3 and 7.
-    Becomes: ``[1, 3, 7]``: fix 5 claims the case on 1.2.0 only and has no runtime form here.
+    Example: a case fixes 3 and 5 claim, on a line that carries fixes 1, 3 and 7.
+    Becomes: ``[3, 1, 7]``: the claimed fix first; fix 5 is not the line's, so not tried.
     """
     claimed = (
         [f.number for f, _ in fixes.triggers_of(item.name)] if item.kind is ItemKind.CASE else []
@@ -117,8 +101,7 @@ def ruled(info: Info, b: ItemResult, c: ItemResult, rules: Sequence[Divergence])
 
 def carried_fixes(patches_dir: Path) -> tuple[int, ...]:
     """Return the numbers of the fixes the series in ``patches_dir`` carries, in series order."""
-    found = (fixes.by_patch(p.name) for p in load_series(patches_dir).patches)
-    return tuple(fix.number for fix in found if fix is not None)
+    return tuple(p.number for p in load_series(patches_dir).patches)
 
 
 def case_timeout(info: Info) -> float | None:
@@ -183,11 +166,16 @@ class _Board:
     attribution: dict[PathId, dict[ItemId, int | None]] = field(
         default_factory=lambda: {PathId.STOCK: {}, PathId.RUNTIME: {}}
     )
-    counts: dict[PathId, _Counts] = field(default_factory=lambda: {p: _Counts() for p in PATHS})
+    counts: dict[PathId, PathStats] = field(default_factory=lambda: {p: PathStats() for p in PATHS})
     queues: dict[PathId, deque[_Task]] = field(default_factory=lambda: {p: deque() for p in PATHS})
     open: dict[PathId, int] = field(default_factory=lambda: dict.fromkeys(PATHS, 0))
     judged: set[tuple[PathId, ItemId]] = field(default_factory=set)  # attributions decided
     failure: BaseException | None = None
+
+    def count(self, path: PathId, **more: float) -> None:
+        """Add ``more`` (field: amount) to a path's statistics."""
+        now = self.counts[path]
+        self.counts[path] = replace(now, **{k: getattr(now, k) + v for k, v in more.items()})
 
     def finished(self, path: PathId) -> bool:
         """Return True when no task is queued for ``path`` and none can come (lock held)."""
@@ -260,7 +248,7 @@ class Pool:
                 result = self.cache.result(path, infos[item])
                 if result is not None:
                     board.results[path][item] = result
-                    board.counts[path].cached += 1
+                    board.count(path, cached=1)
                 else:
                     board.queues[path].append(_Task(item))
                     board.open[path] += 1
@@ -281,7 +269,7 @@ class Pool:
         return Answers(
             results=board.results,
             attribution=board.attribution,
-            stats={p: PathStats(**vars(board.counts[p])) for p in PATHS},
+            stats=dict(board.counts),
             inits={p: started.get(p) or self.cache.init(p) for p in PATHS},
         )
 
@@ -298,8 +286,7 @@ class Pool:
         slots = [Slot(self.plans[p], self.settings, i) for p in PATHS for i in range(counts[p])]
         if spare is not None and counts[PathId.STOCK]:
             slots[0] = spare  # (a) comes first
-            self.board.counts[PathId.STOCK].workers += 1
-            self.board.counts[PathId.STOCK].start_seconds += spare.start_seconds
+            self.board.count(PathId.STOCK, workers=1, start_seconds=spare.start_seconds)
         return slots
 
     def _drive(self, slots: list[Slot]) -> None:
@@ -340,8 +327,7 @@ class Pool:
         before = slot.start_seconds
         self.cache.put_init(path, slot.start())
         with board.cond:
-            board.counts[path].workers += 1
-            board.counts[path].start_seconds += slot.start_seconds - before
+            board.count(path, workers=1, start_seconds=slot.start_seconds - before)
 
     def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...]) -> ItemResult:
         """Run one request on the slot's worker and store its result in the cache."""
@@ -359,8 +345,7 @@ class Pool:
         with board.cond:
             board.results[path][item] = result
             board.open[path] -= 1
-            board.counts[path].ran += 1
-            board.counts[path].busy_seconds += result.seconds
+            board.count(path, ran=1, busy_seconds=result.seconds)
             self.progress(Event(EventKind.DONE, path, item))
             self._after(item)
             board.cond.notify_all()
@@ -396,7 +381,7 @@ class Pool:
             if single is None and slot is not None:
                 single = self._single(slot, item, number)
             elif slot is None:
-                board.counts[path].attribution_cached += 1
+                board.count(path, attribution_cached=1)
             if single is not None and not compare(single, target):
                 found = number
                 break
@@ -413,7 +398,6 @@ class Pool:
             self.progress(Event(EventKind.RUN, path, item))
         single = self._execute(slot, item, (number,))
         with board.cond:
-            board.counts[path].attribution_runs += 1
-            board.counts[path].busy_seconds += single.seconds
+            board.count(path, attribution_runs=1, busy_seconds=single.seconds)
             self.progress(Event(EventKind.DONE, path, item))
         return single

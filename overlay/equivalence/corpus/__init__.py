@@ -1,20 +1,41 @@
 """The equivalence corpus as torch-free tables: what the controller selects, workers run.
 
 Core cases (small models, one TOSA spec and quantisation each), the zoo (real network
-shapes, ``--group zoo``) and the probes (one patched function on a small FX graph). The
-torch side lives beside: :mod:`.models` and :mod:`.zoo` build each case's module and
-inputs under :data:`SEED`, so every path lowers bit-identical weights and inputs;
-:mod:`.probes` runs the probes. Which fix a case is there to show, and how, is recorded
-with the fix (``overlay.fixes`` triggers); the run checks every such claim.
+shapes, ``--group zoo``), and what each fix brings in its module (``overlay/fixes/``): the
+cases that show its bug and its probes (the function it replaces, on a small FX graph).
+The torch side lives beside: :mod:`.models` and :mod:`.zoo` build each case's module and
+inputs under :data:`SEED`, so every path lowers bit-identical weights and inputs; a fix's
+own builders and probes are in its module. Which fix a case is there to show, and how, is
+recorded with the fix (``overlay.fixes`` triggers); the run checks every such claim.
 """
 
 from __future__ import annotations
 
-from overlay.equivalence.protocol import CaseInfo, ProbeInfo
+from collections.abc import Callable
+from typing import Any
+
+from overlay import fixes
 from overlay.errors import EquivalenceInputError
+from overlay.fixes.model import Case
+from overlay.items import CaseInfo, ProbeInfo
 
 SEED = 20261202
+# The grid-warp family: every grid_sample mode x padding the VGF shader lowers, on both
+# int16 specs (on TOSA-1.0+INT+int16 the sampler stays on the CPU, fix 7).
+GRID_WARP_MODES = tuple(
+    (mode, padding)
+    for mode in ("bilinear", "nearest")
+    for padding in ("zeros", "border", "reflection")
+)
+NEAREST_TIE = (
+    "upstream: VGF's nearest grid_sample uses the Vulkan sampler's nearest filter,"
+    " floor(u * W), so a grid point exactly between two texels takes the upper one where"
+    " PyTorch rounds half to even; the int16 grid (scale 2^-12) lands on such ties, each"
+    " a whole texel off on executed VGF (docs/findings.md)"
+)
 GROUPS = ("core", "zoo")
+# the cases the fixes bring (each built by its fix module), by name
+FIX_CASES: dict[str, Case] = {case.info.name: case for fix in fixes.FIXES for case in fix.cases}
 CASES: tuple[CaseInfo, ...] = (
     CaseInfo("conv_relu_int8", "TOSA-1.0+INT", "a8w8", fast=True),
     CaseInfo("depthwise_conv_int8", "TOSA-1.0+INT", "a8w8"),
@@ -42,28 +63,6 @@ CASES: tuple[CaseInfo, ...] = (
         note="module is pre-quantised (a16w8 PT2E) and returns int16; quantize=None",
     ),
     CaseInfo(
-        "factory_op_output",
-        "TOSA-1.0+INT",
-        "a8w8",
-        fast=True,
-    ),
-    CaseInfo(
-        "conv_relu_cat_mixed_qparams",
-        "TOSA-1.0+INT+FP",
-        "a8w8",
-        fast=True,
-        # one output holds a small conv -> relu branch and a large x10 branch: the a8w8
-        # default (5% of the output's range, ~13 codes) would hide the relu branch being
-        # 7 codes off (stock 1.5.1: 1.29 on a range of 46.9, 2.7%); a right lowering is exact
-        tolerance=0.01,
-    ),
-    CaseInfo(
-        "equal_constant_outputs_channels_last",
-        "TOSA-1.0+FP",
-        None,
-        fast=True,
-    ),
-    CaseInfo(
         "conv_a16w8_int16",
         "TOSA-1.0+INT+int16",
         "a16w8",
@@ -77,21 +76,19 @@ CASES: tuple[CaseInfo, ...] = (
         note="VGF-quantised conv -> tanh -> permute -> grid_sample: an int16 grid",
         targets_vgf=True,
     ),
-    CaseInfo(
-        "grid_warp_int8_vgf_int",
-        "TOSA-1.0+INT",
-        "a8w8",
-        fast=True,
-        note="the same grid warp, a8w8 for VGF on an integer-only spec",
-        targets_vgf=True,
-    ),
-    CaseInfo(
-        "max_pool2d_default_stride",
-        "TOSA-1.0+INT",
-        "a8w8",
-        fast=True,
-        ethos_u=True,
-        note="F.max_pool2d(x, 2): the stride is left out, as torch.export leaves it",
+    *(case.info for case in FIX_CASES.values()),
+    *(
+        CaseInfo(
+            f"grid_warp_{mode}_{padding}_a16w8_{variant}",
+            spec,
+            "a16w8",
+            note=f"32x32 base grid + conv -> tanh offsets, grid_sample {mode}/{padding}",
+            targets_vgf=True,
+            expect_broken=NEAREST_TIE if mode == "nearest" and "FP" in spec else "",
+            broken_releases="==1.5.1" if mode == "nearest" and "FP" in spec else "",
+        )
+        for mode, padding in GRID_WARP_MODES
+        for variant, spec in (("int16", "TOSA-1.0+INT+int16"), ("intfp16", "TOSA-1.0+INT+FP+int16"))
     ),
 )
 
@@ -187,31 +184,16 @@ ZOO_CASES: tuple[CaseInfo, ...] = tuple(case for _, case in _ZOO)
 ZOO_NETWORKS: dict[str, str] = {case.name: builder for builder, case in _ZOO}  # -> zoo builder
 ALL_CASES: tuple[CaseInfo, ...] = CASES + ZOO_CASES
 
-# --- the probes (corpus/probes.py runs them) ----------------------------------------------
+# --- the probes: each fix's, from its module -------------------------------------------
 
-PROBES: tuple[ProbeInfo, ...] = (
-    ProbeInfo(
-        "is_foldable.int16_output_quantize", "fix 1: add -> int16 quantize -> graph output", 1
-    ),
-    ProbeInfo(
-        "is_foldable.int8_output_quantize", "fix 1 control: add -> int8 quantize -> output", 1
-    ),
-    ProbeInfo(
-        "is_foldable.int16_quantize_then_dequantize", "fix 1 control: int16 q -> dq -> output", 1
-    ),
-    ProbeInfo("get_quant_properties.full", "fix 2: aten.full under a8w8", 2),
-    ProbeInfo("get_quant_properties.add", "fix 2 control: aten.add under a8w8", 2),
-    ProbeInfo("RewriteConvPass.conv2d_fp", "fix 3 control: float conv2d rewrite", 3),
-    ProbeInfo(
-        "RewriteConvPass.grouped_transposed_fp",
-        "grouped transposed conv given to the pass directly",
-        3,
-    ),
-    ProbeInfo(
-        "insert_input_transpose.duplicated_output", "fix 4: one node twice in the output tuple", 4
-    ),
-    ProbeInfo("insert_input_transpose.single_output", "fix 4 control: plain output", 4),
+PROBES: tuple[ProbeInfo, ...] = tuple(
+    ProbeInfo(probe.name, probe.description, fix.number)
+    for fix in fixes.FIXES
+    for probe in fix.probes
 )
+PROBE_RUNS: dict[str, Callable[[], Any]] = {
+    probe.name: probe.run for fix in fixes.FIXES for probe in fix.probes
+}
 
 
 def info(name: str) -> CaseInfo:

@@ -1,8 +1,9 @@
 # mypy: allow-subclassing-any
 """The core corpus in torch: each case's module and inputs (worker side, imports torch).
 
-:data:`BUILDERS` maps a case of :data:`overlay.equivalence.corpus.CASES` to a
-zero-argument builder; the worker calls it under the corpus seed.
+:data:`BUILDERS` maps a core case of :data:`overlay.equivalence.corpus.CASES` to a
+zero-argument builder (the cases a fix brings are built by its module); the worker calls
+it under the corpus seed.
 """
 
 from __future__ import annotations
@@ -28,15 +29,6 @@ class ConvRelu(nn.Module):
 
     def forward(self, x: Any) -> Any:
         return torch.relu(self.conv(x))
-
-
-class ConvMaxPool(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-
-    def forward(self, x: Any) -> Any:
-        return nn.functional.max_pool2d(torch.relu(self.conv(x)), 2)  # stride left out
 
 
 class Depthwise(nn.Module):
@@ -83,31 +75,6 @@ class Conv(nn.Module):
         return self.conv(x)
 
 
-class FactoryOutput(nn.Module):
-    def forward(self, x: Any) -> Any:
-        return x + 1, torch.full((1, 4), 2.0)
-
-
-class ConvReluCat(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3, padding=1)
-
-    def forward(self, x: Any, y: Any) -> Any:
-        return torch.cat([torch.relu(self.conv(x)), y * 10], dim=1)
-
-
-class EqualConstants(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("a", torch.arange(24.0).reshape(1, 2, 3, 4))
-        self.register_buffer("b", torch.arange(24.0).reshape(1, 2, 3, 4))
-
-    def forward(self, x: Any) -> Any:
-        channels_last = (self.b + 0).contiguous(memory_format=torch.channels_last)
-        return x + 1, self.a + 0, channels_last
-
-
 class GridWarp(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -116,6 +83,28 @@ class GridWarp(nn.Module):
     def forward(self, x: Any) -> Any:
         grid = torch.tanh(self.conv(x)).permute(0, 2, 3, 1)
         return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+
+class GridWarpOffsets(nn.Module):
+    """A base grid plus conv -> tanh offsets, sampled with one grid_sample mode and padding.
+
+    The offsets reach past the image edge, so every padding mode is used.
+    """
+
+    def __init__(self, mode: str, padding: str, size: int = 32) -> None:
+        super().__init__()
+        self.mode, self.padding = mode, padding
+        self.offsets = nn.Conv2d(3, 2, 3, padding=1)
+        ys, xs = torch.meshgrid(
+            torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij"
+        )
+        self.register_buffer("base", torch.stack([xs, ys], dim=-1).unsqueeze(0))
+
+    def forward(self, x: Any) -> Any:
+        grid = self.base + torch.tanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
+        return torch.nn.functional.grid_sample(
+            x, grid, mode=self.mode, padding_mode=self.padding, align_corners=False
+        )
 
 
 def int16_output_graph(
@@ -150,6 +139,10 @@ def _int16_output() -> tuple[Any, tuple[Any, ...]]:
     return int16_output_graph(Conv().eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16")
 
 
+def _grid_warp(mode: str, padding: str) -> Builder:
+    return lambda: (GridWarpOffsets(mode, padding), (torch.rand(1, 3, 32, 32),))
+
+
 BUILDERS: dict[str, Builder] = {
     "conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
     "depthwise_conv_int8": lambda: (Depthwise(), (image(1, 8, 12, 12),)),
@@ -164,11 +157,18 @@ BUILDERS: dict[str, Builder] = {
     "conv_a16w8_intfp16": lambda: (Conv(), (image(1, 3, 8, 8),)),
     "linear_a16w8_intfp16": lambda: (Linear(), (image(2, 16),)),
     "int16_quantize_output": _int16_output,
-    "factory_op_output": lambda: (FactoryOutput(), (image(1, 4),)),
-    "conv_relu_cat_mixed_qparams": lambda: (ConvReluCat(), (image(1, 3, 8, 8), image(1, 2, 8, 8))),
-    "equal_constant_outputs_channels_last": lambda: (EqualConstants(), (image(1, 4),)),
     "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
-    "grid_warp_int8_vgf_int": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
-    "max_pool2d_default_stride": lambda: (ConvMaxPool(), (image(1, 3, 16, 16),)),
+    "grid_warp_bilinear_zeros_a16w8_int16": _grid_warp("bilinear", "zeros"),
+    "grid_warp_bilinear_zeros_a16w8_intfp16": _grid_warp("bilinear", "zeros"),
+    "grid_warp_bilinear_border_a16w8_int16": _grid_warp("bilinear", "border"),
+    "grid_warp_bilinear_border_a16w8_intfp16": _grid_warp("bilinear", "border"),
+    "grid_warp_bilinear_reflection_a16w8_int16": _grid_warp("bilinear", "reflection"),
+    "grid_warp_bilinear_reflection_a16w8_intfp16": _grid_warp("bilinear", "reflection"),
+    "grid_warp_nearest_zeros_a16w8_int16": _grid_warp("nearest", "zeros"),
+    "grid_warp_nearest_zeros_a16w8_intfp16": _grid_warp("nearest", "zeros"),
+    "grid_warp_nearest_border_a16w8_int16": _grid_warp("nearest", "border"),
+    "grid_warp_nearest_border_a16w8_intfp16": _grid_warp("nearest", "border"),
+    "grid_warp_nearest_reflection_a16w8_int16": _grid_warp("nearest", "reflection"),
+    "grid_warp_nearest_reflection_a16w8_intfp16": _grid_warp("nearest", "reflection"),
 }

@@ -12,16 +12,12 @@ from collections.abc import Sequence
 from overlay import fixes
 from overlay.equivalence.protocol import (
     PATHS,
-    CaseInfo,
     ErrorInfo,
     EthosUResult,
-    ItemId,
-    ItemKind,
     ItemResult,
     Numerics,
     PathId,
     Payload,
-    ProbeInfo,
     Stage,
     TargetState,
 )
@@ -37,6 +33,7 @@ from overlay.equivalence.verdict import (
     tolerance,
     worst,
 )
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 HEADER = ["item", "a", "b", "c", "err(c)", "a vs b", "b vs c"]
 

@@ -4,8 +4,8 @@
 :func:`render_json` encodes a :class:`~overlay.equivalence.controller.outcome.Report` with
 :func:`overlay.codec.encode`, :func:`load` decodes one strictly (a missing, unknown or
 mistyped field is refused) and decides every verdict again from the stored results, and
-:func:`schema` derives the JSON Schema committed beside this module
-(``report.schema.json``; ``python -m overlay report-schema`` prints it).
+:func:`schema` derives its JSON Schema (``python -m overlay report-schema`` prints it; no
+copy is kept).
 """
 
 from __future__ import annotations
@@ -24,14 +24,7 @@ from overlay.equivalence.controller.options import RunChoices, Shard
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.controller.result_cache import Keys
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import (
-    CaseInfo,
-    ItemId,
-    ItemKind,
-    ItemResult,
-    PathId,
-    ProbeInfo,
-)
+from overlay.equivalence.protocol import ItemResult, PathId
 from overlay.equivalence.verdict import (
     AB,
     BC,
@@ -43,10 +36,10 @@ from overlay.equivalence.verdict import (
 )
 from overlay.errors import EquivalenceInputError
 from overlay.fixes import Divergence
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 REPORT_SCHEMA: Final = 5  # 5: divergence rules, (b)/(c) attribution; 4: a typed document
 TOOL: Final = "executorch-arm-overlay"
-SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 
 
 @dataclass(frozen=True)
@@ -254,8 +247,3 @@ def load(path: Path) -> Report:
 def schema() -> dict[str, JsonValue]:
     """Return the JSON Schema of ``equivalence.json`` (derived from :class:`ReportDocument`)."""
     return codec.schema(ReportDocument, title="equivalence.json")
-
-
-def render_schema() -> str:
-    """Return the JSON Schema as the text committed beside this module."""
-    return json.dumps(schema(), indent=2, sort_keys=True) + "\n"

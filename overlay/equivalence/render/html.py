@@ -28,7 +28,7 @@ import overlay
 from overlay import codec
 from overlay.codec import JsonValue
 from overlay.equivalence.controller.outcome import Report
-from overlay.equivalence.protocol import PATHS, CaseInfo, ItemResult, PathId, ProbeInfo
+from overlay.equivalence.protocol import PATHS, ItemResult, PathId
 from overlay.equivalence.render.cells import (
     ETHOSU_HEADER,
     ETHOSU_NOTE,
@@ -58,6 +58,7 @@ from overlay.equivalence.render.sections import (
     path_lines,
 )
 from overlay.equivalence.verdict import AB, BAD, BC, Observation, Verdict, tolerance
+from overlay.items import CaseInfo, ProbeInfo
 
 CONTEXT = 2  # equal graph rows kept around a change; longer equal runs are folded
 ROW = 22

@@ -13,7 +13,7 @@ from collections import Counter
 
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import PATHS, CaseInfo, ItemKind, TargetState
+from overlay.equivalence.protocol import PATHS, TargetState
 from overlay.equivalence.render.cells import (
     ab_cell,
     bc_cell,
@@ -40,6 +40,7 @@ from overlay.equivalence.verdict import (
     expected_broken,
     not_run_reason,
 )
+from overlay.items import CaseInfo, ItemKind
 
 WIDTH = 100  # the text report fits this many columns
 
@@ -203,7 +204,7 @@ def detail_lines(verdict: Verdict) -> list[str]:
     if verdict.claim_problem:
         lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
     if verdict.unchecked:
-        lines.append(f"CLAIM NOT CHECKED HERE: {verdict.unchecked}")
+        lines.append(f"NOT CHECKED HERE: {verdict.unchecked}")
     if Observation.VGF_NUMERICS in verdict.ab_diffs + verdict.bc_diffs:
         lines.append("executed VGF outputs differ between paths")
     if verdict.expectation_problem:

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
     EthosUResult,
     ItemResult,
@@ -32,6 +31,7 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.worker import ethosu, quantize, vgf_run
 from overlay.equivalence.worker.observe import as_tuple, delegate_payloads, lowered_graph, measure
 from overlay.equivalence.worker.serve import error_info
+from overlay.items import CaseInfo
 
 Build = Callable[[], tuple[Any, tuple[Any, ...]]]  # the case's (module, inputs)
 

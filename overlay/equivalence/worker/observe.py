@@ -1,6 +1,7 @@
 """What a lowering is compared on, as protocol data: its graph, payloads and numbers.
 
-The lowered graph in canonical text (CPU ops, each delegate's ops), each delegate's
+The lowered graph in canonical text (CPU ops, each delegate's ops; a probe's FX graph
+node by node), each delegate's
 processed bytes by digest, and a run's outputs against the float and the fake-quantised
 references (max error, range, SQNR). Worker side: the values are torch tensors.
 """
@@ -27,6 +28,26 @@ def op_name(target: Any) -> str:
         with contextlib.suppress(TypeError, AttributeError):
             name = target.name()
     return str(name or target)
+
+
+def graph_text(graph: Any) -> list[str]:
+    """Return a canonical text of an FX graph: one line per node, names by position."""
+    names: dict[Any, str] = {}
+    lines = []
+    for index, node in enumerate(graph.nodes):
+        names[node] = f"%{index}"
+
+        def show(value: Any) -> str:
+            if isinstance(value, list | tuple):
+                inner = ", ".join(show(v) for v in value)
+                return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+            if value in names:
+                return names[value]
+            return repr(value)
+
+        target = node.target if node.op != "call_function" else op_name(node.target)
+        lines.append(f"%{index} = {node.op} {target} {show(tuple(node.args))}")
+    return lines
 
 
 def lowered_graph(edge: Any) -> tuple[list[str], list[Any]]:

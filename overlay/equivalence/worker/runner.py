@@ -25,12 +25,10 @@ import torch
 
 from overlay import runtime
 from overlay.equivalence import corpus
-from overlay.equivalence.corpus import models, probes, user_cases, zoo
+from overlay.equivalence.corpus import models, user_cases, zoo
 from overlay.equivalence.protocol import (
-    CaseInfo,
     InitReply,
     InitRequest,
-    ItemKind,
     ItemResult,
     ListReply,
     RunRequest,
@@ -38,7 +36,9 @@ from overlay.equivalence.protocol import (
     Stage,
 )
 from overlay.equivalence.worker import lowering
+from overlay.equivalence.worker.observe import graph_text
 from overlay.equivalence.worker.serve import InputError, error_info
+from overlay.items import CaseInfo, ItemKind
 
 
 def load_file_module(path: Path) -> Any:
@@ -157,6 +157,8 @@ class TorchRunner:
             return (module if isinstance(module, torch.nn.Module) else module()), user.inputs
         if name in corpus.ZOO_NETWORKS:
             return zoo.NETWORKS[corpus.ZOO_NETWORKS[name]]()
+        if name in corpus.FIX_CASES:
+            return corpus.FIX_CASES[name].build()
         return models.BUILDERS[name]()
 
 
@@ -164,7 +166,11 @@ def run_probe(name: str) -> ItemResult:
     """Run one probe; a raised exception is the observation."""
     started = time.perf_counter()
     try:
-        value = probes.run_probe(name)
+        if name not in corpus.PROBE_RUNS:
+            raise KeyError(f"no probe {name!r}; known: {', '.join(sorted(corpus.PROBE_RUNS))}")
+        value = corpus.PROBE_RUNS[name]()
+        if isinstance(value, torch.fx.Graph):
+            value = graph_text(value)
     except Exception as exc:
         return ItemResult(
             status=RunStatus.FAIL,
