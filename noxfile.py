@@ -4,7 +4,9 @@
 heavy sessions are asked for by name. Every session uses uv as the venv backend: torch with
 its CUDA libraries is ~4 GB, and uv installs it from its cache by hardlinks in seconds after
 the first time (uv's own progress is shown). Interpreters come from the pinned wheels
-(``patches/<line>/pins.toml``); a missing one is an error, not a skip.
+(``patches/<line>/pins.toml``): the sessions run on those found (on PATH or in pyenv), so a
+machine with only Python 3.11 or only 3.12 builds and tests with it; with none of them, or
+one asked for by name that is missing, nox stops with an error.
 
 Release lines: ``build_patched_executorch``, ``lock`` and ``equivalence`` take
 ``-- --line X.Y.Z`` (default: the newest line); every other argument after ``--`` goes to
@@ -42,8 +44,6 @@ nox.options.sessions = ["lint", "unit"]
 PATCHES = ROOT / lines.LINES_DIR
 LINES = lines.all_lines(PATCHES)
 DEFAULT = lines.default_line(PATCHES)
-PYTHONS = list(DEFAULT.pins.pythons)
-PYTHON = PYTHONS[0]
 # Every line's interpreters: `build_patched_executorch -- --line X` skips those X does not pin.
 ALL_PYTHONS = sorted(
     {p for line in LINES for p in line.pins.pythons}, key=lambda v: tuple(map(int, v.split(".")))
@@ -51,24 +51,38 @@ ALL_PYTHONS = sorted(
 PROJECT = "executorch-arm-overlay"
 
 
-def _find_interpreters(versions: list[str]) -> None:
-    """Put pyenv-installed interpreters that are not on PATH onto it (uv then finds them).
+def _find_interpreters(versions: list[str]) -> list[str]:
+    """Return the versions this machine has; put pyenv-installed ones that are not on PATH
+    onto it (uv then finds them).
 
     A ``pythonX.Y`` on PATH that is not a pyenv shim is used as it is; otherwise (a shim
     fails when its version is not enabled) the newest ``$(pyenv root)/versions/X.Y.*/bin``
     goes first on PATH. Nothing is run, so listing sessions stays fast.
     """
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    present = []
     for version in versions:
         found = shutil.which(f"python{version}")
-        if found and Path(found).parent != root / "shims":
-            continue
         candidates = sorted(root.glob(f"versions/{version}.*/bin"), key=lambda p: p.parent.name)
-        if candidates:
+        if found and Path(found).parent != root / "shims":
+            present.append(version)
+        elif candidates:
             os.environ["PATH"] = f"{candidates[-1]}{os.pathsep}{os.environ.get('PATH', '')}"
+            present.append(version)
+    return present
 
 
-_find_interpreters(ALL_PYTHONS)
+PRESENT = _find_interpreters(ALL_PYTHONS)
+
+
+def _present(versions: tuple[str, ...] | list[str]) -> list[str]:
+    """Return those of ``versions`` this machine has; all of them when it has none (nox then
+    stops, naming the missing interpreter)."""
+    return [v for v in versions if v in PRESENT] or list(versions)
+
+
+PYTHONS = _present(DEFAULT.pins.pythons)
+PYTHON = PYTHONS[0]
 DIST = Path(os.environ.get("OVERLAY_DIST", ROOT / "dist"))  # each line's wheels in DIST/<line>
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # The overlay runs from this checkout in its tool venv, and caches its bytecode here
@@ -131,7 +145,7 @@ def _envdir(session: nox.Session) -> Path:
     return Path(session.cache_dir).resolve().parent
 
 
-@nox.session(python=ALL_PYTHONS)
+@nox.session(python=_present(ALL_PYTHONS))
 def build_patched_executorch(session: nox.Session) -> None:
     """Build dist/<line>/executorch-<pin>+armfix.* and its ready venv (`-- --line X.Y.Z`)."""
     given, rest = _line(session)
@@ -218,7 +232,7 @@ def _equivalence_envs(session: nox.Session, line: lines.Line) -> tuple[str, str]
             flavour = ["--stock"] if kind == "stock" else ["--dist", str(DIST / line.name)]
             _overlay(
                 session, "sync", "--target", folder, "--line", line.name,
-                "--python", line.pins.pythons[0], *flavour,
+                "--python", _present(line.pins.pythons)[0], *flavour,
             )  # fmt: skip
             python = str(folder / "bin" / "python")
         found.append(python)

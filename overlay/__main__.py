@@ -1,7 +1,39 @@
-"""``python -m overlay``: the command-line interface."""
+"""``python -m overlay`` and the ``executorch-arm-overlay`` script: the command-line interface.
+
+The signals are set before the commands are imported: SIGTERM raises :class:`Terminated`, a
+KeyboardInterrupt as Ctrl-C's, so a command stopped by either unwinds (every lock is
+released; a transaction defers both until its tree is settled) and ends with one line and
+exit 130 or 143, also while the modules are still loading.
+"""
 
 from __future__ import annotations
 
-from overlay.cli import main
+import signal
+import sys
+from types import FrameType
 
-raise SystemExit(main())
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def run() -> int:
+    """Run the CLI; return the exit code (130 after Ctrl-C, 143 after SIGTERM)."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # not when started with it ignored
+        signal.signal(signal.SIGTERM, _terminate)
+    try:
+        from overlay.cli import main
+
+        return main()
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 # `check` (like `ruff --check`): every check passed and the target would change.
 EXIT_CHANGES_DUE = 21
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 
 class OverlayError(Exception):
@@ -41,7 +42,8 @@ class OverlayError(Exception):
 
 
 class UsageError(OverlayError):
-    """A command-line argument names something that is not there (a fix the line lacks)."""
+    """The command line is wrong: an option names something that is not there (a line, a fix,
+    a models file); it is refused before anything expensive is looked at."""
 
     exit_code = 2
 
@@ -154,10 +156,8 @@ class EquivalenceError(OverlayError):
     exit_code = 10
 
 
-class EquivalenceInputError(OverlayError):
+class EquivalenceInputError(UsageError):
     """An equivalence input is wrong (--models, --runtime-patch, --case, --shard, a report)."""
-
-    exit_code = 14
 
 
 class UpstreamError(OverlayError):
@@ -184,6 +184,14 @@ class LockfileError(OverlayError):
     exit_code = 20
 
 
+def error_classes() -> list[type[OverlayError]]:
+    """Return OverlayError and every subclass of it, each after its parent."""
+    found: list[type[OverlayError]] = [OverlayError]
+    for cls in found:  # grows while it is read: breadth first
+        found.extend(cls.__subclasses__())
+    return found
+
+
 def exit_codes() -> list[tuple[int, str]]:
     """Return every documented exit code with its meaning, ascending (for ``--help``)."""
     codes = {
@@ -191,12 +199,11 @@ def exit_codes() -> list[tuple[int, str]]:
         1: "any other overlay error",
         2: "bad command line",
         EXIT_CHANGES_DUE: "check: every check passed and files would change",
-        130: "interrupted",
+        130: "interrupted (SIGINT, Ctrl-C)",
+        EXIT_CLOSED_PIPE: "stdout's reader went away (`| head`): the output stopped, silently",
+        143: "terminated (SIGTERM)",
     }
-    pending = OverlayError.__subclasses__()
-    while pending:
-        cls = pending.pop()
+    for cls in error_classes():
         doc = (cls.__doc__ or cls.__name__).strip().splitlines()[0].rstrip(".")
         codes.setdefault(cls.exit_code, doc)
-        pending.extend(cls.__subclasses__())
     return sorted(codes.items())

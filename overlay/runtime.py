@@ -48,11 +48,6 @@ class RuntimeFix:
         return self.fix.number
 
     @property
-    def patch(self) -> str:
-        """Return the patch file the fix mirrors."""
-        return self.fix.patch
-
-    @property
     def repo_path(self) -> str:
         """Return the repository file the fix replaces a function of."""
         return self.form.repo_path
@@ -214,10 +209,6 @@ class Runtime:
             )
         return line, selected
 
-    def check_target(self, numbers: Iterable[int] | None = None) -> list[RuntimeFix]:
-        """Refuse a version without a line or a touched file; return the selected forms."""
-        return self._checked(numbers)[1]
-
     def _present(self, numbers: Iterable[int] | None) -> list[RuntimeFix]:
         """Return the selected forms of the installed line; [] when nothing can be patched."""
         try:
@@ -338,21 +329,6 @@ def _check_untouched(selected: RuntimeFix, module: Any, owner: Any, line: Line) 
 
 DEFAULT = Runtime(fixes.REGISTRY)
 FIXES = fixes.FIXES  # every registry fix: is_applied() answers for any of them
-
-
-def fix(number: int) -> tuple[RuntimeFix, ...]:
-    """Return the runtime forms of fix ``number`` on the installed line."""
-    return DEFAULT.fix(number)
-
-
-def installed_root() -> Path:
-    """Return the directory of the importable executorch package."""
-    return DEFAULT.installed_root()
-
-
-def check_target(numbers: Iterable[int] | None = None) -> list[RuntimeFix]:
-    """Refuse a version without a line or an already diff-patched file."""
-    return DEFAULT.check_target(numbers)
 
 
 def is_applied(number: int) -> bool:

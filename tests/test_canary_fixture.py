@@ -19,8 +19,9 @@ import pytest
 from overlay import codec, worktree
 from overlay._git import git
 from overlay.text.series import load_series
+from overlay.upstream import render
 from overlay.upstream.canary import canary_run, page
-from overlay.upstream.canary.results import CanaryReport, ForwardState, TextStatus
+from overlay.upstream.results import CanaryReport, ForwardState, Status
 
 from scaffold import make_diff, write_series
 
@@ -146,14 +147,14 @@ def test_each_patch_is_reported_as_what_upstream_did_to_it(
     root, up = fixture
     report = run_canary(root, up)
     (line,) = report.lines
-    main = {p.patch[:4]: p for p in line.targets[0].patches}
-    assert main["0001"].status is TextStatus.UPSTREAM
+    main = {p.patch[:4]: p.own for p in line.targets[0].patches}
+    assert main["0001"].status is Status.CONTAINED
     assert {e.kind for e in main["0001"].evidence} >= {"reverse applies", "patch-id"}
-    assert main["0002"].status is TextStatus.CONFLICT
+    assert main["0002"].status is Status.CONFLICT
     assert main["0002"].conflicts and "scale = self.scale" in main["0002"].conflicts[0].text
     assert "<<<<<<< main" in main["0002"].conflicts[0].text
-    assert main["0003"].status is TextStatus.OFFSET and main["0003"].offsets == (7,)
-    assert main["0004"].status is TextStatus.UPSTREAM  # conflicts, and PR #12345 carries it
+    assert main["0003"].status is Status.OFFSET and main["0003"].offsets == (7,)
+    assert main["0004"].status is Status.CONTAINED  # conflicts, and PR #12345 carries it
     forwarded = {f.patch[:4]: f for f in line.forwarded}
     modified = forwarded["0004"]
     assert (modified.state, modified.commit, modified.number) == (
@@ -197,16 +198,16 @@ def test_tags_are_targets_and_upstream_evidence_respects_ancestry(
     root, up = fixture
     report = run_canary(root, up, tags=True, gate=False)
     line = report.lines[0]
-    targets = {t.target: {p.patch[:4]: p.status for p in t.patches} for t in line.targets}
+    targets = {t.base: {p.patch[:4]: p.own.status for p in t.patches} for t in line.targets}
     assert list(targets) == ["main", "v1.3.0"]
-    v130 = {p.patch[:4]: p for p in line.targets[1].patches}
+    v130 = {p.patch[:4]: p.own for p in line.targets[1].patches}
     assert not v130["0004"].evidence  # PR #12345 came after v1.3.0
-    assert [e.kind for e in line.targets[0].patches[3].evidence] == ["commit names it"]
+    assert [e.kind for e in line.targets[0].patches[3].own.evidence] == ["commit names it"]
     assert targets["v1.3.0"] == {
-        "0001": TextStatus.UPSTREAM,
-        "0002": TextStatus.UNCHANGED,
-        "0003": TextStatus.OFFSET,
-        "0004": TextStatus.UNCHANGED,  # PR #12345 is not in v1.3.0
+        "0001": Status.CONTAINED,
+        "0002": Status.APPLIES,
+        "0003": Status.OFFSET,
+        "0004": Status.APPLIES,  # PR #12345 is not in v1.3.0
     }
 
 
@@ -215,10 +216,10 @@ def test_a_patch_newly_conflicting_fails_against_the_previous_page(
 ) -> None:
     root, up = fixture
     first = run_canary(root, up, gate=False)
-    data = json.loads(page.render_json(first))
+    data = json.loads(render.json_text(first))
     for row in data["lines"][0]["rows"]:
         if row["patch"].startswith("0002"):
-            row["main"] = TextStatus.UNCHANGED.value
+            row["main"] = Status.APPLIES.value
             row["since"] = "2026-01-01"
     previous = root / "previous.json"
     previous.write_text(json.dumps(data), encoding="utf-8")
@@ -227,21 +228,21 @@ def test_a_patch_newly_conflicting_fails_against_the_previous_page(
         f"1.2.0/{HEADERS[BETA][0]}: newly conflicting on main ({report.lines[0].rows[1].result})",
     )
     again = root / "again.json"
-    again.write_text(page.render_json(report), encoding="utf-8")
+    again.write_text(render.json_text(report), encoding="utf-8")
     settled = run_canary(root, up, gate=False, previous=again)
     assert not settled.failed  # the conflict is known now
     since = {r.patch[:4]: r.since for r in settled.lines[0].rows}
     assert since["0001"] == report.lines[0].rows[0].since
 
 
-def test_the_status_json_validates_against_the_committed_schema(
+def test_the_status_json_validates_against_the_derived_schema(
     fixture: tuple[Path, Upstream],
 ) -> None:
     root, up = fixture
     report = run_canary(root, up, gate=False)
     written = page.write_page(report, root / "out")
     data = json.loads((root / "out" / "status.json").read_text(encoding="utf-8"))
-    schema = json.loads(page.committed_schema_path().read_text(encoding="utf-8"))
+    schema = json.loads(page.json_schema())
     jsonschema.validate(data, schema)
     assert codec.loads(CanaryReport, json.dumps(data)) == report
     assert sorted(p.name for p in written) == ["status.html", "status.json", "status.md"]

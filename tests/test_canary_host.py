@@ -109,15 +109,13 @@ def test_the_newest_release_any_line_knows_hosts_main(tmp_path: Path) -> None:
 def test_main_meets_its_own_tool_pins_and_torch_stays_with_the_wheel(tmp_path: Path) -> None:
     old = _line(tmp_path, "1.2.0", ("1.5.1",))
     tools = {"tosa-tools": "2026.5.0", "flatbuffers": "24.3.25"}
-    assert host.host_requirements(old, "1.5.1", tools, "2.13.0") == [
-        "torch==2.13.0",
-        "tosa-tools==2026.5.0",
-    ]
-    assert host.host_requirements(old, "1.2.0", tools, "2.13.0") == [
-        "torch==2.11.0",
-        "torchao==0.18.0",
-        "tosa-tools==2026.5.0",
-    ]
+    assert host.host_runtime(old, "1.5.1", tools, "2.13.0") == {
+        "torch": "2.13.0",
+        "tosa-tools": "2026.5.0",
+    }
+    own = host.host_runtime(old, "1.2.0", tools, "2.13.0")
+    assert own == {"torch": "2.11.0", "torchao": "0.18.0", "tosa-tools": "2026.5.0"}
+    assert list(own) == ["torch", "torchao", "tosa-tools"]  # install order: the line's
 
 
 def test_pin_candidates_go_from_all_of_mains_tool_pins_to_the_lines_own() -> None:

@@ -1,4 +1,4 @@
-"""The status page: its committed schema is current, the HTML is self-contained and renders."""
+"""The status page: its derived schema holds, the HTML is self-contained and renders."""
 
 from __future__ import annotations
 
@@ -12,22 +12,24 @@ import pytest
 from test_equivalence_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
 
 from overlay import codec
+from overlay.upstream import render
 from overlay.upstream.canary import page
-from overlay.upstream.canary.results import (
-    Behaviour,
+from overlay.upstream.results import (
+    Applied,
     CanaryReport,
-    ConflictHunk,
+    Conflict,
     Forwarded,
     ForwardState,
     Gate,
     GateCheck,
     HostState,
     LineResult,
-    PatchOnTarget,
+    MainBehaviour,
     RangeDiff,
+    Replay,
+    Replayed,
     Row,
-    TargetResult,
-    TextStatus,
+    Status,
 )
 
 BAD_FILL, OK_FILL = (0xF8, 0xD0, 0xD0), (0xD6, 0xF0, 0xDC)  # conflict and applies badges
@@ -35,13 +37,15 @@ BAD_FILL, OK_FILL = (0xF8, 0xD0, 0xD0), (0xD6, 0xF0, 0xDC)  # conflict and appli
 
 def sample() -> CanaryReport:
     """A report with a conflicting, an applying and a merged-upstream patch."""
-    conflict = PatchOnTarget(
+    region = Conflict("backends/arm/b.py", 4, "<<<<<<< main\nx\n=======\ny\n>>>>>>> p\n")
+    conflict = Replayed(
         "0002-b.patch",
-        TextStatus.CONFLICT,
-        conflicts=(ConflictHunk("backends/arm/b.py", "<<<<<<< main\nx\n=======\ny\n>>>>>>> p\n"),),
+        Applied(Status.CONFLICT, conflicts=(region,)),
+        "1.5.1",
+        Applied(Status.APPLIES),
     )
-    applies = PatchOnTarget("0003-c.patch", TextStatus.OFFSET, offsets=(7,))
-    target = TargetResult(
+    applies = Replayed("0003-c.patch", Applied(Status.OFFSET, offsets=(7,)))
+    target = Replay(
         "main",
         "f" * 40,
         (conflict, applies),
@@ -53,7 +57,7 @@ def sample() -> CanaryReport:
         "diff --git a/b.py b/b.py\n-<script>alert(1)</script>\n", "",
     )  # fmt: skip
     rows = tuple(
-        Row("1.2.0", p.patch, "subject", p.status, "still open", "found", "keep", "2026-01-01", new)
+        Row("1.2.0", p.patch, "s", p.own.status, "still open", "found", "keep", "2026-01-01", new)
         for p, new in ((conflict, True), (applies, False))
     )
     line = LineResult(
@@ -67,40 +71,36 @@ def sample() -> CanaryReport:
     )
     return CanaryReport(
         1, "2026-12-03T00:00:00+00:00", "overlay 0.1", "/up", "f" * 40, "2026-12-02", (line,),
-        Behaviour(HostState.NOT_HOSTED, "executorch 1.5.1", "ImportError: no name 'x'"), 4.2,
+        MainBehaviour(HostState.NOT_HOSTED, "executorch 1.5.1", "ImportError: no name 'x'"), 4.2,
         ("1.2.0/0002-b.patch: newly conflicting on main (conflicts)",),
     )  # fmt: skip
 
 
-def test_the_committed_schema_is_the_one_derived_from_the_dataclasses() -> None:
-    committed = page.committed_schema_path().read_text(encoding="utf-8")
-    assert committed == page.render_schema(), (
-        "status.schema.json is stale: python -c 'from overlay.upstream.canary import page;"
-        ' print(page.render_schema(), end="")\' > overlay/upstream/canary/status.schema.json'
-    )
-
-
-def test_status_json_validates_and_decodes_back() -> None:
+def test_status_json_validates_against_the_derived_schema_and_decodes_back() -> None:
     report = sample()
-    data = json.loads(page.render_json(report))
-    jsonschema.validate(data, json.loads(page.render_schema()))
-    assert codec.loads(CanaryReport, page.render_json(report)) == report
+    schema = json.loads(page.json_schema())
+    assert schema["title"] == page.SCHEMA_TITLE and "Replayed" in schema["$defs"]
+    data = json.loads(render.json_text(report))
+    jsonschema.validate(data, schema)
+    assert codec.loads(CanaryReport, render.json_text(report)) == report
     data["lines"][0]["rows"][0]["main"] = "sort of applies"
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(data, json.loads(page.render_schema()))
+        jsonschema.validate(data, schema)
 
 
 def test_markdown_has_one_row_per_line_and_patch_and_the_failures() -> None:
-    text = page.render_markdown(sample())
+    text = render.markdown(page.blocks(sample()))
     assert text.startswith("# Canary: FAILED")
-    assert "| 1.2.0 | 0002-b.patch | conflicts (NEW) | still open |" in text
-    assert "| 1.2.0 | 0003-c.patch | applies with offset | still open |" in text
-    assert "- 1.2.0/0002-b.patch: newly conflicting on main (conflicts)" in text
-    assert "Behaviour on main: **not hosted** (executorch 1.5.1)" in text
+    assert "| 1.2.0 | 0002-b.patch | **conflict (NEW)** | still open |" in text
+    assert "| 1.2.0 | 0003-c.patch | **offset** | still open |" in text
+    assert "**FAILED: 1.2.0/0002-b.patch: newly conflicting on main (conflicts)**" in text
+    assert "## Behaviour on main: not hosted (executorch 1.5.1)" in text
+    assert "- 0002-b.patch: **conflict**\n  - port 1.5.1: **applies**\n" in text
+    assert "backends/arm/b.py" in text and "git range-diff a..b c..d" in text
 
 
 def test_the_html_page_is_self_contained_and_escapes_what_it_shows() -> None:
-    html = page.render_html(sample())
+    html = render.html(page.blocks(sample()), "Canary")
     assert html.startswith("<!DOCTYPE html>")
     assert not re.search(r"<script|<link|src=|https?://(?!github\.com/pytorch)", html)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html

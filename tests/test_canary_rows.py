@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from overlay.upstream.canary.results import (
+from overlay.upstream.canary.canary_run import build_row, result_text, upstream_text
+from overlay.upstream.results import (
+    Applied,
     BisectResult,
-    ConflictHunk,
+    Conflict,
     Forwarded,
     ForwardState,
+    Outcome,
     PatchBehaviour,
-    PatchOnTarget,
+    Replayed,
     Row,
-    TextStatus,
+    Status,
 )
-from overlay.upstream.canary.rows import build_row, next_step, result_text, upstream_text
+from overlay.upstream.verdicts import next_step
 
 NAME = "0002-x.patch"
-CONFLICT = PatchOnTarget(NAME, TextStatus.CONFLICT, conflicts=(ConflictHunk("a.py", "<<<"),))
+CONFLICT = Replayed(NAME, Applied(Status.CONFLICT, conflicts=(Conflict("a.py", 3, "<<<"),)))
 
 
 def _fwd(state: ForwardState, release: str = "", applied: str = "") -> Forwarded:
@@ -30,45 +33,48 @@ def _fwd(state: ForwardState, release: str = "", applied: str = "") -> Forwarded
 BISECT = BisectResult(NAME, "Broken-by", "b" * 40, "Rework", "2026-01-05", 3, "text")
 
 
+def _said(outcome: Outcome, text: str) -> PatchBehaviour:
+    return PatchBehaviour(NAME, "main", (), (), outcome, text)
+
+
+def _port(status: Status) -> Replayed:
+    return Replayed(NAME, CONFLICT.own, "1.5.1", Applied(status))
+
+
 def test_next_step_by_finding() -> None:
     open_pr = _fwd(ForwardState.OPEN)
-    unchanged = PatchOnTarget(NAME, TextStatus.UNCHANGED)
-    assert next_step("1.2.0", unchanged, open_pr, None, None, None).startswith(
-        "keep; upstream review"
-    )
+    unchanged = Replayed(NAME, Applied(Status.APPLIES))
+    assert next_step("1.2.0", unchanged, open_pr, None, None).startswith("keep; upstream review")
     merged_old = _fwd(ForwardState.MERGED_AS_SENT, "v1.3.0")
-    assert next_step("1.5.1", CONFLICT, merged_old, None, None, None) == (
+    assert next_step("1.5.1", CONFLICT, merged_old, None, None) == (
         "drop: merged upstream in cccccccccccc (as sent), first released in v1.3.0"
     )
-    assert next_step("1.2.0", CONFLICT, merged_old, None, None, None).startswith(
+    assert next_step("1.2.0", CONFLICT, merged_old, None, None).startswith(
         "keep on 1.2.0; drop on lines from v1.3.0 on"
     )
-    needed = PatchBehaviour(NAME, "fails before, passes after", "fails on stock main")
-    port_ok = PatchOnTarget(NAME, TextStatus.OFFSET, port="1.5.1")
-    assert next_step("1.2.0", CONFLICT, merged_old, port_ok, needed, None).startswith(
+    needed = _said(Outcome.FAILS_BEFORE_PASSES_AFTER, "fails on stock main")
+    assert next_step("1.2.0", _port(Status.OFFSET), merged_old, needed, None).startswith(
         "keep the port 1.5.1: main still fails without it"
     )
     unreleased = _fwd(ForwardState.MERGED_MODIFIED)
-    assert "not yet in a release" in next_step("1.2.0", CONFLICT, unreleased, None, None, None)
-    port = PatchOnTarget(NAME, TextStatus.OFFSET, port="1.5.1")
-    assert next_step("1.2.0", CONFLICT, open_pr, port, None, BISECT).startswith(
-        "keep: the port 1.5.1"
+    assert "not yet in a release" in next_step("1.2.0", CONFLICT, unreleased, None, None)
+    assert next_step("1.2.0", _port(Status.OFFSET), open_pr, None, BISECT).startswith(
+        "keep: the port 1.5.1 carries it to main (offset)"
     )
-    assert next_step("1.2.0", CONFLICT, open_pr, None, None, BISECT).startswith(
+    assert next_step("1.2.0", _port(Status.CONFLICT), open_pr, None, BISECT).startswith(
+        "port: resolve the conflict"
+    )
+    assert next_step("1.2.0", CONFLICT, open_pr, None, BISECT).startswith(
         "port: resolve the conflict, broken by bbbbbbbbbbbb"
     )
-    fixed = PatchBehaviour(NAME, "already fixed on stock", "passes on stock")
-    assert next_step("1.2.0", unchanged, open_pr, None, fixed, None).startswith("possibly fixed")
-    upstream = PatchOnTarget(NAME, TextStatus.UPSTREAM)
-    assert next_step("1.2.0", upstream, open_pr, None, None, None).startswith(
-        "drop: already upstream"
-    )
+    fixed = _said(Outcome.FIXED_ON_STOCK, "passes on stock")
+    assert next_step("1.2.0", unchanged, open_pr, fixed, None).startswith("possibly fixed")
+    upstream = Replayed(NAME, Applied(Status.CONTAINED))
+    assert next_step("1.2.0", upstream, open_pr, None, None).startswith("drop: already upstream")
     noted = _fwd(ForwardState.OPEN, applied="not triggered with torchao >= 0.16")
-    assert next_step("1.2.0", unchanged, noted, None, None, None).startswith(
-        "drop? Applied-Upstream"
-    )
+    assert next_step("1.2.0", unchanged, noted, None, None).startswith("drop? Applied-Upstream")
     assert "forward it upstream" in next_step(
-        "1.2.0", unchanged, _fwd(ForwardState.NOT_FORWARDED), None, None, None
+        "1.2.0", unchanged, _fwd(ForwardState.NOT_FORWARDED), None, None
     )
 
 
@@ -77,23 +83,24 @@ def test_texts() -> None:
     assert upstream_text(_fwd(ForwardState.MERGED_MODIFIED)) == (
         "merged modified in cccccccccccc (not yet in a release; by PR number)"
     )
-    offset = PatchOnTarget(NAME, TextStatus.OFFSET, offsets=(3, -2))
-    assert result_text(offset, None) == "applies at offset +3,-2"
-    assert result_text(CONFLICT, None) == "conflicts in a.py (1 hunks)"
+    offset = Replayed(NAME, Applied(Status.OFFSET, offsets=(3, -2)))
+    assert result_text(offset) == "applies at offset +3,-2"
+    assert result_text(CONFLICT) == "conflicts in a.py (1 regions)"
+    assert result_text(_port(Status.APPLIES)).endswith("; port 1.5.1: applies")
 
 
 def _row(previous: dict[tuple[str, str], Row] | None, found: Forwarded | None = None) -> Row:
     return build_row("1.2.0", subject="s", on_main=CONFLICT, found=found or _fwd(ForwardState.OPEN),
-                     port=None, behaviour=None, bisect=BISECT, today="2026-02-02",
+                     behaviour=None, bisect_found=BISECT, today="2026-02-02",
                      previous=previous)  # fmt: skip
 
 
 def test_newly_conflicting_needs_a_previous_page_where_it_did_not_conflict() -> None:
     assert not _row(None).newly_conflicting  # a first run has no baseline
-    applied = Row("1.2.0", NAME, "s", TextStatus.UNCHANGED, "", "", "", "2026-01-01")
+    applied = Row("1.2.0", NAME, "s", Status.APPLIES, "", "", "", "2026-01-01")
     assert _row({("1.2.0", NAME): applied}).newly_conflicting
     assert _row({}).newly_conflicting  # a patch new since the last page
-    known = Row("1.2.0", NAME, "s", TextStatus.CONFLICT, "", "", "", "2026-01-01")
+    known = Row("1.2.0", NAME, "s", Status.CONFLICT, "", "", "", "2026-01-01")
     row = _row({("1.2.0", NAME): known})
     assert not row.newly_conflicting and row.since == "2026-01-01"
     assert not _row({}, _fwd(ForwardState.MERGED_MODIFIED)).newly_conflicting  # upstream has it

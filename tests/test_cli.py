@@ -15,14 +15,17 @@ from pathlib import Path
 import pytest
 
 import overlay
+from overlay import codec, fixes, lines
 from overlay.cli import build_parser, invocation, json_output, main
 from overlay.errors import EXIT_CHANGES_DUE, InstallCheckError, SeriesError, TargetError
+from overlay.fixes import overview
 
 from scaffold import make_diff, make_tree, patch_text, write_series
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {
     "canary",
+    "lines",
     "status",
     "check",
     "apply",
@@ -42,6 +45,22 @@ COMMANDS = {
     "merge-reports",
     "report-schema",
 }
+
+
+def test_lines_lists_both_lines_with_their_fixes_by_number(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--patches", str(ROOT / "patches"), "lines"]) == 0
+    shown = capsys.readouterr().out
+    found = overview.summaries(fixes.REGISTRY, lines.all_lines(ROOT / "patches"))
+    for line in found:
+        head = f"{line.name}{' (the default)' if line.default else ''}: executorch {line.name},"
+        assert f"{head} torch {line.torch}\n" in shown
+    held = found[0].fixes[0]
+    assert f"\n  fix {held.number} {held.status.value}:" in shown
+    assert main(["--patches", str(ROOT / "patches"), "lines", "--json"]) == 0
+    report = codec.loads(tuple[overview.LineSummary, ...], capsys.readouterr().out)
+    assert report == found
 
 
 def test_status_of_the_series(capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,7 +84,46 @@ def test_missing_target_is_a_clear_error(
 ) -> None:
     code = main(["--patches", str(ROOT / "patches" / "1.2.0"), "check", "--target", str(tmp_path)])
     assert code == TargetError.exit_code
-    assert capsys.readouterr().err.startswith("error: no single executorch installation")
+    assert capsys.readouterr().err.startswith(f"error: executorch is not installed in {tmp_path}")
+
+
+def test_a_venv_without_executorch_names_the_release_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    venv = tmp_path / "venv"
+    (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text("")
+    default = lines.default_line(ROOT / "patches").name
+    for argv, release in (
+        (["status"], default),
+        (["apply"], default),
+        (["apply", "--line", "1.2.0"], "1.2.0"),
+    ):
+        code = main(["--patches", str(ROOT / "patches"), *argv, "--target", str(venv)])
+        err = capsys.readouterr().err
+        assert code == TargetError.exit_code, err
+        assert err.startswith(f"error: executorch is not installed in {venv}\n"), err
+        python = venv.resolve() / "bin" / "python"
+        assert (
+            f"  next step: install it (`{python} -m pip install executorch=={release}`, or"
+            f" `uv pip install --python {python} executorch=={release}`), then run this command"
+            " again\n"
+        ) in err
+
+
+def test_a_bad_line_is_a_command_line_error_before_anything_is_looked_at(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (
+        ["status", "--target", str(tmp_path / "nothing")],
+        ["build-wheel"],
+        ["sync", "--target", "v"],
+    ):
+        assert main(["--patches", str(ROOT / "patches"), *argv, "--line", "9.9.9"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: there is no release line 9.9.9\n"), err
+    assert not (tmp_path / "nothing").exists() and list(tmp_path.iterdir()) == []
 
 
 def test_the_parser_has_exactly_the_documented_commands() -> None:
@@ -201,7 +259,9 @@ def test_errors_under_json_are_a_typed_report_too(
     assert code == TargetError.exit_code
     report = json.loads(capsys.readouterr().out)
     assert (report["error"], report["exit_code"]) == ("TargetError", 4)
-    assert report["hint"].startswith("pass the site-packages folder of the environment to patch")
+    assert (
+        report["hint"] == "pass --target the venv (or site-packages folder) that holds executorch"
+    )
 
 
 def test_verify_install_json_names_a_missing_executorch(
@@ -214,12 +274,9 @@ def test_verify_install_json_names_a_missing_executorch(
     args = ["--patches", str(ROOT / "patches" / "1.2.0"), "verify-install", "--target", str(venv)]
     assert main([*args, "--json"]) == InstallCheckError.exit_code
     report = json.loads(capsys.readouterr().out)
-    assert (
-        report["message"] == "the environment drifted from its lock cp311-manylinux_2_28_x86_64.txt"
-    )
-    assert report["expected"].startswith(
-        "ai-ml-emulation-layer-for-vulkan 0.11.0, ai-ml-sdk-model-converter 0.11.0, "
-    )
+    site = venv / "lib" / "python3.11" / "site-packages"
+    assert report["message"] == f"executorch is missing: not installed in {site}"  # first, alone
+    assert report["expected"].startswith("executorch 1.2.0+armfix.")
     in_checkout = invocation.command(f"sync --target {venv} --line 1.2.0")
     assert report["hint"] == in_checkout
 
@@ -242,10 +299,11 @@ def test_help_lists_every_exit_code() -> None:
         "11",
         "12",
         "13",
-        "14",
         "20",
         "21",
         "130",
+        "141",
+        "143",
     ]
     assert "  21  check: every check passed and files would change" in text
     assert "  20  A requirements lock file is missing, unreadable, stale" in text
@@ -269,6 +327,33 @@ def test_a_missing_interpreter_fails_nox(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 1
     assert "Python interpreter 3.99 not found" in proc.stderr
+
+
+@pytest.mark.parametrize(("present", "wanted"), [(["3.12"], ["3.12"]), ([], ["3.11", "3.12"])])
+def test_nox_builds_and_tests_with_the_pythons_this_machine_has(
+    tmp_path: Path, present: list[str], wanted: list[str]
+) -> None:
+    """Only 3.12 here: every session runs on it. None: all are listed, and nox says which
+    interpreter is missing (the test above)."""
+    nox = shutil.which("nox")
+    if nox is None:
+        pytest.skip("nox is not installed here")
+    for version in present:  # found on PATH, never run by a listing
+        (tmp_path / f"python{version}").write_text("#!/bin/sh\nexit 1\n")
+        (tmp_path / f"python{version}").chmod(0o755)
+    proc = subprocess.run(
+        [nox, "-f", str(ROOT / "noxfile.py"), "--list", "--json",
+         "-s", "build_patched_executorch", "unit", "tests"],
+        env={**os.environ, "PATH": str(tmp_path), "PYENV_ROOT": str(tmp_path / "no-pyenv")},
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    listed = [(s["name"], s["python"]) for s in json.loads(proc.stdout)]
+    assert listed == [
+        *(("build_patched_executorch", v) for v in wanted),
+        *(("unit", v) for v in wanted),
+        ("tests", wanted[0]),
+    ]
 
 
 def test_a_retarget_starts_from_the_newest_line_before_its_release(

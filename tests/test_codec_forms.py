@@ -14,33 +14,33 @@ from overlay.dist.provenance import FileRecord, PatchRecord, Provenance
 from overlay.equivalence.controller.result_cache import CACHE_SCHEMA, CacheEntry, ResultCache
 from overlay.equivalence.protocol import SCHEMA_VERSION, InitReply
 from overlay.equivalence.verdict import AB, Quality
-from overlay.upstream.behaviour import ReleaseRunJson
-from overlay.upstream.facts import (
+from overlay.upstream.matrix import build_matrix
+from overlay.upstream.releases import Release
+from overlay.upstream.results import (
+    REPORT_SCHEMA,
     Action,
+    Applied,
     CaseMove,
     CaseOutcome,
-    Cell,
-    Check,
+    Conflict,
     Counts,
-    Status,
-    TestResult,
-    TestRun,
-    TestState,
-    TextPlan,
-)
-from overlay.upstream.matrix import MatrixJson, PatchRowJson, WheelJson
-from overlay.upstream.releases import WheelRecord
-from overlay.upstream.retarget.conflicts import ResumeState
-from overlay.upstream.retarget.pin_check import CheckKey, PinAttempt, SavedCheck
-from overlay.upstream.retarget.result import REPORT_SCHEMA, RetargetJson
-from overlay.upstream.verdicts import (
+    Matrix,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
+    PinAttempt,
+    ReleaseRun,
+    Replayed,
+    Retarget,
+    Status,
     TestOutcome,
+    TestResult,
+    TestRun,
+    TestState,
     TestVerdict,
-    Verdict,
+    WheelRecord,
 )
+from overlay.upstream.retarget.pin_check import CheckKey, SavedCheck
 
 jsonschema = pytest.importorskip("jsonschema")  # the dev extra
 
@@ -48,8 +48,8 @@ CASE = CaseOutcome("conv_int16", Quality.WRONG, Quality.RIGHT, AB.FIXED, "ValueE
 TESTS = TestRun(
     command="pytest backends/arm/test/ops/test_conv.py",
     selection=("backends/arm/test/ops/test_conv.py::test_a",),
-    stock=Counts(failed=1, tests=(TestResult("t.py::a", TestState.FAILED, "AssertionError"),)),
-    patched=Counts(passed=1, tests=(TestResult("t.py::a", TestState.PASSED),)),
+    stock=Counts((TestResult("t.py::a", TestState.FAILED, "AssertionError"),)),
+    patched=Counts((TestResult("t.py::a", TestState.PASSED),)),
     seconds=12.345,
 )
 BEHAVIOUR = PatchBehaviour(
@@ -61,23 +61,25 @@ BEHAVIOUR = PatchBehaviour(
     text="fails before, passes after",
     regressions=("conv_int8",),
     test=TESTS,
-    test_verdict=TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, "1 test fails before"),
+    test_verdict=TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, "x"),
 )
+REGION = Conflict("a.py", 3, "<<<<<<< main\n")
 VERDICT = PatchVerdict(
     name="0001-fix.patch",
     action=Action.CONFLICT,
+    source="3-way merge",
     text="conflict: resolve by hand",
-    plan=TextPlan(
-        "0001-fix.patch", Status.CONFLICT, "hunk 1/2", Action.CONFLICT, "3-way merge",
-        conflicts=("a.py: hunk 1",), merge_note="1 conflict",
+    replayed=Replayed(
+        "0001-fix.patch",
+        Applied(Status.CONFLICT, "hunk 1/2", conflicts=(REGION,)),
+        "1.5.1",
+        Applied(Status.OFFSET, "+2 lines", (2,)),
     ),
     behaviour=BEHAVIOUR,
     flags=("the text says drop, stock still fails",),
-)  # fmt: skip
-RUN = ReleaseRunJson(
+)
+RUN = ReleaseRun(
     release="1.5.1",
-    stock_python="/envs/stock/bin/python",
-    patched_python=None,
     workers={"stock": InitReply("/envs/stock/bin/python", "1.5.1", "2.11.0", 1.5, (1, 3))},
     cases={"conv_int16": CASE},
     seconds=4.2,
@@ -94,18 +96,18 @@ def _round_trip(value: Any, title: str) -> dict[str, Any]:
     return dict(data)
 
 
-def test_a_retarget_report_round_trips_with_the_keys_it_always_had() -> None:
-    report = RetargetJson(
+def test_a_retarget_report_round_trips_directly_from_its_dataclasses() -> None:
+    report = Retarget(
         old_version="1.2.0",
         version="1.5.1",
         candidate="out/patches",
-        ready=False,
-        problems=("0001-fix.patch: conflict",),
         fast=True,
+        problems=("0001-fix.patch: conflict",),
         wheels=(WheelRecord("executorch-1.5.1-cp311.whl", "ab" * 32, "3.11", "linux_x86_64"),),
         runtime={"torch": "2.11.0"},
         attempts=(PinAttempt({"torch": "2.11.0"}, True, "ok", 30.0, "torch_pin.py"),),
-        patches=(VERDICT.as_json(),),
+        patches=(VERDICT,),
+        pinned=(BEHAVIOUR,),
         runtime_form="unchanged",
         moves=(CaseMove("conv_int16", "right", "right", (), "no change", ""),),
         runs={"new": RUN},
@@ -115,24 +117,17 @@ def test_a_retarget_report_round_trips_with_the_keys_it_always_had() -> None:
         locks=("out/patches/locks/cp311-linux_x86_64.txt",),
     )
     data = _round_trip(report, "retarget.json")
-    assert set(data) == {
-        "schema", "old_version", "version", "candidate", "ready", "problems", "fast", "wheels",
-        "runtime", "attempts", "patches", "runtime_form", "moves", "runs", "timings",
-        "worktree", "resume", "locks",
-    }  # fmt: skip
-    assert data["schema"] == REPORT_SCHEMA == 1
+    assert data["schema"] == REPORT_SCHEMA == 2
     patch = data["patches"][0]
-    assert set(patch) == {
-        "name", "action", "text", "text_status", "text_detail", "source", "conflicts",
-        "merge_note", "behaviour", "flags",
+    assert set(patch) == {"name", "action", "source", "text", "replayed", "behaviour", "flags"}
+    assert patch["replayed"]["own"]["conflicts"] == [
+        {"path": "a.py", "line": 3, "text": "<<<<<<< main\n"}
+    ]
+    assert patch["replayed"]["port"] == {
+        "status": "offset", "detail": "+2 lines", "offsets": [2], "conflicts": [], "evidence": [],
     }  # fmt: skip
-    assert (patch["action"], patch["text_status"], patch["source"]) == (
-        "conflict",
-        "conflict",
-        "3-way merge",
-    )
     behaviour = patch["behaviour"]
-    assert behaviour["test_verdict"] == "1 test fails before"
+    assert behaviour["test_verdict"] == {"outcome": "fails before, passes after", "text": "x"}
     assert behaviour["bug_cases"][0] == {
         "case": "conv_int16",
         "stock": "wrong",
@@ -141,51 +136,46 @@ def test_a_retarget_report_round_trips_with_the_keys_it_always_had() -> None:
         "stock_error": "ValueError: x",
         "patched_error": "",
     }
-    assert behaviour["test"]["stock"] == "1 failed"
-    assert behaviour["test"]["seconds"] == 12.3  # rounded
-    assert behaviour["test"]["patched_tests"] == [
+    assert behaviour["test"]["patched"]["tests"] == [
         {"node": "t.py::a", "state": "passed", "reason": ""}
     ]
     assert data["runs"]["new"]["workers"]["stock"]["runtime_fixes_applied"] == [1, 3]
 
 
-def test_a_matrix_round_trips_with_cells_and_ports() -> None:
-    with_port = Cell("1.5.1", Check(Status.CONFLICT, "hunk 1/1"), "1.5.1", Check(Status.APPLIES))
-    matrix = MatrixJson(
-        series="1b5ee9052a",
-        versions=("1.2.0", "1.5.1"),
-        wheels={"1.5.1": WheelJson("executorch-1.5.1-cp311.whl", "ab" * 32, True)},
-        behaviour={"0001-fix.patch": {"1.5.1": BEHAVIOUR.as_json()}},
-        patches=(
-            PatchRowJson(
-                name="0001-fix.patch",
-                subject="Fix the conv",
-                applied_upstream="",
-                cells={
-                    "1.2.0": Cell("1.2.0", Check(Status.APPLIES)).as_json(),
-                    "1.5.1": with_port.as_json(),
-                },
-                verdict=Verdict("port", "port needed (port 1.5.1)", needs_upstream=True),
-            ),
-        ),
+def test_a_matrix_round_trips_with_its_replays_and_ports() -> None:
+    from overlay.lines import pins
+    from overlay.text.series import Series, parse_patch
+
+    from scaffold import make_diff
+
+    text = "a\nb\nc\n"
+    patch = parse_patch(
+        "0001-fix.patch",
+        "Description: Fix b\nForwarded: no\nLast-Update: 2026-12-02\n---\n"
+        + make_diff("backends/arm/x.py", text, "a\nB\nc\n"),
     )
+    series = Series(
+        Path("."), (patch,), pins.load(Path(__file__).parent.parent / "patches" / "1.2.0")
+    )
+    release = Release("1.5.1", Path("executorch-1.5.1.whl"), "ab" * 32, True,
+                      {"backends/arm/x.py": text.encode()})  # fmt: skip
+    matrix = build_matrix(series, {"1.5.1": {"0001": patch}}, [release], "upstream.toml")
+    assert isinstance(matrix, Matrix)
     data = _round_trip(matrix, "matrix.json")
-    cells = data["patches"][0]["cells"]
-    assert cells["1.5.1"] == {
-        "version": "1.5.1",
-        "status": "conflict",
-        "detail": "hunk 1/1",
-        "port": {"version": "1.5.1", "status": "applies", "detail": ""},
-    }
-    assert cells["1.2.0"]["port"] is None
-    assert data["patches"][0]["verdict"]["needs_upstream"] is True
-    assert data["behaviour"]["0001-fix.patch"]["1.5.1"]["outcome"] == "fails before, passes after"
+    cell = data["replays"][0]["patches"][0]
+    assert (cell["own"]["status"], cell["port_version"], cell["port"]["status"]) == (
+        "applies",
+        "1.5.1",
+        "applies",
+    )
+    assert data["rows"][0]["verdict"]["action"] == "upstream"
+    assert data["wheels"]["1.5.1"] == {"file": "executorch-1.5.1.whl", "sha256": "ab" * 32,
+                                       "pinned": True}  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("value", "title"),
     [
-        (ResumeState("1.5.1", "0002-b.patch", ("0003-c.patch",)), "overlay-retarget.json"),
         (SavedCheck(CheckKey("conv", ("q::a.out",), "k" * 64), ""), "lowering-check.json"),
         (RUN, "release run"),
         (
@@ -212,8 +202,3 @@ def test_a_cache_entry_round_trips_and_is_what_the_cache_writes(tmp_path: Path) 
     assert entry.header == (CACHE_SCHEMA, SCHEMA_VERSION, "InitReply", "ab" * 32)
     assert codec.decode(InitReply, entry.value) == reply
     _round_trip(entry, "cache entry")
-
-
-def test_a_resume_state_of_the_old_key_order_still_reads() -> None:
-    old = json.dumps({"version": "1.5.1", "conflict": "0002-b.patch", "remaining": []})
-    assert codec.loads(ResumeState, old) == ResumeState("1.5.1", "0002-b.patch", ())

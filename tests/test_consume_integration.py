@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from overlay import lines
 from overlay.cli import invocation
 from overlay.dist import index, wheels
 from overlay.envs import lockfiles, uv_process
@@ -28,6 +29,9 @@ from overlay.text.series import Series, load_series
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "docs" / "environments.md").read_text(encoding="utf-8")
+LINE = lines.default_line(ROOT / "patches")  # the docs' recipes are on the default line
+V = LINE.name
+RUNTIME = LINE.pins.runtime
 
 
 def run(
@@ -58,7 +62,7 @@ def overlay(
 ) -> subprocess.CompletedProcess[str]:
     """Run the overlay (from a checkout by default, as a user of its build would)."""
     return run(
-        sys.executable, "-m", "overlay", "--patches", ROOT / "patches" / "1.2.0", *args,
+        sys.executable, "-m", "overlay", "--patches", LINE.directory, *args,
         ok=ok, cwd=cwd,
     )  # fmt: skip
 
@@ -70,7 +74,7 @@ def freeze(venv: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def series() -> Series:
-    return load_series(ROOT / "patches" / "1.2.0")
+    return load_series(LINE.directory)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +120,7 @@ def test_the_wheel_installed_alone_never_resolves_to_an_untested_torch(
     uv("venv", "--quiet", "--python", sys.executable, tmp_path / "v")
     python = tmp_path / "v" / "bin" / "python"
     alone = uv("pip", "install", "--dry-run", "--python", python, built.path).stderr
-    assert " + torch==2.11.0" in alone and " + torchao==0.18.0" in alone
+    assert f" + torch=={RUNTIME['torch']}" in alone and f" + torchao=={RUNTIME['torchao']}" in alone
     assert "tosa-tools" not in alone
     arm = uv(
         "pip",
@@ -126,8 +130,8 @@ def test_the_wheel_installed_alone_never_resolves_to_an_untested_torch(
         python,
         f"executorch[arm] @ {built.path.as_uri()}",
     )
-    assert " + tosa-tools==2026.2.1" in arm.stderr
-    assert " + ai-ml-sdk-model-converter==0.11.0" in arm.stderr
+    for name in LINE.pins.extras["arm"]:
+        assert f" + {name}=={RUNTIME[name]}" in arm.stderr
     newer = uv(
         "pip", "install", "--dry-run", "--python", python, built.path, "torch==2.15.0", ok=False
     )
@@ -140,7 +144,7 @@ def test_find_links_and_the_index_serve_the_current_series_only(
     folder, built = dist
     shutil.copytree(folder, tmp_path / "dist")
     work = tmp_path / "dist"
-    older = built.path.name.replace(built.version, "1.2.0+armfix.ffffffffff")  # sorts highest
+    older = built.path.name.replace(built.version, f"{V}+armfix.ffffffffff")  # sorts highest
     shutil.copyfile(built.path, work / older)
     assert index.publish(work, built.version).moved == (older,)
     uv("venv", "--quiet", "--python", sys.executable, tmp_path / "v")
@@ -154,7 +158,7 @@ def test_find_links_and_the_index_serve_the_current_series_only(
             "--python",
             python,
             *source,
-            "executorch==1.2.0",
+            f"executorch=={V}",
         )
         assert f" + executorch=={built.version}" in picked.stderr, source
 
@@ -216,7 +220,7 @@ def test_docker_recipe_then_drift_is_named_and_repaired_where_the_user_is(
     assert in_checkout.returncode == 8
     assert "expected: tabulate 0.10.0\n  found:    tabulate 0.9.0" in in_checkout.stderr
     tool = invocation.prefix(argv=[sys.executable, "-m", "overlay"], cwd=ROOT)
-    assert f"next step: {tool} sync --target {venv} --line 1.2.0" in in_checkout.stderr
+    assert f"next step: {tool} sync --target {venv} --line {V}" in in_checkout.stderr
     outside = overlay("verify-install", "--target", venv, "--no-import", "--json", ok=False,
                       cwd=tmp_path)  # fmt: skip
     hint = json.loads(outside.stdout)["hint"]
@@ -246,8 +250,9 @@ def test_pip_recipe_resolves_exactly_the_lock_with_hashes(
     locked: lockfiles.Lock, dist: tuple[Path, wheels.BuildResult], tmp_path: Path
 ) -> None:
     folder, built = dist
-    recipe = "pip install --require-hashes --find-links dist/1.2.0 -r patches/1.2.0/locks/{tag}.txt"
+    recipe = f"pip install --require-hashes --find-links dist/{V} -r patches/{V}/locks/{{tag}}.txt"
     assert recipe.format(tag="cp311-manylinux_2_28_x86_64") in DOCS
+    assert recipe.format(tag="cp311-manylinux_2_28_x86_64") in (ROOT / "README.md").read_text()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull  # this machine's pip.conf adds local indexes
     command = [
@@ -263,7 +268,7 @@ def test_pip_recipe_resolves_exactly_the_lock_with_hashes(
     executorch = resolved["executorch"]
     assert executorch["metadata"]["version"] == built.version
     assert executorch["download_info"]["archive_info"]["hashes"] == {"sha256": built.sha256}
-    assert resolved["torch"]["metadata"]["version"] == "2.11.0"
+    assert resolved["torch"]["metadata"]["version"] == RUNTIME["torch"]
 
 
 def test_uv_project_recipe_takes_executorch_from_the_index_only(
@@ -275,7 +280,7 @@ def test_uv_project_recipe_takes_executorch_from_the_index_only(
     project.mkdir()
     url = (folder / "simple").as_uri()
     (project / "pyproject.toml").write_text(
-        template.replace("file:///path/to/executorch-arm-overlay/dist/1.2.0/simple", url)
+        template.replace(f"file:///path/to/executorch-arm-overlay/dist/{V}/simple", url)
     )
     uv("lock", cwd=project)
     uv_lock = (project / "uv.lock").read_text()
@@ -289,4 +294,7 @@ def test_uv_project_recipe_takes_executorch_from_the_index_only(
     assert (project / ".venv" / "bin" / "python").exists()
     installed = freeze(project / ".venv")
     assert installed["executorch"] == built.version
-    assert (installed["torch"], installed["tosa-tools"]) == ("2.11.0", "2026.2.1")
+    assert (installed["torch"], installed["tosa-tools"]) == (
+        RUNTIME["torch"],
+        RUNTIME["tosa-tools"],
+    )

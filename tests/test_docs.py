@@ -21,15 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from overlay import errors_doc
+from overlay import errors_doc, fixes, lines
 from overlay.cli import build_parser
+from overlay.envs import uv_process
 from overlay.errors import OverlayError
+from overlay.fixes import overview
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 PAGES = (README, *sorted(DOCS.glob("*.md")))
 MAX_README_LINES = 170
+FIRST_SCREEN = 45  # lines
 SETUP = (
     "python3 -m pip install nox uv && python3 -m nox -s build_patched_executorch",
     "python3 -m nox -s tests",
@@ -140,14 +143,28 @@ def test_readme_is_short() -> None:
     )
 
 
-def test_readme_starts_with_the_two_setup_commands() -> None:
-    first = FENCE.search(_text(README))
+def test_readme_first_screen_says_for_whom_which_fixes_then_the_setup_commands() -> None:
+    text = _text(README)
+    first = FENCE.search(text)
     assert first, "README.md has no code block"
-    assert _text(README)[: first.start()].strip().count("\n") == 0, (
-        "README.md: the set-up commands must come right after the title"
-    )
+    before = text[: first.start()]
+    assert before.count("\n") <= FIRST_SCREEN, "README.md: the set-up commands must be on screen"
+    assert "Ethos-U" in before and "VGF" in before, "README.md: say first for whom the tool is"
+    assert overview.README_END in before, "README.md: the fixes by line come before the commands"
     commands = [line.split("  #")[0].strip() for line in first.group(1).splitlines()]
     assert [c for c in commands if c] == list(SETUP)
+
+
+@pytest.mark.parametrize(
+    ("term", "definition"),
+    [("line", "A **release line** (\"line\")"), ("ready venv", "A **ready venv** is"),
+     ("path (b)", '("path (b)")')],
+)  # fmt: skip
+def test_readme_defines_its_words_before_using_them(term: str, definition: str) -> None:
+    prose = _prose(_text(README).split("# ", 1)[1])  # after the title
+    assert definition in prose, f"README.md does not define {term!r}"
+    first_use = re.search(rf"(?<!\w){re.escape(term)}(?!\w)", prose)
+    assert first_use is not None and first_use.start() >= prose.index(definition) - len(term)
 
 
 def test_setup_commands_are_what_ci_runs() -> None:
@@ -208,6 +225,44 @@ def test_every_cli_command_shown_exists_with_its_options() -> None:
                 if name not in options and name not in top:
                     wrong.append(f"{page}: `{shown}`: {command or 'the CLI'} has no {name}")
     assert not wrong, "commands in the docs the CLI does not have:\n" + "\n".join(wrong)
+
+
+def test_release_lines_says_which_commands_take_line() -> None:
+    text = _text(DOCS / "release-lines.md")
+    said = re.search(r"lists them\.\s+(.*?) take `--line X\.Y\.Z`", text, re.DOTALL)
+    assert said, "docs/release-lines.md no longer says which commands take --line"
+    named = set(re.findall(r"`([a-z-]+)`", said.group(1)))
+    taking = {
+        name for name, sub in _subcommands(build_parser()).items() if "--line" in _options(sub)
+    }
+    assert named == taking
+
+
+# --- recipes --------------------------------------------------------------------------------
+
+
+def test_the_uv_project_recipe_parses_with_uv(tmp_path: Path) -> None:
+    """uv itself reads the recipe (offline): a [project] without name or version is refused."""
+    recipe = _text(DOCS / "environments.md").split("<!-- uv-project-recipe -->")[1]
+    toml = recipe.split("```toml\n", 1)[1].split("```", 1)[0]
+    default = lines.default_line(ROOT / "patches").name
+    assert f'"executorch[arm]=={default}"' in toml and f"/dist/{default}/simple" in toml
+    (tmp_path / "pyproject.toml").write_text(toml, encoding="utf-8")
+    read = subprocess.run(
+        [uv_process.find_uv(), "version", "--offline", "--project", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["my-app", "0.1.0"]
+
+
+def test_the_macos_lock_sentence_names_the_lines_that_have_one() -> None:
+    said = re.search(
+        r"only\s+the ([\d.]+) line has a macOS arm64 lock", _text(DOCS / "environments.md")
+    )
+    assert said, "docs/environments.md no longer says which line has a macOS lock"
+    found = overview.summaries(fixes.REGISTRY, lines.all_lines(ROOT / "patches"))
+    assert {s.name for s in found if any("macosx" in tag for tag in s.locks)} == {said.group(1)}
 
 
 # --- (d) links ----------------------------------------------------------------------------

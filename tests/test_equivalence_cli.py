@@ -17,6 +17,7 @@ from overlay.cli import progress_display
 from overlay.equivalence.controller import inputs
 from overlay.equivalence.controller.options import CALLER_DIR_ENV, Options
 from overlay.equivalence.controller.orchestrator import run
+from overlay.equivalence.corpus import user_cases
 from overlay.errors import EquivalenceError, EquivalenceInputError, exit_codes
 
 
@@ -106,11 +107,29 @@ def test_require_executed_fails_a_run_whose_target_did_not_run_here(
 
 def test_bad_input_and_a_divergence_exit_with_different_codes() -> None:
     codes = dict(exit_codes())
-    assert EquivalenceError.exit_code == 10 and EquivalenceInputError.exit_code == 14
-    assert codes[14] == (
-        "An equivalence input is wrong (--models, --runtime-patch, --case, --shard, a report)"
-    )
+    assert EquivalenceError.exit_code == 10 and EquivalenceInputError.exit_code == 2
+    assert codes[2] == "bad command line"  # as argparse's own errors
     assert "divergence" in codes[10]
+
+
+def test_a_models_file_that_does_not_parse_is_said_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No Python given at all: the file's syntax error is still the one error said."""
+    (tmp_path / "bad.py").write_text("import torch\ndef f(:\n", encoding="utf-8")
+    monkeypatch.setenv(CALLER_DIR_ENV, str(tmp_path))
+    for variable in ("OVERLAY_STOCK_PYTHON", "OVERLAY_PATCHED_PYTHON"):
+        monkeypatch.delenv(variable, raising=False)
+    assert cli.main(["equivalence", "--models", "bad.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --models {tmp_path / 'bad.py'}: not valid Python\n"), err
+    assert "  found:    line 2: " in err and "None" not in err
+    assert cli.main(["equivalence", "--models", "missing.py"]) == 2
+    assert capsys.readouterr().err.startswith("error: --models missing.py: no such file\n")
+    (tmp_path / "good.py").write_text(user_cases.EXAMPLE + "\n", encoding="utf-8")
+    cli.main(["equivalence", "--models", "good.py"])  # its CASES need not run: no Python given
+    err = capsys.readouterr().err
+    assert "found:    no --stock-python and no --patched-python\n" in err, err
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ The evidence is derived from the typed retarget report by ``promote.line_evidenc
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -16,37 +15,47 @@ from overlay.equivalence.verdict import AB, Quality
 from overlay.errors import SeriesError
 from overlay.lines import evidence
 from overlay.lines.evidence import CaseResult, LineEvidence, PatchEvidence, Status
-from overlay.upstream.facts import Action, CaseOutcome, TestResult, TestRunJson, TestState
-from overlay.upstream.facts import Status as TextStatus
+from overlay.upstream.results import (
+    Action,
+    Applied,
+    CaseOutcome,
+    Counts,
+    Outcome,
+    PatchBehaviour,
+    PatchVerdict,
+    Replayed,
+    Retarget,
+    TestOutcome,
+    TestResult,
+    TestRun,
+    TestState,
+    TestVerdict,
+)
+from overlay.upstream.results import Status as TextStatus
 from overlay.upstream.retarget.promote import line_evidence
-from overlay.upstream.retarget.result import RetargetJson
-from overlay.upstream.verdicts import Outcome, PatchBehaviourJson, PatchVerdictJson
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _report(
-    action: Action = Action.DROP, stock_state: TestState = TestState.FAILED
-) -> RetargetJson:
+    action: Action = Action.DROP, tests: TestOutcome = TestOutcome.FAILS_BEFORE_PASSES_AFTER
+) -> Retarget:
     """Return a retarget report as `retarget` writes it: one dropped, one ported patch."""
-    behaviour = PatchBehaviourJson(
+    behaviour = PatchBehaviour(
         patch="0004-x.patch",
         release="9.9.0",
         outcome=Outcome.FIXED_ON_STOCK,
         text="already fixed on stock",
         bug_cases=(CaseOutcome("c", Quality.RIGHT, None, None),),
         other_cases=(CaseOutcome("d", Quality.WRONG, Quality.RIGHT, AB.FIXED),),
-        regressions=(),
-        test=TestRunJson(
+        test=TestRun(
             command="pytest t.py",
             selection=("t.py",),
-            stock="1 failed",
-            patched="1 passed",
-            stock_tests=(TestResult("t.py::a", stock_state),),
-            patched_tests=(TestResult("t.py::a", TestState.PASSED),),
+            stock=Counts((TestResult("t.py::a", TestState.FAILED, "boom"),)),
+            patched=Counts((TestResult("t.py::a", TestState.PASSED),)),
             seconds=1.0,
         ),
-        test_verdict="fails before (1 failed -> 1 passed): boom",
+        test_verdict=TestVerdict(tests, f"{tests.value} (1 failed -> 1 passed): boom"),
     )
     rows = (
         _verdict(
@@ -57,19 +66,18 @@ def _report(
         ),
         _verdict("0005-y.patch", Action.PORTED, "ported", None),
     )
-    return RetargetJson(
-        old_version="1.2.0", version="9.9.0", candidate="out/patches", ready=True, problems=(),
-        fast=False, wheels=(), runtime={}, attempts=(), patches=rows, runtime_form="",
-        moves=(), runs={}, timings={}, worktree=None, resume="", locks=(),
+    return Retarget(
+        old_version="1.2.0", version="9.9.0", candidate="out/patches", fast=False, problems=(),
+        wheels=(), runtime={}, attempts=(), patches=rows, pinned=(), runtime_form="", moves=(),
+        runs={}, timings={}, worktree="", resume="", locks=(),
     )  # fmt: skip
 
 
 def _verdict(
-    name: str, action: Action, text: str, behaviour: PatchBehaviourJson | None
-) -> PatchVerdictJson:
-    return PatchVerdictJson(
-        name, action, text, TextStatus.APPLIES, "", "pinned", (), "", behaviour, ()
-    )
+    name: str, action: Action, text: str, behaviour: PatchBehaviour | None
+) -> PatchVerdict:
+    replayed = Replayed(name, Applied(TextStatus.APPLIES))
+    return PatchVerdict(name, action, "pinned", text, replayed, behaviour)
 
 
 def test_a_report_becomes_the_lines_evidence() -> None:
@@ -91,18 +99,14 @@ def test_a_report_becomes_the_lines_evidence() -> None:
             PatchEvidence(patch="0005-y.patch", status=Status.PORTED, reason="ported"),
         ),
     )
-    written = codec.loads(RetargetJson, codec.dumps(_report()))  # as promote reads it back
+    written = codec.loads(Retarget, codec.dumps(_report()))  # as promote reads it back
     assert line_evidence(written, {"0004-x.patch": "9.9.0"}, measured="2026-12-04") == found
     assert [p.patch for p in evidence.dropped(found)] == ["0004-x.patch"]
-    assert found.for_patch("0005-y.patch") is found.patches[1]
-    assert found.for_patch("0006-z.patch") is None
 
 
 def test_a_test_that_does_not_fail_before_keeps_its_verdict() -> None:
-    found = line_evidence(_report(stock_state=TestState.PASSED), {}, measured="d")
-    assert found.patches[0].upstream_test == (
-        "stock 1 failed -> patched 1 passed (fails before (1 failed -> 1 passed))"
-    )
+    found = line_evidence(_report(tests=TestOutcome.PASSES_BEFORE), {}, measured="d")
+    assert found.patches[0].upstream_test == "stock 1 failed -> patched 1 passed (passes before)"
 
 
 def test_evidence_round_trips_through_its_toml(tmp_path: Path) -> None:
@@ -142,28 +146,3 @@ def test_the_151_line_records_every_patch_of_the_120_line() -> None:
         "0006": Status.DROPPED,
     }
     assert json.dumps(statuses)  # plain strings (StrEnum)
-
-
-def test_a_test_beside_the_failing_one_still_reads_fails_before_passes_after() -> None:
-    report = _report()
-    row = report.patches[0]
-    assert row.behaviour is not None and row.behaviour.test is not None
-    test = dataclasses.replace(
-        row.behaviour.test,
-        stock="1 passed, 1 failed",
-        patched="2 passed",
-        stock_tests=(
-            TestResult("t.py::a", TestState.FAILED),
-            TestResult("t.py::b", TestState.PASSED),
-        ),
-        patched_tests=(
-            TestResult("t.py::a", TestState.PASSED),
-            TestResult("t.py::b", TestState.PASSED),
-        ),
-    )
-    behaviour = dataclasses.replace(row.behaviour, test=test)
-    rows = (dataclasses.replace(row, behaviour=behaviour), *report.patches[1:])
-    found = line_evidence(dataclasses.replace(report, patches=rows), {}, measured="d")
-    assert found.patches[0].upstream_test == (
-        "stock 1 passed, 1 failed -> patched 2 passed (fails before, passes after)"
-    )

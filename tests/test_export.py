@@ -12,9 +12,8 @@ import pytest
 
 from overlay._git import git
 from overlay.errors import UpstreamError
-from overlay.lines.listing import read_text
 from overlay.text.applier import apply_patch, decode, encode
-from overlay.text.series import Patch, parse_patch
+from overlay.text.series import Patch, load_series, parse_patch
 from overlay.upstream.commit_rules import MAX_LINE, Identity, check_message
 from overlay.upstream.export import (
     ARM_CC,
@@ -28,8 +27,9 @@ from overlay.upstream.export import (
     make_branch,
     write_exports,
 )
-from overlay.upstream.facts import Counts, TestRun
 from overlay.upstream.releases import load_release, release_metadata
+from overlay.upstream.replay import ports_of
+from overlay.upstream.results import Counts, TestResult, TestRun, TestState
 from overlay.upstream.upstream_pins import for_series
 
 from scaffold import make_diff
@@ -47,12 +47,12 @@ LONG = (
     " .\n"
     " See https://example.org/a/very/long/url/that/must/not/be/broken/by/the/wrapper/at/all\n"
 )
-PORTS = ROOT / "patches" / "1.2.0" / "ports" / "1.5.1"
+PORTS = ports_of(load_series(ROOT / "patches" / "1.2.0"))["1.5.1"]  # the 1.5.1 line's patches
 RUN = TestRun(
     "pytest -c backends/arm/test/pytest.ini backends/arm/test/passes/t.py::test_x",
     ("backends/arm/test/passes/t.py::test_x",),
-    Counts(failed=1),
-    Counts(passed=1),
+    Counts((TestResult("t.py::test_x", TestState.FAILED, "assert 0"),)),
+    Counts((TestResult("t.py::test_x", TestState.PASSED),)),
     3.0,
 )
 EVIDENCE = Evidence("1.5.1", "2.13.0", ("`case`: without this change failed; with it right",), RUN)
@@ -199,31 +199,19 @@ def _expected_after(patch: Patch, release: Mapping[str, bytes]) -> dict[str, byt
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(
-    ("name", "subject"),
-    [
-        ("0001-keep-terminal-int16-quantize", "Fix int16 grid_sample grids made by folded ops"),
-        (
-            "0003-conv-rescale-qparams-from-source",
-            "Fix ReLU fused into conv when the zero point is not qmin",
-        ),
-    ],
-)
-def test_the_1_5_1_ports_export_hook_clean_and_git_am(
-    tmp_path: Path, name: str, subject: str
-) -> None:
+@pytest.mark.parametrize("number", sorted(PORTS))
+def test_the_1_5_1_ports_export_hook_clean_and_git_am(tmp_path: Path, number: str) -> None:
     """The ports sent upstream: hook rules, a test under backends/arm/test, git am exact."""
     from overlay.lines import pins
 
     line = ROOT / "patches" / "1.2.0"
     release = load_release(pins.load(line), for_series(line), "1.5.1")
-    port_file = PORTS / f"{name}.patch"
-    port = parse_patch(port_file.name, read_text(port_file))
+    port = PORTS[number]
     files = release.files  # backends/arm/**, its tests included
     _, commit = release_metadata(release.wheel)
     assert commit is not None and len(commit) == 40
     item = export_patch(port, files, "1.5.1", signer=SIGNER, base_commit=commit, year=2026)
-    assert item.subject == f"Arm backend: {subject}"
+    assert item.subject == f"Arm backend: {port.subject}"
     assert check_message(item.message) == []
     assert any(p.startswith("backends/arm/test/") for p in item.after)
     assert f"base-commit: {commit}" in item.mbox

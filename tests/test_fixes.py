@@ -38,6 +38,7 @@ from overlay.fixes.model import (
 )
 from overlay.items import ProbeInfo
 from overlay.lines import evidence
+from overlay.lines.evidence import Status
 from overlay.text.series import load_series
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -473,16 +474,36 @@ def test_the_lines_table_gives_each_lines_evidence() -> None:
     assert "| 1.2.0 | 2 | carried | factory_op_output (changed) |" in by_key[("| 1.2.0", "2")]
 
 
-def test_the_committed_docs_table_is_current() -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    wanted = overview.update(text, fixes.REGISTRY, lines.all_lines(ROOT / "patches"))
+@pytest.mark.parametrize(
+    ("page", "update"), [("docs/fixes.md", overview.update), ("README.md", overview.update_readme)]
+)
+def test_the_committed_tables_are_current(page: str, update: Callable[..., str]) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    wanted = update(text, fixes.REGISTRY, lines.all_lines(ROOT / "patches"))
     assert text == wanted, (
-        "docs/fixes.md's table of fixes is stale: regenerate it with\n"
-        "python -c 'from pathlib import Path; from overlay import fixes, lines;"
-        ' from overlay.fixes import overview; p = Path("docs/fixes.md");'
-        " p.write_text(overview.update(p.read_text(), fixes.REGISTRY,"
-        ' lines.all_lines(Path("patches"))))\''
+        f"{page}'s table of fixes is stale: regenerate both with python -m overlay.fixes.overview"
     )
+
+
+def test_lines_lists_every_line_with_its_fixes_by_number_and_its_locks() -> None:
+    all_lines = lines.all_lines(ROOT / "patches")
+    found = overview.summaries(fixes.REGISTRY, all_lines)
+    assert [s.name for s in found] == [line.name for line in reversed(all_lines)]
+    assert [s.default for s in found] == [True] + [False] * (len(found) - 1)
+    for summary, line in zip(found, reversed(all_lines), strict=True):
+        assert summary.torch == line.pins.runtime["torch"]
+        carried = {f.number for f in fixes.REGISTRY.carried_by(line)}
+        held = {f.number for f in summary.fixes if f.status is not Status.DROPPED}
+        assert held == carried  # every fix the series lists, and only those
+        locks = {p.stem for p in (line.directory / "locks").glob("*.txt")}
+        assert set(summary.locks) == locks and locks <= {w.tag for w in line.pins.wheels}
+    newest = found[0]
+    dropped = {f.number for f in newest.fixes if f.status is Status.DROPPED}
+    recorded = evidence.load(all_lines[-1].directory)
+    assert recorded is not None
+    assert dropped == {
+        int(p.patch[:4]) for p in recorded.patches if p.status is Status.DROPPED
+    }  # from evidence.toml
 
 
 def test_update_needs_both_markers() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from overlay.errors import SeriesError, UnsupportedReleaseError
+from overlay.errors import SeriesError, UnsupportedReleaseError, UsageError
 from overlay.target.line_choice import choose
 
 from scaffold import make_diff, patch_text, write_series
@@ -40,7 +40,7 @@ def test_line_overrides_the_installed_version(tmp_path: Path) -> None:
     root = two_lines(tmp_path / "lines")
     chosen = choose(root, "1.2.0", Version("1.5.1"))
     assert (chosen.name, chosen.reason) == ("1.2.0", "--line 1.2.0")
-    with pytest.raises(UnsupportedReleaseError) as info:
+    with pytest.raises(UsageError) as info:
         choose(root, "1.3.0", Version("1.5.1"))
     assert info.value.expected == "one of the supported lines: 1.2.0, 1.5.1"
 
@@ -65,7 +65,7 @@ def test_a_series_folder_is_used_as_given(tmp_path: Path) -> None:
     assert (chosen.name, chosen.directory) == ("1.2.0", root / "1.2.0")
     assert chosen.reason == f"--patches {root / '1.2.0'}"
     assert choose(root / "1.2.0", "1.2.0", None).name == "1.2.0"
-    with pytest.raises(UnsupportedReleaseError) as info:
+    with pytest.raises(UsageError) as info:
         choose(root / "1.2.0", "1.5.1", None)
     assert info.value.expected == "the line of that series folder: 1.2.0"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import os
 import subprocess
@@ -12,10 +13,11 @@ import pytest
 from packaging.version import InvalidVersion, Version
 
 from overlay import lines
-from overlay.errors import SeriesError, UnsupportedReleaseError
+from overlay.errors import SeriesError, UnsupportedReleaseError, UsageError
 from overlay.lines import Line
+from overlay.lines.pins import load
 
-from scaffold import pins_toml
+from scaffold import pins_toml, run_forked
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = '[project]\nname = "executorch-arm-overlay"\nversion = "0"\n'
@@ -109,20 +111,22 @@ def test_no_line_at_all_is_a_series_error(tmp_path: Path) -> None:
 
 def test_a_line_by_name(root: Path) -> None:
     assert lines.line_named(root, "1.9.1") == Line("1.9.1", root / "1.9.1")
-    with pytest.raises(UnsupportedReleaseError) as info:
+    with pytest.raises(UsageError) as info:  # a name the user gave: a command-line mistake
         lines.line_named(root, "2.0.0")  # a folder, but not a line
     exc = info.value
-    assert exc.message == "there is no release line '2.0.0'"
+    assert exc.message == "there is no release line 2.0.0"
     assert exc.expected == "one of the supported lines: 1.2.0, 1.9.1, 1.10.0"
     assert exc.found == "2.0.0"
-    assert exc.hint == "pick one of 1.2.0, 1.9.1, 1.10.0"
+    assert (
+        exc.hint == "pick one of 1.2.0, 1.9.1, 1.10.0 (`executorch-arm-overlay lines` lists them)"
+    )
 
 
 def test_an_empty_root_supports_none(tmp_path: Path) -> None:
-    with pytest.raises(UnsupportedReleaseError) as info:
+    with pytest.raises(UsageError) as info:
         lines.line_named(tmp_path, "1.2.0")
     assert info.value.expected == "one of the supported lines: none"
-    assert info.value.hint == "pick one of none"
+    assert info.value.hint == "pick one of none (`executorch-arm-overlay lines` lists them)"
 
 
 @pytest.mark.parametrize(
@@ -213,6 +217,52 @@ def test_a_checkout_needs_a_patches_folder_and_a_pyproject_file(tmp_path: Path) 
     assert lines.find_checkout(lonely) is None
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="changes users (runs as root in CI)")
+def test_a_folder_this_user_cannot_look_into_is_no_checkout(tmp_path: Path) -> None:
+    """As a process that changed its user sees another user's private folder (a 0700 clone)."""
+    private = make_checkout(tmp_path / "private")
+    private.chmod(0o700)
+
+    def as_nobody() -> int:
+        os.setgid(65534)
+        os.setuid(65534)
+        return 0 if lines.find_checkout(private / "patches" / "1.2.0") is None else 1
+
+    child = run_forked(as_nobody)
+    assert child.code == 0, child.output
+
+
+def test_a_command_that_changes_lines_works_on_a_checkout_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(lines.PATCHES_ENV, raising=False)
+    checkout = make_checkout(tmp_path / "co")
+    (checkout / "sub").mkdir()
+    monkeypatch.chdir(checkout / "sub")
+    assert lines.root_to_change(None, "refresh") == checkout / "patches"
+    given = tmp_path / "elsewhere"
+    assert lines.root_to_change(given, "refresh") == given  # named: used as given
+    monkeypatch.setenv(lines.PATCHES_ENV, str(given))
+    assert lines.root_to_change(None, "refresh") == given
+    monkeypatch.delenv(lines.PATCHES_ENV)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError) as none:
+        lines.root_to_change(None, "retire-line")
+    assert none.value.message == (
+        "retire-line changes the release lines: it works on a checkout, and there is none here"
+    )
+    assert none.value.found == f"no checkout at or above {tmp_path}"
+    assert none.value.hint == (
+        "cd into your clone of executorch-arm-overlay, or pass --patches CLONE/patches, and run"
+        " it again (the lines inside the installed tool are read-only)"
+    )
+    shipped = Path(lines.__file__).resolve().parent.parent / "patches"  # the package's own
+    with pytest.raises(UsageError) as named:
+        lines.root_to_change(shipped, "lock")
+    assert named.value.found == f"{shipped} is inside the installed package"
+    assert named.value.exit_code == 2
+
+
 def test_the_packaged_lines_are_used_only_when_the_package_has_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -289,15 +339,6 @@ def test_the_series_directory_of_a_root_a_line_or_anything_else(
     assert lines.series_directory() == root / "1.9.1"
 
 
-def test_current_reads_the_pins_of_the_default_series_folder(
-    root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(lines.PATCHES_ENV, str(root))
-    assert str(lines.current().executorch) == "1.10.0"
-    monkeypatch.setenv(lines.PATCHES_ENV, str(root / "1.2.0"))
-    assert str(lines.current().executorch) == "1.2.0"
-
-
 def test_the_checkout_lines_are_the_committed_ones() -> None:
     names = [line.name for line in lines.all_lines(ROOT / "patches")]
     assert names and names == sorted(names, key=Version)
@@ -357,3 +398,32 @@ def test_the_checkout_retargets_151_from_120() -> None:
     root = Path(__file__).resolve().parent.parent / "patches"
     assert lines.line_before(root, "1.5.1").name == "1.2.0"
     assert lines.line_before(root, "1.6.0").name == "1.5.1"
+
+
+@pytest.mark.parametrize(
+    ("line", "found"),
+    [("upstream_repo = 3", "int 3"), ('upstream_repo = ""', "nothing"), ("", "nothing")],
+)
+def test_a_pin_that_is_not_a_string_is_said_plainly(tmp_path: Path, line: str, found: str) -> None:
+    folder = tmp_path / "1.2.0"
+    make_line(tmp_path, "1.2.0")
+    pins = (folder / "pins.toml").read_text(encoding="utf-8")
+    (folder / "pins.toml").write_text(
+        pins.replace('upstream_repo = "pytorch/executorch"', line), encoding="utf-8"
+    )
+    with pytest.raises(SeriesError) as info:
+        load(folder)
+    assert (info.value.expected, info.value.found) == ("a non-empty string upstream_repo", found)
+
+
+def test_no_patch_file_is_stored_twice() -> None:
+    """One copy of each patch: a port is the newer line's patch itself, never a second file."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "*.patch"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    by_digest: dict[str, list[str]] = {}
+    for name in filter(None, listed.split("\0")):
+        digest = hashlib.sha256((ROOT / name).read_bytes()).hexdigest()
+        by_digest.setdefault(digest, []).append(name)
+    copies = [names for names in by_digest.values() if len(names) > 1]
+    assert len(by_digest) > 1 and not copies, f"the same bytes stored more than once: {copies}"

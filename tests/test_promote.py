@@ -12,15 +12,14 @@ from overlay import codec, lines
 from overlay._git import git
 from overlay._hashing import sha256_file
 from overlay.cli import main
-from overlay.dist.wheels import local_version
+from overlay.dist.provenance import local_version
 from overlay.envs import lockfiles
-from overlay.errors import SeriesError, UnsupportedReleaseError, UpstreamError
+from overlay.errors import SeriesError, UpstreamError, UsageError
 from overlay.text.series import Series, load_series
 from overlay.upstream import upstream_pins
-from overlay.upstream.releases import load_ports
-from overlay.upstream.retarget import promote, retire_line
+from overlay.upstream.results import Retarget
 from overlay.upstream.retarget.candidate import write_locks
-from overlay.upstream.retarget.result import RetargetJson
+from overlay.upstream.retarget.promote import promote, retire_line
 
 from scaffold import make_diff, patch_text, snapshot, write_series
 
@@ -86,7 +85,7 @@ def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
-    from overlay.dist.wheelzip import write_files
+    from scaffold import write_files
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -102,12 +101,12 @@ def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
     )
 
 
-def _report(*, ready: bool, problems: tuple[str, ...] = ()) -> str:
+def _report(*, problems: tuple[str, ...] = ()) -> str:
     """Return a retarget.json as `retarget` writes it (through the codec)."""
-    report = RetargetJson(
-        old_version="1.2.0", version="1.6.0", candidate="out/patches", ready=ready,
-        problems=problems, fast=True, wheels=(), runtime={"torch": "2.11.0"}, attempts=(),
-        patches=(), runtime_form="", moves=(), runs={}, timings={"total": 1.0}, worktree=None,
+    report = Retarget(
+        old_version="1.2.0", version="1.6.0", candidate="out/patches", fast=True,
+        problems=problems, wheels=(), runtime={"torch": "2.11.0"}, attempts=(), patches=(),
+        pinned=(), runtime_form="", moves=(), runs={}, timings={"total": 1.0}, worktree="",
         resume="", locks=(),
     )  # fmt: skip
     return codec.dumps(report, indent=2) + "\n"
@@ -116,7 +115,7 @@ def _report(*, ready: bool, problems: tuple[str, ...] = ()) -> str:
 def test_promote_refuses_a_report_of_another_shape(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    (out / "retarget.json").write_text(json.dumps({"ready": True, "problems": []}))
+    (out / "retarget.json").write_text(json.dumps({"problems": []}))
     with pytest.raises(UpstreamError, match="no retarget report") as refused:
         promote(out, _root(tmp_path))
     assert (refused.value.found or "").startswith("malformed data at retarget.")
@@ -137,7 +136,7 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     shared_text = (root / "upstream.toml").read_text()
     own = upstream_pins.with_release(shared_text, "1.6.0", sha256="ab" * 32, torch="2.14.0")
     (out / "patches" / "upstream.toml").write_text(own)
-    (out / "retarget.json").write_text(_report(ready=True))
+    (out / "retarget.json").write_text(_report())
     with pytest.raises(UpstreamError, match="no current lock") as refused:
         promote(out, root)
     assert "executorch-arm-overlay --patches" in (refused.value.hint or "")
@@ -147,10 +146,10 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     found = lockfiles.check_current(candidate, pin)  # keyed by the candidate's pins and patches
     assert found.get("executorch").version == local_version(candidate)
     assert found.get("torch").version == "2.11.0"
-    (out / "retarget.json").write_text(_report(ready=False, problems=("p",)))
+    (out / "retarget.json").write_text(_report(problems=("p",)))
     with pytest.raises(UpstreamError, match="not ready"):
         promote(out, root)
-    (out / "retarget.json").write_text(_report(ready=True))
+    (out / "retarget.json").write_text(_report())
     done = promote(out, root)
     assert (done.version, done.line, done.previous_default) == ("1.6.0", root / "1.6.0", "1.2.0")
     assert f"locks/{LOCK}" in done.written and "pins.toml" in done.written
@@ -172,25 +171,10 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     assert not list(root.glob(".promoting-*"))
 
 
-def test_ports_of_a_release_come_from_its_line_when_there_is_one(tmp_path: Path) -> None:
-    root = _root(tmp_path)
-    old = load_series(root / "1.2.0")
-    port_base = _edit(OLD, "line 2\n", "line 2 new\n")
-    folder = root / "1.2.0" / "ports" / "1.6.0"
-    folder.mkdir(parents=True)
-    diff = make_diff(PATH, port_base, _edit(port_base, "line 5\n", "line 5 port\n"))
-    (folder / NAME).write_text(patch_text("Fix the demo pass", diff))
-    assert "line 5 port" in load_ports(root / "1.2.0", old)["1.6.0"][NAME].diff
-    _line(root, "1.6.0", port_base, ("line 7\n", "line 7 line\n"))
-    taken = load_ports(root / "1.2.0", old)["1.6.0"][NAME].diff
-    assert "line 7 line" in taken and "line 5 port" not in taken
-    assert "1.2.0" not in load_ports(root / "1.6.0", load_series(root / "1.6.0"))
-
-
 def test_retire_line_removes_one_line_and_refuses_the_last(tmp_path: Path) -> None:
     root = _root(tmp_path)
     _line(root, "1.6.0", OLD, ("line 3\n", "line 3 fixed\n"))
-    with pytest.raises(UnsupportedReleaseError, match=r"no release line '1\.4\.1'"):
+    with pytest.raises(UsageError, match=r"no release line 1\.4\.1"):
         retire_line(root, "1.4.1")
     done = retire_line(root, "1.6.0")
     assert (done.removed, done.with_git, done.default) == (root / "1.6.0", False, "1.2.0")
@@ -212,13 +196,25 @@ def test_retire_line_in_a_checkout_is_a_git_rm_and_names_what_refers_to_it(
     git(checkout, "add", "-A")
     git(checkout, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "lines")
     before = snapshot(checkout)
+    files = sorted(
+        p.relative_to(root).as_posix() for p in (root / "1.2.0").rglob("*") if p.is_file()
+    )
     assert main(["--patches", str(root), "retire-line", "1.2.0", "--dry-run"]) == 0
     printed = capsys.readouterr().out
-    assert "would retire the executorch 1.2.0 line" in printed and "overlay/forms.py:1:" in printed
+    assert printed.startswith(f"would retire the executorch 1.2.0 line, {len(files)} files (git rm")
+    assert [f"  {name}" for name in files] == printed.splitlines()[1 : len(files) + 1]
+    assert "overlay/forms.py:1:" in printed
     assert snapshot(checkout) == before and git(checkout, "diff", "--cached") == ""
-    assert main(["--patches", str(root), "retire-line", "1.2.0"]) == 0
+    assert main(["--patches", str(root), "retire-line", "1.2.0"]) == UsageError.exit_code == 2
+    said = capsys.readouterr()
+    assert said.out.startswith("would retire the executorch 1.2.0 line")  # what --yes deletes
+    assert said.err.startswith(
+        f"error: retire-line deletes {root / '1.2.0'}: nothing was removed without --yes\n"
+    )
+    assert snapshot(checkout) == before and git(checkout, "diff", "--cached") == ""
+    assert main(["--patches", str(root), "retire-line", "1.2.0", "--yes"]) == 0
     printed = capsys.readouterr().out
-    assert "retired the executorch 1.2.0 line" in printed and "git rm -r (staged)" in printed
+    assert "retired the executorch 1.2.0 line" in printed and "git rm -r, staged" in printed
     assert "overlay/forms.py:1:" in printed
     staged = git(checkout, "diff", "--cached", "--name-status").splitlines()
     assert f"D\tpatches/1.2.0/{NAME}" in staged and f"D\tpatches/1.2.0/locks/{LOCK}" in staged

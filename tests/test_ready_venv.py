@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from overlay.cli import main
-from overlay.dist.wheels import local_version
+from overlay.dist.provenance import local_version
 from overlay.envs import lockfiles, ready_venv
 from overlay.envs.stamp import Flavour, Origin, SyncState, read_stamp
-from overlay.errors import InstallCheckError, UnsupportedReleaseError
+from overlay.errors import InstallCheckError, UnsupportedReleaseError, UsageError
 from overlay.text.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +193,7 @@ def test_sync_refuses_an_unknown_line_before_any_work(
     monkeypatch.chdir(tmp_path)  # the default --dist, dist/<line>, would be made here
     argv = ["--patches", str(root), "sync", "--target", str(tmp_path / "v"), "--line", "1.4.1"]
     code = main(argv)
-    assert code == UnsupportedReleaseError.exit_code
+    assert code == UsageError.exit_code
     err = capsys.readouterr().err
     assert "expected: one of the supported lines: 1.2.0, 1.5.1" in err
     assert not (tmp_path / "v").exists() and not (tmp_path / "dist").exists()

@@ -17,8 +17,8 @@ import pytest
 from overlay._git import git
 from overlay.upstream import prepare
 from overlay.upstream.commit_rules import Identity, check_message
-from overlay.upstream.facts import Action, TestState
-from overlay.upstream.verdicts import Outcome, TestOutcome
+from overlay.upstream.results import Action, Outcome, PatchBehaviour, TestOutcome, TestState
+from overlay.upstream.verdicts import sends
 
 pytestmark = pytest.mark.release
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,12 +44,12 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> prepare.Prepared:
 
 def test_retarget_verdict_per_patch(prepared: prepare.Prepared) -> None:
     result = prepared.retarget
-    verdicts = {v.name: v for v in result.verdicts}
+    verdicts = {v.name: v for v in result.patches}
     assert result.runtime["torch"] == "2.13.0"
     assert {a.runtime["torch"] for a in result.attempts} == {"2.13.0"}
     assert result.runtime["tosa-tools"] == "2026.5.0"  # the vgf extra's pin works
     int16 = verdicts[INT16]
-    assert (int16.action, int16.plan.source) == (Action.PORTED, "port 1.5.1")
+    assert (int16.action, int16.source) == (Action.PORTED, "port 1.5.1")
     assert int16.behaviour is not None
     assert int16.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     grid = int16.behaviour.bug_cases[0]
@@ -68,13 +68,13 @@ def test_retarget_verdict_per_patch(prepared: prepare.Prepared) -> None:
     # is lost on stock 1.5.1 (wrong numbers). The 1.2.0 text conflicts; the maintained
     # port (resolved through the retarget's conflict path) clamps the conv's rescale.
     conv = verdicts[CONV]
-    assert (conv.action, conv.plan.source) == (Action.PORTED, "port 1.5.1")
+    assert (conv.action, conv.source) == (Action.PORTED, "port 1.5.1")
     assert conv.behaviour is not None
     assert conv.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     (case,) = conv.behaviour.bug_cases
     assert (case.case, case.stock.value) == ("conv_relu_cat_mixed_qparams", "wrong")
     assert case.patched is not None and case.patched.value == "right"
-    assert [p.name for p in result.verdicts if p.action is Action.PORTED] == [INT16, CONV]
+    assert [p.name for p in result.patches if p.action is Action.PORTED] == [INT16, CONV]
     # right with 1.2.0's build, failing VGF with the ports alone: 1.5.1 partitions
     # grid_sample for VGF on integer-only specs; the 1.5.1 line's own fix 7 covers it
     moves = {m.case: m for m in result.moves}
@@ -84,8 +84,19 @@ def test_retarget_verdict_per_patch(prepared: prepare.Prepared) -> None:
     assert result.ready and result.problems == () and result.resume == ""
 
 
+def _behaviour(prepared: prepare.Prepared) -> dict[str, dict[str, PatchBehaviour]]:
+    """Return patch -> release -> its behaviour, on the pinned release and on 1.5.1."""
+    table: dict[str, dict[str, PatchBehaviour]] = {}
+    for found in prepared.retarget.pinned:
+        table.setdefault(found.patch, {})["1.2.0"] = found
+    for verdict in prepared.retarget.patches:
+        if verdict.behaviour is not None:
+            table.setdefault(verdict.name, {})["1.5.1"] = verdict.behaviour
+    return table
+
+
 def test_behaviour_per_release(prepared: prepare.Prepared) -> None:
-    table = prepared.behaviour
+    table = _behaviour(prepared)
     assert table[CONV]["1.2.0"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     assert table[CONV]["1.5.1"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     assert table["0004-distinct-output-transpose-slots.patch"]["1.5.1"].outcome is (
@@ -97,9 +108,8 @@ def test_behaviour_per_release(prepared: prepare.Prepared) -> None:
     assert table[INT16]["1.2.0"].outcome is Outcome.NO_BUG_TRIGGER
     assert table[INT16]["1.2.0"].regressions == ()
     assert table[INT16]["1.5.1"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
-    assert prepared.matrix.row(INT16).verdict.action == "upstream"
-    sent = [row.name for row in prepared.matrix.rows if row.verdict.action == "upstream"]
-    assert sent == [INT16, CONV]
+    sent = [v.name for v in prepared.retarget.patches if sends(v)]
+    assert sent == [INT16, CONV] == [e.name for e in prepared.exports]
 
 
 # (failed on stock, passed on stock, passed with the fix): fix 1's VgfPipeline test lowers
@@ -113,13 +123,15 @@ def test_each_export_fails_before_and_passes_after(
     assert check_message(item.message) == []
     assert f"\nSubject: [PATCH] {item.subject}\n" in item.mbox  # one PR each, not a series
     assert any(p.startswith("backends/arm/test/passes/") for p in item.after)
-    test = prepared.behaviour[name]["1.5.1"].test
+    found = _behaviour(prepared)[name]["1.5.1"]
+    test = found.test
     assert test is not None and test.stock is not None
     tests = failed + passed
-    assert (test.stock.failed, test.stock.passed) == (failed, passed)
-    assert (test.patched.passed, test.patched.failed) == (tests, 0)
+    states = (TestState.FAILED, TestState.PASSED)
+    assert [test.stock.count(s) for s in states] == [failed, passed]
+    assert [test.patched.count(s) for s in states] == [0, tests]
     # ... and fails before for its own reason (an assertion), not a registration error
-    verdict = prepared.behaviour[name]["1.5.1"].test_verdict
+    verdict = found.test_verdict
     assert verdict is not None and verdict.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER
     failures = [t for t in test.stock.tests if t.state is TestState.FAILED]
     assert all(t.reason.startswith(("assert", "AssertionError")) for t in failures)

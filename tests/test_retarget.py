@@ -14,22 +14,21 @@ from overlay.equivalence.verdict import Quality
 from overlay.errors import UpstreamError
 from overlay.lines import pins
 from overlay.text.series import Patch, Series, load_series, parse_patch
-from overlay.upstream import behaviour
-from overlay.upstream.facts import (
+from overlay.upstream import behaviour, render
+from overlay.upstream.results import (
     Action,
     CaseMove,
     CaseOutcome,
+    PinAttempt,
+    Retarget,
     Status,
-    TextPlan,
+    WheelRecord,
 )
-from overlay.upstream.releases import WheelRecord
-from overlay.upstream.render import render_retarget, render_retarget_markdown
-from overlay.upstream.retarget import Retarget
 from overlay.upstream.retarget.candidate import Layout, render_pins, write_candidate
-from overlay.upstream.retarget.conflicts import conflict_lines, resume_worktree
-from overlay.upstream.retarget.moves import runtime_form_note
-from overlay.upstream.retarget.pin_check import PinAttempt
-from overlay.upstream.retarget.text_plan import plan_patch, plan_series
+from overlay.upstream.retarget.conflicts import commit_resolution, resolved, work_commits
+from overlay.upstream.retarget.moves import case_moves, covered, runtime_form_note
+from overlay.upstream.retarget.run import Request, own_fixes
+from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
 from overlay.upstream.verdicts import apply_behaviour, decide_patch, final_verdict, readiness
 
 from scaffold import make_diff, pins_toml
@@ -52,30 +51,42 @@ def _patch(name: str, before: str, after: str, extra: str = "") -> Patch:
 FIX = _patch("0001-fix.patch", OLD, _edit(OLD, "line 10\n", "line 10 fixed\n"))
 
 
+PINS = pins.load(ROOT / "patches" / "1.2.0")
+
+
+def _plans(
+    new: str, *patches: Patch, ports: dict[str, dict[str, Patch]] | None = None
+) -> list[TextPlan]:
+    series = Series(Path("."), patches or (FIX,), PINS)
+    return plan_series(
+        series, ports or {}, {PATH: OLD.encode()}, {PATH: new.encode()}, version="1.5.1"
+    )
+
+
 def _plan(new: str, patch: Patch = FIX) -> TextPlan:
-    return plan_patch(patch, None, {PATH: OLD}, {PATH: new}, frozenset({PATH}))
+    return _plans(new, patch)[0]
 
 
 def test_plan_classifies_carried_ported_contained_conflict() -> None:
     shifted = "header\n" * 7 + OLD
     carried = _plan(shifted)
-    assert (carried.action, carried.status) == (Action.CARRIED, Status.OFFSET)
+    assert (carried.action, carried.replayed.own.status) == (Action.CARRIED, Status.OFFSET)
     assert carried.after[PATH] == _edit(shifted, "line 10\n", "line 10 fixed\n")
     # Upstream changed a context line of the hunk: the strict applier fails, git merges.
     context = _edit(OLD, "line 8\n", "line 8 upstream\n")
     ported = _plan(context)
-    assert (ported.action, ported.status, ported.source) == (
+    assert (ported.action, ported.replayed.own.status, ported.source) == (
         Action.PORTED,
-        Status.CONFLICT,
+        Status.MERGED,
         "3-way merge",
     )
     assert ported.after[PATH] == _edit(context, "line 10\n", "line 10 fixed\n")
-    contained = _plan(_edit(OLD, "line 10\n", "line 10 fixed\n"))
-    assert contained.action is Action.DROP and contained.status is Status.CONTAINED
+    contained = _plan(FIX_AFTER)
+    assert contained.action is Action.DROP and contained.replayed.own.status is Status.CONTAINED
     clash = _plan(_edit(OLD, "line 10\n", "line 10 upstream\n"))
     assert clash.action is Action.CONFLICT
-    assert clash.conflicts == (f"{PATH}: conflict 1 at line 10",)
-    assert "<<<<<<< new release" in clash.after[PATH]
+    assert [(c.path, c.line) for c in clash.replayed.own.conflicts] == [(PATH, 10)]
+    assert "<<<<<<< executorch 1.5.1" in clash.after[PATH]
     # A header naming the upstream fix drops a patch whose text no longer applies.
     fixed = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
     assert _plan(_edit(OLD, "line 10\n", "line 10 upstream\n"), fixed).action is Action.DROP
@@ -84,13 +95,19 @@ def test_plan_classifies_carried_ported_contained_conflict() -> None:
 FIX_AFTER = _edit(OLD, "line 10\n", "line 10 fixed\n")
 
 
-def test_a_maintained_port_wins_over_the_merge() -> None:
+def test_a_port_wins_and_a_dropped_patch_is_not_the_next_ones_base() -> None:
     new = _edit(OLD, "line 10\n", "line 10 upstream\n")
-    port = _patch(FIX.name, new, _edit(new, "line 20\n", "line 20 ported\n"))
-    plan = plan_patch(FIX, ("1.5.1", port), {PATH: OLD}, {PATH: new}, frozenset({PATH}))
+    port = _patch("0001-renamed.patch", new, _edit(new, "line 20\n", "line 20 ported\n"))
+    plan = _plans(new, ports={"1.5.1": {"0001": port}})[0]
     assert (plan.action, plan.source) == (Action.PORTED, "port 1.5.1")
-    assert plan.merge_note.startswith("3-way merge conflicts")
-    assert "Overlay-Patch: 0001-fix.patch" in plan.message
+    assert plan.replayed.own.status is Status.CONFLICT  # what the pinned patch itself gives
+    assert "Overlay-Patch: 0001-fix.patch" in plan.message and "Fix the demo pass" in plan.message
+    headed = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
+    next_one = _patch("0002-next.patch", FIX_AFTER, _edit(FIX_AFTER, "line 11\n", "line 11 b\n"))
+    merged = _edit(OLD, "line 8\n", "line 8 upstream\n")
+    dropped, second = _plans(merged, headed, next_one)
+    assert (dropped.action, dropped.replayed.own.status) == (Action.DROP, Status.MERGED)
+    assert second.action is Action.CONFLICT  # planned without the dropped patch's lines
 
 
 def _series(tmp_path: Path, *patches: Patch, folder: Path | None = None) -> Series:
@@ -101,6 +118,17 @@ def _series(tmp_path: Path, *patches: Patch, folder: Path | None = None) -> Seri
     for patch in patches:
         (folder / patch.name).write_text(patch.text, encoding="utf-8")
     return load_series(folder)
+
+
+def _resumed(series: Series, new_files: dict[str, bytes], work: Path) -> list[TextPlan]:
+    """Do what ``retarget --resume`` does before it writes the candidate again."""
+    commit_resolution(work)
+    held = work_commits(work)
+    plans = plan_series(
+        series, {}, {PATH: OLD.encode()}, new_files, version="1.5.1",
+        taken={name: c.after for name, c in held.items()},
+    )  # fmt: skip
+    return [resolved(p, held[p.name]) if p.name in held else p for p in plans]
 
 
 def _candidate_pins(new: str) -> str:
@@ -114,38 +142,36 @@ def test_conflict_leaves_a_work_tree_and_resume_finishes_the_candidate(tmp_path:
     series = _series(tmp_path, FIX, second)
     new = _edit(OLD, "line 10\n", "line 10 upstream\n")
     new_files = {PATH: new.encode()}
-    plans = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
+    plans = plan_series(series, {}, {PATH: OLD.encode()}, new_files, version="1.5.1")
     assert [p.action for p in plans] == [Action.CONFLICT, Action.CARRIED]
     out = tmp_path / "out"
     layout = Layout(out, "1.5.1")
     pins_text = _candidate_pins(new)
     kwargs = {"layout": layout, "today": "2026-12-03", "pins_text": pins_text}
-    resume = write_candidate(series, plans, new_files, resume=False, **kwargs)  # type: ignore[arg-type]
-    assert "--resume" in resume and f"{PATH}: conflict 1 at line 10" in resume
+    resume = write_candidate(plans, new_files, resume=False, **kwargs)  # type: ignore[arg-type]
+    assert "--resume" in resume and f"{PATH}: conflict at line 10" in resume
     work = out / "worktree"
-    assert "<<<<<<< new release" in (work / PATH).read_text()
+    assert "<<<<<<< executorch 1.5.1" in (work / PATH).read_text()
     log = git(work, "log", "--format=%s").splitlines()
     assert log == ["executorch 1.5.1 pristine sources"]
     with pytest.raises(UpstreamError, match="conflict markers are still"):
-        resume_worktree(series, work, new_files)
+        commit_resolution(work)
     (work / PATH).write_text(_edit(new, "line 10 upstream\n", "line 10 upstream fixed\n"))
-    assert resume_worktree(series, work, new_files) == []
+    done = _resumed(series, new_files, work)
+    assert [(p.action, p.source) for p in done] == [
+        (Action.PORTED, "3-way merge, resolved by hand"),
+        (Action.CARRIED, "pinned"),  # planned on top of the resolution
+    ]
+    assert write_candidate(done, new_files, resume=True, **kwargs) == ""  # type: ignore[arg-type]
     assert git(work, "log", "--format=%s").splitlines()[:2] == [
         "Fix the demo pass",
         "Fix the demo pass",
     ]
-    done = [p if p.action is not Action.CONFLICT else _as_port(p) for p in plans]
-    assert write_candidate(series, done, new_files, resume=True, **kwargs) == ""  # type: ignore[arg-type]
+    assert "line 10 upstream fixed\n" in (work / PATH).read_text()
     candidate = load_series(out / "patches")
     assert [p.name for p in candidate.patches] == ["0001-fix.patch", "0002-more.patch"]
     assert str(candidate.pins.executorch) == "1.5.1"
     assert candidate.expected_patched_sha256()  # SHA256SUMS matches the new series
-
-
-def _as_port(plan: TextPlan) -> TextPlan:
-    from dataclasses import replace
-
-    return replace(plan, action=Action.PORTED)
 
 
 def _case(name: str, stock: Quality, patched: Quality | None = None) -> CaseOutcome:
@@ -157,38 +183,29 @@ def _item(ok: bool, graph: tuple[str, ...] = ("cpu: add",)) -> ItemResult:
 
 
 def test_case_moves_attribute_changes() -> None:
-    from overlay.upstream.retarget.moves import case_moves
-
-    def run(release: str, stock: ItemResult, patched: ItemResult) -> behaviour.ReleaseRun:
-        return behaviour.ReleaseRun(
-            release,
-            "s",
-            "p",
-            {},
-            {"stock": {"conv_relu_fp": stock}, "patched": {"conv_relu_fp": patched}},
-            0,
-        )
+    def sides(stock: ItemResult, patched: ItemResult) -> tuple[dict[str, ItemResult], ...]:
+        return {"conv_relu_fp": stock}, {"conv_relu_fp": patched}
 
     same = _item(True)
     other = _item(True, ("delegate[0] TOSABackend: conv",))
-    moves = case_moves(run("1.2.0", same, same), run("1.5.1", other, other))
+    moves = case_moves(sides(same, same), sides(other, other), "1.5.1")  # type: ignore[arg-type]
     assert (moves[0].attribution, moves[0].changes) == ("upstream change", ("graph",))
-    moves = case_moves(run("1.2.0", same, other), run("1.5.1", same, same))
+    moves = case_moves(sides(same, other), sides(same, same), "1.5.1")  # type: ignore[arg-type]
     assert moves[0].attribution == "patch"
-    assert case_moves(run("1.2.0", same, same), run("1.5.1", same, same))[0].attribution == (
-        "no change"
-    )
+    unchanged = case_moves(sides(same, same), sides(same, same), "1.5.1")  # type: ignore[arg-type]
+    assert unchanged[0].attribution == "no change"
 
 
 def test_runtime_form_is_declared_when_the_fix_moved() -> None:
-    from overlay import fixes
-
     fix = fixes.by_number(1)
-    moved = TextPlan(fix.patch, Status.CONFLICT, "", Action.PORTED, "port 1.6.0", {"x.py": ""})
-    note = runtime_form_note([final_verdict(moved, None, "1.6.0")], "1.6.0")
+    moved = dataclasses.replace(_plan("header\n" + OLD), action=Action.PORTED, after={"x.py": ""})
+    moved = dataclasses.replace(
+        moved, replayed=dataclasses.replace(moved.replayed, patch=fix.patch)
+    )
+    note = runtime_form_note([moved], "1.6.0")
     assert "no runtime form on 1.6.0" in note  # the newest form (1.5.1's) is elsewhere
     assert "InsertGridSamplerGridDequantPass.call" in note and "DiffOnly for 1.6.0" in note
-    declared = runtime_form_note([final_verdict(moved, None, "1.5.1")], "1.5.1")
+    declared = runtime_form_note([moved], "1.5.1")
     assert declared.endswith("its fix module declares 1.5.1: InsertGridSamplerGridDequantPass.call")
 
 
@@ -230,7 +247,7 @@ ORIGIN = "torch 2.13.0 ([torch] in upstream.toml)"
 WHEEL = "executorch-1.5.1-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 
-def test_render_retarget_lists_each_patch() -> None:
+def _retarget(**changes: object) -> Retarget:
     plan = _plan("header\n" + OLD)
     found = decide_patch(
         FIX.name, "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True
@@ -238,62 +255,73 @@ def test_render_retarget_lists_each_patch() -> None:
     result = Retarget(
         old_version="1.2.0",
         version="1.5.1",
-        candidate=Path("c"),
+        candidate="c",
+        fast=True,
+        problems=(),
         wheels=(),
         runtime={"torch": "2.13.0"},
         attempts=(PinAttempt({"torch": "2.13.0"}, True, "ok", 1.0, ORIGIN),),
-        verdicts=(final_verdict(plan, found, "1.5.1"),),
+        patches=(final_verdict(plan.replayed, plan.action, plan.source, found, "1.5.1"),),
+        pinned=(),
         runtime_form="none",
         moves=(
             CaseMove("a", "right", "right", (), "patch", ""),
-            CaseMove("b", "right", "failed", ("graph",), "upstream change", "", "0007-x.patch"),
+            CaseMove("b", "right", "failed", ("graph",), "upstream change", "kept", "0007-x.patch"),
         ),
         runs={},
         timings={"total": 12.0},
-        worktree=None,
+        worktree="",
         resume="",
-        fast=True,
-        problems=(),
+        locks=(),
     )
-    text = render_retarget(result)
-    assert "retarget executorch 1.2.0 -> 1.5.1: ready to promote" in text
-    assert "0001-fix  offset  carried  fails before, passes after" in text
-    assert "a: stock failed, patched right [boom]" in text
+    return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
+
+
+def test_render_retarget_lists_each_patch() -> None:
+    blocks = render.retarget_blocks(_retarget())
+    text = render.text(blocks)
+    assert text.startswith("retarget executorch 1.2.0 -> 1.5.1: ready to promote (fast corpus)\n")
+    assert "0001-fix  offset +1  carried  fails before, passes after" in text
+    assert "    a: stock failed, patched right [boom]" in text
     assert f"  tried torch 2.13.0: ok\n    from: {ORIGIN}\n" in text
-    assert "\n  b: covered by 0007-x.patch, the 1.5.1 line's own fix\n" in text
-    assert "a: covered" not in text
-    assert "| `0001-fix` |" not in render_retarget_markdown(result)
-    assert "| 0001-fix | offset | carried | fails before, passes after |" in (
-        render_retarget_markdown(result)
-    )
+    assert "b     right  failed  upstream change  kept" in text
+    markdown = render.markdown(blocks)
+    assert "| 0001-fix | offset +1 | carried | fails before, passes after |" in markdown
+    assert markdown.startswith("# retarget executorch 1.2.0 -> 1.5.1: ready to promote")
+    assert "NOT ready" in render.text(render.retarget_blocks(_retarget(problems=("x",))))
+
+
+def test_the_retarget_report_round_trips_through_the_codec(tmp_path: Path) -> None:
+    from overlay import codec
+
+    result = _retarget()
+    (path,) = render.write(tmp_path, "retarget", [], result, ("json",))
+    assert codec.loads(Retarget, path.read_text(encoding="utf-8")) == result
 
 
 def test_stock_of_the_new_release_decides_what_the_candidate_carries() -> None:
-
     carried = _plan("header\n" + OLD)
+    own = carried.replayed.own
     gone = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
-    assert apply_behaviour(carried, gone).action is Action.DROP
+    assert apply_behaviour(carried.action, carried.source, own, gone)[0] is Action.DROP
     still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
-    assert apply_behaviour(carried, still).action is Action.CARRIED
+    assert apply_behaviour(carried.action, carried.source, own, still)[0] is Action.CARRIED
     header = "Applied-Upstream: 1.3.0, commit:abc\n"
     clash = _edit(OLD, "line 10\n", "line 10 upstream\n")
-    text_drop = plan_patch(
-        _patch(FIX.name, OLD, FIX_AFTER, header), None, {PATH: OLD}, {PATH: clash},
-        frozenset({PATH}),
-    )  # fmt: skip
+    text_drop = _plan(clash, _patch(FIX.name, OLD, FIX_AFTER, header))
     assert text_drop.action is Action.DROP
-    kept = apply_behaviour(text_drop, still)
-    assert kept.action is Action.CONFLICT and kept.conflicts
-    assert "<<<<<<<" in kept.after[PATH]  # the work tree gets the markers to resolve
-    # Headed as fixed upstream, and the merge leaves the release as it is, yet its trigger
-    # fails there: no empty commit, a port for a person to write.
-    upstream = _edit(_edit(OLD, "line 9\n", "line 9 upstream\n"), "line 7\n", "line 7 moved\n")
-    unchanged = _patch(FIX.name, OLD, _edit(OLD, "line 9\n", "line 9 upstream\n"), header)
-    quiet = plan_patch(unchanged, None, {PATH: OLD}, {PATH: upstream}, frozenset({PATH}))
-    assert (quiet.status, quiet.action, quiet.after) == (Status.CONFLICT, Action.DROP, {})
-    assert "unchanged (already there)" in quiet.merge_note
-    port = apply_behaviour(quiet, still)
-    assert port.action is Action.CONFLICT and port.conflicts == (quiet.merge_note,)
+    kept = apply_behaviour(text_drop.action, text_drop.source, text_drop.replayed.own, still)
+    assert kept == (Action.CONFLICT, "3-way merge")
+    assert "<<<<<<<" in text_drop.after[PATH]  # the work tree gets the markers to resolve
+    verdict = final_verdict(text_drop.replayed, text_drop.action, text_drop.source, still, "1.5.1")
+    assert verdict.action is Action.CONFLICT and f"{PATH}: conflict at line 10" in verdict.text
+    assert verdict.flags[0].startswith("text says drop (Applied-Upstream: 1.3.0")
+    headed = _patch(FIX.name, OLD, FIX_AFTER, header)
+    merged = _plan(_edit(OLD, "line 8\n", "line 8 upstream\n"), headed)
+    assert apply_behaviour(merged.action, merged.source, merged.replayed.own, still) == (
+        Action.PORTED,
+        "3-way merge",
+    )
 
 
 def test_a_case_another_fix_claims_on_the_target_release_is_that_fixs_evidence() -> None:
@@ -317,21 +345,22 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     fix), stock still fails, so it is a conflict; the resolution fixes the bug another
     way and adds a test to the release's test file beside it."""
 
-    from overlay.upstream.retarget.conflicts import resolved
-    from overlay.upstream.retarget.text_plan import candidate_pristine
-
     stale = _patch(FIX.name, OLD, FIX_AFTER, "Applied-Upstream: 1.3.0, commit:abc\n")
     series = _series(tmp_path, stale)
     new = _edit(OLD, "line 10\n", "line 10 upstream\n")
     new_files = {PATH: new.encode(), TEST_PATH: TEST_FILE.encode(), "backends/arm/x.py": b"x\n"}
     still = decide_patch(FIX.name, "1.5.1", [_case("a", Quality.WRONG)], [], kept=False)
-    texts = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
-    first = [apply_behaviour(p, still) for p in texts]
+    texts = plan_series(series, {}, {PATH: OLD.encode()}, new_files, version="1.5.1")
+    first = [
+        dataclasses.replace(p, action=a, source=s)
+        for p in texts
+        for a, s in [apply_behaviour(p.action, p.source, p.replayed.own, still)]
+    ]
     assert [p.action for p in first] == [Action.CONFLICT]
     out = tmp_path / "out"
     layout = Layout(out, "1.5.1")
     hint = write_candidate(
-        series, first, new_files, layout=layout, resume=False, today="2026-12-03",
+        first, new_files, layout=layout, resume=False, today="2026-12-03",
         pins_text=_candidate_pins(new),
     )  # fmt: skip
     work = out / "worktree"
@@ -343,10 +372,8 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     message = "Fix it again\n\nDescription: Fix it again\n the new way\nForwarded: no\n"
     message += "Last-Update: 2026-12-03\n"
     (work / ".git" / "OVERLAY_MERGE_MSG").write_text(f"{message}\nOverlay-Patch: {FIX.name}\n")
-    assert resume_worktree(series, work, new_files) == []
     # The re-run plans the text again (a drop), and takes the resolution from its commit.
-    again = plan_series(series, {}, {PATH: OLD.encode()}, new_files, "1.5.1")
-    taken = [resolved(p, work, []) for p in again]
+    taken = _resumed(series, new_files, work)
     assert [(p.action, p.source) for p in taken] == [
         (Action.PORTED, "3-way merge, resolved by hand")
     ]
@@ -356,7 +383,7 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     assert list(pristine) == sorted([PATH, TEST_PATH])
     pins_text = pins_toml({p: new_files[p] for p in pristine}, version="1.5.1")
     done = write_candidate(
-        series, taken, new_files, layout=layout, resume=True, today="2026-12-03",
+        taken, new_files, layout=layout, resume=True, today="2026-12-03",
         pins_text=pins_text,
     )  # fmt: skip
     assert done == ""
@@ -365,33 +392,25 @@ def test_a_resolution_may_change_more_files_and_is_measured_again(tmp_path: Path
     assert patch.subject == "Fix it again" and "Applied-Upstream" not in patch.header
     # A second resume measures the committed tree again: a kept patch is taken as it is,
     # or as amended in the work tree; an uncommitted edit is refused.
-    assert resume_worktree(series, work, new_files) == []
-    assert resolved(taken[0], work, []) is taken[0]
+    assert _resumed(series, new_files, work) == taken
+    held = work_commits(work)[FIX.name]
+    assert resolved(taken[0], held) == taken[0]
     (work / TEST_PATH).write_text(TEST_FILE + "\n\ndef test_fixed_better():\n    pass\n")
     git(work, "commit", "-qa", "--amend", "--no-edit")
-    edited = resolved(taken[0], work, [])
+    edited = resolved(taken[0], work_commits(work)[FIX.name])
     assert edited.source == "3-way merge, resolved by hand, edited in the work tree"
     assert edited.after[TEST_PATH].endswith("def test_fixed_better():\n    pass\n")
     (work / TEST_PATH).write_text("edited\n")
     with pytest.raises(UpstreamError, match="uncommitted changes"):
-        resume_worktree(series, work, new_files)
+        commit_resolution(work)
     (work / "backends/arm/new_test.py").write_text("x\n")
     git(work, "add", "-A")
     git(work, "commit", "-q", "--amend", "--no-edit")
     with pytest.raises(UpstreamError, match="adds or removes files"):
-        resolved(again[0], work, [])
-
-
-def test_one_conflict_marker_scan_names_blocks_by_line() -> None:
-    text = "a\n<<<<<<< new release\nb\n=======\nc\n>>>>>>> pinned patch\nd\n<<<<<<< x\n"
-    assert conflict_lines(text) == [2, 8]
-    assert conflict_lines("a\n <<<<<<< indented is no marker\n") == []
+        work_commits(work)
 
 
 def test_a_case_the_candidate_loses_is_covered_by_the_lines_own_fix() -> None:
-    from overlay import fixes
-    from overlay.upstream.retarget.moves import covered
-
     lost = CaseMove("grid_warp_int8_vgf_int", "right", "failed", ("vgf payload",), "patch", "x")
     seven = fixes.by_number(7)
     found = covered(lost, "1.5.1", (fixes.by_number(1), seven))
@@ -412,9 +431,6 @@ def test_a_case_the_candidate_loses_is_covered_by_the_lines_own_fix() -> None:
 
 
 def test_own_fixes_are_the_target_lines_fixes_beyond_the_candidate(tmp_path: Path) -> None:
-    from overlay.upstream.retarget.measure import own_fixes
-    from overlay.upstream.retarget.result import Request
-
     root = ROOT / "patches"
     request = Request(patches_dir=root / "1.2.0", version="1.5.1", out_dir=tmp_path)
     ported = {p.name for p in load_series(root / "1.5.1").patches} - {fixes.by_number(7).patch}

@@ -1,8 +1,8 @@
 """Every upstream verdict: tests (for the right reason), behaviour, retarget, readiness.
 
 The fake pytest runs are what :func:`overlay.upstream.upstream_tests.read_run` makes of
-pytest's output: the counts of its closing line and each test's JUnit end state and
-reason. Counting failures alone would pass several of them for the wrong reason.
+pytest's JUnit report: each test's end state and reason. Counting failures alone would
+pass several of them for the wrong reason.
 """
 
 from __future__ import annotations
@@ -10,29 +10,32 @@ from __future__ import annotations
 import pytest
 
 from overlay.equivalence.verdict import Quality
-from overlay.upstream.facts import (
+from overlay.upstream.results import (
     Action,
+    Applied,
     CaseMove,
     CaseOutcome,
+    Conflict,
     Counts,
+    Outcome,
+    Replayed,
     Status,
+    TestOutcome,
     TestResult,
     TestRun,
     TestState,
-    TextPlan,
     parse_applied_upstream,
 )
 from overlay.upstream.verdicts import (
-    Outcome,
-    TestOutcome,
     apply_behaviour,
-    behaviour_verdict,
     decide_patch,
     final_verdict,
     flag_stale_header,
     is_own_failure,
     judge_tests,
     readiness,
+    sends,
+    text_action,
 )
 
 NODE = "backends/arm/test/passes/test_rewrite_conv_pass.py::test_fused_relu"
@@ -51,19 +54,9 @@ GRID = (
 
 
 def _side(*tests: tuple[TestState, str], problem: str = "") -> Counts:
-    """A pytest run whose tests ended as given (counts as its closing line would say)."""
-    results = tuple(
-        TestResult(f"{NODE}{n}", state, reason) for n, (state, reason) in enumerate(tests)
-    )
-    states = [t.state for t in results]
-    return Counts(
-        passed=states.count(TestState.PASSED),
-        failed=states.count(TestState.FAILED),
-        errors=states.count(TestState.ERROR),
-        skipped=states.count(TestState.SKIPPED),
-        tests=results,
-        problem=problem,
-    )
+    """A pytest run whose tests ended as given."""
+    results = (TestResult(f"{NODE}{n}", state, reason) for n, (state, reason) in enumerate(tests))
+    return Counts(tuple(results), problem)
 
 
 PASSED = (TestState.PASSED, "")
@@ -174,42 +167,63 @@ def test_a_test_that_could_not_run_makes_the_patch_not_ready() -> None:
     assert found.outcome is Outcome.COULD_NOT_RUN
     assert "but its upstream test could not run: stock:" in found.text
     assert found.test_verdict is not None and "Missing out variants" in found.test_verdict.text
-    verdict = behaviour_verdict("1.5.1", parse_applied_upstream(""), found)
-    assert (verdict.action, verdict.needs_upstream) == ("blocked", True)
-    assert verdict.text.startswith("not sent (port 1.5.1): fails on stock 1.5.1")
-    plan = TextPlan("p", Status.CONFLICT, "", Action.PORTED, "port 1.5.1", {"x.py": ""})
-    problems = readiness([final_verdict(plan, found, "1.5.1")], [], behaviour_checked=True)
+    ported = final_verdict(PORTED, Action.PORTED, "port 1.5.1", found, "1.5.1")
+    assert not sends(ported)
+    problems = readiness([ported], [], behaviour_checked=True)
     assert problems == (f"p: {found.text}",)
     fixed = _run(_side((TestState.FAILED, "assert 1 == 0")), _side(PASSED))
     good = decide_patch(
         "p", "1.5.1", [_case("a", Quality.WRONG, Quality.RIGHT)], [], kept=True, test=fixed
     )
     assert good.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
-    assert readiness([final_verdict(plan, good, "1.5.1")], [], behaviour_checked=True) == ()
+    sent = final_verdict(PORTED, Action.PORTED, "port 1.5.1", good, "1.5.1")
+    assert readiness([sent], [], behaviour_checked=True) == () and sends(sent)
+
+
+PORTED = Replayed("p", Applied(Status.CONFLICT), "1.5.1", Applied(Status.APPLIES))
+CARRIED = Replayed("p", Applied(Status.OFFSET, "+1 lines", (1,)))
 
 
 def test_final_verdict_trusts_behaviour_and_flags_disagreements() -> None:
-    plan = TextPlan("p", Status.OFFSET, "+1 lines", Action.CARRIED, "pinned", {"x.py": "x"})
     gone = decide_patch("p", "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
-    verdict = final_verdict(plan, gone, "1.5.1")
-    assert verdict.action is Action.DROP
+    verdict = final_verdict(CARRIED, Action.CARRIED, "pinned", gone, "1.5.1")
+    assert verdict.action is Action.DROP and not sends(verdict)
     assert "redundant" in verdict.flags[0]
-    dropped = TextPlan("p", Status.CONFLICT, "", Action.DROP, "Applied-Upstream: 1.3.0")
+    dropped = Replayed("p", Applied(Status.CONFLICT, "hunk 1/1 fails"))
     still = decide_patch("p", "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
-    verdict = final_verdict(dropped, still, "1.5.1")
-    assert verdict.action is Action.CONFLICT
-    assert verdict.flags[0].startswith("text says drop")
-    unknown = final_verdict(plan, None, "1.5.1", registered=False)
+    verdict = final_verdict(dropped, Action.DROP, "Applied-Upstream: 1.3.0", still, "1.5.1")
+    assert verdict.action is Action.CONFLICT and verdict.source == "3-way merge"
+    assert verdict.flags[0].startswith("text says drop (Applied-Upstream: 1.3.0)")
+    assert verdict.text.endswith("; hunk 1/1 fails")
+    unknown = final_verdict(CARRIED, Action.CARRIED, "pinned", None, "1.5.1", registered=False)
     assert unknown.text == "carried (pinned); behaviour not checked"
     assert unknown.flags == ("no fix module in overlay/fixes/: no trigger cases to check",)
-    assert apply_behaviour(plan, gone).action is Action.DROP
-    assert apply_behaviour(plan, still) is plan
+    assert apply_behaviour(Action.CARRIED, "pinned", CARRIED.own, gone)[0] is Action.DROP
+    assert apply_behaviour(Action.CARRIED, "pinned", CARRIED.own, still) == (
+        Action.CARRIED,
+        "pinned",
+    )
+
+
+def test_text_action_prefers_the_port_then_the_patch_then_the_header() -> None:
+    header = parse_applied_upstream("1.3.0, commit:abc")
+    assert text_action(PORTED, header) == (Action.PORTED, "port 1.5.1")
+    assert text_action(CARRIED, header) == (Action.CARRIED, "pinned")
+    merged = Replayed("p", Applied(Status.MERGED))
+    assert text_action(merged, header) == (Action.DROP, "Applied-Upstream: 1.3.0, commit:abc")
+    assert text_action(merged, parse_applied_upstream("")) == (Action.PORTED, "3-way merge")
+    contained = Replayed("p", Applied(Status.CONTAINED))
+    assert text_action(contained, parse_applied_upstream("")) == (
+        Action.DROP,
+        "contained upstream",
+    )
+    moved = Replayed("p", Applied(Status.MOVED, "a.py -> b/a.py"))
+    assert text_action(moved, parse_applied_upstream("")) == (Action.CONFLICT, "3-way merge")
 
 
 def test_a_kept_patch_whose_header_names_an_upstream_fix_is_flagged() -> None:
-    plan = TextPlan("p", Status.OFFSET, "+1 lines", Action.CARRIED, "pinned", {"x.py": "x"})
     found = decide_patch("p", "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True)
-    verdict = final_verdict(plan, found, "1.5.1")
+    verdict = final_verdict(CARRIED, Action.CARRIED, "pinned", found, "1.5.1")
     assert verdict.action is Action.CARRIED
     stale = parse_applied_upstream("1.3.0, commit:abc")
     flagged = flag_stale_header(verdict, stale, "1.5.1")
@@ -219,14 +233,14 @@ def test_a_kept_patch_whose_header_names_an_upstream_fix_is_flagged() -> None:
 
 
 def test_readiness_names_every_problem() -> None:
-    conflict = TextPlan("c", Status.CONFLICT, "", Action.CONFLICT, "3-way merge", {},
-                        ("x.py: conflict 1 at line 3",))  # fmt: skip
-    verdict = final_verdict(conflict, None, "1.5.1")
+    region = Conflict("x.py", 3, "<<<<<<< main\n")
+    conflict = Replayed("c", Applied(Status.CONFLICT, "hunk 1/1", conflicts=(region,)))
+    verdict = final_verdict(conflict, Action.CONFLICT, "3-way merge", None, "1.5.1")
     lost = CaseMove("case", "right", "wrong", ("numerics",), "upstream change", "")
     problems = readiness([verdict], [lost], behaviour_checked=False, other=["locks: uv failed"])
     assert problems == (
         "locks: uv failed",
-        "c: conflict (x.py: conflict 1 at line 3)",
+        "c: conflict (x.py: conflict at line 3)",
         "behaviour not checked (--no-behaviour): not promotable",
         "case: right with the pinned build, wrong now",
     )

@@ -10,9 +10,8 @@ import pytest
 from installer.sources import WheelFile
 
 from overlay._hashing import sha256_bytes, sha256_file
+from overlay.dist import index, wheels, wheelzip
 from overlay.dist import provenance as prov
-from overlay.dist import wheels
-from overlay.dist.wheelzip import write_files
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
     ChecksumMismatchError,
@@ -26,7 +25,7 @@ from overlay.lines.pins import WheelPin
 from overlay.target import journal
 from overlay.text.series import Series, load_series
 
-from scaffold import make_diff, patch_text, run_forked, write_series
+from scaffold import make_diff, patch_text, run_forked, write_files, write_series
 
 A = "backends/arm/a.py"
 B = "backends/arm/b.py"
@@ -158,7 +157,7 @@ def test_wrong_sha256_is_refused_before_reading(tmp_path: Path) -> None:
 def _installed(tmp_path: Path, series: Series, source: Path) -> Path:
     built = wheels.build_patched_wheel(series, source, series.pins.wheels[0], tmp_path / "dist")
     site = tmp_path / "site"
-    wheels.unpack_wheel(built.path, site)
+    wheelzip.unpack(built.path, site)
     return site
 
 
@@ -245,7 +244,29 @@ def test_a_wheel_without_a_build_record_is_rebuilt_with_a_note(tmp_path: Path) -
     wheels.build_record(first.path).unlink()  # e.g. copied into dist/ by hand
     again = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
     assert again.built
-    assert again.note == f"{first.path.name} has no recorded sha256 (not built here); rebuilt"
+    assert again.note == f"{first.path.name} has no recorded sha256 (not built here); replaced"
+
+
+def test_a_wheel_taken_from_the_cache_is_said_once_as_what_happened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`build-wheel` never says "rebuilt" and then "up to date, reused" for one file."""
+    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path / "overlay-cache"))
+    series, source, pin = setup(tmp_path)
+    said: list[str] = []
+    first = index.build_into(series, source, pin, tmp_path / "dist", progress=said.append)
+    assert said[0].startswith(f"{first.path.name}: built in ")
+    wheels.build_record(first.path).unlink()  # copied into dist/ by hand: not reused
+    said.clear()
+    again = index.build_into(series, source, pin, tmp_path / "dist", progress=said.append)
+    assert (again.built, again.linked) == (False, True)
+    assert said == [
+        f"note: {first.path.name} has no recorded sha256 (not built here); replaced",
+        f"{first.path.name}: linked from the cache (built before)",
+    ]
+    said.clear()
+    index.build_into(series, source, pin, tmp_path / "dist", progress=said.append)
+    assert said == [f"{first.path.name}: up to date, reused"]
 
 
 def test_a_killed_build_leaves_nothing_after_the_next_one(tmp_path: Path) -> None:

@@ -18,16 +18,25 @@ import sys
 from collections.abc import Sequence
 
 from overlay import __version__, lines
-from overlay.cli import build, editing, equivalence, in_place, invocation, json_output, upstream
+from overlay.cli import (
+    build,
+    common,
+    editing,
+    equivalence,
+    in_place,
+    invocation,
+    json_output,
+    upstream,
+)
 from overlay.cli.common import Handler
 from overlay.cli.output import out
-from overlay.errors import OverlayError, exit_codes
+from overlay.errors import EXIT_CLOSED_PIPE, OverlayError, exit_codes
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """Build the argument parser with every subcommand (usage lines name ``prog``)."""
     parser = argparse.ArgumentParser(
-        prog=prog or invocation.prefix(),
+        prog=prog or invocation.usage(),
         description="Arm-backend fix series for pinned executorch releases: apply, build,"
         " verify, prove equivalence, prepare upstream pull requests.",
         epilog=exit_code_table(),
@@ -70,13 +79,11 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
 
 
 def _closed_stdout() -> int:
-    """Leave quietly when stdout's reader went away (``| head``), as pip does; exit 1."""
+    """Stop silently when stdout's reader went away (``| head``), as ``cat`` does; exit 141."""
     with contextlib.suppress(OSError, ValueError):  # no flush at exit into the broken pipe
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    with contextlib.suppress(OSError):
-        print("error: stdout was closed before the output ended (broken pipe)", file=sys.stderr)
-    return 1
+    return EXIT_CLOSED_PIPE
 
 
 def _report(exc: OverlayError, *, as_json: bool) -> None:
@@ -103,12 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         try:
+            common.check_line(args)  # a command-line mistake, before anything is looked at
             return handler(args)
         except OverlayError as exc:
             _report(exc, as_json=getattr(args, "json", False))
             return exc.exit_code
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
     except BrokenPipeError:
         return _closed_stdout()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
-from overlay.dist import index, wheels
+from overlay.dist import index, provenance, wheels
 from overlay.envs import lockfiles, ready_venv, venvs
 from overlay.envs.venvs import VenvAction
 from overlay.envs.verify_install import check_installed, environment
@@ -55,7 +55,9 @@ def _build_dry_run(args: argparse.Namespace, series: Series) -> int:
     path = dist / wheels.patched_wheel_name(pin, series)
     action = wheels.build_action(series, pin, dist, force=args.force, cache=wheels.patched_cache())
     if args.json:
-        report = json_output.BuildPlanReport(str(path), wheels.local_version(series), fetch, action)
+        report = json_output.BuildPlanReport(
+            str(path), provenance.local_version(series), fetch, action
+        )
         out(json_output.to_json(report).rstrip("\n"))
         return 0
     if fetch:
@@ -90,7 +92,7 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
 
 def cmd_lock(args: argparse.Namespace) -> int:
     """Resolve (or with --check, only check) the lock of every pinned wheel of one line."""
-    series = common.line_series(args)
+    series = common.line_series(args, change=None if args.check else "lock")
     tags = args.tag
     selected = [series.pins.wheel_for(t) for t in tags] if tags else series.pins.wheels
     done = []

@@ -52,28 +52,44 @@ def add_json(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="print a JSON report")
 
 
-def patches_dir(args: argparse.Namespace) -> Path:
+def _given(args: argparse.Namespace, change: str | None) -> Path | None:
+    """Return ``--patches``; for a command that changes the lines (``change``: its name),
+    the lines of a checkout, refusing the installed package's (:func:`lines.root_to_change`)."""
+    given = Path(args.patches) if args.patches else None
+    return lines.root_to_change(given, change) if change else given
+
+
+def patches_dir(args: argparse.Namespace, change: str | None = None) -> Path:
     """Return the series folder of ``--patches`` (default: the newest line)."""
-    return lines.series_directory(Path(args.patches) if args.patches else None)
+    return lines.series_directory(_given(args, change))
 
 
-def lines_root(args: argparse.Namespace) -> Path:
+def lines_root(args: argparse.Namespace, change: str | None = None) -> Path:
     """Return the lines root of ``--patches`` (a series folder's parent), else the default."""
-    folder = Path(args.patches) if args.patches else lines.default_root()
+    folder = _given(args, change) or lines.default_root()
     return folder.parent if lines.is_series_folder(folder) else folder
 
 
-def line_series(args: argparse.Namespace, installed: str | None = None) -> Series:
+def check_line(args: argparse.Namespace) -> None:
+    """Refuse a ``--line`` that names no line (exit 2), before the command looks at anything."""
+    if getattr(args, "line", None) is not None:
+        line_choice.choose(Path(args.patches) if args.patches else None, args.line, None)
+
+
+def line_series(
+    args: argparse.Namespace, installed: str | None = None, change: str | None = None
+) -> Series:
     """Return the series of the chosen line (``overlay.target.line_choice``), before any work.
 
     ``--line``, else the line of the ``installed`` executorch version, else the newest line;
-    an unknown line is refused, listing the supported ones.
+    an unknown line is refused, listing the supported ones. ``change``: the command changes
+    the line (it must be a checkout's).
     """
     try:
         version = Version(installed) if installed else None
     except InvalidVersion:
         version = None  # two copies ("2.1 + 2.2"): the check names them
-    patches = Path(args.patches) if args.patches else None
+    patches = _given(args, change)
     chosen = line_choice.choose(patches, args.line, version)
     if args.line is None and version is not None:
         progress(f"release line {chosen.name} ({chosen.reason})")

@@ -16,7 +16,7 @@ from overlay.text.series import CHECKSUMS_FILE, format_checksums, load_series
 
 def cmd_refresh(args: argparse.Namespace) -> int:
     """Recompute the line's SHA256SUMS from the pinned wheel and the current patches."""
-    series = load_series(common.patches_dir(args))
+    series = load_series(common.patches_dir(args, change="refresh"))
     _, source = pinned_wheel(args, series)
     hashes = wheels.patched_checksums(series, source)
     path = series.directory / CHECKSUMS_FILE
@@ -59,7 +59,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 def cmd_regenerate(args: argparse.Namespace) -> int:
     """Rewrite the line's patches from the commits of an edit work tree."""
-    folder = common.patches_dir(args)
+    folder = common.patches_dir(args, change="regenerate")
     result = worktree.regenerate(Path(args.dir), folder, dry_run=args.dry_run)
     if args.json:
         out(json_output.to_json(result).rstrip("\n"))

@@ -1,4 +1,4 @@
-"""The in-place commands: `status`, `check`, `apply` and `revert` of an installed executorch.
+"""The in-place commands: `status`, `check`, `apply`, `revert` of an installed executorch; `lines`.
 
 Each finds the target first, picks the release line from the executorch it holds (or
 ``--line`` / ``--patches``) and says which, then checks everything before the first write:
@@ -12,10 +12,12 @@ import argparse
 import sysconfig
 from pathlib import Path
 
+from overlay import fixes, lines
 from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
 from overlay.dist.provenance import local_version
 from overlay.errors import EXIT_CHANGES_DUE, TargetError
+from overlay.fixes import overview
 from overlay.target import deps, line_choice, selection, transaction
 from overlay.target.locate import Target, find_target
 from overlay.target.plan import Plan
@@ -24,9 +26,10 @@ from overlay.text.series import Series, load_series
 
 
 def _target(args: argparse.Namespace) -> Target:
-    if args.target:
-        return find_target(Path(args.target))
-    return find_target(Path(sysconfig.get_paths()["purelib"]))
+    """Return the tree of ``--target`` (default: this Python's site-packages)."""
+    path = Path(args.target or sysconfig.get_paths()["purelib"])
+    patches = Path(args.patches) if args.patches else None
+    return find_target(path, line_choice.choose(patches, args.line, None).name)
 
 
 def _line(
@@ -110,6 +113,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         out(f"  state: {status.summary}")
         for repo_path, state in status.files.items():
             out(f"  {state.value:<9} {repo_path}")
+    return 0
+
+
+def cmd_lines(args: argparse.Namespace) -> int:
+    """List every release line: executorch, torch, its fixes by number, its locks."""
+    found = overview.summaries(fixes.REGISTRY, lines.all_lines(common.lines_root(args)))
+    if args.json:
+        out(json_output.to_json(found).rstrip("\n"))
+        return 0
+    for line in found:
+        default = " (the default)" if line.default else ""
+        out(f"{line.name}{default}: executorch {line.executorch}, torch {line.torch}")
+        for fix in line.fixes:
+            out(f"  fix {fix.number} {fix.status.value + ':':<11} {fix.title}")
+        out(f"  locks: {', '.join(line.locks) or 'none'}")
     return 0
 
 
@@ -263,6 +281,8 @@ def add_commands(add: common.Adder) -> None:
             "--dry-run", action="store_true", help="every check and the plan; write nothing"
         )
 
+    listing = add("lines", cmd_lines, "list the release lines, their fixes and locks")
+    common.add_json(listing)
     status = add("status", cmd_status, "show the line, its fixes and the state of a target")
     shared(status)
     status.add_argument("--series-only", action="store_true", help="do not look for a target")

@@ -13,6 +13,9 @@ Library messages name the tool by its console script, ``executorch-arm-overlay``
 - installed, started as ``python -m overlay``: the interpreter as typed when PATH finds
   that one, else its path, with ``-m overlay``.
 
+A usage line names the tool as the user typed it, without a path (:func:`usage`):
+``executorch-arm-overlay``, ``uv run executorch-arm-overlay`` or ``python -m overlay``.
+
 Example: ``localise("run `executorch-arm-overlay refresh`", "uv run executorch-arm-overlay")``
 Becomes: ``run `uv run executorch-arm-overlay refresh```; a path such as
 ``~/.cache/executorch-arm-overlay/tool`` is left alone.
@@ -32,6 +35,7 @@ from overlay import lines
 
 NAME = lines.PROJECT_NAME  # the console script (pyproject's [project.scripts])
 MODULE = "overlay"
+UV_RUN_ENV = "UV_RUN_RECURSION_DEPTH"  # set by `uv run` for the command it starts
 # The tool's name as a command word: not inside a path or a longer name, followed by a space.
 _COMMAND = re.compile(rf"(?<![\w./~-]){re.escape(NAME)}(?= )")
 
@@ -77,6 +81,17 @@ def prefix(
     if script is not None and not _same_file(shutil.which(NAME), script):
         return script
     return NAME
+
+
+def usage(argv: Sequence[str] | None = None) -> str:
+    """Return the program as the usage line names it: the command as typed, without a path.
+
+    ``argv``: the interpreter's command line (default ``sys.orig_argv``).
+    """
+    argv = list(sys.orig_argv if argv is None else argv)
+    if _started_as_module(argv):
+        return f"{Path(argv[0]).name} -m {MODULE}"
+    return f"uv run {NAME}" if os.environ.get(UV_RUN_ENV) else NAME
 
 
 def localise(text: str, command: str) -> str:

@@ -15,13 +15,16 @@ from overlay import lines
 from overlay.cli import common
 from overlay.cli.invocation import command
 from overlay.cli.output import out, progress
-from overlay.errors import UpstreamError
+from overlay.errors import UpstreamError, UsageError
 from overlay.text.series import load_series
-from overlay.upstream import commit_rules, export, prepare, releases, render, retarget
+from overlay.upstream import commit_rules, export, prepare, render
 from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
+from overlay.upstream.matrix import matrix_of
+from overlay.upstream.retarget import promote, run
 
 UPSTREAM_ENV = "OVERLAY_UPSTREAM_CLONE"
+REPORTS = ("txt", "md", "json")  # the matrix and retarget reports
 
 
 def _versions(text: str) -> tuple[str, ...]:
@@ -36,15 +39,16 @@ def _upstream_clone(value: str | None) -> Path | None:
 def cmd_matrix(args: argparse.Namespace) -> int:
     """Show how every patch (and port) fares on each executorch release."""
     series = load_series(common.patches_dir(args))
-    matrix = releases.matrix_of(series, _versions(args.versions), progress)
-    renderer = {
-        "table": render.render_table,
-        "json": render.render_json,
-        "markdown": render.render_markdown,
-    }[args.format]
-    out(renderer(matrix).rstrip("\n"))
+    matrix = matrix_of(series, _versions(args.versions), progress)
+    blocks = render.matrix_blocks(matrix)
+    shown = {
+        "table": lambda: render.text(blocks),
+        "json": lambda: render.json_text(matrix),
+        "markdown": lambda: render.markdown(blocks),
+    }[args.format]()
+    out(shown.rstrip("\n"))
     if args.out:
-        for path in render.write_matrix(matrix, Path(args.out)):
+        for path in render.write(Path(args.out), "matrix", blocks, matrix, REPORTS):
             progress(f"wrote {path}")
     return 0
 
@@ -63,12 +67,15 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
         names=tuple(args.patch or ()),
     )
     done = prepare.prepare(request, progress=progress)
-    out(render.render_table(done.matrix).rstrip("\n"))
+    blocks = render.retarget_blocks(done.retarget)
+    out(render.text(blocks).rstrip("\n"))
     folder = Path(args.out)
-    written = render.write_matrix(done.matrix, folder) + export.write_exports(done.exports, folder)
-    written += retarget.write_report(
-        done.retarget, done.retarget.candidate.parent, render.retarget_texts(done.retarget)
+    written = render.write(
+        folder, "matrix", render.matrix_blocks(done.matrix), done.matrix, REPORTS
     )
+    written += export.write_exports(done.exports, folder)
+    rt = done.retarget
+    written += render.write(Path(rt.candidate).parent, promote.REPORT_STEM, blocks, rt, REPORTS)
     out("")
     for item in done.exports:
         repo, branch = done.branches[item.name]
@@ -86,7 +93,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
 
 
 def _promote(args: argparse.Namespace, out_dir: Path) -> int:
-    done = retarget.promote(out_dir, common.lines_root(args))
+    done = promote.promote(out_dir, common.lines_root(args, change="retarget --promote"))
     out(f"promoted executorch {done.version} to a new line: {done.line}")
     if done.previous_default:
         out(
@@ -115,7 +122,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
     out_dir = Path(args.out or f"build/retarget/{args.version}")
     if args.promote:
         return _promote(args, out_dir)
-    request = retarget.Request(
+    request = run.Request(
         version=args.version,
         patches_dir=_retarget_from(args),
         out_dir=out_dir,
@@ -127,14 +134,14 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         resume=args.resume,
         locks=not args.no_locks,
     )
-    result = retarget.retarget(request, progress=progress)
-    texts = render.retarget_texts(result)
-    out(texts["txt"].rstrip("\n"))
-    for path in retarget.write_report(result, out_dir, texts):
+    result = run.retarget(request, progress=progress)
+    blocks = render.retarget_blocks(result)
+    out(render.text(blocks).rstrip("\n"))
+    for path in render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS):
         progress(f"wrote {path}")
     if result.ready:
-        promote = command(f"retarget {args.version} --promote")
-        out(f"next: review {out_dir}/retarget.md, then `{promote}`")
+        promote_it = command(f"retarget {args.version} --promote")
+        out(f"next: review {out_dir}/retarget.md, then `{promote_it}`")
         return 0
     if result.resume:
         return UpstreamError.exit_code
@@ -147,23 +154,36 @@ def cmd_retarget(args: argparse.Namespace) -> int:
 
 
 def cmd_retire_line(args: argparse.Namespace) -> int:
-    """Remove a release line; say what still names it."""
-    done = retarget.retire_line(common.lines_root(args), args.version, dry_run=args.dry_run)
-    how = "git rm -r (staged)" if done.with_git else "deleted"
-    if args.dry_run:
-        out(f"would retire the executorch {done.version} line: {done.removed} ({how})")
-        out(f"  the default line would be {done.default}")
-    else:
+    """Remove a release line (with --yes); say what it deletes and what still names it."""
+    root = common.lines_root(args, change="retire-line")
+    done = promote.retire_line(root, args.version, dry_run=not args.yes)
+    how = "git rm -r, staged" if done.with_git else "deleted"
+    if args.yes:
         out(f"retired the executorch {done.version} line: {done.removed} ({how})")
         out(f"  the default line is {done.default}")
+    else:
+        files = sorted(p for p in done.removed.rglob("*") if p.is_file())
+        out(f"would retire the executorch {done.version} line, {len(files)} files ({how}):")
+        out("\n".join(f"  {p.relative_to(done.removed.parent)}" for p in files))
+        out(f"  the default line would be {done.default}")
     if done.references:
         out(f"  still naming {done.version} (runtime forms, tests, docs: update or remove):")
         out("\n".join(f"    {line}" for line in done.references))
+    if not args.yes and not args.dry_run:
+        raise UsageError(
+            f"retire-line deletes {done.removed}: nothing was removed without --yes",
+            expected="--yes (delete the files listed above) or --dry-run (only list them)",
+            found="neither",
+            hint=f"`{command(f'retire-line {done.version} --yes')}`",
+        )
     return 0
 
 
 def cmd_canary(args: argparse.Namespace) -> int:
     """Replay every release line onto upstream main (and newer tags); write the status page."""
+    if args.schema:
+        out(canary_page.json_schema().rstrip("\n"))
+        return 0
     upstream = args.upstream or os.environ.get(UPSTREAM_ENV)
     if not upstream:
         raise UpstreamError(
@@ -242,8 +262,10 @@ def add_commands(add: common.Adder) -> None:
     )
     retire = add("retire-line", cmd_retire_line, "remove a release line (patches/VERSION/)")
     retire.add_argument("version", help="the line's executorch release, e.g. 1.2.0")
-    retire.add_argument(
-        "--dry-run", action="store_true", help="every check and what names the line; remove nothing"
+    retire_how = retire.add_mutually_exclusive_group()
+    retire_how.add_argument("--yes", action="store_true", help="delete the line's files")
+    retire_how.add_argument(
+        "--dry-run", action="store_true", help="every check, the files and what names the line"
     )
 
     can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")
@@ -261,3 +283,4 @@ def add_commands(add: common.Adder) -> None:
     can.add_argument("--previous", help="the last status.json: fail on a newly conflicting patch")
     can.add_argument("--no-behaviour", action="store_true", help="text only (no release env)")
     can.add_argument("--no-gate", action="store_true", help="skip the export idempotence gate")
+    can.add_argument("--schema", action="store_true", help="print the JSON Schema of status.json")

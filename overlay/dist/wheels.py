@@ -35,18 +35,17 @@ from overlay.dist.provenance import (
     PROVENANCE_FILE,
     FileRecord,
     Provenance,
-    local_version as local_version,  # importers read it here
+    local_version,
     make_provenance,
     parse_provenance,
     patched_metadata,
 )
-from overlay.errors import BusyError, TargetError, WheelError
+from overlay.errors import TargetError, WheelError
 from overlay.lines.pins import WheelPin
 from overlay.target.journal import fault_point
 from overlay.text.applier import transform, transform_checked
 from overlay.text.series import Series
 
-TOOL = _provenance.TOOL  # importers read it here; the repack reads _provenance.TOOL
 # Bump when the repack writes other bytes for the same inputs (it keys the wheel cache).
 REPACK_FORMAT = 2
 WHEEL_FILE = "WHEEL"
@@ -65,8 +64,9 @@ class BuildResult:
     built: bool  # False: reused from the output folder or the overlay cache
     provenance: Provenance
     sha256: str = ""
-    note: str | None = None  # why an existing wheel was not reused
+    note: str | None = None  # why the wheel already in the output folder was not reused
     removed: tuple[str, ...] = ()  # stale build folders of killed runs, removed
+    linked: bool = False  # put in place from the overlay cache (built there now or before)
 
 
 def wheel_cache() -> Path:
@@ -211,11 +211,6 @@ def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
     return {wanted[name]: data for name, data in members.items()}
 
 
-def unpack_wheel(source: Path, dest: Path) -> Path:
-    """Unpack a wheel (RECORD-checked) into ``dest`` and return it."""
-    return wheelzip.unpack(source, dest)
-
-
 def read_provenance(path: Path) -> Provenance | None:
     """Return the provenance of a patched wheel, or None if it has none or is unreadable."""
     try:
@@ -277,7 +272,7 @@ def build_patched_wheel(
         built, provenance, digest = _build_cached(series, source, pin, cached, force=force)
         _link_or_copy(cached, out)
         _link_or_copy(build_record(cached), build_record(out))
-    return BuildResult(out, version, built, provenance, digest, note, removed)
+    return BuildResult(out, version, built, provenance, digest, note, removed, linked=True)
 
 
 def build_action(
@@ -337,23 +332,24 @@ def _link_or_copy(source: Path, dest: Path) -> None:
 @contextlib.contextmanager
 def _folder_lock(path: Path) -> Iterator[None]:
     """Serialise writers of one folder (builds into --out, downloads into the cache)."""
-    try:
-        with _mutex.held(path, timeout=LOCK_TIMEOUT_S) as got:
-            if not got:
-                raise BusyError(
-                    f"another overlay run holds {path}",
-                    expected=f"the lock within {LOCK_TIMEOUT_S:.0f} s",
-                    found=f"{path} still held",
+    with contextlib.ExitStack() as stack:
+        try:  # only taking the lock: an OSError of the block is the block's own
+            stack.enter_context(
+                _mutex.held(
+                    path,
+                    timeout=LOCK_TIMEOUT_S,
+                    busy=f"another overlay run holds {path}",
                     hint="wait for the other build to finish, then retry",
                 )
-            yield
-    except OSError as exc:
-        raise WheelError(
-            f"cannot lock {path}: {exc}",
-            expected="a writable folder (the lock is a file in it)",
-            found=type(exc).__name__,
-            hint=f"make {path.parent} writable, or remove {path} if it is not a file",
-        ) from exc
+            )
+        except OSError as exc:
+            raise WheelError(
+                f"cannot lock {path}: {exc}",
+                expected="a writable folder (the lock is a file in it)",
+                found=type(exc).__name__,
+                hint=f"make {path.parent} writable, or remove {path} if it is not a file",
+            ) from exc
+        yield
 
 
 def _remove_stale(folder: Path, pattern: str) -> tuple[str, ...]:
@@ -377,16 +373,16 @@ def _reusable(out: Path, series: Series, pin: WheelPin) -> tuple[Provenance | No
     """Return (its provenance, None) if ``out`` can be reused, else (None, why not)."""
     recorded = build_record_sha(out)
     if not recorded:
-        return None, f"{out.name} has no recorded sha256 (not built here); rebuilt"
+        return None, f"{out.name} has no recorded sha256 (not built here); replaced"
     found = sha256_file(out)
     if found != recorded:
         return None, (
             f"{out.name} changed since it was built (sha256 {found[:12]}..., recorded"
-            f" {recorded[:12]}...); rebuilt"
+            f" {recorded[:12]}...); replaced"
         )
     existing = read_provenance(out)
     if existing is None:
-        return None, f"{out.name} is not a readable wheel; rebuilt"
+        return None, f"{out.name} is not a readable wheel; replaced"
     if not _is_current(existing, series, pin):
         return None, None  # another series or tool: an ordinary rebuild
     return existing, None

@@ -28,13 +28,13 @@ from packaging.utils import canonicalize_name
 
 from overlay._files import write_text_atomic
 from overlay._hashing import sha256_bytes
-from overlay.dist.wheels import REPACK_FORMAT, TOOL, local_version
+from overlay.dist.provenance import TOOL, local_version
+from overlay.dist.wheels import REPACK_FORMAT
 from overlay.envs.uv_process import find_uv
 from overlay.errors import LockfileError
-from overlay.lines.pins import WheelPin
+from overlay.lines.pins import LOCKS_DIR, WheelPin
 from overlay.text.series import Series
 
-LOCKS_DIR = "locks"
 KEY_PREFIX = "# inputs-key: "
 REFRESH = "nox -s lock"
 _INPUT_NAME = "requirements.in"  # named in uv's "# via -r ..." annotations

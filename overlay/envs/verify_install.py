@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import codec
-from overlay.dist.wheels import local_version
+from overlay.dist.provenance import local_version
 from overlay.envs.lockfiles import Lock
 from overlay.envs.venvs import Venv, find_venv, installed_versions
 from overlay.errors import InstallCheckError
@@ -88,20 +88,20 @@ def check_installed(
     env's interpreter for the import check (default: this one); ``stock``: the env holds
     the pinned stock release (pristine files, no provenance); ``repair``: the next step.
     """
-    installed = installed_versions(search_path)
-    unlocked = check_lock(lock, installed, repair=repair) if lock is not None else ()
     wanted_version = str(series.pins.executorch) if stock else local_version(series)
     if search_path is None:
         dists = list(importlib.metadata.distributions(name="executorch"))
     else:
         dists = list(importlib.metadata.distributions(name="executorch", path=[str(search_path)]))
-    if not dists:
+    if not dists:  # said first: without it, every other difference follows from this one
         raise InstallCheckError(
-            "executorch is not installed in this environment",
+            f"executorch is missing: not installed in {search_path or current_site()}",
             expected=f"executorch {wanted_version}",
             found="no executorch distribution",
             hint=repair,
         )
+    installed = installed_versions(search_path)
+    unlocked = check_lock(lock, installed, repair=repair) if lock is not None else ()
     dist = dists[0]
     site = Path(str(dist.locate_file("")))
     if stock:

@@ -1,4 +1,4 @@
-"""The table of fixes in ``docs/fixes.md``, generated from the registry and the release lines.
+"""What each release line holds, fix by fix: `lines`, and the tables of docs/fixes.md and README.
 
 Example: the registry's four fixes and ``patches/1.2.0/``.
 Becomes: one row per fix (patch, title), one column per line saying how that line holds
@@ -7,23 +7,72 @@ dropped; ``-`` for never there), then its claims by release and its declared div
 then one row per line and fix with the evidence: the trigger cases on stock and patched, the
 upstream test and the upstream commit, from each line's ``evidence.toml`` (written when the
 line was promoted) or, on a line never promoted, from the fix's claims and the patch's DEP-3
-``Origin:``. :func:`update` puts both between the markers of a Markdown text.
+``Origin:``. :func:`update` puts both between the markers of a Markdown text; the README
+holds the first one ``brief`` (how each line holds each fix, nothing else). The same
+statuses, with each line's executorch, torch and locks, are :func:`summaries` (the
+``lines`` command). ``python -m overlay.fixes.overview`` rewrites both tables in a checkout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
+from overlay import fixes, lines
 from overlay._table import markdown_table, replace_between
 from overlay.fixes import Registry
 from overlay.fixes.model import DiffOnly, Fix
 from overlay.lines import Line, evidence
 from overlay.lines.evidence import LineEvidence, PatchEvidence, Status
 from overlay.lines.listing import patch_number
+from overlay.lines.pins import LOCKS_DIR
 from overlay.text.series import Patch, load_series
 
 BEGIN = "<!-- fixes-table:begin (generated: overlay.fixes.overview) -->"
 END = "<!-- fixes-table:end -->"
+README_BEGIN = "<!-- fixes-by-line:begin (generated: overlay.fixes.overview) -->"
+README_END = "<!-- fixes-by-line:end -->"
+
+
+@dataclass(frozen=True)
+class HeldFix:
+    """How a line holds one fix."""
+
+    number: int
+    title: str
+    status: Status
+
+
+@dataclass(frozen=True)
+class LineSummary:
+    """One release line as `lines` lists it."""
+
+    name: str
+    default: bool  # the newest line: what a command uses without --line
+    executorch: str
+    torch: str
+    fixes: tuple[HeldFix, ...]  # by number; a fix never on the line or its parent is left out
+    locks: tuple[str, ...]  # the wheel tags it has a committed lock for
+
+
+def summaries(registry: Registry, all_lines: Sequence[Line]) -> tuple[LineSummary, ...]:
+    """Return every line, newest (the default) first."""
+    found = []
+    for line in reversed(all_lines):
+        proof = evidence.load(line.directory)
+        held = ((fix, status(line, fix, proof)) for fix in registry.fixes)
+        found.append(
+            LineSummary(
+                line.name,
+                line == all_lines[-1],
+                str(line.pins.executorch),
+                line.pins.runtime.get("torch", "-"),
+                tuple(HeldFix(f.number, f.title, s) for f, s in held if s is not None),
+                tuple(sorted(p.stem for p in (line.directory / LOCKS_DIR).glob("*.txt"))),
+            )
+        )
+    return tuple(found)
 
 
 UPSTREAM_COMMIT = "github.com/pytorch/executorch/commit/"
@@ -115,11 +164,22 @@ def _divergences(fix: Fix) -> str:
     )
 
 
-def table(registry: Registry, lines: Sequence[Line]) -> str:
-    """Return the Markdown table of every fix against ``lines`` (oldest first)."""
+def table(registry: Registry, lines: Sequence[Line], *, brief: bool = False) -> str:
+    """Return the Markdown table of every fix against ``lines`` (oldest first).
+
+    ``brief``: the fix's title and how each line holds it, nothing else (the README's).
+    """
     found = {line.name: evidence.load(line.directory) for line in lines}
     for line in lines:
         registry.carried_by(line)  # a patch with no fix module is an error here too
+    if brief:
+        header = ["fix", "what it fixes", *(line.name for line in lines)]
+        rows = [
+            [str(fix.number), fix.title]
+            + [str(status(line, fix, found[line.name]) or "-") for line in lines]
+            for fix in registry.fixes
+        ]
+        return "\n".join(markdown_table(header, rows)) + "\n"
     header = ["fix", "patch", *(line.name for line in lines), "claims", "divergences"]
     rows = [
         [
@@ -138,3 +198,24 @@ def update(text: str, registry: Registry, lines: Sequence[Line]) -> str:
     """Return ``text`` with the table between its markers regenerated."""
     both = f"{table(registry, lines)}\n{evidence_table(registry, lines)}"
     return replace_between(text, BEGIN, END, both, what="fixes", doc="docs/fixes.md")
+
+
+def update_readme(text: str, registry: Registry, lines: Sequence[Line]) -> str:
+    """Return the README ``text`` with its brief table of fixes by line regenerated."""
+    brief = table(registry, lines, brief=True)
+    return replace_between(
+        text, README_BEGIN, README_END, brief, what="fixes by line", doc="README.md"
+    )
+
+
+def regenerate(checkout: Path) -> None:
+    """Rewrite the generated tables of ``docs/fixes.md`` and ``README.md`` in ``checkout``."""
+    found = lines.all_lines(checkout / lines.LINES_DIR)
+    for name, rewrite in (("docs/fixes.md", update), ("README.md", update_readme)):
+        path = checkout / name
+        text = rewrite(path.read_text(encoding="utf-8"), fixes.REGISTRY, found)
+        path.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    regenerate(Path.cwd())

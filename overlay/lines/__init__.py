@@ -24,7 +24,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from overlay.errors import SeriesError, UnsupportedReleaseError
+from overlay.errors import SeriesError, UnsupportedReleaseError, UsageError
 from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, load
 
 PROJECT_NAME = "executorch-arm-overlay"
@@ -96,11 +96,11 @@ def line_named(root: Path, name: str) -> Line:
     for line in all_lines(root):
         if line.name == name:
             return line
-    raise UnsupportedReleaseError(
-        f"there is no release line {name!r}",
+    raise UsageError(
+        f"there is no release line {name}",
         expected=f"one of the supported lines: {_supported(root)}",
         found=name,
-        hint=f"pick one of {_supported(root)}",
+        hint=f"pick one of {_supported(root)} (`{PROJECT_NAME} lines` lists them)",
     )
 
 
@@ -149,12 +149,16 @@ def line_before(root: Path, version: str) -> Line:
 
 
 def find_checkout(start: Path) -> Path | None:
-    """Return the overlay checkout holding ``start`` (its pyproject names this project)."""
+    """Return the overlay checkout holding ``start`` (its pyproject names this project).
+
+    A folder this user may not look into is not one (an installed package under another
+    user's private folder, seen by a process that changed its user).
+    """
     for folder in (start, *start.parents):
         pyproject = folder / "pyproject.toml"
-        if not (folder / LINES_DIR).is_dir() or not pyproject.is_file():
-            continue
         try:
+            if not (folder / LINES_DIR).is_dir() or not pyproject.is_file():
+                continue
             project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
         except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError):
             continue
@@ -197,6 +201,33 @@ def default_root() -> Path:
     )
 
 
+def root_to_change(given: Path | None, command: str) -> Path:
+    """Return the lines (a root or one series folder) ``command``, which changes them, works on.
+
+    ``given`` (``--patches``), else ``$OVERLAY_PATCHES``, else the ``patches/`` of the
+    checkout holding the current folder; never the lines inside the installed package (no
+    command writes into it): without a checkout, a UsageError saying where to run it.
+    """
+    env = os.environ.get(PATCHES_ENV)
+    explicit = given or (Path(env) if env else None)
+    package = Path(__file__).resolve().parent.parent
+    if explicit is not None and not explicit.resolve().is_relative_to(package):
+        return explicit
+    checkout = find_checkout(Path.cwd().resolve()) if explicit is None else None
+    if checkout is not None:
+        return checkout / LINES_DIR
+    raise UsageError(
+        f"{command} changes the release lines: it works on a checkout, and there is none here",
+        expected=f"a checkout of {PROJECT_NAME} (pyproject.toml and patches/) at or above"
+        " the current folder, or --patches DIR",
+        found=f"{explicit} is inside the installed package"
+        if explicit is not None
+        else f"no checkout at or above {Path.cwd()}",
+        hint=f"cd into your clone of {PROJECT_NAME}, or pass --patches CLONE/patches, and run"
+        " it again (the lines inside the installed tool are read-only)",
+    )
+
+
 def series_directory(path: Path | None = None) -> Path:
     """Return the series folder ``path`` names: itself, or the default line of a lines root."""
     folder = default_root() if path is None else path
@@ -207,8 +238,3 @@ def series_directory(path: Path | None = None) -> Path:
 @functools.cache
 def _load_cached(directory: str) -> Pins:
     return load(Path(directory))
-
-
-def current() -> Pins:
-    """Return the pins of the default series folder (read once per process)."""
-    return _load_cached(str(series_directory().resolve()))

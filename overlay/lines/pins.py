@@ -22,11 +22,10 @@ from packaging.version import InvalidVersion, Version
 from overlay.errors import PristineMismatchError, SeriesError, TargetError
 
 PINS_FILE = "pins.toml"
+LOCKS_DIR = "locks"  # a line's locks: patches/<line>/locks/<wheel tag>.txt
 SERIES_FILE = "series"
 # Tables of patches/upstream.toml (shared by every line), refused in a line's pins.toml.
 SHARED_TABLES = ("matrix", "upstream", "torch")
-# The runtime packages of a ready venv, in install order.
-RUNTIME_PACKAGES = ("torch", "torchao", "tosa-tools", "ai-ml-sdk-model-converter")
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,6 @@ class Pins:
 
     source: Path
     executorch: Version
-    git_tag: str
     upstream_repo: str
     package_dir: str
     runtime: Mapping[str, str]  # distribution name -> exact version
@@ -187,7 +185,8 @@ def _table(data: Mapping[str, object], key: str, source: Path) -> Mapping[str, o
 def _text(data: Mapping[str, object], key: str, source: Path) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value:
-        raise _bad(source, f"a non-empty string {key!r}", repr(value))
+        found = "nothing" if value in (None, "") else f"{type(value).__name__} {value}"
+        raise _bad(source, f"a non-empty string {key}", found)
     return value
 
 
@@ -275,7 +274,6 @@ def load(directory: Path) -> Pins:
     return Pins(
         source=source,
         executorch=version,
-        git_tag=_text(executorch, "git_tag", source),
         upstream_repo=_text(executorch, "upstream_repo", source),
         package_dir=_text(executorch, "package_dir", source),
         runtime=runtime,

@@ -19,7 +19,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from overlay import lines
-from overlay.errors import UnsupportedReleaseError
+from overlay.errors import UsageError
 from overlay.lines.pins import load as load_pins
 
 
@@ -42,8 +42,8 @@ def choose(patches: Path | None, line: str | None, version: Version | None) -> C
             return Chosen(root.name, root, source)
         name = str(load_pins(root).executorch)
         if line is not None and line != name:
-            raise UnsupportedReleaseError(
-                f"there is no release line {line!r} in {root}",
+            raise UsageError(
+                f"there is no release line {line} in {root}",
                 expected=f"the line of that series folder: {name}",
                 found=line,
                 hint="drop --line, or pass --patches a lines root (a folder of line folders)",

@@ -68,12 +68,13 @@ def _site_packages_of(path: Path) -> list[Path]:
     return list(found.values())
 
 
-def find_target(path: Path) -> Target:
+def find_target(path: Path, wanted: str = "") -> Target:
     """Locate the executorch tree at ``path`` (site-packages, venv, unpacked wheel).
 
-    Refuses a path that does not exist, a venv whose two site-packages hold executorch and
-    a folder with two executorch dist-infos (naming both: patching one of them silently
-    would leave the other).
+    Refuses a path that does not exist, a venv whose two site-packages hold executorch, a
+    folder without executorch (the next step installs executorch ``wanted``, a supported
+    release) and a folder with two executorch dist-infos (naming both: patching one of them
+    silently would leave the other).
     """
     if not path.exists():
         raise TargetError(
@@ -96,14 +97,26 @@ def find_target(path: Path) -> Target:
             )
         root = sites[0] if sites else root
     dist_infos = sorted(root.glob(f"{DIST_NAME}-*.dist-info"))
+    if not dist_infos:
+        pythons = [root / "bin" / "python", *(p / "bin" / "python" for p in root.parents[2:3])]
+        python = next((p for p in pythons if p.is_file()), None)  # a venv or its site-packages
+        wanted = f"{DIST_NAME}=={wanted}" if wanted else DIST_NAME
+        raise TargetError(
+            f"executorch is not installed in {path}",
+            expected=f"{wanted} (a release line of this tool)",
+            found=f"no {DIST_NAME}-*.dist-info in {root}",
+            hint=f"install it (`{python} -m pip install {wanted}`, or `uv pip install --python"
+            f" {python} {wanted}`), then run this command again"
+            if python
+            else "pass --target the venv (or site-packages folder) that holds executorch",
+        )
     if len(dist_infos) != 1:
         raise TargetError(
             f"no single executorch installation at {path}",
             expected="a folder with executorch/ and one executorch-*.dist-info "
             "(site-packages, a venv, or an unpacked wheel)",
-            found=", ".join(str(d) for d in dist_infos) or "no executorch-*.dist-info",
-            hint="pass the site-packages folder of the environment to patch; remove a stale"
-            " dist-info by reinstalling executorch",
+            found=", ".join(str(d) for d in dist_infos),
+            hint="remove the stale dist-info by reinstalling executorch",
         )
     stamp = _stamp(dist_infos[0] / RECORD) if (dist_infos[0] / RECORD).is_file() else (0, 0, 0)
     info = read_dist_info(dist_infos[0])

@@ -2,22 +2,16 @@
 
 One mechanism serves the retarget (is a patch still needed on the new release?), the
 upstream export (does the fix fail before and pass after on the target release?) and the
-canary: the corpus cases run on a stock and a patched env of that release (each a worker
-of :mod:`overlay.equivalence.controller.orchestrator`, in parallel) and each case is judged by
-correctness (:func:`judge_case`). The patch's upstream tests run in
-:mod:`overlay.upstream.upstream_tests`; what it all means is decided in
-:mod:`overlay.upstream.verdicts` (re-exported here: ``decide_patch``, ``Outcome``,
-``PatchBehaviour``).
+canary (main hosted on the newest wheel): the corpus cases run on a stock and a patched
+env of that release (each a worker of :mod:`overlay.equivalence.controller.orchestrator`,
+in parallel), each case is judged by correctness (:func:`judge_case`) into a
+:class:`~overlay.upstream.results.ReleaseRun`, and :func:`measure` decides each patch there
+(:func:`overlay.upstream.verdicts.decide_patch`, with the tests it adds from
+:mod:`overlay.upstream.upstream_tests`).
 
 A patch's *bug triggers* are its FIXED triggers (:mod:`overlay.fixes`) claimed for the
 pinned or the target release: stock fails them where the patch was written. Its other
 triggers (CHANGED) show a lowering the patch changes where stock is already right.
-
-Public, reused by the retarget, the export and the canary: :func:`run_envs`,
-:func:`run_release`, :func:`assemble`, :class:`ReleaseRun`, :func:`judge_case`,
-:func:`triggers`, :func:`trigger_cases`, :func:`regressions_of`, :func:`judged`; and, kept
-here for callers from before the split, ``new_tests``, ``run_tests_both_ways`` and
-``pytest_ini`` of :mod:`overlay.upstream.upstream_tests`.
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import fixes
@@ -36,78 +29,11 @@ from overlay.equivalence.protocol import ErrorInfo, InitReply, ItemResult, PathI
 from overlay.equivalence.verdict import AB, classify, limits, quality
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
-from overlay.upstream.facts import CaseOutcome, Counts, TestRun
-from overlay.upstream.upstream_tests import new_tests, pytest_ini, run_tests_both_ways
-from overlay.upstream.verdicts import Outcome, PatchBehaviour, decide_patch
-
-__all__ = [
-    "CaseOutcome",
-    "Counts",
-    "Outcome",
-    "PatchBehaviour",
-    "ReleaseRun",
-    "ReleaseRunJson",
-    "Side",
-    "TestRun",
-    "assemble",
-    "decide_patch",
-    "judge_case",
-    "judged",
-    "new_tests",
-    "pytest_ini",
-    "regressions_of",
-    "run_envs",
-    "run_release",
-    "run_tests_both_ways",
-    "trigger_cases",
-    "triggers",
-]
+from overlay.upstream.results import CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
+from overlay.upstream.verdicts import decide_patch
 
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class ReleaseRun:
-    """The corpus cases run on stock and (optionally) patched envs of one release."""
-
-    release: str
-    stock_python: str
-    patched_python: str | None
-    init: dict[str, InitReply]  # "stock" / "patched" -> what the worker ran on
-    results: dict[str, dict[str, ItemResult]]  # "stock" / "patched" -> case -> result
-    seconds: float
-
-    def case(self, name: str) -> CaseOutcome | None:
-        """Judge one case (None when it was not run)."""
-        stock = self.results["stock"].get(name)
-        if stock is None:
-            return None
-        info = corpus.info(name)
-        return judge_case(info, stock, self.results.get("patched", {}).get(name))
-
-    def as_json(self) -> ReleaseRunJson:
-        """Return the JSON form: what each worker ran on, each case judged."""
-        cases = {name: self.case(name) for name in self.results["stock"]}
-        return ReleaseRunJson(
-            release=self.release,
-            stock_python=self.stock_python,
-            patched_python=self.patched_python,
-            workers=self.init,
-            cases={name: found for name, found in cases.items() if found is not None},
-            seconds=round(self.seconds, 1),
-        )
-
-
-@dataclass(frozen=True)
-class ReleaseRunJson:
-    """The corpus cases of one release as JSON: the workers' environments, each case judged."""
-
-    release: str
-    stock_python: str
-    patched_python: str | None
-    workers: dict[str, InitReply]  # "stock" / "patched"
-    cases: dict[str, CaseOutcome]
-    seconds: float
+Side = tuple[InitReply, dict[str, ItemResult]]  # what a worker ran on, each case's result
 
 
 def judge_case(info: CaseInfo, stock: ItemResult, patched: ItemResult | None) -> CaseOutcome:
@@ -182,20 +108,41 @@ def trigger_cases(versions: Iterable[str]) -> list[str]:
 
 def judged(run: ReleaseRun, names: Sequence[str]) -> list[CaseOutcome]:
     """Return the judged outcomes of the cases ``names`` that ran (in that order)."""
-    return [c for c in (run.case(n) for n in names) if c is not None]
+    return [run.cases[n] for n in names if n in run.cases]
 
 
 def regressions_of(run: ReleaseRun) -> list[str]:
     """Return the cases right on stock and not right on patched (or measurably worse)."""
-    found = []
-    for name in run.results["stock"]:
-        outcome = run.case(name)
-        if outcome is not None and outcome.ab is AB.REGRESSION:
-            found.append(name)
+    return [name for name, case in run.cases.items() if case.ab is AB.REGRESSION]
+
+
+def measure(
+    patches: Iterable[str],
+    run: ReleaseRun,
+    claimed: Sequence[str],
+    *,
+    target: str | None = None,
+    kept: bool = True,
+    tests: Mapping[str, TestRun] | None = None,
+) -> dict[str, PatchBehaviour]:
+    """Decide each patch (with a fix module) on ``run``: its trigger cases, tests, regressions.
+
+    ``claimed``: the releases whose trigger claims count; ``target``: the release the cases
+    ran on (a case another fix claims there is that fix's); ``kept``: the patched env
+    carries the patches (else only stock counts: is the bug still there?).
+    """
+    regressions = regressions_of(run) if kept else []
+    found = {}
+    for name in patches:
+        fix = fixes.by_patch(name)
+        if fix is None:
+            continue
+        bug, other = triggers(fix, claimed, target=target)
+        found[name] = decide_patch(
+            name, run.release, judged(run, bug), judged(run, other), kept=kept,
+            regressions=regressions, test=(tests or {}).get(name),
+        )  # fmt: skip
     return found
-
-
-Side = tuple[InitReply, dict[str, ItemResult]]
 
 
 def run_envs(
@@ -203,7 +150,6 @@ def run_envs(
     cases: Sequence[str],
     *,
     out_dir: Path,
-    patches_dir: Path | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     progress: Progress = lambda _: None,
 ) -> dict[str, Side]:
@@ -220,7 +166,6 @@ def run_envs(
             probes=False,
             out_dir=out_dir / slug,
             timeout=timeout,
-            patches_dir=patches_dir,
         )
         init, results = orchestrator.run_items(
             options,
@@ -237,20 +182,15 @@ def run_envs(
 
 
 def assemble(release: str, stock: Side, patched: Side | None) -> ReleaseRun:
-    """Put one release's stock and patched sides together."""
-    init = {"stock": stock[0]}
-    results = {"stock": stock[1]}
-    if patched is not None:
-        init["patched"] = patched[0]
-        results["patched"] = patched[1]
-    return ReleaseRun(
-        release=release,
-        stock_python=stock[0].python,
-        patched_python=patched[0].python if patched else None,
-        init=init,
-        results=results,
-        seconds=sum(r.seconds for side in results.values() for r in side.values()),
-    )
+    """Put one release's stock and patched sides together, each case judged."""
+    workers = {"stock": stock[0]} | ({"patched": patched[0]} if patched else {})
+    after = patched[1] if patched else {}
+    cases = {
+        name: judge_case(corpus.info(name), result, after.get(name))
+        for name, result in stock[1].items()
+    }
+    seconds = sum(r.seconds for side in (stock, patched) if side for r in side[1].values())
+    return ReleaseRun(release, workers, cases, seconds)
 
 
 def run_release(
@@ -260,12 +200,11 @@ def run_release(
     cases: Sequence[str],
     *,
     out_dir: Path,
-    patches_dir: Path | None = None,
     progress: Progress = lambda _: None,
 ) -> ReleaseRun:
     """Run ``cases`` on the stock and (if given) patched envs of one release, in parallel."""
     jobs = {"stock": stock_python}
     if patched_python is not None:
         jobs["patched"] = patched_python
-    done = run_envs(jobs, cases, out_dir=out_dir, patches_dir=patches_dir, progress=progress)
+    done = run_envs(jobs, cases, out_dir=out_dir, progress=progress)
     return assemble(release, done["stock"], done.get("patched"))

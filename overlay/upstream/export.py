@@ -37,32 +37,8 @@ from overlay.upstream.commit_rules import (
     check_license,
     check_message,
 )
-from overlay.upstream.facts import TestRun
+from overlay.upstream.results import TestRun
 
-__all__ = [  # the commit rules' names too, for callers from before the split
-    "ARM_CC",
-    "LABELS",
-    "MAX_LINE",
-    "PREFIX",
-    "ZERO_SHA",
-    "Evidence",
-    "Export",
-    "Identity",
-    "branch_name",
-    "check_license",
-    "check_message",
-    "checklist",
-    "commit_message",
-    "dep3_paragraphs",
-    "drafted_issue",
-    "export_patch",
-    "format_mbox",
-    "make_branch",
-    "pr_body",
-    "upstream_subject",
-    "wrap",
-    "write_exports",
-]
 # Who the Arm backend's commits and PRs cc, and the labels its fixes get.
 ARM_CC = (
     "cc @digantdesai @freddan80 @per @zingo @oscarandersson8218 @mansnils",
@@ -312,7 +288,7 @@ def _patched(
             f"{patch.name}: {', '.join(missing)} is not in the base release",
             expected="the files in the release sources",
             found="no such file",
-            hint="write a port under patches/<line>/ports/<version>/ for the new layout",
+            hint="retarget the line to the release (its candidate's patch is the port)",
         )
     before = {p: release[p] for p in paths}
     try:
@@ -321,7 +297,7 @@ def _patched(
         raise UpstreamError(
             f"{patch.name} does not apply to the base release",
             found=exc.message,
-            hint="write a port under patches/<line>/ports/<version>/",
+            hint="retarget the line to the release (its candidate's patch is the port)",
         ) from exc
     return before, {p: encode(t) for p, t in after.items()}
 

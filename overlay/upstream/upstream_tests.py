@@ -3,13 +3,9 @@
 The release's ``backends/arm/test`` files are laid out like a checkout (a patch's test
 files over them) with upstream's ``pytest.ini``; pytest runs there in the release env's
 own interpreter and writes a JUnit report, from which each selected test's end state and
-the exception line it ended with are read (:class:`~overlay.upstream.facts.TestResult`).
+the exception line it ended with are read (:class:`~overlay.upstream.results.TestResult`).
 Whether a failure is the test's own or the environment's is decided in
 :mod:`overlay.upstream.verdicts`, not here.
-
-Public, reused by the canary: :func:`new_tests`, :func:`run_tests_both_ways`,
-:func:`run_pytest`, :func:`lay_out_tests`, :func:`pytest_ini`, :func:`parse_counts`,
-:func:`parse_junit`.
 """
 
 from __future__ import annotations
@@ -22,14 +18,13 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from overlay._git import show
 from overlay.errors import OverlayError, UpstreamError
-from overlay.upstream.facts import Counts, TestResult, TestRun, TestState
+from overlay.upstream.results import Counts, TestResult, TestRun, TestState
 
-_COUNT_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 _NEW_TEST_RE = re.compile(r"^\+def (test_\w+)\(", re.MULTILINE)
 PYTEST_TIMEOUT_S = 1800.0
 JUNIT_FILE = "junit.xml"
@@ -53,25 +48,6 @@ def new_tests(diff: str) -> list[str]:
             continue
         found += [f"{path}::{name}" for name in _NEW_TEST_RE.findall(block)]
     return found
-
-
-def parse_counts(output: str) -> Counts:
-    """Parse pytest's closing line (``= 1 failed, 17 passed in 3.2s =``)."""
-    lines = [line for line in output.splitlines() if " in " in line and _COUNT_RE.search(line)]
-    if not lines:
-        return Counts()
-    values: dict[str, int] = {}
-    for number, word in _COUNT_RE.findall(lines[-1]):
-        key = {"error": "errors"}.get(word, word)
-        values[key] = values.get(key, 0) + int(number)
-    return Counts(
-        passed=values.get("passed", 0),
-        failed=values.get("failed", 0),
-        errors=values.get("errors", 0),
-        skipped=values.get("skipped", 0),
-        xfailed=values.get("xfailed", 0),
-        xpassed=values.get("xpassed", 0),
-    )
 
 
 def _node(case: ET.Element) -> str:
@@ -205,14 +181,13 @@ def run_pytest(
 
 def read_run(stdout: str, stderr: str, returncode: int, junit: Path) -> Counts:
     """Return one pytest run's counts and tests from its output and JUnit report."""
-    counts = parse_counts(stdout)
     report = junit.read_text(encoding="utf-8") if junit.is_file() else ""
     tests = parse_junit(report) if report else ()
     if not tests:
         tail = (stdout + stderr).strip().splitlines()[-3:]
         problem = f"pytest exited with {returncode} and reported no test: " + " | ".join(tail)
-        return replace(counts, problem=problem[:1500])
-    return replace(counts, tests=tests)
+        return Counts(problem=problem[:1500])
+    return Counts(tests)
 
 
 def run_tests_both_ways(

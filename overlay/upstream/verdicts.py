@@ -1,68 +1,72 @@
-"""Every upstream verdict, decided in one pure module from the facts in :mod:`facts`.
+"""Every upstream verdict, decided in one pure module from the results in :mod:`results`.
 
-Four questions, each answered here and nowhere else:
+Five questions, each answered here and nowhere else:
 
-- **text** (:func:`text_verdict`): from its ``Applied-Upstream`` header and how its text
-  (or its port's) fares on each release, is a patch dropped, sent upstream, or ported?
+- **text** (:func:`text_verdict`, :func:`text_action`): from its ``Applied-Upstream``
+  header and how its text (or its port's) fares on a release, is a patch dropped, sent
+  upstream, carried, ported, or a conflict?
 - **tests** (:func:`judge_tests`): do the tests a patch adds fail before and pass after,
   for the right reason? "Fails before" counts only failures of the test's own assertion
   (``AssertionError``, ``pytest.fail``, ``DID NOT RAISE``) or of the bug's own error (as
   its trigger case shows it on stock); a collection, import, setup or kernel-registration
   error means the test *could not run*, and a patch whose test could not run is not ready.
-- **behaviour** (:func:`decide_patch`, :func:`behaviour_verdict`): on one release, does
-  stock fail the patch's bug triggers and does the patch fix them, without regressions?
+- **behaviour** (:func:`decide_patch`): on one release, does stock fail the patch's bug
+  triggers and does the patch fix them, without regressions?
 - **retarget** (:func:`apply_behaviour`, :func:`final_verdict`, :func:`flag_stale_header`,
-  :func:`readiness`): what the candidate carries, the final word per patch, and whether the
-  candidate can be promoted.
+  :func:`readiness`, :func:`sends`): what the candidate carries, the final word per patch,
+  whether the candidate can be promoted and what is sent upstream.
+- **canary** (:func:`next_step`): what to do with a patch, given everything the canary found
+  on upstream main.
 
-The gatherers (matrix, behaviour, upstream_tests, retarget) only collect facts and call
-these; the renderers only show what they return.
+The gatherers (matrix, behaviour, upstream_tests, retarget, canary) only collect results
+and call these; the renderers only show what they return.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from packaging.version import Version
 
 from overlay.equivalence.verdict import Quality
-from overlay.upstream.facts import (
+from overlay.upstream.results import (
     APPLYING,
+    BROKEN,
     KEPT,
+    MERGED,
+    NOT_NEEDED,
     Action,
+    Applied,
+    BisectResult,
     CaseMove,
     CaseOutcome,
-    Cell,
     Counts,
+    Forwarded,
+    ForwardState,
+    Outcome,
+    PatchBehaviour,
+    PatchVerdict,
+    Replayed,
     Status,
+    TestOutcome,
     TestRun,
-    TestRunJson,
     TestState,
-    TextPlan,
+    TestVerdict,
     UpstreamInfo,
+    Verdict,
 )
-
-PORTS_HINT = "patches/<line>/ports/{version}/{name}"
 
 # --- text ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What to do with a patch, given the matrix (and behaviour, where measured)."""
+def text_verdict(info: UpstreamInfo, cells: Mapping[str, Replayed]) -> Verdict:
+    """Combine the patch's Applied-Upstream header with the matrix (text only).
 
-    action: str  # "drop", "upstream" (send it), "port" (needs a port first), "blocked"
-    text: str
-    needs_upstream: bool
-
-
-def text_verdict(
-    name: str, info: UpstreamInfo, cells: Mapping[str, Cell], versions: Sequence[str]
-) -> Verdict:
-    """Combine the patch's Applied-Upstream header with the matrix (text only)."""
+    ``cells``: the patch on each release of the matrix, oldest first.
+    """
+    versions = list(cells)
     newest = versions[-1]
     effective = cells[newest].effective
     if info.version is not None:
@@ -71,7 +75,7 @@ def text_verdict(
         if info.note and not info.commit:
             text += f", {info.note}"
         fixed = Version(info.version)
-        stale = [v for v in versions if Version(v) >= fixed and cells[v].check.status in APPLYING]
+        stale = [v for v in versions if Version(v) >= fixed and cells[v].own.status in APPLYING]
         if stale:
             text += f"; yet the patch still applies on {', '.join(stale)}: check the header"
         return Verdict("drop", text, needs_upstream=False)
@@ -93,32 +97,37 @@ def text_verdict(
         return Verdict(
             "upstream", f"send upstream: not fixed in {newest}; applies there{via}", True
         )
-    where = PORTS_HINT.format(version=newest, name=name)
-    return Verdict("port", f"port needed: {effective.short} on {newest}; add {where}", True)
+    where = f"`retarget {newest}` resolves it (its candidate's patch is the port)"
+    return Verdict("port", f"port needed: {effective.short} on {newest}; {where}", True)
+
+
+def text_action(replayed: Replayed, info: UpstreamInfo) -> tuple[Action, str]:
+    """Return what a patch's text on the new release says to do, and where its text comes from.
+
+    A port that applies wins; then the patch itself; contained or named upstream by its
+    header: drop; a clean 3-way merge: ported; anything else is a conflict to resolve.
+    """
+    own = replayed.own.status
+    if replayed.carried_by_port:
+        return Action.PORTED, f"port {replayed.port_version}"
+    if own in APPLYING:
+        return Action.CARRIED, "pinned"
+    if own is Status.CONTAINED:
+        return Action.DROP, "contained upstream"
+    if info.text:
+        return Action.DROP, f"Applied-Upstream: {info.text}"
+    if own is Status.MERGED:
+        return Action.PORTED, "3-way merge"
+    return Action.CONFLICT, "3-way merge"
+
+
+def conflict_text(applied: Applied) -> str:
+    """Return where a conflict is: ``path: conflict at line 10; ...`` (else its detail)."""
+    found = [f"{c.path}: conflict at line {c.line}" for c in applied.conflicts]
+    return "; ".join(found) or applied.detail
 
 
 # --- tests ---------------------------------------------------------------------------------
-
-
-class TestOutcome(enum.StrEnum):
-    """What the tests a patch adds show on one release."""
-
-    __test__ = False  # not a pytest test class
-
-    FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
-    PASSES_BEFORE = "passes before"  # it tests nothing the patch changes
-    FAILS_AFTER = "fails after"
-    COULD_NOT_RUN = "could not run"
-
-
-@dataclass(frozen=True)
-class TestVerdict:
-    """The tests' outcome and why, e.g. ``could not run: stock: t.py::x: RuntimeError...``."""
-
-    __test__ = False  # not a pytest test class
-
-    outcome: TestOutcome
-    text: str
 
 
 _OWN = ("AssertionError", "assert ", "Failed: ")  # the test's own check failed
@@ -191,65 +200,6 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
 
 
 # --- behaviour -----------------------------------------------------------------------------
-
-
-class Outcome(enum.StrEnum):
-    """What a patch does on one release, judged by its trigger cases and tests."""
-
-    FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
-    FIXED_ON_STOCK = "already fixed on stock"
-    REGRESSION = "regression with patch"
-    STILL_FAILS = "still fails with patch"
-    NO_BUG_TRIGGER = "no bug trigger"
-    COULD_NOT_RUN = "could not run"
-    INCOMPLETE = "incomplete"
-
-
-NOT_NEEDED = frozenset({Outcome.FIXED_ON_STOCK, Outcome.NO_BUG_TRIGGER})
-
-
-@dataclass(frozen=True)
-class PatchBehaviour:
-    """One patch on one release: its trigger cases, its outcome and why."""
-
-    patch: str
-    release: str
-    bug_cases: tuple[CaseOutcome, ...]
-    other_cases: tuple[CaseOutcome, ...]  # its CHANGED triggers
-    outcome: Outcome
-    text: str
-    regressions: tuple[str, ...] = ()
-    test: TestRun | None = None
-    test_verdict: TestVerdict | None = None
-
-    def as_json(self) -> PatchBehaviourJson:
-        """Return the JSON form (the tests' verdict as its text)."""
-        return PatchBehaviourJson(
-            patch=self.patch,
-            release=self.release,
-            outcome=self.outcome,
-            text=self.text,
-            bug_cases=self.bug_cases,
-            other_cases=self.other_cases,
-            regressions=self.regressions,
-            test=self.test.as_json() if self.test else None,
-            test_verdict=self.test_verdict.text if self.test_verdict else None,
-        )
-
-
-@dataclass(frozen=True)
-class PatchBehaviourJson:
-    """One patch on one release as JSON: its trigger cases, outcome, tests and why."""
-
-    patch: str
-    release: str
-    outcome: Outcome
-    text: str
-    bug_cases: tuple[CaseOutcome, ...]
-    other_cases: tuple[CaseOutcome, ...]
-    regressions: tuple[str, ...]
-    test: TestRunJson | None
-    test_verdict: str | None
 
 
 def decide_patch(
@@ -326,131 +276,71 @@ def decide_patch(
     )
 
 
-def behaviour_verdict(
-    port_version: str | None, upstream: UpstreamInfo, found: PatchBehaviour
-) -> Verdict:
-    """The matrix verdict of one patch from its behaviour on the newest measured release."""
-    via = f"port {port_version}" if port_version else "the patch"
-    outcome = found.outcome
-    if outcome is Outcome.FAILS_BEFORE_PASSES_AFTER:
-        text = f"send upstream ({via}): {found.text}"
-        if found.test is not None:
-            stock = found.test.stock.text if found.test.stock else "not run"
-            text += f"; its test: {stock} -> {found.test.patched.text}"
-        return Verdict("upstream", text, needs_upstream=True)
-    if outcome is Outcome.FIXED_ON_STOCK:
-        ref = upstream.ref or upstream.note
-        return Verdict("drop", f"drop: {found.text}" + (f" ({ref})" if ref else ""), False)
-    if outcome is Outcome.NO_BUG_TRIGGER:
-        return Verdict("drop", f"drop: {found.text}", needs_upstream=False)
-    if outcome is Outcome.COULD_NOT_RUN:
-        return Verdict("blocked", f"not sent ({via}): {found.text}", needs_upstream=True)
-    return Verdict("port", f"port needed ({via}): {found.text}", needs_upstream=True)
-
-
 # --- retarget ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PatchVerdict:
-    """The final word on one patch: action, evidence and disagreements."""
-
-    name: str
-    action: Action
-    text: str
-    plan: TextPlan
-    behaviour: PatchBehaviour | None
-    flags: tuple[str, ...] = ()  # disagreements and redundancies
-
-    def as_json(self) -> PatchVerdictJson:
-        """Return the JSON form (the text plan's status, detail, source and conflicts)."""
-        return PatchVerdictJson(
-            name=self.name,
-            action=self.action,
-            text=self.text,
-            text_status=self.plan.status,
-            text_detail=self.plan.detail,
-            source=self.plan.source,
-            conflicts=self.plan.conflicts,
-            merge_note=self.plan.merge_note,
-            behaviour=self.behaviour.as_json() if self.behaviour else None,
-            flags=self.flags,
-        )
-
-
-@dataclass(frozen=True)
-class PatchVerdictJson:
-    """The final word on one patch as JSON."""
-
-    name: str
-    action: Action
-    text: str
-    text_status: Status
-    text_detail: str
-    source: str
-    conflicts: tuple[str, ...]
-    merge_note: str
-    behaviour: PatchBehaviourJson | None
-    flags: tuple[str, ...]
-
-
-def apply_behaviour(plan: TextPlan, found: PatchBehaviour | None) -> TextPlan:
+def apply_behaviour(
+    action: Action, source: str, own: Applied, found: PatchBehaviour | None
+) -> tuple[Action, str]:
     """Let stock of the new release decide: drop what it no longer needs, keep what it does.
 
     A patch the text would drop (its header names an upstream fix) but whose trigger still
     fails on stock is kept: merged when git merges it, else a conflict to resolve by hand.
     """
     if found is None:
-        return plan
+        return action, source
     if found.outcome in NOT_NEEDED:
-        return replace(plan, action=Action.DROP) if plan.action is not Action.DROP else plan
-    if plan.action is Action.DROP and plan.status is not Status.CONTAINED:
-        if plan.after and not plan.conflicts:
-            return replace(plan, action=Action.PORTED, source="3-way merge")
-        conflicts = plan.conflicts or (plan.merge_note,)
-        return replace(plan, action=Action.CONFLICT, source="3-way merge", conflicts=conflicts)
-    return plan
+        return Action.DROP, source
+    if action is Action.DROP and own.status is not Status.CONTAINED:
+        return (Action.PORTED if own.status is Status.MERGED else Action.CONFLICT), "3-way merge"
+    return action, source
 
 
 def final_verdict(
-    plan: TextPlan, found: PatchBehaviour | None, version: str, *, registered: bool = True
+    replayed: Replayed,
+    action: Action,
+    source: str,
+    found: PatchBehaviour | None,
+    version: str,
+    *,
+    registered: bool = True,
 ) -> PatchVerdict:
-    """Combine a patch's text plan and its behaviour on the new release.
+    """Combine a patch's text on the new release and its behaviour there.
 
     ``registered`` says whether the fix registry knows the patch (its trigger cases).
     """
     flags: list[str] = []
-    upstream_ref = f" ({plan.source})" if plan.source.startswith("Applied-Upstream") else ""
+    upstream_ref = f" ({source})" if source.startswith("Applied-Upstream") else ""
     if found is None:
-        text = f"{plan.action.value} ({plan.source}); behaviour not checked"
-        if plan.action is Action.CONFLICT:
-            text = f"conflict: {'; '.join(plan.conflicts)}"
-        action = plan.action
+        text = f"{action.value} ({source}); behaviour not checked"
+        if action is Action.CONFLICT:
+            text = f"conflict: {conflict_text(replayed.own)}"
+        final = action
     elif found.outcome in NOT_NEEDED:
-        action = Action.DROP
+        final = Action.DROP
         if found.outcome is Outcome.FIXED_ON_STOCK:
             text = found.text + upstream_ref
         else:
             text = f"drop: {found.text}{upstream_ref}"
-        if plan.action in KEPT:
+        if action in KEPT:
             flags.append(
-                f"text says {plan.action.value} ({plan.source}) but no trigger case differs"
+                f"text says {action.value} ({source}) but no trigger case differs"
                 f" on stock {version}: redundant, or its bug is not covered by a case"
             )
     else:
-        kept = apply_behaviour(plan, found)
-        action = kept.action
-        text = f"{action.value} ({kept.source}): {found.text}"
-        if plan.action is Action.DROP and plan.status is not Status.CONTAINED:
+        final, kept = apply_behaviour(action, source, replayed.own, found)
+        text = f"{final.value} ({kept}): {found.text}"
+        if action is Action.DROP and replayed.own.status is not Status.CONTAINED:
             flags.append(
-                f"text says drop ({plan.source}) but stock {version} still fails its"
+                f"text says drop ({source}) but stock {version} still fails its"
                 f" trigger cases: {found.text}"
             )
-            if kept.conflicts:
-                text += f"; {'; '.join(kept.conflicts)}"
+            if final is Action.CONFLICT:
+                text += f"; {conflict_text(replayed.own)}"
+        source = kept
     if not registered:
         flags.append("no fix module in overlay/fixes/: no trigger cases to check")
-    return PatchVerdict(plan.name, action, text, plan, found, tuple(flags))
+    return PatchVerdict(replayed.patch, final, source, text, replayed, found, tuple(flags))
 
 
 def flag_stale_header(verdict: PatchVerdict, header: UpstreamInfo, version: str) -> PatchVerdict:
@@ -483,7 +373,7 @@ def readiness(
     problems = list(other)
     for verdict in verdicts:
         if verdict.action is Action.CONFLICT:
-            problems.append(f"{verdict.name}: conflict ({'; '.join(verdict.plan.conflicts)})")
+            problems.append(f"{verdict.name}: conflict ({conflict_text(verdict.replayed.own)})")
         found = verdict.behaviour
         if (
             verdict.action in KEPT
@@ -497,3 +387,68 @@ def readiness(
         if move.lost and not move.covered_by:
             problems.append(f"{move.case}: right with the pinned build, {move.new_patched} now")
     return tuple(problems)
+
+
+def sends(verdict: PatchVerdict) -> bool:
+    """Return True when a patch goes upstream: kept, failing on stock and fixed by it."""
+    found = verdict.behaviour
+    return (
+        verdict.action in KEPT
+        and found is not None
+        and found.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    )
+
+
+# --- canary ---------------------------------------------------------------------------------
+
+
+def next_step(
+    line: str,
+    on_main: Replayed,
+    found: Forwarded,
+    behaviour: PatchBehaviour | None,
+    bisect: BisectResult | None,
+) -> str:
+    """Return what to do with a patch, given everything the canary found on main."""
+    needed = behaviour is not None and behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    port = on_main.port if on_main.port is not None and on_main.port.status not in BROKEN else None
+    fixed = Outcome.FAILS_BEFORE_PASSES_AFTER.value
+    if found.state in MERGED and needed and port is not None:
+        return (
+            f"keep the port {on_main.port_version}: main still fails without it ({fixed});"
+            f" the line's own patch is upstream in {found.commit[:12]}"
+            f" ({found.release or 'not yet in a release'})"
+        )
+    if found.state in MERGED:
+        how = "as sent" if found.state is ForwardState.MERGED_AS_SENT else "modified"
+        where = f"merged upstream in {found.commit[:12]} ({how})"
+        if not found.release:
+            return f"keep until a release carries it: {where}, not yet in a release"
+        if Version(found.release.removeprefix("v")) > Version(line):
+            return f"keep on {line}; drop on lines from {found.release} on: {where}"
+        return f"drop: {where}, first released in {found.release}"
+    by = f" ({bisect.kind}: {bisect.commit[:12]})" if bisect else ""
+    if on_main.own.status is Status.CONTAINED:
+        return f"drop: already upstream{by}; record it in Applied-Upstream"
+    if behaviour is not None and behaviour.outcome is Outcome.FIXED_ON_STOCK:
+        return f"possibly fixed upstream{by}: its trigger passes on stock main; verify, then drop"
+    if on_main.own.status in BROKEN:
+        if port is not None:
+            return f"keep: the port {on_main.port_version} carries it to main ({port.status.value})"
+        by = f", broken by {bisect.commit[:12]}" if bisect else ""
+        return (
+            f"port: resolve the conflict{by} (`executorch-arm-overlay edit`, or retarget the"
+            " line: a newer line's patch of the same number is its port)"
+        )
+    if found.applied_upstream:
+        return (
+            f"drop? Applied-Upstream says '{found.applied_upstream}', yet it still"
+            f" {on_main.own.status.value} on main: confirm with its trigger cases"
+        )
+    if found.state is ForwardState.OPEN:
+        return f"keep; upstream review pending ({found.raw})"
+    if found.state is ForwardState.NOT_FORWARDED:
+        return "keep; forward it upstream (`nox -s upstream`)"
+    if found.state is ForwardState.NOT_FOUND:
+        return f"keep; check where it was forwarded ({found.raw}) by hand"
+    return "keep"

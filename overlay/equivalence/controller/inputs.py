@@ -31,20 +31,26 @@ GROUPS = (*corpus.GROUPS, "all")
 def options_from_env(
     stock_python: str | None, patched_python: str | None, **overrides: object
 ) -> Options:
-    """Build checked Options from $OVERLAY_STOCK_PYTHON / $OVERLAY_PATCHED_PYTHON + overrides."""
-    stock = stock_python or os.environ.get("OVERLAY_STOCK_PYTHON")
-    patched = patched_python or os.environ.get("OVERLAY_PATCHED_PYTHON")
-    if not stock or not patched:
+    """Build checked Options from $OVERLAY_STOCK_PYTHON / $OVERLAY_PATCHED_PYTHON + overrides.
+
+    The given files are checked first (a models file's syntax error before the Pythons).
+    """
+    stock = stock_python or os.environ.get("OVERLAY_STOCK_PYTHON") or ""
+    patched = patched_python or os.environ.get("OVERLAY_PATCHED_PYTHON") or ""
+    options = replace(Options(stock_python=stock, patched_python=patched), **overrides)  # type: ignore[arg-type]
+    checked = resolve_inputs(options, caller_dir())
+    pythons = (("stock", stock), ("patched", patched))
+    missing = [f"--{kind}-python" for kind, given in pythons if not given]
+    if missing:
         raise EquivalenceInputError(
             "no stock or patched Python to run the paths in",
             expected="--stock-python and --patched-python (or $OVERLAY_STOCK_PYTHON and"
             " $OVERLAY_PATCHED_PYTHON)",
-            found=f"stock={stock!r}, patched={patched!r}",
+            found=f"no {' and no '.join(missing)}",
             hint="pass the python of a venv with stock executorch and of one with the patched"
             " build; in a checkout `nox -s equivalence` builds both with uv",
         )
-    options = replace(Options(stock_python=stock, patched_python=patched), **overrides)  # type: ignore[arg-type]
-    return resolve_inputs(options, caller_dir())
+    return checked
 
 
 def caller_dir() -> Path:

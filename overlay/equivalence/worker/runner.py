@@ -114,7 +114,9 @@ class TorchRunner:
         try:
             module = load_file_module(path)
         except Exception as exc:
-            raise InputError(f"--models {path}: importing it raised {exc!r}") from exc
+            raise InputError(
+                f"--models {path}: importing it raised {type(exc).__name__}: {exc}"
+            ) from exc
         cases = getattr(module, "CASES", None)
         problems = user_cases.validate_cases(cases, origin=path.name)
         if isinstance(cases, dict):

@@ -13,42 +13,41 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from overlay.text.applier import HunkMismatchError, apply_patch, decode
+from overlay.text.series import Patch
 from overlay.upstream.canary.gitrepo import Scratch
-from overlay.upstream.canary.rebase import LineSeries, Step, classify
-from overlay.upstream.canary.results import BisectResult, TextStatus
+from overlay.upstream.canary.rebase import LineSeries
+from overlay.upstream.replay import Step, try_patch
+from overlay.upstream.results import BROKEN, BisectResult, Status
 
 SUPERSEDED = "Superseded-by"
-BROKEN = "Broken-by"
-WANTED = {
-    SUPERSEDED: frozenset({TextStatus.UPSTREAM}),
-    BROKEN: frozenset({TextStatus.CONFLICT, TextStatus.MISSING}),
-}
+BROKEN_BY = "Broken-by"
+WANTED = {SUPERSEDED: frozenset({Status.CONTAINED}), BROKEN_BY: BROKEN}
 
 
-def state_at(scratch: Scratch, commit: str, step: Step, earlier: Sequence[Step]) -> TextStatus:
-    """Return how the patch of ``step`` fares on upstream ``commit`` (text only)."""
-    patch = step.patch
+def state_at(
+    scratch: Scratch, commit: str, patch: Patch, step: Step, earlier: Sequence[Patch]
+) -> Status:
+    """Return how ``patch`` fares on upstream ``commit`` (text only)."""
     paths = list(patch.targets)
     texts = {p: decode(d) for p, d in scratch.files(commit, paths).items()}
     for before in earlier:
-        if set(before.patch.targets) & set(paths) and set(before.patch.targets) <= set(texts):
+        if set(before.targets) & set(paths) and set(before.targets) <= set(texts):
             try:
-                texts = apply_patch(before.patch, texts, allow_offset=True)
+                texts = apply_patch(before, texts, allow_offset=True)
             except HunkMismatchError:
                 continue
-    labels = (commit[:12], "before", patch.name)
-    found, _ = classify(patch, texts, frozenset(texts), step, labels)
+    found, _ = try_patch(patch, texts, frozenset(texts), step, (commit[:12], "before", patch.name))
     return found.status
 
 
 def bisect(
     scratch: Scratch, line: LineSeries, name: str, main: str, kind: str
 ) -> BisectResult | None:
-    """Return the first commit on main where patch ``name`` is ``kind`` (SUPERSEDED or BROKEN)."""
-    index = next(i for i, step in enumerate(line.steps) if step.patch.name == name)
-    step = line.steps[index]
-    commits = scratch.log(f"{line.base}..{main}", step.patch.targets, first_parent=True)
+    """Return the first commit on main where patch ``name`` is ``kind`` (a key of WANTED)."""
+    index = next(i for i, patch in enumerate(line.patches) if patch.name == name)
+    patch, step = line.patches[index], line.steps[index]
+    commits = scratch.log(f"{line.base}..{main}", patch.targets, first_parent=True)
     for tested, entry in enumerate(reversed(commits), start=1):
-        if state_at(scratch, entry.commit, step, line.steps[:index]) in WANTED[kind]:
+        if state_at(scratch, entry.commit, patch, step, line.patches[:index]) in WANTED[kind]:
             return BisectResult(name, kind, entry.commit, entry.subject, entry.date, tested, "text")
     return None

@@ -1,14 +1,20 @@
 """The canary: every release line replayed onto upstream main (and newer tags), in one report.
 
-Per line: the series committed on ``v<line>``; replayed onto main and, with ``tags``, onto
-each newer ``vX.Y.Z`` (:mod:`.rebase`, with range-diffs); its ports tried on the same
-targets; each ``Forwarded:`` tracked on main (:mod:`.forwarded`); the commit that made a
-patch redundant or broke it (:mod:`.bisect`); the export gate (:mod:`.gate`). Then
-behaviour on main where the newest wheel can host it (:mod:`.host`), and the rows of the
-status page (:mod:`.rows`), compared with the previous page: a patch that newly conflicts
-on main, and export churn, are failures.
+Per line: the series committed on ``v<line>``; replayed with its ports onto main and, with
+``tags``, onto each newer ``vX.Y.Z`` (:mod:`.rebase`, with range-diffs); each
+``Forwarded:`` tracked on main (:mod:`.forwarded`); the commit that made a patch
+redundant or broke it (:mod:`.bisect`); the export gate (:mod:`.gate`). Then behaviour on
+main where the newest wheel can host it (:mod:`.host`), and the rows of the status page,
+compared with the previous page: a patch that newly conflicts on main, and export churn,
+are failures. What to do with each patch is decided in
+:func:`overlay.upstream.verdicts.next_step`.
 
 Bad input (an unknown line, an unreadable previous page) is refused before any git work.
+
+Example: patch 0003 conflicts on main, its ``Forwarded:`` issue was fixed by a main commit
+first released in v1.3.0, and the previous page had it applying.
+Becomes: ``Row(main=CONFLICT, upstream="merged modified in 22867a914826 (v1.3.0; ...)",
+newly_conflicting=False)``: a patch upstream carries is not a new conflict to fail on.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import datetime
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,33 +31,34 @@ from packaging.version import Version
 from overlay import __version__, codec
 from overlay.errors import OverlayError, UpstreamError
 from overlay.lines import Line, all_lines
-from overlay.text.applier import apply_patch, decode, encode
-from overlay.text.series import Patch, Series, load_series
-from overlay.upstream import behaviour as behaviour_tests
-from overlay.upstream.canary import bisect, forwarded, gate, host, rebase, rows
+from overlay.text.series import Series, load_series
+from overlay.upstream import replay, upstream_tests
+from overlay.upstream.canary import bisect, forwarded, gate, host
 from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
-from overlay.upstream.canary.rebase import commit_series, replay, try_port
-from overlay.upstream.canary.results import (
-    SCHEMA_VERSION,
-    Behaviour,
+from overlay.upstream.canary.rebase import commit_series, replay_onto
+from overlay.upstream.results import (
+    BROKEN,
+    MERGED,
+    REPORT_SCHEMA,
     BisectResult,
     CanaryReport,
+    Evidence,
     Forwarded,
+    ForwardState,
     HostState,
     LineResult,
-    PatchOnTarget,
+    MainBehaviour,
+    Outcome,
+    PatchBehaviour,
+    Replay,
+    Replayed,
     Row,
-    TargetResult,
-    TextStatus,
-    UpstreamEvidence,
+    Status,
 )
-from overlay.upstream.matrix import port_for
-from overlay.upstream.releases import load_ports
+from overlay.upstream.verdicts import next_step
 
 Progress = Callable[[str], None]
 MAIN = "main"
-PORT_APPLIES = frozenset({TextStatus.UNCHANGED, TextStatus.OFFSET})
-NEWEST = "9999"  # main is newer than every release: every port qualifies
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,14 @@ class Request:
     behaviour: bool = True
     gate: bool = True
     scratch_root: Path | None = None  # where scratch repositories live (default: cache)
+
+
+@dataclass(frozen=True)
+class PatchedMain:
+    """main with a line's series replayed (ports carrying the rest): for behaviour."""
+
+    files: dict[str, bytes]
+    tests: dict[str, tuple[str, ...]]  # patch -> the tests it (or its port) adds
 
 
 def select_lines(root: Path, names: Sequence[str]) -> tuple[Line, ...]:
@@ -106,21 +121,22 @@ def load_previous(path: Path | None) -> CanaryReport | None:
     return codec.loads(CanaryReport, text, where=str(path))
 
 
-def _with_evidence(found: PatchOnTarget, extra: Sequence[UpstreamEvidence]) -> PatchOnTarget:
+def _with_evidence(found: Replayed, extra: Sequence[Evidence]) -> Replayed:
     """Add upstream evidence; a patch that no longer applies and is upstream is upstream."""
     if not extra:
         return found
-    status = TextStatus.UPSTREAM if found.status in rows.BROKEN else found.status
-    return replace(found, status=status, evidence=(*found.evidence, *extra))
+    status = Status.CONTAINED if found.own.status in BROKEN else found.own.status
+    own = replace(found.own, status=status, evidence=(*found.own.evidence, *extra))
+    return replace(found, own=own)
 
 
-def evidence_for(track: Forwarded, patch_id_commit: str) -> list[UpstreamEvidence]:
+def evidence_for(track: Forwarded, patch_id_commit: str) -> list[Evidence]:
     """Return the history evidence of one patch: an equal patch-id, a commit naming it."""
     found = []
     if patch_id_commit:
-        found.append(UpstreamEvidence("patch-id", patch_id_commit, "the same git patch-id"))
+        found.append(Evidence("patch-id", patch_id_commit, "the same git patch-id"))
     if track.commit and track.matched_by != "patch-id":
-        found.append(UpstreamEvidence("commit names it", track.commit, track.matched_by))
+        found.append(Evidence("commit names it", track.commit, track.matched_by))
     return found
 
 
@@ -136,67 +152,35 @@ def _targets(scratch: Scratch, line: Line, tags: bool) -> list[tuple[str, str, s
     return found
 
 
-@dataclass(frozen=True)
-class PatchedMain:
-    """main with a line's series replayed (and the ports that carry the rest): for behaviour."""
-
-    files: dict[str, bytes]
-    tests: dict[str, tuple[str, ...]]  # patch -> the tests it (or its port) adds
-
-
-def _ports(  # noqa: PLR0917 - one target's ports, all it needs
-    scratch: Scratch,
-    series: Series,
-    ports: Mapping[str, Mapping[str, Patch]],
-    replayed: TargetResult,
-    version: str | None,
-    target: str,
-) -> tuple[tuple[PatchOnTarget, ...], dict[str, Patch]]:
-    """Try each patch's newest port for the target; return the results and the carriers.
-
-    A port *carries* its patch when the patch itself conflicts (or lost its file) on the
-    target and the port applies there.
-    """
-    results = []
-    carriers: dict[str, Patch] = {}
-    own = {p.patch: p for p in replayed.patches}
-    for patch in series.patches:
-        chosen = port_for(ports, patch.name, version or NEWEST)
-        if chosen is None:
-            continue
-        tried = try_port(scratch, chosen[1], chosen[0], replayed.commit, target)
-        results.append(tried)
-        if own[patch.name].status in rows.BROKEN and tried.status in PORT_APPLIES:
-            carriers[patch.name] = chosen[1]
-    return tuple(results), carriers
-
-
 def run_line(
     scratch: Scratch, line: Line, series: Series, request: Request, progress: Progress
 ) -> tuple[LineResult, PatchedMain]:
     """Run the canary for one line; also return main with its series, for behaviour."""
     tag = f"v{line.name}"
+    nothing = PatchedMain({}, {})
     if not scratch.has(f"refs/tags/{tag}"):
         error = f"upstream has no tag {tag} to take the line's base from"
-        return LineResult(line.name, "", (), (), (), None, (), error), PatchedMain({}, {})
+        return LineResult(line.name, "", (), (), (), None, (), error), nothing
     base = scratch.rev(f"refs/tags/{tag}")
     try:
         committed = commit_series(scratch, series, base)
     except OverlayError as exc:
         error = f"the series does not apply on {tag}: {exc.message}"
-        return LineResult(line.name, base, (), (), (), None, (), error), PatchedMain({}, {})
-    ports = load_ports(line.directory, series)
+        return LineResult(line.name, base, (), (), (), None, (), error), nothing
+    ports = replay.ports_of(series)
     main = scratch.rev(MAIN_REF)
     history = scratch.log(f"{base}..{main}")
     ids = scratch.patch_ids(f"{base}..{main}", series.targets())
     tracks = {p.name: forwarded.track(scratch, p, history, ids) for p in series.patches}
     own_ids = {p.name: scratch.patch_id(p.diff) for p in series.patches}
-    targets = []
-    patched_main = PatchedMain({}, {})
-    text_only: dict[str, TextStatus] = {}
+    targets: list[Replay] = []
+    patched_main, text_only = nothing, {}
     for name, commit, version in _targets(scratch, line, request.tags):
         progress(f"{line.name}: replaying the series onto {name} ({commit[:12]})")
-        replayed, tip = replay(scratch, committed, name, commit, line_name=line.name)
+        found, carries, tip = replay_onto(
+            scratch, committed, (name, commit), line_name=line.name,
+            ports=replay.ports_for(ports, version),
+        )  # fmt: skip
         evidence = {
             p.name: [
                 e
@@ -205,24 +189,19 @@ def run_line(
             ]
             for p in series.patches
         }
-        patches = tuple(_with_evidence(p, evidence[p.patch]) for p in replayed.patches)
-        port_results, carriers = _ports(scratch, series, ports, replayed, version, name)
-        targets.append(TargetResult(name, commit, patches, port_results, replayed.range_diff))
+        patches = tuple(_with_evidence(p, evidence[p.patch]) for p in found.patches)
+        targets.append(replace(found, patches=patches))
         if name == MAIN:
-            text_only = {p.patch: p.status for p in replayed.patches}
-            applied = {p.name: p for p in series.patches if text_only[p.name] in rebase.APPLIED}
-            patched_main = PatchedMain(
-                with_ports(scratch.files(tip, series.targets()), scratch, tip, carriers.values()),
-                {
-                    n: tuple(behaviour_tests.new_tests(p.diff))
-                    for n, p in {**applied, **carriers}.items()
-                },
-            )
+            text_only = {p.patch: p.own.status for p in found.patches}
+            carried = {c.replayed.patch: c.carrier for c in carries if c.carrier is not None}
+            touched = {p for patch in carried.values() for p in patch.targets}
+            tests = {n: tuple(upstream_tests.new_tests(p.diff)) for n, p in carried.items()}
+            patched_main = PatchedMain(scratch.files(tip, sorted(touched)), tests)
     bisects = []
     for patch in series.patches:
         status = text_only[patch.name]
-        kind = {TextStatus.UPSTREAM: bisect.SUPERSEDED}.get(status)
-        kind = kind or (bisect.BROKEN if status in rows.BROKEN else None)
+        kind = bisect.SUPERSEDED if status is Status.CONTAINED else None
+        kind = kind or (bisect.BROKEN_BY if status in BROKEN else None)
         if kind is not None:
             progress(f"{line.name}: bisecting {patch.name} ({kind})")
             found_commit = bisect.bisect(scratch, committed, patch.name, main, kind)
@@ -246,22 +225,79 @@ def run_line(
     return result, patched_main
 
 
-def with_ports(
-    files: Mapping[str, bytes], scratch: Scratch, tip: str, ports: Iterable[Patch]
-) -> dict[str, bytes]:
-    """Return main's files after the replayed series and the ports that carry the rest."""
-    chosen = list(ports)
-    paths = {p for port in chosen for p in port.targets}
-    texts = {p: decode(d) for p, d in {**scratch.files(tip, paths), **files}.items()}
-    for port in chosen:
-        texts = apply_patch(port, texts, allow_offset=True)
-    return {p: encode(t) for p, t in texts.items()}
+def upstream_text(found: Forwarded) -> str:
+    """Return the Upstream column: the forwarded state, the commit and its first release."""
+    if found.state in MERGED:
+        release = found.release or "not yet in a release"
+        return f"{found.state.value} in {found.commit[:12]} ({release}; by {found.matched_by})"
+    if found.state is ForwardState.OPEN and found.number is not None:
+        return f"{found.state.value}: {found.kind} #{found.number}"
+    return found.state.value
+
+
+def result_text(on_main: Replayed) -> str:
+    """Return one sentence of what the canary found on main."""
+    own = on_main.own
+    if own.status is Status.OFFSET:
+        text = "applies at offset " + ",".join(f"{o:+d}" for o in own.offsets)
+    elif own.status is Status.CONFLICT:
+        paths = sorted({c.path for c in own.conflicts})
+        where = f" in {', '.join(paths)}" if paths else ""
+        text = f"conflicts{where} ({len(own.conflicts)} regions)"
+    elif own.status is Status.CONTAINED:
+        how = ", ".join(dict.fromkeys(e.kind for e in own.evidence)) or "text"
+        text = f"already upstream ({how})"
+    elif own.status in BROKEN:
+        text = f"file {own.status.value}: {own.detail}"
+    else:
+        text = own.status.value
+    if on_main.port is not None:
+        text += f"; port {on_main.port_version}: {on_main.port.status.value}"
+    return text
+
+
+def build_row(
+    line: str,
+    *,
+    subject: str,
+    on_main: Replayed,
+    found: Forwarded,
+    behaviour: PatchBehaviour | None,
+    bisect_found: BisectResult | None,
+    today: str,
+    previous: Mapping[tuple[str, str], Row] | None,
+) -> Row:
+    """Return one page row; ``previous`` (rows of the last page) gives ``since`` and newness."""
+    status = on_main.own.status
+    before = (previous or {}).get((line, on_main.patch))
+    since = before.since if before is not None and before.main is status else today
+    newly = (
+        previous is not None
+        and status in BROKEN
+        and found.state not in MERGED
+        and (before is None or before.main not in BROKEN)
+    )
+    result = result_text(on_main)
+    if behaviour is not None:
+        result += f"; behaviour: {behaviour.outcome.value}"
+    return Row(
+        line=line,
+        patch=on_main.patch,
+        subject=subject,
+        main=status,
+        upstream=upstream_text(found),
+        result=result,
+        next_step=next_step(line, on_main, found, behaviour, bisect_found),
+        since=since,
+        newly_conflicting=newly,
+        bisect=f"{bisect_found.kind}: {bisect_found.commit}" if bisect_found else "",
+    )
 
 
 def page_rows(
     result: LineResult,
     series: Series,
-    behaviour: Behaviour,
+    behaviour: MainBehaviour,
     *,
     today: str,
     previous: CanaryReport | None,
@@ -272,24 +308,21 @@ def page_rows(
     before: Mapping[tuple[str, str], Row] | None = None
     if previous is not None:
         before = {(r.line, r.patch): r for line in previous.lines for r in line.rows}
-    main = result.targets[0]
-    ports = {p.patch: p for p in main.ports}
     tracks = {f.patch: f for f in result.forwarded}
     found_by = {b.patch: b for b in result.bisects}
     measured = {b.patch: b for b in behaviour.patches}
     return tuple(
-        rows.build_row(
+        build_row(
             result.line,
             subject=series.get(on_main.patch).subject,
             on_main=on_main,
             found=tracks[on_main.patch],
-            port=ports.get(on_main.patch),
             behaviour=measured.get(on_main.patch),
-            bisect=found_by.get(on_main.patch),
+            bisect_found=found_by.get(on_main.patch),
             today=today,
             previous=before,
         )
-        for on_main in main.patches
+        for on_main in result.targets[0].patches
     )
 
 
@@ -325,7 +358,7 @@ def canary(request: Request, progress: Progress = lambda _: None) -> CanaryRepor
         result, found = run_line(scratch, line, series[line.name], request, progress)
         results.append(result)
         patched = found if found.files else patched  # the newest line's series on main
-    behaviour = Behaviour(HostState.NOT_RUN, detail="not asked for (--no-behaviour)")
+    behaviour = MainBehaviour(HostState.NOT_RUN, detail="not asked for (--no-behaviour)")
     if request.behaviour:
         newest = series[chosen[-1].name]
         progress("behaviour: hosting main's backends/arm on the newest executorch wheel")
@@ -345,9 +378,8 @@ def canary(request: Request, progress: Progress = lambda _: None) -> CanaryRepor
         replace(r, rows=page_rows(r, series[r.line], behaviour, today=today, previous=previous))
         for r in results
     ]
-    failures = tuple(f for r in results for f in failures_of(r))
     return CanaryReport(
-        schema=SCHEMA_VERSION,
+        schema=REPORT_SCHEMA,
         created=datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat(),
         tool=f"executorch-arm-overlay {__version__}",
         upstream=request.upstream,
@@ -356,15 +388,15 @@ def canary(request: Request, progress: Progress = lambda _: None) -> CanaryRepor
         lines=tuple(results),
         behaviour=behaviour,
         seconds=round(time.perf_counter() - started, 1),
-        failures=failures,
+        failures=tuple(f for r in results for f in failures_of(r)),
     )
 
 
 def _possibly_fixed(
-    scratch: Scratch, result: LineResult, series: Series, main: str, behaviour: Behaviour
+    scratch: Scratch, result: LineResult, series: Series, main: str, behaviour: MainBehaviour
 ) -> LineResult:
     """Bisect (text) the patches whose trigger passes on stock main, where not done yet."""
-    fixed = {b.patch for b in behaviour.patches if b.outcome == rows.FIXED_ON_STOCK}
+    fixed = {b.patch for b in behaviour.patches if b.outcome is Outcome.FIXED_ON_STOCK}
     done = {b.patch for b in result.bisects}
     wanted = [p for p in series.patches if p.name in fixed and p.name not in done]
     if not wanted or not result.targets:

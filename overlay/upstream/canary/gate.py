@@ -28,8 +28,9 @@ from overlay import worktree
 from overlay.errors import OverlayError
 from overlay.text.applier import apply_patch, decode
 from overlay.text.series import Patch, Series, load_series
-from overlay.upstream.canary.results import Gate, GateCheck
-from overlay.upstream.export import Identity, export_patch
+from overlay.upstream.commit_rules import Identity
+from overlay.upstream.export import export_patch
+from overlay.upstream.results import Gate, GateCheck
 
 HOSTILE_GITCONFIG = """\
 [user]
@@ -91,7 +92,7 @@ def _changed(before: Mapping[str, object], after: Mapping[str, object]) -> list[
 def regenerated(series: Series, sources: Mapping[str, bytes], scratch: Path) -> list[str]:
     """Return the files of the line that ``create`` + ``regenerate`` change (empty: none)."""
     copy = scratch / "line"
-    shutil.copytree(series.directory, copy, ignore=shutil.ignore_patterns("locks", "ports"))
+    shutil.copytree(series.directory, copy, ignore=shutil.ignore_patterns("locks"))
     before = _folder_bytes(copy)
     worktree.create(series, dict(sources), scratch / "worktree")
     worktree.regenerate(scratch / "worktree", copy)

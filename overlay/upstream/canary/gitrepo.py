@@ -24,7 +24,7 @@ from packaging.version import Version
 from overlay._cache import cache_dir
 from overlay._git import git, git_bytes, git_with_env
 from overlay.errors import GitError, UpstreamError
-from overlay.upstream.canary.results import RangeDiff, RangeDiffPair
+from overlay.upstream.results import RangeDiff, RangeDiffPair
 
 MAIN_REF = "refs/upstream/main"
 RELEASE_TAG = re.compile(r"^v(\d+\.\d+\.\d+)$")

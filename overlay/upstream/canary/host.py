@@ -27,13 +27,13 @@ from packaging.version import Version
 from overlay import codec, fixes
 from overlay.codec import CodecError
 from overlay.envs import release_venvs
-from overlay.errors import EnvError, OverlayError
+from overlay.errors import OverlayError
 from overlay.lines import Line
 from overlay.text.series import Patch
-from overlay.upstream import behaviour
+from overlay.upstream import behaviour, upstream_tests
 from overlay.upstream.canary.gitrepo import Scratch
-from overlay.upstream.canary.results import Behaviour, CaseRun, HostState, PatchBehaviour
-from overlay.upstream.retarget.pin_check import check_env, upstream_torch_pin
+from overlay.upstream.results import HostState, MainBehaviour, PatchBehaviour, TestRun
+from overlay.upstream.retarget.pin_check import PinCandidate, confirm_runtime, upstream_torch_pin
 from overlay.upstream.upstream_pins import for_series
 
 Progress = Callable[[str], None]
@@ -114,10 +114,10 @@ def pin_candidates(by_file: Mapping[str, Mapping[str, str]]) -> list[tuple[str, 
     return found
 
 
-def host_requirements(
+def host_runtime(
     line: Line, version: str, tool_pins: Mapping[str, str], torch: str
-) -> list[str]:
-    """Return the runtime requirements of the env that hosts main on executorch ``version``.
+) -> dict[str, str]:
+    """Return the runtime pins of the env that hosts main on executorch ``version``.
 
     The line's runtime packages, each at the version main's backends/arm pins where it
     pins one (main's code meets its own tools); torch and torchao from the line when it is
@@ -126,17 +126,15 @@ def host_requirements(
 
     Example: the 1.2.0 line (torch 2.11.0, tosa-tools 2026.2.1) hosting main on 1.5.1,
     main pinning tosa-tools 2026.5.0 and torch_pin.py saying 2.13.0.
-    Becomes: ``["torch==2.13.0", "tosa-tools==2026.5.0", ...]``.
+    Becomes: ``{"torch": "2.13.0", "tosa-tools": "2026.5.0", ...}``.
     """
     own = line.name == version
-    found = [f"torch=={torch}"] if torch and not own else []
-    for requirement in line.pins.runtime_requirements():
-        name, _, pinned = requirement.partition("==")
-        key = canonicalize_name(name)
-        if key in TORCH_PACKAGES:
-            found += [requirement] if own else []
-            continue
-        found.append(f"{name}=={tool_pins.get(key, pinned)}")
+    found = {"torch": torch} if torch and not own else {}
+    for name, pinned in line.pins.runtime.items():
+        if canonicalize_name(name) not in TORCH_PACKAGES:
+            found[name] = tool_pins.get(canonicalize_name(name), pinned)
+        elif own:
+            found[name] = pinned
     return found
 
 
@@ -219,18 +217,6 @@ def import_errors(python: Path, modules: Sequence[str]) -> list[ImportFailure]:
     return [ImportFailure(str(k), str(v[1]), str(v[0])) for k, v in found.items()]
 
 
-def _case_runs(outcomes: Sequence[behaviour.CaseOutcome]) -> tuple[CaseRun, ...]:
-    return tuple(
-        CaseRun(c.case, c.stock.value, c.patched.value if c.patched else "not run")
-        for c in outcomes
-    )
-
-
-def _test_text(run: behaviour.TestRun) -> str:
-    stock = run.stock.text if run.stock else "not run"
-    return f"{run.command}: stock main {stock} -> patched main {run.patched.text}"
-
-
 @dataclass(frozen=True)
 class Hosted:
     """main's backends/arm hosted on a release env, stock and patched."""
@@ -243,19 +229,13 @@ class Hosted:
 
 
 def host_env(
-    scratch: Scratch,
-    main: str,
-    lines: Sequence[Line],
-    test_requirements: Sequence[str],
-    *,
-    log_dir: Path,
-    progress: Progress = lambda _: None,
+    scratch: Scratch, main: str, lines: Sequence[Line], *, log_dir: Path, progress: Progress
 ) -> tuple[str, release_venvs.Env, str]:
-    """Return the newest release, its env and whose tool pins it holds (pytest added).
+    """Return the newest release, its stock env (pytest added) and whose tool pins it holds.
 
     The first pin set whose env passes :func:`overlay.upstream.retarget.pin_check.check_env`
     (the quantized kernels register, a conv lowers for TOSA and VGF; cached in the env)
-    wins; where none does, the first that resolves, with the failure in its label.
+    wins, as for a retarget (:func:`~overlay.upstream.retarget.pin_check.confirm_runtime`).
     """
     version, line = newest_release(lines)
     torch = ""
@@ -263,33 +243,15 @@ def host_env(
         tag = f"refs/tags/v{version}"
         ref = scratch.rev(tag) if scratch.has(tag) else main
         torch, _ = upstream_torch_pin(scratch.path, ref, version)
-    errors = []
-    fallback: tuple[release_venvs.Env, str] | None = None
-    for label, pins in pin_candidates(main_tool_pins(scratch, main)):
-        runtime = host_requirements(line, version, pins, torch)
-        spec = release_venvs.EnvSpec(
-            name=f"executorch-{version}-canary",
-            python=for_series(line.directory).python,
-            requirements=(f"executorch=={version}", *runtime, *test_requirements),
-        )
-        try:
-            env = release_venvs.ensure(spec, progress=progress)
-        except EnvError as exc:
-            errors.append(f"with {label}: {(exc.found or exc.message).splitlines()[-1]}")
-            continue
-        problem = check_env(env, version, log_dir / "pin-check")
-        if not problem:
-            return version, env, f"tools pinned by {label}"
-        progress(f"behaviour: tools pinned by {label} do not lower: {problem[:160]}")
-        fallback = fallback or (env, f"tools pinned by {label}, which fail to lower: {problem}")
-    if fallback is not None:
-        return version, *fallback
-    raise EnvError(
-        f"no env of executorch {version} can host main",
-        expected="one set of tool pins that resolves",
-        found="; ".join(errors),
-        hint="add the release's own line (patches/<version>/pins.toml)",
-    )
+    candidates = [
+        PinCandidate(host_runtime(line, version, pins, torch), f"tools pinned by {label}")
+        for label, pins in pin_candidates(main_tool_pins(scratch, main))
+    ]
+    _, attempts, env = confirm_runtime(
+        for_series(line.directory), version, candidates, envs_root=None,
+        log_dir=log_dir / "pin-check", progress=progress,
+    )  # fmt: skip
+    return version, env, attempts[-1].origin
 
 
 def measure(
@@ -302,23 +264,22 @@ def measure(
     tests: Mapping[str, Sequence[str]],
     out_dir: Path,
     progress: Progress = lambda _: None,
-) -> Behaviour:
+) -> MainBehaviour:
     """Host main's ``backends/arm`` on the newest wheel; where it imports, run the patches.
 
     ``patched`` holds main's files after the newest line's replayed series (and the ports
     that carry the rest); ``patches`` are the patches whose trigger cases run; ``tests``
     the tests each patch (or its port) adds, as pytest node ids.
     """
-    requirements = for_series(lines[-1].directory).test_requirements
     version = newest_release(lines)[0]
     wheel = f"executorch {version}"
     try:
         version, env, pinned = host_env(
-            scratch, main, lines, requirements, log_dir=out_dir / "logs", progress=progress
+            scratch, main, lines, log_dir=out_dir / "logs", progress=progress
         )
     except OverlayError as exc:
         detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
-        return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+        return MainBehaviour(HostState.NOT_HOSTED, wheel, detail)
     sources = arm_sources(scratch, main)
     main_tests = test_sources(scratch, main)
     stock_site = write_shadow(out_dir / "stock", {**sources, **main_tests})
@@ -332,7 +293,7 @@ def measure(
             " import on"
             f" {wheel} (stays text-only): {shown}"
         )
-        return Behaviour(HostState.NOT_HOSTED, wheel, detail)
+        return MainBehaviour(HostState.NOT_HOSTED, wheel, detail)
     optional = sorted({f.missing for f in failures})
     note = (
         f"{len(modules_of(sources))} modules import ({pinned}); optional packages not installed:"
@@ -342,13 +303,13 @@ def measure(
     hosted = Hosted(
         version, stock, wrapper(out_dir / "patched", env.python, patched_site), main_tests, note
     )
-    pytest_ini = behaviour.pytest_ini(scratch.path, main)
+    pytest_ini = upstream_tests.pytest_ini(scratch.path, main)
     try:
         found = run_patches(hosted, patches, patched, tests, pytest_ini, out_dir, progress)
     except OverlayError as exc:
         detail = f"{note}; the trigger cases did not run: {exc.message}: {exc.found or ''}"
-        return Behaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
-    return Behaviour(HostState.HOSTED, wheel, note, tuple(found))
+        return MainBehaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
+    return MainBehaviour(HostState.HOSTED, wheel, note, tuple(found))
 
 
 def test_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
@@ -367,20 +328,20 @@ def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
     progress: Progress,
 ) -> list[PatchBehaviour]:
     """Run each patch's trigger cases and exported tests on stock and patched main."""
-    fixes_of = {p.name: fixes.by_patch(p.name) for p in patches}
-    claimed = [behaviour.triggers(fix, [hosted.version]) for fix in fixes_of.values() if fix]
+    names = [p.name for p in patches]
+    claimed = [
+        behaviour.triggers(fix, [hosted.version]) for fix in map(fixes.by_patch, names) if fix
+    ]
     cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
     run = behaviour.run_release(
-        hosted.version, str(hosted.stock), str(hosted.patched), cases,
+        "main", str(hosted.stock), str(hosted.patched), cases,
         out_dir=out_dir / "logs", progress=progress,
     )  # fmt: skip
-    regressions = behaviour.regressions_of(run)
-    found = []
-    for name, fix in fixes_of.items():
-        test = None
+    found: dict[str, TestRun] = {}
+    for name in names:
         if tests.get(name):
             progress(f"behaviour: {name}: its tests on stock and patched main")
-            test = behaviour.run_tests_both_ways(
+            found[name] = upstream_tests.run_tests_both_ways(
                 str(hosted.stock),
                 str(hosted.patched),
                 release_tests=hosted.tests,
@@ -389,19 +350,4 @@ def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
                 selection=list(tests[name]),
                 log_dir=out_dir / "logs" / "pytest" / name,
             )
-        bug, other = behaviour.triggers(fix, [hosted.version]) if fix else ([], [])
-        bug_cases = [o for o in (run.case(c) for c in bug) if o is not None]
-        other_cases = [o for o in (run.case(c) for c in other) if o is not None]
-        decided = behaviour.decide_patch(
-            name, "main", bug_cases, other_cases, kept=True, regressions=regressions, test=test
-        )
-        found.append(
-            PatchBehaviour(
-                name,
-                decided.outcome.value,
-                decided.text,
-                _case_runs([*bug_cases, *other_cases]),
-                _test_text(test) if test else "",
-            )
-        )
-    return found
+    return list(behaviour.measure(names, run, [hosted.version], tests=found).values())

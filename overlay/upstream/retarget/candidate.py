@@ -22,11 +22,11 @@ from overlay.dist.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import lockfiles
 from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream.facts import Action, TextPlan
-from overlay.upstream.releases import WheelRecord
-from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, write_worktree
-from overlay.upstream.retarget.pin_check import PinAttempt
+from overlay.upstream.results import PinAttempt, WheelRecord
+from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, commit_plans, write_worktree
+from overlay.upstream.retarget.text_plan import TextPlan
 from overlay.upstream.upstream_pins import UPSTREAM_FILE
+from overlay.upstream.verdicts import conflict_text
 
 Progress = Callable[[str], None]
 
@@ -120,7 +120,6 @@ def render_pins(
 
 
 def write_candidate(
-    series: Series,
     plans: Sequence[TextPlan],
     new_files: Mapping[str, bytes],
     *,
@@ -130,56 +129,37 @@ def write_candidate(
     pins_text: str,
     upstream_text: str = "",
 ) -> str:
-    """Write the candidate series (and the work tree); return the resume command or ""."""
+    """Write the candidate series (and the work tree); return the resume command or "".
+
+    ``resume``: the work tree holds the patches up to a resolved conflict; the plans it
+    lacks are committed on top of them.
+    """
     candidate, work = layout.candidate, layout.work
-    if resume:
-        _write_pins(candidate, pins_text, upstream_text)
-        left = [p.name for p in plans if p.action is Action.CONFLICT]
-        if left:
-            return (
-                f"{left[0]} does not apply on top of the resolved work tree {work}: apply it"
-                f" by hand, then: {layout.resume_command()}"
-            )
-        worktree.regenerate(work, candidate, today=today)
-        return ""
-    for folder in (candidate, work):
-        if folder.exists():
-            shutil.rmtree(folder)
-    candidate.mkdir(parents=True)
-    _write_pins(candidate, pins_text, upstream_text)
-    (candidate / SERIES_FILE).write_text(
-        f"# Patch series against executorch {layout.version}.\n", encoding="utf-8"
-    )
-    if all(p.action is Action.DROP for p in plans):
-        _empty_checksums(candidate)
-        return ""
-    write_worktree(series, plans, new_files, layout.version, work)
-    conflict = next((p for p in plans if p.action is Action.CONFLICT), None)
-    if conflict is None:
-        worktree.regenerate(work, candidate, today=today)
-        return ""
-    # The committed patches before the conflict: a partial candidate to measure.
-    if git(work, "rev-list", f"{worktree.BASE_TAG}..HEAD").strip():
-        worktree.regenerate(work, candidate, today=today)
-    else:
-        _empty_checksums(candidate)
-    return (
-        f"resolve the conflict markers in {work} ({'; '.join(conflict.conflicts)});"
-        f" the patch's header is the commit message in {work / '.git' / MERGE_MESSAGE}"
-        f" (edit it to say what the resolution does), then: {layout.resume_command()}"
-    )
-
-
-def _write_pins(candidate: Path, pins_text: str, upstream_text: str) -> None:
+    if not resume:
+        for folder in (candidate, work):
+            if folder.exists():
+                shutil.rmtree(folder)
+        candidate.mkdir(parents=True)
+        (candidate / SERIES_FILE).write_text(
+            f"# Patch series against executorch {layout.version}.\n", encoding="utf-8"
+        )
+        write_worktree(new_files, layout.version, work)
     (candidate / PINS_FILE).write_text(pins_text, encoding="utf-8")
     if upstream_text:
         (candidate / UPSTREAM_FILE).write_text(upstream_text, encoding="utf-8")
-
-
-def _empty_checksums(candidate: Path) -> None:
-    """Write the SHA256SUMS of an empty series."""
-    series = load_series(candidate)
-    (candidate / CHECKSUMS_FILE).write_text(format_checksums(series, {}), encoding="utf-8")
+    conflict = commit_plans(plans, work)
+    if git(work, "rev-list", f"{worktree.BASE_TAG}..HEAD").strip():
+        worktree.regenerate(work, candidate, today=today)
+    else:  # nothing kept yet: the SHA256SUMS of an empty series
+        series = load_series(candidate)
+        (candidate / CHECKSUMS_FILE).write_text(format_checksums(series, {}), encoding="utf-8")
+    if conflict is None:
+        return ""
+    return (
+        f"resolve the conflict markers in {work} ({conflict_text(conflict.replayed.own)});"
+        f" the patch's header is the commit message in {work / '.git' / MERGE_MESSAGE}"
+        f" (edit it to say what the resolution does), then: {layout.resume_command()}"
+    )
 
 
 def write_locks(series: Series, dist: Path, progress: Progress) -> list[Path]:

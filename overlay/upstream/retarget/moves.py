@@ -8,7 +8,7 @@ whether ``overlay.runtime`` (written for the pinned release) still applies.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
 
@@ -17,28 +17,34 @@ from overlay.equivalence import corpus
 from overlay.equivalence.protocol import ItemResult
 from overlay.equivalence.verdict import compare
 from overlay.fixes import DiffOnly, Effect, Fix
-from overlay.upstream.behaviour import ReleaseRun, judge_case
-from overlay.upstream.facts import KEPT, CaseMove
-from overlay.upstream.verdicts import PatchVerdict
+from overlay.upstream.behaviour import judge_case
+from overlay.upstream.results import KEPT, CaseMove
+from overlay.upstream.retarget.text_plan import TextPlan
+
+Results = Mapping[str, ItemResult]  # case -> one worker's result
 
 
-def case_moves(old: ReleaseRun, new: ReleaseRun, own_fixes: Sequence[Fix] = ()) -> list[CaseMove]:
+def case_moves(
+    old: tuple[Results, Results],
+    new: tuple[Results, Results],
+    release: str,
+    own_fixes: Sequence[Fix] = (),
+) -> list[CaseMove]:
     """Compare the pinned patched build with the new one, case by case (pure).
 
+    ``old`` and ``new``: (stock, patched) results of the pinned and the new release.
     ``own_fixes``: the fixes the new release's existing line carries beyond the candidate.
     A case right with the pinned build and not with the candidate is ``covered_by`` one of
     them when it claims the case FIXED on the new release.
     """
     moves = []
-    for name in new.results["stock"]:
-        if name not in old.results["stock"]:
+    for name, sn in new[0].items():
+        if name not in old[0]:
             continue
-        so, sn = old.results["stock"][name], new.results["stock"][name]
-        po = old.results.get("patched", {}).get(name, so)
-        pn = new.results.get("patched", {}).get(name, sn)
-        move = _move(name, (so, po), (sn, pn), new.release)
+        so = old[0][name]
+        move = _move(name, (so, old[1].get(name, so)), (sn, new[1].get(name, sn)), release)
         if move.lost:
-            move = covered(move, new.release, own_fixes)
+            move = covered(move, release, own_fixes)
         moves.append(move)
     return moves
 
@@ -94,16 +100,16 @@ def _move(
     )
 
 
-def runtime_form_note(verdicts: Sequence[PatchVerdict], version: str) -> str:
+def runtime_form_note(plans: Sequence[TextPlan], version: str) -> str:
     """Say whether ``overlay.runtime`` can patch the new release, fix by fix (pure)."""
-    kept = [v for v in verdicts if v.action in KEPT]
+    kept = [v for v in plans if v.action in KEPT]
     if not kept:
         return f"nothing is kept on {version}: no runtime form is needed"
     lines = []
-    for verdict in kept:
-        fix = fixes.by_patch(verdict.name)
+    for plan in kept:
+        fix = fixes.by_patch(plan.name)
         if fix is None:
-            lines.append(f"{verdict.name}: not in the fix registry: no runtime form")
+            lines.append(f"{plan.name}: not in the fix registry: no runtime form")
             continue
         declared = fix.runtime.get(version)
         if declared is not None:
@@ -113,24 +119,24 @@ def runtime_form_note(verdicts: Sequence[PatchVerdict], version: str) -> str:
                 if isinstance(declared, DiffOnly)
                 else ", ".join(form.qualname for form in forms)
             )
-            lines.append(f"{verdict.name}: its fix module declares {version}: {what}")
+            lines.append(f"{plan.name}: its fix module declares {version}: {what}")
             continue
         written = [(line, f) for line in fix.runtime for f in fix.runtime_forms(line)]
         if not written:
-            lines.append(f"{verdict.name}: no runtime form on any line: the diff is its only form")
+            lines.append(f"{plan.name}: no runtime form on any line: the diff is its only form")
             continue
         line, form = max(written, key=lambda pair: Version(pair[0]))
-        files = set(verdict.plan.after)
+        files = set(plan.after)
         if files != set(fix.repo_paths):
             lines.append(
-                f"{verdict.name}: no runtime form on {version}: the fix now changes"
+                f"{plan.name}: no runtime form on {version}: the fix now changes"
                 f" {', '.join(sorted(files))}, while its {line} runtime form replaces"
                 f" {form.qualname} in {form.repo_path}; the diff-patched build is the only"
                 f" form there (declare DiffOnly for {version} in its fix module)"
             )
         else:
             lines.append(
-                f"{verdict.name}: its {line} runtime form replaces {form.attribute}; check the"
+                f"{plan.name}: its {line} runtime form replaces {form.attribute}; check the"
                 f" function is unchanged on {version}, then key a form for {version} in its"
                 " fix module (overlay.runtime applies forms per line)"
             )

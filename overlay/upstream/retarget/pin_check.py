@@ -28,6 +28,7 @@ from overlay.envs import release_venvs
 from overlay.errors import OverlayError, UpstreamError
 from overlay.lines.pins import Pins
 from overlay.upstream import behaviour
+from overlay.upstream.results import PinAttempt
 from overlay.upstream.upstream_pins import UpstreamPins
 
 Progress = Callable[[str], None]
@@ -44,17 +45,6 @@ OUT_VARIANTS = (
     "quantized_decomposed::quantize_per_channel.out",
     "quantized_decomposed::dequantize_per_channel.out",
 )
-
-
-@dataclass(frozen=True)
-class PinAttempt:
-    """One set of runtime pins tried in a fresh stock env."""
-
-    runtime: dict[str, str]
-    ok: bool
-    detail: str
-    seconds: float
-    origin: str = ""  # where its torch and tools came from
 
 
 @dataclass(frozen=True)
@@ -337,10 +327,8 @@ def kernel_problem(probe: KernelProbe) -> str:
 
 
 def _lowering_check(env: release_venvs.Env, version: str, log_dir: Path) -> str:
-    run = behaviour.run_release(
-        version, str(env.python), None, [LOWERING_CHECK_CASE], out_dir=log_dir
-    )
-    result = run.results["stock"][LOWERING_CHECK_CASE]
+    sides = behaviour.run_envs({"stock": str(env.python)}, [LOWERING_CHECK_CASE], out_dir=log_dir)
+    result = sides["stock"][1][LOWERING_CHECK_CASE]
     if not result.ok:
         return result.error.first_line if result.error else "the lowering failed"
     if result.vgf is not None and result.vgf.error is not None:

@@ -24,13 +24,11 @@ from overlay.codec import CodecError
 from overlay.envs import lockfiles
 from overlay.errors import OverlayError, SeriesError, UpstreamError
 from overlay.lines import evidence
-from overlay.lines.pins import PINS_FILE, SERIES_FILE
+from overlay.lines.pins import LOCKS_DIR, PINS_FILE, SERIES_FILE
 from overlay.text.series import CHECKSUMS_FILE, load_series
 from overlay.upstream import upstream_pins
-from overlay.upstream.facts import Action, TestState
-from overlay.upstream.retarget.result import RetargetJson
+from overlay.upstream.results import Action, PatchBehaviour, Retarget
 from overlay.upstream.upstream_pins import UPSTREAM_FILE
-from overlay.upstream.verdicts import PatchBehaviourJson
 
 REPORT_STEM = "retarget"
 STAGING = ".promoting-"  # a half-copied line is built here, then renamed into place
@@ -51,7 +49,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     """Make a checked candidate the new line ``<root>/<version>/``; leave the others alone."""
     report_path = out_dir / f"{REPORT_STEM}.json"
     try:
-        report = codec.loads(RetargetJson, report_path.read_text(encoding="utf-8"), "retarget")
+        report = codec.loads(Retarget, report_path.read_text(encoding="utf-8"), "retarget")
     except (OSError, CodecError) as exc:
         found = f"{exc.message} ({exc.found})" if isinstance(exc, CodecError) else str(exc)
         raise UpstreamError(
@@ -76,7 +74,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     except OverlayError as exc:
         raise UpstreamError(
             "the candidate has no current lock for every wheel it pins",
-            expected=f"{candidate / lockfiles.LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
+            expected=f"{candidate / LOCKS_DIR}/<tag>.txt for each [[wheels]] entry",
             found=exc.message,
             hint=f"run `executorch-arm-overlay --patches {candidate} lock`, or the retarget again"
             " without --no-locks",
@@ -99,8 +97,8 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     written = [SERIES_FILE, PINS_FILE, CHECKSUMS_FILE, *(p.name for p in series.patches)]
     for name in written:
         shutil.copy2(candidate / name, staging / name)
-    shutil.copytree(candidate / lockfiles.LOCKS_DIR, staging / lockfiles.LOCKS_DIR)
-    written += [f"{lockfiles.LOCKS_DIR}/{p.name}" for p in sorted((staging / "locks").iterdir())]
+    shutil.copytree(candidate / LOCKS_DIR, staging / LOCKS_DIR)
+    written += [f"{LOCKS_DIR}/{p.name}" for p in sorted((staging / "locks").iterdir())]
     evidence.write(staging, line_evidence(report, _headers(root, report), measured=today))
     written.append(evidence.EVIDENCE_FILE)
     load_series(staging)  # the line must load on its own before it is one
@@ -110,7 +108,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
 
 
 def line_evidence(
-    report: RetargetJson, headers: Mapping[str, str], *, measured: str
+    report: Retarget, headers: Mapping[str, str], *, measured: str
 ) -> evidence.LineEvidence:
     """Return the evidence in a ready retarget report (``retarget.json``).
 
@@ -152,7 +150,7 @@ _STATUS = {
 }
 
 
-def _cases(found: PatchBehaviourJson | None) -> tuple[evidence.CaseResult, ...]:
+def _cases(found: PatchBehaviour | None) -> tuple[evidence.CaseResult, ...]:
     if found is None:
         return ()
     return tuple(
@@ -161,24 +159,15 @@ def _cases(found: PatchBehaviourJson | None) -> tuple[evidence.CaseResult, ...]:
     )
 
 
-def _upstream_test(found: PatchBehaviourJson | None) -> str:
-    test = found.test if found else None
-    if found is None or test is None:
+def _upstream_test(found: PatchBehaviour | None) -> str:
+    """Return ``stock 1 failed -> patched 1 passed (fails before, passes after)``, or ""."""
+    if found is None or found.test is None:
         return ""
-    run = f"stock {test.stock or ''} -> patched {test.patched}"
-    stock = {t.state for t in test.stock_tests}
-    patched = {t.state for t in test.patched_tests}
-    if (
-        TestState.FAILED in stock
-        and stock <= {TestState.FAILED, TestState.PASSED}
-        and patched == {TestState.PASSED}
-    ):
-        return f"{run} (fails before, passes after)"
-    verdict = (found.test_verdict or "").split(":", 1)[0]
-    return f"{run} ({verdict})" if verdict else run
+    verdict = found.test_verdict
+    return found.test.text + (f" ({verdict.outcome.value})" if verdict else "")
 
 
-def _headers(root: Path, report: RetargetJson) -> dict[str, str]:
+def _headers(root: Path, report: Retarget) -> dict[str, str]:
     """Return the Applied-Upstream header of each patch of the line the retarget came from."""
     try:
         series = load_series(lines.line_named(root, report.old_version).directory)

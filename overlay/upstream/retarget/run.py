@@ -1,27 +1,112 @@
-"""The retarget run: the steps in order, each done by its own module."""
+"""The retarget run: what it is asked, and its steps in order, each done by its own module.
+
+Wheels and sources (:mod:`overlay.upstream.releases`), the text of each patch
+(:mod:`.text_plan`), runtime pins (:mod:`.pin_check`), then behaviour: the trigger cases on
+stock of the new (and the pinned) release decide whether each patch is still needed there;
+the kept series, built as a patched wheel in its own env, runs the same cases and the tests
+each kept patch adds, on stock and patched (:func:`overlay.upstream.behaviour.measure`);
+the pinned release's patched build runs the cases too (:mod:`.moves`). The candidate folder
+(:mod:`.candidate`) and every verdict (:mod:`overlay.upstream.verdicts`) follow.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import datetime
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from overlay import fixes
-from overlay._hashing import sha256_file
-from overlay.dist.wheels import fetch_wheel
-from overlay.errors import OverlayError, UpstreamError, WheelError
-from overlay.text.series import load_series
-from overlay.upstream import releases, upstream_pins
-from overlay.upstream.facts import parse_applied_upstream
+from overlay import fixes, lines
+from overlay.dist.wheels import build_patched_wheel, fetch_wheel
+from overlay.envs import release_venvs
+from overlay.equivalence import corpus
+from overlay.errors import OverlayError, UnsupportedReleaseError, UpstreamError
+from overlay.fixes import Fix
+from overlay.text.applier import encode
+from overlay.text.series import PATCH_SUFFIX, Series, load_series
+from overlay.upstream import behaviour, releases, replay, upstream_pins, upstream_tests
+from overlay.upstream.behaviour import Side
+from overlay.upstream.releases import Release
+from overlay.upstream.results import (
+    CaseMove,
+    PatchBehaviour,
+    PinAttempt,
+    ReleaseRun,
+    Retarget,
+    TestRun,
+    parse_applied_upstream,
+)
 from overlay.upstream.retarget import candidate as cand
-from overlay.upstream.retarget import conflicts, measure, pin_check, text_plan
-from overlay.upstream.retarget.moves import runtime_form_note
-from overlay.upstream.retarget.promote import REPORT_STEM
-from overlay.upstream.retarget.result import Clock, Request, Retarget
+from overlay.upstream.retarget import conflicts, pin_check
+from overlay.upstream.retarget.moves import case_moves, runtime_form_note
+from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
+from overlay.upstream.upstream_pins import UpstreamPins
 from overlay.upstream.verdicts import apply_behaviour, final_verdict, flag_stale_header, readiness
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to retarget and how."""
+
+    version: str
+    patches_dir: Path
+    out_dir: Path
+    fast: bool = True
+    behaviour: bool = True
+    equivalence: bool = True
+    torch: tuple[str, ...] = ()
+    upstream_clone: Path | None = None
+    envs_root: Path | None = None
+    resume: bool = False  # continue after a conflict was resolved in <out>/worktree
+    locks: bool = True  # resolve the candidate's locks (uv, the index) when it is complete
+    today: str = field(default_factory=lambda: datetime.date.today().isoformat())
+
+
+class Clock:
+    """Seconds per step of a run, in the order the steps ran."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Time one step (added to the step's earlier time)."""
+        mark = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - mark
+
+    def done(self) -> dict[str, float]:
+        """Return the timings with the total."""
+        return {**self.timings, "total": time.perf_counter() - self.started}
+
+
+@dataclass(frozen=True)
+class Stock:
+    """The cases on stock of the new (and pinned) release, and what each patch needs."""
+
+    sides: dict[str, Side]  # "new stock", "old stock"
+    python: Path  # the new release's stock env
+    old_envs: tuple[Path, Path] | None  # pythons of the pinned release's stock and patched
+    found: dict[str, PatchBehaviour]  # patch -> behaviour on stock of the new release
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The kept series measured: each patch's word, the runs, the moving report."""
+
+    found: dict[str, PatchBehaviour]  # on the new release
+    pinned: dict[str, PatchBehaviour]  # on the pinned release (its patched build)
+    runs: dict[str, ReleaseRun]  # "new", and "old" with the pinned release
+    moves: list[CaseMove]
 
 
 def _check_version(version: str, pinned: Version) -> None:
@@ -38,17 +123,134 @@ def _check_version(version: str, pinned: Version) -> None:
         )
 
 
-def _release_wheel(shared: upstream_pins.UpstreamPins, version: str) -> Path:
-    """Return the release's matrix wheel; one the index does not have is refused at once."""
+def cases_for(fast: bool, versions: Sequence[str]) -> list[str]:
+    """Return the corpus cases to run: the fast subset plus every trigger, or all."""
+    triggers = set(behaviour.trigger_cases(versions))
+    return [c.name for c in corpus.CASES if not fast or c.fast or c.name in triggers]
+
+
+def pinned_envs(
+    series: Series, shared: UpstreamPins, request: Request, progress: Progress
+) -> tuple[Path, Path]:
+    """Return the pythons of stock and patched envs of the pinned release."""
+    pins = series.pins
+    pin = shared.matrix_pin(str(pins.executorch))
+    wheel = build_patched_wheel(series, fetch_wheel(pin), pin, request.out_dir / "dist").path
+    stock = release_venvs.ensure(
+        release_venvs.release_spec(pins, "stock"), request.envs_root, progress=progress
+    )
+    patched = release_venvs.ensure(
+        release_venvs.release_spec(pins, "patched", executorch=wheel),
+        request.envs_root,
+        progress=progress,
+    )
+    return stock.python, patched.python
+
+
+def own_fixes(request: Request, candidate: Collection[str]) -> list[Fix]:
+    """Return the fixes the new release's existing line carries beyond the ``candidate`` patches.
+
+    Example: retargeting 1.2.0 to 1.5.1 while ``patches/1.5.1`` carries fixes 1, 3 and 7.
+    Becomes: ``[fix 7]`` (1 and 3 are ported from 1.2.0); no line for the release: ``[]``.
+    """
+    root = request.patches_dir.parent
     try:
-        return fetch_wheel(shared.matrix_pin(version))
-    except WheelError as exc:
-        raise WheelError(
-            exc.message,
-            expected=exc.expected,
-            found=exc.found,
-            hint=f"{exc.hint}, then `executorch-arm-overlay retarget VERSION`",
-        ) from exc
+        line = lines.line_for_version(root, request.version)
+    except UnsupportedReleaseError:  # no line pinned to the release yet
+        return []
+    return [fix for fix in fixes.carried_by(line) if fix.patch not in candidate]
+
+
+def measure_stock(
+    series: Series,
+    *,
+    request: Request,
+    shared: UpstreamPins,
+    stock_python: Path,
+    clock: Clock,
+    progress: Progress,
+) -> Stock:
+    """Run the trigger cases on stock; decide, per patch, whether the release needs it."""
+    version = request.version
+    jobs = {"new stock": str(stock_python)}
+    old_envs = None
+    if request.equivalence:
+        with clock.step("envs and pin checks"):
+            old_envs = pinned_envs(series, shared, request, progress)
+        jobs["old stock"] = str(old_envs[0])
+    versions = [str(series.pins.executorch), version]
+    cases = cases_for(request.fast, versions)
+    with clock.step("trigger cases on stock"):
+        sides = behaviour.run_envs(jobs, cases, out_dir=request.out_dir / "logs", progress=progress)
+    run = behaviour.assemble(version, sides["new stock"], None)
+    names = [p.name for p in series.patches]
+    found = behaviour.measure(names, run, versions, target=version, kept=False)
+    return Stock(sides, stock_python, old_envs, found)
+
+
+def measure_patched(
+    series: Series,
+    candidate: Series,
+    plans: Sequence[TextPlan],
+    stock: Stock,
+    *,
+    request: Request,
+    shared: UpstreamPins,
+    release: Release,
+    clock: Clock,
+    progress: Progress,
+) -> Measured:
+    """Build the kept series, run the cases and each kept patch's new tests both ways."""
+    version, old_version = request.version, str(series.pins.executorch)
+    jobs: dict[str, str] = {}
+    patched_python = None
+    with clock.step("patched envs"):
+        if candidate.patches:
+            pin = shared.matrix_pin(version)
+            wheel = build_patched_wheel(candidate, release.wheel, pin, request.out_dir / "dist")
+            spec = release_venvs.release_spec(candidate.pins, "patched", executorch=wheel.path)
+            spec = replace(spec, requirements=(*spec.requirements, *shared.test_requirements))
+            patched_python = release_venvs.ensure(spec, request.envs_root, progress=progress).python
+            jobs["new patched"] = str(patched_python)
+        if stock.old_envs is not None:
+            jobs["old patched"] = str(stock.old_envs[1])
+    versions = [old_version, version]
+    with clock.step("corpus on patched"):
+        sides = stock.sides | behaviour.run_envs(
+            jobs, cases_for(request.fast, versions), out_dir=request.out_dir / "logs",
+            progress=progress,
+        )  # fmt: skip
+    runs = {"new": behaviour.assemble(version, sides["new stock"], sides.get("new patched"))}
+    moves: list[CaseMove] = []
+    pinned: dict[str, PatchBehaviour] = {}
+    if stock.old_envs is not None:
+        runs["old"] = behaviour.assemble(old_version, sides["old stock"], sides["old patched"])
+        new = (sides["new stock"][1], sides.get("new patched", sides["new stock"])[1])
+        old = (sides["old stock"][1], sides["old patched"][1])
+        kept = {p.name for p in candidate.patches}
+        moves = case_moves(old, new, version, own_fixes(request, kept))
+        pinned = behaviour.measure([p.name for p in series.patches], runs["old"], [old_version])
+    tests: dict[str, TestRun] = {}
+    with clock.step("upstream tests"):
+        after = {p.name: p.after for p in plans}
+        for patch in candidate.patches:
+            added = upstream_tests.new_tests(patch.diff)
+            if added and patched_python is not None and fixes.by_patch(patch.name):
+                tests[patch.name] = upstream_tests.run_tests_both_ways(
+                    str(stock.python),
+                    str(patched_python),
+                    release_tests=release.tests,
+                    patched_files={p: encode(t) for p, t in after[patch.name].items()},
+                    pytest_ini=upstream_tests.pytest_ini(request.upstream_clone),
+                    selection=added,
+                    log_dir=request.out_dir
+                    / "logs"
+                    / "pytest"
+                    / patch.name.removesuffix(PATCH_SUFFIX),
+                )
+    names = [p.name for p in candidate.patches]
+    found = behaviour.measure(names, runs["new"], versions, target=version, tests=tests)
+    return Measured({**stock.found, **found}, pinned, runs, moves)
 
 
 def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
@@ -61,20 +263,19 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     layout = cand.Layout(request.out_dir, version)
     with clock.step("wheels"):
         progress(f"fetching executorch {version} wheels")
-        release_wheel = _release_wheel(shared, version)  # first: a version not there stops here
+        release = releases.load_release(old, shared, version)  # first: a version not there stops
         wheels = releases.fetch_release_wheels(old, shared, version, progress)
-        new_files = releases.read_release(old, release_wheel, version)
-        old_wheel = fetch_wheel(shared.matrix_pin(str(old.executorch)))
-        old_files = releases.read_release(old, old_wheel, "pinned")
-        release_tests = releases.read_release(
-            old, release_wheel, version, prefix="backends/arm/test/"
-        )
-        requirements, commit = releases.release_metadata(release_wheel)
-    ports = releases.load_ports(request.patches_dir, series)
-    left = conflicts.resume_worktree(series, layout.work, new_files) if request.resume else []
-    plans = text_plan.plan_series(series, ports, old_files, new_files, version)
+        pinned_release = releases.load_release(old, shared, str(old.executorch))
+        requirements, commit = releases.release_metadata(release.wheel)
+    held: dict[str, conflicts.WorkCommit] = {}
     if request.resume:
-        plans = [conflicts.resolved(p, layout.work, left) for p in plans]
+        conflicts.commit_resolution(layout.work)
+        held = conflicts.work_commits(layout.work)
+    plans = plan_series(
+        series, replay.ports_of(series), pinned_release.files, release.files, version=version,
+        taken={name: c.after for name, c in held.items()},
+    )  # fmt: skip
+    plans = [conflicts.resolved(p, held[p.name]) if p.name in held else p for p in plans]
     clone_pin, where = pin_check.upstream_torch_pin(request.upstream_clone, commit, version)
     if where:
         progress(f"upstream's torch pin for {version}: {clone_pin} ({where})")
@@ -82,43 +283,44 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         version, given=request.torch, requirements=requirements, clone_pin=clone_pin, shared=shared
     )
     candidates = pin_check.runtime_candidates(old, requirements, list(torches), torches)
-    runtime, attempts = dict(candidates[0].runtime), list[pin_check.PinAttempt]()
-    stock, stock_python = None, Path()
+    runtime, attempts = dict(candidates[0].runtime), list[PinAttempt]()
+    stock = None
     if request.behaviour:
         with clock.step("envs and pin checks"):
             runtime, attempts, env = pin_check.confirm_runtime(
                 shared, version, candidates, envs_root=request.envs_root,
                 log_dir=request.out_dir / "logs" / "pin-check", progress=progress,
             )  # fmt: skip
-        stock_python = env.python
-        stock = measure.measure_stock(
-            series, plans, request=request, shared=shared, stock_python=stock_python,
-            clock=clock, progress=progress,
+        stock = measure_stock(
+            series, request=request, shared=shared, stock_python=env.python, clock=clock,
+            progress=progress,
         )  # fmt: skip
     found = dict(stock.found) if stock else {}
-    final_plans = [apply_behaviour(p, found.get(p.name)) for p in plans]
+    final_plans = [
+        replace(p, action=a, source=s)
+        for p in plans
+        for a, s in [apply_behaviour(p.action, p.source, p.replayed.own, found.get(p.name))]
+    ]
     upstream_text = upstream_pins.with_release(
-        shared.source.read_text(encoding="utf-8"), version,
-        sha256=sha256_file(release_wheel), torch=clone_pin,
+        shared.source.read_text(encoding="utf-8"), version, sha256=release.sha256, torch=clone_pin,
     )  # fmt: skip
     with clock.step("series"):
         resume = cand.write_candidate(
-            series, final_plans, new_files, layout=layout, resume=request.resume,
+            final_plans, release.files, layout=layout, resume=request.resume,
             today=request.today, upstream_text=upstream_text,
             pins_text=cand.render_pins(
                 old, version=version, runtime=runtime, wheels=wheels, attempts=attempts,
-                pristine=text_plan.candidate_pristine(final_plans, new_files),
+                pristine=candidate_pristine(final_plans, release.files),
             ),
         )  # fmt: skip
     new_series = load_series(layout.candidate)  # with a conflict: the patches before it
-    patched = None
+    measured = None
     if stock is not None:
-        patched = measure.measure_patched(
-            new_series, final_plans, stock, old_version=str(old.executorch), request=request,
-            shared=shared, stock_python=stock_python, release_wheel=release_wheel,
-            release_tests=release_tests, clock=clock, progress=progress,
+        measured = measure_patched(
+            series, new_series, final_plans, stock, request=request, shared=shared,
+            release=release, clock=clock, progress=progress,
         )  # fmt: skip
-        found.update(patched.found)
+        found = measured.found
     lock_problems: list[str] = []
     locks: list[Path] = []
     if request.locks and not resume and new_series.patches:
@@ -133,44 +335,37 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     verdicts = [
         flag_stale_header(
             final_verdict(
-                p, found.get(p.name), version, registered=fixes.by_patch(p.name) is not None
+                p.replayed,
+                p.action,
+                p.source,
+                found.get(p.name),
+                version,
+                registered=fixes.by_patch(p.name) is not None,
             ),
             parse_applied_upstream(headers.get(p.name, "")),
             version,
         )
         for p in plans
     ]
-    moves = patched.moves if patched else []
+    moves = measured.moves if measured else []
     return Retarget(
         old_version=str(old.executorch),
         version=version,
-        candidate=layout.candidate,
-        wheels=tuple(wheels),
-        runtime=dict(runtime),
-        attempts=tuple(attempts),
-        verdicts=tuple(verdicts),
-        runtime_form=runtime_form_note(verdicts, version),
-        moves=tuple(moves),
-        runs=patched.runs if patched else {},
-        timings=clock.done(),
-        worktree=layout.work if (layout.work / ".git").exists() else None,
-        resume=resume,
+        candidate=str(layout.candidate),
         fast=request.fast,
         problems=readiness(
             verdicts, moves, behaviour_checked=request.behaviour, other=lock_problems
         ),
-        wheel=release_wheel,
-        release_tests=release_tests,
-        locks=tuple(locks),
+        wheels=tuple(wheels),
+        runtime=dict(runtime),
+        attempts=tuple(attempts),
+        patches=tuple(verdicts),
+        pinned=tuple(measured.pinned.values()) if measured else (),
+        runtime_form=runtime_form_note(final_plans, version),
+        moves=tuple(moves),
+        runs=measured.runs if measured else {},
+        timings=clock.done(),
+        worktree=str(layout.work) if (layout.work / ".git").exists() else "",
+        resume=resume,
+        locks=tuple(str(path) for path in locks),
     )
-
-
-def write_report(result: Retarget, out_dir: Path, texts: Mapping[str, str]) -> list[Path]:
-    """Write ``retarget.{txt,md,json}`` into ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for suffix, text in texts.items():
-        path = out_dir / f"{REPORT_STEM}.{suffix}"
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written

@@ -1,134 +1,82 @@
 """A patch's text on the new release: carried, ported, a conflict, or dropped (text only).
 
-*carried*: it applies, maybe at an offset (regenerated at the new lines); *ported*: a
-maintained port applies (the line ``patches/<version>/`` or ``ports/<version>/``, see
-:func:`overlay.upstream.releases.load_ports`), or git's 3-way merge from the pinned base
-to the new release is clean; *conflict*: the merge leaves markers (named by line); *drop*:
-contained upstream or an ``Applied-Upstream`` header. Behaviour may overrule all of this
-later (:func:`overlay.upstream.verdicts.apply_behaviour`).
+The series is replayed onto the new release's sources by the one engine
+(:func:`overlay.upstream.replay.replay`), 3-way merging from the pinned release's sources;
+:func:`overlay.upstream.verdicts.text_action` says what each result means: *carried* (it
+applies, maybe at an offset), *ported* (its port, the newer line's patch of the same number,
+applies; or the 3-way merge is clean), *conflict* (the merge leaves markers), *drop*
+(contained upstream, or an ``Applied-Upstream`` header). Only a kept patch is the base of
+the next one. Behaviour may overrule all of this later
+(:func:`overlay.upstream.verdicts.apply_behaviour`).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from overlay import worktree
-from overlay._git import merge_file
 from overlay._hashing import sha256_bytes
-from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
-from overlay.text.series import Patch, Series
-from overlay.upstream.facts import (
-    APPLYING,
-    KEPT,
-    Action,
-    Status,
-    TextPlan,
-    parse_applied_upstream,
-)
-from overlay.upstream.matrix import check_patch, port_for
-from overlay.upstream.retarget.conflicts import conflict_lines
-
-MERGE_LABELS = ("new release", "pinned base", "pinned patch")
+from overlay.text.applier import decode
+from overlay.text.series import Series
+from overlay.upstream import replay
+from overlay.upstream.results import KEPT, Action, Replayed, parse_applied_upstream
+from overlay.upstream.verdicts import text_action
 
 
-def plan_patch(
-    patch: Patch,
-    port: tuple[str, Patch] | None,
-    old_before: Mapping[str, str],
-    new_before: Mapping[str, str],
-    names: frozenset[str],
-) -> TextPlan:
-    """Decide a patch's text on the new release (pure but for ``git merge-file``).
+@dataclass(frozen=True)
+class TextPlan:
+    """A patch's text on the new release, before behaviour is known (the candidate's input)."""
 
-    ``old_before``/``new_before`` are the texts before this patch (earlier kept patches
-    applied) on the pinned and on the new release.
-    """
-    check, after = check_patch(patch, new_before, names)
-    info = parse_applied_upstream(patch.header.get("Applied-Upstream", ""))
-    merge_note, merged, conflicts = _three_way(patch, old_before, new_before)
-    if port is not None:
-        port_version, port_patch = port
-        port_check, port_after = check_patch(port_patch, new_before, names)
-        if port_check.status in APPLYING:
-            message = worktree.commit_message(
-                patch.name, port_patch.subject, port_patch.header_text
-            )
-            return TextPlan(
-                patch.name, check.status, check.detail, Action.PORTED, f"port {port_version}",
-                {p: port_after[p] for p in port_patch.targets}, (),
-                merge_note or f"the pinned patch {check.short} on the new release", message,
-            )  # fmt: skip
-    if check.status in APPLYING:
-        after = {p: after[p] for p in patch.targets}
-        return TextPlan(patch.name, check.status, check.detail, Action.CARRIED, "pinned", after)
-    if check.status is Status.CONTAINED:
-        return TextPlan(patch.name, check.status, check.detail, Action.DROP, "contained upstream")
-    if info.version is not None or info.text:
-        return TextPlan(
-            patch.name, check.status, check.detail, Action.DROP,
-            f"Applied-Upstream: {info.text}", merged or {}, tuple(conflicts), merge_note,
-        )  # fmt: skip
-    if merged is not None and not conflicts:
-        return TextPlan(
-            patch.name, check.status, check.detail, Action.PORTED, "3-way merge", merged
-        )
-    return TextPlan(
-        patch.name, check.status, check.detail, Action.CONFLICT, "3-way merge",
-        merged or {}, tuple(conflicts), merge_note,
-    )  # fmt: skip
+    replayed: Replayed
+    action: Action
+    source: str  # "pinned", "port 1.5.1", "3-way merge", "Applied-Upstream: ...", ...
+    after: dict[str, str]  # the release's texts after it, for each file it changes
+    message: str  # the work tree commit message (the port's header for a port)
+    commit: str = ""  # the work tree commit it was taken from (--resume), "" when none
 
-
-def _three_way(
-    patch: Patch, old_before: Mapping[str, str], new_before: Mapping[str, str]
-) -> tuple[str, dict[str, str] | None, list[str]]:
-    """Merge the pinned patch onto the new release, file by file."""
-    try:
-        old_after = apply_patch(patch, old_before)
-    except HunkMismatchError:
-        return "the pinned patch does not apply to the pinned base", None, []
-    merged: dict[str, str] = {}
-    conflicts: list[str] = []
-    for path in patch.targets:
-        if path not in new_before:
-            return f"{path} is not in the new release (moved or removed)", None, [path]
-        data, count = merge_file(
-            encode(new_before[path]), encode(old_before[path]), encode(old_after[path]),
-            MERGE_LABELS,
-        )  # fmt: skip
-        merged[path] = text = decode(data)
-        if count:
-            conflicts += [
-                f"{path}: conflict {n} at line {line}"
-                for n, line in enumerate(conflict_lines(text), start=1)
-            ]
-    if conflicts:
-        return f"3-way merge conflicts: {'; '.join(conflicts)}", merged, conflicts
-    if all(merged[p] == new_before[p] for p in merged):
-        # nothing left to carry: kept anyway (behaviour), it is a port for a person to write
-        return "3-way merge gives the new release unchanged (already there)", None, []
-    return "3-way merge applies cleanly", merged, []
+    @property
+    def name(self) -> str:
+        """Return the patch's file name."""
+        return self.replayed.patch
 
 
 def plan_series(
     series: Series,
-    ports: Mapping[str, Mapping[str, Patch]],
+    ports: replay.Ports,
     old_files: Mapping[str, bytes],
     new_files: Mapping[str, bytes],
+    *,
     version: str,
+    taken: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[TextPlan]:
-    """Plan every patch in order; a kept patch's result is the base of the next one."""
-    old_texts = {p: decode(d) for p, d in old_files.items()}
-    new_texts = {p: decode(d) for p, d in new_files.items()}
-    names = frozenset(new_files)
+    """Plan every patch in order; a kept patch's result is the base of the next one.
+
+    ``taken``: the files after each patch the retarget's work tree already holds
+    (``--resume``): the later patches are planned on top of them.
+    """
+    infos = {
+        p.name: parse_applied_upstream(p.header.get("Applied-Upstream", "")) for p in series.patches
+    }
+    old = {p: decode(d) for p, d in old_files.items()}
+    carries = replay.replay(
+        series.patches,
+        {p: decode(d) for p, d in new_files.items()},
+        frozenset(new_files),
+        steps=replay.line_steps(series.patches, old),
+        ports=replay.ports_for(ports, version),
+        base=f"executorch {version}",
+        line=str(series.pins.executorch),
+        keep=lambda r: text_action(r, infos[r.patch])[0] in KEPT or r.patch in (taken or {}),
+        taken=taken,
+    )
     plans = []
-    for patch in series.patches:
-        plan = plan_patch(patch, port_for(ports, patch.name, version), old_texts, new_texts, names)
-        plans.append(plan)
-        with contextlib.suppress(HunkMismatchError):
-            old_texts = apply_patch(patch, old_texts)
-        if plan.action in KEPT:
-            new_texts = {**new_texts, **plan.after}
+    for patch, carry in zip(series.patches, carries, strict=True):
+        text = carry.carrier or patch
+        action, source = text_action(carry.replayed, infos[patch.name])
+        after = {p: carry.after[p] for p in text.targets if p in carry.after}
+        message = worktree.commit_message(patch.name, text.subject, text.header_text)
+        plans.append(TextPlan(carry.replayed, action, source, after, message))
     return plans
 
 

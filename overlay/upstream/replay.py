@@ -1,0 +1,300 @@
+"""The one replay engine: a line's series, and its ports, on one base, patch by patch.
+
+The base is any source tree: a release's sources read from its wheel (the matrix, a
+retarget) or an upstream commit (the canary, its bisects). Each patch is tried with the
+strict applier on the base's files, the earlier patches already carried: it *applies*,
+applies at an *offset*, is *contained* (the reverse applies), its file is *missing* or
+*moved*, or it is a *conflict* (which hunk). Where it conflicts and its own line's
+base is known (a :class:`Step`: the files before and after the patch there), git's 3-way
+merge decides: *merged* cleanly, *contained* (the merge adds nothing) or *conflict* (the
+regions with their markers). A patch's *port* is the patch of the same number on a newer
+line (:func:`ports_of`): a line's patches ARE the ports of the older line's patches onto
+its release. Where the port applies, the base carries the port.
+
+Example: a patch whose context moved 12 lines down on the base.
+Becomes: ``Applied(status=OFFSET, detail="+12 lines", offsets=(12,))``, its result carried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from packaging.version import Version
+from unidiff.patch import PatchedFile
+
+from overlay import lines
+from overlay._git import merge_file
+from overlay.text.applier import HunkMismatchError, apply_file, apply_patch, decode, encode
+from overlay.text.series import Patch, Series, load_series
+from overlay.upstream.results import (
+    APPLYING,
+    CARRIED,
+    RANK,
+    Applied,
+    Conflict,
+    Evidence,
+    Replayed,
+    Status,
+)
+
+ARM_PREFIX = "backends/arm/"
+CONTEXT_LINES = 3  # around a conflict region
+MARKER = "<<<<<<< "
+Texts = dict[str, str]
+Ports = Mapping[str, Mapping[str, Patch]]  # newer line -> patch number -> its patch
+
+
+@dataclass(frozen=True)
+class Step:
+    """A patch on its own line's base: the files before and after it (the merge's base, theirs)."""
+
+    before: Mapping[str, str]
+    after: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Carry:
+    """One patch replayed: its result, the patch the base now carries (if any), the texts after.
+
+    ``after`` holds what trying it gave: the carried texts, a merge's conflict markers, or
+    the texts before it unchanged.
+    """
+
+    replayed: Replayed
+    carrier: Patch | None  # the line's own patch, its port, or None (not on the base)
+    after: Texts
+
+
+def number(name: str) -> str:
+    """Return a patch's number: ``0007-vgf-grid-sampler-needs-fp.patch`` gives ``0007``."""
+    return name.split("-", 1)[0]
+
+
+def _single_hunk(patched_file: PatchedFile, index: int) -> PatchedFile:
+    one = PatchedFile(
+        source=patched_file.source_file, target=patched_file.target_file, patch_info=None
+    )
+    one.append(patched_file[index])
+    return one
+
+
+def _hunk_states(text: str, patched_file: PatchedFile) -> list[str]:
+    """Classify each hunk alone: ``applies``, ``contained`` or ``conflicts``."""
+    states = []
+    for index in range(len(patched_file)):
+        one = _single_hunk(patched_file, index)
+        state = "conflicts"
+        for reverse, name in ((False, "applies"), (True, "contained")):
+            try:
+                apply_file(text, one, reverse=reverse, allow_offset=True)
+            except HunkMismatchError:
+                continue
+            state = name
+            break
+        states.append(state)
+    return states
+
+
+def _moved_to(path: str, names: Collection[str]) -> list[str]:
+    base = PurePosixPath(path).name
+    return sorted(n for n in names if n.startswith(ARM_PREFIX) and PurePosixPath(n).name == base)
+
+
+def check_file(text: str | None, patched_file: PatchedFile, names: Collection[str]) -> Applied:
+    """Try one file diff on one base file (None: the file is not on the base)."""
+    path = str(patched_file.path)
+    if text is None:
+        moved = _moved_to(path, names)
+        if moved:
+            return Applied(Status.MOVED, f"{path} -> {', '.join(moved)}")
+        return Applied(Status.MISSING, f"{path} is not on the base")
+    try:
+        apply_file(text, patched_file)
+        return Applied(Status.APPLIES)
+    except HunkMismatchError:
+        pass
+    try:
+        apply_file(text, patched_file, reverse=True)
+        return Applied(Status.CONTAINED, "the reverse diff applies", evidence=_REVERSE)
+    except HunkMismatchError:
+        pass
+    try:
+        offsets = apply_file(text, patched_file, allow_offset=True).offsets
+        detail = ",".join(f"{o:+d}" for o in offsets) + " lines"
+        return Applied(Status.OFFSET, detail, offsets=offsets)
+    except HunkMismatchError as exc:
+        first_bad = exc.hunk
+    try:
+        apply_file(text, patched_file, reverse=True, allow_offset=True)
+        return Applied(Status.CONTAINED, "the reverse diff applies at an offset", evidence=_REVERSE)
+    except HunkMismatchError:
+        pass
+    states = _hunk_states(text, patched_file)
+    summary = ", ".join(f"{n} {s}" for n, s in enumerate(states, start=1))
+    return Applied(Status.CONFLICT, f"hunk {first_bad}/{len(states)} fails in {path} ({summary})")
+
+
+_REVERSE = (Evidence("reverse applies"),)
+
+
+def check_patch(
+    patch: Patch, texts: Mapping[str, str], names: Collection[str]
+) -> tuple[Applied, Texts]:
+    """Try a whole patch; return its result and the texts after it (changed only if it applies)."""
+    checks = [check_file(texts.get(f.path), f, names) for f in patch.files]
+    statuses = {c.status for c in checks}
+    worst = max(checks, key=lambda c: RANK[c.status])
+    if statuses <= APPLYING:
+        offsets = tuple(o for c in checks for o in c.offsets)
+        return Applied(worst.status, worst.detail, offsets), apply_patch(
+            patch, texts, allow_offset=True
+        )
+    joined = "; ".join(
+        f"{f.path}: {c.status.value} {c.detail}".strip()
+        for f, c in zip(patch.files, checks, strict=True)
+    )
+    if len(statuses) > 1 and statuses <= {*APPLYING, Status.CONTAINED}:
+        return Applied(Status.CONFLICT, "partly contained: " + joined), dict(texts)
+    detail = joined if len(checks) > 1 else worst.detail
+    return Applied(worst.status, detail, evidence=worst.evidence), dict(texts)
+
+
+def conflicts_in(path: str, merged: str, context: int = CONTEXT_LINES) -> list[Conflict]:
+    """Return each ``<<<<<<<`` .. ``>>>>>>>`` region of a merged text, with context lines."""
+    text_lines = merged.splitlines(keepends=True)
+    found = []
+    start = None
+    for index, line in enumerate(text_lines):
+        if line.startswith(MARKER):
+            start = index
+        elif line.startswith(">>>>>>> ") and start is not None:
+            first, last = max(start - context, 0), min(index + 1 + context, len(text_lines))
+            found.append(Conflict(path, start + 1, "".join(text_lines[first:last])))
+            start = None
+    return found
+
+
+def merge(
+    patch: Patch, texts: Mapping[str, str], step: Step, labels: tuple[str, str, str], why: str
+) -> tuple[Applied, Texts]:
+    """3-way merge each file of ``patch`` (base: before it on its line; theirs: after it).
+
+    A conflict's texts hold the markers (the retarget's work tree shows them to resolve).
+    """
+    merged = dict(texts)
+    found: list[Conflict] = []
+    for path in patch.targets:
+        data, count = merge_file(
+            encode(texts[path]), encode(step.before[path]), encode(step.after[path]), labels
+        )
+        merged[path] = decode(data)
+        if count:
+            found += conflicts_in(path, merged[path])
+    if found:
+        return Applied(Status.CONFLICT, why, conflicts=tuple(found)), merged
+    if all(merged[p] == texts[p] for p in patch.targets):
+        evidence = (Evidence("merge adds nothing", detail=why),)
+        return Applied(Status.CONTAINED, why, evidence=evidence), merged
+    return Applied(Status.MERGED, why), merged
+
+
+def try_patch(
+    patch: Patch,
+    texts: Mapping[str, str],
+    names: Collection[str],
+    step: Step | None,
+    labels: tuple[str, str, str],
+) -> tuple[Applied, Texts]:
+    """Try one patch: the strict applier, then (where it conflicts) the 3-way merge."""
+    found, after = check_patch(patch, texts, names)
+    if found.status is not Status.CONFLICT or step is None:
+        return found, after
+    if any(p not in texts or p not in step.before for p in patch.targets):
+        return found, after
+    return merge(patch, texts, step, labels, found.detail)
+
+
+def line_steps(patches: Sequence[Patch], base: Mapping[str, str]) -> list[Step]:
+    """Return each patch's files before and after it on its own line's base, in order."""
+    steps = []
+    texts = dict(base)
+    for patch in patches:
+        after = apply_patch(patch, texts, allow_offset=True)
+        steps.append(Step(texts, after))
+        texts = after
+    return steps
+
+
+def replay(
+    patches: Sequence[Patch],
+    texts: Mapping[str, str],
+    names: Collection[str],
+    *,
+    steps: Sequence[Step] = (),
+    ports: Mapping[str, tuple[str, Patch]] | None = None,
+    base: str = "base",
+    line: str = "line",
+    keep: Callable[[Replayed], bool] = lambda _: True,
+    taken: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[Carry]:
+    """Replay ``patches`` in order onto ``texts``; each carried result is the next one's base.
+
+    ``steps``: the patches on their own line's base (3-way merges); ``ports``: patch number
+    -> (newer line, its patch), tried on the same texts; a port that applies is carried.
+    ``keep``: whether a carried patch stays for the next ones (a retarget drops some);
+    ``taken``: patch name -> the files after it as resolved elsewhere (a retarget's work
+    tree), carried instead of what the patch gives.
+    """
+    found = []
+    current, held = dict(texts), taken or {}
+    for index, patch in enumerate(patches):
+        step = steps[index] if steps else None
+        labels = (base, f"{line} before {patch.name}", patch.name)
+        own, after = try_patch(patch, current, names, step, labels)
+        replayed = Replayed(patch.name, own)
+        carrier = patch if own.status in CARRIED else None
+        port = (ports or {}).get(number(patch.name))
+        if port is not None:
+            tried, port_after = check_patch(port[1], current, names)
+            replayed = Replayed(patch.name, own, port[0], tried)
+            if tried.status in APPLYING:
+                carrier, after = port[1], port_after
+        if patch.name in held:
+            carrier, after = patch, {**current, **held[patch.name]}
+        found.append(Carry(replayed, carrier, after))
+        if carrier is not None and keep(replayed):
+            current = after
+    return found
+
+
+def ports_of(series: Series) -> dict[str, dict[str, Patch]]:
+    """Return the ports of the series' patches: each newer line's patches of the same numbers.
+
+    Example: the 1.2.0 line beside ``patches/1.5.1/`` (0001, 0003, 0007).
+    Becomes: ``{"1.5.1": {"0001": <1.5.1's 0001>, "0003": <1.5.1's 0003>}}``.
+    """
+    wanted = {number(p.name) for p in series.patches}
+    here = series.directory.resolve()
+    found: dict[str, dict[str, Patch]] = {}
+    for line in lines.all_lines(series.directory.parent):
+        if line.directory.resolve() == here or line.version <= series.pins.executorch:
+            continue
+        patches = load_series(line.directory).patches
+        own = {number(p.name): p for p in patches if number(p.name) in wanted}
+        if own:
+            found[line.name] = own
+    return found
+
+
+def ports_for(ports: Ports, version: str | None) -> dict[str, tuple[str, Patch]]:
+    """Return patch number -> (line, port): the newest port made for ``version`` or older.
+
+    ``version`` None (upstream main): the newest port of each patch.
+    """
+    chosen: dict[str, tuple[str, Patch]] = {}
+    for line in sorted(ports, key=Version):
+        if version is None or Version(line) <= Version(version):
+            chosen |= {n: (line, patch) for n, patch in ports[line].items()}
+    return chosen

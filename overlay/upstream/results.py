@@ -1,0 +1,599 @@
+"""The one set of upstream result types: what a replay, a run and a verdict found.
+
+Size: longer than 500 lines on purpose: every report of the upstream work (``matrix``,
+``retarget.json``, the canary's ``status.json``) is made of these frozen dataclasses and
+:mod:`overlay.codec` encodes them directly (no JSON mirror classes), so they sit together.
+
+A line's series *replayed* onto a base (a release's sources, upstream ``main`` or a tag) is
+a :class:`Replay`: per patch, an :class:`Applied` for the line's own patch and for its port
+(the newer line's patch of the same number). Behaviour on a release is a
+:class:`ReleaseRun` (corpus cases on stock and patched envs) and, per patch, a
+:class:`PatchBehaviour`; what all of it means is decided in :mod:`overlay.upstream.verdicts`.
+Data only, plus the parser of the ``Applied-Upstream`` header.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from overlay.equivalence.protocol import InitReply
+from overlay.equivalence.verdict import AB, Quality
+
+REPORT_SCHEMA = 2  # retarget.json and status.json: 2 since the one replay engine
+
+# --- a series on a base ----------------------------------------------------------------------
+
+
+class Status(enum.StrEnum):
+    """How one patch (or its port) fares on one base, best first."""
+
+    APPLIES = "applies"
+    OFFSET = "offset"
+    MERGED = "merged"  # the strict applier fails; git's 3-way merge from the line's base is clean
+    CONTAINED = "contained"  # already upstream: the reverse applies, or the merge adds nothing
+    CONFLICT = "conflict"
+    MOVED = "moved"
+    MISSING = "missing"
+
+
+RANK = {status: rank for rank, status in enumerate(Status)}
+APPLYING = frozenset({Status.APPLIES, Status.OFFSET})
+CARRIED = frozenset({Status.APPLIES, Status.OFFSET, Status.MERGED})  # the patch is on the base
+BROKEN = frozenset({Status.CONFLICT, Status.MOVED, Status.MISSING})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Why a patch is taken to be upstream already: how, and the commit when one is known."""
+
+    kind: str  # "reverse applies", "merge adds nothing", "patch-id", "commit names it"
+    commit: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One conflicting region of a 3-way merge: where it starts, and its text with markers."""
+
+    path: str
+    line: int  # the line of its ``<<<<<<<`` marker, from 1
+    text: str  # the region with its markers and a few lines of context
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The result of trying one patch (or one port) on one base."""
+
+    status: Status
+    detail: str = ""
+    offsets: tuple[int, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+
+    @property
+    def short(self) -> str:
+        """Return a compact cell text, e.g. ``conflict h1`` or ``offset +12``."""
+        if self.status is Status.OFFSET and self.offsets:
+            return "offset " + ",".join(f"{o:+d}" for o in self.offsets)
+        if self.status is Status.CONFLICT and self.detail.startswith("hunk "):
+            return "conflict h" + self.detail.split()[1].split("/")[0]
+        return self.status.value
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One patch of a line on one base: its own result and, where one exists, its port's."""
+
+    patch: str
+    own: Applied
+    port_version: str = ""  # the newer line whose patch of the same number is the port
+    port: Applied | None = None
+
+    @property
+    def effective(self) -> Applied:
+        """Return the port's result if there is a port, else the line's own patch's."""
+        return self.port if self.port is not None else self.own
+
+    @property
+    def carried_by_port(self) -> bool:
+        """Return True when the port is what the base carries (it applies there)."""
+        return self.port is not None and self.port.status in APPLYING
+
+    @property
+    def short(self) -> str:
+        """Return the terminal cell text."""
+        if self.port is None:
+            return self.own.short
+        return f"{self.own.short} / port {self.port.short}"
+
+
+@dataclass(frozen=True)
+class RangeDiffPair:
+    """One row of ``git range-diff``: a patch before and after the rebase."""
+
+    old: int  # position in the line's series (0: none)
+    new: int  # position in the rebased series (0: dropped)
+    relation: str  # "=" same, "!" changed, "<" dropped, ">" added
+    subject: str
+
+
+@dataclass(frozen=True)
+class RangeDiff:
+    """``git range-diff`` of the series on its base vs rebased onto the target."""
+
+    command: str
+    text: str
+    pairs: tuple[RangeDiffPair, ...] = ()
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A line's series replayed onto one base: a release, upstream ``main`` or a tag."""
+
+    base: str  # "1.5.1" (a release's wheel), "main", "v1.3.0"
+    commit: str  # the upstream commit of the base ("" when unknown)
+    patches: tuple[Replayed, ...]
+    range_diff: RangeDiff | None = None
+
+    def of(self, name: str) -> Replayed:
+        """Return the result of patch ``name``."""
+        return next(p for p in self.patches if p.patch == name)
+
+
+@dataclass(frozen=True)
+class UpstreamInfo:
+    """What a patch's ``Applied-Upstream`` header says."""
+
+    text: str
+    version: str | None
+    commit: str | None
+    note: str
+
+    @property
+    def ref(self) -> str:
+        """Return a short reference: a 10-digit commit, or nothing."""
+        return self.commit[:10] if self.commit else ""
+
+
+def parse_applied_upstream(text: str) -> UpstreamInfo:
+    """Parse ``Applied-Upstream``: ``1.3.0, commit:<sha> (PR #N)`` or free text."""
+    text = " ".join(text.split())
+    version = None
+    note = text
+    head, _, rest = text.partition(",")
+    try:
+        Version(head.strip())
+    except InvalidVersion:
+        pass
+    else:
+        version, note = head.strip(), rest.strip()
+    commit = None
+    for word in note.replace("(", " ").replace(")", " ").split():
+        if word.startswith("commit:"):
+            commit = word.removeprefix("commit:")
+    return UpstreamInfo(text=text, version=version, commit=commit, note=note)
+
+
+# --- behaviour: corpus cases and upstream tests ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """One corpus case on stock and (when a patched env ran) patched of one release."""
+
+    case: str
+    stock: Quality
+    patched: Quality | None
+    ab: AB | None  # stock -> patched, judged by correctness
+    stock_error: str = ""
+    patched_error: str = ""
+
+
+@dataclass(frozen=True)
+class ReleaseRun:
+    """The corpus cases run on stock and (optionally) patched envs of one release, judged."""
+
+    release: str
+    workers: dict[str, InitReply]  # "stock" / "patched" -> what the worker ran on
+    cases: dict[str, CaseOutcome]
+    seconds: float
+
+
+class TestState(enum.StrEnum):
+    """How one test ended, as pytest's JUnit report says."""
+
+    __test__ = False  # not a pytest test class
+
+    PASSED = "passed"
+    FAILED = "failed"  # the test body raised (an assertion or any other error)
+    ERROR = "error"  # collection, setup or teardown failed: the body never ran as written
+    SKIPPED = "skipped"
+    XFAILED = "xfailed"
+    XPASSED = "xpassed"
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One test of a pytest run: its node, how it ended and why (the exception line)."""
+
+    __test__ = False  # not a pytest test class
+
+    node: str
+    state: TestState
+    reason: str = ""  # "AssertionError: ...", "RuntimeError: Missing out variants: ...", ...
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One pytest run: every test's result (its JUnit report), or why it did not run."""
+
+    tests: tuple[TestResult, ...] = ()
+    problem: str = ""  # pytest itself failed (no report)
+
+    def count(self, state: TestState) -> int:
+        """Return how many tests ended in ``state``."""
+        return sum(t.state is state for t in self.tests)
+
+    @property
+    def ok(self) -> bool:
+        """Return True when something ran and nothing failed."""
+        ran = self.count(TestState.PASSED) + self.count(TestState.XFAILED)
+        return ran > 0 and not self.count(TestState.FAILED) and not self.count(TestState.ERROR)
+
+    @property
+    def text(self) -> str:
+        """Return ``3 passed, 1 failed`` style text."""
+        counts = ((self.count(s), "errors" if s is TestState.ERROR else s.value) for s in TestState)
+        return ", ".join(f"{n} {label}" for n, label in counts if n) or "no tests ran"
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """Upstream tests run with pytest on stock and on patched of one release."""
+
+    __test__ = False  # not a pytest test class
+
+    command: str  # as a reviewer runs it in an executorch checkout
+    selection: tuple[str, ...]  # node ids or files
+    stock: Counts | None  # None: not run on stock (the affected subset runs patched only)
+    patched: Counts
+    seconds: float
+
+    @property
+    def text(self) -> str:
+        """Return ``stock 1 failed -> patched 1 passed``."""
+        stock = self.stock.text if self.stock else "not run"
+        return f"stock {stock} -> patched {self.patched.text}"
+
+
+class TestOutcome(enum.StrEnum):
+    """What the tests a patch adds show on one release."""
+
+    __test__ = False  # not a pytest test class
+
+    FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
+    PASSES_BEFORE = "passes before"  # it tests nothing the patch changes
+    FAILS_AFTER = "fails after"
+    COULD_NOT_RUN = "could not run"
+
+
+@dataclass(frozen=True)
+class TestVerdict:
+    """The tests' outcome and why, e.g. ``could not run: stock: t.py::x: RuntimeError...``."""
+
+    __test__ = False  # not a pytest test class
+
+    outcome: TestOutcome
+    text: str
+
+
+class Outcome(enum.StrEnum):
+    """What a patch does on one release, judged by its trigger cases and tests."""
+
+    FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
+    FIXED_ON_STOCK = "already fixed on stock"
+    REGRESSION = "regression with patch"
+    STILL_FAILS = "still fails with patch"
+    NO_BUG_TRIGGER = "no bug trigger"
+    COULD_NOT_RUN = "could not run"
+    INCOMPLETE = "incomplete"
+
+
+NOT_NEEDED = frozenset({Outcome.FIXED_ON_STOCK, Outcome.NO_BUG_TRIGGER})
+
+
+@dataclass(frozen=True)
+class PatchBehaviour:
+    """One patch on one release: its trigger cases, its outcome and why."""
+
+    patch: str
+    release: str
+    bug_cases: tuple[CaseOutcome, ...]
+    other_cases: tuple[CaseOutcome, ...]  # its CHANGED triggers
+    outcome: Outcome
+    text: str
+    regressions: tuple[str, ...] = ()
+    test: TestRun | None = None
+    test_verdict: TestVerdict | None = None
+
+
+# --- the matrix ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to do with a patch, given its text on the newest release of the matrix."""
+
+    action: str  # "drop", "upstream" (send it), "port" (needs a port first)
+    text: str
+    needs_upstream: bool
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """The wheel a release's sources were read from."""
+
+    file: str
+    sha256: str
+    pinned: bool  # the sha256 was checked against patches/upstream.toml
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One patch of the matrix: its header and its text verdict."""
+
+    patch: str
+    subject: str
+    applied_upstream: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The version matrix: the series replayed onto each release's sources, oldest first."""
+
+    series: str  # the series digest
+    pins_file: str  # where releases' wheel hashes are recorded
+    wheels: dict[str, Wheel]
+    replays: tuple[Replay, ...]
+    rows: tuple[MatrixRow, ...]
+    schema: int = REPORT_SCHEMA
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """Return the releases, oldest first."""
+        return tuple(r.base for r in self.replays)
+
+
+# --- a retarget ------------------------------------------------------------------------------
+
+
+class Action(enum.StrEnum):
+    """What happens to a patch on the new release."""
+
+    DROP = "drop"
+    CARRIED = "carried"
+    PORTED = "ported"
+    CONFLICT = "conflict"
+
+
+KEPT = frozenset({Action.CARRIED, Action.PORTED})
+
+
+@dataclass(frozen=True)
+class CaseMove:
+    """One corpus case across the move: pinned patched build vs new patched build."""
+
+    case: str
+    old_patched: str  # quality
+    new_patched: str
+    changes: tuple[str, ...]  # observations that differ
+    attribution: str  # "no change", "upstream change", "patch", "upstream change and patch"
+    note: str
+    covered_by: str = ""  # the existing target line's own patch that fixes a lost case
+
+    @property
+    def lost(self) -> bool:
+        """Return True when the case was right with the pinned build and is not now."""
+        return self.old_patched == "right" and self.new_patched != "right"
+
+
+@dataclass(frozen=True)
+class WheelRecord:
+    """One wheel of a release for a pinned interpreter/platform."""
+
+    file: str
+    sha256: str  # "" when the release publishes no such wheel
+    python: str
+    platform: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PinAttempt:
+    """One set of runtime pins tried in a fresh stock env."""
+
+    runtime: dict[str, str]
+    ok: bool
+    detail: str
+    seconds: float
+    origin: str = ""  # where its torch and tools came from
+
+
+@dataclass(frozen=True)
+class PatchVerdict:
+    """The final word on one patch of a retarget: action, evidence and disagreements."""
+
+    name: str
+    action: Action
+    source: str  # "pinned", "port 1.5.1", "3-way merge", "Applied-Upstream: ...", ...
+    text: str
+    replayed: Replayed  # its text (and its port's) on the new release
+    behaviour: PatchBehaviour | None
+    flags: tuple[str, ...] = ()  # disagreements and redundancies
+
+
+@dataclass(frozen=True)
+class Retarget:
+    """Everything one retarget found and wrote (``retarget.json``, which ``promote`` reads)."""
+
+    old_version: str
+    version: str
+    candidate: str  # the candidate series folder
+    fast: bool
+    problems: tuple[str, ...]
+    wheels: tuple[WheelRecord, ...]
+    runtime: dict[str, str]
+    attempts: tuple[PinAttempt, ...]
+    patches: tuple[PatchVerdict, ...]
+    pinned: tuple[PatchBehaviour, ...]  # each patch on the pinned release, stock vs patched
+    runtime_form: str
+    moves: tuple[CaseMove, ...]
+    runs: dict[str, ReleaseRun]  # "old" / "new"
+    timings: dict[str, float]
+    worktree: str  # "" when none was written
+    resume: str
+    locks: tuple[str, ...]  # the candidate's locks (locks/<tag>.txt)
+    schema: int = REPORT_SCHEMA
+
+    @property
+    def ready(self) -> bool:
+        """Return True when the candidate can be promoted."""
+        return not self.problems
+
+
+# --- the canary ------------------------------------------------------------------------------
+
+
+class ForwardState(enum.StrEnum):
+    """What became of a patch's ``Forwarded:`` target upstream."""
+
+    MERGED_AS_SENT = "merged as sent"
+    MERGED_MODIFIED = "merged modified"
+    OPEN = "still open"
+    NOT_FOUND = "not found"
+    NOT_FORWARDED = "not forwarded"
+    NOT_NEEDED = "not needed"
+
+
+MERGED = frozenset({ForwardState.MERGED_AS_SENT, ForwardState.MERGED_MODIFIED})
+
+
+@dataclass(frozen=True)
+class Forwarded:
+    """A patch's ``Forwarded:`` header and what upstream history says about it."""
+
+    patch: str
+    raw: str
+    kind: str  # "pr", "issue", "mail", "url", "no", "not-needed", "not-yet"
+    number: int | None
+    state: ForwardState
+    commit: str = ""
+    subject: str = ""
+    matched_by: str = ""  # "patch-id", "PR number", "issue number", "subject"
+    difference: str = ""  # what upstream changed differently (a diff), when merged modified
+    release: str = ""  # the first release tag holding the commit, "" when none yet
+    detail: str = ""
+    applied_upstream: str = ""  # the patch's Applied-Upstream header, as written
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    """The upstream commit that made a patch redundant, or the one that broke it."""
+
+    patch: str
+    kind: str  # "Superseded-by" or "Broken-by"
+    commit: str
+    subject: str
+    date: str
+    tested: int  # commits examined (those touching the patch's files)
+    how: str  # "text" (behaviour bisects are not run)
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One idempotence check of the export gate."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Regenerating the series and exporting the mboxes changes no byte (any git config)."""
+
+    ok: bool
+    checks: tuple[GateCheck, ...]
+
+
+class HostState(enum.StrEnum):
+    """Whether the behaviour of main's ``backends/arm`` could be measured."""
+
+    HOSTED = "hosted"
+    NOT_HOSTED = "not hosted"
+    NOT_RUN = "not run"
+
+
+@dataclass(frozen=True)
+class MainBehaviour:
+    """Whether behaviour ran on main, why not when it did not, and each patch there."""
+
+    state: HostState
+    wheel: str = ""  # the executorch release hosting main's backends/arm
+    detail: str = ""  # the import error (first lines), or why it was not run
+    patches: tuple[PatchBehaviour, ...] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the status page: a patch of a line, its state, what to do next."""
+
+    line: str
+    patch: str
+    subject: str
+    main: Status
+    upstream: str  # forwarded state, with the commit and release when merged
+    result: str  # one sentence: the canary's finding
+    next_step: str
+    since: str  # date this main status was first seen
+    newly_conflicting: bool = False
+    bisect: str = ""  # "Superseded-by: <commit>" or "Broken-by: <commit>"
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """Everything the canary found for one release line."""
+
+    line: str
+    base: str  # the upstream commit of v<line>, the series' base
+    targets: tuple[Replay, ...]  # main first, then the newer release tags
+    forwarded: tuple[Forwarded, ...]
+    bisects: tuple[BisectResult, ...]
+    gate: Gate | None
+    rows: tuple[Row, ...]
+    error: str = ""  # why the line could not be replayed at all
+
+
+@dataclass(frozen=True)
+class CanaryReport:
+    """The canary over every release line: the status page's data (``status.json``)."""
+
+    schema: int
+    created: str  # ISO date-time (UTC)
+    tool: str
+    upstream: str
+    main: str  # the commit of upstream main
+    main_date: str
+    lines: tuple[LineResult, ...]
+    behaviour: MainBehaviour
+    seconds: float
+    failures: tuple[str, ...]  # newly conflicting patches, export churn
+
+    @property
+    def failed(self) -> bool:
+        """Return True when the canary found a new conflict or export churn."""
+        return bool(self.failures)
