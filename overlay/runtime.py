@@ -42,21 +42,6 @@ class RuntimeFix:
     form: RuntimeForm
     module_name: str
 
-    @property
-    def number(self) -> int:
-        """Return the fix number."""
-        return self.fix.number
-
-    @property
-    def repo_path(self) -> str:
-        """Return the repository file the fix replaces a function of."""
-        return self.form.repo_path
-
-    @property
-    def attribute(self) -> str:
-        """Return the replaced attribute's name."""
-        return self.form.attribute
-
     def resolve_owner(self) -> tuple[Any, Any]:
         """Import the module and return (module, object that holds the attribute)."""
         module = importlib.import_module(self.module_name)
@@ -163,14 +148,14 @@ class Runtime:
         selected: list[RuntimeFix] = []
         for number in numbers:
             fix = self.registry.by_number(number)  # an unknown number is an OverlayError
-            forms = [f for f in available if f.number == number]
+            forms = [f for f in available if f.fix.number == number]
             if not forms:
                 declared = fix.runtime.get(line.name)
                 why = declared.text if isinstance(declared, DiffOnly) else "not in its series"
                 raise RuntimePatchError(
                     f"fix {number} has no runtime form on line {line.name}",
                     expected=f"one of the fixes with a runtime form there:"
-                    f" {', '.join(str(f.number) for f in available) or 'none'}",
+                    f" {', '.join(str(f.fix.number) for f in available) or 'none'}",
                     found=f"fix {number}: {why}",
                     hint="use the diff-patched build for it (`executorch-arm-overlay build-wheel`)",
                 )
@@ -199,9 +184,9 @@ class Runtime:
         selected = self._select(line, numbers)
         root = self.installed_root()
         for item in selected:
-            path = root / item.repo_path
+            path = root / item.form.repo_path
             line.pins.check_pristine(
-                item.repo_path,
+                item.form.repo_path,
                 sha256_file(path) if path.is_file() else "missing",
                 where=f"runtime patch of {path}",
                 hint="this install already carries the diffs (or was edited): refusing to patch"
@@ -218,7 +203,7 @@ class Runtime:
         except OverlayError:
             return []  # not importable, or no line: nothing was applied here
         wanted = None if numbers is None else set(numbers)
-        return [f for f in self.forms(line) if wanted is None or f.number in wanted]
+        return [f for f in self.forms(line) if wanted is None or f.fix.number in wanted]
 
     def is_applied(self, number: int) -> bool:
         """Return True when fix ``number`` is applied in this process."""
@@ -228,7 +213,7 @@ class Runtime:
                 _, owner = item.resolve_owner()
             except (ImportError, AttributeError):
                 return False  # the function this fix replaces is not there
-            if not hasattr(owner, _GUARD.format(number=number, attribute=item.attribute)):
+            if not hasattr(owner, _GUARD.format(number=number, attribute=item.form.attribute)):
                 return False
         return bool(present)
 
@@ -242,16 +227,16 @@ class Runtime:
         line, selected = self._checked(numbers)
         for item in selected:
             module, owner = item.resolve_owner()
-            guard = _GUARD.format(number=item.number, attribute=item.attribute)
+            guard = _GUARD.format(number=item.fix.number, attribute=item.form.attribute)
             if hasattr(owner, guard):
                 continue
             _check_untouched(item, module, owner, line)
-            original = _raw(owner, item.attribute)
+            original = _raw(owner, item.form.attribute)
             replacement = item.form.build(module, _function_of(original))
             setattr(owner, guard, original)
-            setattr(owner, item.attribute, replacement)
-            if item.number not in applied:
-                applied.append(item.number)
+            setattr(owner, item.form.attribute, replacement)
+            if item.fix.number not in applied:
+                applied.append(item.fix.number)
         return applied
 
     def originals(self) -> dict[int, tuple[tuple[RuntimeFix, Any], ...]]:
@@ -268,10 +253,10 @@ class Runtime:
         for item in forms:
             try:
                 _, owner = item.resolve_owner()
-                original = _function_of(_raw(owner, item.attribute))
+                original = _function_of(_raw(owner, item.form.attribute))
             except (ImportError, AttributeError):
                 continue  # not there to replace: the fix cannot be put in place here
-            found[item.number] = (*found.get(item.number, ()), (item, original))
+            found[item.fix.number] = (*found.get(item.fix.number, ()), (item, original))
         return found
 
     def undo(self, numbers: Iterable[int] | None = None) -> list[int]:
@@ -279,14 +264,14 @@ class Runtime:
         undone: list[int] = []
         for item in self._present(numbers):
             _, owner = item.resolve_owner()
-            guard = _GUARD.format(number=item.number, attribute=item.attribute)
+            guard = _GUARD.format(number=item.fix.number, attribute=item.form.attribute)
             if not hasattr(owner, guard):
                 continue
             # vars(), not getattr(): a stored staticmethod must not be unwrapped.
-            setattr(owner, item.attribute, _raw(owner, guard))
+            setattr(owner, item.form.attribute, _raw(owner, guard))
             delattr(owner, guard)
-            if item.number not in undone:
-                undone.append(item.number)
+            if item.fix.number not in undone:
+                undone.append(item.fix.number)
         return undone
 
 
@@ -303,8 +288,8 @@ def swapped(forms: Iterable[tuple[RuntimeFix, Any]]) -> Iterator[None]:
     try:
         for item, function in forms:
             module, owner = item.resolve_owner()
-            saved.append((owner, item.attribute, _raw(owner, item.attribute)))
-            setattr(owner, item.attribute, item.form.build(module, function))
+            saved.append((owner, item.form.attribute, _raw(owner, item.form.attribute)))
+            setattr(owner, item.form.attribute, item.form.build(module, function))
         yield
     finally:
         for owner, attribute, value in reversed(saved):
@@ -312,15 +297,15 @@ def swapped(forms: Iterable[tuple[RuntimeFix, Any]]) -> Iterator[None]:
 
 
 def _check_untouched(selected: RuntimeFix, module: Any, owner: Any, line: Line) -> None:
-    function = _function_of(_raw(owner, selected.attribute))
-    qualname = selected.attribute
+    function = _function_of(_raw(owner, selected.form.attribute))
+    qualname = selected.form.attribute
     if owner is not module:
-        qualname = f"{owner.__name__}.{selected.attribute}"
+        qualname = f"{owner.__name__}.{selected.form.attribute}"
     where = (getattr(function, "__module__", None), getattr(function, "__qualname__", None))
     if where != (module.__name__, qualname):
         raise RuntimePatchError(
             f"{qualname} was already replaced by another patch: refusing to stack fix"
-            f" {selected.number} on it",
+            f" {selected.fix.number} on it",
             expected=f"the {line.name} function {module.__name__}.{qualname}",
             found=f"{where[0]}.{where[1]}",
             hint="apply only one runtime patch per process (not the seed and this one)",

@@ -68,9 +68,7 @@ def pins_toml(
 ) -> str:
     """Return a pins.toml pinning ``pristine`` (repo path -> bytes) for a synthetic release."""
     lines = [
-        "[executorch]",
-        f'version = "{version}"',
-        f'git_tag = "v{version}"',
+        f'executorch = "{version}"',
         'upstream_repo = "pytorch/executorch"',
         'package_dir = "executorch"',
         "",

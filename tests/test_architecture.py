@@ -40,7 +40,7 @@ PROCESS_ENTRY_POINTS = {
     ("overlay.equivalence.worker.__main__", "main"): "the worker process: replies own its stdout",
     ("overlay.equivalence.worker.envinfo", "main"): "run in a path's Python: prints one line",
     ("overlay.upstream.retarget.kernel_probe", "main"): "run by a release env's Python",
-    ("overlay.envs.uv_process", "_die_with_us.hook"): "the forked child exits before its exec",
+    ("overlay._process", "_die_with_us.hook"): "the forked child exits before its exec",
 }
 # json calls outside overlay/codec.py: (module, function) -> why not the codec.
 JSON_OUTSIDE_THE_CODEC = {
@@ -50,7 +50,6 @@ JSON_OUTSIDE_THE_CODEC = {
     ("overlay.equivalence.worker.envinfo", "EnvInfo.digest"): "a hash input",
     ("overlay.equivalence.protocol", "encode"): "the protocol's line envelope",
     ("overlay.equivalence.protocol", "_envelope"): "the envelope, checked before the body",
-    ("overlay.equivalence.worker.envinfo", "decode"): "the line, then the codec (from_json)",
     ("overlay.equivalence.render.document", "load"): "the schema number, before the body",
     ("overlay.equivalence.render.html", "_value"): "JSON shown to a reader",
     ("overlay.equivalence.render.html", "_differing"): "JSON compared for a reader",

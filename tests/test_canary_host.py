@@ -75,14 +75,10 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
 def _share(root: Path, releases: tuple[str, ...]) -> None:
     """Add ``releases`` to the matrix of the lines root's shared ``upstream.toml``."""
     shared = root / "upstream.toml"
-    known = (
-        tomllib.loads(shared.read_text("utf-8"))["matrix"]["versions"] if shared.exists() else []
-    )
+    known = tomllib.loads(shared.read_text("utf-8"))["matrix_versions"] if shared.exists() else []
     versions = ", ".join(f'"{v}"' for v in dict.fromkeys([*known, *releases]))
     shared.write_text(
-        f'[matrix]\nversions = [{versions}]\npython = "3.11"\n'
-        'platform = "manylinux_2_28_x86_64"\n\n[upstream]\ntest_requirements = []\n'
-        "lint_requirements = []\n",
+        f'matrix_versions = [{versions}]\npython = "3.11"\nplatform = "manylinux_2_28_x86_64"\n',
         encoding="utf-8",
     )
 

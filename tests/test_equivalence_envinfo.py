@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from overlay import codec
 from overlay.equivalence.worker import envinfo
 
 
@@ -69,5 +70,5 @@ def test_the_line_it_prints_decodes_back(capsys: pytest.CaptureFixture[str]) -> 
     envinfo.main(["no_such_package", "backends"])
     line = capsys.readouterr().out
     assert line.endswith("\n") and line.count("\n") == 1
-    decoded = envinfo.decode(line)
+    decoded = codec.loads(envinfo.EnvInfo, line)
     assert decoded.python == sys.version and decoded.module_sha256 is None

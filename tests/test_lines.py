@@ -402,9 +402,15 @@ def test_the_checkout_retargets_151_from_120() -> None:
 
 @pytest.mark.parametrize(
     ("line", "found"),
-    [("upstream_repo = 3", "int 3"), ('upstream_repo = ""', "nothing"), ("", "nothing")],
+    [
+        ("upstream_repo = 3", ("pins.toml.upstream_repo: a str", "3")),
+        ('upstream_repo = ""', ("non-empty strings", "empty: upstream_repo")),
+        ("", ("pins.toml.upstream_repo: a value for Pins.upstream_repo", None)),
+    ],
 )
-def test_a_pin_that_is_not_a_string_is_said_plainly(tmp_path: Path, line: str, found: str) -> None:
+def test_a_pin_that_is_not_a_string_is_said_plainly(
+    tmp_path: Path, line: str, found: tuple[str, str | None]
+) -> None:
     folder = tmp_path / "1.2.0"
     make_line(tmp_path, "1.2.0")
     pins = (folder / "pins.toml").read_text(encoding="utf-8")
@@ -413,7 +419,11 @@ def test_a_pin_that_is_not_a_string_is_said_plainly(tmp_path: Path, line: str, f
     )
     with pytest.raises(SeriesError) as info:
         load(folder)
-    assert (info.value.expected, info.value.found) == ("a non-empty string upstream_repo", found)
+    assert info.value.message == f"{folder / 'pins.toml'} is not a valid pins file"
+    expected, shown = found
+    assert info.value.expected == expected
+    assert shown is None or info.value.found == shown
+    assert info.value.hint == "restore it from git, or fix the entry by hand"
 
 
 def test_no_patch_file_is_stored_twice() -> None:

@@ -220,4 +220,4 @@ def test_retire_line_in_a_checkout_is_a_git_rm_and_names_what_refers_to_it(
     assert f"D\tpatches/1.2.0/{NAME}" in staged and f"D\tpatches/1.2.0/locks/{LOCK}" in staged
     assert not (root / "1.2.0").exists()
     assert [line.name for line in lines.all_lines(root)] == ["1.6.0"]
-    assert load_series(lines.series_directory(root)).pins.executorch.public == "1.6.0"
+    assert load_series(lines.series_directory(root)).pins.executorch == "1.6.0"

@@ -158,11 +158,7 @@ def two_lines(tmp_path: Path) -> Path:
     shutil.copytree(PATCHES, root / "1.5.1")
     pins = root / "1.5.1" / "pins.toml"
     text = pins.read_text()
-    pins.write_text(
-        text.replace(
-            'version = "1.2.0"\ngit_tag = "v1.2.0"', 'version = "1.5.1"\ngit_tag = "v1.5.1"'
-        )
-    )
+    pins.write_text(text.replace('executorch = "1.2.0"', 'executorch = "1.5.1"'))
     assert pins.read_text() != text
     return root
 

@@ -64,8 +64,8 @@ def test_failed_install_says_why_and_the_next_call_repairs_it(
     monkeypatch.setenv("FAKE_UV_FAIL", "no such version")
     with pytest.raises(EnvError) as info:
         ensure(spec, tmp_path, uv=command)
-    assert info.value.message == "`uv pip install` failed (exit code 2)"
-    assert info.value.found == "no such version"
+    assert info.value.message == "`uv pip install` failed"
+    assert info.value.found == "exit code 2: no such version"
     assert (
         info.value.hint
         == "check the pins (a version may not exist for this interpreter), then retry"

@@ -185,11 +185,11 @@ def test_matrix_pin_knows_recorded_and_new_releases() -> None:
     )
     new = SHARED.matrix_pin("9.9.9")
     assert new.sha256 == ""
-    assert new.filename == "executorch-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert new.file == "executorch-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl"
     with pytest.raises(TargetError, match="not a release version"):
         SHARED.matrix_pin("latest")
     matrix_120 = SHARED.matrix_pin("1.2.0")
-    pinned_120 = next(p for p in PINS.wheels if p.filename == matrix_120.filename)
+    pinned_120 = next(p for p in PINS.wheels if p.file == matrix_120.file)
     assert pinned_120.sha256 == matrix_120.sha256
 
 
@@ -197,7 +197,7 @@ def test_unrecorded_release_says_which_line_to_add() -> None:
     plain = _patch("0001-plain.patch", BASE, FIXED)
     matrix = build_matrix(_series(plain), {}, [_release("9.9.9", BASE, pinned=False)], "u.toml")
     shown = render.text(render.matrix_blocks(matrix))
-    assert f'"9.9.9" = "{"ab" * 32}"' in shown and "[matrix.sha256] in u.toml" in shown
+    assert f'"9.9.9" = "{"ab" * 32}"' in shown and "[sha256] in u.toml" in shown
 
 
 @pytest.mark.integration

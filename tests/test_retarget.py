@@ -230,7 +230,7 @@ def test_pins_render_and_load(tmp_path: Path) -> None:
     )
     (tmp_path / "pins.toml").write_text(text)
     loaded = pins.load(tmp_path)
-    assert [w.filename for w in loaded.wheels] == [WHEEL]
+    assert [w.file for w in loaded.wheels] == [WHEEL]
     assert loaded.wheels[0].sha256 == "ef" * 32
     assert "# not published: executorch-1.5.1-cp311-cp311-macosx_12_0_arm64.whl" in text
     assert str(loaded.executorch) == "1.5.1"
@@ -239,8 +239,8 @@ def test_pins_render_and_load(tmp_path: Path) -> None:
     assert loaded.macos_deployment_target == old.macos_deployment_target == "15.0"
     assert loaded.pristine == {PATH: "ab" * 32}
     assert "#   torch 2.13.0: failed: VGF: GLIBC_2.38 not found" in text
-    assert text.index("[executorch]") < text.index("[runtime]") < text.index("[pristine]")
-    assert "[matrix]" not in text and "[upstream]" not in text  # shared: upstream.toml
+    assert text.index('executorch = "1.5.1"') < text.index("[runtime]") < text.index("[pristine]")
+    assert "matrix_versions" not in text and "[torch]" not in text  # shared: upstream.toml
 
 
 ORIGIN = "torch 2.13.0 ([torch] in upstream.toml)"

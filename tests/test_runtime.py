@@ -189,10 +189,10 @@ def _single_form(line: lines.Line) -> list[int]:
 
 def _attribute(number: int) -> tuple[object, ...]:
     found = []
-    for form in runtime.DEFAULT.fix(number):
-        _, owner = form.resolve_owner()
-        raw = vars(owner)[form.attribute] if isinstance(owner, type) else None
-        found.append(raw if raw is not None else getattr(owner, form.attribute))
+    for item in runtime.DEFAULT.fix(number):
+        _, owner = item.resolve_owner()
+        raw = vars(owner)[item.form.attribute] if isinstance(owner, type) else None
+        found.append(raw if raw is not None else getattr(owner, item.form.attribute))
     return tuple(found)
 
 
@@ -231,19 +231,19 @@ def test_refuses_a_function_replaced_by_someone_else() -> None:
     first, replaced = _single_form(_line())[:2]
     (fix,) = runtime.DEFAULT.fix(replaced)
     _module, owner = fix.resolve_owner()
-    original = getattr(owner, fix.attribute)
+    original = getattr(owner, fix.form.attribute)
 
     def foreign(*args: object) -> object:
         return original(*args)
 
-    setattr(owner, fix.attribute, foreign)
+    setattr(owner, fix.form.attribute, foreign)
     try:
         with pytest.raises(RuntimePatchError, match="already replaced"):
             runtime.apply([first, replaced])
         # The failing fix does not hide the others' state: the first went in, on its own.
         assert runtime.is_applied(first) and not runtime.is_applied(replaced)
     finally:
-        setattr(owner, fix.attribute, original)
+        setattr(owner, fix.form.attribute, original)
 
 
 @pytest.mark.torch
@@ -254,7 +254,8 @@ def test_refuses_an_install_that_carries_the_diffs(
     number = _single_form(_line())[-1]
     root = runtime.DEFAULT.installed_root()
     fake = tmp_path / "executorch"
-    (form,) = runtime.DEFAULT.fix(number)
+    (item,) = runtime.DEFAULT.fix(number)
+    form = item.form
     target = fake / form.repo_path
     target.parent.mkdir(parents=True)
     shutil.copyfile(root / form.repo_path, target)
@@ -324,4 +325,4 @@ def test_every_fix_of_the_installed_line_has_its_runtime_form() -> None:
         assert tuple(item.form for item in items) == forms
         for item in items:
             _, owner = item.resolve_owner()
-            assert hasattr(owner, item.attribute)
+            assert hasattr(owner, item.form.attribute)

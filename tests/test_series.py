@@ -187,7 +187,8 @@ def test_pins_file_is_read_into_types(series: Series) -> None:
     ("text", "found"),
     [
         ("not toml = = =", "TOMLDecodeError"),
-        ("[executorch]\nversion = 3\n", "a [runtime] table"),
+        ('executorch = "1.2.0"\n', "a value for Pins.upstream_repo"),
+        ("executorch = 3\n", "pins.toml.executorch: a str"),
     ],
 )
 def test_bad_pins_file_is_a_series_error(tmp_path: Path, text: str, found: str) -> None:

@@ -35,22 +35,26 @@ def test_a_line_holds_only_its_own_pins(tmp_path: Path) -> None:
     line = tmp_path / "1.2.0"
     line.mkdir()
     text = (ROOT / "patches" / "1.2.0" / "pins.toml").read_text()
-    (line / "pins.toml").write_text(text + '\n[matrix]\nversions = ["1.2.0"]\n')
-    with pytest.raises(SeriesError, match="holds shared upstream pins") as info:
+    (line / "pins.toml").write_text(text + '\n[torch]\n"1.2.0" = "2.11.0"\n')
+    with pytest.raises(SeriesError, match="not a valid pins file") as info:
         pins.load(line)
-    assert info.value.found == "[matrix]"
-    assert str(tmp_path / UPSTREAM_FILE) in (info.value.hint or "")
+    assert info.value.expected == "pins.toml: only the fields of Pins"
+    assert info.value.found == "['torch']"
 
 
 def test_a_bad_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / UPSTREAM_FILE
-    path.write_text('[matrix]\nversions = "1.2.0"\npython = "3.11"\nplatform = "x"\n')
+    path.write_text('matrix_versions = "1.2.0"\npython = "3.11"\nplatform = "x"\n')
     with pytest.raises(SeriesError, match="not a valid upstream pins file"):
         load(path)
-    path.write_text('[matrix]\nversions = []\npython = "3.11"\nplatform = "x"\n[torch]\n"1" = 2\n')
+    path.write_text('matrix_versions = []\npython = "3.11"\nplatform = "x"\n[torch]\n"1" = 2\n')
     with pytest.raises(SeriesError, match="not a valid upstream pins file"):
         load(path)
-    path.write_text("[matrix\n")
+    path.write_text('matrix_versions = []\npython = ""\nplatform = "x"\n')
+    with pytest.raises(SeriesError, match="not a valid upstream pins file") as info:
+        load(path)
+    assert info.value.found == "empty: python"
+    path.write_text("[torch\n")
     with pytest.raises(SeriesError, match="cannot read"):
         load(path)
 
@@ -58,7 +62,7 @@ def test_a_bad_file_is_refused(tmp_path: Path) -> None:
 def test_with_release_records_a_release_and_keeps_the_rest(tmp_path: Path) -> None:
     text = SHARED.read_text()
     after = with_release(text, "1.6.0", sha256="ab" * 32, torch="2.14.0")
-    assert after.startswith(text.split("[matrix]")[0])  # the comments before stay
+    assert after.startswith(text.split("matrix_versions")[0])  # the comments before stay
     assert "# Upstream's torch pin per release" in after
     (tmp_path / UPSTREAM_FILE).write_text(after)
     loaded = load(tmp_path / UPSTREAM_FILE)

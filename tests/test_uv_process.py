@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from overlay.envs import uv_process
-from overlay.errors import EnvError
+from overlay.errors import EnvError, LockfileError
 
 SLOW_UV = """#!/bin/sh
 echo $$ > "{pids}"
@@ -23,7 +23,8 @@ import sys
 # Ctrl-C as from a terminal: a background job (CI under nohup) inherits SIGINT ignored
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from overlay.envs.uv_process import run_uv
-run_uv(sys.argv[1], ["pip", "sync"], quiet=False, what="syncs", hint="h")
+from overlay.errors import EnvError
+run_uv(sys.argv[1], ["pip", "sync"], EnvError, quiet=False)
 """
 
 
@@ -44,16 +45,19 @@ def test_find_uv_prefers_the_uv_package_then_path(
         uv_process.find_uv()
 
 
-def test_a_failing_uv_is_an_error_with_its_output(tmp_path: Path) -> None:
+def test_a_failing_uv_is_the_callers_error_with_its_output(tmp_path: Path) -> None:
     script = tmp_path / "uv"
     script.write_text("#!/bin/sh\necho 'no such version' >&2\nexit 2\n")
     script.chmod(0o755)
-    with pytest.raises(EnvError) as info:
-        uv_process.run_uv(str(script), ["pip", "install", "x"], quiet=True, what="w", hint="h")
-    assert info.value.message == "`uv pip install` failed (exit code 2)"
-    assert (info.value.expected, info.value.found, info.value.hint) == (
-        "uv w",
-        "no such version",
+
+    def refuse(found: str) -> LockfileError:
+        return LockfileError("uv could not resolve", found=found, hint="h")
+
+    with pytest.raises(LockfileError) as info:
+        uv_process.run_uv(str(script), ["pip", "compile", "x"], refuse)
+    assert (info.value.message, info.value.found, info.value.hint) == (
+        "uv could not resolve",
+        "exit code 2: no such version",
         "h",
     )
 

@@ -250,8 +250,8 @@ def test_a_failing_uv_says_why_and_leaves_the_syncing_mark(
         venvs.ensure_venv(
             contents(A, quiet=True), tmp_path / "v", verify=lambda v: None, uv=make_uv(tmp_path)
         )
-    assert info.value.message == "`uv pip sync` failed (exit code 2)"
-    assert info.value.found == "no such version"
+    assert info.value.message == "`uv pip sync` failed"
+    assert info.value.found == "exit code 2: no such version"
     assert "stale lock" in (info.value.hint or "")
     stamp = read_stamp(tmp_path / "v")
     assert stamp is not None and stamp.state is SyncState.SYNCING

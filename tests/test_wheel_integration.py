@@ -92,7 +92,7 @@ def test_patched_wheel_record_version_provenance(
 ) -> None:
     version = f"1.2.0+armfix.{series.short_digest}"
     assert built.built and built.version == version
-    assert built.path.name == pin.filename.replace("-1.2.0-", f"-{version}-")
+    assert built.path.name == pin.file.replace("-1.2.0-", f"-{version}-")
     assert Version(version) in SpecifierSet("==1.2.0")  # satisfies executorch==1.2.0
     dist = f"executorch-{version}.dist-info"
     with WheelFile.open(built.path) as checked:
@@ -143,7 +143,7 @@ def test_rebuild_is_reused_and_forced_rebuild_is_identical(
 
 
 def test_tampered_wheel_is_refused(tmp_path: Path, source: Path, pin: pins.WheelPin) -> None:
-    bad = tmp_path / pin.filename
+    bad = tmp_path / pin.file
     data = bytearray(source.read_bytes())
     data[len(data) // 2] ^= 0xFF
     bad.write_bytes(bytes(data))
@@ -293,7 +293,7 @@ def test_the_repack_gives_the_bytes_every_lock_pins(
     """The writer that replaced pypa/wheel's: same inputs, the bytes the committed locks pin."""
     checked = 0
     for pin in series.pins.wheels:
-        cached = wheels.wheel_cache() / pin.filename
+        cached = wheels.wheel_cache() / pin.file
         lock = lockfiles.lock_path(series, pin)
         if not cached.is_file() or not lock.is_file():
             continue  # only wheels this machine has: the check needs no network

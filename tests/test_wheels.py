@@ -148,7 +148,7 @@ def test_a_wheel_of_another_release_is_refused(tmp_path: Path) -> None:
 
 def test_wrong_sha256_is_refused_before_reading(tmp_path: Path) -> None:
     series, source, pin = setup(tmp_path)
-    wrong = WheelPin(pin.filename, "f" * 64, pin.python, pin.platform)
+    wrong = WheelPin(pin.file, "f" * 64, pin.python, pin.platform)
     with pytest.raises(WheelError) as info:
         wheels.build_patched_wheel(series, source, wrong, tmp_path / "dist")
     assert (info.value.expected, info.value.found) == ("f" * 64, pin.sha256)

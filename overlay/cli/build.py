@@ -29,7 +29,7 @@ def pin_of(args: argparse.Namespace, series: Series) -> pins.WheelPin:
 
 def downloads(args: argparse.Namespace, pin: pins.WheelPin) -> bool:
     """Return True when the pinned wheel would be downloaded (no --wheel, not in the cache)."""
-    return not args.wheel and not (wheels.wheel_cache() / pin.filename).is_file()
+    return not args.wheel and not (wheels.wheel_cache() / pin.file).is_file()
 
 
 def pinned_wheel(args: argparse.Namespace, series: Series) -> tuple[pins.WheelPin, Path]:
@@ -61,7 +61,7 @@ def _build_dry_run(args: argparse.Namespace, series: Series) -> int:
         out(json_output.to_json(report).rstrip("\n"))
         return 0
     if fetch:
-        out(f"would download {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+        out(f"would download {pin.file} (pinned sha256 {pin.sha256[:12]}...)")
     out(f"{path}: up to date" if action == "up to date" else f"would write {path} ({action})")
     return 0
 

@@ -45,7 +45,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     if args.dry_run:
         pin = pin_of(args, series)
         if downloads(args, pin):
-            out(f"would download {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+            out(f"would download {pin.file} (pinned sha256 {pin.sha256[:12]}...)")
         out(f"would lay out {len(series.patches)} patches as commits in {args.dir}")
         return 0
     _, source = pinned_wheel(args, series)

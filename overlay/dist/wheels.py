@@ -17,7 +17,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -25,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import _mutex
+from overlay import _mutex, _process
 from overlay._cache import cache_dir
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.dist import provenance as _provenance
@@ -105,7 +104,7 @@ def fetch_wheel(pin: WheelPin, *, cache: Path | None = None) -> Path:
     Downloads into one cache are serialised; folders of killed downloads are removed.
     """
     folder = cache or wheel_cache()
-    path = folder / pin.filename
+    path = folder / pin.file
     if path.is_file():
         if pin.sha256:
             verify_wheel(path, pin)
@@ -122,8 +121,8 @@ def fetch_wheel(pin: WheelPin, *, cache: Path | None = None) -> Path:
 
 def fetch_pinned(pin: WheelPin, progress: Callable[[str], None] = lambda _: None) -> Path:
     """Return the verified pinned wheel from the wheel cache, saying so when it downloads."""
-    if not (wheel_cache() / pin.filename).is_file():
-        progress(f"downloading {pin.filename} (pinned sha256 {pin.sha256[:12]}...)")
+    if not (wheel_cache() / pin.file).is_file():
+        progress(f"downloading {pin.file} (pinned sha256 {pin.sha256[:12]}...)")
     return fetch_wheel(pin)
 
 
@@ -143,19 +142,20 @@ def _download(pin: WheelPin, folder: Path, path: Path) -> None:
         ]  # fmt: skip
         if pin.sha256:
             command.append("--require-hashes")
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, check=False)
-        except OSError as exc:
-            raise WheelError(f"cannot run pip: {exc}", hint="install pip in this Python") from exc
-        downloaded = Path(tmp) / pin.filename
-        if proc.returncode != 0 or not downloaded.is_file():
-            found, hint = _pip_failure(proc.stderr or proc.stdout, pin)
-            raise WheelError(
-                f"pip could not download {pin.filename}",
-                expected=f"{pin.filename} from the package index",
+
+        def refuse(output: str) -> WheelError:
+            found, hint = _pip_failure(output, pin)
+            return WheelError(
+                f"pip could not download {pin.file}",
+                expected=f"{pin.file} from the package index",
                 found=found,
                 hint=hint,
             )
+
+        _process.run(command, refuse)
+        downloaded = Path(tmp) / pin.file
+        if not downloaded.is_file():
+            raise refuse("")
         if pin.sha256:
             verify_wheel(downloaded, pin)
         os.replace(downloaded, path)
@@ -225,7 +225,7 @@ def read_provenance(path: Path) -> Provenance | None:
 
 def patched_wheel_name(pin: WheelPin, series: Series) -> str:
     """Return the file name of the patched wheel for ``pin``."""
-    return pin.filename.replace(f"-{series.pins.executorch}-", f"-{local_version(series)}-", 1)
+    return pin.file.replace(f"-{series.pins.executorch}-", f"-{local_version(series)}-", 1)
 
 
 def build_record(wheel: Path) -> Path:
@@ -442,7 +442,7 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
                         data = src.read(name)  # checked against the source's RECORD
                     dst.add(_renamed(name, old_dist, new_dist), data, like=info)
                 provenance = make_provenance(
-                    series, files, base_wheel=pin.filename, base_sha256=pin.sha256
+                    series, files, base_wheel=pin.file, base_sha256=pin.sha256
                 )
                 dst.add(new_dist + PROVENANCE_FILE, provenance.to_json().encode(), like=record_info)
             digest = sha256_file(tmp)

@@ -16,9 +16,7 @@ one: the equivalence run's stock env and the test env are synced from it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +28,7 @@ from overlay._files import write_text_atomic
 from overlay._hashing import sha256_bytes
 from overlay.dist.provenance import TOOL, local_version
 from overlay.dist.wheels import REPACK_FORMAT
-from overlay.envs.uv_process import find_uv
+from overlay.envs.uv_process import find_uv, run_uv
 from overlay.errors import LockfileError
 from overlay.lines.pins import LOCKS_DIR, WheelPin
 from overlay.text.series import Series
@@ -89,7 +87,7 @@ def inputs_key(series: Series, pin: WheelPin) -> str:
         "requirements": requirements(series),
         "wheel_requires": list(series.pins.wheel_requirements()),
         "series": series.digest,
-        "base_wheel": [pin.filename, pin.sha256],
+        "base_wheel": [pin.file, pin.sha256],
         "tool": [TOOL, REPACK_FORMAT],
         "target": list(uv_target(series, pin)),
     }
@@ -100,7 +98,8 @@ def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
     """Return (python version, uv ``--python-platform``, macOS deployment target) of a pin.
 
     Example: ``manylinux_2_28_x86_64`` gives ``x86_64-manylinux_2_28``;
-    ``macosx_12_0_arm64`` gives ``aarch64-apple-darwin`` (macOS from the pins' [lock]).
+    ``macosx_12_0_arm64`` gives ``aarch64-apple-darwin`` (macOS from the pins'
+    ``macos_deployment_target``).
     """
     tag = pin.platform
     if tag.startswith("manylinux_"):
@@ -128,24 +127,22 @@ def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = N
         links.mkdir()
         shutil.copyfile(wheel, links / wheel.name)  # only this wheel: no stale candidate
         (folder / _INPUT_NAME).write_text("\n".join(requirements(series)) + "\n")
-        command = [
-            find_uv(), "pip", "compile", _INPUT_NAME, "--quiet", "--generate-hashes",
+        compile_ = [
+            "pip", "compile", _INPUT_NAME, "--quiet", "--generate-hashes",
             "--python-version", python, "--python-platform", platform,
             "--find-links", "links", "--custom-compile-command", REFRESH, "-o", "lock.txt",
         ]  # fmt: skip
-        env = dict(os.environ)
-        if macos:
-            env["MACOSX_DEPLOYMENT_TARGET"] = macos
-        proc = subprocess.run(
-            command, cwd=folder, env=env, capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise LockfileError(
+
+        def refuse(found: str) -> LockfileError:
+            return LockfileError(
                 f"uv could not resolve the lock for {pin.tag}",
                 expected="every runtime pin and the patched executorch resolvable together",
-                found=proc.stderr.strip()[-2000:],
+                found=found,
                 hint="check the pins in pins.toml (and network access to the index)",
             )
+
+        macos_env = {"MACOSX_DEPLOYMENT_TARGET": macos} if macos else {}
+        run_uv(find_uv(), compile_, refuse, cwd=folder, env=macos_env)
         body = (folder / "lock.txt").read_text(encoding="utf-8")
     header = (
         f"# Lock of the ready venv for {pin.tag} (Python {python}, {platform}"

@@ -112,7 +112,7 @@ def request_for(
     """
     locked = lockfiles.check_current(series, pin)
     if stock:  # the wheel cache, where it is: uv does not download it again
-        links = (wheel_cache(),) if (wheel_cache() / pin.filename).is_file() else ()
+        links = (wheel_cache(),) if (wheel_cache() / pin.file).is_file() else ()
     else:
         source = fetch_pinned(pin, progress)
         built = index.build_into(series, source, pin, dist, force=force, progress=progress)

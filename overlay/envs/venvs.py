@@ -408,4 +408,10 @@ def _uv(uv: str, args: list[str], contents: Contents | None) -> None:
     else:
         hint = "check the pins (a version may not exist for this interpreter), then retry"
     what = f"installs {contents.label}" if contents else "creates the venv"
-    run_uv(uv, args, quiet=contents is None or contents.quiet, what=what, hint=hint)
+
+    def refuse(found: str) -> EnvError:
+        return EnvError(
+            f"`uv {' '.join(args[:2])}` failed", expected=f"uv {what}", found=found, hint=hint
+        )
+
+    run_uv(uv, args, refuse, quiet=contents is None or contents.quiet)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import subprocess
 import sys
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import codec
+from overlay import _process
+from overlay._process import Refuse
 from overlay.dist.provenance import local_version
 from overlay.envs.lockfiles import Lock
 from overlay.envs.venvs import Venv, find_venv, installed_versions
@@ -32,10 +33,29 @@ ARM_MODULES = (
     "executorch.backends.arm.quantizer",
 )
 NEXT_STEP = "sync the environment with its lock again (docs/environments.md)"
-_IMPORT = (
-    "import importlib, json, sys\n"
-    "print(json.dumps({n: importlib.import_module(n).__file__ for n in sys.argv[1:]}))\n"
-)
+# Run by another environment's Python (the overlay need not be installed there).
+IMPORT_CHECK = """\
+import importlib, json, sys
+
+found = {}
+for name in sys.argv[1:]:
+    try:
+        found[name] = {"file": importlib.import_module(name).__file__ or ""}
+    except BaseException as exc:
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        found[name] = {"error": error, "missing": missing or ""}
+print(json.dumps(found))
+"""
+
+
+@dataclass(frozen=True)
+class Imported:
+    """One module the import check imported: its file, or its error and the missing module."""
+
+    file: str = ""
+    error: str = ""
+    missing: str = ""  # the module a ModuleNotFoundError names
 
 
 @dataclass(frozen=True)
@@ -118,14 +138,13 @@ def check_installed(
             for p in expected
             if not _upstream_test(p)
         }
-        what = "stock" if stock else "patched"
-        loaded = _import(python or Path(sys.executable), [*patched, *ARM_MODULES], what, repair)
+        loaded = _import(python or Path(sys.executable), [*patched, *ARM_MODULES], stock, repair)
         for name, path in patched.items():
-            if Path(loaded[name]).resolve() != path.resolve():
+            if Path(loaded[name].file).resolve() != path.resolve():
                 raise InstallCheckError(
                     f"{name} is imported from another place",
                     expected=str(path),
-                    found=loaded[name],
+                    found=loaded[name].file,
                     hint="remove the shadowing copy from sys.path",
                 )
         modules = tuple(loaded)
@@ -148,7 +167,7 @@ def _upstream_test(repo_path: str) -> bool:
 def _stock_tree(series: Series, site: Path, repair: str) -> Status:
     """Return the state of a stock installation; refuse any but the pinned release, pristine."""
     status = read_installed(series, site)
-    if status.target.version != series.pins.executorch or status.state is not TreeState.PRISTINE:
+    if status.target.version != series.pins.version or status.state is not TreeState.PRISTINE:
         raise InstallCheckError(
             "this environment does not hold the stock release",
             expected=f"executorch {series.pins.executorch}, its files pristine",
@@ -158,27 +177,38 @@ def _stock_tree(series: Series, site: Path, repair: str) -> Status:
     return status
 
 
-def _import(python: Path, names: list[str], what: str, repair: str) -> dict[str, str]:
-    """Import ``names`` in ``python``; return each module's file."""
-    # -s -P: no user site, no script folder on sys.path; PYTHONPATH is dropped, but not
-    # PYTHONDONTWRITEBYTECODE: the import costs what it costs the user's own first import.
+def import_check(
+    python: Path, names: Sequence[str], refuse: Refuse, *, timeout: float | None = None
+) -> dict[str, Imported]:
+    """Import each of ``names`` in ``python``; return what each gave (its file or its error).
+
+    ``python`` runs isolated (-s -P, PYTHONPATH and PYTHONHOME dropped: no user site, no
+    script folder, nothing of this process's path), so it sees its own environment (a
+    wrapper that sets PYTHONPATH itself keeps it). A Python that does not run or answer is
+    ``refuse(what was found)``.
+    """
+    # PYTHONDONTWRITEBYTECODE is kept: the import costs what it costs the user's own first.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    proc = subprocess.run(
-        [str(python), "-s", "-P", "-c", _IMPORT, *names],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    if proc.returncode != 0:
-        raise InstallCheckError(
-            f"the {what} executorch does not import",
+    command = [str(python), "-s", "-P", "-c", IMPORT_CHECK, *names]
+    return _process.json_line(dict[str, Imported], command, refuse, timeout=timeout, env=env)
+
+
+def _import(python: Path, names: list[str], stock: bool, repair: str) -> dict[str, Imported]:
+    """Import ``names`` in ``python``; refuse any that does not import."""
+
+    def refuse(found: str) -> InstallCheckError:
+        return InstallCheckError(
+            f"the {'stock' if stock else 'patched'} executorch does not import",
             expected=f"{', '.join(names)} importable with {python}",
-            found=proc.stderr.strip()[-2000:] or f"exit code {proc.returncode}",
+            found=found,
             hint=repair,
         )
-    lines = proc.stdout.strip().splitlines() or [""]
-    return codec.loads(dict[str, str], lines[-1], "the import check's output")
+
+    found = import_check(python, names, refuse)
+    failed = [f"{name}: {result.error}" for name, result in found.items() if result.error]
+    if failed:
+        raise refuse("; ".join(failed))
+    return found
 
 
 def current_site() -> Path:

@@ -6,33 +6,39 @@ own pins. Only the line's own pins live here; what the upstream work needs about
 releases (the version matrix, upstream's torch pins, its tools) is shared by every line in
 ``patches/upstream.toml`` (:mod:`overlay.upstream.upstream_pins`). :mod:`overlay.lines`
 says which series folder a command uses.
+
+The file is decoded by the codec into :class:`Pins`, which has its shape: top-level keys
+for the release (``executorch``, ``upstream_repo``, ``package_dir``,
+``macos_deployment_target``), then ``[runtime]``, ``[extras]``, ``[[wheels]]`` and
+``[pristine]``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import sys
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from packaging.version import InvalidVersion, Version
 
+from overlay import codec
 from overlay.errors import PristineMismatchError, SeriesError, TargetError
 
 PINS_FILE = "pins.toml"
 LOCKS_DIR = "locks"  # a line's locks: patches/<line>/locks/<wheel tag>.txt
 SERIES_FILE = "series"
-# Tables of patches/upstream.toml (shared by every line), refused in a line's pins.toml.
-SHARED_TABLES = ("matrix", "upstream", "torch")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class WheelPin:
-    """One pinned executorch wheel file."""
+    """One pinned executorch wheel file (a ``[[wheels]]`` entry)."""
 
-    filename: str
+    file: str  # its file name
     sha256: str  # empty when not yet known (the version matrix records it on first fetch)
     python: str  # "3.11"
     platform: str  # pip --platform value
@@ -40,7 +46,7 @@ class WheelPin:
     @property
     def version(self) -> str:
         """Return the executorch version in the file name."""
-        return self.filename.split("-")[1]
+        return self.file.split("-")[1]
 
     @property
     def abi(self) -> str:
@@ -55,17 +61,22 @@ class WheelPin:
 
 @dataclass(frozen=True)
 class Pins:
-    """Everything one series is pinned to."""
+    """Everything one series is pinned to: its ``pins.toml`` (``source``: where it was read)."""
 
     source: Path
-    executorch: Version
+    executorch: str  # the pinned release, e.g. "1.5.1" (as a Version: :attr:`version`)
     upstream_repo: str
     package_dir: str
-    runtime: Mapping[str, str]  # distribution name -> exact version
-    extras: Mapping[str, tuple[str, ...]]  # extra name -> runtime packages it brings
-    macos_deployment_target: str  # the macOS a lock targets ("" = uv's default)
+    runtime: dict[str, str]  # distribution name -> exact version
     wheels: tuple[WheelPin, ...]
-    pristine: Mapping[str, str]  # repository path -> sha256
+    pristine: dict[str, str]  # repository path -> sha256
+    extras: dict[str, tuple[str, ...]] = field(default_factory=dict)  # extra -> runtime names
+    macos_deployment_target: str = ""  # the macOS a lock targets ("" = uv's default)
+
+    @property
+    def version(self) -> Version:
+        """Return the pinned release as a Version."""
+        return Version(self.executorch)
 
     @property
     def pythons(self) -> tuple[str, ...]:
@@ -116,7 +127,7 @@ class Pins:
                 return pin
         raise TargetError(
             "no pinned executorch wheel for this interpreter and machine",
-            expected=f"one of: {', '.join(p.filename for p in self.wheels)}",
+            expected=f"one of: {', '.join(p.file for p in self.wheels)}",
             found=f"Python {python} on {system}/{machine}",
             hint=f"use a Python this line pins ({', '.join(self.pythons)}), or add a wheel for"
             f" this machine to {self.source}",
@@ -125,11 +136,11 @@ class Pins:
     def wheel_for(self, filename_or_tag: str) -> WheelPin:
         """Find a pinned wheel by file name or by ``cp311-manylinux_2_28_x86_64`` style tag."""
         for pin in self.wheels:
-            if filename_or_tag in (pin.filename, pin.tag):
+            if filename_or_tag in (pin.file, pin.tag):
                 return pin
         raise TargetError(
             f"{filename_or_tag!r} is not a pinned executorch wheel",
-            expected=", ".join(p.filename for p in self.wheels),
+            expected=", ".join(p.file for p in self.wheels),
             found=filename_or_tag,
             hint=f"use one of the pinned wheels, or pin the new one in {self.source}",
         )
@@ -165,7 +176,7 @@ class Pins:
             found = Version(str(version))
         except InvalidVersion:
             found = None
-        if found is None or Version(found.public) != self.executorch:
+        if found is None or Version(found.public) != self.version:
             raise TargetError(
                 "wrong executorch version",
                 expected=f"executorch {self.executorch} (the pinned release)",
@@ -175,44 +186,15 @@ class Pins:
             )
 
 
-def _table(data: Mapping[str, object], key: str, source: Path) -> Mapping[str, object]:
-    value = data.get(key)
-    if not isinstance(value, Mapping):
-        raise _bad(source, f"a [{key}] table", repr(value))
-    return value
+def read_toml(cls: type[T], source: Path, what: str) -> T:
+    """Return a TOML file decoded into ``cls`` (shared by every pins file; ``source`` added).
 
-
-def _text(data: Mapping[str, object], key: str, source: Path) -> str:
-    value = data.get(key)
-    if not isinstance(value, str) or not value:
-        found = "nothing" if value in (None, "") else f"{type(value).__name__} {value}"
-        raise _bad(source, f"a non-empty string {key}", found)
-    return value
-
-
-def _strings(data: Mapping[str, object], key: str, source: Path) -> dict[str, str]:
-    table = _table(data, key, source)
-    out: dict[str, str] = {}
-    for name, value in table.items():
-        if not isinstance(value, str):
-            raise _bad(source, f"string values under [{key}]", f"{name} = {value!r}")
-        out[name] = value
-    return out
-
-
-def _bad(source: Path, expected: str, found: str) -> SeriesError:
-    return SeriesError(
-        f"{source} is not a valid pins file",
-        expected=expected,
-        found=found,
-        hint="restore it from git, or fix the entry by hand",
-    )
-
-
-def read_toml(source: Path) -> dict[str, object]:
-    """Return a TOML file's tables; refuse an unreadable one (shared by every pins file)."""
+    An unreadable file, one that is not the shape of ``cls``, or one with an empty string
+    where a value is required, is a SeriesError naming the file (``what``: "pins file")
+    and the entry.
+    """
     try:
-        return tomllib.loads(source.read_bytes().decode("utf-8"))
+        data = tomllib.loads(source.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError) as exc:
         raise SeriesError(
             f"cannot read {source}: {exc}",
@@ -220,6 +202,32 @@ def read_toml(source: Path) -> dict[str, object]:
             found=type(exc).__name__,
             hint="restore it from git",
         ) from exc
+    try:
+        decoded = codec.decode(cls, {**data, "source": str(source)}, source.name)
+    except codec.CodecError as exc:
+        raise _invalid(source, what, f"{exc.where}: {exc.expected}", exc.found or "") from exc
+    empty = _empty(decoded, "")
+    if empty:
+        raise _invalid(source, what, "non-empty strings", f"empty: {', '.join(empty)}")
+    return decoded
+
+
+def _empty(value: object, where: str) -> list[str]:
+    """Return where a required string of ``value`` (a dataclass, nested ones too) is empty."""
+    found = []
+    for f in dataclasses.fields(value):  # type: ignore[arg-type]
+        item = getattr(value, f.name)
+        if item == "" and f.default is dataclasses.MISSING:
+            found.append(where + f.name)
+        for index, nested in enumerate(item if isinstance(item, tuple) else ()):
+            if dataclasses.is_dataclass(nested):
+                found += _empty(nested, f"{where}{f.name}[{index}].")
+    return found
+
+
+def _invalid(source: Path, what: str, expected: str, found: str) -> SeriesError:
+    hint = "restore it from git, or fix the entry by hand"
+    return SeriesError(f"{source} is not a valid {what}", expected=expected, found=found, hint=hint)
 
 
 def load(directory: Path) -> Pins:
@@ -232,53 +240,15 @@ def load(directory: Path) -> Pins:
             found="nothing",
             hint="point --patches at a series folder (it holds 'series' and 'pins.toml')",
         )
-    data = read_toml(source)
-    executorch = _table(data, "executorch", source)
-    runtime = _strings(data, "runtime", source)
-    extras: dict[str, tuple[str, ...]] = {}
-    for extra, names in _table(data, "extras", source).items() if "extras" in data else ():
-        if not isinstance(names, list) or not all(n in runtime for n in names):
-            raise _bad(source, f"[extras] {extra} = a list of [runtime] names", repr(names))
-        extras[extra] = tuple(names)
-    lock = _table(data, "lock", source) if "lock" in data else {}
-    macos = lock.get("macos_deployment_target", "")
-    if not isinstance(macos, str):
-        raise _bad(source, "[lock] macos_deployment_target = a string", repr(macos))
-    moved = [key for key in SHARED_TABLES if key in data]
-    if moved:
-        raise SeriesError(
-            f"{source} holds shared upstream pins",
-            expected="only the line's own pins (the upstream pins are shared by every line)",
-            found=", ".join(f"[{key}]" for key in moved),
-            hint=f"move them into {directory.parent / 'upstream.toml'} (beside the lines)",
-        )
-    wheels: list[WheelPin] = []
-    raw_wheels = data.get("wheels")
-    if not isinstance(raw_wheels, list) or not raw_wheels:
-        raise _bad(source, "one or more [[wheels]] entries", repr(raw_wheels))
-    for entry in raw_wheels:
-        if not isinstance(entry, Mapping):
-            raise _bad(source, "[[wheels]] tables", repr(entry))
-        wheels.append(
-            WheelPin(
-                _text(entry, "file", source),
-                _text(entry, "sha256", source),
-                _text(entry, "python", source),
-                _text(entry, "platform", source),
-            )
-        )
+    pins = read_toml(Pins, source, "pins file")
     try:
-        version = Version(_text(executorch, "version", source))
+        Version(pins.executorch)
     except InvalidVersion as exc:
-        raise _bad(source, "a PEP 440 executorch version", str(exc)) from exc
-    return Pins(
-        source=source,
-        executorch=version,
-        upstream_repo=_text(executorch, "upstream_repo", source),
-        package_dir=_text(executorch, "package_dir", source),
-        runtime=runtime,
-        extras=extras,
-        macos_deployment_target=macos,
-        wheels=tuple(wheels),
-        pristine=_strings(data, "pristine", source),
-    )
+        raise _invalid(source, "pins file", "a PEP 440 executorch version", str(exc)) from exc
+    if not pins.wheels:
+        raise _invalid(source, "pins file", "one or more [[wheels]] entries", "none")
+    for extra, names in pins.extras.items():
+        if not set(names) <= set(pins.runtime):
+            expected = f"[extras] {extra} = a list of [runtime] names"
+            raise _invalid(source, "pins file", expected, repr(list(names)))
+    return pins

@@ -53,7 +53,7 @@ def lint_env(progress: Progress) -> release_venvs.Env:
     if not shared.lint_requirements:
         raise UpstreamError(
             "no linter pins",
-            expected=f"[upstream] lint_requirements in {shared.source}",
+            expected=f"lint_requirements in {shared.source}",
             found="none",
             hint="copy them from upstream's requirements-lintrunner.txt",
         )

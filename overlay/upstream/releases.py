@@ -88,7 +88,7 @@ def load_release(
     except OverlayError as exc:
         raise UpstreamError(
             f"cannot fetch executorch {version}",
-            expected=pin.filename,
+            expected=pin.file,
             found=exc.message,
             hint=exc.hint or "check the version exists: `pip index versions executorch`",
         ) from exc
@@ -108,7 +108,7 @@ def fetch_release_wheels(
     """
     records = []
     for pin in pins.wheels:
-        name = pin.filename.replace(f"-{pins.executorch}-", f"-{version}-", 1)
+        name = pin.file.replace(f"-{pins.executorch}-", f"-{version}-", 1)
         known = shared.sha256.get(version, "") if shared.is_matrix(pin) else ""
         try:
             path = fetch_wheel(WheelPin(name, known, pin.python, pin.platform))

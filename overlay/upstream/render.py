@@ -256,11 +256,11 @@ def write(
 
 
 def unpinned_note(matrix: Matrix) -> str:
-    """Return the ``[matrix.sha256]`` lines to add (to upstream.toml) for unverified releases."""
+    """Return the ``[sha256]`` lines to add (to upstream.toml) for unverified releases."""
     lines = [f'"{v}" = "{w.sha256}"' for v, w in matrix.wheels.items() if not w.pinned]
     if not lines:
         return ""
-    where = f"[matrix.sha256] in {matrix.pins_file}"
+    where = f"[sha256] in {matrix.pins_file}"
     return f"not yet recorded; add under {where}:\n" + "\n".join(lines)
 
 

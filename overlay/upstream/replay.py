@@ -279,7 +279,7 @@ def ports_of(series: Series) -> dict[str, dict[str, Patch]]:
     here = series.directory.resolve()
     found: dict[str, dict[str, Patch]] = {}
     for line in lines.all_lines(series.directory.parent):
-        if line.directory.resolve() == here or line.version <= series.pins.executorch:
+        if line.directory.resolve() == here or line.version <= series.pins.version:
             continue
         patches = load_series(line.directory).patches
         own = {number(p.name): p for p in patches if number(p.name) in wanted}

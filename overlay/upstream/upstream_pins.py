@@ -15,8 +15,7 @@ Example: the line ``patches/1.2.0/`` reads ``patches/upstream.toml``; the candid
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomlkit
@@ -30,16 +29,16 @@ UPSTREAM_FILE = "upstream.toml"
 
 @dataclass(frozen=True)
 class UpstreamPins:
-    """What ``upstream.toml`` pins."""
+    """What ``upstream.toml`` pins, in its shape (``source``: where it was read)."""
 
     source: Path
     matrix_versions: tuple[str, ...]  # the default selection of `matrix`
     python: str  # the interpreter of the matrix wheels and of release envs
     platform: str
-    sha256: Mapping[str, str]  # release -> sha256 of its matrix wheel, as published
-    torch: Mapping[str, str]  # release -> upstream's torch pin (torch_pin.py at its tag)
-    test_requirements: tuple[str, ...]
-    lint_requirements: tuple[str, ...]
+    sha256: dict[str, str] = field(default_factory=dict)  # release -> its matrix wheel's
+    torch: dict[str, str] = field(default_factory=dict)  # release -> torch_pin.py at its tag
+    test_requirements: tuple[str, ...] = ()
+    lint_requirements: tuple[str, ...] = ()
 
     def matrix_pin(self, version: str) -> WheelPin:
         """Return the matrix wheel of a release (sha256 empty when not yet recorded)."""
@@ -81,71 +80,24 @@ def for_series(series_dir: Path) -> UpstreamPins:
     return load(locate(series_dir))
 
 
-def _bad(source: Path, expected: str, found: object) -> SeriesError:
-    return SeriesError(
-        f"{source} is not a valid upstream pins file",
-        expected=expected,
-        found=repr(found)[:200],
-        hint="restore it from git, or fix the entry by hand",
-    )
-
-
-def _strings(table: object, key: str, source: Path) -> dict[str, str]:
-    if not isinstance(table, Mapping) or not all(isinstance(v, str) for v in table.values()):
-        raise _bad(source, f"[{key}] of string values", table)
-    return {str(k): str(v) for k, v in table.items()}
-
-
-def _list(table: Mapping[str, object], key: str, source: Path, where: str) -> tuple[str, ...]:
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _bad(source, f"{where} {key} = a list of strings", value)
-    return tuple(value)
-
-
-def _text(table: Mapping[str, object], key: str, source: Path) -> str:
-    value = table.get(key)
-    if not isinstance(value, str) or not value:
-        raise _bad(source, f"[matrix] {key} = a non-empty string", value)
-    return value
-
-
 def load(source: Path) -> UpstreamPins:
     """Read and validate an ``upstream.toml``."""
-    data = read_toml(source)
-    matrix = data.get("matrix")
-    if not isinstance(matrix, Mapping):
-        raise _bad(source, "a [matrix] table", matrix)
-    tools = data.get("upstream", {})
-    if not isinstance(tools, Mapping):
-        raise _bad(source, "an [upstream] table", tools)
-    return UpstreamPins(
-        source=source,
-        matrix_versions=_list(matrix, "versions", source, "[matrix]"),
-        python=_text(matrix, "python", source),
-        platform=_text(matrix, "platform", source),
-        sha256=_strings(matrix.get("sha256", {}), "matrix.sha256", source),
-        torch=_strings(data.get("torch", {}), "torch", source),
-        test_requirements=_list(tools, "test_requirements", source, "[upstream]"),
-        lint_requirements=_list(tools, "lint_requirements", source, "[upstream]"),
-    )
+    return read_toml(UpstreamPins, source, "upstream pins file")
 
 
 def with_release(text: str, version: str, *, sha256: str = "", torch: str = "") -> str:
     """Return ``upstream.toml`` text with ``version`` recorded (comments and order kept).
 
     Example: ``with_release(text, "1.6.0", sha256="ab..", torch="2.14.0")``.
-    Becomes: ``"1.6.0"`` appended to ``[matrix] versions``, ``"1.6.0" = "ab.."`` under
-    ``[matrix.sha256]`` and ``"1.6.0" = "2.14.0"`` under ``[torch]`` unless already there.
+    Becomes: ``"1.6.0"`` appended to ``matrix_versions``, ``"1.6.0" = "ab.."`` under
+    ``[sha256]`` and ``"1.6.0" = "2.14.0"`` under ``[torch]`` unless already there.
     """
     document = tomlkit.parse(text)
-    matrix = document["matrix"]
-    assert isinstance(matrix, dict)
-    versions = matrix["versions"]
+    versions = document["matrix_versions"]
     assert isinstance(versions, list)
     if version not in versions:
         versions.append(version)
-    hashes = matrix.setdefault("sha256", tomlkit.table())
+    hashes = document.setdefault("sha256", tomlkit.table())
     if sha256 and version not in hashes:
         hashes[version] = sha256
     if torch:

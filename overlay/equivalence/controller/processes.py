@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 import overlay
-from overlay import lines
+from overlay import _process, lines
 from overlay._cache import cache_dir
 from overlay._hashing import tree_digest
 from overlay.equivalence.protocol import (
@@ -44,7 +44,6 @@ from overlay.equivalence.protocol import (
     decode_reply,
     encode,
 )
-from overlay.equivalence.worker import envinfo
 from overlay.equivalence.worker.envinfo import EnvInfo
 from overlay.errors import EquivalenceError, EquivalenceInputError
 
@@ -140,32 +139,24 @@ def env_info(plan: Plan, settings: Settings, package: str, subtree: str) -> EnvI
     )
     command = [plan.python, "-m", ENVINFO_MODULE, package, subtree, *module]
     where = f"path ({plan.path.value}) {plan.path.label}"
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            env=_environment(plan, settings),
-            cwd=str(settings.log_dir),
-            timeout=120,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EquivalenceInputError(
+
+    def refuse(found: str) -> EquivalenceInputError:
+        return EquivalenceInputError(
             f"cannot run the Python of {where}",
-            expected="a Python with torch and executorch",
-            found=f"{plan.python}: {exc}",
-            hint=NO_PYTHON_HINT,
-        ) from exc
-    output = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not output:
-        raise EquivalenceInputError(
-            f"cannot describe the environment of {where}",
-            expected=f"python -m {ENVINFO_MODULE} to print one line",
-            found=f"exit code {done.returncode}: {done.stderr.strip()[-600:]}",
+            expected=f"a Python with torch and executorch: python -m {ENVINFO_MODULE} prints"
+            " one line",
+            found=f"{plan.python}: {found}",
             hint=f"check that {plan.python} runs (Python >= 3.11); " + NO_PYTHON_HINT,
         )
-    info = envinfo.decode(output[-1])
+
+    info = _process.json_line(
+        EnvInfo,
+        command,
+        refuse,
+        timeout=120,
+        env=_environment(plan, settings),
+        cwd=settings.log_dir,
+    )
     if info.module_error and not info.module_sha256:
         raise EquivalenceInputError(
             f"--runtime-patch {plan.runtime_patch}: the module is not importable in {where}",

@@ -29,7 +29,6 @@ from pathlib import Path
 from overlay import codec
 from overlay.envs.stamp import SyncState, read_stamp
 from overlay.equivalence import sources
-from overlay.equivalence.protocol import from_json
 from overlay.equivalence.worker.vgf_run import ICD_GLOBS
 
 
@@ -143,11 +142,6 @@ def collect(package: str, subtree: str, runtime_patch: str | None) -> EnvInfo:
         vulkan_drivers=vulkan_drivers(),
         lock=synced.describe() if synced else None,
     )
-
-
-def decode(line: str) -> EnvInfo:
-    """Parse the line :func:`main` prints."""
-    return from_json(EnvInfo, json.loads(line), "envinfo")
 
 
 def main(argv: list[str]) -> None:

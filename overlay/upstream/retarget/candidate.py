@@ -67,15 +67,11 @@ def render_pins(
     doc.add(tomlkit.comment(f"Pins of the executorch {version} line, written as a candidate by"))
     doc.add(tomlkit.comment("`python -m overlay retarget`. Code holds no version or hash."))
     doc.add(tomlkit.nl())
-    executorch = tomlkit.table()
-    for key, value in (
-        ("version", version),
-        ("git_tag", f"v{version}"),
-        ("upstream_repo", old.upstream_repo),
-        ("package_dir", old.package_dir),
-    ):
-        executorch.add(key, value)
-    doc.add("executorch", executorch)
+    doc.add("executorch", version)
+    doc.add("upstream_repo", old.upstream_repo)
+    doc.add("package_dir", old.package_dir)
+    if old.macos_deployment_target:
+        doc.add("macos_deployment_target", old.macos_deployment_target)
     table = tomlkit.table()
     table.add(tomlkit.comment("Checked in a fresh stock env (kernels and a lowering). Tried:"))
     for attempt in attempts:
@@ -93,10 +89,6 @@ def render_pins(
             if names:
                 table.add(extra, names)
         doc.add("extras", table)
-    if old.macos_deployment_target:
-        table = tomlkit.table()
-        table.add("macos_deployment_target", old.macos_deployment_target)
-        doc.add("lock", table)
     published = tomlkit.aot()
     for wheel in wheels:
         if wheel.sha256:

@@ -13,7 +13,6 @@ with "Missing out variants" on stock and patched alike), and one corpus case low
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from overlay import codec
+from overlay import _process, codec
 from overlay._git import git
 from overlay.envs import release_venvs
 from overlay.errors import OverlayError, UpstreamError
@@ -293,21 +292,16 @@ class SavedCheck:
 def probe_kernels(python: Path) -> KernelProbe:
     """Run :mod:`kernel_probe` in the env of ``python``."""
     command = [str(python), str(PROBE), *OUT_VARIANTS]
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UpstreamError(
-            "cannot run the kernel probe", found=str(exc), hint=f"run: {' '.join(command)}"
-        ) from exc
-    last = proc.stdout.strip().splitlines()[-1:] or [""]
-    if proc.returncode != 0 or not last[0].startswith("{"):
-        raise UpstreamError(
+
+    def refuse(found: str) -> UpstreamError:
+        return UpstreamError(
             "the kernel probe failed in the release env",
             expected="one JSON line",
-            found=(proc.stderr or proc.stdout).strip()[-800:],
+            found=found,
             hint=f"run: {' '.join(command)}",
         )
-    return codec.loads(KernelProbe, last[0], where="kernel probe")
+
+    return _process.json_line(KernelProbe, command, refuse, timeout=600)
 
 
 def kernel_problem(probe: KernelProbe) -> str:

@@ -259,7 +259,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     series = load_series(request.patches_dir)
     shared = upstream_pins.for_series(request.patches_dir)
     old, version = series.pins, request.version
-    _check_version(version, old.executorch)
+    _check_version(version, old.version)
     layout = cand.Layout(request.out_dir, version)
     with clock.step("wheels"):
         progress(f"fetching executorch {version} wheels")
