@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,26 @@ class Runtime:
                 applied.append(item.number)
         return applied
 
+    def originals(self) -> dict[int, tuple[tuple[RuntimeFix, Any], ...]]:
+        """Return each runtime form of the installed line with the function it replaces now.
+
+        Called before any other patch runs, these are stock's functions (see :func:`swapped`);
+        {} where no line's forms apply (a patched build, a release without a line).
+        """
+        try:
+            forms = self.forms(self.line())
+        except OverlayError:
+            return {}
+        found: dict[int, tuple[tuple[RuntimeFix, Any], ...]] = {}
+        for item in forms:
+            try:
+                _, owner = item.resolve_owner()
+                original = _function_of(_raw(owner, item.attribute))
+            except (ImportError, AttributeError):
+                continue  # not there to replace: the fix cannot be put in place here
+            found[item.number] = (*found.get(item.number, ()), (item, original))
+        return found
+
     def undo(self, numbers: Iterable[int] | None = None) -> list[int]:
         """Undo the selected fixes (default: all); return the numbers actually undone."""
         undone: list[int] = []
@@ -267,6 +288,27 @@ class Runtime:
             if item.number not in undone:
                 undone.append(item.number)
         return undone
+
+
+@contextmanager
+def swapped(forms: Iterable[tuple[RuntimeFix, Any]]) -> Iterator[None]:
+    """Put each runtime form in place, built on the function given with it, for a while.
+
+    Example: the seed monkey-patch has replaced ``FoldAndAnnotateQParamsPass.is_foldable``;
+    fix 1's 1.2.0 form comes with stock's ``is_foldable`` (:meth:`Runtime.originals`).
+    Becomes: fix 1's form built on stock's function stands where the seed's was; on exit the
+    seed's is back. On stock the same is what :meth:`Runtime.apply` does, without its guard.
+    """
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for item, function in forms:
+            module, owner = item.resolve_owner()
+            saved.append((owner, item.attribute, _raw(owner, item.attribute)))
+            setattr(owner, item.attribute, item.form.build(module, function))
+        yield
+    finally:
+        for owner, attribute, value in reversed(saved):
+            setattr(owner, attribute, value)
 
 
 def _check_untouched(selected: RuntimeFix, module: Any, owner: Any, line: Line) -> None:

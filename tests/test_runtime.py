@@ -116,6 +116,23 @@ def test_a_function_replaced_by_someone_else_is_refused(toy: runtime.Runtime) ->
     assert answer.value is foreign and not toy.is_applied(99)
 
 
+def test_a_form_stands_in_for_another_patchs_function_for_a_while(toy: runtime.Runtime) -> None:
+    originals = toy.originals()  # before anybody's patch: stock's functions
+    answer = _answer()
+    (form,) = originals[99]
+    assert form[1] is vars(answer)["value"]
+
+    def foreign(self: object) -> int:
+        return 7
+
+    answer.value = foreign  # another runtime patch's form of the same function
+    with runtime.swapped(originals[99]):
+        assert answer().value() == 42  # the line's form, built on stock's, not on foreign
+    assert answer.value is foreign and answer().value() == 7
+    _reinstall(toy, "9.10.0")  # a diff-only line: nothing to stand in
+    assert toy.originals() == {}
+
+
 def test_a_series_folder_as_root_is_its_own_line(toy: runtime.Runtime) -> None:
     assert toy.root is not None
     single = runtime.Runtime(toy.registry, toy.root / "9.9.0")  # as $OVERLAY_PATCHES in a worker

@@ -25,17 +25,10 @@ from overlay import fixes
 from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import DEFAULT_TIMEOUT_S, Options
-from overlay.equivalence.protocol import (
-    CaseInfo,
-    ErrorInfo,
-    InitReply,
-    ItemId,
-    ItemKind,
-    ItemResult,
-    PathId,
-)
+from overlay.equivalence.protocol import ErrorInfo, InitReply, ItemResult, PathId
 from overlay.equivalence.verdict import AB, classify, limits, quality
 from overlay.fixes import Effect, Fix
+from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
 from overlay.upstream.verdicts import decide_patch
 

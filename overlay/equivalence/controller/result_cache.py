@@ -26,16 +26,15 @@ from overlay._files import write_text_atomic
 from overlay.codec import JsonValue
 from overlay.equivalence.protocol import (
     SCHEMA_VERSION,
-    CaseInfo,
     InitReply,
     ItemResult,
     ListReply,
     PathId,
-    ProbeInfo,
     ProtocolError,
     Stage,
     from_json,
 )
+from overlay.items import CaseInfo, ProbeInfo
 
 CACHE_SCHEMA = 1
 T = TypeVar("T")
