@@ -1,4 +1,8 @@
-"""Fix 1: keep terminal int16 quantize nodes unfolded (``0001-keep-terminal-int16-quantize``)."""
+"""Fix 1: int16 quantize nodes the float lowering needs stay unfolded.
+
+1.2.0 (``0001-keep-terminal-int16-quantize``): the terminal ones; 1.5.1
+(``0001-exclude-a16w8-grid-sample-from-qdq-folding``): the q/dq around an a16w8 grid sampler.
+"""
 
 from __future__ import annotations
 
@@ -151,8 +155,8 @@ GRID_SAMPLER_TESTS = "backends/arm/test/ops/test_grid_sampler.py"
 
 FIX = Fix(
     number=1,
-    patch="0001-keep-terminal-int16-quantize.patch",
-    title="keep terminal int16 quantize nodes unfolded where the spec has FP",
+    title="int16 q/dq nodes the float lowering needs stay unfolded (1.2.0: terminal ones;"
+    " 1.5.1: those around an a16w8 grid sampler)",
     repo_paths=(
         FOLD_PASS,
         GRID_SAMPLER_TESTS,  # the 1.5.1 patch's tests

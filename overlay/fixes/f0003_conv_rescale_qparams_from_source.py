@@ -1,5 +1,10 @@
 # mypy: allow-subclassing-any
-"""Fix 3: conv rescale qparams from the source conv or its clamp (``0003-conv-rescale-...``)."""
+"""Fix 3: conv -> ReLU gets the right output rescale.
+
+1.2.0 (``0003-conv-rescale-qparams-from-source``): the rescale takes its qparams from the source
+conv or its clamp, where lowering failed; 1.5.1 (``0003-limit-conv-output-rescale-to-qmin-qmax``):
+it is clamped to the [qmin, qmax] a fused ReLU left, where the ReLU was lost.
+"""
 
 from __future__ import annotations
 
@@ -204,8 +209,8 @@ def rewrite_conv(groups: int, *, transposed: bool) -> Any:
 
 FIX = Fix(
     number=3,
-    patch="0003-conv-rescale-qparams-from-source.patch",
-    title="conv rescale qparams from the source conv or its clamp",
+    title="conv -> ReLU gets a right output rescale (1.2.0: qparams from the source conv;"
+    " 1.5.1: clamped to [qmin, qmax])",
     repo_paths=(
         CONV_PASS,
         FUSE_PASS,  # the 1.5.1 patch, and its tests

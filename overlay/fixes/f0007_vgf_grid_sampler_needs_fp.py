@@ -72,7 +72,6 @@ def grid_warp() -> tuple[Any, tuple[Any, ...]]:
 
 FIX = Fix(
     number=7,
-    patch="0007-vgf-grid-sampler-needs-fp.patch",
     title="VGF partitions grid_sample only where the TOSA spec has FP",
     repo_paths=(PARTITIONER, "backends/arm/test/ops/test_grid_sampler.py"),
     runtime={
