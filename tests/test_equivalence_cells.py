@@ -49,5 +49,5 @@ def test_a_verdict_in_words() -> None:
     assert (cells.ab_cell(unattributed), cells.ab_text(unattributed)) == (
         "fixed #?", "fixed by no single fix alone"
     )  # fmt: skip
-    assert cells.patch_name(1) == "0001-keep-terminal-int16-quantize.patch"
-    assert cells.patch_name(None) == "unattributed"
+    assert cells.fix_label(1) == "fix 1"
+    assert cells.fix_label(None) == "unattributed"

@@ -23,7 +23,7 @@ def test_corpus_covers_specs_quantisations_and_every_fix() -> None:
     assert {c.quantize for c in cases.values()} >= {None, "a8w8", "a16w8"}
     every = {c.name: c for c in corpus.ALL_CASES}
     for entry in fixes.FIXES:
-        assert entry.triggers, entry.patch
+        assert entry.triggers, entry.number
         for trigger in entry.triggers:
             assert trigger.case in every, trigger.case  # every claim names a real case
             if every[trigger.case].group == "core":

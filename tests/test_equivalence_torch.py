@@ -170,7 +170,8 @@ def test_patched_env_with_one_diff_reverted_is_caught(
 ) -> None:
     candidates = _fixed_undeclared(line)
     assert candidates, f"line {line.name}: no carried fix claims a FIXED case"
-    reverted, trigger = candidates[0]
+    # The last such fix: a later patch's context may hold an earlier one's lines.
+    reverted, trigger = candidates[-1]
     without = series.with_patches(
         tuple(p for p in series.patches if fixes.by_patch(p.name) is not reverted)
     )

@@ -144,7 +144,7 @@ def test_lookups_by_number_and_patch() -> None:
     numbers = ", ".join(str(f.number) for f in registry.fixes)
     assert (info.value.found, info.value.expected) == ("98", numbers)
     assert fixes.by_number(3) is fixes.REGISTRY.by_number(3)
-    assert fixes.by_patch(fixes.FIXES[1].patch) is fixes.FIXES[1]
+    assert fixes.by_patch(f"{fixes.FIXES[1].number:04d}-any-name") is fixes.FIXES[1]
 
 
 def test_a_claim_holds_for_the_release_it_was_measured_on() -> None:
@@ -266,8 +266,9 @@ def test_a_new_fix_is_its_module_and_its_line_data(tmp_path: Path) -> None:
         "answers": [41, [99], 42],
         "carried": [[99], [99]],
         "row": [
-            "| 99 | `0099-toy-answer-is-42`: the answer is 42 | - | - | carried; runtime"
-            " `Answer.value` | carried; diff only | 9.9.0: toy_answer (changed) | - |"
+            "| 99 | the answer is 42 | - | - | carried (`0099-toy-answer-is-42`); runtime"
+            " `Answer.value` | carried (`0099-toy-answer-is-42`); diff only | 9.9.0: toy_answer"
+            " (changed) | - |"
         ],
     }
     listed = run("-m", "overlay", "equivalence", "--list", "--out", str(tmp_path / "out"))
@@ -437,20 +438,29 @@ def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
     checkout = lines.all_lines(ROOT / "patches")
     table = overview.table(registry, (*checkout, *lines.all_lines(toy_fix.write_lines(tmp_path))))
     rows = table.splitlines()
-    assert rows[0].startswith("| fix | patch | 1.2.0 | 1.5.1 | 9.9.0 | 9.10.0 | claims |")
+    assert rows[0].startswith("| fix | what it fixes | 1.2.0 | 1.5.1 | 9.9.0 | 9.10.0 | claims |")
     toy = next(r for r in rows if r.startswith("| 99 |"))
     assert toy == (
-        "| 99 | `0099-toy-answer-is-42`: the answer is 42 | - | - | carried; runtime"
-        " `Answer.value` | carried; diff only | 9.9.0: toy_answer (changed) | - |"
+        "| 99 | the answer is 42 | - | - | carried (`0099-toy-answer-is-42`); runtime"
+        " `Answer.value` | carried (`0099-toy-answer-is-42`); diff only | 9.9.0: toy_answer"
+        " (changed) | - |"
     )
     one = next(r for r in rows if r.startswith("| 1 |"))
+    names = [
+        p.name.removesuffix(".patch")
+        for c in checkout
+        for p in load_series(c.directory).patches
+        if p.number == 1
+    ]
     assert (
-        "| carried; runtime `FoldAndAnnotateQParamsPass.is_foldable` | ported; runtime"
-        " `InsertGridSamplerGridDequantPass.call` | - | - |"
+        f"| carried (`{names[0]}`); runtime `FoldAndAnnotateQParamsPass.is_foldable` |"
+        f" ported (`{names[1]}`); runtime"
+        " `FoldAndAnnotateQParamsPass._has_partial_binary_tensor_qdq_inputs` | - | - |"
     ) in one
     four = next(r for r in rows if r.startswith("| 4 |"))
     assert (
-        "| carried; runtime `ToTosaMemoryFormatPass.insert_input_transpose` | dropped | - |" in four
+        "| carried (`0004-distinct-output-transpose-slots`); runtime"
+        " `ToTosaMemoryFormatPass.insert_input_transpose` | dropped | - |" in four
     )
     assert "1.5.1: grid_warp_a16w8_vgf (fixed)" in one
     three = next(r for r in rows if r.startswith("| 3 |"))
@@ -467,7 +477,7 @@ def test_the_lines_table_gives_each_lines_evidence() -> None:
     assert "(PR #18866)" in by_key[("| 1.5.1", "4")]
     assert by_key[("| 1.5.1", "3")].startswith(
         "| 1.5.1 | 3 | ported | conv_relu_cat_mixed_qparams: stock wrong, patched right |"
-        " stock 2 failed -> patched 2 passed (fails before, passes after) |"
+        " stock 5 failed -> patched 5 passed (fails before, passes after"
     )
     assert by_key[("| 1.2.0", "5")].startswith("| 1.2.0 | 5 | backported |")
     assert "cherry-pick of 9c7fba0e9b55; in 1.4.0" in by_key[("| 1.2.0", "5")]
@@ -511,7 +521,7 @@ def test_update_needs_both_markers() -> None:
     with pytest.raises(OverlayError, match="no generated table"):
         overview.update(f"text\n{overview.BEGIN}\n", registry, ())
     updated = overview.update(f"a\n{overview.BEGIN}\nXYZZY\n{overview.END}\nb\n", registry, ())
-    assert updated.startswith(f"a\n{overview.BEGIN}\n| fix | patch | claims |")
+    assert updated.startswith(f"a\n{overview.BEGIN}\n| fix | what it fixes | claims |")
     assert updated.endswith(f"{overview.END}\nb\n") and "XYZZY" not in updated
 
 
@@ -519,7 +529,6 @@ def test_a_fix_and_its_divergence_are_plain_data() -> None:
     divergence = Divergence("d", Direction.EQUIVALENT, (ErrorSignature("E", "m"),), "why")
     assert dataclasses.replace(divergence, name="e").name == "e"
     assert divergence.condition == "any item; (b) raises E ('m')"
-    assert fixes.by_number(1).stem.startswith("0001-")
     assert fixes.by_number(2).runtime_forms("1.5.1") == ()
     assert DiffOnly("x").text == "diff only: x"
     assert "claims" not in repr(fixes.by_number(1))  # a short repr in error messages

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from overlay.lines.listing import read_series_names
+
 from scaffold import snapshot
 
 pytestmark = pytest.mark.integration
@@ -75,7 +77,8 @@ def test_status_and_equivalence_list_run_outside_the_checkout(
     lines = status.stdout.splitlines()
     newest = max(lines_of_checkout(), key=Version)  # the packaged default is the newest line
     assert lines[0].endswith(f"against executorch {newest}")
-    assert "  1. 0001-keep-terminal-int16-quantize.patch: " in status.stdout
+    first_patch = read_series_names(ROOT / "patches" / str(newest))[0]
+    assert f"  1. {first_patch}: " in status.stdout
     listing = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "overlay", "equivalence", "--list"],
         cwd=outside,

@@ -80,7 +80,7 @@ def test_retarget_verdict_per_patch(prepared: prepare.Prepared) -> None:
     moves = {m.case: m for m in result.moves}
     lost = moves["grid_warp_int8_vgf_int"]
     assert (lost.old_patched, lost.new_patched) == ("right", "failed")
-    assert lost.covered_by == "0007-vgf-grid-sampler-needs-fp.patch"
+    assert lost.covered_by == "fix 7"
     assert result.ready and result.problems == () and result.resume == ""
 
 

@@ -197,16 +197,16 @@ def test_case_moves_attribute_changes() -> None:
 
 
 def test_runtime_form_is_declared_when_the_fix_moved() -> None:
-    fix = fixes.by_number(1)
     moved = dataclasses.replace(_plan("header\n" + OLD), action=Action.PORTED, after={"x.py": ""})
     moved = dataclasses.replace(
-        moved, replayed=dataclasses.replace(moved.replayed, patch=fix.patch)
+        moved, replayed=dataclasses.replace(moved.replayed, patch="0001-any-name.patch")
     )
     note = runtime_form_note([moved], "1.6.0")
     assert "no runtime form on 1.6.0" in note  # the newest form (1.5.1's) is elsewhere
-    assert "InsertGridSamplerGridDequantPass.call" in note and "DiffOnly for 1.6.0" in note
+    form = "FoldAndAnnotateQParamsPass._has_partial_binary_tensor_qdq_inputs"
+    assert form in note and "DiffOnly for 1.6.0" in note
     declared = runtime_form_note([moved], "1.5.1")
-    assert declared.endswith("its fix module declares 1.5.1: InsertGridSamplerGridDequantPass.call")
+    assert declared.endswith(f"its fix module declares 1.5.1: {form}")
 
 
 def test_pins_render_and_load(tmp_path: Path) -> None:
@@ -414,9 +414,9 @@ def test_a_case_the_candidate_loses_is_covered_by_the_lines_own_fix() -> None:
     lost = CaseMove("grid_warp_int8_vgf_int", "right", "failed", ("vgf payload",), "patch", "x")
     seven = fixes.by_number(7)
     found = covered(lost, "1.5.1", (fixes.by_number(1), seven))
-    assert found.covered_by == seven.patch
+    assert found.covered_by == "fix 7"
     assert found.note == (
-        f"x; fixed on 1.5.1 by {seven.patch}, the 1.5.1 line's own fix (not carried from the"
+        "x; fixed on 1.5.1 by fix 7, the 1.5.1 line's own fix (not carried from the"
         " pinned line): the line keeps it"
     )
     assert readiness([], [found], behaviour_checked=True) == ()
@@ -433,7 +433,7 @@ def test_a_case_the_candidate_loses_is_covered_by_the_lines_own_fix() -> None:
 def test_own_fixes_are_the_target_lines_fixes_beyond_the_candidate(tmp_path: Path) -> None:
     root = ROOT / "patches"
     request = Request(patches_dir=root / "1.2.0", version="1.5.1", out_dir=tmp_path)
-    ported = {p.name for p in load_series(root / "1.5.1").patches} - {fixes.by_number(7).patch}
+    ported = {p.name for p in load_series(root / "1.5.1").patches if p.number != 7}
     assert [f.number for f in own_fixes(request, ported)] == [7]
     nowhere = Request(patches_dir=root / "1.2.0", version="1.6.0", out_dir=tmp_path)
     assert own_fixes(nowhere, ported) == []

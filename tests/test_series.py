@@ -156,11 +156,10 @@ def test_a_patch_is_named_after_a_fix_of_its_own(tmp_path: Path, names: str, fou
 
 
 def test_registry_and_series_name_the_same_fixes(series: Series) -> None:
-    carried = [f for f in fixes.FIXES if f.patch in {p.name for p in series.patches}]
-    assert [f.patch for f in carried] == [p.name for p in series.patches]
-    for entry, patch in zip(carried, series.patches, strict=True):
+    for patch in series.patches:
+        entry = fixes.by_patch(patch.name)  # the patch's number; its name may differ per line
+        assert entry is not None and entry.number == patch.number
         assert set(patch.targets) <= set(entry.repo_paths)  # other lines may touch more
-        assert entry.number == int(patch.name[:4])
     owners: dict[tuple[str, str], set[int]] = {}
     for fix in fixes.FIXES:
         for trigger in fix.triggers:

@@ -234,7 +234,7 @@ def from_modules(modules: Iterable[ModuleType]) -> Registry:
             raise _module_error(
                 f"two modules declare fix {fix.number}",
                 expected="one module per fix number",
-                found=f"{module.__name__} and the module of {by_number[fix.number].patch}",
+                found=f"{module.__name__} and another module of fix {fix.number}",
             )
         by_number[fix.number] = fix
     return Registry(tuple(by_number[n] for n in sorted(by_number)))

@@ -1,4 +1,8 @@
-"""Fix 1: keep terminal int16 quantize nodes unfolded (``0001-keep-terminal-int16-quantize``)."""
+"""Fix 1: int16 quantize nodes the float lowering needs stay unfolded.
+
+1.2.0 (``0001-keep-terminal-int16-quantize``): the terminal ones; 1.5.1
+(``0001-exclude-a16w8-grid-sample-from-qdq-folding``): the q/dq around an a16w8 grid sampler.
+"""
 
 from __future__ import annotations
 
@@ -76,139 +80,41 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     return staticmethod(is_foldable)
 
 
-def dequantize_folded_int16_grids(module: Any, original: Any) -> Any:
-    """Build 1.5.1's replacement of ``InsertGridSamplerGridDequantPass.call``."""
+def keep_int16_grid_sampler_qdq(module: Any, original: Any) -> Any:
+    """Build 1.5.1's ``FoldAndAnnotateQParamsPass._has_partial_binary_tensor_qdq_inputs``."""
     import torch
 
     grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
 
-    def folded_quantized_grids(graph_module: Any) -> list[tuple[Any, Any, Any]]:
-        readers: dict[Any, list[Any]] = {}  # grid node -> grid qparams of each sampler
-        for node in graph_module.graph.nodes:
-            if node.op != "call_function" or node.target != grid_sampler:
-                continue
-            grid = node.args[1]
-            if isinstance(grid, torch.fx.Node):
-                readers.setdefault(grid, []).append(node.meta.get("input_qparams", {}).get(1))
-        found = []
-        for grid, qparams in readers.items():
-            grid_val = grid.meta["val"]
-            if not grid_val.dtype.is_floating_point or any(q is None for q in qparams):
-                continue
-            dtypes = {q.dtype for q in qparams}
-            if len(dtypes) == 1:
-                found.append((grid, grid_val, dtypes.pop()))
-        return found
+    def _has_partial_binary_tensor_qdq_inputs(self: Any, node: Any, input_qparams: Any) -> bool:
+        """Also keep the q/dq nodes of a grid_sampler whose image is quantized but not int8.
 
-    def call(self: Any, graph_module: Any) -> Any:
-        """Run 1.5.1's method with the port's change around it.
-
-        Example: a16w8 conv -> tanh -> permute -> grid_sample, lowered for VGF on
-        TOSA-1.0+INT+FP+int16 (corpus ``grid_warp_a16w8_vgf``). FoldAndAnnotateQParamsPass folds
-        the permute's q/dq and records the int16 grid qparams on the sampler
-        (``input_qparams[1]``), but the permute's fake tensor is still float32, so 1.5.1's
-        ``call`` skips the grid as "float"; the int16 grid reaches
-        RewriteGridSamplerToTosaCustomPass: ``RuntimeError: grid_sampler rewrite only supports
-        per-tensor int8 grids; unsupported qparams should have been dequantized earlier``.
-
-        Becomes: before the 1.5.1 ``call`` runs, every sampler grid whose fake tensor is float
-        but whose sampler holds grid qparams gets a fake tensor of the qparams' dtype
-        (``val.to(qparams.dtype)``, as the port does); the original then sees a quantized grid
-        and does what it does for one: keeps a per-tensor int8 grid on the sampler path, else
-        inserts ``dequantize_per_tensor(grid, scale, zp, qmin, qmax, int16)`` (fake tensor
-        float32, from the integer one) and drops ``input_qparams[1]``, or rejects per-channel
-        qparams. The grid's own fake tensor is put back afterwards (the port never changes it),
-        also when the original raises. Then every sampler left with a float grid and a folded
-        quantized image gets the float image boundary (:func:`float_image_boundary`).
-        Float grids without qparams and integer grids reach the
-        original unchanged. The fake tensor belongs to the grid node, not to one sampler: a grid
-        read by several samplers is retyped only when every one of them holds grid qparams of
-        one dtype, else it is left as 1.5.1 leaves it.
+        Example: a16w8 conv -> tanh -> permute -> grid_sample lowered for VGF on
+        TOSA-1.0+INT+FP+int16 (corpus ``grid_warp_a16w8_vgf``): the quantizer leaves the
+        sampler's image and output float (it has no 16-bit grid_sampler qparams), but 1.5.1
+        folds the int16 q/dq nodes around it, so the int16 grid of the folded permute
+        (float fake tensor) is never dequantized and RewriteGridSamplerToTosaCustomPass
+        raises ``grid_sampler rewrite only supports per-tensor int8 grids``; with a grid the
+        dequantize pass does dequantize (the zoo's base grid + offsets,
+        ``zoo_grid_warp_a16w8_intfp16``) the model lowers and the shader reads the int16
+        image as float32: the executed VGF output is all zeros.
+        Becomes: True (keep the q/dq nodes, as for a partly quantized binary op) when the
+        pass keeps partial q/dq (the VGF and FP profiles), the node is grid_sampler_2d with
+        node inputs, and ``input_qparams[0]`` is there with a dtype other than int8: the
+        sampler runs the float shader on dequantized data. Otherwise 1.5.1's answer.
         """
-        folded = folded_quantized_grids(graph_module)
-        for grid, grid_val, dtype in folded:
-            grid.meta["val"] = grid_val.to(dtype)
-        try:
-            result = original(self, graph_module)
-        finally:
-            for grid, grid_val, _ in folded:
-                grid.meta["val"] = grid_val
-        bounded = False
-        for node in list(graph_module.graph.nodes):
-            if (
-                node.op == "call_function"
-                and node.target == grid_sampler
-                and float_image_boundary(graph_module, node)
-            ):
-                bounded = True
-        if not bounded:
-            return result
-        graph_module.graph.eliminate_dead_code()
-        graph_module.recompile()
-        return module.PassResult(graph_module, True)
-
-    def float_image_boundary(graph_module: Any, node: Any) -> bool:
-        """Give a float grid a float image, and quantize the sampler output back.
-
-        Example: the same a16w8 grid warp once 1.5.1's ``call`` has dequantized its int16
-        grid: the sampler reads a float grid and the folded int16 image (its fake tensor is
-        float32), so RewriteGridSamplerToTosaCustomPass describes the image as float and the
-        shader reads int16 data as float32: the executed VGF output is all zeros.
-        Becomes: ``dequantize_per_tensor(image, scale, zp, qmin, qmax, int16)`` before the
-        sampler (``input_qparams[0]`` dropped) and ``quantize_per_tensor`` to its folded
-        output qparams after it (``output_qparams`` emptied), as the port's
-        ``_insert_float_image_boundary``. A sampler whose image is the graph input's int16
-        quantize node was retraced as int16: its fake tensor becomes float32, or the output
-        quantize is decomposed with int16 constants (``Expected matching dtypes``). A sampler
-        with a quantized grid (the int8 sampler path) or an unquantized image is left alone;
-        per-channel image qparams raise.
-        """
-        grid = node.args[1]
-        input_qparams = node.meta.get("input_qparams", {})
-        if not isinstance(grid, torch.fx.Node) or 1 in input_qparams:
-            return False
-        image = node.args[0]
-        image_qparams = input_qparams.get(0)
-        if not isinstance(image, torch.fx.Node) or image_qparams is None:
-            return False
-        if image_qparams.per_channel:
-            raise RuntimeError("grid_sampler image dequant only supports per-tensor qparams")
-        image_val = image.meta["val"]
-        if image_val.dtype.is_floating_point:
-            image_val = image_val.to(image_qparams.dtype)
-        ops = module.exir_ops.edge.quantized_decomposed
-        with graph_module.graph.inserting_before(node):
-            dequant_image = module.create_node(
-                graph_module.graph,
-                op_target=ops.dequantize_per_tensor.default,
-                args=module._get_per_tensor_dequant_args(image, image_qparams),
-                from_node=node,
-            )
-            module._set_fake_tensor_meta(dequant_image, image_qparams.dequantize_value(image_val))
-        module.set_node_arg(node, 0, dequant_image)
-        node.meta["input_qparams"] = {i: q for i, q in input_qparams.items() if i != 0}
-        sampler_val = node.meta["val"]  # a graph-input image gave the retraced sampler int16
-        if not sampler_val.dtype.is_floating_point:
-            module._set_fake_tensor_meta(node, sampler_val.to(dequant_image.meta["val"].dtype))
-        output_qparams = node.meta.get("output_qparams", {})
-        if not output_qparams:
+        if original(self, node, input_qparams):
             return True
-        out_qparams = output_qparams[0]
-        with graph_module.graph.inserting_after(node):
-            quant_output = module.create_node(
-                graph_module.graph,
-                op_target=ops.quantize_per_tensor.default,
-                args=module._get_per_tensor_dequant_args(node, out_qparams),
-                from_node=node,
-            )
-            module._set_fake_tensor_meta(quant_output, out_qparams.quantize_value(node.meta["val"]))
-        node.replace_all_uses_with(
-            quant_output, delete_user_cb=lambda user: user is not quant_output
+        image_qparams = input_qparams.get(0)
+        return bool(
+            self.preserve_partial_binary_tensor_qdq
+            and node.target == grid_sampler
+            and all(isinstance(arg, torch.fx.Node) for arg in node.args[:2])
+            and image_qparams is not None
+            and image_qparams.dtype != torch.int8
         )
-        node.meta["output_qparams"] = {}
-        return True
 
-    return call
+    return _has_partial_binary_tensor_qdq_inputs
 
 
 def foldable_add(dtype: str, *, dequantize: bool) -> bool:
@@ -243,30 +149,31 @@ def foldable_add(dtype: str, *, dequantize: bool) -> bool:
     return bool(FoldAndAnnotateQParamsPass.is_foldable(add))
 
 
-GRID_DEQUANT = "backends/arm/vgf/_passes/insert_grid_sampler_grid_dequant_pass.py"
+FOLD_PASS = "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py"
+GRID_SAMPLER_TESTS = "backends/arm/test/ops/test_grid_sampler.py"
 
 
 FIX = Fix(
     number=1,
-    patch="0001-keep-terminal-int16-quantize.patch",
-    title="keep terminal int16 quantize nodes unfolded where the spec has FP",
+    title="int16 q/dq nodes the float lowering needs stay unfolded (1.2.0: terminal ones;"
+    " 1.5.1: those around an a16w8 grid sampler)",
     repo_paths=(
-        "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",
-        GRID_DEQUANT,  # the 1.5.1 port, and its test
-        "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+        FOLD_PASS,
+        GRID_SAMPLER_TESTS,  # the 1.5.1 patch's tests
+        "backends/arm/test/passes/test_fold_qdq_pass.py",
     ),
     runtime={
         "1.2.0": RuntimeForm(
-            repo_path="backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py",
+            repo_path=FOLD_PASS,
             owner="FoldAndAnnotateQParamsPass",
             attribute="is_foldable",
             build=keep_terminal_int16_quantize,
         ),
         "1.5.1": RuntimeForm(
-            repo_path=GRID_DEQUANT,
-            owner="InsertGridSamplerGridDequantPass",
-            attribute="call",
-            build=dequantize_folded_int16_grids,
+            repo_path=FOLD_PASS,
+            owner="FoldAndAnnotateQParamsPass",
+            attribute="_has_partial_binary_tensor_qdq_inputs",
+            build=keep_int16_grid_sampler_qdq,
         ),
     },
     claims={
@@ -289,9 +196,16 @@ FIX = Fix(
             Trigger(
                 "grid_warp_a16w8_vgf",
                 Effect.FIXED,
-                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock leaves the int16 grid"
-                " quantized and the grid-sampler rewrite refuses it; the 1.5.1 port dequantizes"
-                " it in InsertGridSamplerGridDequantPass",
+                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock folds the int16 q/dq"
+                " around the sampler, the folded grid stays quantized and the grid-sampler"
+                " rewrite refuses it; with the fix the sampler keeps its q/dq and runs in float",
+            ),
+            Trigger(
+                "zoo_grid_warp_a16w8_intfp16",
+                Effect.FIXED,
+                "the zoo grid warp, a16w8 for VGF: stock lowers, and its shader reads the"
+                " folded int16 image as float32 (executed output all zeros); with the fix the"
+                " sampler keeps its q/dq and runs in float",
             ),
         ),
     },
@@ -332,20 +246,21 @@ FIX = Fix(
         ),
     ),
     upstream=UpstreamNote(
-        test_file="backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+        test_file=GRID_SAMPLER_TESTS,
         narrowing=(
             "Of the 1.2.0 patch (keep terminal int16 quantizes unfolded) only the grid"
             " sampler branch still changes anything on 1.5.1: stock 1.5.1 already lowers an"
-            " int16 quantize at a graph output. The port fixes that branch where 1.5.1"
-            " handles grid inputs, InsertGridSamplerGridDequantPass (VGF only), instead of"
-            " in FoldAndAnnotateQParamsPass: no lowering context or flag is needed, and"
-            " TOSA and Ethos-U lowering do not change."
+            " int16 quantize at a graph output. On 1.5.1 FoldAndAnnotateQParamsPass already"
+            " keeps the q/dq of a grid_sampler with one float input (VGF and FP profiles);"
+            " the patch keeps them too when the image is quantized to another dtype than"
+            " int8, the only one the shader reads. int8 models, TOSA and Ethos-U lowering do"
+            " not change."
         ),
         affected_tests=(
+            "backends/arm/test/passes/test_fold_qdq_pass.py",
+            GRID_SAMPLER_TESTS,
             "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
             "backends/arm/test/passes/test_fuse_grid_sampler_flow_offset_pass.py",
-            "backends/arm/test/passes/test_fold_qdq_pass.py",
-            "backends/arm/test/ops/test_grid_sampler.py",
             "backends/arm/test/ops/test_custom_shader_lowering.py",
             "backends/arm/test/quantizer/test_generic_annotater.py",
             "backends/arm/test/quantizer/test_vgf_snorm_quantization.py",

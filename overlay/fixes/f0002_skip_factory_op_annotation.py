@@ -93,7 +93,6 @@ def quant_properties(target: str) -> Any:
 
 FIX = Fix(
     number=2,
-    patch="0002-skip-factory-op-annotation.patch",
     title="leave factory op outputs unannotated",
     repo_paths=("backends/arm/quantizer/quantization_annotator.py",),
     runtime={

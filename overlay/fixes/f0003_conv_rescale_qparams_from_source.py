@@ -1,5 +1,10 @@
 # mypy: allow-subclassing-any
-"""Fix 3: conv rescale qparams from the source conv or its clamp (``0003-conv-rescale-...``)."""
+"""Fix 3: conv -> ReLU gets the right output rescale.
+
+1.2.0 (``0003-conv-rescale-qparams-from-source``): the rescale takes its qparams from the source
+conv or its clamp, where lowering failed; 1.5.1 (``0003-limit-conv-output-rescale-to-qmin-qmax``):
+it is clamped to the [qmin, qmax] a fused ReLU left, where the ReLU was lost.
+"""
 
 from __future__ import annotations
 
@@ -80,35 +85,12 @@ def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
     return insert_output_rescale
 
 
-def clamp_fused_activation_after_conv_rescale(module: Any, original: Any) -> Any:
+def clamp_conv_output_rescale(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``RewriteConvPass._insert_output_conversion``."""
     import torch
 
-    exir_ops = module.exir_ops
     create_node = module.create_node
-    clamp = exir_ops.backend.tosa.CLAMP.default
-
-    def insert_fused_activation_clamp(
-        self: Any, graph_module: Any, source_node: Any, rescale_node: Any, rescale_fake: Any
-    ) -> tuple[Any, Any]:
-        # The port's RewriteConvPass._insert_fused_activation_clamp, as a closure.
-        output_qparams = self._get_effective_output_qparams(source_node)[0]
-        qmin, qmax = output_qparams.qmin, output_qparams.qmax
-        if (
-            qmin != output_qparams.get_zp_per_tensor()
-            or qmin <= torch.iinfo(output_qparams.dtype).min
-        ):
-            return rescale_node, rescale_fake
-        with graph_module.graph.inserting_after(rescale_node):
-            clamp_node = create_node(
-                graph=graph_module.graph,
-                op_target=clamp,
-                args=(rescale_node, qmin, qmax),
-                from_node=source_node,
-            )
-        clamp_fake = clamp(rescale_fake, qmin, qmax)
-        clamp_node.meta["val"] = clamp_fake
-        return clamp_node, clamp_fake
+    clamp = module.exir_ops.backend.tosa.CLAMP.default
 
     def _insert_output_conversion(  # noqa: PLR0917 - 1.5.1's signature, called positionally
         self: Any,
@@ -118,7 +100,7 @@ def clamp_fused_activation_after_conv_rescale(module: Any, original: Any) -> Any
         input_fake_tensor: Any,
         tosa_node_fake_tensor: Any,
     ) -> tuple[Any, Any]:
-        """Run 1.5.1's method with the port's change around it.
+        """Run 1.5.1's method, then clamp an int8 output rescale to [qmin, qmax].
 
         Example: a8w8 ``cat([relu(conv(x)), y * 10])`` on TOSA-1.0+INT+FP (corpus
         ``conv_relu_cat_mixed_qparams``). FuseQuantizedActivationPass removes the ReLU and sets
@@ -129,24 +111,64 @@ def clamp_fused_activation_after_conv_rescale(module: Any, original: Any) -> Any
         off on a range of 46.9).
 
         Becomes: the 1.5.1 method, then, for an a8w8 conv only (int32 accumulator from an int8
-        input, the branch the port touches), ``CLAMP(rescale, qmin, qmax)`` inserted right after
-        the RESCALE when the effective output qparams have ``qmin == zp > dtype min``; the CLAMP
-        (fake tensor from ``tosa.CLAMP``) becomes the conv's replacement. A16W8, FP8 and float
-        convs, and a8w8 convs whose qmin is the dtype minimum or not the zero point, are
-        returned exactly as 1.5.1 makes them.
+        input: the branch whose replacement is the RESCALE), ``CLAMP(rescale, qmin, qmax)``
+        right after the RESCALE when the effective output qparams' [qmin, qmax] is narrower
+        than int8, as the patch's ``RewriteConvPass._insert_output_clamp``; the CLAMP (fake
+        tensor from ``tosa.CLAMP``) becomes the conv's replacement. A16W8, FP8 and float
+        convs, and a8w8 convs whose qparams span int8, are returned as 1.5.1 makes them.
         """
         replacement, replacement_fake = original(
             self, graph_module, node, tosa_op, input_fake_tensor, tosa_node_fake_tensor
         )
-        # 1.5.1's is_a8w8_conv: that branch ends with insert_output_rescale, so the
-        # replacement is the RESCALE and nothing was inserted after it.
-        if tosa_node_fake_tensor.dtype == torch.int32 and input_fake_tensor.dtype == torch.int8:
-            return insert_fused_activation_clamp(
-                self, graph_module, node, replacement, replacement_fake
+        if tosa_node_fake_tensor.dtype != torch.int32 or input_fake_tensor.dtype != torch.int8:
+            return replacement, replacement_fake
+        output_qparams = self._get_effective_output_qparams(node)[0]
+        qmin, qmax = output_qparams.qmin, output_qparams.qmax
+        dtype_range = torch.iinfo(output_qparams.dtype)
+        if qmin <= dtype_range.min and qmax >= dtype_range.max:
+            return replacement, replacement_fake
+        with graph_module.graph.inserting_after(replacement):
+            clamp_node = create_node(
+                graph=graph_module.graph,
+                op_target=clamp,
+                args=(replacement, qmin, qmax),
+                from_node=node,
             )
-        return replacement, replacement_fake
+        clamp_fake = clamp(replacement_fake, qmin, qmax)
+        clamp_node.meta["val"] = clamp_fake
+        return clamp_node, clamp_fake
 
     return _insert_output_conversion
+
+
+def fuse_int16_activations_only_where_exact(module: Any, original: Any) -> Any:
+    """Build 1.5.1's ``FuseQuantizedActivationPass._is_fuseable_quantized_activation``."""
+    import torch
+
+    def _is_fuseable_quantized_activation(node: Any) -> bool:
+        """Refuse to fuse into a non-int8 quantize whose zero point is above the dtype minimum.
+
+        Example: a ReLU after a conv, quantized by a symmetric int16 quantize (zero point 0,
+        qmin -32767), as an a16w8 model would be if its quantizer annotated conv + ReLU
+        together: 1.5.1 fuses it and sets qmin to 0, but the a16w8 output rescale saturates
+        to the int16 range only, so the ReLU would be lost.
+        Becomes: False for such a node (the ReLU stays and is lowered as a clamp; the
+        partitioner, which asks the same question, does not take the conv with it); every
+        int8 quantize, and one whose zero point is the dtype minimum, as 1.5.1 answers.
+        """
+        if not original(node):
+            return False
+        quant_node = next(iter(node.users))
+        quant_args = module.QuantArgs.from_operator(quant_node.target, quant_node.args)
+        return bool(
+            quant_args.dtype == torch.int8 or quant_args.zp == torch.iinfo(quant_args.dtype).min
+        )
+
+    return staticmethod(_is_fuseable_quantized_activation)
+
+
+CONV_PASS = "backends/arm/_passes/rewrite_conv_pass.py"
+FUSE_PASS = "backends/arm/_passes/fuse_quantized_activation_pass.py"
 
 
 def conv_relu_cat() -> tuple[Any, tuple[Any, ...]]:
@@ -187,24 +209,35 @@ def rewrite_conv(groups: int, *, transposed: bool) -> Any:
 
 FIX = Fix(
     number=3,
-    patch="0003-conv-rescale-qparams-from-source.patch",
-    title="conv rescale qparams from the source conv or its clamp",
+    title="conv -> ReLU gets a right output rescale (1.2.0: qparams from the source conv;"
+    " 1.5.1: clamped to [qmin, qmax])",
     repo_paths=(
-        "backends/arm/_passes/rewrite_conv_pass.py",
-        "backends/arm/test/passes/test_rewrite_conv_pass.py",  # the 1.5.1 port's test
+        CONV_PASS,
+        FUSE_PASS,  # the 1.5.1 patch, and its tests
+        "backends/arm/test/ops/test_conv_combos.py",
+        "backends/arm/test/ops/test_linear.py",
+        "backends/arm/test/passes/test_fuse_quantized_activation_pass.py",
     ),
     runtime={
         "1.2.0": RuntimeForm(
-            repo_path="backends/arm/_passes/rewrite_conv_pass.py",
+            repo_path=CONV_PASS,
             owner="RewriteConvPass",
             attribute="insert_output_rescale",
             build=conv_rescale_qparams_from_source,
         ),
-        "1.5.1": RuntimeForm(
-            repo_path="backends/arm/_passes/rewrite_conv_pass.py",
-            owner="RewriteConvPass",
-            attribute="_insert_output_conversion",
-            build=clamp_fused_activation_after_conv_rescale,
+        "1.5.1": (
+            RuntimeForm(
+                repo_path=CONV_PASS,
+                owner="RewriteConvPass",
+                attribute="_insert_output_conversion",
+                build=clamp_conv_output_rescale,
+            ),
+            RuntimeForm(
+                repo_path=FUSE_PASS,
+                owner="FuseQuantizedActivationPass",
+                attribute="_is_fuseable_quantized_activation",
+                build=fuse_int16_activations_only_where_exact,
+            ),
         ),
     },
     claims={
@@ -221,7 +254,7 @@ FIX = Fix(
                 Effect.FIXED,
                 "the same branch on 1.5: FuseQuantizedActivationPass fuses the ReLU into the"
                 " qmin of the conv's output qparams, which its output RESCALE ignores (values"
-                " below zero pass); the 1.5.1 port clamps the rescale",
+                " below zero pass); the 1.5.1 patch clamps the rescale to [qmin, qmax]",
             ),
         ),
     },
@@ -275,15 +308,22 @@ FIX = Fix(
         ),
     ),
     upstream=UpstreamNote(
-        test_file="backends/arm/test/passes/test_rewrite_conv_pass.py",
+        test_file="backends/arm/test/ops/test_conv_combos.py",
         narrowing=(
             "The 1.2.0 patch (rescale qparams from the conv's clamp user) is upstream since"
             " 22867a9148. Since ad9902c464 (#21974) the ReLU is no longer a clamp there:"
             " FuseQuantizedActivationPass folds it into qmin = zp, which RewriteConvPass's"
-            " output RESCALE does not honour. The 1.5.1 port adds a CLAMP after that"
-            " RESCALE when qmin is a zero point above the dtype minimum."
+            " output RESCALE does not honour. The 1.5.1 patch clamps the int8 output RESCALE"
+            " to [qmin, qmax] where that range is narrower than int8, and fuses into other"
+            " dtypes only where the zero point is the dtype minimum. Fusing only where exact"
+            " was tried: FuseQuantizedActivationPass is also the partitioner's check, so"
+            " those convs moved to the CPU and a decomposed linear with a kept ReLU failed to"
+            " lower (no output qparams)."
         ),
         affected_tests=(
+            "backends/arm/test/ops/test_conv_combos.py",
+            "backends/arm/test/ops/test_linear.py",
+            "backends/arm/test/ops/test_relu.py",
             "backends/arm/test/passes/test_rewrite_conv_pass.py",
             "backends/arm/test/passes/test_fuse_quantized_activation_pass.py",
             "backends/arm/test/passes/test_fold_qdq_pass.py",

@@ -106,7 +106,6 @@ def output_transposes(*, duplicated: bool) -> Any:
 
 FIX = Fix(
     number=4,
-    patch="0004-distinct-output-transpose-slots.patch",
     title="one transpose per duplicated graph output slot",
     repo_paths=("backends/arm/_passes/to_tosa_memory_format_pass.py",),
     runtime={

@@ -62,7 +62,6 @@ def int16_table_nonnegative_rshift(module: Any, original: Any) -> Any:
 
 FIX = Fix(
     number=5,
-    patch="0005-int16-table-negative-rshift.patch",
     title="int16 TABLE lookup values without a negative right shift (upstream 9c7fba0e9b)",
     repo_paths=(TABLE_OPS, "backends/arm/test/ops/test_sigmoid_32bit.py"),
     runtime={

@@ -105,7 +105,6 @@ def conv_max_pool() -> tuple[Any, tuple[Any, ...]]:
 
 FIX = Fix(
     number=6,
-    patch="0006-pool-default-stride.patch",
     title="max_pool2d with its stride left out defaults it to the kernel size",
     repo_paths=(SUPPORT, DECOMPOSE),
     runtime={

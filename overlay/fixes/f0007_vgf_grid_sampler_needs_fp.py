@@ -13,6 +13,8 @@ PARTITIONER = "backends/arm/vgf/partitioner.py"
 
 def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``VgfPartitioner.__init__``."""
+    from torch.fx.passes.operator_support import chain, create_op_support
+
     grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 (the attribute)
@@ -23,14 +25,31 @@ def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
         (int8 path) or a float image and PAD (float path), and lowering fails with
         ``doesn't support tensor TosaArg(name='..._grid_scale', dtype=FP32)`` or
         ``Unsupported dtype torch.float32 for PAD``.
-        Becomes: 1.5.1's ``__init__``, then ``grid_sampler_2d`` dropped from the custom
-        partition ops when ``tosa_spec.support_float()`` is false: the op stays outside
-        the delegate (as the TOSA partitioner leaves it) and the rest is delegated, as the
-        diff does.
+        Becomes: 1.5.1's ``__init__``; then, when ``tosa_spec.support_float()`` is false,
+        ``grid_sampler_2d`` dropped from the custom partition ops (the patch's
+        ``register_custom_partition_op`` skips it) and the instance's
+        ``_create_operator_support`` chained after a check that rejects it with the reason
+        the patch reports (its ``_create_operator_support`` override): the op stays outside
+        the delegate, as the TOSA partitioner leaves it, and the rest is delegated.
         """
         original(self, *args, **kwargs)
-        if not self.tosa_spec.support_float():
-            self._custom_partition_ops.discard(grid_sampler)
+        if self.tosa_spec.support_float():
+            return
+        self._custom_partition_ops.discard(grid_sampler)
+        create_operator_support = self._create_operator_support
+        reason = (
+            "The VGF grid_sampler_2d shader takes FP32 tensors, which"
+            f" {self.tosa_spec} cannot carry: it runs on the CPU."
+        )
+
+        def with_reason(containing_program: Any, reporter: Any) -> Any:
+            not_grid_sampler = create_op_support(lambda _, node: node.target != grid_sampler)
+            return chain(
+                reporter.wrap_check(not_grid_sampler, reason),
+                create_operator_support(containing_program, reporter),
+            )
+
+        self._create_operator_support = with_reason
 
     return __init__
 
@@ -53,7 +72,6 @@ def grid_warp() -> tuple[Any, tuple[Any, ...]]:
 
 FIX = Fix(
     number=7,
-    patch="0007-vgf-grid-sampler-needs-fp.patch",
     title="VGF partitions grid_sample only where the TOSA spec has FP",
     repo_paths=(PARTITIONER, "backends/arm/test/ops/test_grid_sampler.py"),
     runtime={
@@ -105,11 +123,13 @@ FIX = Fix(
         narrowing=(
             "VgfPartitioner registers grid_sampler_2d unconditionally since the VGF grid"
             " sampler landed; the shader's FP32 inputs make every integer-only VGF lowering"
-            " of grid_sample fail. The patch registers it only when the spec supports FP."
+            " of grid_sample fail. The patch registers it only when the spec supports FP,"
+            " and the partition report says why it stays on the CPU."
         ),
         affected_tests=(
             "backends/arm/test/ops/test_grid_sampler.py",
             "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+            "backends/arm/test/ops/test_custom_shader_lowering.py",
         ),
         reproducer="""\
 import torch

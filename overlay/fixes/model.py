@@ -210,7 +210,6 @@ class Fix:
     """One fix, as its module declares it (compared by identity: one object per fix)."""
 
     number: int
-    patch: str  # its patch file's name, e.g. 0001-keep-terminal-int16-quantize.patch
     title: str
     repo_paths: tuple[str, ...]  # the files its patches touch
     # release measured on -> trigger cases
@@ -226,11 +225,6 @@ class Fix:
     )  # line -> the (b)/(c) differences accepted there, as rules
     cases: tuple[Case, ...] = dataclasses.field(default=(), repr=False)  # its own cases
     probes: tuple[Probe, ...] = dataclasses.field(default=(), repr=False)
-
-    @property
-    def stem(self) -> str:
-        """Return the patch name without ``.patch``."""
-        return self.patch.removesuffix(".patch")
 
     @property
     def triggers(self) -> tuple[Trigger, ...]:

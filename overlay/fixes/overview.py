@@ -1,16 +1,16 @@
 """What each release line holds, fix by fix: `lines`, and the tables of docs/fixes.md and README.
 
 Example: the registry's four fixes and ``patches/1.2.0/``.
-Becomes: one row per fix (patch, title), one column per line saying how that line holds
-it (carried / ported / backported with ``runtime Owner.attribute`` or ``diff only``;
-dropped; ``-`` for never there), then its claims by release and its declared divergences;
+Becomes: one row per fix (its title), one column per line saying how that line holds it and in which
+patch (carried / ported / backported, the patch's name, ``runtime Owner.attribute`` or ``diff
+only``; dropped; ``-`` for never there), then its claims by release and its declared divergences;
 then one row per line and fix with the evidence: the trigger cases on stock and patched, the
-upstream test and the upstream commit, from each line's ``evidence.toml`` (written when the
-line was promoted) or, on a line never promoted, from the fix's claims and the patch's DEP-3
-``Origin:``. :func:`update` puts both between the markers of a Markdown text; the README
-holds the first one ``brief`` (how each line holds each fix, nothing else). The same
-statuses, with each line's executorch, torch and locks, are :func:`summaries` (the
-``lines`` command). ``python -m overlay.fixes.overview`` rewrites both tables in a checkout.
+upstream test and the upstream commit, from each line's ``evidence.toml`` (written when the line was
+promoted) or, on a line never promoted, from the fix's claims and the patch's DEP-3 ``Origin:``.
+:func:`update` puts both between the markers of a Markdown text; the README holds the first one
+``brief`` (how each line holds each fix, nothing else). The same statuses, with each line's
+executorch, torch and locks, are :func:`summaries` (the ``lines`` command). ``python -m
+overlay.fixes.overview`` rewrites both tables in a checkout.
 """
 
 from __future__ import annotations
@@ -103,14 +103,16 @@ def _on_line(fix: Fix, line: Line, found: LineEvidence | None) -> str:
     held = status(line, fix, found)
     if held is None:
         return "-"
-    if held is Status.DROPPED:
+    patch = _patch(line, fix)
+    if held is Status.DROPPED or patch is None:
         return "dropped"
+    shown = f"{held.value} (`{patch.name.removesuffix('.patch')}`)"
     if isinstance(fix.runtime.get(line.name), DiffOnly):
-        return f"{held.value}; diff only"
+        return f"{shown}; diff only"
     forms = fix.runtime_forms(line.name)
     if not forms:
-        return f"{held.value}; no runtime form declared"
-    return f"{held.value}; runtime " + ", ".join(f"`{form.qualname}`" for form in forms)
+        return f"{shown}; no runtime form declared"
+    return f"{shown}; runtime " + ", ".join(f"`{form.qualname}`" for form in forms)
 
 
 def _evidence(line: Line, fix: Fix, found: LineEvidence | None) -> list[str]:
@@ -180,11 +182,11 @@ def table(registry: Registry, lines: Sequence[Line], *, brief: bool = False) -> 
             for fix in registry.fixes
         ]
         return "\n".join(markdown_table(header, rows)) + "\n"
-    header = ["fix", "patch", *(line.name for line in lines), "claims", "divergences"]
+    header = ["fix", "what it fixes", *(line.name for line in lines), "claims", "divergences"]
     rows = [
         [
             str(fix.number),
-            f"`{fix.stem}`: {fix.title}",
+            fix.title,
             *(_on_line(fix, line, found[line.name]) for line in lines),
             _claims(fix),
             _divergences(fix) or "-",

@@ -393,7 +393,7 @@ class CaseMove:
     changes: tuple[str, ...]  # observations that differ
     attribution: str  # "no change", "upstream change", "patch", "upstream change and patch"
     note: str
-    covered_by: str = ""  # the existing target line's own patch that fixes a lost case
+    covered_by: str = ""  # the existing target line's own fix of a lost case ("fix 7")
 
     @property
     def lost(self) -> bool:

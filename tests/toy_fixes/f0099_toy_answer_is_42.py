@@ -58,7 +58,6 @@ def answer() -> int:
 
 FIX = Fix(
     number=99,
-    patch="0099-toy-answer-is-42.patch",
     title="the answer is 42",
     repo_paths=(REPO_PATH,),
     runtime={

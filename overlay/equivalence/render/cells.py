@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from overlay import fixes
 from overlay.equivalence.protocol import (
     PATHS,
     ErrorInfo,
@@ -217,9 +216,9 @@ def interest(verdict: Verdict) -> int:
     return 1 if verdict.ab is not AB.SAME or verdict.rule is not None else 2
 
 
-def patch_name(number: int | None) -> str:
-    """Return the patch file name for a fix number."""
-    return fixes.by_number(number).patch if number is not None else "unattributed"
+def fix_label(number: int | None) -> str:
+    """Return how a report names the fix a difference is attributed to (``fix 1``)."""
+    return f"fix {number}" if number is not None else "unattributed"
 
 
 def payloads_text(payloads: Sequence[Payload]) -> str:

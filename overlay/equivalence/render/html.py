@@ -40,9 +40,9 @@ from overlay.equivalence.render.cells import (
     error_cell,
     ethos_groups,
     ethos_row,
+    fix_label,
     item_label,
     numerics_rows,
-    patch_name,
     relative_errors,
     spec_text,
     status_code,
@@ -375,7 +375,7 @@ def _anchor(verdict: Verdict) -> str:
 
 def _section(verdict: Verdict) -> list[str]:
     a, b, c = (verdict.results[p] for p in PATHS)
-    cause = f" ({patch_name(verdict.fix)})" if verdict.ab is not AB.SAME else ""
+    cause = f" ({fix_label(verdict.fix)})" if verdict.ab is not AB.SAME else ""
     out = [
         f'<h3 id="{_anchor(verdict)}">{escape(item_label(verdict.item))}'
         f' <span class="muted">{escape(spec_text(verdict.info))}</span></h3>',

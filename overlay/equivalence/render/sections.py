@@ -20,10 +20,10 @@ from overlay.equivalence.render.cells import (
     bc_text,
     error_cell,
     failure_text,
+    fix_label,
     interest,
     item_label,
     max_error,
-    patch_name,
     status_code,
     status_text,
     targets_text,
@@ -169,7 +169,7 @@ def detail_lines(verdict: Verdict) -> list[str]:
     a, b, c = (verdict.results[p] for p in PATHS)
     if verdict.ab is not AB.SAME:
         diffs = ", ".join(d.value for d in verdict.ab_diffs)
-        lines.append(f"(a) vs (b) differ in: {diffs}; attributed to {patch_name(verdict.fix)}")
+        lines.append(f"(a) vs (b) differ in: {diffs}; attributed to {fix_label(verdict.fix)}")
         if a.ok and not b.ok:
             lines.append(f"stock OK, patched FAIL: {failure_text(b)}")
         elif b.ok and not a.ok:

@@ -54,15 +54,15 @@ def covered(move: CaseMove, release: str, own_fixes: Sequence[Fix]) -> CaseMove:
 
     Example: ``grid_warp_int8_vgf_int`` from 1.2.0 to 1.5.1: right on 1.2.0, its VGF lowering
     fails with the ported series, and the 1.5.1 line carries fix 7, which claims it FIXED
-    there. Becomes: ``covered_by`` that patch, and the note says the line keeps it.
+    there. Becomes: ``covered_by`` ``fix 7``, and the note says the line keeps it.
     """
     for fix, trigger in fixes.triggers_of(move.case, release):
         if fix in own_fixes and trigger.effect is Effect.FIXED:
             note = (
-                f"{move.note}; fixed on {release} by {fix.patch}, the {release} line's own fix"
-                " (not carried from the pinned line): the line keeps it"
+                f"{move.note}; fixed on {release} by fix {fix.number}, the {release} line's own"
+                " fix (not carried from the pinned line): the line keeps it"
             )
-            return dataclasses.replace(move, note=note, covered_by=fix.patch)
+            return dataclasses.replace(move, note=note, covered_by=f"fix {fix.number}")
     return move
 
 

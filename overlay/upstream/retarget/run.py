@@ -26,6 +26,7 @@ from overlay.envs import release_venvs
 from overlay.equivalence import corpus
 from overlay.errors import OverlayError, UnsupportedReleaseError, UpstreamError
 from overlay.fixes import Fix
+from overlay.lines.listing import patch_number
 from overlay.text.applier import encode
 from overlay.text.series import PATCH_SUFFIX, Series, load_series
 from overlay.upstream import behaviour, releases, replay, upstream_pins, upstream_tests
@@ -158,7 +159,8 @@ def own_fixes(request: Request, candidate: Collection[str]) -> list[Fix]:
         line = lines.line_for_version(root, request.version)
     except UnsupportedReleaseError:  # no line pinned to the release yet
         return []
-    return [fix for fix in fixes.carried_by(line) if fix.patch not in candidate]
+    ported = {patch_number(name) for name in candidate}
+    return [fix for fix in fixes.carried_by(line) if fix.number not in ported]
 
 
 def measure_stock(
