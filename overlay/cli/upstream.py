@@ -17,7 +17,7 @@ from overlay.cli.invocation import command
 from overlay.cli.output import out, progress
 from overlay.errors import UpstreamError, UsageError
 from overlay.text.series import load_series
-from overlay.upstream import commit_rules, export, prepare, render
+from overlay.upstream import commit_rules, export, prepare, render, suite
 from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
 from overlay.upstream.matrix import matrix_of
@@ -222,6 +222,28 @@ def cmd_canary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upstream_suite(args: argparse.Namespace) -> int:
+    """Run upstream's Arm tests on each line's stock and patched builds; none may break."""
+    root = Path(args.patches) if args.patches else lines.default_root()
+    chosen = canary_run.select_lines(root, [n for g in args.lines or () for n in _versions(g)])
+    broken = []
+    for line in chosen:
+        done = suite.run_suite(line, out_dir=Path(args.out), progress=progress)
+        blocks = render.suite_blocks(done)
+        out(render.text(blocks).rstrip("\n"))
+        for path in render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS):
+            progress(f"wrote {path}")
+        broken += [f"{line.name}: {node}" for node in done.broken]
+    if broken:
+        raise UpstreamError(
+            "the patches break upstream tests that pass on stock",
+            expected="no test passing on stock and failing with the patches",
+            found="\n".join(broken),
+            hint=f"read {Path(args.out)}/<line>/suite.md and the pytest logs beside it",
+        )
+    return 0
+
+
 def _upstream_option(command: argparse.ArgumentParser, what: str) -> None:
     command.add_argument("--upstream", help=f"a pytorch/executorch clone (${UPSTREAM_ENV}): {what}")
 
@@ -266,6 +288,14 @@ def add_commands(add: common.Adder) -> None:
     retire_how.add_argument("--yes", action="store_true", help="delete the line's files")
     retire_how.add_argument(
         "--dry-run", action="store_true", help="every check, the files and what names the line"
+    )
+
+    tests = add("upstream-suite", cmd_upstream_suite, "upstream's Arm tests, stock vs patched")
+    tests.add_argument(
+        "--line", dest="lines", action="append", help="only this line (default: every line)"
+    )
+    tests.add_argument(
+        "--out", metavar="DIR", default="build/upstream-suite", help="folder (default: %(default)s)"
     )
 
     can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")

@@ -18,7 +18,7 @@ from pathlib import Path
 from overlay import codec
 from overlay._table import markdown_table, text_table
 from overlay.text.series import PATCH_SUFFIX
-from overlay.upstream.results import Matrix, Retarget, Status
+from overlay.upstream.results import Counts, Matrix, Retarget, Status, SuiteRun, TestState
 from overlay.upstream.verdicts import conflict_text
 
 TONES = {
@@ -377,3 +377,37 @@ def retarget_blocks(result: Retarget) -> list[Block]:
     if result.resume:
         out.append(Para(f"resume: {result.resume}"))
     return out
+
+
+# --- upstream's own suite -------------------------------------------------------------------
+
+
+def counts_row(label: str, counts: Counts) -> tuple[str, ...]:
+    """Return a row of a counts table: the label, then one cell per test state."""
+    return (label, *(str(counts.count(s)) for s in TestState))
+
+
+def suite_blocks(result: SuiteRun) -> list[Block]:
+    """Lay out one line's suite run: counts per build, the tests it broke and fixed."""
+    run = result.run
+    verdict = (
+        f"{len(result.broken)} test(s) pass on stock and not with the patches"
+        if result.broken
+        else "no test passes on stock and fails with the patches"
+    )
+    problems = [p for p in (run.stock.problem, run.patched.problem) if p]
+    return [
+        Heading(f"Upstream's Arm tests on the {result.line} line: stock vs patched"),
+        Para(f"executorch {result.release}; {verdict}.", "fail" if result.broken else "pass"),
+        Table(
+            ("build", *(s.value for s in TestState)),
+            (counts_row("stock", run.stock), counts_row("patched", run.patched)),
+        ),
+        *[Para(f"pytest did not run: {p}", "fail") for p in problems],
+        Heading("Broken by the patches", 2),
+        Items(tuple(item(n) for n in result.broken)),
+        Heading("Fixed by the patches", 2),
+        Items(tuple(item(n) for n in result.fixed)),
+        Heading(f"{len(run.selection)} test files, {run.seconds / 60:.0f} min", 2),
+        Pre("command", f"{run.command}"),
+    ]

@@ -224,6 +224,7 @@ class TestResult:
     node: str
     state: TestState
     reason: str = ""  # "AssertionError: ...", "RuntimeError: Missing out variants: ...", ...
+    causes: tuple[str, ...] = ()  # the exceptions it was raised from (chained), innermost first
 
 
 @dataclass(frozen=True)
@@ -258,15 +259,14 @@ class TestRun:
 
     command: str  # as a reviewer runs it in an executorch checkout
     selection: tuple[str, ...]  # node ids or files
-    stock: Counts | None  # None: not run on stock (the affected subset runs patched only)
+    stock: Counts
     patched: Counts
     seconds: float
 
     @property
     def text(self) -> str:
         """Return ``stock 1 failed -> patched 1 passed``."""
-        stock = self.stock.text if self.stock else "not run"
-        return f"stock {stock} -> patched {self.patched.text}"
+        return f"stock {self.stock.text} -> patched {self.patched.text}"
 
 
 class TestOutcome(enum.StrEnum):
@@ -318,6 +318,17 @@ class PatchBehaviour:
     regressions: tuple[str, ...] = ()
     test: TestRun | None = None
     test_verdict: TestVerdict | None = None
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """Upstream's own Arm tests on a line's stock and patched builds, compared test by test."""
+
+    line: str
+    release: str
+    run: TestRun
+    broken: tuple[str, ...]  # passed on stock, not with the patches: fails the run
+    fixed: tuple[str, ...]  # failed on stock, passed with the patches
 
 
 # --- the matrix ------------------------------------------------------------------------------

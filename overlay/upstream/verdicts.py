@@ -132,6 +132,7 @@ def conflict_text(applied: Applied) -> str:
 
 _OWN = ("AssertionError", "assert ", "Failed: ")  # the test's own check failed
 _NOT_OWN = ("Failed: Timeout",)  # pytest-timeout: the test did not finish
+_FAILING = frozenset({TestState.FAILED, TestState.ERROR})
 _MIN_MATCH = 12  # either message may be cut short; shorter ones say too little to match
 _LABEL = re.compile(r"^(?:VGF|numerics|[\w.]*(?:Error|Exception|Warning)): ")
 
@@ -144,22 +145,27 @@ def _core(error: str) -> str:
     return text.strip()
 
 
-def is_own_failure(reason: str, expected_errors: Sequence[str] = ()) -> bool:
+def is_own_failure(
+    reason: str, expected_errors: Sequence[str] = (), causes: Sequence[str] = ()
+) -> bool:
     """Return True when a failed test failed on its own check, or with the bug's error.
+
+    ``causes``: the exceptions ``reason`` was raised from; the bug's error may be one of them.
 
     Example: ``AssertionError: assert 1 == 2`` or ``Failed: DID NOT RAISE`` are the test's
     own; ``RuntimeError: Missing out variants: {...}`` is not (unless the bug's trigger case
-    fails on stock with that very error).
+    fails on stock with that very error); ``ValueError: Failed processing lifted tensor
+    constant placeholder`` raised from the trigger's ``TOSA-1.0+INT doesn't support tensor
+    TosaArg(name='..._grid_scale', dtype=FP32)`` is the bug's.
     """
     text = reason.strip()
     if text.startswith(_OWN) and not text.startswith(_NOT_OWN):
         return True
-    core = _core(text)
+    cores = [c for c in map(_core, (text, *causes)) if len(c) >= _MIN_MATCH]
     return any(
-        len(expected) >= _MIN_MATCH
-        and len(core) >= _MIN_MATCH
-        and (expected in core or core in expected)
+        len(expected) >= _MIN_MATCH and (expected in core or core in expected)
         for expected in map(_core, expected_errors)
+        for core in cores
     )
 
 
@@ -174,15 +180,14 @@ def _not_run(label: str, counts: Counts, expected: Sequence[str], *, stock: bool
             return f"{label}: {test.node}: {test.reason or 'error'}"
         if test.state is TestState.SKIPPED:
             return f"{label}: {test.node} skipped: {test.reason or 'no reason given'}"
-        if stock and test.state is TestState.FAILED and not is_own_failure(test.reason, expected):
+        own = is_own_failure(test.reason, expected, test.causes)
+        if stock and test.state is TestState.FAILED and not own:
             return f"{label}: {test.node}: {test.reason or 'failed'}"
     return ""
 
 
 def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdict:
     """Decide whether a patch's tests fail before and pass after, for the right reason."""
-    if run.stock is None:
-        return TestVerdict(TestOutcome.COULD_NOT_RUN, "could not run: not run on stock")
     for label, counts, stock in (("stock", run.stock, True), ("patched", run.patched, False)):
         reason = _not_run(label, counts, expected_errors, stock=stock)
         if reason:
@@ -197,6 +202,20 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
         return TestVerdict(TestOutcome.PASSES_BEFORE, f"passes before ({summary})")
     why = "; ".join(f"{t.node.rsplit('::', 1)[-1]}: {t.reason[:120]}" for t in before)
     return TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
+
+
+def suite_changes(stock: Counts, patched: Counts) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Return (broken, fixed): tests passing on stock and not patched, and the reverse.
+
+    A test only one side ran (a test the patches add) is neither.
+    """
+    before = {t.node: t.state for t in stock.tests}
+    after = {t.node: t.state for t in patched.tests}
+    both = [n for n in after if n in before]
+    good = TestState.PASSED
+    broken = tuple(n for n in both if before[n] is good and after[n] is not good)
+    fixed = tuple(n for n in both if before[n] in _FAILING and after[n] is good)
+    return broken, fixed
 
 
 # --- behaviour -----------------------------------------------------------------------------
