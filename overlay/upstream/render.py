@@ -18,7 +18,16 @@ from pathlib import Path
 from overlay import codec
 from overlay._table import markdown_table, text_table
 from overlay.text.series import PATCH_SUFFIX
-from overlay.upstream.results import Counts, Matrix, Retarget, Status, SuiteRun, TestState
+from overlay.upstream.results import (
+    Counts,
+    Matrix,
+    OnBase,
+    Retarget,
+    Sending,
+    Status,
+    SuiteRun,
+    TestState,
+)
 from overlay.upstream.verdicts import conflict_text
 
 TONES = {
@@ -410,4 +419,40 @@ def suite_blocks(result: SuiteRun) -> list[Block]:
         Items(tuple(item(n) for n in result.fixed)),
         Heading(f"{len(run.selection)} test files, {run.seconds / 60:.0f} min", 2),
         Pre("command", f"{run.command}"),
+    ]
+
+
+# --- what is sent upstream ------------------------------------------------------------------
+
+
+def _on_base(base: OnBase) -> str:
+    if base.applies:
+        return base.applies
+    found = base.behaviour
+    return found.outcome.value if found is not None else "not measured"
+
+
+def sending_blocks(report: Sending) -> list[Block]:
+    """Lay out an export: each fix on each base, upstream's gate, what keeps it back."""
+    bases = [b.base for b in report.submissions[0].bases] if report.submissions else []
+    rows: list[tuple[Inline, ...]] = [
+        (
+            sub.patch.removesuffix(PATCH_SUFFIX),
+            *(_on_base(b) for b in sub.bases),
+            "not run" if sub.lint is None else f"{len(sub.lint.findings)} finding(s)",
+            Badge("ready", "ok") if not sub.problems else Badge("held back", "bad"),
+        )
+        for sub in report.submissions
+    ]
+    problems = [item(f"{s.patch}: {p}") for s in report.submissions for p in s.problems]
+    return [
+        Heading(
+            f"Upstream pull requests from the {report.line} line: main ({report.main[:12]})"
+            f" and executorch {report.release}"
+        ),
+        Table(("patch", *bases, "upstream lint", "verdict"), tuple(rows)),
+        Heading("Held back", 2),
+        Items(tuple(problems)),
+        Heading("Not sent", 2),
+        Items(tuple(item(f"{name}: {why}") for name, why in report.skipped.items())),
     ]

@@ -40,6 +40,7 @@ class UpstreamPins:
     torch: Mapping[str, str]  # release -> upstream's torch pin (torch_pin.py at its tag)
     test_requirements: tuple[str, ...]
     lint_requirements: tuple[str, ...]
+    mypy_requirements: tuple[str, ...] = ()  # what upstream's MYPY job installs (torch aside)
 
     def matrix_pin(self, version: str) -> WheelPin:
         """Return the matrix wheel of a release (sha256 empty when not yet recorded)."""
@@ -128,6 +129,7 @@ def load(source: Path) -> UpstreamPins:
         torch=_strings(data.get("torch", {}), "torch", source),
         test_requirements=_list(tools, "test_requirements", source, "[upstream]"),
         lint_requirements=_list(tools, "lint_requirements", source, "[upstream]"),
+        mypy_requirements=_list(tools, "mypy_requirements", source, "[upstream]"),
     )
 
 

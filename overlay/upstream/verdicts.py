@@ -45,6 +45,8 @@ from overlay.upstream.results import (
     Counts,
     Forwarded,
     ForwardState,
+    LintReport,
+    OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
@@ -293,6 +295,42 @@ def decide_patch(
     return PatchBehaviour(
         patch, release, tuple(bug), tuple(other), outcome, text, tuple(regressions), test, tests
     )
+
+
+def submission_problems(
+    bases: Sequence[OnBase],
+    lint: LintReport | None,
+    rules: Sequence[str],
+    *,
+    lint_asked: bool = True,
+) -> tuple[str, ...]:
+    """Return what keeps a fix from being sent (empty: send it).
+
+    Upstream's gate (the hook's commit rules, every linter on the whole touched files) and,
+    on every base, ``git am`` and behaviour: its bug trigger fails on stock and passes with
+    it, the tests it adds fail before and pass after, no test passing without it fails with it.
+    """
+    problems = [f"pre-push hook: {rule}" for rule in rules]
+    if lint is not None and lint.findings:
+        shown = "; ".join(lint.findings[:5])
+        problems.append(f"upstream's linters: {len(lint.findings)} finding(s): {shown}")
+    elif lint is None and lint_asked:
+        problems.append("upstream's linters did not run: the commit is not on main")
+    for base in bases:
+        found = base.behaviour
+        if base.applies:
+            problems.append(f"{base.base}: {base.applies}")
+        elif found is None:
+            problems.append(f"{base.base}: its trigger cases did not run")
+        elif found.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER:
+            problems.append(f"{base.base}: {found.text}")
+        elif found.test is None:
+            problems.append(f"{base.base}: it adds no test function (def test_...)")
+        if base.broken:
+            problems.append(
+                f"{base.base}: passing without it, failing with it: {', '.join(base.broken)}"
+            )
+    return tuple(problems)
 
 
 # --- retarget ------------------------------------------------------------------------------
