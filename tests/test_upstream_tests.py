@@ -50,7 +50,7 @@ E   ModuleNotFoundError: No module named 'nonexistent_mod'</error></testcase>
 WRAPPED = "ValueError: Failed processing lifted tensor constant placeholder: g_scale."
 CHAINED = f"""<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">
 <testsuite name="pytest" errors="0" failures="1" skipped="0" tests="1">
-<testcase classname="{DEMO}" name="test_int_on_cpu"><failure message="{WRAPPED}">    def process_inputs_to_lifted_tensor_constants(
+<testcase classname="{DEMO}" name="test_int_on_cpu"><failure message="{WRAPPED}">
 &gt;           tosa_arg = TosaArg(node, tosa_spec)
 E               ValueError: TOSA-1.0+INT doesn't support tensor TosaArg(name='g_scale')
 
@@ -138,10 +138,12 @@ def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> No
         3, "0003-x.patch", "x", ("backends/arm/_passes/rewrite_conv_pass.py",), {},
         UpstreamNote("", "", affected_tests=("backends/arm/test/misc/test_custom_partition.py",)),
     )  # fmt: skip
-    names = ["passes/test_a.py", "passes/helper.py", "ops/test_conv2d.py", "ops/test_conv_combos.py",
-             "ops/test_add.py", "ops/test_depthwise_conv.py", "misc/test_pass_pipeline_config.py",
-             "misc/test_custom_partition.py", "quantizer/test_conv_relu_fusing.py",
-             "ops/sub/test_conv.py", "test_root.py"]  # fmt: skip
+    names = [
+        *("passes/test_a.py", "passes/helper.py", "ops/test_conv2d.py", "ops/test_conv_combos.py"),
+        *("ops/test_add.py", "ops/test_depthwise_conv.py", "misc/test_pass_pipeline_config.py"),
+        *("misc/test_custom_partition.py", "quantizer/test_conv_relu_fusing.py"),
+        *("ops/sub/test_conv.py", "test_root.py"),
+    ]
     tests = [f"backends/arm/test/{n}" for n in names]
     chosen = [p.removeprefix("backends/arm/test/") for p in suite.selection([conv], tests)]
     assert chosen == [

@@ -131,11 +131,12 @@ def test_the_bugs_own_error_counts_as_failing_before() -> None:
 
 
 def test_suite_changes_name_the_tests_the_patches_break_and_fix() -> None:
-    stock = Counts((TestResult("a", TestState.PASSED), TestResult("b", TestState.FAILED),
-                    TestResult("c", TestState.PASSED), TestResult("d", TestState.ERROR)))  # fmt: skip
-    patched = Counts((TestResult("a", TestState.SKIPPED), TestResult("b", TestState.PASSED),
-                      TestResult("c", TestState.PASSED), TestResult("d", TestState.PASSED),
-                      TestResult("new", TestState.FAILED)))  # fmt: skip
+    ok, bad, err, skip = TestState.PASSED, TestState.FAILED, TestState.ERROR, TestState.SKIPPED
+    stock = Counts(
+        tuple(TestResult(n, s) for n, s in (("a", ok), ("b", bad), ("c", ok), ("d", err)))
+    )
+    after = (("a", skip), ("b", ok), ("c", ok), ("d", ok), ("new", bad))
+    patched = Counts(tuple(TestResult(n, s) for n, s in after))
     assert suite_changes(stock, patched) == (("a",), ("b", "d"))
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from overlay import fixes, lines
 from overlay.envs import release_venvs
-from overlay.errors import OverlayError
+from overlay.errors import OverlayError, UsageError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import Patch, load_series
 from overlay.upstream import behaviour, commit_rules, export, lint, pr_text, upstream_tests
@@ -101,6 +101,14 @@ def chosen(line: Path, newest: Path, names: Sequence[str]) -> tuple[list[Patch],
     """
     series, target = load_series(line), load_series(newest)
     own = {number(p.name): p for p in target.patches}
+    unknown = sorted(set(names) - {p.name for p in (*series.patches, *target.patches)})
+    if unknown:
+        raise UsageError(
+            f"no patch {', '.join(unknown)} in the {series.pins.executorch} line",
+            expected=", ".join(p.name for p in series.patches),
+            found=", ".join(unknown),
+            hint="name a patch file of the line: --patch 0001-....patch",
+        )
     send, skipped = [], {}
     for patch in series.patches:
         port = own.get(number(patch.name))
@@ -125,6 +133,10 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     every = lines.all_lines(request.patches_dir.parent)
     newest = every[-1]
     send, skipped = chosen(request.patches_dir, newest.directory, request.names)
+    line = str(load_series(request.patches_dir).pins.executorch)
+    torch = newest.pins.runtime.get("torch", "")
+    if not send:
+        return Prepared(Sending(line, newest.name, torch, "", (), skipped, 0.0), [], {})
     shared = for_series(newest.directory)
     release = load_release(newest.pins, shared, newest.name)
     _, release_commit = release_metadata(release.wheel)
@@ -134,14 +146,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     hook = scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b"")
     verbs = commit_rules.hook_verbs(decode(hook))
     exports = [
-        _export(
-            patch,
-            scratch=scratch,
-            main=main,
-            release=release.files,
-            release_commit=release_commit or "",
-            request=request,
-        )
+        export_against(patch, scratch, main, (release.files, release_commit or ""), request.signer)
         for patch in send
     ]
     out = request.out_dir
@@ -161,16 +166,15 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     found = {b.name: measure(b, send, newest.name, out / b.name, progress) for b in bases}
     branches: dict[str, tuple[Path, str]] = {}
     submissions, done = [], []
-    lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint and send else None
-    torch = newest.pins.runtime.get("torch", "")
+    lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
     for patch, item in zip(send, exports, strict=True):
         repo = out / "branches" / item.stem
         branch = export.branch_name(item)
         lint.checkout(scratch.path, main, _fresh(repo), branch)
         on_main = export.apply_mbox(repo, item)
+        sources = {p: release.files[p] for p in patch.targets if p in release.files}
         on_release = export.apply_mbox(
-            export.release_repo(out / "release" / item.stem, item.before, release_commit or ""),
-            item,
+            export.release_repo(out / "release" / item.stem, sources, release_commit or ""), item
         )
         report = None
         if lint_env is not None and not on_main:
@@ -194,7 +198,6 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
                 item, patch, sub, release=newest.name, torch=torch, branch=(str(repo), branch)
             )
         )
-    line = str(load_series(request.patches_dir).pins.executorch)
     sending = Sending(
         line, newest.name, torch, main, tuple(submissions), skipped,
         round(time.perf_counter() - started, 1),
@@ -207,24 +210,21 @@ def _fresh(path: Path) -> Path:
     return path
 
 
-def _export(
+def export_against(
     patch: Patch,
-    *,
     scratch: Scratch,
     main: str,
-    release: Mapping[str, bytes],
-    release_commit: str,
-    request: Request,
+    release: tuple[Mapping[str, bytes], str],
+    signer: commit_rules.Identity,
 ) -> export.Export:
-    """Export one patch against main where it applies there, else against the release."""
+    """Export one patch against main where it applies there (offsets allowed), else against
+    the release (``release``: its files and its commit)."""
     on_main = scratch.files(main, patch.targets)
     try:
         apply_patch(patch, {p: decode(d) for p, d in on_main.items()}, allow_offset=True)
     except (HunkMismatchError, KeyError):
-        base, commit = release, release_commit
-    else:
-        base, commit = on_main, main
-    return export.export_patch(patch, base, signer=request.signer, base_commit=commit)
+        return export.export_patch(patch, release[0], signer=signer, base_commit=release[1])
+    return export.export_patch(patch, on_main, signer=signer, base_commit=main)
 
 
 def measure(
