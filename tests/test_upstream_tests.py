@@ -6,6 +6,7 @@ executorch 1.5.1 env (trimmed tracebacks), so the parser is checked on pytest's 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,14 @@ from overlay.errors import UpstreamError
 from overlay.fixes import Fix, UpstreamNote
 from overlay.upstream import suite
 from overlay.upstream.results import TestResult, TestState
-from overlay.upstream.upstream_tests import lay_out_tests, new_tests, parse_junit, read_run
+from overlay.upstream.upstream_tests import (
+    lay_out_tests,
+    new_tests,
+    parse_junit,
+    pytest_ini,
+    read_run,
+    run_tests_both_ways,
+)
 
 DEMO = "backends.arm.test.passes.test_demo"
 NODE = "backends/arm/test/passes/test_demo.py"
@@ -153,3 +161,15 @@ def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> No
         "passes/test_a.py",
         "quantizer/test_conv_relu_fusing.py",
     ]
+
+
+def test_both_sides_run_with_the_extra_environment_and_their_logs(tmp_path: Path) -> None:
+    body = "import os\n\ndef test_env():\n    assert os.environ['VK_DEMO'] == '1'\n"
+    tests = {"backends/arm/test/passes/test_env.py": body.encode()}
+    run = run_tests_both_ways(
+        sys.executable, sys.executable, release_tests=tests, patched_files={},
+        pytest_ini=pytest_ini(None), selection=["backends/arm/test/passes/test_env.py"],
+        log_dir=tmp_path / "logs", extra_env={"VK_DEMO": "1"},
+    )  # fmt: skip
+    assert (run.stock.text, run.patched.text) == ("1 passed", "1 passed")
+    assert "1 passed" in (tmp_path / "logs" / "pytest-patched.log").read_text()

@@ -187,16 +187,14 @@ def run_pytest(
         "-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers",
         "-o", "junit_family=xunit2", f"--junitxml={junit}", *selection,
     ]  # fmt: skip
+    log = log or tree.root / "pytest.log"  # written as pytest runs: a long run shows progress
+    log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run(
-            command,
-            cwd=tree.root,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=timeout,
-        )
+        with log.open("w", encoding="utf-8") as output:
+            proc = subprocess.run(
+                command, cwd=tree.root, stdout=output, stderr=subprocess.STDOUT, env=env,
+                check=False, timeout=timeout,
+            )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UpstreamError(
             "cannot run the upstream tests",
@@ -204,10 +202,8 @@ def run_pytest(
             found=str(exc),
             hint="the release env needs pytest (test_requirements in patches/upstream.toml)",
         ) from exc
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
-    return read_run(proc.stdout, proc.stderr, proc.returncode, junit)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    return read_run(text, "", proc.returncode, junit)
 
 
 def read_run(stdout: str, stderr: str, returncode: int, junit: Path) -> Counts:
