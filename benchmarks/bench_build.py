@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from overlay import lines
-from overlay.dist import wheels
+from overlay.dist import wheels, wheelzip
 from overlay.envs import lockfiles
 from overlay.envs.verify_install import ARM_MODULES
 from overlay.equivalence.controller.processes import worker_library
-from overlay.target import journal, transaction
+from overlay.target import journal, locate, transaction
 from overlay.text.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,9 +146,9 @@ def apply_times(scratch: Path, rounds: int) -> ApplyTimes:
     series = SERIES
     pin = series.pins.host_wheel()
     source = wheels.fetch_wheel(pin)
-    root = wheels.unpack_wheel(source, scratch / "unpacked")
+    root = wheelzip.unpack(source, scratch / "unpacked")
     spent: dict[str, list[float]] = {"plan": [], "commit": [], "fsync": [], "fsyncs": []}
-    real_fsync, real_plan, real_commit = os.fsync, transaction.plan, journal.commit
+    real_fsync, real_plan, real_commit = os.fsync, vars(transaction)["plan"], journal.commit
 
     def timed(name: str, function: Callable[..., T]) -> Callable[..., T]:
         def wrapper(*args: object, **kwargs: object) -> T:
@@ -164,24 +164,25 @@ def apply_times(scratch: Path, rounds: int) -> ApplyTimes:
 
     applies, reverts = [], []
     os.fsync = timed("fsync", real_fsync)
-    transaction.plan = timed("plan", real_plan)
+    vars(transaction)["plan"] = timed("plan", real_plan)  # what apply calls
     journal.commit = timed("commit", real_commit)
     try:
         for _ in range(rounds):
             for values in spent.values():
                 values.append(0.0)
             start = time.perf_counter()
-            transaction.apply(series, transaction.find_target(root))
+            transaction.apply(series, locate.find_target(root))
             applies.append(time.perf_counter() - start)
             for values in spent.values():
                 values.append(0.0)  # the revert's share: dropped below
             start = time.perf_counter()
-            transaction.apply(series, transaction.find_target(root), reverse=True)
+            transaction.apply(series, locate.find_target(root), reverse=True)
             reverts.append(time.perf_counter() - start)
             for values in spent.values():
                 values.pop()
     finally:
-        os.fsync, transaction.plan, journal.commit = real_fsync, real_plan, real_commit
+        os.fsync, journal.commit = real_fsync, real_commit
+        vars(transaction)["plan"] = real_plan
     start = time.perf_counter()
     wheels.build_patched_wheel(series, source, pin, scratch / "repack", force=True)
     repack = time.perf_counter() - start

@@ -35,8 +35,9 @@ from overlay.cli.json_output import BuildReport
 from overlay.equivalence.controller import inputs, merge, orchestrator
 from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.outcome import Report
-from overlay.equivalence.protocol import PATHS, ItemKind, PathId
+from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.render import document, html, text
+from overlay.items import ItemKind
 from overlay.lines import pins
 
 TARGET_WARM_S = 5.0

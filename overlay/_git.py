@@ -66,7 +66,16 @@ def git_bytes(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     if not identity(repo)[1]:
         name, email = FALLBACK_IDENTITY
         extra = ["-c", f"user.name={name}", "-c", f"user.email={email}"]
-    proc = _run(repo, [*extra, *args], stdin)
+    return _stdout(repo, args, _run(repo, [*extra, *args], stdin))
+
+
+def git_with_env(repo: Path, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    """Run git in ``repo`` with extra environment variables (author, dates)."""
+    proc = _run(repo, list(args), None if stdin is None else stdin.encode("utf-8"), env)
+    return _stdout(repo, args, proc).decode("utf-8", errors="surrogateescape")
+
+
+def _stdout(repo: Path, args: tuple[str, ...], proc: subprocess.CompletedProcess[bytes]) -> bytes:
     if proc.returncode != 0:
         raise GitError(
             f"git {' '.join(args[:2])} failed in {repo}",
@@ -74,18 +83,6 @@ def git_bytes(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
             hint="resolve the git state of the work tree and retry",
         )
     return proc.stdout
-
-
-def git_with_env(repo: Path, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
-    """Run git in ``repo`` with extra environment variables (author, dates)."""
-    proc = _run(repo, list(args), None if stdin is None else stdin.encode("utf-8"), env)
-    if proc.returncode != 0:
-        raise GitError(
-            f"git {' '.join(args[:2])} failed in {repo}",
-            found=proc.stderr.decode("utf-8", errors="replace").strip()[-1500:],
-            hint="resolve the git state of the work tree and retry",
-        )
-    return proc.stdout.decode("utf-8", errors="surrogateescape")
 
 
 def git(repo: Path, *args: str, stdin: str | None = None) -> str:

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from overlay.errors import BusyError
+
 POLL_S = 0.05
 _RETRY = -1  # the path names another inode now: open it again
 
@@ -89,13 +91,19 @@ def release(path: Path, fd: int, *, remove_folder: bool) -> None:
 
 
 @contextlib.contextmanager
-def held(path: Path, *, timeout: float, remove_folder: bool = False) -> Iterator[bool]:
-    """Hold the lock at ``path`` for the block; yield False (not held) after ``timeout``."""
+def held(
+    path: Path, *, timeout: float, busy: str, hint: str, remove_folder: bool = False
+) -> Iterator[None]:
+    """Hold the lock at ``path`` for the block; raise BusyError(``busy``) after ``timeout``.
+
+    An OSError taking the lock (permissions, a directory at ``path``) goes to the caller.
+    """
     fd = acquire(path, timeout=timeout)
     if fd is None:
-        yield False
-        return
+        raise BusyError(
+            busy, expected=f"the lock within {timeout:.0f} s", found=f"{path} still held", hint=hint
+        )
     try:
-        yield True
+        yield
     finally:
         release(path, fd, remove_folder=remove_folder)

@@ -184,6 +184,14 @@ class LockfileError(OverlayError):
     exit_code = 20
 
 
+def error_classes() -> list[type[OverlayError]]:
+    """Return OverlayError and every subclass of it, each after its parent."""
+    found: list[type[OverlayError]] = [OverlayError]
+    for cls in found:  # grows while it is read: breadth first
+        found.extend(cls.__subclasses__())
+    return found
+
+
 def exit_codes() -> list[tuple[int, str]]:
     """Return every documented exit code with its meaning, ascending (for ``--help``)."""
     codes = {
@@ -195,10 +203,7 @@ def exit_codes() -> list[tuple[int, str]]:
         EXIT_CLOSED_PIPE: "stdout's reader went away (`| head`): the output stopped, silently",
         143: "terminated (SIGTERM)",
     }
-    pending = OverlayError.__subclasses__()
-    while pending:
-        cls = pending.pop()
+    for cls in error_classes():
         doc = (cls.__doc__ or cls.__name__).strip().splitlines()[0].rstrip(".")
         codes.setdefault(cls.exit_code, doc)
-        pending.extend(cls.__subclasses__())
     return sorted(codes.items())

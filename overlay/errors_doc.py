@@ -9,7 +9,7 @@ Becomes: the row ``| 3 | The series file or a patch in it is malformed, ... | `S
 from __future__ import annotations
 
 from overlay._table import markdown_table, replace_between
-from overlay.errors import OverlayError, exit_codes
+from overlay.errors import error_classes, exit_codes
 
 BEGIN = "<!-- exit-codes:begin (generated: overlay.errors_doc) -->"
 END = "<!-- exit-codes:end -->"
@@ -19,13 +19,10 @@ DOC = "docs/errors.md"
 def _defining_classes() -> dict[int, list[str]]:
     """Map each exit code to the error classes that set it themselves (not inherit it)."""
     found: dict[int, list[str]] = {}
-    pending: list[type[OverlayError]] = [OverlayError]
-    while pending:
-        cls = pending.pop(0)
+    for cls in error_classes():
         code = cls.__dict__.get("exit_code")
         if isinstance(code, int):
             found.setdefault(code, []).append(cls.__name__)
-        pending.extend(cls.__subclasses__())
     return found
 
 

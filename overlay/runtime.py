@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +46,6 @@ class RuntimeFix:
     def number(self) -> int:
         """Return the fix number."""
         return self.fix.number
-
-    @property
-    def patch(self) -> str:
-        """Return the patch file the fix mirrors."""
-        return self.fix.patch
 
     @property
     def repo_path(self) -> str:
@@ -213,10 +209,6 @@ class Runtime:
             )
         return line, selected
 
-    def check_target(self, numbers: Iterable[int] | None = None) -> list[RuntimeFix]:
-        """Refuse a version without a line or a touched file; return the selected forms."""
-        return self._checked(numbers)[1]
-
     def _present(self, numbers: Iterable[int] | None) -> list[RuntimeFix]:
         """Return the selected forms of the installed line; [] when nothing can be patched."""
         try:
@@ -262,6 +254,26 @@ class Runtime:
                 applied.append(item.number)
         return applied
 
+    def originals(self) -> dict[int, tuple[tuple[RuntimeFix, Any], ...]]:
+        """Return each runtime form of the installed line with the function it replaces now.
+
+        Called before any other patch runs, these are stock's functions (see :func:`swapped`);
+        {} where no line's forms apply (a patched build, a release without a line).
+        """
+        try:
+            forms = self.forms(self.line())
+        except OverlayError:
+            return {}
+        found: dict[int, tuple[tuple[RuntimeFix, Any], ...]] = {}
+        for item in forms:
+            try:
+                _, owner = item.resolve_owner()
+                original = _function_of(_raw(owner, item.attribute))
+            except (ImportError, AttributeError):
+                continue  # not there to replace: the fix cannot be put in place here
+            found[item.number] = (*found.get(item.number, ()), (item, original))
+        return found
+
     def undo(self, numbers: Iterable[int] | None = None) -> list[int]:
         """Undo the selected fixes (default: all); return the numbers actually undone."""
         undone: list[int] = []
@@ -276,6 +288,27 @@ class Runtime:
             if item.number not in undone:
                 undone.append(item.number)
         return undone
+
+
+@contextmanager
+def swapped(forms: Iterable[tuple[RuntimeFix, Any]]) -> Iterator[None]:
+    """Put each runtime form in place, built on the function given with it, for a while.
+
+    Example: the seed monkey-patch has replaced ``FoldAndAnnotateQParamsPass.is_foldable``;
+    fix 1's 1.2.0 form comes with stock's ``is_foldable`` (:meth:`Runtime.originals`).
+    Becomes: fix 1's form built on stock's function stands where the seed's was; on exit the
+    seed's is back. On stock the same is what :meth:`Runtime.apply` does, without its guard.
+    """
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for item, function in forms:
+            module, owner = item.resolve_owner()
+            saved.append((owner, item.attribute, _raw(owner, item.attribute)))
+            setattr(owner, item.attribute, item.form.build(module, function))
+        yield
+    finally:
+        for owner, attribute, value in reversed(saved):
+            setattr(owner, attribute, value)
 
 
 def _check_untouched(selected: RuntimeFix, module: Any, owner: Any, line: Line) -> None:
@@ -296,21 +329,6 @@ def _check_untouched(selected: RuntimeFix, module: Any, owner: Any, line: Line) 
 
 DEFAULT = Runtime(fixes.REGISTRY)
 FIXES = fixes.FIXES  # every registry fix: is_applied() answers for any of them
-
-
-def fix(number: int) -> tuple[RuntimeFix, ...]:
-    """Return the runtime forms of fix ``number`` on the installed line."""
-    return DEFAULT.fix(number)
-
-
-def installed_root() -> Path:
-    """Return the directory of the importable executorch package."""
-    return DEFAULT.installed_root()
-
-
-def check_target(numbers: Iterable[int] | None = None) -> list[RuntimeFix]:
-    """Refuse a version without a line or an already diff-patched file."""
-    return DEFAULT.check_target(numbers)
 
 
 def is_applied(number: int) -> bool:

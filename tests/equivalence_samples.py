@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -15,17 +17,13 @@ from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.protocol import (
     PATHS,
-    CaseInfo,
     ErrorInfo,
     EthosUResult,
     InitReply,
-    ItemId,
-    ItemKind,
     ItemResult,
     Numerics,
     OutputDigest,
     Payload,
-    ProbeInfo,
     RunStatus,
     Stage,
     TargetState,
@@ -33,7 +31,10 @@ from overlay.equivalence.protocol import (
     VgfResult,
 )
 from overlay.equivalence.verdict import AB, Verdict, decide
-from overlay.fixes import DECLARED_DIVERGENCES
+from overlay.fixes import divergences
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
+from overlay.text.applier import transform
+from overlay.text.series import Series
 
 A, B, C = PATHS
 CASE = CaseInfo("x", "TOSA-1.0+INT", "a8w8")
@@ -141,9 +142,22 @@ def report_of(verdicts: list[Verdict] | tuple[Verdict, ...], **change: Any) -> R
     init = InitReply("/py", "1.2.0", "2.11.0", 1.0, ())
     workers = {p: WorkerInfo(p, f"/py/{p.value}", None, init) for p in (A, B, C)}
     report = Report(
-        Options("/py/a", "/py/c"), workers, tuple(verdicts), DECLARED_DIVERGENCES, 3.0, {"x": 2.0}
+        Options("/py/a", "/py/c"), workers, tuple(verdicts), divergences(), 3.0, {"x": 2.0}
     )
     return dataclasses.replace(report, **change)
+
+
+def patched_copy(package: Path, series: Series, folder: Path) -> Path:
+    """Return ``folder`` holding a hardlinked copy of the executorch ``package`` with
+    ``series`` applied: first on PYTHONPATH, the same bytes the diff-patched build installs."""
+    target = folder / "executorch"
+    shutil.copytree(package, target, copy_function=os.link)
+    for repo_path in series.targets():
+        path = target / repo_path
+        data = transform(series.patches, repo_path, path.read_bytes())
+        path.unlink()  # break the hardlink before writing
+        path.write_bytes(data)
+    return folder
 
 
 def fake_options(tmp_path: Path, **change: Any) -> Options:
@@ -205,7 +219,7 @@ def runs(options: Options) -> Counter[str]:
 def decided(result: Report) -> dict[str, tuple[object, ...]]:
     """Return what was decided per item (no timings)."""
     return {
-        str(v.item): (v.bc, v.bc_diffs, v.ab, v.ab_diffs, v.fix, tuple(v.quality.items()))
+        str(v.item): (v.bc, v.bc_diffs, v.ab, v.ab_diffs, v.fix, tuple(v.targets.items()))
         for v in result.verdicts
     }
 

@@ -5,7 +5,9 @@ Which path it plays: (b) when started with a runtime patch, (c) when a folder na
 sleeps past any test timeout, ``patient`` works 6 s (past the tests' 5 s) under its own
 30 s timeout, ``crash`` kills the process; ``fixed2``, ``regress1`` and ``changed3`` differ
 between (a) and (b)/(c) the way a real fix does, and (a) given that single runtime fix
-behaves like (b); any other name in ``$FAKE_CASES`` acts like ``ok``.
+behaves like (b); ``lacks4`` fails on (a) and on (b), whose runtime patch lacks fix 4, unless
+the request puts fix 4 in place; ``unrun`` lowers for VGF, which is not executed here; any
+other name in ``$FAKE_CASES`` acts like ``ok``.
 Probe ``where`` reports where ``overlay`` was imported from. A models file whose name
 starts with ``invalid`` is refused at init as the real worker refuses a bad ``CASES``.
 Every start and run is appended to ``$FAKE_LOG`` (path, item, fixes, process id) when it
@@ -23,31 +25,36 @@ import time
 import overlay
 from overlay.codec import JsonValue
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
     InitReply,
     InitRequest,
-    ItemKind,
     ItemResult,
     ListReply,
     Numerics,
     OutputDigest,
-    ProbeInfo,
+    Payload,
     RunRequest,
     RunStatus,
     Stage,
+    TargetState,
+    VgfResult,
 )
 from overlay.equivalence.worker.serve import InputError, serve
+from overlay.items import CaseInfo, ItemKind, ProbeInfo
 
 CASES = (
     *(
         CaseInfo(name, "TOSA-1.0+INT", "a8w8", fast=True)
-        for name in ("ok", "slow", "crash", "after", "fixed2", "regress1", "changed3")
+        for name in (
+            *("ok", "slow", "crash", "after", "fixed2", "regress1", "changed3", "lacks4"),
+            "unrun",
+        )
     ),
     CaseInfo("patient", "TOSA-1.0+INT", "a8w8", timeout=30.0),
 )
 DEFAULT_CASES = "ok,slow,crash,after"
 GOOD = Numerics((OutputDigest("o1", "torch.float32", (1, 4)),), (0.01,), (0.001,), (2.0,))
+LAVAPIPE = "not installed: lavapipe (apt-get install mesa-vulkan-drivers)"
 WRONG = Numerics((OutputDigest("o2", "torch.float32", (1, 4)),), (1.5,), (1.5,), (2.0,))
 
 
@@ -117,10 +124,16 @@ class FakeRunner:
         if name == "crash":
             os._exit(3)
         fixed = self.path != "a" or any(f"{n}" in name for n in request.fixes)
+        if name == "lacks4" and self.path != "c" and 4 not in request.fixes:
+            return ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "stock", Stage.LOWER))
         if name == "fixed2" and not fixed:
             return ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "stock", Stage.LOWER))
         if name == "regress1" and fixed:
             return ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "int16", Stage.LOWER))
+        if name == "unrun":
+            payloads = (Payload("VgfBackend", 3, "v"),)
+            vgf = VgfResult(TargetState.COMPARED, payloads, run_reason=LAVAPIPE)
+            return ItemResult(RunStatus.OK, graph=("cpu: add",), numerics=GOOD, vgf=vgf)
         if name == "changed3":
             graph = ("delegate[0] TOSABackend: aten.full",) if fixed else ("cpu: aten.full",)
             return ItemResult(RunStatus.OK, graph=graph, numerics=GOOD if fixed else WRONG)

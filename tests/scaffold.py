@@ -17,6 +17,7 @@ from pathlib import Path
 
 from overlay._hashing import record_digest
 from overlay.dist.distinfo import parse_record
+from overlay.dist.wheelzip import WheelWriter
 from overlay.lines import pins
 from overlay.lines.pins import PINS_FILE
 from overlay.text.applier import split_lines, transform
@@ -47,6 +48,14 @@ def make_diff(path: str, old: str, new: str, *, context: int = 3) -> str:
         else:
             out.append(line + "\n\\ No newline at end of file\n")
     return "".join(out)
+
+
+def write_files(path: Path, files: Mapping[str, bytes]) -> Path:
+    """Write a wheel holding ``files`` (name -> bytes), each dated at the zip epoch."""
+    with WheelWriter(path) as archive:
+        for name, data in files.items():
+            archive.add(name, data)
+    return path
 
 
 def patch_text(subject: str, diff: str) -> str:

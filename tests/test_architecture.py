@@ -25,19 +25,6 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 MAX_LINES = 500
 REASONS = ("long because", "longer than", "over 500 lines")  # or a line starting "Size:"
 
-# Imports that break the layers (and "fixes imports no equivalence") today: DeclaredDivergence,
-# the reason for them, is being moved out of overlay.equivalence.protocol (issue 23). The list
-# may only shrink (an entry that no longer occurs fails the test) and goes when it is empty.
-KNOWN_LAYER_BREAKS = {
-    ("overlay.fixes.model", "overlay.equivalence.protocol"),
-    ("overlay.fixes.f0001_keep_terminal_int16_quantize", "overlay.equivalence.protocol"),
-    ("overlay.fixes.f0002_skip_factory_op_annotation", "overlay.equivalence.protocol"),
-    ("overlay.fixes.f0003_conv_rescale_qparams_from_source", "overlay.equivalence.protocol"),
-    ("overlay.fixes.f0004_distinct_output_transpose_slots", "overlay.equivalence.protocol"),
-    ("overlay.fixes.f0005_int16_table_negative_rshift", "overlay.equivalence.protocol"),
-    ("overlay.fixes.f0006_pool_default_stride", "overlay.equivalence.protocol"),
-    ("overlay.fixes.f0007_vgf_grid_sampler_needs_fp", "overlay.equivalence.protocol"),
-}
 # What only a worker process (or another environment's Python) may import at module level.
 WORKER_PACKAGES = frozenset(
     {"torch", "executorch", "torchao", "numpy", "tosa_serializer", "tosa_reference_model", "ethosu"}
@@ -356,12 +343,7 @@ def test_every_module_is_in_exactly_one_layer() -> None:
 
 def test_imports_stay_in_their_layer_or_go_lower() -> None:
     found = layer_breaks(import_graph(packages=False), doc_layers())
-    only_listed(
-        {f"{a} -> {b}" for a, b in found},
-        {f"{a} -> {b}" for a, b in KNOWN_LAYER_BREAKS},
-        "imports of a higher layer",
-        "KNOWN_LAYER_BREAKS",
-    )
+    assert not found, "imports of a higher layer:\n" + "\n".join(f"{a} -> {b}" for a, b in found)
 
 
 def test_fixes_import_nothing_from_equivalence() -> None:
@@ -372,7 +354,7 @@ def test_fixes_import_nothing_from_equivalence() -> None:
         for target in targets
         if _covers("overlay.equivalence", target)
     }
-    assert found <= KNOWN_LAYER_BREAKS, sorted(found - KNOWN_LAYER_BREAKS)
+    assert not found, sorted(found)
 
 
 def test_a_planted_layer_break_or_unplaced_module_is_found() -> None:

@@ -32,7 +32,7 @@ from overlay.errors import (
     UnsupportedReleaseError,
     UsageError,
 )
-from overlay.target import journal, transaction
+from overlay.target import journal, locate, transaction
 from overlay.text.series import load_series
 
 from scaffold import fast_tmp, make_diff, make_tree, patch_text, run_forked, snapshot, write_series
@@ -68,7 +68,7 @@ def make_world(base: Path, *, patched: bool = False) -> World:
     write_series(base / "patches", patches, {A: A_OLD.encode(), B: B_OLD.encode()})
     world = World(root, base / "patches")
     if patched:
-        transaction.apply(load_series(world.patches), transaction.find_target(root))
+        transaction.apply(load_series(world.patches), locate.find_target(root))
     return world
 
 
@@ -313,7 +313,7 @@ def test_two_site_packages_in_a_venv_are_refused_naming_both(tmp_path: Path) -> 
     for version in ("3.11", "3.12"):
         make_tree(venv / "lib" / f"python{version}" / "site-packages", {A: A_OLD.encode()})
     with pytest.raises(TargetError) as info:
-        transaction.find_target(venv)
+        locate.find_target(venv)
     assert info.value.message == f"{venv} holds executorch in 2 site-packages folders"
     assert info.value.found == ", ".join(
         str(venv / "lib" / f"python{v}" / "site-packages") for v in ("3.11", "3.12")
@@ -324,7 +324,7 @@ def test_a_lib64_link_is_not_a_second_site_packages(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     make_tree(venv / "lib" / "python3.11" / "site-packages", {A: A_OLD.encode()})
     (venv / "lib64").symlink_to("lib")
-    assert transaction.find_target(venv).root == venv / "lib" / "python3.11" / "site-packages"
+    assert locate.find_target(venv).root == venv / "lib" / "python3.11" / "site-packages"
 
 
 def test_check_on_a_tree_with_a_journal_is_not_ok(
@@ -423,11 +423,11 @@ def test_owner_and_mode_are_kept_when_root_patches_a_users_tree(tmp_path: Path) 
         os.chown(path, 1234, 2345)
     (world.root / "executorch" / A).chmod(0o640)
     series = load_series(world.patches)
-    transaction.apply(series, transaction.find_target(world.root))
+    transaction.apply(series, locate.find_target(world.root))
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in [world.root, *world.root.rglob("*")]}
     assert owners == {(1234, 2345)}  # sources, new dist-info files, the renamed folder
     assert (world.root / "executorch" / A).stat().st_mode & 0o777 == 0o640
-    transaction.apply(series, transaction.find_target(world.root), reverse=True)
+    transaction.apply(series, locate.find_target(world.root), reverse=True)
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in [world.root, *world.root.rglob("*")]}
     assert owners == {(1234, 2345)}
 

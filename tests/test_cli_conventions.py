@@ -13,11 +13,10 @@ import pytest
 
 from overlay._hashing import sha256_file
 from overlay.cli import build_parser, invocation, main
-from overlay.dist.wheelzip import write_files
 from overlay.errors import EnvError
 from overlay.text.series import CHECKSUMS_FILE, Series, load_series
 
-from scaffold import make_diff, patch_text, snapshot, write_series
+from scaffold import make_diff, patch_text, snapshot, write_files, write_series
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "patches" / "1.2.0"

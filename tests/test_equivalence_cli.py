@@ -77,6 +77,34 @@ def test_progress_bars_show_each_path_with_counts_and_eta(
     assert "11/11" in screen and "5/5" in screen and "eta" in screen
 
 
+@pytest.mark.parametrize("required", [(), ("--require-executed", "tosa")])
+def test_require_executed_fails_a_run_whose_target_did_not_run_here(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    required: tuple[str, ...],
+) -> None:
+    fake = scripted_options(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAKE_CASES", "ok,unrun")
+    _with_fake_worker(monkeypatch, fake)
+    monkeypatch.setenv(CALLER_DIR_ENV, str(tmp_path))
+    argv = [
+        "--patches", str(PATCHES), "equivalence", "--stock-python", sys.executable,
+        "--patched-python", sys.executable, "--no-probes", "--out", "out", "--cache-dir",
+        "cache", "--quiet", *required,
+    ]  # fmt: skip
+    assert cli.main(argv) == 0  # TOSA ran; VGF lowered, not executed: neither right nor wrong
+    out = capsys.readouterr().out
+    assert "VGF lowered, not executed here (1 case(s)): not installed: lavapipe" in out
+    assert cli.main([*argv, "--require-executed", "vgf"]) == EquivalenceError.exit_code
+    err = capsys.readouterr().err
+    assert (
+        "case:unrun: vgf not executed on (a), (b), (c) (--require-executed vgf): not installed:"
+        " lavapipe (apt-get install mesa-vulkan-drivers)"
+    ) in err
+    assert "case:ok" not in err  # nothing lowered for VGF there: nothing to require
+
+
 def test_bad_input_and_a_divergence_exit_with_different_codes() -> None:
     codes = dict(exit_codes())
     assert EquivalenceError.exit_code == 10 and EquivalenceInputError.exit_code == 2

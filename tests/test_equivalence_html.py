@@ -18,7 +18,6 @@ from PIL import Image
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
     EthosUResult,
     InitReply,
@@ -35,7 +34,8 @@ from overlay.equivalence.protocol import (
 )
 from overlay.equivalence.render import html
 from overlay.equivalence.verdict import decide
-from overlay.fixes import DECLARED_DIVERGENCES
+from overlay.fixes import divergences
+from overlay.items import CaseInfo
 
 A, B, C = PathId.STOCK, PathId.RUNTIME, PathId.PATCHED
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -82,7 +82,7 @@ def sample_report() -> Report:
     init = InitReply("/py", "1.2.0", "2.11.0", 9.0, ())
     workers = {p: WorkerInfo(p, f"/py/{p.value}", None, init) for p in (A, B, C)}
     return Report(
-        Options("/py/a", "/py/c"), workers, verdicts, DECLARED_DIVERGENCES, 3.0, {}, created="now"
+        Options("/py/a", "/py/c"), workers, verdicts, divergences(), 3.0, {}, created="now"
     )
 
 

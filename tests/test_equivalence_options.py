@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from overlay.equivalence.controller.options import Options, RunChoices, Shard
-from overlay.equivalence.protocol import ItemId, ItemKind
 from overlay.errors import EquivalenceInputError
+from overlay.items import ItemId, ItemKind
 
 
 def test_shards_partition_every_item_stably() -> None:

@@ -14,9 +14,10 @@ from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.orchestrator import run
-from overlay.equivalence.protocol import CaseInfo, ItemKind, ListReply, ProbeInfo
+from overlay.equivalence.protocol import ListReply
 from overlay.equivalence.verdict import AB
 from overlay.errors import EquivalenceError, EquivalenceInputError
+from overlay.items import CaseInfo, ItemKind, ProbeInfo
 
 # --- the cache across runs -----------------------------------------------------------------
 

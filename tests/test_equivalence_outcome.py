@@ -8,7 +8,8 @@ from pathlib import Path
 from equivalence_samples import judge, lowered, measured, ok, report_of
 
 from overlay.equivalence.controller import outcome
-from overlay.equivalence.protocol import CaseInfo, ErrorInfo, ItemResult, RunStatus, Stage
+from overlay.equivalence.protocol import ErrorInfo, ItemResult, RunStatus, Stage
+from overlay.items import CaseInfo
 
 WRONG = measured(error=0.585, sqnr=-2.6, digest="w")
 MINE = CaseInfo("mine", "TOSA-1.0+INT", "a8w8", source="my_models.py", group="user")

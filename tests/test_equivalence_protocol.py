@@ -19,13 +19,13 @@ from overlay.equivalence.protocol import (
     ListRequest,
     Numerics,
     PathId,
-    ProbeInfo,
     ProtocolError,
     QuitRequest,
     RunReply,
     RunRequest,
     Stage,
 )
+from overlay.items import ProbeInfo
 
 MESSAGES: list[protocol.Request | protocol.Reply] = [
     InitRequest(runtime_patch="x.py:apply", models=None),

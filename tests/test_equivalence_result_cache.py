@@ -12,15 +12,14 @@ from equivalence_samples import A, B, C
 from overlay.equivalence.controller import result_cache
 from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
     InitReply,
     ItemResult,
     ListReply,
-    ProbeInfo,
     RunStatus,
     Stage,
 )
+from overlay.items import CaseInfo, ProbeInfo
 
 
 def test_a_cache_entry_is_typed_atomic_and_a_bad_one_is_a_miss(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from overlay import fixes, lines
 from overlay.equivalence.controller import scheduler
 from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.controller.progress import Event, EventKind
-from overlay.equivalence.protocol import ItemId, ItemKind
+from overlay.equivalence.verdict import AB, BC
+from overlay.items import ItemId, ItemKind
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,6 +82,25 @@ def test_progress_events_count_every_result(
     run(fake, progress=events.append)
     assert {e.kind for e in events} == {EventKind.PLAN}
     assert all(e.done == e.total == 5 for e in events)
+
+
+def test_a_b_vs_c_difference_is_attributed_to_the_fix_whose_line_form_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = scripted_options(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAKE_CASES", "ok,lacks4")
+    result = run(fake)
+    (lacks,) = [v for v in result.verdicts if v.item.name == "lacks4"]
+    assert (lacks.ab, lacks.bc, lacks.bc_fix) == (AB.SAME, BC.UNDECLARED, 4)
+    assert lacks.failures == [
+        "case:lacks4: undeclared divergence between (b) and (c): status, graph, numerics"
+        " (from fix 4)"
+    ]
+    # on (b), fixes 1, 2 and 3 in place of the runtime patch's changed nothing; fix 4 did
+    assert runs(fake)["run b"] == 2 + 4 and result.stats[B].attribution_runs == 4
+    again = run(fake)
+    assert runs(fake) == Counter() and [v.bc_fix for v in again.verdicts] == [None, 4]
+    assert again.stats[B].attribution_cached == 4
 
 
 def test_serial_runs_attribute_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,10 +1,10 @@
-"""The parts every form of the report shows: the VGF line, the verdict lines, the findings."""
+"""The parts every form of the report shows: what did not run, the verdict lines, findings."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from equivalence_samples import A, judge, ok, report_of
+from equivalence_samples import A, ethos, judge, numerics, ok, report_of
 
 from overlay.equivalence.controller.options import Shard
 from overlay.equivalence.protocol import ErrorInfo, Payload, Stage, TargetState, VgfResult
@@ -12,22 +12,30 @@ from overlay.equivalence.render import sections
 from overlay.equivalence.verdict import Verdict
 
 
-def test_vgf_line_counts_compared_failed_and_skipped() -> None:
-    def with_vgf(vgf: VgfResult) -> Verdict:
-        return judge(ok(vgf=vgf), ok(vgf=vgf), ok(vgf=vgf))
+def test_the_top_says_once_what_did_not_run_here_and_how_to_make_it_run() -> None:
+    def with_vgf(vgf: VgfResult, **change: object) -> Verdict:
+        return judge(ok(vgf=vgf, **change), ok(vgf=vgf, **change), ok(vgf=vgf, **change))
 
-    compared = VgfResult(TargetState.COMPARED, payloads=(Payload("VgfBackend", 3, "ab"),))
+    lowered = VgfResult(
+        TargetState.COMPARED,
+        payloads=(Payload("VgfBackend", 3, "ab"),),
+        run_reason="not installed: lavapipe (apt-get install mesa-vulkan-drivers)",
+    )
     failed = VgfResult(TargetState.FAILED, error=ErrorInfo("E", "m", Stage.VGF))
-    rendered = report_of([with_vgf(compared), with_vgf(compared), with_vgf(failed)])
-    assert sections.vgf_line(rendered) == (
-        "VGF: payloads compared on 2 case(s), lowering failed on 1, executed on 0"
-    )
-    skipped = report_of([with_vgf(VgfResult(TargetState.SKIPPED, reason="no model_converter"))])
-    assert sections.vgf_line(skipped).endswith("skipped: no model_converter")
-    not_run = dataclasses.replace(compared, run_reason="not installed: lavapipe")
-    assert sections.vgf_line(report_of([with_vgf(not_run)])).endswith(
-        "executed on 0 (not run: not installed: lavapipe)"
-    )
+    skipped = VgfResult(TargetState.SKIPPED, reason="no model_converter")
+    compiled = with_vgf(failed, ethos_u=(ethos("ethos-u55-128"),))
+    report = report_of([with_vgf(lowered), with_vgf(lowered), compiled, with_vgf(skipped)])
+    assert sections.not_executed_lines(report) == [
+        "Ethos-U compiled, not executed here (1 case(s)): executing a command stream needs Arm's"
+        " Corstone FVPs, which no package registry carries; Vela's estimates are shown; nothing"
+        " is called right or wrong there",
+        "VGF lowered, not executed here (1 case(s)): not installed: lavapipe (apt-get install"
+        " mesa-vulkan-drivers); nothing is called right or wrong there",
+        "VGF not lowered (1 case(s)): no model_converter; nothing is called right or wrong there",
+    ]
+    assert sections.headline(report)[-3:] == sections.not_executed_lines(report)
+    executed = dataclasses.replace(lowered, numerics=numerics(), run_reason="")
+    assert sections.not_executed_lines(report_of([with_vgf(executed)])) == []
 
 
 def test_a_shard_says_which_part_of_the_selection_it_is() -> None:

@@ -22,10 +22,11 @@ from equivalence_samples import (
     vgf,
 )
 
-from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind, Payload
+from overlay.equivalence.protocol import Payload
 from overlay.equivalence.render import cells, text
 from overlay.equivalence.render.sections import WIDTH
 from overlay.equivalence.verdict import AB, Observation, decide
+from overlay.items import CaseInfo, ItemId, ItemKind
 
 WRONG_GRID = measured(error=0.585, sqnr=-2.6, digest="w")  # the grid warp: 59% of range
 
@@ -40,12 +41,12 @@ def test_report_shows_regression_error_text_and_fails_on_undeclared() -> None:
     assert "stock OK, patched FAIL: TosaValueError: no float" in table
     flowing = " ".join(table.split())  # details wrap at 100 columns
     assert "attributed to 0001-keep-terminal-int16-quantize.patch" in flowing
-    assert "seed-stale-grouped-transpose-check" in table
+    assert "stale-grouped-transpose-check" in table
     lines = table.splitlines()
     assert lines[:3] == [
         "FAIL: 1 problem(s) in 2 items",
         "  - case:bad: undeclared divergence between (b) and (c): graph",
-        "vs stock (a): 0 fixed, 0 changed, 1 regression, 0 still broken, 1 same",
+        "vs stock (a): 0 fixed, 0 changed, 1 regression, 0 still broken, 0 unchecked, 1 same",
     ]
     rows = {line.split()[0]: line.split() for line in lines if line.startswith(("bad ", "x "))}
     assert rows["bad"] == ["bad", "ok", "ok", "ok", "0%", "same", "UNDECLARED"]
@@ -95,12 +96,14 @@ def test_report_shows_findings_numerics_per_path_and_ethos_u_estimates() -> None
     assert max(len(line) for line in lines) <= WIDTH
     name = lines.index("case:warp (TOSA-1.0+INT a8w8)")  # the case names its group of rows
     assert [line.split() for line in lines[name + 1 : name + 4]] == [
-        [f"({p})", "1.5", "58.50%", "-2.6", "2.0", "3.0", "58.50%", "-2.6"] for p in "abc"
+        [f"({p})", "1.5", "wrong", "58.50%", "-2.6", "2.0", "3.0", "wrong", "58.50%", "-2.6"]
+        for p in "abc"
     ]
     ethos_at = lines.index("case:warp", name + 4)  # Ethos-U: the three paths agree, one row
     assert lines[ethos_at + 1].split() == [
-        "ethos-u55-128", "abc", "2.2", "5712", "5136", "4.0", "0.4", "0"
+        "ethos-u55-128", "abc", "compiled", "2.2", "5712", "5136", "4.0", "0.4", "0"
     ]  # fmt: skip
+    assert "right" not in lines[ethos_at + 1]  # compiled, never executed here
 
 
 def test_report_says_what_a_fix_changes_in_executed_vgf() -> None:

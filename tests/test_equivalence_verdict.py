@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from equivalence_samples import (
+    CASE,
+    ITEM,
     TWO_OUTPUTS,
     A,
     B,
@@ -25,19 +27,16 @@ from equivalence_samples import (
 from overlay import fixes
 from overlay.equivalence import corpus, verdict
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
-    ItemId,
-    ItemKind,
     ItemResult,
     Payload,
-    ProbeInfo,
     RunStatus,
     Stage,
     TargetState,
     VgfResult,
 )
 from overlay.equivalence.verdict import AB, BC, Observation, Quality, decide
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 DEEP = CaseInfo("deep_int8", "TOSA-1.0+INT", "a8w8", tolerance=0.25, sqnr_db=20.0, group="zoo")
 # MobileNetV2 as the issue measured it: 10.6% of the range off on every path, a right lowering.
@@ -129,36 +128,57 @@ def test_probe_differences_are_changes_unless_one_raises() -> None:
     raised = ItemResult(RunStatus.FAIL, error=ErrorInfo("E", "m", Stage.PROBE))
     paths = {A: value, B: other, C: other}
     assert decide(probe.item, probe, paths, 1).ab is AB.CHANGED
+    assert decide(probe.item, probe, paths, 1).targets == {A: {}, B: {}, C: {}}  # lowers nothing
     assert decide(probe.item, probe, {A: raised, B: value, C: value}, 1).ab is AB.FIXED
     assert decide(probe.item, probe, {A: value, B: raised, C: raised}, 1).ab is AB.REGRESSION
 
 
-def test_declared_divergence_matches_only_its_exact_observation() -> None:
-    probe = ItemId(ItemKind.PROBE, "p")
-    declared = fixes.DeclaredDivergence("d1", probe, "RuntimeError", "stale check", "why")
-    seed = ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", "x stale check", Stage.PROBE))
+STALE = fixes.Divergence(
+    "d1",
+    fixes.Direction.EQUIVALENT,
+    (fixes.ErrorSignature("RuntimeError", "stale check"),),
+    "why",
+    fix=3,
+)
+
+
+def _probe_fails(kind: str, message: str) -> ItemResult:
+    return ItemResult(RunStatus.FAIL, error=ErrorInfo(kind, message, Stage.PROBE))
+
+
+@pytest.mark.parametrize("name", ["p", "a_name_no_declaration_uses"])
+def test_an_equivalent_rule_declares_its_error_on_any_item(name: str) -> None:
+    info = ProbeInfo(name, "d")
     good = ItemResult(RunStatus.OK, value=[1])
-    info = ProbeInfo("p", "d")
-    hit = decide(probe, info, {A: good, B: seed, C: good}, None, [declared])
-    assert (hit.bc, hit.declared, hit.failures) == (BC.DECLARED, "d1", [])
-    for item, b in (
-        (ItemId(ItemKind.PROBE, "other"), seed),
-        (probe, ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", "m", Stage.PROBE))),
-        (
-            probe,
-            ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "stale check", Stage.PROBE)),
-        ),
+    stale = _probe_fails("RuntimeError", "x stale check")
+    hit = decide(info.item, info, {A: good, B: stale, C: good}, None, [STALE])
+    assert (hit.bc, hit.rule, hit.failures) == (BC.DECLARED, STALE, [])
+    for b, c in (
+        (_probe_fails("RuntimeError", "m"), good),  # another message
+        (_probe_fails("ValueError", "stale check"), good),  # another type
+        (_probe_fails("RuntimeError", "stale check"), _probe_fails("E", "m")),  # (c) fails
     ):
-        miss = decide(item, info, {A: good, B: b, C: good}, None, [declared])
-        assert miss.bc is BC.UNDECLARED, item
+        miss = decide(info.item, info, {A: good, B: b, C: c}, None, [STALE])
+        assert (miss.bc, miss.rule) == (BC.UNDECLARED, None), b
+
+
+def test_a_rule_counts_only_for_the_fix_the_difference_is_attributed_to() -> None:
+    info = ProbeInfo("p", "d")
+    good = ItemResult(RunStatus.OK, value=[1])
+    results = {A: good, B: _probe_fails("RuntimeError", "stale check"), C: good}
+    assert decide(info.item, info, results, None, [STALE], bc_fix=3).bc is BC.DECLARED
+    other = decide(info.item, info, results, None, [STALE], bc_fix=1)
+    assert (other.bc, other.bc_fix) == (BC.UNDECLARED, 1)
+    assert other.failures == [
+        "probe:p: undeclared divergence between (b) and (c): status, value (from fix 1)"
+    ]
 
 
 def test_the_seed_divergence_is_declared_with_a_reason() -> None:
-    (only,) = [d for d in fixes.DECLARED_DIVERGENCES if d.kind is fixes.DivergenceKind.EQUIVALENT]
-    assert only in fixes.declared_divergences("1.2.0")
-    assert fixes.declared_divergences("1.5.1") == ()
-    assert only.id == "seed-stale-grouped-transpose-check"
-    assert only.item == ItemId(ItemKind.PROBE, "RewriteConvPass.grouped_transposed_fp")
+    rules = fixes.divergences("1.2.0")
+    (only,) = [d for d in rules if d.direction is fixes.Direction.EQUIVALENT]
+    assert fixes.divergences("1.5.1") == ()
+    assert (only.name, only.fix) == ("stale-grouped-transpose-check", 3)
     assert "5123efe184" in only.reason
 
 
@@ -208,7 +228,7 @@ def test_harness_failure_is_incomplete_and_fails_the_run() -> None:
 
 def test_a_failed_vgf_lowering_fails_only_a_vgf_case() -> None:
     failed_vgf = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
-    result = ItemResult(RunStatus.OK, vgf=failed_vgf)
+    result = ItemResult(RunStatus.OK, numerics=numerics(), vgf=failed_vgf)
     assert verdict.quality(result, 0.05) is Quality.RIGHT
     assert verdict.quality(result, 0.05, vgf=True) is Quality.FAILED
     assert corpus.info("grid_warp_a16w8_vgf").targets_vgf
@@ -243,7 +263,9 @@ def test_a_declared_broken_case_is_reported_not_failed_and_must_reproduce() -> N
 
 def test_a_correct_deep_int8_net_is_right_under_its_sqnr_limits() -> None:
     v = judge(lowered(DEEP_RIGHT), lowered(DEEP_RIGHT), lowered(DEEP_RIGHT), info=DEEP)
-    assert v.quality == {A: Quality.RIGHT, B: Quality.RIGHT, C: Quality.RIGHT}
+    assert {p: judged["tosa"] for p, judged in v.targets.items()} == dict.fromkeys(
+        (A, B, C), Quality.RIGHT
+    )
     assert (v.findings, v.failures) == ((), [])
     # the same numbers under the a8w8 default (5% of range) would be a false finding
     plain = dataclasses.replace(DEEP, tolerance=None, sqnr_db=None)
@@ -367,40 +389,150 @@ def test_an_expected_breakage_holds_only_for_the_releases_it_was_measured_on() -
     assert (grid.expect_broken, grid.broken_releases) == ("", "")
 
 
-def test_a_declared_improvement_holds_only_where_c_is_right_and_b_is_not() -> None:
-    info = CaseInfo("warp", "TOSA-1.0+INT+int16", "a16w8")
-    (improvement,) = fixes.model.improvements(5, "fix-5", (info.item,), "the seed lacks fix 5")
-    right = lowered(measured(0.0, math.inf, digest="r"))
-    failed = ItemResult(RunStatus.FAIL, error=ErrorInfo("ValueError", "x", Stage.LOWER))
-    for b in (lowered(WRONG_GRID), failed):
-        hit = decide(info.item, info, {A: lowered(WRONG_GRID), B: b, C: right}, None, [improvement])
-        assert (hit.bc, hit.declared, hit.failures) == (BC.IMPROVED, "fix-5:warp", [])
-    other_right = lowered(measured(0.0, math.inf, digest="s"))  # differs, but (b) is right too
-    both = decide(info.item, info, {A: right, B: other_right, C: right}, None, [improvement])
-    assert both.bc is BC.UNDECLARED and both.failures
-    worse = decide(
-        info.item, info, {A: right, B: right, C: lowered(WRONG_GRID)}, None, [improvement]
+TANH = fixes.Divergence(
+    "zeroed-table",
+    fixes.Direction.IMPROVEMENT,
+    fixes.WRONG_NUMBERS,
+    "the seed lacks fix 5",
+    spec_has=("int16",),
+    quantize="a16w8",
+    involves=("aten::tanh",),
+    fix=5,
+)
+
+
+@pytest.mark.parametrize("name", ["warp", "a_name_no_declaration_uses"])
+def test_a_declared_improvement_holds_where_its_condition_does(name: str) -> None:
+    info = CaseInfo(name, "TOSA-1.0+INT+int16", "a16w8")
+    tanh = {"graph": ("delegate[0] TOSABackend: aten::convolution, aten::tanh",)}
+    right = lowered(measured(0.0, math.inf, digest="r"), **tanh)
+    wrong = lowered(WRONG_GRID, **tanh)
+    hit = decide(info.item, info, {A: wrong, B: wrong, C: right}, None, [TANH])
+    assert (hit.bc, hit.rule, hit.failures) == (BC.IMPROVED, TANH, [])
+    failed = fail(message="x")  # (b) raises: not the wrong numbers the rule declares
+    assert decide(info.item, info, {A: wrong, B: failed, C: right}, None, [TANH]).bc is (
+        BC.UNDECLARED
     )
+    other_right = lowered(measured(0.0, math.inf, digest="s"), **tanh)  # (b) right too
+    both = decide(info.item, info, {A: right, B: other_right, C: right}, None, [TANH])
+    assert both.bc is BC.UNDECLARED and both.failures
+    worse = decide(info.item, info, {A: right, B: wrong, C: lowered(WRONG_GRID)}, None, [TANH])
     assert worse.bc is BC.UNDECLARED
-    elsewhere = CaseInfo("other", "TOSA-1.0+INT+int16", "a16w8")
-    results = {A: lowered(WRONG_GRID), B: lowered(WRONG_GRID), C: right}
-    assert decide(elsewhere.item, elsewhere, results, None, [improvement]).bc is BC.UNDECLARED
+    plain = {A: lowered(WRONG_GRID), B: lowered(WRONG_GRID), C: lowered(measured(0.0, math.inf))}
+    no_tanh = decide(info.item, info, plain, None, [TANH])
+    assert no_tanh.bc is BC.UNDECLARED
+    for other in (
+        CaseInfo(name, "TOSA-1.0+INT", "a16w8"),  # no int16
+        CaseInfo(name, "TOSA-1.0+INT+int16", "a8w8"),  # another scheme
+    ):
+        results = {A: wrong, B: wrong, C: right}
+        assert decide(other.item, other, results, None, [TANH]).bc is BC.UNDECLARED, other
+
+
+def test_spec_features_must_be_had_and_lacked() -> None:
+    rule = dataclasses.replace(
+        TANH, spec_has=("INT", "int16"), spec_lacks=("FP",), quantize="", involves=()
+    )
+    right = lowered(measured(0.0, math.inf, digest="r"))
+    results = {A: right, B: lowered(WRONG_GRID), C: right}
+    for spec, expected in (
+        ("TOSA-1.0+INT+int16", BC.IMPROVED),
+        ("TOSA-1.0+INT+FP+int16", BC.UNDECLARED),
+        ("TOSA-1.0+INT", BC.UNDECLARED),
+    ):
+        info = CaseInfo("c", spec, None)
+        assert decide(info.item, info, results, None, [rule]).bc is expected, spec
 
 
 def test_where_b_lacks_the_fix_its_claim_is_judged_on_a_vs_c() -> None:
     info = corpus.info("max_pool2d_default_stride")  # fix 6 claims 'fixed' on 1.2.0
-    right = lowered(measured(0.0, math.inf))
-    index = ItemResult(RunStatus.FAIL, error=ErrorInfo("IndexError", "out of range", Stage.LOWER))
+    right = lowered(measured(0.0, math.inf), graph=("cpu: aten::max_pool2d_with_indices",))
+    index = fail("IndexError", "tuple index out of range")
     results = {A: index, B: index, C: right}  # the seed as (b) has no fix 6
-    declared = fixes.declared_divergences("1.2.0")
+    declared = fixes.divergences("1.2.0")
     held = decide(info.item, info, results, None, declared, version="1.2.0")
     assert (held.bc, held.ab, held.claim_problem, held.failures) == (BC.IMPROVED, AB.SAME, None, [])
-    (other,) = fixes.model.improvements(5, "x", (info.item,), "declared by another fix")
-    wrong = decide(info.item, info, results, None, [other], version="1.2.0")
-    assert wrong.bc is BC.IMPROVED
-    assert wrong.claim_problem == (
-        f"fix 6 claims 'fixed by patch 6' ({fixes.triggers_of(info.name, '1.2.0')[0][1].why}),"
-        " found 'fixed by patch None'"
-    )
+    assert held.rule is not None and held.rule.fix == 6
     worse = {A: right, B: index, C: right}  # (a) right: the fix changes nothing on (c)
     assert decide(info.item, info, worse, None, declared, version="1.2.0").claim_problem
+
+
+# --- words that say what was measured -------------------------------------------------------
+
+NOT_RUN = "not installed: lavapipe (apt-get install mesa-vulkan-drivers)"
+
+
+def test_right_is_said_only_of_a_target_that_ran() -> None:
+    result = ok(vgf=vgf(run_reason=NOT_RUN), ethos_u=(ethos("ethos-u55-128"),))
+    assert verdict.target_qualities(result, 0.05) == {
+        "tosa": Quality.RIGHT,
+        "vgf": Quality.LOWERED,
+        "ethos-u55-128": Quality.COMPILED,
+    }
+    assert verdict.numerics_quality(None, None, 0.05) is Quality.LOWERED
+    assert verdict.not_run_reason(result, "vgf") == NOT_RUN
+    assert "Corstone" in verdict.not_run_reason(result, "ethos-u55-128")
+    ran = ok(vgf=vgf(numerics()))
+    assert verdict.target_qualities(ran, 0.05)["vgf"] is Quality.RIGHT
+    # not executed on any path is no finding: nothing says it is wrong, nor right
+    unrun = judge(result, result, result)
+    assert (unrun.findings, unrun.failures) == ((), [])
+
+
+def test_a_fix_that_only_makes_vgf_lower_here_is_unchecked_not_fixed() -> None:
+    info = corpus.info("grid_warp_a16w8_vgf")  # fix 1 claims 'fixed' on 1.5.1
+    (why,) = [t.why for f, t in fixes.triggers_of(info.name, "1.5.1") if f.number == 1]
+    stock = ok(vgf=VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF)))
+    patched = ok(vgf=vgf(run_reason=NOT_RUN))
+    v = decide(info.item, info, {A: stock, B: patched, C: patched}, 1, version="1.5.1")
+    assert (v.ab, v.claim_problem, v.failures) == (AB.UNCHECKED, None, [])
+    assert v.unchecked == f"fix 1 claims '{why}': not checked here ({NOT_RUN})"
+    executed = ok(vgf=vgf(numerics()))
+    checked = decide(info.item, info, {A: stock, B: executed, C: executed}, 1, version="1.5.1")
+    assert (checked.ab, checked.unchecked, checked.failures) == (AB.FIXED, None, [])
+    wrong = ok(vgf=vgf(numerics(error=1.5, digest="w")))
+    broken = decide(info.item, info, {A: stock, B: wrong, C: wrong}, 1, version="1.5.1")
+    assert broken.ab is AB.STILL_BROKEN and broken.claim_problem
+
+
+def test_require_executed_fails_an_item_whose_target_lowered_but_did_not_run() -> None:
+    unrun = ok(vgf=vgf(run_reason=NOT_RUN))
+    ran = ok(vgf=vgf(numerics()))
+    v = decide(ITEM, CASE, {A: unrun, B: unrun, C: ran}, None, required=("vgf",))
+    assert v.failures[-1] == f"case:x: {v.not_executed}"
+    assert v.not_executed == f"vgf not executed on (a), (b) (--require-executed vgf): {NOT_RUN}"
+    skipped = ok()  # no model converter: VGF not lowered at all
+    assert "not lowered: no converter" in str(
+        decide(
+            ITEM, CASE, {A: skipped, B: skipped, C: skipped}, None, required=("vgf",)
+        ).not_executed
+    )
+    nothing = ok(vgf=vgf(payloads=(), run_reason="no VGF delegate to run"))  # nothing to run
+    failed = fail()  # judged: it failed, it was not "not executed"
+    for result in (ok(vgf=vgf(numerics())), nothing, failed):
+        results = {A: result, B: result, C: result}
+        assert decide(ITEM, CASE, results, None, required=("vgf", "tosa")).not_executed is None
+    no_reference = ok(numerics=None, run_reason="not installed: tosa_reference_model")
+    same = {A: no_reference, B: no_reference, C: no_reference}
+    tosa = decide(ITEM, CASE, same, None, required=("tosa",))
+    assert tosa.not_executed == (
+        "tosa not executed on (a), (b), (c) (--require-executed tosa): not installed:"
+        " tosa_reference_model"
+    )
+    assert decide(ITEM, CASE, {A: unrun, B: unrun, C: unrun}, None).not_executed is None
+
+
+def test_an_expected_breakage_on_a_target_not_executed_here_is_unchecked_not_refuted() -> None:
+    info = CaseInfo("nearest", "TOSA-1.0+INT+FP+int16", "a16w8", expect_broken="ties round")
+    unrun = lowered(measured(0.0, math.inf), vgf=vgf(run_reason=NOT_RUN))
+    v = decide(info.item, info, {A: unrun, B: unrun, C: unrun}, None)
+    assert (v.expectation_problem, v.failures) == (None, [])
+    assert v.unchecked == (
+        f"expected to be wrong on every path (ties round): not checked here (vgf not executed:"
+        f" {NOT_RUN})"
+    )
+    ran = lowered(measured(0.0, math.inf), vgf=vgf(measured(0.0, math.inf)))  # right: refuted
+    refuted = decide(info.item, info, {A: ran, B: ran, C: ran}, None)
+    assert refuted.failures == [
+        "case:nearest: expected to be wrong on every path (ties round), but a path is right"
+    ]

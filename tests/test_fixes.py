@@ -22,28 +22,21 @@ import pytest
 import toy_fix
 
 from overlay import fixes, lines
-from overlay.equivalence.protocol import (
-    ErrorInfo,
-    ItemId,
-    ItemKind,
-    ItemResult,
-    PathId,
-    ProbeInfo,
-    RunStatus,
-    Stage,
-)
+from overlay.equivalence.protocol import ErrorInfo, ItemResult, PathId, RunStatus, Stage
 from overlay.equivalence.verdict import BC, decide
 from overlay.errors import OverlayError
 from overlay.fixes import overview
 from overlay.fixes.model import (
-    DeclaredDivergence,
     DiffOnly,
-    DivergenceKind,
+    Direction,
+    Divergence,
     Effect,
+    ErrorSignature,
     Fix,
     RuntimeForm,
     Trigger,
 )
+from overlay.items import ProbeInfo
 from overlay.lines import evidence
 from overlay.lines.evidence import Status
 from overlay.text.series import load_series
@@ -284,30 +277,24 @@ def test_a_new_fix_is_its_module_and_its_line_data(tmp_path: Path) -> None:
     assert "  99. 0099-toy-answer-is-42.patch: The answer is 42\n" in status
 
 
-def test_divergences_are_declared_per_line() -> None:
-    (seed,) = fixes.by_number(3).divergences["1.2.0"]
-    assert seed.id == "seed-stale-grouped-transpose-check"
-    on_120 = fixes.declared_divergences("1.2.0")
-    assert seed in on_120 and fixes.declared_divergences("1.2.0+armfix.abc") == on_120
-    improved = {d.item.name for d in on_120 if d.kind is DivergenceKind.IMPROVEMENT}
-    assert improved == {  # what the seed monkey-patch lacks on 1.2.0 (fixes 1, 5 and 6)
-        "conv_a16w8_int16",
-        "zoo_grid_warp_a16w8_int16",
-        "zoo_grid_warp_int16_grid_int16",
-        "zoo_grid_warp_a16w8_intfp16",
-        "grid_warp_a16w8_vgf",
-        "max_pool2d_default_stride",
-    }
-    assert fixes.declared_divergences("1.5.1") == ()
-    assert fixes.declared_divergences() == fixes.DECLARED_DIVERGENCES == on_120
-    # the verdict reads them for the release it ran: the seed's observation is declared on
-    # 1.2.0 only
-    seen = ItemResult(RunStatus.FAIL, error=ErrorInfo("RuntimeError", seed.b_error_contains, P))
+def test_divergences_are_declared_per_line_as_rules_naming_their_fix() -> None:
+    for line in ("1.2.0", "1.5.1"):
+        rules = fixes.divergences(line)
+        assert fixes.divergences(f"{line}+armfix.abc") == rules
+        declared = [(f.number, d.name) for f in fixes.FIXES for d in f.divergences.get(line, ())]
+        assert [(r.fix, r.name) for r in rules] == declared
+    assert fixes.divergences() == fixes.divergences("1.2.0") + fixes.divergences("1.5.1")
+    # the verdict reads them for the release it ran: an observation one declares on 1.2.0
+    # is undeclared on 1.5.1
+    seed = next(d for d in fixes.divergences("1.2.0") if d.direction is Direction.EQUIVALENT)
+    assert not isinstance(seed.other, str)
+    signature = seed.other[0]
+    seen = ItemResult(RunStatus.FAIL, error=ErrorInfo(signature.type, signature.contains, P))
     good = ItemResult(RunStatus.OK, value=[1])
     results = {PathId.STOCK: good, PathId.RUNTIME: seen, PathId.PATCHED: good}
-    info = ProbeInfo(seed.item.name, "grouped transposed conv")
-    assert decide(seed.item, info, results, None, version="1.2.0").bc is BC.DECLARED
-    assert decide(seed.item, info, results, None, version="1.5.1").bc is BC.UNDECLARED
+    info = ProbeInfo("any_probe", "a probe")
+    assert decide(info.item, info, results, None, version="1.2.0").rule == seed
+    assert decide(info.item, info, results, None, version="1.5.1").bc is BC.UNDECLARED
 
 
 def test_carried_by_reads_the_series(tmp_path: Path) -> None:
@@ -390,10 +377,10 @@ _SEED = fixes.by_number(3).divergences["1.2.0"][0]
         ),
         (
             {"divergences": {"9.9.0": (_SEED,)}},
-            "divergence 'seed-stale-grouped-transpose-check' is declared by fixes 3 and 99",
+            "divergence 'stale-grouped-transpose-check' is declared by fixes 3 and 99",
         ),
         (
-            {"divergences": {"9.12.0": (dataclasses.replace(_SEED, id="x"),)}},
+            {"divergences": {"9.12.0": (dataclasses.replace(_SEED, name="x"),)}},
             "fix 99: 9.12.0 names neither a line nor a release with claims",
         ),
     ],
@@ -467,7 +454,7 @@ def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
     )
     assert "1.5.1: grid_warp_a16w8_vgf (fixed)" in one
     three = next(r for r in rows if r.startswith("| 3 |"))
-    assert three.endswith("| 1.2.0: seed-stale-grouped-transpose-check |")
+    assert three.endswith("| 1.2.0: stale-grouped-transpose-check |")
 
 
 def test_the_lines_table_gives_each_lines_evidence() -> None:
@@ -529,8 +516,9 @@ def test_update_needs_both_markers() -> None:
 
 
 def test_a_fix_and_its_divergence_are_plain_data() -> None:
-    divergence = DeclaredDivergence("d", ItemId(ItemKind.PROBE, "p"), "E", "m", "why")
-    assert dataclasses.replace(divergence, id="e").id == "e"
+    divergence = Divergence("d", Direction.EQUIVALENT, (ErrorSignature("E", "m"),), "why")
+    assert dataclasses.replace(divergence, name="e").name == "e"
+    assert divergence.condition == "any item; (b) raises E ('m')"
     assert fixes.by_number(1).stem.startswith("0001-")
     assert fixes.by_number(2).runtime_forms("1.5.1") == ()
     assert DiffOnly("x").text == "diff only: x"

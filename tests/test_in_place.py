@@ -28,15 +28,23 @@ from overlay import codec
 from overlay._hashing import record_digest, sha256_bytes, sha256_file
 from overlay.cli import exit_code_table, json_output, main
 from overlay.dist import provenance as prov
-from overlay.dist import wheels
-from overlay.dist.wheelzip import write_files
+from overlay.dist import wheels, wheelzip
 from overlay.envs.verify_install import check_installed
 from overlay.errors import EXIT_CLOSED_PIPE, InstallCheckError, OverlayError
 from overlay.lines.pins import WheelPin
-from overlay.target import deps, journal, state, transaction
+from overlay.target import deps, journal, locate, state, transaction
 from overlay.text.series import Series, load_series
 
-from scaffold import make_diff, make_tree, patch_text, run_forked, snapshot, unowned, write_series
+from scaffold import (
+    make_diff,
+    make_tree,
+    patch_text,
+    run_forked,
+    snapshot,
+    unowned,
+    write_files,
+    write_series,
+)
 
 N = 10
 T = TypeVar("T")
@@ -186,15 +194,15 @@ def test_pip_installed_tree_is_patched_honestly_and_uninstalls_clean(
     assert list(env.site.rglob("__pycache__/m*.pyc")) == []  # stale bytecode gone
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(env.site)])))
     assert dist.version == version
-    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
+    provenance = codec.loads(prov.Provenance, dist.read_text(prov.PROVENANCE_FILE) or "")
     assert provenance.series_digest == env.series.digest
     assert provenance.files[f"executorch/{repo_path(0)}"] == prov.FileRecord(
         sha256_bytes(old_text(0).encode()), sha256_bytes(new_text(0).encode())
     )
     shown = pip(env.venv, "show", "executorch").stdout
     assert f"\nVersion: {version}\n" in shown
-    status = transaction.inspect(env.series, transaction.find_target(env.venv))
-    assert status.complete and status.metadata is state.MetadataState.IN_PLACE
+    status = state.inspect(env.series, locate.find_target(env.venv))
+    assert status.complete and status.record.state is state.MetadataState.IN_PLACE
     assert (
         check_installed(env.series, import_modules=False, search_path=env.site).version == version
     )
@@ -227,7 +235,7 @@ def test_killed_apply_then_next_command_then_pip_uninstall_is_clean(
     assert env.cli(command) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert said in first and first.startswith("recovered: "), first
-    status = transaction.inspect(env.series, transaction.find_target(env.venv))
+    status = state.inspect(env.series, locate.find_target(env.venv))
     wanted = state.TreeState.PATCHED if command == "apply" else state.TreeState.PRISTINE
     assert status.state is wanted
     assert status.complete == (command == "apply")
@@ -289,7 +297,7 @@ def test_sigint_and_sigterm_messages_match_the_tree(
     assert child.output.splitlines()[-1] == (
         f"error: interrupted by SIGINT after the apply had finished: {root} is patched"
     )
-    status = transaction.inspect(load_series(tmp_path / "patches"), transaction.find_target(root))
+    status = state.inspect(load_series(tmp_path / "patches"), locate.find_target(root))
     assert status.state is state.TreeState.PATCHED
 
 
@@ -315,11 +323,11 @@ def test_no_stale_bytecode_runs_after_apply_or_revert(
             )
 
     compile_all()
-    transaction.apply(series, transaction.find_target(root))
+    transaction.apply(series, locate.find_target(root))
     for flags in ((), ("-O",), ("-OO",)):
         assert imported(*flags) == "patched 0"
     compile_all()
-    transaction.apply(series, transaction.find_target(root), reverse=True)
+    transaction.apply(series, locate.find_target(root), reverse=True)
     for flags in ((), ("-O",), ("-OO",)):
         assert imported(*flags) == "3"
 
@@ -335,16 +343,14 @@ def test_the_lock_excludes_runs_whatever_their_home_and_cache(tmp_path: Path) ->
         "OVERLAY_CACHE_DIR": str(tmp_path / "cache"),
     }
     command = [sys.executable, "-m", "overlay", "--patches", str(tmp_path / "patches")]
-    with transaction.locked(transaction.find_target(root)):
+    with transaction.locked(locate.find_target(root)):
         proc = subprocess.Popen([*command, "apply", "--target", str(root)], env=other)
         time.sleep(2.0)
         assert proc.poll() is None  # waiting for the lock
         now = snapshot(root)
         assert {k: v for k, v in now.items() if not k.startswith(journal.STATE_DIR)} == before
     assert proc.wait(timeout=60) == 0
-    assert (
-        transaction.inspect(series, transaction.find_target(root)).state is state.TreeState.PATCHED
-    )
+    assert state.inspect(series, locate.find_target(root)).state is state.TreeState.PATCHED
     assert not journal.state_dir(root).exists()  # the lock is gone with the last run
 
 
@@ -358,23 +364,23 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
         return states[name]
 
     tree("pristine")
-    transaction.apply(series, transaction.find_target(tree("in place")))
+    transaction.apply(series, locate.find_target(tree("in place")))
     legacy = tree("legacy in place (files only)")
     for i in range(N):
         (legacy / "executorch" / repo_path(i)).write_text(new_text(i))
     files_only = tree("fix 1 in the files only")
     (files_only / "executorch" / repo_path(0)).write_text(new_text(0))
-    subset = transaction.find_target(tree("fixes 1, 3 in place"))
+    subset = locate.find_target(tree("fixes 1, 3 in place"))
     transaction.apply(series, subset, fixes=frozenset({1, 3}))
-    completed = transaction.find_target(tree("fixes 1, 3, then all"))
+    completed = locate.find_target(tree("fixes 1, 3, then all"))
     transaction.apply(series, completed, fixes=frozenset({1, 3}))
-    transaction.apply(series, transaction.find_target(completed.root))
+    transaction.apply(series, locate.find_target(completed.root))
     drifted = tree("drifted")
     (drifted / "executorch" / repo_path(1)).write_text("x = 1\n")
     interrupted = tree("interrupted")
 
     def killed_apply() -> int:
-        transaction.apply(series, transaction.find_target(interrupted))
+        transaction.apply(series, locate.find_target(interrupted))
         return 0
 
     assert run_forked(killed_apply, {journal.FAULT_ENV: "step 3/16:kill"}).code == -9
@@ -382,10 +388,10 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
     pin = series.pins.wheels[0]
     pin = WheelPin(source.name, sha256_file(source), pin.python, pin.platform)
     built = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
-    states["patched wheel"] = wheels.unpack_wheel(built.path, tmp_path / "wheel")
+    states["patched wheel"] = wheelzip.unpack(built.path, tmp_path / "wheel")
     summaries = {}
     for name, root in states.items():
-        status = transaction.inspect(series, transaction.find_target(root))
+        status = state.inspect(series, locate.find_target(root))
         try:
             check_installed(series, import_modules=False, search_path=root)
             verified = True
@@ -414,10 +420,10 @@ def test_apply_records_a_legacy_in_place_patch_and_revert_restores_its_dist_info
     stock = snapshot(root)
     for i in range(N):  # what an older overlay left: patched files, stock dist-info
         (root / "executorch" / repo_path(i)).write_text(new_text(i))
-    plan = transaction.apply(series, transaction.find_target(root))
+    plan = transaction.apply(series, locate.find_target(root))
     assert plan.changes == () and plan.metadata is not None
-    assert transaction.inspect(series, transaction.find_target(root)).complete
-    transaction.apply(series, transaction.find_target(root), reverse=True)
+    assert state.inspect(series, locate.find_target(root)).complete
+    transaction.apply(series, locate.find_target(root), reverse=True)
     assert snapshot(root) == stock
 
 
@@ -427,11 +433,11 @@ def test_a_patched_wheel_install_is_not_reverted_in_place(tmp_path: Path) -> Non
     base = series.pins.wheels[0]
     pin = WheelPin(source.name, sha256_file(source), base.python, base.platform)
     built = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
-    root = wheels.unpack_wheel(built.path, tmp_path / "site")
-    assert transaction.apply(series, transaction.find_target(root)).is_noop
+    root = wheelzip.unpack(built.path, tmp_path / "site")
+    assert transaction.apply(series, locate.find_target(root)).is_noop
     before = snapshot(root)
     with pytest.raises(OverlayError) as info:
-        transaction.apply(series, transaction.find_target(root), reverse=True)
+        transaction.apply(series, locate.find_target(root), reverse=True)
     assert info.value.message.endswith("was installed from a patched wheel")
     assert snapshot(root) == before
     assert (
@@ -458,7 +464,7 @@ def test_a_subset_is_applied_recorded_verified_as_a_subset_and_completed(
     assert f"\nVersion: {version}\n" in pip(env.venv, "show", "executorch").stdout
     record_is_true(env.site)
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(env.site)])))
-    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
+    provenance = codec.loads(prov.Provenance, dist.read_text(prov.PROVENANCE_FILE) or "")
     assert [p.name for p in provenance.patches] == ["0001-fix.patch", "0003-fix.patch"]
     assert set(provenance.files) == {f"executorch/{repo_path(i)}" for i in (0, 2)}
     assert env.cli("status") == 0
@@ -560,7 +566,7 @@ def test_a_kill_during_a_subset_apply_is_finished_by_the_rerun(
         "recovered: an interrupted apply of 0002-fix.patch, 0004-fix.patch (pid "
     )
     assert first.endswith(", 2 of 10 steps done) was finished")
-    status = transaction.inspect(env.series, transaction.find_target(env.venv))
+    status = state.inspect(env.series, locate.find_target(env.venv))
     assert status.state is state.TreeState.PARTIAL and status.record.fixes == frozenset({2, 4})
     record_is_true(env.site)
 

@@ -22,8 +22,9 @@ from overlay.errors import (
     TargetError,
     UnsafePatchError,
 )
-from overlay.target import journal, state, transaction
+from overlay.target import journal, locate, state, transaction
 from overlay.target.locate import Target
+from overlay.target.plan import Plan
 from overlay.text.applier import HunkMismatchError
 from overlay.text.series import load_series
 
@@ -47,10 +48,10 @@ def good_patches() -> dict[str, str]:
 def setup(tmp_path: Path, patches: dict[str, str] | None = None) -> tuple[Target, Path]:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD, "backends/arm/other.py": b"x\n"})
     write_series(tmp_path / "patches", patches or good_patches(), {A: A_OLD, B: B_OLD})
-    return transaction.find_target(root), tmp_path / "patches"
+    return locate.find_target(root), tmp_path / "patches"
 
 
-def run_apply(target: Target, patches: Path, *, reverse: bool = False) -> transaction.Plan:
+def run_apply(target: Target, patches: Path, *, reverse: bool = False) -> Plan:
     return transaction.apply(load_series(patches), target, reverse=reverse)
 
 
@@ -133,14 +134,14 @@ def test_drifted_target(tmp_path: Path) -> None:
 def test_wrong_version(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD}, version="1.3.1")
     write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
-    target = transaction.find_target(root)
+    target = locate.find_target(root)
     expect_refusal(target, tmp_path / "patches", TargetError, "expected: executorch 1.2.0", "1.3.1")
 
 
 def test_local_version_of_the_pin_is_accepted(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "site", {A: A_OLD, B: B_OLD}, version="1.2.0+armfix.abc")
     write_series(tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD})
-    run_apply(transaction.find_target(root), tmp_path / "patches")
+    run_apply(locate.find_target(root), tmp_path / "patches")
     assert (root / "executorch" / A).read_bytes() == A_NEW
 
 
@@ -196,9 +197,7 @@ def test_file_not_in_record_refused(tmp_path: Path) -> None:
     record = target.dist_info / "RECORD"
     kept = [line for line in record.read_text().splitlines() if "sub/b.py" not in line]
     record.write_text("\n".join(kept))
-    expect_refusal(
-        transaction.find_target(target.root), patches, UnsafePatchError, "RECORD", "sub/b.py"
-    )
+    expect_refusal(locate.find_target(target.root), patches, UnsafePatchError, "RECORD", "sub/b.py")
 
 
 def test_missing_file_refused(tmp_path: Path) -> None:
@@ -270,7 +269,7 @@ def test_hunk_mismatch_in_second_file_writes_nothing(tmp_path: Path) -> None:
     write_series(
         tmp_path / "patches", good_patches(), {A: A_OLD, B: B_OLD}, pinned={A: A_OLD, B: other_b}
     )
-    target = transaction.find_target(root)
+    target = locate.find_target(root)
     before = snapshot(root)
     with pytest.raises(HunkMismatchError) as info:
         transaction.apply(load_series(tmp_path / "patches"), target)
@@ -354,30 +353,12 @@ def test_a_failed_roll_back_names_the_files_and_the_command_that_finishes_it(
     assert snapshot(target.root) == before
 
 
-def test_staging_files_an_older_version_left_are_removed_and_reported(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    target, patches = setup(tmp_path)
-    stale = [
-        target.file(A).parent / ".a.py.k2j4_x.overlay-tmp",
-        target.file(B).parent / ".b.py.0.overlay-tmp",
-    ]
-    for path in stale:
-        path.write_bytes(b"half a file")
-    unrelated = target.file(A).parent / ".keep.me"
-    unrelated.write_text("not ours")
-    assert main(["--patches", str(patches), "apply", "--target", str(target.root)]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
-    assert first == "recovered: removed 2 leftover file(s) of a killed run (no step unfinished)"
-    assert not any(path.exists() for path in stale) and unrelated.exists()
-
-
 def test_status_and_check_while_another_run_holds_the_lock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target, patches = setup(tmp_path)
     with transaction.locked(target):
-        status = transaction.inspect(load_series(patches), target)
+        status = state.inspect(load_series(patches), target)
         assert status.state is state.TreeState.BUSY and status.files == {}
         assert status.summary == "busy: another overlay run is writing this tree"
         code = main(["--patches", str(patches), "check", "--target", str(target.root)])
@@ -385,7 +366,7 @@ def test_status_and_check_while_another_run_holds_the_lock(
         assert capsys.readouterr().err.startswith(
             f"error: another overlay run is writing {target.root}"
         )
-    assert transaction.inspect(load_series(patches), target).state is state.TreeState.PRISTINE
+    assert state.inspect(load_series(patches), target).state is state.TreeState.PRISTINE
 
 
 def test_concurrent_applies_are_serialised(tmp_path: Path) -> None:
@@ -421,10 +402,10 @@ def test_a_relative_target_works(
 def test_find_target_accepts_venv_layout(tmp_path: Path) -> None:
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
     make_tree(site, {A: A_OLD})
-    assert transaction.find_target(tmp_path / "venv").root == site
-    assert transaction.find_target(site / "executorch").root == site
+    assert locate.find_target(tmp_path / "venv").root == site
+    assert locate.find_target(site / "executorch").root == site
     with pytest.raises(TargetError, match="executorch is not installed in") as info:
-        transaction.find_target(tmp_path)  # not a venv: which folder holds executorch?
+        locate.find_target(tmp_path)  # not a venv: which folder holds executorch?
     assert (
         info.value.hint == "pass --target the venv (or site-packages folder) that holds executorch"
     )
@@ -451,7 +432,7 @@ def test_tree_apply_revert_identity(
         {"0001-p.patch": patch_text("p", make_diff(A, old_b.decode(), new_b.decode()))},
         {A: old_b},
     )
-    target = transaction.find_target(root)
+    target = locate.find_target(root)
     before = snapshot(root)
     series = load_series(base / "patches")
     transaction.apply(series, target)
@@ -464,7 +445,7 @@ def test_crlf_target_file_keeps_crlf(tmp_path: Path) -> None:
     a_crlf = A_OLD.replace(b"\n", b"\r\n")
     root = make_tree(tmp_path / "site", {A: a_crlf, B: B_OLD})
     write_series(tmp_path / "patches", good_patches(), {A: a_crlf, B: B_OLD})  # LF patches
-    target = transaction.find_target(root)
+    target = locate.find_target(root)
     transaction.apply(load_series(tmp_path / "patches"), target)
     assert target.file(A).read_bytes() == A_NEW.replace(b"\n", b"\r\n")
     transaction.apply(load_series(tmp_path / "patches"), target, reverse=True)

@@ -41,7 +41,7 @@ from overlay.errors import (
     TargetError,
     UnfinishedRunError,
 )
-from overlay.target import journal, transaction
+from overlay.target import journal, locate, state, transaction
 from overlay.text.series import Series, load_series
 
 from scaffold import (
@@ -150,14 +150,14 @@ def templates(base: Path, series: Series, pristine: Path, bytecode: list[str]) -
     add_bytecode(pristine, bytecode, b"old ", record=True)
     applied_tree = base / "P1-bare"
     shutil.copytree(pristine, applied_tree)
-    transaction.apply(series, transaction.find_target(applied_tree))
+    transaction.apply(series, locate.find_target(applied_tree))
     applied = snapshot(applied_tree)
     patched = base / "P1"
     shutil.copytree(applied_tree, patched)
     add_bytecode(patched, bytecode, b"new ", record=False)
     reverted_tree = base / "P2"
     shutil.copytree(patched, reverted_tree)
-    transaction.apply(series, transaction.find_target(reverted_tree), reverse=True)
+    transaction.apply(series, locate.find_target(reverted_tree), reverse=True)
     return World(series.directory, series, pristine, patched, snapshot(reverted_tree), applied)
 
 
@@ -190,7 +190,7 @@ def trace(world: World, tmp: Path, *, reverse: bool) -> list[str]:
     log = tmp / "trace.txt"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(journal.TRACE_ENV, str(log))
-        transaction.apply(world.series, transaction.find_target(tree), reverse=reverse)
+        transaction.apply(world.series, locate.find_target(tree), reverse=reverse)
     return log.read_text().splitlines()
 
 
@@ -199,7 +199,7 @@ def run_quietly(world: World, tree: Path, *, reverse: bool) -> Callable[[], int]
 
     def run() -> int:
         try:
-            transaction.apply(world.series, transaction.find_target(tree), reverse=reverse)
+            transaction.apply(world.series, locate.find_target(tree), reverse=reverse)
         except OverlayError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return exc.exit_code
@@ -243,19 +243,19 @@ def classify(tree: Path, old: Snapshot, new: Snapshot) -> str:
     if journal.read_journal(tree) is not None:
         return "torn (journal)"
     bare = {k: v for k, v in now.items() if not k.startswith(journal.STATE_DIR)}
-    for name, state in (("old", old), ("new", new)):
-        if bare == strip_bytecode(state):
+    for name, tree_state in (("old", old), ("new", new)):
+        if bare == strip_bytecode(tree_state):
             return f"{name} + leftovers"
     return "other"
 
 
 def next_command(world: World, tree: Path, *, reverse: bool, expect: Snapshot) -> str:
     """Run apply or revert on the stopped tree; return patched | pristine | what is wrong."""
-    target = transaction.find_target(tree)
-    status = transaction.inspect(world.series, target)
-    if status.state is transaction.TreeState.MIXED:
+    target = locate.find_target(tree)
+    status = state.inspect(world.series, target)
+    if status.state is state.TreeState.MIXED:
         return "mixed without a journal"
-    if status.state is transaction.TreeState.INTERRUPTED:
+    if status.state is state.TreeState.INTERRUPTED:
         with pytest.raises(UnfinishedRunError):
             transaction.preview(world.series, target)  # `check` never says ok on a torn tree
     transaction.apply(world.series, target, reverse=reverse)
@@ -283,7 +283,7 @@ def stop_at(
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv(journal.FAULT_ENV, fault)
             try:
-                transaction.apply(world.series, transaction.find_target(tree), reverse=reverse)
+                transaction.apply(world.series, locate.find_target(tree), reverse=reverse)
                 code, message = 0, ""
             except ApplyError as exc:
                 code, message = exc.exit_code, exc.message
@@ -471,7 +471,7 @@ def subset_run(
     """`apply --fix` (or `revert --fix`) as the CLI runs it, minus parsing."""
 
     def run() -> int:
-        transaction.apply(world.series, transaction.find_target(tree), reverse=reverse, fixes=fixes)
+        transaction.apply(world.series, locate.find_target(tree), reverse=reverse, fixes=fixes)
         return 0
 
     return run
@@ -493,7 +493,7 @@ def test_a_killed_subset_run_is_settled_by_running_it_again(
         mp.setenv(journal.TRACE_ENV, str(log))
         subset_run(world, clean, fixes, reverse=reverse)()
     wanted = strip_bytecode(snapshot(clean))
-    held = transaction.inspect(world.series, transaction.find_target(clean)).record.fixes
+    held = state.inspect(world.series, locate.find_target(clean)).record.fixes
     assert held == (frozenset({2, 3, 4}) if reverse else fixes)  # fix 9999 needs fix 1: both go
     checkpoints = log.read_text().splitlines()
     assert len([c for c in checkpoints if c.startswith("step ")]) > 5
@@ -506,7 +506,7 @@ def test_a_killed_subset_run_is_settled_by_running_it_again(
             {journal.FAULT_ENV: f"{checkpoint}:kill"},
         )
         assert child.code == -signal.SIGKILL, (checkpoint, child.output)
-        status = transaction.inspect(world.series, transaction.find_target(tree))
+        status = state.inspect(world.series, locate.find_target(tree))
         if status.interrupted is not None:
             numbers = ", ".join(map(str, sorted(fixes)))
             assert status.summary.startswith(f"interrupted {verb} of fixes {numbers} (pid ")

@@ -339,15 +339,6 @@ def test_the_series_directory_of_a_root_a_line_or_anything_else(
     assert lines.series_directory() == root / "1.9.1"
 
 
-def test_current_reads_the_pins_of_the_default_series_folder(
-    root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(lines.PATCHES_ENV, str(root))
-    assert str(lines.current().executorch) == "1.10.0"
-    monkeypatch.setenv(lines.PATCHES_ENV, str(root / "1.2.0"))
-    assert str(lines.current().executorch) == "1.2.0"
-
-
 def test_the_checkout_lines_are_the_committed_ones() -> None:
     names = [line.name for line in lines.all_lines(ROOT / "patches")]
     assert names and names == sorted(names, key=Version)
@@ -410,16 +401,19 @@ def test_the_checkout_retargets_151_from_120() -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "found"), [("git_tag = 3", "int 3"), ('git_tag = ""', "nothing"), ("", "nothing")]
+    ("line", "found"),
+    [("upstream_repo = 3", "int 3"), ('upstream_repo = ""', "nothing"), ("", "nothing")],
 )
 def test_a_pin_that_is_not_a_string_is_said_plainly(tmp_path: Path, line: str, found: str) -> None:
     folder = tmp_path / "1.2.0"
     make_line(tmp_path, "1.2.0")
     pins = (folder / "pins.toml").read_text(encoding="utf-8")
-    (folder / "pins.toml").write_text(pins.replace('git_tag = "v1.2.0"', line), encoding="utf-8")
+    (folder / "pins.toml").write_text(
+        pins.replace('upstream_repo = "pytorch/executorch"', line), encoding="utf-8"
+    )
     with pytest.raises(SeriesError) as info:
         load(folder)
-    assert (info.value.expected, info.value.found) == ("a non-empty string git_tag", found)
+    assert (info.value.expected, info.value.found) == ("a non-empty string upstream_repo", found)
 
 
 def test_no_patch_file_is_stored_twice() -> None:

@@ -12,7 +12,7 @@ from overlay import codec, lines
 from overlay._git import git
 from overlay._hashing import sha256_file
 from overlay.cli import main
-from overlay.dist.wheels import local_version
+from overlay.dist.provenance import local_version
 from overlay.envs import lockfiles
 from overlay.errors import SeriesError, UpstreamError, UsageError
 from overlay.text.series import Series, load_series
@@ -85,7 +85,7 @@ def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _release_wheel(folder: Path, files: dict[str, bytes], version: str) -> Path:
-    from overlay.dist.wheelzip import write_files
+    from scaffold import write_files
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"executorch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"

@@ -116,6 +116,23 @@ def test_a_function_replaced_by_someone_else_is_refused(toy: runtime.Runtime) ->
     assert answer.value is foreign and not toy.is_applied(99)
 
 
+def test_a_form_stands_in_for_another_patchs_function_for_a_while(toy: runtime.Runtime) -> None:
+    originals = toy.originals()  # before anybody's patch: stock's functions
+    answer = _answer()
+    (form,) = originals[99]
+    assert form[1] is vars(answer)["value"]
+
+    def foreign(self: object) -> int:
+        return 7
+
+    answer.value = foreign  # another runtime patch's form of the same function
+    with runtime.swapped(originals[99]):
+        assert answer().value() == 42  # the line's form, built on stock's, not on foreign
+    assert answer.value is foreign and answer().value() == 7
+    _reinstall(toy, "9.10.0")  # a diff-only line: nothing to stand in
+    assert toy.originals() == {}
+
+
 def test_a_series_folder_as_root_is_its_own_line(toy: runtime.Runtime) -> None:
     assert toy.root is not None
     single = runtime.Runtime(toy.registry, toy.root / "9.9.0")  # as $OVERLAY_PATCHES in a worker
@@ -172,7 +189,7 @@ def _single_form(line: lines.Line) -> list[int]:
 
 def _attribute(number: int) -> tuple[object, ...]:
     found = []
-    for form in runtime.fix(number):
+    for form in runtime.DEFAULT.fix(number):
         _, owner = form.resolve_owner()
         raw = vars(owner)[form.attribute] if isinstance(owner, type) else None
         found.append(raw if raw is not None else getattr(owner, form.attribute))
@@ -212,7 +229,7 @@ def test_fixes_are_independent() -> None:
 @pytest.mark.usefixtures("_clean")
 def test_refuses_a_function_replaced_by_someone_else() -> None:
     first, replaced = _single_form(_line())[:2]
-    (fix,) = runtime.fix(replaced)
+    (fix,) = runtime.DEFAULT.fix(replaced)
     _module, owner = fix.resolve_owner()
     original = getattr(owner, fix.attribute)
 
@@ -235,9 +252,9 @@ def test_refuses_an_install_that_carries_the_diffs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     number = _single_form(_line())[-1]
-    root = runtime.installed_root()
+    root = runtime.DEFAULT.installed_root()
     fake = tmp_path / "executorch"
-    (form,) = runtime.fix(number)
+    (form,) = runtime.DEFAULT.fix(number)
     target = fake / form.repo_path
     target.parent.mkdir(parents=True)
     shutil.copyfile(root / form.repo_path, target)
@@ -245,7 +262,7 @@ def test_refuses_an_install_that_carries_the_diffs(
         handle.write("\n# patched\n")
     monkeypatch.setattr(runtime.DEFAULT, "installed_root", lambda: fake)
     with pytest.raises(PristineMismatchError) as info:
-        runtime.check_target([number])
+        runtime.DEFAULT.apply([number])  # checked before anything is applied
     assert info.value.repo_path == form.repo_path
     assert info.value.found_sha256 != info.value.expected_sha256
     assert info.value.hint is not None and "refusing to patch twice" in info.value.hint
@@ -268,7 +285,7 @@ def test_unknown_fix_number() -> None:
     _line()  # an executorch at a line is installed
     known = [f.number for f in runtime.FIXES]
     with pytest.raises(OverlayError) as info:
-        runtime.fix(max(known) + 1)
+        runtime.DEFAULT.fix(max(known) + 1)
     assert (info.value.found, info.value.expected) == (
         str(max(known) + 1),
         ", ".join(map(str, known)),
@@ -283,7 +300,7 @@ def test_a_fix_the_line_does_not_carry_has_no_runtime_form() -> None:
     if not dropped:
         pytest.skip(f"line {line.name} carries every fix")
     with pytest.raises(RuntimePatchError, match=f"no runtime form on line {re.escape(line.name)}"):
-        runtime.fix(dropped[0])
+        runtime.DEFAULT.fix(dropped[0])
     with pytest.raises(RuntimePatchError) as info:
         runtime.apply(dropped[:1])
     assert info.value.found == f"fix {dropped[0]}: not in its series"
@@ -301,9 +318,9 @@ def test_every_fix_of_the_installed_line_has_its_runtime_form() -> None:
         forms = entry.runtime_forms(line.name)
         if not forms:  # diff only on this line, with its reason
             with pytest.raises(RuntimePatchError, match="has no runtime form"):
-                runtime.fix(entry.number)
+                runtime.DEFAULT.fix(entry.number)
             continue
-        items = runtime.fix(entry.number)
+        items = runtime.DEFAULT.fix(entry.number)
         assert tuple(item.form for item in items) == forms
         for item in items:
             _, owner = item.resolve_owner()

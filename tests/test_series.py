@@ -78,7 +78,7 @@ def test_headers_are_dep3(series: Series) -> None:
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", patch.header["Last-Update"])
         forwarded = patch.header["Forwarded"]
         assert forwarded in ("no", "not-needed") or forwarded.startswith("https://")
-        assert patch.subject and patch.description_body
+        assert patch.subject and "\n " in patch.header["Description"]  # a long description
         if "Bug" in patch.header:
             assert patch.header["Bug"].startswith("https://github.com/pytorch/executorch/issues/")
     assert (
@@ -309,10 +309,11 @@ def test_dep3_continuation_lines_in_any_field() -> None:
     text = (DATA / "edge" / "dep3-continuation.patch").read_text(encoding="utf-8")
     patch = parse_patch("d.patch", text)
     assert patch.subject == "Keep the quantize node of a terminal int16 output"
-    assert patch.description_body == (
-        "The folding pass removed the last quantize node of a graph whose output\n"
+    assert patch.header["Description"] == (
+        "Keep the quantize node of a terminal int16 output\n"
+        " The folding pass removed the last quantize node of a graph whose output\n"
         " is int16, so the delegate returned float data.\n"
-        "\n"
+        " .\n"
         " Keep the node when it feeds the graph output."
     )
     assert patch.issues == (18322, 18491)  # the Bug field continues on the next line

@@ -87,7 +87,7 @@ def test_a_subset_in_place_is_recorded_and_reported(tmp_path: Path) -> None:
     assert (set(plan.before), set(plan.after), set(plan.chosen)) == (set(), {1, 3}, {1, 3})
     status = state.inspect(series, find_target(target.root))
     assert status.state is TreeState.PARTIAL and status.record.fixes == frozenset({1, 3})
-    assert status.metadata is MetadataState.IN_PLACE
+    assert status.record.state is MetadataState.IN_PLACE
     version = f"1.2.0+armfix.{series.short_digest}.fix.1.3"
     assert str(status.target.version) == version
     assert status.summary == (

@@ -25,7 +25,6 @@ import fake_uv
 import pytest
 
 from overlay import _mutex
-from overlay.dist import wheelzip
 from overlay.envs import uv_process, venvs
 from overlay.envs.stamp import (
     STAMP_FILE,
@@ -38,6 +37,8 @@ from overlay.envs.stamp import (
 )
 from overlay.envs.venvs import Contents, VenvAction
 from overlay.errors import BusyError, EnvError, InstallCheckError
+
+from scaffold import write_files
 
 TESTS = Path(__file__).resolve().parent
 RUNS = int(os.environ.get("OVERLAY_FAULT_RUNS", "0"))  # 0: the defaults below
@@ -258,10 +259,10 @@ def test_a_failing_uv_says_why_and_leaves_the_syncing_mark(
 
 def test_a_held_venv_is_busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(venvs, "LOCK_TIMEOUT_S", 0.05)
-    with _mutex.held(tmp_path / ".v.sync-lock", timeout=1) as got:
-        assert got
-        with pytest.raises(BusyError, match=f"another overlay run is syncing {tmp_path / 'v'}"):
-            venvs.ensure_venv(contents(A), tmp_path / "v", verify=lambda v: None, uv="/nonexistent")
+    lock = _mutex.held(tmp_path / ".v.sync-lock", timeout=1, busy="", hint="")
+    busy = pytest.raises(BusyError, match=f"another overlay run is syncing {tmp_path / 'v'}")
+    with lock, busy:
+        venvs.ensure_venv(contents(A), tmp_path / "v", verify=lambda v: None, uv="/nonexistent")
 
 
 def test_recreate_keeps_the_interpreter_the_venv_was_made_from(tmp_path: Path) -> None:
@@ -449,7 +450,7 @@ def tiny_wheels(folder: Path, count: int, files: int) -> dict[str, str]:
         members[f"{info}/WHEEL"] = (
             b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
         )
-        wheelzip.write_files(path, members)
+        write_files(path, members)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         lines[name.replace("_", "-")] = f"{name}==1.0 --hash=sha256:{digest}"
     return lines

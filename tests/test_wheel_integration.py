@@ -19,17 +19,17 @@ from installer.sources import WheelFile
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from overlay import fixes, worktree
+from overlay import codec, fixes, worktree
 from overlay._git import git
 from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
 from overlay.dist import provenance as prov
-from overlay.dist import wheels
+from overlay.dist import wheels, wheelzip
 from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import WheelError
 from overlay.lines import pins
-from overlay.target import journal, transaction
+from overlay.target import journal, locate
 from overlay.text.series import Series, load_series
 
 from scaffold import run_forked, snapshot
@@ -154,7 +154,7 @@ def test_tampered_wheel_is_refused(tmp_path: Path, source: Path, pin: pins.Wheel
 def test_cli_apply_then_revert_restores_pristine_bytes(
     tmp_path: Path, source: Path, series: Series, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = wheels.unpack_wheel(source, tmp_path / "unpacked")
+    root = wheelzip.unpack(source, tmp_path / "unpacked")
     before = snapshot(root / "executorch" / "backends" / "arm")
     patches = ["--patches", str(PATCHES)]
     assert main([*patches, "check", "--target", str(root)]) == 21  # changes are due
@@ -171,8 +171,8 @@ def test_cli_apply_then_revert_restores_pristine_bytes(
 def test_cli_refuses_a_drifted_install(
     tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = wheels.unpack_wheel(source, tmp_path / "unpacked")
-    target = transaction.find_target(root)
+    root = wheelzip.unpack(source, tmp_path / "unpacked")
+    target = locate.find_target(root)
     path = target.file("backends/arm/_passes/rewrite_conv_pass.py")
     path.write_bytes(path.read_bytes().replace(b"itertools", b"it"))
     before = snapshot(root / "executorch" / "backends" / "arm")
@@ -266,7 +266,7 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     version = f"1.2.0+armfix.{series.short_digest}"
     dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(site)])))
     assert dist.version == version
-    provenance = prov.Provenance.from_json(dist.read_text(prov.PROVENANCE_FILE) or "")
+    provenance = codec.loads(prov.Provenance, dist.read_text(prov.PROVENANCE_FILE) or "")
     assert provenance.series_digest == series.digest
     for entry in dist.files or []:
         if entry.hash is not None:

@@ -13,7 +13,7 @@ from installer.sources import WheelFile
 from overlay.dist import wheelzip
 from overlay.errors import WheelError
 
-from scaffold import snapshot
+from scaffold import snapshot, write_files
 
 NAME = "demo-1.0-py3-none-any.whl"
 FILES = {
@@ -26,11 +26,11 @@ FILES = {
 
 def wheel_in(folder: Path, files: dict[str, bytes] = FILES) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    return wheelzip.write_files(folder / NAME, files)
+    return write_files(folder / NAME, files)
 
 
 def test_installer_accepts_what_the_writer_writes(tmp_path: Path) -> None:
-    path = wheelzip.write_files(tmp_path / NAME, FILES)
+    path = write_files(tmp_path / NAME, FILES)
     with WheelFile.open(path) as source:
         source.validate_record()  # an independent reader: names, hashes, sizes
         assert {row[0] for row, _, _ in source.get_contents()} == {
@@ -138,4 +138,4 @@ def test_unpack_writes_checked_members_and_refuses_escapes(tmp_path: Path) -> No
 def test_two_dist_info_folders_are_refused(tmp_path: Path) -> None:
     files = {**FILES, "other-1.0.dist-info/METADATA": b"x"}
     with pytest.raises(WheelError, match=r"2 \.dist-info folders"):
-        wheelzip.write_files(tmp_path / NAME, files)
+        write_files(tmp_path / NAME, files)

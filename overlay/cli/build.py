@@ -12,7 +12,7 @@ from pathlib import Path
 
 from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
-from overlay.dist import index, wheels
+from overlay.dist import index, provenance, wheels
 from overlay.envs import lockfiles, ready_venv, venvs
 from overlay.envs.venvs import VenvAction
 from overlay.envs.verify_install import check_installed, environment
@@ -55,7 +55,9 @@ def _build_dry_run(args: argparse.Namespace, series: Series) -> int:
     path = dist / wheels.patched_wheel_name(pin, series)
     action = wheels.build_action(series, pin, dist, force=args.force, cache=wheels.patched_cache())
     if args.json:
-        report = json_output.BuildPlanReport(str(path), wheels.local_version(series), fetch, action)
+        report = json_output.BuildPlanReport(
+            str(path), provenance.local_version(series), fetch, action
+        )
         out(json_output.to_json(report).rstrip("\n"))
         return 0
     if fetch:

@@ -19,6 +19,7 @@ from overlay.equivalence.controller import inputs, merge, orchestrator, outcome,
 from overlay.equivalence.controller import options as run_options
 from overlay.equivalence.render import document, files
 from overlay.equivalence.render import text as report_text
+from overlay.equivalence.verdict import EXECUTABLE
 
 
 def _options(args: argparse.Namespace) -> run_options.Options:
@@ -42,6 +43,7 @@ def _options(args: argparse.Namespace) -> run_options.Options:
         cache_dir=Path(args.cache_dir),
         use_cache=not args.no_cache,
         jobs=args.jobs,
+        require_executed=tuple(dict.fromkeys(args.require_executed or ())),
     )
 
 
@@ -120,6 +122,13 @@ def add_commands(add: common.Adder) -> None:
         "--group",
         choices=inputs.GROUPS,
         help="corpus group: core (default; --fast adds one zoo case), zoo (real networks), all",
+    )
+    eq.add_argument(
+        "--require-executed",
+        action="append",
+        choices=EXECUTABLE,
+        metavar="TARGET",
+        help="fail an item whose TARGET (tosa, vgf) lowered but did not run here (repeatable)",
     )
     eq.add_argument("--list", action="store_true", help="list cases and probes, run nothing")
     eq.add_argument("--no-probes", action="store_true", help="skip the unit-level probes")

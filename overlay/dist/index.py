@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from overlay._files import write_text_atomic
 from overlay._hashing import sha256_file
 from overlay.dist.wheels import BuildResult, build_patched_wheel, build_record, patched_cache
 from overlay.lines.pins import WheelPin
@@ -126,6 +127,4 @@ def _write(path: Path, text: str) -> None:
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)

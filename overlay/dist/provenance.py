@@ -62,18 +62,13 @@ class Provenance:
         """Return the JSON text (sorted keys, so a rebuild gives the same bytes)."""
         return codec.dumps(self, indent=2) + "\n"
 
-    @staticmethod
-    def from_json(text: str) -> Provenance:
-        """Parse the JSON text; raise CodecError when it is not a provenance."""
-        return codec.loads(Provenance, text, where=PROVENANCE_FILE)
-
 
 def parse_provenance(text: str | None) -> Provenance | None:
     """Return the provenance in ``text``, or None when it is absent or malformed."""
     if not text:
         return None
     try:
-        return Provenance.from_json(text)
+        return codec.loads(Provenance, text, where=PROVENANCE_FILE)
     except CodecError:
         return None
 

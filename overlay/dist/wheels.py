@@ -35,18 +35,17 @@ from overlay.dist.provenance import (
     PROVENANCE_FILE,
     FileRecord,
     Provenance,
-    local_version as local_version,  # importers read it here
+    local_version,
     make_provenance,
     parse_provenance,
     patched_metadata,
 )
-from overlay.errors import BusyError, TargetError, WheelError
+from overlay.errors import TargetError, WheelError
 from overlay.lines.pins import WheelPin
 from overlay.target.journal import fault_point
 from overlay.text.applier import transform, transform_checked
 from overlay.text.series import Series
 
-TOOL = _provenance.TOOL  # importers read it here; the repack reads _provenance.TOOL
 # Bump when the repack writes other bytes for the same inputs (it keys the wheel cache).
 REPACK_FORMAT = 2
 WHEEL_FILE = "WHEEL"
@@ -212,11 +211,6 @@ def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
     return {wanted[name]: data for name, data in members.items()}
 
 
-def unpack_wheel(source: Path, dest: Path) -> Path:
-    """Unpack a wheel (RECORD-checked) into ``dest`` and return it."""
-    return wheelzip.unpack(source, dest)
-
-
 def read_provenance(path: Path) -> Provenance | None:
     """Return the provenance of a patched wheel, or None if it has none or is unreadable."""
     try:
@@ -338,23 +332,24 @@ def _link_or_copy(source: Path, dest: Path) -> None:
 @contextlib.contextmanager
 def _folder_lock(path: Path) -> Iterator[None]:
     """Serialise writers of one folder (builds into --out, downloads into the cache)."""
-    try:
-        with _mutex.held(path, timeout=LOCK_TIMEOUT_S) as got:
-            if not got:
-                raise BusyError(
-                    f"another overlay run holds {path}",
-                    expected=f"the lock within {LOCK_TIMEOUT_S:.0f} s",
-                    found=f"{path} still held",
+    with contextlib.ExitStack() as stack:
+        try:  # only taking the lock: an OSError of the block is the block's own
+            stack.enter_context(
+                _mutex.held(
+                    path,
+                    timeout=LOCK_TIMEOUT_S,
+                    busy=f"another overlay run holds {path}",
                     hint="wait for the other build to finish, then retry",
                 )
-            yield
-    except OSError as exc:
-        raise WheelError(
-            f"cannot lock {path}: {exc}",
-            expected="a writable folder (the lock is a file in it)",
-            found=type(exc).__name__,
-            hint=f"make {path.parent} writable, or remove {path} if it is not a file",
-        ) from exc
+            )
+        except OSError as exc:
+            raise WheelError(
+                f"cannot lock {path}: {exc}",
+                expected="a writable folder (the lock is a file in it)",
+                found=type(exc).__name__,
+                hint=f"make {path.parent} writable, or remove {path} if it is not a file",
+            ) from exc
+        yield
 
 
 def _remove_stale(folder: Path, pattern: str) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from installer.records import RecordEntry
@@ -178,11 +178,3 @@ class WheelWriter:
                 self.zip.writestr(info, format_record(rows))
         finally:
             self.zip.close()
-
-
-def write_files(path: Path, files: Mapping[str, bytes]) -> Path:
-    """Write a wheel holding ``files`` (name -> bytes), each dated at the zip epoch."""
-    with WheelWriter(path) as archive:
-        for name, data in files.items():
-            archive.add(name, data)
-    return path

@@ -28,7 +28,8 @@ from packaging.utils import canonicalize_name
 
 from overlay._files import write_text_atomic
 from overlay._hashing import sha256_bytes
-from overlay.dist.wheels import REPACK_FORMAT, TOOL, local_version
+from overlay.dist.provenance import TOOL, local_version
+from overlay.dist.wheels import REPACK_FORMAT
 from overlay.envs.uv_process import find_uv
 from overlay.errors import LockfileError
 from overlay.lines.pins import LOCKS_DIR, WheelPin

@@ -22,13 +22,8 @@ from pathlib import Path
 from overlay import lines
 from overlay._hashing import sha256_file
 from overlay.dist import index
-from overlay.dist.wheels import (
-    cached_wheel,
-    fetch_pinned,
-    local_version,
-    patched_cache,
-    wheel_cache,
-)
+from overlay.dist.provenance import local_version
+from overlay.dist.wheels import cached_wheel, fetch_pinned, patched_cache, wheel_cache
 from overlay.envs import lockfiles, venvs
 from overlay.envs.lockfiles import Lock
 from overlay.envs.stamp import Flavour, Origin
@@ -89,20 +84,6 @@ class EnvRequest:
         )
 
 
-def stock_links(pin: WheelPin) -> tuple[Path, ...]:
-    """Return where uv finds the stock wheel without downloading it (the wheel cache), if there."""
-    return (wheel_cache(),) if (wheel_cache() / pin.filename).is_file() else ()
-
-
-def patched_links(series: Series, pin: WheelPin, out: Path) -> tuple[Path, ...]:
-    """Return where uv finds the patched wheel: the cache's copy (same bytes), else ``out``.
-
-    The cache path is stable, so uv reuses its unpacked wheel across clones.
-    """
-    cached = cached_wheel(series, pin, patched_cache())
-    return (cached.parent if cached.is_file() else out,)
-
-
 def place(target: Path | None, ready_in: Path, line: str, python: str | None) -> tuple[Path, str]:
     """Return the venv a sync makes and its Python version.
 
@@ -130,13 +111,15 @@ def request_for(
     The lock must be current; a patched build must be the wheel the lock pins.
     """
     locked = lockfiles.check_current(series, pin)
-    if stock:
-        links = stock_links(pin)
+    if stock:  # the wheel cache, where it is: uv does not download it again
+        links = (wheel_cache(),) if (wheel_cache() / pin.filename).is_file() else ()
     else:
         source = fetch_pinned(pin, progress)
         built = index.build_into(series, source, pin, dist, force=force, progress=progress)
         lockfiles.check_wheel(locked, built.path, built.sha256)
-        links = patched_links(series, pin, dist)
+        # the cache's copy (the same bytes) at a stable path: uv reuses its unpacked wheel
+        cached = cached_wheel(series, pin, patched_cache())
+        links = (cached.parent if cached.is_file() else dist,)
     flavour = Flavour.STOCK if stock else Flavour.PATCHED
     return EnvRequest(series, pin, locked, flavour, links, on_top)
 

@@ -14,7 +14,6 @@ links it into every env after that (seconds). pip is never used here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from overlay.envs import venvs
 from overlay.lines.pins import Pins
 
 ENVS_ENV = "OVERLAY_ENVS_DIR"
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -100,13 +98,12 @@ def ensure(
     root: Path | None = None,
     *,
     uv: str | None = None,
-    progress: Progress = lambda _: None,
+    progress: venvs.Progress = lambda _: None,
 ) -> Env:
     """Return the env for ``spec``, building it with uv unless its stamp shows it is ready."""
     folder = folder_for(spec, root)
-    done = venvs.ensure_venv(spec.contents(), folder, verify=_none, uv=uv, progress=progress)
+    # no check beyond uv's own: the pins are what is asked
+    done = venvs.ensure_venv(
+        spec.contents(), folder, verify=lambda _: None, uv=uv, progress=progress
+    )
     return Env(folder, spec, done.changed, done.seconds)
-
-
-def _none(venv: venvs.Venv) -> None:
-    """Release envs have no check beyond uv's own: their pins are what is asked."""

@@ -29,8 +29,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -41,7 +40,7 @@ from overlay import _mutex
 from overlay._hashing import sha256_bytes
 from overlay.envs.stamp import STAMP_FILE, Origin, Stamp, SyncState, read_stamp, write_stamp
 from overlay.envs.uv_process import find_uv, run_uv
-from overlay.errors import BusyError, EnvError, InstallCheckError, TargetError
+from overlay.errors import EnvError, InstallCheckError, TargetError
 
 REQUIREMENTS_FILE = "overlay-requirements.txt"  # in the venv: the text it was synced from
 LOCK_TIMEOUT_S = 1800.0  # a cold sync downloads torch (~3 GB)
@@ -287,7 +286,11 @@ def ensure_venv(
     started = time.perf_counter()
     root = root.absolute()
     root.parent.mkdir(parents=True, exist_ok=True)
-    with _held(root):
+    busy = f"another overlay run is syncing {root}"
+    hint = "wait for the other run to finish, then run this again"
+    with _mutex.held(
+        root.parent / f".{root.name}.sync-lock", timeout=LOCK_TIMEOUT_S, busy=busy, hint=hint
+    ):
         first = plan_venv(contents, root, broken=broken, force=force)
         if first.action is VenvAction.CURRENT:
             venv = find_venv(root)
@@ -327,21 +330,6 @@ def _fresh_fails(contents: Contents, exc: InstallCheckError) -> InstallCheckErro
         found=exc.found,
         hint="the lock does not give a working venv here: report it with this output",
     )
-
-
-@contextmanager
-def _held(root: Path) -> Iterator[None]:
-    """Hold the venv's mutex (a file beside it) for the block."""
-    path = root.parent / f".{root.name}.sync-lock"
-    with _mutex.held(path, timeout=LOCK_TIMEOUT_S) as got:
-        if not got:
-            raise BusyError(
-                f"another overlay run is syncing {root}",
-                expected=f"the lock {path} free within {LOCK_TIMEOUT_S:.0f} s",
-                found="still held",
-                hint="wait for the other run to finish, then run this again",
-            )
-        yield
 
 
 def _execute(action: VenvAction, contents: Contents, root: Path, uv: str) -> Venv:

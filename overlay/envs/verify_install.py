@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import codec
-from overlay.dist.wheels import local_version
+from overlay.dist.provenance import local_version
 from overlay.envs.lockfiles import Lock
 from overlay.envs.venvs import Venv, find_venv, installed_versions
 from overlay.errors import InstallCheckError

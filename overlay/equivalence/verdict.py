@@ -14,12 +14,20 @@ difference alone:
 - still broken: they differ, but neither is right;
 - same: no observable difference.
 
-"Right" means: the lowering ran and every output is within the case's limits against the
-fake-quantised reference: the max error as a fraction of the reference's range, and, where
-set, a minimum SQNR (by quantisation scheme unless the case sets its own). Each target is
-judged on its own: the TOSA reference model run, the executed VGF program, and each
-Ethos-U lowering (it compiles or it fails: nothing executes it here). A case quantised for
+"Right" and "wrong" are said only of a target that ran and was compared: the TOSA
+reference model run, and the VGF program executed on the emulation layer. Right means every
+output is within the case's limits against the fake-quantised reference: the max error as
+a fraction of the reference's range, and, where set, a minimum SQNR (by quantisation scheme
+unless the case sets its own). A VGF program that lowered but was not executed here is
+"lowered" (with the reason), an Ethos-U command stream "compiled" (nothing executes it
+here): neither is right or wrong. Each target is judged on its own. A case quantised for
 VGF (``CaseInfo.targets_vgf``) also counts a failed VGF lowering in its overall quality.
+
+A (b)/(c) difference is declared by a fix's divergence rule (:class:`overlay.fixes.Divergence`)
+when the rule's condition holds on the item's observations (:func:`rule_holds`), on any
+item, a user's included; when the run attributed the difference to one fix (that fix's
+runtime form in place of the runtime patch's makes (b) agree with (c)), only that fix's
+rules count.
 
 A case whose target is wrong (or fails) on all three paths is a finding of its own
 ("wrong on stock and patched"): it fails the run unless the case says why it is expected
@@ -37,19 +45,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from overlay import fixes
-from overlay.equivalence.protocol import (
-    CaseInfo,
-    ErrorInfo,
-    ItemId,
-    ItemKind,
-    ItemResult,
-    Numerics,
-    PathId,
-    ProbeInfo,
-    Stage,
-    TargetState,
-)
-from overlay.fixes import DeclaredDivergence, DivergenceKind
+from overlay.equivalence.protocol import ErrorInfo, ItemResult, Numerics, PathId, Stage, TargetState
+from overlay.fixes import Direction, Divergence, ErrorSignature
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
 DEFAULT_TOLERANCE: dict[str | None, float] = {None: 0.01, "a8w8": 0.05, "a16w8": 0.05}
@@ -60,6 +58,12 @@ ABSOLUTE_FLOOR = 1e-3  # errors below this are never wrong (float noise on tiny 
 TOSA, VGF = "tosa", "vgf"  # target names; Ethos-U targets go by their config name
 # "Measurably worse": the patched error exceeds stock's by this fraction of the range.
 WORSE_BY = 0.01
+# Why an Ethos-U command stream is compiled and estimated here, never executed.
+ETHOS_U_NOT_RUN = (
+    "executing a command stream needs Arm's Corstone FVPs, which no package registry carries;"
+    " Vela's estimates are shown"
+)
+EXECUTABLE = (TOSA, VGF)  # the targets --require-executed can demand
 
 
 class Observation(enum.StrEnum):
@@ -81,7 +85,7 @@ class BC(enum.StrEnum):
 
     AGREE = "agree"
     DECLARED = "declared"
-    IMPROVED = "improved"  # a declared improvement: (c) right where (b) is not
+    IMPROVED = "improved"  # a declared improvement: (c) right where (b) fails or is wrong
     UNDECLARED = "undeclared"
     INCOMPLETE = "incomplete"  # a path did not finish (worker timeout or crash)
 
@@ -94,14 +98,21 @@ class AB(enum.StrEnum):
     REGRESSION = "regression"
     CHANGED = "changed"
     STILL_BROKEN = "still broken"
+    UNCHECKED = "unchecked"  # stock fails, patched lowers: its numbers are not checked here
 
 
 class Quality(enum.StrEnum):
-    """How one path's result stands against the reference."""
+    """How one path's target stands against the reference: judged only where it ran."""
 
-    RIGHT = "right"
-    WRONG = "wrong"  # lowered, but outputs are off (or could not be run)
+    RIGHT = "right"  # ran, every output within the case's limits
+    WRONG = "wrong"  # ran, but outputs are off (or the run raised)
     FAILED = "failed"  # the lowering raised
+    LOWERED = "lowered"  # lowered, not executed here (the reason is in the result)
+    COMPILED = "compiled"  # an Ethos-U command stream: compiled, never executed here
+
+
+BAD = (Quality.WRONG, Quality.FAILED)  # judged, and not right
+Judged = Mapping[PathId, Mapping[str, Quality]]  # each path's targets, judged
 
 
 @dataclass(frozen=True)
@@ -136,15 +147,19 @@ class Verdict:
     results: Mapping[PathId, ItemResult]
     bc: BC
     bc_diffs: tuple[Observation, ...]
-    declared: str | None
+    rule: Divergence | None  # the rule that declares the (b)/(c) difference
     ab: AB
     ab_diffs: tuple[Observation, ...]
     fix: int | None  # the one runtime fix that turns (a) into (b); None: none alone
-    quality: Mapping[PathId, Quality]
     claim_problem: str | None
-    targets: Mapping[PathId, Mapping[str, Quality]] = dataclasses.field(default_factory=dict)
+    targets: Judged = dataclasses.field(default_factory=dict)
     findings: tuple[Finding, ...] = ()
     expectation_problem: str | None = None  # a finding nobody expected, or the reverse
+    # the one line fix whose runtime form, in place of the runtime patch's, makes (b) agree
+    # with (c); None: none alone, or not tried
+    bc_fix: int | None = None
+    unchecked: str | None = None  # a claim or expectation not checked here (not executed)
+    not_executed: str | None = None  # a target --require-executed asks for did not run
 
     @property
     def failures(self) -> list[str]:
@@ -152,7 +167,10 @@ class Verdict:
         problems = []
         if self.bc is BC.UNDECLARED:
             diffs = ", ".join(d.value for d in self.bc_diffs)
-            problems.append(f"{self.item}: undeclared divergence between (b) and (c): {diffs}")
+            cause = f" (from fix {self.bc_fix})" if self.bc_fix is not None else ""
+            problems.append(
+                f"{self.item}: undeclared divergence between (b) and (c): {diffs}{cause}"
+            )
         if self.bc is BC.INCOMPLETE:
             stuck = [
                 f"({p.value}) {r.error.first_line}"
@@ -164,6 +182,8 @@ class Verdict:
             problems.append(f"{self.item}: {self.claim_problem}")
         if self.expectation_problem:
             problems.append(f"{self.item}: {self.expectation_problem}")
+        if self.not_executed:
+            problems.append(f"{self.item}: {self.not_executed}")
         return problems
 
 
@@ -195,11 +215,11 @@ def scales(numerics: Numerics) -> tuple[float, ...]:
 def numerics_quality(
     numerics: Numerics | None, error: ErrorInfo | None, limit: Limits | float
 ) -> Quality:
-    """Judge one run's outputs against the fake-quantised reference."""
+    """Judge one run's outputs against the fake-quantised reference (none: not executed)."""
     if error is not None:
         return Quality.WRONG
     if numerics is None:
-        return Quality.RIGHT
+        return Quality.LOWERED
     bounds = _as_limits(limit)
     sqnrs = numerics.sqnr_db or (math.inf,) * len(numerics.max_abs_err_vs_fake_quant)
     for err, scale, sqnr in zip(
@@ -225,8 +245,8 @@ def quality(result: ItemResult, limit: Limits | float, *, vgf: bool = False) -> 
 def target_qualities(result: ItemResult, limit: Limits | float) -> dict[str, Quality]:
     """Judge each target a result has: TOSA, the executed VGF program, each Ethos-U.
 
-    A target that was skipped is absent; one that lowered but was not executed (VGF
-    without the emulation, every Ethos-U) counts as right: nothing says it is wrong.
+    A target that was skipped is absent; a VGF program that lowered but was not executed
+    is LOWERED, an Ethos-U command stream COMPILED: neither right nor wrong.
     """
     judged = {TOSA: quality(result, limit)}
     vgf = result.vgf
@@ -238,8 +258,26 @@ def target_qualities(result: ItemResult, limit: Limits | float) -> dict[str, Qua
         if ethos.state is TargetState.FAILED:
             judged[ethos.target] = Quality.FAILED
         elif ethos.state is TargetState.COMPARED:
-            judged[ethos.target] = Quality.RIGHT
+            judged[ethos.target] = Quality.COMPILED
     return judged
+
+
+def judged_targets(
+    info: CaseInfo | ProbeInfo, results: Mapping[PathId, ItemResult]
+) -> dict[PathId, dict[str, Quality]]:
+    """Return each path's targets judged (a probe has none: it lowers nothing)."""
+    limit = limits(info)
+    case = isinstance(info, CaseInfo)
+    return {p: target_qualities(r, limit) if case else {} for p, r in results.items()}
+
+
+def not_run_reason(result: ItemResult, target: str) -> str:
+    """Return why a target that lowered was not executed here ("" when it was, or failed)."""
+    if target == TOSA:
+        return result.run_reason
+    if target == VGF:
+        return result.vgf.run_reason if result.vgf is not None else ""
+    return ETHOS_U_NOT_RUN
 
 
 def target_numerics(result: ItemResult, target: str) -> Numerics | None:
@@ -327,17 +365,18 @@ def compare(x: ItemResult, y: ItemResult) -> tuple[Observation, ...]:
 
 
 # When targets disagree, the verdict that needs attention first wins.
-_AB_PRIORITY = (AB.REGRESSION, AB.FIXED, AB.STILL_BROKEN, AB.CHANGED)
+_AB_PRIORITY = (AB.REGRESSION, AB.FIXED, AB.UNCHECKED, AB.STILL_BROKEN, AB.CHANGED)
 
 
 def _classify_target(qa: Quality, qb: Quality, worse: bool) -> AB:
-    if qa is not Quality.RIGHT and qb is Quality.RIGHT:
-        return AB.FIXED
-    if qa is Quality.RIGHT and qb is not Quality.RIGHT:
+    """Classify one target; a target not executed on a path is neither right nor wrong."""
+    if qb in BAD:
+        return AB.STILL_BROKEN if qa in BAD else AB.REGRESSION
+    if qa in BAD:
+        return AB.FIXED if qb is Quality.RIGHT else AB.UNCHECKED
+    if qa is qb is Quality.RIGHT and worse:
         return AB.REGRESSION
-    if qa is Quality.RIGHT:
-        return AB.REGRESSION if worse else AB.CHANGED
-    return AB.STILL_BROKEN
+    return AB.CHANGED
 
 
 def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: Limits | float) -> AB:
@@ -368,6 +407,8 @@ def check_claim(
 
     ``version`` is the executorch release the run used: only triggers claimed for it count.
     Without attribution runs (``attributed`` False) only the effect is checked, not the fix.
+    A FIXED claim whose patched target lowers but is not executed here (UNCHECKED) is no
+    problem: :func:`unchecked_claims` names it.
     """
     if item.kind is not ItemKind.CASE:
         return None
@@ -375,32 +416,28 @@ def check_claim(
     for entry, trigger in fixes.triggers_of(item.name, version):
         wanted = f"{trigger.effect.value} by patch {entry.number}"
         found = "no difference" if ab is AB.SAME else f"{ab.value} by patch {fix}"
-        if ab.value != trigger.effect.value or (attributed and fix != entry.number):
+        effect = AB.FIXED if ab is AB.UNCHECKED else ab
+        if effect.value != trigger.effect.value or (attributed and fix != entry.number):
             problems.append(
                 f"fix {entry.number} claims '{wanted}' ({trigger.why}), found '{found}'"
             )
     return "; ".join(problems) or None
 
 
-def claim_on_patched(
-    item: ItemId, ac: AB, improving: Iterable[DeclaredDivergence], version: str | None
+def unchecked_claims(
+    item: ItemId, ab: AB, patched: ItemResult, judged: Mapping[str, Quality], version: str | None
 ) -> str | None:
-    """Check a claim on (a) vs (c) where (b) lacks the fix, as an improvement declares.
-
-    Example: the seed as (b) on 1.2.0 lacks fix 5, so ``zoo_grid_warp_a16w8_int16`` is
-    wrong on (a) and (b), right on (c); fixes 1 and 5 both declare the improvement there.
-    Becomes: fix 5's claim 'fixed by patch 5' holds when (a) vs (c) is 'fixed' and fix 5 is
-    one of the fixes declaring the improvement.
-    """
-    numbers = {d.fix for d in improving}
-    claimed = [entry.number for entry, _ in fixes.triggers_of(item.name, version)]
-    fix = next((n for n in claimed if n in numbers), None)
-    return check_claim(item, ac, fix, version)
-
-
-def needs_attribution(results: Mapping[PathId, ItemResult]) -> bool:
-    """Return True when (a) and (b) differ, so the difference must be pinned to one fix."""
-    return bool(compare(results[PathId.STOCK], results[PathId.RUNTIME]))
+    """Say which FIXED claims this machine could not check: the patched target not executed."""
+    claims = [
+        f"fix {entry.number} claims '{trigger.why}'"
+        for entry, trigger in fixes.triggers_of(item.name, version)
+        if trigger.effect.value == AB.FIXED.value
+    ]
+    if ab is not AB.UNCHECKED or item.kind is not ItemKind.CASE or not claims:
+        return None
+    unrun = (Quality.LOWERED, Quality.COMPILED)
+    reasons = sorted({not_run_reason(patched, t) for t, q in judged.items() if q in unrun})
+    return f"{'; '.join(claims)}: not checked here ({'; '.join(reasons)})"
 
 
 def _detail(results: Mapping[PathId, ItemResult], target: str) -> str:
@@ -456,15 +493,13 @@ def numerics_text(numerics: Numerics) -> str:
     return f"max error {100 * fraction:.2f}% of range, SQNR {lowest} dB"
 
 
-def findings(
-    results: Mapping[PathId, Mapping[str, Quality]], raw: Mapping[PathId, ItemResult]
-) -> tuple[Finding, ...]:
+def findings(results: Judged, raw: Mapping[PathId, ItemResult]) -> tuple[Finding, ...]:
     """Return every target that is not right on any of the three paths."""
     shared = set.intersection(*(set(q) for q in results.values()))
     found = []
     for target in sorted(shared, key=lambda t: (t != TOSA, t != VGF, t)):
         seen = [results[p][target] for p in results]
-        if all(q is not Quality.RIGHT for q in seen):
+        if all(q in BAD for q in seen):
             kind = Quality.WRONG if Quality.WRONG in seen else Quality.FAILED
             found.append(Finding(target, kind, _detail(raw, target)))
     return tuple(found)
@@ -478,21 +513,124 @@ def expected_broken(info: CaseInfo | ProbeInfo, version: str | None = None) -> s
 
 
 def check_expectation(
-    info: CaseInfo | ProbeInfo, found: tuple[Finding, ...], version: str | None = None
+    info: CaseInfo | ProbeInfo,
+    found: tuple[Finding, ...],
+    version: str | None = None,
+    *,
+    unrun: bool = False,
 ) -> str | None:
-    """Return a problem when findings and the case's declared ``expect_broken`` disagree."""
+    """Return a problem when findings and the case's declared ``expect_broken`` disagree.
+
+    ``unrun``: a target was not executed on any path, so an expected breakage there can be
+    neither confirmed nor refuted here (the verdict says so as unchecked).
+    """
     if not isinstance(info, CaseInfo):
         return None
     expected = expected_broken(info, version)
     if found and not expected:
         return "; ".join(f.text for f in found)
-    if expected and not found:
+    if expected and not found and not unrun:
         return f"expected to be wrong on every path ({expected}), but a path is right"
     return None
 
 
-def _all_right(targets: Mapping[str, Quality]) -> bool:
-    return all(q is Quality.RIGHT for q in targets.values())
+def unrun_everywhere(results: Mapping[PathId, ItemResult], targets: Judged) -> list[str]:
+    """Return 'target: why' for each target lowered or compiled, executed on no path."""
+    unrun = (Quality.LOWERED, Quality.COMPILED)
+    names = set.intersection(*(set(judged) for judged in targets.values()))
+    return [
+        f"{t} not executed: {not_run_reason(results[PathId.PATCHED], t)}"
+        for t in sorted(names)
+        if all(judged[t] in unrun for judged in targets.values())
+    ]
+
+
+def _bad(targets: Mapping[str, Quality]) -> bool:
+    return any(q in BAD for q in targets.values())
+
+
+def spec_features(spec: str) -> set[str]:
+    """Return a TOSA spec's features: ``TOSA-1.0+INT+int16`` -> {"INT", "int16"}."""
+    return set(spec.split("+")[1:])
+
+
+def errors(result: ItemResult) -> list[ErrorInfo]:
+    """Return every error of a result: its lowering and run, VGF's, each Ethos-U's."""
+    vgf = result.vgf
+    found = [result.error, result.numerics_error, *(e.error for e in result.ethos_u)]
+    found += [vgf.error, vgf.numerics_error] if vgf is not None else []
+    return [e for e in found if e is not None]
+
+
+def rule_holds(
+    rule: Divergence,
+    info: CaseInfo | ProbeInfo,
+    results: Mapping[PathId, ItemResult],
+    targets: Judged,
+) -> bool:
+    """Return True when a divergence rule's condition holds on an item's observations.
+
+    Example: fix 1's 1.2.0 rule (spec has int16, no FP; (b) raises a declared error) on
+    a user's a16w8 conv on TOSA-1.0+INT+int16 where the seed's form raises it.
+    Becomes: True when (c) is neither wrong nor failing on any target (an IMPROVEMENT);
+    an EQUIVALENT rule needs only (c) to lower.
+    """
+    b, c = results[PathId.RUNTIME], results[PathId.PATCHED]
+    if isinstance(info, CaseInfo):
+        features = spec_features(info.spec)
+        if not features.issuperset(rule.spec_has) or features.intersection(rule.spec_lacks):
+            return False
+        if rule.quantize and info.quantize != rule.quantize:
+            return False
+    elif rule.spec_has or rule.spec_lacks or rule.quantize:
+        return False
+    named = [line for r in results.values() for line in r.graph]
+    named += [f"{e.message}\n{e.traceback}" for e in errors(b)]
+    if rule.involves and not any(w in text for w in rule.involves for text in named):
+        return False
+    other = rule.other
+    if isinstance(other, str):  # WRONG_NUMBERS
+        shows = b.ok and Quality.WRONG in targets[PathId.RUNTIME].values()
+    else:
+        shows = any(_raised(e, other) for e in errors(b))
+    if not shows:
+        return False
+    return c.ok if rule.direction is Direction.EQUIVALENT else not _bad(targets[PathId.PATCHED])
+
+
+def _raised(error: ErrorInfo, signatures: Iterable[ErrorSignature]) -> bool:
+    return any(s.type == error.type and s.contains in error.message for s in signatures)
+
+
+def required_problem(
+    info: CaseInfo | ProbeInfo,
+    results: Mapping[PathId, ItemResult],
+    targets: Judged,
+    required: Iterable[str],
+) -> str | None:
+    """Return why a target ``--require-executed`` names did not run on some path (None: ran).
+
+    A target that failed to lower is judged (failed), not "not executed"; a VGF lowering
+    that delegated nothing has nothing to execute.
+    """
+    missing: dict[tuple[str, str], list[str]] = {}
+    for target in required if isinstance(info, CaseInfo) else ():
+        for path, result in results.items():
+            vgf = result.vgf if target == VGF else None
+            if vgf is not None and vgf.state is TargetState.SKIPPED:
+                reason = f"not lowered: {vgf.reason}"
+            elif targets[path].get(target) is Quality.LOWERED and (vgf is None or vgf.payloads):
+                reason = not_run_reason(result, target)
+            else:
+                continue
+            missing.setdefault((target, reason), []).append(f"({path.value})")
+    return (
+        "; ".join(
+            f"{target} not executed on {', '.join(paths)} (--require-executed {target}): {reason}"
+            for (target, reason), paths in missing.items()
+        )
+        or None
+    )
 
 
 def decide(
@@ -500,60 +638,75 @@ def decide(
     info: CaseInfo | ProbeInfo,
     results: Mapping[PathId, ItemResult],
     fix: int | None,
-    declared: Iterable[DeclaredDivergence] | None = None,
+    rules: Iterable[Divergence] | None = None,
     *,
+    bc_fix: int | None = None,
     version: str | None = None,
     attributed: bool = True,
+    required: Iterable[str] = (),
 ) -> Verdict:
     """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item.
 
     ``version`` is the stock executorch release: fix claims, expected breakage and (unless
-    ``declared`` is given) the declared divergences of the fix registry are per release.
+    ``rules`` is given) the divergence rules of the fix registry are per release. ``fix``
+    and ``bc_fix`` are the run's attributions of (a)/(b) and (b)/(c); ``required`` the
+    targets that must have executed (``--require-executed``).
     """
-    if declared is None:
-        declared = fixes.declared_divergences(version)
+    if rules is None:
+        rules = fixes.divergences(version)
     a, b, c = results[PathId.STOCK], results[PathId.RUNTIME], results[PathId.PATCHED]
     limit = limits(info)
-    vgf = isinstance(info, CaseInfo) and info.targets_vgf
     harness = any(r.error is not None and r.error.stage is Stage.HARNESS for r in results.values())
     bc_diffs = compare(b, c)
-    targets = {p: target_qualities(r, limit) for p, r in results.items()}
-    declared_id = None
+    targets = judged_targets(info, results)
+    matches: list[Divergence] = []
     if harness:
         bc = BC.INCOMPLETE
     elif not bc_diffs:
         bc = BC.AGREE
     else:
-        improves = _all_right(targets[PathId.PATCHED]) and not _all_right(targets[PathId.RUNTIME])
-        matches = [d for d in declared if d.matches(item, b, c, improves=improves)]
-        if matches:
-            improvement = matches[0].kind is DivergenceKind.IMPROVEMENT
-            bc = BC.IMPROVED if improvement else BC.DECLARED
-            declared_id = matches[0].id
-        else:
-            bc = BC.UNDECLARED
+        matches = [
+            rule
+            for rule in rules
+            if bc_fix in (None, rule.fix) and rule_holds(rule, info, results, targets)
+        ]
+        improvement = bool(matches) and matches[0].direction is Direction.IMPROVEMENT
+        bc = (BC.IMPROVED if improvement else BC.DECLARED) if matches else BC.UNDECLARED
     ab_diffs = compare(a, b)
     ab = classify(item, a, b, limit)
     attributed_fix = fix if ab is not AB.SAME else None
     if bc is BC.IMPROVED:
-        # (b) lacks the fix here, as declared: the fix's claim is judged on (a) vs (c)
-        claim = claim_on_patched(item, classify(item, a, c, limit), matches, version)
+        # (b) lacks the fix here, as declared: the fix's claim is judged on (a) vs (c), by
+        # its effect (no run attributes (a) vs (c))
+        ac = classify(item, a, c, limit)
+        claim = check_claim(item, ac, None, version, attributed=False)
+        unchecked = unchecked_claims(item, ac, c, targets[PathId.PATCHED], version)
     else:
         claim = check_claim(item, ab, attributed_fix, version, attributed=attributed)
+        unchecked = unchecked_claims(item, ab, c, targets[PathId.PATCHED], version)
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
+    unrun = unrun_everywhere(results, targets) if targets.get(PathId.PATCHED) else []
+    expected = expected_broken(info, version)
+    if expected and not found and unrun:  # an expected breakage this machine cannot see
+        note = f"expected to be wrong on every path ({expected}): not checked here"
+        unchecked = "; ".join(filter(None, (unchecked, f"{note} ({'; '.join(unrun)})")))
     return Verdict(
         item=item,
         info=info,
         results=dict(results),
         bc=bc,
         bc_diffs=bc_diffs,
-        declared=declared_id,
+        rule=matches[0] if matches else None,
         ab=ab,
         ab_diffs=ab_diffs,
         fix=attributed_fix,
-        quality={p: quality(r, limit, vgf=vgf) for p, r in results.items()},
         claim_problem=None if harness else claim,
         targets=targets,
         findings=found,
-        expectation_problem=None if harness else check_expectation(info, found, version),
+        expectation_problem=None
+        if harness
+        else check_expectation(info, found, version, unrun=bool(unrun)),
+        bc_fix=bc_fix if bc_diffs else None,
+        unchecked=unchecked,
+        not_executed=None if harness else required_problem(info, results, targets, required),
     )

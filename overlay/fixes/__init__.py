@@ -2,9 +2,10 @@
 
 A fix module defines ``FIX`` (:class:`overlay.fixes.model.Fix`): its patch, its runtime
 form per release line (``overlay.runtime`` applies it), its trigger claims per release
-(the equivalence run checks each), its declared divergences and its upstream notes. The
-module's number is the fix's number. Which lines carry a fix is the lines' data: a line
-carries fix N when its ``series`` lists a patch named ``NNNN-...``. Fix modules import
+(the equivalence run checks each), its declared divergences (rules over what a run
+observes) and its upstream notes. The module's number is the fix's number. Which lines
+carry a fix is the lines' data: a line carries fix N when its ``series`` lists a patch
+named ``NNNN-...``. Fix modules import
 from :mod:`overlay.fixes.model` only (this package is still initialising when they load).
 
 Example: ``triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")``.
@@ -23,10 +24,12 @@ from types import ModuleType
 
 from overlay.errors import OverlayError
 from overlay.fixes.model import (
-    DeclaredDivergence,
+    WRONG_NUMBERS,
     DiffOnly,
-    DivergenceKind,
+    Direction,
+    Divergence,
     Effect,
+    ErrorSignature,
     Fix,
     RuntimeForm,
     Trigger,
@@ -38,13 +41,14 @@ from overlay.lines import Line
 from overlay.lines.listing import patch_number, read_series_names
 
 __all__ = [
-    "DECLARED_DIVERGENCES",
     "FIXES",
     "REGISTRY",
-    "DeclaredDivergence",
+    "WRONG_NUMBERS",
     "DiffOnly",
-    "DivergenceKind",
+    "Direction",
+    "Divergence",
     "Effect",
+    "ErrorSignature",
     "Fix",
     "Registry",
     "RuntimeForm",
@@ -53,8 +57,8 @@ __all__ = [
     "by_number",
     "by_patch",
     "carried_by",
-    "declared_divergences",
     "discover",
+    "divergences",
     "fix_modules",
     "from_modules",
     "release_matches",
@@ -106,15 +110,15 @@ class Registry:
             if t.case == case and t.applies_to(version)
         ]
 
-    def declared_divergences(self, version: str | None = None) -> tuple[DeclaredDivergence, ...]:
-        """Return the divergences declared for the line of ``version`` (None: every line)."""
+    def divergences(self, version: str | None = None) -> tuple[Divergence, ...]:
+        """Return the divergence rules declared for the line of ``version`` (None: every line)."""
         release = None if version is None else public_release(version)
         return tuple(
-            divergence
+            rule
             for fix in self.fixes
-            for line, declared in fix.divergences.items()
+            for line in fix.divergences
             if version is None or public_release(line) == release
-            for divergence in declared
+            for rule in fix.rules(line)
         )
 
     def _carried(self, line: Line) -> tuple[list[Fix], list[str]]:
@@ -163,12 +167,12 @@ class Registry:
         for fix in self.fixes:
             found += _fix_problems(fix, names, carriers.get(fix.number, set()))
             for divergence in (d for ds in fix.divergences.values() for d in ds):
-                if divergence.id in ids:
+                if divergence.name in ids:
                     found.append(
-                        f"divergence {divergence.id!r} is declared by fixes"
-                        f" {ids[divergence.id]} and {fix.number}"
+                        f"divergence {divergence.name!r} is declared by fixes"
+                        f" {ids[divergence.name]} and {fix.number}"
                     )
-                ids[divergence.id] = fix.number
+                ids[divergence.name] = fix.number
         return found
 
 
@@ -252,8 +256,6 @@ def discover(package: str = __name__) -> Registry:
 
 REGISTRY = discover()
 FIXES: tuple[Fix, ...] = REGISTRY.fixes
-# Every fix's divergences, every line (reports look declared ids up here).
-DECLARED_DIVERGENCES: tuple[DeclaredDivergence, ...] = REGISTRY.declared_divergences()
 
 
 def by_number(number: int) -> Fix:
@@ -271,9 +273,9 @@ def triggers_of(case: str, version: str | None = None) -> list[tuple[Fix, Trigge
     return REGISTRY.triggers_of(case, version)
 
 
-def declared_divergences(version: str | None = None) -> tuple[DeclaredDivergence, ...]:
-    """Return the registry's divergences declared for the line of ``version``."""
-    return REGISTRY.declared_divergences(version)
+def divergences(version: str | None = None) -> tuple[Divergence, ...]:
+    """Return the registry's divergence rules declared for the line of ``version``."""
+    return REGISTRY.divergences(version)
 
 
 def carried_by(line: Line) -> tuple[Fix, ...]:

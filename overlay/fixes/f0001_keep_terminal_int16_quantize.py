@@ -5,8 +5,17 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from overlay.equivalence.protocol import ItemId, ItemKind
-from overlay.fixes.model import Effect, Fix, Probe, RuntimeForm, Trigger, UpstreamNote, improvements
+from overlay.fixes.model import (
+    Direction,
+    Divergence,
+    Effect,
+    ErrorSignature,
+    Fix,
+    Probe,
+    RuntimeForm,
+    Trigger,
+    UpstreamNote,
+)
 
 
 def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
@@ -287,21 +296,22 @@ FIX = Fix(
         ),
     },
     divergences={
-        "1.2.0": improvements(
-            1,
-            "fix-1-int-only",
-            tuple(
-                ItemId(ItemKind.CASE, name)
-                for name in (
-                    "conv_a16w8_int16",
-                    "zoo_grid_warp_a16w8_int16",
-                    "zoo_grid_warp_int16_grid_int16",
-                )
+        "1.2.0": (
+            Divergence(
+                name="int16-kept-int-only",
+                direction=Direction.IMPROVEMENT,
+                spec_has=("INT", "int16"),
+                spec_lacks=("FP",),
+                other=(  # the kept quantize, decomposed with float ops, met by the lowering
+                    ErrorSignature("TosaValueError", "doesn't support torch.float32"),
+                    ErrorSignature("ValueError", "doesn't support tensor TosaArg"),
+                ),
+                reason="a runtime patch with the first fix 1 (the seed's) keeps an int16"
+                " quantize at a partition's output (the graph's, or a grid sampler's grid) on"
+                " INT-only specs too, where its float decomposition cannot be lowered: TOSA,"
+                " VGF and Ethos-U lowering fail where stock lowers; the diffs keep it only"
+                " where the spec has FP",
             ),
-            "a runtime patch with the first fix 1 (the seed's) keeps an int16 quantize at a"
-            " partition's output on INT-only specs too, where it cannot be lowered: TOSA, VGF"
-            " and Ethos-U lowering fail where stock lowers; the diffs keep it only where the"
-            " spec has FP",
         ),
     },
     probes=(

@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from overlay.equivalence.protocol import CaseInfo
 from overlay.fixes.model import Case, Effect, Fix, Probe, RuntimeForm, Trigger, UpstreamNote
+from overlay.items import CaseInfo
 
 
 def skip_factory_op_annotation(module: Any, original: Any) -> Any:

@@ -6,17 +6,19 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind
 from overlay.fixes.model import (
     Case,
-    DeclaredDivergence,
+    Direction,
+    Divergence,
     Effect,
+    ErrorSignature,
     Fix,
     Probe,
     RuntimeForm,
     Trigger,
     UpstreamNote,
 )
+from overlay.items import CaseInfo
 
 
 def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
@@ -225,11 +227,14 @@ FIX = Fix(
     },
     divergences={
         "1.2.0": (
-            DeclaredDivergence(
-                id="seed-stale-grouped-transpose-check",
-                item=ItemId(ItemKind.PROBE, "RewriteConvPass.grouped_transposed_fp"),
-                b_error_type="RuntimeError",
-                b_error_contains="Grouped transpose convolutions are not supported",
+            Divergence(
+                name="stale-grouped-transpose-check",
+                direction=Direction.EQUIVALENT,
+                other=(
+                    ErrorSignature(
+                        "RuntimeError", "Grouped transpose convolutions are not supported"
+                    ),
+                ),
                 reason=(
                     "the seed monkey-patch replaces RewriteConvPass.call with a copy that still"
                     " raises 'Grouped transpose convolutions are not supported', a check"

@@ -9,8 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from overlay.equivalence.protocol import ItemId, ItemKind
-from overlay.fixes.model import Effect, Fix, RuntimeForm, Trigger, UpstreamNote, improvements
+from overlay.fixes.model import (
+    WRONG_NUMBERS,
+    Direction,
+    Divergence,
+    Effect,
+    Fix,
+    RuntimeForm,
+    Trigger,
+    UpstreamNote,
+)
 
 TABLE_OPS = "backends/arm/_passes/insert_table_ops.py"
 
@@ -88,19 +96,18 @@ FIX = Fix(
         ),
     },
     divergences={
-        "1.2.0": improvements(
-            5,
-            "fix-5-int16-table",
-            tuple(
-                ItemId(ItemKind.CASE, name)
-                for name in (
-                    "zoo_grid_warp_a16w8_intfp16",
-                    "zoo_grid_warp_a16w8_int16",
-                    "grid_warp_a16w8_vgf",
-                )
+        "1.2.0": (
+            Divergence(
+                name="int16-table-zeroed",
+                direction=Direction.IMPROVEMENT,
+                spec_has=("int16",),
+                quantize="a16w8",
+                involves=("aten::tanh", "aten::sigmoid"),
+                other=WRONG_NUMBERS,
+                reason="a runtime patch without fix 5 (the seed) keeps 1.2.0's int16 TABLE of"
+                " an a16w8 tanh or sigmoid, all zeros: its outputs (a grid warp's grid"
+                " positions) are wrong, about 60-75% of the output's range",
             ),
-            "a runtime patch without fix 5 (the seed) keeps 1.2.0's int16 TABLE of tanh, all"
-            " zeros: the grid positions are wrong (about 60-75% of the output's range)",
         ),
     },
     upstream=UpstreamNote(

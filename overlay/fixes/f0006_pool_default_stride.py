@@ -5,8 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.equivalence.protocol import CaseInfo, ItemId, ItemKind
-from overlay.fixes.model import Case, Effect, Fix, RuntimeForm, Trigger, UpstreamNote, improvements
+from overlay.fixes.model import (
+    Case,
+    Direction,
+    Divergence,
+    Effect,
+    ErrorSignature,
+    Fix,
+    RuntimeForm,
+    Trigger,
+    UpstreamNote,
+)
+from overlay.items import CaseInfo
 
 SUPPORT = "backends/arm/operator_support/pool_2d_support.py"
 DECOMPOSE = "backends/arm/_passes/decompose_maxpool2d_with_dilation_pass.py"
@@ -125,12 +135,15 @@ FIX = Fix(
         ),
     },
     divergences={
-        "1.2.0": improvements(
-            6,
-            "fix-6-pool-stride",
-            (ItemId(ItemKind.CASE, "max_pool2d_default_stride"),),
-            "a runtime patch without fix 6 (the seed) meets 1.2.0's IndexError on a"
-            " max_pool2d whose stride is left out",
+        "1.2.0": (
+            Divergence(
+                name="pool-stride-left-out",
+                direction=Direction.IMPROVEMENT,
+                involves=("max_pool2d",),
+                other=(ErrorSignature("IndexError", "tuple index out of range"),),
+                reason="a runtime patch without fix 6 (the seed) meets 1.2.0's IndexError on"
+                " a max_pool2d whose stride is left out",
+            ),
         ),
     },
     cases=(

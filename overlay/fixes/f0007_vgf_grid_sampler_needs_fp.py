@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.equivalence.protocol import CaseInfo
 from overlay.fixes.model import Case, Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.items import CaseInfo
 
 PARTITIONER = "backends/arm/vgf/partitioner.py"
 

@@ -14,12 +14,12 @@ import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from overlay.equivalence.protocol import CaseInfo, ItemId, ItemResult
+from overlay.items import CaseInfo
 
 # (module, original function) -> the replacement attribute (a function or staticmethod).
 Builder = Callable[[Any, Any], Any]
@@ -139,62 +139,70 @@ class UpstreamNote:
     affected_tests: tuple[str, ...] = ()  # upstream test files to run with the fix
 
 
-class DivergenceKind(enum.StrEnum):
-    """Why (b) stock + a runtime patch and (c) the diff-patched build may differ on an item."""
+class Direction(enum.StrEnum):
+    """Which way (b) stock + a runtime patch and (c) the diff-patched build differ, as declared."""
 
-    # the same fix written differently: (b) fails exactly as declared, (c) lowers
+    # the same fix written differently: (b) fails with the declared error, (c) lowers
     EQUIVALENT = "equivalent"
-    # the diffs carry a fix the runtime patch lacks: (c) right on every target, (b) not
+    # the diffs carry a fix (or a form of it) the runtime patch lacks: (b) fails with the
+    # declared error or has wrong numbers, (c) is neither wrong nor failing on any target
     IMPROVEMENT = "improvement"
 
 
 @dataclass(frozen=True)
-class DeclaredDivergence:
-    """A known, accepted (b)/(c) difference: where, the exact observation, and why."""
+class ErrorSignature:
+    """An error as a run observes it: the exception type and a part of its message."""
 
-    id: str
-    item: ItemId
-    b_error_type: str  # EQUIVALENT: the error (b) raises ("" for an improvement)
-    b_error_contains: str
-    reason: str
-    kind: DivergenceKind = DivergenceKind.EQUIVALENT
-    fix: int | None = None  # an IMPROVEMENT: the fix the runtime patch lacks
-
-    def matches(self, item: ItemId, b: ItemResult, c: ItemResult, *, improves: bool) -> bool:
-        """Return True when this item's (b)/(c) difference is the one declared.
-
-        ``improves``: (c) is right on every target and (b) is not (an IMPROVEMENT holds
-        exactly then); an EQUIVALENT divergence holds when (b) fails as declared and (c)
-        lowers.
-        """
-        if item != self.item:
-            return False
-        if self.kind is DivergenceKind.IMPROVEMENT:
-            return improves
-        return (
-            not b.ok
-            and b.error is not None
-            and b.error.type == self.b_error_type
-            and self.b_error_contains in b.error.message
-            and c.ok
-        )
+    type: str
+    contains: str
 
 
-def improvements(
-    fix: int, name: str, items: tuple[ItemId, ...], reason: str
-) -> tuple[DeclaredDivergence, ...]:
-    """Declare the diffs right on ``items`` where a runtime patch without fix ``fix`` is not.
+WrongNumbers = Literal["wrong numbers"]
+WRONG_NUMBERS: WrongNumbers = "wrong numbers"  # (b) lowers, but an executed target is wrong
 
-    Example: the seed monkey-patch as path (b) on 1.2.0 lacks fix 5, so the a16w8 tanh of
-    ``zoo_grid_warp_a16w8_int16`` is wrong on (b) and right on (c).
-    Becomes: one IMPROVEMENT per item, ``<name>:<item name>``, shown with ``reason``.
+
+@dataclass(frozen=True)
+class Divergence:
+    """A known, accepted (b)/(c) difference: a rule over what a run observes, and why.
+
+    It holds on any item, the user's ``--models`` cases included, when every condition
+    holds: the case's TOSA spec has each feature of ``spec_has`` and none of
+    ``spec_lacks`` (``"INT"``, ``"FP"``, ``"int16"``, as in ``TOSA-1.0+INT+int16``), it is
+    quantised as ``quantize`` (``""``: any), one of ``involves`` (an op or pass name) is
+    named by a path's lowered graph or by (b)'s error, and (b), the other form, shows
+    ``other``: it raises one of those errors on some target, or (``WRONG_NUMBERS``) lowers
+    with wrong outputs. ``fix`` is the declaring fix's number (:meth:`Fix.rules` fills it in).
+
+    Example: fix 1 on 1.2.0: IMPROVEMENT, ``spec_has=("INT", "int16")``,
+    ``spec_lacks=("FP",)``, ``other=(ErrorSignature("TosaValueError", "doesn't support
+    torch.float32"),)``.
+    Becomes: any case on TOSA-1.0+INT+int16 where the runtime patch raises that error and
+    the diffs lower and are not wrong reads "improved (fix 1: <name>)".
     """
-    return tuple(
-        DeclaredDivergence(
-            f"{name}:{item.name}", item, "", "", reason, DivergenceKind.IMPROVEMENT, fix
+
+    name: str
+    direction: Direction
+    other: tuple[ErrorSignature, ...] | WrongNumbers
+    reason: str
+    spec_has: tuple[str, ...] = ()
+    spec_lacks: tuple[str, ...] = ()
+    quantize: str = ""
+    involves: tuple[str, ...] = ()
+    fix: int = 0
+
+    @property
+    def condition(self) -> str:
+        """Return the rule's condition as one phrase (reports print it with the reason)."""
+        parts = [f"+{f}" for f in self.spec_has] + [f"no {f}" for f in self.spec_lacks]
+        parts += [self.quantize] if self.quantize else []
+        parts += [f"involves {' or '.join(self.involves)}"] if self.involves else []
+        other = self.other
+        shows = (
+            other
+            if isinstance(other, str)
+            else "raises " + " or ".join(f"{e.type} ({e.contains!r})" for e in other)
         )
-        for item in items
-    )
+        return f"{', '.join(parts) or 'any item'}; (b) {shows}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -213,9 +221,9 @@ class Fix:
     runtime: Mapping[str, RuntimeForm | tuple[RuntimeForm, ...] | DiffOnly] = dataclasses.field(
         default_factory=dict, repr=False
     )
-    divergences: Mapping[str, tuple[DeclaredDivergence, ...]] = dataclasses.field(
+    divergences: Mapping[str, tuple[Divergence, ...]] = dataclasses.field(
         default_factory=dict, repr=False
-    )  # line -> (b)/(c) differences accepted there
+    )  # line -> the (b)/(c) differences accepted there, as rules
     cases: tuple[Case, ...] = dataclasses.field(default=(), repr=False)  # its own cases
     probes: tuple[Probe, ...] = dataclasses.field(default=(), repr=False)
 
@@ -231,6 +239,12 @@ class Fix:
             dataclasses.replace(trigger, release=release)
             for release, triggers in self.claims.items()
             for trigger in triggers
+        )
+
+    def rules(self, line: str) -> tuple[Divergence, ...]:
+        """Return the divergences declared for ``line``, each naming this fix."""
+        return tuple(
+            dataclasses.replace(d, fix=self.number) for d in self.divergences.get(line, ())
         )
 
     def runtime_forms(self, line: str) -> tuple[RuntimeForm, ...]:

@@ -159,7 +159,7 @@ def _claims(fix: Fix) -> str:
 
 def _divergences(fix: Fix) -> str:
     return "; ".join(
-        f"{line}: " + ", ".join(d.id for d in declared)
+        f"{line}: " + ", ".join(d.name for d in declared)
         for line, declared in fix.divergences.items()
     )
 

@@ -238,8 +238,3 @@ def series_directory(path: Path | None = None) -> Path:
 @functools.cache
 def _load_cached(directory: str) -> Pins:
     return load(Path(directory))
-
-
-def current() -> Pins:
-    """Return the pins of the default series folder (read once per process)."""
-    return _load_cached(str(series_directory().resolve()))

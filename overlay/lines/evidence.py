@@ -69,10 +69,6 @@ class LineEvidence:
     corpus: str  # "fast" or "full"
     patches: tuple[PatchEvidence, ...]
 
-    def for_patch(self, name: str) -> PatchEvidence | None:
-        """Return the evidence of the patch file ``name`` (of the older line), if any."""
-        return next((p for p in self.patches if p.patch == name), None)
-
 
 def dumps(evidence: LineEvidence) -> str:
     """Return the TOML text of ``evidence`` (with a header saying where it came from)."""

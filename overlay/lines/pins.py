@@ -26,8 +26,6 @@ LOCKS_DIR = "locks"  # a line's locks: patches/<line>/locks/<wheel tag>.txt
 SERIES_FILE = "series"
 # Tables of patches/upstream.toml (shared by every line), refused in a line's pins.toml.
 SHARED_TABLES = ("matrix", "upstream", "torch")
-# The runtime packages of a ready venv, in install order.
-RUNTIME_PACKAGES = ("torch", "torchao", "tosa-tools", "ai-ml-sdk-model-converter")
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,6 @@ class Pins:
 
     source: Path
     executorch: Version
-    git_tag: str
     upstream_repo: str
     package_dir: str
     runtime: Mapping[str, str]  # distribution name -> exact version
@@ -277,7 +274,6 @@ def load(directory: Path) -> Pins:
     return Pins(
         source=source,
         executorch=version,
-        git_tag=_text(executorch, "git_tag", source),
         upstream_repo=_text(executorch, "upstream_repo", source),
         package_dir=_text(executorch, "package_dir", source),
         runtime=runtime,

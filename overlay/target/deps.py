@@ -13,12 +13,12 @@ command that installs it; nothing is written.
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from overlay.envs.venvs import installed_versions
 from overlay.errors import TargetError
 from overlay.target.locate import Target
 from overlay.text.series import Series
@@ -48,31 +48,21 @@ def required(series: Series) -> tuple[Requirement, ...]:
 
 
 def _spelled(requirement: Requirement) -> str:
-    extra = next(
-        (
-            e
-            for e in REQUIRED_EXTRAS
-            if requirement.marker and requirement.marker.evaluate({"extra": e})
-        ),
-        None,
-    )
-    text = f"{requirement.name}{requirement.specifier}"
-    return f"{text} (executorch[{extra}])" if extra and requirement.marker else text
+    marker, text = requirement.marker, f"{requirement.name}{requirement.specifier}"
+    extra = next((e for e in REQUIRED_EXTRAS if marker and marker.evaluate({"extra": e})), None)
+    return f"{text} (executorch[{extra}])" if extra else text
 
 
 def check(series: Series, target: Target) -> DepsCheck:
     """Refuse an environment missing a requirement of the patched tree (reads only)."""
     if not target.is_environment:
         return DepsCheck((), f"{target.root} is not an environment's site-packages")
-    installed: dict[str, str] = {}
-    for dist in importlib.metadata.distributions(path=[str(target.root)]):
-        name = dist.metadata["Name"]
-        if name:
-            installed[canonicalize_name(name)] = dist.version
+    installed = installed_versions(target.root)
     wanted, found, ok = [], [], []
     for requirement in required(series):
         have = installed.get(canonicalize_name(requirement.name))
-        if have is not None and requirement.specifier.contains(have, prereleases=True):
+        # "2.11.0 + 2.15.0": two copies of one distribution, which satisfies nothing
+        if have and " + " not in have and requirement.specifier.contains(have, prereleases=True):
             ok.append(str(requirement))
             continue
         wanted.append(_spelled(requirement))

@@ -239,31 +239,28 @@ def _stale_bytecode(changes: list[FileChange]) -> tuple[StaleBytecode, ...]:
         if not cache.is_dir():
             continue
         for pyc in sorted(cache.glob(f"{change.path.stem}.*.pyc")):
-            try:
-                source = importlib.util.source_from_cache(str(pyc))
-            except (ValueError, NotImplementedError):
-                continue
-            if Path(source) != change.path:
-                continue
-            refuse_symlink(pyc, str(change.path))
-            found.append(StaleBytecode(pyc, sha256_file(pyc)))
+            if _source_of(str(pyc)) == str(change.path):
+                refuse_symlink(pyc, str(change.path))
+                found.append(StaleBytecode(pyc, sha256_file(pyc)))
     return tuple(found)
+
+
+def _source_of(pyc: str) -> str | None:
+    """Return the source file a ``__pycache__/*.pyc`` path was compiled from (None: not one)."""
+    try:
+        return importlib.util.source_from_cache(pyc)
+    except (ValueError, NotImplementedError):
+        return None
 
 
 def _bytecode_rows(series: Series, record: frozenset[str]) -> set[str]:
     """Return the RECORD rows of bytecode compiled from a file the series patches."""
     sources = {series.pins.wheel_path(p) for p in series.targets()}
-    rows = set()
-    for path in record:
-        if "/__pycache__/" not in path or not path.endswith(".pyc"):
-            continue
-        try:
-            source = importlib.util.source_from_cache(path)
-        except (ValueError, NotImplementedError):
-            continue
-        if source in sources:
-            rows.add(path)
-    return rows
+    return {
+        p
+        for p in record
+        if "/__pycache__/" in p and p.endswith(".pyc") and _source_of(p) in sources
+    }
 
 
 def _plan_metadata(

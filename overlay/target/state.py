@@ -187,11 +187,6 @@ class Status:
     steps_done: int = 0
 
     @property
-    def metadata(self) -> MetadataState:
-        """Return what the dist-info says (stock, patched in place, patched wheel)."""
-        return self.record.state
-
-    @property
     def complete(self) -> bool:
         """Return True when files and dist-info both say: every fix of this series."""
         return self.problem() is None

@@ -4,8 +4,7 @@
 settles whatever an earlier run left unfinished, plans (:mod:`overlay.target.plan`: every
 check and every new byte before the first write) and hands the plan to
 :mod:`overlay.target.journal` as one transaction. :func:`preview` is the same plan without
-the lock or a write (`check`, `--dry-run`). A whole run is found, read and planned by
-:func:`find_target`, :func:`inspect` and :func:`plan`, named here for callers that drive one.
+the lock or a write (`check`, `--dry-run`).
 """
 
 from __future__ import annotations
@@ -20,27 +19,14 @@ from overlay import _mutex
 from overlay._hashing import sha256_bytes
 from overlay.dist.distinfo import METADATA
 from overlay.dist.provenance import is_whole
-from overlay.errors import BusyError, TargetError, UnfinishedRunError
+from overlay.errors import TargetError, UnfinishedRunError
 from overlay.target import journal
 from overlay.target.locate import Target, find_target
 from overlay.target.plan import Plan, plan
 from overlay.target.state import TreeState, inspect
 from overlay.text.series import Series
 
-__all__ = [
-    "LOCK_TIMEOUT_S",
-    "Plan",
-    "TreeState",
-    "apply",
-    "find_target",
-    "inspect",
-    "locked",
-    "plan",
-    "preview",
-]
-
 LOCK_TIMEOUT_S = 120.0
-STALE_STAGING = ".*.overlay-tmp"  # staging files older versions of this tool left beside files
 
 
 def _journal_changes(plan_: Plan) -> list[journal.Change]:
@@ -75,22 +61,17 @@ def _journal_changes(plan_: Plan) -> list[journal.Change]:
 def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the target's lock; raise BusyError if another run keeps it."""
     path = journal.lock_file(target.root)
-    try:
-        fd = _mutex.acquire(path, timeout=timeout)
-    except OSError as exc:
-        raise _lock_error(path, exc) from exc
-    if fd is None:
-        raise BusyError(
-            f"another overlay run holds the lock on {target.root}",
-            expected=f"the lock within {timeout:.0f} s",
-            found=f"{path} still held",
-            hint="wait for the other run to finish, then retry",
-        )
-    try:
+    with contextlib.ExitStack() as stack:
+        try:  # only taking the lock: an OSError of the block is the block's own
+            busy = f"another overlay run holds the lock on {target.root}"
+            hint = "wait for the other run to finish, then retry"
+            stack.enter_context(
+                _mutex.held(path, timeout=timeout, busy=busy, hint=hint, remove_folder=True)
+            )
+        except OSError as exc:
+            raise _lock_error(path, exc) from exc
         journal.hand_over(target.root)
         yield
-    finally:
-        _mutex.release(path, fd, remove_folder=True)
 
 
 def _lock_error(path: Path, exc: OSError) -> TargetError:
@@ -114,32 +95,14 @@ def _operation(reverse: bool) -> journal.Operation:
     return journal.Operation.REVERT if reverse else journal.Operation.APPLY
 
 
-def _settle(target: Target, series: Series, *, reverse: bool) -> journal.Recovery | None:
+def _settle(target: Target, *, reverse: bool) -> journal.Recovery | None:
     """Finish (same command) or undo (the other) an interrupted run; remove its leftovers."""
     wanted = _operation(reverse)
 
     def prefer(interrupted: journal.Operation) -> journal.Direction:
         return journal.Direction.FORWARD if interrupted is wanted else journal.Direction.BACK
 
-    recovery = journal.recover(target.root, prefer)
-    stale = _remove_stale_staging(series, target)
-    if not stale:
-        return recovery
-    if recovery is None:
-        return journal.Recovery(None, None, 0, "", 0, 0, (), stale)
-    return dataclasses.replace(recovery, removed=recovery.removed + stale)
-
-
-def _remove_stale_staging(series: Series, target: Target) -> tuple[str, ...]:
-    """Remove ``.NAME.*.overlay-tmp`` files an older version of this tool left when killed."""
-    folders = {target.file(p).parent for p in series.targets()}
-    removed = []
-    for folder in sorted(folders):
-        for path in sorted(folder.glob(STALE_STAGING)) if folder.is_dir() else ():
-            if path.is_file() and not path.is_symlink():
-                path.unlink()
-                removed.append(path.relative_to(target.root).as_posix())
-    return tuple(removed)
+    return journal.recover(target.root, prefer)
 
 
 def apply(
@@ -155,7 +118,7 @@ def apply(
     Re-running is a no-op success: files already in the wanted state are left alone.
     """
     with locked(target):
-        recovery = _settle(target, series, reverse=reverse)
+        recovery = _settle(target, reverse=reverse)
         current = target if target.is_current() else find_target(target.root)
         result = plan(series, current, reverse=reverse, fixes=fixes)
         named = () if is_whole(series, fixes) else tuple(p.name for p in series.of(result.chosen))

@@ -53,12 +53,6 @@ class Patch:
         return self.header["Description"].split("\n", 1)[0].strip()
 
     @property
-    def description_body(self) -> str:
-        """Return the long description (DEP-3 continuation lines), unfolded."""
-        lines = self.header["Description"].split("\n")[1:]
-        return "\n".join("" if line.strip() == "." else line for line in lines).strip()
-
-    @property
     def issues(self) -> tuple[int, ...]:
         """Return upstream issue numbers named by the Bug field."""
         return tuple(int(n) for n in _ISSUE_RE.findall(self.header.get("Bug", "")))

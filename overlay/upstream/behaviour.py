@@ -26,11 +26,8 @@ from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import DEFAULT_TIMEOUT_S, Options
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
     InitReply,
-    ItemId,
-    ItemKind,
     ItemResult,
     Numerics,
     PathId,
@@ -38,6 +35,7 @@ from overlay.equivalence.protocol import (
 )
 from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numerics_text, quality
 from overlay.fixes import Effect, Fix
+from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
 from overlay.upstream.verdicts import decide_patch
 

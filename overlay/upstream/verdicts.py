@@ -1,6 +1,7 @@
 """Every upstream verdict, decided in one pure module from the results in :mod:`results`.
 
-Five questions, each answered here and nowhere else:
+Size: longer than 500 lines on purpose: a verdict decided anywhere else (a gatherer, a
+renderer) is one a reader cannot find. Six questions, each answered here and nowhere else:
 
 - **text** (:func:`text_verdict`, :func:`text_action`): from its ``Applied-Upstream``
   header and how its text (or its port's) fares on a release, is a patch dropped, sent
@@ -17,6 +18,9 @@ Five questions, each answered here and nowhere else:
   whether the candidate can be promoted and what is sent upstream.
 - **canary** (:func:`next_step`): what to do with a patch, given everything the canary found
   on upstream main.
+- **sending** (:func:`submission_problems`, :func:`suite_changes`): what keeps a fix from
+  being sent upstream (the pre-push hook's rules, upstream's linters, ``git am`` and behaviour
+  on each base), and which of upstream's tests a line's patches break or fix.
 
 The gatherers (matrix, behaviour, upstream_tests, retarget, canary) only collect results
 and call these; the renderers only show what they return.

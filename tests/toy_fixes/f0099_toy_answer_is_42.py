@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.equivalence.protocol import CaseInfo
 from overlay.fixes.model import (
     Case,
     DiffOnly,
@@ -20,6 +19,7 @@ from overlay.fixes.model import (
     Trigger,
     UpstreamNote,
 )
+from overlay.items import CaseInfo
 
 REPO_PATH = "backends/toy/answer.py"
 

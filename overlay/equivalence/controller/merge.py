@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.controller.result_cache import Keys
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import PATHS, ItemId
+from overlay.equivalence.protocol import PATHS
 from overlay.equivalence.verdict import Verdict
 from overlay.errors import EquivalenceInputError
+from overlay.items import ItemId
 
 
 def _refuse(what: str, expected: str, found: str) -> EquivalenceInputError:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from overlay.equivalence.protocol import ItemId, PathId
+from overlay.equivalence.protocol import PathId
 from overlay.errors import EquivalenceInputError
+from overlay.items import ItemId
 
 DEFAULT_RUNTIME_PATCH = "overlay.runtime:apply_all"
 DEFAULT_TIMEOUT_S = 600.0
@@ -70,6 +71,7 @@ class RunChoices:
     attribute: bool = True
     keep_bytes: bool = False
     shard: Shard | None = None
+    require_executed: tuple[str, ...] = ()  # targets that must run ("tosa", "vgf"), or fail
 
     def recorded(self) -> RunChoices:
         """Return just these fields (an :class:`Options` without how this machine runs it)."""

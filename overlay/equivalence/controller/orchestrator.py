@@ -51,20 +51,17 @@ from overlay.equivalence.controller.scheduler import (
 )
 from overlay.equivalence.protocol import (
     PATHS,
-    CaseInfo,
     InitReply,
-    ItemId,
     ItemResult,
     ListReply,
     ListRequest,
     PathId,
-    ProbeInfo,
     RunRequest,
 )
 from overlay.equivalence.verdict import decide
 from overlay.equivalence.worker.envinfo import EnvInfo
 from overlay.errors import EquivalenceError, EquivalenceInputError
-from overlay.fixes import DECLARED_DIVERGENCES
+from overlay.items import CaseInfo, ItemId, ProbeInfo
 from overlay.lines import pins
 
 
@@ -258,6 +255,8 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
                 spare.close()
             raise
         prepared = time.perf_counter()
+        version = stock_version(envs)
+        rules = fixes.divergences(version or None)
         pool = Pool(
             plans,
             settings,
@@ -266,17 +265,20 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
             parallel=options.parallel,
             jobs=options.jobs,
             progress=progress,
+            rules=rules,
         )
         answers = pool.run(infos, spare)
-    version = stock_version(envs)
     verdicts = tuple(
         decide(
             item,
             info,
             {p: answers.results[p][item] for p in PATHS},
-            answers.attribution.get(item),
+            answers.attribution[PathId.STOCK].get(item),
+            rules,
+            bc_fix=answers.attribution[PathId.RUNTIME].get(item),
             version=version or None,
             attributed=options.attribute,
+            required=options.require_executed,
         )
         for item, info in infos.items()
     )
@@ -289,7 +291,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         options=options.recorded(),
         workers=workers,
         verdicts=verdicts,
-        declared=fixes.declared_divergences(version) if version else DECLARED_DIVERGENCES,
+        declared=rules,
         wall_seconds=ended - started,
         phase_seconds={
             "prepare (environments, cache keys, listing)": prepared - started,

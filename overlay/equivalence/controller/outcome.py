@@ -14,10 +14,11 @@ from pathlib import Path
 from overlay.equivalence.controller.options import RunChoices, Shard
 from overlay.equivalence.controller.result_cache import Keys
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import CaseInfo, InitReply, ItemId, PathId, Stage
+from overlay.equivalence.protocol import InitReply, PathId, Stage
 from overlay.equivalence.verdict import BC, Verdict
 from overlay.errors import EquivalenceError
-from overlay.fixes import DeclaredDivergence
+from overlay.fixes import Divergence
+from overlay.items import CaseInfo, ItemId
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Report:
     options: RunChoices
     workers: dict[PathId, WorkerInfo]
     verdicts: tuple[Verdict, ...]
-    declared: tuple[DeclaredDivergence, ...]
+    declared: tuple[Divergence, ...]  # the divergence rules of the run's line
     wall_seconds: float
     phase_seconds: dict[str, float]
     stats: dict[PathId, PathStats] = field(default_factory=dict)
@@ -115,6 +116,12 @@ def next_steps(report: Report) -> list[str]:
                 + "): raise --timeout, or run it alone with --case; a crashed worker's log is in"
                 " <out>/equivalence-logs"
             ] = None
+        if verdict.not_executed:
+            steps[
+                "a target --require-executed names did not run here: install what its reason"
+                " names (the Vulkan emulation: apt-get install mesa-vulkan-drivers), or run"
+                " without --require-executed"
+            ] = None
         if verdict.claim_problem:
             steps[
                 "a fix's claimed trigger did not reproduce: the overlay maintainers update the"
@@ -131,7 +138,7 @@ def failure_error(report: Report, written: Path) -> EquivalenceError | None:
         return None
     return EquivalenceError(
         f"{len(report.failures)} problem(s): undeclared divergences, findings, unfinished"
-        " items or unreproduced claims",
+        " items, unreproduced claims or targets that did not run",
         expected="(b) stock + runtime patch and (c) the diff-patched build agree, and every"
         " case is right on some path or declared expect_broken",
         found="\n".join(report.failures),

@@ -6,7 +6,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from overlay.equivalence.protocol import ItemId, PathId
+from overlay.equivalence.protocol import PathId
+from overlay.items import ItemId
 
 
 class EventKind(enum.StrEnum):

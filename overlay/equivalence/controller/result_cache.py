@@ -26,16 +26,15 @@ from overlay._files import write_text_atomic
 from overlay.codec import JsonValue
 from overlay.equivalence.protocol import (
     SCHEMA_VERSION,
-    CaseInfo,
     InitReply,
     ItemResult,
     ListReply,
     PathId,
-    ProbeInfo,
     ProtocolError,
     Stage,
     from_json,
 )
+from overlay.items import CaseInfo, ProbeInfo
 
 CACHE_SCHEMA = 1
 T = TypeVar("T")
@@ -74,8 +73,6 @@ class ResultCache:
     def __init__(self, root: Path, *, read: bool = True) -> None:
         self.root = root
         self.read = read
-        self.hits = 0
-        self.misses = 0
 
     def _file(self, digest: str) -> Path:
         return self.root / digest[:2] / f"{digest}.json"
@@ -83,7 +80,6 @@ class ResultCache:
     def get(self, digest: str, cls: type[T]) -> T | None:
         """Return the value stored under ``digest`` as a ``cls``, or None (miss)."""
         if not self.read:
-            self.misses += 1
             return None
         try:
             entry = codec.loads(CacheEntry, self._file(digest).read_text(encoding="utf-8"))
@@ -91,9 +87,7 @@ class ResultCache:
                 raise ValueError(f"entry header {entry.header}")
             value = from_json(cls, entry.value, "cache entry")
         except (OSError, ValueError, codec.CodecError, ProtocolError):
-            self.misses += 1
             return None
-        self.hits += 1
         return value
 
     def put(self, digest: str, value: object) -> None:

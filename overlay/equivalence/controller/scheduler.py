@@ -4,12 +4,16 @@ Each path has a queue of items and one or more slots (worker processes, see
 :mod:`.processes`) that take from it; a path whose results are all cached starts no
 worker. A path gets more than one slot only when there are spare CPUs and enough items to
 pay for another torch import (after one patch is edited, only (c) runs, on every CPU). As
-soon as (a) and (b) have both answered an item and differ, its attribution goes to the
-front of (a)'s queue, so it overlaps the other paths' work.
+soon as two neighbouring paths have both answered an item and differ, its attribution goes
+to the front of the first one's queue, so it overlaps the other paths' work.
 
-Attribution tries single runtime fixes on (a), the fixes the registry says the case
-triggers first, and stops at the first one that turns (a)'s result into (b)'s. Every
-result, single-fix runs included, is read from and written to the cache.
+Attribution runs the item with one of the line's runtime fixes at a time, each built on
+stock's function (:func:`overlay.runtime.swapped`), and stops at the first that makes the
+results agree: on (a), the fix that turns stock into (b); on (b), the fix whose line form,
+in place of the runtime patch's, turns (b) into (c) (where the user's patch and the diffs
+differ, this names the fix the difference comes from). Fixes the registry says the case
+triggers, or whose divergence rules hold on it, are tried first. Every result, single-fix
+runs included, is read from and written to the cache.
 """
 
 from __future__ import annotations
@@ -28,18 +32,16 @@ from overlay.equivalence.controller.progress import Event, EventKind, Progress, 
 from overlay.equivalence.controller.result_cache import RunCache
 from overlay.equivalence.protocol import (
     PATHS,
-    CaseInfo,
     InitReply,
-    ItemId,
-    ItemKind,
     ItemResult,
     ListReply,
     ListRequest,
     PathId,
-    ProbeInfo,
     RunRequest,
 )
-from overlay.equivalence.verdict import compare, needs_attribution
+from overlay.equivalence.verdict import compare, judged_targets, rule_holds
+from overlay.fixes import Divergence
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 from overlay.text.series import load_series
 
 MIN_ITEMS_PER_WORKER = 4.0  # another worker (a torch import) only for this many cases more
@@ -55,7 +57,7 @@ class PathStats:
     start_seconds: float = 0.0  # sum over its workers (torch/executorch imports, init)
     ran: int = 0  # items run
     cached: int = 0  # items answered by the cache
-    attribution_runs: int = 0  # single-fix runs made for attribution (path (a) only)
+    attribution_runs: int = 0  # single-fix runs made for attribution (paths (a) and (b))
     attribution_cached: int = 0  # single-fix results answered by the cache
     busy_seconds: float = 0.0  # sum of the items' own run times (attribution included)
 
@@ -65,7 +67,8 @@ class Answers:
     """Every path's result of every item, the attributions and the statistics."""
 
     results: Mapping[PathId, Mapping[ItemId, ItemResult]]
-    attribution: Mapping[ItemId, int | None]
+    # by the path the single-fix runs were made on: (a) for (a)/(b), (b) for (b)/(c)
+    attribution: Mapping[PathId, Mapping[ItemId, int | None]]
     stats: Mapping[PathId, PathStats]
     inits: Mapping[PathId, InitReply | None]
 
@@ -76,8 +79,9 @@ class _Task:
     attribution: bool = False
 
 
-def candidates(item: ItemId, carried: Sequence[int]) -> list[int]:
-    """Return the fixes of the run's line to try for an item's attribution, claimed first.
+def candidates(item: ItemId, carried: Sequence[int], first: Sequence[int] = ()) -> list[int]:
+    """Return the fixes of the run's line to try for an item's attribution, ``first`` first,
+    then those claimed for it.
 
     Example: a case fixes 3 and 5 claim, on a line that carries fixes 1, 3 and 7.
     Becomes: ``[3, 1, 7]``: the claimed fix first; fix 5 is not the line's, so not tried.
@@ -85,7 +89,14 @@ def candidates(item: ItemId, carried: Sequence[int]) -> list[int]:
     claimed = (
         [f.number for f, _ in fixes.triggers_of(item.name)] if item.kind is ItemKind.CASE else []
     )
-    return [n for n in dict.fromkeys([*claimed, *carried]) if n in carried]
+    return [n for n in dict.fromkeys([*first, *claimed, *carried]) if n in carried]
+
+
+def ruled(info: Info, b: ItemResult, c: ItemResult, rules: Sequence[Divergence]) -> list[int]:
+    """Return the fixes whose divergence rules hold on an item's (b) and (c) results."""
+    results = {PathId.RUNTIME: b, PathId.PATCHED: c}
+    targets = judged_targets(info, results)
+    return [r.fix for r in rules if rule_holds(r, info, results, targets)]
 
 
 def carried_fixes(patches_dir: Path) -> tuple[int, ...]:
@@ -152,11 +163,13 @@ class _Board:
     results: dict[PathId, dict[ItemId, ItemResult]] = field(
         default_factory=lambda: {p: {} for p in PATHS}
     )
-    attribution: dict[ItemId, int | None] = field(default_factory=dict)
+    attribution: dict[PathId, dict[ItemId, int | None]] = field(
+        default_factory=lambda: {PathId.STOCK: {}, PathId.RUNTIME: {}}
+    )
     counts: dict[PathId, PathStats] = field(default_factory=lambda: {p: PathStats() for p in PATHS})
     queues: dict[PathId, deque[_Task]] = field(default_factory=lambda: {p: deque() for p in PATHS})
     open: dict[PathId, int] = field(default_factory=lambda: dict.fromkeys(PATHS, 0))
-    judged: set[ItemId] = field(default_factory=set)  # items whose attribution was decided
+    judged: set[tuple[PathId, ItemId]] = field(default_factory=set)  # attributions decided
     failure: BaseException | None = None
 
     def count(self, path: PathId, **more: float) -> None:
@@ -168,8 +181,9 @@ class _Board:
         """Return True when no task is queued for ``path`` and none can come (lock held)."""
         if self.queues[path]:
             return False
-        if path is PathId.STOCK and self.attribute:
-            return self.open[PathId.STOCK] == 0 and self.open[PathId.RUNTIME] == 0
+        if path is not PathId.PATCHED and self.attribute:  # the next path's results can
+            following = PATHS[PATHS.index(path) + 1]  # still ask for attribution runs here
+            return self.open[path] == 0 and self.open[following] == 0
         return True
 
     def next(self, path: PathId) -> _Task | None:
@@ -212,8 +226,10 @@ class Pool:
         parallel: bool = True,
         jobs: int = 0,
         progress: Progress = no_progress,
+        rules: Sequence[Divergence] = (),
     ) -> None:
         self.plans, self.settings, self.cache = plans, settings, cache
+        self.rules = rules  # the line's divergence rules: their fixes are tried first
         self.attribute, self.parallel, self.progress = attribute, parallel, progress
         self.jobs = jobs  # worker processes to aim for; 0: one per CPU
         self.board = _Board(attribute)
@@ -265,6 +281,8 @@ class Pool:
             needed.add(PathId.STOCK)  # (b)'s new results may need attribution runs on (a)
         jobs = self.jobs or os.cpu_count() or 1
         counts = slot_counts(_weights(queues), needed, jobs if self.parallel else 1)
+        if self.attribute and queues[PathId.PATCHED] and not counts[PathId.RUNTIME]:
+            counts[PathId.RUNTIME] = 1  # on standby: it starts a worker only if (b)/(c) differ
         slots = [Slot(self.plans[p], self.settings, i) for p in PATHS for i in range(counts[p])]
         if spare is not None and counts[PathId.STOCK]:
             slots[0] = spare  # (a) comes first
@@ -273,8 +291,9 @@ class Pool:
 
     def _drive(self, slots: list[Slot]) -> None:
         if not self.parallel:
-            # (a) last: every (b) result is known by then, so its attribution needs no wait.
-            for path in (PathId.RUNTIME, PathId.PATCHED, PathId.STOCK):
+            # Backwards: every result of the next path is known by then, so an attribution
+            # never waits for a path that has not run.
+            for path in reversed(PATHS):
                 for slot in (s for s in slots if s.plan.path is path):
                     self._serve(slot, slots)
             return
@@ -293,7 +312,7 @@ class Pool:
                 if slot.worker is None:
                     self._start(slot)
                 if task.attribution:
-                    self._attribute(task.item, slot)
+                    self._attribute(task.item, slot.plan.path, slot)
                 else:
                     self._run(slot, task.item)
         except BaseException as exc:
@@ -332,48 +351,53 @@ class Pool:
             board.cond.notify_all()
 
     def _after(self, item: ItemId) -> None:
-        """Attribute an item from the cache once (a) and (b) are known and differ, or queue
-        the single-fix runs it needs (lock held)."""
+        """Attribute an item from the cache once two neighbouring paths are known and differ,
+        or queue the single-fix runs it needs (lock held)."""
         board = self.board
-        a, b = board.results[PathId.STOCK].get(item), board.results[PathId.RUNTIME].get(item)
-        if not self.attribute or a is None or b is None or item in board.judged:
-            return
-        board.judged.add(item)
-        if needs_attribution({PathId.STOCK: a, PathId.RUNTIME: b}) and not self._attribute(item):
-            board.queues[PathId.STOCK].appendleft(_Task(item, attribution=True))
+        for path in (PathId.STOCK, PathId.RUNTIME):
+            following = PATHS[PATHS.index(path) + 1]
+            x, y = board.results[path].get(item), board.results[following].get(item)
+            if not self.attribute or x is None or y is None or (path, item) in board.judged:
+                continue
+            board.judged.add((path, item))
+            if compare(x, y) and not self._attribute(item, path):
+                board.queues[path].appendleft(_Task(item, attribution=True))
 
-    def _attribute(self, item: ItemId, slot: Slot | None = None) -> bool:
-        """Try single fixes on (a) until one gives (b)'s result, running what is not cached.
-
-        Without a slot only the cache is read (lock held): False when a run is needed.
-        """
+    def _attribute(self, item: ItemId, path: PathId, slot: Slot | None = None) -> bool:
+        """Try single fixes on ``path`` until one gives the next path's result, running what
+        is not cached. Without a slot only the cache is read (lock held): False when a run
+        is needed."""
         board, info = self.board, self.infos[item]
-        target = board.results[PathId.RUNTIME][item]
+        following = PATHS[PATHS.index(path) + 1]
+        target = board.results[following][item]
+        first: list[int] = []
+        if path is PathId.RUNTIME:
+            first = ruled(info, board.results[path][item], target, self.rules)
         found: int | None = None
-        for number in candidates(item, self.carried):
-            single = self.cache.result(PathId.STOCK, info, (number,))
+        for number in candidates(item, self.carried, first):
+            single = self.cache.result(path, info, (number,))
             if single is None and slot is None:
                 return False
             if single is None and slot is not None:
                 single = self._single(slot, item, number)
             elif slot is None:
-                board.count(PathId.STOCK, attribution_cached=1)
+                board.count(path, attribution_cached=1)
             if single is not None and not compare(single, target):
                 found = number
                 break
         with board.cond:
-            board.attribution[item] = found
+            board.attribution[path][item] = found
             board.cond.notify_all()
         return True
 
     def _single(self, slot: Slot, item: ItemId, number: int) -> ItemResult:
-        """Run an item on (a) with one runtime fix (an attribution run)."""
-        board = self.board
+        """Run an item on the slot's path with one runtime fix (an attribution run)."""
+        board, path = self.board, slot.plan.path
         with board.cond:
-            self.progress(Event(EventKind.MORE, PathId.STOCK, item))
-            self.progress(Event(EventKind.RUN, PathId.STOCK, item))
+            self.progress(Event(EventKind.MORE, path, item))
+            self.progress(Event(EventKind.RUN, path, item))
         single = self._execute(slot, item, (number,))
         with board.cond:
-            board.count(PathId.STOCK, attribution_runs=1, busy_seconds=single.seconds)
-            self.progress(Event(EventKind.DONE, PathId.STOCK, item))
+            board.count(path, attribution_runs=1, busy_seconds=single.seconds)
+            self.progress(Event(EventKind.DONE, path, item))
         return single

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from overlay import fixes
-from overlay.equivalence.protocol import CaseInfo, ProbeInfo
 from overlay.errors import EquivalenceInputError
 from overlay.fixes.model import Case
+from overlay.items import CaseInfo, ProbeInfo
 
 SEED = 20261202
 # The grid-warp family: every grid_sample mode x padding the VGF shader lowers, on both

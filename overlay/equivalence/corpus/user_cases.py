@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay.equivalence import corpus
-from overlay.equivalence.protocol import CaseInfo
+from overlay.items import CaseInfo
 
 SPEC_RE = re.compile(r"^TOSA-1\.0(\+(INT|FP|int16|int4|bf16|fp8|u55|u85|cf))+$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")

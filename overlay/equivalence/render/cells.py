@@ -12,20 +12,28 @@ from collections.abc import Sequence
 from overlay import fixes
 from overlay.equivalence.protocol import (
     PATHS,
-    CaseInfo,
     ErrorInfo,
     EthosUResult,
-    ItemId,
-    ItemKind,
     ItemResult,
     Numerics,
     PathId,
     Payload,
-    ProbeInfo,
     Stage,
     TargetState,
 )
-from overlay.equivalence.verdict import AB, BC, Verdict, fractions, sqnr_text, tolerance, worst
+from overlay.equivalence.verdict import (
+    AB,
+    BC,
+    TOSA,
+    VGF,
+    Quality,
+    Verdict,
+    fractions,
+    sqnr_text,
+    tolerance,
+    worst,
+)
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 HEADER = ["item", "a", "b", "c", "err(c)", "a vs b", "b vs c"]
 
@@ -48,14 +56,23 @@ LEGEND = (
     (
         "a vs b",
         "what the fixes change against stock: same, fixed, changed (both right),"
-        " regression, broken (still wrong); #N: the one patch that alone causes it,"
-        " #?: no single patch",
+        " regression, broken (still wrong), unchecked (stock fails, patched lowers, its"
+        " numbers not executed here); #N: the one patch that alone causes it, #?: no single"
+        " patch",
     ),
     (
         "b vs c",
-        "agree; declared (a known difference, listed below); improved: (c) right where (b) is"
-        " not, declared (the runtime patch lacks a fix the diffs carry); UNDECLARED or"
-        " INCOMPLETE fail the run",
+        "agree; declared (fix N: rule): the same fix written differently, as fix N's rule"
+        " (listed below) declares; improved (fix N: rule): (c) right where (b) fails or is"
+        " wrong, as declared (the runtime patch lacks a fix the diffs carry); UNDECLARED #N:"
+        " the line's form of fix N, in place of the runtime patch's, makes (b) agree with"
+        " (c); UNDECLARED or INCOMPLETE fail the run",
+    ),
+    (
+        "right",
+        "said only of a target that ran and was compared (TOSA reference model, VGF on the"
+        " emulation layer); lowered: not executed here (why: at the top); compiled: an"
+        " Ethos-U command stream, never executed here",
     ),
 )
 
@@ -123,10 +140,15 @@ def ab_cell(verdict: Verdict) -> str:
 
 
 def bc_cell(verdict: Verdict) -> str:
-    """Return the (b) vs (c) cell."""
-    if verdict.bc in (BC.AGREE, BC.DECLARED, BC.IMPROVED):
+    """Return the (b) vs (c) cell: the verdict, the rule that declares it or the fix it is.
+
+    A rule that matched is its fix's (when the difference was attributed, to that fix).
+    """
+    if verdict.rule is not None:
+        return f"{verdict.bc.value} (fix {verdict.rule.fix}: {verdict.rule.name})"
+    if verdict.bc is BC.AGREE:
         return verdict.bc.value
-    return verdict.bc.value.upper()
+    return verdict.bc.value.upper() + (f" #{verdict.bc_fix}" if verdict.bc_fix else "")
 
 
 def ab_text(verdict: Verdict) -> str:
@@ -140,6 +162,8 @@ def ab_text(verdict: Verdict) -> str:
         return f"fixed by {cause}"
     if verdict.ab is AB.STILL_BROKEN:
         return f"still broken, changed by {cause}"
+    if verdict.ab is AB.UNCHECKED:
+        return f"lowers where stock fails, by {cause}; its numbers not checked here"
     return f"changed by {cause}"
 
 
@@ -147,13 +171,31 @@ def bc_text(verdict: Verdict) -> str:
     """Return the (b) vs (c) verdict as words."""
     if verdict.bc is BC.AGREE:
         return "agree"
-    if verdict.bc is BC.DECLARED:
-        return f"declared: {verdict.declared}"
-    if verdict.bc is BC.IMPROVED:
-        return f"improved (declared): {verdict.declared}"
     if verdict.bc is BC.INCOMPLETE:
         return "INCOMPLETE"
-    return "UNDECLARED: " + ", ".join(d.value for d in verdict.bc_diffs)
+    cause = f", from fix {verdict.bc_fix}" if verdict.bc_fix is not None else ""
+    if verdict.rule is not None:
+        return bc_cell(verdict) + cause
+    return "UNDECLARED: " + ", ".join(d.value for d in verdict.bc_diffs) + cause
+
+
+def quality_word(verdict: Verdict, path: PathId, target: str) -> str:
+    """Return a target's word on one path: right, wrong, failed, lowered, compiled, '-'."""
+    found = verdict.targets.get(path, {}).get(target)
+    return "-" if found is None else found.value
+
+
+def targets_text(verdict: Verdict) -> str:
+    """Return every path's targets with their words, e.g. '(a) tosa right, vgf lowered'."""
+    return "; ".join(
+        f"({path.value}) "
+        + ", ".join(
+            f"{t} {q.value}" + (" (not executed)" if q is Quality.LOWERED else "")
+            for t, q in verdict.targets[path].items()
+        )
+        for path in PATHS
+        if verdict.targets.get(path)
+    )
 
 
 def spec_text(info: CaseInfo | ProbeInfo) -> str:
@@ -172,7 +214,7 @@ def interest(verdict: Verdict) -> int:
     """Return the row group: 0 problems, 1 differs from stock, 2 the rest."""
     if verdict.failures:
         return 0
-    return 1 if verdict.ab is not AB.SAME or verdict.bc in (BC.DECLARED, BC.IMPROVED) else 2
+    return 1 if verdict.ab is not AB.SAME or verdict.rule is not None else 2
 
 
 def patch_name(number: int | None) -> str:
@@ -192,17 +234,31 @@ def vgf_bytes(result: ItemResult) -> str:
 
 # --- per target: TOSA and executed VGF numbers per path, Ethos-U ----------------------------
 
-NUMERICS_HEADER = ["path", "TOSA s", "err", "SQNR dB", "VGF s", "run s", "err", "SQNR dB"]
+NUMERICS_HEADER = [
+    "path",
+    "TOSA s",
+    "TOSA",
+    "err",
+    "SQNR dB",
+    "VGF s",
+    "run s",
+    "VGF",
+    "err",
+    "SQNR dB",
+]
 
 NUMERICS_NOTE = (
-    "err: the largest output error against the fake-quantised reference, in % of that"
-    " output's range; SQNR: the lowest output's, in dB; TOSA s / VGF s: lowering time,"
-    " run s: running the VGF program on the emulation layer"
+    "TOSA, VGF: right or wrong where the program ran (the TOSA reference model, the VGF"
+    " program on the emulation layer), lowered where it was not executed, failed where the"
+    " lowering raised; err: the largest output error against the fake-quantised reference,"
+    " in % of that output's range; SQNR: the lowest output's, in dB; TOSA s / VGF s:"
+    " lowering time, run s: running the VGF program on the emulation layer"
 )
 
 ETHOSU_HEADER = [
     "target",
     "paths",
+    "outcome",
     "stream KiB",
     "cycles",
     "NPU cycles",
@@ -212,8 +268,9 @@ ETHOSU_HEADER = [
 ]
 
 ETHOSU_NOTE = (
-    "paths with the same outcome share a row; stream: the Vela command streams' size;"
-    " cycles and memory: Vela's estimates; CPU ops: ops left outside the delegates"
+    "paths with the same outcome share a row; compiled: Vela compiled the command streams,"
+    " which nothing executes here (never right or wrong); stream: their size; cycles and"
+    " memory: Vela's estimates; CPU ops: ops left outside the delegates"
 )
 
 Row = tuple[list[str], str]  # the cells, and a note printed under them ("" for none)
@@ -247,21 +304,22 @@ def numerics_rows(verdict: Verdict, *, short: bool = True) -> list[list[str]]:
     for path in PATHS:
         result = verdict.results[path]
         vgf = result.vgf
+        vgf_word = quality_word(verdict, path, VGF)
         if vgf is None or vgf.state is TargetState.SKIPPED:
-            vgf_cells = ["-", "-", "-", "-"]
+            vgf_cells = ["-", "-", "-", "-", "-"]
         elif vgf.state is TargetState.FAILED:
-            vgf_cells = [_fail(vgf.error, short), "-", "-", "-"]
-        elif vgf.numerics is None and vgf.numerics_error is None:
-            vgf_cells = [seconds_cell(vgf.lower_seconds), "-", "not run", "-"]
+            vgf_cells = [_fail(vgf.error, short), "-", vgf_word, "-", "-"]
         else:
             vgf_cells = [
                 seconds_cell(vgf.lower_seconds),
                 seconds_cell(vgf.run_seconds),
+                vgf_word,
                 *numbers_cells(vgf.numerics, vgf.numerics_error, short),
             ]
         lowered = seconds_cell(result.lower_seconds) if result.ok else _fail(result.error, short)
         tosa = numbers_cells(result.numerics, result.numerics_error, short)
-        rows.append([f"({path.value})", lowered, *tosa, *vgf_cells])
+        word = quality_word(verdict, path, TOSA)
+        rows.append([f"({path.value})", lowered, word, *tosa, *vgf_cells])
     return rows
 
 
@@ -290,6 +348,7 @@ def ethos_row(paths: str, result: EthosUResult) -> Row:
     return [
         result.target,
         paths,
+        Quality.COMPILED.value,
         f"{sum(p.size for p in result.payloads) / 1024:.1f}" if result.payloads else "none",
         str(sum(e.cycles_total for e in est)),
         str(sum(e.cycles_npu for e in est)),

@@ -24,14 +24,7 @@ from overlay.equivalence.controller.options import RunChoices, Shard
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.controller.result_cache import Keys
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import (
-    CaseInfo,
-    ItemId,
-    ItemKind,
-    ItemResult,
-    PathId,
-    ProbeInfo,
-)
+from overlay.equivalence.protocol import ItemResult, PathId
 from overlay.equivalence.verdict import (
     AB,
     BC,
@@ -42,9 +35,10 @@ from overlay.equivalence.verdict import (
     decide,
 )
 from overlay.errors import EquivalenceInputError
-from overlay.fixes import DeclaredDivergence
+from overlay.fixes import Divergence
+from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
-REPORT_SCHEMA: Final = 4  # 4: a typed document (shards as objects); 3: targets, findings
+REPORT_SCHEMA: Final = 5  # 5: divergence rules, (b)/(c) attribution; 4: a typed document
 TOOL: Final = "executorch-arm-overlay"
 
 
@@ -77,10 +71,12 @@ class StockVsRuntime:
 
 @dataclass(frozen=True)
 class RuntimeVsPatched:
-    """(b) stock + runtime patch vs (c) the diff-patched build."""
+    """(b) stock + runtime patch vs (c) the diff-patched build: the rule that declares the
+    difference, and the fix whose line form in place of the runtime patch's removes it."""
 
     verdict: BC
-    declared: str | None
+    rule: str | None
+    fix: int | None
     differs_in: tuple[Observation, ...]
 
 
@@ -94,7 +90,6 @@ class ItemRecord:
     info: CaseInfo | ProbeInfo
     a_vs_b: StockVsRuntime
     b_vs_c: RuntimeVsPatched
-    quality: dict[str, Quality]
     targets: dict[str, dict[str, Quality]]
     findings: tuple[Finding, ...]
     expectation_problem: str | None
@@ -106,7 +101,7 @@ class ItemRecord:
 class ReportDocument:
     """An equivalence report of executorch-arm-overlay: verdict first, every path's results."""
 
-    schema: Literal[4]  # REPORT_SCHEMA
+    schema: Literal[5]  # REPORT_SCHEMA
     tool: Tool
     created: str  # ISO 8601, UTC
     verdict: Literal["pass", "fail"]
@@ -120,7 +115,7 @@ class ReportDocument:
     options: RunChoices
     workers: dict[str, WorkerInfo]  # by path: a, b, c
     stats: dict[str, PathStats]
-    declared_divergences: tuple[DeclaredDivergence, ...]
+    declared_divergences: tuple[Divergence, ...]
     wall_seconds: float
     phase_seconds: dict[str, float]
     items: tuple[ItemRecord, ...]
@@ -133,8 +128,12 @@ def _record(verdict: Verdict) -> ItemRecord:
         name=verdict.item.name,
         info=verdict.info,
         a_vs_b=StockVsRuntime(verdict.ab, verdict.fix, verdict.ab_diffs),
-        b_vs_c=RuntimeVsPatched(verdict.bc, verdict.declared, verdict.bc_diffs),
-        quality={p.value: q for p, q in verdict.quality.items()},
+        b_vs_c=RuntimeVsPatched(
+            verdict.bc,
+            verdict.rule.name if verdict.rule else None,
+            verdict.bc_fix,
+            verdict.bc_diffs,
+        ),
         targets={p.value: dict(judged) for p, judged in verdict.targets.items()},
         findings=verdict.findings,
         expectation_problem=verdict.expectation_problem,
@@ -193,7 +192,9 @@ def from_document(document: ReportDocument) -> Report:
             record.info,
             {PathId(p): r for p, r in record.results.items()},
             record.a_vs_b.fix,
+            bc_fix=record.b_vs_c.fix,
             version=version,
+            required=document.options.require_executed,
         )
         for record in document.items
     )

@@ -28,7 +28,7 @@ import overlay
 from overlay import codec
 from overlay.codec import JsonValue
 from overlay.equivalence.controller.outcome import Report
-from overlay.equivalence.protocol import PATHS, CaseInfo, ItemResult, PathId, ProbeInfo
+from overlay.equivalence.protocol import PATHS, ItemResult, PathId
 from overlay.equivalence.render.cells import (
     ETHOSU_HEADER,
     ETHOSU_NOTE,
@@ -56,9 +56,9 @@ from overlay.equivalence.render.sections import (
     headline,
     ordered,
     path_lines,
-    vgf_line,
 )
-from overlay.equivalence.verdict import AB, BC, Observation, Quality, Verdict, tolerance
+from overlay.equivalence.verdict import AB, BAD, BC, Observation, Verdict, tolerance
+from overlay.items import CaseInfo, ProbeInfo
 
 CONTEXT = 2  # equal graph rows kept around a change; longer equal runs are folded
 ROW = 22
@@ -390,7 +390,7 @@ def _section(verdict: Verdict) -> list[str]:
         titles = ("(b) stock + runtime patch", "(c) diff-patched build")
         out.append(graph_svg(b.graph, c.graph, titles, (_note(b), _note(c))))
     numbers_differ = Observation.NUMERICS in (*verdict.ab_diffs, *verdict.bc_diffs)
-    wrong = any(q is not Quality.RIGHT for q in verdict.quality.values())
+    wrong = any(q in BAD for judged in verdict.targets.values() for q in judged.values())
     numbered = isinstance(verdict.info, CaseInfo) and any(r.numerics for r in (a, b, c))
     if numbered and (numbers_differ or wrong):
         out.append(error_svg(verdict))
@@ -487,5 +487,5 @@ def render_html(report: Report) -> str:
     body.extend(f"<li>{escape(text)}</li>" for text in declared_lines(report))
     body.append("</ul><h2>Paths</h2><ul>")
     body.extend(f"<li>{escape(text)}</li>" for text in path_lines(report))
-    body.append(f'</ul><p class="muted">{escape(vgf_line(report))}</p></body></html>')
+    body.append("</ul></body></html>")
     return "\n".join(body) + "\n"

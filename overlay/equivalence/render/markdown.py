@@ -29,7 +29,6 @@ from overlay.equivalence.render.sections import (
     ordered,
     path_lines,
     table_rows,
-    vgf_line,
 )
 
 
@@ -83,5 +82,5 @@ def render_markdown(report: Report) -> str:
     out.extend(f"- {markdown_cell(text)}" for text in declared_lines(report))
     out += ["", "## Paths", ""]
     out.extend(f"- {markdown_cell(text)}" for text in path_lines(report))
-    out += ["", f"{vgf_line(report)}  ", f"wall time {report.wall_seconds:.1f} s"]
+    out += ["", f"wall time {report.wall_seconds:.1f} s"]
     return "\n".join(out) + "\n"

@@ -13,10 +13,11 @@ from collections import Counter
 
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import PATHS, CaseInfo, ItemKind, PathId, TargetState
+from overlay.equivalence.protocol import PATHS, TargetState
 from overlay.equivalence.render.cells import (
     ab_cell,
     bc_cell,
+    bc_text,
     error_cell,
     failure_text,
     interest,
@@ -25,9 +26,21 @@ from overlay.equivalence.render.cells import (
     patch_name,
     status_code,
     status_text,
+    targets_text,
     vgf_bytes,
 )
-from overlay.equivalence.verdict import AB, BC, Observation, Verdict, expected_broken
+from overlay.equivalence.verdict import (
+    AB,
+    BC,
+    TOSA,
+    VGF,
+    Observation,
+    Quality,
+    Verdict,
+    expected_broken,
+    not_run_reason,
+)
+from overlay.items import CaseInfo, ItemKind
 
 WIDTH = 100  # the text report fits this many columns
 
@@ -74,44 +87,46 @@ def headline(report: Report) -> list[str]:
         for failure in failures:
             lines.extend(wrapped("  - ", failure, 4))
     else:
-        declared = f" ({bc['declared']} declared difference)" if bc["declared"] else ""
+        declared = bc["declared"] + bc["improved"]
+        noted = f" ({declared} declared difference(s))" if declared else ""
         lines = [
             f"PASS: (b) stock + runtime patch and (c) the diff-patched build agree on"
-            f" all {items} items{declared}"
+            f" all {items} items{noted}"
         ]
-    order = [AB.FIXED, AB.CHANGED, AB.REGRESSION, AB.STILL_BROKEN, AB.SAME]
+    order = [AB.FIXED, AB.CHANGED, AB.REGRESSION, AB.STILL_BROKEN, AB.UNCHECKED, AB.SAME]
     lines.append("vs stock (a): " + ", ".join(f"{ab[a.value]} {a.value}" for a in order))
     part = ""
     if report.shards:
         part = f"shard(s) {', '.join(str(s) for s in report.shards)} of"
         part = f"{part} {len(report.selection)} selected items; "
     lines.append(f"{part}{cache_line(report)}; {report.wall_seconds:.1f} s")
-    return lines
+    return lines + not_executed_lines(report)
 
 
-def vgf_line(report: Report) -> str:
-    """Say on how many cases VGF payloads were compared, and why the others were not."""
-    compared, failed, executed = 0, 0, 0
-    skipped: set[str] = set()
-    not_run: set[str] = set()
+def not_executed_lines(report: Report) -> list[str]:
+    """Say once what could not run here, on how many cases, and how to make it run.
+
+    Example: a run without Mesa's lavapipe.
+    Becomes: "VGF lowered, not executed here (5 cases): not installed: lavapipe (apt-get
+    install mesa-vulkan-drivers); nothing is called right or wrong there".
+    """
+    found: dict[tuple[str, str], set[str]] = {}
     for verdict in report.verdicts:
-        vgf = verdict.results[PathId.PATCHED].vgf
-        if vgf is None:
-            continue
-        if vgf.state is TargetState.COMPARED:
-            compared += 1
-            if vgf.numerics is not None or vgf.numerics_error is not None:
-                executed += 1
-            elif vgf.run_reason:
-                not_run.add(vgf.run_reason)
-        elif vgf.state is TargetState.FAILED:
-            failed += 1
-        else:
-            skipped.add(vgf.reason)
-    text = f"VGF: payloads compared on {compared} case(s), lowering failed on {failed}"
-    text += f", executed on {executed}"
-    text += f" (not run: {'; '.join(sorted(not_run))})" if not_run else ""
-    return text + (f"; skipped: {'; '.join(sorted(skipped))}" if skipped else "")
+        for path, judged in verdict.targets.items():
+            result = verdict.results[path]
+            vgf = result.vgf
+            if vgf is not None and vgf.state is TargetState.SKIPPED:
+                found.setdefault(("VGF not lowered", vgf.reason), set()).add(verdict.item.name)
+            for target, quality in judged.items():
+                if quality in (Quality.LOWERED, Quality.COMPILED):
+                    name = {TOSA: "TOSA", VGF: "VGF"}.get(target, "Ethos-U")
+                    what = f"{name} {quality.value}, not executed here"
+                    reason = not_run_reason(result, target) or "no reason given"
+                    found.setdefault((what, reason), set()).add(verdict.item.name)
+    return [
+        f"{what} ({len(cases)} case(s)): {reason}; nothing is called right or wrong there"
+        for (what, reason), cases in sorted(found.items())
+    ]
 
 
 def path_lines(report: Report) -> list[str]:
@@ -131,13 +146,16 @@ def path_lines(report: Report) -> list[str]:
 
 
 def declared_lines(report: Report) -> list[str]:
-    """Return each declared divergence, observed or not, with its reason."""
-    seen = {v.declared for v in report.verdicts if v.declared}
-    return [
-        f"{d.id} [{d.item}] ({'observed' if d.id in seen else 'not observed in this run'}):"
-        f" {d.reason}"
-        for d in report.declared
-    ]
+    """Return each divergence rule of the line: its fix, condition, what it matched, why."""
+    lines = []
+    for rule in report.declared:
+        matched = [v.item.name for v in report.verdicts if v.rule == rule]
+        seen = f"matched {', '.join(matched)}" if matched else "matched nothing in this run"
+        lines.append(
+            f"fix {rule.fix}: {rule.name} ({rule.direction.value} where {rule.condition};"
+            f" {seen}): {rule.reason}"
+        )
+    return lines
 
 
 def graph_changes(before: tuple[str, ...], after: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -170,11 +188,23 @@ def detail_lines(verdict: Verdict) -> list[str]:
             lines.append(f"stock: {json.dumps(a.value)}")
             lines.append(f"patched: {json.dumps(b.value)}")
     if verdict.bc is not BC.AGREE:
-        lines.append(f"(b) vs (c) differ in: {', '.join(d.value for d in verdict.bc_diffs)}")
+        diffs = ", ".join(d.value for d in verdict.bc_diffs)
+        lines.append(f"(b) vs (c): {bc_text(verdict)}; differ in: {diffs}")
+        if verdict.bc_fix is not None:
+            lines.append(
+                f"the line's runtime form of fix {verdict.bc_fix}, in place of the runtime"
+                " patch's, makes (b) agree with (c): the difference comes from that fix"
+            )
+        if verdict.rule is not None:
+            lines.append(f"declared: {verdict.rule.reason}")
         lines.append(f"(b): {status_text(b, limit=400)}")
         lines.append(f"(c): {status_text(c, limit=400)}")
+    if verdict.ab is not AB.SAME or verdict.bc is not BC.AGREE:
+        lines.append(f"targets: {targets_text(verdict)}")
     if verdict.claim_problem:
         lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
+    if verdict.unchecked:
+        lines.append(f"NOT CHECKED HERE: {verdict.unchecked}")
     if Observation.VGF_NUMERICS in verdict.ab_diffs + verdict.bc_diffs:
         lines.append("executed VGF outputs differ between paths")
     if verdict.expectation_problem:

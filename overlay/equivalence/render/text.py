@@ -35,7 +35,6 @@ from overlay.equivalence.render.sections import (
     ordered,
     path_lines,
     table_rows,
-    vgf_line,
     wrapped,
 )
 
@@ -101,7 +100,8 @@ def target_sections_text(report: Report) -> list[str]:
 
 def render_table(report: Report) -> str:
     """Return the text report: verdict, table, legend, details, declared, paths."""
-    out = [*headline(report), "", *fitted_table(table_rows(report)), "", *legend_lines()]
+    out = [line for text in headline(report) for line in wrapped("", text, 2)]
+    out += ["", *fitted_table(table_rows(report)), "", *legend_lines()]
     details = [(v, detail_lines(v)) for v in ordered(report)]
     if any(lines for _, lines in details):
         out += ["", "details:"]
@@ -118,6 +118,5 @@ def render_table(report: Report) -> str:
     for text in path_lines(report):
         out.extend(wrapped("  ", text, 4))
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
-    out.extend(wrapped("", vgf_line(report), 2))
     out.extend(wrapped("", f"wall time {report.wall_seconds:.1f} s ({phases})", 2))
     return "\n".join(out) + "\n"

@@ -18,16 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from overlay.equivalence.protocol import (
-    CaseInfo,
-    EthosUResult,
-    Stage,
-    TargetState,
-    VelaEstimate,
-)
+from overlay.equivalence.protocol import EthosUResult, Stage, TargetState, VelaEstimate
 from overlay.equivalence.worker import quantize
 from overlay.equivalence.worker.observe import delegate_payloads, lowered_graph
 from overlay.equivalence.worker.serve import error_info
+from overlay.items import CaseInfo
 
 TARGETS = ("ethos-u55-128", "ethos-u85-256")
 

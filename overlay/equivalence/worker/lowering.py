@@ -10,6 +10,7 @@ reference every path is judged against), lowered with the TOSA partitioner and r
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,6 @@ from typing import Any
 import torch
 
 from overlay.equivalence.protocol import (
-    CaseInfo,
     ErrorInfo,
     EthosUResult,
     ItemResult,
@@ -31,6 +31,7 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.worker import ethosu, quantize, vgf_run
 from overlay.equivalence.worker.observe import as_tuple, delegate_payloads, lowered_graph, measure
 from overlay.equivalence.worker.serve import error_info
+from overlay.items import CaseInfo
 
 Build = Callable[[], tuple[Any, tuple[Any, ...]]]  # the case's (module, inputs)
 
@@ -79,12 +80,16 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
         )
     numerics: Numerics | None = None
     numerics_error: ErrorInfo | None = None
-    try:
-        with torch.no_grad():
-            got = _run_lowered(edge, inputs, bool(delegates))
-        numerics = measure(got, float_out, fq_out)
-    except Exception as exc:
-        numerics_error = error_info(exc, Stage.NUMERICS)
+    run_reason = ""
+    if delegates and importlib.util.find_spec("tosa_reference_model") is None:
+        run_reason = "not installed: tosa_reference_model (pip install tosa-tools)"
+    else:
+        try:
+            with torch.no_grad():
+                got = _run_lowered(edge, inputs, bool(delegates))
+            numerics = measure(got, float_out, fq_out)
+        except Exception as exc:
+            numerics_error = error_info(exc, Stage.NUMERICS)
     ethos_u = _ethos_u(exported_float, inputs, info)
     return ItemResult(
         status=RunStatus.OK,
@@ -92,6 +97,7 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
         payloads=tuple(payloads),
         numerics=numerics,
         numerics_error=numerics_error,
+        run_reason=run_reason,
         vgf=_vgf(exported, info, inputs, float_out, fq_out),
         ethos_u=ethos_u,
         lower_seconds=lower_seconds,

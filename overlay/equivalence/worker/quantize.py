@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.equivalence.protocol import CaseInfo
+from overlay.items import CaseInfo
 
 
 def configure(quantizer: Any, info: CaseInfo) -> Any:

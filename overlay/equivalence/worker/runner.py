@@ -3,7 +3,9 @@
 :class:`TorchRunner` answers the protocol's requests (see :mod:`.serve`): ``init`` applies
 the runtime patch and imports the user's models file, ``run`` builds a case under the
 corpus seed and lowers it (:mod:`.lowering`) or runs a probe, with single runtime fixes
-applied just for that request when asked (attribution).
+in place just for that request when asked (attribution): each fix's line form built on
+stock's function, recorded before the runtime patch ran, so on path (b) it stands in for
+the runtime patch's form of the same function.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import importlib.util
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,8 @@ from overlay import runtime
 from overlay.equivalence import corpus
 from overlay.equivalence.corpus import models, user_cases, zoo
 from overlay.equivalence.protocol import (
-    CaseInfo,
     InitReply,
     InitRequest,
-    ItemKind,
     ItemResult,
     ListReply,
     RunRequest,
@@ -39,6 +38,7 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.worker import lowering
 from overlay.equivalence.worker.observe import graph_text
 from overlay.equivalence.worker.serve import InputError, error_info
+from overlay.items import CaseInfo, ItemKind
 
 
 def load_file_module(path: Path) -> Any:
@@ -80,6 +80,8 @@ class TorchRunner:
     """Exports, quantises, lowers and runs cases with torch and executorch."""
 
     user_cases: dict[str, UserCase] = field(default_factory=dict)
+    # fix number -> its line forms with stock's functions (recorded before the runtime patch)
+    stock: dict[int, tuple[tuple[runtime.RuntimeFix, Any], ...]] = field(default_factory=dict)
 
     def init(self, request: InitRequest) -> InitReply:
         """Import the Arm backend once (timed), apply the runtime patch, load user models."""
@@ -87,6 +89,7 @@ class TorchRunner:
         import executorch.backends.arm.tosa.partitioner  # noqa: F401 - import once, timed
 
         seconds = time.perf_counter() - started
+        self.stock = runtime.DEFAULT.originals()
         if request.runtime_patch:
             try:
                 patch = load_callable(request.runtime_patch)
@@ -136,8 +139,11 @@ class TorchRunner:
         return ListReply(cases=tuple(infos), probes=corpus.PROBES)
 
     def run(self, request: RunRequest) -> ItemResult:
-        """Run one case or probe, with ``request.fixes`` applied just for it."""
-        with _temporary_fixes(request.fixes):
+        """Run one case or probe, with the line forms of ``request.fixes`` just for it."""
+        missing = [n for n in request.fixes if n not in self.stock]
+        if missing:
+            raise ValueError(f"no runtime form of fix(es) {missing} on this worker's line")
+        with runtime.swapped(form for n in request.fixes for form in self.stock[n]):
             if request.item.kind is ItemKind.PROBE:
                 return run_probe(request.item.name)
             name = request.item.name
@@ -174,15 +180,3 @@ def run_probe(name: str) -> ItemResult:
             seconds=time.perf_counter() - started,
         )
     return ItemResult(status=RunStatus.OK, value=value, seconds=time.perf_counter() - started)
-
-
-@contextmanager
-def _temporary_fixes(fixes: tuple[int, ...]) -> Iterator[None]:
-    if not fixes:
-        yield
-        return
-    applied = runtime.apply(fixes)
-    try:
-        yield
-    finally:
-        runtime.undo(applied)
