@@ -61,9 +61,15 @@ def run_uv(uv: str, args: list[str], *, quiet: bool, what: str, hint: str) -> No
         raise EnvError(
             f"`uv {' '.join(args[:2])}` failed (exit code {proc.returncode})",
             expected=f"uv {what}",
-            found=((err or out or "").strip()[-2000:] if quiet else "") or "the uv output above",
+            found=(_said(err or out or "")[-2000:] if quiet else "") or "the uv output above",
             hint=hint,
         )
+
+
+def _said(output: str) -> str:
+    """Return what uv said, without its ``Using Python ... environment at: ...`` preamble."""
+    lines = output.strip().splitlines()
+    return "\n".join(x for x in lines if not x.startswith("Using Python ")).strip()
 
 
 class _Terminated(BaseException):
