@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from overlay import _git
-from overlay.errors import UpstreamError
+from overlay.errors import UpstreamError, UsageError
 from overlay.upstream.commit_rules import (
     Identity,
     check_license,
@@ -68,8 +68,9 @@ def test_license_year_of_touched_arm_files() -> None:
 
 def test_parse_identity() -> None:
     assert parse_identity("Jane Doe <jane.doe@example.org>") == SIGNER
-    with pytest.raises(UpstreamError, match="not a sign-off identity"):
+    with pytest.raises(UsageError, match="not a sign-off identity") as info:
         parse_identity("jane")
+    assert info.value.exit_code == 2
 
 
 def test_the_signer_is_checked_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:

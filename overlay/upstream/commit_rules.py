@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import _git
-from overlay.errors import UpstreamError
+from overlay.errors import UpstreamError, UsageError
 from overlay.text.applier import decode
 
 PREFIX = "Arm backend: "
@@ -44,10 +44,10 @@ PLACEHOLDER = Identity("A", "a@b.c")  # short: checks a message without its sign
 
 
 def parse_identity(text: str) -> Identity:
-    """Parse ``Name <email>``."""
+    """Parse ``Name <email>`` (a ``--signoff``: anything else is a command-line mistake)."""
     name, address = email.utils.parseaddr(text)
     if not name or "@" not in address:
-        raise UpstreamError(
+        raise UsageError(
             "not a sign-off identity",
             expected="'Full Name <user@example.org>'",
             found=repr(text),
