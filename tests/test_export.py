@@ -140,7 +140,9 @@ def test_git_am_round_trip_and_branch(tmp_path: Path) -> None:
     assert apply_mbox(head, item) == ""
     assert (head / PATH).read_text() == FIXED
     moved = release_repo(tmp_path / "moved", {PATH: BASE.replace("value_12", "v12").encode()}, "")
-    assert apply_mbox(moved, item).startswith("git am fails: ")
+    failed = apply_mbox(moved, item)
+    assert failed.startswith("git am fails: ") and "does not apply" in failed
+    assert "\n" not in failed  # git's lines joined: it goes into a table cell
     assert git(moved, "status", "--porcelain") == ""  # the failed am is aborted
     names = [p.name for p in write_exports([item], tmp_path / "out")]
     assert names == ["0001-demo.mbox", "0001-demo.pr.md"]

@@ -273,5 +273,6 @@ def apply_mbox(repo: Path, item: Export) -> str:
     except GitError as exc:
         with contextlib.suppress(GitError):
             git(repo, "am", "--abort")
-        return f"git am fails: {(exc.found or exc.message).strip()[:300]}"
+        said = " ".join((exc.found or exc.message).split())  # one line: a table cell, a list item
+        return f"git am fails: {said[:300]}"
     return ""
