@@ -319,6 +319,15 @@ def upstream(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def upstream_suite(session: nox.Session) -> None:
+    """Upstream's Arm tests on each line's stock and patched builds: `-- --line 1.5.1` (hours)."""
+    _install_overlay(session)
+    session.install("uv")  # builds the release envs
+    out = str(ROOT / "build" / "upstream-suite")
+    session.run("python", "-m", "overlay", "upstream-suite", "--out", out, *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def retarget(session: nox.Session) -> None:
     """Candidate series for a new release: `-- 1.5.1` (`-- 1.5.1 --promote` after review)."""
     _install_overlay(session)

@@ -39,6 +39,7 @@ COMMANDS = {
     "verify-install",
     "matrix",
     "export-upstream",
+    "upstream-suite",
     "retarget",
     "retire-line",
     "equivalence",

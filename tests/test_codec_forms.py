@@ -44,11 +44,22 @@ from overlay.upstream.retarget.pin_check import CheckKey, SavedCheck
 
 jsonschema = pytest.importorskip("jsonschema")  # the dev extra
 
-CASE = CaseOutcome("conv_int16", Quality.WRONG, Quality.RIGHT, AB.FIXED, "ValueError: x", "")
+CASE = CaseOutcome(
+    "conv_int16",
+    Quality.WRONG,
+    Quality.RIGHT,
+    AB.FIXED,
+    "ValueError: x",
+    "",
+    stock_targets={"tosa": "max error 0.4 (limit 0.05)"},
+    patched_targets={"tosa": "max error 0.01"},
+)
 TESTS = TestRun(
     command="pytest backends/arm/test/ops/test_conv.py",
     selection=("backends/arm/test/ops/test_conv.py::test_a",),
-    stock=Counts((TestResult("t.py::a", TestState.FAILED, "AssertionError"),)),
+    stock=Counts(
+        (TestResult("t.py::a", TestState.FAILED, "ValueError: x", ("TypeError: cause",)),)
+    ),
     patched=Counts((TestResult("t.py::a", TestState.PASSED),)),
     seconds=12.345,
 )
@@ -135,10 +146,13 @@ def test_a_retarget_report_round_trips_directly_from_its_dataclasses() -> None:
         "ab": "fixed",
         "stock_error": "ValueError: x",
         "patched_error": "",
+        "stock_targets": {"tosa": "max error 0.4 (limit 0.05)"},
+        "patched_targets": {"tosa": "max error 0.01"},
     }
     assert behaviour["test"]["patched"]["tests"] == [
-        {"node": "t.py::a", "state": "passed", "reason": ""}
+        {"node": "t.py::a", "state": "passed", "reason": "", "causes": []}
     ]
+    assert behaviour["test"]["stock"]["tests"][0]["causes"] == ["TypeError: cause"]
     assert data["runs"]["new"]["workers"]["stock"]["runtime_fixes_applied"] == [1, 3]
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from overlay import _git
-from overlay.errors import UpstreamError
+from overlay.errors import UpstreamError, UsageError
 from overlay.upstream.commit_rules import (
     Identity,
     check_license,
     check_message,
     check_signer,
+    hook_verbs,
     parse_identity,
     signer,
 )
@@ -18,16 +19,35 @@ from overlay.upstream.commit_rules import (
 SIGNER = Identity("Jane Doe", "jane.doe@example.org")
 
 
+# The hook's VERBS assignment, in its own form (a string continued over lines).
+HOOK_TEXT = """set -eu
+VERBS="Add|Fix|Update|"\\
+"Handle|Don't|"\\
+"Review"
+
+# Remote branch
+REMOTE=x
+"""
+
+
+def test_the_verbs_are_read_from_the_hook() -> None:
+    assert hook_verbs(HOOK_TEXT) == {"Add", "Fix", "Update", "Handle", "Don't", "Review"}
+    with pytest.raises(UpstreamError, match="no VERBS in upstream's backends/arm/scripts/pre-push"):
+        hook_verbs("#!/bin/bash\n")
+
+
 def test_check_message_applies_the_pre_push_hook_rules() -> None:
     good = "Arm backend: Fix it\n\nBody.\n\nSigned-off-by: A <a@b.c>\n"
-    assert check_message(good) == []
+    verbs = hook_verbs(HOOK_TEXT)
+    assert check_message(good, verbs) == []
     assert "does not start with" in check_message(good.replace("Arm backend: ", ""))[0]
-    # The hook knows a fixed list of verbs: "Dequantize" is not one of them.
-    for subject in ("Fixes it", "Fixed it", "Dequantize it", "fix it"):
-        found = check_message(good.replace("Fix it", subject))
+    # The hook knows a fixed list of verbs: "Keep" is not one of them.
+    for subject in ("Fixes it", "Fixed it", "Keep it", "fix it"):
+        found = check_message(good.replace("Fix it", subject), verbs)
         assert len(found) == 1 and "imperative verb" in found[0], subject
-    assert check_message(good.replace("Fix it", "Handle it")) == []
-    assert check_message(good.replace("Fix it", "Don't fold it")) == []
+        assert check_message(good.replace("Fix it", subject)) == []  # no verbs: not checked
+    assert check_message(good.replace("Fix it", "Handle it"), verbs) == []
+    assert check_message(good.replace("Fix it", "Don't fold it"), verbs) == []
     assert "subject is 85" in check_message(good.replace("Fix it", "Fix " + "x" * 68))[0]
     assert "line 3 is 73" in check_message(good.replace("Body.", "b" * 73))[0]
     assert check_message(good.replace("Body.", "https://x.org/" + "b" * 80)) == []
@@ -48,8 +68,9 @@ def test_license_year_of_touched_arm_files() -> None:
 
 def test_parse_identity() -> None:
     assert parse_identity("Jane Doe <jane.doe@example.org>") == SIGNER
-    with pytest.raises(UpstreamError, match="not a sign-off identity"):
+    with pytest.raises(UsageError, match="not a sign-off identity") as info:
         parse_identity("jane")
+    assert info.value.exit_code == 2
 
 
 def test_the_signer_is_checked_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:

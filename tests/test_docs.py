@@ -197,6 +197,31 @@ def test_every_nox_session_shown_exists() -> None:
     assert not wrong, f"no such session in noxfile.py ({sorted(sessions)}):\n" + "\n".join(wrong)
 
 
+# The sessions that hand their arguments to one CLI subcommand.
+FORWARDED = {
+    "upstream": "export-upstream",
+    "upstream_suite": "upstream-suite",
+    "canary": "canary",
+    "retarget": "retarget",
+}
+NOX_ARGS = re.compile(r"(?<![\w-])nox -s ([a-z_]+) -- ([^`\n]+)")
+
+
+def test_every_session_command_shown_parses_as_its_subcommand() -> None:
+    commands = _subcommands(build_parser())
+    wrong = []
+    for page in PAGES:
+        for line in _code(_text(page)):
+            for session, rest in NOX_ARGS.findall(line):
+                if session not in FORWARDED:
+                    continue
+                try:
+                    commands[FORWARDED[session]].parse_args(_tokens(rest))
+                except SystemExit:
+                    wrong.append(f"{page.name}: nox -s {session} -- {rest.strip()}")
+    assert not wrong, "session arguments the CLI refuses:\n" + "\n".join(wrong)
+
+
 # --- (c) CLI commands ----------------------------------------------------------------------
 
 

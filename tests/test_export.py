@@ -14,22 +14,22 @@ from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.text.applier import apply_patch, decode, encode
 from overlay.text.series import Patch, load_series, parse_patch
+from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.commit_rules import MAX_LINE, Identity, check_message
 from overlay.upstream.export import (
     ARM_CC,
-    Evidence,
     Export,
+    apply_mbox,
     branch_name,
-    checklist,
     commit_message,
     export_patch,
     format_mbox,
-    make_branch,
+    release_repo,
     write_exports,
 )
+from overlay.upstream.prepare import export_against
 from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.replay import ports_of
-from overlay.upstream.results import Counts, TestResult, TestRun, TestState
 from overlay.upstream.upstream_pins import for_series
 
 from scaffold import make_diff
@@ -48,14 +48,6 @@ LONG = (
     " See https://example.org/a/very/long/url/that/must/not/be/broken/by/the/wrapper/at/all\n"
 )
 PORTS = ports_of(load_series(ROOT / "patches" / "1.2.0"))["1.5.1"]  # the 1.5.1 line's patches
-RUN = TestRun(
-    "pytest -c backends/arm/test/pytest.ini backends/arm/test/passes/t.py::test_x",
-    ("backends/arm/test/passes/t.py::test_x",),
-    Counts((TestResult("t.py::test_x", TestState.FAILED, "assert 0"),)),
-    Counts((TestResult("t.py::test_x", TestState.PASSED),)),
-    3.0,
-)
-EVIDENCE = Evidence("1.5.1", "2.13.0", ("`case`: without this change failed; with it right",), RUN)
 
 
 def _patch(description: str, *, bug: str = "", base: str = BASE, fixed: str = FIXED) -> Patch:
@@ -76,9 +68,7 @@ def _repo(tmp_path: Path, files: Mapping[str, bytes]) -> Path:
 
 
 def _git_am(repo: Path, item: Export) -> None:
-    mbox = repo.parent / f"{item.stem}.mbox"
-    mbox.write_text(item.mbox, encoding="utf-8")
-    git(repo, "am", "--quiet", str(mbox))
+    assert apply_mbox(repo, item) == ""
 
 
 def test_commit_message_follows_the_arm_rules() -> None:
@@ -98,20 +88,20 @@ def test_commit_message_follows_the_arm_rules() -> None:
 def test_an_identity_that_breaks_a_rule_is_refused() -> None:
     long_signer = Identity("A Very Long Maintainer Name", "maintainers@" + "x" * 40 + ".org")
     with pytest.raises(UpstreamError, match="refusing to write an mbox") as info:
-        export_patch(_patch(LONG), {PATH: BASE.encode()}, "1.2.0", signer=long_signer)
+        export_patch(_patch(LONG), {PATH: BASE.encode()}, signer=long_signer)
     assert "--signoff" in str(info.value)
-    assert export_patch(_patch(LONG), {PATH: BASE.encode()}, "1.2.0", signer=SIGNER).mbox
+    assert export_patch(_patch(LONG), {PATH: BASE.encode()}, signer=SIGNER).mbox
 
 
 def test_bad_description_or_header_is_refused() -> None:
     long_subject = "Description: fix " + "everything " * 7 + "\n"
     with pytest.raises(UpstreamError, match="breaks the Arm backend rules") as info:
-        export_patch(_patch(long_subject), {PATH: BASE.encode()}, "1.2.0", signer=SIGNER)
+        export_patch(_patch(long_subject), {PATH: BASE.encode()}, signer=SIGNER)
     assert "subject is" in str(info.value)
     old = BASE.replace("2026 Arm", "2025 Arm")
     stale = _patch(LONG, base=old, fixed=FIXED.replace("2026 Arm", "2025 Arm"))
     with pytest.raises(UpstreamError, match="lacks '2026 Arm'"):
-        export_patch(stale, {PATH: old.encode()}, "1.2.0", signer=SIGNER, year=2026)
+        export_patch(stale, {PATH: old.encode()}, signer=SIGNER, year=2026)
 
 
 def test_mbox_is_a_format_patch_message_with_base_commit() -> None:
@@ -135,62 +125,42 @@ def test_mbox_is_a_format_patch_message_with_base_commit() -> None:
     assert f"\ndiff --git a/a b/a\n\nbase-commit: {'ab' * 20}\n-- \n" in body
 
 
-def test_pr_body_is_upstreams_template(tmp_path: Path) -> None:
-    item = export_patch(
-        _patch(LONG), {PATH: BASE.encode()}, "1.5.1", signer=SIGNER, evidence=EVIDENCE
-    )
-    body = item.pr_body
-    assert body.startswith("### Summary\n\nThe demo pass computed")
-    assert not any(line.startswith("# ") for line in body.splitlines())
-    assert " ".join(ARM_CC) in body
-    plan = body.split("### Test plan\n", 1)[1]
-    assert RUN.command in plan
-    assert "- without this change: 1 failed\n- with this change: 1 passed" in plan
-    assert "overlay" not in body.lower() and "patches/" not in body
-    assert item.issue.startswith("### 🐛 Describe the bug")  # no Bug: header -> a draft
-    todo = checklist(item.stem, "arm-x", tmp_path, EVIDENCE, issue=True)
-    assert "CLA" in todo and ".issue.md" in todo and "release notes: arm" in todo
-    assert "lintrunner" in todo  # no clone: the linters did not run here
-    names = [p.name for p in write_exports([item], tmp_path / "out")]
-    assert names == ["0001-demo.mbox", "0001-demo.pr.md", "0001-demo.issue.md"]
-
-
 def test_git_am_round_trip_and_branch(tmp_path: Path) -> None:
     patch = _patch(LONG, bug="Bug: https://github.com/pytorch/executorch/issues/7\n")
     release = {PATH: BASE.encode(), "backends/arm/other.py": b"x = 1\n"}
-    item = export_patch(patch, release, "1.2.0", signer=SIGNER, base_commit="cd" * 20)
+    item = export_patch(patch, release, signer=SIGNER, base_commit="cd" * 20)
     repo = _repo(tmp_path, release)
     _git_am(repo, item)
     assert (repo / PATH).read_text() == FIXED  # "From " lines in the diff survive
     assert git(repo, "log", "-1", "--format=%B") == item.message + "\n"
     assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == str(SIGNER)
     assert git(repo, "status", "--porcelain") == ""
-    assert "Fixes #7" in item.pr_body and not item.issue
-    branch = make_branch(item, tmp_path / "branch" / "repo", base=item.before, clone=None)
-    assert branch == branch_name(item) == "arm-fix-the-demo-pass-so-that"
-    head = tmp_path / "branch" / "repo"
-    assert git(head, "rev-parse", "--abbrev-ref", "HEAD").strip() == branch
-    assert git(head, "log", "-1", "--format=%s").strip() == item.subject
+    assert branch_name(item) == "arm-fix-the-demo-pass-so-that"
+    head = release_repo(tmp_path / "release", item.before, "cd" * 20)
+    assert apply_mbox(head, item) == ""
     assert (head / PATH).read_text() == FIXED
+    moved = release_repo(tmp_path / "moved", {PATH: BASE.replace("value_12", "v12").encode()}, "")
+    failed = apply_mbox(moved, item)
+    assert failed.startswith("git am fails: ") and "does not apply" in failed
+    assert "\n" not in failed  # git's lines joined: it goes into a table cell
+    assert git(moved, "status", "--porcelain") == ""  # the failed am is aborted
+    names = [p.name for p in write_exports([item], tmp_path / "out")]
+    assert names == ["0001-demo.mbox", "0001-demo.pr.md"]
 
 
-def test_the_base_is_main_of_the_clone_even_at_other_lines(tmp_path: Path) -> None:
-    from overlay.upstream.prepare import base_for
-
+def test_the_base_is_main_where_the_patch_applies_there(tmp_path: Path) -> None:
     patch = _patch(LONG)
     clone = _repo(tmp_path, {PATH: ("# moved down\n" * 5 + BASE).encode()})
-    main = git(clone, "rev-parse", "HEAD").strip()
-    release = {PATH: BASE.encode()}
-    commit, files, where = base_for(patch, release, "ab" * 20, clone)
-    assert (commit, where) == (main, f"main of {clone} ({main[:12]})")
-    assert files[PATH].startswith(b"# moved down\n")
+    scratch = open_upstream(str(clone), tmp_path / "scratch")
+    main = scratch.rev(MAIN_REF)
+    release = ({PATH: BASE.encode()}, "ab" * 20)
+    item = export_against(patch, scratch, main, release, SIGNER)
+    assert item.base_commit == main and item.before[PATH].startswith(b"# moved down\n")
     (clone / PATH).write_text(BASE.replace("value_12 = 12\n", "value_12 = 0\n"))
     git(clone, "commit", "-qam", "upstream rewrote the line")
-    assert base_for(patch, release, "ab" * 20, clone) == (
-        "ab" * 20,
-        release,
-        "the release's sources (version.py git_version)",
-    )
+    scratch = open_upstream(str(clone), tmp_path / "scratch")
+    item = export_against(patch, scratch, scratch.rev(MAIN_REF), release, SIGNER)
+    assert (item.base_commit, item.before) == ("ab" * 20, release[0])
 
 
 def _expected_after(patch: Patch, release: Mapping[str, bytes]) -> dict[str, bytes]:
@@ -210,7 +180,7 @@ def test_the_1_5_1_ports_export_hook_clean_and_git_am(tmp_path: Path, number: st
     files = release.files  # backends/arm/**, its tests included
     _, commit = release_metadata(release.wheel)
     assert commit is not None and len(commit) == 40
-    item = export_patch(port, files, "1.5.1", signer=SIGNER, base_commit=commit, year=2026)
+    item = export_patch(port, files, signer=SIGNER, base_commit=commit, year=2026)
     assert item.subject == f"Arm backend: {port.subject}"
     assert check_message(item.message) == []
     assert any(p.startswith("backends/arm/test/") for p in item.after)

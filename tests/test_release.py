@@ -1,10 +1,10 @@
-"""On the real 1.2.0 and 1.5.1 releases, in their own uv envs: retarget and the export.
+"""On the real 1.2.0 and 1.5.1 releases, in their own uv envs: the retarget and the export.
 
-One run of ``prepare`` (the retarget mechanism on 1.5.1, fast subset, plus the pinned
-release) backs every assertion: per patch verdicts with behavioural evidence, and an
-mbox for each fix still needed, whose tests fail on stock 1.5.1 and pass with it.
-``nox -s release_tests`` runs these (CI does); they take minutes, the first time longer
-(torch 2.13 is downloaded once into uv's cache).
+One retarget of the 1.2.0 line to 1.5.1 (fast subset, plus the pinned release) backs the
+per patch verdicts with behavioural evidence, whose tests fail on stock 1.5.1 and pass with
+the ports. With an upstream clone (``$OVERLAY_UPSTREAM_CLONE``), the export of one fix of
+the default line against 1.5.1 and main. ``nox -s release_tests`` runs these (CI does);
+they take minutes, the first time longer (torch 2.13 is downloaded once into uv's cache).
 """
 
 from __future__ import annotations
@@ -14,10 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from overlay import lines
 from overlay._git import git
+from overlay.text.series import load_series
 from overlay.upstream import prepare
-from overlay.upstream.commit_rules import Identity, check_message
-from overlay.upstream.results import Action, Outcome, PatchBehaviour, TestOutcome, TestState
+from overlay.upstream.commit_rules import Identity
+from overlay.upstream.results import (
+    Action,
+    Outcome,
+    PatchBehaviour,
+    Retarget,
+    TestOutcome,
+    TestState,
+)
+from overlay.upstream.retarget import run
 from overlay.upstream.verdicts import sends
 
 pytestmark = pytest.mark.release
@@ -27,23 +37,22 @@ CONV = "0003-conv-rescale-qparams-from-source.patch"
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory) -> prepare.Prepared:
-    out = tmp_path_factory.mktemp("upstream")
+def retargeted(tmp_path_factory: pytest.TempPathFactory) -> Retarget:
     clone = os.environ.get("OVERLAY_UPSTREAM_CLONE")
-    request = prepare.Request(
+    request = run.Request(
+        version="1.5.1",
         patches_dir=ROOT / "patches" / "1.2.0",
-        out_dir=out,
-        versions=("1.2.0", "1.5.1"),
-        signer=Identity("Jane Doe", "jane.doe@example.org"),
+        out_dir=tmp_path_factory.mktemp("retarget"),
         upstream_clone=Path(clone) if clone else None,
+        locks=False,
         # no --torch: 1.5.1's wheel names none, so it comes from upstream's torch_pin.py (a
         # clone) or the record in patches/upstream.toml, never from the 1.2.0 line's 2.11
     )
-    return prepare.prepare(request)
+    return run.retarget(request)
 
 
-def test_retarget_verdict_per_patch(prepared: prepare.Prepared) -> None:
-    result = prepared.retarget
+def test_retarget_verdict_per_patch(retargeted: Retarget) -> None:
+    result = retargeted
     verdicts = {v.name: v for v in result.patches}
     assert result.runtime["torch"] == "2.13.0"
     assert {a.runtime["torch"] for a in result.attempts} == {"2.13.0"}
@@ -84,19 +93,19 @@ def test_retarget_verdict_per_patch(prepared: prepare.Prepared) -> None:
     assert result.ready and result.problems == () and result.resume == ""
 
 
-def _behaviour(prepared: prepare.Prepared) -> dict[str, dict[str, PatchBehaviour]]:
+def _behaviour(retargeted: Retarget) -> dict[str, dict[str, PatchBehaviour]]:
     """Return patch -> release -> its behaviour, on the pinned release and on 1.5.1."""
     table: dict[str, dict[str, PatchBehaviour]] = {}
-    for found in prepared.retarget.pinned:
+    for found in retargeted.pinned:
         table.setdefault(found.patch, {})["1.2.0"] = found
-    for verdict in prepared.retarget.patches:
+    for verdict in retargeted.patches:
         if verdict.behaviour is not None:
             table.setdefault(verdict.name, {})["1.5.1"] = verdict.behaviour
     return table
 
 
-def test_behaviour_per_release(prepared: prepare.Prepared) -> None:
-    table = _behaviour(prepared)
+def test_behaviour_per_release(retargeted: Retarget) -> None:
+    table = _behaviour(retargeted)
     assert table[CONV]["1.2.0"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     assert table[CONV]["1.5.1"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     assert table["0004-distinct-output-transpose-slots.patch"]["1.5.1"].outcome is (
@@ -108,24 +117,19 @@ def test_behaviour_per_release(prepared: prepare.Prepared) -> None:
     assert table[INT16]["1.2.0"].outcome is Outcome.NO_BUG_TRIGGER
     assert table[INT16]["1.2.0"].regressions == ()
     assert table[INT16]["1.5.1"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
-    sent = [v.name for v in prepared.retarget.patches if sends(v)]
-    assert sent == [INT16, CONV] == [e.name for e in prepared.exports]
+    assert [v.name for v in retargeted.patches if sends(v)] == [INT16, CONV]
 
 
 # (failed on stock, passed on stock, passed with the fix): fix 1's VgfPipeline test lowers
 # on stock too (stock's output is wrong, not its lowering); it guards the port's own image
 # boundary, which fails to lower without its float sampler output.
 @pytest.mark.parametrize(("name", "failed", "passed"), [(INT16, 1, 1), (CONV, 2, 0)])
-def test_each_export_fails_before_and_passes_after(
-    prepared: prepare.Prepared, name: str, failed: int, passed: int
+def test_each_port_fails_before_and_passes_after(
+    retargeted: Retarget, name: str, failed: int, passed: int
 ) -> None:
-    item = next(e for e in prepared.exports if e.name == name)
-    assert check_message(item.message) == []
-    assert f"\nSubject: [PATCH] {item.subject}\n" in item.mbox  # one PR each, not a series
-    assert any(p.startswith("backends/arm/test/passes/") for p in item.after)
-    found = _behaviour(prepared)[name]["1.5.1"]
+    found = _behaviour(retargeted)[name]["1.5.1"]
     test = found.test
-    assert test is not None and test.stock is not None
+    assert test is not None
     tests = failed + passed
     states = (TestState.FAILED, TestState.PASSED)
     assert [test.stock.count(s) for s in states] == [failed, passed]
@@ -135,9 +139,27 @@ def test_each_export_fails_before_and_passes_after(
     assert verdict is not None and verdict.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER
     failures = [t for t in test.stock.tests if t.state is TestState.FAILED]
     assert all(t.reason.startswith(("assert", "AssertionError")) for t in failures)
-    counts = f"- without this change: {test.stock.text}\n- with this change: {tests} passed"
-    assert counts in item.pr_body
-    repo, branch = prepared.branches[item.name]
-    assert git(repo, "log", "-1", "--format=%s").strip() == item.subject
+
+
+def test_the_default_lines_last_fix_is_sent_against_the_release_and_main(tmp_path: Path) -> None:
+    clone = os.environ.get("OVERLAY_UPSTREAM_CLONE")
+    if not clone:
+        pytest.skip("needs a pytorch/executorch clone: set OVERLAY_UPSTREAM_CLONE")
+    line = lines.all_lines(ROOT / "patches")[-1]
+    last = load_series(line.directory).patches[-1].name
+    request = prepare.Request(
+        patches_dir=line.directory, out_dir=tmp_path, signer=Identity("Jane Doe", "j@x.org"),
+        upstream=clone, names=(last,), lint=False,
+    )  # fmt: skip
+    done = prepare.prepare(request)
+    (sub,) = done.report.submissions
+    assert [b.base for b in sub.bases] == ["main", line.name]
+    release = sub.bases[1]
+    assert release.applies == "" and release.behaviour is not None
+    assert release.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER, release.behaviour.text
+    assert release.broken == ()
+    (item,) = done.exports
+    assert f"\nSubject: [PATCH] {item.subject}\n" in item.mbox  # one PR each, not a series
+    assert "### Test plan" in item.pr_body and item.checklist
+    repo, branch = done.branches[last]
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == branch
-    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""

@@ -6,13 +6,23 @@ executorch 1.5.1 env (trimmed tracebacks), so the parser is checked on pytest's 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from overlay.errors import UpstreamError
+from overlay.fixes import Fix, UpstreamNote
+from overlay.upstream import suite
 from overlay.upstream.results import TestResult, TestState
-from overlay.upstream.upstream_tests import lay_out_tests, new_tests, parse_junit, read_run
+from overlay.upstream.upstream_tests import (
+    lay_out_tests,
+    new_tests,
+    parse_junit,
+    pytest_ini,
+    read_run,
+    run_tests_both_ways,
+)
 
 DEMO = "backends.arm.test.passes.test_demo"
 NODE = "backends/arm/test/passes/test_demo.py"
@@ -43,6 +53,26 @@ backends/arm/test/passes/test_demo.py:1: in &lt;module&gt;
     import nonexistent_mod
 E   ModuleNotFoundError: No module named 'nonexistent_mod'</error></testcase>
 </testsuite></testsuites>"""
+
+
+WRAPPED = "ValueError: Failed processing lifted tensor constant placeholder: g_scale."
+CHAINED = f"""<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">
+<testsuite name="pytest" errors="0" failures="1" skipped="0" tests="1">
+<testcase classname="{DEMO}" name="test_int_on_cpu"><failure message="{WRAPPED}">
+&gt;           tosa_arg = TosaArg(node, tosa_spec)
+E               ValueError: TOSA-1.0+INT doesn't support tensor TosaArg(name='g_scale')
+
+The above exception was the direct cause of the following exception:
+E           {WRAPPED}
+</failure></testcase></testsuite></testsuites>"""
+
+
+def test_the_exceptions_a_failure_was_raised_from_are_read() -> None:
+    (found,) = parse_junit(CHAINED)
+    assert found.reason == WRAPPED
+    assert found.causes == (
+        "ValueError: TOSA-1.0+INT doesn't support tensor TosaArg(name='g_scale')",
+    )
 
 
 def test_every_end_state_and_reason_is_read() -> None:
@@ -109,3 +139,37 @@ def test_new_tests_and_the_test_tree(tmp_path: Path) -> None:
     assert (tmp_path / "backends/arm/test/a.py").read_bytes() == b"new"
     assert not (tmp_path / "backends/arm/x.py").exists()
     assert tree.ini.read_bytes() == b"[pytest]\n"
+
+
+def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> None:
+    conv = Fix(
+        3, "x", ("backends/arm/_passes/rewrite_conv_pass.py",), {},
+        UpstreamNote("", "", affected_tests=("backends/arm/test/misc/test_custom_partition.py",)),
+    )  # fmt: skip
+    names = [
+        *("passes/test_a.py", "passes/helper.py", "ops/test_conv2d.py", "ops/test_conv_combos.py"),
+        *("ops/test_add.py", "ops/test_depthwise_conv.py", "misc/test_pass_pipeline_config.py"),
+        *("misc/test_custom_partition.py", "quantizer/test_conv_relu_fusing.py"),
+        *("ops/sub/test_conv.py", "test_root.py"),
+    ]
+    tests = [f"backends/arm/test/{n}" for n in names]
+    chosen = [p.removeprefix("backends/arm/test/") for p in suite.selection([conv], tests)]
+    assert chosen == [
+        "misc/test_custom_partition.py",
+        "ops/test_conv2d.py",
+        "ops/test_conv_combos.py",
+        "passes/test_a.py",
+        "quantizer/test_conv_relu_fusing.py",
+    ]
+
+
+def test_both_sides_run_with_the_extra_environment_and_their_logs(tmp_path: Path) -> None:
+    body = "import os\n\ndef test_env():\n    assert os.environ['VK_DEMO'] == '1'\n"
+    tests = {"backends/arm/test/passes/test_env.py": body.encode()}
+    run = run_tests_both_ways(
+        sys.executable, sys.executable, release_tests=tests, patched_files={},
+        pytest_ini=pytest_ini(None), selection=["backends/arm/test/passes/test_env.py"],
+        log_dir=tmp_path / "logs", extra_env={"VK_DEMO": "1"},
+    )  # fmt: skip
+    assert (run.stock.text, run.patched.text) == ("1 passed", "1 passed")
+    assert "1 passed" in (tmp_path / "logs" / "pytest-patched.log").read_text()

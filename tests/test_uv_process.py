@@ -47,7 +47,8 @@ def test_find_uv_prefers_the_uv_package_then_path(
 
 def test_a_failing_uv_is_the_callers_error_with_its_output(tmp_path: Path) -> None:
     script = tmp_path / "uv"
-    script.write_text("#!/bin/sh\necho 'no such version' >&2\nexit 2\n")
+    preamble = "Using Python 3.11.7 environment at: .venv"  # uv's first line: not its answer
+    script.write_text(f"#!/bin/sh\necho '{preamble}' >&2\necho 'no such version' >&2\nexit 2\n")
     script.chmod(0o755)
 
     def refuse(found: str) -> LockfileError:

@@ -35,6 +35,7 @@ from overlay.upstream.verdicts import (
     judge_tests,
     readiness,
     sends,
+    suite_changes,
     text_action,
 )
 
@@ -62,7 +63,7 @@ def _side(*tests: tuple[TestState, str], problem: str = "") -> Counts:
 PASSED = (TestState.PASSED, "")
 
 
-def _run(stock: Counts | None, patched: Counts) -> TestRun:
+def _run(stock: Counts, patched: Counts) -> TestRun:
     return TestRun("pytest ...", (NODE,), stock, patched, 1.0)
 
 
@@ -121,6 +122,22 @@ def test_the_bugs_own_error_counts_as_failing_before() -> None:
     assert is_own_failure("RuntimeError: grid_sampler rewrite only supports per-tensor", [GRID])
     assert not is_own_failure(OUT_VARIANTS, [GRID])
     assert not is_own_failure(OUT_VARIANTS, [""])  # an empty expected error matches nothing
+    # the lowering wraps the bug's error: the trigger's error is among the causes
+    wrapped = "ValueError: Failed processing lifted tensor constant placeholder: g_scale"
+    cause = "ValueError: TOSA-1.0+INT doesn't support tensor TosaArg(name='g_scale', dtype=FP32)"
+    fp32 = "doesn't support tensor TosaArg(name='g_scale', dtype=FP32)"
+    assert is_own_failure(wrapped, [fp32], [cause])
+    assert not is_own_failure(wrapped, [fp32])
+
+
+def test_suite_changes_name_the_tests_the_patches_break_and_fix() -> None:
+    ok, bad, err, skip = TestState.PASSED, TestState.FAILED, TestState.ERROR, TestState.SKIPPED
+    stock = Counts(
+        tuple(TestResult(n, s) for n, s in (("a", ok), ("b", bad), ("c", ok), ("d", err)))
+    )
+    after = (("a", skip), ("b", ok), ("c", ok), ("d", ok), ("new", bad))
+    patched = Counts(tuple(TestResult(n, s) for n, s in after))
+    assert suite_changes(stock, patched) == (("a",), ("b", "d"))
 
 
 def test_after_must_pass_and_must_have_run() -> None:
@@ -131,7 +148,8 @@ def test_after_must_pass_and_must_have_run() -> None:
     assert env.outcome is TestOutcome.COULD_NOT_RUN and env.text.startswith(
         "could not run: patched"
     )
-    assert judge_tests(_run(None, _side(PASSED))).outcome is TestOutcome.COULD_NOT_RUN
+    nothing = judge_tests(_run(Counts(problem="pytest exited with 4"), _side(PASSED)))
+    assert nothing.outcome is TestOutcome.COULD_NOT_RUN
 
 
 def _case(name: str, stock: Quality, patched: Quality | None = None) -> CaseOutcome:

@@ -17,7 +17,7 @@ from overlay.cli.invocation import command
 from overlay.cli.output import out, progress
 from overlay.errors import UpstreamError, UsageError
 from overlay.text.series import load_series
-from overlay.upstream import commit_rules, export, prepare, render
+from overlay.upstream import commit_rules, export, prepare, render, suite
 from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
 from overlay.upstream.matrix import matrix_of
@@ -54,41 +54,35 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_export_upstream(args: argparse.Namespace) -> int:
-    """Measure behaviour per release, then write mboxes, PR bodies and branches to send."""
+    """Send each fix of a line against the newest release and main: mboxes, PR texts, gate."""
     signer = commit_rules.signer(args.signoff)  # checked against the rules before any work
+    series = common.line_series(args)
+    folder = Path(args.out)
     request = prepare.Request(
-        patches_dir=common.patches_dir(args),
-        out_dir=Path(args.out),
-        versions=_versions(args.versions),
+        patches_dir=series.directory,
+        out_dir=folder,
         signer=signer,
-        upstream_clone=_upstream_clone(args.upstream),
-        affected=args.affected,
-        torch=tuple(args.torch or ()),
+        upstream=args.upstream or os.environ.get(UPSTREAM_ENV) or prepare.GITHUB,
         names=tuple(args.patch or ()),
     )
     done = prepare.prepare(request, progress=progress)
-    blocks = render.retarget_blocks(done.retarget)
+    blocks = render.sending_blocks(done.report)
     out(render.text(blocks).rstrip("\n"))
-    folder = Path(args.out)
-    written = render.write(
-        folder, "matrix", render.matrix_blocks(done.matrix), done.matrix, REPORTS
-    )
-    written += export.write_exports(done.exports, folder)
-    rt = done.retarget
-    written += render.write(Path(rt.candidate).parent, promote.REPORT_STEM, blocks, rt, REPORTS)
-    out("")
-    for item in done.exports:
-        repo, branch = done.branches[item.name]
-        out(f"exported {item.name} ({item.source}) against executorch {item.base_version}:")
-        out(f"  {item.subject}")
-        out(f"  base-commit: {item.base_commit or 'unknown'}")
-        out(f"  branch {branch} in {repo} (git am of the mbox; push it to your fork)")
-        if item.name in done.lint:
-            out(f"  lintrunner: {done.lint[item.name].summary}")
+    written = export.write_exports(done.exports, folder)
+    written += render.write(folder, "upstream", blocks, done.report, REPORTS)
     for path in written:
-        out(f"  wrote {path}")
-    if not done.exports:
-        out("no patch needs sending upstream")
+        progress(f"wrote {path}")
+    for name, (repo, branch) in done.branches.items():
+        out(f"{name}: branch {branch} in {repo} (push it to your fork)")
+    held = [f"{s.patch}: {p}" for s in done.report.submissions for p in s.problems]
+    if held:
+        raise UpstreamError(
+            f"{len({h.split(':')[0] for h in held})} fix(es) not ready to send upstream",
+            expected="git am on both bases, upstream's linters and hook rules clean, the"
+            " tests it adds failing before and passing after, no test broken",
+            found="\n".join(held),
+            hint=f"read {folder}/upstream.md and each <patch>.checklist.md",
+        )
     return 0
 
 
@@ -222,6 +216,28 @@ def cmd_canary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upstream_suite(args: argparse.Namespace) -> int:
+    """Run upstream's Arm tests on each line's stock and patched builds; none may break."""
+    root = Path(args.patches) if args.patches else lines.default_root()
+    chosen = canary_run.select_lines(root, [n for g in args.lines or () for n in _versions(g)])
+    broken = []
+    for line in chosen:
+        done = suite.run_suite(line, out_dir=Path(args.out), progress=progress)
+        blocks = render.suite_blocks(done)
+        out(render.text(blocks).rstrip("\n"))
+        for path in render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS):
+            progress(f"wrote {path}")
+        broken += [f"{line.name}: {node}" for node in done.broken]
+    if broken:
+        raise UpstreamError(
+            "the patches break upstream tests that pass on stock",
+            expected="no test passing on stock and failing with the patches",
+            found="\n".join(broken),
+            hint=f"read {Path(args.out)}/<line>/suite.md and the pytest logs beside it",
+        )
+    return 0
+
+
 def _upstream_option(command: argparse.ArgumentParser, what: str) -> None:
     command.add_argument("--upstream", help=f"a pytorch/executorch clone (${UPSTREAM_ENV}): {what}")
 
@@ -230,10 +246,9 @@ def add_commands(add: common.Adder) -> None:
     """Add matrix, export-upstream, retarget, retire-line and canary to the parser."""
     matrix = add("matrix", cmd_matrix, "how each patch fares on each executorch release")
     export_cmd = add("export-upstream", cmd_export_upstream, "write upstream PR mboxes + bodies")
-    for each in (matrix, export_cmd):
-        each.add_argument(
-            "--versions", default="", help="releases, comma-separated (default: upstream.toml)"
-        )
+    matrix.add_argument(
+        "--versions", default="", help="releases, comma-separated (default: upstream.toml)"
+    )
     matrix.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     matrix.add_argument("--out", metavar="DIR", help="also write matrix.txt/.json/.md to DIR")
     export_cmd.add_argument(
@@ -241,11 +256,11 @@ def add_commands(add: common.Adder) -> None:
     )
     export_cmd.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
     export_cmd.add_argument("--patch", action="append", help="export only this patch (repeatable)")
-    _upstream_option(export_cmd, "base on main, lint, branch")
+    common.add_line(export_cmd, "the newest line")
     export_cmd.add_argument(
-        "--affected", action="store_true", help="also run the affected upstream tests (minutes)"
+        "--upstream",
+        help=f"a pytorch/executorch clone or git URL (${UPSTREAM_ENV}; default: GitHub)",
     )
-    export_cmd.add_argument("--torch", action="append", help="torch version to try first")
 
     ret = add("retarget", cmd_retarget, "candidate series for a new executorch release")
     ret.add_argument("version", help="the executorch release, e.g. 1.5.1")
@@ -266,6 +281,14 @@ def add_commands(add: common.Adder) -> None:
     retire_how.add_argument("--yes", action="store_true", help="delete the line's files")
     retire_how.add_argument(
         "--dry-run", action="store_true", help="every check, the files and what names the line"
+    )
+
+    tests = add("upstream-suite", cmd_upstream_suite, "upstream's Arm tests, stock vs patched")
+    tests.add_argument(
+        "--line", dest="lines", action="append", help="only this line (default: every line)"
+    )
+    tests.add_argument(
+        "--out", metavar="DIR", default="build/upstream-suite", help="folder (default: %(default)s)"
     )
 
     can = add("canary", cmd_canary, "replay every release line onto upstream main: status page")

@@ -73,13 +73,18 @@ def envs_root() -> Path:
     return Path(explicit) if explicit else cache_dir() / "envs"
 
 
-def release_spec(pins: Pins, kind: str, *, executorch: str | Path | None = None) -> EnvSpec:
-    """Return the spec of a release env: executorch (a pin or a wheel) beside the runtime pins."""
+def release_spec(
+    pins: Pins, kind: str, *, executorch: str | Path | None = None, extra: tuple[str, ...] = ()
+) -> EnvSpec:
+    """Return the spec of a release env: executorch (a pin or a wheel) beside the runtime pins.
+
+    ``extra``: more requirements (pytest for upstream's tests).
+    """
     target = executorch if executorch is not None else pins.executorch_requirement()
     return EnvSpec(
         name=f"executorch-{pins.executorch}-{kind}",
         python=pins.pythons[0],
-        requirements=(str(target), *pins.runtime_requirements()),
+        requirements=(str(target), *pins.runtime_requirements(), *extra),
     )
 
 

@@ -8,6 +8,7 @@ child (killed and reaped on SIGINT and SIGTERM, by the kernel on SIGKILL on Linu
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -55,4 +56,12 @@ def run_uv(
     variables. A failure is ``refuse(what was found)``.
     """
     kept = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    _process.run([uv, *args], refuse, env={**kept, **(env or {})}, cwd=cwd, quiet=quiet)
+    _process.run(
+        [uv, *args], lambda found: refuse(_said(found)), env={**kept, **(env or {})}, cwd=cwd,
+        quiet=quiet,
+    )  # fmt: skip
+
+
+def _said(found: str) -> str:
+    """Return what uv said, without its ``Using Python ... environment at: ...`` lines."""
+    return re.sub(r"Using Python [^\n]*environment at[^\n]*\n?", "", found)

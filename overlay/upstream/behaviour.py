@@ -25,8 +25,15 @@ from overlay import fixes
 from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import DEFAULT_TIMEOUT_S, Options
-from overlay.equivalence.protocol import ErrorInfo, InitReply, ItemResult, PathId
-from overlay.equivalence.verdict import AB, classify, limits, quality
+from overlay.equivalence.protocol import (
+    ErrorInfo,
+    InitReply,
+    ItemResult,
+    Numerics,
+    PathId,
+    TargetState,
+)
+from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numerics_text, quality
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
@@ -42,7 +49,40 @@ def judge_case(info: CaseInfo, stock: ItemResult, patched: ItemResult | None) ->
     qs = quality(stock, limit, vgf=info.targets_vgf)
     qp = quality(patched, limit, vgf=info.targets_vgf) if patched is not None else None
     ab = classify(info.item, stock, patched, limit) if patched is not None else None
-    return CaseOutcome(info.name, qs, qp, ab, _error_of(stock), _error_of(patched))
+    return CaseOutcome(
+        info.name, qs, qp, ab, _error_of(stock), _error_of(patched),
+        target_texts(stock), target_texts(patched) if patched is not None else {},
+    )  # fmt: skip
+
+
+def target_texts(result: ItemResult) -> dict[str, str]:
+    """Return what each target gave: its error and SQNR against the fake-quantised model.
+
+    Example: a case whose TOSA lowering runs right and whose VGF lowering fails.
+    Becomes: ``{"tosa": "max error 0.21% of range, SQNR 52.3 dB", "vgf": "fails: ..."}``.
+    """
+    if not result.ok:
+        return {TOSA: f"fails: {_error_of(result)}"}
+    found = {TOSA: _numbers(result.numerics, result.numerics_error)}
+    if result.vgf is not None and result.vgf.state is not TargetState.SKIPPED:
+        vgf = result.vgf
+        ran = vgf.numerics is not None or vgf.numerics_error is not None
+        lowered = f"lowers (not run: {vgf.run_reason or 'no emulation'})"
+        found[VGF] = _numbers(vgf.numerics, vgf.numerics_error) if ran else lowered
+        if vgf.error is not None:
+            found[VGF] = f"fails: {_first_line(vgf.error)[:300]}"
+    for ethos in result.ethos_u:
+        if ethos.error is not None:
+            found[ethos.target] = f"fails: {_first_line(ethos.error)[:300]}"
+        elif ethos.state is TargetState.COMPARED:
+            found[ethos.target] = f"lowers ({ethos.cpu_ops} ops left on the CPU)"
+    return found
+
+
+def _numbers(numerics: Numerics | None, error: ErrorInfo | None) -> str:
+    if error is not None:
+        return f"runs, fails: {_first_line(error)[:300]}"
+    return numerics_text(numerics) if numerics is not None else "lowers (not run)"
 
 
 def _error_of(result: ItemResult | None) -> str:

@@ -1,7 +1,8 @@
 """executorch's rules for Arm backend commits, and the sign-off identity they carry.
 
 From upstream's ``backends/arm/scripts/pre-push`` and CONTRIBUTING.md: subject
-``Arm backend: <Verb> ...`` with a verb from the hook's list, subject and every body line
+``Arm backend: <Verb> ...`` with a verb from the hook's ``VERBS`` (read from the hook in
+the upstream tree, :func:`hook_verbs`), subject and every body line
 at most 72 characters (URLs excepted, trailers included), a ``Signed-off-by`` trailer, and
 the current year in the Arm copyright header of every touched file. The export refuses a
 message that breaks a rule; :func:`signer` refuses an identity that would break one
@@ -12,112 +13,18 @@ from __future__ import annotations
 
 import email.utils
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import _git
-from overlay.errors import UpstreamError
+from overlay.errors import UpstreamError, UsageError
 from overlay.text.applier import decode
 
 PREFIX = "Arm backend: "
 MAX_LINE = 72
-# The imperative verbs backends/arm/scripts/pre-push accepts at the start of a subject.
-HOOK_VERBS = frozenset(
-    [
-        "Add",
-        "Fix",
-        "Update",
-        "Refactor",
-        "Improve",
-        "Remove",
-        "Change",
-        "Implement",
-        "Create",
-        "Modify",
-        "Enable",
-        "Integrate",
-        "Make",
-        "Support",
-        "Deprecate",
-        "Extend",
-        "Enhance",
-        "Convert",
-        "Rewrite",
-        "Unify",
-        "Optimize",
-        "Expand",
-        "Reorganize",
-        "Adjust",
-        "Streamline",
-        "Clarify",
-        "Introduce",
-        "Document",
-        "Polish",
-        "Standardize",
-        "Revise",
-        "Simplify",
-        "Restore",
-        "Resolve",
-        "Replace",
-        "Suppress",
-        "Migrate",
-        "Generate",
-        "Delete",
-        "Exclude",
-        "Register",
-        "Include",
-        "Upgrade",
-        "Validate",
-        "Verify",
-        "Refine",
-        "Reimplement",
-        "Patch",
-        "Sync",
-        "Revert",
-        "Fixup",
-        "Append",
-        "Annotate",
-        "Disable",
-        "Emit",
-        "Handle",
-        "Ignore",
-        "Interpret",
-        "Instantiate",
-        "Invoke",
-        "Limit",
-        "Load",
-        "Permit",
-        "Print",
-        "Profile",
-        "Recalculate",
-        "Reconstruct",
-        "Redefine",
-        "Redesign",
-        "Reevaluate",
-        "Relocate",
-        "Remap",
-        "Render",
-        "Reposition",
-        "Request",
-        "Sanitize",
-        "Specify",
-        "Strengthen",
-        "Stub",
-        "Substitute",
-        "Tag",
-        "Tweak",
-        "Unlock",
-        "Unset",
-        "Use",
-        "Rename",
-        "Relax",
-        "Format",
-        "Don't",
-        "Consolidate",
-        "Review",
-    ]
-)
+HOOK = "backends/arm/scripts/pre-push"  # upstream's hook: its VERBS are the subject's verbs
+_VERBS = re.compile(r'^VERBS=((?:"[^"]*"\\?[ \t]*\n?)+)', re.MULTILINE)
 _ARM_COPYRIGHT = re.compile(r"Copyright .*Arm Limited and/or its affiliates", re.IGNORECASE)
 _URL = re.compile(r"https?://\S+")
 
@@ -137,10 +44,10 @@ PLACEHOLDER = Identity("A", "a@b.c")  # short: checks a message without its sign
 
 
 def parse_identity(text: str) -> Identity:
-    """Parse ``Name <email>``."""
+    """Parse ``Name <email>`` (a ``--signoff``: anything else is a command-line mistake)."""
     name, address = email.utils.parseaddr(text)
     if not name or "@" not in address:
-        raise UpstreamError(
+        raise UsageError(
             "not a sign-off identity",
             expected="'Full Name <user@example.org>'",
             found=repr(text),
@@ -163,8 +70,28 @@ def git_identity(cwd: Path | None = None) -> Identity:
     return Identity(values[0], values[1])
 
 
-def check_message(message: str) -> list[str]:
-    """Return every way ``message`` breaks the Arm backend commit rules (empty: fine)."""
+def hook_verbs(hook: str) -> frozenset[str]:
+    """Return the verbs the pre-push hook accepts at the start of a subject.
+
+    Example: ``VERBS="Add|Fix|"\\`` then ``"Don't|Review"``.
+    Becomes: ``{"Add", "Fix", "Don't", "Review"}``.
+    """
+    match = _VERBS.search(hook)
+    if match is None:
+        raise UpstreamError(
+            f"no VERBS in upstream's {HOOK}",
+            expected='VERBS="Add|Fix|..." (the imperative verbs the hook accepts)',
+            found=hook[:200] or "an empty file",
+            hint="the hook changed upstream: update overlay/upstream/commit_rules.py",
+        )
+    return frozenset(filter(None, "".join(re.findall(r'"([^"]*)"', match.group(1))).split("|")))
+
+
+def check_message(message: str, verbs: Collection[str] | None = None) -> list[str]:
+    """Return every way ``message`` breaks the Arm backend commit rules (empty: fine).
+
+    ``verbs``: the hook's verbs (:func:`hook_verbs`); None leaves the verb unchecked.
+    """
     lines = message.rstrip("\n").split("\n")
     subject = lines[0]
     problems = []
@@ -173,7 +100,7 @@ def check_message(message: str) -> list[str]:
     if len(subject) > MAX_LINE:
         problems.append(f"subject is {len(subject)} > {MAX_LINE} characters")
     first = subject.removeprefix(PREFIX).split(" ", 1)[0]
-    if first not in HOOK_VERBS:
+    if verbs is not None and first not in verbs:
         problems.append(
             f"subject should start with an imperative verb the pre-push hook knows: {first!r}"
         )

@@ -24,8 +24,8 @@ from email.generator import Generator
 from email.message import EmailMessage
 from pathlib import Path
 
-from overlay import __version__, fixes
-from overlay._git import git, git_with_env
+from overlay import __version__
+from overlay._git import git
 from overlay.errors import GitError, UpstreamError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import PATCH_SUFFIX, Patch
@@ -37,7 +37,6 @@ from overlay.upstream.commit_rules import (
     check_license,
     check_message,
 )
-from overlay.upstream.results import TestRun
 
 # Who the Arm backend's commits and PRs cc, and the labels its fixes get.
 ARM_CC = (
@@ -50,31 +49,17 @@ _POLICY = email.policy.default.clone(linesep="\n", max_line_length=0)
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """What the export measured for one patch on its base release (for the Test plan)."""
-
-    release: str
-    torch: str
-    cases: tuple[str, ...]  # "case: stock ... -> patched ..." lines
-    test: TestRun | None  # the tests the patch adds, both ways
-    affected: TestRun | None = None  # the affected upstream subset (patched, and stock)
-    lint: str = ""  # lintrunner's summary, "" when not run
-
-
-@dataclass(frozen=True)
 class Export:
     """One exported patch: the mbox, the PR body and what applying it must give."""
 
     name: str
-    base_version: str
-    source: str  # "pinned" or "port <version>"
     subject: str
     message: str  # the commit message (subject, blank line, body, trailers)
     mbox: str
-    pr_body: str
-    before: dict[str, bytes]  # repository path -> release bytes
+    before: dict[str, bytes]  # repository path -> base bytes
     after: dict[str, bytes]  # repository path -> bytes after the fix
     base_commit: str = ""
+    pr_body: str = ""
     issue: str = ""  # a drafted issue when the patch names none
     checklist: str = ""
 
@@ -172,112 +157,6 @@ def _signature() -> str:
     return f"executorch-arm-overlay {__version__}"
 
 
-def drafted_issue(patch: Patch, evidence: Evidence) -> str:
-    """Return an issue text for a fix that names no upstream issue (to file before the PR)."""
-    lines = [
-        f"### 🐛 Describe the bug: {patch.subject}",
-        "",
-        "\n\n".join(dep3_paragraphs(patch)[:1]),
-        "",
-        f"Seen with executorch {evidence.release} and torch {evidence.torch}:",
-        "",
-        *[f"- {case}" for case in evidence.cases],
-        "",
-    ]
-    fix = fixes.by_patch(patch.name)
-    if fix is not None and fix.upstream.reproducer:
-        lines += ["Reproducer:", "", "```python", fix.upstream.reproducer.rstrip("\n"), "```", ""]
-    lines += [
-        "### Versions",
-        "",
-        f"executorch {evidence.release}, torch {evidence.torch}, Linux x86_64, CPU only.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def pr_body(patch: Patch, message: str, evidence: Evidence) -> str:
-    """Return the PR description in upstream's template: Summary, Test plan."""
-    lines = ["### Summary", "", "\n\n".join(dep3_paragraphs(patch)), ""]
-    lines += [f"Fixes #{n}" for n in patch.issues]
-    if patch.issues:
-        lines.append("")
-    lines += [" ".join(ARM_CC), "", "### Test plan", ""]
-    test = evidence.test
-    if test is not None:
-        stock = test.stock.text if test.stock else "not run"
-        lines += [
-            f"Added a test; ran it with `backends/arm/test/pytest.ini` on executorch"
-            f" {evidence.release} (torch {evidence.torch}), without and with this change:",
-            "",
-            "```",
-            test.command,
-            "```",
-            "",
-            f"- without this change: {stock}",
-            f"- with this change: {test.patched.text}",
-            "",
-        ]
-    if evidence.affected is not None:
-        affected = evidence.affected
-        before = f" (without it: {affected.stock.text})" if affected.stock else ""
-        lines += [
-            f"Affected Arm tests, with this change: {affected.patched.text}{before}:",
-            "",
-            "```",
-            affected.command,
-            "```",
-            "",
-        ]
-    if evidence.cases:
-        lines += [
-            f"End to end on executorch {evidence.release} (quantize, lower to TOSA and VGF,"
-            " run the TOSA reference model):",
-            "",
-        ]
-        lines += [f"- {case}" for case in evidence.cases]
-        lines.append("")
-    if evidence.lint:
-        lines += [f"lintrunner on the changed files: {evidence.lint}", ""]
-    return "\n".join(lines)
-
-
-def checklist(
-    item_stem: str, branch: str, where: Path | None, evidence: Evidence, issue: bool
-) -> str:
-    """Return what only a person can do before the PR is open."""
-    lines = [f"# Before opening the pull request for {item_stem}", ""]
-    lines += [
-        "- [ ] Sign the PyTorch CLA (https://code.facebook.com/cla) with the identity"
-        " of the Signed-off-by line, if not done yet.",
-        "- [ ] Read the diff and the PR text; you sign off on them (DCO).",
-    ]
-    if issue:
-        lines.append(
-            f"- [ ] No upstream issue names this bug: open one from {item_stem}.issue.md,"
-            " then add `Fixes #N` to the PR text."
-        )
-    if where is not None:
-        lines.append(
-            f"- [ ] Push the branch: `git -C {where} push <your fork> {branch}`, then open"
-            " the PR against pytorch/executorch `main` with the text of"
-            f" {item_stem}.pr.md."
-        )
-    else:
-        lines.append(f"- [ ] `git am {item_stem}.mbox` in your clone, push, open the PR.")
-    lines += [
-        f"- [ ] Ask for the labels {', '.join(repr(label) for label in LABELS)}"
-        " (only maintainers can set them).",
-        "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
-        " and public API checks need a source build of executorch.",
-    ]
-    if not evidence.lint:
-        lines.append(
-            "- [ ] Run `lintrunner` in your clone: no upstream clone was given here, so the"
-            " linters did not run."
-        )
-    return "\n".join(lines) + "\n"
-
-
 def _patched(
     patch: Patch, release: Mapping[str, bytes]
 ) -> tuple[dict[str, bytes], dict[str, bytes]]:
@@ -304,19 +183,18 @@ def _patched(
 
 def export_patch(
     patch: Patch,
-    release: Mapping[str, bytes],
-    base_version: str,
+    base: Mapping[str, bytes],
     *,
     signer: Identity,
-    evidence: Evidence | None = None,
-    source: str = "pinned",
     base_commit: str = "",
     year: int | None = None,
-    number: int = 1,
-    total: int = 1,
 ) -> Export:
-    """Export one patch (exactly applicable to ``release``); refuse any broken rule."""
-    before, after = _patched(patch, release)
+    """Export one patch (exactly applicable to ``base``); refuse any broken rule.
+
+    The subject's verb is checked by the caller, against upstream's hook
+    (:func:`overlay.upstream.commit_rules.hook_verbs`): a wrong verb is reported, not refused.
+    """
+    before, after = _patched(patch, base)
     message = commit_message(patch, signer)
     problems = check_message(message)
     problems += check_license(after, year or datetime.datetime.now(datetime.UTC).year)
@@ -342,46 +220,25 @@ def export_patch(
     except ValueError:
         date = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     mbox = format_mbox(
-        message=message,
-        author=signer,
-        date=date,
-        diffstat=stat,
-        diff=diff,
-        number=number,
-        total=total,
+        message=message, author=signer, date=date, diffstat=stat, diff=diff,
         base_commit=base_commit,
-    )
-    found = evidence or Evidence(base_version, "", (), None)
-    issue = drafted_issue(patch, found) if not patch.issues else ""
+    )  # fmt: skip
     subject = message.split("\n", 1)[0]
-    return Export(
-        patch.name,
-        base_version,
-        source,
-        subject,
-        message,
-        mbox,
-        pr_body(patch, message, found),
-        before,
-        after,
-        base_commit,
-        issue,
-    )
+    return Export(patch.name, subject, message, mbox, before, after, base_commit)
 
 
 def write_exports(exports: Sequence[Export], out_dir: Path) -> list[Path]:
-    """Write ``<base>/<stem>.{mbox,pr.md}`` (plus ``.issue.md``, ``.checklist.md``)."""
+    """Write ``<stem>.{mbox,pr.md}`` (plus ``.issue.md``, ``.checklist.md``) to ``out_dir``."""
     written = []
+    out_dir.mkdir(parents=True, exist_ok=True)
     for item in exports:
-        folder = out_dir / item.base_version
-        folder.mkdir(parents=True, exist_ok=True)
         files = {"mbox": item.mbox, "pr.md": item.pr_body}
         if item.issue:
             files["issue.md"] = item.issue
         if item.checklist:
             files["checklist.md"] = item.checklist
         for suffix, text in files.items():
-            path = folder / f"{item.stem}.{suffix}"
+            path = out_dir / f"{item.stem}.{suffix}"
             path.write_text(text, encoding="utf-8", newline="\n")
             written.append(path)
     return written
@@ -393,65 +250,29 @@ def branch_name(item: Export) -> str:
     return "arm-" + "-".join(words.split("-")[:6])
 
 
-def make_branch(
-    item: Export, dest: Path, *, base: Mapping[str, bytes] | None, clone: Path | None
-) -> str:
-    """Commit the export with ``git am`` on a new branch of ``dest``; return the branch.
-
-    ``dest`` becomes a clone of ``clone`` checked out at the base commit (sparse:
-    ``backends/arm`` and the root files), or, without a clone, a repository of the base
-    release's sources. Either way ``git push`` to a fork is the only step left.
-    """
-    branch = branch_name(item)
+def release_repo(dest: Path, files: Mapping[str, bytes], commit: str) -> Path:
+    """Make ``dest`` a repository of a release's files (the ones a patch touches)."""
     if dest.exists():
         shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if clone is not None:
-        git(dest.parent, "clone", "-q", "--shared", "--no-checkout", str(clone), dest.name)
-        git(dest, "sparse-checkout", "set", "backends/arm")
-        git(dest, "checkout", "-q", "-b", branch, item.base_commit)
-    else:
-        dest.mkdir(parents=True)
-        git(dest, "init", "-q", "-b", branch)
-        for path, data in (base or {}).items():
-            (dest / path).parent.mkdir(parents=True, exist_ok=True)
-            (dest / path).write_bytes(data)
-        git(dest, "add", "-A")
-        git(
-            dest,
-            "commit",
-            "-q",
-            "-m",
-            f"executorch {item.base_version} sources ({item.base_commit[:12]})",
-        )
-    mbox = dest.parent / f"{item.stem}.mbox"
+    dest.mkdir(parents=True)
+    git(dest, "init", "-q", "-b", "release")
+    for path, data in files.items():
+        (dest / path).parent.mkdir(parents=True, exist_ok=True)
+        (dest / path).write_bytes(data)
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", f"the release's sources ({commit[:12] or 'commit unknown'})")
+    return dest
+
+
+def apply_mbox(repo: Path, item: Export) -> str:
+    """Commit the mbox with ``git am`` in ``repo``; return why not ("" when it applied)."""
+    mbox = repo.parent / f"{item.stem}.mbox"
     mbox.write_text(item.mbox, encoding="utf-8", newline="\n")
     try:
-        git(dest, "am", "-q", "--keep-cr", str(mbox))
-    except GitError:
-        # A partial clone (blobs outside backends/arm absent) cannot write a full tree:
-        # apply the same diff and commit the tree with the missing blobs referenced.
+        git(repo, "am", "-q", "--keep-cr", str(mbox))
+    except GitError as exc:
         with contextlib.suppress(GitError):
-            git(dest, "am", "--abort")
-        _commit_missing_ok(dest, item, mbox)
-    return branch
-
-
-def _commit_missing_ok(dest: Path, item: Export, mbox: Path) -> None:
-    git(dest, "reset", "-q")
-    git(dest, "checkout", "-q", "HEAD", "--", *item.before)
-    git(dest, "apply", "--index", str(mbox))
-    tree = git(dest, "write-tree", "--missing-ok").strip()
-    date = email.message_from_string(item.mbox.split("\n", 1)[1])["Date"]
-    name, address = email.utils.parseaddr(
-        email.message_from_string(item.mbox.split("\n", 1)[1])["From"]
-    )
-    environment = {
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": address,
-        "GIT_AUTHOR_DATE": date,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": address,
-    }
-    commit = git_with_env(dest, environment, "commit-tree", tree, "-p", "HEAD", stdin=item.message)
-    git(dest, "update-ref", "HEAD", commit.strip())
+            git(repo, "am", "--abort")
+        said = " ".join((exc.found or exc.message).split())  # one line: a table cell, a list item
+        return f"git am fails: {said[:300]}"
+    return ""

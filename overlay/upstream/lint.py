@@ -1,55 +1,40 @@
-"""Upstream's linters on the files a patch changes, at upstream's pinned versions.
+"""Upstream's linters on every file a commit touches, whole files, as upstream's hook runs them.
 
-lintrunner runs every linter of the upstream checkout's ``.lintrunner.toml`` that applies
-to the files, as the pre-push hook does (for Python: FLAKE8, UFMT = black + usort,
-DOCFORMATTER, MYPY, RUFF_DOCS, BANDIT and upstream's custom checks), with the checkout's
-settings, in a throwaway tool venv built with uv from ``lint_requirements`` (upstream.toml)
-(the versions of upstream's ``requirements-lintrunner.txt``). The files are linted before
-and after the commit; only what the commit adds is reported, so old findings in a touched
-file are not blamed on the patch.
+upstream's CI runs lintrunner on the changed files (every linter but MYPY) and MYPY over
+the tree; its pre-push hook runs ``MYPYPATH=./src/ lintrunner --revision <commit>^1``:
+every linter of ``.lintrunner.toml`` (FLAKE8 with its plugins and ``.flake8``, UFMT =
+black + usort, DOCFORMATTER, MYPY with ``.mypy.ini``, RUFF_DOCS, BANDIT and upstream's
+own checks) on the whole of each changed file. So does this module, in a checkout of the
+commit (:func:`checkout`), with a tool venv of upstream's linter pins
+(``lint_requirements`` of ``patches/upstream.toml``, from its
+``requirements-lintrunner.txt``) and what its MYPY job installs beside them
+(``mypy_requirements``, and the line's torch and torchao). A finding already in the file
+before the commit still fails upstream's CI: it is reported too.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import lines
 from overlay._git import git
 from overlay.envs import release_venvs
 from overlay.errors import UpstreamError
-from overlay.upstream import upstream_pins
+from overlay.lines.pins import Pins
+from overlay.upstream.results import LintReport
+from overlay.upstream.upstream_pins import UpstreamPins
 
-LINTERS = "every linter of .lintrunner.toml for these files"
-_LINE_NUMBERS = re.compile(r":\d+(:\d+)?")
 Progress = Callable[[str], None]
+TORCH = ("torch", "torchao")  # what MYPY needs from the line's runtime pins
+# Not needed to lint backends/arm, and not always whole in a mirror (large files).
+SPARSE = ("/*", "!/docs/", "!/examples/")
 
 
-@dataclass(frozen=True)
-class LintReport:
-    """What the linters said about the commit's changes."""
-
-    linters: str
-    new: tuple[str, ...]  # findings the commit adds
-    old: int  # findings already there before the commit
-    seconds: float
-
-    @property
-    def summary(self) -> str:
-        """Return a one-line result for the PR's Test plan."""
-        if not self.new:
-            return f"clean ({self.linters})"
-        return f"{len(self.new)} new finding(s) ({self.linters}): " + "; ".join(self.new)
-
-
-def lint_env(progress: Progress) -> release_venvs.Env:
-    """Return the tool venv with lintrunner and upstream's linter pins."""
-    shared = upstream_pins.for_series(lines.series_directory())
+def lint_env(shared: UpstreamPins, pins: Pins, progress: Progress) -> release_venvs.Env:
+    """Return the tool venv: lintrunner, upstream's linter pins and what MYPY imports."""
     if not shared.lint_requirements:
         raise UpstreamError(
             "no linter pins",
@@ -57,26 +42,32 @@ def lint_env(progress: Progress) -> release_venvs.Env:
             found="none",
             hint="copy them from upstream's requirements-lintrunner.txt",
         )
-    spec = release_venvs.EnvSpec("upstream-lint", shared.python, shared.lint_requirements)
+    torch = tuple(r for r in pins.runtime_requirements() if r.split("==")[0] in TORCH)
+    requirements = (*shared.lint_requirements, *shared.mypy_requirements, *torch)
+    spec = release_venvs.EnvSpec("upstream-lint", shared.python, requirements)
     return release_venvs.ensure(spec, progress=progress)
 
 
-def _findings(repo: Path, env: release_venvs.Env, paths: Sequence[str]) -> list[str]:
+def checkout(source: Path, commit: str, dest: Path, branch: str) -> Path:
+    """Check ``commit`` of ``source`` out in ``dest`` on a new ``branch`` (docs, examples aside)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    git(dest.parent, "clone", "-q", "--shared", "--no-checkout", str(source), dest.name)
+    git(dest, "sparse-checkout", "set", "--no-cone", *SPARSE)
+    git(dest, "checkout", "-q", "-b", branch, commit)
+    return dest
+
+
+def run_lint(repo: Path, paths: Sequence[str], env: release_venvs.Env) -> LintReport:
+    """Run every linter of ``repo``'s ``.lintrunner.toml`` on the whole of ``paths``."""
+    started = time.perf_counter()
     environment = dict(os.environ)
     environment["PATH"] = str(env.python.parent) + os.pathsep + environment.get("PATH", "")
     environment.pop("PYTHONPATH", None)
     environment["MYPYPATH"] = "./src/"  # as the pre-push hook runs it
-    command = [
-        str(env.python.parent / "lintrunner"),
-        "--output",
-        "oneline",
-        *paths,
-    ]
+    command = [str(env.python.parent / "lintrunner"), "--output", "oneline", *paths]
     proc = subprocess.run(
         command, cwd=repo, capture_output=True, text=True, env=environment, check=False
     )
-    lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
-    found = [line for line in lines if not line.startswith(("ok", "Warning:", "WARNING"))]
     broken = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     if proc.returncode not in (0, 1) or broken:
         raise UpstreamError(
@@ -85,20 +76,6 @@ def _findings(repo: Path, env: release_venvs.Env, paths: Sequence[str]) -> list[
             found=(proc.stderr or proc.stdout).strip()[-1500:],
             hint=f"run it by hand in {repo}: {' '.join(command)}",
         )
-    return [line for line in found if "No lint issues" not in line]
-
-
-def run_lint(repo: Path, paths: Sequence[str], *, progress: Progress) -> LintReport:
-    """Lint ``paths`` at HEAD and at HEAD~1 of ``repo``; report what HEAD adds."""
-    started = time.perf_counter()
-    env = lint_env(progress)
-    progress(f"lintrunner ({LINTERS}) on {len(paths)} file(s)")
-    after = _findings(repo, env, paths)
-    git(repo, "checkout", "-q", "HEAD~1", "--", *paths)
-    try:
-        before = _findings(repo, env, paths)
-    finally:
-        git(repo, "checkout", "-q", "HEAD", "--", *paths)
-    known = {_LINE_NUMBERS.sub("", line) for line in before}
-    new = tuple(line for line in after if _LINE_NUMBERS.sub("", line) not in known)
-    return LintReport(LINTERS, new, len(before), time.perf_counter() - started)
+    found = [line.strip() for line in proc.stdout.splitlines() if line.startswith(tuple(paths))]
+    ran = f"lintrunner {', '.join(paths)} (every linter of .lintrunner.toml, whole files)"
+    return LintReport(ran, tuple(found), time.perf_counter() - started)

@@ -1,198 +1,331 @@
-"""Prepare upstream pull requests: what to send is decided by behaviour, not by text alone.
+"""Prepare upstream pull requests: each fix of a line, against the newest release and main.
 
-``prepare`` builds the text matrix over the releases, then runs the retarget on the
-newest one (:mod:`overlay.upstream.retarget.run`: stock and patched envs of that release,
-trigger cases, the tests a patch adds, both ways, and the same cases on the pinned
-release). A patch is sent only when its bug trigger fails on stock of the target release
-and passes with the patch, its new test fails before and passes after, and nothing in the
-corpus regresses (:func:`overlay.upstream.verdicts.sends`). Each patch sent gets an mbox, a
-PR body, a drafted issue when it names none, a checklist, lint results (with an upstream
-clone) and a git branch.
+What is sent is the newest line's patch of each fix (for the newest line, its own patches;
+for an older line, the newest line's patch of the same number: a line's patches are the
+ports of the older lines' ones). Each goes alone, as its own pull request, against two
+bases: upstream ``main`` (``--upstream``: a clone, a mirror or the GitHub URL, through the
+canary's scratch repository) and the newest release's sources (its wheel). On each base:
+
+- ``git am`` of the mbox (made against main where the patch applies there);
+- the fix's trigger cases (:mod:`overlay.upstream.behaviour`) on stock and with the patch;
+- the tests it adds, its test files and its ``affected_tests``, stock vs patched, with
+  upstream's ``pytest.ini``: the new tests must fail before and pass after
+  (:func:`overlay.upstream.verdicts.judge_tests`), no other test may go from passing to
+  failing.
+
+The patched side is the base's Arm backend with the one patch, in front of a stock env of
+the release (the canary's shadow, :mod:`overlay.upstream.canary.host`). On main, upstream's
+gate: every linter of its ``.lintrunner.toml`` on the whole touched files, MYPY as the
+pre-push hook runs it (:mod:`overlay.upstream.lint`), and the hook's commit rules with its
+own verb list (:mod:`overlay.upstream.commit_rules`). What keeps a fix back is decided in
+:func:`overlay.upstream.verdicts.submission_problems`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from overlay import fixes
-from overlay._git import git, show
-from overlay.errors import OverlayError, UpstreamError
+from overlay import fixes, lines
+from overlay.envs import release_venvs
+from overlay.errors import OverlayError, UsageError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import Patch, load_series
-from overlay.upstream import commit_rules, export, lint, upstream_tests
-from overlay.upstream.matrix import matrix_of
-from overlay.upstream.releases import Release, load_release, release_metadata
+from overlay.upstream import behaviour, commit_rules, export, lint, pr_text, upstream_tests
+from overlay.upstream.canary import host
+from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
+from overlay.upstream.releases import load_release, release_metadata
+from overlay.upstream.replay import number
 from overlay.upstream.results import (
-    Matrix,
-    PatchBehaviour,
-    Retarget,
+    Counts,
+    OnBase,
+    Sending,
+    Submission,
     TestRun,
     parse_applied_upstream,
 )
-from overlay.upstream.retarget import run
 from overlay.upstream.upstream_pins import for_series
-from overlay.upstream.verdicts import sends
+from overlay.upstream.verdicts import submission_problems, suite_changes
 
 Progress = Callable[[str], None]
+GITHUB = "https://github.com/pytorch/executorch.git"
+AUTHORS = 5  # recent authors of the touched files named in the cc line
 
 
 @dataclass(frozen=True)
 class Request:
     """What to prepare."""
 
-    patches_dir: Path
+    patches_dir: Path  # the line whose fixes to send
     out_dir: Path
-    versions: tuple[str, ...]
     signer: commit_rules.Identity
-    upstream_clone: Path | None = None
-    affected: bool = False  # also run the affected upstream test subset (minutes)
-    torch: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
+    upstream: str = GITHUB  # a pytorch/executorch clone, mirror or URL
+    names: tuple[str, ...] = ()  # only these patches
+    lint: bool = True
+    scratch_root: Path | None = None  # the scratch repositories (default: the cache)
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base to send against: its Arm backend (tests included) hosted on a stock env."""
+
+    name: str  # "main" or the release
+    commit: str
+    files: dict[str, bytes]  # backends/arm/**
+    env: release_venvs.Env
+    stock: Path  # the interpreter of the base as it is
+
+    @property
+    def tests(self) -> dict[str, bytes]:
+        """Return the base's ``backends/arm/test`` files."""
+        return {p: d for p, d in self.files.items() if p.startswith("backends/arm/test/")}
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """The text matrix, the retarget it rests on (behaviour per patch), and the exports."""
+    """The report, the exports (mbox, PR body, issue, checklist) and each fix's branch."""
 
-    matrix: Matrix
-    retarget: Retarget
+    report: Sending
     exports: list[export.Export]
-    branches: dict[str, tuple[Path, str]] = field(default_factory=dict)  # name -> (repo, branch)
-    lint: dict[str, lint.LintReport] = field(default_factory=dict)
+    branches: dict[str, tuple[Path, str]]  # patch -> (repository, branch) on main
 
 
-def base_for(
-    patch: Patch, release_files: Mapping[str, bytes], commit: str | None, clone: Path | None
-) -> tuple[str, dict[str, bytes], str]:
-    """Return (base commit, base files, where) the patch is made against; main preferred.
+def chosen(line: Path, newest: Path, names: Sequence[str]) -> tuple[list[Patch], dict[str, str]]:
+    """Return the patches to send (the newest line's of each fix) and why others are not.
 
-    The patch may sit at other lines on main (the export regenerates the diff there).
+    Example: the 1.2.0 line (fixes 1-6) when the newest line, 1.5.1, carries 1, 3 and 7.
+    Becomes: 1.5.1's 0001 and 0003; 0002, 0004-0006: "the 1.5.1 line no longer carries it".
     """
-    if clone is not None:
-        try:
-            main = git(clone, "rev-parse", "main").strip()
-            files = {path: show(clone, f"{main}:{path}") for path in patch.targets}
-            apply_patch(patch, {p: decode(d) for p, d in files.items()}, allow_offset=True)
-        except (OverlayError, HunkMismatchError):
-            pass
+    series, target = load_series(line), load_series(newest)
+    own = {number(p.name): p for p in target.patches}
+    unknown = sorted(set(names) - {p.name for p in (*series.patches, *target.patches)})
+    if unknown:
+        raise UsageError(
+            f"no patch {', '.join(unknown)} in the {series.pins.executorch} line",
+            expected=", ".join(p.name for p in series.patches),
+            found=", ".join(unknown),
+            hint="name a patch file of the line: --patch 0001-....patch",
+        )
+    send, skipped = [], {}
+    for patch in series.patches:
+        port = own.get(number(patch.name))
+        if names and not {patch.name, port.name if port else ""} & set(names):
+            continue
+        applied = parse_applied_upstream((port or patch).header.get("Applied-Upstream", ""))
+        if port is None:
+            skipped[patch.name] = (
+                f"the {target.pins.executorch} line no longer carries it (docs/fixes.md says why)"
+            )
+        elif applied.text:
+            skipped[patch.name] = f"upstream has it: Applied-Upstream: {applied.text}"
         else:
-            return main, files, f"main of {clone} ({main[:12]})"
-    files = {path: release_files[path] for path in patch.targets if path in release_files}
-    return commit or "", files, "the release's sources (version.py git_version)"
+            send.append(port)
+    return send, skipped
 
 
 def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
-    """Build the matrix, retarget onto its newest release and export every patch to send."""
+    """Export every fix of the line, measure it on both bases, run upstream's gate."""
+    started = time.perf_counter()
     commit_rules.check_signer(request.signer)  # before minutes of work, not at the mbox
-    series = load_series(request.patches_dir)
-    shared = for_series(request.patches_dir)
-    matrix = matrix_of(series, request.versions, progress)
-    newest = matrix.versions[-1]
-    if newest == str(series.pins.executorch):
-        raise UpstreamError(
-            "the newest release in the matrix is the pinned one",
-            expected="a newer release to send fixes against",
-            found=newest,
-            hint="add it with --versions (e.g. --versions 1.2.0,1.5.1)",
-        )
-    rt = run.retarget(
-        run.Request(
-            version=newest,
-            patches_dir=request.patches_dir,
-            out_dir=request.out_dir / "retarget" / newest,
-            fast=True,
-            equivalence=True,
-            torch=request.torch,
-            upstream_clone=request.upstream_clone,
-            locks=False,  # an export needs no installable candidate
-        ),
-        progress,
+    every = lines.all_lines(request.patches_dir.parent)
+    newest = every[-1]
+    send, skipped = chosen(request.patches_dir, newest.directory, request.names)
+    line = str(load_series(request.patches_dir).pins.executorch)
+    torch = newest.pins.runtime.get("torch", "")
+    if not send:
+        return Prepared(Sending(line, newest.name, torch, "", (), skipped, 0.0), [], {})
+    shared = for_series(newest.directory)
+    release = load_release(newest.pins, shared, newest.name)
+    _, release_commit = release_metadata(release.wheel)
+    progress(f"fetching main and the release tags of {request.upstream}")
+    scratch = open_upstream(request.upstream, request.scratch_root)
+    main = scratch.rev(MAIN_REF)
+    hook = scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b"")
+    verbs = commit_rules.hook_verbs(decode(hook))
+    exports = [
+        export_against(patch, scratch, main, (release.files, release_commit or ""), request.signer)
+        for patch in send
+    ]
+    out = request.out_dir
+    stock = release_venvs.ensure(
+        release_venvs.release_spec(newest.pins, "stock", extra=shared.test_requirements),
+        progress=progress,
     )
-    exports: list[export.Export] = []
+    _, main_env, _ = host.host_env(scratch, main, every, log_dir=out / "logs", progress=progress)
+    main_files = {**host.arm_sources(scratch, main), **host.test_sources(scratch, main)}
+    main_stock = host.wrapper(
+        out / "main", main_env.python, host.write_shadow(out / "main", main_files)
+    )
+    bases = (
+        Base("main", main, main_files, main_env, main_stock),
+        Base(newest.name, release_commit or "", release.files, stock, stock.python),
+    )
+    found = {b.name: measure(b, send, newest.name, out / b.name, progress) for b in bases}
     branches: dict[str, tuple[Path, str]] = {}
-    reports: dict[str, lint.LintReport] = {}
-    wanted = [v for v in rt.patches if (v.name in request.names or not request.names) and sends(v)]
-    candidate = load_series(Path(rt.candidate)) if wanted else None
-    release = load_release(series.pins, shared, newest)
-    _, commit = release_metadata(release.wheel)
-    new_run = rt.runs.get("new")
-    torch = new_run.workers["stock"].torch if new_run else ""
-    for verdict in wanted:  # each its own pull request on its own branch: [PATCH], not 1/N
-        assert candidate is not None and verdict.behaviour is not None
-        patch = candidate.get(verdict.name)
-        if parse_applied_upstream(patch.header.get("Applied-Upstream", "")).text:
+    submissions, done = [], []
+    lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
+    for patch, item in zip(send, exports, strict=True):
+        repo = out / "branches" / item.stem
+        branch = export.branch_name(item)
+        lint.checkout(scratch.path, main, _fresh(repo), branch)
+        on_main = export.apply_mbox(repo, item)
+        sources = {p: release.files[p] for p in patch.targets if p in release.files}
+        on_release = export.apply_mbox(
+            export.release_repo(out / "release" / item.stem, sources, release_commit or ""), item
+        )
+        report = None
+        if lint_env is not None and not on_main:
+            progress(f"{patch.name}: upstream's linters on {', '.join(item.after)}")
+            report = lint.run_lint(repo, sorted(item.after), lint_env)
+        on_bases = (found["main"][patch.name], found[newest.name][patch.name])
+        bases_found = tuple(
+            replace(b, applies=b.applies or am)
+            for b, am in zip(on_bases, (on_main, on_release), strict=True)
+        )
+        rules = commit_rules.check_message(item.message, verbs)
+        sub = Submission(
+            patch.name, newest.name, item.subject, item.base_commit, bases_found, report,
+            tuple(rules), recent_authors(scratch, main, sorted(item.after), request.signer),
+            submission_problems(bases_found, report, rules, lint_asked=request.lint),
+        )  # fmt: skip
+        submissions.append(sub)
+        branches[patch.name] = (repo, branch)
+        done.append(
+            pr_text.with_texts(
+                item, patch, sub, release=newest.name, torch=torch, branch=(str(repo), branch)
+            )
+        )
+    sending = Sending(
+        line, newest.name, torch, main, tuple(submissions), skipped,
+        round(time.perf_counter() - started, 1),
+    )  # fmt: skip
+    return Prepared(sending, done, branches)
+
+
+def _fresh(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def export_against(
+    patch: Patch,
+    scratch: Scratch,
+    main: str,
+    release: tuple[Mapping[str, bytes], str],
+    signer: commit_rules.Identity,
+) -> export.Export:
+    """Export one patch against main where it applies there (offsets allowed), else against
+    the release (``release``: its files and its commit)."""
+    on_main = scratch.files(main, patch.targets)
+    try:
+        apply_patch(patch, {p: decode(d) for p, d in on_main.items()}, allow_offset=True)
+    except (HunkMismatchError, KeyError):
+        return export.export_patch(patch, release[0], signer=signer, base_commit=release[1])
+    return export.export_patch(patch, on_main, signer=signer, base_commit=main)
+
+
+def measure(
+    base: Base, patches: Sequence[Patch], release: str, out_dir: Path, progress: Progress
+) -> dict[str, OnBase]:
+    """Measure each patch alone on ``base``: trigger cases and tests, stock vs with it."""
+    texts = {p: decode(d) for p, d in base.files.items()}
+    after: dict[str, dict[str, bytes]] = {}
+    found: dict[str, OnBase] = {}
+    for patch in patches:
+        try:
+            result = apply_patch(patch, texts, allow_offset=True)
+        except (HunkMismatchError, KeyError) as exc:
+            why = f"does not apply to {base.name}: {getattr(exc, 'message', exc)}"
+            found[patch.name] = OnBase(base.name, base.commit, why, None, None)
             continue
-        base_commit, base_files, where = base_for(
-            patch, release.files, commit, request.upstream_clone
+        after[patch.name] = {p: encode(t) for p, t in result.items()}
+    pythons = {
+        name: host.wrapper(
+            out_dir / name,
+            base.env.python,
+            host.write_shadow(out_dir / name, {**base.files, **files}),
         )
-        progress(f"{patch.name}: based on {where}")
-        affected = None
-        if request.affected and new_run is not None and "patched" in new_run.workers:
-            affected = run_affected(rt, patch, release, request)
-        evidence = export.Evidence(
-            release=newest,
-            torch=torch,
-            cases=tuple(_case_lines(verdict.behaviour)),
-            test=verdict.behaviour.test,
-            affected=affected,
-        )
-        item = export.export_patch(
-            patch,
-            {**release.files, **base_files},
-            newest,
-            signer=request.signer,
-            evidence=evidence,
-            source=verdict.source,
-            base_commit=base_commit,
-        )
-        repo = request.out_dir / "branches" / item.stem
-        branch = export.make_branch(item, repo, base=item.before, clone=request.upstream_clone)
-        branches[item.name] = (repo, branch)
-        if request.upstream_clone is not None:
-            report = lint.run_lint(repo, list(item.after), progress=progress)
-            reports[item.name] = report
-            evidence = replace(evidence, lint=report.summary)
-            item = replace(item, pr_body=export.pr_body(patch, item.message, evidence))
-        item = replace(
-            item,
-            checklist=export.checklist(item.stem, branch, repo, evidence, issue=bool(item.issue)),
-        )
-        exports.append(item)
-    return Prepared(matrix, rt, exports, branches, reports)
+        for name, files in after.items()
+    }
+    wanted = [p for p in patches if p.name in after]
+    cases = [c for p in wanted for c in _triggers(p.name, release)]
+    progress(f"{base.name}: trigger cases on stock and with each patch")
+    try:
+        sides = behaviour.run_envs(
+            {"stock": str(base.stock), **{n: str(p) for n, p in pythons.items()}},
+            list(dict.fromkeys(cases)), out_dir=out_dir / "logs", progress=progress,
+        )  # fmt: skip
+    except OverlayError as exc:
+        sides = {}
+        progress(f"{base.name}: the trigger cases did not run: {exc.message}")
+    extra_env = upstream_tests.vulkan_env(base.env.folder, out_dir / "vulkan")
+    for patch in wanted:
+        progress(f"{base.name}: {patch.name}: its tests on stock and with it")
+        run = upstream_tests.run_tests_both_ways(
+            str(base.stock), str(pythons[patch.name]),
+            release_tests=base.tests, patched_files=after[patch.name],
+            pytest_ini=upstream_tests.pytest_ini(None), selection=_selection(patch, base),
+            log_dir=out_dir / "logs" / "pytest" / patch.name, extra_env=extra_env,
+        )  # fmt: skip
+        added = _only(run, upstream_tests.new_tests(patch.diff))
+        measured = None
+        if sides:
+            pair = behaviour.assemble(base.name, sides["stock"], sides[patch.name])
+            tests = {patch.name: added} if added.selection else {}
+            measured = behaviour.measure([patch.name], pair, [release], target=release, tests=tests)
+        found[patch.name] = OnBase(
+            base.name, base.commit, "", (measured or {}).get(patch.name), run,
+            suite_changes(run.stock, run.patched)[0],
+        )  # fmt: skip
+    return found
 
 
-OUTCOME_WORDS = {
-    "right": "lowers, outputs within tolerance of the fake-quantised model",
-    "wrong": "lowers, outputs off",
-    "failed": "fails",
-}
+def _triggers(name: str, release: str) -> list[str]:
+    fix = fixes.by_patch(name)
+    if fix is None:
+        return []
+    bug, other = behaviour.triggers(fix, [release], target=release)
+    return [*bug, *other]
 
 
-def _case_lines(found: PatchBehaviour) -> list[str]:
-    lines = []
-    for case in found.bug_cases:
-        stock = case.stock_error or OUTCOME_WORDS[case.stock.value]
-        patched = OUTCOME_WORDS[case.patched.value] if case.patched else "not run"
-        lines.append(f"`{case.case}`: without this change: {stock}; with it: {patched}")
-    return lines
-
-
-def run_affected(rt: Retarget, patch: Patch, release: Release, request: Request) -> TestRun | None:
-    """Run the fix's affected upstream tests on stock and patched of the new release."""
+def _selection(patch: Patch, base: Base) -> list[str]:
+    """Return the test files to run: the patch's test files and the fix's affected_tests."""
     fix = fixes.by_patch(patch.name)
-    workers = rt.runs["new"].workers
-    if fix is None or not fix.upstream.affected_tests or "patched" not in workers:
-        return None
-    texts = {p: decode(release.files[p]) for p in patch.targets}
-    after = apply_patch(patch, texts, allow_offset=True)
-    return upstream_tests.run_tests_both_ways(
-        workers["stock"].python,
-        workers["patched"].python,
-        release_tests=release.tests,
-        patched_files={p: encode(t) for p, t in after.items()},
-        pytest_ini=upstream_tests.pytest_ini(request.upstream_clone),
-        selection=list(fix.upstream.affected_tests),
-        log_dir=request.out_dir / "logs" / "affected",
-    )
+    listed = fix.upstream.affected_tests if fix is not None else ()
+    own = [p for p in patch.targets if p.startswith("backends/arm/test/") and p.endswith(".py")]
+    return sorted({*own, *(p for p in listed if p in base.files)})
+
+
+def _only(run: TestRun, nodes: Sequence[str]) -> TestRun:
+    """Return ``run`` cut to the tests ``nodes`` name (a parametrized test by its name)."""
+
+    def keep(counts: Counts) -> Counts:
+        tests = tuple(t for t in counts.tests if t.node.split("[")[0] in nodes)
+        return Counts(tests, counts.problem)
+
+    command = f"pytest -c backends/arm/test/pytest.ini {' '.join(nodes)}"
+    return TestRun(command, tuple(nodes), keep(run.stock), keep(run.patched), run.seconds)
+
+
+def recent_authors(
+    scratch: Scratch, commit: str, paths: Sequence[str], signer: commit_rules.Identity
+) -> tuple[str, ...]:
+    """Return the recent authors of ``paths`` (GitHub handles where their e-mail says it).
+
+    Example: ``87121123+oscarandersson8218@users.noreply.github.com`` gives
+    ``@oscarandersson8218``; ``Zingo Andersen <zingo.andersen@arm.com>`` stays a name.
+    """
+    text = scratch.run("log", "-40", "--no-merges", "--format=%an%x1f%ae", commit, "--", *paths)
+    found: list[str] = []
+    for line in text.splitlines():
+        name, _, address = line.partition("\x1f")
+        if "bot" in name.lower() or address == signer.email:
+            continue
+        local, _, domain = address.partition("@")
+        who = "@" + local.split("+")[-1] if domain == "users.noreply.github.com" else name
+        if who not in found:
+            found.append(who)
+    return tuple(found[:AUTHORS])

@@ -18,7 +18,16 @@ from pathlib import Path
 from overlay import codec
 from overlay._table import markdown_table, text_table
 from overlay.text.series import PATCH_SUFFIX
-from overlay.upstream.results import Matrix, Retarget, Status
+from overlay.upstream.results import (
+    Counts,
+    Matrix,
+    OnBase,
+    Retarget,
+    Sending,
+    Status,
+    SuiteRun,
+    TestState,
+)
 from overlay.upstream.verdicts import conflict_text
 
 TONES = {
@@ -377,3 +386,73 @@ def retarget_blocks(result: Retarget) -> list[Block]:
     if result.resume:
         out.append(Para(f"resume: {result.resume}"))
     return out
+
+
+# --- upstream's own suite -------------------------------------------------------------------
+
+
+def counts_row(label: str, counts: Counts) -> tuple[str, ...]:
+    """Return a row of a counts table: the label, then one cell per test state."""
+    return (label, *(str(counts.count(s)) for s in TestState))
+
+
+def suite_blocks(result: SuiteRun) -> list[Block]:
+    """Lay out one line's suite run: counts per build, the tests it broke and fixed."""
+    run = result.run
+    verdict = (
+        f"{len(result.broken)} test(s) pass on stock and not with the patches"
+        if result.broken
+        else "no test passes on stock and fails with the patches"
+    )
+    problems = [p for p in (run.stock.problem, run.patched.problem) if p]
+    return [
+        Heading(f"Upstream's Arm tests on the {result.line} line: stock vs patched"),
+        Para(f"executorch {result.release}; {verdict}.", "fail" if result.broken else "pass"),
+        Table(
+            ("build", *(s.value for s in TestState)),
+            (counts_row("stock", run.stock), counts_row("patched", run.patched)),
+        ),
+        *[Para(f"pytest did not run: {p}", "fail") for p in problems],
+        Heading("Broken by the patches", 2),
+        Items(tuple(item(n) for n in result.broken)),
+        Heading("Fixed by the patches", 2),
+        Items(tuple(item(n) for n in result.fixed)),
+        Heading(f"{len(run.selection)} test files, {run.seconds / 60:.0f} min", 2),
+        Pre("command", f"{run.command}"),
+    ]
+
+
+# --- what is sent upstream ------------------------------------------------------------------
+
+
+def _on_base(base: OnBase) -> str:
+    if base.applies:
+        return base.applies
+    found = base.behaviour
+    return found.outcome.value if found is not None else "not measured"
+
+
+def sending_blocks(report: Sending) -> list[Block]:
+    """Lay out an export: each fix on each base, upstream's gate, what keeps it back."""
+    bases = [b.base for b in report.submissions[0].bases] if report.submissions else []
+    rows: list[tuple[Inline, ...]] = [
+        (
+            sub.patch.removesuffix(PATCH_SUFFIX),
+            *(_on_base(b) for b in sub.bases),
+            "not run" if sub.lint is None else f"{len(sub.lint.findings)} finding(s)",
+            Badge("ready", "ok") if not sub.problems else Badge("held back", "bad"),
+        )
+        for sub in report.submissions
+    ]
+    problems = [item(f"{s.patch}: {p}") for s in report.submissions for p in s.problems]
+    return [
+        Heading(
+            f"Upstream pull requests from the {report.line} line: main ({report.main[:12]})"
+            f" and executorch {report.release}"
+        ),
+        Table(("patch", *bases, "upstream lint", "verdict"), tuple(rows)),
+        Heading("Held back", 2),
+        Items(tuple(problems)),
+        Heading("Not sent", 2),
+        Items(tuple(item(f"{name}: {why}") for name, why in report.skipped.items())),
+    ]

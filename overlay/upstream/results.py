@@ -15,7 +15,7 @@ Data only, plus the parser of the ``Applied-Upstream`` header.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
@@ -190,6 +190,8 @@ class CaseOutcome:
     ab: AB | None  # stock -> patched, judged by correctness
     stock_error: str = ""
     patched_error: str = ""
+    stock_targets: dict[str, str] = field(default_factory=dict)  # target -> error and SQNR
+    patched_targets: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,7 @@ class TestResult:
     node: str
     state: TestState
     reason: str = ""  # "AssertionError: ...", "RuntimeError: Missing out variants: ...", ...
+    causes: tuple[str, ...] = ()  # the exceptions it was raised from (chained), innermost first
 
 
 @dataclass(frozen=True)
@@ -258,15 +261,14 @@ class TestRun:
 
     command: str  # as a reviewer runs it in an executorch checkout
     selection: tuple[str, ...]  # node ids or files
-    stock: Counts | None  # None: not run on stock (the affected subset runs patched only)
+    stock: Counts
     patched: Counts
     seconds: float
 
     @property
     def text(self) -> str:
         """Return ``stock 1 failed -> patched 1 passed``."""
-        stock = self.stock.text if self.stock else "not run"
-        return f"stock {stock} -> patched {self.patched.text}"
+        return f"stock {self.stock.text} -> patched {self.patched.text}"
 
 
 class TestOutcome(enum.StrEnum):
@@ -318,6 +320,76 @@ class PatchBehaviour:
     regressions: tuple[str, ...] = ()
     test: TestRun | None = None
     test_verdict: TestVerdict | None = None
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """What upstream's linters said about the whole files a commit touches."""
+
+    ran: str  # the command, or why it did not run
+    findings: tuple[str, ...]  # lintrunner's one-line findings
+    seconds: float
+
+    @property
+    def summary(self) -> str:
+        """Return a one-line result for the PR's Test plan."""
+        found = f"{len(self.findings)} finding(s): " + "; ".join(self.findings)
+        return f"{self.ran}: {found if self.findings else 'clean'}"
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """Upstream's own Arm tests on a line's stock and patched builds, compared test by test."""
+
+    line: str
+    release: str
+    run: TestRun
+    broken: tuple[str, ...]  # passed on stock, not with the patches: fails the run
+    fixed: tuple[str, ...]  # failed on stock, passed with the patches
+
+
+# --- what is sent upstream ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OnBase:
+    """One fix as sent, on one base: upstream main or the newest release's sources."""
+
+    base: str  # "main" or a release, e.g. "1.5.1"
+    commit: str  # the upstream commit ("" when unknown)
+    applies: str  # "" when ``git am`` applied the mbox there, else why not
+    behaviour: PatchBehaviour | None  # its trigger cases, and the tests it adds, both ways
+    affected: TestRun | None  # every test of its test files and affected_tests, both ways
+    broken: tuple[str, ...] = ()  # of those, passing on stock and not with the fix
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One fix as a pull request: its bases, upstream's gate, and what keeps it back."""
+
+    patch: str
+    source: str  # the line whose patch is sent ("1.5.1": the line's own, or its port)
+    subject: str
+    base_commit: str  # what the mbox is made against (main where it applies)
+    bases: tuple[OnBase, ...]
+    lint: LintReport | None  # None: not run (the commit is not on main)
+    rules: tuple[str, ...]  # the pre-push hook's rules the commit breaks
+    authors: tuple[str, ...]  # recent authors of the touched files on main (cc)
+    problems: tuple[str, ...]  # why it is not ready (empty: send it)
+
+
+@dataclass(frozen=True)
+class Sending:
+    """``export-upstream``: each fix of a line, against the newest release and upstream main."""
+
+    line: str
+    release: str
+    torch: str  # the torch of the release's env
+    main: str
+    submissions: tuple[Submission, ...]
+    skipped: dict[str, str]  # patch -> why it is not sent
+    seconds: float
+    schema: int = REPORT_SCHEMA
 
 
 # --- the matrix ------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class UpstreamPins:
     torch: dict[str, str] = field(default_factory=dict)  # release -> torch_pin.py at its tag
     test_requirements: tuple[str, ...] = ()
     lint_requirements: tuple[str, ...] = ()
+    mypy_requirements: tuple[str, ...] = ()  # what upstream's MYPY job installs (torch aside)
 
     def matrix_pin(self, version: str) -> WheelPin:
         """Return the matrix wheel of a release (sha256 empty when not yet recorded)."""

@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay._git import show
+from overlay.equivalence.worker import vgf_run
 from overlay.errors import OverlayError, UpstreamError
 from overlay.upstream.results import Counts, TestResult, TestRun, TestState
 
 _NEW_TEST_RE = re.compile(r"^\+def (test_\w+)\(", re.MULTILINE)
 PYTEST_TIMEOUT_S = 1800.0
 JUNIT_FILE = "junit.xml"
+LAYER_GLOB = "lib/python*/site-packages/emulation_layer/deploy"
 # What upstream's backends/arm/test/pytest.ini declares (its --strict-markers needs the
 # markers). Used only when no upstream clone is given to read the file itself from.
 PYTEST_INI_MARKERS = (
@@ -36,6 +38,14 @@ PYTEST_INI_MARKERS = (
     "flaky: Tests that are known to be flaky/intermittent",
     "tosa_ref_model: Tests that use TOSA reference model",
 )
+
+
+def vulkan_env(env: Path, folder: Path) -> dict[str, str]:
+    """Return the variables that load ``env``'s ML emulation layer over lavapipe, as
+    upstream's VGF tests look for them ({} when the layer or lavapipe is missing)."""
+    deploy = next(iter(sorted(env.glob(LAYER_GLOB))), None)
+    icd = vgf_run.lavapipe_icd()
+    return vgf_run.layer_env(deploy, folder, icd) if deploy is not None and icd else {}
 
 
 def new_tests(diff: str) -> list[str]:
@@ -76,6 +86,17 @@ def _reason(element: ET.Element) -> str:
     return message.splitlines()[0][:500]
 
 
+_RAISED = re.compile(r"^E\s+([\w.]*(?:Error|Exception): .*)$")
+
+
+def _causes(element: ET.Element, reason: str) -> tuple[str, ...]:
+    """Return the exceptions of a failure's traceback other than its own, innermost first."""
+    found = [
+        m.group(1).strip()[:500] for m in map(_RAISED.match, (element.text or "").splitlines()) if m
+    ]
+    return tuple(c for c in dict.fromkeys(found) if c != reason)
+
+
 def parse_junit(text: str) -> tuple[TestResult, ...]:
     """Return every test of a pytest JUnit report: node, end state and reason.
 
@@ -94,18 +115,20 @@ def parse_junit(text: str) -> tuple[TestResult, ...]:
         ) from exc
     found = []
     for case in root.iter("testcase"):
-        state, reason = TestState.PASSED, ""
+        state, reason, causes = TestState.PASSED, "", tuple[str, ...]()
         for child in case:
             if child.tag == "failure":
                 xfail = (child.get("message") or "").startswith("[XPASS(strict)]")
                 state, reason = (TestState.XPASSED if xfail else TestState.FAILED), _reason(child)
+                causes = _causes(child, reason)
             elif child.tag == "error":
                 state, reason = TestState.ERROR, _reason(child)
+                causes = _causes(child, reason)
             elif child.tag == "skipped":
                 xfailed = child.get("type") == "pytest.xfail"
                 state = TestState.XFAILED if xfailed else TestState.SKIPPED
                 reason = _reason(child)
-        found.append(TestResult(_node(case), state, reason))
+        found.append(TestResult(_node(case), state, reason, causes))
     return tuple(found)
 
 
@@ -139,16 +162,24 @@ def lay_out_tests(
 
 
 def run_pytest(
-    python: str, tree: TestTree, selection: Sequence[str], *, log: Path | None = None
+    python: str,
+    tree: TestTree,
+    selection: Sequence[str],
+    *,
+    log: Path | None = None,
+    timeout: float = PYTEST_TIMEOUT_S,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Counts:
     """Run pytest with upstream's ``pytest.ini`` in ``python``'s env: counts and each test.
 
-    A run that writes no JUnit report (pytest could not start: a broken conftest, a
-    missing plugin) comes back with ``problem`` set to the end of its output.
+    ``extra_env``: set for the run (the Vulkan emulation layer's variables). A run that
+    writes no JUnit report (pytest could not start: a broken conftest, a missing plugin)
+    comes back with ``problem`` set to the end of its output.
     """
     env = dict(os.environ)
     env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "")
     env.pop("PYTHONPATH", None)
+    env.update(extra_env or {})
     junit = tree.root / JUNIT_FILE
     junit.unlink(missing_ok=True)
     command = [
@@ -156,16 +187,14 @@ def run_pytest(
         "-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers",
         "-o", "junit_family=xunit2", f"--junitxml={junit}", *selection,
     ]  # fmt: skip
+    log = log or tree.root / "pytest.log"  # written as pytest runs: a long run shows progress
+    log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run(
-            command,
-            cwd=tree.root,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=PYTEST_TIMEOUT_S,
-        )
+        with log.open("w", encoding="utf-8") as output:
+            proc = subprocess.run(
+                command, cwd=tree.root, stdout=output, stderr=subprocess.STDOUT, env=env,
+                check=False, timeout=timeout,
+            )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UpstreamError(
             "cannot run the upstream tests",
@@ -173,10 +202,8 @@ def run_pytest(
             found=str(exc),
             hint="the release env needs pytest (test_requirements in patches/upstream.toml)",
         ) from exc
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
-    return read_run(proc.stdout, proc.stderr, proc.returncode, junit)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    return read_run(text, "", proc.returncode, junit)
 
 
 def read_run(stdout: str, stderr: str, returncode: int, junit: Path) -> Counts:
@@ -199,31 +226,30 @@ def run_tests_both_ways(
     pytest_ini: bytes,
     selection: Sequence[str],
     log_dir: Path,
-    stock: bool = True,
+    timeout: float = PYTEST_TIMEOUT_S,
+    extra_env: Mapping[str, str] | None = None,
 ) -> TestRun:
     """Run ``selection`` on stock (with the patch's test files) and on patched."""
     started = time.perf_counter()
+    counts = []
     with tempfile.TemporaryDirectory(prefix="overlay-tests-") as tmp:
         tree = lay_out_tests(Path(tmp), release_tests, patched_files, pytest_ini)
-        stock_counts = None
-        if stock:
-            stock_counts = run_pytest(
-                stock_python, tree, selection, log=log_dir / "pytest-stock.log"
+        for side, python in (("stock", stock_python), ("patched", patched_python)):
+            log = log_dir / f"pytest-{side}.log"
+            counts.append(
+                run_pytest(python, tree, selection, log=log, timeout=timeout, extra_env=extra_env)
             )
-        patched_counts = run_pytest(
-            patched_python, tree, selection, log=log_dir / "pytest-patched.log"
-        )
     command = f"pytest -c backends/arm/test/pytest.ini {' '.join(selection)}"
-    return TestRun(
-        command, tuple(selection), stock_counts, patched_counts, time.perf_counter() - started
-    )
+    return TestRun(command, tuple(selection), counts[0], counts[1], time.perf_counter() - started)
 
 
-def pytest_ini(clone: Path | None, ref: str = "main") -> bytes:
-    """Return upstream's ``backends/arm/test/pytest.ini`` (from a clone when one is given)."""
-    if clone is not None:
+def pytest_ini(repo: Path | None, refs: Sequence[str] = ("main",)) -> bytes:
+    """Return upstream's ``backends/arm/test/pytest.ini`` at the first of ``refs`` a clone
+    (or the canary's scratch repository) holds; without one, its options written out."""
+    for ref in refs:
         with contextlib.suppress(OverlayError):
-            return show(clone, f"{ref}:backends/arm/test/pytest.ini")
+            if repo is not None:
+                return show(repo, f"{ref}:backends/arm/test/pytest.ini")
     lines = ["[pytest]", "addopts = --strict-markers", "markers ="]
     lines += [f"    {marker}" for marker in PYTEST_INI_MARKERS]
     return ("\n".join(lines) + "\n").encode()

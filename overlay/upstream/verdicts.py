@@ -1,6 +1,7 @@
 """Every upstream verdict, decided in one pure module from the results in :mod:`results`.
 
-Five questions, each answered here and nowhere else:
+Size: longer than 500 lines on purpose: a verdict decided anywhere else (a gatherer, a
+renderer) is one a reader cannot find. Six questions, each answered here and nowhere else:
 
 - **text** (:func:`text_verdict`, :func:`text_action`): from its ``Applied-Upstream``
   header and how its text (or its port's) fares on a release, is a patch dropped, sent
@@ -17,6 +18,9 @@ Five questions, each answered here and nowhere else:
   whether the candidate can be promoted and what is sent upstream.
 - **canary** (:func:`next_step`): what to do with a patch, given everything the canary found
   on upstream main.
+- **sending** (:func:`submission_problems`, :func:`suite_changes`): what keeps a fix from
+  being sent upstream (the pre-push hook's rules, upstream's linters, ``git am`` and behaviour
+  on each base), and which of upstream's tests a line's patches break or fix.
 
 The gatherers (matrix, behaviour, upstream_tests, retarget, canary) only collect results
 and call these; the renderers only show what they return.
@@ -45,6 +49,8 @@ from overlay.upstream.results import (
     Counts,
     Forwarded,
     ForwardState,
+    LintReport,
+    OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
@@ -132,6 +138,7 @@ def conflict_text(applied: Applied) -> str:
 
 _OWN = ("AssertionError", "assert ", "Failed: ")  # the test's own check failed
 _NOT_OWN = ("Failed: Timeout",)  # pytest-timeout: the test did not finish
+_FAILING = frozenset({TestState.FAILED, TestState.ERROR})
 _MIN_MATCH = 12  # either message may be cut short; shorter ones say too little to match
 _LABEL = re.compile(r"^(?:VGF|numerics|[\w.]*(?:Error|Exception|Warning)): ")
 
@@ -144,22 +151,27 @@ def _core(error: str) -> str:
     return text.strip()
 
 
-def is_own_failure(reason: str, expected_errors: Sequence[str] = ()) -> bool:
+def is_own_failure(
+    reason: str, expected_errors: Sequence[str] = (), causes: Sequence[str] = ()
+) -> bool:
     """Return True when a failed test failed on its own check, or with the bug's error.
+
+    ``causes``: the exceptions ``reason`` was raised from; the bug's error may be one of them.
 
     Example: ``AssertionError: assert 1 == 2`` or ``Failed: DID NOT RAISE`` are the test's
     own; ``RuntimeError: Missing out variants: {...}`` is not (unless the bug's trigger case
-    fails on stock with that very error).
+    fails on stock with that very error); ``ValueError: Failed processing lifted tensor
+    constant placeholder`` raised from the trigger's ``TOSA-1.0+INT doesn't support tensor
+    TosaArg(name='..._grid_scale', dtype=FP32)`` is the bug's.
     """
     text = reason.strip()
     if text.startswith(_OWN) and not text.startswith(_NOT_OWN):
         return True
-    core = _core(text)
+    cores = [c for c in map(_core, (text, *causes)) if len(c) >= _MIN_MATCH]
     return any(
-        len(expected) >= _MIN_MATCH
-        and len(core) >= _MIN_MATCH
-        and (expected in core or core in expected)
+        len(expected) >= _MIN_MATCH and (expected in core or core in expected)
         for expected in map(_core, expected_errors)
+        for core in cores
     )
 
 
@@ -174,15 +186,14 @@ def _not_run(label: str, counts: Counts, expected: Sequence[str], *, stock: bool
             return f"{label}: {test.node}: {test.reason or 'error'}"
         if test.state is TestState.SKIPPED:
             return f"{label}: {test.node} skipped: {test.reason or 'no reason given'}"
-        if stock and test.state is TestState.FAILED and not is_own_failure(test.reason, expected):
+        own = is_own_failure(test.reason, expected, test.causes)
+        if stock and test.state is TestState.FAILED and not own:
             return f"{label}: {test.node}: {test.reason or 'failed'}"
     return ""
 
 
 def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdict:
     """Decide whether a patch's tests fail before and pass after, for the right reason."""
-    if run.stock is None:
-        return TestVerdict(TestOutcome.COULD_NOT_RUN, "could not run: not run on stock")
     for label, counts, stock in (("stock", run.stock, True), ("patched", run.patched, False)):
         reason = _not_run(label, counts, expected_errors, stock=stock)
         if reason:
@@ -197,6 +208,20 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
         return TestVerdict(TestOutcome.PASSES_BEFORE, f"passes before ({summary})")
     why = "; ".join(f"{t.node.rsplit('::', 1)[-1]}: {t.reason[:120]}" for t in before)
     return TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
+
+
+def suite_changes(stock: Counts, patched: Counts) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Return (broken, fixed): tests passing on stock and not patched, and the reverse.
+
+    A test only one side ran (a test the patches add) is neither.
+    """
+    before = {t.node: t.state for t in stock.tests}
+    after = {t.node: t.state for t in patched.tests}
+    both = [n for n in after if n in before]
+    good = TestState.PASSED
+    broken = tuple(n for n in both if before[n] is good and after[n] is not good)
+    fixed = tuple(n for n in both if before[n] in _FAILING and after[n] is good)
+    return broken, fixed
 
 
 # --- behaviour -----------------------------------------------------------------------------
@@ -274,6 +299,42 @@ def decide_patch(
     return PatchBehaviour(
         patch, release, tuple(bug), tuple(other), outcome, text, tuple(regressions), test, tests
     )
+
+
+def submission_problems(
+    bases: Sequence[OnBase],
+    lint: LintReport | None,
+    rules: Sequence[str],
+    *,
+    lint_asked: bool = True,
+) -> tuple[str, ...]:
+    """Return what keeps a fix from being sent (empty: send it).
+
+    Upstream's gate (the hook's commit rules, every linter on the whole touched files) and,
+    on every base, ``git am`` and behaviour: its bug trigger fails on stock and passes with
+    it, the tests it adds fail before and pass after, no test passing without it fails with it.
+    """
+    problems = [f"pre-push hook: {rule}" for rule in rules]
+    if lint is not None and lint.findings:
+        shown = "; ".join(lint.findings[:5])
+        problems.append(f"upstream's linters: {len(lint.findings)} finding(s): {shown}")
+    elif lint is None and lint_asked:
+        problems.append("upstream's linters did not run: the commit is not on main")
+    for base in bases:
+        found = base.behaviour
+        if base.applies:
+            problems.append(f"{base.base}: {base.applies}")
+        elif found is None:
+            problems.append(f"{base.base}: its trigger cases did not run")
+        elif found.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER:
+            problems.append(f"{base.base}: {found.text}")
+        elif found.test is None:
+            problems.append(f"{base.base}: it adds no test function (def test_...)")
+        if base.broken:
+            problems.append(
+                f"{base.base}: passing without it, failing with it: {', '.join(base.broken)}"
+            )
+    return tuple(problems)
 
 
 # --- retarget ------------------------------------------------------------------------------

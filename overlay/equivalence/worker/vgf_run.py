@@ -81,7 +81,8 @@ def _layer_package() -> Path | None:
     return Path(emulation_layer.__file__).resolve().parent / "deploy"
 
 
-def _lavapipe_icd() -> str | None:
+def lavapipe_icd() -> str | None:
+    """Return Mesa's lavapipe ICD manifest (None: not installed)."""
     for pattern in ICD_GLOBS:
         found = sorted(glob(pattern))
         if found:
@@ -120,26 +121,27 @@ def find_emulation(folder: Path) -> Emulation | str:
         )
         if not found
     ]
-    icd = _lavapipe_icd()
+    icd = lavapipe_icd()
     if icd is None:
         missing.append("lavapipe (apt-get install mesa-vulkan-drivers)")
     if missing:
         return "not installed: " + ", ".join(missing)
     assert runner and dump and deploy and icd
+    return Emulation(runner, dump, {**os.environ, **layer_env(deploy, folder, icd)})
+
+
+def layer_env(deploy: Path, folder: Path, icd: str) -> dict[str, str]:
+    """Return the variables that load the emulation layers of ``deploy`` over lavapipe."""
     layers = _layer_folders(deploy, folder)
-    env = dict(os.environ)
-    env.update(
-        {
-            "VK_LAYER_PATH": os.pathsep.join(str(p) for p in layers),
-            "VK_INSTANCE_LAYERS": f"{GRAPH_LAYER}:{TENSOR_LAYER}",
-            "VK_ICD_FILENAMES": icd,  # loaders before 1.3.234
-            "VK_DRIVER_FILES": icd,
-            "LD_LIBRARY_PATH": os.pathsep.join(
-                p for p in (str(deploy / "lib"), os.environ.get("LD_LIBRARY_PATH", "")) if p
-            ),
-        }
-    )
-    return Emulation(runner, dump, env)
+    return {
+        "VK_LAYER_PATH": os.pathsep.join(str(p) for p in layers),
+        "VK_INSTANCE_LAYERS": f"{GRAPH_LAYER}:{TENSOR_LAYER}",
+        "VK_ICD_FILENAMES": icd,  # loaders before 1.3.234
+        "VK_DRIVER_FILES": icd,
+        "LD_LIBRARY_PATH": os.pathsep.join(
+            p for p in (str(deploy / "lib"), os.environ.get("LD_LIBRARY_PATH", "")) if p
+        ),
+    }
 
 
 def _run(command: list[str], env: dict[str, str], cwd: Path, what: str) -> str:

@@ -21,13 +21,12 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from overlay import worktree
 from overlay.errors import OverlayError
 from overlay.text.applier import apply_patch, decode
-from overlay.text.series import Patch, Series, load_series
+from overlay.text.series import Series, load_series
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.export import export_patch
 from overlay.upstream.results import Gate, GateCheck
@@ -110,41 +109,26 @@ def _year(series: Series, sources: Mapping[str, bytes], name: str) -> int | None
     return max(years, default=None)
 
 
-def gate_subject(patch: Patch) -> Patch:
-    """Return ``patch`` with a subject the export's hook rules accept (``Fix <subject>``).
-
-    Example: ``Description: Keep terminal int16 quantize nodes unfolded``.
-    Becomes: ``Description: Fix keep terminal int16 quantize nodes unfolded``.
-    """
-    first, _, rest = patch.header["Description"].partition("\n")
-    subject = "Fix " + first[:1].lower() + first[1:]
-    header = {**patch.header, "Description": subject + ("\n" + rest if rest else "")}
-    return replace(patch, header=header)
-
-
 def exported(series: Series, sources: Mapping[str, bytes], base_commit: str) -> dict[str, str]:
     """Return each patch's mbox (or why the export refused it), keyed by patch name.
 
-    A patch whose own subject breaks the commit rules is exported with :func:`gate_subject`
-    (the gate checks bytes, not wording; the export itself reports the wording).
+    The subject's verb is not checked here (the gate checks bytes; ``export-upstream``
+    checks the wording against upstream's hook).
     """
     out = {}
     for patch in series.patches:
-        for candidate in (patch, gate_subject(patch)):
-            try:
-                item = export_patch(
-                    candidate,
-                    sources,
-                    str(series.pins.executorch),
-                    signer=GATE_SIGNER,
-                    base_commit=base_commit,
-                    year=_year(series, sources, patch.name),
-                )
-            except OverlayError as exc:
-                out[patch.name] = f"refused: {exc.message}: {exc.found}"
-                continue
-            out[patch.name] = item.mbox
-            break
+        try:
+            item = export_patch(
+                patch,
+                sources,
+                signer=GATE_SIGNER,
+                base_commit=base_commit,
+                year=_year(series, sources, patch.name),
+            )
+        except OverlayError as exc:
+            out[patch.name] = f"refused: {exc.message}: {exc.found}"
+            continue
+        out[patch.name] = item.mbox
     return out
 
 

@@ -174,10 +174,17 @@ def write_shadow(dest: Path, files: Mapping[str, bytes]) -> Path:
 
 
 def wrapper(dest: Path, python: Path, site: Path) -> Path:
-    """Write an executable that runs ``python`` with the shadow's ``sitecustomize``."""
+    """Write an executable that runs ``python`` with the shadow's ``sitecustomize``.
+
+    The env's ``bin`` goes first on ``PATH``: upstream's tests look for its tools there
+    (``model-converter``).
+    """
     script = dest / "python"
     path = f'"{site}${{PYTHONPATH:+:$PYTHONPATH}}"'  # the worker's own PYTHONPATH kept
-    script.write_text(f'#!/bin/sh\nPYTHONPATH={path} exec "{python}" "$@"\n', encoding="utf-8")
+    tools = f'PATH="{python.parent}:$PATH"'
+    script.write_text(
+        f'#!/bin/sh\n{tools} PYTHONPATH={path} exec "{python}" "$@"\n', encoding="utf-8"
+    )
     script.chmod(0o755)
     return script
 
@@ -226,6 +233,7 @@ class Hosted:
     patched: Path
     tests: dict[str, bytes]  # main's backends/arm/test files (patched ones on top later)
     note: str
+    test_env: dict[str, str]  # for upstream's tests: the Vulkan emulation layer's variables
 
 
 def host_env(
@@ -301,9 +309,10 @@ def measure(
     )
     patched_site = write_shadow(out_dir / "patched", {**sources, **main_tests, **patched})
     hosted = Hosted(
-        version, stock, wrapper(out_dir / "patched", env.python, patched_site), main_tests, note
-    )
-    pytest_ini = upstream_tests.pytest_ini(scratch.path, main)
+        version, stock, wrapper(out_dir / "patched", env.python, patched_site), main_tests, note,
+        upstream_tests.vulkan_env(env.folder, out_dir / "vulkan"),
+    )  # fmt: skip
+    pytest_ini = upstream_tests.pytest_ini(scratch.path, (main,))
     try:
         found = run_patches(hosted, patches, patched, tests, pytest_ini, out_dir, progress)
     except OverlayError as exc:
@@ -349,5 +358,6 @@ def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
                 pytest_ini=pytest_ini,
                 selection=list(tests[name]),
                 log_dir=out_dir / "logs" / "pytest" / name,
+                extra_env=hosted.test_env,
             )
     return list(behaviour.measure(names, run, [hosted.version], tests=found).values())

@@ -241,7 +241,7 @@ def confirm_runtime(
         attempts.append(
             PinAttempt(dict(candidate.runtime), ok, detail or "ok", seconds, candidate.origin)
         )
-        progress(f"pins {candidate.origin}: {'ok' if ok else detail[:160]}")
+        progress(f"pins {candidate.origin}: {'ok' if ok else ' '.join(detail.split())[:300]}")
         if ok and env is not None:
             return dict(candidate.runtime), attempts, env
     raise UpstreamError(

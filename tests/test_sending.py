@@ -1,0 +1,169 @@
+"""What is sent upstream: which patch goes, what holds it back, what the reviewer reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from overlay import fixes, lines
+from overlay._git import git, git_with_env
+from overlay.equivalence.verdict import Quality
+from overlay.errors import UsageError
+from overlay.text.series import load_series, parse_patch
+from overlay.upstream import pr_text, render
+from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
+from overlay.upstream.commit_rules import Identity
+from overlay.upstream.export import export_patch
+from overlay.upstream.prepare import chosen, recent_authors
+from overlay.upstream.replay import number
+from overlay.upstream.results import (
+    CaseOutcome,
+    Counts,
+    LintReport,
+    OnBase,
+    Outcome,
+    PatchBehaviour,
+    Sending,
+    Submission,
+    TestResult,
+    TestRun,
+    TestState,
+)
+from overlay.upstream.verdicts import submission_problems
+
+from scaffold import make_diff
+
+ROOT = Path(__file__).resolve().parent.parent
+LINES = lines.all_lines(ROOT / "patches")
+SIGNER = Identity("Jane Doe", "jane.doe@example.org")
+NEW = "backends/arm/test/passes/test_demo.py::test_new"
+OLD = "backends/arm/test/passes/test_demo.py::test_old"
+
+
+def test_an_older_line_sends_the_newest_lines_patch_of_each_fix_it_carries() -> None:
+    old, newest = LINES[0], LINES[-1]
+    send, skipped = chosen(old.directory, newest.directory, ())
+    carried = {number(p.name): p.name for p in load_series(newest.directory).patches}
+    own = [p.name for p in load_series(old.directory).patches]
+    assert [p.name for p in send] == [carried[number(n)] for n in own if number(n) in carried]
+    assert sorted(skipped) == sorted(n for n in own if number(n) not in carried)
+    assert all("no longer carries it" in why for why in skipped.values())
+    mine, none = chosen(newest.directory, newest.directory, ())
+    assert [p.name for p in mine] == list(carried.values()) and none == {}
+    first = next(iter(carried.values()))
+    assert [p.name for p in chosen(newest.directory, newest.directory, (first,))[0]] == [first]
+    with pytest.raises(UsageError, match=r"no patch 9999-x\.patch in the"):
+        chosen(old.directory, newest.directory, ("9999-x.patch",))
+
+
+def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> None:
+    repo = tmp_path / "up"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    authors = [
+        ("Zingo Andersen", "zingo.andersen@arm.com"),
+        ("Oscar A", "87121123+oscarandersson8218@users.noreply.github.com"),
+        ("pytorchbot", "bot@pytorch.org"),
+        ("Jane Doe", SIGNER.email),
+        ("Zingo Andersen", "zingo.andersen@arm.com"),
+    ]
+    for index, (name, address) in enumerate(authors):
+        (repo / "a.py").write_text(f"x = {index}\n")
+        git(repo, "add", "a.py")
+        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": address}
+        git_with_env(repo, {**who, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": address},
+                     "commit", "-q", "-m", f"c{index}")  # fmt: skip
+    scratch = open_upstream(str(repo), tmp_path / "scratch")
+    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
+    assert found == ("Zingo Andersen", "@oscarandersson8218")
+
+
+def _run(stock: TestState, patched: TestState) -> TestRun:
+    tests = (TestResult(OLD, TestState.PASSED), TestResult(NEW, stock, "AssertionError: x"))
+    after = (TestResult(OLD, TestState.PASSED), TestResult(NEW, patched))
+    return TestRun("pytest -c backends/arm/test/pytest.ini t.py", ("t.py",), Counts(tests),
+                   Counts(after), 1.0)  # fmt: skip
+
+
+def _base(
+    name: str, outcome: Outcome, *, applies: str = "", broken: tuple[str, ...] = ()
+) -> OnBase:
+    case = CaseOutcome(
+        "grid_case", Quality.FAILED, Quality.RIGHT, None, "boom", "",
+        {"tosa": "max error 0.10% of range, SQNR 50.0 dB", "vgf": "fails: boom"},
+        {"tosa": "max error 0.10% of range, SQNR 50.0 dB", "vgf": "max error 0.20% of range"},
+    )  # fmt: skip
+    run = _run(TestState.FAILED, TestState.PASSED)
+    found = PatchBehaviour("0001-x.patch", name, (case,), (), outcome, "why", test=run)
+    return OnBase(name, "c0ffee" * 7, applies, found, run, broken)
+
+
+def test_what_holds_a_fix_back() -> None:
+    good = (
+        _base("main", Outcome.FAILS_BEFORE_PASSES_AFTER),
+        _base("1.5.1", Outcome.FAILS_BEFORE_PASSES_AFTER),
+    )
+    clean = LintReport("lintrunner a.py", (), 1.0)
+    assert submission_problems(good, clean, []) == ()
+    dirty = LintReport("lintrunner a.py", ("a.py:1:1 :Warning x [FLAKE8/C901]",), 1.0)
+    held = submission_problems(
+        (_base("main", Outcome.COULD_NOT_RUN, applies="git am fails: x"),
+         _base("1.5.1", Outcome.STILL_FAILS, broken=(OLD,))),
+        dirty, ["subject should start with an imperative verb the pre-push hook knows: 'Keep'"],
+    )  # fmt: skip
+    verb = "subject should start with an imperative verb the pre-push hook knows: 'Keep'"
+    assert held == (
+        f"pre-push hook: {verb}",
+        "upstream's linters: 1 finding(s): a.py:1:1 :Warning x [FLAKE8/C901]",
+        "main: git am fails: x",
+        "1.5.1: why",
+        f"1.5.1: passing without it, failing with it: {OLD}",
+    )
+    assert submission_problems(good, None, [])[0].startswith("upstream's linters did not run")
+    assert submission_problems(good, None, [], lint_asked=False) == ()
+
+
+def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
+    fix = next(f for f in fixes.FIXES if f.upstream.reproducer)
+    path = "backends/arm/_passes/demo_pass.py"
+    header = (
+        "Description: Fix the demo pass\n The demo pass drops the scale. It fails.\n .\n"
+        " Keep the scale.\nForwarded: no\nLast-Update: 2026-12-02\n---\n"
+    )
+    patch = parse_patch(
+        f"{fix.number:04d}-demo.patch", header + make_diff(path, "x = 1\n", "x = 2\n")
+    )
+    item = export_patch(patch, {path: b"x = 1\n"}, signer=SIGNER)
+    bases = (
+        _base("main", Outcome.FAILS_BEFORE_PASSES_AFTER),
+        _base("1.5.1", Outcome.FAILS_BEFORE_PASSES_AFTER),
+    )
+    lint = LintReport("lintrunner x", (), 1.0)
+    sub = Submission(patch.name, "1.5.1", item.subject, "", bases, lint, (),
+                     ("@someone", "Zingo Andersen"), ())  # fmt: skip
+    done = pr_text.with_texts(item, patch, sub, release="1.5.1", torch="2.13.0", branch=("r", "b"))
+    body = done.pr_body
+    assert body.startswith(
+        "### Summary\n\nThe demo pass drops the scale. It fails.\n\nKeep the scale."
+    )
+    assert fix.upstream.reproducer.splitlines()[0] in body
+    assert "| `grid_case` | vgf | main | fails: boom | max error 0.20% of range |" in body
+    plan = body.split("### Test plan\n", 1)[1]
+    assert "pytest -c backends/arm/test/pytest.ini t.py" in plan
+    assert "- the tests it adds: without 1 passed, 1 failed, with 2 passed" in plan
+    assert f"| `{NEW}` | failed | passed | failed | passed |" in plan  # every test, each base
+    assert "lintrunner x: clean" in plan
+    assert plan.rstrip().splitlines()[-1].endswith("@someone Zingo Andersen")
+    assert "overlay" not in body.lower() and "patches/" not in body
+    assert done.issue.startswith("### 🐛 Describe the bug: Fix the demo pass")  # no Bug: header
+    assert "CLA" in done.checklist and ".issue.md" in done.checklist
+    report = Sending(
+        "1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {"0002-x.patch": "dropped"}, 1.0
+    )
+    shown = render.text(render.sending_blocks(report))
+    assert (
+        "fails before, passes after" in shown
+        and "ready" in shown
+        and "0002-x.patch: dropped" in shown
+    )
