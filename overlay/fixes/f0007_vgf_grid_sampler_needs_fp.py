@@ -73,7 +73,7 @@ def grid_warp() -> tuple[Any, tuple[Any, ...]]:
 FIX = Fix(
     number=7,
     title="VGF partitions grid_sample only where the TOSA spec has FP",
-    repo_paths=(PARTITIONER, "backends/arm/test/ops/test_grid_sampler.py"),
+    repo_paths=(PARTITIONER, "backends/arm/test/misc/test_multiple_delegates.py"),
     runtime={
         "1.5.1": RuntimeForm(
             repo_path=PARTITIONER,
@@ -119,7 +119,7 @@ FIX = Fix(
         ),
     ),
     upstream=UpstreamNote(
-        test_file="backends/arm/test/ops/test_grid_sampler.py",
+        test_file="backends/arm/test/misc/test_multiple_delegates.py",
         narrowing=(
             "VgfPartitioner registers grid_sampler_2d unconditionally since the VGF grid"
             " sampler landed; the shader's FP32 inputs make every integer-only VGF lowering"
@@ -127,6 +127,7 @@ FIX = Fix(
             " and the partition report says why it stays on the CPU."
         ),
         affected_tests=(
+            "backends/arm/test/misc/test_multiple_delegates.py",
             "backends/arm/test/ops/test_grid_sampler.py",
             "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
             "backends/arm/test/ops/test_custom_shader_lowering.py",
