@@ -443,8 +443,9 @@ def unchecked_claims(
 def _detail(results: Mapping[PathId, ItemResult], target: str) -> str:
     """Say how a target is off on the patched path: the error, or the worst output."""
     result = results[PathId.PATCHED]
-    if target == TOSA and result.error is not None:
-        return result.error.first_line
+    tosa_error = result.error or result.numerics_error  # the lowering's, or the run's
+    if target == TOSA and tosa_error is not None:
+        return tosa_error.first_line
     if target == VGF and result.vgf is not None:
         if result.vgf.error is not None:
             return result.vgf.error.first_line
@@ -480,7 +481,7 @@ def worst(numerics: Numerics) -> tuple[float, float | None] | None:
 
 def sqnr_text(value: float) -> str:
     """Return an SQNR in dB with one decimal ('inf' when the outputs are equal)."""
-    return "inf" if math.isinf(value) and value > 0 else f"{value:.1f}"
+    return f"{value:.1f}"  # Python writes infinity as 'inf'
 
 
 def numerics_text(numerics: Numerics) -> str:
@@ -685,7 +686,7 @@ def decide(
         claim = check_claim(item, ab, attributed_fix, version, attributed=attributed)
         unchecked = unchecked_claims(item, ab, c, targets[PathId.PATCHED], version)
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
-    unrun = unrun_everywhere(results, targets) if targets.get(PathId.PATCHED) else []
+    unrun = unrun_everywhere(results, targets)  # a probe has no targets: none
     expected = expected_broken(info, version)
     if expected and not found and unrun:  # an expected breakage this machine cannot see
         note = f"expected to be wrong on every path ({expected}): not checked here"
