@@ -570,6 +570,8 @@ def test_measurably_worse_is_one_percent_of_the_range_plus_the_floor(
     error: float, expected: AB
 ) -> None:
     assert judge(ok(), ok(numerics=numerics(error=error, digest="m")), ok()).ab is expected
+    stock = ok(numerics=numerics(error=0.02))  # worse is patched minus stock, not their sum
+    assert judge(stock, ok(numerics=numerics(error=0.025, digest="m")), ok()).ab is AB.CHANGED
 
 
 def test_vgf_and_ethos_u_failures_are_compared_by_their_errors() -> None:
@@ -582,6 +584,21 @@ def test_vgf_and_ethos_u_failures_are_compared_by_their_errors() -> None:
     assert verdict.compare(failed_vgf(None), failed_vgf(None)) == ()
     one, two = vgf(), vgf(payloads=(Payload("VgfBackend", 5, "v2"),))
     assert verdict.compare(ok(vgf=one), ok(vgf=two)) == (Observation.VGF_PAYLOAD,)
+
+    def raised(message: str, stage: Stage) -> ErrorInfo:
+        return ErrorInfo("RuntimeError", message, stage)
+
+    def tosa_raised(message: str) -> ItemResult:
+        return ok(numerics=None, numerics_error=raised(message, Stage.NUMERICS))
+
+    assert verdict.compare(tosa_raised("a"), tosa_raised("b")) == (Observation.NUMERICS,)
+    assert verdict.compare(tosa_raised("a"), tosa_raised("a")) == ()
+
+    def vgf_raised(message: str) -> ItemResult:
+        return ok(vgf=vgf(numerics_error=raised(message, Stage.VGF_RUN)))
+
+    assert verdict.compare(vgf_raised("a"), vgf_raised("b")) == (Observation.VGF_NUMERICS,)
+    assert verdict.compare(vgf_raised("a"), ok(vgf=vgf())) == (Observation.VGF_NUMERICS,)
 
     def failed_ethos(message: str | None) -> ItemResult:
         error = None if message is None else ErrorInfo("RuntimeError", message, Stage.ETHOSU)
@@ -823,3 +840,17 @@ def test_nothing_unchecked_is_said_of_what_no_one_expects_or_what_was_found() ->
         "expected to be wrong on every path (int16 tanh): not checked here"
         f" (u not executed: {verdict.ETHOS_U_NOT_RUN}; vgf not executed: {NOT_RUN})"
     )
+
+
+def test_where_b_lacks_the_fix_only_the_claims_of_the_release_count() -> None:
+    info = corpus.info("int16_quantize_output")  # fix 1 claims 'changed' on 1.2.0 only
+    assert [f.number for f, _ in fixes.triggers_of(info.name, "1.5.1")] == []
+    rule = fixes.Divergence(
+        "raises",
+        fixes.Direction.IMPROVEMENT,
+        (fixes.ErrorSignature("ValueError", "boom"),),
+        "the seed lacks it",
+    )
+    results = {A: fail(), B: fail(), C: lowered(measured(0.0, math.inf))}
+    v = decide(info.item, info, results, None, [rule], version="1.5.1")
+    assert (v.bc, v.claim_problem) == (BC.IMPROVED, None)
