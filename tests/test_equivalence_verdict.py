@@ -792,14 +792,9 @@ def test_a_case_nobody_claims_has_no_unchecked_claim() -> None:
 def test_an_improvement_that_only_lowers_here_is_unchecked_on_its_release() -> None:
     info = corpus.info("grid_warp_a16w8_vgf")  # fix 1 claims 'fixed' on 1.5.1 (5 on 1.2.0)
     (why,) = [t.why for f, t in fixes.triggers_of(info.name, "1.5.1") if f.number == 1]
-    failed = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "stale", Stage.VGF))
-    rule = fixes.Divergence(
-        "vgf",
-        fixes.Direction.IMPROVEMENT,
-        (fixes.ErrorSignature("RuntimeError", "stale"),),
-        "the seed lacks it",
-        fix=1,
-    )
+    stale = ErrorInfo("RuntimeError", "stale check", Stage.VGF)
+    failed = VgfResult(TargetState.FAILED, error=stale)
+    rule = dataclasses.replace(STALE, direction=fixes.Direction.IMPROVEMENT, fix=1)
     stock = ok(vgf=failed)
     patched = ok(vgf=vgf(run_reason=NOT_RUN))
     v = decide(info.item, info, {A: stock, B: stock, C: patched}, None, [rule], version="1.5.1")
@@ -845,12 +840,8 @@ def test_nothing_unchecked_is_said_of_what_no_one_expects_or_what_was_found() ->
 def test_where_b_lacks_the_fix_only_the_claims_of_the_release_count() -> None:
     info = corpus.info("int16_quantize_output")  # fix 1 claims 'changed' on 1.2.0 only
     assert [f.number for f, _ in fixes.triggers_of(info.name, "1.5.1")] == []
-    rule = fixes.Divergence(
-        "raises",
-        fixes.Direction.IMPROVEMENT,
-        (fixes.ErrorSignature("ValueError", "boom"),),
-        "the seed lacks it",
-    )
-    results = {A: fail(), B: fail(), C: lowered(measured(0.0, math.inf))}
+    rule = dataclasses.replace(STALE, direction=fixes.Direction.IMPROVEMENT)
+    stale = fail("RuntimeError", "stale check")
+    results = {A: stale, B: stale, C: lowered(measured(0.0, math.inf))}
     v = decide(info.item, info, results, None, [rule], version="1.5.1")
     assert (v.bc, v.claim_problem) == (BC.IMPROVED, None)
