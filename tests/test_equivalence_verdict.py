@@ -28,6 +28,7 @@ from overlay import fixes
 from overlay.equivalence import corpus, verdict
 from overlay.equivalence.protocol import (
     ErrorInfo,
+    EthosUResult,
     ItemResult,
     Payload,
     RunStatus,
@@ -536,3 +537,311 @@ def test_an_expected_breakage_on_a_target_not_executed_here_is_unchecked_not_ref
     assert refuted.failures == [
         "case:nearest: expected to be wrong on every path (ties round), but a path is right"
     ]
+
+
+# --- limits, boundaries and messages --------------------------------------------------------
+
+
+def test_an_unknown_scheme_gets_the_float_tolerance() -> None:
+    assert verdict.limits(CaseInfo("q", "TOSA-1.0+INT", "a4w4")) == verdict.Limits(0.01, None)
+
+
+def test_the_limits_are_inclusive_and_tiny_errors_are_never_wrong() -> None:
+    limits = verdict.Limits(0.25, 20.0)
+    at_limit = measured(error=0.25 * 1.0 + verdict.ABSOLUTE_FLOOR, sqnr=30.0)
+    assert verdict.quality(lowered(at_limit), limits) is Quality.RIGHT
+    at_floor = measured(error=0.1, sqnr=20.0)  # the SQNR exactly at the case's floor
+    assert verdict.quality(lowered(at_floor), limits) is Quality.RIGHT
+    tiny = measured(error=verdict.ABSOLUTE_FLOOR, sqnr=-5.0)  # float noise on a tiny output
+    assert verdict.quality(lowered(tiny), limits) is Quality.RIGHT
+    noise = measured(error=verdict.ABSOLUTE_FLOOR / 2, sqnr=30.0)
+    assert verdict.quality(lowered(noise), 0.0) is Quality.RIGHT
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (0.0205, AB.CHANGED),  # 1.03% of a range of 2: within 1% + the floor
+        (verdict.WORSE_BY * 2.0 + verdict.ABSOLUTE_FLOOR, AB.CHANGED),  # exactly at the limit
+        (0.022, AB.REGRESSION),  # 1.1% of the range
+    ],
+)
+def test_measurably_worse_is_one_percent_of_the_range_plus_the_floor(
+    error: float, expected: AB
+) -> None:
+    assert judge(ok(), ok(numerics=numerics(error=error, digest="m")), ok()).ab is expected
+    stock = ok(numerics=numerics(error=0.02))  # worse is patched minus stock, not their sum
+    assert judge(stock, ok(numerics=numerics(error=0.025, digest="m")), ok()).ab is AB.CHANGED
+
+
+def test_vgf_and_ethos_u_failures_are_compared_by_their_errors() -> None:
+    def failed_vgf(message: str | None) -> ItemResult:
+        error = None if message is None else ErrorInfo("RuntimeError", message, Stage.VGF)
+        return ok(vgf=VgfResult(TargetState.FAILED, error=error))
+
+    assert verdict.compare(failed_vgf("no"), failed_vgf("other")) == (Observation.VGF_PAYLOAD,)
+    assert verdict.compare(failed_vgf(None), failed_vgf("no")) == (Observation.VGF_PAYLOAD,)
+    assert verdict.compare(failed_vgf(None), failed_vgf(None)) == ()
+    one, two = vgf(), vgf(payloads=(Payload("VgfBackend", 5, "v2"),))
+    assert verdict.compare(ok(vgf=one), ok(vgf=two)) == (Observation.VGF_PAYLOAD,)
+
+    def raised(message: str, stage: Stage) -> ErrorInfo:
+        return ErrorInfo("RuntimeError", message, stage)
+
+    def tosa_raised(message: str) -> ItemResult:
+        return ok(numerics=None, numerics_error=raised(message, Stage.NUMERICS))
+
+    assert verdict.compare(tosa_raised("a"), tosa_raised("b")) == (Observation.NUMERICS,)
+    assert verdict.compare(tosa_raised("a"), tosa_raised("a")) == ()
+
+    def vgf_raised(message: str) -> ItemResult:
+        return ok(vgf=vgf(numerics_error=raised(message, Stage.VGF_RUN)))
+
+    assert verdict.compare(vgf_raised("a"), vgf_raised("b")) == (Observation.VGF_NUMERICS,)
+    assert verdict.compare(vgf_raised("a"), ok(vgf=vgf())) == (Observation.VGF_NUMERICS,)
+
+    def failed_ethos(message: str | None) -> ItemResult:
+        error = None if message is None else ErrorInfo("RuntimeError", message, Stage.ETHOSU)
+        return ok(ethos_u=(verdict_ethos(error),))
+
+    assert verdict.compare(failed_ethos("a"), failed_ethos("b")) == (Observation.ETHOSU_PAYLOAD,)
+    assert verdict.compare(failed_ethos(None), failed_ethos("a")) == (Observation.ETHOSU_PAYLOAD,)
+    assert verdict.compare(failed_ethos(None), failed_ethos(None)) == ()
+
+
+def verdict_ethos(error: ErrorInfo | None) -> EthosUResult:
+    """Return an Ethos-U55 lowering that failed with ``error`` (None: none recorded)."""
+    return EthosUResult("ethos-u55-128", TargetState.FAILED, error=error)
+
+
+def test_the_numbers_of_each_target() -> None:
+    ran = ok(vgf=vgf(measured(0.5, 3.0)), ethos_u=(ethos("ethos-u55-128"),))
+    assert verdict.target_numerics(ran, "tosa") == numerics()
+    assert verdict.target_numerics(ran, "vgf") == measured(0.5, 3.0)
+    assert verdict.target_numerics(ran, "ethos-u55-128") is None
+    assert verdict.target_numerics(ok(vgf=None), "vgf") is None
+    assert verdict.not_run_reason(ok(vgf=None), "vgf") == ""
+
+
+def test_an_output_with_an_empty_range_is_exact_or_all_wrong() -> None:
+    flat = dataclasses.replace(
+        measured(0.0, math.inf),
+        max_abs_err_vs_fake_quant=(0.0, 0.5, None),
+        reference_range=(0.0,) * 3,
+    )
+    assert verdict.fractions(flat) == [0.0, 1.0, None]
+    assert verdict.fractions(None) == []
+    none = dataclasses.replace(flat, max_abs_err_vs_fake_quant=(), reference_range=(), sqnr_db=())
+    assert verdict.worst(none) == (0.0, None)  # no outputs: nothing off
+
+
+def test_the_findings_say_what_is_off_target_by_target() -> None:
+    info = CaseInfo("net", "TOSA-1.0+INT", "a8w8", ethos_u=True)
+    vgf_failed = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
+    off = lowered(
+        WRONG_GRID,
+        vgf=vgf_failed,
+        ethos_u=(ethos("ethos-u85-256", state=TargetState.FAILED), ethos("ethos-u55-128")),
+    )
+    v = judge(off, off, off, info=info)
+    assert [(f.target, f.quality, f.detail) for f in v.findings] == [
+        ("tosa", Quality.WRONG, "max error 58.50% of range, SQNR -2.6 dB"),
+        ("vgf", Quality.FAILED, "RuntimeError: no"),
+        ("ethos-u85-256", Quality.FAILED, "RuntimeError: vela"),
+    ]
+    assert v.failures == [
+        "case:net: wrong on stock and patched (tosa): max error 58.50% of range, SQNR -2.6 dB;"
+        " fails on stock and patched (vgf): RuntimeError: no;"
+        " fails on stock and patched (ethos-u85-256): RuntimeError: vela"
+    ]
+    failing = judge(fail(), fail(), fail())
+    assert [(f.quality, f.text) for f in failing.findings] == [
+        (Quality.FAILED, "fails on stock and patched (tosa): ValueError: boom")
+    ]
+    raised = ok(numerics=None, numerics_error=ErrorInfo("RuntimeError", "ref", Stage.NUMERICS))
+    assert judge(raised, raised, raised).findings[0].detail == "RuntimeError: ref"
+    unrecorded = lowered(measured(0.0, math.inf), vgf=VgfResult(TargetState.FAILED))
+    assert judge(unrecorded, unrecorded, unrecorded).findings[-1].detail == "no numbers"
+    shapes = dataclasses.replace(WRONG_GRID, max_abs_err_vs_fake_quant=(None,))
+    assert verdict.numerics_text(shapes) == "output shape differs from the reference"
+
+
+def test_an_expectation_is_refuted_when_nothing_is_found() -> None:
+    info = CaseInfo("warp", "TOSA-1.0+INT", "a8w8", expect_broken="int16 tanh")
+    problem = "expected to be wrong on every path (int16 tanh), but a path is right"
+    assert verdict.check_expectation(info, ()) == problem
+    assert verdict.check_expectation(info, (), unrun=True) is None
+
+
+def test_a_rule_about_the_spec_or_the_scheme_never_holds_for_a_probe() -> None:
+    info = ProbeInfo("p", "d")
+    good = ItemResult(RunStatus.OK, value=[1])
+    results = {A: good, B: _probe_fails("RuntimeError", "stale check"), C: good}
+    for change in ({"spec_has": ("int16",)}, {"spec_lacks": ("FP",)}, {"quantize": "a8w8"}):
+        rule = dataclasses.replace(STALE, **change)
+        assert decide(info.item, info, results, None, [rule]).bc is BC.UNDECLARED, change
+
+
+def test_a_rule_reads_the_errors_of_the_vgf_lowering_too() -> None:
+    stale = ErrorInfo("RuntimeError", "stale check", Stage.VGF)
+    for where in (
+        VgfResult(TargetState.FAILED, error=stale),
+        VgfResult(TargetState.COMPARED, numerics_error=stale),
+    ):
+        v = decide(ITEM, CASE, {A: ok(), B: ok(vgf=where), C: ok()}, None, [STALE])
+        assert (v.bc, v.rule) == (BC.DECLARED, STALE), where
+
+
+def test_require_executed_names_every_path_and_target_not_run() -> None:
+    unrun = ok(vgf=vgf(run_reason=NOT_RUN))
+    ran = ok(vgf=vgf(numerics()))
+    v = decide(ITEM, CASE, {A: ran, B: unrun, C: unrun}, None, required=("vgf",))
+    assert v.not_executed == f"vgf not executed on (b), (c) (--require-executed vgf): {NOT_RUN}"
+    neither = ok(numerics=None, run_reason="no reference", vgf=vgf(run_reason=NOT_RUN))
+    both = decide(ITEM, CASE, dict.fromkeys((A, B, C), neither), None, required=("vgf", "tosa"))
+    assert both.not_executed == (
+        f"vgf not executed on (a), (b), (c) (--require-executed vgf): {NOT_RUN};"
+        " tosa not executed on (a), (b), (c) (--require-executed tosa): no reference"
+    )
+
+
+# --- what decide passes on --------------------------------------------------------------------
+
+
+def test_a_verdict_keeps_its_item_and_attributes_only_a_difference() -> None:
+    v = judge(fail(), ok(), ok(), fix=2)
+    assert (v.item, v.info, v.fix) == (ITEM, CASE, 2)
+    assert judge(ok(), ok(), ok(), fix=2).fix is None  # no difference: nothing to attribute
+    good = ItemResult(RunStatus.OK, value=[1])
+    results = {A: good, B: good, C: good}
+    probe = ProbeInfo("p", "d")
+    assert decide(probe.item, probe, results, None, [STALE], bc_fix=3).bc_fix is None
+
+
+def test_decide_reads_the_rules_of_the_release_it_is_given() -> None:
+    info = corpus.info("max_pool2d_default_stride")  # fix 6's rule is declared for 1.2.0 only
+    right = lowered(measured(0.0, math.inf), graph=("cpu: aten::max_pool2d_with_indices",))
+    index = fail("IndexError", "tuple index out of range")
+    results = {A: index, B: index, C: right}
+    assert decide(info.item, info, results, None, version="1.2.0").bc is BC.IMPROVED
+    assert fixes.divergences("1.5.1") == ()
+    assert decide(info.item, info, results, None, version="1.5.1").bc is BC.UNDECLARED
+
+
+def _fixed_claim() -> tuple[CaseInfo, int, str]:
+    """Return a corpus case some fix claims to fix, that fix, and the release it claims it on."""
+    entry, trigger = _trigger_case(fixes.Effect.FIXED)
+    return corpus.info(trigger.case), entry.number, trigger.release
+
+
+def test_a_claim_is_checked_against_the_attributed_fix_unless_told_not_to() -> None:
+    info, number, release = _fixed_claim()
+    results = {A: fail(), B: ok(), C: ok()}
+    other = number % 4 + 1
+    v = decide(info.item, info, results, other, version=release)
+    assert v.claim_problem is not None and f"found 'fixed by patch {other}'" in v.claim_problem
+    loose = decide(info.item, info, results, other, version=release, attributed=False)
+    assert loose.claim_problem is None
+    assert decide(info.item, info, results, number, version=release).claim_problem is None
+
+
+def test_a_harness_failure_decides_nothing_else() -> None:
+    info, number, release = _fixed_claim()
+    info = dataclasses.replace(info, expect_broken="declared", broken_releases="")
+    stuck = ItemResult(RunStatus.FAIL, error=ErrorInfo("WorkerTimeout", "late", Stage.HARNESS))
+    unrun = ok(vgf=vgf(run_reason=NOT_RUN))
+    for results in ({A: unrun, B: unrun, C: stuck}, dict.fromkeys((A, B, C), stuck)):
+        v = decide(info.item, info, results, number, version=release, required=("vgf",))
+        assert (v.claim_problem, v.findings, v.expectation_problem, v.not_executed) == (
+            None,
+            (),
+            None,
+            None,
+        )
+        assert len(v.failures) == 1 and "did not finish on" in v.failures[0]
+
+
+def test_claims_of_several_fixes_are_all_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    entry, trigger = _trigger_case(fixes.Effect.FIXED)
+    other = dataclasses.replace(entry, number=entry.number + 100)
+    monkeypatch.setattr(fixes, "triggers_of", lambda *_: [(entry, trigger), (other, trigger)])
+    item = ItemId(ItemKind.CASE, trigger.case)
+    problem = verdict.check_claim(item, AB.FIXED, entry.number)
+    assert problem == (
+        f"fix {other.number} claims 'fixed by patch {other.number}' ({trigger.why}),"
+        f" found 'fixed by patch {entry.number}'"
+    )
+    both = verdict.check_claim(item, AB.SAME, None)
+    assert both is not None and both.count("; fix ") == 1
+    patched = ok(vgf=vgf(run_reason=NOT_RUN), ethos_u=(ethos("ethos-u55-128"),))
+    judged = verdict.target_qualities(patched, 0.05)
+    unchecked = verdict.unchecked_claims(item, AB.UNCHECKED, patched, judged, None)
+    assert unchecked == (
+        f"fix {entry.number} claims '{trigger.why}'; fix {other.number} claims '{trigger.why}':"
+        f" not checked here ({verdict.ETHOS_U_NOT_RUN}; {NOT_RUN})"
+    )
+
+
+def test_a_case_nobody_claims_has_no_unchecked_claim() -> None:
+    stock = ok(vgf=VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF)))
+    patched = ok(vgf=vgf(run_reason=NOT_RUN))
+    v = judge(stock, patched, patched)
+    assert (v.ab, v.unchecked) == (AB.UNCHECKED, None)
+
+
+def test_an_improvement_that_only_lowers_here_is_unchecked_on_its_release() -> None:
+    info = corpus.info("grid_warp_a16w8_vgf")  # fix 1 claims 'fixed' on 1.5.1 (5 on 1.2.0)
+    (why,) = [t.why for f, t in fixes.triggers_of(info.name, "1.5.1") if f.number == 1]
+    stale = ErrorInfo("RuntimeError", "stale check", Stage.VGF)
+    failed = VgfResult(TargetState.FAILED, error=stale)
+    rule = dataclasses.replace(STALE, direction=fixes.Direction.IMPROVEMENT, fix=1)
+    stock = ok(vgf=failed)
+    patched = ok(vgf=vgf(run_reason=NOT_RUN))
+    v = decide(info.item, info, {A: stock, B: stock, C: patched}, None, [rule], version="1.5.1")
+    assert (v.bc, v.ab, v.claim_problem) == (BC.IMPROVED, AB.SAME, None)
+    assert v.unchecked == f"fix 1 claims '{why}': not checked here ({NOT_RUN})"
+
+
+def test_an_expected_breakage_not_seen_here_is_noted_beside_the_unchecked_claims() -> None:
+    info = dataclasses.replace(
+        corpus.info("grid_warp_a16w8_vgf"), expect_broken="ties round", broken_releases="~=1.5.0"
+    )
+    (why,) = [t.why for f, t in fixes.triggers_of(info.name, "1.5.1") if f.number == 1]
+    u55 = (ethos("ethos-u55-128"),)
+    failed = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
+    stock = ok(vgf=failed, ethos_u=u55)
+    patched = ok(vgf=vgf(run_reason=NOT_RUN), ethos_u=u55)
+    results = {A: stock, B: patched, C: patched}
+    v = decide(info.item, info, results, 1, version="1.5.1")
+    assert v.unchecked == (
+        f"fix 1 claims '{why}': not checked here ({verdict.ETHOS_U_NOT_RUN}; {NOT_RUN});"
+        " expected to be wrong on every path (ties round): not checked here"
+        f" (ethos-u55-128 not executed: {verdict.ETHOS_U_NOT_RUN})"
+    )
+    elsewhere = decide(info.item, info, results, 1, version="1.2.0")  # not expected there
+    assert "ties round" not in str(elsewhere.unchecked)
+
+
+def test_nothing_unchecked_is_said_of_what_no_one_expects_or_what_was_found() -> None:
+    unrun = ok(vgf=vgf(run_reason=NOT_RUN))
+    assert judge(unrun, unrun, unrun).unchecked is None
+    info = CaseInfo("warp", "TOSA-1.0+INT+FP+int16", "a16w8", expect_broken="int16 tanh")
+    wrong = lowered(WRONG_GRID, vgf=vgf(run_reason=NOT_RUN))
+    v = judge(wrong, wrong, wrong, info=info)
+    assert (len(v.findings), v.unchecked, v.failures) == (1, None, [])
+    both = lowered(measured(0.0, math.inf), vgf=vgf(run_reason=NOT_RUN), ethos_u=(ethos("u"),))
+    two = judge(both, both, both, info=info)
+    assert two.unchecked == (
+        "expected to be wrong on every path (int16 tanh): not checked here"
+        f" (u not executed: {verdict.ETHOS_U_NOT_RUN}; vgf not executed: {NOT_RUN})"
+    )
+
+
+def test_where_b_lacks_the_fix_only_the_claims_of_the_release_count() -> None:
+    info = corpus.info("int16_quantize_output")  # fix 1 claims 'changed' on 1.2.0 only
+    assert [f.number for f, _ in fixes.triggers_of(info.name, "1.5.1")] == []
+    rule = dataclasses.replace(STALE, direction=fixes.Direction.IMPROVEMENT)
+    stale = fail("RuntimeError", "stale check")
+    results = {A: stale, B: stale, C: lowered(measured(0.0, math.inf))}
+    v = decide(info.item, info, results, None, [rule], version="1.5.1")
+    assert (v.bc, v.claim_problem) == (BC.IMPROVED, None)

@@ -251,12 +251,17 @@ def test_a_command_that_changes_lines_works_on_a_checkout_only(
     assert none.value.message == (
         "retire-line changes the release lines: it works on a checkout, and there is none here"
     )
+    assert none.value.expected == (
+        "a checkout of executorch-arm-overlay (pyproject.toml and patches/) at or above"
+        " the current folder, or --patches DIR"
+    )
     assert none.value.found == f"no checkout at or above {tmp_path}"
     assert none.value.hint == (
         "cd into your clone of executorch-arm-overlay, or pass --patches CLONE/patches, and run"
         " it again (the lines inside the installed tool are read-only)"
     )
     shipped = Path(lines.__file__).resolve().parent.parent / "patches"  # the package's own
+    monkeypatch.chdir(checkout / "sub")  # named, even in a checkout: refused, not replaced
     with pytest.raises(UsageError) as named:
         lines.root_to_change(shipped, "lock")
     assert named.value.found == f"{shipped} is inside the installed package"
@@ -428,12 +433,10 @@ def test_a_pin_that_is_not_a_string_is_said_plainly(
 
 def test_no_patch_file_is_stored_twice() -> None:
     """One copy of each patch: a port is the newer line's patch itself, never a second file."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "*.patch"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.decode()
     by_digest: dict[str, list[str]] = {}
-    for name in filter(None, listed.split("\0")):
-        digest = hashlib.sha256((ROOT / name).read_bytes()).hexdigest()
-        by_digest.setdefault(digest, []).append(name)
+    for top in ("patches", "tests", "overlay", "docs"):  # the committed folders (not build/)
+        for path in (ROOT / top).rglob("*.patch"):
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            by_digest.setdefault(digest, []).append(str(path.relative_to(ROOT)))
     copies = [names for names in by_digest.values() if len(names) > 1]
     assert len(by_digest) > 1 and not copies, f"the same bytes stored more than once: {copies}"

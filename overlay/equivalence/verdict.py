@@ -17,10 +17,10 @@ difference alone:
 "Right" and "wrong" are said only of a target that ran and was compared: the TOSA
 reference model run, and the VGF program executed on the emulation layer. Right means every
 output is within the case's limits against the fake-quantised reference: the max error as
-a fraction of the reference's range, and, where set, a minimum SQNR (by quantisation scheme
-unless the case sets its own). A VGF program that lowered but was not executed here is
-"lowered" (with the reason), an Ethos-U command stream "compiled" (nothing executes it
-here): neither is right or wrong. Each target is judged on its own. A case quantised for
+a fraction of the reference's range (by quantisation scheme unless the case sets its own),
+and, where the case sets one, a minimum SQNR. A VGF program that lowered but was not
+executed here is "lowered" (with the reason), an Ethos-U command stream "compiled" (nothing
+executes it here): neither is right or wrong. Each target is judged on its own. A case quantised for
 VGF (``CaseInfo.targets_vgf``) also counts a failed VGF lowering in its overall quality.
 
 A (b)/(c) difference is declared by a fix's divergence rule (:class:`overlay.fixes.Divergence`)
@@ -45,15 +45,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from overlay import fixes
-from overlay.equivalence.protocol import ErrorInfo, ItemResult, Numerics, PathId, Stage, TargetState
+from overlay.equivalence.protocol import (
+    ErrorInfo,
+    ItemResult,
+    Numerics,
+    PathId,
+    Payload,
+    Stage,
+    TargetState,
+)
 from overlay.fixes import Direction, Divergence, ErrorSignature
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
 DEFAULT_TOLERANCE: dict[str | None, float] = {None: 0.01, "a8w8": 0.05, "a16w8": 0.05}
-# Minimum SQNR (dB) vs the fake-quantised reference, by scheme (None: not checked). Small
-# graphs are judged by the max error; deep nets set their own floor (see corpus.ZOO_*).
-DEFAULT_SQNR_DB: dict[str | None, float | None] = {None: None, "a8w8": None, "a16w8": None}
 ABSOLUTE_FLOOR = 1e-3  # errors below this are never wrong (float noise on tiny outputs)
 TOSA, VGF = "tosa", "vgf"  # target names; Ethos-U targets go by their config name
 # "Measurably worse": the patched error exceeds stock's by this fraction of the range.
@@ -188,13 +193,13 @@ class Verdict:
 
 
 def limits(info: CaseInfo | ProbeInfo) -> Limits:
-    """Return the case's limits: its own, or its quantisation scheme's defaults."""
+    """Return the case's limits: its tolerance (or its scheme's) and its SQNR floor, if any."""
     if isinstance(info, ProbeInfo):
         return Limits(0.0)
     default_tolerance = DEFAULT_TOLERANCE.get(info.quantize, DEFAULT_TOLERANCE[None])
     return Limits(
         tolerance=info.tolerance if info.tolerance is not None else default_tolerance,
-        sqnr_db=info.sqnr_db if info.sqnr_db is not None else DEFAULT_SQNR_DB.get(info.quantize),
+        sqnr_db=info.sqnr_db,  # small graphs: the max error only; deep nets set a floor
     )
 
 
@@ -302,42 +307,41 @@ def _worse(a: Numerics | None, b: Numerics | None) -> bool:
     return False
 
 
-def _payload_key(result: ItemResult) -> tuple[tuple[str, int, str], ...]:
-    return tuple((p.backend, p.size, p.sha256) for p in result.payloads)
+def _payload_key(payloads: tuple[Payload, ...]) -> tuple[tuple[str, int, str], ...]:
+    return tuple((p.backend, p.size, p.sha256) for p in payloads)
+
+
+def _error_key(error: ErrorInfo | None) -> tuple[str, str] | None:
+    return error.key if error is not None else None
+
+
+def _run_key(numerics: Numerics | None, error: ErrorInfo | None) -> object:
+    """Return what two runs' numbers are compared on: the run's error, else the outputs' digests."""
+    if error is not None:
+        return error.key  # (type, message): never a tuple of sha256 digests
+    return numerics.key if numerics is not None else None
 
 
 def _vgf_key(result: ItemResult) -> object:
     vgf = result.vgf
     if vgf is None or vgf.state is TargetState.SKIPPED:
         return None  # nothing to compare
-    if vgf.state is TargetState.FAILED:
-        return ("error", vgf.error.key if vgf.error else None)
-    return tuple((p.backend, p.size, p.sha256) for p in vgf.payloads)
+    return vgf.state, _error_key(vgf.error), _payload_key(vgf.payloads)
 
 
 def _vgf_numerics_key(result: ItemResult) -> object:
     vgf = result.vgf
     if vgf is None or vgf.state is not TargetState.COMPARED:
-        return None
-    if vgf.numerics_error is not None:
-        return ("error", vgf.numerics_error.key)
-    return vgf.numerics.key if vgf.numerics is not None else None
+        return None  # no program to run
+    return _run_key(vgf.numerics, vgf.numerics_error)
 
 
 def _ethos_key(result: ItemResult) -> object:
-    keys: list[object] = []
-    for target in result.ethos_u:
-        if target.state is TargetState.FAILED:
-            keys.append((target.target, "error", target.error.key if target.error else None))
-        elif target.state is TargetState.COMPARED:
-            keys.append((target.target, tuple((p.size, p.sha256) for p in target.payloads)))
-    return tuple(keys)
-
-
-def _numerics_key(result: ItemResult) -> object:
-    if result.numerics_error is not None:
-        return ("error", result.numerics_error.key)
-    return result.numerics.key if result.numerics is not None else None
+    return tuple(
+        (t.target, t.state, _error_key(t.error), _payload_key(t.payloads))
+        for t in result.ethos_u
+        if t.state is not TargetState.SKIPPED
+    )
 
 
 def compare(x: ItemResult, y: ItemResult) -> tuple[Observation, ...]:
@@ -345,15 +349,15 @@ def compare(x: ItemResult, y: ItemResult) -> tuple[Observation, ...]:
     diffs = []
     if x.status is not y.status:
         diffs.append(Observation.STATUS)
-    elif (x.error.key if x.error else None) != (y.error.key if y.error else None):
+    elif _error_key(x.error) != _error_key(y.error):
         diffs.append(Observation.ERROR)
     if x.value != y.value:
         diffs.append(Observation.VALUE)
     if x.graph != y.graph:
         diffs.append(Observation.GRAPH)
-    if _payload_key(x) != _payload_key(y):
+    if _payload_key(x.payloads) != _payload_key(y.payloads):
         diffs.append(Observation.TOSA_PAYLOAD)
-    if _numerics_key(x) != _numerics_key(y):
+    if _run_key(x.numerics, x.numerics_error) != _run_key(y.numerics, y.numerics_error):
         diffs.append(Observation.NUMERICS)
     if _vgf_key(x) != _vgf_key(y):
         diffs.append(Observation.VGF_PAYLOAD)
@@ -443,8 +447,9 @@ def unchecked_claims(
 def _detail(results: Mapping[PathId, ItemResult], target: str) -> str:
     """Say how a target is off on the patched path: the error, or the worst output."""
     result = results[PathId.PATCHED]
-    if target == TOSA and result.error is not None:
-        return result.error.first_line
+    tosa_error = result.error or result.numerics_error  # the lowering's, or the run's
+    if target == TOSA and tosa_error is not None:
+        return tosa_error.first_line
     if target == VGF and result.vgf is not None:
         if result.vgf.error is not None:
             return result.vgf.error.first_line
@@ -480,7 +485,7 @@ def worst(numerics: Numerics) -> tuple[float, float | None] | None:
 
 def sqnr_text(value: float) -> str:
     """Return an SQNR in dB with one decimal ('inf' when the outputs are equal)."""
-    return "inf" if math.isinf(value) and value > 0 else f"{value:.1f}"
+    return f"{value:.1f}"  # Python writes infinity as 'inf'
 
 
 def numerics_text(numerics: Numerics) -> str:
@@ -603,7 +608,6 @@ def _raised(error: ErrorInfo, signatures: Iterable[ErrorSignature]) -> bool:
 
 
 def required_problem(
-    info: CaseInfo | ProbeInfo,
     results: Mapping[PathId, ItemResult],
     targets: Judged,
     required: Iterable[str],
@@ -611,10 +615,10 @@ def required_problem(
     """Return why a target ``--require-executed`` names did not run on some path (None: ran).
 
     A target that failed to lower is judged (failed), not "not executed"; a VGF lowering
-    that delegated nothing has nothing to execute.
+    that delegated nothing has nothing to execute; a probe has no targets.
     """
     missing: dict[tuple[str, str], list[str]] = {}
-    for target in required if isinstance(info, CaseInfo) else ():
+    for target in required:
         for path, result in results.items():
             vgf = result.vgf if target == VGF else None
             if vgf is not None and vgf.state is TargetState.SKIPPED:
@@ -685,7 +689,7 @@ def decide(
         claim = check_claim(item, ab, attributed_fix, version, attributed=attributed)
         unchecked = unchecked_claims(item, ab, c, targets[PathId.PATCHED], version)
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
-    unrun = unrun_everywhere(results, targets) if targets.get(PathId.PATCHED) else []
+    unrun = unrun_everywhere(results, targets)  # a probe has no targets: none
     expected = expected_broken(info, version)
     if expected and not found and unrun:  # an expected breakage this machine cannot see
         note = f"expected to be wrong on every path ({expected}): not checked here"
@@ -708,5 +712,5 @@ def decide(
         else check_expectation(info, found, version, unrun=bool(unrun)),
         bc_fix=bc_fix if bc_diffs else None,
         unchecked=unchecked,
-        not_executed=None if harness else required_problem(info, results, targets, required),
+        not_executed=None if harness else required_problem(results, targets, required),
     )
