@@ -35,8 +35,8 @@ def test_the_shard_assignment_is_pinned() -> None:
     assert [owner(n, 2) for n in names[:5]] == [2, 1, 2, 1, 1]
 
 
-def test_the_recorded_choices_are_the_options_without_this_machine() -> None:
-    options = Options("s", "p", fast=True, only=("a",), out_dir=Path("/tmp/x"), jobs=3)
+def test_the_recorded_choices_are_the_options_without_this_machine(tmp_path: Path) -> None:
+    options = Options("s", "p", fast=True, only=("a",), out_dir=tmp_path, jobs=3)
     recorded = options.recorded()
     assert type(recorded) is RunChoices
     assert dataclasses.asdict(recorded) == {
