@@ -28,7 +28,7 @@ from overlay.upstream.results import (
     TestState,
 )
 from overlay.upstream.retarget import run
-from overlay.upstream.verdicts import sends
+from overlay.upstream.verdicts import is_own_failure, sends
 
 pytestmark = pytest.mark.release
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,25 +120,25 @@ def test_behaviour_per_release(retargeted: Retarget) -> None:
     assert [v.name for v in retargeted.patches if sends(v)] == [INT16, CONV]
 
 
-# (failed on stock, passed on stock, passed with the fix): fix 1's VgfPipeline test lowers
-# on stock too (stock's output is wrong, not its lowering); it guards the port's own image
-# boundary, which fails to lower without its float sampler output.
-@pytest.mark.parametrize(("name", "failed", "passed"), [(INT16, 1, 1), (CONV, 2, 0)])
-def test_each_port_fails_before_and_passes_after(
-    retargeted: Retarget, name: str, failed: int, passed: int
-) -> None:
+@pytest.mark.parametrize("name", [INT16, CONV])
+def test_each_port_fails_before_and_passes_after(retargeted: Retarget, name: str) -> None:
     found = _behaviour(retargeted)[name]["1.5.1"]
     test = found.test
     assert test is not None
-    tests = failed + passed
-    states = (TestState.FAILED, TestState.PASSED)
-    assert [test.stock.count(s) for s in states] == [failed, passed]
-    assert [test.patched.count(s) for s in states] == [0, tests]
-    # ... and fails before for its own reason (an assertion), not a registration error
+    # with the patch nothing fails; a VGF test whose file lowered but found no executor_runner
+    # to run on (this machine has none) is neither passed nor failed, and is named
+    patched = {t.state for t in test.patched.tests}
+    assert TestState.PASSED in patched
+    assert patched <= {TestState.PASSED, TestState.XFAILED, TestState.NO_TARGET}
+    # ... and it fails before for its own reason (an assertion or the bug's error), never
+    # for want of a target or a registration error
     verdict = found.test_verdict
     assert verdict is not None and verdict.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER
     failures = [t for t in test.stock.tests if t.state is TestState.FAILED]
-    assert all(t.reason.startswith(("assert", "AssertionError")) for t in failures)
+    errors = [case.stock_error for case in found.bug_cases]
+    assert failures and all(is_own_failure(t.reason, errors, t.causes) for t in failures)
+    if TestState.NO_TARGET in patched:
+        assert "not run here" in verdict.text
 
 
 def test_the_default_lines_last_fix_is_sent_against_the_release_and_main(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from overlay.upstream.upstream_tests import (
 DEMO = "backends.arm.test.passes.test_demo"
 NODE = "backends/arm/test/passes/test_demo.py"
 REPORT = f"""<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">
-<testsuite name="pytest" errors="1" failures="6" skipped="2" tests="10">
+<testsuite name="pytest" errors="1" failures="7" skipped="2" tests="11">
 <testcase classname="{DEMO}" name="test_assert"><failure
  message="AssertionError: values differ&#10;assert 1 == 2">E AssertionError</failure></testcase>
 <testcase classname="{DEMO}" name="test_runtime"><failure
@@ -43,6 +43,9 @@ REPORT = f"""<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest test
  message="known" /></testcase>
 <testcase classname="{DEMO}.TestGroup" name="test_in_class"><failure
  message="assert 1 == 3">E assert 1 == 3</failure></testcase>
+<testcase classname="{DEMO}" name="test_vgf"><failure
+ message="FileNotFoundError: Did not find build arm_executor_runner or executor_runner."
+ >E FileNotFoundError</failure></testcase>
 </testsuite></testsuites>"""
 COLLECTION = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">
 <testsuite name="pytest" errors="1" failures="0" skipped="0" tests="1">
@@ -93,6 +96,9 @@ def test_every_end_state_and_reason_is_read() -> None:
     assert found["test_xfail"].state is TestState.XFAILED
     assert found["test_in_class"].node == f"{NODE}::TestGroup::test_in_class"
     assert found["test_in_class"].reason == "assert 1 == 3"
+    # lowered, then no executor_runner to run it on: not a failure of the test
+    assert found["test_vgf"].state is TestState.NO_TARGET
+    assert found["test_runtime"].state is TestState.FAILED
 
 
 def test_a_collection_error_is_named_by_its_exception() -> None:
@@ -114,8 +120,8 @@ def test_read_run_takes_the_report_or_says_why_there_is_none(tmp_path: Path) -> 
     done = read_run("", "", 1, junit)
     states = (TestState.FAILED, TestState.PASSED, TestState.ERROR, TestState.XFAILED)
     assert [done.count(state) for state in states] == [4, 1, 1, 1]
-    assert done.text == "1 passed, 4 failed, 1 errors, 1 skipped, 1 xfailed"
-    assert len(done.tests) == 8 and done.problem == "" and not done.ok
+    assert done.text == "1 passed, 4 failed, 1 errors, 1 skipped, 1 xfailed, 1 not run here"
+    assert len(done.tests) == 9 and done.problem == "" and not done.ok
     junit.unlink()
     broken = read_run("", "ImportError while loading conftest 'x/conftest.py'.\n", 4, junit)
     assert broken.tests == () and broken.text == "no tests ran" and not broken.ok

@@ -152,6 +152,21 @@ def test_after_must_pass_and_must_have_run() -> None:
     assert nothing.outcome is TestOutcome.COULD_NOT_RUN
 
 
+def test_a_test_with_no_target_to_run_on_neither_passes_nor_fails() -> None:
+    stock = _side((TestState.FAILED, "assert 2 == 1"), (TestState.FAILED, "assert 3 == 1"))
+    runner = (TestState.NO_TARGET, "FileNotFoundError: Did not find build arm_executor_runner")
+    some = judge_tests(_run(stock, _side(PASSED, runner)))
+    assert some.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER
+    assert some.text.endswith("with the patch, not run here: test_fused_relu1 need an"
+                              " executor_runner (upstream's setup_testing*.sh)")  # fmt: skip
+    none = judge_tests(_run(stock, _side(runner, runner)))
+    assert none.outcome is TestOutcome.COULD_NOT_RUN
+    assert none.text.startswith("could not run: patched: every test lowered, none ran:")
+    # on stock, a test that lowered and found no target is no failure before
+    only = judge_tests(_run(_side(runner), _side(PASSED)))
+    assert only.outcome is TestOutcome.PASSES_BEFORE
+
+
 def _case(name: str, stock: Quality, patched: Quality | None = None) -> CaseOutcome:
     return CaseOutcome(name, stock, patched, None, "boom" if stock is Quality.FAILED else "")
 

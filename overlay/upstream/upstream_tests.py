@@ -87,6 +87,9 @@ def _reason(element: ET.Element) -> str:
 
 
 _RAISED = re.compile(r"^E\s+([\w.]*(?:Error|Exception): .*)$")
+# runner_utils' error when the pipeline's run stage finds no executor_runner to run the
+# lowered file on (upstream builds it with setup_testing*.sh; this machine has none)
+_NO_RUNNER = "FileNotFoundError: Did not find build arm_executor_runner"
 
 
 def _causes(element: ET.Element, reason: str) -> tuple[str, ...]:
@@ -103,6 +106,8 @@ def parse_junit(text: str) -> tuple[TestResult, ...]:
     Example: ``<testcase classname="backends.arm.test.t" name="test_x"><failure
     message="RuntimeError: Missing out variants: {...}"/></testcase>``.
     Becomes: ``TestResult("backends/arm/test/t.py::test_x", FAILED, "RuntimeError: ...")``.
+    A failure for want of an executor_runner (the file lowered, nothing ran it) is
+    ``NO_TARGET``, not ``FAILED``.
     """
     try:
         root = ET.fromstring(text)
@@ -120,6 +125,8 @@ def parse_junit(text: str) -> tuple[TestResult, ...]:
             if child.tag == "failure":
                 xfail = (child.get("message") or "").startswith("[XPASS(strict)]")
                 state, reason = (TestState.XPASSED if xfail else TestState.FAILED), _reason(child)
+                if reason.startswith(_NO_RUNNER):
+                    state = TestState.NO_TARGET
                 causes = _causes(child, reason)
             elif child.tag == "error":
                 state, reason = TestState.ERROR, _reason(child)

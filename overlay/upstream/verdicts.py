@@ -189,7 +189,16 @@ def _not_run(label: str, counts: Counts, expected: Sequence[str], *, stock: bool
         own = is_own_failure(test.reason, expected, test.causes)
         if stock and test.state is TestState.FAILED and not own:
             return f"{label}: {test.node}: {test.reason or 'failed'}"
+    ran = counts.count(TestState.PASSED) + counts.count(TestState.XFAILED)
+    if not stock and not ran and counts.count(TestState.NO_TARGET):
+        return f"{label}: every test lowered, none ran: {_no_target(counts)}"
     return ""
+
+
+def _no_target(counts: Counts) -> str:
+    """Return the tests that lowered and found no target to run on, and what they need."""
+    nodes = [t.node.rsplit("::", 1)[-1] for t in counts.tests if t.state is TestState.NO_TARGET]
+    return f"{', '.join(nodes)} need an executor_runner (upstream's setup_testing*.sh)"
 
 
 def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdict:
@@ -207,6 +216,8 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
     if not before:
         return TestVerdict(TestOutcome.PASSES_BEFORE, f"passes before ({summary})")
     why = "; ".join(f"{t.node.rsplit('::', 1)[-1]}: {t.reason[:120]}" for t in before)
+    if run.patched.count(TestState.NO_TARGET):
+        why += f"; with the patch, not run here: {_no_target(run.patched)}"
     return TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
 
 
