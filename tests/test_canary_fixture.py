@@ -20,8 +20,8 @@ from overlay import codec, worktree
 from overlay._git import git
 from overlay.text.series import load_series
 from overlay.upstream import render
-from overlay.upstream.canary import canary_run, page
-from overlay.upstream.results import CanaryReport, ForwardState, Status
+from overlay.upstream.canary import canary_run, host, page
+from overlay.upstream.results import CanaryReport, ForwardState, HostState, Status
 
 from scaffold import make_diff, write_series
 
@@ -127,9 +127,8 @@ def run_canary(root: Path, upstream: Upstream, **options: object) -> CanaryRepor
         upstream=str(upstream.repo),
         root=root / "patches",
         out_dir=root / "out",
-        behaviour=False,
         scratch_root=root / "scratch",
-        **options,  # type: ignore[arg-type]
+        **{"behaviour": False, **options},  # type: ignore[arg-type]
     )
     return canary_run.canary(request)
 
@@ -255,6 +254,25 @@ def test_a_line_without_its_tag_upstream_is_an_error_row(tmp_path: Path) -> None
     report = run_canary(tmp_path, up, gate=False)
     assert report.lines[0].error == "upstream has no tag v1.2.0 to take the line's base from"
     assert report.failures == (f"1.2.0: {report.lines[0].error}",)
+
+
+def test_behaviour_on_main_is_not_run_when_the_newest_line_did_not_replay(
+    fixture: tuple[Path, Upstream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the newest line's patches are never measured against an older line's files on main
+    root, up = fixture
+    shutil.copytree(root / "patches" / "1.2.0", root / "patches" / "1.4.0")  # no v1.4.0 upstream
+
+    def measure(*args: object, **kwargs: object) -> None:
+        raise AssertionError("behaviour measured without the newest line's series on main")
+
+    monkeypatch.setattr(host, "measure", measure)
+    report = run_canary(root, up, gate=False, behaviour=True)
+    assert [line.error for line in report.lines] == [
+        "", "upstream has no tag v1.4.0 to take the line's base from"
+    ]  # fmt: skip
+    assert report.behaviour.state is HostState.NOT_RUN
+    assert report.behaviour.detail == f"1.4.0: {report.lines[1].error}"
 
 
 def test_nothing_is_written_into_patches(fixture: tuple[Path, Upstream]) -> None:

@@ -353,13 +353,16 @@ def canary(request: Request, progress: Progress = lambda _: None) -> CanaryRepor
     scratch = open_upstream(request.upstream, request.scratch_root)
     main = scratch.rev(MAIN_REF)
     results = []
-    patched = PatchedMain({}, {})
     for line in chosen:
-        result, found = run_line(scratch, line, series[line.name], request, progress)
+        result, patched = run_line(scratch, line, series[line.name], request, progress)
         results.append(result)
-        patched = found if found.files else patched  # the newest line's series on main
+    # the newest line's patches are measured on main with that line's series, or not at all
     behaviour = MainBehaviour(HostState.NOT_RUN, detail="not asked for (--no-behaviour)")
-    if request.behaviour:
+    if request.behaviour and not patched.files:
+        newest_line = results[-1]
+        why = newest_line.error or "its series put nothing on main"
+        behaviour = MainBehaviour(HostState.NOT_RUN, detail=f"{newest_line.line}: {why}")
+    elif request.behaviour:
         newest = series[chosen[-1].name]
         progress("behaviour: hosting main's backends/arm on the newest executorch wheel")
         behaviour = host.measure(
