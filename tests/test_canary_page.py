@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -18,6 +19,7 @@ from overlay.upstream.results import (
     Applied,
     CanaryReport,
     Conflict,
+    Counts,
     Forwarded,
     ForwardState,
     Gate,
@@ -25,11 +27,16 @@ from overlay.upstream.results import (
     HostState,
     LineResult,
     MainBehaviour,
+    Outcome,
+    PatchBehaviour,
     RangeDiff,
     Replay,
     Replayed,
     Row,
     Status,
+    TestResult,
+    TestRun,
+    TestState,
 )
 
 BAD_FILL, OK_FILL = (0xF8, 0xD0, 0xD0), (0xD6, 0xF0, 0xDC)  # conflict and applies badges
@@ -97,6 +104,22 @@ def test_markdown_has_one_row_per_line_and_patch_and_the_failures() -> None:
     assert "## Behaviour on main: not hosted (executorch 1.5.1)" in text
     assert "- 0002-b.patch: **conflict**\n  - port 1.5.1: **applies**\n" in text
     assert "backends/arm/b.py" in text and "git range-diff a..b c..d" in text
+
+
+def test_each_patchs_tests_are_listed_under_that_patch() -> None:
+    passed = Counts((TestResult("t.py::a", TestState.PASSED),))
+    run = TestRun("pytest t.py::a", ("t.py::a",), passed, passed, 1.0)
+    found = [
+        PatchBehaviour("0001-a.patch", "main", (), (), Outcome.NO_BUG_TRIGGER, "x", test=run),
+        PatchBehaviour("0002-b.patch", "main", (), (), Outcome.NO_BUG_TRIGGER, "y"),
+    ]
+    report = replace(sample(), behaviour=MainBehaviour(HostState.HOSTED, patches=tuple(found)))
+    text = render.markdown(page.blocks(report))
+    assert (
+        "- 0001-a.patch: no bug trigger: x\n"
+        "  - tests: pytest t.py::a: stock 1 passed -> patched 1 passed\n"
+        "- 0002-b.patch: no bug trigger: y\n"
+    ) in text
 
 
 def test_the_html_page_is_self_contained_and_escapes_what_it_shows() -> None:

@@ -89,12 +89,11 @@ def _line(line: LineResult) -> list[Block]:
 
 def _behaviour(found: MainBehaviour) -> list[Block]:
     title = f"Behaviour on main: {found.state.value}" + (f" ({found.wheel})" if found.wheel else "")
-    items = [item(f"{p.patch}: {p.outcome.value}: {p.text}") for p in found.patches]
-    items += [
-        item(f"tests: {p.test.command}: {p.test.text}", depth=1)
-        for p in found.patches
-        if p.test is not None
-    ]
+    items = []
+    for p in found.patches:  # each patch's tests under it
+        items.append(item(f"{p.patch}: {p.outcome.value}: {p.text}"))
+        if p.test is not None:
+            items.append(item(f"tests: {p.test.command}: {p.test.text}", depth=1))
     return [
         Heading(title, 2),
         *([Para(found.detail)] if found.detail else []),
