@@ -138,7 +138,7 @@ def test_each_port_fails_before_and_passes_after(retargeted: Retarget, name: str
     errors = [case.stock_error for case in found.bug_cases]
     assert failures and all(is_own_failure(t.reason, errors, t.causes) for t in failures)
     if TestState.NO_TARGET in patched:
-        assert "not run here" in verdict.text
+        assert "with the patch, not run here" in verdict.text
 
 
 def test_the_default_lines_last_fix_is_sent_against_the_release_and_main(tmp_path: Path) -> None:

@@ -138,6 +138,9 @@ def test_suite_changes_name_the_tests_the_patches_break_and_fix() -> None:
     after = (("a", skip), ("b", ok), ("c", ok), ("d", ok), ("new", bad))
     patched = Counts(tuple(TestResult(n, s) for n, s in after))
     assert suite_changes(stock, patched) == (("a",), ("b", "d"))
+    # lowered with the patches, then no executor_runner: not broken
+    unrun = Counts(tuple(TestResult(n, TestState.NO_TARGET) for n in "ac"))
+    assert suite_changes(stock, unrun) == ((), ())
 
 
 def test_after_must_pass_and_must_have_run() -> None:
@@ -162,9 +165,20 @@ def test_a_test_with_no_target_to_run_on_neither_passes_nor_fails() -> None:
     none = judge_tests(_run(stock, _side(runner, runner)))
     assert none.outcome is TestOutcome.COULD_NOT_RUN
     assert none.text.startswith("could not run: patched: every test lowered, none ran:")
-    # on stock, a test that lowered and found no target is no failure before
+    # nothing ran on stock: no verdict either way
     only = judge_tests(_run(_side(runner), _side(PASSED)))
-    assert only.outcome is TestOutcome.PASSES_BEFORE
+    assert only.outcome is TestOutcome.COULD_NOT_RUN
+    assert only.text.startswith("could not run: stock: every test lowered, none ran:")
+    # beside one that ran, it is no failure before
+    beside = judge_tests(_run(_side(runner, PASSED), _side(PASSED, PASSED)))
+    assert beside.outcome is TestOutcome.PASSES_BEFORE
+    # a failure with the patch is one, whatever else did not run
+    failed = judge_tests(_run(stock, _side((TestState.FAILED, "assert 1 == 0"), runner)))
+    assert failed.outcome is TestOutcome.FAILS_AFTER
+    # every test that failed before only got as far as needing a target: nothing passed after
+    further = judge_tests(_run(stock, _side(runner, runner, PASSED)))
+    assert further.outcome is TestOutcome.COULD_NOT_RUN
+    assert further.text.startswith("could not run: patched: no test that fails before passes")
 
 
 def _case(name: str, stock: Quality, patched: Quality | None = None) -> CaseOutcome:

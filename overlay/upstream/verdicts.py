@@ -189,8 +189,7 @@ def _not_run(label: str, counts: Counts, expected: Sequence[str], *, stock: bool
         own = is_own_failure(test.reason, expected, test.causes)
         if stock and test.state is TestState.FAILED and not own:
             return f"{label}: {test.node}: {test.reason or 'failed'}"
-    ran = counts.count(TestState.PASSED) + counts.count(TestState.XFAILED)
-    if not stock and not ran and counts.count(TestState.NO_TARGET):
+    if counts.count(TestState.NO_TARGET) == len(counts.tests):
         return f"{label}: every test lowered, none ran: {_no_target(counts)}"
     return ""
 
@@ -215,6 +214,10 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
     before = [t for t in run.stock.tests if t.state is TestState.FAILED]
     if not before:
         return TestVerdict(TestOutcome.PASSES_BEFORE, f"passes before ({summary})")
+    after = {t.node: t.state for t in run.patched.tests}
+    if all(after.get(t.node) is not TestState.PASSED for t in before):
+        why = f"no test that fails before passes with the patch ({summary})"
+        return TestVerdict(TestOutcome.COULD_NOT_RUN, f"could not run: patched: {why}")
     why = "; ".join(f"{t.node.rsplit('::', 1)[-1]}: {t.reason[:120]}" for t in before)
     if run.patched.count(TestState.NO_TARGET):
         why += f"; with the patch, not run here: {_no_target(run.patched)}"
@@ -224,13 +227,15 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
 def suite_changes(stock: Counts, patched: Counts) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Return (broken, fixed): tests passing on stock and not patched, and the reverse.
 
-    A test only one side ran (a test the patches add) is neither.
+    A test only one side ran (a test the patches add) is neither; so is one that lowered
+    with the patches and found no executor_runner to run on (not run here).
     """
     before = {t.node: t.state for t in stock.tests}
     after = {t.node: t.state for t in patched.tests}
     both = [n for n in after if n in before]
     good = TestState.PASSED
-    broken = tuple(n for n in both if before[n] is good and after[n] is not good)
+    kept = (good, TestState.NO_TARGET)
+    broken = tuple(n for n in both if before[n] is good and after[n] not in kept)
     fixed = tuple(n for n in both if before[n] in _FAILING and after[n] is good)
     return broken, fixed
 
