@@ -18,6 +18,8 @@ import pytest
 
 from overlay import codec, worktree
 from overlay._git import git
+from overlay.errors import UpstreamError
+from overlay.lines import Line
 from overlay.text.series import load_series
 from overlay.upstream import render
 from overlay.upstream.canary import canary_run, host, page
@@ -247,12 +249,43 @@ def test_the_status_json_validates_against_the_derived_schema(
     assert sorted(p.name for p in written) == ["status.html", "status.json", "status.md"]
 
 
-def test_a_line_without_its_tag_upstream_is_an_error_row(tmp_path: Path) -> None:
+def _no_wheel(line: Line) -> dict[str, bytes]:
+    raise UpstreamError(f"cannot fetch executorch {line.name}", expected="a wheel", found="none")
+
+
+def test_a_line_without_its_tag_upstream_is_based_on_its_wheels_sources(
+    fixture: tuple[Path, Upstream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1.2.1 is 1.2.0's series with no tag upstream: its wheel's sources stand in for the tag
+    root, up = fixture
+    shutil.copytree(root / "patches" / "1.2.0", root / "patches" / "1.2.1")
+    wheel = {p: t.encode() for p, t in BASE.items()}
+    monkeypatch.setattr(canary_run, "release_sources", lambda line: wheel)
+    tagged, untagged = run_canary(root, up, gate=False).lines
+    fork = git(up.repo, "rev-parse", "v1.2.0").strip()
+    assert untagged.error == "" and tagged.base_note == ""
+    assert untagged.base_note == (
+        f"no tag v1.2.1 upstream: the base is the 1.2.1 wheel's 4 files on {fork[:12]}"
+        " (main's fork point from v1.2.0)"
+    )
+    # as with the tag: each patch on main, what upstream did to it, the commit that did it
+    assert [(r.patch, r.main, r.upstream, r.bisect) for r in untagged.rows] == [
+        (r.patch, r.main, r.upstream, r.bisect) for r in tagged.rows
+    ]
+    assert untagged.forwarded == tagged.forwarded
+
+
+def test_a_line_without_its_tag_or_its_wheel_is_an_error_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     up = build_upstream(tmp_path)
     build_line(tmp_path)
     git(up.repo, "tag", "-d", "v1.2.0")
+    monkeypatch.setattr(canary_run, "release_sources", _no_wheel)
     report = run_canary(tmp_path, up, gate=False)
-    assert report.lines[0].error == "upstream has no tag v1.2.0 to take the line's base from"
+    assert report.lines[0].error == (
+        "upstream has no tag v1.2.0, and its wheel cannot stand in: cannot fetch executorch 1.2.0"
+    )
     assert report.failures == (f"1.2.0: {report.lines[0].error}",)
 
 
@@ -262,15 +295,15 @@ def test_behaviour_on_main_is_not_run_when_the_newest_line_did_not_replay(
     # the newest line's patches are never measured against an older line's files on main
     root, up = fixture
     shutil.copytree(root / "patches" / "1.2.0", root / "patches" / "1.4.0")  # no v1.4.0 upstream
+    monkeypatch.setattr(canary_run, "release_sources", _no_wheel)
 
     def measure(*args: object, **kwargs: object) -> None:
         raise AssertionError("behaviour measured without the newest line's series on main")
 
     monkeypatch.setattr(host, "measure", measure)
     report = run_canary(root, up, gate=False, behaviour=True)
-    assert [line.error for line in report.lines] == [
-        "", "upstream has no tag v1.4.0 to take the line's base from"
-    ]  # fmt: skip
+    why = "upstream has no tag v1.4.0, and its wheel cannot stand in: cannot fetch executorch 1.4.0"
+    assert [line.error for line in report.lines] == ["", why]
     assert report.behaviour.state is HostState.NOT_RUN
     assert report.behaviour.detail == f"1.4.0: {report.lines[1].error}"
 

@@ -651,6 +651,7 @@ class LineResult:
     gate: Gate | None
     rows: tuple[Row, ...]
     error: str = ""  # why the line could not be replayed at all
+    base_note: str = ""  # how the base was made when upstream lacks the line's tag
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ from overlay import __version__, codec
 from overlay.errors import OverlayError, UpstreamError
 from overlay.lines import Line, all_lines
 from overlay.text.series import Series, load_series
-from overlay.upstream import replay, upstream_tests
+from overlay.upstream import releases, replay, upstream_tests
 from overlay.upstream.canary import bisect, forwarded, gate, host
-from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
+from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, fixed_date, open_upstream
 from overlay.upstream.canary.rebase import commit_series, replay_onto
 from overlay.upstream.results import (
     BROKEN,
@@ -55,6 +55,7 @@ from overlay.upstream.results import (
     Row,
     Status,
 )
+from overlay.upstream.upstream_pins import for_series
 from overlay.upstream.verdicts import next_step
 
 Progress = Callable[[str], None]
@@ -158,10 +159,15 @@ def run_line(
     """Run the canary for one line; also return main with its series, for behaviour."""
     tag = f"v{line.name}"
     nothing = PatchedMain({}, {})
-    if not scratch.has(f"refs/tags/{tag}"):
-        error = f"upstream has no tag {tag} to take the line's base from"
-        return LineResult(line.name, "", (), (), (), None, (), error), nothing
-    base = scratch.rev(f"refs/tags/{tag}")
+    base, base_note = "", ""
+    if scratch.has(f"refs/tags/{tag}"):
+        base = scratch.rev(f"refs/tags/{tag}")
+    else:
+        try:
+            base, base_note = wheel_base(scratch, line, series)
+        except OverlayError as exc:
+            error = f"upstream has no tag {tag}, and its wheel cannot stand in: {exc.message}"
+            return LineResult(line.name, "", (), (), (), None, (), error), nothing
     try:
         committed = commit_series(scratch, series, base)
     except OverlayError as exc:
@@ -221,8 +227,43 @@ def run_line(
         tuple(bisects),
         checks,
         (),
+        base_note=base_note,
     )
     return result, patched_main
+
+
+def release_sources(line: Line) -> dict[str, bytes]:
+    """Return the line's release sources of ``backends/arm``, read from its wheel."""
+    pins = load_series(line.directory).pins
+    return releases.load_release(pins, for_series(line.directory), line.name).files
+
+
+def wheel_base(scratch: Scratch, line: Line, series: Series) -> tuple[str, str]:
+    """Return a base for a line whose tag upstream lacks, and the sentence that says so.
+
+    The release's own sources of the series' files (from its wheel, as the export's base)
+    are committed on main's fork point from the newest older release tag (main itself
+    when there is none), so main's history since then is searched for the patches.
+
+    Example: line 1.5.1 on a mirror whose newest tag is v1.4.1.
+    Becomes: a commit on ``merge-base(main, v1.4.1)`` holding 1.5.1's files, and
+    "no tag v1.5.1 upstream: the base is the 1.5.1 wheel's 4 files on 1a2b3c4d5e6f".
+    """
+    files = release_sources(line)
+    wanted = {p: files[p] for p in series.targets() if p in files}
+    older = [
+        (Version(v), t) for t, v in scratch.release_tags().items() if Version(v) < line.version
+    ]
+    main = scratch.rev(MAIN_REF)
+    fork = scratch.run("merge-base", main, max(older)[1]).strip() if older else main
+    message = f"executorch {line.name}'s sources of the series' files, from its wheel"
+    base = scratch.commit(fork, wanted, message, date=fixed_date(""))
+    since = f" (main's fork point from {max(older)[1]})" if older else ""
+    note = (
+        f"no tag v{line.name} upstream: the base is the {line.name} wheel's"
+        f" {len(wanted)} files on {fork[:12]}{since}"
+    )
+    return base, note
 
 
 def upstream_text(found: Forwarded) -> str:

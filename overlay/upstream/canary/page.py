@@ -54,6 +54,8 @@ def _line(line: LineResult) -> list[Block]:
     out: list[Block] = [Heading(f"Line {line.line} (base {line.base[:12] or 'none'})", 2)]
     if line.error:
         return [*out, Para(f"Not replayed: {line.error}", "fail")]
+    if line.base_note:
+        out.append(Para(line.base_note))
     for target in line.targets:
         out += _target(target)
     forwarded, pres = [], []
