@@ -7,14 +7,16 @@ executorch 1.5.1 env (trimmed tracebacks), so the parser is checked on pytest's 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from overlay._hashing import sha256_bytes
 from overlay.errors import UpstreamError
 from overlay.fixes import Fix, UpstreamNote
 from overlay.upstream import suite
-from overlay.upstream.results import TestResult, TestState
+from overlay.upstream.results import Counts, TestResult, TestRun, TestState
 from overlay.upstream.upstream_tests import (
     lay_out_tests,
     new_tests,
@@ -167,6 +169,38 @@ def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> No
         "passes/test_a.py",
         "quantizer/test_conv_relu_fusing.py",
     ]
+
+
+def _part_run(part: Sequence[str], problem: str = "") -> TestRun:
+    tests = tuple(TestResult(node, TestState.PASSED) for node in part)
+    return TestRun("pytest", tuple(part), Counts(tests), Counts(tests, problem), 1.0)
+
+
+def test_an_interrupted_suite_resumes_with_the_parts_it_kept(tmp_path: Path) -> None:
+    files = [f"backends/arm/test/passes/test_{i:02d}.py" for i in range(2 * suite.PART_FILES + 1)]
+    calls: list[int] = []
+
+    def run_part(number: int, part: Sequence[str]) -> TestRun:
+        calls.append(number)
+        if calls == [1, 2]:
+            raise KeyboardInterrupt  # the first run stops in part 2
+        if calls == [1, 2, 2]:
+            return _part_run(part, problem="pytest exited with 4 and reported no test")
+        return _part_run(part)
+
+    def key(part: Sequence[str]) -> str:
+        return sha256_bytes(" ".join(part).encode())
+
+    with pytest.raises(KeyboardInterrupt):
+        suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None)
+    first = suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None)
+    again = suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None)
+    # part 1 kept from the interrupted run; part 2's run without a report is not kept
+    assert calls == [1, 2, 2, 3, 2]
+    assert [t.node for t in again.stock.tests] == files
+    assert first.patched.problem == "pytest exited with 4 and reported no test"
+    assert again.patched.problem == "" and again.seconds == 3.0
+    assert again.selection == tuple(files)
 
 
 def test_both_sides_run_with_the_extra_environment_and_their_logs(tmp_path: Path) -> None:

@@ -5,8 +5,13 @@ The tests are the ones the executorch wheel ships (``backends/arm/test``): all o
 line's fixes touch (:func:`selection`). They run in one session on the stock release env
 and on the env of the line's patched wheel, the patched test files laid out for both
 (:func:`overlay.upstream.upstream_tests.run_tests_both_ways`), with upstream's
-``pytest.ini`` (from the upstream tree at the release, else written). A test that passes
-on stock and does not pass patched fails the run (:func:`overlay.upstream.verdicts.suite_changes`).
+``pytest.ini`` (from the upstream tree at the release, else written) and on every core
+(``--numprocesses=auto``, as upstream's ``test_arm_backend.sh``). A test that passes on
+stock and does not pass patched fails the run (:func:`overlay.upstream.verdicts.suite_changes`).
+
+The run takes hours, so it goes a few files at a time, and each part's result is kept
+(``runs/<key>.json``, keyed by both envs, the test files and the ini): run again after an
+interruption, and the parts already done are read back, not run again.
 
 Example: the 1.5.1 line, whose fixes change ``rewrite_conv_pass.py`` and
 ``insert_grid_sampler_grid_dequant_pass.py`` and list ``ops/test_grid_sampler.py``.
@@ -21,7 +26,9 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from overlay import fixes
+from overlay import codec, fixes
+from overlay._files import write_text_atomic
+from overlay._hashing import sha256_bytes
 from overlay.dist.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import release_venvs
 from overlay.fixes import Fix
@@ -29,7 +36,7 @@ from overlay.lines import Line
 from overlay.text.applier import apply_patch, encode
 from overlay.text.series import Patch, load_series
 from overlay.upstream import releases, upstream_tests
-from overlay.upstream.results import SuiteRun
+from overlay.upstream.results import Counts, SuiteRun, TestRun
 from overlay.upstream.upstream_pins import for_series
 from overlay.upstream.verdicts import suite_changes
 
@@ -37,6 +44,8 @@ Progress = Callable[[str], None]
 WHOLE = ("passes",)  # run every file
 BY_OPERATOR = ("ops", "quantizer", "misc")  # run the files of the touched operators
 SUITE_TIMEOUT_S = 6 * 3600.0
+PART_FILES = 8  # test files per part: a part's result is kept, an interrupted run resumes
+WORKERS = "--numprocesses=auto"  # pytest-xdist, as upstream runs its Arm tests
 _SIZE = re.compile(r"\d+d$")  # conv2d, max_pool1d: the operator without its rank
 
 
@@ -82,16 +91,76 @@ def run_suite(line: Line, *, out_dir: Path, progress: Progress = lambda _: None)
     ]
     after = series_result(series.patches, release.texts)
     chosen = selection(fixes.carried_by(line), release.tests)
+    ini = upstream_tests.pytest_ini(None)
+    log_dir = out_dir / line.name
+
+    def key(part: Sequence[str]) -> str:
+        files = {**{p: release.files.get(p, b"") for p in part}, **after}
+        return part_key([e.folder.name for e in envs], files, ini)
+
+    def run_part(number: int, part: Sequence[str]) -> TestRun:
+        return upstream_tests.run_tests_both_ways(
+            str(envs[0].python), str(envs[1].python),
+            release_tests=release.tests, patched_files=after, pytest_ini=ini,
+            selection=[WORKERS, *part], log_dir=log_dir / f"part-{number}",
+            timeout=SUITE_TIMEOUT_S,
+            extra_env=upstream_tests.vulkan_env(envs[0].folder, out_dir / "vulkan"),
+        )  # fmt: skip
+
     progress(f"{line.name}: {len(chosen)} test files of backends/arm/test, stock then patched")
-    run = upstream_tests.run_tests_both_ways(
-        str(envs[0].python), str(envs[1].python),
-        release_tests=release.tests, patched_files=after,
-        pytest_ini=upstream_tests.pytest_ini(None),
-        selection=chosen, log_dir=out_dir / line.name, timeout=SUITE_TIMEOUT_S,
-        extra_env=upstream_tests.vulkan_env(envs[0].folder, out_dir / "vulkan"),
-    )  # fmt: skip
+    run = run_in_parts(chosen, key, run_part, log_dir / "runs", progress)
     broken, fixed = suite_changes(run.stock, run.patched)
     return SuiteRun(line.name, str(pins.executorch), run, broken, fixed)
+
+
+def run_in_parts(
+    chosen: Sequence[str],
+    key: Callable[[Sequence[str]], str],
+    run_part: Callable[[int, Sequence[str]], TestRun],
+    kept: Path,
+    progress: Progress,
+) -> TestRun:
+    """Run ``chosen`` PART_FILES files at a time; keep each part's run, reuse a kept one.
+
+    A part where pytest did not run (no report) is not kept: the next run tries it again.
+    """
+    parts = [chosen[i : i + PART_FILES] for i in range(0, len(chosen), PART_FILES)]
+    runs = []
+    for number, part in enumerate(parts, start=1):
+        path = kept / f"{key(part)[:16]}.json"
+        if path.is_file():
+            progress(f"part {number}/{len(parts)}: done earlier ({path})")
+            runs.append(codec.loads(TestRun, path.read_text(encoding="utf-8"), where=str(path)))
+            continue
+        progress(f"part {number}/{len(parts)}: {', '.join(part)}")
+        run = run_part(number, part)
+        if not run.stock.problem and not run.patched.problem:  # pytest ran: keep it
+            kept.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, codec.dumps(run))
+        runs.append(run)
+    return joined(runs)
+
+
+def part_key(envs: Sequence[str], files: Mapping[str, bytes], ini: bytes) -> str:
+    """Return the key of one part's result: the envs, the test files' bytes and the ini."""
+    parts = [*envs, WORKERS, sha256_bytes(ini)]
+    parts += [f"{path} {sha256_bytes(data)}" for path, data in sorted(files.items())]
+    return sha256_bytes("\n".join(parts).encode())
+
+
+def joined(runs: Sequence[TestRun]) -> TestRun:
+    """Return the parts' runs as one: every test of each side, each part's problem."""
+
+    def side(counts: Sequence[Counts]) -> Counts:
+        problems = "; ".join(c.problem for c in counts if c.problem)
+        return Counts(tuple(t for c in counts for t in c.tests), problems)
+
+    selection = tuple(dict.fromkeys(s for r in runs for s in r.selection))
+    command = f"pytest -c backends/arm/test/pytest.ini {' '.join(selection)}"
+    seconds = sum(r.seconds for r in runs)
+    return TestRun(
+        command, selection, side([r.stock for r in runs]), side([r.patched for r in runs]), seconds
+    )
 
 
 def series_result(patches: Sequence[Patch], texts: Mapping[str, str]) -> dict[str, bytes]:
