@@ -238,11 +238,9 @@ def numerics_quality(
     return Quality.RIGHT
 
 
-def quality(result: ItemResult, limit: Limits | float, *, vgf: bool = False) -> Quality:
-    """Judge one result on TOSA: failed, wrong numbers, or right (``vgf``: VGF must lower too)."""
+def quality(result: ItemResult, limit: Limits | float) -> Quality:
+    """Judge one result on TOSA: failed, wrong numbers, or right."""
     if not result.ok:
-        return Quality.FAILED
-    if vgf and result.vgf is not None and result.vgf.state is TargetState.FAILED:
         return Quality.FAILED
     return numerics_quality(result.numerics, result.numerics_error, limit)
 

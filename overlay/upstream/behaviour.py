@@ -33,7 +33,17 @@ from overlay.equivalence.protocol import (
     PathId,
     TargetState,
 )
-from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numerics_text, quality
+from overlay.equivalence.verdict import (
+    AB,
+    TOSA,
+    VGF,
+    Limits,
+    Quality,
+    classify,
+    limits,
+    numerics_text,
+    target_qualities,
+)
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
@@ -46,13 +56,28 @@ Side = tuple[InitReply, dict[str, ItemResult]]  # what a worker ran on, each cas
 def judge_case(info: CaseInfo, stock: ItemResult, patched: ItemResult | None) -> CaseOutcome:
     """Judge one case's stock and patched results by correctness."""
     limit = limits(info)
-    qs = quality(stock, limit, vgf=info.targets_vgf)
-    qp = quality(patched, limit, vgf=info.targets_vgf) if patched is not None else None
+    qs = case_quality(stock, limit, vgf=info.targets_vgf)
+    qp = case_quality(patched, limit, vgf=info.targets_vgf) if patched is not None else None
     ab = classify(info.item, stock, patched, limit) if patched is not None else None
     return CaseOutcome(
         info.name, qs, qp, ab, _error_of(stock), _error_of(patched),
         target_texts(stock), target_texts(patched) if patched is not None else {},
     )  # fmt: skip
+
+
+def case_quality(result: ItemResult, limit: Limits, *, vgf: bool) -> Quality:
+    """Judge a case on every target that ran: its worst of TOSA and the executed VGF program.
+
+    A VGF lowering that fails counts where the case targets VGF (``vgf``).
+
+    Example: TOSA within the limits, the VGF program run on the emulation layer 56% off.
+    Becomes: ``Quality.WRONG`` (not right because TOSA is).
+    """
+    judged = target_qualities(result, limit)
+    found = [judged[TOSA]]
+    if VGF in judged and (vgf or judged[VGF] is not Quality.FAILED):
+        found.append(judged[VGF])
+    return next((q for q in (Quality.FAILED, Quality.WRONG) if q in found), found[0])
 
 
 def target_texts(result: ItemResult) -> dict[str, str]:
