@@ -10,6 +10,8 @@ from test_canary_fixture import build_line, build_upstream
 
 from overlay.cli import main
 from overlay.errors import UpstreamError
+from overlay.upstream import suite
+from overlay.upstream.results import Counts, SuiteRun, TestResult, TestRun, TestState
 
 
 @pytest.fixture
@@ -83,3 +85,18 @@ def test_bad_input_is_refused_before_any_git_work(
     assert _canary(tmp_path, *upstream, *args) == UpstreamError.exit_code
     assert message in capsys.readouterr().err
     assert not cache.exists()
+
+
+def test_the_suite_fails_when_a_part_wrote_no_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = build_line(tmp_path)
+    problem = "part 2 (backends/arm/test/passes/test_a.py): pytest exited with 4"
+    passed = Counts((TestResult("t", TestState.PASSED),))
+    run = TestRun("pytest", ("t",), passed, Counts(passed.tests, problem), 1.0)
+    done = SuiteRun("1.2.0", "1.2.0", run, (), ())
+    monkeypatch.setattr(suite, "run_suite", lambda line, **_: done)
+    out = str(tmp_path / "out")
+    code = main(["--patches", str(root), "upstream-suite", "--line", "1.2.0", "--out", out])
+    assert code == UpstreamError.exit_code
+    assert f"1.2.0 {problem}" in capsys.readouterr().err

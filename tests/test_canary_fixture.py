@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from overlay.errors import UpstreamError
 from overlay.lines import Line
 from overlay.text.series import load_series
 from overlay.upstream import render
-from overlay.upstream.canary import canary_run, host, page
+from overlay.upstream.canary import bisect, canary_run, host, page
+from overlay.upstream.canary.gitrepo import fixed_date, open_upstream
+from overlay.upstream.canary.rebase import commit_series
 from overlay.upstream.results import CanaryReport, ForwardState, HostState, Status
 
 from scaffold import make_diff, write_series
@@ -249,8 +252,20 @@ def test_the_status_json_validates_against_the_derived_schema(
     assert sorted(p.name for p in written) == ["status.html", "status.json", "status.md"]
 
 
-def _no_wheel(line: Line) -> dict[str, bytes]:
+def _no_wheel(line: Line) -> tuple[dict[str, bytes], str]:
     raise UpstreamError(f"cannot fetch executorch {line.name}", expected="a wheel", found="none")
+
+
+WHEEL_ONLY = f"{ARM}wheel_only_pass.py"  # in the wheel, touched by no patch
+
+
+def _wheel(built_from: str = "", drop: str = "") -> Callable[[Line], tuple[dict[str, bytes], str]]:
+    """Return a fake release_sources: the base files, gamma's end changed, one file more."""
+    files = {p: t.encode() for p, t in BASE.items() if p != drop}
+    if GAMMA in files:
+        files[GAMMA] += b"# as released\n"
+    files[WHEEL_ONLY] = b"x = 1\n"
+    return lambda line: (files, built_from)
 
 
 def test_a_line_without_its_tag_upstream_is_based_on_its_wheels_sources(
@@ -259,8 +274,7 @@ def test_a_line_without_its_tag_upstream_is_based_on_its_wheels_sources(
     # 1.2.1 is 1.2.0's series with no tag upstream: its wheel's sources stand in for the tag
     root, up = fixture
     shutil.copytree(root / "patches" / "1.2.0", root / "patches" / "1.2.1")
-    wheel = {p: t.encode() for p, t in BASE.items()}
-    monkeypatch.setattr(canary_run, "release_sources", lambda line: wheel)
+    monkeypatch.setattr(canary_run, "release_sources", _wheel())
     tagged, untagged = run_canary(root, up, gate=False).lines
     fork = git(up.repo, "rev-parse", "v1.2.0").strip()
     assert untagged.error == "" and tagged.base_note == ""
@@ -268,11 +282,52 @@ def test_a_line_without_its_tag_upstream_is_based_on_its_wheels_sources(
         f"no tag v1.2.1 upstream: the base is the 1.2.1 wheel's 4 files on {fork[:12]}"
         " (main's fork point from v1.2.0)"
     )
+    scratch = open_upstream(str(up.repo), root / "scratch")
+    assert scratch.rev(f"{untagged.base}^") == fork
+    wheel, _ = _wheel()(Line("1.2.1", root))
+    assert scratch.files(untagged.base, [*BASE, WHEEL_ONLY]) == {p: wheel[p] for p in BASE}
     # as with the tag: each patch on main, what upstream did to it, the commit that did it
     assert [(r.patch, r.main, r.upstream, r.bisect) for r in untagged.rows] == [
         (r.patch, r.main, r.upstream, r.bisect) for r in tagged.rows
     ]
     assert untagged.forwarded == tagged.forwarded
+
+
+def test_the_fork_point_is_the_wheels_commit_else_the_newest_older_tag(
+    fixture: tuple[Path, Upstream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, up = fixture
+    shutil.copytree(root / "patches" / "1.2.0", root / "patches" / "1.3.1")
+    newest = git(up.repo, "rev-parse", "v1.3.0").strip()
+    monkeypatch.setattr(canary_run, "release_sources", _wheel(drop=GAMMA))
+    line = run_canary(root, up, gate=False, lines=("1.3.1",)).lines[0]
+    assert line.base_note == (
+        f"no tag v1.3.1 upstream: the base is the 1.3.1 wheel's 3 files on {newest[:12]}"
+        f" (main's fork point from v1.3.0); not in the wheel: {GAMMA}"
+    )
+    monkeypatch.setattr(canary_run, "release_sources", _wheel(built_from=up.offset))
+    line = run_canary(root, up, gate=False, lines=("1.3.1",)).lines[0]
+    assert line.base_note.endswith(f"on {up.offset[:12]} (main's fork point from {up.offset[:12]})")
+
+
+def test_a_commit_breaks_a_patch_only_after_the_patch_applied(tmp_path: Path) -> None:
+    # a wheel's base sits on a fork point older than the release: patch 1 does not apply
+    # there, nor after a commit that only touches the file; it applies once main has the
+    # release's text, and the commit after that breaks it
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    old = BASE[ALPHA].replace("return x + 1", "return x + 0")
+    fork = _commit(repo, {**BASE, ALPHA: old}, "Older alpha", 1)
+    _commit(repo, {ALPHA: old + "# touched\n"}, "Touch alpha", 2)
+    _commit(repo, {ALPHA: BASE[ALPHA]}, "Alpha as released", 3)
+    broke = _commit(repo, {ALPHA: BASE[ALPHA].replace("x + 1", "x + 3")}, "Rework alpha", 4)
+    series = load_series(build_line(tmp_path) / "1.2.0")
+    scratch = open_upstream(str(repo), tmp_path / "scratch")
+    base = scratch.commit(fork, {ALPHA: BASE[ALPHA].encode()}, "the wheel", date=fixed_date(""))
+    committed = commit_series(scratch, series, base)
+    found = bisect.bisect(scratch, committed, series.patches[0].name, broke, bisect.BROKEN_BY)
+    assert found is not None and (found.commit, found.tested) == (broke, 3)
 
 
 def test_a_line_without_its_tag_or_its_wheel_is_an_error_row(

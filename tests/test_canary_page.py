@@ -75,6 +75,7 @@ def sample() -> CanaryReport:
         (),
         Gate(True, (GateCheck("export twice", True),)),
         rows,
+        base_note="no tag v1.2.0 upstream: the base is the 1.2.0 wheel's 2 files on bbbbbbbbbbbb",
     )
     return CanaryReport(
         1, "2026-12-03T00:00:00+00:00", "overlay 0.1", "/up", "f" * 40, "2026-12-02", (line,),
@@ -98,6 +99,9 @@ def test_status_json_validates_against_the_derived_schema_and_decodes_back() -> 
 def test_markdown_has_one_row_per_line_and_patch_and_the_failures() -> None:
     text = render.markdown(page.blocks(sample()))
     assert text.startswith("# Canary: FAILED")
+    assert (
+        "\nno tag v1.2.0 upstream: the base is the 1.2.0 wheel's 2 files on bbbbbbbbbbbb\n" in text
+    )
     assert "| 1.2.0 | 0002-b.patch | **conflict (NEW)** | still open |" in text
     assert "| 1.2.0 | 0003-c.patch | **offset** | still open |" in text
     assert "**FAILED: 1.2.0/0002-b.patch: newly conflicting on main (conflicts)**" in text

@@ -25,7 +25,6 @@ from equivalence_samples import (
 )
 
 from overlay import fixes
-from overlay.upstream import behaviour
 from overlay.equivalence import corpus, verdict
 from overlay.equivalence.protocol import (
     ErrorInfo,
@@ -226,26 +225,6 @@ def test_harness_failure_is_incomplete_and_fails_the_run() -> None:
     v = judge(ok(), ok(), stuck)
     assert v.bc is BC.INCOMPLETE
     assert v.failures == ["case:x: did not finish on (c) WorkerTimeout: late"]
-
-
-def test_a_failed_vgf_lowering_fails_only_a_vgf_case() -> None:
-    failed_vgf = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
-    result = ItemResult(RunStatus.OK, numerics=numerics(), vgf=failed_vgf)
-    limit = verdict.Limits(0.05)
-    assert verdict.quality(result, limit) is Quality.RIGHT
-    assert behaviour.case_quality(result, limit, vgf=False) is Quality.RIGHT
-    assert behaviour.case_quality(result, limit, vgf=True) is Quality.FAILED
-    assert corpus.info("grid_warp_a16w8_vgf").targets_vgf
-
-
-def test_a_case_whose_executed_vgf_program_is_off_is_wrong_though_tosa_is_right() -> None:
-    # the canary measured this on stock main: TOSA 0.17% of range, VGF 56% (SQNR 0 dB)
-    result = lowered(measured(error=0.0017, sqnr=53.4), vgf=vgf(measured(error=0.564, sqnr=0.0)))
-    limit = verdict.Limits(0.05, 20.0)
-    assert verdict.quality(result, limit) is Quality.RIGHT  # TOSA alone
-    assert behaviour.case_quality(result, limit, vgf=False) is Quality.WRONG
-    right = lowered(measured(error=0.0017, sqnr=53.4), vgf=vgf(measured(error=0.0017, sqnr=53.4)))
-    assert behaviour.case_quality(right, limit, vgf=True) is Quality.RIGHT
 
 
 # --- absolute numerics ----------------------------------------------------------------------

@@ -171,21 +171,26 @@ def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> No
     ]
 
 
-def _part_run(part: Sequence[str], problem: str = "") -> TestRun:
+def _part_run(part: Sequence[str], stock: str = "", patched: str = "") -> TestRun:
     tests = tuple(TestResult(node, TestState.PASSED) for node in part)
-    return TestRun("pytest", tuple(part), Counts(tests), Counts(tests, problem), 1.0)
+    return TestRun(
+        "pytest", (suite.WORKERS, *part), Counts(tests, stock), Counts(tests, patched), 1.0
+    )
 
 
 def test_an_interrupted_suite_resumes_with_the_parts_it_kept(tmp_path: Path) -> None:
     files = [f"backends/arm/test/passes/test_{i:02d}.py" for i in range(2 * suite.PART_FILES + 1)]
     calls: list[int] = []
+    no_report = "pytest exited with 4 and reported no test"
 
     def run_part(number: int, part: Sequence[str]) -> TestRun:
         calls.append(number)
         if calls == [1, 2]:
             raise KeyboardInterrupt  # the first run stops in part 2
         if calls == [1, 2, 2]:
-            return _part_run(part, problem="pytest exited with 4 and reported no test")
+            return _part_run(part, stock=no_report)
+        if calls == [1, 2, 2, 3, 2]:
+            return _part_run(part, patched=no_report)
         return _part_run(part)
 
     def key(part: Sequence[str]) -> str:
@@ -193,14 +198,32 @@ def test_an_interrupted_suite_resumes_with_the_parts_it_kept(tmp_path: Path) -> 
 
     with pytest.raises(KeyboardInterrupt):
         suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None)
-    first = suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None)
-    again = suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None)
-    # part 1 kept from the interrupted run; part 2's run without a report is not kept
-    assert calls == [1, 2, 2, 3, 2]
-    assert [t.node for t in again.stock.tests] == files
-    assert first.patched.problem == "pytest exited with 4 and reported no test"
-    assert again.patched.problem == "" and again.seconds == 3.0
-    assert again.selection == tuple(files)
+    runs = [suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None) for _ in range(3)]
+    # part 1 kept from the interrupted run; part 2's runs without a report are not kept
+    assert calls == [1, 2, 2, 3, 2, 2]
+    where = f"part 2 ({', '.join(files[8:16])}): "
+    assert (runs[0].stock.problem, runs[1].patched.problem) == (where + no_report,) * 2
+    assert [t.node for t in runs[2].stock.tests] == files
+    assert runs[2].stock.problem == runs[2].patched.problem == "" and runs[2].seconds == 3.0
+    assert runs[2].selection == tuple(files)
+    assert runs[2].command.split()[3:5] == [suite.WORKERS, files[0]]
+    (tmp_path / f"{key(files[:8])[:16]}.json").write_text("{}", encoding="utf-8")
+    suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None)  # unreadable: run again
+    assert calls[-1] == 1
+
+
+def test_a_parts_key_changes_with_everything_its_result_depends_on() -> None:
+    base = (["stock-a", "patched-b"], {"t.py": b"1"}, b"[pytest]", {"VK_ICD": "x"})
+    key = suite.part_key(*base)
+    changed = [
+        (["stock-a", "patched-c"], *base[1:]),
+        (base[0], {"t.py": b"2"}, *base[2:]),
+        (base[0], {"u.py": b"1"}, *base[2:]),
+        (*base[:2], b"[pytest]\n", base[3]),
+        (*base[:3], {}),
+    ]
+    assert all(suite.part_key(*c) != key for c in changed)
+    assert suite.part_key(*base) == key
 
 
 def test_both_sides_run_with_the_extra_environment_and_their_logs(tmp_path: Path) -> None:

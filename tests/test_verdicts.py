@@ -8,8 +8,18 @@ pass several of them for the wrong reason.
 from __future__ import annotations
 
 import pytest
+from equivalence_samples import lowered, measured, numerics, vgf
 
-from overlay.equivalence.verdict import Quality
+from overlay.equivalence import corpus
+from overlay.equivalence.protocol import (
+    ErrorInfo,
+    ItemResult,
+    RunStatus,
+    Stage,
+    TargetState,
+    VgfResult,
+)
+from overlay.equivalence.verdict import Limits, Quality, quality
 from overlay.upstream.results import (
     Action,
     Applied,
@@ -28,6 +38,7 @@ from overlay.upstream.results import (
 )
 from overlay.upstream.verdicts import (
     apply_behaviour,
+    case_quality,
     decide_patch,
     final_verdict,
     flag_stale_header,
@@ -291,3 +302,30 @@ def test_readiness_names_every_problem() -> None:
         "behaviour not checked (--no-behaviour): not promotable",
         "case: right with the pinned build, wrong now",
     )
+
+
+def test_a_failed_vgf_lowering_fails_only_a_vgf_case() -> None:
+    failed_vgf = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
+    result = ItemResult(RunStatus.OK, numerics=numerics(), vgf=failed_vgf)
+    limit = Limits(0.05)
+    assert quality(result, limit) is Quality.RIGHT
+    assert case_quality(result, limit, vgf=False) is Quality.RIGHT
+    assert case_quality(result, limit, vgf=True) is Quality.FAILED
+    assert corpus.info("grid_warp_a16w8_vgf").targets_vgf
+
+
+def test_a_case_whose_executed_vgf_program_is_off_is_wrong_though_tosa_is_right() -> None:
+    # the canary measured this on stock main: TOSA 0.17% of range, VGF 56% (SQNR 0 dB)
+    result = lowered(measured(error=0.0017, sqnr=53.4), vgf=vgf(measured(error=0.564, sqnr=0.0)))
+    limit = Limits(0.05, 20.0)
+    assert quality(result, limit) is Quality.RIGHT  # TOSA alone
+    assert case_quality(result, limit, vgf=False) is Quality.WRONG
+    right = lowered(measured(error=0.0017, sqnr=53.4), vgf=vgf(measured(error=0.0017, sqnr=53.4)))
+    assert case_quality(right, limit, vgf=True) is Quality.RIGHT
+
+
+def test_a_failed_lowering_outweighs_wrong_numbers() -> None:
+    failed_vgf = VgfResult(TargetState.FAILED, error=ErrorInfo("RuntimeError", "no", Stage.VGF))
+    wrong = lowered(measured(error=0.5, sqnr=0.0), vgf=failed_vgf)
+    assert case_quality(wrong, Limits(0.05), vgf=True) is Quality.FAILED
+    assert case_quality(wrong, Limits(0.05), vgf=False) is Quality.WRONG

@@ -220,7 +220,8 @@ def cmd_upstream_suite(args: argparse.Namespace) -> int:
     """Run upstream's Arm tests on each line's stock and patched builds; none may break."""
     root = Path(args.patches) if args.patches else lines.default_root()
     chosen = canary_run.select_lines(root, [n for g in args.lines or () for n in _versions(g)])
-    broken = []
+    broken: list[str] = []
+    unrun: list[str] = []
     for line in chosen:
         done = suite.run_suite(line, out_dir=Path(args.out), progress=progress)
         blocks = render.suite_blocks(done)
@@ -228,13 +229,18 @@ def cmd_upstream_suite(args: argparse.Namespace) -> int:
         for path in render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS):
             progress(f"wrote {path}")
         broken += [f"{line.name}: {node}" for node in done.broken]
-    if broken:
+        unrun += [
+            f"{line.name} {c.problem}" for c in (done.run.stock, done.run.patched) if c.problem
+        ]
+    if broken or unrun:
         raise UpstreamError(
-            "the patches break upstream tests that pass on stock",
-            expected="no test passing on stock and failing with the patches",
-            found="\n".join(broken),
-            hint=f"read {Path(args.out)}/<line>/suite.md and the pytest logs beside it",
-        )
+            "the patches break upstream tests that pass on stock" if broken else
+            "pytest wrote no report for a part of the suite",
+            expected="every part run, no test passing on stock and failing with the patches",
+            found="\n".join([*broken, *unrun]),
+            hint=f"read {Path(args.out)}/<line>/suite.md and the pytest logs in <line>/part-N/"
+            " (the same command runs the parts without a report again, and keeps the others)",
+        )  # fmt: skip
     return 0
 
 

@@ -20,8 +20,7 @@ output is within the case's limits against the fake-quantised reference: the max
 a fraction of the reference's range (by quantisation scheme unless the case sets its own),
 and, where the case sets one, a minimum SQNR. A VGF program that lowered but was not
 executed here is "lowered" (with the reason), an Ethos-U command stream "compiled" (nothing
-executes it here): neither is right or wrong. Each target is judged on its own. A case quantised for
-VGF (``CaseInfo.targets_vgf``) also counts a failed VGF lowering in its overall quality.
+executes it here): neither is right or wrong. Each target is judged on its own.
 
 A (b)/(c) difference is declared by a fix's divergence rule (:class:`overlay.fixes.Divergence`)
 when the rule's condition holds on the item's observations (:func:`rule_holds`), on any

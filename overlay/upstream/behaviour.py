@@ -33,21 +33,11 @@ from overlay.equivalence.protocol import (
     PathId,
     TargetState,
 )
-from overlay.equivalence.verdict import (
-    AB,
-    TOSA,
-    VGF,
-    Limits,
-    Quality,
-    classify,
-    limits,
-    numerics_text,
-    target_qualities,
-)
+from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numerics_text
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
-from overlay.upstream.verdicts import decide_patch
+from overlay.upstream.verdicts import case_quality, decide_patch
 
 Progress = Callable[[str], None]
 Side = tuple[InitReply, dict[str, ItemResult]]  # what a worker ran on, each case's result
@@ -63,21 +53,6 @@ def judge_case(info: CaseInfo, stock: ItemResult, patched: ItemResult | None) ->
         info.name, qs, qp, ab, _error_of(stock), _error_of(patched),
         target_texts(stock), target_texts(patched) if patched is not None else {},
     )  # fmt: skip
-
-
-def case_quality(result: ItemResult, limit: Limits, *, vgf: bool) -> Quality:
-    """Judge a case on every target that ran: its worst of TOSA and the executed VGF program.
-
-    A VGF lowering that fails counts where the case targets VGF (``vgf``).
-
-    Example: TOSA within the limits, the VGF program run on the emulation layer 56% off.
-    Becomes: ``Quality.WRONG`` (not right because TOSA is).
-    """
-    judged = target_qualities(result, limit)
-    found = [judged[TOSA]]
-    if VGF in judged and (vgf or judged[VGF] is not Quality.FAILED):
-        found.append(judged[VGF])
-    return next((q for q in (Quality.FAILED, Quality.WRONG) if q in found), found[0])
 
 
 def target_texts(result: ItemResult) -> dict[str, str]:

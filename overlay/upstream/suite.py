@@ -10,8 +10,10 @@ and on the env of the line's patched wheel, the patched test files laid out for 
 stock and does not pass patched fails the run (:func:`overlay.upstream.verdicts.suite_changes`).
 
 The run takes hours, so it goes a few files at a time, and each part's result is kept
-(``runs/<key>.json``, keyed by both envs, the test files and the ini): run again after an
-interruption, and the parts already done are read back, not run again.
+(``runs/<key>.json``, keyed by both envs, the test files, the ini, the extra environment
+and the runner's code): run again after an interruption, and the parts already done are
+read back, not run again; a part where pytest wrote no report is kept by no one, and the
+run fails naming it (run the same command again).
 
 Example: the 1.5.1 line, whose fixes change ``rewrite_conv_pass.py`` and
 ``insert_grid_sampler_grid_dequant_pass.py`` and list ``ops/test_grid_sampler.py``.
@@ -22,13 +24,16 @@ Becomes: ``passes/*``, ``ops/test_conv1d.py`` .. ``ops/test_conv_combos.py``,
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from overlay import codec, fixes
 from overlay._files import write_text_atomic
-from overlay._hashing import sha256_bytes
+from overlay._hashing import sha256_bytes, sha256_file
+from overlay.codec import CodecError
 from overlay.dist.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import release_venvs
 from overlay.fixes import Fix
@@ -43,7 +48,7 @@ from overlay.upstream.verdicts import suite_changes
 Progress = Callable[[str], None]
 WHOLE = ("passes",)  # run every file
 BY_OPERATOR = ("ops", "quantizer", "misc")  # run the files of the touched operators
-SUITE_TIMEOUT_S = 6 * 3600.0
+PART_TIMEOUT_S = 3 * 3600.0  # one part on one build
 PART_FILES = 8  # test files per part: a part's result is kept, an interrupted run resumes
 WORKERS = "--numprocesses=auto"  # pytest-xdist, as upstream runs its Arm tests
 _SIZE = re.compile(r"\d+d$")  # conv2d, max_pool1d: the operator without its rank
@@ -94,17 +99,18 @@ def run_suite(line: Line, *, out_dir: Path, progress: Progress = lambda _: None)
     ini = upstream_tests.pytest_ini(None)
     log_dir = out_dir / line.name
 
+    extra_env = upstream_tests.vulkan_env(envs[0].folder, out_dir / "vulkan")
+
     def key(part: Sequence[str]) -> str:
-        files = {**{p: release.files.get(p, b"") for p in part}, **after}
-        return part_key([e.folder.name for e in envs], files, ini)
+        files = {**{p: release.files[p] for p in part}, **after}
+        return part_key([e.folder.name for e in envs], files, ini, extra_env)
 
     def run_part(number: int, part: Sequence[str]) -> TestRun:
         return upstream_tests.run_tests_both_ways(
             str(envs[0].python), str(envs[1].python),
             release_tests=release.tests, patched_files=after, pytest_ini=ini,
             selection=[WORKERS, *part], log_dir=log_dir / f"part-{number}",
-            timeout=SUITE_TIMEOUT_S,
-            extra_env=upstream_tests.vulkan_env(envs[0].folder, out_dir / "vulkan"),
+            timeout=PART_TIMEOUT_S, extra_env=extra_env,
         )  # fmt: skip
 
     progress(f"{line.name}: {len(chosen)} test files of backends/arm/test, stock then patched")
@@ -128,22 +134,33 @@ def run_in_parts(
     runs = []
     for number, part in enumerate(parts, start=1):
         path = kept / f"{key(part)[:16]}.json"
-        if path.is_file():
-            progress(f"part {number}/{len(parts)}: done earlier ({path})")
+        with contextlib.suppress(OSError, CodecError):  # none, or unreadable: run it again
             runs.append(codec.loads(TestRun, path.read_text(encoding="utf-8"), where=str(path)))
+            progress(f"part {number}/{len(parts)}: done earlier ({path})")
             continue
         progress(f"part {number}/{len(parts)}: {', '.join(part)}")
         run = run_part(number, part)
         if not run.stock.problem and not run.patched.problem:  # pytest ran: keep it
             kept.mkdir(parents=True, exist_ok=True)
             write_text_atomic(path, codec.dumps(run))
-        runs.append(run)
+        where = f"part {number} ({', '.join(part)}): "
+        stock, patched = (
+            replace(c, problem=where + c.problem) if c.problem else c
+            for c in (run.stock, run.patched)
+        )
+        runs.append(replace(run, stock=stock, patched=patched))
     return joined(runs)
 
 
-def part_key(envs: Sequence[str], files: Mapping[str, bytes], ini: bytes) -> str:
-    """Return the key of one part's result: the envs, the test files' bytes and the ini."""
-    parts = [*envs, WORKERS, sha256_bytes(ini)]
+def part_key(
+    envs: Sequence[str], files: Mapping[str, bytes], ini: bytes, extra_env: Mapping[str, str]
+) -> str:
+    """Return the key of one part's result: the envs (named by their contents), the test
+    files' bytes, the ini, the extra environment (the Vulkan emulation layer or none) and
+    the code that runs pytest and reads its report."""
+    runner = sha256_file(Path(upstream_tests.__file__))
+    parts = [*envs, WORKERS, runner, sha256_bytes(ini)]
+    parts += [f"{name}={value}" for name, value in sorted(extra_env.items())]
     parts += [f"{path} {sha256_bytes(data)}" for path, data in sorted(files.items())]
     return sha256_bytes("\n".join(parts).encode())
 
@@ -155,8 +172,8 @@ def joined(runs: Sequence[TestRun]) -> TestRun:
         problems = "; ".join(c.problem for c in counts if c.problem)
         return Counts(tuple(t for c in counts for t in c.tests), problems)
 
-    selection = tuple(dict.fromkeys(s for r in runs for s in r.selection))
-    command = f"pytest -c backends/arm/test/pytest.ini {' '.join(selection)}"
+    selection = tuple(dict.fromkeys(s for r in runs for s in r.selection if s != WORKERS))
+    command = f"pytest -c backends/arm/test/pytest.ini {WORKERS} {' '.join(selection)}"
     seconds = sum(r.seconds for r in runs)
     return TestRun(
         command, selection, side([r.stock for r in runs]), side([r.patched for r in runs]), seconds

@@ -34,7 +34,8 @@ from dataclasses import replace
 
 from packaging.version import Version
 
-from overlay.equivalence.verdict import Quality
+from overlay.equivalence.protocol import ItemResult
+from overlay.equivalence.verdict import TOSA, VGF, Limits, Quality, target_qualities
 from overlay.upstream.results import (
     APPLYING,
     BROKEN,
@@ -241,6 +242,21 @@ def suite_changes(stock: Counts, patched: Counts) -> tuple[tuple[str, ...], tupl
 
 
 # --- behaviour -----------------------------------------------------------------------------
+
+
+def case_quality(result: ItemResult, limit: Limits, *, vgf: bool) -> Quality:
+    """Judge a case on every target that ran: its worst of TOSA and the executed VGF program.
+
+    A VGF lowering that fails counts where the case targets VGF (``vgf``).
+
+    Example: TOSA within the limits, the VGF program run on the emulation layer 56% off.
+    Becomes: ``Quality.WRONG`` (not right because TOSA is).
+    """
+    judged = target_qualities(result, limit)
+    found = [judged[TOSA]]
+    if VGF in judged and (vgf or judged[VGF] is not Quality.FAILED):
+        found.append(judged[VGF])
+    return next((q for q in (Quality.FAILED, Quality.WRONG) if q in found), found[0])
 
 
 def decide_patch(

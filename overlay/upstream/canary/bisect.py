@@ -4,8 +4,11 @@ Only the commits on main's first-parent line since the line's base that touch th
 patch's files can change how it applies, so every one of them is tried in order (no
 monotonicity is assumed, unlike ``git bisect``): the first where the patch is already
 upstream is its ``Superseded-by:``, the first where it conflicts (or its file is gone) its
-``Broken-by:``. Earlier patches of the series that touch the same files are applied first,
-where they still apply. Behaviour is not bisected: that needs an environment per commit.
+``Broken-by:`` once the patch has applied there, from the fork point of the base on (a
+base from a release wheel sits on a fork point older than the release, where the files
+are older still).
+Earlier patches of the series that touch the same files are applied first, where they
+still apply. Behaviour is not bisected: that needs an environment per commit.
 """
 
 from __future__ import annotations
@@ -47,7 +50,13 @@ def bisect(
     index = next(i for i, patch in enumerate(line.patches) if patch.name == name)
     patch, step = line.patches[index], line.steps[index]
     commits = scratch.log(f"{line.base}..{main}", patch.targets, first_parent=True)
+    earlier = line.patches[:index]
+    fork = scratch.run("merge-base", line.base, main).strip()
+    # a commit breaks the patch only where it applied before: at the fork point or later
+    applied = kind != BROKEN_BY or state_at(scratch, fork, patch, step, earlier) not in BROKEN
     for tested, entry in enumerate(reversed(commits), start=1):
-        if state_at(scratch, entry.commit, patch, step, line.patches[:index]) in WANTED[kind]:
+        state = state_at(scratch, entry.commit, patch, step, earlier)
+        if applied and state in WANTED[kind]:
             return BisectResult(name, kind, entry.commit, entry.subject, entry.date, tested, "text")
+        applied = applied or state not in BROKEN
     return None

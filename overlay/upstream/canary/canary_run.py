@@ -1,7 +1,9 @@
 """The canary: every release line replayed onto upstream main (and newer tags), in one report.
 
-Per line: the series committed on ``v<line>``; replayed with its ports onto main and, with
-``tags``, onto each newer ``vX.Y.Z`` (:mod:`.rebase`, with range-diffs); each
+Per line: the series committed on ``v<line>`` (without that tag upstream, on the
+release wheel's sources at main's fork point: :func:`wheel_base`); replayed with its
+ports onto main and, with ``tags``, onto each newer ``vX.Y.Z`` (:mod:`.rebase`, with
+range-diffs); each
 ``Forwarded:`` tracked on main (:mod:`.forwarded`); the commit that made a patch
 redundant or broke it (:mod:`.bisect`); the export gate (:mod:`.gate`). Then behaviour on
 main where the newest wheel can host it (:mod:`.host`), and the rows of the status page,
@@ -159,19 +161,20 @@ def run_line(
     """Run the canary for one line; also return main with its series, for behaviour."""
     tag = f"v{line.name}"
     nothing = PatchedMain({}, {})
-    base, base_note = "", ""
-    if scratch.has(f"refs/tags/{tag}"):
-        base = scratch.rev(f"refs/tags/{tag}")
-    else:
-        try:
-            base, base_note = wheel_base(scratch, line, series)
-        except OverlayError as exc:
-            error = f"upstream has no tag {tag}, and its wheel cannot stand in: {exc.message}"
-            return LineResult(line.name, "", (), (), (), None, (), error), nothing
+    try:
+        base, base_note = (
+            (scratch.rev(f"refs/tags/{tag}"), "")
+            if scratch.has(f"refs/tags/{tag}")
+            else wheel_base(scratch, line, series)
+        )
+    except OverlayError as exc:
+        error = f"upstream has no tag {tag}, and its wheel cannot stand in: {exc.message}"
+        return LineResult(line.name, "", (), (), (), None, (), error), nothing
     try:
         committed = commit_series(scratch, series, base)
     except OverlayError as exc:
-        error = f"the series does not apply on {tag}: {exc.message}"
+        where = f"the {line.name} wheel's sources" if base_note else tag
+        error = f"the series does not apply on {where}: {exc.message}"
         return LineResult(line.name, base, (), (), (), None, (), error), nothing
     ports = replay.ports_of(series)
     main = scratch.rev(MAIN_REF)
@@ -232,36 +235,44 @@ def run_line(
     return result, patched_main
 
 
-def release_sources(line: Line) -> dict[str, bytes]:
-    """Return the line's release sources of ``backends/arm``, read from its wheel."""
-    pins = load_series(line.directory).pins
-    return releases.load_release(pins, for_series(line.directory), line.name).files
+def release_sources(line: Line) -> tuple[dict[str, bytes], str]:
+    """Return the line's release sources of ``backends/arm`` (from its wheel), and the
+    upstream commit the wheel says it was built from ("" when it names none)."""
+    release = releases.load_release(line.pins, for_series(line.directory), line.name)
+    return release.files, releases.release_metadata(release.wheel)[1] or ""
 
 
 def wheel_base(scratch: Scratch, line: Line, series: Series) -> tuple[str, str]:
     """Return a base for a line whose tag upstream lacks, and the sentence that says so.
 
     The release's own sources of the series' files (from its wheel, as the export's base)
-    are committed on main's fork point from the newest older release tag (main itself
-    when there is none), so main's history since then is searched for the patches.
+    are committed on main's fork point from the commit the wheel was built from, or where
+    upstream lacks that commit, from the newest older release tag (main itself when there
+    is none): main's history since then is searched for the patches. A file of the series
+    the wheel lacks is named.
 
-    Example: line 1.5.1 on a mirror whose newest tag is v1.4.1.
+    Example: line 1.5.1 on a mirror whose newest tag is v1.4.1, without 1.5.1's commit.
     Becomes: a commit on ``merge-base(main, v1.4.1)`` holding 1.5.1's files, and
-    "no tag v1.5.1 upstream: the base is the 1.5.1 wheel's 4 files on 1a2b3c4d5e6f".
+    "no tag v1.5.1 upstream: the base is the 1.5.1 wheel's 10 files on cd380e7aefd1
+    (main's fork point from v1.4.1)".
     """
-    files = release_sources(line)
+    files, built_from = release_sources(line)
     wanted = {p: files[p] for p in series.targets() if p in files}
     older = [
         (Version(v), t) for t, v in scratch.release_tags().items() if Version(v) < line.version
     ]
+    anchor = built_from if built_from and scratch.has(built_from) else ""
+    anchor = anchor or (max(older)[1] if older else "")
     main = scratch.rev(MAIN_REF)
-    fork = scratch.run("merge-base", main, max(older)[1]).strip() if older else main
+    fork = scratch.run("merge-base", main, anchor).strip() if anchor else main
     message = f"executorch {line.name}'s sources of the series' files, from its wheel"
     base = scratch.commit(fork, wanted, message, date=fixed_date(""))
-    since = f" (main's fork point from {max(older)[1]})" if older else ""
+    since = f" (main's fork point from {anchor[:12] if anchor == built_from else anchor})"
+    missing = sorted(set(series.targets()) - set(files))
     note = (
         f"no tag v{line.name} upstream: the base is the {line.name} wheel's"
-        f" {len(wanted)} files on {fork[:12]}{since}"
+        f" {len(wanted)} files on {fork[:12]}{since if anchor else ' (main)'}"
+        + (f"; not in the wheel: {', '.join(missing)}" if missing else "")
     )
     return base, note
 
