@@ -21,12 +21,18 @@ from overlay import codec, worktree
 from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.lines import Line
-from overlay.text.series import load_series
+from overlay.text.series import Patch, load_series
 from overlay.upstream import render
 from overlay.upstream.canary import bisect, canary_run, host, page
 from overlay.upstream.canary.gitrepo import fixed_date, open_upstream
 from overlay.upstream.canary.rebase import commit_series
-from overlay.upstream.results import CanaryReport, ForwardState, HostState, Status
+from overlay.upstream.results import (
+    CanaryReport,
+    ForwardState,
+    HostState,
+    MainBehaviour,
+    Status,
+)
 
 from scaffold import make_diff, write_series
 
@@ -342,6 +348,22 @@ def test_a_line_without_its_tag_or_its_wheel_is_an_error_row(
         "upstream has no tag v1.2.0, and its wheel cannot stand in: cannot fetch executorch 1.2.0"
     )
     assert report.failures == (f"1.2.0: {report.lines[0].error}",)
+
+
+def test_behaviour_on_main_measures_only_the_patches_main_carries(
+    fixture: tuple[Path, Upstream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 0001 and 0004 are upstream already, 0002 conflicts: only 0003 is on patched main
+    root, up = fixture
+    measured: list[list[str]] = []
+
+    def measure(*args: object, patches: list[Patch], **kwargs: object) -> MainBehaviour:
+        measured.append([p.name[:4] for p in patches])
+        return MainBehaviour(HostState.NOT_HOSTED, detail="fake")
+
+    monkeypatch.setattr(host, "measure", measure)
+    run_canary(root, up, gate=False, behaviour=True)
+    assert measured == [["0003"]]  # 0004 is merged upstream (modified): not carried either
 
 
 def test_behaviour_on_main_is_not_run_when_the_newest_line_did_not_replay(

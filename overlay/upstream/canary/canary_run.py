@@ -84,7 +84,7 @@ class PatchedMain:
     """main with a line's series replayed (ports carrying the rest): for behaviour."""
 
     files: dict[str, bytes]
-    tests: dict[str, tuple[str, ...]]  # patch -> the tests it (or its port) adds
+    tests: dict[str, tuple[str, ...]]  # each patch main carries -> the tests it (or a port) adds
 
 
 def select_lines(root: Path, names: Sequence[str]) -> tuple[Line, ...]:
@@ -422,7 +422,7 @@ def canary(request: Request, progress: Progress = lambda _: None) -> CanaryRepor
             main,
             lines=all_lines(request.root),
             patched=patched.files,
-            patches=newest.patches,
+            patches=[p for p in newest.patches if p.name in patched.tests],  # those on main
             tests=patched.tests,
             out_dir=request.out_dir / "behaviour",
             progress=progress,
