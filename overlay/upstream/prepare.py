@@ -306,7 +306,7 @@ def _only(run: TestRun, nodes: Sequence[str]) -> TestRun:
         tests = tuple(t for t in counts.tests if t.node.split("[")[0] in nodes)
         return Counts(tests, counts.problem)
 
-    command = f"pytest -c backends/arm/test/pytest.ini {' '.join(nodes)}"
+    command = upstream_tests.pytest_command(nodes)
     return TestRun(command, tuple(nodes), keep(run.stock), keep(run.patched), run.seconds)
 
 

@@ -98,7 +98,6 @@ def run_suite(line: Line, *, out_dir: Path, progress: Progress = lambda _: None)
     chosen = selection(fixes.carried_by(line), release.tests)
     ini = upstream_tests.pytest_ini(None)
     log_dir = out_dir / line.name
-
     extra_env = upstream_tests.vulkan_env(envs[0].folder, out_dir / "vulkan")
 
     def key(part: Sequence[str]) -> str:
@@ -173,7 +172,7 @@ def joined(runs: Sequence[TestRun]) -> TestRun:
         return Counts(tuple(t for c in counts for t in c.tests), problems)
 
     selection = tuple(dict.fromkeys(s for r in runs for s in r.selection if s != WORKERS))
-    command = f"pytest -c backends/arm/test/pytest.ini {WORKERS} {' '.join(selection)}"
+    command = upstream_tests.pytest_command([WORKERS, *selection])
     seconds = sum(r.seconds for r in runs)
     return TestRun(
         command, selection, side([r.stock for r in runs]), side([r.patched for r in runs]), seconds

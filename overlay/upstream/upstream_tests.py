@@ -246,8 +246,13 @@ def run_tests_both_ways(
             counts.append(
                 run_pytest(python, tree, selection, log=log, timeout=timeout, extra_env=extra_env)
             )
-    command = f"pytest -c backends/arm/test/pytest.ini {' '.join(selection)}"
-    return TestRun(command, tuple(selection), counts[0], counts[1], time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return TestRun(pytest_command(selection), tuple(selection), counts[0], counts[1], seconds)
+
+
+def pytest_command(selection: Sequence[str]) -> str:
+    """Return the command a reviewer runs in an executorch checkout for ``selection``."""
+    return f"pytest -c backends/arm/test/pytest.ini {' '.join(selection)}"
 
 
 def pytest_ini(repo: Path | None, refs: Sequence[str] = ("main",)) -> bytes:

@@ -6,9 +6,9 @@ monotonicity is assumed, unlike ``git bisect``): the first where the patch is al
 upstream is its ``Superseded-by:``, the first where it conflicts (or its file is gone) its
 ``Broken-by:`` once the patch has applied there, from the fork point of the base on (a
 base from a release wheel sits on a fork point older than the release, where the files
-are older still).
-Earlier patches of the series that touch the same files are applied first, where they
-still apply. Behaviour is not bisected: that needs an environment per commit.
+are older still). Earlier patches of the series that touch the same files are applied
+first, where they still apply. Behaviour is not bisected: that needs an environment per
+commit.
 """
 
 from __future__ import annotations

@@ -267,11 +267,12 @@ def wheel_base(scratch: Scratch, line: Line, series: Series) -> tuple[str, str]:
     fork = scratch.run("merge-base", main, anchor).strip() if anchor else main
     message = f"executorch {line.name}'s sources of the series' files, from its wheel"
     base = scratch.commit(fork, wanted, message, date=fixed_date(""))
-    since = f" (main's fork point from {anchor[:12] if anchor == built_from else anchor})"
+    label = anchor[:12] if anchor == built_from else anchor
+    since = f" (main's fork point from {label})" if anchor else " (main)"
     missing = sorted(set(series.targets()) - set(files))
     note = (
         f"no tag v{line.name} upstream: the base is the {line.name} wheel's"
-        f" {len(wanted)} files on {fork[:12]}{since if anchor else ' (main)'}"
+        f" {len(wanted)} files on {fork[:12]}{since}"
         + (f"; not in the wheel: {', '.join(missing)}" if missing else "")
     )
     return base, note
