@@ -17,12 +17,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from overlay import codec, worktree
+from overlay import codec, render, worktree
 from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.lines import Line
 from overlay.text.series import Patch, load_series
-from overlay.upstream import render
 from overlay.upstream.canary import bisect, canary_run, host, page
 from overlay.upstream.canary.gitrepo import fixed_date, open_upstream
 from overlay.upstream.canary.rebase import commit_series

@@ -12,8 +12,7 @@ import jsonschema
 import pytest
 from test_equivalence_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
 
-from overlay import codec
-from overlay.upstream import render
+from overlay import codec, render
 from overlay.upstream.canary import page
 from overlay.upstream.results import (
     Applied,

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from overlay import fixes
+from overlay import fixes, render
 from overlay._git import git
 from overlay.equivalence.protocol import ItemResult, RunStatus
 from overlay.equivalence.verdict import Quality
 from overlay.errors import UpstreamError
 from overlay.lines import pins
 from overlay.text.series import Patch, Series, load_series, parse_patch
-from overlay.upstream import behaviour, render
+from overlay.upstream import behaviour, reports
 from overlay.upstream.results import (
     Action,
     CaseMove,
@@ -278,7 +278,7 @@ def _retarget(**changes: object) -> Retarget:
 
 
 def test_render_retarget_lists_each_patch() -> None:
-    blocks = render.retarget_blocks(_retarget())
+    blocks = reports.retarget_blocks(_retarget())
     text = render.text(blocks)
     assert text.startswith("retarget executorch 1.2.0 -> 1.5.1: ready to promote (fast corpus)\n")
     assert "0001-fix  offset +1  carried  fails before, passes after" in text
@@ -288,7 +288,7 @@ def test_render_retarget_lists_each_patch() -> None:
     markdown = render.markdown(blocks)
     assert "| 0001-fix | offset +1 | carried | fails before, passes after |" in markdown
     assert markdown.startswith("# retarget executorch 1.2.0 -> 1.5.1: ready to promote")
-    assert "NOT ready" in render.text(render.retarget_blocks(_retarget(problems=("x",))))
+    assert "NOT ready" in render.text(reports.retarget_blocks(_retarget(problems=("x",))))
 
 
 def test_the_retarget_report_round_trips_through_the_codec(tmp_path: Path) -> None:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from overlay import fixes, lines
+from overlay import fixes, lines, render
 from overlay._git import git, git_with_env
 from overlay.equivalence.verdict import Quality
 from overlay.errors import UsageError
 from overlay.text.series import load_series, parse_patch
-from overlay.upstream import pr_text, render
+from overlay.upstream import pr_text, reports
 from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.export import export_patch
@@ -161,7 +161,7 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
     report = Sending(
         "1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {"0002-x.patch": "dropped"}, 1.0
     )
-    shown = render.text(render.sending_blocks(report))
+    shown = render.text(reports.sending_blocks(report))
     assert (
         "fails before, passes after" in shown
         and "ready" in shown

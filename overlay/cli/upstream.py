@@ -11,13 +11,13 @@ import argparse
 import os
 from pathlib import Path
 
-from overlay import lines
+from overlay import lines, render
 from overlay.cli import common
 from overlay.cli.invocation import command
 from overlay.cli.output import out, progress
 from overlay.errors import UpstreamError, UsageError
 from overlay.text.series import load_series
-from overlay.upstream import commit_rules, export, prepare, render, suite
+from overlay.upstream import commit_rules, export, prepare, reports, suite
 from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
 from overlay.upstream.matrix import matrix_of
@@ -40,7 +40,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     """Show how every patch (and port) fares on each executorch release."""
     series = load_series(common.patches_dir(args))
     matrix = matrix_of(series, _versions(args.versions), progress)
-    blocks = render.matrix_blocks(matrix)
+    blocks = reports.matrix_blocks(matrix)
     shown = {
         "table": lambda: render.text(blocks),
         "json": lambda: render.json_text(matrix),
@@ -66,7 +66,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
         names=tuple(args.patch or ()),
     )
     done = prepare.prepare(request, progress=progress)
-    blocks = render.sending_blocks(done.report)
+    blocks = reports.sending_blocks(done.report)
     out(render.text(blocks).rstrip("\n"))
     written = export.write_exports(done.exports, folder)
     written += render.write(folder, "upstream", blocks, done.report, REPORTS)
@@ -129,7 +129,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         locks=not args.no_locks,
     )
     result = run.retarget(request, progress=progress)
-    blocks = render.retarget_blocks(result)
+    blocks = reports.retarget_blocks(result)
     out(render.text(blocks).rstrip("\n"))
     for path in render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS):
         progress(f"wrote {path}")
@@ -224,7 +224,7 @@ def cmd_upstream_suite(args: argparse.Namespace) -> int:
     unrun: list[str] = []
     for line in chosen:
         done = suite.run_suite(line, out_dir=Path(args.out), progress=progress)
-        blocks = render.suite_blocks(done)
+        blocks = reports.suite_blocks(done)
         out(render.text(blocks).rstrip("\n"))
         for path in render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS):
             progress(f"wrote {path}")

@@ -3,7 +3,7 @@
 One row per line and patch (its state on main, upstream, the canary's finding and date,
 what to do next), then behaviour on main, then per line: every target's patches and
 ports, conflict regions and range-diff, the forwarded matches with their differences, the
-bisect results and the export gate. :mod:`overlay.upstream.render` renders the blocks;
+bisect results and the export gate. :mod:`overlay.render` renders the blocks;
 ``status.json`` is the report itself, its schema derived from
 :class:`overlay.upstream.results.CanaryReport` (``canary --schema`` prints it).
 """
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from overlay.upstream import render
-from overlay.upstream.render import Badge, Block, Heading, Items, Para, Pre, Table, item
+from overlay import render
+from overlay.render import Badge, Block, Heading, Items, Para, Pre, Table, item
+from overlay.upstream.reports import TONES
 from overlay.upstream.results import (
     CanaryReport,
     ForwardState,
@@ -36,7 +37,7 @@ def _target(target: Replay) -> list[Block]:
         ):
             if applied is None:
                 continue
-            badge = Badge(applied.status.value, render.TONES[applied.status])
+            badge = Badge(applied.status.value, TONES[applied.status])
             detail = f" {applied.detail}" if applied.detail else ""
             items.append(item(f"{label}: ", badge, detail, depth=0 if applied is found.own else 1))
             items += [
@@ -114,9 +115,7 @@ def blocks(report: CanaryReport) -> list[Block]:
         (
             line.line,
             row.patch,
-            Badge(
-                row.main.value + (" (NEW)" if row.newly_conflicting else ""), render.TONES[row.main]
-            ),
+            Badge(row.main.value + (" (NEW)" if row.newly_conflicting else ""), TONES[row.main]),
             row.upstream,
             row.result,
             row.since,

@@ -1,0 +1,314 @@
+"""One renderer per format for every report of the tool: text, Markdown, HTML, and JSON.
+
+A report is first laid out once as blocks (:class:`Heading`, :class:`Para`, :class:`Table`,
+:class:`Items`, :class:`Pre`, and :class:`Raw` for what only a page can show; a status
+inside them is a :class:`Badge`, a reference to a section a :class:`Link`): the equivalence
+report in :mod:`overlay.equivalence.render.layout`, the upstream reports in
+:mod:`overlay.upstream.reports` and :mod:`overlay.upstream.canary.page`. :func:`text`,
+:func:`markdown` and :func:`html` render any blocks; JSON is the report itself through
+:mod:`overlay.codec` (its schema is derived from the same dataclasses: :func:`schema`).
+Strings only; :func:`write` writes the files.
+"""
+
+from __future__ import annotations
+
+import html as html_escape
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from overlay import codec
+from overlay._table import markdown_table, text_table
+
+WIDTH = 100  # the text form's prose and tables fit this many columns
+
+
+@dataclass(frozen=True)
+class Badge:
+    """A status: a coloured badge in HTML, bold in Markdown, plain text elsewhere."""
+
+    text: str
+    tone: str  # "ok", "warn", "info", "bad"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A reference to the heading with ``anchor``: a link in HTML, plain text elsewhere."""
+
+    text: str
+    anchor: str
+
+
+Inline = str | Badge | Link
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A heading: level 1 is the report's title; ``anchor`` is its id in HTML."""
+
+    text: str
+    level: int = 1
+    anchor: str = ""
+
+
+@dataclass(frozen=True)
+class Para:
+    """A paragraph; with a tone ("pass", "fail") a banner in HTML."""
+
+    text: str
+    tone: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table: a header and rows of cells.
+
+    ``grouped``: the first column names a group of rows, which the text form prints once
+    on a line above them (long names need no column); ``note``: the last column is prose,
+    which the text form prints wrapped under its row.
+    """
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[Inline, ...], ...]
+    grouped: bool = False
+    note: bool = False
+
+
+@dataclass(frozen=True)
+class Item:
+    """One list item (its parts joined) at a nesting depth."""
+
+    parts: tuple[Inline, ...]
+    depth: int = 0
+
+
+@dataclass(frozen=True)
+class Items:
+    """A list, nested by each item's depth (an empty one is left out)."""
+
+    items: tuple[Item, ...]
+
+    def __bool__(self) -> bool:
+        """Return True when the list has an item."""
+        return bool(self.items)
+
+
+@dataclass(frozen=True)
+class Pre:
+    """Preformatted text under a summary line (a diff, a conflict region)."""
+
+    summary: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Markup only a page can show (a drawing, a table of its own): the HTML form only."""
+
+    html: str
+
+
+Block = Heading | Para | Table | Items | Pre | Raw
+
+
+def item(*parts: Inline, depth: int = 0) -> Item:
+    """Return a list item."""
+    return Item(parts, depth)
+
+
+def _plain(parts: Sequence[Inline], *, bold: bool = False) -> str:
+    return "".join(
+        (f"**{p.text}**" if bold and isinstance(p, Badge) else p.text)
+        if not isinstance(p, str)
+        else p
+        for p in parts
+    )
+
+
+def wrapped(first: str, text: str, indent: int) -> list[str]:
+    """Return ``first + text`` wrapped to WIDTH columns, continuation lines indented."""
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    ) or [first.rstrip()]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def _text_table(table: Table) -> list[str]:
+    """Return a table as text lines that fit WIDTH (the first column cut to fit, with ~)."""
+    rows = [[_plain([c]) for c in row] for row in table.rows]
+    header = list(table.header)
+    start, stop = int(table.grouped), len(header) - int(table.note)
+    cells = [r[start:stop] for r in rows]
+    header = header[start:stop]
+    others = sum(max(len(r[i]) for r in [header, *cells]) + 2 for i in range(1, len(header)))
+    room = max(WIDTH - others, len(header[0]))
+    cells = [[_cut(r[0], room), *r[1:]] for r in cells]
+    lines = text_table(header, cells, max_width=2 * WIDTH)
+    out, group = lines[:2], None
+    for row, line in zip(rows, lines[2:], strict=True):
+        if table.grouped and row[0] != group:
+            out.append(_cut(row[0], WIDTH))
+            group = row[0]
+        out.append(line)
+        if table.note and row[-1]:
+            out += wrapped("    ", row[-1], 6)
+    return out
+
+
+def text(blocks: Sequence[Block]) -> str:
+    """Render blocks for a terminal: prose wrapped, tables fitted to WIDTH columns."""
+    out: list[str] = []
+    for block in blocks:
+        if not block or isinstance(block, Raw):  # an empty list, a page's drawing
+            continue
+        if isinstance(block, Heading):
+            out += [block.text if block.level == 1 else f"{block.text}:"]
+        elif isinstance(block, Para):
+            out += wrapped("", block.text, 2)
+        elif isinstance(block, Table):
+            out += _text_table(block)
+        elif isinstance(block, Items):
+            for i in block.items:
+                out += wrapped("  " * (i.depth + 1), _plain(i.parts), 2 * i.depth + 4)
+        else:
+            out += [f"{block.summary}:", *(f"    {x}" for x in block.text.rstrip().split("\n"))]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def markdown(blocks: Sequence[Block]) -> str:
+    """Render blocks as Markdown."""
+    out: list[str] = []
+    for block in blocks:
+        if not block or isinstance(block, Raw):  # an empty list, a page's drawing
+            continue
+        if isinstance(block, Heading):
+            out += ["#" * block.level + " " + block.text]
+        elif isinstance(block, Para):
+            out += [f"**{block.text}**" if block.tone == "fail" else block.text]
+        elif isinstance(block, Table):
+            cells = [[_plain([c], bold=True) for c in row] for row in block.rows]
+            out += markdown_table(block.header, cells)
+        elif isinstance(block, Items):
+            out += ["  " * i.depth + "- " + _plain(i.parts, bold=True) for i in block.items]
+        else:
+            out += [f"{block.summary}:", "", "```", block.text.rstrip(), "```"]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2330;background:#fff}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px}h3{font-size:15px}
+.banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:12px 0}
+.banner.pass{background:#dff3e3;color:#185c2a}.banner.fail{background:#fbe0e0;color:#8a1c1c}
+table{border-collapse:collapse;width:100%;margin:10px 0}
+th,td{border:1px solid #d5d9e0;padding:5px 8px;text-align:left;vertical-align:top}
+th{background:#eef1f6}
+.badge{display:inline-block;padding:1px 7px;border-radius:10px;font-size:12px;font-weight:600}
+.ok{background:#d6f0dc;color:#185c2a}.warn{background:#fff0c2;color:#6b5200}
+.info{background:#d6e6fb;color:#17407a}.bad{background:#f8d0d0;color:#8a1c1c}
+pre{background:#f5f6f8;border:1px solid #e1e4ea;padding:8px;overflow:auto;font-size:12px}
+details{margin:6px 0}summary{cursor:pointer}code{font-size:12px}svg{display:block;margin:6px 0}
+table.fields{table-layout:fixed}table.fields th:first-child{width:170px}
+table.fields td,table.fields th{overflow-wrap:anywhere}
+"""
+
+
+def _e(value: str) -> str:
+    return html_escape.escape(value, quote=True)
+
+
+def _html_part(part: Inline) -> str:
+    if isinstance(part, Badge):
+        return f'<span class="badge {part.tone}">{_e(part.text)}</span>'
+    if isinstance(part, Link):
+        return f'<a href="#{_e(part.anchor)}">{_e(part.text)}</a>'
+    return _e(part)
+
+
+def _html_items(items: Sequence[Item]) -> list[str]:
+    out, depth = ["<ul>"], 0
+    for each in items:
+        while depth < each.depth:
+            out.append("<ul>")
+            depth += 1
+        while depth > each.depth:
+            out.append("</ul>")
+            depth -= 1
+        out.append(f"<li>{''.join(map(_html_part, each.parts))}</li>")
+    return out + ["</ul>"] * (depth + 1)
+
+
+def html(blocks: Sequence[Block], title: str) -> str:
+    """Render blocks as one self-contained HTML page (inline CSS, no script)."""
+    out = [
+        "<!DOCTYPE html>",
+        f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>',
+        f"<style>{_CSS}</style></head><body>",
+    ]
+    for block in blocks:
+        if not block:  # an empty list
+            continue
+        if isinstance(block, Heading):
+            anchor = f' id="{_e(block.anchor)}"' if block.anchor else ""
+            out.append(f"<h{block.level}{anchor}>{_e(block.text)}</h{block.level}>")
+        elif isinstance(block, Para):
+            tone = f" class='banner {block.tone}'" if block.tone else ""
+            out.append(f"<p{tone}>{_e(block.text)}</p>")
+        elif isinstance(block, Table):
+            out.append("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in block.header))
+            out.append("</tr></thead><tbody>")
+            out += [
+                "<tr>" + "".join(f"<td>{_html_part(c)}</td>" for c in row) + "</tr>"
+                for row in block.rows
+            ]
+            out.append("</tbody></table>")
+        elif isinstance(block, Items):
+            out += _html_items(block.items)
+        elif isinstance(block, Raw):
+            out.append(block.html)
+        else:
+            summary = f"<summary>{_e(block.summary)}</summary>"
+            out.append(f"<details>{summary}<pre>{_e(block.text)}</pre></details>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def json_text(report: object) -> str:
+    """Render a report (a result dataclass) as JSON, through the codec."""
+    return codec.dumps(report, indent=2) + "\n"
+
+
+def schema(report: type, title: str) -> str:
+    """Return the JSON Schema of a report, derived from its dataclass by the codec."""
+    return codec.dumps(codec.schema(report, title=title), indent=2) + "\n"
+
+
+def write(
+    folder: Path, stem: str, blocks: Sequence[Block], report: object, suffixes: Sequence[str]
+) -> list[Path]:
+    """Write ``<stem>.<suffix>`` for each of ``txt``, ``md``, ``html``, ``json`` asked for."""
+    title = next((b.text for b in blocks if isinstance(b, Heading)), stem)
+    renderers = {
+        "txt": lambda: text(blocks),
+        "md": lambda: markdown(blocks),
+        "html": lambda: html(blocks, title),
+        "json": lambda: json_text(report),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for suffix in suffixes:
+        path = folder / f"{stem}.{suffix}"
+        path.write_text(renderers[suffix](), encoding="utf-8", newline="\n")
+        written.append(path)
+    return written
