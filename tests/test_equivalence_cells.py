@@ -17,14 +17,13 @@ from overlay.equivalence.render import cells
 
 def test_the_worst_output_speaks_for_a_run_with_several() -> None:
     two = TWO_OUTPUTS
-    assert cells.numbers_cells(two, None, short=True) == ["25.00%", "12.0"]
+    assert cells.numbers_cells(two, None) == ["25.00%", "12.0"]
     no_sqnr = dataclasses.replace(two, sqnr_db=())
-    assert cells.numbers_cells(no_sqnr, None, short=True) == ["25.00%", "-"]
+    assert cells.numbers_cells(no_sqnr, None) == ["25.00%", "-"]
     shapes = dataclasses.replace(two, max_abs_err_vs_fake_quant=(None, 0.01))
-    assert cells.numbers_cells(shapes, None, short=True) == ["shape!", "-"]
+    assert cells.numbers_cells(shapes, None) == ["shape!", "-"]
     error = ErrorInfo("VgfRunError", "no device", Stage.VGF_RUN)
-    assert cells.numbers_cells(two, error, short=True) == ["FAIL", "-"]
-    assert cells.numbers_cells(two, error, short=False) == ["FAIL: VgfRunError", "-"]
+    assert cells.numbers_cells(two, error) == ["FAIL", "-"]
 
 
 def test_status_codes_and_the_error_cell() -> None:

@@ -55,7 +55,7 @@ def test_cli_writes_json_markdown_html_with_progress_lines_or_none(
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert captured.out.startswith("PASS: ")
+    assert captured.out.splitlines()[2].startswith("PASS: ")  # under the title
     assert ("[overlay] (c) 5/5 case:" in captured.err) is lines
     assert ("[overlay] (a) 11/11" in captured.err) is lines  # 6 attribution runs added to (a)
     for name in ("equivalence.json", "equivalence.md", "equivalence.html"):

@@ -19,6 +19,7 @@ from equivalence_samples import (
     scripted_options,
 )
 
+from overlay import render
 from overlay.cli import main
 from overlay.equivalence.controller.options import RunChoices
 from overlay.equivalence.controller.orchestrator import run
@@ -31,7 +32,7 @@ def test_json_report_is_valid_against_the_derived_schema(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     derived = document.schema()
-    data = json.loads(document.render_json(long_report(tmp_path, monkeypatch)))
+    data = json.loads(render.json_text(document.to_document(long_report(tmp_path, monkeypatch))))
     jsonschema.Draft202012Validator(derived).validate(data)
     assert (data["schema"], data["tool"]["name"], data["verdict"]) == (
         document.REPORT_SCHEMA,
@@ -80,7 +81,7 @@ def test_json_round_trips_into_the_same_verdicts(
 ) -> None:
     result = run(scripted_options(tmp_path, monkeypatch))
     path = tmp_path / "r.json"
-    path.write_text(document.render_json(result), encoding="utf-8")
+    path.write_text(render.json_text(document.to_document(result)), encoding="utf-8")
     loaded = document.load(path)
     assert decided(loaded) == decided(result)
     assert loaded.keys == result.keys and loaded.stats == result.stats
@@ -88,7 +89,7 @@ def test_json_round_trips_into_the_same_verdicts(
     path.write_text(json.dumps({"schema": 3}), encoding="utf-8")
     with pytest.raises(EquivalenceInputError, match="not an equivalence report of schema 5"):
         document.load(path)
-    data = json.loads(document.render_json(result))
+    data = json.loads(render.json_text(document.to_document(result)))
     del data["items"][0]["results"]["a"]
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(EquivalenceInputError, match="does not hold a valid equivalence report"):
@@ -104,7 +105,7 @@ def test_json_carries_the_verdict_failures_and_every_result() -> None:
     )
     bad = dataclasses.replace(judge(ok(), ok(), ok(graph=())), item=ItemId(ItemKind.CASE, "bad"))
     rendered = report_of([regression, bad])
-    data = json.loads(document.render_json(rendered))
+    data = json.loads(render.json_text(document.to_document(rendered)))
     assert (data["schema"], data["verdict"]) == (document.REPORT_SCHEMA, "fail")
     assert data["failures"] == rendered.failures
     assert data["items"][0]["a_vs_b"] == {
@@ -116,6 +117,6 @@ def test_json_carries_the_verdict_failures_and_every_result() -> None:
     assert data["summary"]["a_vs_b"] == {
         "same": 1, "fixed": 0, "regression": 1, "changed": 0, "still broken": 0, "unchecked": 0
     }  # fmt: skip
-    assert json.loads(document.render_json(report_of([judge(ok(), ok(), ok())])))["verdict"] == (
-        "pass"
-    )
+    assert json.loads(render.json_text(document.to_document(report_of([judge(ok(), ok(), ok())]))))[
+        "verdict"
+    ] == ("pass")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from overlay import render
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.protocol import (
@@ -32,7 +33,7 @@ from overlay.equivalence.protocol import (
     VelaEstimate,
     VgfResult,
 )
-from overlay.equivalence.render import html
+from overlay.equivalence.render import html, layout
 from overlay.equivalence.verdict import decide
 from overlay.fixes import divergences
 from overlay.items import CaseInfo
@@ -86,12 +87,20 @@ def sample_report() -> Report:
     )
 
 
+def page_of(report: Report) -> str:
+    """Return the report's page."""
+    return render.html(layout.blocks(report), layout.TITLE)
+
+
 def test_the_page_is_self_contained_and_draws_each_difference() -> None:
-    page = html.render_html(sample_report())
+    page = page_of(sample_report())
     assert page.startswith("<!DOCTYPE html>")
     assert not re.search(r"<script|<link|src=|https?://(?!www\.w3\.org/2000/svg)", page)
     assert page.count("<svg") == 4  # per case: its graph difference and its error chart
-    assert 'class="banner pass"' in page
+    assert "<p class='banner pass'>PASS: " in page
+    assert '<a href="#item-case-conv-a16w8-int16">conv_a16w8_int16</a>' in page  # to its section
+    assert '<h3 id="item-case-conv-a16w8-int16">' in page
+    assert '<span class="badge bad">FAIL</span>' in page  # the regression's (b)
     assert "aten.full.default" in page and "lowering failed: TosaValueError" in page
     assert "tolerance 1%" in page  # the FP case's tolerance line
 
@@ -165,7 +174,7 @@ def _pixels(png: Path) -> tuple[float, Counter[tuple[int, ...]]]:
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
     page = tmp_path / "equivalence.html"
-    page.write_text(html.render_html(sample_report()), encoding="utf-8")
+    page.write_text(page_of(sample_report()), encoding="utf-8")
     shot = tmp_path / "equivalence.png"
     assert CHROMIUM is not None
     done = subprocess.run(
@@ -196,4 +205,4 @@ def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
 if (
     __name__ == "__main__"
 ):  # write the sample page for a look: python tests/test_equivalence_html.py
-    sys.stdout.write(html.render_html(sample_report()))
+    sys.stdout.write(page_of(sample_report()))

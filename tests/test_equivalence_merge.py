@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from equivalence_samples import C, decided, scripted_options
 
-from overlay import cli
+from overlay import cli, render
 from overlay.equivalence.controller.merge import merge
 from overlay.equivalence.controller.options import CALLER_DIR_ENV, Shard
 from overlay.equivalence.controller.orchestrator import run
@@ -32,7 +32,7 @@ def test_two_shards_merged_give_the_verdicts_of_one_run(
         assert part.verdicts and len(part.verdicts) < len(whole.verdicts)
         assert all(shard.owns(v.item) for v in part.verdicts)
         (options.out_dir / "equivalence.json").write_text(
-            document.render_json(part), encoding="utf-8"
+            render.json_text(document.to_document(part)), encoding="utf-8"
         )
         parts.append(options.out_dir / "equivalence.json")
     monkeypatch.setenv(CALLER_DIR_ENV, str(tmp_path))

@@ -28,7 +28,7 @@ from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.protocol import PathId
-from overlay.equivalence.render.text import render_table
+from overlay.equivalence.render import layout
 from overlay.equivalence.verdict import BAD, BC, Quality, Verdict
 from overlay.text.series import load_series
 
@@ -90,7 +90,7 @@ def _verdicts(report: Report) -> dict[str, Verdict]:
 
 
 def _agrees_everywhere(report: Report) -> None:
-    table = render_table(report)
+    table = layout.text(report)
     assert report.failures == [], table
     for verdict in report.verdicts:
         assert verdict.bc is BC.AGREE, (verdict.item, table)
@@ -112,7 +112,7 @@ def test_the_lines_runtime_forms_agree_with_the_diffs_on_unseen_models(tmp_path:
     _agrees_everywhere(report)
     assert sorted(_verdicts(report)) == sorted(subset)
     for verdict in report.verdicts:  # a difference from stock is pinned to one fix
-        assert (verdict.fix is None) == (verdict.ab.value == "same"), render_table(report)
+        assert (verdict.fix is None) == (verdict.ab.value == "same"), layout.text(report)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_a_seed_shaped_patch_reads_improved_by_a_rule_on_unseen_models(
     on_120: Paths, tmp_path: Path, patch: str
 ) -> None:
     report = orchestrator.run(on_120.options(tmp_path, runtime_patch=patch))
-    table = render_table(report)
+    table = layout.text(report)
     assert report.failures == [], table
     found = {
         name: (v.bc, v.rule.fix if v.rule else None, v.bc_fix)
@@ -164,7 +164,7 @@ def test_the_lines_runtime_forms_agree_on_1_2_0_too(on_120: Paths, tmp_path: Pat
 def test_a_planted_number_change_still_fails_the_run(on_120: Paths, tmp_path: Path) -> None:
     planted = f"{SEED_SHAPED}:apply_with_planted_change"
     report = orchestrator.run(on_120.options(tmp_path, runtime_patch=planted, only=PLANTED))
-    table = render_table(report)
+    table = layout.text(report)
     for verdict in report.verdicts:
         assert (verdict.bc, verdict.rule, verdict.bc_fix) == (
             BC.UNDECLARED,

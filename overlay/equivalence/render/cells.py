@@ -258,21 +258,21 @@ ETHOSU_HEADER = [
     "target",
     "paths",
     "outcome",
-    "stream KiB",
+    "KiB",
     "cycles",
     "NPU cycles",
     "SRAM KiB",
     "flash KiB",
     "CPU ops",
+    "lower s",
+    "command streams / why not",
 ]
 
 ETHOSU_NOTE = (
     "paths with the same outcome share a row; compiled: Vela compiled the command streams,"
-    " which nothing executes here (never right or wrong); stream: their size; cycles and"
+    " which nothing executes here (never right or wrong); KiB: their size; cycles and"
     " memory: Vela's estimates; CPU ops: ops left outside the delegates"
 )
-
-Row = tuple[list[str], str]  # the cells, and a note printed under them ("" for none)
 
 
 def seconds_cell(value: float | None) -> str:
@@ -280,14 +280,10 @@ def seconds_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _fail(error: ErrorInfo | None, short: bool) -> str:
-    return "FAIL" if short or error is None else f"FAIL: {error.type}"
-
-
-def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None, short: bool) -> list[str]:
+def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None) -> list[str]:
     """Return [err, SQNR] of one run: the worst output's error (% of range) and SQNR."""
     if error is not None:
-        return [_fail(error, short), "-"]
+        return ["FAIL", "-"]
     if numerics is None:
         return ["-", "-"]
     found = worst(numerics)
@@ -297,7 +293,7 @@ def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None, short: boo
     return [f"{100 * fraction:.2f}%", "-" if sqnr is None else sqnr_text(sqnr)]
 
 
-def numerics_rows(verdict: Verdict, *, short: bool = True) -> list[list[str]]:
+def numerics_rows(verdict: Verdict) -> list[list[str]]:
     """Return one row per path (see NUMERICS_HEADER): TOSA and the executed VGF program."""
     rows = []
     for path in PATHS:
@@ -307,16 +303,16 @@ def numerics_rows(verdict: Verdict, *, short: bool = True) -> list[list[str]]:
         if vgf is None or vgf.state is TargetState.SKIPPED:
             vgf_cells = ["-", "-", "-", "-", "-"]
         elif vgf.state is TargetState.FAILED:
-            vgf_cells = [_fail(vgf.error, short), "-", vgf_word, "-", "-"]
+            vgf_cells = ["FAIL", "-", vgf_word, "-", "-"]
         else:
             vgf_cells = [
                 seconds_cell(vgf.lower_seconds),
                 seconds_cell(vgf.run_seconds),
                 vgf_word,
-                *numbers_cells(vgf.numerics, vgf.numerics_error, short),
+                *numbers_cells(vgf.numerics, vgf.numerics_error),
             ]
-        lowered = seconds_cell(result.lower_seconds) if result.ok else _fail(result.error, short)
-        tosa = numbers_cells(result.numerics, result.numerics_error, short)
+        lowered = seconds_cell(result.lower_seconds) if result.ok else "FAIL"
+        tosa = numbers_cells(result.numerics, result.numerics_error)
         word = quality_word(verdict, path, TOSA)
         rows.append([f"({path.value})", lowered, word, *tosa, *vgf_cells])
     return rows
@@ -336,13 +332,15 @@ def ethos_groups(verdict: Verdict) -> list[tuple[str, EthosUResult]]:
     return [("".join(p.value for p, _ in group), group[0][1]) for group in found.values()]
 
 
-def ethos_row(paths: str, result: EthosUResult) -> Row:
-    """Return one Ethos-U row (see ETHOSU_HEADER) and its note (the failure or skip reason)."""
+def ethos_row(paths: str, result: EthosUResult) -> list[str]:
+    """Return one Ethos-U row (see ETHOSU_HEADER): the estimates, the lowering time, and the
+    command streams' sizes and digests (or why there are none: the failure or skip reason)."""
+    timed = [seconds_cell(result.lower_seconds)]
     if result.state is not TargetState.COMPARED:
         failed = result.state is TargetState.FAILED
         note = (result.error.first_line if result.error else "?") if failed else result.reason
         cells = [result.target, paths, "FAIL" if failed else "skipped"]
-        return cells + ["-"] * (len(ETHOSU_HEADER) - len(cells)), note
+        return [*cells, *["-"] * (len(ETHOSU_HEADER) - len(cells) - 2), *timed, note]
     est = result.estimates
     return [
         result.target,
@@ -354,4 +352,6 @@ def ethos_row(paths: str, result: EthosUResult) -> Row:
         f"{sum(e.sram_bytes for e in est) / 1024:.1f}",
         f"{sum(e.off_chip_flash_bytes for e in est) / 1024:.1f}",
         str(result.cpu_ops),
-    ], ""
+        *timed,
+        payloads_text(result.payloads) or "no delegate",
+    ]

@@ -1,9 +1,9 @@
 """``equivalence.json``: the report as a typed document, written and read with the codec.
 
 :class:`ReportDocument` and the dataclasses under it are the file's one definition:
-:func:`render_json` encodes a :class:`~overlay.equivalence.controller.outcome.Report` with
-:func:`overlay.codec.encode`, :func:`load` decodes one strictly (a missing, unknown or
-mistyped field is refused) and decides every verdict again from the stored results, and
+:func:`to_document` makes one of a :class:`~overlay.equivalence.controller.outcome.Report`
+(the codec writes it), :func:`load` decodes one strictly (a missing, unknown or mistyped
+field is refused) and decides every verdict again from the stored results, and
 :func:`schema` derives its JSON Schema (``python -m overlay report-schema`` prints it; no
 copy is kept).
 """
@@ -171,11 +171,6 @@ def to_document(report: Report) -> ReportDocument:
         phase_seconds=dict(report.phase_seconds),
         items=tuple(_record(v) for v in report.verdicts),
     )
-
-
-def render_json(report: Report) -> str:
-    """Return the JSON text of the report (keys sorted, two-space indent)."""
-    return codec.dumps(to_document(report), indent=2) + "\n"
 
 
 def _item_id(text: str) -> ItemId:

@@ -1,14 +1,12 @@
-"""The equivalence report as one self-contained HTML page: inline CSS and SVG, no script.
+"""What only the page shows of an item that differs: drawings and the fields that differ.
 
-The page opens with the verdict, then the table of every item and its legend, then one
-section per item that differs: the lowered graphs of the two paths drawn side by side
-(CPU and delegated ops, what only one side has outlined), each output's error against
-the fake-quantised reference as bars per path with the tolerance line, and every result
-field that differs between the paths. That last table walks the fields of
-:class:`overlay.equivalence.protocol.ItemResult` (the executed VGF numbers and Ethos-U
-results among them; timings, nested ones included, are left out as they differ on every
-run), so a field added there shows up here. The findings, the numbers per path and target
-and the Ethos-U estimates follow as tables, as in the text report.
+The lowered graphs of two paths drawn side by side (CPU and delegated ops, what only one
+side has outlined), each output's error against the fake-quantised reference as bars per
+path with the tolerance line, and every result field that differs between the paths. That
+last table walks the fields of :class:`overlay.equivalence.protocol.ItemResult` (the
+executed VGF numbers and Ethos-U results among them; timings, nested ones included, are
+left out as they differ on every run), so a field added there shows up here.
+:mod:`.layout` puts them into the report's blocks; the other forms leave them out.
 
 The charts are hand-made SVG, not matplotlib: the controlling environment is torch-free
 and small (matplotlib would add numpy, pillow and fonttools, tens of MB, for two kinds of
@@ -24,41 +22,12 @@ import json
 from html import escape
 from itertools import zip_longest
 
-import overlay
 from overlay import codec
 from overlay.codec import JsonValue
-from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.protocol import PATHS, ItemResult, PathId
-from overlay.equivalence.render.cells import (
-    ETHOSU_HEADER,
-    ETHOSU_NOTE,
-    LEGEND,
-    NUMERICS_HEADER,
-    NUMERICS_NOTE,
-    ab_text,
-    bc_text,
-    error_cell,
-    ethos_groups,
-    ethos_row,
-    fix_label,
-    item_label,
-    numerics_rows,
-    relative_errors,
-    spec_text,
-    status_code,
-)
-from overlay.equivalence.render.sections import (
-    cache_line,
-    case_verdicts,
-    declared_lines,
-    detail_lines,
-    findings_lines,
-    headline,
-    ordered,
-    path_lines,
-)
-from overlay.equivalence.verdict import AB, BAD, BC, Observation, Verdict, tolerance
-from overlay.items import CaseInfo, ProbeInfo
+from overlay.equivalence.render.cells import relative_errors
+from overlay.equivalence.verdict import BAD, Observation, Verdict, tolerance
+from overlay.items import CaseInfo
 
 CONTEXT = 2  # equal graph rows kept around a change; longer equal runs are folded
 ROW = 22
@@ -68,31 +37,6 @@ OP_CHARS = 40
 MAX_OUTPUTS = 24
 PATH_COLOURS = {PathId.STOCK: "#8a8f98", PathId.RUNTIME: "#2f6fbd", PathId.PATCHED: "#e07b1f"}
 SKIPPED_FIELDS = {"seconds", "lower_seconds", "run_seconds"}  # timings differ on every run
-
-STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2228;
-margin:24px auto;max-width:1120px;padding:0 16px}
-h1{font-size:20px;margin:0 0 12px}
-h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d8dde3}
-h3{font-size:15px;margin:22px 0 6px}
-.banner{border:2px solid;border-radius:8px;padding:12px 16px;margin-bottom:14px}
-.banner .word{font-size:26px;font-weight:700;margin-right:10px}
-.pass{background:#e7f5ec;border-color:#1a7f37}.pass .word{color:#1a7f37}
-.fail{background:#fdecec;border-color:#c62828}.fail .word{color:#c62828}
-.banner p{margin:4px 0}
-table{border-collapse:collapse;margin:8px 0}
-th,td{border:1px solid #d8dde3;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f1f3f6}
-td.ok{color:#1a7f37}td.FAIL,td.TIME,td.DIED,td.bad{color:#c62828;font-weight:600}
-td.num\\!{color:#b26a00;font-weight:600}
-tr.problem td{background:#fff4f4}tr.differs td{background:#f6f9ff}
-code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
-pre{white-space:pre-wrap;background:#f6f8fa;padding:6px;margin:2px 0}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{font-weight:600}dd{margin:0}
-.muted{color:#5f6b78}svg{display:block;margin:6px 0 12px}
-table.fields{table-layout:fixed;width:100%}table.fields th:first-child{width:170px}
-table.fields td,table.fields th{overflow-wrap:anywhere}
-"""
 
 
 def _svg(width: float, height: float, parts: list[str]) -> str:
@@ -361,28 +305,10 @@ def _differing(name: str, values: list[object]) -> list[str]:
     return [f"<tr><th>{escape(name)}</th>{cells}</tr>"]
 
 
-def _differs(verdict: Verdict) -> bool:
-    return (
-        verdict.ab is not AB.SAME
-        or verdict.bc is not BC.AGREE
-        or bool(verdict.claim_problem or verdict.findings)
-    )
-
-
-def _anchor(verdict: Verdict) -> str:
-    return "item-" + "".join(c if c.isalnum() else "-" for c in str(verdict.item))
-
-
-def _section(verdict: Verdict) -> list[str]:
+def drawings(verdict: Verdict) -> list[str]:
+    """Return an item's graph differences, its error chart and its differing fields."""
     a, b, c = (verdict.results[p] for p in PATHS)
-    cause = f" ({fix_label(verdict.fix)})" if verdict.ab is not AB.SAME else ""
-    out = [
-        f'<h3 id="{_anchor(verdict)}">{escape(item_label(verdict.item))}'
-        f' <span class="muted">{escape(spec_text(verdict.info))}</span></h3>',
-        f"<p>(a) vs (b): <b>{escape(ab_text(verdict))}</b>"
-        f"{escape(cause)}; (b) vs (c): <b>{escape(bc_text(verdict))}</b></p>",
-        "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in detail_lines(verdict)) + "</ul>",
-    ]
+    out = []
     if a.graph != b.graph:
         titles = ("(a) stock", "(b) stock + runtime patch")
         out.append(graph_svg(a.graph, b.graph, titles, (_note(a), _note(b))))
@@ -403,89 +329,3 @@ def _section(verdict: Verdict) -> list[str]:
 
 def _note(result: ItemResult) -> str:
     return f"lowering failed: {result.error.first_line}" if result.error is not None else ""
-
-
-def _row(verdict: Verdict) -> str:
-    a, b, c = (verdict.results[p] for p in PATHS)
-    name = escape(item_label(verdict.item))
-    if _differs(verdict):
-        name = f'<a href="#{_anchor(verdict)}">{name}</a>'
-    codes = "".join(f'<td class="{status_code(r)}">{status_code(r)}</td>' for r in (a, b, c))
-    group = "problem" if verdict.failures else "differs" if _differs(verdict) else ""
-    bc_class = "bad" if verdict.failures else ""
-    info: CaseInfo | ProbeInfo = verdict.info
-    return (
-        f'<tr class="{group}"><td>{name}</td><td>{escape(spec_text(info))}</td>{codes}'
-        f"<td>{escape(error_cell(c, info))}</td><td>{escape(ab_text(verdict))}</td>"
-        f'<td class="{bc_class}">{escape(bc_text(verdict))}</td></tr>'
-    )
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def target_sections(report: Report) -> list[str]:
-    """Return the findings, the numbers per path and target, and the Ethos-U estimates."""
-    out = ["<h2>Findings</h2>", '<p class="muted">a target wrong or failing on every path</p>']
-    found = findings_lines(report) or ["none"]
-    out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in found) + "</ul>")
-    cases = case_verdicts(report)
-    rows = [[item_label(v.item), *r] for v in cases for r in numerics_rows(v, short=False)]
-    if rows:
-        out.append("<h2>Numbers per path</h2>")
-        out.append(_table(["case", *NUMERICS_HEADER], rows))
-        out.append(f'<p class="muted">{escape(NUMERICS_NOTE)}</p>')
-    ethos = []
-    for verdict in cases:
-        for paths, result in ethos_groups(verdict):
-            cells, note = ethos_row(paths, result)
-            ethos.append([item_label(verdict.item), *cells, note])
-    if ethos:
-        out.append("<h2>Ethos-U</h2>")
-        out.append(_table(["case", *ETHOSU_HEADER, "note"], ethos))
-        out.append(f'<p class="muted">{escape(ETHOSU_NOTE)}</p>')
-    return out
-
-
-def render_html(report: Report) -> str:
-    """Return the whole report as one HTML page that needs nothing else to display."""
-    verdicts = ordered(report)
-    lines = headline(report)
-    state = "fail" if report.failures else "pass"
-    word, _, rest = lines[0].partition(": ")
-    body = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Equivalence report: {word}</title><style>{STYLE}</style></head><body>",
-        "<h1>Equivalence: diff-patched build vs stock + runtime patch</h1>",
-        f'<div class="banner {state}"><p><span class="word">{escape(word)}</span>'
-        f"{escape(rest)}</p>",
-        *(f"<p>{escape(line.strip())}</p>" for line in lines[1:]),
-        "</div>",
-        f'<p class="muted">{escape(report.created)} &middot; executorch-arm-overlay'
-        f" {escape(overlay.__version__)} &middot; {escape(cache_line(report))}</p>",
-        "<h2>Items</h2><table><tr><th>item</th><th>spec</th><th>a</th><th>b</th><th>c</th>"
-        "<th>err(c)</th><th>a vs b</th><th>b vs c</th></tr>",
-        *(_row(v) for v in verdicts),
-        "</table><dl>",
-        *(f"<dt>{escape(label)}</dt><dd>{escape(text)}</dd>" for label, text in LEGEND),
-        "</dl>",
-    ]
-    differing = [v for v in verdicts if _differs(v)]
-    if differing:
-        body.append("<h2>Differences</h2>")
-        for verdict in differing:
-            body.extend(_section(verdict))
-    body.extend(target_sections(report))
-    body.append("<h2>Declared divergences</h2><ul>")
-    body.extend(f"<li>{escape(text)}</li>" for text in declared_lines(report))
-    body.append("</ul><h2>Paths</h2><ul>")
-    body.extend(f"<li>{escape(text)}</li>" for text in path_lines(report))
-    body.append("</ul></body></html>")
-    return "\n".join(body) + "\n"

@@ -1,30 +1,23 @@
 """The parts of a report every form shows: verdict lines, details, findings, paths.
 
-Each function takes the whole :class:`~overlay.equivalence.controller.outcome.Report` and
-returns lines (wrapped to :data:`WIDTH` where they are prose); :mod:`.text`,
-:mod:`.markdown` and :mod:`.html` lay them out.
+Each function takes the whole :class:`~overlay.equivalence.controller.outcome.Report` (or
+one verdict) and returns lines of prose; :mod:`.layout` lays them out as blocks.
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
 from collections import Counter
 
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.controller.scheduler import PathStats
 from overlay.equivalence.protocol import PATHS, TargetState
 from overlay.equivalence.render.cells import (
-    ab_cell,
-    bc_cell,
     bc_text,
-    error_cell,
     failure_text,
     fix_label,
     interest,
-    item_label,
     max_error,
-    status_code,
     status_text,
     targets_text,
     vgf_bytes,
@@ -41,19 +34,6 @@ from overlay.equivalence.verdict import (
     not_run_reason,
 )
 from overlay.items import CaseInfo, ItemKind
-
-WIDTH = 100  # the text report fits this many columns
-
-
-def wrapped(first: str, text: str, indent: int) -> list[str]:
-    """Return ``first + text`` wrapped to WIDTH columns, continuation lines indented."""
-    return textwrap.wrap(
-        text,
-        WIDTH,
-        initial_indent=first,
-        subsequent_indent=" " * indent,
-        break_on_hyphens=False,
-    )
 
 
 def ordered(report: Report) -> list[Verdict]:
@@ -78,14 +58,11 @@ def cache_line(report: Report) -> str:
 
 
 def headline(report: Report) -> list[str]:
-    """Return the verdict lines that open every form of the report."""
+    """Return the verdict lines that open every form of the report (its failures aside)."""
     ab, bc = counts(report)
     items = len(report.verdicts)
-    failures = report.failures
-    if failures:
-        lines = [f"FAIL: {len(failures)} problem(s) in {items} items"]
-        for failure in failures:
-            lines.extend(wrapped("  - ", failure, 4))
+    if report.failures:
+        lines = [f"FAIL: {len(report.failures)} problem(s) in {items} items"]
     else:
         declared = bc["declared"] + bc["improved"]
         noted = f" ({declared} declared difference(s))" if declared else ""
@@ -213,25 +190,6 @@ def detail_lines(verdict: Verdict) -> list[str]:
         targets = ", ".join(f.target for f in verdict.findings)
         lines.append(f"not right on any path ({targets}), as the case declares (see findings)")
     return lines
-
-
-def table_rows(report: Report) -> list[list[str]]:
-    """Return the table's rows (see HEADER), in reading order."""
-    rows = []
-    for verdict in ordered(report):
-        a, b, c = (verdict.results[p] for p in PATHS)
-        rows.append(
-            [
-                item_label(verdict.item),
-                status_code(a),
-                status_code(b),
-                status_code(c),
-                error_cell(c, verdict.info),
-                ab_cell(verdict),
-                bc_cell(verdict),
-            ]
-        )
-    return rows
 
 
 def findings_lines(report: Report) -> list[str]:

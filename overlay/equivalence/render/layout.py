@@ -1,0 +1,151 @@
+"""The equivalence report laid out once, as blocks, for every form (text, Markdown, HTML).
+
+The verdict and its counts first, then one table row per item (problems first, then what
+the fixes change), a legend for every column, a section per item that differs (its
+details; on the page also its graphs, error bars and differing fields, :mod:`.html`), the
+findings (a target wrong on every path), the numbers of every target per path (TOSA,
+executed VGF), the Ethos-U command streams, the declared divergences and the paths.
+:mod:`overlay.render` renders the blocks; ``equivalence.json`` is the typed document
+(:mod:`.document`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import overlay
+from overlay import render
+from overlay.equivalence.controller.outcome import Report
+from overlay.equivalence.protocol import PATHS, ItemResult
+from overlay.equivalence.render import document
+from overlay.equivalence.render.cells import (
+    ETHOSU_HEADER,
+    ETHOSU_NOTE,
+    HEADER,
+    LEGEND,
+    NUMERICS_HEADER,
+    NUMERICS_NOTE,
+    ab_cell,
+    ab_text,
+    bc_cell,
+    bc_text,
+    error_cell,
+    ethos_groups,
+    ethos_row,
+    item_label,
+    numerics_rows,
+    spec_text,
+    status_code,
+)
+from overlay.equivalence.render.html import drawings
+from overlay.equivalence.render.sections import (
+    case_verdicts,
+    declared_lines,
+    detail_lines,
+    findings_lines,
+    headline,
+    ordered,
+    path_lines,
+)
+from overlay.equivalence.verdict import Verdict
+from overlay.render import Badge, Block, Heading, Inline, Items, Link, Para, Raw, Table, item
+
+TITLE = "Equivalence: diff-patched build vs stock + runtime patch"
+TONES = {"FAIL": "bad", "TIME": "bad", "DIED": "bad", "num!": "warn"}  # "ok": plain
+
+
+def _status(result: ItemResult) -> Inline:
+    code = status_code(result)
+    return Badge(code, TONES[code]) if code in TONES else code
+
+
+def _anchor(verdict: Verdict) -> str:
+    return "item-" + "".join(c if c.isalnum() else "-" for c in str(verdict.item))
+
+
+def _row(verdict: Verdict, linked: bool) -> tuple[Inline, ...]:
+    """Return an item's row (see HEADER); its name links to its section when it has one."""
+    a, b, c = (verdict.results[p] for p in PATHS)
+    name = item_label(verdict.item)
+    bc = bc_cell(verdict)
+    return (
+        Link(name, _anchor(verdict)) if linked else name,
+        *(_status(r) for r in (a, b, c)),
+        error_cell(c, verdict.info),
+        ab_cell(verdict),
+        Badge(bc, "bad") if verdict.failures else bc,
+    )
+
+
+def _targets(report: Report) -> list[Block]:
+    """Return the findings, the numbers per path and target, and the Ethos-U estimates."""
+    cases = [(f"{item_label(v.item)} ({spec_text(v.info)})", v) for v in case_verdicts(report)]
+    numbers = tuple((name, *row) for name, v in cases for row in numerics_rows(v))
+    ethos = tuple((name, *ethos_row(*g)) for name, v in cases for g in ethos_groups(v))
+    out: list[Block] = [
+        Heading("Findings (a target wrong or failing on every path)", 2),
+        Items(tuple(map(item, findings_lines(report) or ["none"]))),
+    ]
+    if numbers:
+        out += [
+            Heading("Numbers per path (TOSA reference model, executed VGF)", 2),
+            Table(("case", *NUMERICS_HEADER), numbers, grouped=True),
+            Para(NUMERICS_NOTE),
+        ]
+    if ethos:
+        out += [
+            Heading("Ethos-U (Vela command streams and estimates)", 2),
+            Table(("case", *ETHOSU_HEADER), ethos, grouped=True, note=True),
+            Para(ETHOSU_NOTE),
+        ]
+    return out
+
+
+def blocks(report: Report) -> list[Block]:
+    """Lay out the whole report (verdict first)."""
+    verdicts = ordered(report)
+    details = {v.item: detail_lines(v) for v in verdicts}
+    verdict, *counts = headline(report)
+    written = f"executorch-arm-overlay {overlay.__version__}" + (
+        f", {report.created}" if report.created else ""
+    )
+    out: list[Block] = [
+        Heading(TITLE),
+        Para(verdict, "fail" if report.failures else "pass"),
+        Items(tuple(map(item, [*report.failures, *counts, written]))),
+        Table(tuple(HEADER), tuple(_row(v, bool(details[v.item])) for v in verdicts)),
+        Heading("Legend", 2),
+        Items(tuple(item(f"{label}: {text}") for label, text in LEGEND)),
+    ]
+    if any(details.values()):
+        out.append(Heading("Differences", 2))
+    for v in (v for v in verdicts if details[v.item]):
+        out += [
+            Heading(f"{item_label(v.item)} ({spec_text(v.info)})", 3, _anchor(v)),
+            Para(f"(a) vs (b): {ab_text(v)}; (b) vs (c): {bc_text(v)}"),
+            Items(tuple(map(item, details[v.item]))),
+            *map(Raw, drawings(v)),
+        ]
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
+    return [
+        *out,
+        *_targets(report),
+        Heading("Declared divergences (b vs c)", 2),
+        Items(tuple(map(item, declared_lines(report)))),
+        Heading("Paths", 2),
+        Items(tuple(map(item, path_lines(report)))),
+        Para(f"wall time {report.wall_seconds:.1f} s ({phases})"),
+    ]
+
+
+def text(report: Report) -> str:
+    """Return the report as text, the form the command prints (it fits 100 columns)."""
+    return render.text(blocks(report))
+
+
+def write_reports(report: Report, folder: Path) -> list[Path]:
+    """Write ``equivalence.json``, ``.md`` and ``.html`` into ``folder``; JSON first."""
+    shown = blocks(report)
+    return render.write(
+        folder, "equivalence", shown, document.to_document(report), ("json", "md", "html")
+    )
