@@ -21,6 +21,7 @@ import enum
 import json
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -57,7 +58,7 @@ def encode(value: object) -> JsonValue:
     if isinstance(value, list | tuple):
         return [encode(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): encode(v) for k, v in value.items()}
+        return {str(encode(k)): encode(v) for k, v in value.items()}  # an enum key: its value
     if value is None or isinstance(value, bool | int | float | str):
         return value
     raise TypeError(f"the codec cannot encode {type(value).__name__}")
@@ -125,11 +126,11 @@ def _decode(hint: Any, data: object, where: str) -> Any:
             raise CodecError(where, "a list", data)
         item = get_args(hint)[0]
         return tuple(_decode(item, v, f"{where}[{i}]") for i, v in enumerate(data))
-    if origin is dict:
-        _, item = get_args(hint)
+    if origin in (dict, Mapping):
+        key, item = get_args(hint)
         if not isinstance(data, dict):
             raise CodecError(where, "an object", data)
-        return {str(k): _decode(item, v, f"{where}.{k}") for k, v in data.items()}
+        return {_decode(key, k, where): _decode(item, v, f"{where}.{k}") for k, v in data.items()}
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         try:
             return hint(data)
@@ -210,8 +211,10 @@ def schema_of(hint: Any, defs: dict[str, JsonValue]) -> JsonValue:
         return {"const": values[0]} if len(values) == 1 else {"enum": values}
     if origin is tuple:
         return {"type": "array", "items": schema_of(get_args(hint)[0], defs)}
-    if origin is dict:
-        return {"type": "object", "additionalProperties": schema_of(get_args(hint)[1], defs)}
+    if origin in (dict, Mapping):
+        key, item = get_args(hint)
+        names = {} if key is str else {"propertyNames": schema_of(key, defs)}
+        return {"type": "object", **names, "additionalProperties": schema_of(item, defs)}
     if hint is type(None):
         return {"type": "null"}
     if isinstance(hint, type) and issubclass(hint, enum.Enum):

@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -465,6 +466,14 @@ def test_schema_defs_are_sorted_by_name() -> None:
         (Literal[1, 2], {"enum": [1, 2]}),
         (Level, {"enum": [1, 2]}),
         (dict[str, bool], {"type": "object", "additionalProperties": {"type": "boolean"}}),
+        (
+            Mapping[Colour, int],
+            {
+                "type": "object",
+                "propertyNames": {"enum": ["red", "blue"]},
+                "additionalProperties": {"type": "integer"},
+            },
+        ),
         (int | str, {"anyOf": [{"type": "integer"}, {"type": "string"}]}),
     ],
 )
@@ -523,3 +532,12 @@ def test_schema_of_a_mapping_of_records_defines_the_record() -> None:
     schema = codec.schema_of(dict[str, Inner], defs)
     assert schema == {"type": "object", "additionalProperties": {"$ref": "#/$defs/Inner"}}
     assert list(defs) == ["Inner"]
+
+
+def test_a_mapping_keyed_by_an_enum_decodes_its_keys_as_members() -> None:
+    decoded = codec.decode(Mapping[Colour, int], {"red": 1, "blue": 2})
+    assert decoded == {Colour.RED: 1, Colour.BLUE: 2}
+    assert all(isinstance(key, Colour) for key in decoded)
+    assert codec.decode(Mapping[Colour, int], json.loads(codec.dumps(decoded))) == decoded
+    with pytest.raises(CodecError, match="one of"):
+        codec.decode(dict[Colour, int], {"green": 1})

@@ -39,13 +39,14 @@ def test_json_report_is_valid_against_the_derived_schema(
         "executorch-arm-overlay",
         "pass",
     )
-    assert data["created"].endswith("+00:00")
+    assert data["report"]["created"].endswith("+00:00")
     for path, change in (
         (("verdict",), "maybe"),
-        (("items", 0, "results", "c", "status"), "fine"),
-        (("items", 0, "results", "c", "unknown"), 1),
+        (("report", "verdicts", 0, "results", "c", "status"), "fine"),
+        (("report", "verdicts", 0, "results", "c", "unknown"), 1),
+        (("report", "verdicts", 0, "results", "d"), {}),  # no such path
         (("summary", "items"), "2"),
-        (("options", "shard"), "1/2"),
+        (("report", "options", "shard"), "1/2"),
         (("schema",), 3),
     ):
         broken: Any = json.loads(json.dumps(data))
@@ -68,7 +69,9 @@ def test_the_schema_is_derived_from_the_document_type() -> None:
     assert derived["properties"]["schema"] == {"const": document.REPORT_SCHEMA}  # type: ignore[index,call-overload]
     defs = derived["$defs"]
     assert isinstance(defs, dict)
-    assert {"ItemResult", "ItemRecord", "RunChoices", "Shard", "Keys", "Finding"} <= set(defs)
+    assert {"ItemResult", "Report", "Verdict", "RunChoices", "Shard", "Keys", "Finding"} <= set(
+        defs
+    )
     choices = defs["RunChoices"]
     assert isinstance(choices, dict) and isinstance(choices["properties"], dict)
     assert set(choices["properties"]) == {
@@ -87,10 +90,10 @@ def test_json_round_trips_into_the_same_verdicts(
     assert loaded.keys == result.keys and loaded.stats == result.stats
     assert loaded.options == result.options and loaded.workers == result.workers
     path.write_text(json.dumps({"schema": 3}), encoding="utf-8")
-    with pytest.raises(EquivalenceInputError, match="not an equivalence report of schema 5"):
+    with pytest.raises(EquivalenceInputError, match="not an equivalence report of schema 6"):
         document.load(path)
     data = json.loads(render.json_text(document.to_document(result)))
-    del data["items"][0]["results"]["a"]
+    del data["report"]["verdicts"][0]["results"]["a"]
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(EquivalenceInputError, match="does not hold a valid equivalence report"):
         document.load(path)
@@ -108,12 +111,14 @@ def test_json_carries_the_verdict_failures_and_every_result() -> None:
     data = json.loads(render.json_text(document.to_document(rendered)))
     assert (data["schema"], data["verdict"]) == (document.REPORT_SCHEMA, "fail")
     assert data["failures"] == rendered.failures
-    assert data["items"][0]["a_vs_b"] == {
-        "verdict": "regression",
-        "fix": 1,
-        "differs_in": ["status", "graph", "tosa payload", "numerics"],
-    }
-    assert data["items"][0]["results"]["b"]["error"]["type"] == "TosaValueError"
+    first = data["report"]["verdicts"][0]
+    assert (first["item"], first["ab"], first["fix"]) == (
+        {"kind": "case", "name": "x"},
+        "regression",
+        1,
+    )
+    assert first["ab_diffs"] == ["status", "graph", "tosa payload", "numerics"]
+    assert first["results"]["b"]["error"]["type"] == "TosaValueError"
     assert data["summary"]["a_vs_b"] == {
         "same": 1, "fixed": 0, "regression": 1, "changed": 0, "still broken": 0, "unchecked": 0
     }  # fmt: skip

@@ -1,15 +1,16 @@
 """``equivalence.json``: the report as a typed document, written and read with the codec.
 
-:class:`ReportDocument` and the dataclasses under it are the file's one definition:
-:func:`to_document` makes one of a :class:`~overlay.equivalence.controller.outcome.Report`
-(the codec writes it), :func:`load` decodes one strictly (a missing, unknown or mistyped
-field is refused) and decides every verdict again from the stored results, and
-:func:`schema` derives its JSON Schema (``python -m overlay report-schema`` prints it; no
-copy is kept).
+:class:`ReportDocument` is the file's one definition: the verdict, the failures and the
+counts first, then the :class:`~overlay.equivalence.controller.outcome.Report` itself (every
+item's verdict with every path's full result). :func:`to_document` makes one (the codec
+writes it), :func:`load` decodes one strictly (a missing, unknown or mistyped field is
+refused) and decides every verdict again from the stored results, and :func:`schema`
+derives its JSON Schema (``python -m overlay report-schema`` prints it; no copy is kept).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -20,25 +21,11 @@ from typing import Final, Literal
 import overlay
 from overlay import codec
 from overlay.codec import JsonValue
-from overlay.equivalence.controller.options import RunChoices, Shard
-from overlay.equivalence.controller.outcome import Report, WorkerInfo
-from overlay.equivalence.controller.result_cache import Keys
-from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import ItemResult, PathId
-from overlay.equivalence.verdict import (
-    AB,
-    BC,
-    Finding,
-    Observation,
-    Quality,
-    Verdict,
-    decide,
-)
+from overlay.equivalence.controller.outcome import Report
+from overlay.equivalence.verdict import AB, BC, decide
 from overlay.errors import EquivalenceInputError
-from overlay.fixes import Divergence
-from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
-REPORT_SCHEMA: Final = 5  # 5: divergence rules, (b)/(c) attribution; 4: a typed document
+REPORT_SCHEMA: Final = 6  # 6: the Report itself; 5: divergence rules; 4: a typed document
 TOOL: Final = "executorch-arm-overlay"
 
 
@@ -61,85 +48,15 @@ class Summary:
 
 
 @dataclass(frozen=True)
-class StockVsRuntime:
-    """(a) stock vs (b) stock + runtime patch: what the fixes change, and which fix alone."""
-
-    verdict: AB
-    fix: int | None
-    differs_in: tuple[Observation, ...]
-
-
-@dataclass(frozen=True)
-class RuntimeVsPatched:
-    """(b) stock + runtime patch vs (c) the diff-patched build: the rule that declares the
-    difference, and the fix whose line form in place of the runtime patch's removes it."""
-
-    verdict: BC
-    rule: str | None
-    fix: int | None
-    differs_in: tuple[Observation, ...]
-
-
-@dataclass(frozen=True)
-class ItemRecord:
-    """One item: its description, its verdicts and every path's full result (keys a, b, c)."""
-
-    item: str
-    kind: ItemKind
-    name: str
-    info: CaseInfo | ProbeInfo
-    a_vs_b: StockVsRuntime
-    b_vs_c: RuntimeVsPatched
-    targets: dict[str, dict[str, Quality]]
-    findings: tuple[Finding, ...]
-    expectation_problem: str | None
-    claim_problem: str | None
-    results: dict[str, ItemResult]
-
-
-@dataclass(frozen=True)
 class ReportDocument:
-    """An equivalence report of executorch-arm-overlay: verdict first, every path's results."""
+    """An equivalence report of executorch-arm-overlay: verdict first, then the whole run."""
 
-    schema: Literal[5]  # REPORT_SCHEMA
+    schema: Literal[6]  # REPORT_SCHEMA
     tool: Tool
-    created: str  # ISO 8601, UTC
     verdict: Literal["pass", "fail"]
     failures: tuple[str, ...]
     summary: Summary
-    selection: tuple[str, ...]
-    shards: tuple[Shard, ...]
-    merged: bool
-    executorch: str
-    keys: Keys | None
-    options: RunChoices
-    workers: dict[str, WorkerInfo]  # by path: a, b, c
-    stats: dict[str, PathStats]
-    declared_divergences: tuple[Divergence, ...]
-    wall_seconds: float
-    phase_seconds: dict[str, float]
-    items: tuple[ItemRecord, ...]
-
-
-def _record(verdict: Verdict) -> ItemRecord:
-    return ItemRecord(
-        item=str(verdict.item),
-        kind=verdict.item.kind,
-        name=verdict.item.name,
-        info=verdict.info,
-        a_vs_b=StockVsRuntime(verdict.ab, verdict.fix, verdict.ab_diffs),
-        b_vs_c=RuntimeVsPatched(
-            verdict.bc,
-            verdict.rule.name if verdict.rule else None,
-            verdict.bc_fix,
-            verdict.bc_diffs,
-        ),
-        targets={p.value: dict(judged) for p, judged in verdict.targets.items()},
-        findings=verdict.findings,
-        expectation_problem=verdict.expectation_problem,
-        claim_problem=verdict.claim_problem,
-        results={p.value: r for p, r in verdict.results.items()},
-    )
+    report: Report  # every item's verdict and every path's full result; options as recorded
 
 
 def to_document(report: Report) -> ReportDocument:
@@ -149,7 +66,6 @@ def to_document(report: Report) -> ReportDocument:
     return ReportDocument(
         schema=REPORT_SCHEMA,
         tool=Tool(TOOL, overlay.__version__),
-        created=report.created or datetime.now(UTC).isoformat(timespec="seconds"),
         verdict="fail" if report.failures else "pass",
         failures=tuple(report.failures),
         summary=Summary(
@@ -158,56 +74,30 @@ def to_document(report: Report) -> ReportDocument:
             a_vs_b={a.value: ab[a] for a in AB},
             b_vs_c={b.value: bc[b] for b in BC},
         ),
-        selection=tuple(str(item) for item in report.selection),
-        shards=report.shards,
-        merged=report.merged,
-        executorch=report.executorch,
-        keys=report.keys,
-        options=report.options.recorded(),
-        workers={p.value: info for p, info in report.workers.items()},
-        stats={p.value: s for p, s in report.stats.items()},
-        declared_divergences=report.declared,
-        wall_seconds=report.wall_seconds,
-        phase_seconds=dict(report.phase_seconds),
-        items=tuple(_record(v) for v in report.verdicts),
+        report=dataclasses.replace(
+            report,
+            options=report.options.recorded(),
+            created=report.created or datetime.now(UTC).isoformat(timespec="seconds"),
+        ),
     )
-
-
-def _item_id(text: str) -> ItemId:
-    kind, _, name = text.partition(":")
-    return ItemId(ItemKind(kind), name)
 
 
 def from_document(document: ReportDocument) -> Report:
     """Return the report a document holds; every verdict is decided again from its results."""
-    version = document.executorch or None
+    report = document.report
     verdicts = tuple(
         decide(
-            _item_id(record.item),
-            record.info,
-            {PathId(p): r for p, r in record.results.items()},
-            record.a_vs_b.fix,
-            bc_fix=record.b_vs_c.fix,
-            version=version,
-            required=document.options.require_executed,
+            v.item,
+            v.info,
+            v.results,
+            v.fix,
+            bc_fix=v.bc_fix,
+            version=report.executorch or None,
+            required=report.options.require_executed,
         )
-        for record in document.items
+        for v in report.verdicts
     )
-    return Report(
-        options=document.options,
-        workers={PathId(p): w for p, w in document.workers.items()},
-        verdicts=verdicts,
-        declared=document.declared_divergences,
-        wall_seconds=document.wall_seconds,
-        phase_seconds=document.phase_seconds,
-        stats={PathId(p): s for p, s in document.stats.items()},
-        keys=document.keys,
-        created=document.created,
-        selection=tuple(_item_id(i) for i in document.selection),
-        shards=document.shards,
-        merged=document.merged,
-        executorch=document.executorch,
-    )
+    return dataclasses.replace(report, verdicts=verdicts)
 
 
 def load(path: Path) -> Report:
