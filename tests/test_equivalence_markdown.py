@@ -21,7 +21,7 @@ def test_markdown_has_the_table_the_declared_divergences_and_ethos_u() -> None:
     assert "## Declared divergences" in page and "| x | ok | **FAIL** | **FAIL** |" in page
     assert "| bad | ok | ok | ok | 0% | same | **UNDECLARED** |" in page
     assert (
-        "### bad (TOSA-1.0+INT a8w8)\n\n(a) vs (b): same as stock; (b) vs (c): UNDECLARED" in page
+        "### bad (TOSA-1.0+INT a8w8)\n\n- (b) vs (c): UNDECLARED: graph; differ in: graph" in page
     )
     wrong = measured(error=0.585, sqnr=-2.6, digest="w")
     info = CaseInfo("warp", "TOSA-1.0+INT", "a8w8", ethos_u=True, expect_broken="known")

@@ -100,14 +100,9 @@ def failure_text(result: ItemResult) -> str:
     return result.error.first_line if result.error is not None else ""
 
 
-def relative_errors(result: ItemResult) -> list[float | None]:
-    """Return each TOSA output's error as a fraction of its range (see :func:`fractions`)."""
-    return fractions(result.numerics)
-
-
 def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
     """Return the err(c) cell: the largest relative error in %, '!' above tolerance."""
-    errors = relative_errors(result)
+    errors = fractions(result.numerics)
     if not errors:
         return "-"
     if any(e is None for e in errors):
@@ -148,22 +143,6 @@ def bc_cell(verdict: Verdict) -> str:
     if verdict.bc is BC.AGREE:
         return verdict.bc.value
     return verdict.bc.value.upper() + (f" #{verdict.bc_fix}" if verdict.bc_fix else "")
-
-
-def ab_text(verdict: Verdict) -> str:
-    """Return the (a) vs (b) verdict as words."""
-    if verdict.ab is AB.SAME:
-        return "same as stock"
-    cause = f"patch {verdict.fix}" if verdict.fix is not None else "no single fix alone"
-    if verdict.ab is AB.REGRESSION:
-        return f"regression vs stock ({cause})"
-    if verdict.ab is AB.FIXED:
-        return f"fixed by {cause}"
-    if verdict.ab is AB.STILL_BROKEN:
-        return f"still broken, changed by {cause}"
-    if verdict.ab is AB.UNCHECKED:
-        return f"lowers where stock fails, by {cause}; its numbers not checked here"
-    return f"changed by {cause}"
 
 
 def bc_text(verdict: Verdict) -> str:

@@ -25,8 +25,7 @@ from itertools import zip_longest
 from overlay import codec
 from overlay.codec import JsonValue
 from overlay.equivalence.protocol import PATHS, ItemResult, PathId
-from overlay.equivalence.render.cells import relative_errors
-from overlay.equivalence.verdict import BAD, Observation, Verdict, tolerance
+from overlay.equivalence.verdict import BAD, Observation, Verdict, fractions, tolerance
 from overlay.items import CaseInfo
 
 CONTEXT = 2  # equal graph rows kept around a change; longer equal runs are folded
@@ -180,7 +179,7 @@ def graph_svg(
 
 def error_svg(verdict: Verdict) -> str:
     """Return an SVG bar chart: each output's error per path, in % of range, and tolerance."""
-    errors = {p: relative_errors(verdict.results[p]) for p in PATHS}
+    errors = {p: fractions(verdict.results[p].numerics) for p in PATHS}
     outputs = min(max((len(e) for e in errors.values()), default=0), MAX_OUTPUTS)
     limit = tolerance(verdict.info) * 100
     values = [e * 100 for es in errors.values() for e in es[:outputs] if e is not None]

@@ -26,9 +26,7 @@ from overlay.equivalence.render.cells import (
     NUMERICS_HEADER,
     NUMERICS_NOTE,
     ab_cell,
-    ab_text,
     bc_cell,
-    bc_text,
     error_cell,
     ethos_groups,
     ethos_row,
@@ -122,7 +120,6 @@ def blocks(report: Report) -> list[Block]:
     for v in (v for v in verdicts if details[v.item]):
         out += [
             Heading(f"{item_label(v.item)} ({spec_text(v.info)})", 3, _anchor(v)),
-            Para(f"(a) vs (b): {ab_text(v)}; (b) vs (c): {bc_text(v)}"),
             Items(tuple(map(item, details[v.item]))),
             *map(Raw, drawings(v)),
         ]
