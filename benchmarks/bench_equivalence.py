@@ -36,7 +36,7 @@ from overlay.equivalence.controller import inputs, merge, orchestrator
 from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.protocol import PATHS, PathId
-from overlay.equivalence.render import document, html, text
+from overlay.equivalence.render import layout
 from overlay.items import ItemKind
 from overlay.lines import pins
 
@@ -159,10 +159,8 @@ def main() -> int:
     cold, cold_s = timed(options)
     if args.keep:  # the cold run's report, for a look (text, JSON, HTML)
         folder = work / "report"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "equivalence.txt").write_text(text.render_table(cold), encoding="utf-8")
-        (folder / "equivalence.json").write_text(document.render_json(cold), encoding="utf-8")
-        (folder / "equivalence.html").write_text(html.render_html(cold), encoding="utf-8")
+        layout.write_reports(cold, folder)
+        (folder / "equivalence.txt").write_text(layout.text(cold), encoding="utf-8")
     warm, warm_s = timed(options)
     print(f"setup of the edited env ({EDITED_PATCH} + 1 line): ", end="", flush=True)
     mark = time.perf_counter()
