@@ -140,7 +140,7 @@ class Contents:
     find_links: tuple[Path, ...] = ()
     on_top: tuple[str, ...] = ()
     origin: Origin | None = None
-    salt: str = ""  # a digest of local files the requirements name by path
+    salt: str = ""  # a digest of what the text does not say: local files by content
     quiet: bool = False  # capture uv's output (shown only on failure)
 
     @property
