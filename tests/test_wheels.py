@@ -10,7 +10,7 @@ import pytest
 from installer.sources import WheelFile
 
 from overlay._hashing import sha256_bytes, sha256_file
-from overlay.dist import index, wheels, wheelzip
+from overlay.dist import index, wheels
 from overlay.dist import provenance as prov
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
@@ -25,7 +25,7 @@ from overlay.lines.pins import WheelPin
 from overlay.target import journal
 from overlay.text.series import Series, load_series
 
-from scaffold import make_diff, patch_text, run_forked, write_files, write_series
+from scaffold import make_diff, patch_text, run_forked, unpack, write_files, write_series
 
 A = "backends/arm/a.py"
 B = "backends/arm/b.py"
@@ -157,7 +157,7 @@ def test_wrong_sha256_is_refused_before_reading(tmp_path: Path) -> None:
 def _installed(tmp_path: Path, series: Series, source: Path) -> Path:
     built = wheels.build_patched_wheel(series, source, series.pins.wheels[0], tmp_path / "dist")
     site = tmp_path / "site"
-    wheelzip.unpack(built.path, site)
+    unpack(built.path, site)
     return site
 
 
