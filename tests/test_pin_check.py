@@ -195,7 +195,7 @@ def test_confirm_runtime_rejects_a_torch_whose_kernels_do_not_load(
     def ensure(spec: Contents, *_: object, **__: object) -> release_venvs.Env:
         folder = tmp_path / spec.key[:8]
         folder.mkdir(exist_ok=True)
-        return release_venvs.Env(folder, spec, True, 0.0)
+        return release_venvs.Env(folder, spec)
 
     def probe(python: Path) -> KernelProbe:
         wanted = probed.pop(0).requirements.splitlines()

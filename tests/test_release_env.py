@@ -31,15 +31,14 @@ def test_built_once_then_reused(tmp_path: Path, uv: tuple[str, Path]) -> None:
     spec = env_contents("executorch-9.9.9-stock", "3.11", ("executorch==9.9.9", "torch==2.13.0"))
     said: list[str] = []
     first = ensure(spec, tmp_path / "envs", uv=command, progress=said.append)
-    assert first.created and first.python.exists()
+    assert first.python.exists()
     assert first.folder == folder_for(spec, tmp_path / "envs")
     assert said == [f"installing 2 packages into a new venv: {first.folder} from {spec.label}"]
     assert log.read_text().splitlines()[-1].startswith("pip install --python ")
     requirements = (first.folder / "overlay-requirements.txt").read_text()
     assert requirements == "executorch==9.9.9\ntorch==2.13.0\n"
     calls = len(log.read_text().splitlines())
-    again = ensure(spec, tmp_path / "envs", uv=command)
-    assert not again.created
+    assert ensure(spec, tmp_path / "envs", uv=command) == first
     assert len(log.read_text().splitlines()) == calls  # the stamp matched: uv not run
 
 
@@ -71,8 +70,7 @@ def test_failed_install_says_why_and_the_next_call_repairs_it(
     stamp = read_stamp(folder_for(spec, tmp_path))
     assert stamp is not None and stamp.state is SyncState.SYNCING
     monkeypatch.delenv("FAKE_UV_FAIL")
-    again = ensure(spec, tmp_path, uv=command)
-    assert again.created
+    assert ensure(spec, tmp_path, uv=command).python.exists()
     stamp = read_stamp(folder_for(spec, tmp_path))
     assert stamp is not None and stamp.state is SyncState.READY
 

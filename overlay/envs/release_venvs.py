@@ -48,8 +48,6 @@ class Env:
 
     folder: Path
     contents: venvs.Contents
-    created: bool  # False: the stamp matched, nothing was installed
-    seconds: float
 
     @property
     def python(self) -> Path:
@@ -90,5 +88,5 @@ def ensure(
     """Return the env holding ``contents``, built with uv unless its stamp shows it is ready."""
     folder = folder_for(contents, root)
     # no check beyond uv's own: the pins are what is asked
-    done = venvs.ensure_venv(contents, folder, verify=lambda _: None, uv=uv, progress=progress)
-    return Env(folder, contents, done.changed, done.seconds)
+    venvs.ensure_venv(contents, folder, verify=lambda _: None, uv=uv, progress=progress)
+    return Env(folder, contents)
