@@ -61,17 +61,6 @@ class UnsafePatchError(SeriesError):
 class ChecksumMismatchError(SeriesError):
     """The series produced other bytes than SHA256SUMS (or the pristine pin) records."""
 
-    def __init__(self, message: str, *, repo_path: str, expected: str, found: str) -> None:
-        super().__init__(
-            message,
-            expected=f"sha256 {expected}",
-            found=f"sha256 {found}",
-            hint="SHA256SUMS does not match the patches: `executorch-arm-overlay refresh`",
-        )
-        self.repo_path = repo_path
-        self.expected_sha256 = expected
-        self.found_sha256 = found
-
 
 class TargetError(OverlayError):
     """The executorch tree to patch is missing, has the wrong version, or is unreadable."""
@@ -93,14 +82,6 @@ class UnfinishedRunError(TargetError):
 
 class PristineMismatchError(DriftError):
     """A file that must be the pinned pristine file is not (install, wheel, work tree, runtime)."""
-
-    def __init__(
-        self, message: str, *, repo_path: str, expected: str, found: str, hint: str
-    ) -> None:
-        super().__init__(message, expected=f"sha256 {expected}", found=f"sha256 {found}", hint=hint)
-        self.repo_path = repo_path
-        self.expected_sha256 = expected
-        self.found_sha256 = found
 
 
 class ApplyError(OverlayError):

@@ -314,21 +314,10 @@ def _check_untouched(selected: RuntimeFix, module: Any, owner: Any, line: Line) 
 
 DEFAULT = Runtime(fixes.REGISTRY)
 FIXES = fixes.FIXES  # every registry fix: is_applied() answers for any of them
-
-
-def is_applied(number: int) -> bool:
-    """Return True when fix ``number`` is applied in this process."""
-    return DEFAULT.is_applied(number)
-
-
-def apply(numbers: Iterable[int] | None = None) -> list[int]:
-    """Apply the selected fixes (default: every runtime form of the installed line)."""
-    return DEFAULT.apply(numbers)
-
-
-def undo(numbers: Iterable[int] | None = None) -> list[int]:
-    """Undo the selected fixes (default: all); return the numbers actually undone."""
-    return DEFAULT.undo(numbers)
+# this process's fixes, as the module's own: runtime.apply([1, 3])
+is_applied = DEFAULT.is_applied
+apply = DEFAULT.apply
+undo = DEFAULT.undo
 
 
 def apply_all() -> None:

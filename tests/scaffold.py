@@ -17,7 +17,7 @@ from pathlib import Path
 
 from overlay._hashing import record_digest
 from overlay.dist.distinfo import parse_record
-from overlay.dist.wheelzip import WheelWriter
+from overlay.dist.wheelzip import WheelWriter, read_members
 from overlay.lines import pins
 from overlay.lines.pins import PINS_FILE
 from overlay.text.applier import split_lines, transform
@@ -56,6 +56,15 @@ def write_files(path: Path, files: Mapping[str, bytes]) -> Path:
         for name, data in files.items():
             archive.add(name, data)
     return path
+
+
+def unpack(wheel: Path, dest: Path) -> Path:
+    """Write every member of a wheel (each checked against its RECORD) below ``dest``."""
+    for name, data in read_members(wheel).items():
+        path = dest / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return dest
 
 
 def patch_text(subject: str, diff: str) -> str:

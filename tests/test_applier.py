@@ -455,16 +455,12 @@ def test_transform_checked_requires_the_recorded_bytes(tmp_path: Path) -> None:
     produced = hashlib.sha256(drifted.replace(b"line 4\n", b"line four\n")).hexdigest()
     wanted = hashlib.sha256(new.encode()).hexdigest()
     assert exc.message == "backends/a.py: the series produced unexpected bytes; nothing was written"
-    assert (exc.repo_path, exc.expected_sha256, exc.found_sha256) == (
-        "backends/a.py",
-        wanted,
-        produced,
-    )
+    assert (exc.expected, exc.found) == (f"sha256 {wanted}", f"sha256 {produced}")
     with pytest.raises(ChecksumMismatchError) as info:
         transform_checked(
             series, "backends/a.py", new.replace("line 20", "!").encode(), reverse=True
         )
-    assert info.value.expected_sha256 == hashlib.sha256(OLD.encode()).hexdigest()
+    assert info.value.expected == f"sha256 {hashlib.sha256(OLD.encode()).hexdigest()}"
 
 
 def test_hunks_of_reads_a_file_diff_forward_unless_asked() -> None:

@@ -9,7 +9,7 @@ import pytest
 from test_canary_fixture import build_line, build_upstream
 
 from overlay.cli import main
-from overlay.errors import UpstreamError
+from overlay.errors import OverlayError, UpstreamError, UsageError
 from overlay.upstream import suite
 from overlay.upstream.results import Counts, SuiteRun, TestResult, TestRun, TestState
 
@@ -70,19 +70,24 @@ def test_a_newly_conflicting_patch_exits_11_after_writing_the_page(
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "refused"),
     [
-        (["--line", "9.9.9"], "no release line 9.9.9"),
-        (["--previous", "/nonexistent/status.json"], "cannot read the previous status page"),
-        ([], "no upstream repository to run the canary against"),
+        (["--line", "9.9.9"], (UsageError, "there is no release line 9.9.9")),
+        (["--previous", "/nonexistent/status.json"], (UpstreamError, "cannot read the previous")),
+        ([], (UpstreamError, "no upstream repository to run the canary against")),
     ],
 )
 def test_bad_input_is_refused_before_any_git_work(
-    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+    tmp_path: Path,
+    cache: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    refused: tuple[type[OverlayError], str],
 ) -> None:
     build_line(tmp_path)
     upstream = ["--upstream", str(tmp_path / "nowhere")] if args else []
-    assert _canary(tmp_path, *upstream, *args) == UpstreamError.exit_code
+    error, message = refused
+    assert _canary(tmp_path, *upstream, *args) == error.exit_code
     assert message in capsys.readouterr().err
     assert not cache.exists()
 

@@ -28,7 +28,7 @@ from overlay import codec
 from overlay._hashing import record_digest, sha256_bytes, sha256_file
 from overlay.cli import exit_code_table, json_output, main
 from overlay.dist import provenance as prov
-from overlay.dist import wheels, wheelzip
+from overlay.dist import wheels
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
     EXIT_CLOSED_PIPE,
@@ -48,6 +48,7 @@ from scaffold import (
     run_forked,
     snapshot,
     unowned,
+    unpack,
     write_files,
     write_series,
 )
@@ -394,7 +395,7 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
     pin = series.pins.wheels[0]
     pin = WheelPin(source.name, sha256_file(source), pin.python, pin.platform)
     built = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
-    states["patched wheel"] = wheelzip.unpack(built.path, tmp_path / "wheel")
+    states["patched wheel"] = unpack(built.path, tmp_path / "wheel")
     summaries = {}
     for name, root in states.items():
         status = state.inspect(series, locate.find_target(root))
@@ -439,7 +440,7 @@ def test_a_patched_wheel_install_is_not_reverted_in_place(tmp_path: Path) -> Non
     base = series.pins.wheels[0]
     pin = WheelPin(source.name, sha256_file(source), base.python, base.platform)
     built = wheels.build_patched_wheel(series, source, pin, tmp_path / "dist")
-    root = wheelzip.unpack(built.path, tmp_path / "site")
+    root = unpack(built.path, tmp_path / "site")
     assert transaction.apply(series, locate.find_target(root)).is_noop
     before = snapshot(root)
     with pytest.raises(OverlayError) as info:

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from overlay import codec
 from overlay.codec import CodecError
-from overlay.dist import wheels
+from overlay.dist import wheels, wheelzip
 from overlay.errors import (
     ApplyError,
     InterruptedRunError,
@@ -439,7 +439,7 @@ def real_world(scratch: Path) -> World:
     series = load_series(PATCHES)
     source = wheels.fetch_wheel(series.pins.wheel_for("cp311-manylinux_2_28_x86_64"))
     folders = tuple({series.pins.wheel_path(p).rpartition("/")[0] + "/" for p in series.targets()})
-    members = wheels.read_members(
+    members = wheelzip.read_members(
         source, lambda name: name.startswith(folders) or ".dist-info/" in name
     )
     pristine = scratch / "real" / "P0"

@@ -10,6 +10,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from overlay._git import git
+from overlay.envs.venvs import Contents
 from overlay.errors import UpstreamError
 from overlay.lines import pins
 from overlay.upstream import upstream_pins
@@ -191,25 +192,26 @@ def test_confirm_runtime_rejects_a_torch_whose_kernels_do_not_load(
     """1.5.1's kernels load with torch 2.13, not 2.11: the pin check tries 2.11 and says why."""
     from overlay.envs import release_venvs
 
-    def ensure(spec: release_venvs.EnvSpec, *_: object, **__: object) -> release_venvs.Env:
+    def ensure(spec: Contents, *_: object, **__: object) -> release_venvs.Env:
         folder = tmp_path / spec.key[:8]
         folder.mkdir(exist_ok=True)
-        return release_venvs.Env(folder, spec, True, 0.0)
+        return release_venvs.Env(folder, spec)
 
     def probe(python: Path) -> KernelProbe:
-        torch = next(r for r in probed.pop(0).requirements if r.startswith("torch=="))
+        wanted = probed.pop(0).requirements.splitlines()
+        torch = next(r for r in wanted if r.startswith("torch=="))
         missing = () if torch == "torch==2.13.0" else OUT_VARIANTS
         return KernelProbe(torch.removeprefix("torch=="), missing, UNDEFINED if missing else "")
 
-    probed: list[release_venvs.EnvSpec] = []
+    probed: list[Contents] = []
     lowered: list[str] = []
 
-    def ensure_and_note(spec: release_venvs.EnvSpec, *_: object, **__: object) -> release_venvs.Env:
+    def ensure_and_note(spec: Contents, *_: object, **__: object) -> release_venvs.Env:
         probed.append(spec)
         return ensure(spec)
 
     def lower(env: release_venvs.Env, *_: object) -> str:
-        lowered.append(env.spec.name)
+        lowered.append(env.contents.label)
         return ""
 
     monkeypatch.setattr(release_venvs, "ensure", ensure_and_note)
@@ -223,7 +225,7 @@ def test_confirm_runtime_rejects_a_torch_whose_kernels_do_not_load(
     assert [a.runtime["torch"] for a in attempts] == ["2.11.0", "2.13.0"]
     assert attempts[0].detail.startswith("kernels: quantized_decomposed::quantize_per_tensor.out")
     assert lowered == ["executorch-1.5.1-stock"]  # not tried where the kernels are missing
-    assert "pytest==8.4.2" in env.spec.requirements  # the stock env can run the tests
+    assert "pytest==8.4.2" in env.contents.requirements.splitlines()  # the stock env runs tests
     cached = pin_check.check_env(env, "1.5.1", tmp_path)  # the answer is kept in the env
     assert cached == "" and len(lowered) == 1
     with pytest.raises(UpstreamError, match=r"no runtime pins run executorch 1\.5\.1's") as info:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from overlay.envs import release_venvs
-from overlay.envs.release_venvs import EnvSpec, ensure, folder_for
+from overlay.envs.release_venvs import ensure, env_contents, folder_for
 from overlay.envs.stamp import SyncState, read_stamp
 from overlay.errors import EnvError
 
@@ -28,39 +28,36 @@ def uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
 
 def test_built_once_then_reused(tmp_path: Path, uv: tuple[str, Path]) -> None:
     command, log = uv
-    spec = EnvSpec("executorch-9.9.9-stock", "3.11", ("executorch==9.9.9", "torch==2.13.0"))
+    spec = env_contents("executorch-9.9.9-stock", "3.11", ("executorch==9.9.9", "torch==2.13.0"))
     said: list[str] = []
     first = ensure(spec, tmp_path / "envs", uv=command, progress=said.append)
-    assert first.created and first.python.exists()
+    assert first.python.exists()
     assert first.folder == folder_for(spec, tmp_path / "envs")
-    assert said == [f"installing 2 packages into a new venv: {first.folder} from {spec.name}"]
+    assert said == [f"installing 2 packages into a new venv: {first.folder} from {spec.label}"]
     assert log.read_text().splitlines()[-1].startswith("pip install --python ")
     requirements = (first.folder / "overlay-requirements.txt").read_text()
     assert requirements == "executorch==9.9.9\ntorch==2.13.0\n"
     calls = len(log.read_text().splitlines())
-    again = ensure(spec, tmp_path / "envs", uv=command)
-    assert not again.created
+    assert ensure(spec, tmp_path / "envs", uv=command) == first
     assert len(log.read_text().splitlines()) == calls  # the stamp matched: uv not run
 
 
 def test_key_follows_local_wheel_content(tmp_path: Path) -> None:
     wheel = tmp_path / "executorch-1.5.1+armfix.x-cp311-cp311-linux_x86_64.whl"
     wheel.write_bytes(b"one")
-    spec = EnvSpec("e", "3.11", (str(wheel),))
-    before = spec.key
+    before = env_contents("e", "3.11", (str(wheel),))
     wheel.write_bytes(b"two")
-    assert spec.key != before
-    assert EnvSpec("e", "3.12", (str(wheel),)).key != spec.key
-    stamped = spec.contents().key  # what the venv's stamp records follows the content too
-    wheel.write_bytes(b"three")
-    assert spec.contents().key != stamped
+    after = env_contents("e", "3.11", (str(wheel),))
+    assert after.salt != before.salt  # the folder's name
+    assert after.key != before.key  # what the venv's stamp records
+    assert env_contents("e", "3.12", (str(wheel),)).salt != after.salt
 
 
 def test_failed_install_says_why_and_the_next_call_repairs_it(
     tmp_path: Path, uv: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     command, _ = uv
-    spec = EnvSpec("bad", "3.11", ("torch==0.0.1",))
+    spec = env_contents("bad", "3.11", ("torch==0.0.1",))
     monkeypatch.setenv("FAKE_UV_FAIL", "no such version")
     with pytest.raises(EnvError) as info:
         ensure(spec, tmp_path, uv=command)
@@ -73,8 +70,7 @@ def test_failed_install_says_why_and_the_next_call_repairs_it(
     stamp = read_stamp(folder_for(spec, tmp_path))
     assert stamp is not None and stamp.state is SyncState.SYNCING
     monkeypatch.delenv("FAKE_UV_FAIL")
-    again = ensure(spec, tmp_path, uv=command)
-    assert again.created
+    assert ensure(spec, tmp_path, uv=command).python.exists()
     stamp = read_stamp(folder_for(spec, tmp_path))
     assert stamp is not None and stamp.state is SyncState.READY
 
@@ -92,7 +88,7 @@ def test_the_same_wheel_elsewhere_is_the_same_env(tmp_path: Path) -> None:
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / name).write_bytes(b"same bytes")
-    first = EnvSpec("e", "3.11", (str(tmp_path / "a" / name),))
-    second = EnvSpec("e", "3.11", (str(tmp_path / "b" / name),))
-    assert first.key == second.key
+    first = env_contents("e", "3.11", (str(tmp_path / "a" / name),))
+    second = env_contents("e", "3.11", (str(tmp_path / "b" / name),))
+    assert first.salt == second.salt
     assert folder_for(first, tmp_path) == folder_for(second, tmp_path)

@@ -198,7 +198,7 @@ def test_built_stamped_then_skipped_without_running_uv(
     again = venvs.ensure_venv(
         wanted, tmp_path / "v", verify=lambda v: whole(v, A), uv="/nonexistent"
     )
-    assert not again.changed and again.verified is None
+    assert [p.action for p in again.plans] == [VenvAction.CURRENT] and again.verified is None
     assert log.read_text().splitlines() == calls  # uv not run
 
 

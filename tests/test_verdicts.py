@@ -45,7 +45,6 @@ from overlay.upstream.verdicts import (
     is_own_failure,
     judge_tests,
     readiness,
-    sends,
     suite_changes,
     text_action,
 )
@@ -226,7 +225,6 @@ def test_a_test_that_could_not_run_makes_the_patch_not_ready() -> None:
     assert "but its upstream test could not run: stock:" in found.text
     assert found.test_verdict is not None and "Missing out variants" in found.test_verdict.text
     ported = final_verdict(PORTED, Action.PORTED, "port 1.5.1", found, "1.5.1")
-    assert not sends(ported)
     problems = readiness([ported], [], behaviour_checked=True)
     assert problems == (f"p: {found.text}",)
     fixed = _run(_side((TestState.FAILED, "assert 1 == 0")), _side(PASSED))
@@ -235,7 +233,7 @@ def test_a_test_that_could_not_run_makes_the_patch_not_ready() -> None:
     )
     assert good.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     sent = final_verdict(PORTED, Action.PORTED, "port 1.5.1", good, "1.5.1")
-    assert readiness([sent], [], behaviour_checked=True) == () and sends(sent)
+    assert readiness([sent], [], behaviour_checked=True) == ()
 
 
 PORTED = Replayed("p", Applied(Status.CONFLICT), "1.5.1", Applied(Status.APPLIES))
@@ -245,7 +243,7 @@ CARRIED = Replayed("p", Applied(Status.OFFSET, "+1 lines", (1,)))
 def test_final_verdict_trusts_behaviour_and_flags_disagreements() -> None:
     gone = decide_patch("p", "1.5.1", [_case("a", Quality.RIGHT)], [], kept=False)
     verdict = final_verdict(CARRIED, Action.CARRIED, "pinned", gone, "1.5.1")
-    assert verdict.action is Action.DROP and not sends(verdict)
+    assert verdict.action is Action.DROP
     assert "redundant" in verdict.flags[0]
     dropped = Replayed("p", Applied(Status.CONFLICT, "hunk 1/1 fails"))
     still = decide_patch("p", "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)

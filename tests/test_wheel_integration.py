@@ -24,7 +24,7 @@ from overlay._git import git
 from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
 from overlay.dist import provenance as prov
-from overlay.dist import wheels, wheelzip
+from overlay.dist import wheels
 from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import WheelError
@@ -32,7 +32,7 @@ from overlay.lines import pins
 from overlay.target import journal, locate
 from overlay.text.series import Series, load_series
 
-from scaffold import run_forked, snapshot
+from scaffold import run_forked, snapshot, unpack
 
 pytestmark = pytest.mark.integration
 PATCHES = Path(__file__).resolve().parent.parent / "patches" / "1.2.0"
@@ -154,7 +154,7 @@ def test_tampered_wheel_is_refused(tmp_path: Path, source: Path, pin: pins.Wheel
 def test_cli_apply_then_revert_restores_pristine_bytes(
     tmp_path: Path, source: Path, series: Series, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = wheelzip.unpack(source, tmp_path / "unpacked")
+    root = unpack(source, tmp_path / "unpacked")
     before = snapshot(root / "executorch" / "backends" / "arm")
     patches = ["--patches", str(PATCHES)]
     assert main([*patches, "check", "--target", str(root)]) == 21  # changes are due
@@ -171,7 +171,7 @@ def test_cli_apply_then_revert_restores_pristine_bytes(
 def test_cli_refuses_a_drifted_install(
     tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = wheelzip.unpack(source, tmp_path / "unpacked")
+    root = unpack(source, tmp_path / "unpacked")
     target = locate.find_target(root)
     path = target.file("backends/arm/_passes/rewrite_conv_pass.py")
     path.write_bytes(path.read_bytes().replace(b"itertools", b"it"))

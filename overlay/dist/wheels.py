@@ -191,15 +191,10 @@ def pin_for_file(series: Series, path: Path) -> WheelPin:
     return pin
 
 
-def read_members(wheel: Path, select: Callable[[str], bool]) -> dict[str, bytes]:
-    """Return ``{member name: bytes}`` of every selected file member, RECORD-checked."""
-    return wheelzip.read_members(wheel, select)
-
-
 def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
     """Return the bytes of every file the series touches, read from a wheel, by repo path."""
     wanted = {series.pins.wheel_path(p): p for p in series.targets()}
-    members = read_members(source, wanted.__contains__)
+    members = wheelzip.read_members(source, wanted.__contains__)
     missing = sorted(set(wanted) - set(members))
     if missing:
         raise TargetError(

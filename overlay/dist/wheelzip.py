@@ -114,23 +114,6 @@ def read_members(wheel: Path, select: Callable[[str], bool] | None = None) -> di
         }
 
 
-def unpack(wheel: Path, dest: Path) -> Path:
-    """Unpack every member of a wheel (RECORD-checked) into ``dest``; return ``dest``.
-
-    A member whose name leaves ``dest`` is refused before anything is written.
-    """
-    with open_wheel(wheel) as archive:
-        for info in archive.infos:
-            parts = PurePosixPath(info.filename).parts
-            if info.filename.startswith("/") or ".." in parts or "\\" in info.filename:
-                raise _unreadable(wheel, f"member {info.filename!r} leaves the folder")
-        for info in archive.infos:
-            path = dest.joinpath(*PurePosixPath(info.filename).parts)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(archive.read(info.filename))
-    return dest
-
-
 def member(name: str, like: zipfile.ZipInfo | None = None) -> zipfile.ZipInfo:
     """Return the ZipInfo a member is written with: ``like``'s date and mode, deflated.
 

@@ -28,7 +28,6 @@ import importlib.metadata
 import json
 import shutil
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,7 +139,7 @@ class Contents:
     find_links: tuple[Path, ...] = ()
     on_top: tuple[str, ...] = ()
     origin: Origin | None = None
-    salt: str = ""  # a digest of local files the requirements name by path
+    salt: str = ""  # a digest of what the text does not say: local files by content
     quiet: bool = False  # capture uv's output (shown only on failure)
 
     @property
@@ -176,17 +175,11 @@ class VenvPlan:
 
 @dataclass(frozen=True)
 class Synced(Generic[T]):
-    """A venv that holds its contents, and what it took."""
+    """A venv that holds its contents, and what the sync did."""
 
     venv: Venv
     plans: tuple[VenvPlan, ...]  # the first one; a second when a sync had to recreate
     verified: T | None  # what ``verify`` returned; None when the venv was up to date
-    seconds: float
-
-    @property
-    def changed(self) -> bool:
-        """Return True when anything was installed."""
-        return self.plans[0].action is not VenvAction.CURRENT
 
 
 def describe_drift(contents: Contents, installed: Mapping[str, str], *, limit: int = 6) -> str:
@@ -283,7 +276,6 @@ def ensure_venv(
     ``verify`` raises InstallCheckError when the synced venv is not right; a sync that did
     not recreate the venv then recreates it once.
     """
-    started = time.perf_counter()
     root = root.absolute()
     root.parent.mkdir(parents=True, exist_ok=True)
     busy = f"another overlay run is syncing {root}"
@@ -294,7 +286,7 @@ def ensure_venv(
         first = plan_venv(contents, root, broken=broken, force=force)
         if first.action is VenvAction.CURRENT:
             venv = find_venv(root)
-            return Synced(venv, (first,), None, time.perf_counter() - started)
+            return Synced(venv, (first,), None)
         progress(_say(first, root, contents))
         executable = uv or find_uv()
         plans = [first]
@@ -314,7 +306,7 @@ def ensure_venv(
                 raise _fresh_fails(contents, second) from second
         installed = installed_key(installed_versions(venv.site))
         write_stamp(root, Stamp(SyncState.READY, contents.key, installed, contents.origin))
-    return Synced(venv, tuple(plans), verified, time.perf_counter() - started)
+    return Synced(venv, tuple(plans), verified)
 
 
 def _say(step: VenvPlan, root: Path, contents: Contents) -> str:

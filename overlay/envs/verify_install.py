@@ -177,9 +177,7 @@ def _stock_tree(series: Series, site: Path, repair: str) -> Status:
     return status
 
 
-def import_check(
-    python: Path, names: Sequence[str], refuse: Refuse, *, timeout: float | None = None
-) -> dict[str, Imported]:
+def import_check(python: Path, names: Sequence[str], refuse: Refuse) -> dict[str, Imported]:
     """Import each of ``names`` in ``python``; return what each gave (its file or its error).
 
     ``python`` runs isolated (-s -P, PYTHONPATH and PYTHONHOME dropped: no user site, no
@@ -190,7 +188,7 @@ def import_check(
     # PYTHONDONTWRITEBYTECODE is kept: the import costs what it costs the user's own first.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     command = [str(python), "-s", "-P", "-c", IMPORT_CHECK, *names]
-    return _process.json_line(dict[str, Imported], command, refuse, timeout=timeout, env=env)
+    return _process.json_line(dict[str, Imported], command, refuse, env=env)
 
 
 def _import(python: Path, names: list[str], stock: bool, repair: str) -> dict[str, Imported]:

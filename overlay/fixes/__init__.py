@@ -256,28 +256,9 @@ def discover(package: str = __name__) -> Registry:
 
 REGISTRY = discover()
 FIXES: tuple[Fix, ...] = REGISTRY.fixes
-
-
-def by_number(number: int) -> Fix:
-    """Return fix ``number`` of the registry."""
-    return REGISTRY.by_number(number)
-
-
-def by_patch(name: str) -> Fix | None:
-    """Return the registry's fix whose patch is ``name``, if any."""
-    return REGISTRY.by_patch(name)
-
-
-def triggers_of(case: str, version: str | None = None) -> list[tuple[Fix, Trigger]]:
-    """Return every (fix, trigger) of the registry naming ``case`` (claimed for ``version``)."""
-    return REGISTRY.triggers_of(case, version)
-
-
-def divergences(version: str | None = None) -> tuple[Divergence, ...]:
-    """Return the registry's divergence rules declared for the line of ``version``."""
-    return REGISTRY.divergences(version)
-
-
-def carried_by(line: Line) -> tuple[Fix, ...]:
-    """Return the registry's fixes ``line`` carries, in series order."""
-    return REGISTRY.carried_by(line)
+# the registry's look-ups, as the package's own: fixes.by_number(7)
+by_number = REGISTRY.by_number
+by_patch = REGISTRY.by_patch
+triggers_of = REGISTRY.triggers_of
+divergences = REGISTRY.divergences
+carried_by = REGISTRY.carried_by

@@ -164,9 +164,8 @@ class Pins:
             raise PristineMismatchError(
                 f"{where}: {repo_path} is not the pinned pristine executorch "
                 f"{self.executorch} file",
-                repo_path=repo_path,
-                expected=wanted,
-                found=digest,
+                expected=f"sha256 {wanted}",
+                found=f"sha256 {digest}",
                 hint=hint,
             )
 

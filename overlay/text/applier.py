@@ -278,8 +278,8 @@ def transform_checked(
     if found != wanted:
         raise ChecksumMismatchError(
             f"{repo_path}: the series produced unexpected bytes; nothing was written",
-            repo_path=repo_path,
-            expected=wanted,
-            found=found,
+            expected=f"sha256 {wanted}",
+            found=f"sha256 {found}",
+            hint="SHA256SUMS does not match the patches: `executorch-arm-overlay refresh`",
         )
     return new

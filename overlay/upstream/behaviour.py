@@ -24,7 +24,7 @@ from pathlib import Path
 from overlay import fixes
 from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
-from overlay.equivalence.controller.options import DEFAULT_TIMEOUT_S, Options
+from overlay.equivalence.controller.options import Options
 from overlay.equivalence.protocol import (
     ErrorInfo,
     InitReply,
@@ -190,7 +190,6 @@ def run_envs(
     cases: Sequence[str],
     *,
     out_dir: Path,
-    timeout: float = DEFAULT_TIMEOUT_S,
     progress: Progress = lambda _: None,
 ) -> dict[str, Side]:
     """Run ``cases`` in each env of ``jobs`` (label -> python), one worker each, in parallel."""
@@ -205,7 +204,6 @@ def run_envs(
             patched_python=python,
             probes=False,
             out_dir=out_dir / slug,
-            timeout=timeout,
         )
         init, results = orchestrator.run_items(
             options,

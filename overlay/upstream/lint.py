@@ -44,8 +44,8 @@ def lint_env(shared: UpstreamPins, pins: Pins, progress: Progress) -> release_ve
         )
     torch = tuple(r for r in pins.runtime_requirements() if r.split("==")[0] in TORCH)
     requirements = (*shared.lint_requirements, *shared.mypy_requirements, *torch)
-    spec = release_venvs.EnvSpec("upstream-lint", shared.python, requirements)
-    return release_venvs.ensure(spec, progress=progress)
+    contents = release_venvs.env_contents("upstream-lint", shared.python, requirements)
+    return release_venvs.ensure(contents, progress=progress)
 
 
 def checkout(source: Path, commit: str, dest: Path, branch: str) -> Path:

@@ -17,7 +17,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from overlay._hashing import sha256_file
-from overlay.dist.wheels import fetch_wheel, read_members
+from overlay.dist.wheels import fetch_wheel
+from overlay.dist.wheelzip import read_members
 from overlay.errors import OverlayError, UpstreamError
 from overlay.lines.pins import Pins, WheelPin
 from overlay.text.applier import decode
@@ -78,13 +79,11 @@ def read_release(pins: Pins, wheel: Path, version: str) -> dict[str, bytes]:
     return {name.removeprefix(package): data for name, data in members.items()}
 
 
-def load_release(
-    pins: Pins, shared: UpstreamPins, version: str, *, cache: Path | None = None
-) -> Release:
+def load_release(pins: Pins, shared: UpstreamPins, version: str) -> Release:
     """Fetch (cached, sha256-checked when recorded) and read one release's Arm sources."""
     pin = shared.matrix_pin(version)
     try:
-        wheel = fetch_wheel(pin, cache=cache)
+        wheel = fetch_wheel(pin)
     except OverlayError as exc:
         raise UpstreamError(
             f"cannot fetch executorch {version}",

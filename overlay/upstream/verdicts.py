@@ -14,8 +14,8 @@ renderer) is one a reader cannot find. Six questions, each answered here and now
 - **behaviour** (:func:`decide_patch`): on one release, does stock fail the patch's bug
   triggers and does the patch fix them, without regressions?
 - **retarget** (:func:`apply_behaviour`, :func:`final_verdict`, :func:`flag_stale_header`,
-  :func:`readiness`, :func:`sends`): what the candidate carries, the final word per patch,
-  whether the candidate can be promoted and what is sent upstream.
+  :func:`readiness`): what the candidate carries, the final word per patch, and
+  whether the candidate can be promoted.
 - **canary** (:func:`next_step`): what to do with a patch, given everything the canary found
   on upstream main.
 - **sending** (:func:`submission_problems`, :func:`suite_changes`): what keeps a fix from
@@ -480,16 +480,6 @@ def readiness(
         if move.lost and not move.covered_by:
             problems.append(f"{move.case}: right with the pinned build, {move.new_patched} now")
     return tuple(problems)
-
-
-def sends(verdict: PatchVerdict) -> bool:
-    """Return True when a patch goes upstream: kept, failing on stock and fixed by it."""
-    found = verdict.behaviour
-    return (
-        verdict.action in KEPT
-        and found is not None
-        and found.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
-    )
 
 
 # --- canary ---------------------------------------------------------------------------------

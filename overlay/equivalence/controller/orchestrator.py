@@ -312,7 +312,6 @@ def run_items(
     python: str,
     items: Sequence[ItemId],
     *,
-    runtime_patch: str | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> tuple[InitReply, dict[ItemId, ItemResult]]:
     """Run ``items`` on one worker of ``python`` (for callers that compare paths themselves).
@@ -325,7 +324,7 @@ def run_items(
     plan = Plan(
         path=path,
         python=python,
-        runtime_patch=runtime_patch,
+        runtime_patch=None,  # the caller's envs hold what they are to be compared on
         pythonpath=options.pythonpath.get(path, ""),
     )
     slot = Slot(plan, settings, 0)

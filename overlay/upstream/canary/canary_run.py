@@ -32,7 +32,7 @@ from packaging.version import Version
 
 from overlay import __version__, codec
 from overlay.errors import OverlayError, UpstreamError
-from overlay.lines import Line, all_lines
+from overlay.lines import Line, all_lines, default_line, line_named
 from overlay.text.series import Series, load_series
 from overlay.upstream import releases, replay, upstream_tests
 from overlay.upstream.canary import bisect, forwarded, gate, host
@@ -89,23 +89,10 @@ class PatchedMain:
 
 def select_lines(root: Path, names: Sequence[str]) -> tuple[Line, ...]:
     """Return the lines to run (all when ``names`` is empty); refuse unknown names."""
-    found = all_lines(root)
-    if not found:
-        raise UpstreamError(
-            f"no release line under {root}",
-            expected="folders named after executorch releases holding a series",
-            found="none",
-            hint="run from a checkout, or pass --patches DIR",
-        )
-    unknown = [n for n in names if n not in {line.name for line in found}]
-    if unknown:
-        raise UpstreamError(
-            f"no release line {', '.join(unknown)}",
-            expected=f"one of {', '.join(line.name for line in found)}",
-            found=", ".join(unknown),
-            hint="pick lines from patches/ (--line 1.2.0)",
-        )
-    return tuple(line for line in found if not names or line.name in names)
+    for name in names:
+        line_named(root, name)  # refuses a name no line has
+    chosen = tuple(line for line in all_lines(root) if not names or line.name in names)
+    return chosen or (default_line(root),)  # refuses a root without lines
 
 
 def load_previous(path: Path | None) -> CanaryReport | None:

@@ -38,19 +38,12 @@ class LineSeries:
     steps: tuple[Step, ...]
 
 
-def message_of(patch: Patch) -> str:
-    """Return the commit message carrying a patch (its DEP-3 header, as ``overlay edit`` does)."""
-    return commit_message(patch.name, patch.subject, patch.header_text)
-
-
-def date_of(patch: Patch) -> str:
-    """Return the fixed commit date of a patch (its Last-Update), for reproducible ids."""
-    return fixed_date(patch.header.get("Last-Update", ""))
-
-
 def _commit(scratch: Scratch, parent: str, patch: Patch, after: Mapping[str, str]) -> str:
+    """Commit a patch as ``overlay edit`` does, dated its Last-Update (reproducible ids)."""
     changed = {p: encode(after[p]) for p in patch.targets}
-    return scratch.commit(parent, changed, message_of(patch), date=date_of(patch))
+    message = commit_message(patch.name, patch.subject, patch.header_text)
+    date = fixed_date(patch.header.get("Last-Update", ""))
+    return scratch.commit(parent, changed, message, date=date)
 
 
 def commit_series(scratch: Scratch, series: Series, base: str) -> LineSeries:

@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from overlay import _process, codec
 from overlay._git import git
-from overlay.envs import release_venvs
+from overlay.envs import release_venvs, venvs
 from overlay.errors import OverlayError, UpstreamError
 from overlay.lines.pins import Pins
 from overlay.upstream import behaviour
@@ -200,14 +200,12 @@ def _lower_bound(requirement: Requirement) -> str | None:
     return None
 
 
-def stock_spec(
-    shared: UpstreamPins, version: str, runtime: Mapping[str, str]
-) -> release_venvs.EnvSpec:
-    """Return the spec of the release's stock env with ``runtime`` and the test tools."""
-    return release_venvs.EnvSpec(
-        name=f"executorch-{version}-stock",
-        python=shared.python,
-        requirements=(
+def stock_spec(shared: UpstreamPins, version: str, runtime: Mapping[str, str]) -> venvs.Contents:
+    """Return what the release's stock env holds: ``runtime`` and the test tools."""
+    return release_venvs.env_contents(
+        f"executorch-{version}-stock",
+        shared.python,
+        (
             f"executorch=={version}",
             *(f"{k}=={v}" for k, v in runtime.items()),
             *shared.test_requirements,
@@ -262,7 +260,7 @@ def check_env(env: release_venvs.Env, version: str, log_dir: Path) -> str:
     re-run does not start torch to learn it again.
     """
     saved = env.folder / LOWERING_CHECK_FILE
-    key = CheckKey(LOWERING_CHECK_CASE, tuple(OUT_VARIANTS), env.spec.key)
+    key = CheckKey(LOWERING_CHECK_CASE, tuple(OUT_VARIANTS), env.contents.salt)
     with contextlib.suppress(OSError, codec.CodecError):
         found = codec.loads(SavedCheck, saved.read_text(encoding="utf-8"), LOWERING_CHECK_FILE)
         if found.key == key:

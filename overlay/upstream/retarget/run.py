@@ -210,9 +210,11 @@ def measure_patched(
         if candidate.patches:
             pin = shared.matrix_pin(version)
             wheel = build_patched_wheel(candidate, release.wheel, pin, request.out_dir / "dist")
-            spec = release_venvs.release_spec(candidate.pins, "patched", executorch=wheel.path)
-            spec = replace(spec, requirements=(*spec.requirements, *shared.test_requirements))
-            patched_python = release_venvs.ensure(spec, request.envs_root, progress=progress).python
+            contents = release_venvs.release_spec(
+                candidate.pins, "patched", executorch=wheel.path, extra=shared.test_requirements
+            )
+            env = release_venvs.ensure(contents, request.envs_root, progress=progress)
+            patched_python = env.python
             jobs["new patched"] = str(patched_python)
         if stock.old_envs is not None:
             jobs["old patched"] = str(stock.old_envs[1])
