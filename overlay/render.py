@@ -66,13 +66,16 @@ class Table:
 
     ``grouped``: the first column names a group of rows, which the text form prints once
     on a line above them (long names need no column); ``note``: the last column is prose,
-    which the text form prints wrapped under its row.
+    which the text form prints wrapped under its row; ``fit``: the text form cuts the first
+    column (and a group's name) with ~ so the table fits WIDTH, for names that are whole
+    elsewhere (otherwise every cell is printed whole).
     """
 
     header: tuple[str, ...]
     rows: tuple[tuple[Inline, ...], ...]
     grouped: bool = False
     note: bool = False
+    fit: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,20 +146,21 @@ def _cut(text: str, width: int) -> str:
 
 
 def _text_table(table: Table) -> list[str]:
-    """Return a table as text lines that fit WIDTH (the first column cut to fit, with ~)."""
+    """Return a table as text lines (with ``fit``, the first column cut with ~ to fit WIDTH)."""
     rows = [[_plain([c]) for c in row] for row in table.rows]
     header = list(table.header)
     start, stop = int(table.grouped), len(header) - int(table.note)
     cells = [r[start:stop] for r in rows]
     header = header[start:stop]
-    others = sum(max(len(r[i]) for r in [header, *cells]) + 2 for i in range(1, len(header)))
-    room = max(WIDTH - others, len(header[0]))
-    cells = [[_cut(r[0], room), *r[1:]] for r in cells]
+    if table.fit:
+        others = sum(max(len(r[i]) for r in [header, *cells]) + 2 for i in range(1, len(header)))
+        room = max(WIDTH - others, len(header[0]))
+        cells = [[_cut(r[0], room), *r[1:]] for r in cells]
     lines = text_table(header, cells, max_width=2 * WIDTH)
     out, group = lines[:2], None
     for row, line in zip(rows, lines[2:], strict=True):
         if table.grouped and row[0] != group:
-            out.append(_cut(row[0], WIDTH))
+            out.append(_cut(row[0], WIDTH) if table.fit else row[0])
             group = row[0]
         out.append(line)
         if table.note and row[-1]:
@@ -165,7 +169,7 @@ def _text_table(table: Table) -> list[str]:
 
 
 def text(blocks: Sequence[Block]) -> str:
-    """Render blocks for a terminal: prose wrapped, tables fitted to WIDTH columns."""
+    """Render blocks for a terminal: prose wrapped to WIDTH columns, tables aligned."""
     out: list[str] = []
     for block in blocks:
         if not block or isinstance(block, Raw):  # an empty list, a page's drawing

@@ -87,13 +87,13 @@ def _targets(report: Report) -> list[Block]:
     if numbers:
         out += [
             Heading("Numbers per path (TOSA reference model, executed VGF)", 2),
-            Table(("case", *NUMERICS_HEADER), numbers, grouped=True),
+            Table(("case", *NUMERICS_HEADER), numbers, grouped=True, fit=True),
             Para(NUMERICS_NOTE),
         ]
     if ethos:
         out += [
             Heading("Ethos-U (Vela command streams and estimates)", 2),
-            Table(("case", *ETHOSU_HEADER), ethos, grouped=True, note=True),
+            Table(("case", *ETHOSU_HEADER), ethos, grouped=True, note=True, fit=True),
             Para(ETHOSU_NOTE),
         ]
     return out
@@ -111,7 +111,7 @@ def blocks(report: Report) -> list[Block]:
         Heading(TITLE),
         Para(verdict, "fail" if report.failures else "pass"),
         Items(tuple(map(item, [*report.failures, *counts, written]))),
-        Table(tuple(HEADER), tuple(_row(v, bool(details[v.item])) for v in verdicts)),
+        Table(tuple(HEADER), tuple(_row(v, bool(details[v.item])) for v in verdicts), fit=True),
         Heading("Legend", 2),
         Items(tuple(item(f"{label}: {text}") for label, text in LEGEND)),
     ]
