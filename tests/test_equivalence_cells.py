@@ -23,7 +23,7 @@ def test_the_worst_output_speaks_for_a_run_with_several() -> None:
     shapes = dataclasses.replace(two, max_abs_err_vs_fake_quant=(None, 0.01))
     assert cells.numbers_cells(shapes, None) == ["shape!", "-"]
     error = ErrorInfo("VgfRunError", "no device", Stage.VGF_RUN)
-    assert cells.numbers_cells(two, error) == ["FAIL", "-"]
+    assert cells.numbers_cells(two, error) == ["FAIL: VgfRunError", "-"]
 
 
 def test_status_codes_and_the_error_cell() -> None:

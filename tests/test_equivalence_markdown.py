@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from equivalence_samples import ethos, fail, judge, lowered, measured, ok, report_of, vgf
 
 from overlay import render
+from overlay.equivalence.protocol import ErrorInfo, Stage, TargetState, VgfResult
 from overlay.equivalence.render import layout
+from overlay.equivalence.verdict import Verdict
 from overlay.items import CaseInfo, ItemId, ItemKind
+
+EXACT = measured(0.0, math.inf)
+
+
+def vgf_fixed(fix: int) -> Verdict:
+    """Stock's VGF lowering raises; the runtime patch and the diffs lower and run it right."""
+    broken = VgfResult(TargetState.FAILED, error=ErrorInfo("VgfConverterError", "no", Stage.VGF))
+    good = lowered(EXACT, vgf=vgf(EXACT))
+    return judge(lowered(EXACT, vgf=broken), good, good, fix)
 
 
 def test_markdown_has_the_table_the_declared_divergences_and_ethos_u() -> None:
@@ -31,3 +43,16 @@ def test_markdown_has_the_table_the_declared_divergences_and_ethos_u() -> None:
     row = "| warp (TOSA-1.0+INT a8w8) | ethos-u55-128 | abc | compiled | 2.2 | 5712 | 5136 | 4.0 |"
     row += " 0.4 | 0 | - |"
     assert f"{row} 2240 B e1 |" in targets
+
+
+def test_a_vgf_lowering_error_says_its_type_in_every_form() -> None:
+    shown = layout.blocks(report_of([vgf_fixed(7)]))
+    failed = ["FAIL: VgfConverterError", "-", "failed", "-", "-"]  # VGF s, run s, VGF, err, SQNR
+    (row,) = [line for line in render.text(shown).splitlines() if line.startswith("(a) ")]
+    assert row.split("  ")[0] == "(a)" and [c.strip() for c in row.split("  ") if c][-5:] == failed
+    markdown = render.markdown(shown)
+    assert "| x (TOSA-1.0+INT a8w8) | (a) | - | right | 0.00% | inf | " + " | ".join(failed) in (
+        markdown
+    )
+    assert "<td>FAIL: VgfConverterError</td><td>-</td><td>failed</td>" in render.html(shown, "t")
+

@@ -259,10 +259,15 @@ def seconds_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def fail_cell(error: ErrorInfo | None) -> str:
+    """Return a failure's cell with its type (``FAIL: VgfConverterError``)."""
+    return "FAIL" if error is None else f"FAIL: {error.type}"
+
+
 def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None) -> list[str]:
     """Return [err, SQNR] of one run: the worst output's error (% of range) and SQNR."""
     if error is not None:
-        return ["FAIL", "-"]
+        return [fail_cell(error), "-"]
     if numerics is None:
         return ["-", "-"]
     found = worst(numerics)
@@ -282,7 +287,7 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
         if vgf is None or vgf.state is TargetState.SKIPPED:
             vgf_cells = ["-", "-", "-", "-", "-"]
         elif vgf.state is TargetState.FAILED:
-            vgf_cells = ["FAIL", "-", vgf_word, "-", "-"]
+            vgf_cells = [fail_cell(vgf.error), "-", vgf_word, "-", "-"]
         else:
             vgf_cells = [
                 seconds_cell(vgf.lower_seconds),
@@ -290,7 +295,7 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
                 vgf_word,
                 *numbers_cells(vgf.numerics, vgf.numerics_error),
             ]
-        lowered = seconds_cell(result.lower_seconds) if result.ok else "FAIL"
+        lowered = seconds_cell(result.lower_seconds) if result.ok else fail_cell(result.error)
         tosa = numbers_cells(result.numerics, result.numerics_error)
         word = quality_word(verdict, path, TOSA)
         rows.append([f"({path.value})", lowered, word, *tosa, *vgf_cells])
