@@ -43,5 +43,3 @@ def test_a_verdict_in_words() -> None:
     regression = judge(ok(), fail(), fail(), 1)
     assert cells.ab_cell(regression) == "regression #1"
     assert cells.ab_cell(judge(fail(), ok(), ok(), None)) == "fixed #?"
-    assert cells.fix_label(1) == "fix 1"
-    assert cells.fix_label(None) == "unattributed"

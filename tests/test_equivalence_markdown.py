@@ -10,7 +10,7 @@ from equivalence_samples import ethos, fail, judge, lowered, measured, ok, repor
 from overlay import render
 from overlay.equivalence.protocol import ErrorInfo, Stage, TargetState, VgfResult
 from overlay.equivalence.render import layout
-from overlay.equivalence.verdict import Verdict
+from overlay.equivalence.verdict import AB, Verdict
 from overlay.items import CaseInfo, ItemId, ItemKind
 
 EXACT = measured(0.0, math.inf)
@@ -56,3 +56,27 @@ def test_a_vgf_lowering_error_says_its_type_in_every_form() -> None:
     )
     assert "<td>FAIL: VgfConverterError</td><td>-</td><td>failed</td>" in render.html(shown, "t")
 
+
+def test_a_differing_items_section_says_its_verdict_in_words_once() -> None:
+    def named(verdict: Verdict, name: str) -> Verdict:
+        return dataclasses.replace(verdict, item=ItemId(ItemKind.CASE, name))
+
+    failed = fail("TosaValueError", "no float")
+    regression = named(judge(ok(), failed, failed), "worse")
+    changed = named(judge(ok(), ok(graph=("cpu: q",)), ok(graph=("cpu: q",)), 2), "other")
+    report = report_of([named(vgf_fixed(7), "vgf"), regression, changed])
+    assert [v.ab for v in report.verdicts] == [AB.FIXED, AB.REGRESSION, AB.CHANGED]
+    sections = render.markdown(layout.blocks(report)).split("\n### ")[1:]
+    said = {
+        s.split()[0]: [line for line in s.splitlines() if "(a) vs (b)" in line] for s in sections
+    }
+    assert said == {
+        "worse": [
+            "- (a) vs (b): regression, attributed to no single fix; differ in: status, graph,"
+            " tosa payload, numerics"
+        ],
+        "vgf": ["- (a) vs (b): fixed, attributed to fix 7; differ in: vgf payload, vgf numerics"],
+        "other": ["- (a) vs (b): changed, attributed to fix 2; differ in: graph"],
+    }
+    words = {"worse": "regression", "vgf": "fixed", "other": "changed"}
+    assert all(s.count(words[s.split()[0]]) == 1 for s in sections)  # said once

@@ -195,11 +195,6 @@ def interest(verdict: Verdict) -> int:
     return 1 if verdict.ab is not AB.SAME or verdict.rule is not None else 2
 
 
-def fix_label(number: int | None) -> str:
-    """Return how a report names the fix a difference is attributed to (``fix 1``)."""
-    return f"fix {number}" if number is not None else "unattributed"
-
-
 def payloads_text(payloads: Sequence[Payload]) -> str:
     """Return payloads as 'size B digest, ...' ('' for none)."""
     return ", ".join(f"{p.size} B {p.sha256[:12]}" for p in payloads)

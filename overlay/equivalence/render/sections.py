@@ -15,7 +15,6 @@ from overlay.equivalence.protocol import PATHS, TargetState
 from overlay.equivalence.render.cells import (
     bc_text,
     failure_text,
-    fix_label,
     interest,
     max_error,
     status_text,
@@ -146,7 +145,8 @@ def detail_lines(verdict: Verdict) -> list[str]:
     a, b, c = (verdict.results[p] for p in PATHS)
     if verdict.ab is not AB.SAME:
         diffs = ", ".join(d.value for d in verdict.ab_diffs)
-        lines.append(f"(a) vs (b) differ in: {diffs}; attributed to {fix_label(verdict.fix)}")
+        cause = f"fix {verdict.fix}" if verdict.fix is not None else "no single fix"
+        lines.append(f"(a) vs (b): {verdict.ab.value}, attributed to {cause}; differ in: {diffs}")
         if a.ok and not b.ok:
             lines.append(f"stock OK, patched FAIL: {failure_text(b)}")
         elif b.ok and not a.ok:
