@@ -25,18 +25,21 @@ def test_the_key_covers_what_a_worker_can_import_and_nothing_else(tmp_path: Path
             "equivalence/worker/vgf_run.py", "equivalence/worker/ethosu.py"} <= names  # fmt: skip
     assert not {n for n in names if n.startswith(("cli/", "equivalence/controller/",
                                                   "equivalence/render/"))}  # fmt: skip
+    assert "render.py" not in names  # the one renderer of every report, controller-side
 
     def digest() -> str:
         return sources.digest(package, sources.worker_sources(package))
 
     before = digest()
-    (package / "equivalence" / "render" / "text.py").write_text("# layout\n", encoding="utf-8")
+    layout = package / "equivalence" / "render" / "layout.py"
+    for renderer in (package / "render.py", layout):
+        renderer.write_text(renderer.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
     (package / "equivalence" / "controller" / "scheduler.py").write_text("# x\n", encoding="utf-8")
-    assert digest() == before  # a controller-only edit keeps every cached result
+    assert digest() == before  # a renderer or controller edit keeps every cached result
     with (package / "equivalence" / "corpus" / "zoo.py").open("a", encoding="utf-8") as zoo:
-        zoo.write("\n\ndef late():\n    import overlay.equivalence.render.text\n")
+        zoo.write("\n\ndef late():\n    import overlay.equivalence.render.layout\n")
     assert digest() != before  # a corpus edit changes it; the late import is followed too
-    assert package / "equivalence" / "render" / "text.py" in sources.worker_sources(package)
+    assert {layout, package / "render.py"} <= set(sources.worker_sources(package))
     after = digest()
     (package / "equivalence" / "worker" / "lowering.py").write_text("# y\n", encoding="utf-8")
     assert digest() != after  # a worker-side edit invalidates
