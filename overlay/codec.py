@@ -58,6 +58,9 @@ def encode(value: object) -> JsonValue:
     if isinstance(value, list | tuple):
         return [encode(v) for v in value]
     if isinstance(value, dict):
+        for key in value:  # JSON keys are text: an int key would be written but not read back
+            if not isinstance(key.value if isinstance(key, enum.Enum) else key, str):
+                raise CodecError("a dict key", "a str or an enum member with a str value", key)
         return {str(encode(k)): encode(v) for k, v in value.items()}  # an enum key: its value
     if value is None or isinstance(value, bool | int | float | str):
         return value

@@ -150,7 +150,7 @@ def test_encode_gives_plain_json_for_every_kind_of_field() -> None:
     assert codec.encode(Colour.RED) == "red"
     assert codec.encode(Level.LOW) == 1
     assert codec.encode((1, [2, (3,)])) == [1, [2, [3]]]
-    assert codec.encode({1: Colour.RED, "b": (None,)}) == {"1": "red", "b": [None]}
+    assert codec.encode({Colour.BLUE: Colour.RED, "b": (None,)}) == {"blue": "red", "b": [None]}
     assert codec.encode((Path("a/b"), PurePosixPath("/c"))) == ["a/b", "/c"]
     for scalar in (None, True, 0, 2.5, "s"):
         assert codec.encode(scalar) == scalar
@@ -161,6 +161,11 @@ def test_encode_refuses_what_json_cannot_hold() -> None:
         codec.encode({1, 2})
     with pytest.raises(TypeError, match=r"^the codec cannot encode type$"):
         codec.encode(Inner)  # a dataclass type, not an instance
+    with pytest.raises(codec.CodecError, match="a dict key") as refused:
+        codec.encode({"n": {1: "one"}})  # written as {"1": ...}, a dict[int, str] reads no "1"
+    assert refused.value.found == "1"
+    with pytest.raises(codec.CodecError, match="a dict key"):
+        codec.encode({Level.LOW: "low"})  # an enum whose value is an int: the same
 
 
 def test_dumps_sorts_keys_and_indents_on_request() -> None:
