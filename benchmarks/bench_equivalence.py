@@ -157,10 +157,9 @@ def main() -> int:
     )
     load_before = os.getloadavg()[0]
     cold, cold_s = timed(options)
-    if args.keep:  # the cold run's report, for a look (text, JSON, HTML)
+    if args.keep:  # the cold run's report, for a look (text, JSON, Markdown, HTML)
         folder = work / "report"
-        layout.write_reports(cold, folder)
-        (folder / "equivalence.txt").write_text(layout.text(cold), encoding="utf-8")
+        layout.write_reports(cold, folder, ("txt", "json", "md", "html"))
     warm, warm_s = timed(options)
     print(f"setup of the edited env ({EDITED_PATCH} + 1 line): ", end="", flush=True)
     mark = time.perf_counter()

@@ -221,7 +221,8 @@ th{background:#eef1f6}
 .badge{display:inline-block;padding:1px 7px;border-radius:10px;font-size:12px;font-weight:600}
 .ok{background:#d6f0dc;color:#185c2a}.warn{background:#fff0c2;color:#6b5200}
 .info{background:#d6e6fb;color:#17407a}.bad{background:#f8d0d0;color:#8a1c1c}
-pre{background:#f5f6f8;border:1px solid #e1e4ea;padding:8px;overflow:auto;font-size:12px}
+pre{background:#f5f6f8;border:1px solid #e1e4ea;padding:8px;overflow:auto;font-size:12px;
+white-space:pre-wrap}
 details{margin:6px 0}summary{cursor:pointer}code{font-size:12px}svg{display:block;margin:6px 0}
 table.fields{table-layout:fixed}table.fields th:first-child{width:170px}
 table.fields td,table.fields th{overflow-wrap:anywhere}
@@ -299,10 +300,18 @@ def schema(report: type, title: str) -> str:
 
 
 def write(
-    folder: Path, stem: str, blocks: Sequence[Block], report: object, suffixes: Sequence[str]
+    folder: Path,
+    stem: str,
+    blocks: Sequence[Block],
+    report: object,
+    suffixes: Sequence[str],
+    title: str = "",
 ) -> list[Path]:
-    """Write ``<stem>.<suffix>`` for each of ``txt``, ``md``, ``html``, ``json`` asked for."""
-    title = next((b.text for b in blocks if isinstance(b, Heading)), stem)
+    """Write ``<stem>.<suffix>`` for each of ``txt``, ``md``, ``html``, ``json`` asked for.
+
+    ``title``: the page's (its first heading's text when not given).
+    """
+    title = title or next((b.text for b in blocks if isinstance(b, Heading)), stem)
     renderers = {
         "txt": lambda: text(blocks),
         "md": lambda: markdown(blocks),

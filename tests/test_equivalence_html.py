@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from equivalence_samples import judge, ok, report_of
 from PIL import Image
 
 from overlay import render
@@ -103,6 +104,21 @@ def test_the_page_is_self_contained_and_draws_each_difference() -> None:
     assert '<span class="badge bad">FAIL</span>' in page  # the regression's (b)
     assert "aten.full.default" in page and "lowering failed: TosaValueError" in page
     assert "tolerance 1%" in page  # the FP case's tolerance line
+
+
+def test_the_written_page_says_the_verdict_in_its_title_and_wraps_long_lines(
+    tmp_path: Path,
+) -> None:
+    report = sample_report()
+    written = layout.write_reports(report, tmp_path, ("txt", "html"))
+    assert [p.name for p in written] == ["equivalence.txt", "equivalence.html"]
+    assert written[0].read_text(encoding="utf-8") == layout.text(report)
+    page = written[1].read_text(encoding="utf-8")
+    assert "<title>Equivalence report: PASS</title>" in page
+    assert re.search(r"pre\{[^}]*white-space:pre-wrap", page)  # a long traceback line wraps
+    undeclared = judge(ok(), ok(), ok(graph=()))  # (c)'s graph differs, no rule declares it
+    (again,) = layout.write_reports(report_of([undeclared]), tmp_path, ("html",))
+    assert "<title>Equivalence report: FAIL</title>" in again.read_text(encoding="utf-8")
 
 
 def test_graph_alignment_folds_long_equal_runs() -> None:

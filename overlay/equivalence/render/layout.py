@@ -11,6 +11,7 @@ executed VGF), the Ethos-U command streams, the declared divergences and the pat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import overlay
@@ -140,9 +141,16 @@ def text(report: Report) -> str:
     return render.text(blocks(report))
 
 
-def write_reports(report: Report, folder: Path) -> list[Path]:
-    """Write ``equivalence.json``, ``.md`` and ``.html`` into ``folder``; JSON first."""
-    shown = blocks(report)
+def write_reports(
+    report: Report, folder: Path, suffixes: Sequence[str] = ("json", "md", "html")
+) -> list[Path]:
+    """Write ``equivalence.json``, ``.md`` and ``.html`` (or ``suffixes``) into ``folder``."""
+    verdict = "FAIL" if report.failures else "PASS"
     return render.write(
-        folder, "equivalence", shown, document.to_document(report), ("json", "md", "html")
+        folder,
+        "equivalence",
+        blocks(report),
+        document.to_document(report),
+        suffixes,
+        f"Equivalence report: {verdict}",
     )
