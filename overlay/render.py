@@ -305,6 +305,7 @@ def write(
     blocks: Sequence[Block],
     report: object,
     suffixes: Sequence[str],
+    *,
     title: str = "",
 ) -> list[Path]:
     """Write ``<stem>.<suffix>`` for each of ``txt``, ``md``, ``html``, ``json`` asked for.

@@ -152,5 +152,5 @@ def write_reports(
         blocks(report),
         document.to_document(report),
         suffixes,
-        f"Equivalence report: {verdict}",
+        title=f"Equivalence report: {verdict}",
     )
