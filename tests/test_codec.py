@@ -164,6 +164,8 @@ def test_encode_refuses_what_json_cannot_hold() -> None:
     with pytest.raises(codec.CodecError, match="a dict key") as refused:
         codec.encode({"n": {1: "one"}})  # written as {"1": ...}, a dict[int, str] reads no "1"
     assert refused.value.found == "1"
+    assert refused.value.where == "a dict key"
+    assert refused.value.expected == "a str or an enum member with a str value"
     with pytest.raises(codec.CodecError, match="a dict key"):
         codec.encode({Level.LOW: "low"})  # an enum whose value is an int: the same
 
@@ -545,5 +547,6 @@ def test_a_mapping_keyed_by_an_enum_decodes_its_keys_as_members() -> None:
     assert decoded == {Colour.RED: 1, Colour.BLUE: 2}
     assert all(isinstance(key, Colour) for key in decoded)
     assert codec.decode(keyed, json.loads(codec.dumps(decoded))) == decoded
-    with pytest.raises(CodecError, match="one of"):
-        codec.decode(dict[Colour, int], {"green": 1})
+    with pytest.raises(CodecError, match="one of") as bad_key:
+        codec.decode(dict[Colour, int], {"green": 1}, where="colours")
+    assert bad_key.value.where == "colours"  # a key is named by the object that holds it
