@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ import overlay
 from overlay import codec
 from overlay.codec import JsonValue
 from overlay.equivalence.controller.outcome import Report
+from overlay.equivalence.render.sections import counts
 from overlay.equivalence.verdict import AB, BC, decide
 from overlay.errors import EquivalenceInputError
 
@@ -61,8 +61,7 @@ class ReportDocument:
 
 def to_document(report: Report) -> ReportDocument:
     """Return the whole report as its typed document (every path's full result included)."""
-    ab = Counter(v.ab for v in report.verdicts)
-    bc = Counter(v.bc for v in report.verdicts)
+    ab, bc = counts(report)
     return ReportDocument(
         schema=REPORT_SCHEMA,
         tool=Tool(TOOL, overlay.__version__),
@@ -71,8 +70,8 @@ def to_document(report: Report) -> ReportDocument:
         summary=Summary(
             items=len(report.verdicts),
             selected=len(report.selection),
-            a_vs_b={a.value: ab[a] for a in AB},
-            b_vs_c={b.value: bc[b] for b in BC},
+            a_vs_b={a.value: ab[a.value] for a in AB},
+            b_vs_c={b.value: bc[b.value] for b in BC},
         ),
         report=dataclasses.replace(
             report,
