@@ -22,6 +22,7 @@ from overlay import codec
 from overlay._table import markdown_table, text_table
 
 WIDTH = 100  # the text form's prose and tables fit this many columns
+LAST_MIN = 24  # a fit table's last column is wrapped no narrower than this
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,9 @@ class Table:
 
     ``grouped``: the first column names a group of rows, which the text form prints once
     on a line above them (long names need no column); ``note``: the last column is prose,
-    which the text form prints wrapped under its row; ``fit``: the text form cuts the first
-    column (and a group's name) with ~ so the table fits WIDTH, for names that are whole
-    elsewhere (otherwise every cell is printed whole).
+    which the text form prints wrapped under its row; ``fit``: the text form fits WIDTH by
+    wrapping the last column's cells (down to LAST_MIN columns), then by cutting the first
+    column (and a group's name) with ~ (otherwise every cell is printed whole).
     """
 
     header: tuple[str, ...]
@@ -145,24 +146,37 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "~"
 
 
+def _fit(header: Sequence[str], cells: Sequence[Sequence[str]]) -> list[list[list[str]]]:
+    """Return each row's lines so the table fits WIDTH: the last column wrapped, the first cut."""
+    widths = [max(len(r[i]) for r in [header, *cells]) for i in range(len(header))]
+    others = sum(widths[1:-1]) + 2 * (len(header) - 1)
+    last = max(WIDTH - others - widths[0], min(widths[-1], LAST_MIN), len(header[-1]))
+    wraps = [textwrap.wrap(r[-1], last, break_on_hyphens=False) or [""] for r in cells]
+    used = max(len(line) for lines in [[header[-1]], *wraps] for line in lines)
+    room = max(WIDTH - others - used, len(header[0]))
+    blank = [""] * (len(header) - 1)
+    return [
+        [[_cut(r[0], room), *r[1:-1], first], *([*blank, m] for m in more)]
+        for r, (first, *more) in zip(cells, wraps, strict=True)
+    ]
+
+
 def _text_table(table: Table) -> list[str]:
-    """Return a table as text lines (with ``fit``, the first column cut with ~ to fit WIDTH)."""
+    """Return a table as text lines (with ``fit``, no wider than WIDTH: :func:`_fit`)."""
     rows = [[_plain([c]) for c in row] for row in table.rows]
     header = list(table.header)
     start, stop = int(table.grouped), len(header) - int(table.note)
-    cells = [r[start:stop] for r in rows]
     header = header[start:stop]
-    if table.fit:
-        others = sum(max(len(r[i]) for r in [header, *cells]) + 2 for i in range(1, len(header)))
-        room = max(WIDTH - others, len(header[0]))
-        cells = [[_cut(r[0], room), *r[1:]] for r in cells]
-    lines = text_table(header, cells, max_width=2 * WIDTH)
-    out, group = lines[:2], None
-    for row, line in zip(rows, lines[2:], strict=True):
+    cells = [r[start:stop] for r in rows]
+    per_row = _fit(header, cells) if table.fit else [[r] for r in cells]
+    lines = text_table(header, [line for sub in per_row for line in sub], max_width=2 * WIDTH)
+    out, group, at = lines[:2], None, 2
+    for row, sub in zip(rows, per_row, strict=True):
         if table.grouped and row[0] != group:
             out.append(_cut(row[0], WIDTH) if table.fit else row[0])
             group = row[0]
-        out.append(line)
+        out += lines[at : at + len(sub)]
+        at += len(sub)
         if table.note and row[-1]:
             out += wrapped("    ", row[-1], 6)
     return out

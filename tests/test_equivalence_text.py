@@ -134,3 +134,21 @@ def test_a_user_cases_unexpected_finding_says_where_to_declare_it() -> None:
     corpus_case = dataclasses.replace(info, source="corpus", group="core")
     plain = " ".join(layout.text(report_of([judge(wrong, wrong, wrong, info=corpus_case)])).split())
     assert "(NOT EXPECTED)" in plain and "my_models.py" not in plain
+
+
+def test_a_wide_table_wraps_its_last_column_before_it_cuts_a_name() -> None:
+    names = [f"probe:is_foldable.int{bits}_output_quantize" for bits in (8, 16)]
+    why = "declared (fix 3: stale-grouped-transpose-check)"
+    rows = ((names[0], "ok", "FAIL", "regression #?", why), (names[1], "ok", "ok", "same", "agree"))
+    table = render.Table(("item", "a", "b", "a vs b", "b vs c"), rows, fit=True)
+    lines = render.text([table]).splitlines()
+    assert max(len(line) for line in lines) <= render.WIDTH
+    assert [line.split()[0] for line in lines[2:]] == [
+        names[0],
+        "stale-grouped-transpose-check)",
+        names[1],
+    ]
+    column = lines[0].index("b vs c")
+    assert lines[2][column:] == "declared (fix 3:" and lines[3][:column].strip() == ""
+    assert lines[3][column:] == "stale-grouped-transpose-check)"
+    assert lines[4].split()[-1] == "agree"
