@@ -19,6 +19,7 @@ from overlay import codec, fixes, lines
 from overlay.cli import build_parser, invocation, json_output, main
 from overlay.errors import EXIT_CHANGES_DUE, InstallCheckError, SeriesError, TargetError
 from overlay.fixes import overview
+from overlay.text.series import load_series
 
 from scaffold import make_diff, make_tree, patch_text, write_series
 
@@ -371,3 +372,17 @@ def test_a_retarget_starts_from_the_newest_line_before_its_release(
     assert upstream._retarget_from(newer) == ROOT / "patches" / "1.5.1"
     given = argparse.Namespace(patches=str(ROOT / "patches" / "1.5.1"), version="1.5.1")
     assert upstream._retarget_from(given) == ROOT / "patches" / "1.5.1"
+
+
+def test_export_upstream_refuses_a_fix_the_line_lacks_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = lines.all_lines(ROOT / "patches")[0]
+    absent = max(p.number for p in load_series(line.directory).patches) + 90
+    argv = ["--patches", str(ROOT / "patches"), "export-upstream", "--line", line.name]
+    argv += ["--fix", str(absent), "--out", str(tmp_path / "out"), "--upstream", str(tmp_path)]
+    assert main([*argv, "--signoff", "Jane Doe <jane.doe@example.org>"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: line {line.name} does not carry fix {absent}\n"), err
+    assert "next step: name fixes the line carries" in err
+    assert not (tmp_path / "out").exists()

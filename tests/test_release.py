@@ -149,10 +149,10 @@ def test_the_default_lines_last_fix_is_sent_against_the_release_and_main(tmp_pat
     if not clone:
         pytest.skip("needs a pytorch/executorch clone: set OVERLAY_UPSTREAM_CLONE")
     line = lines.all_lines(ROOT / "patches")[-1]
-    last = load_series(line.directory).patches[-1].name
+    last = load_series(line.directory).patches[-1]
     request = prepare.Request(
         patches_dir=line.directory, out_dir=tmp_path, signer=Identity("Jane Doe", "j@x.org"),
-        upstream=clone, names=(last,), lint=False,
+        upstream=clone, fixes=frozenset({last.number}), lint=False,
     )  # fmt: skip
     done = prepare.prepare(request)
     (sub,) = done.report.submissions
@@ -164,5 +164,5 @@ def test_the_default_lines_last_fix_is_sent_against_the_release_and_main(tmp_pat
     (item,) = done.exports
     assert f"\nSubject: [PATCH] {item.subject}\n" in item.mbox  # one PR each, not a series
     assert "### Test plan" in item.pr_body and item.checklist
-    repo, branch = done.branches[last]
+    repo, branch = done.branches[last.name]
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == branch

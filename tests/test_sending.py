@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from overlay import fixes, lines, render
 from overlay._git import git, git_with_env
 from overlay.equivalence.verdict import Quality
-from overlay.errors import UsageError
 from overlay.text.series import load_series, parse_patch
 from overlay.upstream import pr_text, reports
 from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
@@ -43,18 +40,25 @@ OLD = "backends/arm/test/passes/test_demo.py::test_old"
 
 def test_an_older_line_sends_the_newest_lines_patch_of_each_fix_it_carries() -> None:
     old, newest = LINES[0], LINES[-1]
-    send, skipped = chosen(old.directory, newest.directory, ())
+    send, skipped = chosen(old.directory, newest.directory)
     carried = {number(p.name): p.name for p in load_series(newest.directory).patches}
     own = [p.name for p in load_series(old.directory).patches]
     assert [p.name for p in send] == [carried[number(n)] for n in own if number(n) in carried]
     assert sorted(skipped) == sorted(n for n in own if number(n) not in carried)
     assert all("no longer carries it" in why for why in skipped.values())
-    mine, none = chosen(newest.directory, newest.directory, ())
+    mine, none = chosen(newest.directory, newest.directory)
     assert [p.name for p in mine] == list(carried.values()) and none == {}
-    first = next(iter(carried.values()))
-    assert [p.name for p in chosen(newest.directory, newest.directory, (first,))[0]] == [first]
-    with pytest.raises(UsageError, match=r"no patch 9999-x\.patch in the"):
-        chosen(old.directory, newest.directory, ("9999-x.patch",))
+    last = load_series(newest.directory).patches[-1]
+    only = chosen(newest.directory, newest.directory, frozenset({last.number}))
+    assert [p.name for p in only[0]] == [last.name]
+    old_patches = load_series(old.directory).patches
+    kept = next(p for p in old_patches if number(p.name) in carried)  # sent as the newest's
+    dropped = [p for p in old_patches if number(p.name) not in carried][:1]
+    send, skipped = chosen(
+        old.directory, newest.directory, frozenset({kept.number, dropped[0].number})
+    )
+    assert [p.name for p in send] == [carried[number(kept.name)]]
+    assert list(skipped) == [dropped[0].name]
 
 
 def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> None:

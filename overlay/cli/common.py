@@ -47,6 +47,17 @@ def add_wheel(command: argparse.ArgumentParser) -> None:
     )
 
 
+def add_fix(command: argparse.ArgumentParser, verb: str) -> None:
+    """Add ``--fix``: fixes by number (7 or 0007) or name, as `apply --fix` takes them."""
+    command.add_argument(
+        "--fix",
+        action="append",
+        metavar="N,NAME",
+        help=f"{verb} only these fixes: numbers (7 or 0007: patch 0007) or names as"
+        " `status` lists them, comma-separated or repeated (default: all)",
+    )
+
+
 def add_json(command: argparse.ArgumentParser) -> None:
     """Add ``--json``: print a typed report on stdout."""
     command.add_argument("--json", action="store_true", help="print a JSON report")

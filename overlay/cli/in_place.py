@@ -266,17 +266,8 @@ def add_commands(add: common.Adder) -> None:
         )
         common.add_json(command)
 
-    def fixes(command: argparse.ArgumentParser, verb: str) -> None:
-        command.add_argument(
-            "--fix",
-            action="append",
-            metavar="N,NAME",
-            help=f"{verb} only these fixes: numbers (7 or 0007: patch 0007) or names as"
-            " `status` lists them, comma-separated or repeated (default: all)",
-        )
-
     def writer(command: argparse.ArgumentParser, verb: str) -> None:
-        fixes(command, verb)
+        common.add_fix(command, verb)
         command.add_argument(
             "--dry-run", action="store_true", help="every check and the plan; write nothing"
         )
@@ -293,7 +284,7 @@ def add_commands(add: common.Adder) -> None:
         " if files would change, 0 if nothing to do)",
     )
     shared(check)
-    fixes(check, "check")
+    common.add_fix(check, "check")
     check.add_argument("--reverse", action="store_true", help="check a revert instead")
     check.add_argument(
         "--no-deps-check", action="store_true", help="skip the dependency check of an apply"

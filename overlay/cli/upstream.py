@@ -16,6 +16,7 @@ from overlay.cli import common
 from overlay.cli.invocation import command
 from overlay.cli.output import out, progress
 from overlay.errors import UpstreamError, UsageError
+from overlay.target import selection
 from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, reports, suite
 from overlay.upstream.canary import canary_run
@@ -63,7 +64,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
         out_dir=folder,
         signer=signer,
         upstream=args.upstream or os.environ.get(UPSTREAM_ENV) or prepare.GITHUB,
-        names=tuple(args.patch or ()),
+        fixes=selection.select(series, args.fix) if args.fix else None,
     )
     done = prepare.prepare(request, progress=progress)
     blocks = reports.sending_blocks(done.report)
@@ -261,7 +262,7 @@ def add_commands(add: common.Adder) -> None:
         "--out", metavar="DIR", default="build/upstream", help="folder (default: %(default)s)"
     )
     export_cmd.add_argument("--signoff", help="'Name <email>' (default: git config user.*)")
-    export_cmd.add_argument("--patch", action="append", help="export only this patch (repeatable)")
+    common.add_fix(export_cmd, "export")
     common.add_line(export_cmd, "the newest line")
     export_cmd.add_argument(
         "--upstream",

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from overlay import fixes, lines
 from overlay.envs import release_venvs
-from overlay.errors import OverlayError, UsageError
+from overlay.errors import OverlayError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import Patch, load_series
 from overlay.upstream import behaviour, commit_rules, export, lint, pr_text, upstream_tests
@@ -63,7 +63,7 @@ class Request:
     out_dir: Path
     signer: commit_rules.Identity
     upstream: str = GITHUB  # a pytorch/executorch clone, mirror or URL
-    names: tuple[str, ...] = ()  # only these patches
+    fixes: frozenset[int] | None = None  # only these fix numbers (default: all)
     lint: bool = True
     scratch_root: Path | None = None  # the scratch repositories (default: the cache)
 
@@ -93,7 +93,9 @@ class Prepared:
     branches: dict[str, tuple[Path, str]]  # patch -> (repository, branch) on main
 
 
-def chosen(line: Path, newest: Path, names: Sequence[str]) -> tuple[list[Patch], dict[str, str]]:
+def chosen(
+    line: Path, newest: Path, fixes: frozenset[int] | None = None
+) -> tuple[list[Patch], dict[str, str]]:
     """Return the patches to send (the newest line's of each fix) and why others are not.
 
     Example: the 1.2.0 line (fixes 1-6) when the newest line, 1.5.1, carries 1, 3 and 7.
@@ -101,19 +103,11 @@ def chosen(line: Path, newest: Path, names: Sequence[str]) -> tuple[list[Patch],
     """
     series, target = load_series(line), load_series(newest)
     own = {number(p.name): p for p in target.patches}
-    unknown = sorted(set(names) - {p.name for p in (*series.patches, *target.patches)})
-    if unknown:
-        raise UsageError(
-            f"no patch {', '.join(unknown)} in the {series.pins.executorch} line",
-            expected=", ".join(p.name for p in series.patches),
-            found=", ".join(unknown),
-            hint="name a patch file of the line: --patch 0001-....patch",
-        )
     send, skipped = [], {}
     for patch in series.patches:
-        port = own.get(number(patch.name))
-        if names and not {patch.name, port.name if port else ""} & set(names):
+        if fixes is not None and patch.number not in fixes:
             continue
+        port = own.get(number(patch.name))
         applied = parse_applied_upstream((port or patch).header.get("Applied-Upstream", ""))
         if port is None:
             skipped[patch.name] = (
@@ -132,7 +126,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     commit_rules.check_signer(request.signer)  # before minutes of work, not at the mbox
     every = lines.all_lines(request.patches_dir.parent)
     newest = every[-1]
-    send, skipped = chosen(request.patches_dir, newest.directory, request.names)
+    send, skipped = chosen(request.patches_dir, newest.directory, request.fixes)
     line = str(load_series(request.patches_dir).pins.executorch)
     torch = newest.pins.runtime.get("torch", "")
     if not send:
