@@ -173,7 +173,7 @@ def test_a_matrix_round_trips_with_its_replays_and_ports() -> None:
     )
     release = Release("1.5.1", Path("executorch-1.5.1.whl"), "ab" * 32, True,
                       {"backends/arm/x.py": text.encode()})  # fmt: skip
-    matrix = build_matrix(series, {"1.5.1": {"0001": patch}}, [release], "upstream.toml")
+    matrix = build_matrix(series, {"1.5.1": {1: patch}}, [release], "upstream.toml")
     assert isinstance(matrix, Matrix)
     data = _round_trip(matrix, "matrix.json")
     cell = data["replays"][0]["patches"][0]

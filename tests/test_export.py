@@ -170,7 +170,7 @@ def _expected_after(patch: Patch, release: Mapping[str, bytes]) -> dict[str, byt
 
 @pytest.mark.integration
 @pytest.mark.parametrize("number", sorted(PORTS))
-def test_the_1_5_1_ports_export_hook_clean_and_git_am(tmp_path: Path, number: str) -> None:
+def test_the_1_5_1_ports_export_hook_clean_and_git_am(tmp_path: Path, number: int) -> None:
     """The ports sent upstream: hook rules, a test under backends/arm/test, git am exact."""
     from overlay.lines import pins
 

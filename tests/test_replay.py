@@ -103,7 +103,7 @@ def test_replay_carries_each_result_and_prefers_a_port_that_applies() -> None:
     assert carries[1].after[PATH] == _edit(after_first, "line 6\n", "line 6 b\n")
     newer = _edit(BASE, "line 6\n", "line 6 upstream\n")
     port = _patch("0001-renamed.patch", newer, _edit(newer, "line 20\n", "line 20 port\n"))
-    found = replay.replay([first], {PATH: newer}, {PATH}, ports={"0001": ("1.5.1", port)})
+    found = replay.replay([first], {PATH: newer}, {PATH}, ports={1: ("1.5.1", port)})
     (carry,) = found
     assert carry.carrier is port and carry.replayed.carried_by_port
     assert carry.replayed.short == "conflict h1 / port applies"
@@ -116,12 +116,10 @@ def test_the_newer_lines_patches_are_the_ports(tmp_path: Path) -> None:
     series = load_series(ROOT / "patches" / "1.2.0")
     ports = replay.ports_of(series)
     newer = load_series(ROOT / "patches" / "1.5.1")
-    shared = {replay.number(p.name) for p in newer.patches} & {
-        replay.number(p.name) for p in series.patches
-    }
+    shared = newer.numbers & series.numbers
     assert set(ports) == {"1.5.1"} and set(ports["1.5.1"]) == shared
     for number, port in ports["1.5.1"].items():
-        assert port.text == newer.get(port.name).text and port.name.startswith(number)
+        assert port.text == newer.get(port.name).text and port.number == number
     assert replay.ports_for(ports, "1.4.1") == {}
     assert {n: v for n, (v, _) in replay.ports_for(ports, None).items()} == dict.fromkeys(
         shared, "1.5.1"
@@ -168,7 +166,7 @@ def test_matrix_verdicts_combine_header_and_newest_release() -> None:
         _series(plain), [_release("1.5.1", newer)]
     )
     port = _patch("0002-port.patch", newer, _edit(newer, "line 10\n", "line 10 fixed\n"))
-    ports = {"1.5.1": {"0002": port}}
+    ports = {"1.5.1": {2: port}}
     sent = build_matrix(_series(plain), ports, [_release("1.2.0", BASE), _release("1.5.1", newer)],
                         "upstream.toml")  # fmt: skip
     assert sent.rows[0].verdict.text.endswith("(port 1.5.1)")

@@ -55,7 +55,7 @@ PINS = pins.load(ROOT / "patches" / "1.2.0")
 
 
 def _plans(
-    new: str, *patches: Patch, ports: dict[str, dict[str, Patch]] | None = None
+    new: str, *patches: Patch, ports: dict[str, dict[int, Patch]] | None = None
 ) -> list[TextPlan]:
     series = Series(Path("."), patches or (FIX,), PINS)
     return plan_series(
@@ -98,7 +98,7 @@ FIX_AFTER = _edit(OLD, "line 10\n", "line 10 fixed\n")
 def test_a_port_wins_and_a_dropped_patch_is_not_the_next_ones_base() -> None:
     new = _edit(OLD, "line 10\n", "line 10 upstream\n")
     port = _patch("0001-renamed.patch", new, _edit(new, "line 20\n", "line 20 ported\n"))
-    plan = _plans(new, ports={"1.5.1": {"0001": port}})[0]
+    plan = _plans(new, ports={"1.5.1": {1: port}})[0]
     assert (plan.action, plan.source) == (Action.PORTED, "port 1.5.1")
     assert plan.replayed.own.status is Status.CONFLICT  # what the pinned patch itself gives
     assert "Overlay-Patch: 0001-fix.patch" in plan.message and "Fix the demo pass" in plan.message

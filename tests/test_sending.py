@@ -13,7 +13,6 @@ from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.export import export_patch
 from overlay.upstream.prepare import chosen, recent_authors
-from overlay.upstream.replay import number
 from overlay.upstream.results import (
     CaseOutcome,
     Counts,
@@ -41,23 +40,22 @@ OLD = "backends/arm/test/passes/test_demo.py::test_old"
 def test_an_older_line_sends_the_newest_lines_patch_of_each_fix_it_carries() -> None:
     old, newest = LINES[0], LINES[-1]
     send, skipped = chosen(old.directory, newest.directory)
-    carried = {number(p.name): p.name for p in load_series(newest.directory).patches}
-    own = [p.name for p in load_series(old.directory).patches]
-    assert [p.name for p in send] == [carried[number(n)] for n in own if number(n) in carried]
-    assert sorted(skipped) == sorted(n for n in own if number(n) not in carried)
+    carried = {p.number: p.name for p in load_series(newest.directory).patches}
+    own = load_series(old.directory).patches
+    assert [p.name for p in send] == [carried[p.number] for p in own if p.number in carried]
+    assert sorted(skipped) == sorted(p.name for p in own if p.number not in carried)
     assert all("no longer carries it" in why for why in skipped.values())
     mine, none = chosen(newest.directory, newest.directory)
     assert [p.name for p in mine] == list(carried.values()) and none == {}
     last = load_series(newest.directory).patches[-1]
     only = chosen(newest.directory, newest.directory, frozenset({last.number}))
     assert [p.name for p in only[0]] == [last.name]
-    old_patches = load_series(old.directory).patches
-    kept = next(p for p in old_patches if number(p.name) in carried)  # sent as the newest's
-    dropped = [p for p in old_patches if number(p.name) not in carried][:1]
+    kept = next(p for p in own if p.number in carried)  # sent as the newest's
+    dropped = [p for p in own if p.number not in carried][:1]
     send, skipped = chosen(
         old.directory, newest.directory, frozenset({kept.number, dropped[0].number})
     )
-    assert [p.name for p in send] == [carried[number(kept.name)]]
+    assert [p.name for p in send] == [carried[kept.number]]
     assert list(skipped) == [dropped[0].name]
 
 

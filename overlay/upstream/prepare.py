@@ -38,7 +38,6 @@ from overlay.upstream import behaviour, commit_rules, export, lint, pr_text, ups
 from overlay.upstream.canary import host
 from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
 from overlay.upstream.releases import load_release, release_metadata
-from overlay.upstream.replay import number
 from overlay.upstream.results import (
     Counts,
     OnBase,
@@ -102,12 +101,12 @@ def chosen(
     Becomes: 1.5.1's 0001 and 0003; 0002, 0004-0006: "the 1.5.1 line no longer carries it".
     """
     series, target = load_series(line), load_series(newest)
-    own = {number(p.name): p for p in target.patches}
+    own = {p.number: p for p in target.patches}
     send, skipped = [], {}
     for patch in series.patches:
         if fixes is not None and patch.number not in fixes:
             continue
-        port = own.get(number(patch.name))
+        port = own.get(patch.number)
         applied = parse_applied_upstream((port or patch).header.get("Applied-Upstream", ""))
         if port is None:
             skipped[patch.name] = (

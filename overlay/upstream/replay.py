@@ -43,7 +43,7 @@ ARM_PREFIX = "backends/arm/"
 CONTEXT_LINES = 3  # around a conflict region
 MARKER = "<<<<<<< "
 Texts = dict[str, str]
-Ports = Mapping[str, Mapping[str, Patch]]  # newer line -> patch number -> its patch
+Ports = Mapping[str, Mapping[int, Patch]]  # newer line -> fix number -> its patch
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,6 @@ class Carry:
     replayed: Replayed
     carrier: Patch | None  # the line's own patch, its port, or None (not on the base)
     after: Texts
-
-
-def number(name: str) -> str:
-    """Return a patch's number: ``0007-vgf-grid-sampler-needs-fp.patch`` gives ``0007``."""
-    return name.split("-", 1)[0]
 
 
 def _single_hunk(patched_file: PatchedFile, index: int) -> PatchedFile:
@@ -233,7 +228,7 @@ def replay(
     names: Collection[str],
     *,
     steps: Sequence[Step] = (),
-    ports: Mapping[str, tuple[str, Patch]] | None = None,
+    ports: Mapping[int, tuple[str, Patch]] | None = None,
     base: str = "base",
     line: str = "line",
     keep: Callable[[Replayed], bool] = lambda _: True,
@@ -241,7 +236,7 @@ def replay(
 ) -> list[Carry]:
     """Replay ``patches`` in order onto ``texts``; each carried result is the next one's base.
 
-    ``steps``: the patches on their own line's base (3-way merges); ``ports``: patch number
+    ``steps``: the patches on their own line's base (3-way merges); ``ports``: fix number
     -> (newer line, its patch), tried on the same texts; a port that applies is carried.
     ``keep``: whether a carried patch stays for the next ones (a retarget drops some);
     ``taken``: patch name -> the files after it as resolved elsewhere (a retarget's work
@@ -255,7 +250,7 @@ def replay(
         own, after = try_patch(patch, current, names, step, labels)
         replayed = Replayed(patch.name, own)
         carrier = patch if own.status in CARRIED else None
-        port = (ports or {}).get(number(patch.name))
+        port = (ports or {}).get(patch.number)
         if port is not None:
             tried, port_after = check_patch(port[1], current, names)
             replayed = Replayed(patch.name, own, port[0], tried)
@@ -269,31 +264,31 @@ def replay(
     return found
 
 
-def ports_of(series: Series) -> dict[str, dict[str, Patch]]:
+def ports_of(series: Series) -> dict[str, dict[int, Patch]]:
     """Return the ports of the series' patches: each newer line's patches of the same numbers.
 
     Example: the 1.2.0 line beside ``patches/1.5.1/`` (0001, 0003, 0007).
-    Becomes: ``{"1.5.1": {"0001": <1.5.1's 0001>, "0003": <1.5.1's 0003>}}``.
+    Becomes: ``{"1.5.1": {1: <1.5.1's 0001>, 3: <1.5.1's 0003>}}``.
     """
-    wanted = {number(p.name) for p in series.patches}
+    wanted = series.numbers
     here = series.directory.resolve()
-    found: dict[str, dict[str, Patch]] = {}
+    found: dict[str, dict[int, Patch]] = {}
     for line in lines.all_lines(series.directory.parent):
         if line.directory.resolve() == here or line.version <= series.pins.version:
             continue
         patches = load_series(line.directory).patches
-        own = {number(p.name): p for p in patches if number(p.name) in wanted}
+        own = {p.number: p for p in patches if p.number in wanted}
         if own:
             found[line.name] = own
     return found
 
 
-def ports_for(ports: Ports, version: str | None) -> dict[str, tuple[str, Patch]]:
-    """Return patch number -> (line, port): the newest port made for ``version`` or older.
+def ports_for(ports: Ports, version: str | None) -> dict[int, tuple[str, Patch]]:
+    """Return fix number -> (line, port): the newest port made for ``version`` or older.
 
     ``version`` None (upstream main): the newest port of each patch.
     """
-    chosen: dict[str, tuple[str, Patch]] = {}
+    chosen: dict[int, tuple[str, Patch]] = {}
     for line in sorted(ports, key=Version):
         if version is None or Version(line) <= Version(version):
             chosen |= {n: (line, patch) for n, patch in ports[line].items()}

@@ -68,7 +68,7 @@ def replay_onto(
     target: tuple[str, str],
     *,
     line_name: str,
-    ports: Mapping[str, tuple[str, Patch]],
+    ports: Mapping[int, tuple[str, Patch]],
 ) -> tuple[Replay, list[Carry], str]:
     """Replay ``line`` onto ``target`` (name, commit); return it, each patch, the rebased tip."""
     name, commit = target
