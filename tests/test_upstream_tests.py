@@ -236,3 +236,17 @@ def test_both_sides_run_with_the_extra_environment_and_their_logs(tmp_path: Path
     )  # fmt: skip
     assert (run.stock.text, run.patched.text) == ("1 passed", "1 passed")
     assert "1 passed" in (tmp_path / "logs" / "pytest-patched.log").read_text()
+
+
+def test_a_run_that_does_not_finish_is_a_run_that_reported_nothing(tmp_path: Path) -> None:
+    body = "import time\n\ndef test_slow():\n    time.sleep(60)\n"
+    tests = {"backends/arm/test/passes/test_slow.py": body.encode()}
+    run = run_tests_both_ways(
+        sys.executable, sys.executable, release_tests=tests, patched_files={},
+        pytest_ini=pytest_ini(None), selection=["backends/arm/test/passes/test_slow.py"],
+        log_dir=tmp_path / "logs", timeout=3,
+    )  # fmt: skip
+    for side, counts in (("stock", run.stock), ("patched", run.patched)):
+        log = tmp_path / "logs" / f"pytest-{side}.log"
+        assert counts.tests == ()
+        assert counts.problem == f"pytest did not finish within 3 s (its output: {log})"

@@ -48,7 +48,6 @@ from overlay.upstream.verdicts import suite_changes
 Progress = Callable[[str], None]
 WHOLE = ("passes",)  # run every file
 BY_OPERATOR = ("ops", "quantizer", "misc")  # run the files of the touched operators
-PART_TIMEOUT_S = 3 * 3600.0  # one part on one build
 PART_FILES = 8  # test files per part: a part's result is kept, an interrupted run resumes
 WORKERS = "--numprocesses=auto"  # pytest-xdist, as upstream runs its Arm tests
 _SIZE = re.compile(r"\d+d$")  # conv2d, max_pool1d: the operator without its rank
@@ -109,7 +108,7 @@ def run_suite(line: Line, *, out_dir: Path, progress: Progress = lambda _: None)
             str(envs[0].python), str(envs[1].python),
             release_tests=release.tests, patched_files=after, pytest_ini=ini,
             selection=[WORKERS, *part], log_dir=log_dir / f"part-{number}",
-            timeout=PART_TIMEOUT_S, extra_env=extra_env,
+            extra_env=extra_env,
         )  # fmt: skip
 
     progress(f"{line.name}: {len(chosen)} test files of backends/arm/test, stock then patched")
