@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from overlay import render
 from overlay._hashing import sha256_bytes
 from overlay.errors import UpstreamError
 from overlay.fixes import Fix, UpstreamNote
-from overlay.upstream import suite
-from overlay.upstream.results import Counts, TestResult, TestRun, TestState
+from overlay.upstream import reports, suite
+from overlay.upstream.results import Counts, SuiteRun, TestResult, TestRun, TestState
 from overlay.upstream.upstream_tests import (
     lay_out_tests,
     new_tests,
@@ -250,3 +251,17 @@ def test_a_run_that_does_not_finish_is_a_run_that_reported_nothing(tmp_path: Pat
         log = tmp_path / "logs" / f"pytest-{side}.log"
         assert counts.tests == ()
         assert counts.problem == f"pytest did not finish within 3 s (its output: {log})"
+
+
+def test_the_suite_report_says_none_where_nothing_broke_or_was_fixed() -> None:
+    run = _part_run(["backends/arm/test/passes/test_a.py"])
+    fixed = "backends/arm/test/passes/test_a.py::test_b"
+    for broken, fixes, verdict in (
+        ((), (), "no test passes on stock and fails with the patches."),
+        ((fixed,), (fixed,), "1 test(s) pass on stock and not with the patches."),
+    ):
+        shown = render.text(reports.suite_blocks(SuiteRun("1.2.0", "1.2.0", run, broken, fixes)))
+        assert f"executorch 1.2.0; {verdict}" in shown
+        for heading, names in (("Broken", broken), ("Fixed", fixes)):
+            after = shown.split(f"{heading} by the patches:\n\n", 1)[1]
+            assert after.split("\n\n")[0] == f"  {names[0] if names else 'none'}"

@@ -185,9 +185,9 @@ def suite_blocks(result: SuiteRun) -> list[Block]:
         ),
         *[Para(f"pytest did not run: {p}", "fail") for p in problems],
         Heading("Broken by the patches", 2),
-        Items(tuple(item(n) for n in result.broken)),
+        Items(tuple(item(n) for n in result.broken or ["none"])),
         Heading("Fixed by the patches", 2),
-        Items(tuple(item(n) for n in result.fixed)),
+        Items(tuple(item(n) for n in result.fixed or ["none"])),
         Heading(f"{len(run.selection)} test files, {run.seconds / 60:.0f} min", 2),
         Pre("command", f"{run.command}"),
     ]
