@@ -152,7 +152,8 @@ def test_new_tests_and_the_test_tree(tmp_path: Path) -> None:
 
 def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> None:
     conv = Fix(
-        3, "x", ("backends/arm/_passes/rewrite_conv_pass.py",), {},
+        3, "x", ("backends/arm/_passes/rewrite_conv_pass.py", "backends/arm/test/ops/test_add.py"),
+        {},
         UpstreamNote("", "", affected_tests=("backends/arm/test/misc/test_custom_partition.py",)),
     )  # fmt: skip
     names = [
@@ -165,6 +166,7 @@ def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> No
     chosen = [p.removeprefix("backends/arm/test/") for p in suite.selection([conv], tests)]
     assert chosen == [
         "misc/test_custom_partition.py",
+        "ops/test_add.py",  # the fix changes it
         "ops/test_conv2d.py",
         "ops/test_conv_combos.py",
         "passes/test_a.py",

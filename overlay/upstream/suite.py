@@ -61,13 +61,13 @@ def _words(path: str) -> set[str]:
 def selection(chosen: Sequence[Fix], tests: Collection[str]) -> list[str]:
     """Return the test files to run: every ``passes/`` file, and the touched operators'.
 
-    An ``ops/``, ``quantizer/`` or ``misc/`` file is taken when a fix lists it in its
-    ``affected_tests``, or when the first word of its name (``test_`` and a rank such as
+    An ``ops/``, ``quantizer/`` or ``misc/`` file is taken when a fix changes it or lists it
+    in its ``affected_tests``, or when the first word of its name (``test_`` and a rank such as
     ``2d`` dropped) is a word of a file a fix changes (``pass`` aside: every pass has it).
     """
     words = {w for fix in chosen for p in fix.repo_paths if "/test/" not in p for w in _words(p)}
     words.discard("pass")
-    listed = {t for fix in chosen for t in fix.upstream.affected_tests}
+    listed = {t for fix in chosen for t in (*fix.repo_paths, *fix.upstream.affected_tests)}
     found = []
     for path in sorted(tests):
         folder, _, name = path.removeprefix(releases.TESTS_PREFIX).partition("/")
