@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,26 +230,24 @@ def test_a_parts_key_changes_with_everything_its_result_depends_on() -> None:
     assert suite.part_key(*base) == key
 
 
+def _demo_run(tmp_path: Path, body: str, **options: Any) -> TestRun:
+    """Run one demo test file on both sides (this interpreter each), its logs in ``logs/``."""
+    node = "backends/arm/test/passes/test_demo_run.py"
+    return run_tests_both_ways(
+        sys.executable, sys.executable, release_tests={node: body.encode()}, patched_files={},
+        pytest_ini=pytest_ini(None), selection=[node], log_dir=tmp_path / "logs", **options,
+    )  # fmt: skip
+
+
 def test_both_sides_run_with_the_extra_environment_and_their_logs(tmp_path: Path) -> None:
     body = "import os\n\ndef test_env():\n    assert os.environ['VK_DEMO'] == '1'\n"
-    tests = {"backends/arm/test/passes/test_env.py": body.encode()}
-    run = run_tests_both_ways(
-        sys.executable, sys.executable, release_tests=tests, patched_files={},
-        pytest_ini=pytest_ini(None), selection=["backends/arm/test/passes/test_env.py"],
-        log_dir=tmp_path / "logs", extra_env={"VK_DEMO": "1"},
-    )  # fmt: skip
+    run = _demo_run(tmp_path, body, extra_env={"VK_DEMO": "1"})
     assert (run.stock.text, run.patched.text) == ("1 passed", "1 passed")
     assert "1 passed" in (tmp_path / "logs" / "pytest-patched.log").read_text()
 
 
 def test_a_run_that_does_not_finish_is_a_run_that_reported_nothing(tmp_path: Path) -> None:
-    body = "import time\n\ndef test_slow():\n    time.sleep(60)\n"
-    tests = {"backends/arm/test/passes/test_slow.py": body.encode()}
-    run = run_tests_both_ways(
-        sys.executable, sys.executable, release_tests=tests, patched_files={},
-        pytest_ini=pytest_ini(None), selection=["backends/arm/test/passes/test_slow.py"],
-        log_dir=tmp_path / "logs", timeout=3,
-    )  # fmt: skip
+    run = _demo_run(tmp_path, "import time\n\ndef test_slow():\n    time.sleep(60)\n", timeout=3)
     for side, counts in (("stock", run.stock), ("patched", run.patched)):
         log = tmp_path / "logs" / f"pytest-{side}.log"
         assert counts.tests == ()
