@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from overlay import fixes, lines, render
@@ -164,8 +165,7 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
         "1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {"0002-x.patch": "dropped"}, 1.0
     )
     shown = render.text(reports.sending_blocks(report))
-    assert (
-        "fails before, passes after" in shown
-        and "ready" in shown
-        and "0002-x.patch: dropped" in shown
-    )
+    assert "fails before, passes after" in shown and "ready" in shown
+    assert "Held back:\n\n  none\n\nNot sent:\n\n  0002-x.patch: dropped\n" in shown
+    every = render.text(reports.sending_blocks(dataclasses.replace(report, skipped={})))
+    assert every.endswith("Not sent:\n\n  none\n")

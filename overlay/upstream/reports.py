@@ -223,7 +223,7 @@ def sending_blocks(report: Sending) -> list[Block]:
         ),
         Table(("patch", *bases, "upstream lint", "verdict"), tuple(rows)),
         Heading("Held back", 2),
-        Items(tuple(problems)),
+        Items(tuple(problems or [item("none")])),
         Heading("Not sent", 2),
-        Items(tuple(item(f"{name}: {why}") for name, why in report.skipped.items())),
+        Items(tuple(item(f"{n}: {why}") for n, why in report.skipped.items()) or (item("none"),)),
     ]
