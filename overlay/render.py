@@ -68,9 +68,8 @@ class Table:
     ``grouped``: the first column names a group of rows, which the text form prints once
     on a line above them (long names need no column); ``note``: the last column is prose,
     which the text form prints wrapped under its row; ``fit``: the text form fits WIDTH by
-    wrapping the last column's cells (down to LAST_MIN columns, or its longest word), then
-    by cutting the first column (and a group's name) with ~ (otherwise every cell is printed
-    whole).
+    wrapping the last column's cells (down to LAST_MIN columns), then by cutting the first
+    column (and a group's name) with ~ (otherwise every cell is printed whole).
     """
 
     header: tuple[str, ...]
@@ -151,8 +150,7 @@ def _fit(header: Sequence[str], cells: Sequence[Sequence[str]]) -> list[list[lis
     """Return each row's lines so the table fits WIDTH: the last column wrapped, the first cut."""
     widths = [max(len(r[i]) for r in [header, *cells]) for i in range(len(header))]
     others = sum(widths[1:-1]) + 2 * (len(header) - 1)
-    word = max(len(w) for r in [header, *cells] for w in [*r[-1].split(), ""])
-    last = max(WIDTH - others - widths[0], min(widths[-1], LAST_MIN), word)
+    last = max(WIDTH - others - widths[0], min(widths[-1], LAST_MIN), len(header[-1]))
     wraps = [textwrap.wrap(r[-1], last, break_on_hyphens=False) or [""] for r in cells]
     used = max(len(line) for lines in [[header[-1]], *wraps] for line in lines)
     room = max(WIDTH - others - used, len(header[0]))
