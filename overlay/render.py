@@ -121,6 +121,11 @@ def item(*parts: Inline, depth: int = 0) -> Item:
     return Item(parts, depth)
 
 
+def listing(texts: Sequence[str]) -> Items:
+    """Return a flat list of ``texts``, or the one item "none": a list that is always shown."""
+    return Items(tuple(map(item, texts or ["none"])))
+
+
 def _plain(parts: Sequence[Inline], *, bold: bool = False) -> str:
     return "".join(
         (f"**{p.text}**" if bold and isinstance(p, Badge) else p.text)

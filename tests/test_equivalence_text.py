@@ -62,7 +62,9 @@ def test_report_shows_regression_error_text_and_fails_on_undeclared() -> None:
 def test_passing_report_says_pass() -> None:
     rendered = report_of([judge(ok(), ok(), ok())])
     assert rendered.failures == []
-    assert layout.text(rendered).splitlines()[2].startswith("PASS: (b) stock + runtime patch and")
+    shown = layout.text(rendered)
+    assert shown.splitlines()[2].startswith("PASS: (b) stock + runtime patch and")
+    assert "Findings (a target wrong or failing on every path):\n\n  none\n" in shown
 
 
 def test_text_report_fits_100_columns_verdict_first_every_column_explained(

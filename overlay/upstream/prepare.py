@@ -93,7 +93,7 @@ class Prepared:
 
 
 def chosen(
-    line: Path, newest: Path, fixes: frozenset[int] | None = None
+    line: Path, newest: Path, only: frozenset[int] | None = None
 ) -> tuple[list[Patch], dict[str, str]]:
     """Return the patches to send (the newest line's of each fix) and why others are not.
 
@@ -104,7 +104,7 @@ def chosen(
     own = {p.number: p for p in target.patches}
     send, skipped = [], {}
     for patch in series.patches:
-        if fixes is not None and patch.number not in fixes:
+        if only is not None and patch.number not in only:
             continue
         port = own.get(patch.number)
         applied = parse_applied_upstream((port or patch).header.get("Applied-Upstream", ""))

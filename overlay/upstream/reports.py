@@ -7,6 +7,7 @@ codec.
 
 from __future__ import annotations
 
+from overlay import render
 from overlay.render import Badge, Block, Heading, Inline, Item, Items, Para, Pre, Table, item
 from overlay.text.series import PATCH_SUFFIX
 from overlay.upstream.results import (
@@ -185,9 +186,9 @@ def suite_blocks(result: SuiteRun) -> list[Block]:
         ),
         *[Para(f"pytest did not run: {p}", "fail") for p in problems],
         Heading("Broken by the patches", 2),
-        Items(tuple(item(n) for n in result.broken or ["none"])),
+        render.listing(result.broken),
         Heading("Fixed by the patches", 2),
-        Items(tuple(item(n) for n in result.fixed or ["none"])),
+        render.listing(result.fixed),
         Heading(f"{len(run.selection)} test files, {run.seconds / 60:.0f} min", 2),
         Pre("command", f"{run.command}"),
     ]
@@ -215,7 +216,7 @@ def sending_blocks(report: Sending) -> list[Block]:
         )
         for sub in report.submissions
     ]
-    problems = [item(f"{s.patch}: {p}") for s in report.submissions for p in s.problems]
+    problems = [f"{s.patch}: {p}" for s in report.submissions for p in s.problems]
     return [
         Heading(
             f"Upstream pull requests from the {report.line} line: main ({report.main[:12]})"
@@ -223,7 +224,7 @@ def sending_blocks(report: Sending) -> list[Block]:
         ),
         Table(("patch", *bases, "upstream lint", "verdict"), tuple(rows)),
         Heading("Held back", 2),
-        Items(tuple(problems or [item("none")])),
+        render.listing(problems),
         Heading("Not sent", 2),
-        Items(tuple(item(f"{n}: {why}") for n, why in report.skipped.items()) or (item("none"),)),
+        render.listing([f"{name}: {why}" for name, why in report.skipped.items()]),
     ]

@@ -83,7 +83,7 @@ def _targets(report: Report) -> list[Block]:
     ethos = tuple((name, *ethos_row(*g)) for name, v in cases for g in ethos_groups(v))
     out: list[Block] = [
         Heading("Findings (a target wrong or failing on every path)", 2),
-        Items(tuple(map(item, findings_lines(report) or ["none"]))),
+        render.listing(findings_lines(report)),
     ]
     if numbers:
         out += [
