@@ -104,7 +104,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
             dist = _dist(args, series)
             built = index.build_into(series, source, pin, dist, force=args.force, progress=progress)
             progress(f"resolving the lock for {pin.tag} with uv")
-            found = lockfiles.generate(series, pin, built.path)
+            found = lockfiles.generate(series, pin, built.path, upgrade=args.upgrade)
             lockfiles.check_wheel(found, built.path, built.sha256)
         done.append(
             json_output.LockEntry(pin.tag, str(found.path), len(found.packages), not args.check)
@@ -235,6 +235,11 @@ def add_commands(add: common.Adder) -> None:
         dest="check",
         action="store_true",
         help="only check the locks are current (write nothing)",
+    )
+    lock.add_argument(
+        "--upgrade",
+        action="store_true",
+        help="resolve every package anew (default: keep the locked versions, change executorch)",
     )
     common.add_json(lock)
     lock.add_argument(

@@ -117,8 +117,15 @@ def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
     )
 
 
-def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = None) -> Lock:
-    """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch."""
+def generate(
+    series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = None, upgrade: bool = False
+) -> Lock:
+    """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch.
+
+    An existing lock is uv's starting point (``uv pip compile`` keeps the versions an output
+    file pins), so a new series changes the executorch entry only; ``upgrade`` resolves
+    every package anew.
+    """
     path = out or lock_path(series, pin)
     python, platform, macos = uv_target(series, pin)
     with tempfile.TemporaryDirectory(prefix="overlay-lock-") as tmp:
@@ -127,6 +134,8 @@ def generate(series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = N
         links.mkdir()
         shutil.copyfile(wheel, links / wheel.name)  # only this wheel: no stale candidate
         (folder / _INPUT_NAME).write_text("\n".join(requirements(series)) + "\n")
+        if path.is_file() and not upgrade:
+            shutil.copyfile(path, folder / "lock.txt")
         compile_ = [
             "pip", "compile", _INPUT_NAME, "--quiet", "--generate-hashes",
             "--python-version", python, "--python-platform", platform,
