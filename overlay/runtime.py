@@ -62,6 +62,25 @@ def _function_of(value: Any) -> Any:
     return value.__func__ if isinstance(value, staticmethod | classmethod) else value
 
 
+def _snapshot(value: Any) -> Any:
+    """Return what restores ``value`` later: a copy of a dict, the value itself otherwise."""
+    return dict(value) if isinstance(value, dict) else value
+
+
+def _put(owner: Any, attribute: str, value: Any) -> None:
+    """Set ``owner.attribute``; a dict is updated in place, as other modules hold it too.
+
+    Example: ``TOSA_QUANTIZER_SUPPORT_DICT``, which ``arm_quantizer`` imported by name.
+    Becomes: the same dict object, holding ``value``'s entries.
+    """
+    current = getattr(owner, attribute, None)
+    if isinstance(current, dict) and isinstance(value, dict):
+        current.clear()
+        current.update(value)
+    else:
+        setattr(owner, attribute, value)
+
+
 def _lines_at(root: Path) -> tuple[Line, ...]:
     """Return the lines ``root`` holds: a lines root's folders, or one series folder itself."""
     if lines.is_series_folder(root):
@@ -231,10 +250,10 @@ class Runtime:
             if hasattr(owner, guard):
                 continue
             _check_untouched(item, module, owner, line)
-            original = _raw(owner, item.form.attribute)
+            original = _snapshot(_raw(owner, item.form.attribute))
             replacement = item.form.build(module, _function_of(original))
             setattr(owner, guard, original)
-            setattr(owner, item.form.attribute, replacement)
+            _put(owner, item.form.attribute, replacement)
             if item.fix.number not in applied:
                 applied.append(item.fix.number)
         return applied
@@ -253,7 +272,7 @@ class Runtime:
         for item in forms:
             try:
                 _, owner = item.resolve_owner()
-                original = _function_of(_raw(owner, item.form.attribute))
+                original = _snapshot(_function_of(_raw(owner, item.form.attribute)))
             except (ImportError, AttributeError):
                 continue  # not there to replace: the fix cannot be put in place here
             found[item.fix.number] = (*found.get(item.fix.number, ()), (item, original))
@@ -268,7 +287,7 @@ class Runtime:
             if not hasattr(owner, guard):
                 continue
             # vars(), not getattr(): a stored staticmethod must not be unwrapped.
-            setattr(owner, item.form.attribute, _raw(owner, guard))
+            _put(owner, item.form.attribute, _raw(owner, guard))
             delattr(owner, guard)
             if item.fix.number not in undone:
                 undone.append(item.fix.number)
@@ -288,16 +307,18 @@ def swapped(forms: Iterable[tuple[RuntimeFix, Any]]) -> Iterator[None]:
     try:
         for item, function in forms:
             module, owner = item.resolve_owner()
-            saved.append((owner, item.form.attribute, _raw(owner, item.form.attribute)))
-            setattr(owner, item.form.attribute, item.form.build(module, function))
+            saved.append((owner, item.form.attribute, _snapshot(_raw(owner, item.form.attribute))))
+            _put(owner, item.form.attribute, item.form.build(module, function))
         yield
     finally:
         for owner, attribute, value in reversed(saved):
-            setattr(owner, attribute, value)
+            _put(owner, attribute, value)
 
 
 def _check_untouched(selected: RuntimeFix, module: Any, owner: Any, line: Line) -> None:
     function = _function_of(_raw(owner, selected.form.attribute))
+    if isinstance(function, dict):
+        return  # a table has no owner to compare; the pristine pin of its file stands for it
     qualname = selected.form.attribute
     if owner is not module:
         qualname = f"{owner.__name__}.{selected.form.attribute}"

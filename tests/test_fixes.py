@@ -401,8 +401,12 @@ def test_validation_names_a_patch_without_a_fix_module(tmp_path: Path) -> None:
     ]
 
 
-def _replacement(build: Callable[..., object]) -> ast.FunctionDef:
-    """Return the function a builder returns (``return f`` or ``return staticmethod(f)``)."""
+def _replacement(build: Callable[..., object]) -> tuple[str, list[ast.FunctionDef | ast.ClassDef]]:
+    """Return the name a builder returns and what it defines to say what it does.
+
+    ``return f`` or ``return staticmethod(f)``: the function ``f``; ``return TABLE`` after
+    ``TABLE = {**original, key: Check}``: the classes the table's new entries hold.
+    """
     (builder,) = ast.parse(inspect.getsource(build)).body
     assert isinstance(builder, ast.FunctionDef)
     returned = builder.body[-1]
@@ -411,8 +415,28 @@ def _replacement(build: Callable[..., object]) -> ast.FunctionDef:
     if isinstance(value, ast.Call):
         value = value.args[0]
     assert isinstance(value, ast.Name)
-    (function,) = [n for n in builder.body if isinstance(n, ast.FunctionDef) and n.name == value.id]
-    return function
+    named = [
+        n
+        for n in builder.body
+        if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == value.id
+    ]
+    if named:
+        return value.id, named
+    (table,) = [
+        n.value
+        for n in builder.body
+        if isinstance(n, ast.Assign)
+        and [t.id for t in n.targets if isinstance(t, ast.Name)] == [value.id]
+    ]
+    assert isinstance(table, ast.Dict)
+    entries = {
+        v.id for k, v in zip(table.keys, table.values, strict=True) if k and isinstance(v, ast.Name)
+    }
+    classes: list[ast.FunctionDef | ast.ClassDef] = [
+        n for n in builder.body if isinstance(n, ast.ClassDef) and n.name in entries
+    ]
+    assert classes, value.id
+    return value.id, classes
 
 
 def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
@@ -423,10 +447,11 @@ def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
             assert set(fix.runtime_forms(line.name)) <= set(built)
             assert fix.runtime_forms(line.name) or isinstance(fix.runtime[line.name], DiffOnly)
     for form in built:
-        replacement = _replacement(form.build)
-        doc = ast.get_docstring(replacement) or ""
-        assert "Example:" in doc and "Becomes:" in doc, form.qualname
-        assert replacement.name == form.attribute, form.qualname
+        name, defined = _replacement(form.build)
+        for replacement in defined:
+            doc = ast.get_docstring(replacement) or ""
+            assert "Example:" in doc and "Becomes:" in doc, form.qualname
+        assert name == form.attribute, form.qualname
         assert inspect.getdoc(form.build), form.qualname
 
 
@@ -452,10 +477,10 @@ def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
         for p in load_series(c.directory).patches
         if p.number == 1
     ]
+    forms = [f.qualname for c in checkout for f in fixes.by_number(1).runtime_forms(c.name)]
     assert (
-        f"| carried (`{names[0]}`); runtime `FoldAndAnnotateQParamsPass.is_foldable` |"
-        f" ported (`{names[1]}`); runtime"
-        " `FoldAndAnnotateQParamsPass._has_partial_binary_tensor_qdq_inputs` | - | - |"
+        f"| carried (`{names[0]}`); runtime `{forms[0]}` |"
+        f" ported (`{names[1]}`); runtime `{forms[1]}` | - | - |"
     ) in one
     four = next(r for r in rows if r.startswith("| 4 |"))
     assert (

@@ -203,7 +203,8 @@ def test_runtime_form_is_declared_when_the_fix_moved() -> None:
     )
     note = runtime_form_note([moved], "1.6.0")
     assert "no runtime form on 1.6.0" in note  # the newest form (1.5.1's) is elsewhere
-    form = "FoldAndAnnotateQParamsPass._has_partial_binary_tensor_qdq_inputs"
+    (newest,) = fixes.by_number(1).runtime_forms("1.5.1")
+    form = newest.qualname
     assert form in note and "DiffOnly for 1.6.0" in note
     declared = runtime_form_note([moved], "1.5.1")
     assert declared.endswith(f"its fix module declares 1.5.1: {form}")

@@ -1,7 +1,8 @@
 """Fix 1: int16 quantize nodes the float lowering needs stay unfolded.
 
 1.2.0 (``0001-keep-terminal-int16-quantize``): the terminal ones; 1.5.1
-(``0001-exclude-a16w8-grid-sample-from-qdq-folding``): the q/dq around an a16w8 grid sampler.
+(``0001-exclude-a16w8-grid-sample-from-pattern-quantization``): the q/dq around an a16w8 grid
+sampler, left unquantized by the quantizer's pattern check.
 """
 
 from __future__ import annotations
@@ -80,41 +81,43 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     return staticmethod(is_foldable)
 
 
-def keep_int16_grid_sampler_qdq(module: Any, original: Any) -> Any:
-    """Build 1.5.1's ``FoldAndAnnotateQParamsPass._has_partial_binary_tensor_qdq_inputs``."""
+def check_grid_sampler_qspecs(module: Any, original: Any) -> Any:
+    """Build 1.5.1's ``TOSA_QUANTIZER_SUPPORT_DICT`` with a pattern check for grid_sampler."""
     import torch
 
-    grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
-
-    def _has_partial_binary_tensor_qdq_inputs(self: Any, node: Any, input_qparams: Any) -> bool:
-        """Also keep the q/dq nodes of a grid_sampler whose image is quantized but not int8.
+    class GridSamplerCheck(module.PatternCheck):  # type: ignore[misc]
+        """Reject a grid_sampler pattern whose config has no qspec for its image or output.
 
         Example: a16w8 conv -> tanh -> permute -> grid_sample lowered for VGF on
-        TOSA-1.0+INT+FP+int16 (corpus ``grid_warp_a16w8_vgf``): the quantizer leaves the
-        sampler's image and output float (it has no 16-bit grid_sampler qparams), but 1.5.1
-        folds the int16 q/dq nodes around it, so the int16 grid of the folded permute
-        (float fake tensor) is never dequantized and RewriteGridSamplerToTosaCustomPass
-        raises ``grid_sampler rewrite only supports per-tensor int8 grids``; with a grid the
-        dequantize pass does dequantize (the zoo's base grid + offsets,
-        ``zoo_grid_warp_a16w8_intfp16``) the model lowers and the shader reads the int16
-        image as float32: the executed VGF output is all zeros.
-        Becomes: True (keep the q/dq nodes, as for a partly quantized binary op) when the
-        pass keeps partial q/dq (the VGF and FP profiles), the node is grid_sampler_2d with
-        node inputs, and ``input_qparams[0]`` is there with a dtype other than int8: the
-        sampler runs the float shader on dequantized data. Otherwise 1.5.1's answer.
+        TOSA-1.0+INT+FP+int16 (corpus ``grid_warp_a16w8_vgf``): the config has fixed
+        grid_sampler qparams for 8 bits only, so ``get_input_act_qspec`` of the image and
+        ``get_output_act_qspec`` are None; 1.5.1's composable quantizer has no check for the
+        pattern, marks the sampler quantized all the same, and FoldAndAnnotateQParamsPass
+        folds the neighbours' int16 q/dq nodes into it: the grid-sampler rewrite refuses
+        the folded grid (``grid_sampler rewrite only supports per-tensor int8 grids``), or,
+        with a grid it does dequantize (``zoo_grid_warp_a16w8_intfp16``), the float shader
+        reads the int16 image and the executed VGF output is all zeros.
+        Becomes: the pattern is rejected, so the sampler is left unquantized as the legacy
+        annotator leaves it: its q/dq nodes stay and the float shader samples dequantized
+        data. A config with grid_sampler qspecs (int8), or none at all, is accepted as
+        1.5.1 accepts it.
         """
-        if original(self, node, input_qparams):
-            return True
-        image_qparams = input_qparams.get(0)
-        return bool(
-            self.preserve_partial_binary_tensor_qdq
-            and node.target == grid_sampler
-            and all(isinstance(arg, torch.fx.Node) for arg in node.args[:2])
-            and image_qparams is not None
-            and image_qparams.dtype != torch.int8
-        )
 
-    return _has_partial_binary_tensor_qdq_inputs
+        @classmethod
+        def check_quantization_config(cls, pattern: Any, quantization_config: Any) -> bool:
+            if quantization_config is None:
+                return True
+            node = pattern[0]
+            return (
+                quantization_config.get_input_act_qspec(node, node.args[0]) is not None
+                and quantization_config.get_output_act_qspec(node) is not None
+            )
+
+    TOSA_QUANTIZER_SUPPORT_DICT = {  # noqa: N806 (the attribute it replaces)
+        **original,
+        (torch.ops.aten.grid_sampler.default,): GridSamplerCheck,
+    }
+    return TOSA_QUANTIZER_SUPPORT_DICT
 
 
 def foldable_add(dtype: str, *, dequantize: bool) -> bool:
@@ -150,7 +153,9 @@ def foldable_add(dtype: str, *, dequantize: bool) -> bool:
 
 
 FOLD_PASS = "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py"
+QUANTIZER_SUPPORT = "backends/arm/quantizer/quantizer_support.py"
 GRID_SAMPLER_TESTS = "backends/arm/test/ops/test_grid_sampler.py"
+REWRITE_TESTS = "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py"
 
 
 FIX = Fix(
@@ -158,9 +163,10 @@ FIX = Fix(
     title="int16 q/dq nodes the float lowering needs stay unfolded (1.2.0: terminal ones;"
     " 1.5.1: those around an a16w8 grid sampler)",
     repo_paths=(
-        FOLD_PASS,
-        GRID_SAMPLER_TESTS,  # the 1.5.1 patch's tests
-        "backends/arm/test/passes/test_fold_qdq_pass.py",
+        FOLD_PASS,  # the 1.2.0 patch
+        QUANTIZER_SUPPORT,  # the 1.5.1 patch, and its tests
+        GRID_SAMPLER_TESTS,
+        REWRITE_TESTS,
     ),
     runtime={
         "1.2.0": RuntimeForm(
@@ -170,10 +176,10 @@ FIX = Fix(
             build=keep_terminal_int16_quantize,
         ),
         "1.5.1": RuntimeForm(
-            repo_path=FOLD_PASS,
-            owner="FoldAndAnnotateQParamsPass",
-            attribute="_has_partial_binary_tensor_qdq_inputs",
-            build=keep_int16_grid_sampler_qdq,
+            repo_path=QUANTIZER_SUPPORT,
+            owner="",
+            attribute="TOSA_QUANTIZER_SUPPORT_DICT",
+            build=check_grid_sampler_qspecs,
         ),
     },
     claims={
@@ -196,16 +202,17 @@ FIX = Fix(
             Trigger(
                 "grid_warp_a16w8_vgf",
                 Effect.FIXED,
-                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock folds the int16 q/dq"
-                " around the sampler, the folded grid stays quantized and the grid-sampler"
-                " rewrite refuses it; with the fix the sampler keeps its q/dq and runs in float",
+                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock marks the sampler"
+                " quantized without qspecs and folds the int16 q/dq around it, the folded grid"
+                " stays quantized and the grid-sampler rewrite refuses it; with the fix the"
+                " sampler is left unquantized, keeps its q/dq and runs in float",
             ),
             Trigger(
                 "zoo_grid_warp_a16w8_intfp16",
                 Effect.FIXED,
                 "the zoo grid warp, a16w8 for VGF: stock lowers, and its shader reads the"
                 " folded int16 image as float32 (executed output all zeros); with the fix the"
-                " sampler keeps its q/dq and runs in float",
+                " sampler is left unquantized and runs in float",
             ),
         ),
     },
@@ -246,20 +253,20 @@ FIX = Fix(
         ),
     ),
     upstream=UpstreamNote(
-        test_file=GRID_SAMPLER_TESTS,
+        test_file=REWRITE_TESTS,
         narrowing=(
             "Of the 1.2.0 patch (keep terminal int16 quantizes unfolded) only the grid"
             " sampler branch still changes anything on 1.5.1: stock 1.5.1 already lowers an"
-            " int16 quantize at a graph output. On 1.5.1 FoldAndAnnotateQParamsPass already"
-            " keeps the q/dq of a grid_sampler with one float input (VGF and FP profiles);"
-            " the patch keeps them too when the image is quantized to another dtype than"
-            " int8, the only one the shader reads. int8 models, TOSA and Ethos-U lowering do"
-            " not change."
+            " int16 quantize at a graph output. On 1.5.1 the cause is the marking: the"
+            " composable quantizer accepts a grid_sampler pattern its config has no qspecs"
+            " for and marks the node quantized, so FoldAndAnnotateQParamsPass folds into it."
+            " The patch adds a pattern check that leaves such a sampler unquantized, as the"
+            " legacy annotator does. int8 models, TOSA and Ethos-U lowering do not change."
         ),
         affected_tests=(
             "backends/arm/test/passes/test_fold_qdq_pass.py",
             GRID_SAMPLER_TESTS,
-            "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+            REWRITE_TESTS,
             "backends/arm/test/passes/test_fuse_grid_sampler_flow_offset_pass.py",
             "backends/arm/test/ops/test_custom_shader_lowering.py",
             "backends/arm/test/quantizer/test_generic_annotater.py",

@@ -2,8 +2,9 @@
 """Fix 3: conv -> ReLU gets the right output rescale.
 
 1.2.0 (``0003-conv-rescale-qparams-from-source``): the rescale takes its qparams from the source
-conv or its clamp, where lowering failed; 1.5.1 (``0003-limit-conv-output-rescale-to-qmin-qmax``):
-it is clamped to the [qmin, qmax] a fused ReLU left, where the ReLU was lost.
+conv or its clamp, where lowering failed; 1.5.1
+(``0003-fix-fused-relu-lost-in-conv-output-rescale``): it is clamped at the qmin a fused ReLU
+raised, where the ReLU was lost.
 """
 
 from __future__ import annotations
@@ -85,90 +86,56 @@ def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
     return insert_output_rescale
 
 
-def clamp_conv_output_rescale(module: Any, original: Any) -> Any:
-    """Build 1.5.1's replacement of ``RewriteConvPass._insert_output_conversion``."""
+def clamp_at_fused_activation_qmin(module: Any, original: Any) -> Any:
+    """Build 1.5.1's replacement of ``RewriteConvPass.insert_output_rescale``."""
     import torch
 
     create_node = module.create_node
     clamp = module.exir_ops.backend.tosa.CLAMP.default
 
-    def _insert_output_conversion(  # noqa: PLR0917 - 1.5.1's signature, called positionally
-        self: Any,
-        graph_module: Any,
-        node: Any,
-        tosa_op: Any,
-        input_fake_tensor: Any,
-        tosa_node_fake_tensor: Any,
+    def insert_output_rescale(
+        self: Any, graph_module: Any, source_node: Any, conv_node: Any, conv_fake_tensor: Any
     ) -> tuple[Any, Any]:
-        """Run 1.5.1's method, then clamp an int8 output rescale to [qmin, qmax].
+        """Run 1.5.1's method, then clamp an int8 RESCALE at a qmin a fused activation raised.
 
         Example: a8w8 ``cat([relu(conv(x)), y * 10])`` on TOSA-1.0+INT+FP (corpus
         ``conv_relu_cat_mixed_qparams``). FuseQuantizedActivationPass removes the ReLU and sets
         the conv's output qmin to its zero point (5 here: the conv output shares the cat's
-        qparams, scale 0.184, which also cover y * 10 < 0);
-        1.5.1 lowers the conv's output quantize to ``RESCALE(conv, int8, scale, 0, zp)``, which
-        saturates to [-128, 127] only, so negative conv outputs pass the lost ReLU (stock: 1.29
-        off on a range of 46.9).
-
-        Becomes: the 1.5.1 method, then, for an a8w8 conv only (int32 accumulator from an int8
-        input: the branch whose replacement is the RESCALE), ``CLAMP(rescale, qmin, qmax)``
-        right after the RESCALE when the effective output qparams' [qmin, qmax] is narrower
-        than int8, as the patch's ``RewriteConvPass._insert_output_clamp``; the CLAMP (fake
-        tensor from ``tosa.CLAMP``) becomes the conv's replacement. A16W8, FP8 and float
-        convs, and a8w8 convs whose qparams span int8, are returned as 1.5.1 makes them.
+        qparams, scale 0.184, which also cover y * 10 < 0); 1.5.1 lowers the conv's output
+        quantize to ``RESCALE(conv, int8, scale, 0, zp)``, which saturates to [-128, 127]
+        only, so negative conv outputs pass the lost ReLU (stock: 1.29 off on a range of 46.9).
+        Becomes: the 1.5.1 RESCALE, then ``CLAMP(rescale, qmin, qmax)`` when the effective
+        output qparams are int8 with qmin equal to the zero point and above -128 (the mark of
+        the fused activation), as the patch's ``RewriteConvPass._insert_output_clamp``; the
+        CLAMP becomes the conv's replacement. A qmin the config narrows (-127 of symmetric
+        and SNORM configs), int16 outputs, and ranges that span int8 keep 1.5.1's RESCALE.
         """
-        replacement, replacement_fake = original(
-            self, graph_module, node, tosa_op, input_fake_tensor, tosa_node_fake_tensor
+        rescale, rescale_fake = original(
+            self, graph_module, source_node, conv_node, conv_fake_tensor
         )
-        if tosa_node_fake_tensor.dtype != torch.int32 or input_fake_tensor.dtype != torch.int8:
-            return replacement, replacement_fake
-        output_qparams = self._get_effective_output_qparams(node)[0]
-        qmin, qmax = output_qparams.qmin, output_qparams.qmax
-        dtype_range = torch.iinfo(output_qparams.dtype)
-        if qmin <= dtype_range.min and qmax >= dtype_range.max:
-            return replacement, replacement_fake
-        with graph_module.graph.inserting_after(replacement):
+        qparams = self._get_effective_output_qparams(source_node)[0]
+        qmin = qparams.qmin
+        if not (
+            qparams.dtype == torch.int8
+            and qmin == qparams.get_zp_per_tensor()
+            and qmin > torch.iinfo(torch.int8).min
+        ):
+            return rescale, rescale_fake
+        with graph_module.graph.inserting_after(rescale):
             clamp_node = create_node(
                 graph=graph_module.graph,
                 op_target=clamp,
-                args=(replacement, qmin, qmax),
-                from_node=node,
+                args=(rescale, qmin, qparams.qmax),
+                from_node=source_node,
             )
-        clamp_fake = clamp(replacement_fake, qmin, qmax)
+        clamp_fake = clamp(rescale_fake, qmin, qparams.qmax)
         clamp_node.meta["val"] = clamp_fake
         return clamp_node, clamp_fake
 
-    return _insert_output_conversion
-
-
-def fuse_int16_activations_only_where_exact(module: Any, original: Any) -> Any:
-    """Build 1.5.1's ``FuseQuantizedActivationPass._is_fuseable_quantized_activation``."""
-    import torch
-
-    def _is_fuseable_quantized_activation(node: Any) -> bool:
-        """Refuse to fuse into a non-int8 quantize whose zero point is above the dtype minimum.
-
-        Example: a ReLU after a conv, quantized by a symmetric int16 quantize (zero point 0,
-        qmin -32767), as an a16w8 model would be if its quantizer annotated conv + ReLU
-        together: 1.5.1 fuses it and sets qmin to 0, but the a16w8 output rescale saturates
-        to the int16 range only, so the ReLU would be lost.
-        Becomes: False for such a node (the ReLU stays and is lowered as a clamp; the
-        partitioner, which asks the same question, does not take the conv with it); every
-        int8 quantize, and one whose zero point is the dtype minimum, as 1.5.1 answers.
-        """
-        if not original(node):
-            return False
-        quant_node = next(iter(node.users))
-        quant_args = module.QuantArgs.from_operator(quant_node.target, quant_node.args)
-        return bool(
-            quant_args.dtype == torch.int8 or quant_args.zp == torch.iinfo(quant_args.dtype).min
-        )
-
-    return staticmethod(_is_fuseable_quantized_activation)
+    return insert_output_rescale
 
 
 CONV_PASS = "backends/arm/_passes/rewrite_conv_pass.py"
-FUSE_PASS = "backends/arm/_passes/fuse_quantized_activation_pass.py"
 
 
 def conv_relu_cat() -> tuple[Any, tuple[Any, ...]]:
@@ -210,13 +177,12 @@ def rewrite_conv(groups: int, *, transposed: bool) -> Any:
 FIX = Fix(
     number=3,
     title="conv -> ReLU gets a right output rescale (1.2.0: qparams from the source conv;"
-    " 1.5.1: clamped to [qmin, qmax])",
+    " 1.5.1: clamped at the qmin a fused ReLU raised)",
     repo_paths=(
-        CONV_PASS,
-        FUSE_PASS,  # the 1.5.1 patch, and its tests
+        CONV_PASS,  # both lines' patches; the 1.5.1 one's tests:
         "backends/arm/test/ops/test_conv_combos.py",
         "backends/arm/test/ops/test_linear.py",
-        "backends/arm/test/passes/test_fuse_quantized_activation_pass.py",
+        "backends/arm/test/passes/test_rewrite_conv_pass.py",
     ),
     runtime={
         "1.2.0": RuntimeForm(
@@ -225,19 +191,11 @@ FIX = Fix(
             attribute="insert_output_rescale",
             build=conv_rescale_qparams_from_source,
         ),
-        "1.5.1": (
-            RuntimeForm(
-                repo_path=CONV_PASS,
-                owner="RewriteConvPass",
-                attribute="_insert_output_conversion",
-                build=clamp_conv_output_rescale,
-            ),
-            RuntimeForm(
-                repo_path=FUSE_PASS,
-                owner="FuseQuantizedActivationPass",
-                attribute="_is_fuseable_quantized_activation",
-                build=fuse_int16_activations_only_where_exact,
-            ),
+        "1.5.1": RuntimeForm(
+            repo_path=CONV_PASS,
+            owner="RewriteConvPass",
+            attribute="insert_output_rescale",
+            build=clamp_at_fused_activation_qmin,
         ),
     },
     claims={
@@ -254,7 +212,7 @@ FIX = Fix(
                 Effect.FIXED,
                 "the same branch on 1.5: FuseQuantizedActivationPass fuses the ReLU into the"
                 " qmin of the conv's output qparams, which its output RESCALE ignores (values"
-                " below zero pass); the 1.5.1 patch clamps the rescale to [qmin, qmax]",
+                " below zero pass); the 1.5.1 patch clamps the rescale at that qmin",
             ),
         ),
     },
@@ -314,8 +272,9 @@ FIX = Fix(
             " 22867a9148. Since ad9902c464 (#21974) the ReLU is no longer a clamp there:"
             " FuseQuantizedActivationPass folds it into qmin = zp, which RewriteConvPass's"
             " output RESCALE does not honour. The 1.5.1 patch clamps the int8 output RESCALE"
-            " to [qmin, qmax] where that range is narrower than int8, and fuses into other"
-            " dtypes only where the zero point is the dtype minimum. Fusing only where exact"
+            " to [qmin, qmax] where qmin is the zero point above -128 (the fused"
+            " activation's mark); a range the config narrows (-127) keeps a bare RESCALE,"
+            " so SNORM and symmetric models do not change. Fusing only where exact"
             " was tried: FuseQuantizedActivationPass is also the partitioner's check, so"
             " those convs moved to the CPU and a decomposed linear with a kept ReLU failed to"
             " lower (no output qparams)."

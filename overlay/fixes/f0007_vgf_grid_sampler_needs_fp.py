@@ -13,8 +13,6 @@ PARTITIONER = "backends/arm/vgf/partitioner.py"
 
 def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``VgfPartitioner.__init__``."""
-    from torch.fx.passes.operator_support import chain, create_op_support
-
     grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 (the attribute)
@@ -26,30 +24,14 @@ def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
         ``doesn't support tensor TosaArg(name='..._grid_scale', dtype=FP32)`` or
         ``Unsupported dtype torch.float32 for PAD``.
         Becomes: 1.5.1's ``__init__``; then, when ``tosa_spec.support_float()`` is false,
-        ``grid_sampler_2d`` dropped from the custom partition ops (the patch's
-        ``register_custom_partition_op`` skips it) and the instance's
-        ``_create_operator_support`` chained after a check that rejects it with the reason
-        the patch reports (its ``_create_operator_support`` override): the op stays outside
-        the delegate, as the TOSA partitioner leaves it, and the rest is delegated.
+        ``grid_sampler_2d`` taken out of the custom partition ops again (the patch does not
+        register it there): the op stays outside the delegate, as the TOSA partitioner leaves
+        it, and the rest is delegated. A later explicit ``register_custom_partition_op``
+        still registers it.
         """
         original(self, *args, **kwargs)
-        if self.tosa_spec.support_float():
-            return
-        self._custom_partition_ops.discard(grid_sampler)
-        create_operator_support = self._create_operator_support
-        reason = (
-            "The VGF grid_sampler_2d shader takes FP32 tensors, which"
-            f" {self.tosa_spec} cannot carry: it runs on the CPU."
-        )
-
-        def with_reason(containing_program: Any, reporter: Any) -> Any:
-            not_grid_sampler = create_op_support(lambda _, node: node.target != grid_sampler)
-            return chain(
-                reporter.wrap_check(not_grid_sampler, reason),
-                create_operator_support(containing_program, reporter),
-            )
-
-        self._create_operator_support = with_reason
+        if not self.tosa_spec.support_float():
+            self._custom_partition_ops.discard(grid_sampler)
 
     return __init__
 
@@ -123,8 +105,8 @@ FIX = Fix(
         narrowing=(
             "VgfPartitioner registers grid_sampler_2d unconditionally since the VGF grid"
             " sampler landed; the shader's FP32 inputs make every integer-only VGF lowering"
-            " of grid_sample fail. The patch registers it only when the spec supports FP,"
-            " and the partition report says why it stays on the CPU."
+            " of grid_sample fail. The patch registers it in __init__ only when the spec"
+            " supports FP; register_custom_partition_op and its docs stay as they are."
         ),
         affected_tests=(
             "backends/arm/test/misc/test_multiple_delegates.py",

@@ -21,7 +21,8 @@ from packaging.version import InvalidVersion, Version
 
 from overlay.items import CaseInfo
 
-# (module, original function) -> the replacement attribute (a function or staticmethod).
+# (module, original function) -> the replacement attribute (a function or staticmethod), or
+# (module, a copy of the original dict) -> the dict whose entries replace its entries.
 Builder = Callable[[Any, Any], Any]
 
 
@@ -78,7 +79,8 @@ class RuntimeForm:
     """The fix as a runtime monkey-patch on one line: which attribute, and its builder.
 
     ``owner`` is the class holding ``attribute`` in the module at ``repo_path``, or ""
-    when ``attribute`` is a module-level function.
+    when ``attribute`` is a module-level function or dict (a dict is updated in place:
+    other modules hold the same object).
     """
 
     repo_path: str

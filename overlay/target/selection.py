@@ -5,7 +5,7 @@ every report. ``--fix`` takes the number (``7``, ``0007``), the short name (the 
 name without number and ``.patch``) or the patch file name. A set of fixes is a frozenset
 of numbers.
 
-Example: ``--fix 1,7 --fix limit-conv-output-rescale-to-qmin-qmax`` on line 1.5.1.
+Example: ``--fix 1,7 --fix fix-fused-relu-lost-in-conv-output-rescale`` on line 1.5.1.
 Becomes: ``frozenset({1, 3, 7})``; ``--fix 2`` is refused with why the line's
 ``evidence.toml`` says it dropped fix 2, ``--fix 9`` listing the line's fixes.
 """
