@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from overlay.errors import GitError
@@ -119,3 +121,22 @@ def merge_file(
             hint="check the git installation",
         )
     return proc.stdout, proc.returncode
+
+
+def diff_files(
+    before: Mapping[str, bytes], after: Mapping[str, bytes], *, context: int = 3
+) -> tuple[str, str]:
+    """Return (diffstat, full-index diff) of ``before`` -> ``after``, computed by git."""
+    with tempfile.TemporaryDirectory(prefix="overlay-diff-") as tmp:
+        repo = Path(tmp)
+        git(repo, "init", "-q")
+        for path, data in before.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_bytes(data)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "base")
+        for path, data in after.items():
+            (repo / path).write_bytes(data)
+        stat = git(repo, "diff", "--stat=72", "--summary")
+        diff = git(repo, "diff", "--full-index", f"-U{context}")
+    return stat, diff

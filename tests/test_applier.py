@@ -69,6 +69,30 @@ def test_no_fuzz_offset_refused_unless_allowed() -> None:
     assert result.offsets == (2,)
 
 
+def test_fuzz_drops_context_at_each_end_only_when_asked_and_keeps_an_anchor() -> None:
+    new = OLD.replace("line 10\n", "line ten\n")
+    diff = one_file(make_diff("f.py", OLD, new))
+    drifted = OLD.replace("line 7\n", "line seven\n").replace("line 13\n", "line 13!\n")
+    with pytest.raises(HunkMismatchError):
+        apply_file(drifted, diff, allow_offset=True)
+    with pytest.raises(HunkMismatchError):
+        apply_file(drifted, diff, allow_offset=True, fuzz=0)
+    with pytest.raises(HunkMismatchError):  # lines 7 and 13 are the outermost: fuzz 1 drops them
+        apply_file(drifted.replace("line 8\n", "line 8!\n"), diff, allow_offset=True, fuzz=1)
+    result = apply_file(drifted, diff, allow_offset=True, fuzz=1)
+    assert result.text == drifted.replace("line 10\n", "line ten\n")
+    assert result.offsets == (0,)  # where its header says, one context line in
+    with pytest.raises(HunkMismatchError):  # fuzz needs offsets: it is a search
+        apply_file(drifted, diff, fuzz=1)
+    # a pure insertion trimmed to nothing has no anchor: it is not placed blindly
+    insertion = one_file(
+        make_diff("f.py", OLD, OLD.replace("line 10\n", "line 10\nnew\n"), context=1)
+    )
+    away = OLD.replace("line 10\n", "line 10 moved\n").replace("line 11\n", "line 11 moved\n")
+    with pytest.raises(HunkMismatchError):
+        apply_file(away, insertion, allow_offset=True, fuzz=3)
+
+
 def test_no_newline_at_end_of_file_both_ways() -> None:
     old = "a\nb\nc"
     new = "a\nb\nc\nd"

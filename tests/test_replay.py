@@ -94,6 +94,27 @@ def test_a_conflict_is_merged_from_the_lines_own_base() -> None:
     assert try_patch(patch, {PATH: context}, {PATH}, None, labels)[0].status is Status.CONFLICT
 
 
+def test_a_patch_lands_on_main_by_the_strict_applier_a_merge_or_fuzz() -> None:
+    """0007's case: the last line of main's file is where the release has one line more."""
+    release = BASE + "line 41\n"
+    patch = _patch("0001-fix.patch", release, _edit(release, "line 40\n", "line 40 fixed\n"))
+    strict, _ = replay.land(patch, {PATH: release}, {PATH: release})
+    assert strict.status is Status.APPLIES
+    # git's merge calls the change next to the missing line a conflict; fuzz drops that line
+    merged, after = replay.land(patch, {PATH: BASE}, {PATH: release})
+    assert (merged.status, merged.detail.split(" (")[0]) == (Status.MERGED, "applied with fuzz")
+    assert after[PATH] == _edit(BASE, "line 40\n", "line 40 fixed\n")
+    assert replay.land(patch, {PATH: BASE}, {})[1] == after  # fuzz needs no release
+    # a context line changed: git's merge lands it from the release
+    context = _edit(release, "line 38\n", "line 38 upstream\n")
+    found, after = replay.land(patch, {PATH: context}, {PATH: release})
+    assert found.status is Status.MERGED and "fuzz" not in found.detail
+    assert after[PATH] == _edit(context, "line 40\n", "line 40 fixed\n")
+    # the changed line itself changed: nothing lands it
+    clash = _edit(BASE, "line 40\n", "line 40 upstream\n")
+    assert replay.land(patch, {PATH: clash}, {PATH: release})[0].status is Status.CONFLICT
+
+
 def test_replay_carries_each_result_and_prefers_a_port_that_applies() -> None:
     first = _patch("0001-a.patch", BASE, _edit(BASE, "line 5\n", "line 5 a\n"))
     after_first = _edit(BASE, "line 5\n", "line 5 a\n")

@@ -1,4 +1,8 @@
-"""The text layer: strict hunk application, no fuzz, exact context, line endings kept.
+"""The text layer: strict hunk application, exact context, line endings kept.
+
+No fuzz, but where a caller asks for it: upstream work lands a patch on ``main`` with
+``fuzz`` (a hunk may drop up to that many context lines at each end, as ``patch --fuzz``),
+never the overlay's own builds.
 
 Everything here is pure (bytes or text in, bytes or text out): one file diff applied to
 a text (:func:`apply_file`), one patch applied to a set of texts (:func:`apply_patch`),
@@ -118,6 +122,28 @@ def _adapt_eol(hunks: list[Hunk], file_lines: Sequence[str]) -> list[Hunk]:
     return [Hunk(h.index, h.old_start, crlf(h.old), crlf(h.new), h.header) for h in hunks]
 
 
+def _trimmed(hunk: Hunk, lines: int) -> Hunk | None:
+    """Return ``hunk`` without up to ``lines`` context lines at each end (None: no anchor left)."""
+    lead = len(_common(hunk.old, hunk.new))
+    tail = len(_common(hunk.old[lead:][::-1], hunk.new[lead:][::-1]))
+    cut_lead, cut_tail = min(lead, lines), min(tail, lines)
+    old = hunk.old[cut_lead : len(hunk.old) - cut_tail]
+    new = hunk.new[cut_lead : len(hunk.new) - cut_tail]
+    if not old:
+        return None
+    return Hunk(hunk.index, hunk.old_start + cut_lead, old, new, hunk.header)
+
+
+def _common(one: Sequence[str], other: Sequence[str]) -> list[str]:
+    """Return the longest common prefix of two line lists."""
+    found = []
+    for a, b in zip(one, other, strict=False):
+        if a != b:
+            break
+        found.append(a)
+    return found
+
+
 def _matches(lines: Sequence[str], at: int, old: Sequence[str]) -> bool:
     return at >= 0 and at + len(old) <= len(lines) and list(lines[at : at + len(old)]) == list(old)
 
@@ -171,12 +197,15 @@ def apply_file(
     reverse: bool = False,
     allow_offset: bool = False,
     where: str = "",
+    fuzz: int = 0,
 ) -> FileResult:
     """Apply (or reverse) one file diff to ``text``; raise HunkMismatchError on any mismatch.
 
     Hunks must match exactly, at the line their header names (plus the shift of
     earlier hunks). With ``allow_offset`` a hunk may match exactly elsewhere,
     the nearest place winning (like ``patch`` with fuzz 0); the offsets are returned.
+    ``fuzz`` (with ``allow_offset``): a hunk that matches nowhere is tried again without
+    1, then up to ``fuzz``, context lines at each end.
     """
     lines = split_lines(text)
     hunks = _adapt_eol(hunks_of(patched_file, reverse=reverse), lines)
@@ -184,7 +213,8 @@ def apply_file(
     cursor = 0  # next unconsumed line of ``lines``
     shift = 0  # offset found for the previous hunk, carried forward
     offsets = []
-    for hunk in hunks:
+    for each in hunks:
+        hunk = each
         # A pure insertion at line 0 (old_start 0) anchors before the first line.
         declared = hunk.old_start - 1 if hunk.old else hunk.old_start
         expected_at = declared + shift
@@ -193,6 +223,12 @@ def apply_file(
             at = -1
             if allow_offset:
                 at = _search(lines, hunk.old, expected_at, floor=cursor)
+            for cut in range(1, fuzz + 1 if allow_offset and at < 0 else 1):
+                narrow = _trimmed(hunk, cut)
+                at = -1 if narrow is None else _search(lines, narrow.old, expected_at, floor=cursor)
+                if at >= 0 and narrow is not None:
+                    hunk, declared = narrow, declared + (narrow.old_start - hunk.old_start)
+                    break
             if at < 0:
                 raise _mismatch(lines, hunk, expected_at, where=where, reverse=reverse)
         offsets.append(at - declared)
@@ -224,7 +260,12 @@ def encode(text: str) -> bytes:
 
 
 def apply_patch(
-    patch: Patch, texts: Mapping[str, str], *, reverse: bool = False, allow_offset: bool = False
+    patch: Patch,
+    texts: Mapping[str, str],
+    *,
+    reverse: bool = False,
+    allow_offset: bool = False,
+    fuzz: int = 0,
 ) -> dict[str, str]:
     """Apply one patch to ``{repository path: text}``; return the texts after it.
 
@@ -243,7 +284,12 @@ def apply_patch(
                 hint="the file moved or was removed upstream: port the patch",
             )
         out[path] = apply_file(
-            out[path], patched_file, reverse=reverse, allow_offset=allow_offset, where=where
+            out[path],
+            patched_file,
+            reverse=reverse,
+            allow_offset=allow_offset,
+            where=where,
+            fuzz=fuzz,
         ).text
     return out
 

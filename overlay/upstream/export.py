@@ -16,7 +16,6 @@ import email.utils
 import io
 import re
 import shutil
-import tempfile
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from overlay import __version__
-from overlay._git import git
+from overlay._git import diff_files, git
 from overlay.errors import GitError, UpstreamError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import PATCH_SUFFIX, Patch
@@ -107,24 +106,6 @@ def commit_message(patch: Patch, signer: Identity) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _diff_with_git(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> tuple[str, str]:
-    """Return (diffstat, full-index diff) of ``before`` -> ``after``, computed by git."""
-    with tempfile.TemporaryDirectory(prefix="overlay-export-") as tmp:
-        repo = Path(tmp)
-        git(repo, "init", "-q")
-        git(repo, "config", "core.autocrlf", "false")
-        for path, data in before.items():
-            (repo / path).parent.mkdir(parents=True, exist_ok=True)
-            (repo / path).write_bytes(data)
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "base")
-        for path, data in after.items():
-            (repo / path).write_bytes(data)
-        stat = git(repo, "diff", "--stat=72", "--summary")
-        diff = git(repo, "diff", "--full-index")
-    return stat, diff
-
-
 def format_mbox(
     *,
     message: str,
@@ -188,13 +169,19 @@ def export_patch(
     signer: Identity,
     base_commit: str = "",
     year: int | None = None,
+    after: Mapping[str, bytes] | None = None,
 ) -> Export:
     """Export one patch (exactly applicable to ``base``); refuse any broken rule.
+
+    ``after``: the patched files where the patch was merged onto ``base`` rather than applied.
 
     The subject's verb is checked by the caller, against upstream's hook
     (:func:`overlay.upstream.commit_rules.hook_verbs`): a wrong verb is reported, not refused.
     """
-    before, after = _patched(patch, base)
+    if after is None:
+        before, after = _patched(patch, base)
+    else:
+        before, after = {p: base[p] for p in after}, dict(after)
     message = commit_message(patch, signer)
     problems = check_message(message)
     problems += check_license(after, year or datetime.datetime.now(datetime.UTC).year)
@@ -213,7 +200,7 @@ def export_patch(
             found="; ".join(problems),
             hint=hint,
         )
-    stat, diff = _diff_with_git(before, after)
+    stat, diff = diff_files(before, after)
     day = patch.header.get("Last-Update", "").strip()
     try:
         date = datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.UTC)

@@ -32,13 +32,22 @@ from pathlib import Path
 from overlay import fixes, lines
 from overlay.envs import release_venvs
 from overlay.errors import OverlayError
-from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
+from overlay.text.applier import decode, encode
 from overlay.text.series import Patch, load_series
-from overlay.upstream import behaviour, commit_rules, export, lint, pr_text, upstream_tests
+from overlay.upstream import (
+    behaviour,
+    commit_rules,
+    export,
+    lint,
+    pr_text,
+    replay,
+    upstream_tests,
+)
 from overlay.upstream.canary import host
 from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
 from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.results import (
+    CARRIED,
     Counts,
     OnBase,
     Sending,
@@ -156,7 +165,10 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
         Base("main", main, main_files, main_env, main_stock),
         Base(newest.name, release_commit or "", release.files, stock, stock.python),
     )
-    found = {b.name: measure(b, send, newest.name, out / b.name, progress) for b in bases}
+    found = {
+        b.name: measure(b, send, newest.name, out / b.name, progress, origin=release.files)
+        for b in bases
+    }
     branches: dict[str, tuple[Path, str]] = {}
     submissions, done = [], []
     lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
@@ -203,6 +215,21 @@ def _fresh(path: Path) -> Path:
     return path
 
 
+def landed(
+    patch: Patch, files: Mapping[str, bytes], origin: Mapping[str, bytes]
+) -> dict[str, bytes] | str:
+    """Return the files ``patch`` changes as they are with it on a base, or why it does not land.
+
+    ``files``: the base's files; ``origin``: the release's, the patch's own base. The strict
+    applier first, then git's 3-way merge from the release (:func:`replay.land`).
+    """
+    texts = {p: decode(d) for p, d in files.items()}
+    found, after = replay.land(patch, texts, {p: decode(d) for p, d in origin.items()})
+    if found.status not in CARRIED:
+        return f"{found.status.value}: {found.detail}".rstrip(": ")
+    return {p: encode(after[p]) for p in patch.targets}
+
+
 def export_against(
     patch: Patch,
     scratch: Scratch,
@@ -210,31 +237,37 @@ def export_against(
     release: tuple[Mapping[str, bytes], str],
     signer: commit_rules.Identity,
 ) -> export.Export:
-    """Export one patch against main where it applies there (offsets allowed), else against
-    the release (``release``: its files and its commit)."""
+    """Export one patch against main where it lands there (:func:`landed`), else against the
+    release (``release``: its files and its commit)."""
     on_main = scratch.files(main, patch.targets)
-    try:
-        apply_patch(patch, {p: decode(d) for p, d in on_main.items()}, allow_offset=True)
-    except (HunkMismatchError, KeyError):
+    after = landed(patch, on_main, release[0])
+    if isinstance(after, str):
         return export.export_patch(patch, release[0], signer=signer, base_commit=release[1])
-    return export.export_patch(patch, on_main, signer=signer, base_commit=main)
+    return export.export_patch(patch, on_main, signer=signer, base_commit=main, after=after)
 
 
 def measure(
-    base: Base, patches: Sequence[Patch], release: str, out_dir: Path, progress: Progress
+    base: Base,
+    patches: Sequence[Patch],
+    release: str,
+    out_dir: Path,
+    progress: Progress,
+    *,
+    origin: Mapping[str, bytes],
 ) -> dict[str, OnBase]:
-    """Measure each patch alone on ``base``: trigger cases and tests, stock vs with it."""
-    texts = {p: decode(d) for p, d in base.files.items()}
+    """Measure each patch alone on ``base``: trigger cases and tests, stock vs with it.
+
+    ``origin``: the release's files, which a patch whose context changed is merged from.
+    """
     after: dict[str, dict[str, bytes]] = {}
     found: dict[str, OnBase] = {}
     for patch in patches:
-        try:
-            result = apply_patch(patch, texts, allow_offset=True)
-        except (HunkMismatchError, KeyError) as exc:
-            why = f"does not apply to {base.name}: {getattr(exc, 'message', exc)}"
+        result = landed(patch, base.files, origin)
+        if isinstance(result, str):
+            why = f"does not apply to {base.name}: {result}"
             found[patch.name] = OnBase(base.name, base.commit, why, None, None)
             continue
-        after[patch.name] = {p: encode(t) for p, t in result.items()}
+        after[patch.name] = result
     pythons = {
         name: host.wrapper(
             out_dir / name,

@@ -211,6 +211,38 @@ def try_patch(
     return merge(patch, texts, step, labels, found.detail)
 
 
+def land(
+    patch: Patch, texts: Mapping[str, str], origin: Mapping[str, str]
+) -> tuple[Applied, Texts]:
+    """Put one patch on a base: the strict applier, else git's 3-way merge from ``origin``, else
+    the strict applier with fuzz (a hunk may drop up to ``FUZZ`` context lines at each end).
+
+    ``origin``: the files of the release the patch was made on, so a patch whose context
+    changed on the base (upstream main) still lands where only its context moved.
+
+    Example: 0007 on main, whose file ends at the changed line where the release has one
+    line more (git's merge calls a change next to a deletion a conflict).
+    Becomes: ``Applied(MERGED, "applied with fuzz ...")`` and main's file with the change;
+    the caller diffs it against main anew, so what is sent has full context.
+    """
+    before = {p: origin[p] for p in patch.targets if p in origin}
+    step = None
+    if len(before) == len(patch.targets):
+        step = Step(before, apply_patch(patch, before, allow_offset=True))
+    found, landed = try_patch(patch, texts, texts.keys(), step, _LABELS)
+    if found.status is not Status.CONFLICT:
+        return found, landed
+    try:
+        fuzzed = apply_patch(patch, texts, allow_offset=True, fuzz=FUZZ)
+    except HunkMismatchError:
+        return found, landed
+    return Applied(Status.MERGED, f"applied with fuzz ({found.detail})"), fuzzed
+
+
+FUZZ = 2  # context lines a hunk may drop at each end where it lands on main (patch's default)
+_LABELS = ("base", "release", "patch")
+
+
 def line_steps(patches: Sequence[Patch], base: Mapping[str, str]) -> list[Step]:
     """Return each patch's files before and after it on its own line's base, in order."""
     steps = []
