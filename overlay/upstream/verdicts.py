@@ -394,12 +394,18 @@ def unmeasured_claims(texts: Sequence[str], compared: frozenset[str]) -> list[st
     problems = []
     for sentence in dict.fromkeys(s for text in texts for s in _sentences(text)):
         claim = _CLAIM.search(sentence)
-        named = [t for t, name in _TARGET_NAMES.items() if name.search(sentence)]
-        unrun = [t for t in named if t not in compared]
+        unrun = {
+            t: found
+            for t, name in _TARGET_NAMES.items()
+            if t not in compared and (found := name.search(sentence))
+        }
         if claim is not None and unrun:
+            start = max(0, min(claim.start(), *(m.start() for m in unrun.values())) - 60)
+            start = sentence.rfind(" ", 0, start) + 1 if start else 0  # from a word
+            quoted = ("..." if start else "") + sentence[start : start + 160]
             problems.append(
                 f"the text says '{claim.group(0)}' of {', '.join(unrun)}, which did not run"
-                f" and was not compared here (say 'compiled' or 'lowers'): \"{sentence[:160]}\""
+                f" and was not compared here (say 'compiled' or 'lowers'): \"{quoted}\""
             )
     return problems
 
