@@ -368,6 +368,7 @@ def test_the_texts_speak_upstreams_words(patch: Patch) -> None:
         assert f"{info.model} on {info.spec}, `" in done.pr_body
     assert done.issue.splitlines()[0] == f"Title: {PREFIX}{fix.upstream.symptom}"
     assert done.issue.splitlines()[0] != f"Title: {done.subject}"
+    assert "executorch 1.5.1 and main (cff6f4dd3200, 2026-08-22), torch 2.13.0" in done.issue
     cc = done.pr_body.rstrip().splitlines()[-1]
     assert all(word.startswith("@") for word in cc.split()[1:])
     for pr in fix.upstream.cited:

@@ -234,7 +234,9 @@ def drafted_issue(patch: Patch, sub: Submission, release: str, torch: str) -> st
     lines += [dep3_paragraphs(patch)[0], "", *_cited(note), *_reproducer(note)]
     lines += numbers_table([b for b in sub.bases if b.behaviour is not None])
     main = next((b for b in sub.bases if b.base == "main"), None)
-    on_main = f" and main ({main.commit[:12]}, {main.date[:10]})" if main is not None else ""
+    on_main = (
+        f" and main ({', '.join(filter(None, (main.commit[:12], main.date[:10])))})" if main else ""
+    )
     lines += ["### Versions", "", f"executorch {release}{on_main}, torch {torch}, Linux x86_64."]
     return "\n".join(lines) + "\n"
 
