@@ -49,6 +49,7 @@ class CaseInfo:
     expect_broken: str = ""  # why this case is wrong or fails on every path (else a finding)
     broken_releases: str = ""  # PEP 440 specifier expect_broken is declared for ("": every)
     targets_vgf: bool = False  # quantised for VGF; a failed VGF lowering is a failed case
+    model: str = ""  # what it computes, in upstream's words: PR texts name it, never the case
 
     @property
     def item(self) -> ItemId:

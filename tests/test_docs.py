@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import importlib.util
 import re
 import shlex
@@ -26,6 +27,9 @@ from overlay.cli import build_parser
 from overlay.envs import uv_process
 from overlay.errors import OverlayError
 from overlay.fixes import overview
+from overlay.text.series import load_series
+from overlay.upstream.upstream_pins import UpstreamPins
+from overlay.upstream.upstream_tests import new_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -366,3 +370,40 @@ def test_errors_doc_update_needs_both_markers() -> None:
     updated = errors_doc.update(f"a\n{errors_doc.BEGIN}\nXYZZY\n{errors_doc.END}\nb\n")
     assert updated.startswith(f"a\n{errors_doc.BEGIN}\n| code |")
     assert updated.endswith(f"{errors_doc.END}\nb\n") and "XYZZY" not in updated
+
+
+def _cited_tests(text: str) -> list[str]:
+    """Return the test names a page cites in backticks: ``test_x``, ``file.py::test_x[p]``
+    and ``..._suffix`` (a name shortened to its end); file names and commands are not."""
+    found = []
+    for span in re.findall(r"`([^`\n]+)`", text):
+        name = span.split("::")[-1].split("[")[0]
+        if re.fullmatch(r"test_\w+|\.\.\._\w+", name):
+            found.append(name)
+    return found
+
+
+def test_the_upstream_docs_name_only_tests_that_exist() -> None:
+    """Gate rule 6: every test docs/upstream.md and docs/fixes.md cite is one a line's
+    patches add (a shortened ``..._name`` ends one), or a test module the patches touch or
+    a fix runs, or a key of patches/upstream.toml."""
+    added, modules = set(), set()
+    for line in lines.all_lines(ROOT / "patches"):
+        for patch in load_series(line.directory).patches:
+            added |= {node.split("::")[-1] for node in new_tests(patch.diff)}
+            modules |= {Path(p).stem for p in patch.targets if "/test/" in p}
+    modules |= {Path(p).stem for fix in fixes.FIXES for p in fix.upstream.affected_tests}
+    keys = {f.name for f in dataclasses.fields(UpstreamPins)}
+    for page in ("docs/upstream.md", "docs/fixes.md"):
+        cited = _cited_tests((ROOT / page).read_text(encoding="utf-8"))
+        unknown = [
+            name
+            for name in cited
+            if name not in added | modules | keys
+            and not (name.startswith("...") and any(t.endswith(name[3:]) for t in added))
+        ]
+        assert unknown == [], page
+    assert _cited_tests("`a.py::test_x[int8]` `..._y` `test_add.py -k z` `test_`") == [
+        "test_x",
+        "..._y",
+    ]

@@ -6,15 +6,17 @@ The evidence is derived from the typed retarget report by ``promote.line_evidenc
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-from overlay import codec
+from overlay import codec, lines
 from overlay.equivalence.verdict import AB, Quality
 from overlay.errors import SeriesError
 from overlay.lines import evidence
 from overlay.lines.evidence import CaseResult, LineEvidence, PatchEvidence, Status
+from overlay.text.series import load_series
 from overlay.upstream.results import (
     Action,
     Applied,
@@ -146,3 +148,31 @@ def test_the_151_line_records_every_patch_of_the_120_line() -> None:
         "0006": Status.DROPPED,
     }
     assert json.dumps(statuses)  # plain strings (StrEnum)
+
+
+@pytest.mark.parametrize(
+    "line", [x for x in lines.all_lines(ROOT / "patches") if evidence.load(x.directory)],
+    ids=lambda x: x.name,
+)  # fmt: skip
+def test_a_lines_evidence_is_current_and_one_line(line: lines.Line) -> None:
+    """Gate rule 6: the evidence was measured on the line's patches as they are (not before
+    the last Last-Update of any of them), and each Applied-Upstream is one line: that of the
+    older line's patch for a dropped one, as the older line says it now."""
+    found = evidence.load(line.directory)
+    assert found is not None
+    patches = load_series(line.directory).patches
+    updated = max(date.fromisoformat(p.header["Last-Update"].strip()) for p in patches)
+    assert date.fromisoformat(found.measured) >= updated
+    assert [p.patch for p in found.patches if "\n" in p.applied_upstream] == []
+    older = {p.number: p for p in load_series(ROOT / "patches" / found.retargeted_from).patches}
+    for row in evidence.dropped(found):
+        header = older[int(row.patch[:4])].header.get("Applied-Upstream", "")
+        assert row.applied_upstream == " ".join(header.split()), row.patch
+
+
+def test_promote_records_a_continued_header_on_one_line() -> None:
+    continued = "1.5.1, fixed differently: the stride from\n kernel_size when absent"
+    found = line_evidence(_report(), {"0004-x.patch": continued}, measured="d")
+    assert found.patches[0].applied_upstream == (
+        "1.5.1, fixed differently: the stride from kernel_size when absent"
+    )

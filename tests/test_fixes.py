@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 import toy_fix
 
 from overlay import fixes, lines
+from overlay.equivalence import corpus
 from overlay.equivalence.protocol import ErrorInfo, ItemResult, PathId, RunStatus, Stage
 from overlay.equivalence.verdict import BC, decide
 from overlay.errors import OverlayError
@@ -557,3 +559,19 @@ def test_a_fix_and_its_divergence_are_plain_data() -> None:
     assert fixes.by_number(2).runtime_forms("1.5.1") == ()
     assert DiffOnly("x").text == "diff only: x"
     assert "claims" not in repr(fixes.by_number(1))  # a short repr in error messages
+
+
+def test_what_the_newest_line_sends_is_declared_in_upstreams_words() -> None:
+    """Gate rule 4's declarations: each fix the newest line carries names its symptom (the
+    issue's title) and each case it claims there its model (a numbers row names no corpus
+    case); every PR its patch's description cites is declared, with its author's handle."""
+    newest = lines.all_lines(ROOT / "patches")[-1]
+    for patch in load_series(newest.directory).patches:
+        fix = fixes.by_patch(patch.name)
+        assert fix is not None and fix.upstream.symptom, patch.name
+        assert [t.case for t in fix.claims[newest.name] if not corpus.info(t.case).model] == []
+        cited = {int(n) for n in re.findall(r"#(\d+)", patch.header["Description"])}
+        numbers = [pr.number for pr in fix.upstream.cited]
+        assert cited <= set(numbers) and len(numbers) == len(set(numbers)), patch.name
+        for pr in fix.upstream.cited:
+            assert pr.title and re.fullmatch(r"[A-Za-z0-9](?:-?[A-Za-z0-9])*", pr.author), pr

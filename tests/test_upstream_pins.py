@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import shutil
+from datetime import date
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from overlay.errors import SeriesError
 from overlay.lines import pins
@@ -72,3 +74,13 @@ def test_with_release_records_a_release_and_keeps_the_rest(tmp_path: Path) -> No
     again = with_release(after, "1.6.0", sha256="cd" * 32, torch="2.15.0")
     assert again == after  # recorded once: a re-run changes nothing
     assert with_release(text, "1.5.1") == text  # known release, nothing new to record
+
+
+def test_every_recorded_release_has_the_day_it_was_published() -> None:
+    """The export holds a main older than the release it sends against (gate rule 2)."""
+    shared = load(SHARED)
+    assert set(shared.released) == set(shared.sha256)
+    assert all(date.fromisoformat(day) for day in shared.released.values())
+    days = [shared.released[v] for v in sorted(shared.released, key=Version)]
+    assert days == sorted(days)  # a newer release was published later
+    assert shared.released["1.5.1"] == "2026-09-22"  # PyPI: first upload 2026-09-22T17:40Z

@@ -7,9 +7,12 @@ pass several of them for the wrong reason.
 
 from __future__ import annotations
 
-import pytest
-from equivalence_samples import lowered, measured, numerics, vgf
+from pathlib import Path
 
+import pytest
+from equivalence_samples import ethos, lowered, measured, numerics, vgf
+
+from overlay import lines
 from overlay.equivalence import corpus
 from overlay.equivalence.protocol import (
     ErrorInfo,
@@ -20,6 +23,10 @@ from overlay.equivalence.protocol import (
     VgfResult,
 )
 from overlay.equivalence.verdict import Limits, Quality, quality
+from overlay.text.series import load_series
+from overlay.upstream.behaviour import target_texts
+from overlay.upstream.commit_rules import Identity
+from overlay.upstream.export import commit_message
 from overlay.upstream.results import (
     Action,
     Applied,
@@ -27,7 +34,9 @@ from overlay.upstream.results import (
     CaseOutcome,
     Conflict,
     Counts,
+    OnBase,
     Outcome,
+    PatchBehaviour,
     Replayed,
     Status,
     TestOutcome,
@@ -39,15 +48,20 @@ from overlay.upstream.results import (
 from overlay.upstream.verdicts import (
     apply_behaviour,
     case_quality,
+    compared_targets,
     decide_patch,
     final_verdict,
     flag_stale_header,
     is_own_failure,
     judge_tests,
     readiness,
+    stale_main,
     suite_changes,
     text_action,
+    unmeasured_claims,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 NODE = "backends/arm/test/passes/test_rewrite_conv_pass.py::test_fused_relu"
 OUT_VARIANTS = (
@@ -327,3 +341,79 @@ def test_a_failed_lowering_outweighs_wrong_numbers() -> None:
     wrong = lowered(measured(error=0.5, sqnr=0.0), vgf=failed_vgf)
     assert case_quality(wrong, Limits(0.05), vgf=True) is Quality.FAILED
     assert case_quality(wrong, Limits(0.05), vgf=False) is Quality.WRONG
+
+
+# --- sending: a stale main, claims only where a target ran ---------------------------------
+
+# 0003's description as it is on main today (96dca7b): Ethos-U was compiled, never executed
+SAID_ON_MAIN = (
+    "When the zero point is above the dtype minimum, as when\n the ReLU output shares its"
+    " qparams with a cat whose other input is\n negative, negative values pass and the ReLU"
+    " is lost: on executorch 1.5.1\n lowering succeeds and the conv (or linear) channels of"
+    " the cat are wrong\n on TOSA, Ethos-U and VGF."
+)
+
+
+def _on(base: str, result: ItemResult) -> OnBase:
+    texts = target_texts(result)
+    case = CaseOutcome("c", Quality.WRONG, Quality.RIGHT, None, "", "", texts, texts)
+    found = PatchBehaviour("0003-x.patch", base, (case,), (), Outcome.FAILS_BEFORE_PASSES_AFTER, "")
+    return OnBase(base, "c0ffee" * 7, "", found, None)
+
+
+def test_main_older_than_the_release_is_not_ready_there_saying_how_to_refresh_it() -> None:
+    """Gate rule 2: the local snapshot (main cff6f4dd32, 2026-08-22) predates 1.5.1 (first
+    uploaded to PyPI 2026-09-22, as patches/upstream.toml records)."""
+    refresh = "`git -C /m fetch https://github.com/pytorch/executorch.git main:main`"
+    main, date = "cff6f4dd32a1b2c3", "2026-08-22T15:26:39-07:00"
+    assert stale_main(main, date, "1.5.1", "2026-09-22", refresh) == (
+        "not ready on main: main cff6f4dd32 (2026-08-22) is older than executorch 1.5.1"
+        f" (2026-09-22); refresh it: {refresh}, then run again"
+    )
+    assert stale_main(main, "2026-12-05T09:00:00+00:00", "1.5.1", "2026-09-22", refresh) == ""
+    # the release commit's own date, where the clone has it: same day, earlier hour
+    assert stale_main(main, "2026-09-22T10:00:00+02:00", "1.5.1", "2026-09-22T09:00:00+00:00", "")
+    assert stale_main(main, date, "1.5.1", "", refresh).startswith(
+        "not ready on main: main cff6f4dd32 (2026-08-22) cannot be compared with executorch"
+        " 1.5.1, whose date is not recorded ([released] in patches/upstream.toml)"
+    )
+
+
+def test_a_claim_is_made_only_of_a_target_that_ran_and_was_compared() -> None:
+    """Gate rule 3: TOSA and VGF executed and compared, Ethos-U compiled by Vela only, the
+    VGF program of another case lowered and never run: "wrong" on Ethos-U is flagged."""
+    ran = lowered(
+        measured(error=0.0275, sqnr=27.6),
+        vgf=vgf(measured(error=0.0275, sqnr=27.6)),
+        ethos_u=(ethos("ethos-u55-128"), ethos("ethos-u85-256")),
+    )
+    assert target_texts(ran)["ethos-u55-128"].startswith("lowers")
+    compared = compared_targets([_on("1.5.1", ran)])
+    assert compared == {"TOSA", "VGF"}
+    unrun = lowered(measured(error=0.0, sqnr=60.0), vgf=vgf())  # lowered, not executed
+    assert compared_targets([_on("main", unrun)]) == {"TOSA"}
+    failed = lowered(measured(error=0.0, sqnr=60.0), ethos_u=(ethos("ethos-u55-128",
+                     state=TargetState.FAILED),))  # fmt: skip
+    assert compared_targets([_on("main", failed)]) == {"TOSA", "Ethos-U"}  # Vela failed
+    found = unmeasured_claims([SAID_ON_MAIN, SAID_ON_MAIN], compared)
+    assert len(found) == 1 and found[0] == (
+        "the text says 'wrong' of Ethos-U, which did not run and was not compared here"
+        " (say 'compiled' or 'lowers'): \"...lowering succeeds and the conv"
+        ' (or linear) channels of the cat are wrong on TOSA, Ethos-U and VGF."'
+    )
+    fine = (
+        "The conv channels are wrong on TOSA and VGF; Ethos-U55 and U85 command streams were"
+        " compiled by Vela.\n\nAdd TOSA INT, Ethos-U55, Ethos-U85 and VGF tests.\n\n"
+        "```python\n# wrong on Ethos-U\n```\n| Ethos-U55 | fails |\n"
+    )
+    assert unmeasured_claims([fine], compared) == []
+    assert len(unmeasured_claims(["It fails on VGF."], compared_targets([_on("m", unrun)]))) == 1
+
+
+def test_the_newest_lines_descriptions_claim_only_what_ran_here() -> None:
+    """Gate rule 3 on the real patches: with TOSA and VGF executed and compared and Ethos-U
+    compiled (no FVP here), no description says how a target did that never ran."""
+    newest = lines.all_lines(ROOT / "patches")[-1]
+    signer = Identity("Jane Doe", "jane.doe@example.org")
+    said = [commit_message(p, signer) for p in load_series(newest.directory).patches]
+    assert unmeasured_claims(said, frozenset({"TOSA", "VGF"})) == []

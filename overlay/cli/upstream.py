@@ -21,6 +21,7 @@ from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, reports, suite
 from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
+from overlay.upstream.canary.gitrepo import GITHUB
 from overlay.upstream.matrix import matrix_of
 from overlay.upstream.retarget import promote, run
 
@@ -63,7 +64,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
         patches_dir=series.directory,
         out_dir=folder,
         signer=signer,
-        upstream=args.upstream or os.environ.get(UPSTREAM_ENV) or prepare.GITHUB,
+        upstream=args.upstream or os.environ.get(UPSTREAM_ENV) or GITHUB,
         fixes=selection.select(series, args.fix) if args.fix else None,
     )
     done = prepare.prepare(request, progress=progress)

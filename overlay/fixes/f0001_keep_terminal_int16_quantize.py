@@ -17,6 +17,7 @@ from overlay.fixes.model import (
     ErrorSignature,
     Fix,
     Probe,
+    PullRequest,
     RuntimeForm,
     Trigger,
     UpstreamNote,
@@ -305,5 +306,17 @@ prepared(*x)
 program = torch.export.export(convert_pt2e(prepared), x)
 to_edge_transform_and_lower(program, partitioner=[VgfPartitioner(spec)])
 """,
+        symptom="a16w8 grid_sample fails to lower for VGF, or its VGF program returns all zeros",
+        related=(
+            # its fold rule keeps the q/dq of a grid_sampler with one float input; the patch
+            # extends that rule to an image quantized to another dtype than int8
+            PullRequest(
+                21589, "Arm backend: preserve Q/DQ for partially quant ops", "FabulousSuperDude"
+            ),
+            # the shader's int8 image payloads: it reads int8 or float images, never int16
+            PullRequest(
+                20329, "Arm backend: Support sampler-backed VGF grid_sample for RIFE", "bdemirb"
+            ),
+        ),
     ),
 )

@@ -20,6 +20,7 @@ from overlay.fixes.model import (
     ErrorSignature,
     Fix,
     Probe,
+    PullRequest,
     RuntimeForm,
     Trigger,
     UpstreamNote,
@@ -249,6 +250,7 @@ FIX = Fix(
                 # 7 codes off (stock 1.5.1: 1.29 on a range of 46.9, 2.7%); a right lowering is
                 # exact
                 tolerance=0.01,
+                model="`cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8",
             ),
             conv_relu_cat,
         ),
@@ -308,5 +310,20 @@ torch.manual_seed(0)
 inputs = (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 8, 8))
 TosaPipelineINT(ConvReluCat(), inputs, [], []).run()  # outputs do not match the reference
 """,
+        symptom="conv or linear -> ReLU -> cat loses the ReLU when the cat's zero point is"
+        " above -128 (wrong outputs)",
+        regressed_by=(
+            PullRequest(
+                21974, "Arm backend: Fuse quantized activations by setting qmin to zp", "SaoirseARM"
+            ),
+        ),
+        related=(
+            PullRequest(
+                22088, "Arm backend: Update VGF test for fused ReLU qparams", "JacobSzwejbka"
+            ),
+            PullRequest(
+                16286, "Arm backend: Disable relu-fusing for sym. quant", "oscarandersson8218"
+            ),
+        ),
     ),
 )

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.fixes.model import Case, Effect, Fix, RuntimeForm, Trigger, UpstreamNote
+from overlay.fixes.model import (
+    Case,
+    Effect,
+    Fix,
+    PullRequest,
+    RuntimeForm,
+    Trigger,
+    UpstreamNote,
+)
 from overlay.items import CaseInfo
 
 PARTITIONER = "backends/arm/vgf/partitioner.py"
@@ -96,6 +104,7 @@ FIX = Fix(
                 note="the grid warp (conv -> tanh -> permute -> grid_sample), a8w8 for VGF on"
                 " an integer-only spec",
                 targets_vgf=True,
+                model="`grid_sample(x, tanh(conv(x)).permute(0, 2, 3, 1))`, x 1x3x8x8",
             ),
             grid_warp,
         ),
@@ -141,5 +150,17 @@ to_edge_transform_and_lower(
     program, partitioner=[VgfPartitioner(VgfCompileSpec("TOSA-1.0+INT"))]
 )
 """,
+        symptom="quantized grid_sample fails to lower for VGF on an integer-only TOSA spec",
+        regressed_by=(
+            # registered grid_sampler_2d as a VGF custom partition op on every spec; before
+            # it grid_sample stayed on the CPU for an integer-only spec (right on 1.2.0)
+            PullRequest(19547, "Arm backend: Lower grid_sampler_2d to VGF TOSA CUSTOM", "bdemirb"),
+        ),
+        related=(
+            # the int8 image path, whose FP32 grid scale an integer-only spec cannot carry
+            PullRequest(
+                20329, "Arm backend: Support sampler-backed VGF grid_sample for RIFE", "bdemirb"
+            ),
+        ),
     ),
 )

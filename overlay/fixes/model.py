@@ -132,13 +132,37 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class PullRequest:
+    """An upstream pull request a fix cites: its number, title and author's GitHub handle.
+
+    Example: ``PullRequest(21974, "Arm backend: Fuse quantized activations by setting qmin
+    to zp", "SaoirseARM")``.
+    Becomes: ``#21974 (Arm backend: Fuse ..., @SaoirseARM)`` in the PR text, and
+    ``@SaoirseARM`` in its cc line.
+    """
+
+    number: int
+    title: str
+    author: str  # the GitHub handle, without "@"
+
+
+@dataclass(frozen=True)
 class UpstreamNote:
-    """Where a fix's regression test belongs upstream and how to reproduce the bug."""
+    """Where a fix's regression test belongs upstream, how to reproduce the bug, and the
+    words a maintainer reads: the symptom (the issue's title) and the PRs it cites."""
 
     test_file: str
     reproducer: str
     narrowing: str = ""  # how the upstream version differs from the overlay's patch
     affected_tests: tuple[str, ...] = ()  # upstream test files to run with the fix
+    symptom: str = ""  # the bug as a user meets it: the title of the issue to file
+    regressed_by: tuple[PullRequest, ...] = ()  # the upstream change that brought the bug
+    related: tuple[PullRequest, ...] = ()  # upstream changes a reviewer should know of
+
+    @property
+    def cited(self) -> tuple[PullRequest, ...]:
+        """Return every pull request the fix cites: the regressing ones first."""
+        return (*self.regressed_by, *self.related)
 
 
 class Direction(enum.StrEnum):

@@ -130,7 +130,7 @@ def _evidence(line: Line, fix: Fix, found: LineEvidence | None) -> list[str]:
     cases = ", ".join(f"{t.case} ({t.effect.value})" for t in claims)
     patch = _patch(line, fix)
     header = patch.header if patch is not None else {}
-    upstream = header.get("Applied-Upstream", "")
+    upstream = " ".join(header.get("Applied-Upstream", "").split())  # one line, as evidence
     origin = header.get("Origin", "")
     if UPSTREAM_COMMIT in origin:
         upstream = f"cherry-pick of {origin.split(UPSTREAM_COMMIT, 1)[1][:12]}" + (

@@ -36,7 +36,7 @@ from overlay.equivalence.protocol import (
 from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numerics_text
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
-from overlay.upstream.results import CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
+from overlay.upstream.results import NOT_RUN, CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
 from overlay.upstream.verdicts import case_quality, decide_patch
 
 Progress = Callable[[str], None]
@@ -67,7 +67,7 @@ def target_texts(result: ItemResult) -> dict[str, str]:
     if result.vgf is not None and result.vgf.state is not TargetState.SKIPPED:
         vgf = result.vgf
         ran = vgf.numerics is not None or vgf.numerics_error is not None
-        lowered = f"lowers (not run: {vgf.run_reason or 'no emulation'})"
+        lowered = f"{NOT_RUN} (not run: {vgf.run_reason or 'no emulation'})"
         found[VGF] = _numbers(vgf.numerics, vgf.numerics_error) if ran else lowered
         if vgf.error is not None:
             found[VGF] = f"fails: {_first_line(vgf.error)[:300]}"
@@ -75,14 +75,14 @@ def target_texts(result: ItemResult) -> dict[str, str]:
         if ethos.error is not None:
             found[ethos.target] = f"fails: {_first_line(ethos.error)[:300]}"
         elif ethos.state is TargetState.COMPARED:
-            found[ethos.target] = f"lowers ({ethos.cpu_ops} ops left on the CPU)"
+            found[ethos.target] = f"{NOT_RUN} ({ethos.cpu_ops} ops left on the CPU)"
     return found
 
 
 def _numbers(numerics: Numerics | None, error: ErrorInfo | None) -> str:
     if error is not None:
         return f"runs, fails: {_first_line(error)[:300]}"
-    return numerics_text(numerics) if numerics is not None else "lowers (not run)"
+    return numerics_text(numerics) if numerics is not None else f"{NOT_RUN} (not run)"
 
 
 def _error_of(result: ItemResult | None) -> str:

@@ -37,12 +37,18 @@ from overlay.upstream.commit_rules import (
     check_message,
 )
 
-# Who the Arm backend's commits and PRs cc, and the labels its fixes get.
+# Who the Arm backend's commits and PRs cc, and the comments that label its PRs (as upstream
+# Arm PRs ask pytorchbot: ciflow/trunk runs the trunk jobs).
 ARM_CC = (
     "cc @digantdesai @freddan80 @per @zingo @oscarandersson8218 @mansnils",
     "@Sebastian-Larsson @robell @rascani",
 )
-LABELS = ("release notes: arm", "partner: arm")
+LABEL_COMMANDS = (
+    "@pytorchbot label ciflow/trunk",
+    "@pytorchbot label 'partner: arm'",
+    '@pytorchbot label "release notes: arm"',
+)
+ISSUE_TITLE = "Title: "  # the first line of an issue draft: what to type as its title
 ZERO_SHA = "0" * 40
 _POLICY = email.policy.default.clone(linesep="\n", max_line_length=0)
 

@@ -1,11 +1,14 @@
 """What a reviewer reads: the pull request's text, the issue to file first, the checklist.
 
 The PR body follows upstream's template (``### Summary``, ``### Test plan``): the problem in
-one paragraph (the patch description's first), what the change does, the fix's minimal
-reproducer (its ``UpstreamNote``), the trigger cases' numbers per target without and with
-the change on each base, every test run on each base (the ones it adds judged fails before
-/ passes after, every other one of its test files and ``affected_tests``), the linters'
-result, ``Fixes #N`` and the cc line (the Arm team and the touched files' recent authors).
+one paragraph (the patch description's first), what the change does, the pull requests that
+brought the bug or touch the same code (the fix's ``UpstreamNote``), the fix's minimal
+reproducer, the trigger cases' numbers per target without and with the change on each base
+(each case by its model, TOSA spec and quantizer config), per base the tests it adds and
+all of them counted, by name only the tests it adds and those whose state changed (the
+rest counted: the body stays under GitHub's limit), the linters' result, ``Fixes #N`` and
+the cc line (the Arm team, the cited PRs' authors and the touched files' recent authors,
+each by GitHub handle).
 """
 
 from __future__ import annotations
@@ -15,40 +18,103 @@ from dataclasses import replace
 
 from overlay import fixes
 from overlay._table import markdown_table
+from overlay.equivalence import corpus
+from overlay.errors import EquivalenceInputError
+from overlay.fixes.model import PullRequest, UpstreamNote
 from overlay.text.series import Patch
-from overlay.upstream.export import ARM_CC, LABELS, Export, dep3_paragraphs
-from overlay.upstream.results import OnBase, Submission, TestRun
+from overlay.upstream.commit_rules import PREFIX
+from overlay.upstream.export import (
+    ARM_CC,
+    ISSUE_TITLE,
+    LABEL_COMMANDS,
+    Export,
+    dep3_paragraphs,
+)
+from overlay.upstream.results import Counts, OnBase, Submission, TestRun
+from overlay.upstream.upstream_tests import new_tests
 
 NO_RESULT = "-"
+CONFIGS = {
+    "a8w8": "get_symmetric_quantization_config",
+    "a16w8": "get_symmetric_a16w8_quantization_config",
+}
 
 
-def _reproducer(patch: Patch) -> list[str]:
+def _note(patch: Patch) -> UpstreamNote | None:
     fix = fixes.by_patch(patch.name)
-    if fix is None or not fix.upstream.reproducer:
+    return fix.upstream if fix is not None else None
+
+
+def _reproducer(note: UpstreamNote | None) -> list[str]:
+    if note is None or not note.reproducer:
         return []
-    return ["```python", fix.upstream.reproducer.rstrip("\n"), "```", ""]
+    return ["```python", note.reproducer.rstrip("\n"), "```", ""]
+
+
+def _cited(note: UpstreamNote | None) -> list[str]:
+    """Return the lines citing the PRs that brought the bug and those related to it."""
+
+    def listed(prs: Sequence[PullRequest]) -> str:
+        return ", ".join(f"#{pr.number} ({pr.title}, @{pr.author})" for pr in prs)
+
+    lines = []
+    if note is not None and note.regressed_by:
+        lines += [f"Regressed by {listed(note.regressed_by)}.", ""]
+    if note is not None and note.related:
+        lines += [f"Related: {listed(note.related)}.", ""]
+    return lines
 
 
 def _where(base: OnBase, release: str, torch: str) -> str:
     if base.base == "main":
-        return f"main ({base.commit[:12]}) on the executorch {release} wheel, torch {torch}"
+        when = f", {base.date[:10]}" if base.date else ""
+        return f"main ({base.commit[:12]}{when}) on the executorch {release} wheel, torch {torch}"
     return f"executorch {base.base} (torch {torch})"
 
 
+def case_words(name: str) -> str:
+    """Return a trigger case as upstream reads it: its model, TOSA spec and quantizer config.
+
+    Example: ``conv_relu_cat_mixed_qparams``.
+    Becomes: ``` `cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8 on TOSA-1.0+INT+FP,
+    `TOSAQuantizer` with `get_symmetric_quantization_config(is_per_channel=True)` ```. A
+    case without a model keeps its name, which the gate holds back.
+    """
+    try:
+        info = corpus.info(name)
+    except EquivalenceInputError:
+        return f"`{name}`"
+    quantizer = "VgfQuantizer" if info.targets_vgf else "TOSAQuantizer"
+    config = CONFIGS.get(info.quantize or "")
+    how = (
+        f"`{quantizer}` with `{config}(is_per_channel={info.per_channel})`"
+        if config
+        else "not quantized by a quantizer"
+    )
+    return f"{info.model or f'`{name}`'} on {info.spec}, {how}"
+
+
+def _target(target: str) -> str:
+    return {"tosa": "TOSA", "vgf": "VGF"}.get(target, target.replace("ethos-u", "Ethos-U"))
+
+
 def numbers_table(bases: Sequence[OnBase]) -> list[str]:
-    """Return the trigger cases' results per target and base, without and with the change."""
-    rows = []
+    """Return the trigger cases' results per target and base, without and with the change,
+    each case under its model, TOSA spec and quantizer config."""
+    cases: dict[str, list[list[str]]] = {}
     for base in bases:
         found = base.behaviour
         for case in (*found.bug_cases, *found.other_cases) if found else ():
+            rows = cases.setdefault(case.case, [])
             for target in dict.fromkeys([*case.stock_targets, *case.patched_targets]):
                 before = case.stock_targets.get(target, NO_RESULT)
                 after = case.patched_targets.get(target, NO_RESULT)
-                rows.append([f"`{case.case}`", target, base.base, before, after])
-    if not rows:
-        return []
-    header = ("case", "target", "base", "without this change", "with it")
-    return [*markdown_table(header, rows), ""]
+                rows.append([_target(target), base.base, before, after])
+    lines = []
+    header = ("target", "base", "without this change", "with it")
+    for name, rows in cases.items():
+        lines += [f"{case_words(name)}:", "", *markdown_table(header, rows), ""]
+    return lines
 
 
 def _state(run: TestRun, node: str, stock: bool) -> str:
@@ -56,27 +122,47 @@ def _state(run: TestRun, node: str, stock: bool) -> str:
     return next((t.state.value for t in counts.tests if t.node == node), NO_RESULT)
 
 
-def tests_table(bases: Sequence[OnBase]) -> list[str]:
-    """Return every test of each base, without and with the change, in a folded table."""
+def _changed(run: TestRun) -> set[str]:
+    before = {t.node: t.state for t in run.stock.tests}
+    return {t.node for t in run.patched.tests if before.get(t.node) != t.state}
+
+
+def tests_table(bases: Sequence[OnBase], added: Sequence[str]) -> list[str]:
+    """Return the tests it adds and those whose state changed on a base, by name, without
+    and with the change on each base; the others counted.
+
+    ``added``: the tests the patch adds (``path::name``; each parametrization is one).
+    """
     runs = [(b.base, b.affected) for b in bases if b.affected is not None]
     nodes = list(
         dict.fromkeys(t.node for _, r in runs for c in (r.stock, r.patched) for t in c.tests)
     )
-    if not nodes:
-        return []
-    header = ("test", *(f"{name} {side}" for name, _ in runs for side in ("without", "with")))
-    rows = [
-        [f"`{node}`", *(_state(r, node, s) for _, r in runs for s in (True, False))]
-        for node in nodes
+    wanted = set(added)
+    new = {n for n in nodes if n.split("[")[0] in wanted}
+    changed = {n for _, run in runs for n in _changed(run)} - new
+    named = [n for n in nodes if n in new or n in changed]
+    lines = []
+    if named:
+        header = ("test", *(f"{name} {side}" for name, _ in runs for side in ("without", "with")))
+        rows = [
+            [f"`{node}`", *(_state(r, node, s) for _, r in runs for s in (True, False))]
+            for node in named
+        ]
+        which = [f"the tests it adds ({len(new)})"] if new else []
+        which += [f"the tests whose state changed ({len(changed)})"] if changed else []
+        title = " and ".join(which)
+        lines += [f"{title[:1].upper()}{title[1:]}:", "", *markdown_table(header, rows), ""]
+    rest = [
+        f"{name} {Counts(tuple(t for t in run.stock.tests if t.node not in named)).text}"
+        for name, run in runs
     ]
-    return [
-        f"<details><summary>Every test ({len(nodes)})</summary>",
-        "",
-        *markdown_table(header, rows),
-        "",
-        "</details>",
-        "",
-    ]
+    if len(nodes) > len(named):
+        lines += [
+            f"The other {len(nodes) - len(named)} tests end the same without and with it"
+            f" ({'; '.join(rest)}).",
+            "",
+        ]
+    return lines
 
 
 def _plan(base: OnBase) -> list[str]:
@@ -102,10 +188,11 @@ def _plan(base: OnBase) -> list[str]:
 
 def pr_body(patch: Patch, sub: Submission, release: str, torch: str) -> str:
     """Return the PR description in upstream's template: Summary, Test plan."""
-    paragraphs = dep3_paragraphs(patch)
-    lines = ["### Summary", "", *(f"{p}\n" for p in paragraphs)]
+    note = _note(patch)
+    lines = ["### Summary", "", *(f"{p}\n" for p in dep3_paragraphs(patch))]
+    lines += _cited(note)
     lines += [f"Fixes #{n}" for n in patch.issues] + ([""] if patch.issues else [])
-    reproducer = _reproducer(patch)
+    reproducer = _reproducer(note)
     if reproducer:
         lines += ["Reproducer:", "", *reproducer]
     numbers = numbers_table(sub.bases)
@@ -122,32 +209,46 @@ def pr_body(patch: Patch, sub: Submission, release: str, torch: str) -> str:
         lines += ["Without and with this change:", "", "```", command, "```", ""]
     for base in sub.bases:
         lines += [f"On {_where(base, release, torch)}:", "", *_plan(base), ""]
-    lines += tests_table(sub.bases)
+    lines += tests_table(sub.bases, new_tests(patch.diff))
     if sub.lint is not None:
         lines += [f"{sub.lint.summary}", ""]
-    lines += [cc_line(sub.authors), ""]
+    lines += [cc_line(sub.authors, note.cited if note else ()), ""]
     return "\n".join(lines)
 
 
-def cc_line(authors: Sequence[str]) -> str:
-    """Return the cc line: the Arm team, then the touched files' recent authors."""
+def cc_line(authors: Sequence[str], cited: Sequence[PullRequest] = ()) -> str:
+    """Return the cc line: the Arm team, the cited PRs' authors, then the touched files'
+    recent authors (GitHub handles: a plain name notifies nobody)."""
     team = " ".join(ARM_CC).removeprefix("cc ").split()
-    return "cc " + " ".join(dict.fromkeys([*team, *authors]))
+    handles = [f"@{pr.author}" for pr in cited] + [a for a in authors if a.startswith("@")]
+    return "cc " + " ".join(dict.fromkeys([*team, *handles]))
 
 
 def drafted_issue(patch: Patch, sub: Submission, release: str, torch: str) -> str:
-    """Return an issue text for a fix that names no upstream issue (to file before the PR)."""
-    lines = [f"### 🐛 Describe the bug: {patch.subject}", "", dep3_paragraphs(patch)[0], ""]
-    lines += _reproducer(patch)
+    """Return an issue text for a fix that names no upstream issue (to file before the PR):
+    its title (the symptom the fix module declares), the bug, the PRs it cites, the
+    reproducer and the numbers."""
+    note = _note(patch)
+    title = PREFIX + (note.symptom if note is not None and note.symptom else patch.subject)
+    lines = [f"{ISSUE_TITLE}{title}", "", "### 🐛 Describe the bug", ""]
+    lines += [dep3_paragraphs(patch)[0], "", *_cited(note), *_reproducer(note)]
     lines += numbers_table([b for b in sub.bases if b.behaviour is not None])
-    lines += ["### Versions", "", f"executorch {release} and main, torch {torch}, Linux x86_64."]
+    main = next((b for b in sub.bases if b.base == "main"), None)
+    on_main = (
+        f" and main ({', '.join(filter(None, (main.commit[:12], main.date[:10])))})" if main else ""
+    )
+    lines += ["### Versions", "", f"executorch {release}{on_main}, torch {torch}, Linux x86_64."]
     return "\n".join(lines) + "\n"
 
 
-def checklist(item: Export, sub: Submission, where: str, branch: str) -> str:
-    """Return what only a person can do before the PR is open, and what keeps it back."""
+def checklist(item: Export, sub: Submission, where: str, branch: str, stale: str = "") -> str:
+    """Return what only a person can do before the PR is open, and what keeps it back.
+
+    ``stale``: why main is too old to tell whether the fix is ready there ("" when it is not).
+    """
     lines = [f"# Before opening the pull request for {item.stem}", ""]
     lines += [f"- [ ] Not ready: {problem}" for problem in sub.problems]
+    lines += [f"- [ ] {stale[:1].upper()}{stale[1:]}"] if stale else []
     lines += [
         "- [ ] Sign the PyTorch CLA (https://code.facebook.com/cla) with the identity"
         " of the Signed-off-by line, if not done yet.",
@@ -155,33 +256,23 @@ def checklist(item: Export, sub: Submission, where: str, branch: str) -> str:
     ]
     if item.issue:
         lines.append(
-            f"- [ ] No upstream issue names this bug: open one from {item.stem}.issue.md,"
-            " then add `Fixes #N` to the PR text."
+            f"- [ ] No upstream issue names this bug: open one from {item.stem}.issue.md"
+            f" (its first line is the title), then add `Fixes #N` to the PR text."
         )
     lines += [
         f"- [ ] Push the branch: `git -C {where} push <your fork> {branch}`, then open"
         f" the PR against pytorch/executorch `main` with the text of {item.stem}.pr.md.",
-        f"- [ ] Ask for the labels {', '.join(repr(label) for label in LABELS)}"
-        " (only maintainers can set them).",
+        "- [ ] On the open PR, comment each of these (pytorchbot sets the labels; ciflow/trunk"
+        " runs the trunk jobs):",
+        *(f"  - `{command}`" for command in LABEL_COMMANDS),
         "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
         " and public API checks need a source build of executorch.",
     ]
     return "\n".join(lines) + "\n"
 
 
-def with_texts(
-    item: Export,
-    patch: Patch,
-    sub: Submission,
-    *,
-    release: str,
-    torch: str,
-    branch: tuple[str, str],
-) -> Export:
-    """Return the export with its PR body, issue draft (when no issue names it), checklist.
-
-    ``branch``: the repository and the branch the commit is on.
-    """
+def with_texts(item: Export, patch: Patch, sub: Submission, *, release: str, torch: str) -> Export:
+    """Return the export with its PR body and issue draft (when no issue names the bug);
+    the checklist, which lists what holds the fix back, is added once that is decided."""
     issue = "" if patch.issues else drafted_issue(patch, sub, release, torch)
-    done = replace(item, pr_body=pr_body(patch, sub, release, torch), issue=issue)
-    return replace(done, checklist=checklist(done, sub, *branch))
+    return replace(item, pr_body=pr_body(patch, sub, release, torch), issue=issue)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from overlay import fixes, lines
 from overlay.envs import release_venvs
+from overlay.equivalence import corpus
 from overlay.errors import OverlayError
 from overlay.text.applier import decode, encode
 from overlay.text.series import Patch, load_series
@@ -44,7 +45,13 @@ from overlay.upstream import (
     upstream_tests,
 )
 from overlay.upstream.canary import host
-from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, open_upstream
+from overlay.upstream.canary.gitrepo import (
+    GITHUB,
+    MAIN_REF,
+    Scratch,
+    open_upstream,
+    refresh_command,
+)
 from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.results import (
     CARRIED,
@@ -56,10 +63,9 @@ from overlay.upstream.results import (
     parse_applied_upstream,
 )
 from overlay.upstream.upstream_pins import for_series
-from overlay.upstream.verdicts import submission_problems, suite_changes
+from overlay.upstream.verdicts import stale_main, submission_problems, suite_changes
 
 Progress = Callable[[str], None]
-GITHUB = "https://github.com/pytorch/executorch.git"
 AUTHORS = 5  # recent authors of the touched files named in the cc line
 
 
@@ -85,6 +91,7 @@ class Base:
     files: dict[str, bytes]  # backends/arm/**
     env: release_venvs.Env
     stock: Path  # the interpreter of the base as it is
+    date: str = ""  # the commit's date (ISO 8601)
 
     @property
     def tests(self) -> dict[str, bytes]:
@@ -145,6 +152,9 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     progress(f"fetching main and the release tags of {request.upstream}")
     scratch = open_upstream(request.upstream, request.scratch_root)
     main = scratch.rev(MAIN_REF)
+    main_date = scratch.date(main)
+    released = release_date(scratch, release_commit or "", shared.released.get(newest.name, ""))
+    stale = stale_main(main, main_date, newest.name, released, refresh_command(request.upstream))
     hook = scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b"")
     verbs = commit_rules.hook_verbs(decode(hook))
     exports = [
@@ -162,8 +172,8 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
         out / "main", main_env.python, host.write_shadow(out / "main", main_files)
     )
     bases = (
-        Base("main", main, main_files, main_env, main_stock),
-        Base(newest.name, release_commit or "", release.files, stock, stock.python),
+        Base("main", main, main_files, main_env, main_stock, main_date),
+        Base(newest.name, release_commit or "", release.files, stock, stock.python, released),
     )
     found = {
         b.name: measure(b, send, newest.name, out / b.name, progress, origin=release.files)
@@ -190,24 +200,49 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             replace(b, applies=b.applies or am)
             for b, am in zip(on_bases, (on_main, on_release), strict=True)
         )
-        rules = commit_rules.check_message(item.message, verbs)
-        sub = Submission(
-            patch.name, newest.name, item.subject, item.base_commit, bases_found, report,
-            tuple(rules), recent_authors(scratch, main, sorted(item.after), request.signer),
-            submission_problems(bases_found, report, rules, lint_asked=request.lint),
+        authors = recent_authors(scratch, main, sorted(item.after), request.signer)
+        sub, texts = judge(
+            item, patch,
+            Submission(
+                patch.name, newest.name, item.subject, item.base_commit, bases_found, report,
+                tuple(commit_rules.check_message(item.message, verbs)), authors, (),
+            ),
+            torch=torch, stale=stale, lint_asked=request.lint, branch=(str(repo), branch),
         )  # fmt: skip
         submissions.append(sub)
         branches[patch.name] = (repo, branch)
-        done.append(
-            pr_text.with_texts(
-                item, patch, sub, release=newest.name, torch=torch, branch=(str(repo), branch)
-            )
-        )
+        done.append(texts)
     sending = Sending(
         line, newest.name, torch, main, tuple(submissions), skipped,
-        round(time.perf_counter() - started, 1),
+        round(time.perf_counter() - started, 1), main_date, released, stale,
     )  # fmt: skip
     return Prepared(sending, done, branches)
+
+
+def judge(
+    item: export.Export,
+    patch: Patch,
+    sub: Submission,
+    *,
+    torch: str,
+    stale: str = "",
+    lint_asked: bool = True,
+    branch: tuple[str, str] = ("", ""),
+) -> tuple[Submission, export.Export]:
+    """Return the submission with what holds it back, and the export with every text a
+    reviewer reads (PR body, issue draft, checklist): upstream's gate on what was measured.
+
+    ``stale``: why main is older than the release ("": it is not); ``branch``: the
+    repository and branch the commit is on.
+    """
+    texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
+    fix = fixes.by_patch(patch.name)
+    problems = submission_problems(
+        sub.bases, sub.lint, sub.rules, lint_asked=lint_asked, stale=stale, texts=texts,
+        note=fix.upstream if fix else None, internal=[c.name for c in corpus.ALL_CASES],
+    )  # fmt: skip
+    judged = replace(sub, problems=problems)
+    return judged, replace(texts, checklist=pr_text.checklist(texts, judged, *branch, stale))
 
 
 def _fresh(path: Path) -> Path:
@@ -265,7 +300,7 @@ def measure(
         result = landed(patch, base.files, origin)
         if isinstance(result, str):
             why = f"does not apply to {base.name}: {result}"
-            found[patch.name] = OnBase(base.name, base.commit, why, None, None)
+            found[patch.name] = OnBase(base.name, base.commit, why, None, None, date=base.date)
             continue
         after[patch.name] = result
     pythons = {
@@ -304,7 +339,7 @@ def measure(
             measured = behaviour.measure([patch.name], pair, [release], target=release, tests=tests)
         found[patch.name] = OnBase(
             base.name, base.commit, "", (measured or {}).get(patch.name), run,
-            suite_changes(run.stock, run.patched)[0],
+            suite_changes(run.stock, run.patched)[0], base.date,
         )  # fmt: skip
     return found
 
@@ -339,10 +374,11 @@ def _only(run: TestRun, nodes: Sequence[str]) -> TestRun:
 def recent_authors(
     scratch: Scratch, commit: str, paths: Sequence[str], signer: commit_rules.Identity
 ) -> tuple[str, ...]:
-    """Return the recent authors of ``paths`` (GitHub handles where their e-mail says it).
+    """Return the GitHub handles of the recent authors of ``paths`` (a cc by name notifies
+    nobody: an author whose e-mail names no handle is left out).
 
     Example: ``87121123+oscarandersson8218@users.noreply.github.com`` gives
-    ``@oscarandersson8218``; ``Zingo Andersen <zingo.andersen@arm.com>`` stays a name.
+    ``@oscarandersson8218``; ``Zingo Andersen <zingo.andersen@arm.com>`` gives nothing.
     """
     text = scratch.run("log", "-40", "--no-merges", "--format=%an%x1f%ae", commit, "--", *paths)
     found: list[str] = []
@@ -351,7 +387,15 @@ def recent_authors(
         if "bot" in name.lower() or address == signer.email:
             continue
         local, _, domain = address.partition("@")
-        who = "@" + local.split("+")[-1] if domain == "users.noreply.github.com" else name
-        if who not in found:
+        who = "@" + local.split("+")[-1]
+        if domain == "users.noreply.github.com" and who not in found:
             found.append(who)
     return tuple(found[:AUTHORS])
+
+
+def release_date(scratch: Scratch, commit: str, recorded: str) -> str:
+    """Return the release's date: its commit's where the upstream clone has it, else the
+    upload day recorded in ``patches/upstream.toml`` ("" when neither)."""
+    if commit and scratch.has(commit):
+        return scratch.date(commit)
+    return recorded

@@ -7,6 +7,8 @@ codec.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from overlay import render
 from overlay.render import Badge, Block, Heading, Inline, Item, Items, Para, Pre, Table, item
 from overlay.text.series import PATCH_SUFFIX
@@ -204,24 +206,34 @@ def _on_base(base: OnBase) -> str:
     return found.outcome.value if found is not None else "not measured"
 
 
+def _verdict(report: Sending, problems: Sequence[str]) -> Badge:
+    if problems:
+        return Badge("held back", "bad")
+    if report.stale_main:
+        return Badge(f"ready on {report.release}, not on main", "warn")
+    return Badge("ready", "ok")
+
+
 def sending_blocks(report: Sending) -> list[Block]:
-    """Lay out an export: each fix on each base, upstream's gate, what keeps it back."""
+    """Lay out an export: main's commit and date, each fix on each base, upstream's gate,
+    what keeps it back, and whether main is too old to tell."""
     bases = [b.base for b in report.submissions[0].bases] if report.submissions else []
     rows: list[tuple[Inline, ...]] = [
         (
             sub.patch.removesuffix(PATCH_SUFFIX),
             *(_on_base(b) for b in sub.bases),
             "not run" if sub.lint is None else f"{len(sub.lint.findings)} finding(s)",
-            Badge("ready", "ok") if not sub.problems else Badge("held back", "bad"),
+            _verdict(report, sub.problems),
         )
         for sub in report.submissions
     ]
     problems = [f"{s.patch}: {p}" for s in report.submissions for p in s.problems]
+    main = f"main {report.main[:12]} ({report.main_date[:10] or 'date unknown'})"
+    release = f"executorch {report.release} ({report.release_date[:10] or 'date not recorded'})"
+    stale = report.stale_main
     return [
-        Heading(
-            f"Upstream pull requests from the {report.line} line: main ({report.main[:12]})"
-            f" and executorch {report.release}"
-        ),
+        Heading(f"Upstream pull requests from the {report.line} line: {main} and {release}"),
+        *([Para(f"{stale[:1].upper()}{stale[1:]}.", "fail")] if stale else []),
         Table(("patch", *bases, "upstream lint", "verdict"), tuple(rows)),
         Heading("Held back", 2),
         render.listing(problems),

@@ -180,6 +180,9 @@ def parse_applied_upstream(text: str) -> UpstreamInfo:
 # --- behaviour: corpus cases and upstream tests ---------------------------------------------
 
 
+NOT_RUN = "lowers"  # how a target's result starts where it lowered and never ran
+
+
 @dataclass(frozen=True)
 class CaseOutcome:
     """One corpus case on stock and (when a patched env ran) patched of one release."""
@@ -190,7 +193,8 @@ class CaseOutcome:
     ab: AB | None  # stock -> patched, judged by correctness
     stock_error: str = ""
     patched_error: str = ""
-    stock_targets: dict[str, str] = field(default_factory=dict)  # target -> error and SQNR
+    # target -> its error and SQNR, why it failed, or NOT_RUN... (lowered, never executed)
+    stock_targets: dict[str, str] = field(default_factory=dict)
     patched_targets: dict[str, str] = field(default_factory=dict)
 
 
@@ -364,6 +368,7 @@ class OnBase:
     behaviour: PatchBehaviour | None  # its trigger cases, and the tests it adds, both ways
     affected: TestRun | None  # every test of its test files and affected_tests, both ways
     broken: tuple[str, ...] = ()  # of those, passing on stock and not with the fix
+    date: str = ""  # the date of ``commit`` (ISO 8601; "" when unknown)
 
 
 @dataclass(frozen=True)
@@ -392,6 +397,9 @@ class Sending:
     submissions: tuple[Submission, ...]
     skipped: dict[str, str]  # patch -> why it is not sent
     seconds: float
+    main_date: str = ""  # main's commit date (ISO 8601)
+    release_date: str = ""  # the release's (its commit's, else its recorded upload day)
+    stale_main: str = ""  # why no fix is ready on main ("": main is as new as the release)
     schema: int = REPORT_SCHEMA
 
 

@@ -2,7 +2,8 @@
 
 What the upstream work needs about executorch releases, whatever line it starts from:
 the version matrix (one wheel per release to read sources from, with its sha256 as
-published), upstream's torch pin per release (``torch_pin.py`` at the release tag: the
+published), the day each release was published (a main older than it is stale), upstream's
+torch pin per release (``torch_pin.py`` at the release tag: the
 torch a release's compiled kernels are built for when its wheel names none), and the
 tools for upstream work (pytest for its tests, its linters). A line's own pins
 (``patches/<line>/pins.toml``) hold none of it. A candidate series written by
@@ -37,6 +38,7 @@ class UpstreamPins:
     platform: str
     sha256: dict[str, str] = field(default_factory=dict)  # release -> its matrix wheel's
     torch: dict[str, str] = field(default_factory=dict)  # release -> torch_pin.py at its tag
+    released: dict[str, str] = field(default_factory=dict)  # release -> its PyPI upload date
     test_requirements: tuple[str, ...] = ()
     lint_requirements: tuple[str, ...] = ()
     mypy_requirements: tuple[str, ...] = ()  # what upstream's MYPY job installs (torch aside)

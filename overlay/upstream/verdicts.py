@@ -20,7 +20,9 @@ renderer) is one a reader cannot find. Six questions, each answered here and now
   on upstream main.
 - **sending** (:func:`submission_problems`, :func:`suite_changes`): what keeps a fix from
   being sent upstream (the pre-push hook's rules, upstream's linters, ``git am`` and behaviour
-  on each base), and which of upstream's tests a line's patches break or fix.
+  on each base, a main older than the release, and what the maintainer reads: the body's
+  size, claims only of targets that ran, upstream's words, the PRs it cites), and which of
+  upstream's tests a line's patches break or fix.
 
 The gatherers (matrix, behaviour, upstream_tests, retarget, canary) only collect results
 and call these; the renderers only show what they return.
@@ -28,20 +30,25 @@ and call these; the renderers only show what they return.
 
 from __future__ import annotations
 
+import datetime
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from packaging.version import Version
 
 from overlay.equivalence.protocol import ItemResult
 from overlay.equivalence.verdict import TOSA, VGF, Limits, Quality, target_qualities
+from overlay.fixes.model import UpstreamNote
+from overlay.upstream.commit_rules import PREFIX
+from overlay.upstream.export import ISSUE_TITLE, Export
 from overlay.upstream.results import (
     APPLYING,
     BROKEN,
     KEPT,
     MERGED,
     NOT_NEEDED,
+    NOT_RUN,
     Action,
     Applied,
     BisectResult,
@@ -333,27 +340,177 @@ def decide_patch(
     )
 
 
+PR_BODY_LIMIT = 65_536  # characters: GitHub refuses a longer PR body
+# What a text may say of a target only where it ran and was compared (a claim word and a
+# target in one sentence), and the targets by the names a text gives them.
+_CLAIM = re.compile(
+    r"\b(wrong|right|(?:in)?correct(?:ly)?|fail(?:s|ed|ing)?|broken|breaks?|works?"
+    r"|exact(?:ly)?|all zeros|mismatch(?:es)?)\b",
+    re.IGNORECASE,
+)
+_TARGET_NAMES = {
+    "TOSA": re.compile(r"\bTOSA\b"),
+    "VGF": re.compile(r"\bVGF\b"),
+    "Ethos-U": re.compile(r"\bEthos-U\w*|\bU[58]5\b"),
+}
+_CITED_PR = re.compile(r"(?<!Fixes )(?<![\w/])#(\d+)\b")
+
+
+def _family(target: str) -> str:
+    """Return the name a text gives a result's target: ``ethos-u55-128`` is Ethos-U."""
+    return "Ethos-U" if target.startswith("ethos-u") else target.upper()
+
+
+def compared_targets(bases: Sequence[OnBase]) -> frozenset[str]:
+    """Return the targets (TOSA, VGF, Ethos-U) that ran and were compared, or failed, in a
+    fix's trigger cases on some base; a target that only lowered (compiled) is not one."""
+    found: set[str] = set()
+    for base in bases:
+        behaviour = base.behaviour
+        for case in (*behaviour.bug_cases, *behaviour.other_cases) if behaviour else ():
+            for results in (case.stock_targets, case.patched_targets):
+                found |= {_family(t) for t, text in results.items() if not text.startswith(NOT_RUN)}
+    return frozenset(found)
+
+
+def _sentences(text: str) -> list[str]:
+    """Return the prose of a Markdown or commit text as clauses (code and tables left out)."""
+    prose, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        prose.append("" if fenced or line.lstrip().startswith(("|", "```")) else line.strip())
+    paragraphs = " ".join(line or "\n" for line in prose).split("\n")
+    return [s for p in paragraphs for s in re.split(r"(?<=[.!?;])\s+", p.strip()) if s]
+
+
+def unmeasured_claims(texts: Sequence[str], compared: frozenset[str]) -> list[str]:
+    """Return each sentence that says how a target did where it did not run and compare.
+
+    Example: "the conv channels of the cat are wrong on TOSA, Ethos-U and VGF", with TOSA and
+    VGF executed and compared and Ethos-U compiled by Vela only.
+    Becomes: one problem naming Ethos-U and quoting the sentence.
+    """
+    problems = []
+    for sentence in dict.fromkeys(s for text in texts for s in _sentences(text)):
+        claim = _CLAIM.search(sentence)
+        unrun = {
+            t: found
+            for t, name in _TARGET_NAMES.items()
+            if t not in compared and (found := name.search(sentence))
+        }
+        if claim is not None and unrun:
+            start = max(0, min(claim.start(), *(m.start() for m in unrun.values())) - 60)
+            start = sentence.rfind(" ", 0, start) + 1 if start else 0  # from a word
+            quoted = ("..." if start else "") + sentence[start : start + 160]
+            problems.append(
+                f"the text says '{claim.group(0)}' of {', '.join(unrun)}, which did not run"
+                f" and was not compared here (say 'compiled' or 'lowers'): \"{quoted}\""
+            )
+    return problems
+
+
+def text_problems(
+    texts: Export, bases: Sequence[OnBase], note: UpstreamNote | None, internal: Collection[str]
+) -> list[str]:
+    """Return what a maintainer would object to in what they read (the commit message, the
+    PR body, the issue draft): its size, claims, words and citations."""
+    problems = []
+    if len(texts.pr_body) > PR_BODY_LIMIT:
+        problems.append(
+            f"the PR body is {len(texts.pr_body):,} characters: GitHub refuses more than"
+            f" {PR_BODY_LIMIT:,} (and the merge bot copies it into the squash commit)"
+        )
+    read = (texts.message, texts.pr_body, texts.issue)
+    problems += unmeasured_claims(read, compared_targets(bases))
+    names = [n for n in sorted(internal) if any(_names(text, n) for text in read)]
+    if names:
+        problems.append(
+            f"the text names internal corpus case(s) {', '.join(names)}: name the model, the"
+            " TOSA spec and the quantizer config (CaseInfo.model)"
+        )
+    title = texts.issue.partition("\n")[0].removeprefix(ISSUE_TITLE)
+    if texts.issue and title.removeprefix(PREFIX) == texts.subject.removeprefix(PREFIX):
+        problems.append(
+            "the issue draft's title says what the change does, not the symptom: declare"
+            " UpstreamNote.symptom in the fix module"
+        )
+    declared = {pr.number for pr in note.cited} if note else set()
+    undeclared = sorted({int(n) for n in _CITED_PR.findall(texts.message)} - declared)
+    if undeclared:
+        problems.append(
+            f"the description cites {', '.join(f'#{n}' for n in undeclared)}, which the fix"
+            " module does not declare (UpstreamNote.regressed_by or related): the PR text"
+            " does not link it and its author is not cc'd"
+        )
+    return problems
+
+
+def _names(text: str, name: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
+
+
+def stale_main(main: str, main_date: str, release: str, released: str, refresh: str) -> str:
+    """Return why no fix is ready on main when main is older than the release (else "").
+
+    ``released``: the release's date (its commit's, else its recorded upload day), "" when
+    unknown; ``refresh``: the command that brings main up to date where the user is.
+
+    Example: main cff6f4dd32 of 2026-08-22 and executorch 1.5.1 of 2026-09-22.
+    Becomes: "not ready on main: main cff6f4dd32 (2026-08-22) is older than executorch 1.5.1
+    (2026-09-22); refresh it: ...".
+    """
+    where = f"main {main[:10]} ({main_date[:10]})"
+    if not released:
+        return (
+            f"not ready on main: {where} cannot be compared with executorch {release}, whose"
+            f" date is not recorded ([released] in patches/upstream.toml); refresh main:"
+            f" {refresh}"
+        )
+    if _moment(main_date) >= _moment(released):
+        return ""
+    return (
+        f"not ready on main: {where} is older than executorch {release} ({released[:10]});"
+        f" refresh it: {refresh}, then run again"
+    )
+
+
+def _moment(when: str) -> datetime.datetime:
+    """Return an ISO 8601 date or date-time as an aware date-time (a date: its UTC midnight)."""
+    found = datetime.datetime.fromisoformat(when)
+    return found if found.tzinfo else found.replace(tzinfo=datetime.UTC)
+
+
 def submission_problems(
     bases: Sequence[OnBase],
     lint: LintReport | None,
     rules: Sequence[str],
     *,
     lint_asked: bool = True,
+    stale: str = "",
+    texts: Export | None = None,
+    note: UpstreamNote | None = None,
+    internal: Collection[str] = (),
 ) -> tuple[str, ...]:
     """Return what keeps a fix from being sent (empty: send it).
 
-    Upstream's gate (the hook's commit rules, every linter on the whole touched files) and,
-    on every base, ``git am`` and behaviour: its bug trigger fails on stock and passes with
-    it, the tests it adds fail before and pass after, no test passing without it fails with it.
+    Upstream's gate (the hook's commit rules, every linter on the whole touched files), on
+    every base ``git am`` and behaviour (its bug trigger fails on stock and passes with it,
+    the tests it adds fail before and pass after, no test passing without it fails with
+    it), and what the maintainer reads (:func:`text_problems` of ``texts``, with the fix's
+    ``note`` and the corpus's ``internal`` case names). On a ``stale`` main (the reason,
+    :func:`stale_main`) what main found holds nothing back: the fix is not ready on main.
     """
     problems = [f"pre-push hook: {rule}" for rule in rules]
     if lint is not None and lint.findings:
         shown = "; ".join(lint.findings[:5])
         problems.append(f"upstream's linters: {len(lint.findings)} finding(s): {shown}")
-    elif lint is None and lint_asked:
+    elif lint is None and lint_asked and not stale:
         problems.append("upstream's linters did not run: the commit is not on main")
     for base in bases:
         found = base.behaviour
+        if stale and base.base == "main":
+            continue
         if base.applies:
             problems.append(f"{base.base}: {base.applies}")
         elif found is None:
@@ -366,6 +523,8 @@ def submission_problems(
             problems.append(
                 f"{base.base}: passing without it, failing with it: {', '.join(base.broken)}"
             )
+    if texts is not None:
+        problems += text_problems(texts, bases, note, internal)
     return tuple(problems)
 
 

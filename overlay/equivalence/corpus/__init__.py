@@ -33,6 +33,12 @@ NEAREST_TIE = (
     " PyTorch rounds half to even; the int16 grid (scale 2^-12) lands on such ties, each"
     " a whole texel off on executed VGF (docs/findings.md)"
 )
+# the grid warps in upstream's words (PR texts name the model, never the case)
+GRID_FROM_CONV = "`grid_sample(x, tanh(conv(x)).permute(0, 2, 3, 1))`, x 1x3x8x8"
+ZOO_GRID_WARP = (
+    "`grid_sample(x, base + 0.25 * tanh(conv(relu(conv(x)))).permute(0, 2, 3, 1),"
+    " align_corners=True)`, x 1x3x16x16, base an identity grid"
+)
 GROUPS = ("core", "zoo")
 # the cases the fixes bring (each built by its fix module), by name
 FIX_CASES: dict[str, Case] = {case.info.name: case for fix in fixes.FIXES for case in fix.cases}
@@ -75,6 +81,7 @@ CASES: tuple[CaseInfo, ...] = (
         fast=True,
         note="VGF-quantised conv -> tanh -> permute -> grid_sample: an int16 grid",
         targets_vgf=True,
+        model=GRID_FROM_CONV,
     ),
     *(case.info for case in FIX_CASES.values()),
     *(
@@ -112,6 +119,7 @@ def _zoo(
     fast: bool = False,
     ethos_u: bool = False,
     note: str = "",
+    model: str = "",
 ) -> tuple[str, CaseInfo]:
     """Return (the network's builder in corpus.zoo, the case)."""
     # the pre-quantised grid networks are built for their spec: one builder per variant
@@ -128,6 +136,7 @@ def _zoo(
         group="zoo",
         timeout=ZOO_TIMEOUT_S,
         ethos_u=ethos_u,
+        model=model,
     )
 
 
@@ -154,6 +163,7 @@ _ZOO: tuple[tuple[str, CaseInfo], ...] = (
         "TOSA-1.0+INT+FP+int16",
         "a16w8",
         note="a conv branch makes int16 grid positions that feed grid_sample (VGF)",
+        model=ZOO_GRID_WARP,
     ),
     _zoo(
         "grid_warp",
@@ -161,6 +171,7 @@ _ZOO: tuple[tuple[str, CaseInfo], ...] = (
         "TOSA-1.0+INT+int16",
         "a16w8",
         ethos_u=True,
+        model=ZOO_GRID_WARP,
     ),
     _zoo(
         "grid_warp_int16_grid",
@@ -177,8 +188,8 @@ _ZOO: tuple[tuple[str, CaseInfo], ...] = (
         None,
         note="pre-quantised a16w8; the int16 grid positions are the graph output (seed)",
     ),
-    _zoo("grid_warp", "int8", "TOSA-1.0+INT", "a8w8"),
-    _zoo("grid_warp", "fp", "TOSA-1.0+FP", None),
+    _zoo("grid_warp", "int8", "TOSA-1.0+INT", "a8w8", model=ZOO_GRID_WARP),
+    _zoo("grid_warp", "fp", "TOSA-1.0+FP", None, model=ZOO_GRID_WARP),
 )
 ZOO_CASES: tuple[CaseInfo, ...] = tuple(case for _, case in _ZOO)
 ZOO_NETWORKS: dict[str, str] = {case.name: builder for builder, case in _ZOO}  # -> zoo builder

@@ -27,6 +27,7 @@ from overlay.errors import GitError, UpstreamError
 from overlay.upstream.results import RangeDiff, RangeDiffPair
 
 MAIN_REF = "refs/upstream/main"
+GITHUB = "https://github.com/pytorch/executorch.git"
 RELEASE_TAG = re.compile(r"^v(\d+\.\d+\.\d+)$")
 # Beyond what overlay._git pins for every command: what changes the canary's log and
 # range-diff output (commit ids are shown at a fixed length).
@@ -268,6 +269,26 @@ def open_upstream(source: str, root: Path | None = None) -> Scratch:
             hint="check the URL or path (a clone of pytorch/executorch)",
         ) from exc
     return scratch
+
+
+def refresh_command(source: str) -> str:
+    """Return how to bring the ``main`` that :func:`open_upstream` reads from ``source`` up
+    to upstream's, as the user runs it.
+
+    Example: a bare mirror ``/srv/executorch.git``.
+    Becomes: ``git -C /srv/executorch.git fetch <GitHub> main:main``, or ``--upstream
+    <GitHub>``.
+    """
+    instead = f"`--upstream {GITHUB}`"
+    if is_url(source):
+        return instead if source != GITHUB else "run it again (main is fetched each run)"
+    local = Path(source).resolve()
+    checked_out = (
+        git(local, "rev-parse", "--is-bare-repository").strip() == "false"
+        and git(local, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    )
+    verb = f"pull --ff-only {GITHUB} main" if checked_out else f"fetch {GITHUB} main:main"
+    return f"`git -C {local} {verb}`, or {instead}"
 
 
 def fixed_date(day: str) -> str:

@@ -112,7 +112,8 @@ def line_evidence(
 ) -> evidence.LineEvidence:
     """Return the evidence in a ready retarget report (``retarget.json``).
 
-    ``headers`` maps each older patch's file name to its ``Applied-Upstream`` header.
+    ``headers`` maps each older patch's file name to its ``Applied-Upstream`` header (a
+    DEP-3 header may go on over lines: the evidence holds it on one).
     """
     patches = []
     for row in report.patches:
@@ -131,7 +132,7 @@ def line_evidence(
                 reason=row.text,
                 cases=_cases(row.behaviour),
                 upstream_test=_upstream_test(row.behaviour),
-                applied_upstream=headers.get(row.name, ""),
+                applied_upstream=" ".join(headers.get(row.name, "").split()),  # one line
             )
         )
     return evidence.LineEvidence(
