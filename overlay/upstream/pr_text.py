@@ -4,8 +4,10 @@ The PR body follows upstream's template (``### Summary``, ``### Test plan``): th
 one paragraph (the patch description's first), what the change does, the fix's minimal
 reproducer (its ``UpstreamNote``), the trigger cases' numbers per target without and with
 the change on each base, every test run on each base (the ones it adds judged fails before
-/ passes after, every other one of its test files and ``affected_tests``), the linters'
-result, ``Fixes #N`` and the cc line (the Arm team and the touched files' recent authors).
+/ passes after, every other one of its test files and ``affected_tests``), the TOSA
+operators of models outside its bug where they change, the results of the linters and of
+the pre-push hook's checks, ``Fixes #N`` and the cc line (the Arm team and the touched
+files' recent authors).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from overlay._table import markdown_table
 from overlay.text.series import Patch
 from overlay.upstream.export import ARM_CC, LABELS, Export, dep3_paragraphs
 from overlay.upstream.results import OnBase, Submission, TestRun
+from overlay.upstream.verdicts import op_count_change
 
 NO_RESULT = "-"
 
@@ -95,8 +98,24 @@ def _plan(base: OnBase) -> list[str]:
                 lines.append(f"  ({side}: {counts.problem})")
     if base.broken:
         lines.append(f"- passing without and failing with it: {', '.join(base.broken)}")
+    lines += _bystanders(base)
     if base.applies:
         lines.append(f"- {base.applies}")
+    return lines
+
+
+def _bystanders(base: OnBase) -> list[str]:
+    """Return the models outside its bug, lowered without and with it: what changed."""
+    if not base.bystanders:
+        return []
+    changed = [(c, op_count_change(c)) for c in base.bystanders]
+    changed = [(c, text) for c, text in changed if text]
+    models = len({c.case for c in base.bystanders})
+    outside = f"- {models} models outside the bug it fixes"
+    if not changed:
+        return [f"{outside}: the same TOSA operators without and with it"]
+    lines = [f"{outside}, TOSA operators without -> with it:"]
+    lines += [f"  - {c.model}, {c.spec}, {c.target.upper()}: {text}" for c, text in changed]
     return lines
 
 
@@ -125,6 +144,8 @@ def pr_body(patch: Patch, sub: Submission, release: str, torch: str) -> str:
     lines += tests_table(sub.bases)
     if sub.lint is not None:
         lines += [f"{sub.lint.summary}", ""]
+    if sub.checks:
+        lines += [f"- {check.summary}" for check in sub.checks] + [""]
     lines += [cc_line(sub.authors), ""]
     return "\n".join(lines)
 
@@ -164,7 +185,8 @@ def checklist(item: Export, sub: Submission, where: str, branch: str) -> str:
         f"- [ ] Ask for the labels {', '.join(repr(label) for label in LABELS)}"
         " (only maintainers can set them).",
         "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
-        " and public API checks need a source build of executorch.",
+        " and public API checks ran here on main's backends/arm hosted on the release's"
+        " wheel, not on a source build of executorch.",
     ]
     return "\n".join(lines) + "\n"
 

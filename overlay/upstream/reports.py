@@ -17,10 +17,11 @@ from overlay.upstream.results import (
     Retarget,
     Sending,
     Status,
+    Submission,
     SuiteRun,
     TestState,
 )
-from overlay.upstream.verdicts import conflict_text
+from overlay.upstream.verdicts import conflict_text, op_count_change
 
 TONES = {
     Status.APPLIES: "ok",
@@ -204,6 +205,15 @@ def _on_base(base: OnBase) -> str:
     return found.outcome.value if found is not None else "not measured"
 
 
+def _bystanders(sub: Submission) -> str:
+    """Return how many bystander models lower to other TOSA operators with the fix."""
+    counts = [c for b in sub.bases for c in b.bystanders]
+    if not counts:
+        return "not run"
+    changed = {(c.case, c.target) for c in counts if op_count_change(c)}
+    return f"{len(changed)} of {len({(c.case, c.target) for c in counts})} change"
+
+
 def sending_blocks(report: Sending) -> list[Block]:
     """Lay out an export: each fix on each base, upstream's gate, what keeps it back."""
     bases = [b.base for b in report.submissions[0].bases] if report.submissions else []
@@ -212,6 +222,10 @@ def sending_blocks(report: Sending) -> list[Block]:
             sub.patch.removesuffix(PATCH_SUFFIX),
             *(_on_base(b) for b in sub.bases),
             "not run" if sub.lint is None else f"{len(sub.lint.findings)} finding(s)",
+            f"{sum(bool(c.findings) for c in sub.checks)} of {len(sub.checks)} fail"
+            if sub.checks
+            else "not run",
+            _bystanders(sub),
             Badge("ready", "ok") if not sub.problems else Badge("held back", "bad"),
         )
         for sub in report.submissions
@@ -222,7 +236,10 @@ def sending_blocks(report: Sending) -> list[Block]:
             f"Upstream pull requests from the {report.line} line: main ({report.main[:12]})"
             f" and executorch {report.release}"
         ),
-        Table(("patch", *bases, "upstream lint", "verdict"), tuple(rows)),
+        Table(
+            ("patch", *bases, "upstream lint", "pre-push checks", "bystanders", "verdict"),
+            tuple(rows),
+        ),
         Heading("Held back", 2),
         render.listing(problems),
         Heading("Not sent", 2),

@@ -29,6 +29,7 @@ and call these; the renderers only show what they return.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -52,6 +53,7 @@ from overlay.upstream.results import (
     ForwardState,
     LintReport,
     OnBase,
+    OpCounts,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
@@ -333,18 +335,46 @@ def decide_patch(
     )
 
 
+def op_count_change(counts: OpCounts) -> str:
+    """Return how a bystander's TOSA operators differ with the patch ("" when they do not).
+
+    Example: conv -> conv under get_vgf_snorm_quantization_config on TOSA-1.0+INT, stock
+    ``{"CONV2D": 2, "RESCALE": 2}``, with today's 0003 ``{"CLAMP": 2, "CONV2D": 2, "RESCALE": 2}``.
+    Becomes: ``CLAMP 0 -> 2 (stock: CONV2D 2, RESCALE 2)``.
+    """
+    if counts.stock_error or counts.patched_error:
+        if counts.stock_error and counts.patched_error:
+            return ""  # lowers on neither side: nothing to compare
+        return (
+            f"stock {'fails: ' + counts.stock_error if counts.stock_error else 'lowers'},"
+            f" with it {'fails: ' + counts.patched_error if counts.patched_error else 'lowers'}"
+        )
+    ops = sorted({*counts.stock, *counts.patched})
+    changed = [op for op in ops if counts.stock.get(op, 0) != counts.patched.get(op, 0)]
+    if not changed:
+        return ""
+    moved = ", ".join(
+        f"{op} {counts.stock.get(op, 0)} -> {counts.patched.get(op, 0)}" for op in changed
+    )
+    kept = ", ".join(f"{op} {n}" for op, n in counts.stock.items() if op not in changed)
+    return f"{moved} (stock: {kept or 'nothing else'})"
+
+
 def submission_problems(
     bases: Sequence[OnBase],
     lint: LintReport | None,
     rules: Sequence[str],
     *,
     lint_asked: bool = True,
+    checks: Sequence[LintReport] = (),
 ) -> tuple[str, ...]:
     """Return what keeps a fix from being sent (empty: send it).
 
-    Upstream's gate (the hook's commit rules, every linter on the whole touched files) and,
-    on every base, ``git am`` and behaviour: its bug trigger fails on stock and passes with
-    it, the tests it adds fail before and pass after, no test passing without it fails with it.
+    Upstream's gate (the hook's commit rules, every linter on the whole touched files, the
+    hook's other ``checks``: docgen, the public API manifests, ...) and, on every base,
+    ``git am`` and behaviour: its bug trigger fails on stock and passes with it, the tests it
+    adds fail before and pass after, no test passing without it fails with it, and no
+    bystander model (outside its triggers) lowers to other TOSA operators with it.
     """
     problems = [f"pre-push hook: {rule}" for rule in rules]
     if lint is not None and lint.findings:
@@ -352,6 +382,10 @@ def submission_problems(
         problems.append(f"upstream's linters: {len(lint.findings)} finding(s): {shown}")
     elif lint is None and lint_asked:
         problems.append("upstream's linters did not run: the commit is not on main")
+    for check in checks:
+        if check.findings:
+            shown = "; ".join(check.findings[:8])
+            problems.append(f"{check.ran}: {len(check.findings)} line(s) the commit adds: {shown}")
     for base in bases:
         found = base.behaviour
         if base.applies:
@@ -366,7 +400,57 @@ def submission_problems(
             problems.append(
                 f"{base.base}: passing without it, failing with it: {', '.join(base.broken)}"
             )
+        for counts in base.bystanders:
+            change = op_count_change(counts)
+            if change:
+                problems.append(
+                    f"{base.base}: changes a model outside its bug: {counts.model},"
+                    f" {counts.spec}, {counts.target.upper()} operators: {change}"
+                )
     return tuple(problems)
+
+
+_HOOK_NOISE = re.compile(
+    r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|@@ .* @@|diff --git |[IWEF]\d{4} \d\d:\d\d:\d\d"
+    r"|\[(?:INFO|SUCCESS)\] |\s*$)"
+)  # git's blob ids and hunk positions, torch's timestamped log lines, the hook's chatter
+_ADDRESS = re.compile(r"0x[0-9a-f]+")
+
+
+def hook_findings(
+    status: int, output: Sequence[str], main_status: int, main_output: Sequence[str]
+) -> tuple[tuple[str, ...], str]:
+    """Return (findings, note) of one pre-push check: what the commit adds to a failure.
+
+    ``main_*``: the same check on main without the commit, in the same env. A check that
+    fails there too (main's code hosted on the newest release's core) is the host's, not the
+    commit's: only the lines the commit's run adds (each line counted) are its findings.
+
+    Example: docgen fails on hosted main (the release's ``transform_for_pre_decomposition``
+    enters the partitioner docs); with 0007 it also prints ``-Register a custom op to be
+    considered supported.`` and ``+Register ``op`` unless its VGF lowering needs FP...``.
+    Becomes: those two lines (and the other lines of the changed docstring) as findings;
+    note "main fails it without the commit too: 52 line(s) are not the commit's".
+    """
+    if status == 0:
+        return (), ""
+
+    def kept(lines: Sequence[str]) -> list[str]:
+        return [_ADDRESS.sub("0x?", line.rstrip()) for line in lines if not _HOOK_NOISE.match(line)]
+
+    found = kept(output)
+    if main_status == 0:
+        return tuple(found) or (f"exit status {status}",), ""
+    left = Counter(kept(main_output))
+    new = []
+    for line in found:
+        if left[line] > 0:
+            left[line] -= 1
+        else:
+            new.append(line)
+    shared = len(found) - len(new)
+    note = f"main fails it without the commit too: {shared} line(s) are not the commit's"
+    return tuple(new), note
 
 
 # --- retarget ------------------------------------------------------------------------------
