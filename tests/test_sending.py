@@ -7,9 +7,12 @@ from pathlib import Path
 
 from overlay import fixes, lines, render
 from overlay._git import git, git_with_env
+from overlay.equivalence import corpus
+from overlay.equivalence.protocol import InitReply, ItemResult, RunStatus, TargetState, VgfResult
 from overlay.equivalence.verdict import Quality
+from overlay.fixes import Effect, Trigger
 from overlay.text.series import load_series, parse_patch
-from overlay.upstream import pr_text, reports
+from overlay.upstream import behaviour, pr_text, reports
 from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.export import export_patch
@@ -19,6 +22,7 @@ from overlay.upstream.results import (
     Counts,
     LintReport,
     OnBase,
+    OpCounts,
     Outcome,
     PatchBehaviour,
     Sending,
@@ -27,7 +31,7 @@ from overlay.upstream.results import (
     TestRun,
     TestState,
 )
-from overlay.upstream.verdicts import submission_problems
+from overlay.upstream.verdicts import op_count_change, submission_problems
 
 from scaffold import make_diff
 
@@ -169,3 +173,65 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
     assert "Held back:\n\n  none\n\nNot sent:\n\n  0002-x.patch: dropped\n" in shown
     every = render.text(reports.sending_blocks(dataclasses.replace(report, skipped={})))
     assert every.endswith("Not sent:\n\n  none\n")
+
+
+# Measured 2026-12-06: conv -> conv (no activation) under get_vgf_snorm_quantization_config,
+# TOSA-1.0+INT, on stock 1.5.1 and on 1.5.1 with the series of 96dca7b (today's 0003).
+SNORM_STOCK = {"CONST": 16, "CONV2D": 2, "RESCALE": 2, "TRANSPOSE": 2}
+SNORM_0003 = {"CLAMP": 2, "CONST": 16, "CONV2D": 2, "RESCALE": 2, "TRANSPOSE": 2}
+
+
+def _item(ops: dict[str, int], vgf_ops: dict[str, int] | None = None) -> ItemResult:
+    vgf = VgfResult(TargetState.COMPARED, tosa_ops=vgf_ops) if vgf_ops is not None else None
+    return ItemResult(RunStatus.OK, tosa_ops=ops, vgf=vgf)
+
+
+def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_counts() -> None:
+    snorm = next(c for c in corpus.BYSTANDERS if c.quantize == "a8w8_snorm")
+    plain = next(c for c in corpus.BYSTANDERS if c.quantize == "a8w8" and "conv" in c.name)
+    init = InitReply("python", "1.5.1", "2.13.0", 1.0, ())
+    stock = (init, {snorm.name: _item(SNORM_STOCK, SNORM_STOCK), plain.name: _item(SNORM_STOCK)})
+    patched = (init, {snorm.name: _item(SNORM_0003, SNORM_0003), plain.name: _item(SNORM_STOCK)})
+    counts = behaviour.op_counts([snorm.name, plain.name], stock, patched)
+    assert [(c.case, c.target) for c in counts] == [
+        (snorm.name, "tosa"), (snorm.name, "vgf"), (plain.name, "tosa")
+    ]  # fmt: skip
+    change = "CLAMP 0 -> 2 (stock: CONST 16, CONV2D 2, RESCALE 2, TRANSPOSE 2)"
+    assert [op_count_change(c) for c in counts] == [change, change, ""]
+    good = _base("main", Outcome.FAILS_BEFORE_PASSES_AFTER)
+    held = dataclasses.replace(good, bystanders=counts)
+    problems = submission_problems((held,), LintReport("l", (), 1.0), [])
+    assert problems == (
+        f"main: changes a model outside its bug: {snorm.note}, TOSA-1.0+INT, TOSA operators:"
+        f" {change}",
+        f"main: changes a model outside its bug: {snorm.note}, TOSA-1.0+INT, VGF operators:"
+        f" {change}",
+    )
+    same = behaviour.op_counts([snorm.name], stock, stock)
+    assert submission_problems((dataclasses.replace(good, bystanders=same),), None, [],
+                               lint_asked=False) == ()  # fmt: skip
+    sub = Submission("0003-x.patch", "1.5.1", "Arm backend: Fix x", "", (held,), None, (), (),
+                     problems)  # fmt: skip
+    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
+    plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
+    assert f"  - {snorm.note}, TOSA-1.0+INT, TOSA: {change}" in plan
+    assert "- 2 models outside the bug it fixes, TOSA operators without -> with it:" in plan
+    report = Sending("1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {}, 1.0)
+    assert "1 of 2 change" not in render.text(reports.sending_blocks(report))  # per target
+    assert "2 of 3 change" in render.text(reports.sending_blocks(report))
+
+
+def test_a_bystander_that_fails_only_with_the_patch_is_a_change() -> None:
+    counts = OpCounts("b", "conv -> conv", "TOSA-1.0+INT", "tosa", SNORM_STOCK, {}, "", "boom")
+    assert op_count_change(counts) == "stock lowers, with it fails: boom"
+    assert op_count_change(dataclasses.replace(counts, stock_error="bang")) == ""
+
+
+def test_a_fix_that_claims_a_bystander_does_not_count_it_as_one() -> None:
+    every = [c.name for c in corpus.BYSTANDERS]
+    assert behaviour.bystanders(None) == every
+    fix = fixes.FIXES[0]
+    claim = Trigger(every[0], Effect.CHANGED, "it means to change it", "1.5.1")
+    claiming = dataclasses.replace(fix, claims={"1.5.1": (claim,)})
+    assert behaviour.bystanders(claiming) == every[1:]

@@ -129,12 +129,13 @@ class HookRun:
     seconds: float
 
 
-def hook_python(dest: Path, env: release_venvs.Env, repo: Path) -> Path:
-    """Return a folder whose ``python`` runs ``env`` with ``repo``'s ``backends/arm`` first.
+def hook_python(dest: Path, python: Path, repo: Path) -> Path:
+    """Return a folder whose ``python`` runs ``python`` with ``repo``'s ``backends/arm`` first.
 
-    The hook calls ``python``: this folder goes first on its ``PATH``.
+    ``python``: an env with executorch (the one hosting main). The hook calls ``python``:
+    this folder goes first on its ``PATH``.
     """
-    host.wrapper(dest, env.python, host.shadow_site(dest, repo / "backends"))
+    host.wrapper(dest, python, host.shadow_site(dest, repo / "backends"))
     return dest
 
 
@@ -182,7 +183,7 @@ def hook_checks(
 
 
 def main_runs(
-    source: Path, commit: str, dest: Path, env: release_venvs.Env, touched: Sequence[str]
+    source: Path, commit: str, dest: Path, python: Path, touched: Sequence[str]
 ) -> Callable[[str], HookRun]:
     """Return a runner of each hook check on ``commit`` itself, checked out on first use.
 
@@ -197,7 +198,7 @@ def main_runs(
             if not (repo / ".git").is_dir():
                 shutil.rmtree(repo, ignore_errors=True)
                 checkout(source, commit, repo, "unpatched")
-            bindir = hook_python(dest / "bin", env, repo)
+            bindir = hook_python(dest / "bin", python, repo)
             runs[check] = run_hook_check(repo, check, touched, bindir)
         return runs[check]
 

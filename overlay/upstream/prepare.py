@@ -165,7 +165,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     submissions, done = [], []
     lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
     touched = sorted({path for item in exports for path in item.after})
-    on_main = lint.main_runs(scratch.path, main, out / "hook" / "main", main_env, touched)
+    on_main = lint.main_runs(scratch.path, main, out / "hook" / "main", main_env.python, touched)
     for patch, item in zip(send, exports, strict=True):
         repo = out / "branches" / item.stem
         branch = export.branch_name(item)
@@ -225,7 +225,7 @@ def _upstream_checks(
     progress(f"{item.name}: upstream's linters on {', '.join(touched)}")
     report = lint.run_lint(repo, touched, envs[0])
     progress(f"{item.name}: the pre-push hook's docgen, VGF op support, public API manifests")
-    bindir = lint.hook_python(hook / item.stem, envs[1], repo)
+    bindir = lint.hook_python(hook / item.stem, envs[1].python, repo)
     return report, lint.hook_checks(repo, touched, bindir, on_main)
 
 
