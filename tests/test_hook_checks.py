@@ -263,7 +263,8 @@ WITH_0007 = (
     "[ERROR] Arm docgen updated generated documentation.",
     "diff --git a/docs/source/backends/arm-vgf/arm-vgf-partitioner.md b/docs/...",
     "index 3d1f0e11c2..9b0c6a4e7d 100644",
-    "@@ -50,3 +50,28 @@ Returns:",
+    "@@ -49,3 +49,28 @@ Returns:",
+    " ```python",
     " def VgfPartitioner.register_custom_partition_op(self, op: torch._ops.OpOverload) -> None:",
     "-Register a custom op to be considered supported.",
     "+Register ``op`` unless its VGF lowering needs FP that the spec lacks.",
@@ -278,8 +279,8 @@ def test_what_hosted_main_prints_without_the_commit_is_not_the_commits() -> None
         "-Register a custom op to be considered supported.",
         "+Register ``op`` unless its VGF lowering needs FP that the spec lacks.",
     )
-    assert note == "main fails it without the commit too: 4 line(s) are not the commit's"
-    same = "main fails it without the commit too: 5 line(s) are not the commit's"
+    assert note == "main fails it without the commit too: 3 line(s) are not the commit's"
+    same = "main fails it without the commit too: 3 line(s) are not the commit's"
     assert hook_findings(1, HOSTED_MAIN, 1, HOSTED_MAIN) == ((), same)
     assert hook_findings(0, WITH_0007, 1, HOSTED_MAIN) == ((), "")
     alone, none = hook_findings(1, WITH_0007, 0, ())

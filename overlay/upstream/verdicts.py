@@ -424,19 +424,26 @@ def hook_findings(
 
     ``main_*``: the same check on main without the commit, in the same env. A check that
     fails there too (main's code hosted on the newest release's core) is the host's, not the
-    commit's: only the lines the commit's run adds (each line counted) are its findings.
+    commit's: only the lines the commit's run adds (each line counted) are its findings; a
+    diff's unchanged (context) lines are none.
 
     Example: docgen fails on hosted main (the release's ``transform_for_pre_decomposition``
     enters the partitioner docs); with 0007 it also prints ``-Register a custom op to be
     considered supported.`` and ``+Register ``op`` unless its VGF lowering needs FP...``.
     Becomes: those two lines (and the other lines of the changed docstring) as findings;
-    note "main fails it without the commit too: 52 line(s) are not the commit's".
+    the note says how many lines of the failure are main's own.
     """
     if status == 0:
         return (), ""
 
     def kept(lines: Sequence[str]) -> list[str]:
-        return [_ADDRESS.sub("0x?", line.rstrip()) for line in lines if not _HOOK_NOISE.match(line)]
+        found, in_diff = [], False
+        for line in lines:
+            in_diff = line.startswith("diff --git ") or (in_diff and line[:1] in " +-@i\\")
+            context = in_diff and line.startswith(" ")  # a diff's unchanged lines
+            if not context and not _HOOK_NOISE.match(line):
+                found.append(_ADDRESS.sub("0x?", line.rstrip()))
+        return found
 
     found = kept(output)
     if main_status == 0:
