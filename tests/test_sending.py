@@ -5,14 +5,17 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from overlay import fixes, lines, render
 from overlay._git import git, git_with_env
+from overlay.envs import release_venvs
 from overlay.equivalence import corpus
 from overlay.equivalence.protocol import InitReply, ItemResult, RunStatus, TargetState, VgfResult
 from overlay.equivalence.verdict import Quality
 from overlay.fixes import Effect, Trigger
 from overlay.text.series import load_series, parse_patch
-from overlay.upstream import behaviour, pr_text, reports
+from overlay.upstream import behaviour, pr_text, prepare, reports, upstream_tests
 from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.export import export_patch
@@ -235,3 +238,37 @@ def test_a_fix_that_claims_a_bystander_does_not_count_it_as_one() -> None:
     claim = Trigger(every[0], Effect.CHANGED, "it means to change it", "1.5.1")
     claiming = dataclasses.replace(fix, claims={"1.5.1": (claim,)})
     assert behaviour.bystanders(claiming) == every[1:]
+
+
+def test_measure_lowers_each_patchs_bystanders_beside_its_triggers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fix = fixes.FIXES[-1]
+    path = "backends/arm/demo.py"
+    patch = parse_patch(
+        f"{fix.number:04d}-demo.patch",
+        "Description: Fix demo\n It fixes.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+        + make_diff(path, "x = 1\n", "x = 2\n"),
+    )
+    ran: dict[str, list[str]] = {}
+    init = InitReply("python", "1.5.1", "2.13.0", 1.0, ())
+
+    def run_envs(jobs: dict[str, str], cases: list[str], **_: object) -> dict[str, object]:
+        ran["cases"] = list(cases)
+        side = {label: {c: _item(SNORM_STOCK) for c in cases} for label in jobs}
+        side[patch.name][corpus.BYSTANDERS[1].name] = _item(SNORM_0003)
+        return {label: (init, results) for label, results in side.items()}
+
+    monkeypatch.setattr(behaviour, "run_envs", run_envs)
+    monkeypatch.setattr(upstream_tests, "vulkan_env", lambda *_: {})
+    monkeypatch.setattr(upstream_tests, "run_tests_both_ways", lambda *_, **__: _run(
+        TestState.FAILED, TestState.PASSED))  # fmt: skip
+    env = release_venvs.Env(tmp_path / "env", None)  # type: ignore[arg-type]
+    base = prepare.Base("1.5.1", "c0ffee", {path: b"x = 1\n"}, env, tmp_path / "python")
+    (found,) = prepare.measure(base, [patch], "1.5.1", tmp_path / "out", lambda _: None).values()
+    claimed = {t.case for t in fix.triggers}
+    bystanders = [c.name for c in corpus.BYSTANDERS if c.name not in claimed]
+    assert set(bystanders) <= set(ran["cases"])
+    assert [c.case for c in found.bystanders if c.target == "tosa"] == bystanders
+    changed = [c for c in found.bystanders if op_count_change(c)]
+    assert [(c.case, c.target) for c in changed] == [(corpus.BYSTANDERS[1].name, "tosa")]
