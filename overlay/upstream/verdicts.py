@@ -456,7 +456,10 @@ def hook_findings(
         else:
             new.append(line)
     shared = len(found) - len(new)
-    note = f"main fails it without the commit too: {shared} line(s) are not the commit's"
+    note = (
+        f"fails on main without the commit too, as hosted here: {shared} line(s)"
+        " are not the commit's"
+    )
     return tuple(new), note
 
 
