@@ -195,7 +195,7 @@ def main_runs(
 
     def run(check: str) -> HookRun:
         if check not in runs:
-            if not (repo / ".git").is_dir():
+            if not runs:  # a fresh checkout: an earlier export's may hold another main
                 shutil.rmtree(repo, ignore_errors=True)
                 checkout(source, commit, repo, "unpatched")
             bindir = hook_python(dest / "bin", python, repo)

@@ -18,9 +18,11 @@ renderer) is one a reader cannot find. Six questions, each answered here and now
   whether the candidate can be promoted.
 - **canary** (:func:`next_step`): what to do with a patch, given everything the canary found
   on upstream main.
-- **sending** (:func:`submission_problems`, :func:`suite_changes`): what keeps a fix from
-  being sent upstream (the pre-push hook's rules, upstream's linters, ``git am`` and behaviour
-  on each base), and which of upstream's tests a line's patches break or fix.
+- **sending** (:func:`submission_problems`, :func:`suite_changes`, :func:`hook_findings`,
+  :func:`op_count_change`): what keeps a fix from being sent upstream (the pre-push hook's
+  rules and the lines its checks print for the commit alone, upstream's linters, ``git am``
+  and behaviour on each base, bystander models whose TOSA operators change), and which of
+  upstream's tests a line's patches break or fix.
 
 The gatherers (matrix, behaviour, upstream_tests, retarget, canary) only collect results
 and call these; the renderers only show what they return.
