@@ -36,7 +36,7 @@ class CaseInfo:
 
     name: str
     spec: str
-    quantize: str | None  # None, "a8w8" or "a16w8"
+    quantize: str | None  # None, "a8w8", "a8w8_snorm" (VGF's SNORM-safe a8w8) or "a16w8"
     per_channel: bool = True
     fast: bool = False
     note: str = ""

@@ -21,7 +21,7 @@ def test_corpus_covers_specs_quantisations_and_every_fix() -> None:
     assert {"TOSA-1.0+INT", "TOSA-1.0+FP", "TOSA-1.0+INT+FP"} <= specs
     assert any("int16" in s for s in specs)
     assert {c.quantize for c in cases.values()} >= {None, "a8w8", "a16w8"}
-    every = {c.name: c for c in corpus.ALL_CASES}
+    every = {c.name: c for c in (*corpus.ALL_CASES, *corpus.BYSTANDERS)}
     for entry in fixes.FIXES:
         assert entry.triggers, entry.number
         for trigger in entry.triggers:
@@ -78,11 +78,33 @@ def test_every_case_has_exactly_one_builder() -> None:
     core = _builder_keys("models.py", "BUILDERS")
     networks = _builder_keys("zoo.py", "NETWORKS")
     assert not core & set(corpus.FIX_CASES)  # a fix's own case is built by its module
-    assert core | set(corpus.FIX_CASES) == {c.name for c in corpus.CASES}
+    bystanders = {c.name for c in corpus.BYSTANDERS}
+    assert core | set(corpus.FIX_CASES) == {c.name for c in corpus.CASES} | bystanders
     assert set(corpus.ZOO_NETWORKS) == {c.name for c in corpus.ZOO_CASES}
     assert set(corpus.ZOO_NETWORKS.values()) == networks  # every network is used
     assert corpus.ZOO_NETWORKS["zoo_resnet18_int8"] == corpus.ZOO_NETWORKS["zoo_resnet18_fp"]
     assert corpus.ZOO_NETWORKS["zoo_grid_warp_int16_grid_int16"] == "grid_warp_int16_grid_int16"
+
+
+def test_bystanders_cover_each_spec_outside_every_fix_and_outside_the_equivalence_run() -> None:
+    found = {c.name: c for c in corpus.BYSTANDERS}
+    assert len(found) == len(corpus.BYSTANDERS) >= 5
+    assert not set(found) & {c.name for c in corpus.ALL_CASES}  # equivalence never selects them
+    assert {c.group for c in found.values()} == {corpus.BYSTANDER}
+    assert all(corpus.info(name) is case for name, case in found.items())
+    assert all(c.note for c in found.values())  # the model and its quantizer, as upstream reads
+    specs = {c.spec for c in found.values()}
+    assert {"TOSA-1.0+INT", "TOSA-1.0+FP", "TOSA-1.0+INT+FP", "TOSA-1.0+INT+int16"} <= specs
+    assert {c.quantize for c in found.values()} == {None, "a8w8", "a8w8_snorm", "a16w8"}
+    # the review's example: conv -> conv, SNORM, integer-only; and the same with the default
+    snorm = [c for c in found.values() if c.quantize == "a8w8_snorm"]
+    assert [c.spec for c in snorm] == ["TOSA-1.0+INT"]
+    assert "get_vgf_snorm_quantization_config" in snorm[0].note
+    assert snorm[0].targets_vgf  # its VGF lowering's TOSA is counted too
+    assert any(c.quantize == "a8w8" and c.spec == "TOSA-1.0+INT" for c in found.values())
+    assert any("grid_sample" in c.note and c.targets_vgf for c in found.values())  # fixes 1, 7
+    bugs = {t.case for f in fixes.FIXES for t in f.triggers if t.effect is fixes.Effect.FIXED}
+    assert not bugs & set(found)  # a bystander shows no fix's bug
 
 
 def test_the_cases_and_probes_a_fix_brings_are_its_own() -> None:

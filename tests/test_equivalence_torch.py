@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 from equivalence_samples import patched_copy
+from packaging.version import Version
 
 from overlay import fixes, lines
+from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.protocol import PathId, TargetState
@@ -30,6 +32,7 @@ from overlay.fixes import Effect, Fix, Trigger
 from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.lines import Line
 from overlay.text.series import Series, load_series
+from overlay.upstream import behaviour
 
 pytestmark = pytest.mark.torch
 
@@ -323,3 +326,23 @@ def test_a_models_file_wrong_only_when_run_is_refused_by_the_worker(
     with pytest.raises(EquivalenceInputError, match="could not start: an input is wrong") as info:
         orchestrator.run(options)
     assert "x: every element of 'inputs' must be a torch.Tensor" in (info.value.found or "")
+
+
+def test_the_worker_counts_the_tosa_operators_of_a_real_lowering(
+    tmp_path: Path, line: Line
+) -> None:
+    """conv -> conv on TOSA-1.0+INT, default and SNORM config: two CONV2D, two RESCALE, no
+    CLAMP on stock, read from the TOSA flatbuffer of its TOSA delegate and, when VGF lowers,
+    from the TOSA its VGF delegate was made of (the same operators)."""
+    if line.version < Version("1.5"):
+        pytest.skip(f"get_vgf_snorm_quantization_config is new in 1.5; stock here is {line.name}")
+    names = [c.name for c in corpus.BYSTANDERS if c.spec == "TOSA-1.0+INT" and "conv" in c.name]
+    assert {corpus.info(n).quantize for n in names} == {"a8w8", "a8w8_snorm"}
+    _, results = behaviour.run_envs({"stock": sys.executable}, names, out_dir=tmp_path)["stock"]
+    for name in names:
+        found = results[name]
+        assert found.ok, found.error
+        assert (found.tosa_ops["CONV2D"], found.tosa_ops["RESCALE"]) == (2, 2), name
+        assert "CLAMP" not in found.tosa_ops, name
+        if found.vgf is not None and found.vgf.state is TargetState.COMPARED:
+            assert found.vgf.tosa_ops == found.tosa_ops, name

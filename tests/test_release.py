@@ -17,7 +17,9 @@ import pytest
 from overlay import lines
 from overlay._git import git
 from overlay.text.series import load_series
-from overlay.upstream import prepare
+from overlay.upstream import lint, prepare
+from overlay.upstream.canary import host
+from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.results import (
     KEPT,
@@ -29,7 +31,7 @@ from overlay.upstream.results import (
     TestState,
 )
 from overlay.upstream.retarget import run
-from overlay.upstream.verdicts import is_own_failure
+from overlay.upstream.verdicts import hook_findings, is_own_failure
 
 pytestmark = pytest.mark.release
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,3 +168,42 @@ def test_the_default_lines_last_fix_is_sent_against_the_release_and_main(tmp_pat
     assert "### Test plan" in item.pr_body and item.checklist
     repo, branch = done.branches[last.name]
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == branch
+
+
+OVERRIDE = '''    def register_custom_partition_op(self, op: OpOverload) -> None:
+        """Register ``op`` (this test's docstring, generated into the VGF docs)."""
+        super().register_custom_partition_op(op)
+
+'''
+
+
+def test_upstreams_docgen_refuses_a_public_method_with_a_new_docstring(tmp_path: Path) -> None:
+    """On main hosted on the release's env, as the export runs it: main itself passes the
+    hook's docgen (what hosting adds aside); main with ``VgfPartitioner`` overriding the
+    public ``register_custom_partition_op`` with a new docstring does not."""
+    clone = os.environ.get("OVERLAY_UPSTREAM_CLONE")
+    if not clone:
+        pytest.skip("needs a pytorch/executorch clone: set OVERLAY_UPSTREAM_CLONE")
+    scratch = open_upstream(clone, tmp_path / "scratch")
+    main = scratch.rev(MAIN_REF)
+    every = lines.all_lines(ROOT / "patches")
+    _, env, _ = host.host_env(
+        scratch, main, every, log_dir=tmp_path / "logs", progress=lambda _: None
+    )
+    path = "backends/arm/vgf/partitioner.py"
+    text = scratch.files(main, [path])[path].decode()
+    at = text.index("    def __init__(", text.index("class VgfPartitioner("))
+    changed = scratch.commit(
+        main, {path: (text[:at] + OVERRIDE + text[at:]).encode()}, "Arm backend: Override x",
+        date="2026-12-06T00:00:00+00:00",
+    )  # fmt: skip
+    on_main = lint.main_runs(scratch.path, main, tmp_path / "main", env.python, [path])
+    repo = lint.checkout(scratch.path, changed, tmp_path / "branch", "override")
+    run = lint.run_hook_check(
+        repo, "run_docgen_check", [path], lint.hook_python(tmp_path / "bin", env.python, repo)
+    )
+    before = on_main("run_docgen_check")
+    findings, _ = hook_findings(run.status, run.output, before.status, before.output)
+    assert "+Register ``op`` (this test's docstring, generated into the VGF docs)." in findings
+    assert "-Register a custom op to be considered supported." in findings
+    assert not any("this test's docstring" in line for line in before.output)

@@ -9,11 +9,14 @@ import pytest
 
 from overlay import fixes, lines, render
 from overlay._git import git, git_with_env
+from overlay.envs import release_venvs
 from overlay.equivalence import corpus
+from overlay.equivalence.protocol import InitReply, ItemResult, RunStatus, TargetState, VgfResult
 from overlay.equivalence.verdict import Quality
+from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
 from overlay.text.series import Patch, load_series, parse_patch
-from overlay.upstream import reports
+from overlay.upstream import behaviour, pr_text, prepare, reports, upstream_tests
 from overlay.upstream.canary.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
 from overlay.upstream.commit_rules import PREFIX, Identity
 from overlay.upstream.export import (
@@ -29,6 +32,7 @@ from overlay.upstream.results import (
     Counts,
     LintReport,
     OnBase,
+    OpCounts,
     Outcome,
     PatchBehaviour,
     Sending,
@@ -38,7 +42,12 @@ from overlay.upstream.results import (
     TestState,
 )
 from overlay.upstream.upstream_tests import new_tests
-from overlay.upstream.verdicts import PR_BODY_LIMIT, submission_problems, text_problems
+from overlay.upstream.verdicts import (
+    PR_BODY_LIMIT,
+    op_count_change,
+    submission_problems,
+    text_problems,
+)
 
 from scaffold import make_diff
 
@@ -432,3 +441,101 @@ def test_main_is_refreshed_where_it_is_read_and_the_release_dated_by_its_commit(
     assert release_date(scratch, commit, "2026-09-22") == "2026-09-21T10:00:00+00:00"
     assert release_date(scratch, "ab" * 20, "2026-09-22") == "2026-09-22"  # not in the clone
     assert release_date(scratch, "", "") == ""
+
+
+# Measured 2026-12-06: conv -> conv (no activation) under get_vgf_snorm_quantization_config,
+# TOSA-1.0+INT, on stock 1.5.1 and on 1.5.1 with the series of 96dca7b (today's 0003).
+SNORM_STOCK = {"CONST": 16, "CONV2D": 2, "RESCALE": 2, "TRANSPOSE": 2}
+SNORM_0003 = {"CLAMP": 2, "CONST": 16, "CONV2D": 2, "RESCALE": 2, "TRANSPOSE": 2}
+
+
+def _item(ops: dict[str, int], vgf_ops: dict[str, int] | None = None) -> ItemResult:
+    vgf = VgfResult(TargetState.COMPARED, tosa_ops=vgf_ops) if vgf_ops is not None else None
+    return ItemResult(RunStatus.OK, tosa_ops=ops, vgf=vgf)
+
+
+def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_counts() -> None:
+    snorm = next(c for c in corpus.BYSTANDERS if c.quantize == "a8w8_snorm")
+    plain = next(c for c in corpus.BYSTANDERS if c.quantize == "a8w8" and "conv" in c.name)
+    init = InitReply("python", "1.5.1", "2.13.0", 1.0, ())
+    stock = (init, {snorm.name: _item(SNORM_STOCK, SNORM_STOCK), plain.name: _item(SNORM_STOCK)})
+    patched = (init, {snorm.name: _item(SNORM_0003, SNORM_0003), plain.name: _item(SNORM_STOCK)})
+    counts = behaviour.op_counts([snorm.name, plain.name], stock, patched)
+    assert [(c.case, c.target) for c in counts] == [
+        (snorm.name, "tosa"), (snorm.name, "vgf"), (plain.name, "tosa")
+    ]  # fmt: skip
+    change = "CLAMP 0 -> 2 (stock: CONST 16, CONV2D 2, RESCALE 2, TRANSPOSE 2)"
+    assert [op_count_change(c) for c in counts] == [change, change, ""]
+    good = _base("main", Outcome.FAILS_BEFORE_PASSES_AFTER)
+    held = dataclasses.replace(good, bystanders=counts)
+    problems = submission_problems((held,), LintReport("l", (), 1.0), [])
+    assert problems == (
+        f"main: changes a model outside its bug: {snorm.note}, TOSA-1.0+INT, TOSA operators:"
+        f" {change}",
+        f"main: changes a model outside its bug: {snorm.note}, TOSA-1.0+INT, VGF operators:"
+        f" {change}",
+    )
+    same = behaviour.op_counts([snorm.name], stock, stock)
+    assert submission_problems((dataclasses.replace(good, bystanders=same),), None, [],
+                               lint_asked=False) == ()  # fmt: skip
+    sub = Submission("0003-x.patch", "1.5.1", "Arm backend: Fix x", "", (held,), None, (), (),
+                     problems)  # fmt: skip
+    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
+    plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
+    assert f"  - {snorm.note}, TOSA-1.0+INT, TOSA: {change}" in plan
+    assert "- 2 models outside the bug it fixes, TOSA operators without -> with it:" in plan
+    report = Sending("1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {}, 1.0)
+    assert "1 of 2 change" not in render.text(reports.sending_blocks(report))  # per target
+    assert "2 of 3 change" in render.text(reports.sending_blocks(report))
+
+
+def test_a_bystander_that_fails_only_with_the_patch_is_a_change() -> None:
+    counts = OpCounts("b", "conv -> conv", "TOSA-1.0+INT", "tosa", SNORM_STOCK, {}, "", "boom")
+    assert op_count_change(counts) == "stock lowers, with it fails: boom"
+    assert op_count_change(dataclasses.replace(counts, stock_error="bang")) == ""
+
+
+def test_a_fix_that_claims_a_bystander_does_not_count_it_as_one() -> None:
+    every = [c.name for c in corpus.BYSTANDERS]
+    assert behaviour.bystanders(None) == every
+    fix = fixes.FIXES[0]
+    claim = Trigger(every[0], Effect.CHANGED, "it means to change it", "1.5.1")
+    claiming = dataclasses.replace(fix, claims={"1.5.1": (claim,)})
+    assert behaviour.bystanders(claiming) == every[1:]
+
+
+def test_measure_lowers_each_patchs_bystanders_beside_its_triggers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fix = fixes.FIXES[-1]
+    path = "backends/arm/demo.py"
+    patch = parse_patch(
+        f"{fix.number:04d}-demo.patch",
+        "Description: Fix demo\n It fixes.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+        + make_diff(path, "x = 1\n", "x = 2\n"),
+    )
+    ran: dict[str, list[str]] = {}
+    init = InitReply("python", "1.5.1", "2.13.0", 1.0, ())
+
+    def run_envs(jobs: dict[str, str], cases: list[str], **_: object) -> dict[str, object]:
+        ran["cases"] = list(cases)
+        side = {label: {c: _item(SNORM_STOCK) for c in cases} for label in jobs}
+        side[patch.name][corpus.BYSTANDERS[1].name] = _item(SNORM_0003)
+        return {label: (init, results) for label, results in side.items()}
+
+    monkeypatch.setattr(behaviour, "run_envs", run_envs)
+    monkeypatch.setattr(upstream_tests, "vulkan_env", lambda *_: {})
+    monkeypatch.setattr(upstream_tests, "run_tests_both_ways", lambda *_, **__: _run(
+        TestState.FAILED, TestState.PASSED))  # fmt: skip
+    env = release_venvs.Env(tmp_path / "env", None)  # type: ignore[arg-type]
+    base = prepare.Base("1.5.1", "c0ffee", {path: b"x = 1\n"}, env, tmp_path / "python")
+    (found,) = prepare.measure(
+        base, [patch], "1.5.1", tmp_path / "out", lambda _: None, origin=base.files
+    ).values()
+    claimed = {t.case for t in fix.triggers}
+    bystanders = [c.name for c in corpus.BYSTANDERS if c.name not in claimed]
+    assert set(bystanders) <= set(ran["cases"])
+    assert [c.case for c in found.bystanders if c.target == "tosa"] == bystanders
+    changed = [c for c in found.bystanders if op_count_change(c)]
+    assert [(c.case, c.target) for c in changed] == [(corpus.BYSTANDERS[1].name, "tosa")]

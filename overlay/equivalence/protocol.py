@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from overlay import codec
@@ -153,6 +153,7 @@ class VgfResult:
     run_reason: str = ""
     lower_seconds: float | None = None
     run_seconds: float | None = None
+    tosa_ops: dict[str, int] = field(default_factory=dict)  # the TOSA its delegates were made of
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ class ItemResult:
     value: JsonValue = None  # a probe's observation
     lower_seconds: float | None = None
     seconds: float = 0.0
+    tosa_ops: dict[str, int] = field(default_factory=dict)  # TOSA operators by type, all delegates
 
     @property
     def ok(self) -> bool:

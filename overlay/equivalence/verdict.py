@@ -57,7 +57,12 @@ from overlay.fixes import Direction, Divergence, ErrorSignature
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
-DEFAULT_TOLERANCE: dict[str | None, float] = {None: 0.01, "a8w8": 0.05, "a16w8": 0.05}
+DEFAULT_TOLERANCE: dict[str | None, float] = {
+    None: 0.01,
+    "a8w8": 0.05,
+    "a8w8_snorm": 0.05,
+    "a16w8": 0.05,
+}
 ABSOLUTE_FLOOR = 1e-3  # errors below this are never wrong (float noise on tiny outputs)
 TOSA, VGF = "tosa", "vgf"  # target names; Ethos-U targets go by their config name
 # "Measurably worse": the patched error exceeds stock's by this fraction of the range.

@@ -11,7 +11,9 @@ in parallel), each case is judged by correctness (:func:`judge_case`) into a
 
 A patch's *bug triggers* are its FIXED triggers (:mod:`overlay.fixes`) claimed for the
 pinned or the target release: stock fails them where the patch was written. Its other
-triggers (CHANGED) show a lowering the patch changes where stock is already right.
+triggers (CHANGED) show a lowering the patch changes where stock is already right. Its
+*bystanders* (:data:`overlay.equivalence.corpus.BYSTANDERS` it does not claim) run beside
+them: :func:`op_counts` gives their TOSA operators by type, stock and with the patch.
 """
 
 from __future__ import annotations
@@ -32,11 +34,19 @@ from overlay.equivalence.protocol import (
     Numerics,
     PathId,
     TargetState,
+    VgfResult,
 )
 from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numerics_text
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
-from overlay.upstream.results import NOT_RUN, CaseOutcome, PatchBehaviour, ReleaseRun, TestRun
+from overlay.upstream.results import (
+    NOT_RUN,
+    CaseOutcome,
+    OpCounts,
+    PatchBehaviour,
+    ReleaseRun,
+    TestRun,
+)
 from overlay.upstream.verdicts import case_quality, decide_patch
 
 Progress = Callable[[str], None]
@@ -137,6 +147,38 @@ def triggers(
         elif trigger.effect is Effect.CHANGED:
             other.append(trigger.case)
     return list(dict.fromkeys(bug)), [c for c in dict.fromkeys(other) if c not in bug]
+
+
+def bystanders(fix: Fix | None) -> list[str]:
+    """Return the bystander cases of ``fix``: every one it claims no trigger on."""
+    claimed = {t.case for t in fix.triggers} if fix is not None else set()
+    return [c.name for c in corpus.BYSTANDERS if c.name not in claimed]
+
+
+def op_counts(names: Sequence[str], stock: Side, patched: Side) -> tuple[OpCounts, ...]:
+    """Return each case's TOSA operators by type on stock and patched, per target.
+
+    TOSA always; VGF where the case targets VGF and both sides lowered for it or failed to.
+    """
+    found = []
+    for name in names:
+        before, after = stock[1].get(name), patched[1].get(name)
+        if before is None or after is None:
+            continue
+        info = corpus.info(name)
+        case = (name, info.note, info.spec)
+        found.append(OpCounts(*case, TOSA, before.tosa_ops, after.tosa_ops, *_texts(before, after)))
+        ran = (before.vgf, after.vgf)
+        if info.targets_vgf and all(v and v.state is not TargetState.SKIPPED for v in ran):
+            assert before.vgf is not None and after.vgf is not None
+            vgf = (before.vgf.tosa_ops, after.vgf.tosa_ops)
+            found.append(OpCounts(*case, VGF, *vgf, *_texts(before.vgf, after.vgf)))
+    return tuple(found)
+
+
+def _texts(*results: ItemResult | VgfResult) -> tuple[str, ...]:
+    """Return each result's error, first line ("" where it lowered)."""
+    return tuple(_first_line(r.error)[:300] if r.error is not None else "" for r in results)
 
 
 def trigger_cases(versions: Iterable[str]) -> list[str]:

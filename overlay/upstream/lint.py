@@ -10,27 +10,65 @@ commit (:func:`checkout`), with a tool venv of upstream's linter pins
 ``requirements-lintrunner.txt``) and what its MYPY job installs beside them
 (``mypy_requirements``, and the line's torch and torchao). A finding already in the file
 before the commit still fails upstream's CI: it is reported too.
+
+The hook's other checks (:func:`hook_checks`) run as the hook defines them, by its own
+functions: ``run_docgen_check`` (where a touched file is one of its docgen inputs: the
+generated Ethos-U and VGF docs must not change), ``run_vgf_op_support_checks`` and
+``run_public_api_validator`` (every ``public_api_manifests/api_manifest_*.toml`` against the
+API). Their scripts import ``executorch.backends.arm``: the checkout's own, in front of the
+env that hosts main (:mod:`overlay.upstream.canary.host`), so what a hosted main prints
+without the commit (the newest release's core under main's code) is no finding of it:
+:func:`overlay.upstream.verdicts.hook_findings` keeps what the commit adds.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from overlay._git import git
 from overlay.envs import release_venvs
 from overlay.errors import UpstreamError
 from overlay.lines.pins import Pins
+from overlay.upstream.canary import host
+from overlay.upstream.commit_rules import HOOK
 from overlay.upstream.results import LintReport
 from overlay.upstream.upstream_pins import UpstreamPins
+from overlay.upstream.verdicts import hook_findings
 
 Progress = Callable[[str], None]
 TORCH = ("torch", "torchao")  # what MYPY needs from the line's runtime pins
-# Not needed to lint backends/arm, and not always whole in a mirror (large files).
-SPARSE = ("/*", "!/docs/", "!/examples/")
+# Not needed to lint backends/arm, and not always whole in a mirror (large files); the
+# hook's docgen reads the Arm notebooks and regenerates the backends' docs.
+SPARSE = ("/*", "!/docs/", "!/examples/", "/docs/source/backends/", "/examples/arm/*.ipynb")
+HOOK_CHECKS = ("run_docgen_check", "run_vgf_op_support_checks", "run_public_api_validator")
+HOOK_TIMEOUT_S = 1800.0
+# One check of the hook, run as the hook runs it: its own definitions (all it says before it
+# reads the commits to check), then the function; docgen only when a touched file is one of
+# its inputs. What the check regenerates is put back, so the branch stays as committed.
+DRIVER = r"""
+check="$1"; files=("${@:2}"); set --
+grep -q '^REMOTE=' "$HOOK" || { echo "$HOOK no longer reads its commits at REMOTE="; exit 3; }
+eval "$(sed '/^REMOTE=/,$d' "$HOOK")"
+declare -F "$check" >/dev/null || { echo "$HOOK defines no $check"; exit 3; }
+if [[ $check == run_docgen_check ]]; then
+    triggered=0
+    for file in "${files[@]}"; do is_docgen_trigger_file "$file" && triggered=1; done
+    [[ $triggered == 1 ]] || exit 4
+fi
+"$check"
+status=1; [[ -z $FAILED ]] && status=0
+for made in "${DOCGEN_OUTPUTS[@]}" "$VGF_OP_SUPPORT_OUTPUT"; do
+    [[ -n $made ]] && git checkout -q HEAD -- "$made" 2>/dev/null
+done
+exit $status
+"""
+NOT_DEFINED, NOT_TRIGGERED = 3, 4  # the driver's own exit codes
 
 
 def lint_env(shared: UpstreamPins, pins: Pins, progress: Progress) -> release_venvs.Env:
@@ -79,3 +117,89 @@ def run_lint(repo: Path, paths: Sequence[str], env: release_venvs.Env) -> LintRe
     found = [line.strip() for line in proc.stdout.splitlines() if line.startswith(tuple(paths))]
     ran = f"lintrunner {', '.join(paths)} (every linter of .lintrunner.toml, whole files)"
     return LintReport(ran, tuple(found), time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """One check of the pre-push hook in one checkout: its exit status and what it printed."""
+
+    check: str
+    status: int
+    output: tuple[str, ...]
+    seconds: float
+
+
+def hook_python(dest: Path, python: Path, repo: Path) -> Path:
+    """Return a folder whose ``python`` runs ``python`` with ``repo``'s ``backends/arm`` first.
+
+    ``python``: an env with executorch (the one hosting main). The hook calls ``python``:
+    this folder goes first on its ``PATH``.
+    """
+    host.wrapper(dest, python, host.shadow_site(dest, repo / "backends"))
+    return dest
+
+
+def run_hook_check(repo: Path, check: str, touched: Sequence[str], bindir: Path) -> HookRun:
+    """Run one check function of ``repo``'s pre-push hook (see :data:`DRIVER`)."""
+    started = time.perf_counter()
+    environment = dict(os.environ)
+    environment.pop("PYTHONPATH", None)
+    environment["PATH"] = str(bindir) + os.pathsep + environment.get("PATH", "")
+    environment["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into the branch
+    environment["HOOK"] = HOOK
+    command = ["bash", "-c", DRIVER, "pre-push", check, *touched]
+    try:
+        proc = subprocess.run(
+            command, cwd=repo, env=environment, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=HOOK_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return HookRun(check, -1, (f"did not finish in {HOOK_TIMEOUT_S:.0f} s",), HOOK_TIMEOUT_S)
+    lines = tuple(proc.stdout.splitlines())
+    return HookRun(check, proc.returncode, lines, time.perf_counter() - started)
+
+
+def hook_checks(
+    repo: Path, touched: Sequence[str], bindir: Path, main: Callable[[str], HookRun]
+) -> tuple[LintReport, ...]:
+    """Run each of :data:`HOOK_CHECKS` on the commit in ``repo``; judge it against ``main``.
+
+    ``main`` runs (once) the same check on main without the commit. Docgen, where no
+    touched file is one of its inputs, is skipped as the hook skips it (no report).
+    """
+    reports = []
+    for check in HOOK_CHECKS:
+        run = run_hook_check(repo, check, touched, bindir)
+        ran = f"{HOOK}: {check}"
+        if run.status == NOT_TRIGGERED:  # the hook skips it too
+            continue
+        if run.status == NOT_DEFINED:
+            reports.append(LintReport(ran, tuple(run.output[-1:]), run.seconds, "not run"))
+            continue
+        before = main(check)
+        findings, note = hook_findings(run.status, run.output, before.status, before.output)
+        reports.append(LintReport(ran, findings, run.seconds, note))
+    return tuple(reports)
+
+
+def main_runs(
+    source: Path, commit: str, dest: Path, python: Path, touched: Sequence[str]
+) -> Callable[[str], HookRun]:
+    """Return a runner of each hook check on ``commit`` itself, checked out on first use.
+
+    ``touched``: every file the commits to judge touch (docgen runs where one of them is
+    one of its inputs). Each check runs once; later calls return its run.
+    """
+    runs: dict[str, HookRun] = {}
+    repo = dest / "repo"
+
+    def run(check: str) -> HookRun:
+        if check not in runs:
+            if not runs:  # a fresh checkout: an earlier export's may hold another main
+                shutil.rmtree(repo, ignore_errors=True)
+                checkout(source, commit, repo, "unpatched")
+            bindir = hook_python(dest / "bin", python, repo)
+            runs[check] = run_hook_check(repo, check, touched, bindir)
+        return runs[check]
+
+    return run

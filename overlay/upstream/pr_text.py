@@ -6,9 +6,10 @@ brought the bug or touch the same code (the fix's ``UpstreamNote``), the fix's m
 reproducer, the trigger cases' numbers per target without and with the change on each base
 (each case by its model, TOSA spec and quantizer config), per base the tests it adds and
 all of them counted, by name only the tests it adds and those whose state changed (the
-rest counted: the body stays under GitHub's limit), the linters' result, ``Fixes #N`` and
-the cc line (the Arm team, the cited PRs' authors and the touched files' recent authors,
-each by GitHub handle).
+rest counted: the body stays under GitHub's limit), the TOSA operators of models outside
+its bug where they change, the results of the linters and of the pre-push hook's checks,
+``Fixes #N`` and the cc line (the Arm team, the cited PRs' authors and the touched files'
+recent authors, each by GitHub handle).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from overlay.upstream.export import (
 )
 from overlay.upstream.results import Counts, OnBase, Submission, TestRun
 from overlay.upstream.upstream_tests import new_tests
+from overlay.upstream.verdicts import op_count_change
 
 NO_RESULT = "-"
 CONFIGS = {
@@ -181,8 +183,24 @@ def _plan(base: OnBase) -> list[str]:
                 lines.append(f"  ({side}: {counts.problem})")
     if base.broken:
         lines.append(f"- passing without and failing with it: {', '.join(base.broken)}")
+    lines += _bystanders(base)
     if base.applies:
         lines.append(f"- {base.applies}")
+    return lines
+
+
+def _bystanders(base: OnBase) -> list[str]:
+    """Return the models outside its bug, lowered without and with it: what changed."""
+    if not base.bystanders:
+        return []
+    changed = [(c, op_count_change(c)) for c in base.bystanders]
+    changed = [(c, text) for c, text in changed if text]
+    models = len({c.case for c in base.bystanders})
+    outside = f"- {models} models outside the bug it fixes"
+    if not changed:
+        return [f"{outside}: the same TOSA operators without and with it"]
+    lines = [f"{outside}, TOSA operators without -> with it:"]
+    lines += [f"  - {c.model}, {c.spec}, {c.target.upper()}: {text}" for c, text in changed]
     return lines
 
 
@@ -212,6 +230,8 @@ def pr_body(patch: Patch, sub: Submission, release: str, torch: str) -> str:
     lines += tests_table(sub.bases, new_tests(patch.diff))
     if sub.lint is not None:
         lines += [f"{sub.lint.summary}", ""]
+    if sub.checks:
+        lines += [f"- {check.summary}" for check in sub.checks] + [""]
     lines += [cc_line(sub.authors, note.cited if note else ()), ""]
     return "\n".join(lines)
 
@@ -266,7 +286,8 @@ def checklist(item: Export, sub: Submission, where: str, branch: str, stale: str
         " runs the trunk jobs):",
         *(f"  - `{command}`" for command in LABEL_COMMANDS),
         "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
-        " and public API checks need a source build of executorch.",
+        " and public API checks ran here on main's backends/arm hosted on the release's"
+        " wheel, not on a source build of executorch.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -7,7 +7,8 @@ bases: upstream ``main`` (``--upstream``: a clone, a mirror or the GitHub URL, t
 canary's scratch repository) and the newest release's sources (its wheel). On each base:
 
 - ``git am`` of the mbox (made against main where the patch applies there);
-- the fix's trigger cases (:mod:`overlay.upstream.behaviour`) on stock and with the patch;
+- the fix's trigger cases (:mod:`overlay.upstream.behaviour`) on stock and with the patch,
+  and its bystanders (models outside its triggers): their TOSA operators must not change;
 - the tests it adds, its test files and its ``affected_tests``, stock vs patched, with
   upstream's ``pytest.ini``: the new tests must fail before and pass after
   (:func:`overlay.upstream.verdicts.judge_tests`), no other test may go from passing to
@@ -16,8 +17,9 @@ canary's scratch repository) and the newest release's sources (its wheel). On ea
 The patched side is the base's Arm backend with the one patch, in front of a stock env of
 the release (the canary's shadow, :mod:`overlay.upstream.canary.host`). On main, upstream's
 gate: every linter of its ``.lintrunner.toml`` on the whole touched files, MYPY as the
-pre-push hook runs it (:mod:`overlay.upstream.lint`), and the hook's commit rules with its
-own verb list (:mod:`overlay.upstream.commit_rules`). What keeps a fix back is decided in
+pre-push hook runs it, the hook's docgen, VGF op-support and public API manifest checks
+(:mod:`overlay.upstream.lint`), and the hook's commit rules with its own verb list
+(:mod:`overlay.upstream.commit_rules`). What keeps a fix back is decided in
 :func:`overlay.upstream.verdicts.submission_problems`.
 """
 
@@ -56,7 +58,9 @@ from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.results import (
     CARRIED,
     Counts,
+    LintReport,
     OnBase,
+    OpCounts,
     Sending,
     Submission,
     TestRun,
@@ -182,30 +186,28 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     branches: dict[str, tuple[Path, str]] = {}
     submissions, done = [], []
     lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
+    touched = sorted({path for item in exports for path in item.after})
+    on_main = lint.main_runs(scratch.path, main, out / "hook" / "main", main_env.python, touched)
     for patch, item in zip(send, exports, strict=True):
-        repo = out / "branches" / item.stem
-        branch = export.branch_name(item)
-        lint.checkout(scratch.path, main, _fresh(repo), branch)
-        on_main = export.apply_mbox(repo, item)
-        sources = {p: release.files[p] for p in patch.targets if p in release.files}
-        on_release = export.apply_mbox(
-            export.release_repo(out / "release" / item.stem, sources, release_commit or ""), item
-        )
-        report = None
-        if lint_env is not None and not on_main:
-            progress(f"{patch.name}: upstream's linters on {', '.join(item.after)}")
-            report = lint.run_lint(repo, sorted(item.after), lint_env)
+        repo, branch = out / "branches" / item.stem, export.branch_name(item)
+        am_main, on_release = _git_am(scratch, main, item, repo, (release.files, release_commit))
+        report: LintReport | None = None
+        checks: tuple[LintReport, ...] = ()
+        if lint_env is not None and not am_main:
+            report, checks = _upstream_checks(
+                repo, item, (lint_env, main_env), on_main, hook=out / "hook", progress=progress
+            )
         on_bases = (found["main"][patch.name], found[newest.name][patch.name])
         bases_found = tuple(
             replace(b, applies=b.applies or am)
-            for b, am in zip(on_bases, (on_main, on_release), strict=True)
+            for b, am in zip(on_bases, (am_main, on_release), strict=True)
         )
         authors = recent_authors(scratch, main, sorted(item.after), request.signer)
         sub, texts = judge(
             item, patch,
             Submission(
                 patch.name, newest.name, item.subject, item.base_commit, bases_found, report,
-                tuple(commit_rules.check_message(item.message, verbs)), authors, (),
+                tuple(commit_rules.check_message(item.message, verbs)), authors, (), checks,
             ),
             torch=torch, stale=stale, lint_asked=request.lint, branch=(str(repo), branch),
         )  # fmt: skip
@@ -217,6 +219,23 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
         round(time.perf_counter() - started, 1), main_date, released, stale,
     )  # fmt: skip
     return Prepared(sending, done, branches)
+
+
+def _git_am(
+    scratch: Scratch,
+    main: str,
+    item: export.Export,
+    repo: Path,
+    release: tuple[Mapping[str, bytes], str | None],
+) -> tuple[str, str]:
+    """Apply the mbox with ``git am`` on a checkout of main (the PR's branch, in ``repo``)
+    and on a repository of the release's files; return why not on each ("": it applied)."""
+    lint.checkout(scratch.path, main, _fresh(repo), export.branch_name(item))
+    on_main = export.apply_mbox(repo, item)
+    files, commit = release
+    sources = {p: files[p] for p in item.after if p in files}
+    where = repo.parent.parent / "release" / item.stem
+    return on_main, export.apply_mbox(export.release_repo(where, sources, commit or ""), item)
 
 
 def judge(
@@ -240,9 +259,32 @@ def judge(
     problems = submission_problems(
         sub.bases, sub.lint, sub.rules, lint_asked=lint_asked, stale=stale, texts=texts,
         note=fix.upstream if fix else None, internal=[c.name for c in corpus.ALL_CASES],
+        checks=sub.checks,
     )  # fmt: skip
     judged = replace(sub, problems=problems)
     return judged, replace(texts, checklist=pr_text.checklist(texts, judged, *branch, stale))
+
+
+def _upstream_checks(
+    repo: Path,
+    item: export.Export,
+    envs: tuple[release_venvs.Env, release_venvs.Env],
+    on_main: Callable[[str], lint.HookRun],
+    *,
+    hook: Path,
+    progress: Progress,
+) -> tuple[LintReport, tuple[LintReport, ...]]:
+    """Run upstream's linters and the pre-push hook's other checks on the commit in ``repo``.
+
+    ``envs``: the linters' env and the env that hosts main (the hook's scripts import it);
+    ``hook``: where the hook's ``python`` for each commit is written.
+    """
+    touched = sorted(item.after)
+    progress(f"{item.name}: upstream's linters on {', '.join(touched)}")
+    report = lint.run_lint(repo, touched, envs[0])
+    progress(f"{item.name}: the pre-push hook's docgen, VGF op support, public API manifests")
+    bindir = lint.hook_python(hook / item.stem, envs[1].python, repo)
+    return report, lint.hook_checks(repo, touched, bindir, on_main)
 
 
 def _fresh(path: Path) -> Path:
@@ -313,7 +355,9 @@ def measure(
     }
     wanted = [p for p in patches if p.name in after]
     cases = [c for p in wanted for c in _triggers(p.name, release)]
-    progress(f"{base.name}: trigger cases on stock and with each patch")
+    others = {p.name: behaviour.bystanders(fixes.by_patch(p.name)) for p in wanted}
+    cases += [c for names in others.values() for c in names]
+    progress(f"{base.name}: trigger cases and bystanders on stock and with each patch")
     try:
         sides = behaviour.run_envs(
             {"stock": str(base.stock), **{n: str(p) for n, p in pythons.items()}},
@@ -333,13 +377,15 @@ def measure(
         )  # fmt: skip
         added = _only(run, upstream_tests.new_tests(patch.diff))
         measured = None
+        counts: tuple[OpCounts, ...] = ()
         if sides:
             pair = behaviour.assemble(base.name, sides["stock"], sides[patch.name])
             tests = {patch.name: added} if added.selection else {}
             measured = behaviour.measure([patch.name], pair, [release], target=release, tests=tests)
+            counts = behaviour.op_counts(others[patch.name], sides["stock"], sides[patch.name])
         found[patch.name] = OnBase(
             base.name, base.commit, "", (measured or {}).get(patch.name), run,
-            suite_changes(run.stock, run.patched)[0], base.date,
+            suite_changes(run.stock, run.patched)[0], base.date, counts,
         )  # fmt: skip
     return found
 

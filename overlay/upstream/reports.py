@@ -19,10 +19,11 @@ from overlay.upstream.results import (
     Retarget,
     Sending,
     Status,
+    Submission,
     SuiteRun,
     TestState,
 )
-from overlay.upstream.verdicts import conflict_text
+from overlay.upstream.verdicts import conflict_text, op_count_change
 
 TONES = {
     Status.APPLIES: "ok",
@@ -214,6 +215,15 @@ def _verdict(report: Sending, problems: Sequence[str]) -> Badge:
     return Badge("ready", "ok")
 
 
+def _bystanders(sub: Submission) -> str:
+    """Return how many bystander models lower to other TOSA operators with the fix."""
+    counts = [c for b in sub.bases for c in b.bystanders]
+    if not counts:
+        return "not run"
+    changed = {(c.case, c.target) for c in counts if op_count_change(c)}
+    return f"{len(changed)} of {len({(c.case, c.target) for c in counts})} change"
+
+
 def sending_blocks(report: Sending) -> list[Block]:
     """Lay out an export: main's commit and date, each fix on each base, upstream's gate,
     what keeps it back, and whether main is too old to tell."""
@@ -223,6 +233,10 @@ def sending_blocks(report: Sending) -> list[Block]:
             sub.patch.removesuffix(PATCH_SUFFIX),
             *(_on_base(b) for b in sub.bases),
             "not run" if sub.lint is None else f"{len(sub.lint.findings)} finding(s)",
+            f"{sum(bool(c.findings) for c in sub.checks)} of {len(sub.checks)} fail"
+            if sub.checks
+            else "not run",
+            _bystanders(sub),
             _verdict(report, sub.problems),
         )
         for sub in report.submissions
@@ -234,7 +248,10 @@ def sending_blocks(report: Sending) -> list[Block]:
     return [
         Heading(f"Upstream pull requests from the {report.line} line: {main} and {release}"),
         *([Para(f"{stale[:1].upper()}{stale[1:]}.", "fail")] if stale else []),
-        Table(("patch", *bases, "upstream lint", "verdict"), tuple(rows)),
+        Table(
+            ("patch", *bases, "upstream lint", "pre-push checks", "bystanders", "verdict"),
+            tuple(rows),
+        ),
         Heading("Held back", 2),
         render.listing(problems),
         Heading("Not sent", 2),

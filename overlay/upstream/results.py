@@ -331,17 +331,20 @@ class PatchBehaviour:
 
 @dataclass(frozen=True)
 class LintReport:
-    """What upstream's linters said about the whole files a commit touches."""
+    """What one of upstream's checks said about a commit: its linters on the whole files it
+    touches, or one check of the pre-push hook (docgen, the public API manifests, ...)."""
 
     ran: str  # the command, or why it did not run
-    findings: tuple[str, ...]  # lintrunner's one-line findings
+    findings: tuple[str, ...]  # lintrunner's one-line findings; a hook check's lines
     seconds: float
+    note: str = ""  # a hook check: what main says without the commit, or why it did not run
 
     @property
     def summary(self) -> str:
         """Return a one-line result for the PR's Test plan."""
         found = f"{len(self.findings)} finding(s): " + "; ".join(self.findings)
-        return f"{self.ran}: {found if self.findings else 'clean'}"
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.ran}: {found if self.findings else 'clean'}{note}"
 
 
 @dataclass(frozen=True)
@@ -359,6 +362,24 @@ class SuiteRun:
 
 
 @dataclass(frozen=True)
+class OpCounts:
+    """A bystander model's TOSA operators by type, stock and with a patch, on one target.
+
+    ``target``: ``tosa`` (its TOSA delegates) or ``vgf`` (the TOSA its VGF delegates were
+    made of). An error says the side did not lower (its counts are then empty).
+    """
+
+    case: str
+    model: str  # the model and its quantizer config, as upstream would rebuild it
+    spec: str
+    target: str
+    stock: dict[str, int]
+    patched: dict[str, int]
+    stock_error: str = ""
+    patched_error: str = ""
+
+
+@dataclass(frozen=True)
 class OnBase:
     """One fix as sent, on one base: upstream main or the newest release's sources."""
 
@@ -369,6 +390,7 @@ class OnBase:
     affected: TestRun | None  # every test of its test files and affected_tests, both ways
     broken: tuple[str, ...] = ()  # of those, passing on stock and not with the fix
     date: str = ""  # the date of ``commit`` (ISO 8601; "" when unknown)
+    bystanders: tuple[OpCounts, ...] = ()  # models outside its triggers, stock and with it
 
 
 @dataclass(frozen=True)
@@ -384,6 +406,7 @@ class Submission:
     rules: tuple[str, ...]  # the pre-push hook's rules the commit breaks
     authors: tuple[str, ...]  # recent authors of the touched files on main (cc)
     problems: tuple[str, ...]  # why it is not ready (empty: send it)
+    checks: tuple[LintReport, ...] = ()  # the pre-push hook's other checks (None of lint: none)
 
 
 @dataclass(frozen=True)

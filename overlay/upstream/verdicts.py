@@ -18,10 +18,12 @@ renderer) is one a reader cannot find. Six questions, each answered here and now
   whether the candidate can be promoted.
 - **canary** (:func:`next_step`): what to do with a patch, given everything the canary found
   on upstream main.
-- **sending** (:func:`submission_problems`, :func:`suite_changes`): what keeps a fix from
-  being sent upstream (the pre-push hook's rules, upstream's linters, ``git am`` and behaviour
-  on each base, a main older than the release, and what the maintainer reads: the body's
-  size, claims only of targets that ran, upstream's words, the PRs it cites), and which of
+- **sending** (:func:`submission_problems`, :func:`suite_changes`, :func:`hook_findings`,
+  :func:`op_count_change`): what keeps a fix from being sent upstream (the pre-push hook's
+  rules and the lines its checks print for the commit alone, upstream's linters, ``git am``
+  and behaviour on each base, bystander models whose TOSA operators change, a main older
+  than the release, and what the maintainer reads: the body's size, claims only of targets
+  that ran, upstream's words, the PRs it cites), and which of
   upstream's tests a line's patches break or fix.
 
 The gatherers (matrix, behaviour, upstream_tests, retarget, canary) only collect results
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
@@ -59,6 +62,7 @@ from overlay.upstream.results import (
     ForwardState,
     LintReport,
     OnBase,
+    OpCounts,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
@@ -481,6 +485,31 @@ def _moment(when: str) -> datetime.datetime:
     return found if found.tzinfo else found.replace(tzinfo=datetime.UTC)
 
 
+def op_count_change(counts: OpCounts) -> str:
+    """Return how a bystander's TOSA operators differ with the patch ("" when they do not).
+
+    Example: conv -> conv under get_vgf_snorm_quantization_config on TOSA-1.0+INT, stock
+    ``{"CONV2D": 2, "RESCALE": 2}``, with today's 0003 ``{"CLAMP": 2, "CONV2D": 2, "RESCALE": 2}``.
+    Becomes: ``CLAMP 0 -> 2 (stock: CONV2D 2, RESCALE 2)``.
+    """
+    if counts.stock_error or counts.patched_error:
+        if counts.stock_error and counts.patched_error:
+            return ""  # lowers on neither side: nothing to compare
+        return (
+            f"stock {'fails: ' + counts.stock_error if counts.stock_error else 'lowers'},"
+            f" with it {'fails: ' + counts.patched_error if counts.patched_error else 'lowers'}"
+        )
+    ops = sorted({*counts.stock, *counts.patched})
+    changed = [op for op in ops if counts.stock.get(op, 0) != counts.patched.get(op, 0)]
+    if not changed:
+        return ""
+    moved = ", ".join(
+        f"{op} {counts.stock.get(op, 0)} -> {counts.patched.get(op, 0)}" for op in changed
+    )
+    kept = ", ".join(f"{op} {n}" for op, n in counts.stock.items() if op not in changed)
+    return f"{moved} (stock: {kept or 'nothing else'})"
+
+
 def submission_problems(
     bases: Sequence[OnBase],
     lint: LintReport | None,
@@ -491,15 +520,18 @@ def submission_problems(
     texts: Export | None = None,
     note: UpstreamNote | None = None,
     internal: Collection[str] = (),
+    checks: Sequence[LintReport] = (),
 ) -> tuple[str, ...]:
     """Return what keeps a fix from being sent (empty: send it).
 
-    Upstream's gate (the hook's commit rules, every linter on the whole touched files), on
-    every base ``git am`` and behaviour (its bug trigger fails on stock and passes with it,
-    the tests it adds fail before and pass after, no test passing without it fails with
-    it), and what the maintainer reads (:func:`text_problems` of ``texts``, with the fix's
-    ``note`` and the corpus's ``internal`` case names). On a ``stale`` main (the reason,
-    :func:`stale_main`) what main found holds nothing back: the fix is not ready on main.
+    Upstream's gate (the hook's commit rules, every linter on the whole touched files, the
+    hook's other ``checks``: docgen, the public API manifests, ...), on every base ``git am``
+    and behaviour (its bug trigger fails on stock and passes with it, the tests it adds fail
+    before and pass after, no test passing without it fails with it, no bystander model
+    outside its triggers lowers to other TOSA operators with it), and what the maintainer
+    reads (:func:`text_problems` of ``texts``, with the fix's ``note`` and the corpus's
+    ``internal`` case names). On a ``stale`` main (the reason, :func:`stale_main`) what main
+    found holds nothing back: the fix is not ready on main.
     """
     problems = [f"pre-push hook: {rule}" for rule in rules]
     if lint is not None and lint.findings:
@@ -507,25 +539,93 @@ def submission_problems(
         problems.append(f"upstream's linters: {len(lint.findings)} finding(s): {shown}")
     elif lint is None and lint_asked and not stale:
         problems.append("upstream's linters did not run: the commit is not on main")
+    for check in checks:
+        if check.findings:
+            shown = "; ".join(check.findings[:8])
+            problems.append(f"{check.ran}: {len(check.findings)} line(s) the commit adds: {shown}")
     for base in bases:
-        found = base.behaviour
-        if stale and base.base == "main":
-            continue
-        if base.applies:
-            problems.append(f"{base.base}: {base.applies}")
-        elif found is None:
-            problems.append(f"{base.base}: its trigger cases did not run")
-        elif found.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER:
-            problems.append(f"{base.base}: {found.text}")
-        elif found.test is None:
-            problems.append(f"{base.base}: it adds no test function (def test_...)")
-        if base.broken:
-            problems.append(
-                f"{base.base}: passing without it, failing with it: {', '.join(base.broken)}"
-            )
+        if not (stale and base.base == "main"):
+            problems += [f"{base.base}: {problem}" for problem in _on_base(base)]
     if texts is not None:
         problems += text_problems(texts, bases, note, internal)
     return tuple(problems)
+
+
+def _on_base(base: OnBase) -> list[str]:
+    """Return what keeps a fix back on one base: ``git am``, behaviour, tests, bystanders."""
+    problems = []
+    found = base.behaviour
+    if base.applies:
+        problems.append(base.applies)
+    elif found is None:
+        problems.append("its trigger cases did not run")
+    elif found.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER:
+        problems.append(found.text)
+    elif found.test is None:
+        problems.append("it adds no test function (def test_...)")
+    if base.broken:
+        problems.append(f"passing without it, failing with it: {', '.join(base.broken)}")
+    for counts in base.bystanders:
+        change = op_count_change(counts)
+        if change:
+            problems.append(
+                f"changes a model outside its bug: {counts.model}, {counts.spec},"
+                f" {counts.target.upper()} operators: {change}"
+            )
+    return problems
+
+
+_HOOK_NOISE = re.compile(
+    r"^(?:index [0-9a-f]+\.\.[0-9a-f]+|@@ .* @@|diff --git |[IWEF]\d{4} \d\d:\d\d:\d\d"
+    r"|\[(?:INFO|SUCCESS)\] |\s*$)"
+)  # git's blob ids and hunk positions, torch's timestamped log lines, the hook's chatter
+_ADDRESS = re.compile(r"0x[0-9a-f]+")
+
+
+def hook_findings(
+    status: int, output: Sequence[str], main_status: int, main_output: Sequence[str]
+) -> tuple[tuple[str, ...], str]:
+    """Return (findings, note) of one pre-push check: what the commit adds to a failure.
+
+    ``main_*``: the same check on main without the commit, in the same env. A check that
+    fails there too (main's code hosted on the newest release's core) is the host's, not the
+    commit's: only the lines the commit's run adds (each line counted) are its findings; a
+    diff's unchanged (context) lines are none.
+
+    Example: docgen fails on hosted main (the release's ``transform_for_pre_decomposition``
+    enters the partitioner docs); with 0007 it also prints ``-Register a custom op to be
+    considered supported.`` and ``+Register ``op`` unless its VGF lowering needs FP...``.
+    Becomes: those two lines (and the other lines of the changed docstring) as findings;
+    the note says how many lines of the failure are main's own.
+    """
+    if status == 0:
+        return (), ""
+
+    def kept(lines: Sequence[str]) -> list[str]:
+        found, in_diff = [], False
+        for line in lines:
+            in_diff = line.startswith("diff --git ") or (in_diff and line[:1] in " +-@i\\")
+            context = in_diff and line.startswith(" ")  # a diff's unchanged lines
+            if not context and not _HOOK_NOISE.match(line):
+                found.append(_ADDRESS.sub("0x?", line.rstrip()))
+        return found
+
+    found = kept(output)
+    if main_status == 0:
+        return tuple(found) or (f"exit status {status}",), ""
+    left = Counter(kept(main_output))
+    new = []
+    for line in found:
+        if left[line] > 0:
+            left[line] -= 1
+        else:
+            new.append(line)
+    shared = len(found) - len(new)
+    note = (
+        f"fails on main without the commit too, as hosted here: {shared} line(s)"
+        " are not the commit's"
+    )
+    return tuple(new), note
 
 
 # --- retarget ------------------------------------------------------------------------------

@@ -195,6 +195,71 @@ ZOO_CASES: tuple[CaseInfo, ...] = tuple(case for _, case in _ZOO)
 ZOO_NETWORKS: dict[str, str] = {case.name: builder for builder, case in _ZOO}  # -> zoo builder
 ALL_CASES: tuple[CaseInfo, ...] = CASES + ZOO_CASES
 
+# --- bystanders: models outside every fix's bug ----------------------------------------
+#
+# The upstream export lowers each stock and with each patch (beside the patch's trigger
+# cases) and compares their TOSA operators by type: a patch that changes them changes
+# behaviour beyond its bug. One per kind of model a reviewer would try on each spec; a fix
+# that means to change one claims it as a trigger (CHANGED), which takes it out of its own
+# bystanders. Outside ALL_CASES: the equivalence run does not select them.
+BYSTANDER = "bystander"
+BYSTANDERS: tuple[CaseInfo, ...] = (
+    CaseInfo(
+        "bystander_conv_conv_int8",
+        "TOSA-1.0+INT",
+        "a8w8",
+        group=BYSTANDER,
+        note="conv -> conv (no activation), TOSAQuantizer, get_symmetric_quantization_config()",
+    ),
+    CaseInfo(
+        "bystander_conv_conv_snorm_vgf",
+        "TOSA-1.0+INT",
+        "a8w8_snorm",
+        group=BYSTANDER,
+        targets_vgf=True,
+        note="conv -> conv (no activation), VgfQuantizer, get_vgf_snorm_quantization_config()",
+    ),
+    CaseInfo(
+        "bystander_linear_linear_int8",
+        "TOSA-1.0+INT",
+        "a8w8",
+        group=BYSTANDER,
+        note="linear -> linear (no activation), TOSAQuantizer, get_symmetric_quantization_config()",
+    ),
+    CaseInfo(
+        "bystander_conv_conv_a16w8_int16",
+        "TOSA-1.0+INT+int16",
+        "a16w8",
+        group=BYSTANDER,
+        note="conv -> conv (no activation), TOSAQuantizer,"
+        " get_symmetric_a16w8_quantization_config()",
+    ),
+    CaseInfo(
+        "bystander_conv_conv_fp",
+        "TOSA-1.0+FP",
+        None,
+        group=BYSTANDER,
+        note="conv -> conv (no activation), float",
+    ),
+    CaseInfo(
+        "bystander_grid_sample_fp_vgf",
+        "TOSA-1.0+FP",
+        None,
+        group=BYSTANDER,
+        targets_vgf=True,
+        note="conv -> tanh -> permute -> grid_sample, float, VgfPartitioner",
+    ),
+    CaseInfo(
+        "bystander_grid_sample_int8_vgf",
+        "TOSA-1.0+INT+FP",
+        "a8w8",
+        group=BYSTANDER,
+        targets_vgf=True,
+        note="conv -> tanh -> permute -> grid_sample, VgfQuantizer,"
+        " get_symmetric_quantization_config()",
+    ),
+)
+
 # --- the probes: each fix's, from its module -------------------------------------------
 
 PROBES: tuple[ProbeInfo, ...] = tuple(
@@ -208,13 +273,13 @@ PROBE_RUNS: dict[str, Callable[[], Any]] = {
 
 
 def info(name: str) -> CaseInfo:
-    """Return the corpus entry ``name``."""
-    for case in ALL_CASES:
+    """Return the corpus entry ``name`` (a bystander too)."""
+    for case in (*ALL_CASES, *BYSTANDERS):
         if case.name == name:
             return case
     raise EquivalenceInputError(
         f"no corpus case {name!r}",
-        expected=", ".join(c.name for c in ALL_CASES),
+        expected=", ".join(c.name for c in (*ALL_CASES, *BYSTANDERS)),
         found=name,
         hint="list the corpus with `executorch-arm-overlay equivalence --list`",
     )

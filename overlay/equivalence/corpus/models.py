@@ -75,6 +75,26 @@ class Conv(nn.Module):
         return self.conv(x)
 
 
+class ConvConv(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Conv2d(3, 8, 3, padding=1)
+        self.second = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: Any) -> Any:
+        return self.second(self.first(x))
+
+
+class LinearLinear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(16, 32)
+        self.second = nn.Linear(32, 8)
+
+    def forward(self, x: Any) -> Any:
+        return self.second(self.first(x))
+
+
 class GridWarp(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -171,4 +191,12 @@ BUILDERS: dict[str, Builder] = {
     "grid_warp_nearest_border_a16w8_intfp16": _grid_warp("nearest", "border"),
     "grid_warp_nearest_reflection_a16w8_int16": _grid_warp("nearest", "reflection"),
     "grid_warp_nearest_reflection_a16w8_intfp16": _grid_warp("nearest", "reflection"),
+    # the bystanders (corpus.BYSTANDERS)
+    "bystander_conv_conv_int8": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
+    "bystander_conv_conv_snorm_vgf": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
+    "bystander_linear_linear_int8": lambda: (LinearLinear(), (image(2, 16),)),
+    "bystander_conv_conv_a16w8_int16": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
+    "bystander_conv_conv_fp": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
+    "bystander_grid_sample_fp_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
+    "bystander_grid_sample_int8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
 }

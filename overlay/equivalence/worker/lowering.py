@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +30,13 @@ from overlay.equivalence.protocol import (
     VgfResult,
 )
 from overlay.equivalence.worker import ethosu, quantize, vgf_run
-from overlay.equivalence.worker.observe import as_tuple, delegate_payloads, lowered_graph, measure
+from overlay.equivalence.worker.observe import (
+    as_tuple,
+    delegate_payloads,
+    lowered_graph,
+    measure,
+    tosa_op_counts,
+)
 from overlay.equivalence.worker.serve import error_info
 from overlay.items import CaseInfo
 
@@ -102,6 +109,7 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
         ethos_u=ethos_u,
         lower_seconds=lower_seconds,
         seconds=time.perf_counter() - started,
+        tosa_ops=tosa_op_counts(bytes(d.processed_bytes) for d in delegates),
     )
 
 
@@ -143,11 +151,12 @@ def _vgf(
     from executorch.exir import to_edge_transform_and_lower
 
     try:
-        started = time.perf_counter()
-        edge = to_edge_transform_and_lower(
-            exported, partitioner=[VgfPartitioner(VgfCompileSpec(info.spec))]
-        )
-        lower_seconds = time.perf_counter() - started
+        with tempfile.TemporaryDirectory() as dumped:  # the TOSA each VGF delegate is made of
+            spec = VgfCompileSpec(info.spec).dump_intermediate_artifacts_to(dumped)
+            started = time.perf_counter()
+            edge = to_edge_transform_and_lower(exported, partitioner=[VgfPartitioner(spec)])
+            lower_seconds = time.perf_counter() - started
+            tosa = tosa_op_counts(p.read_bytes() for p in sorted(Path(dumped).glob("*.tosa")))
         _, delegates = lowered_graph(edge)
     except Exception as exc:
         return VgfResult(TargetState.FAILED, error=error_info(exc, Stage.VGF))
@@ -155,6 +164,7 @@ def _vgf(
         TargetState.COMPARED,
         payloads=tuple(delegate_payloads(delegates, False)),
         lower_seconds=lower_seconds,
+        tosa_ops=tosa,
     )
     if not delegates:
         return dataclasses.replace(lowered, run_reason="no VGF delegate to run")

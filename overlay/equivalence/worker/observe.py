@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from overlay.equivalence.protocol import Numerics, OutputDigest, Payload
@@ -89,6 +91,29 @@ def delegate_payloads(delegates: list[Any], keep_bytes: bool) -> list[Payload]:
             )
         )
     return result
+
+
+def tosa_op_counts(flatbuffers: Iterable[bytes]) -> dict[str, int]:
+    """Return how many TOSA operators of each type the flatbuffers hold, summed, by name.
+
+    Example: the TOSA delegate of a quantised conv -> conv on TOSA-1.0+INT.
+    Becomes: ``{"CONST": 16, "CONV2D": 2, "RESCALE": 2, "TRANSPOSE": 2}``.
+    """
+    from tosa.Op import Op
+    from tosa.TosaGraph import TosaGraph
+
+    names = {value: name for name, value in vars(Op).items() if isinstance(value, int)}
+    counts: Counter[str] = Counter()
+    for data in flatbuffers:
+        graph = TosaGraph.GetRootAs(data, 0)
+        for r in range(graph.RegionsLength()):
+            region = graph.Regions(r)
+            for b in range(region.BlocksLength()):
+                block = region.Blocks(b)
+                for o in range(block.OperatorsLength()):
+                    op = block.Operators(o).Op()
+                    counts[names.get(op, f"op {op}")] += 1
+    return dict(sorted(counts.items()))
 
 
 def measure(got: tuple[Any, ...], float_out: tuple[Any, ...], fq_out: tuple[Any, ...]) -> Numerics:

@@ -1,6 +1,6 @@
 """PT2E quantisation of a case, shared by the TOSA/VGF lowering and each Ethos-U target.
 
-The case picks the scheme (a8w8 or a16w8, per-channel or not); the target picks the
+The case picks the scheme (a8w8, a8w8_snorm or a16w8, per-channel or not); the target picks the
 quantizer (TOSA's, VGF's for a VGF case, ``EthosUQuantizer`` per Ethos-U target).
 """
 
@@ -12,7 +12,7 @@ from overlay.items import CaseInfo
 
 
 def configure(quantizer: Any, info: CaseInfo) -> Any:
-    """Set the case's global quantisation config (a8w8 or a16w8) on an Arm quantizer."""
+    """Set the case's global quantisation config (a8w8, its SNORM form, a16w8) on a quantizer."""
     from executorch.backends.arm.quantizer import (
         get_symmetric_a16w8_quantization_config,
         get_symmetric_quantization_config,
@@ -20,6 +20,10 @@ def configure(quantizer: Any, info: CaseInfo) -> Any:
 
     if info.quantize == "a8w8":
         quantizer.set_global(get_symmetric_quantization_config(is_per_channel=info.per_channel))
+    elif info.quantize == "a8w8_snorm":  # activations in [-127, 127] (executorch 1.5 on)
+        from executorch.backends.arm.quantizer import get_vgf_snorm_quantization_config
+
+        quantizer.set_global(get_vgf_snorm_quantization_config(is_per_channel=info.per_channel))
     else:
         quantizer.set_global(
             get_symmetric_a16w8_quantization_config(is_per_channel=info.per_channel)

@@ -166,9 +166,14 @@ def write_shadow(dest: Path, files: Mapping[str, bytes]) -> Path:
         target = dest / "tree" / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+    return shadow_site(dest, dest / "tree" / "backends")
+
+
+def shadow_site(dest: Path, backends: Path) -> Path:
+    """Write ``dest/site/sitecustomize.py`` that puts ``backends`` first; return the site."""
     site = dest / "site"
     site.mkdir(parents=True, exist_ok=True)
-    shadow = str((dest / "tree" / "backends").resolve())
+    shadow = str(backends.resolve())
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(shadow=shadow), encoding="utf-8")
     return site
 
