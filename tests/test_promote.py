@@ -15,6 +15,7 @@ from overlay.cli import main
 from overlay.dist.provenance import local_version
 from overlay.envs import lockfiles
 from overlay.errors import SeriesError, UpstreamError, UsageError
+from overlay.lines import evidence
 from overlay.text.series import Series, load_series
 from overlay.upstream import upstream_pins
 from overlay.upstream.results import Retarget
@@ -121,10 +122,9 @@ def test_promote_refuses_a_report_of_another_shape(tmp_path: Path) -> None:
     assert (refused.value.found or "").startswith("malformed data at retarget.")
 
 
-@pytest.mark.usefixtures("fake_uv")
-def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
+def _candidate(tmp_path: Path) -> tuple[Path, Path, str, Series]:
+    """Return (lines root, retarget folder, the ported patch's text, the candidate) of 1.6.0."""
     root = _root(tmp_path)
-    before = {p.name: p.read_bytes() for p in (root / "1.2.0").rglob("*") if p.is_file()}
     out = tmp_path / "out"
     new = _edit(OLD, "line 1\n", "line 1 new\n")
     wheel = _release_wheel(tmp_path / "cache" / "wheels", {PATH: new.encode()}, "1.6.0")
@@ -137,6 +137,13 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     own = upstream_pins.with_release(shared_text, "1.6.0", sha256="ab" * 32, torch="2.14.0")
     (out / "patches" / "upstream.toml").write_text(own)
     (out / "retarget.json").write_text(_report())
+    return root, out, ported, candidate
+
+
+@pytest.mark.usefixtures("fake_uv")
+def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
+    root, out, _, candidate = _candidate(tmp_path)
+    before = {p.name: p.read_bytes() for p in (root / "1.2.0").rglob("*") if p.is_file()}
     with pytest.raises(UpstreamError, match="no current lock") as refused:
         promote(out, root)
     assert "executorch-arm-overlay --patches" in (refused.value.hint or "")
@@ -165,9 +172,33 @@ def test_promote_makes_a_new_line_beside_the_others(tmp_path: Path) -> None:
     assert (shared.sha256["1.6.0"], shared.torch["1.6.0"]) == ("ab" * 32, "2.14.0")
     assert shared.matrix_versions[-1] == "1.6.0" and done.recorded
     assert "# Upstream's torch pin per release" in (root / "upstream.toml").read_text()
-    with pytest.raises(UpstreamError, match="exists already") as again:
+    assert not list(root.glob(".promoting-*"))
+
+
+@pytest.mark.usefixtures("fake_uv")
+def test_promote_of_the_lines_own_patches_writes_its_evidence_only(tmp_path: Path) -> None:
+    root, out, ported, candidate = _candidate(tmp_path)
+    write_locks(candidate, tmp_path / "dist", lambda _: None)
+    promote(out, root)
+    # the same patches measured again: the line's evidence, nothing else, is written anew
+    (root / "1.6.0" / "evidence.toml").write_text("stale\n")
+    unchanged = {p: p.read_bytes() for p in (root / "1.6.0").rglob("*") if p.is_file()}
+    again = promote(out, root, today="2026-12-31")
+    assert (again.written, again.previous_default, again.recorded) == (
+        ("evidence.toml",),
+        "",
+        False,
+    )
+    refreshed = evidence.load(root / "1.6.0")
+    assert refreshed is not None and refreshed.measured == "2026-12-31"
+    now = {p: p.read_bytes() for p in (root / "1.6.0").rglob("*") if p.is_file()}
+    assert {p for p in now if now[p] != unchanged[p]} == {root / "1.6.0" / "evidence.toml"}
+    # other patches for the same release: refused, nothing written
+    (out / "patches" / NAME).write_text(ported.replace("x\n", "y\n"))
+    with pytest.raises(UpstreamError, match="exists already") as other:
         promote(out, root)
-    assert "retire-line 1.6.0" in (again.value.hint or "")
+    assert "retire-line 1.6.0" in (other.value.hint or "")
+    assert {p: p.read_bytes() for p in (root / "1.6.0").rglob("*") if p.is_file()} == now
     assert not list(root.glob(".promoting-*"))
 
 

@@ -16,6 +16,7 @@ from overlay.cli import common
 from overlay.cli.invocation import command
 from overlay.cli.output import out, progress
 from overlay.errors import UpstreamError, UsageError
+from overlay.lines.evidence import EVIDENCE_FILE
 from overlay.target import selection
 from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, reports, suite
@@ -90,6 +91,9 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
 
 def _promote(args: argparse.Namespace, out_dir: Path) -> int:
     done = promote.promote(out_dir, common.lines_root(args, change="retarget --promote"))
+    if done.written == (EVIDENCE_FILE,):
+        out(f"the line {done.line} holds these patches already: wrote {EVIDENCE_FILE} only")
+        return 0
     out(f"promoted executorch {done.version} to a new line: {done.line}")
     if done.previous_default:
         out(

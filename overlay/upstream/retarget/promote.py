@@ -46,7 +46,11 @@ class Promotion:
 
 
 def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
-    """Make a checked candidate the new line ``<root>/<version>/``; leave the others alone."""
+    """Make a checked candidate the new line ``<root>/<version>/``; leave the others alone.
+
+    A candidate whose series and patches are the line's own (the line measured again after
+    its patches changed) writes only the line's ``evidence.toml``.
+    """
     report_path = out_dir / f"{REPORT_STEM}.json"
     try:
         report = codec.loads(Retarget, report_path.read_text(encoding="utf-8"), "retarget")
@@ -68,6 +72,19 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     today = today or datetime.date.today().isoformat()
     candidate = out_dir / "patches"
     series = load_series(candidate)
+    version = str(series.pins.executorch)
+    line = root / version
+    if line.exists() and _same_patches(candidate, line):  # measured again: new evidence only
+        evidence.write(line, line_evidence(report, _headers(root, report), measured=today))
+        return Promotion(version, line, (evidence.EVIDENCE_FILE,), "", False)
+    if line.exists():
+        raise UpstreamError(
+            f"the line {line} exists already",
+            expected=f"no line for executorch {version} yet",
+            found=str(line),
+            hint=f"it was promoted already with other patches (`git log {line}`); to replace"
+            f" it, retire it first: executorch-arm-overlay retire-line {version}",
+        )
     try:
         for pin in series.pins.wheels:
             lockfiles.check_current(series, pin)
@@ -79,16 +96,6 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
             hint=f"run `executorch-arm-overlay --patches {candidate} lock`, or the retarget again"
             " without --no-locks",
         ) from exc
-    version = str(series.pins.executorch)
-    line = root / version
-    if line.exists():
-        raise UpstreamError(
-            f"the line {line} exists already",
-            expected=f"no line for executorch {version} yet",
-            found=str(line),
-            hint=f"it was promoted already (`git log {line}`); to replace it, retire it first:"
-            f" executorch-arm-overlay retire-line {version}",
-        )
     previous = lines.default_line(root).name if lines.all_lines(root) else ""
     staging = root / f"{STAGING}{version}"
     if staging.exists():  # left by an interrupted promote: start again
@@ -249,3 +256,12 @@ def _references(checkout: Path, version: str) -> tuple[str, ...]:
                 if quoted.search(line):
                     found.append(f"{path.relative_to(checkout)}:{number}: {line.strip()[:120]}")
     return tuple(found)
+
+
+def _same_patches(candidate: Path, line: Path) -> bool:
+    """Return whether ``candidate`` holds the series and patch files of ``line``, byte for byte."""
+    ours, theirs = load_series(candidate), load_series(line)
+    names = [p.name for p in ours.patches]
+    return names == [p.name for p in theirs.patches] and all(
+        (candidate / n).read_bytes() == (line / n).read_bytes() for n in names
+    )
