@@ -65,7 +65,8 @@ def test_the_tests_run_nox_tests_on_every_push_and_pull_request() -> None:
 
 
 def _step(job: dict[str, Any], uses: str) -> dict[str, Any]:
-    (step,) = [s for s in job["steps"] if s.get("uses", "").startswith(f"{uses}@")]
+    steps: list[dict[str, Any]] = job["steps"]
+    (step,) = [s for s in steps if s.get("uses", "").startswith(f"{uses}@")]
     return step
 
 
