@@ -66,7 +66,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--patches",
         metavar="DIR",
         help="series folder ('series', patches, SHA256SUMS, pins.toml) or lines root; default:"
-        f" ${lines.PATCHES_ENV}, else the checkout's patches/, else the lines in the package",
+        f" ${lines.PATCHES_ENV}, else the lines shipped with this tool (run from a checkout:"
+        " its patches/)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
