@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -707,6 +708,20 @@ def test_each_case_exits_with_the_code_docs_errors_md_gives_its_family(
         *run_json(["--patches", str(world.patches), "apply", "--target", str(world.root)], capsys),
         SeriesError,
     )
+
+    world = make_world(tmp_path / "immutable")  # root meets an immutable file: 4, before writing
+    a_file = world.root / "executorch" / A
+    chattr = shutil.which("chattr")  # not on every file system (tmpfs): then not this case
+    if (
+        os.geteuid() == 0
+        and chattr
+        and subprocess.run([chattr, "+i", str(a_file)], check=False).returncode == 0
+    ):
+        try:
+            args = ["--patches", str(world.patches), "apply", "--target", str(world.root)]
+            check(*run_json(args, capsys), TargetError)
+        finally:
+            subprocess.run([chattr, "-i", str(a_file)], check=True)
 
     def no_wheel(pin: object) -> Path:
         raise errors.WheelError("cannot download executorch 1.6.0", found="no such version")
