@@ -117,7 +117,7 @@ class Plan:
     chosen: frozenset[int] = frozenset()  # the fixes asked for (every fix without --fix)
     before: frozenset[int] = frozenset()  # the fixes the tree held
     after: frozenset[int] = frozenset()  # the fixes it holds after the commit
-    left_alone: tuple[str, ...] = ()  # edited by hand, touched by no chosen fix
+    left_alone: tuple[str, ...] = ()  # edited by hand, not written by this run
     not_restored: tuple[str, ...] = ()  # RECORD's .pyc of files a revert makes pristine, absent
 
     @property
@@ -232,16 +232,12 @@ def _refuse_unwritable(target: Target, paths: list[Path], dist_info: bool) -> No
     raise TargetError(
         f"cannot write {target.root}: {len(blocked)} path(s) are read-only; nothing was written",
         expected="write permission on the files the run changes and on their folders",
-        found=f"running as uid {os.geteuid()}; {_owner(target.root)}",
+        found=f"running as uid {os.geteuid()}; {target.root} belongs to uid"
+        f" {target.root.stat().st_uid}",
         details=f"  read-only:\n{shown}{more}",
         hint="run as the owner of the environment, or with sudo (an immutable file:"
         " `chattr -i FILE`; a read-only file system: remount it read-write)",
     )
-
-
-def _owner(path: Path) -> str:
-    st = path.stat()
-    return f"{path} belongs to uid {st.st_uid}"
 
 
 def _not_restored(series: Series, target: Target, changes: Iterable[FileChange]) -> tuple[str, ...]:
