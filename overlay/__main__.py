@@ -3,7 +3,9 @@
 The signals are set before the commands are imported: SIGTERM raises :class:`Terminated`, a
 KeyboardInterrupt as Ctrl-C's, so a command stopped by either unwinds (every lock is
 released; a transaction defers both until its tree is settled) and ends with one line and
-exit 130 or 143, also while the modules are still loading.
+exit 130 or 143, also while the modules are still loading. Once the command has returned,
+both are ignored: the process exits with the command's code (an apply that committed and
+said so is not turned into "interrupted" while the interpreter shuts down).
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ def run() -> int:
     try:
         from overlay.cli import main
 
-        return main()
+        code = main(process=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):  # the command is over: its exit code stands
+            signal.signal(sig, signal.SIG_IGN)
+        return code
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
         print("terminated" if terminated else "interrupted", file=sys.stderr)

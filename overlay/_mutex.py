@@ -7,6 +7,8 @@ another process has open and is waiting on lets two processes hold "the" lock. T
 usual fix, in a few lines: the holder unlinks the file before unlocking, and a process that
 wins ``flock`` re-checks that the path still names the inode it locked, retrying otherwise.
 
+The holder writes its pid into the file, so a waiting or reading process can name it.
+
 Example: A holds the lock; B opened the same file and waits. A unlinks it and unlocks.
 Becomes: B gets the flock on the unlinked inode, sees that the path no longer names it,
 and retries on a new file; C, arriving meanwhile, creates that new file. Only one of them
@@ -19,7 +21,7 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from overlay.errors import BusyError
@@ -45,6 +47,8 @@ def _try_lock(path: Path) -> int | None:
         if on_disk is None or (on_disk.st_dev, on_disk.st_ino) != (held.st_dev, held.st_ino):
             os.close(fd)  # the holder before us deleted it: try again on the new file
             return _RETRY
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
     except BaseException:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -52,10 +56,19 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
-def acquire(path: Path, *, timeout: float) -> int | None:
+def holder(path: Path) -> int | None:
+    """Return the pid the lock file at ``path`` names (None: absent, empty or unreadable)."""
+    try:
+        return int(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def acquire(path: Path, *, timeout: float, poll: Callable[[], None] | None = None) -> int | None:
     """Return the fd holding the lock at ``path``, or None after ``timeout`` seconds.
 
     The parent folder is created when missing (and again if a releasing holder removed it).
+    ``poll`` is called each time the lock is found held (it may raise to stop waiting).
     OSError (permissions, a directory at ``path``) goes to the caller.
     """
     deadline = time.monotonic() + timeout
@@ -75,6 +88,8 @@ def acquire(path: Path, *, timeout: float) -> int | None:
             return fd
         if time.monotonic() >= deadline:
             return None
+        if poll is not None:
+            poll()
         time.sleep(POLL_S)
 
 
@@ -92,16 +107,27 @@ def release(path: Path, fd: int, *, remove_folder: bool) -> None:
 
 @contextlib.contextmanager
 def held(
-    path: Path, *, timeout: float, busy: str, hint: str, remove_folder: bool = False
+    path: Path,
+    *,
+    timeout: float,
+    busy: str,
+    hint: str,
+    remove_folder: bool = False,
+    poll: Callable[[], None] | None = None,
 ) -> Iterator[None]:
     """Hold the lock at ``path`` for the block; raise BusyError(``busy``) after ``timeout``.
 
-    An OSError taking the lock (permissions, a directory at ``path``) goes to the caller.
+    An OSError taking the lock (permissions, a directory at ``path``) goes to the caller;
+    ``poll`` as for :func:`acquire`.
     """
-    fd = acquire(path, timeout=timeout)
+    fd = acquire(path, timeout=timeout, poll=poll)
     if fd is None:
+        pid = holder(path)
         raise BusyError(
-            busy, expected=f"the lock within {timeout:.0f} s", found=f"{path} still held", hint=hint
+            busy,
+            expected=f"the lock within {timeout:.0f} s",
+            found=f"{path} still held" + (f" by pid {pid}" if pid else ""),
+            hint=hint,
         )
     try:
         yield

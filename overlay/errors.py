@@ -55,7 +55,7 @@ class SeriesError(OverlayError):
 
 
 class UnsafePatchError(SeriesError):
-    """A patch names a path outside the target (``..``, absolute, symlink, unlisted)."""
+    """A patch names a path outside the target (``..``, absolute) or one RECORD does not list."""
 
 
 class ChecksumMismatchError(SeriesError):
@@ -63,7 +63,7 @@ class ChecksumMismatchError(SeriesError):
 
 
 class TargetError(OverlayError):
-    """The executorch tree to patch is missing, has the wrong version, or is unreadable."""
+    """The executorch tree to patch is missing, of another version, unreadable or unwritable."""
 
     exit_code = 4
 
@@ -85,7 +85,7 @@ class PristineMismatchError(DriftError):
 
 
 class ApplyError(OverlayError):
-    """A hunk does not match, or writing the result failed (the tree was rolled back)."""
+    """A hunk does not match, or writing failed midway (the tree was rolled back)."""
 
     exit_code = 5
 

@@ -127,13 +127,19 @@ def write_series(
     return load_series(folder)
 
 
-def make_tree(root: Path, files: dict[str, bytes], *, version: str = "1.2.0") -> Path:
-    """Create an unpacked-wheel-like tree: executorch/<repo path> plus a dist-info."""
+def make_tree(
+    root: Path, files: dict[str, bytes], *, version: str = "1.2.0", metadata: str = ""
+) -> Path:
+    """Create an unpacked-wheel-like tree: executorch/<repo path> plus a dist-info.
+
+    ``metadata``: more METADATA header lines (``Requires-Dist: ...``) after the version.
+    """
     dist = root / f"executorch-{version}.dist-info"
     dist.mkdir(parents=True)
-    metadata = f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n".encode()
-    (dist / "METADATA").write_bytes(metadata)
-    record = [f"{dist.name}/METADATA,sha256={record_digest(metadata)},{len(metadata)}"]
+    head = f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n{metadata}"
+    metadata_bytes = head.encode()
+    (dist / "METADATA").write_bytes(metadata_bytes)
+    record = [f"{dist.name}/METADATA,sha256={record_digest(metadata_bytes)},{len(metadata_bytes)}"]
     for repo_path, data in files.items():
         path = root / "executorch" / repo_path
         path.parent.mkdir(parents=True, exist_ok=True)

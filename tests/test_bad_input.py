@@ -8,9 +8,11 @@ tree nor the series folder changed (no journal, no lock, no staging file left).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -394,13 +396,21 @@ def anyones_tmp(tmp_path: Path) -> Iterator[Path]:
 def test_a_tree_the_user_cannot_write_is_a_clear_error(anyones_tmp: Path) -> None:
     world = make_world(anyones_tmp)
     before = snapshot(world.root)
-    child = run_forked(as_nobody(lambda: world.cli("apply", "--target", str(world.root))))
-    assert child.code == TargetError.exit_code, child.output
-    first = child.output.splitlines()[0]
-    assert first == f"error: cannot take the lock of {world.root}"
-    assert (
-        "found:    permission denied (running as uid 65534, the tree belongs to 0)" in child.output
-    )
+    target = ["--target", str(world.root)]
+    for args in (["apply"], ["apply", "--dry-run"], ["check"]):  # the dry runs say it too
+        child = run_forked(as_nobody(functools.partial(world.cli, *args, *target)))
+        assert child.code == TargetError.exit_code, child.output
+        first = child.output.splitlines()[0]
+        assert first == (
+            f"error: cannot write {world.root}: 4 path(s) are read-only; nothing was written"
+        )
+        assert f"found:    running as uid 65534; {world.root} belongs to uid 0" in child.output
+        assert f"    {world.root}/executorch/backends/arm\n" in child.output
+    # nothing to do is no error, read-only or not: a pristine tree reverted, a dry run of it
+    for args in (["revert"], ["revert", "--dry-run"], ["check", "--reverse"]):
+        child = run_forked(as_nobody(functools.partial(world.cli, *args, *target)))
+        assert child.code == 0, child.output
+        assert "nothing to do" in child.output
     assert snapshot(world.root) == before
 
 
@@ -537,7 +547,7 @@ FLAG_CASES = [
         "--line of another release than installed",
         ("--line", "1.2.0"),
         TargetError,
-        "wrong executorch version",
+        "line 1.2.0 is for executorch 1.2.0; the target holds executorch 1.5.1",
         mutate=installed_at("1.5.1"),
         patches="{lines}",
     ),
@@ -547,20 +557,6 @@ FLAG_CASES = [
         ApplyError,
         f"{A}: fix 3 cannot be applied without fix 1",
         mutate=add_dependent_fix,
-    ),
-    FlagCase(
-        "venv without the line's requirements",
-        (),
-        TargetError,
-        "the environment at {site} lacks what the patched executorch needs",
-        mutate=in_a_venv,
-    ),
-    FlagCase(
-        "venv without the line's requirements, dry run",
-        ("--dry-run",),
-        TargetError,
-        "the environment at {site} lacks what the patched executorch needs",
-        mutate=in_a_venv,
     ),
 ]
 
@@ -592,20 +588,152 @@ def test_bad_flags_are_one_clear_error_before_any_write(
     assert (report["error"], report["exit_code"]) == (case.error.__name__, code)
 
 
+def add_line_151(world: World) -> Path:
+    """Beside the world's 1.2.0 line (``lines/1.2.0``), a 1.5.1 line; return the lines root."""
+    root = world.patches.parent / "lines"
+    if not (root / "1.2.0").exists():
+        as_lines_root(world)
+    shutil.copytree(world.patches, root / "1.5.1")
+    (root / "1.5.1" / "pins.toml").write_text(
+        (world.patches / "pins.toml").read_text().replace('"1.2.0"', '"1.5.1"')
+    )
+    return root
+
+
 def test_unsupported_release_lists_the_supported_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     world = make_world(tmp_path)
     installed_at("1.4.1")(world)
-    shutil.copytree(world.patches, tmp_path / "lines" / "1.5.1")
-    (tmp_path / "lines" / "1.5.1" / "pins.toml").write_text(
-        (world.patches / "pins.toml").read_text().replace('"1.2.0"', '"1.5.1"')
-    )
-    code = main(["--patches", str(tmp_path / "lines"), "apply", "--target", str(world.root)])
+    lines = add_line_151(world)
+    code = main(["--patches", str(lines), "apply", "--target", str(world.root)])
     assert code == UnsupportedReleaseError.exit_code
     err = capsys.readouterr().err
     assert "  expected: executorch at one of the supported lines: 1.2.0, 1.5.1\n" in err
     assert "  found:    executorch 1.4.1\n" in err
+    assert "uv pip install executorch==1.5.1" in err  # what to install, never `retarget`
+    assert "retarget" not in err
+
+
+@pytest.mark.parametrize("command", ["status", "check", "apply"])
+def test_a_line_of_another_release_is_one_error_saying_drop_line(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--line 1.2.0` on a 1.5.1 tree: the same error from every command, exit 4, and a next
+    step that drops --line (issue 36, item 6)."""
+    world = make_world(tmp_path)
+    installed_at("1.5.1")(world)
+    lines = add_line_151(world)
+    before = snapshot(tmp_path)
+    args = ["--patches", str(lines), command, "--line", "1.2.0", "--target", str(world.root)]
+    assert main(args) == TargetError.exit_code
+    err = capsys.readouterr().err
+    assert err == (
+        "error: line 1.2.0 is for executorch 1.2.0; the target holds executorch 1.5.1\n"
+        "  expected: executorch 1.2.0 (--line 1.2.0)\n"
+        "  found:    executorch 1.5.1\n"
+        "  next step: drop --line: the installed executorch has its own line, 1.5.1\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
+def test_a_fix_no_line_carries_is_refused_before_the_target_is_looked_at(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command-line mistake is exit 2 even where executorch is missing (issue 36, item 8)."""
+    world = make_world(tmp_path)
+    lines = add_line_151(world)
+    empty = tmp_path / "no-executorch"
+    empty.mkdir()
+    for args, said in (
+        (["--line", "1.5.1", "--fix", "99"], "line 1.5.1 does not carry fix 99"),
+        (["--fix", "99"], "no release line carries fix 99"),
+        (["--fix", "1,nope"], "no release line has fix named 'nope'"),
+    ):
+        for command in ("apply", "revert", "check"):
+            code = main(["--patches", str(lines), command, *args, "--target", str(empty)])
+            assert code == UsageError.exit_code
+            assert capsys.readouterr().err.startswith(f"error: {said}\n")
+
+
+def documented_families() -> dict[int, type[OverlayError]]:
+    """The exit code table of docs/errors.md: each code and the error class defining it."""
+    from overlay import errors
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "errors.md").read_text()
+    found = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit() and cells[2].startswith("`"):
+            found[int(cells[0])] = getattr(errors, cells[2].strip("`").split("`")[0])
+    return found
+
+
+def run_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main([*args, "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["exit_code"] == code
+    return code, report["error"]
+
+
+def test_each_case_exits_with_the_code_docs_errors_md_gives_its_family(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cases of docs/errors.md, each run: its code is the one the generated table gives
+    the family of the error raised (issue 36, item 16)."""
+    from overlay import errors
+    from overlay.lines import pins
+    from overlay.upstream import releases, upstream_pins
+
+    families = documented_families()
+
+    def check(code: int, name: str, family: type[OverlayError]) -> None:
+        assert families[code] is family, (code, name)
+        assert issubclass(getattr(errors, name), family), (code, name)
+
+    world = make_world(tmp_path / "link")  # a symlink inside the tree: the tree's fault
+    sub = world.root / "executorch" / "backends" / "arm" / "sub"
+    shutil.move(sub, tmp_path / "elsewhere")
+    sub.symlink_to(tmp_path / "elsewhere")
+    check(
+        *run_json(["--patches", str(world.patches), "apply", "--target", str(world.root)], capsys),
+        TargetError,
+    )
+    world = make_world(tmp_path / "series")  # a patch naming a path RECORD does not list
+    record = world.dist_info / "RECORD"
+    record.write_text(
+        "".join(r for r in record.read_text().splitlines(True) if "sub/b.py" not in r)
+    )
+    check(
+        *run_json(["--patches", str(world.patches), "apply", "--target", str(world.root)], capsys),
+        SeriesError,
+    )
+
+    world = make_world(tmp_path / "immutable")  # root meets an immutable file: 4, before writing
+    a_file = world.root / "executorch" / A
+    chattr = shutil.which("chattr")  # not on every file system (tmpfs): then not this case
+    if (
+        os.geteuid() == 0
+        and chattr
+        and subprocess.run([chattr, "+i", str(a_file)], check=False).returncode == 0
+    ):
+        try:
+            args = ["--patches", str(world.patches), "apply", "--target", str(world.root)]
+            check(*run_json(args, capsys), TargetError)
+        finally:
+            subprocess.run([chattr, "-i", str(a_file)], check=True)
+
+    def no_wheel(pin: object) -> Path:
+        raise errors.WheelError("cannot download executorch 1.6.0", found="no such version")
+
+    monkeypatch.setattr(releases, "fetch_wheel", no_wheel)  # `retarget 1.6.0` before 1.6.0
+    line = make_world(tmp_path / "wheel").patches
+    shared = upstream_pins.load(
+        Path(__file__).resolve().parent.parent / "patches" / "upstream.toml"
+    )
+    with pytest.raises(errors.WheelError) as fetched:
+        releases.load_release(pins.load(line), shared, "1.6.0")
+    assert families[fetched.value.exit_code] is errors.WheelError
 
 
 def test_a_dependency_check_can_be_skipped(
@@ -639,9 +767,12 @@ def test_a_dependency_check_can_be_skipped(
 def test_a_misspelt_flag_prints_the_subcommands_usage(
     argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"usage: {invocation.usage()} {argv[0]} "), err
-    assert said in err.splitlines()[-1]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"usage: {invocation.usage()} {argv[0]} "), captured.err
+    assert said in captured.err.splitlines()[-1]
+    assert captured.out == ""
+    assert main([*argv, "--json"]) == 2  # under --json, the same refusal as a typed report
+    report = json.loads(capsys.readouterr().out)
+    assert (report["error"], report["exit_code"]) == ("UsageError", 2)
+    assert said in report["message"]

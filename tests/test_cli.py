@@ -77,8 +77,12 @@ def test_bad_patch_folder_gives_message_and_exit_code(
 ) -> None:
     assert main(["--patches", str(tmp_path), "status", "--series-only"]) == SeriesError.exit_code
     err = capsys.readouterr().err
-    assert err.startswith("error: no series file in")
-    assert "next step: point --patches" in err
+    assert err.startswith(f"error: no release line in {tmp_path}\n")
+    assert f"found:    no line folder and no series file at {tmp_path}, named by --patches" in err
+    assert "next step: pass --patches a lines root or one series folder, or drop it" in err
+    (tmp_path / "series").write_text("")  # a series folder: its loader says what is wrong
+    assert main(["--patches", str(tmp_path), "status", "--series-only"]) == SeriesError.exit_code
+    assert capsys.readouterr().err.startswith("error: ")
 
 
 def test_missing_target_is_a_clear_error(
@@ -386,3 +390,43 @@ def test_export_upstream_refuses_a_fix_the_line_lacks_before_any_work(
     assert err.startswith(f"error: line {line.name} does not carry fix {absent}\n"), err
     assert "next step: name fixes the line carries" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("given", ["--patches", "OVERLAY_PATCHES"])
+@pytest.mark.parametrize("folder", ["empty", "missing"])
+def test_lines_of_an_empty_or_missing_root_is_an_error_naming_who_named_it(
+    tmp_path: Path,
+    given: str,
+    folder: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Not silence and exit 0; and `status` blames the one that named it (issue 36, item 11)."""
+    root = tmp_path / folder
+    if folder == "empty":
+        root.mkdir()
+    flag = ["--patches", str(root)] if given == "--patches" else []
+    if given == "OVERLAY_PATCHES":
+        monkeypatch.setenv("OVERLAY_PATCHES", str(root))
+    source = f"--patches {root}" if flag else f"$OVERLAY_PATCHES ({root})"
+    for command in (["lines"], ["status", "--series-only"]):
+        assert main([*flag, *command]) == SeriesError.exit_code
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.startswith(f"error: no release line in {root}\n")
+        assert f"named by {source}\n" in captured.err
+        assert ("--patches" in captured.err.split("next step:")[1]) == bool(flag)
+
+
+def test_edit_refuses_where_regenerate_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Outside a checkout, `edit` is refused as `regenerate` is, before any download (issue 36,
+    item 13)."""
+    monkeypatch.delenv("OVERLAY_PATCHES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for command in ("edit", "regenerate"):
+        assert main([command, "--dir", str(tmp_path / "work")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {command} works on the release lines of a checkout"), err
+    assert not (tmp_path / "work").exists()

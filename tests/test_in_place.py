@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,12 +30,15 @@ from overlay._hashing import record_digest, sha256_bytes, sha256_file
 from overlay.cli import exit_code_table, json_output, main
 from overlay.dist import provenance as prov
 from overlay.dist import wheels
+from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
+    EXIT_CHANGES_DUE,
     EXIT_CLOSED_PIPE,
     BusyError,
     InstallCheckError,
     OverlayError,
+    TargetError,
     UnfinishedRunError,
 )
 from overlay.lines.pins import WheelPin
@@ -214,9 +218,17 @@ def test_pip_installed_tree_is_patched_honestly_and_uninstalls_clean(
         check_installed(env.series, import_modules=False, search_path=env.site).version == version
     )
     assert env.cli("revert") == 0
+    said = capsys.readouterr().out
     after = snapshot(env.site)
-    compiled_paths = {k for k in before if "/__pycache__/m" in k}
-    assert {k: v for k, v in before.items() if k not in compiled_paths} == after
+    # every file as before but the .pyc apply deleted, which the revert names (issue 36,
+    # item 10); RECORD byte for byte, its rows of them included
+    gone = {k for k in before if k not in after}
+    assert gone == {k for k in before if "/__pycache__/m" in k} and len(gone) == N
+    assert {k: v for k, v in before.items() if k not in gone} == after
+    record = f"{info.name}/RECORD"
+    assert after[record] == before[record]
+    assert all(path.encode() in before[record] for path in gone)
+    assert f"  not restored: {N} .pyc file(s) RECORD lists (apply deleted them;" in said
     pip(env.venv, "uninstall", "--yes", "executorch")
     assert snapshot(env.site) == env.empty
 
@@ -584,21 +596,26 @@ def child_pid_of(env: Env) -> int:
     return interrupted.pid
 
 
-def test_an_environment_without_the_lines_requirements_is_refused(
+def test_an_environment_that_differs_from_the_lines_pins_is_patched_with_a_warning(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The environment's packages are the user's: the line's pins are advice, never a refusal
+    (issue 36, item 5)."""
     pip(env.venv, "uninstall", "--yes", "torch")
-    before = snapshot(env.site)
-    assert env.cli("apply") == 4
-    err = capsys.readouterr().err
-    assert err.splitlines()[0] == (
-        f"error: the environment at {env.site} lacks what the patched executorch needs;"
-        " nothing was written"
-    )
-    assert "  found:    torch missing\n" in err
-    assert f"uv pip install --python {env.venv / 'bin' / 'python'} 'torch==2.11.*'" in err
-    assert snapshot(env.site) == before
-    assert env.cli("apply", "--no-deps-check") == 0
+    for args, code in ((["check"], EXIT_CHANGES_DUE), (["apply", "--dry-run"], 0), (["apply"], 0)):
+        assert env.cli(*args) == code
+        err = capsys.readouterr().err
+        assert (
+            "[overlay] warning: the environment differs from the pins line 1.2.0 was proven with"
+            " (patching anyway): torch missing (line: torch==2.11.*)\n"
+        ) in err
+        python = env.venv / "bin" / "python"
+        assert (
+            f"[overlay]   to match them: uv pip install --python {python} 'torch==2.11.*'\n" in err
+        )
+    assert env.cli("revert") == 0
+    assert env.cli("apply", "--no-deps-check") == 0  # no comparison, no warning
+    assert "warning" not in capsys.readouterr().err
 
 
 def two_lines(base: Path) -> Path:
@@ -624,8 +641,10 @@ def test_each_tree_gets_the_line_of_its_executorch(
         args = ["--patches", str(lines), "apply", "--target", str(trees[version])]
         assert main(args) == 0
         captured = capsys.readouterr()
+        series = load_series(lines / version)
         assert captured.err == (
-            f"[overlay] release line {version} (the installed executorch {version})\n"
+            f"[overlay] release line {version} (the installed executorch {version}): series"
+            f" {series.short_digest} of --patches {lines}\n"
         )
         assert f"V3 = '{version}'" in (trees[version] / "executorch" / repo_path(0)).read_text()
         assert main(["--patches", str(lines), "status", "--target", str(trees[version])]) == 0
@@ -643,7 +662,7 @@ def test_each_tree_gets_the_line_of_its_executorch(
         )
         == 0
     )
-    assert capsys.readouterr().err == "[overlay] release line 1.5.1 (--line 1.5.1)\n"
+    assert capsys.readouterr().err.startswith("[overlay] release line 1.5.1 (--line 1.5.1): series")
     assert (trees["1.5.1"] / "executorch" / repo_path(0)).read_text() == old_text(0)
 
 
@@ -737,7 +756,11 @@ def test_sigterm_before_the_transaction_leaves_no_lock(tmp_path: Path) -> None:
          "apply", "--target", str(root)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert (proc.returncode, proc.stderr.splitlines()[-1]) == (143, "terminated"), proc.stderr
+    said = proc.stderr.splitlines()[-1]
+    assert (proc.returncode, said) == (
+        143,
+        f"error: interrupted by SIGTERM: nothing was changed in {root}",
+    ), proc.stderr
     assert snapshot(root) == before  # no lock file, no state folder: status is not misled
     assert not journal.state_dir(root).exists()
 
@@ -746,6 +769,9 @@ def test_the_docs_show_the_exit_codes_as_help_lists_them() -> None:
     docs = (Path(__file__).resolve().parent.parent / "docs" / "in-place.md").read_text()
     block = docs.split("<!-- exit-codes: generated by `python -m overlay --help` -->\n```\n")[1]
     assert block.split("\n```")[0] == exit_code_table()
+    # what a closed pipe gives, as test_a_closed_stdout_is_silent measures it (issue 36, item 16)
+    said = " ".join(docs.split("When stdout's reader goes away early")[1].split()[:30])
+    assert f"nothing on stderr, exit {EXIT_CLOSED_PIPE}" in said, said
 
 
 # --- the transaction's own edges ------------------------------------------------------------
@@ -829,3 +855,191 @@ def test_the_lock_error_says_who_owns_the_tree(tmp_path: Path) -> None:
     full = transaction._lock_error(lock, OSError(28, "No space left on device"))
     assert full.found == "OSError: [Errno 28] No space left on device"
     assert full.hint == f"make {lock.parent} a writable folder"
+
+
+# --- where a command works, what it accepts and what it says (issue 36) -----------------------
+
+
+def as_tool_venv(monkeypatch: pytest.MonkeyPatch, venv: Path) -> Path:
+    """Run as a tool installed in ``venv`` (a `uv tool` venv: no executorch there)."""
+    site = new_venv(venv)
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"purelib": str(site)})
+    return site
+
+
+def test_without_target_the_active_venv_then_the_nearest_venv_never_the_tools_own(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As pip and uv: ``$VIRTUAL_ENV``, then the nearest ``.venv``; the tool's own venv is
+    never a target and never told to install executorch (issue 36, item 1)."""
+    tool = tmp_path / "tool"
+    as_tool_venv(monkeypatch, tool)
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    monkeypatch.chdir(project / "src")
+    patches = ["--patches", str(env.patches)]
+    monkeypatch.setenv("VIRTUAL_ENV", str(env.venv))
+    assert main([*patches, "apply"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"[overlay] target: {env.venv} ($VIRTUAL_ENV)\n")
+    assert f"done: {env.site} holds all {N} fixes" in captured.out
+    assert main([*patches, "revert"]) == 0
+    assert f"done: {env.site} holds no fix" in capsys.readouterr().out
+    monkeypatch.setenv("VIRTUAL_ENV", str(tool))  # what `uv run` sets: the tool's own venv
+    shutil.move(env.venv, project / ".venv")
+    site = project / ".venv" / "lib" / PY / "site-packages"
+    assert main([*patches, "status"]) == 0
+    captured = capsys.readouterr()
+    assert f"[overlay] target: {project / '.venv'} (the .venv in {project})\n" in captured.err
+    assert f"\ntarget {site} (executorch 1.2.0)\n" in captured.out
+    shutil.move(project / ".venv", env.venv)
+    for command in ("apply", "check", "revert", "verify-install"):
+        assert main([*patches, command]) == TargetError.exit_code
+        err = capsys.readouterr().err
+        assert err.startswith("error: no environment to patch: no venv is active here\n"), err
+        assert (
+            f"  found:    no .venv in {project / 'src'} or above; {tool} is this tool's own"
+            " environment, without executorch\n"
+        ) in err
+        assert "install" not in err  # nothing is ever installed into the tool's venv
+    assert main([*patches, "status"]) == 0  # the series, saying why there is no target
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"[overlay] no target (no .venv in {project / 'src'} or")
+    assert "is this tool's own environment, without executorch): the series only" in captured.err
+    assert captured.out.startswith(f"series {env.series.short_digest} against executorch 1.2.0")
+
+
+def test_a_tool_installed_beside_executorch_works_on_its_own_environment(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.chdir(env.venv.parent)
+    monkeypatch.setattr(sys, "prefix", str(env.venv))
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"purelib": str(env.site)})
+    found = locate.default_environment()
+    assert found == locate.Environment(env.site, "the environment this tool runs in")
+
+
+def test_a_target_given_as_the_venvs_python_or_a_dist_info_is_that_venv(
+    env: Env, built: tuple[Path, Path]
+) -> None:
+    """What was given is named, never the base interpreter it links to (issue 36, item 4)."""
+    site = env.site.resolve()
+    assert locate.find_target(env.venv / "bin" / "python").root == site
+    assert locate.find_target(dist_info(env.site)).root == site
+    wheel = built[0]
+    with pytest.raises(TargetError) as as_wheel:
+        locate.find_target(wheel)
+    assert as_wheel.value.message == f"--target {wheel} is a wheel file"
+    assert as_wheel.value.hint is not None and "python -m zipfile -e" in as_wheel.value.hint
+    other = env.venv / "pyvenv.cfg"
+    with pytest.raises(TargetError) as as_file:
+        locate.find_target(other)
+    assert as_file.value.message == f"--target {other} is a file"
+    assert as_file.value.found == f"the file {other}"
+    assert as_file.value.hint == (
+        "pass the venv folder (the one holding bin/ and pyvenv.cfg) or its bin/python"
+    )
+
+
+def test_apply_keeps_the_installed_requirements_and_extras(tmp_path: Path) -> None:
+    """Upstream's extras stay as installed; only the version says the tree is patched
+    (issue 36, item 5)."""
+    requires = (
+        "Requires-Dist: torch>=2.0\n"
+        "Provides-Extra: ethos-u\n"
+        'Requires-Dist: tosa-tools==2026.5.0; extra == "ethos-u"\n'
+    )
+    root = make_tree(
+        tmp_path / "site",
+        {repo_path(i): old_text(i).encode() for i in range(N)},
+        metadata=requires,
+    )
+    series = write_world_series(tmp_path / "patches")
+    before = (next(root.glob("executorch-*.dist-info")) / "METADATA").read_text()
+    transaction.apply(series, locate.find_target(root))
+    after = (next(root.glob("executorch-*.dist-info")) / "METADATA").read_text()
+    version = f"Version: 1.2.0+armfix.{series.short_digest}"
+    assert after == before.replace("Version: 1.2.0", version)
+
+
+# `python -m overlay ... apply` with SIGINT after the commit: while it prints, or at exit.
+SIGNAL_AFTER_COMMIT = """\
+import atexit, os, runpy, signal, sys
+from overlay.cli import in_place
+WHEN = sys.argv.pop(1)
+said = in_place.out
+def out(text=""):
+    said(text)
+    if text.startswith("done: "):
+        if WHEN == "printing":
+            os.kill(os.getpid(), signal.SIGINT)
+        else:
+            atexit.register(os.kill, os.getpid(), signal.SIGINT)
+in_place.out = out
+sys.argv = ["overlay", *sys.argv[1:]]
+runpy.run_module("overlay", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["printing", "exiting"])
+def test_a_signal_after_the_commit_says_the_tree_is_patched(tmp_path: Path, when: str) -> None:
+    """Once committed: exit 0, or the one line that says so (issue 36, item 9)."""
+    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    write_world_series(tmp_path / "patches")
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AFTER_COMMIT, when, "--patches", str(tmp_path / "patches"),
+         "apply", "--target", str(root)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert f"done: {root} holds all {N} fixes" in proc.stdout
+    if when == "printing":
+        assert (proc.returncode, proc.stderr.splitlines()[-1]) == (
+            130,
+            f"error: interrupted by SIGINT after the apply had finished: {root} is patched",
+        ), proc.stderr
+    else:
+        assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    status = state.inspect(load_series(tmp_path / "patches"), locate.find_target(root))
+    assert status.state is state.TreeState.PATCHED
+
+
+def test_a_path_the_streams_cannot_encode_is_escaped_not_a_traceback(tmp_path: Path) -> None:
+    """``PYTHONIOENCODING=ascii`` and a folder named in another script (issue 36, item 15)."""
+    folder = tmp_path / "Prüfung-検証"
+    root = make_tree(folder / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    write_world_series(tmp_path / "patches")
+    proc = subprocess.run(
+        [sys.executable, "-m", "overlay", "--patches", str(tmp_path / "patches"), "apply",
+         "--target", str(root)],
+        capture_output=True, check=False, env={**os.environ, "PYTHONIOENCODING": "ascii"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    escaped = str(root).encode("ascii", "backslashreplace")
+    assert b"done: " + escaped + b" holds all" in proc.stdout
+    assert b"Traceback" not in proc.stderr
+
+
+def test_verify_install_of_an_in_place_venv_lists_the_lock_differences(env: Env) -> None:
+    """One line a difference, and a next step that fits a venv patched in place: check
+    executorch alone (issue 36, item 12)."""
+    assert env.cli("apply") == 0
+    lock = env.venv.parent / "lock.txt"
+    lock.write_text(
+        "# inputs-key: k\ntorch==2.13.0 --hash=sha256:aaaa\nsympy==1.14.0 --hash=sha256:bbbb\n"
+    )
+    with pytest.raises(InstallCheckError) as info:
+        check_installed(
+            env.series,
+            import_modules=False,
+            search_path=env.site,
+            lock=lockfiles.read(lock),
+            repair="sync it",
+        )
+    assert info.value.details == (
+        "    torch: 2.11.0 (locked 2.13.0)\n    sympy: missing (locked 1.14.0)"
+    )
+    assert info.value.hint is not None
+    assert info.value.hint.startswith("this environment was patched in place, not made from")
+    assert info.value.hint.endswith("; to make it the lock exactly: sync it")

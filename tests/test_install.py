@@ -184,7 +184,8 @@ def test_symlink_escape_refused(tmp_path: Path) -> None:
     sub.rmdir()
     sub.symlink_to(outside)
     before_outside = snapshot(outside)
-    error = expect_refusal(target, patches, UnsafePatchError)
+    error = expect_refusal(target, patches, TargetError)  # the tree's fault, not the series'
+    assert error.exit_code == 4
     # The tmp folder's name holds "symlink" too: assert the fields, not a word in the text.
     link = target.root.resolve() / "executorch" / "backends" / "arm" / "sub"
     assert error.message == f"executorch/{B} goes through a symlink at {link}"
@@ -360,12 +361,13 @@ def test_status_and_check_while_another_run_holds_the_lock(
     with transaction.locked(target):
         status = state.inspect(load_series(patches), target)
         assert status.state is state.TreeState.BUSY and status.files == {}
-        assert status.summary == "busy: another overlay run is writing this tree"
+        pid = os.getpid()  # the holder, named (issue 36, item 14)
+        assert status.summary == f"busy: another overlay run (pid {pid}) is writing this tree"
         code = main(["--patches", str(patches), "check", "--target", str(target.root)])
         assert code == BusyError.exit_code
-        assert capsys.readouterr().err.startswith(
-            f"error: another overlay run is writing {target.root}"
-        )
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: another overlay run is writing {target.root}")
+        assert f"  found:    {journal.lock_file(target.root)} held by pid {pid}\n" in err
     assert state.inspect(load_series(patches), target).state is state.TreeState.PRISTINE
 
 
@@ -456,3 +458,46 @@ def test_crlf_converted_checkout_is_drift(tmp_path: Path) -> None:
     target, patches = setup(tmp_path)
     target.file(A).write_bytes(A_OLD.replace(b"\n", b"\r\n"))  # e.g. a Windows checkout
     expect_refusal(target, patches, DriftError, "backends/arm/a.py: drifted")
+
+
+def test_a_hand_edit_in_a_file_the_run_does_not_write_is_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand edit in fix 2's file blocks no run of fix 1; a run that would write it says
+    that reinstalling discards the edit (issue 36, item 7)."""
+    target, patches = setup(tmp_path)
+    edited = B_OLD + b"# mine\n"
+    target.file(B).write_bytes(edited)
+    row = next(line for line in (target.dist_info / "RECORD").read_text().splitlines() if B in line)
+    args = ["--patches", str(patches)]
+    assert main([*args, "apply", "--fix", "1", "--target", str(target.root)]) == 0
+    out = capsys.readouterr().out
+    assert f"  left alone: {B} (edited by hand; this run does not write it)\n" in out
+    assert target.file(A).read_bytes() == A_NEW and target.file(B).read_bytes() == edited
+    (info,) = target.root.glob("executorch-*.dist-info")
+    assert row in (info / "RECORD").read_text().splitlines()  # RECORD says what was installed
+    assert main([*args, "revert", "--target", str(target.root)]) == 0  # fix 2 is not held
+    assert target.file(A).read_bytes() == A_OLD and target.file(B).read_bytes() == edited
+    capsys.readouterr()
+    assert main([*args, "apply", "--target", str(target.root)]) == DriftError.exit_code
+    err = capsys.readouterr().err
+    assert err.startswith("error: 1 file(s) are neither pristine nor patched; nothing was written")
+    assert (
+        "  next step: reinstall executorch (`uv pip install --reinstall executorch==1.2.0`: this"
+        " discards the edits in those files), then apply again; or leave them alone: --fix 1\n"
+    ) in err
+
+
+def test_a_second_run_says_it_waits_and_for_whom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not 120 s of silence: the wait is said, with the holder's pid (issue 36, item 14)."""
+    target, patches = setup(tmp_path)
+    monkeypatch.setattr(transaction, "LOCK_TIMEOUT_S", 1.0)
+    with transaction.locked(target):
+        code = main(["--patches", str(patches), "apply", "--target", str(target.root)])
+    assert code == BusyError.exit_code
+    err = capsys.readouterr().err
+    pid = os.getpid()
+    assert f"[overlay] waiting up to 1 s for the lock of {target.root}, held by pid {pid}\n" in err
+    assert f"  found:    {journal.lock_file(target.root)} still held by pid {pid}\n" in err

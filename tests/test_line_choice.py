@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from overlay.errors import SeriesError, UnsupportedReleaseError, UsageError
-from overlay.target.line_choice import choose
+from overlay.errors import SeriesError, TargetError, UnsupportedReleaseError, UsageError
+from overlay.target.line_choice import choose, every_line
 
 from scaffold import make_diff, patch_text, write_series
 
@@ -36,13 +36,25 @@ def test_the_installed_version_picks_its_line(tmp_path: Path, version: str, line
     assert chosen.reason == f"the installed executorch {version}"
 
 
-def test_line_overrides_the_installed_version(tmp_path: Path) -> None:
+def test_a_line_of_another_release_than_installed_is_refused_first(tmp_path: Path) -> None:
+    """``--line 1.2.0`` on a 1.5.1 tree: one error whose next step is to drop --line, from
+    `status`, `check` and `apply` alike (issue 36, item 6)."""
     root = two_lines(tmp_path / "lines")
-    chosen = choose(root, "1.2.0", Version("1.5.1"))
+    chosen = choose(root, "1.2.0", Version("1.2.0+armfix.abcdef0123"))
     assert (chosen.name, chosen.reason) == ("1.2.0", "--line 1.2.0")
-    with pytest.raises(UsageError) as info:
+    assert chosen.source == f"--patches {root}"
+    with pytest.raises(TargetError) as info:
+        choose(root, "1.2.0", Version("1.5.1"))
+    assert info.value.message == (
+        "line 1.2.0 is for executorch 1.2.0; the target holds executorch 1.5.1"
+    )
+    assert info.value.hint == "drop --line: the installed executorch has its own line, 1.5.1"
+    with pytest.raises(TargetError) as unsupported:
+        choose(root, "1.2.0", Version("1.4.1"))
+    assert unsupported.value.hint == "install executorch==1.2.0 to use line 1.2.0, or drop --line"
+    with pytest.raises(UsageError) as info2:
         choose(root, "1.3.0", Version("1.5.1"))
-    assert info.value.expected == "one of the supported lines: 1.2.0, 1.5.1"
+    assert info2.value.expected == "one of the supported lines: 1.2.0, 1.5.1"
 
 
 def test_an_unsupported_release_lists_the_lines(tmp_path: Path) -> None:
@@ -56,18 +68,21 @@ def test_an_unsupported_release_lists_the_lines(tmp_path: Path) -> None:
 def test_without_a_target_the_newest_line(tmp_path: Path) -> None:
     root = two_lines(tmp_path / "lines")
     chosen = choose(root, None, None)
-    assert (chosen.name, chosen.reason) == ("1.5.1", "the newest line (no executorch to choose by)")
+    assert (chosen.name, chosen.reason) == ("1.5.1", "the newest line: no executorch to choose by")
 
 
 def test_a_series_folder_is_used_as_given(tmp_path: Path) -> None:
     root = two_lines(tmp_path / "lines")
-    chosen = choose(root / "1.2.0", None, Version("1.5.1"))  # plan() refuses the version later
+    chosen = choose(root / "1.2.0", None, Version("1.2.0"))
     assert (chosen.name, chosen.directory) == ("1.2.0", root / "1.2.0")
+    with pytest.raises(TargetError) as info:
+        choose(root / "1.2.0", None, Version("1.5.1"))  # refused before any file is read
+    assert info.value.hint == "install executorch==1.2.0 to use line 1.2.0, or drop --patches"
     assert chosen.reason == f"--patches {root / '1.2.0'}"
     assert choose(root / "1.2.0", "1.2.0", None).name == "1.2.0"
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(UsageError) as usage:
         choose(root / "1.2.0", "1.5.1", None)
-    assert info.value.expected == "the line of that series folder: 1.2.0"
+    assert usage.value.expected == "the line of that series folder: 1.2.0"
 
 
 def test_the_environment_names_the_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,14 +90,39 @@ def test_the_environment_names_the_root(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("OVERLAY_PATCHES", str(root))
     assert choose(None, None, Version("1.2.0")).directory == root / "1.2.0"
     monkeypatch.setenv("OVERLAY_PATCHES", str(root / "1.5.1"))
-    chosen = choose(None, None, Version("1.2.0"))
-    assert (chosen.directory, chosen.reason) == (root / "1.5.1", "$OVERLAY_PATCHES")
+    chosen = choose(None, None, Version("1.5.1"))
+    source = f"$OVERLAY_PATCHES ({root / '1.5.1'})"
+    assert (chosen.directory, chosen.reason, chosen.source) == (root / "1.5.1", source, source)
+    with pytest.raises(TargetError) as info:
+        choose(None, None, Version("1.2.0"))
+    assert (
+        info.value.hint == "install executorch==1.5.1 to use line 1.5.1, or unset $OVERLAY_PATCHES"
+    )
 
 
-def test_a_folder_that_is_neither_is_left_to_the_series_loader(tmp_path: Path) -> None:
-    chosen = choose(tmp_path, None, Version("1.2.0"))
-    assert chosen.directory == tmp_path  # load_series says "no series file in ..."
-    with pytest.raises(SeriesError):
-        from overlay.text.series import load_series
-
-        load_series(chosen.directory)
+def test_a_folder_that_is_neither_is_refused_naming_who_named_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty or missing lines root is one error naming --patches or $OVERLAY_PATCHES,
+    from `lines` and `status` alike (issue 36, item 11)."""
+    for folder in (tmp_path / "empty", tmp_path / "missing"):
+        folder.parent.mkdir(exist_ok=True)
+        if folder.name == "empty":
+            folder.mkdir()
+        with pytest.raises(SeriesError) as given:
+            choose(folder, None, Version("1.2.0"))
+        assert given.value.message == f"no release line in {folder}"
+        assert given.value.found is not None
+        assert given.value.found.endswith(f"named by --patches {folder}")
+        assert given.value.hint == "pass --patches a lines root or one series folder, or drop it"
+        monkeypatch.setenv("OVERLAY_PATCHES", str(folder))
+        for refuse in (lambda: choose(None, None, None), lambda: every_line(None)):
+            with pytest.raises(SeriesError) as named:
+                refuse()
+            assert named.value.found is not None
+            assert named.value.found.endswith(f"named by $OVERLAY_PATCHES ({folder})")
+            assert named.value.hint is not None
+            assert named.value.hint.startswith("point $OVERLAY_PATCHES at a lines root")
+        monkeypatch.delenv("OVERLAY_PATCHES")
+    (tmp_path / "empty" / "series").write_text("")  # a series file: its loader says the rest
+    assert choose(tmp_path / "empty", None, None).directory == tmp_path / "empty"

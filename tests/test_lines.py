@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,11 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run from a folder outside any checkout, with no $OVERLAY_PATCHES."""
+    """Run from a folder outside any checkout, with no $OVERLAY_PATCHES, as a tool shipping no
+    lines of its own (not run from a checkout either)."""
     monkeypatch.delenv(lines.PATCHES_ENV, raising=False)
+    monkeypatch.setattr(lines, "packaged_root", lambda: None)
+    monkeypatch.setattr(lines, "__file__", str(tmp_path / "site" / "overlay" / "lines" / "x.py"))
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     monkeypatch.chdir(outside)
@@ -147,7 +151,7 @@ def test_the_line_of_an_installed_version(root: Path, version: str, line: str) -
     ("version", "retarget"),
     [("1.4.1", "1.4.1"), ("1.4.1+armfix.abc", "1.4.1"), ("not a version", "not a version")],
 )
-def test_a_version_without_a_line_is_refused_with_the_retarget_command(
+def test_a_version_without_a_line_is_refused_with_the_releases_to_install(
     root: Path, version: str, retarget: str
 ) -> None:
     with pytest.raises(UnsupportedReleaseError) as info:
@@ -157,9 +161,10 @@ def test_a_version_without_a_line_is_refused_with_the_retarget_command(
     assert exc.expected == "executorch at one of the supported lines: 1.2.0, 1.9.1, 1.10.0"
     assert exc.found == f"executorch {version}"
     assert exc.hint == (
-        f"install executorch at one of 1.2.0, 1.9.1, 1.10.0, or retarget the overlay to"
-        f" {version} (`executorch-arm-overlay retarget {retarget}`)"
-    )
+        "install executorch at a supported release (`uv pip install executorch==1.10.0`), or"
+        f" use a version of executorch-arm-overlay whose lines include {retarget}"
+        " (`executorch-arm-overlay lines` lists this one's)"
+    )  # never `retarget`: a maintainer's command of gigabytes
 
 
 def test_a_line_reads_its_own_pins(root: Path) -> None:
@@ -249,7 +254,7 @@ def test_a_command_that_changes_lines_works_on_a_checkout_only(
     with pytest.raises(UsageError) as none:
         lines.root_to_change(None, "retire-line")
     assert none.value.message == (
-        "retire-line changes the release lines: it works on a checkout, and there is none here"
+        "retire-line works on the release lines of a checkout, and there is none here"
     )
     assert none.value.expected == (
         "a checkout of executorch-arm-overlay (pyproject.toml and patches/) at or above"
@@ -284,22 +289,34 @@ def test_the_packaged_lines_are_used_only_when_the_package_has_lines(
 
 
 def test_the_default_root_prefers_the_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(make_checkout(tmp_path / "co"))
     monkeypatch.setenv(lines.PATCHES_ENV, str(tmp_path / "mine"))
     assert lines.default_root() == tmp_path / "mine"  # taken as it is, even if absent
+    assert lines.default_source().source == f"$OVERLAY_PATCHES ({tmp_path / 'mine'})"
     monkeypatch.setenv(lines.PATCHES_ENV, "")
     assert lines.default_root() == tmp_path / "co" / "patches"  # empty means unset
 
 
-def test_the_default_root_is_then_the_checkout_of_the_current_folder(
+def test_the_tools_own_lines_come_before_the_checkout_of_the_current_folder(
     isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An installed tool run inside another clone reads its own lines (issue 36, item 3)."""
     checkout = make_checkout(tmp_path / "co")
     (checkout / "sub").mkdir()
     monkeypatch.chdir(checkout / "sub")
-    assert lines.default_root() == checkout / "patches"
+    assert lines.default_root() == checkout / "patches"  # no lines of the tool's own
+    packaged = make_line(tmp_path / "pkg" / "patches", "1.2.0").parent
+    (packaged / "1.2.0" / "series").write_text("# another version of the overlay\n")
+    monkeypatch.setattr(lines, "packaged_root", lambda: packaged)
+    found = lines.default_source()
+    assert found.path == packaged
+    assert found.source.startswith("this tool's own lines (version ")
+    assert lines.other_checkout(packaged) == checkout  # its lines differ: named
+    shutil.rmtree(checkout / "patches")
+    shutil.copytree(packaged, checkout / "patches")
+    assert lines.other_checkout(packaged) is None  # the same bytes: nothing to say
 
 
 def test_outside_a_checkout_the_packaged_lines_then_the_editable_checkout(
@@ -313,6 +330,7 @@ def test_outside_a_checkout_the_packaged_lines_then_the_editable_checkout(
     module = editable / "overlay" / "lines" / "__init__.py"
     monkeypatch.setattr(lines, "__file__", str(module))
     assert lines.default_root() == editable / "patches"
+    assert lines.default_source().source == f"the checkout {editable} this tool runs from"
 
 
 def test_no_lines_anywhere_is_a_series_error(

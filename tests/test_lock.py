@@ -202,11 +202,22 @@ def test_a_drifted_torch_is_named_with_the_next_step(tmp_path: Path) -> None:
     )
     with pytest.raises(InstallCheckError) as info:
         check_lock(lockfiles.read(path), installed_versions(site), repair="the repair command")
-    assert info.value.message == "the environment drifted from its lock lockfiles.txt"
-    assert info.value.expected == "torch 2.11.0, tosa-tools 2026.2.1"
-    assert info.value.found == "torch 2.15.0, tosa-tools missing"
+    assert info.value.message == (
+        "the environment differs from the lock lockfiles.txt in 2 of its 3 packages"
+    )
+    assert info.value.expected == f"every package of {path} at its locked version"
+    assert info.value.found == "2 differ (installed, then locked):"
+    assert info.value.details == (  # one line each, not a wall (issue 36, item 12)
+        "    torch: 2.15.0 (locked 2.11.0)\n    tosa-tools: missing (locked 2026.2.1)"
+    )
     assert info.value.hint == "the repair command"
-    assert "expected: torch 2.11.0" in str(info.value)
+    with pytest.raises(InstallCheckError) as patched:  # an in-place venv: --no-lock first
+        check_lock(lockfiles.read(path), installed_versions(site), repair="R", in_place=True)
+    assert patched.value.hint == (
+        "this environment was patched in place, not made from the lock: run"
+        " `executorch-arm-overlay verify-install` again with --no-lock to check the patched"
+        " executorch alone; to make it the lock exactly: R"
+    )
     with pytest.raises(InstallCheckError) as default:
         check_lock(lockfiles.read(path), installed_versions(site))
     assert default.value.hint == NEXT_STEP

@@ -19,7 +19,7 @@ from overlay.cli import main
 from overlay.dist.provenance import local_version
 from overlay.envs import lockfiles, ready_venv
 from overlay.envs.stamp import Flavour, Origin, SyncState, read_stamp
-from overlay.errors import InstallCheckError, UnsupportedReleaseError, UsageError
+from overlay.errors import InstallCheckError, TargetError, UnsupportedReleaseError, UsageError
 from overlay.text.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,9 +173,10 @@ def test_verify_install_checks_an_env_against_the_line_of_its_executorch(
     err = capsys.readouterr().err
     assert f"release line 1.2.0 (the installed executorch {local_version(series)})" in err
     assert "cannot be read" in err  # checked as 1.2.0's: the fake env has no files
-    assert main([*args, "--no-import", "--line", "1.5.1"]) == InstallCheckError.exit_code
-    err = capsys.readouterr().err
-    assert "(the installed executorch" not in err  # --line given: no choosing
+    assert main([*args, "--no-import", "--line", "1.5.1"]) == TargetError.exit_code
+    err = capsys.readouterr().err  # another release's line: as status, check and apply say it
+    assert err.startswith("error: line 1.5.1 is for executorch 1.5.1; the target holds")
+    assert "next step: drop --line: the installed executorch has its own line, 1.2.0" in err
     stock = venv(tmp_path / "stock", uv=True, dists={"executorch": "1.4.1"})
     code = main(["--patches", str(root), "verify-install", "--target", str(stock), "--no-lock"])
     assert code == UnsupportedReleaseError.exit_code

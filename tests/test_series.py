@@ -204,16 +204,16 @@ def test_non_utf8_series_files_are_refused(tmp_path: Path) -> None:
     assert info.value.found == "byte 0xe9 on line 1"
 
 
-def test_default_directory_prefers_env_then_checkout(
+def test_default_directory_prefers_env_then_the_tools_own_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(lines.PATCHES_ENV, str(tmp_path / "mine"))
     assert lines.default_root() == tmp_path / "mine"
     monkeypatch.delenv(lines.PATCHES_ENV)
-    monkeypatch.chdir(PATCHES / "locks")  # any folder inside the checkout
-    assert lines.default_root() == PATCHES.parent
-    monkeypatch.chdir(tmp_path)
-    assert lines.default_root() == (lines.packaged_root() or PATCHES.parent)
+    own = lines.packaged_root() or PATCHES.parent  # installed: its lines; editable: its checkout
+    for where in (PATCHES / "locks", tmp_path):  # inside the checkout or not: the same lines
+        monkeypatch.chdir(where)
+        assert lines.default_root() == own
 
 
 def test_missing_series_file(tmp_path: Path) -> None:

@@ -255,10 +255,10 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     assert child.code == -9
     assert main([*args, "status", "--target", str(venv)]) == 0
     assert "  state: interrupted apply (pid " in capsys.readouterr().out
-    assert main([*args, "apply", "--target", str(venv)]) == 4  # no torch, no tosa-tools here
-    assert "lacks what the patched executorch needs" in capsys.readouterr().err
-    assert main([*args, "apply", "--no-deps-check", "--target", str(venv)]) == 0
-    assert capsys.readouterr().out.startswith("recovered: an interrupted apply (pid ")
+    assert main([*args, "apply", "--target", str(venv)]) == 0  # no torch here: a warning only
+    captured = capsys.readouterr()
+    assert "[overlay] warning: the environment differs from the pins line 1.2.0" in captured.err
+    assert captured.out.startswith("recovered: an interrupted apply (pid ")
     held.seek(0)
     assert held.read() == pristine  # the cache's file was never written through
     assert os.fstat(held.fileno()).st_nlink >= 1  # and is still the cache's

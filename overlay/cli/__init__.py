@@ -16,6 +16,7 @@ import difflib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from overlay import __version__, lines
 from overlay.cli import (
@@ -33,9 +34,27 @@ from overlay.cli.output import out
 from overlay.errors import EXIT_CLOSED_PIPE, OverlayError, exit_codes
 
 
+class CommandLineError(SystemExit):
+    """argparse's refusal of a command line (exit 2), after it printed the usage and message."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(2)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal :func:`main` also reports as JSON under ``--json``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise CommandLineError(self, message)
+
+
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """Build the argument parser with every subcommand (usage lines name ``prog``)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=prog or invocation.usage(),
         description="Arm-backend fix series for pinned executorch releases: apply, build,"
         " verify, prove equivalence, prepare upstream pull requests.",
@@ -47,7 +66,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--patches",
         metavar="DIR",
         help="series folder ('series', patches, SHA256SUMS, pins.toml) or lines root; default:"
-        f" ${lines.PATCHES_ENV}, else the checkout's patches/, else the lines in the package",
+        f" ${lines.PATCHES_ENV}, else the lines shipped with this tool (run from a checkout:"
+        " its patches/)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -100,13 +120,38 @@ def _report(exc: OverlayError, *, as_json: bool) -> None:
         out(json_output.to_json(error).rstrip("\n"))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the process exit code."""
+def _tolerant_streams() -> None:
+    """Let stdout and stderr write any path, whatever their encoding (``PYTHONIOENCODING=ascii``
+    and a folder named in another script): a character they cannot encode is escaped."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
+
+
+def main(argv: Sequence[str] | None = None, *, process: bool = False) -> int:
+    """Run the CLI; return the process exit code.
+
+    ``process``: this call is the whole process (the console script, ``python -m overlay``):
+    an apply or revert that committed and said so then ignores SIGINT and SIGTERM until exit.
+    """
+    _tolerant_streams()
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra:  # a subcommand's own usage, not the top level's (argparse's default)
-        command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
-        command.error(_unrecognized(command, extra))
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # a subcommand's own usage, not the top level's (argparse's default)
+            command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+            command.error(_unrecognized(command, extra))
+    except CommandLineError as exc:  # printed already; under --json, the report too
+        if "--json" in argv:
+            error = json_output.ErrorReport(
+                "UsageError", 2, exc.message, None, None, f"`{exc.parser.prog} --help`"
+            )
+            out(json_output.to_json(error).rstrip("\n"))
+        return 2
+    args.process = process
     handler: Handler = args.handler
     try:
         try:

@@ -17,6 +17,7 @@ from overlay.envs import lockfiles, ready_venv, venvs
 from overlay.envs.venvs import VenvAction
 from overlay.envs.verify_install import check_installed, environment
 from overlay.lines import pins
+from overlay.target.locate import default_environment
 from overlay.text.series import Series
 
 
@@ -184,7 +185,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def cmd_verify_install(args: argparse.Namespace) -> int:
     """Check an env: every locked package version, provenance, file hashes, then imports."""
-    env = environment(Path(args.target) if args.target else None)
+    if args.target:
+        env = environment(Path(args.target))
+    else:
+        active = default_environment()
+        progress(f"target: {active.path} ({active.how})")
+        env = environment(active.path)
     series = common.line_series(args, venvs.installed_versions(env.site).get("executorch"))
     locked = None
     if args.lock:
@@ -279,7 +285,9 @@ def add_commands(add: common.Adder) -> None:
         cmd_verify_install,
         "check an env: locked versions, provenance, patched files, then imports",
     )
-    verify.add_argument("--target", metavar="VENV", help="the venv to check (default: this one)")
+    verify.add_argument(
+        "--target", metavar="VENV", help="the venv to check (default: the active venv)"
+    )
     verify.add_argument("--no-import", action="store_true", help="check files only")
     verify.add_argument("--lock", metavar="FILE", help="check against this lock file")
     verify.add_argument("--no-lock", action="store_true", help="check executorch only")

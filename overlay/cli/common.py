@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from overlay import lines
 from overlay.cli.output import progress
-from overlay.target import line_choice
+from overlay.target import line_choice, selection
 from overlay.text.series import Series, load_series
 
 Handler = Callable[[argparse.Namespace], int]
@@ -82,9 +82,18 @@ def lines_root(args: argparse.Namespace, change: str | None = None) -> Path:
 
 
 def check_line(args: argparse.Namespace) -> None:
-    """Refuse a ``--line`` that names no line (exit 2), before the command looks at anything."""
+    """Refuse a ``--line`` that names no line and a ``--fix`` that names no fix of it (of any
+    line, without ``--line``): exit 2, before the command looks at anything."""
+    patches = Path(args.patches) if args.patches else None
+    wanted = getattr(args, "fix", None)
     if getattr(args, "line", None) is not None:
-        line_choice.choose(Path(args.patches) if args.patches else None, args.line, None)
+        chosen = line_choice.choose(patches, args.line, None)
+        if wanted:
+            selection.select(load_series(chosen.directory), wanted)
+    elif wanted:
+        folder = patches if patches is not None and lines.is_series_folder(patches) else None
+        every = [folder] if folder else [line.directory for line in line_choice.every_line(patches)]
+        selection.refuse_unknown([load_series(f) for f in every], wanted)
 
 
 def line_series(

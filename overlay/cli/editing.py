@@ -39,8 +39,11 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 
 
 def cmd_edit(args: argparse.Namespace) -> int:
-    """Lay out the pristine sources and the series as git commits for editing."""
-    series = load_series(common.patches_dir(args))
+    """Lay out the pristine sources and the series as git commits for editing.
+
+    A checkout's line only: `regenerate`, which writes the edit back, works on no other.
+    """
+    series = load_series(common.patches_dir(args, change="edit"))
     worktree.check_dest(Path(args.dir))  # before the download
     if args.dry_run:
         pin = pin_of(args, series)

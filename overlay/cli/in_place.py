@@ -1,48 +1,74 @@
 """The in-place commands: `status`, `check`, `apply`, `revert` of an installed executorch; `lines`.
 
-Each finds the target first, picks the release line from the executorch it holds (or
-``--line`` / ``--patches``) and says which, then checks everything before the first write:
-the ``--fix`` names, the environment's dependencies (apply), the whole plan. ``--dry-run``
-stops after the plan; ``--json`` prints a typed report (:mod:`overlay.cli.json_output`).
+Each finds the target first (``--target``, else the active venv:
+:func:`overlay.target.locate.default_environment`, and says which), picks the release line
+from the executorch it holds (or ``--line`` / ``--patches``) and says which and where its
+series comes from, then checks everything before the first write: the ``--fix`` names, the
+environment against the line's pins (apply: a warning, never a refusal), the whole plan.
+``--dry-run`` stops after the plan; ``--json`` prints a typed report
+(:mod:`overlay.cli.json_output`). An apply or revert holds SIGINT and SIGTERM from its
+transaction to its last line of output: once committed, it says so.
 """
 
 from __future__ import annotations
 
 import argparse
-import sysconfig
+import os
+import signal
 from pathlib import Path
 
 from overlay import fixes, lines
 from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
 from overlay.dist.provenance import local_version
-from overlay.errors import EXIT_CHANGES_DUE, TargetError
+from overlay.errors import EXIT_CHANGES_DUE, InterruptedRunError, TargetError
 from overlay.fixes import overview
-from overlay.target import deps, line_choice, selection, transaction
-from overlay.target.locate import Target, find_target
+from overlay.target import deps, journal, line_choice, selection, transaction
+from overlay.target.locate import Environment, Target, default_environment, find_target
 from overlay.target.plan import Plan
 from overlay.target.state import Status, inspect
 from overlay.text.series import Series, load_series
 
 
-def _target(args: argparse.Namespace) -> Target:
-    """Return the tree of ``--target`` (default: this Python's site-packages)."""
-    path = Path(args.target or sysconfig.get_paths()["purelib"])
+def _target(args: argparse.Namespace, found: Environment | None = None) -> Target:
+    """Return the tree of ``--target``, else of the active venv (``found``; saying which)."""
     patches = Path(args.patches) if args.patches else None
-    return find_target(path, line_choice.choose(patches, args.line, None).name)
+    wanted = line_choice.choose(patches, args.line, None).name
+    if args.target:
+        return find_target(Path(args.target), wanted)
+    found = found or default_environment()
+    progress(f"target: {found.path} ({found.how})")
+    return find_target(found.path, wanted)
 
 
 def _line(
     args: argparse.Namespace, target: Target | None, *, say: bool = True
 ) -> tuple[Series, line_choice.Chosen]:
-    """Choose the line (before any work on the tree), load its series, say which."""
+    """Choose the line (before any work on the tree), load its series, say which and whence."""
     patches = Path(args.patches) if args.patches else None
     chosen = line_choice.choose(
         patches, getattr(args, "line", None), target.version if target else None
     )
-    if say and not (patches is not None and chosen.directory == patches):
-        progress(f"release line {chosen.name} ({chosen.reason})")  # chosen, not given
-    return load_series(chosen.directory), chosen
+    series = load_series(chosen.directory)
+    if say and not (patches is not None and chosen.directory == patches):  # chosen, not given
+        progress(
+            f"release line {chosen.name} ({chosen.reason}): series {series.short_digest}"
+            f" of {chosen.source}"
+        )
+        _note_other_checkout(args, chosen.directory.parent)
+    return series, chosen
+
+
+def _note_other_checkout(args: argparse.Namespace, root: Path) -> None:
+    """Name the checkout the command runs in when its lines are not the ones used."""
+    if args.patches or os.environ.get(lines.PATCHES_ENV):
+        return  # named by the user
+    other = lines.other_checkout(root)
+    if other is not None:
+        progress(
+            f"note: the checkout {other} holds other release lines than these; `uv run"
+            f" executorch-arm-overlay` there (or --patches {other / lines.LINES_DIR}) uses them"
+        )
 
 
 def _fix_state(number: int, status: Status | None) -> str | None:
@@ -75,12 +101,15 @@ def _series_info(series: Series, status: Status | None) -> json_output.SeriesInf
 def cmd_status(args: argparse.Namespace) -> int:
     """Show the line, its fixes and, with a target, the state of every file."""
     target: Target | None = None
-    if args.target or not args.series_only:
+    if args.target:
+        target = _target(args)
+    elif not args.series_only:
         try:
-            target = _target(args)
-        except TargetError:
-            if args.target:
-                raise
+            found = default_environment()
+        except TargetError as exc:
+            progress(f"no target ({exc.found}): the series only")
+        else:
+            target = _target(args, found)
     series, chosen = _line(args, target, say=False)
     status = inspect(series, target) if target else None
     info = _series_info(series, status)
@@ -101,7 +130,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         out(json_output.to_json(report).rstrip("\n"))
         return 0
     out(f"series {series.short_digest} against executorch {series.pins.executorch}")
-    out(f"release line {chosen.name} ({chosen.reason})")
+    out(f"release line {chosen.name} ({chosen.reason}), from {chosen.source}")
+    _note_other_checkout(args, chosen.directory.parent)
     out(f"patched wheel version: {info.wheel_version}")
     for patch in info.patches:
         held = f" [{patch.state}]" if patch.state else ""
@@ -118,7 +148,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_lines(args: argparse.Namespace) -> int:
     """List every release line: executorch, torch, its fixes by number, its locks."""
-    found = overview.summaries(fixes.REGISTRY, lines.all_lines(common.lines_root(args)))
+    patches = Path(args.patches) if args.patches else None
+    every = line_choice.every_line(patches)
+    progress(f"release lines: {line_choice.source(patches)}")
+    _note_other_checkout(args, every[0].directory.parent)
+    found = overview.summaries(fixes.REGISTRY, every)
     if args.json:
         out(json_output.to_json(found).rstrip("\n"))
         return 0
@@ -141,8 +175,18 @@ def _describe_plan(plan: Plan, verb: str, series: Series) -> None:
     for repo_path in plan.unchanged:  # files the chosen fixes do not touch are not listed
         if whole or series.touching(repo_path) & plan.chosen:
             out(f"  already {done}: {repo_path}")
+    for repo_path in plan.left_alone:
+        out(f"  left alone: {repo_path} (edited by hand; this run does not write it)")
     if plan.bytecode:
-        out(f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules")
+        out(
+            f"  stale bytecode: {len(plan.bytecode)} .pyc file(s) of the replaced modules"
+            " (deleted; Python compiles them again on import)"
+        )
+    if plan.not_restored:
+        out(
+            f"  not restored: {len(plan.not_restored)} .pyc file(s) RECORD lists (apply deleted"
+            " them; Python compiles them again on import)"
+        )
     meta = plan.metadata
     if meta is not None:
         moved = f" -> {meta.to}" if meta.to != meta.dist_info else ""
@@ -181,6 +225,12 @@ def _prepare(
     checked = None
     if not reverse and not args.no_deps_check:
         checked = deps.check(series, target)  # skipped on an unpacked wheel (JSON says so)
+        if checked.differ:
+            progress(
+                f"warning: the environment differs from the pins line {chosen.name} was proven"
+                f" with (patching anyway): {', '.join(checked.differ)}"
+            )
+            progress(f"  to match them: {checked.install}")
     return target, series, chosen, fixes, checked
 
 
@@ -217,7 +267,31 @@ def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
     if args.dry_run:
         return _dry_run(args, reverse=reverse, exit_due=False)
     target, series, chosen, fixes, checked = _prepare(args, reverse=reverse)
-    plan = transaction.apply(series, target, reverse=reverse, fixes=fixes)
+    # from the transaction to the last line said; the whole process: to its exit
+    with journal.held_signals(then_ignore=args.process) as pending:
+        plan = transaction.apply(series, target, reverse=reverse, fixes=fixes, waiting=progress)
+        _say_applied(args, plan, series=series, chosen=chosen, checked=checked, fixes=fixes)
+    if pending:  # after the commit: the tree is as the output says
+        state = "pristine" if reverse and not plan.after else "patched"
+        raise InterruptedRunError(
+            f"interrupted by {signal.Signals(pending[0]).name} after the"
+            f" {'revert' if reverse else 'apply'} had finished: {plan.target.root} is {state}",
+            signum=pending[0],
+        )
+    return 0
+
+
+def _say_applied(
+    args: argparse.Namespace,
+    plan: Plan,
+    *,
+    series: Series,
+    chosen: line_choice.Chosen,
+    checked: deps.DepsCheck | None,
+    fixes: frozenset[int] | None,
+) -> None:
+    """Print what a committed apply or revert did (its JSON report with ``--json``)."""
+    reverse = plan.reverse
     if args.json:
         report = json_output.ApplyReport(
             str(plan.target.root),
@@ -228,16 +302,16 @@ def cmd_apply(args: argparse.Namespace, *, reverse: bool = False) -> int:
             _details(plan, chosen, checked),
         )
         out(json_output.to_json(report).rstrip("\n"))
-        return 0
+        return
     _describe_plan(plan, "reverted" if reverse else "patched", series)
     holds = selection.describe(series, plan.after)
+    root = plan.target.root
     if not plan.is_noop:
-        out(f"done: {target.root} holds {holds} of line {chosen.name}")
+        out(f"done: {root} holds {holds} of line {chosen.name}")
     elif fixes is None:
-        out(f"nothing to do: {target.root} is already {'pristine' if reverse else 'patched'}")
+        out(f"nothing to do: {root} is already {'pristine' if reverse else 'patched'}")
     else:
-        out(f"nothing to do: {target.root} already holds {holds}")
-    return 0
+        out(f"nothing to do: {root} already holds {holds}")
 
 
 def cmd_revert(args: argparse.Namespace) -> int:
@@ -251,8 +325,8 @@ def add_commands(add: common.Adder) -> None:
     def shared(command: argparse.ArgumentParser) -> None:
         command.add_argument(
             "--target",
-            help="site-packages, venv or unpacked wheel holding executorch "
-            "(default: this Python's site-packages)",
+            help="a venv (or its python), site-packages or unpacked wheel holding executorch"
+            " (default: $VIRTUAL_ENV, else the nearest .venv)",
         )
         command.add_argument(
             "--line",
@@ -287,7 +361,9 @@ def add_commands(add: common.Adder) -> None:
     common.add_fix(check, "check")
     check.add_argument("--reverse", action="store_true", help="check a revert instead")
     check.add_argument(
-        "--no-deps-check", action="store_true", help="skip the dependency check of an apply"
+        "--no-deps-check",
+        action="store_true",
+        help="do not compare the environment with the line's pins (no warning)",
     )
     apply = add("apply", cmd_apply, "apply fixes (all by default) to a target, atomically")
     shared(apply)
@@ -295,7 +371,7 @@ def add_commands(add: common.Adder) -> None:
     apply.add_argument(
         "--no-deps-check",
         action="store_true",
-        help="patch even when the environment lacks the line's requirements",
+        help="do not compare the environment with the line's pins (no warning)",
     )
     revert = add("revert", cmd_revert, "revert fixes (all by default): pristine files back")
     shared(revert)

@@ -1,9 +1,10 @@
 """What a patched executorch says about itself: its version, METADATA and provenance file.
 
-The patched wheel and an in-place apply write the same three things, so both installs
-read alike: METADATA ``Version: 1.2.0+armfix.<series>`` with Requires-Dist narrowed to the
-runtime pins' release series, and ``ARM_OVERLAY.json`` naming the series, the fixes it
-holds and each patched file's sha256 before and after. A tree holding only some fixes of
+The patched wheel and an in-place apply write the same version and provenance, so both
+installs read alike: METADATA ``Version: 1.2.0+armfix.<series>`` and ``ARM_OVERLAY.json``
+naming the series, the fixes it holds and each patched file's sha256 before and after. The
+wheel's Requires-Dist are narrowed to the runtime pins' release series; an in-place apply
+keeps the installed requirements and extras (the environment's packages are the user's). A tree holding only some fixes of
 the series (``apply --fix``) says which in both: the version ends in ``.fix.<n>.<m>``, the
 fix numbers, and the provenance lists exactly those patches.
 
@@ -93,10 +94,7 @@ def local_version(series: Series, fixes: Collection[int] | None = None) -> str:
 def patched_metadata(
     series: Series, metadata: str, *, where: str, fixes: Collection[int] | None = None
 ) -> str:
-    """Return METADATA as the patched tree carries it: local version, narrowed requirements.
-
-    The in-place apply and the wheel repack write the same text for the whole series.
-    """
+    """Return METADATA as the patched wheel carries it: local version, narrowed requirements."""
     text = set_metadata_version(metadata, local_version(series, fixes), where=where)
     return set_requirements(text, series.pins.wheel_requirements(), tuple(series.pins.extras))
 

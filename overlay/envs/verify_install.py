@@ -20,10 +20,12 @@ from pathlib import Path
 
 from overlay import _process
 from overlay._process import Refuse
+from overlay.dist.distinfo import ORIGINAL_FILE
 from overlay.dist.provenance import local_version
 from overlay.envs.lockfiles import Lock
 from overlay.envs.venvs import Venv, find_venv, installed_versions
 from overlay.errors import InstallCheckError
+from overlay.lines import PROJECT_NAME as NAME
 from overlay.target.state import Status, TreeState, read_installed, verified
 from overlay.text.series import Series
 
@@ -72,21 +74,32 @@ class InstallReport:
 
 
 def check_lock(
-    lock: Lock, installed: dict[str, str], *, repair: str = NEXT_STEP
+    lock: Lock, installed: dict[str, str], *, repair: str = NEXT_STEP, in_place: bool = False
 ) -> tuple[str, ...]:
-    """Refuse an env whose packages differ from the lock; return the unlocked ones."""
-    expected, found = [], []
+    """Refuse an env whose packages differ from the lock, one line per difference; return the
+    unlocked ones. ``in_place``: the env's executorch was patched in place (the env was not
+    made from the lock): the next step then leads with checking executorch alone.
+    """
+    differ = []
     for package in lock.packages:
         have = installed.get(package.name)
         if have != package.version:
-            expected.append(f"{package.name} {package.version}")
-            found.append(f"{package.name} {have or 'missing'}")
-    if expected:
+            differ.append(f"    {package.name}: {have or 'missing'} (locked {package.version})")
+    if differ:
+        hint = repair
+        if in_place:
+            hint = (
+                "this environment was patched in place, not made from the lock: run"
+                f" `{NAME} verify-install` again with --no-lock to check the patched executorch"
+                f" alone; to make it the lock exactly: {repair}"
+            )
         raise InstallCheckError(
-            f"the environment drifted from its lock {lock.path.name}",
-            expected=", ".join(expected),
-            found=", ".join(found),
-            hint=repair,
+            f"the environment differs from the lock {lock.path.name} in {len(differ)} of its"
+            f" {len(lock.packages)} packages",
+            expected=f"every package of {lock.path} at its locked version",
+            found=f"{len(differ)} differ (installed, then locked):",
+            details="\n".join(differ),
+            hint=hint,
         )
     names = {p.name for p in lock.packages}
     return tuple(f"{n}=={v}" for n, v in sorted(installed.items()) if n not in names)
@@ -121,9 +134,12 @@ def check_installed(
             hint=repair,
         )
     installed = installed_versions(search_path)
-    unlocked = check_lock(lock, installed, repair=repair) if lock is not None else ()
     dist = dists[0]
     site = Path(str(dist.locate_file("")))
+    unlocked: tuple[str, ...] = ()
+    if lock is not None:
+        in_place = dist.read_text(ORIGINAL_FILE) is not None
+        unlocked = check_lock(lock, installed, repair=repair, in_place=in_place)
     if stock:
         status = _stock_tree(series, site, repair)
         expected = {p: series.pins.pristine_sha256(p) for p in series.targets()}
@@ -214,9 +230,10 @@ def current_site() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def environment(target: Path | None) -> Venv:
-    """Return the env to check: the venv at ``target``, else this interpreter's."""
-    if target is not None:
-        return find_venv(target)
-    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return Venv(Path(sys.prefix), Path(sys.executable), current_site(), version)
+def environment(target: Path) -> Venv:
+    """Return the env to check at ``target``: a venv, or this interpreter's site-packages
+    (what :func:`overlay.target.locate.default_environment` gives for it)."""
+    if target == current_site():
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return Venv(Path(sys.prefix), Path(sys.executable), current_site(), version)
+    return find_venv(target)

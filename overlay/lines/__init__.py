@@ -24,6 +24,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from overlay import __version__
+from overlay._hashing import tree_digest
 from overlay.errors import SeriesError, UnsupportedReleaseError, UsageError
 from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, load
 
@@ -113,12 +115,17 @@ def line_for_version(root: Path, version: str) -> Line:
     for line in all_lines(root):
         if line.version == public:
             return line
+    supported = _supported(root)
+    newest = all_lines(root)[-1].name if all_lines(root) else None
     raise UnsupportedReleaseError(
         f"executorch {version} has no release line here",
-        expected=f"executorch at one of the supported lines: {_supported(root)}",
+        expected=f"executorch at one of the supported lines: {supported}",
         found=f"executorch {version}",
-        hint=f"install executorch at one of {_supported(root)}, or retarget the overlay to"
-        f" {version} (`executorch-arm-overlay retarget {public or version}`)",
+        hint=f"install executorch at a supported release (`uv pip install executorch=={newest}`),"
+        f" or use a version of {PROJECT_NAME} whose lines include {public or version}"
+        f" (`{PROJECT_NAME} lines` lists this one's)"
+        if newest
+        else f"use a version of {PROJECT_NAME} whose lines include {public or version}",
     )
 
 
@@ -175,24 +182,34 @@ def packaged_root() -> Path | None:
     return None
 
 
-def default_root() -> Path:
+@dataclass(frozen=True)
+class Root:
+    """A lines root (or one series folder) and where it comes from, as messages say it."""
+
+    path: Path
+    source: str
+
+
+def default_source() -> Root:
     """Return the lines root (or a single series folder) a command uses by default.
 
-    ``$OVERLAY_PATCHES``, else the ``patches/`` of the checkout the current folder is in,
-    else the lines shipped in the package, else the checkout an editable install runs from.
+    ``$OVERLAY_PATCHES``, else the lines that ship with the running code: those in the
+    installed package, else the checkout an editable install (``uv run``) runs from; else
+    the ``patches/`` of the checkout the current folder is in. An installed tool never reads
+    another checkout's lines by itself (:func:`other_checkout` names one).
     """
     explicit = os.environ.get(PATCHES_ENV)
     if explicit:
-        return Path(explicit)
-    checkout = find_checkout(Path.cwd())
-    if checkout is not None:
-        return checkout / LINES_DIR
+        return Root(Path(explicit), f"${PATCHES_ENV} ({explicit})")
     packaged = packaged_root()
     if packaged is not None:
-        return packaged
-    editable = find_checkout(Path(__file__).resolve().parent)
-    if editable is not None:
-        return editable / LINES_DIR
+        return Root(packaged, f"this tool's own lines (version {__version__})")
+    running = find_checkout(Path(__file__).resolve().parent)
+    if running is not None:
+        return Root(running / LINES_DIR, f"the checkout {running} this tool runs from")
+    here = find_checkout(Path.cwd())
+    if here is not None:
+        return Root(here / LINES_DIR, f"the checkout {here}")
     raise SeriesError(
         "no patch series found",
         expected=f"${PATCHES_ENV}, a checkout of {PROJECT_NAME}, or the lines in the package",
@@ -201,8 +218,36 @@ def default_root() -> Path:
     )
 
 
+def default_root() -> Path:
+    """Return the path of :func:`default_source`."""
+    return default_source().path
+
+
+def other_checkout(root: Path) -> Path | None:
+    """Return the checkout at or above the current folder when its lines differ from ``root``.
+
+    Example: the tool installed from an older clone, run inside a newer one.
+    Becomes: the newer clone (its ``patches/`` hold other bytes); None in the same clone.
+    """
+    here = find_checkout(Path.cwd())
+    if here is None:
+        return None
+    theirs = here / LINES_DIR
+
+    def digest(folder: Path) -> str:
+        return tree_digest(folder, (p for p in folder.rglob("*") if p.is_file()))
+
+    try:
+        if theirs.resolve() == root.resolve() or digest(theirs) == digest(root):
+            return None
+    except OSError:
+        return None
+    return here
+
+
 def root_to_change(given: Path | None, command: str) -> Path:
-    """Return the lines (a root or one series folder) ``command``, which changes them, works on.
+    """Return the lines (a root or one series folder) ``command`` works on: it changes them
+    (or, as `edit`, lays them out for a change that `regenerate` writes back).
 
     ``given`` (``--patches``), else ``$OVERLAY_PATCHES``, else the ``patches/`` of the
     checkout holding the current folder; never the lines inside the installed package (no
@@ -217,7 +262,7 @@ def root_to_change(given: Path | None, command: str) -> Path:
     if checkout is not None:
         return checkout / LINES_DIR
     raise UsageError(
-        f"{command} changes the release lines: it works on a checkout, and there is none here",
+        f"{command} works on the release lines of a checkout, and there is none here",
         expected=f"a checkout of {PROJECT_NAME} (pyproject.toml and patches/) at or above"
         " the current folder, or --patches DIR",
         found=f"{explicit} is inside the installed package"

@@ -1,14 +1,18 @@
-"""Refuse to patch an environment that lacks what the patched executorch needs.
+"""Compare an environment with the pins its release line was proven with (advice, no refusal).
 
-An in-place `apply` makes the dist-info declare the line's runtime pins as Requires-Dist
-(``torch==2.11.*``, ``tosa-tools==2026.2.*; extra == "arm"``, ...), as the patched wheel
-does. Before writing, :func:`check` requires the environment to satisfy them: every plain
-requirement and those of :data:`REQUIRED_EXTRAS`. Only an interpreter's site-packages is
-checked; an unpacked wheel has no environment to check (the result says it was skipped).
+An in-place `apply` changes executorch's files only: the environment's other packages are
+the user's (upstream's own ``executorch[vgf]`` pins the model converter 0.10.0, where a line
+may pin 0.11 for the libstdc++ of the machine it was proven on). :func:`check` reads the
+installed versions and lists every difference from the line's runtime pins: a plain pin
+(``torch``) that is missing or at another release, and a tool of an extra (``tosa-tools``,
+the model converter) installed at another release. A tool that is not installed is no
+difference: the user did not ask for that target. Only an interpreter's site-packages is
+compared; an unpacked wheel has no environment (the result says it was skipped).
 
-Example: a venv holding executorch 1.2.0 and torch 2.11.0, without tosa-tools.
-Becomes: a TargetError naming ``tosa-tools==2026.2.* (executorch[arm])`` as missing and the
-command that installs it; nothing is written.
+Example: a venv made by ``pip install executorch[vgf]==1.5.1`` (converter 0.10.0, no torch)
+against a line pinning torch 2.13.0 and the converter 0.11.0.
+Becomes: ``differ`` names ``torch missing`` and ``ai-ml-sdk-model-converter 0.10.0``, each
+with the line's pin, and ``install`` the one command that installs the line's pins there.
 """
 
 from __future__ import annotations
@@ -19,65 +23,41 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from overlay.envs.venvs import installed_versions
-from overlay.errors import TargetError
 from overlay.target.locate import Target
 from overlay.text.series import Series
-
-# The Arm backend's own extra: what lowering to TOSA needs. The others (vgf, ethos-u) run
-# or compile for one kind of target and are optional.
-REQUIRED_EXTRAS = ("arm",)
 
 
 @dataclass(frozen=True)
 class DepsCheck:
-    """What the dependency check did."""
+    """What the comparison with the line's pins found."""
 
-    checked: tuple[str, ...]  # the requirements the environment satisfies
-    skipped: str | None = None  # why nothing was checked
-
-
-def required(series: Series) -> tuple[Requirement, ...]:
-    """Return the requirements a patched tree of this line declares and needs."""
-    out = []
-    for text in series.pins.wheel_requirements():
-        requirement = Requirement(text)
-        marker = requirement.marker
-        if marker is None or any(marker.evaluate({"extra": e}) for e in REQUIRED_EXTRAS):
-            out.append(requirement)
-    return tuple(out)
-
-
-def _spelled(requirement: Requirement) -> str:
-    marker, text = requirement.marker, f"{requirement.name}{requirement.specifier}"
-    extra = next((e for e in REQUIRED_EXTRAS if marker and marker.evaluate({"extra": e})), None)
-    return f"{text} (executorch[{extra}])" if extra else text
+    checked: tuple[str, ...]  # the line's pins the environment satisfies
+    skipped: str | None = None  # why nothing was compared
+    differ: tuple[str, ...] = ()  # "torch missing (line: torch==2.13.*)"
+    install: str | None = None  # the command that installs the line's pins there
 
 
 def check(series: Series, target: Target) -> DepsCheck:
-    """Refuse an environment missing a requirement of the patched tree (reads only)."""
+    """Compare the environment of ``target`` with the line's runtime pins (reads only)."""
     if not target.is_environment:
         return DepsCheck((), f"{target.root} is not an environment's site-packages")
     installed = installed_versions(target.root)
-    wanted, found, ok = [], [], []
-    for requirement in required(series):
+    ok, differ, wanted = [], [], []
+    for text in series.pins.wheel_requirements():
+        requirement = Requirement(text)
+        optional, requirement.marker = requirement.marker is not None, None  # an extra's tool
         have = installed.get(canonicalize_name(requirement.name))
+        if have is None and optional:
+            continue
         # "2.11.0 + 2.15.0": two copies of one distribution, which satisfies nothing
         if have and " + " not in have and requirement.specifier.contains(have, prereleases=True):
             ok.append(str(requirement))
             continue
-        wanted.append(_spelled(requirement))
-        found.append(f"{requirement.name} {have or 'missing'}")
-    if wanted:
-        specs = " ".join(f"'{w.split(' ', 1)[0]}'" for w in wanted)
-        venv = target.root.parents[2] if len(target.root.parents) > 2 else target.root
-        python = venv / "bin" / "python"
-        where = f"--python {python} " if python.is_file() else ""
-        raise TargetError(
-            f"the environment at {target.root} lacks what the patched executorch needs;"
-            " nothing was written",
-            expected=", ".join(wanted),
-            found=", ".join(found),
-            hint=f"install them (`uv pip install {where}{specs}`), or pass --no-deps-check"
-            " to patch anyway",
-        )
-    return DepsCheck(tuple(ok))
+        differ.append(f"{requirement.name} {have or 'missing'} (line: {requirement})")
+        wanted.append(f"'{requirement}'")
+    if not differ:
+        return DepsCheck(tuple(ok))
+    venv = target.root.parents[2] if len(target.root.parents) > 2 else target.root
+    python = venv / "bin" / "python"
+    where = f"--python {python} " if python.is_file() else ""
+    return DepsCheck(tuple(ok), None, tuple(differ), f"uv pip install {where}{' '.join(wanted)}")

@@ -288,22 +288,48 @@ def _fire(action: str, name: str) -> None:
         raise ValueError(f"{FAULT_ENV}: unknown action {action!r}")
 
 
+_HOLDS: list[list[int]] = []  # the signals noted by each active hold, outermost first
+
+
+def _note(signum: int, _frame: FrameType | None) -> None:
+    for pending in _HOLDS:
+        pending.append(signum)
+
+
 @contextlib.contextmanager
-def _deferred_signals(checkpoints: _Checkpoints) -> Iterator[None]:
-    """Turn SIGINT/SIGTERM into a note the next checkpoint acts on (main thread only)."""
+def held_signals(
+    pending: list[int] | None = None, *, then_ignore: bool = False
+) -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM for the block: each is noted in the list yielded (``pending``),
+    for the code to act on at its next checkpoint (main thread only).
+
+    A hold inside another starts with the signals the outer one noted and notes new ones in
+    both: a caller holding signals around a transaction (and its report) sees those that
+    arrive after the commit, and the transaction acts on those that arrived before it.
+    ``then_ignore``: after the block both are ignored, not handled as before (a process
+    whose work is done and said: it exits with its own code).
+    """
+    pending = [] if pending is None else pending
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield pending
         return
-
-    def note(signum: int, _frame: FrameType | None) -> None:
-        checkpoints.pending.append(signum)
-
-    old = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if _HOLDS:
+        pending.extend(_HOLDS[-1])
+    _HOLDS.append(pending)
+    old = {}
+    if len(_HOLDS) == 1:  # the outermost hold installs the handlers and restores them
+        old = {sig: signal.signal(sig, _note) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield pending
     finally:
+        _HOLDS.pop()
         for sig, handler in old.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if then_ignore else handler)
+
+
+def pending_signal() -> int | None:
+    """Return the first signal the innermost hold noted (None: none, or no hold)."""
+    return _HOLDS[-1][0] if _HOLDS and _HOLDS[-1] else None
 
 
 # --- file helpers ---------------------------------------------------------------------------
@@ -591,7 +617,7 @@ def commit(
         return
     check = _Checkpoints()
     tx = state_dir(root) / TX_DIR
-    with _deferred_signals(check):
+    with held_signals(check.pending):
         try:
             _remove_tx(root)
             tx.mkdir(parents=True)
@@ -739,7 +765,7 @@ def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | 
         if _possible(journal, statuses, other, tx):
             direction = other
     signals = _Checkpoints()
-    with _deferred_signals(signals):  # a signal waits until the tree is settled
+    with held_signals(signals.pending):  # a signal waits until the tree is settled
         paths, _ = settle(root, journal, direction)  # tx/ was this journal's own
     if signals.pending:
         state = (

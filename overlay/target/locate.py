@@ -1,8 +1,16 @@
 """Find the executorch tree a command works on, and the files in it a series may touch.
 
 A target is a folder holding the ``executorch`` package and its ``.dist-info``: a
-site-packages folder, a venv (its one site-packages holding executorch), or an unpacked
-wheel. Nothing here writes.
+site-packages folder, a venv (its one site-packages holding executorch; its interpreter
+names it too), an executorch dist-info folder, or an unpacked wheel. Without ``--target``,
+:func:`default_environment` picks the environment as pip and uv do: ``$VIRTUAL_ENV``, then
+the nearest ``.venv``; the environment the tool itself runs in only when it holds executorch.
+Nothing here writes.
+
+Example: ``$VIRTUAL_ENV`` unset, ``/work/.venv`` holding executorch, the tool in its own
+``uv tool`` venv; the command runs in ``/work/src``.
+Becomes: ``/work/.venv`` (".venv in /work"); without it, a TargetError naming all three
+places looked at (the tool's own venv is never patched, nor is executorch installed there).
 """
 
 from __future__ import annotations
@@ -10,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +32,9 @@ from overlay.text.series import Series
 DIST_NAME = "executorch"
 DIST_INFO_RE = re.compile(rf"^{DIST_NAME}-[A-Za-z0-9.+!_-]+\.dist-info$")
 ENVIRONMENT_FOLDERS = ("site-packages", "dist-packages")  # what an interpreter imports from
+VENV_ENV = "VIRTUAL_ENV"  # the activated venv, as pip and uv read it
+VENV_DIR = ".venv"
+TARGET_FORMS = "a venv, its python, a site-packages folder, or an unpacked wheel holding executorch"
 
 
 @dataclass(frozen=True)
@@ -68,25 +81,108 @@ def _site_packages_of(path: Path) -> list[Path]:
     return list(found.values())
 
 
-def find_target(path: Path, wanted: str = "") -> Target:
-    """Locate the executorch tree at ``path`` (site-packages, venv, unpacked wheel).
+@dataclass(frozen=True)
+class Environment:
+    """The environment a command works on when no ``--target`` names one."""
 
-    Refuses a path that does not exist, a venv whose two site-packages hold executorch, a
-    folder without executorch (the next step installs executorch ``wanted``, a supported
-    release) and a folder with two executorch dist-infos (naming both: patching one of them
-    silently would leave the other).
+    path: Path  # a venv, or this interpreter's site-packages
+    how: str  # how it was found, as messages say it
+
+
+def _holds_executorch(site: Path) -> bool:
+    return any(site.glob(f"{DIST_NAME}-*.dist-info"))
+
+
+def default_environment(cwd: Path | None = None) -> Environment:
+    """Return the environment to work on without ``--target`` (see the module doc).
+
+    The environment this tool runs in is taken only when it holds executorch (the overlay
+    installed beside it); a tool venv of `uv tool` or pipx never is: its folder is named
+    among the places looked at, and no next step installs executorch into it.
+    """
+    here = (cwd or Path.cwd()).absolute()
+    own, own_site = Path(sys.prefix), Path(sysconfig.get_paths()["purelib"])
+    looked = []
+    candidates = []
+    active = os.environ.get(VENV_ENV)
+    if active:
+        candidates.append(Environment(Path(active), f"${VENV_ENV}"))
+    else:
+        looked.append(f"${VENV_ENV} is not set")
+    found = next((f / VENV_DIR for f in (here, *here.parents) if (f / VENV_DIR).is_dir()), None)
+    if found is not None:
+        candidates.append(Environment(found, f"the {VENV_DIR} in {found.parent}"))
+    else:
+        looked.append(f"no {VENV_DIR} in {here} or above")
+    candidates.append(Environment(own_site, "the environment this tool runs in"))
+    for candidate in candidates:
+        if _same_place(candidate.path, own) or _same_place(candidate.path, own_site):
+            if not _holds_executorch(own_site):
+                looked.append(f"{own} is this tool's own environment, without executorch")
+                continue
+            if candidate.path == own_site:
+                return candidate
+            return Environment(own_site, f"{candidate.how}: the environment this tool runs in")
+        return candidate
+    raise TargetError(
+        "no environment to patch: no venv is active here",
+        expected=f"an activated venv (${VENV_ENV}), a {VENV_DIR} at or above {here}, or --target",
+        found="; ".join(dict.fromkeys(looked)),
+        hint="activate the venv that holds executorch (`source VENV/bin/activate`), or pass"
+        " --target VENV",
+    )
+
+
+def _same_place(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _given_root(path: Path) -> Path:
+    """Return the folder ``path`` names: a venv for its interpreter, the parent of a dist-info
+    or of the executorch package; refuse a wheel file or any other file, naming it."""
+    if path.is_file():
+        venv = path.parent.parent
+        if path.parent.name == "bin" and (venv / "pyvenv.cfg").is_file():
+            return venv.resolve()  # not the python resolved: it links to the base interpreter
+        wheel = path.suffix == ".whl"
+        raise TargetError(
+            f"--target {path} is {'a wheel file' if wheel else 'a file'}",
+            expected=TARGET_FORMS,
+            found=f"the {'wheel' if wheel else 'file'} {path.absolute()}",
+            hint="install the wheel into a venv and pass the venv, or unpack it (`python -m"
+            f" zipfile -e {path} DIR`) and pass DIR"
+            if wheel
+            else "pass the venv folder (the one holding bin/ and pyvenv.cfg) or its bin/python",
+        )
+    root = path.resolve()  # one spelling of the target for its lock, journal and paths
+    if DIST_INFO_RE.match(root.name) or (
+        root.name == DIST_NAME and any(root.parent.glob(f"{DIST_NAME}-*.dist-info"))
+    ):
+        return root.parent
+    return root
+
+
+def find_target(path: Path, wanted: str = "") -> Target:
+    """Locate the executorch tree at ``path`` (a venv or its python, site-packages, a
+    dist-info folder, an unpacked wheel).
+
+    Refuses a path that does not exist, a wheel file, a venv whose two site-packages hold
+    executorch, a folder without executorch (the next step installs executorch ``wanted``,
+    a supported release) and a folder with two executorch dist-infos (naming both: patching
+    one of them silently would leave the other).
     """
     if not path.exists():
         raise TargetError(
             f"{path} does not exist",
-            expected="a venv, a site-packages folder or an unpacked wheel holding executorch",
+            expected=TARGET_FORMS,
             found=f"no file or folder at {path.absolute()}",
             hint="check the --target path (a relative one is read from the current folder)",
         )
-    root = path.resolve()  # one spelling of the target for its lock, journal and paths
-    if root.name == DIST_NAME and any(root.parent.glob(f"{DIST_NAME}-*.dist-info")):
-        root = root.parent
-    if not any(root.glob(f"{DIST_NAME}-*.dist-info")):
+    root = _given_root(path)
+    if not _holds_executorch(root):
         sites = _site_packages_of(root)
         if len(sites) > 1:
             raise TargetError(
@@ -139,14 +235,15 @@ def safe_file(series: Series, target: Target, repo_path: str) -> Path:
         current = current / part
         refuse_symlink(current, wheel_path)
     if not current.resolve().is_relative_to(root):
-        raise UnsafePatchError(f"{wheel_path} resolves outside {root}")
+        raise TargetError(f"{wheel_path} resolves outside {root}", hint="reinstall executorch")
     return current
 
 
 def refuse_symlink(path: Path, what: str) -> None:
-    """Refuse ``path`` when it is a symlink (a patch never writes through one)."""
+    """Refuse ``path`` when it is a symlink (a patch never writes through one): the tree's fault,
+    not the series'."""
     if path.is_symlink():
-        raise UnsafePatchError(
+        raise TargetError(
             f"{what} goes through a symlink at {path}",
             expected="real files and folders inside the target",
             found=f"{path} -> {os.readlink(path)}",

@@ -4,9 +4,13 @@
 will hold (``apply`` adds the chosen fixes to those it holds, ``revert`` takes them away),
 and computes each file's new bytes from its pinned pristine bytes, the stale bytecode of
 each replaced module, and the dist-info an installed patched wheel would have: METADATA
-``Version: 1.5.1+armfix.<series>`` (``...fix.1.7`` for a subset), the folder renamed to
-match, RECORD rows true again, ``ARM_OVERLAY.json`` provenance listing the fixes held, and
+``Version: 1.5.1+armfix.<series>`` (``...fix.1.7`` for a subset; every other line, the
+requirements and extras included, as installed), the folder renamed to match, RECORD rows
+true again, ``ARM_OVERLAY.json`` provenance listing the fixes held, and
 ``ARM_OVERLAY_ORIGINAL.json`` so the last ``revert`` restores the dist-info byte for byte.
+A file edited by hand is refused only when the run would write it (a chosen fix touches it;
+in a revert, a chosen fix the tree holds); else it is left alone.
+Every path the plan changes must be writable by this process before anything is written.
 
 Example: a 1.5.1 tree holding fix 1; ``apply --fix 7``.
 Becomes: the files of fix 7 change (fix 1's files are unchanged), the dist-info moves to
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +38,7 @@ from overlay.dist.distinfo import (
     parse_record,
     read_text,
     rewrite_record,
+    set_metadata_version,
 )
 from overlay.dist.provenance import (
     PROVENANCE_FILE,
@@ -39,7 +46,6 @@ from overlay.dist.provenance import (
     FileRecord,
     local_version,
     make_provenance,
-    patched_metadata,
 )
 from overlay.errors import ApplyError, DriftError, TargetError
 from overlay.target import journal
@@ -111,6 +117,8 @@ class Plan:
     chosen: frozenset[int] = frozenset()  # the fixes asked for (every fix without --fix)
     before: frozenset[int] = frozenset()  # the fixes the tree held
     after: frozenset[int] = frozenset()  # the fixes it holds after the commit
+    left_alone: tuple[str, ...] = ()  # edited by hand, not written by this run
+    not_restored: tuple[str, ...] = ()  # RECORD's .pyc of files a revert makes pristine, absent
 
     @property
     def is_noop(self) -> bool:
@@ -135,19 +143,18 @@ def plan(
     bad = {
         p: r.state for p, r in files.items() if r.state in (FileState.DRIFTED, FileState.MISSING)
     }
-    if bad:
-        listing = "\n".join(f"    {p}: {s.value}" for p, s in bad.items())
-        raise DriftError(
-            f"{len(bad)} file(s) are neither pristine nor patched; nothing was written",
-            expected=f"executorch {series.pins.executorch} files as pinned, or as fixes of the"
-            " series leave them",
-            found="other content",
-            details=listing,
-            hint="reinstall executorch to get pristine files, then apply again",
-        )
+    # files no fix of the run writes are left alone: a revert writes those of fixes held
+    held, _ = fix_states(series, {p: r for p, r in files.items() if p not in bad})
+    writes = chosen & held if reverse else chosen
+    aside = {p for p in bad if not series.touching(p) & writes}
+    files = {p: r for p, r in files.items() if p not in aside}
     before, half = fix_states(series, files)
-    _refuse_half_applied(series, files, half - chosen)
     after = before - chosen if reverse else before | chosen
+    # a file set aside must hold none of the fixes the tree keeps (they span files)
+    _refuse_drift(
+        series, {p: s for p, s in bad.items() if p not in aside or after & series.touching(p)}
+    )
+    _refuse_half_applied(series, files, half - chosen)
     record = read_record(series, target.dist_info)
     _refuse_wheel_metadata(series, target, reverse, record)
     changes, unchanged = [], []
@@ -161,16 +168,95 @@ def plan(
         new = _bytes_holding(series, read, want, reverse=reverse, chosen=chosen)
         changes.append(FileChange(repo_path, read.path, read.data, new))
         now[repo_path] = new
+    bytecode = _stale_bytecode(changes)
+    metadata = _plan_metadata(series, target, record, after, now)
+    _refuse_unwritable(
+        target,
+        [c.path for c in changes] + [b.path for b in bytecode],
+        metadata is not None,
+    )
     return Plan(
         target,
         reverse,
         tuple(changes),
         tuple(unchanged),
-        _stale_bytecode(changes),
-        _plan_metadata(series, target, record, after, now),
+        bytecode,
+        metadata,
         chosen=chosen,
         before=before,
         after=after,
+        left_alone=tuple(sorted(aside)),
+        not_restored=_not_restored(series, target, changes) if reverse else (),
+    )
+
+
+def _refuse_drift(series: Series, bad: dict[str, FileState]) -> None:
+    """Refuse files that are neither pristine nor patched, saying what reinstalling costs."""
+    if not bad:
+        return
+    listing = "\n".join(f"    {p}: {s.value}" for p, s in bad.items())
+    others = series.numbers - frozenset().union(*(series.touching(p) for p in bad))
+    rest = f"; or leave them alone: --fix {','.join(map(str, sorted(others)))}" if others else ""
+    raise DriftError(
+        f"{len(bad)} file(s) are neither pristine nor patched; nothing was written",
+        expected=f"executorch {series.pins.executorch} files as pinned, or as fixes of the"
+        " series leave them",
+        found="other content (edited by hand, or another version of the file)",
+        details=listing,
+        hint=f"reinstall executorch (`uv pip install --reinstall executorch=="
+        f"{series.pins.executorch}`: this discards the edits in those files), then apply"
+        f" again{rest}",
+    )
+
+
+def _refuse_unwritable(target: Target, paths: list[Path], dist_info: bool) -> None:
+    """Refuse a plan whose files or folders this process cannot change; nothing is written.
+
+    Folders need write permission (a file is replaced by a rename in its folder; the lock
+    and the journal live beside the dist-info). Root passes every mode check: what stops it
+    is an immutable file or a read-only file system, which ``os.access`` reports too.
+    """
+    if not paths and not dist_info:
+        return
+    folders = {target.root} | {p.parent for p in paths}
+    if dist_info:
+        folders.add(target.dist_info)
+        paths = [*paths, *(p for p in target.dist_info.iterdir() if p.is_file())]
+    blocked = sorted(f for f in folders if not os.access(f, os.W_OK | os.X_OK))
+    if os.geteuid() == 0:
+        blocked += sorted(p for p in paths if not os.access(p, os.W_OK))
+    if not blocked:
+        return
+    shown = "\n".join(f"    {p}" for p in blocked[:10])
+    more = f"\n    ... and {len(blocked) - 10} more" if len(blocked) > 10 else ""
+    raise TargetError(
+        f"cannot write {target.root}: {len(blocked)} path(s) are read-only; nothing was written",
+        expected="write permission on the files the run changes and on their folders",
+        found=f"running as uid {os.geteuid()}; {target.root} belongs to uid"
+        f" {target.root.stat().st_uid}",
+        details=f"  read-only:\n{shown}{more}",
+        hint="run as the owner of the environment, or with sudo (an immutable file:"
+        " `chattr -i FILE`; a read-only file system: remount it read-write)",
+    )
+
+
+def _not_restored(series: Series, target: Target, changes: Iterable[FileChange]) -> tuple[str, ...]:
+    """Return RECORD's ``.pyc`` of the files a revert makes pristine that are not on disk.
+
+    An apply deletes them with their source; the revert does not write them back (Python
+    compiles them again on the next import), and RECORD keeps their rows as installed.
+    """
+    pristine = {
+        series.pins.wheel_path(c.repo_path)
+        for c in changes
+        if sha256_bytes(c.new) == series.pins.pristine_sha256(c.repo_path)
+    }
+    return tuple(
+        sorted(
+            p
+            for p in _bytecode_rows(series, target.record)
+            if _source_of(p) in pristine and not (target.root / p).exists()
+        )
     )
 
 
@@ -334,7 +420,8 @@ def _patched_dist_info(
 ) -> dict[str, bytes | None]:
     """Return the dist-info files of a tree holding ``fixes``, computed from the original."""
     where = f"{original.dist_info}/{METADATA}"
-    metadata = patched_metadata(series, original.metadata, where=where, fixes=fixes).encode()
+    version = local_version(series, fixes)  # requirements and extras stay as installed
+    metadata = set_metadata_version(original.metadata, version, where=where).encode()
     provenance = make_provenance(
         series,
         {

@@ -12,7 +12,7 @@ Becomes: ``frozenset({1, 3, 7})``; ``--fix 2`` is refused with why the line's
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from overlay.errors import UsageError
 from overlay.lines import evidence
@@ -35,6 +35,10 @@ def _key(token: str) -> str:
     return str(int(token)) if token.isdigit() else token
 
 
+def _tokens(values: Iterable[str]) -> list[str]:
+    return [token.strip() for value in values for token in value.split(",") if token.strip()]
+
+
 def select(series: Series, values: Iterable[str]) -> frozenset[int]:
     """Return the fixes named by ``--fix`` values (each a comma-separated list).
 
@@ -42,14 +46,27 @@ def select(series: Series, values: Iterable[str]) -> frozenset[int]:
     fixes; for a fix the line dropped it gives the reason the line's evidence records.
     """
     carried = {spelling: p.number for p in series.patches for spelling in _spellings(p.name)}
-    tokens = [token.strip() for value in values for token in value.split(",") if token.strip()]
+    tokens = _tokens(values)
     missing = [token for token in tokens if _key(token) not in carried]
     if missing or not tokens:
         raise _refusal(series, missing)
     return frozenset(carried[_key(token)] for token in tokens)
 
 
-def _refusal(series: Series, missing: list[str]) -> UsageError:
+def refuse_unknown(every: Sequence[Series], values: Iterable[str]) -> None:
+    """Refuse ``--fix`` values no line of ``every`` (oldest first) carries, before the line
+    is known (it follows from the target): a command-line mistake, listing the newest line's
+    fixes."""
+    known = {
+        spelling for series in every for p in series.patches for spelling in _spellings(p.name)
+    }
+    tokens = _tokens(values)
+    missing = [token for token in tokens if _key(token) not in known]
+    if every and (missing or not tokens):
+        raise _refusal(every[-1], missing, anywhere=len(every) > 1)
+
+
+def _refusal(series: Series, missing: list[str], *, anywhere: bool = False) -> UsageError:
     line, numbers = str(series.pins.executorch), sorted(series.numbers)
     record = series.directory / evidence.EVIDENCE_FILE
     gone = evidence.dropped(evidence.load(series.directory))
@@ -65,9 +82,11 @@ def _refusal(series: Series, missing: list[str]) -> UsageError:
             number = patch_number(found.patch)
             reasons.append(f"fix {number} is dropped on line {line}: {why} ({record})")
         elif token.isdigit():
-            reasons.append(f"line {line} does not carry fix {int(token)}")
+            where = "no release line carries" if anywhere else f"line {line} does not carry"
+            reasons.append(f"{where} fix {int(token)}")
         else:
-            reasons.append(f"line {line} has no fix named {token!r}")
+            where = "no release line has" if anywhere else f"line {line} has no"
+            reasons.append(f"{where} fix named {token!r}")
     listing = "\n".join(f"    {p.number}  {fix_name(p.name)}" for p in series.patches)
     return UsageError(
         "; ".join(reasons) or "--fix names no fix",

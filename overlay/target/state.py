@@ -185,6 +185,7 @@ class Status:
     half: frozenset[int] = frozenset()  # the fixes some of their files hold
     interrupted: journal.Journal | None = None
     steps_done: int = 0
+    holder: int | None = None  # the pid holding the lock when busy (None: unknown)
 
     @property
     def complete(self) -> bool:
@@ -210,7 +211,7 @@ class Status:
             return BusyError(
                 f"another overlay run is writing {site}",
                 expected="no other run",
-                found=f"{journal.lock_file(site)} held",
+                found=f"{journal.lock_file(site)} held by {self._holder}",
                 hint="wait for it to finish, then check again",
             )
         recorded = self.record.fixes
@@ -248,6 +249,10 @@ class Status:
         return None
 
     @property
+    def _holder(self) -> str:
+        return f"pid {self.holder}" if self.holder else "pid unknown"
+
+    @property
     def summary(self) -> str:
         """Return the one-line state `status` prints."""
         series, meta, recorded = self.series, self.record.state, self.record.fixes
@@ -260,7 +265,7 @@ class Status:
                 f" {self.steps_done} of {len(run.steps)} steps done): run `apply` or `revert`"
             )
         if self.state is TreeState.BUSY:
-            return "busy: another overlay run is writing this tree"
+            return f"busy: another overlay run ({self._holder}) is writing this tree"
         if self.state in (TreeState.DRIFTED, TreeState.MIXED):
             if self.state is TreeState.MIXED:
                 halves = describe(series, self.half)
@@ -314,7 +319,8 @@ def inspect(series: Series, target: Target) -> Status:
     try:
         record = read_record(series, target.dist_info)
         if busy:
-            return Status(target, series, TreeState.BUSY, record=record)
+            holder = _mutex.holder(path)
+            return Status(target, series, TreeState.BUSY, record=record, holder=holder)
         pending = journal.read_journal(target.root)
         if pending is not None:
             done = journal.steps_done(target.root, pending)

@@ -4,7 +4,9 @@
 settles whatever an earlier run left unfinished, plans (:mod:`overlay.target.plan`: every
 check and every new byte before the first write) and hands the plan to
 :mod:`overlay.target.journal` as one transaction. :func:`preview` is the same plan without
-the lock or a write (`check`, `--dry-run`).
+the lock or a write (`check`, `--dry-run`). A tree this process cannot write (no lock can
+be taken there) is planned without the lock: a run with nothing to do succeeds, any other
+is refused naming what is read-only.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterator
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from overlay import _mutex
 from overlay._hashing import sha256_bytes
 from overlay.dist.distinfo import METADATA
 from overlay.dist.provenance import is_whole
-from overlay.errors import TargetError, UnfinishedRunError
+from overlay.errors import InterruptedRunError, TargetError, UnfinishedRunError
 from overlay.target import journal
 from overlay.target.locate import Target, find_target
 from overlay.target.plan import Plan, plan
@@ -58,15 +61,46 @@ def _journal_changes(plan_: Plan) -> list[journal.Change]:
 
 
 @contextlib.contextmanager
-def locked(target: Target, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold the target's lock; raise BusyError if another run keeps it."""
+def locked(
+    target: Target,
+    timeout: float | None = None,
+    waiting: Callable[[str], None] | None = None,
+) -> Iterator[None]:
+    """Hold the target's lock; raise BusyError if another run keeps it ``timeout`` seconds
+    (default :data:`LOCK_TIMEOUT_S`).
+
+    ``waiting`` hears once that the lock is held, and by which pid; a signal held by the
+    caller (:func:`journal.held_signals`) stops the wait: nothing was changed.
+    """
+    timeout = LOCK_TIMEOUT_S if timeout is None else timeout
     path = journal.lock_file(target.root)
+    told = False
+
+    def poll() -> None:
+        nonlocal told
+        signum = journal.pending_signal()
+        if signum is not None:
+            raise InterruptedRunError(
+                f"interrupted by {signal.Signals(signum).name} while waiting for the lock of"
+                f" {target.root}: nothing was changed",
+                signum=signum,
+            )
+        if waiting is not None and not told:
+            told = True
+            pid = _mutex.holder(path)
+            waiting(
+                f"waiting up to {timeout:.0f} s for the lock of {target.root}, held by"
+                f" {f'pid {pid}' if pid else 'another run'}"
+            )
+
     with contextlib.ExitStack() as stack:
         try:  # only taking the lock: an OSError of the block is the block's own
             busy = f"another overlay run holds the lock on {target.root}"
             hint = "wait for the other run to finish, then retry"
             stack.enter_context(
-                _mutex.held(path, timeout=timeout, busy=busy, hint=hint, remove_folder=True)
+                _mutex.held(
+                    path, timeout=timeout, busy=busy, hint=hint, remove_folder=True, poll=poll
+                )
             )
         except OSError as exc:
             raise _lock_error(path, exc) from exc
@@ -111,13 +145,21 @@ def apply(
     *,
     reverse: bool = False,
     fixes: frozenset[int] | None = None,
+    waiting: Callable[[str], None] | None = None,
 ) -> Plan:
     """Apply (or with ``reverse``, revert) ``fixes`` (None: all) under the target's lock.
 
     First settles a run an earlier command left unfinished (``Plan.recovery`` says how).
     Re-running is a no-op success: files already in the wanted state are left alone.
+    ``waiting`` hears when another run holds the lock (see :func:`locked`).
     """
-    with locked(target):
+    if (
+        not os.access(target.root, os.W_OK | os.X_OK)
+        and not journal.state_dir(target.root).is_dir()
+    ):
+        # no lock can be taken: nothing to do succeeds; else the plan names what is read-only
+        return preview(series, target, reverse=reverse, fixes=fixes)
+    with locked(target, waiting=waiting):
         recovery = _settle(target, reverse=reverse)
         current = target if target.is_current() else find_target(target.root)
         result = plan(series, current, reverse=reverse, fixes=fixes)

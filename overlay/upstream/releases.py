@@ -19,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from overlay._hashing import sha256_file
 from overlay.dist.wheels import fetch_wheel
 from overlay.dist.wheelzip import read_members
-from overlay.errors import OverlayError, UpstreamError
+from overlay.errors import OverlayError, WheelError
 from overlay.lines.pins import Pins, WheelPin
 from overlay.text.applier import decode
 from overlay.upstream.replay import ARM_PREFIX
@@ -63,14 +63,14 @@ def read_release(pins: Pins, wheel: Path, version: str) -> dict[str, bytes]:
     try:
         members = read_members(wheel, lambda name: name.startswith(package + prefix))
     except OverlayError as exc:
-        raise UpstreamError(
+        raise WheelError(
             f"cannot read {wheel.name}",
             expected=f"a readable executorch {version} wheel",
             found=exc.message,
             hint="delete it from the wheel cache and run again",
         ) from exc
     if not members:
-        raise UpstreamError(
+        raise WheelError(
             f"{wheel.name} has no {prefix} sources",
             expected=f"{package}{prefix}... files",
             found="none",
@@ -85,7 +85,7 @@ def load_release(pins: Pins, shared: UpstreamPins, version: str) -> Release:
     try:
         wheel = fetch_wheel(pin)
     except OverlayError as exc:
-        raise UpstreamError(
+        raise WheelError(
             f"cannot fetch executorch {version}",
             expected=pin.file,
             found=exc.message,
