@@ -36,7 +36,7 @@ from overlay.equivalence.controller import inputs, merge, orchestrator
 from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.protocol import PATHS, PathId
-from overlay.equivalence.render import layout
+from overlay.equivalence.render import html, layout
 from overlay.items import ItemKind
 from overlay.lines import pins
 
@@ -159,7 +159,7 @@ def main() -> int:
     cold, cold_s = timed(options)
     if args.keep:  # the cold run's report, for a look (text, JSON, Markdown, HTML)
         folder = work / "report"
-        layout.write_reports(cold, folder, ("txt", "json", "md", "html"))
+        layout.write_reports(cold, folder, ("txt", "json", "md", "html"), html.drawings)
     warm, warm_s = timed(options)
     print(f"setup of the edited env ({EDITED_PATCH} + 1 line): ", end="", flush=True)
     mark = time.perf_counter()

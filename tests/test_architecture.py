@@ -39,7 +39,7 @@ TORCH_HOMES = (
 PROCESS_ENTRY_POINTS = {
     ("overlay.equivalence.worker.__main__", "main"): "the worker process: replies own its stdout",
     ("overlay.equivalence.worker.envinfo", "main"): "run in a path's Python: prints one line",
-    ("overlay.upstream.retarget.kernel_probe", "main"): "run by a release env's Python",
+    ("overlay.upstream.kernel_probe", "main"): "run by a release env's Python",
     ("overlay._process", "_die_with_us.hook"): "the forked child exits before its exec",
 }
 # json calls outside overlay/codec.py: (module, function) -> why not the codec.
@@ -56,7 +56,7 @@ JSON_OUTSIDE_THE_CODEC = {
     ("overlay.equivalence.render.sections", "detail_lines"): "JSON shown to a reader",
     ("overlay.equivalence.worker.vgf_run", "_layer_folders"): "Vulkan layer manifests",
     ("overlay.equivalence.worker.vgf_run", "run_vgf"): "a VGF scenario file",
-    ("overlay.upstream.retarget.kernel_probe", "main"): "run by a release env's Python",
+    ("overlay.upstream.kernel_probe", "main"): "run by a release env's Python",
 }
 # Named in the docs on purpose although no such file or name exists in the tree.
 NOT_IN_THE_TREE = {
@@ -373,6 +373,56 @@ def test_a_planted_layer_break_or_unplaced_module_is_found() -> None:
     assert (
         layer_of("overlay.fixes.model", layers) == 0 and layer_of("overlay.__main__", layers) == 3
     )
+
+
+# --- leaf features: only the CLI imports them ----------------------------------------------
+
+
+def doc_leaves() -> tuple[str, ...]:
+    """Return the leaf packages of the doc's "Leaf features" section."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("\n## Leaf features\n", 1)[1].split("\n## ", 1)[0]
+    return tuple(re.findall(r"^- `([\w.]+)`", section, re.MULTILINE))
+
+
+def leaf_breaks(graph: dict[str, set[str]], leaves: Sequence[str]) -> set[tuple[str, str]]:
+    """Return the imports (importer, imported) of a leaf from outside it and the CLI."""
+    return {
+        (module, target)
+        for module, targets in graph.items()
+        if not _covers("overlay.cli", module)
+        for target in targets
+        for leaf in leaves
+        if _covers(leaf, target) and not _covers(leaf, module)
+    }
+
+
+def test_only_the_cli_imports_a_leaf_feature() -> None:
+    leaves = doc_leaves()
+    assert set(leaves) >= {"overlay.upstream.canary", "overlay.upstream.retarget"}
+    assert all(leaf in modules() for leaf in leaves)
+    found = leaf_breaks(import_graph(packages=False), leaves)
+    assert not found, "leaf features imported outside the CLI:\n" + "\n".join(
+        f"{a} -> {b}" for a, b in sorted(found)
+    )
+
+
+def test_a_planted_leaf_import_is_found() -> None:
+    leaves = doc_leaves()
+    graph = import_graph(packages=False)
+    before = leaf_breaks(graph, leaves)
+    planted_edges = {
+        ("overlay.upstream.prepare", "overlay.upstream.canary.gate"),  # PR preparation -> canary
+        ("overlay.upstream.behaviour", "overlay.upstream.retarget.promote"),
+        ("overlay.envs.ready_venv", "overlay.target.plan"),
+        ("overlay.equivalence.render.layout", "overlay.equivalence.render.html"),
+    }
+    for module, target in planted_edges:
+        graph[module].add(target)
+    assert leaf_breaks(graph, leaves) - before == planted_edges
+    graph["overlay.cli.upstream"].add("overlay.upstream.canary.gate")  # the CLI may
+    graph["overlay.upstream.canary.page"].add("overlay.upstream.canary.gate")  # and itself
+    assert leaf_breaks(graph, leaves) - before == planted_edges
 
 
 # --- torch only in worker processes -------------------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from overlay import _faults
 from overlay.cli import invocation, main
 from overlay.dist.distinfo import ORIGINAL_FILE, ORIGINAL_RECORD
 from overlay.dist.provenance import PROVENANCE_FILE
@@ -335,7 +336,7 @@ def test_check_on_a_tree_with_a_journal_is_not_ok(
     world = make_world(tmp_path)
     child = run_forked(
         lambda: world.cli("apply", "--target", str(world.root)),
-        {journal.FAULT_ENV: "step 1/8:kill"},
+        {_faults.FAULT_ENV: "step 1/8:kill"},
     )
     assert child.code == -9
     assert world.cli("check", "--target", str(world.root)) == UnfinishedRunError.exit_code
@@ -366,7 +367,7 @@ def test_verify_install_refuses_non_utf8_metadata_and_an_interrupted_run(tmp_pat
     metadata.write_bytes(good)
     run_forked(
         lambda: world.cli("revert", "--target", str(world.root)),
-        {journal.FAULT_ENV: "step 2/8:kill"},
+        {_faults.FAULT_ENV: "step 2/8:kill"},
     )
     with pytest.raises(InstallCheckError) as info:
         check_installed(series, import_modules=False, search_path=world.root)

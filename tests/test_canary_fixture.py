@@ -22,9 +22,10 @@ from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.lines import Line
 from overlay.text.series import Patch, load_series
-from overlay.upstream.canary import bisect, canary_run, host, page
-from overlay.upstream.canary.gitrepo import fixed_date, open_upstream
+from overlay.upstream import host
+from overlay.upstream.canary import bisect, canary_run, page
 from overlay.upstream.canary.rebase import commit_series
+from overlay.upstream.gitrepo import fixed_date, open_upstream
 from overlay.upstream.results import (
     CanaryReport,
     ForwardState,

@@ -13,7 +13,7 @@ from overlay.upstream.canary.forwarded import (
     parse_forwarded,
     prs_named,
 )
-from overlay.upstream.canary.gitrepo import LogEntry
+from overlay.upstream.gitrepo import LogEntry
 
 from scaffold import make_diff
 

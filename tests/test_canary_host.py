@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from overlay.lines import Line
-from overlay.upstream.canary import host
+from overlay.upstream import host
 
 from scaffold import write_series
 

@@ -15,6 +15,7 @@ from overlay.equivalence.controller.result_cache import CACHE_SCHEMA, CacheEntry
 from overlay.equivalence.protocol import SCHEMA_VERSION, InitReply
 from overlay.equivalence.verdict import AB, Quality
 from overlay.upstream.matrix import build_matrix
+from overlay.upstream.pin_check import CheckKey, SavedCheck
 from overlay.upstream.releases import Release
 from overlay.upstream.results import (
     REPORT_SCHEMA,
@@ -40,7 +41,6 @@ from overlay.upstream.results import (
     TestVerdict,
     WheelRecord,
 )
-from overlay.upstream.retarget.pin_check import CheckKey, SavedCheck
 
 jsonschema = pytest.importorskip("jsonschema")  # the dev extra
 

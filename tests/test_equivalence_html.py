@@ -90,7 +90,7 @@ def sample_report() -> Report:
 
 def page_of(report: Report) -> str:
     """Return the report's page."""
-    return render.html(layout.blocks(report), layout.TITLE)
+    return render.html(layout.blocks(report, html.drawings), layout.TITLE)
 
 
 def test_the_page_is_self_contained_and_draws_each_difference() -> None:

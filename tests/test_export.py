@@ -14,7 +14,6 @@ from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.text.applier import apply_patch, decode, encode
 from overlay.text.series import Patch, load_series, parse_patch
-from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.commit_rules import MAX_LINE, Identity, check_message
 from overlay.upstream.export import (
     ARM_CC,
@@ -27,6 +26,7 @@ from overlay.upstream.export import (
     release_repo,
     write_exports,
 )
+from overlay.upstream.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.prepare import export_against
 from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.replay import ports_of

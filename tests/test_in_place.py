@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import pytest
 
-from overlay import codec
+from overlay import _faults, codec
 from overlay._hashing import record_digest, sha256_bytes, sha256_file
 from overlay.cli import exit_code_table, json_output, main
 from overlay.dist import provenance as prov
@@ -248,7 +248,7 @@ def test_killed_apply_then_next_command_then_pip_uninstall_is_clean(
     env: Env, capsys: pytest.CaptureFixture[str], case: tuple[str, str, str, bool]
 ) -> None:
     checkpoint, command, said, real_pip = case
-    child = run_forked(lambda: env.cli("apply"), {journal.FAULT_ENV: f"{checkpoint}:kill"})
+    child = run_forked(lambda: env.cli("apply"), {_faults.FAULT_ENV: f"{checkpoint}:kill"})
     assert child.code == -9
     capsys.readouterr()
     assert env.cli(command) == 0
@@ -270,7 +270,7 @@ def test_the_cli_says_what_recovery_did(tmp_path: Path, capsys: pytest.CaptureFi
     write_world_series(tmp_path / "patches")
     args = ["--patches", str(tmp_path / "patches")]
     child = run_forked(
-        lambda: main([*args, "apply", "--target", str(root)]), {journal.FAULT_ENV: "step 4/16:kill"}
+        lambda: main([*args, "apply", "--target", str(root)]), {_faults.FAULT_ENV: "step 4/16:kill"}
     )
     assert child.code == -9
     assert main([*args, "revert", "--target", str(root)]) == 0
@@ -282,7 +282,7 @@ def test_the_cli_says_what_recovery_did(tmp_path: Path, capsys: pytest.CaptureFi
     assert lines[-1] == f"nothing to do: {root} is already pristine"
     child = run_forked(
         lambda: main([*args, "apply", "--target", str(root)]),
-        {journal.FAULT_ENV: "step 12/16:kill"},
+        {_faults.FAULT_ENV: "step 12/16:kill"},
     )
     assert main([*args, "apply", "--target", str(root)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -302,7 +302,7 @@ def test_sigint_and_sigterm_messages_match_the_tree(
     before = snapshot(root)
     args = ["--patches", str(tmp_path / "patches"), "apply", "--target", str(root)]
     for action, code in (("sigint", 130), ("sigterm", 143)):
-        child = run_forked(lambda: main(args), {journal.FAULT_ENV: f"step 7/16:{action}"})
+        child = run_forked(lambda: main(args), {_faults.FAULT_ENV: f"step 7/16:{action}"})
         assert child.code == code
         first = child.output.splitlines()[0]
         name = "SIGINT" if action == "sigint" else "SIGTERM"
@@ -311,7 +311,7 @@ def test_sigint_and_sigterm_messages_match_the_tree(
             f" rolled back: every file of {root} is as before"
         )
         assert snapshot(root) == before
-    child = run_forked(lambda: main(args), {journal.FAULT_ENV: "committed:sigint"})
+    child = run_forked(lambda: main(args), {_faults.FAULT_ENV: "committed:sigint"})
     assert child.code == 130
     assert child.output.splitlines()[-1] == (
         f"error: interrupted by SIGINT after the apply had finished: {root} is patched"
@@ -402,7 +402,7 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
         transaction.apply(series, locate.find_target(interrupted))
         return 0
 
-    assert run_forked(killed_apply, {journal.FAULT_ENV: "step 3/16:kill"}).code == -9
+    assert run_forked(killed_apply, {_faults.FAULT_ENV: "step 3/16:kill"}).code == -9
     source = synthetic_wheel(tmp_path / "src")
     pin = series.pins.wheels[0]
     pin = WheelPin(source.name, sha256_file(source), pin.python, pin.platform)
@@ -572,7 +572,7 @@ def test_a_kill_during_a_subset_apply_is_finished_by_the_rerun(
 ) -> None:
     # 2 sources, their 2 .pyc, METADATA, RECORD, provenance, the original (2), the rename
     child = run_forked(
-        lambda: env.cli("apply", "--fix", "2,4"), {journal.FAULT_ENV: "step 2/10:kill"}
+        lambda: env.cli("apply", "--fix", "2,4"), {_faults.FAULT_ENV: "step 2/10:kill"}
     )
     assert child.code == -9, child.output
     assert env.cli("status") == 0
@@ -800,7 +800,7 @@ def test_a_kill_among_a_reverts_deletes_is_undone_by_apply(tmp_path: Path) -> No
         return 0
 
     # 10 sources, METADATA, RECORD, then the three overlay files deleted, then the rename
-    assert run_forked(killed_revert, {journal.FAULT_ENV: "step 15/16:kill"}).code == -9
+    assert run_forked(killed_revert, {_faults.FAULT_ENV: "step 15/16:kill"}).code == -9
     assert state.inspect(series, locate.find_target(root)).state is state.TreeState.INTERRUPTED
     plan = transaction.apply(series, locate.find_target(root))
     assert plan.recovery is not None
@@ -823,7 +823,7 @@ def test_a_dry_run_refuses_a_busy_interrupted_or_mixed_tree(tmp_path: Path) -> N
         transaction.apply(series, locate.find_target(interrupted))
         return 0
 
-    assert run_forked(killed_apply, {journal.FAULT_ENV: "step 3/16:kill"}).code == -9
+    assert run_forked(killed_apply, {_faults.FAULT_ENV: "step 3/16:kill"}).code == -9
     with pytest.raises(UnfinishedRunError) as info:
         transaction.preview(series, locate.find_target(interrupted))
     assert (info.value.expected, info.value.found, info.value.hint) == (

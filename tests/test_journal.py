@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from overlay import codec
+from overlay import _faults, codec
 from overlay.codec import CodecError
 from overlay.dist import wheels, wheelzip
 from overlay.errors import (
@@ -189,7 +189,7 @@ def trace(world: World, tmp: Path, *, reverse: bool) -> list[str]:
     shutil.copytree(world.patched if reverse else world.pristine, tree)
     log = tmp / "trace.txt"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(journal.TRACE_ENV, str(log))
+        mp.setenv(_faults.TRACE_ENV, str(log))
         transaction.apply(world.series, locate.find_target(tree), reverse=reverse)
     return log.read_text().splitlines()
 
@@ -281,14 +281,14 @@ def stop_at(
     fault = f"{checkpoint}:{action}"
     if action == "raise":  # in process: the failure path of the same process
         with pytest.MonkeyPatch.context() as mp:
-            mp.setenv(journal.FAULT_ENV, fault)
+            mp.setenv(_faults.FAULT_ENV, fault)
             try:
                 transaction.apply(world.series, locate.find_target(tree), reverse=reverse)
                 code, message = 0, ""
             except ApplyError as exc:
                 code, message = exc.exit_code, exc.message
     else:
-        child = run_forked(run_quietly(world, tree, reverse=reverse), {journal.FAULT_ENV: fault})
+        child = run_forked(run_quietly(world, tree, reverse=reverse), {_faults.FAULT_ENV: fault})
         code = child.code
         errors = [ln for ln in child.output.splitlines() if ln.startswith(("error:", "child"))]
         message = errors[0] if errors else ""
@@ -490,7 +490,7 @@ def test_a_killed_subset_run_is_settled_by_running_it_again(
     shutil.copytree(start, clean)
     log = tmp / "trace.txt"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(journal.TRACE_ENV, str(log))
+        mp.setenv(_faults.TRACE_ENV, str(log))
         subset_run(world, clean, fixes, reverse=reverse)()
     wanted = strip_bytecode(snapshot(clean))
     held = state.inspect(world.series, locate.find_target(clean)).record.fixes
@@ -503,7 +503,7 @@ def test_a_killed_subset_run_is_settled_by_running_it_again(
         shutil.copytree(start, tree)
         child = run_forked(
             subset_run(world, tree, fixes, reverse=reverse),
-            {journal.FAULT_ENV: f"{checkpoint}:kill"},
+            {_faults.FAULT_ENV: f"{checkpoint}:kill"},
         )
         assert child.code == -signal.SIGKILL, (checkpoint, child.output)
         status = state.inspect(world.series, locate.find_target(tree))
@@ -587,7 +587,7 @@ def killed_at(root: Path, checkpoint: str) -> None:
         commit_tiny(root)
         return 0
 
-    child = run_forked(run, {journal.FAULT_ENV: f"{checkpoint}:kill"})
+    child = run_forked(run, {_faults.FAULT_ENV: f"{checkpoint}:kill"})
     assert child.code == -signal.SIGKILL, child.output
 
 
@@ -612,7 +612,7 @@ def test_the_tiny_commit_names_its_checkpoints(
 ) -> None:
     root = tiny_tree(tmp_path / "t")
     log = tmp_path / "trace.txt"
-    monkeypatch.setenv(journal.TRACE_ENV, str(log))
+    monkeypatch.setenv(_faults.TRACE_ENV, str(log))
     commit_tiny(root)
     assert log.read_text(encoding="utf-8").splitlines() == TINY_CHECKPOINTS
 
@@ -623,7 +623,7 @@ def test_a_failure_at_any_checkpoint_leaves_the_tree_as_before_or_done(
 ) -> None:
     root = tiny_tree(tmp_path / "t")
     before = tree_only(root)
-    monkeypatch.setenv(journal.FAULT_ENV, f"{checkpoint}:raise")
+    monkeypatch.setenv(_faults.FAULT_ENV, f"{checkpoint}:raise")
     index = TINY_CHECKPOINTS.index(checkpoint)
     if checkpoint in ("committed", "cleaned"):  # after the commit point: done, tidied next run
         commit_tiny(root)
@@ -663,7 +663,7 @@ def test_a_signal_at_any_checkpoint_is_acted_on_and_says_the_state(
     root = tiny_tree(tmp_path / "t")
     before = tree_only(root)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    monkeypatch.setenv(journal.FAULT_ENV, f"{checkpoint}:{action}")
+    monkeypatch.setenv(_faults.FAULT_ENV, f"{checkpoint}:{action}")
     with pytest.raises(InterruptedRunError) as info:
         commit_tiny(root)
     assert {sig: signal.getsignal(sig) for sig in handlers} == handlers  # restored
@@ -694,7 +694,7 @@ def test_a_revert_interrupted_after_it_finished_says_pristine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tiny_tree(tmp_path / "t")
-    monkeypatch.setenv(journal.FAULT_ENV, "cleaned:sigint")
+    monkeypatch.setenv(_faults.FAULT_ENV, "cleaned:sigint")
     with pytest.raises(InterruptedRunError) as info:
         journal.commit(root, journal.Operation.REVERT, "d", tiny_changes())
     assert info.value.message.endswith(f"after the revert had finished: {root} is pristine")
@@ -821,7 +821,7 @@ def test_a_signal_while_recovering_waits_until_the_tree_is_settled(
     killed_at(root, "step 2/4")
     copy = tmp_path / "copy"
     shutil.copytree(root, copy)
-    monkeypatch.setenv(journal.FAULT_ENV, "recover 1/4:sigterm")
+    monkeypatch.setenv(_faults.FAULT_ENV, "recover 1/4:sigterm")
     with pytest.raises(InterruptedRunError) as info:
         journal.recover(root, lambda op: journal.Direction.FORWARD)
     assert info.value.message == (
@@ -1027,38 +1027,38 @@ def test_fault_points_trace_and_fire_only_where_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signals_seen: list[int]
 ) -> None:
     log = tmp_path / "trace.txt"
-    monkeypatch.setenv(journal.TRACE_ENV, str(log))
-    monkeypatch.setenv(journal.FAULT_ENV, "b:raise")
-    journal.fault_point("a")
+    monkeypatch.setenv(_faults.TRACE_ENV, str(log))
+    monkeypatch.setenv(_faults.FAULT_ENV, "b:raise")
+    _faults.fault_point("a")
     with pytest.raises(OSError, match=r"^\[Errno 5\] injected fault after b$") as info:
-        journal.fault_point("b")
+        _faults.fault_point("b")
     assert info.value.errno == errno.EIO
     assert log.read_text(encoding="utf-8") == "a\nb\n"
-    monkeypatch.setenv(journal.FAULT_ENV, "c:explode")
+    monkeypatch.setenv(_faults.FAULT_ENV, "c:explode")
     with pytest.raises(ValueError, match=r"^OVERLAY_TEST_FAULT: unknown action 'explode'$"):
-        journal.fault_point("c")
-    monkeypatch.setenv(journal.FAULT_ENV, "step 1/2:raise")  # the name may hold spaces, slashes
+        _faults.fault_point("c")
+    monkeypatch.setenv(_faults.FAULT_ENV, "step 1/2:raise")  # the name may hold spaces, slashes
     with pytest.raises(OSError, match=r"after step 1/2$"):
-        journal.fault_point("step 1/2")
-    journal.fault_point("step 1/22")
-    monkeypatch.setenv(journal.FAULT_ENV, "step 3/*:raise")  # step 3 of any count
-    journal.fault_point("step 2/14")
-    journal.fault_point("step 13/14")
-    journal.fault_point("step 30/40")  # "step 3/" is the prefix, not "step 3"
+        _faults.fault_point("step 1/2")
+    _faults.fault_point("step 1/22")
+    monkeypatch.setenv(_faults.FAULT_ENV, "step 3/*:raise")  # step 3 of any count
+    _faults.fault_point("step 2/14")
+    _faults.fault_point("step 13/14")
+    _faults.fault_point("step 30/40")  # "step 3/" is the prefix, not "step 3"
     with pytest.raises(OSError, match=r"after step 3/14$"):
-        journal.fault_point("step 3/14")
-    monkeypatch.setenv(journal.FAULT_ENV, "step 3/:raise")  # no star: an exact name
-    journal.fault_point("step 3/14")
+        _faults.fault_point("step 3/14")
+    monkeypatch.setenv(_faults.FAULT_ENV, "step 3/:raise")  # no star: an exact name
+    _faults.fault_point("step 3/14")
     assert signals_seen == []
 
 
 def test_signal_faults_send_the_signal_named(
     monkeypatch: pytest.MonkeyPatch, signals_seen: list[int]
 ) -> None:
-    monkeypatch.setenv(journal.FAULT_ENV, "x:sigint")
-    journal.fault_point("x")
-    monkeypatch.setenv(journal.FAULT_ENV, "x:sigterm")
-    journal.fault_point("x")
+    monkeypatch.setenv(_faults.FAULT_ENV, "x:sigint")
+    _faults.fault_point("x")
+    monkeypatch.setenv(_faults.FAULT_ENV, "x:sigterm")
+    _faults.fault_point("x")
     assert signals_seen == [signal.SIGINT, signal.SIGTERM]
 
 
@@ -1368,10 +1368,10 @@ def test_the_start_time_is_utc_iso_8601() -> None:
 def test_a_fault_names_its_checkpoint_up_to_the_last_colon(
     monkeypatch: pytest.MonkeyPatch, signals_seen: list[int]
 ) -> None:
-    monkeypatch.setenv(journal.FAULT_ENV, "a:b:raise")
-    journal.fault_point("a")
+    monkeypatch.setenv(_faults.FAULT_ENV, "a:b:raise")
+    _faults.fault_point("a")
     with pytest.raises(OSError, match=r"after a:b$"):
-        journal.fault_point("a:b")
+        _faults.fault_point("a:b")
 
 
 def test_write_file_creates_files_0644_by_default(tmp_path: Path) -> None:
@@ -1511,7 +1511,7 @@ def test_a_recovery_names_its_checkpoints(tmp_path: Path, monkeypatch: pytest.Mo
     root = tiny_tree(tmp_path / "t")
     killed_at(root, "step 2/4")
     log = tmp_path / "trace.txt"
-    monkeypatch.setenv(journal.TRACE_ENV, str(log))
+    monkeypatch.setenv(_faults.TRACE_ENV, str(log))
     journal.recover(root, lambda op: journal.Direction.BACK)
     assert log.read_text(encoding="utf-8").splitlines() == [
         "recover 1/4",
@@ -1526,7 +1526,7 @@ def test_a_roll_back_that_fails_too_keeps_the_journal_and_says_both_causes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tiny_tree(tmp_path / "t")
-    monkeypatch.setenv(journal.FAULT_ENV, "step 2/4:raise")
+    monkeypatch.setenv(_faults.FAULT_ENV, "step 2/4:raise")
     monkeypatch.setattr(journal, "_undo_step", lambda *args: None)  # undoing does nothing
     with pytest.raises(RollbackError) as info:
         commit_tiny(root)
@@ -1585,7 +1585,7 @@ def test_a_recovery_names_the_fixes_of_the_interrupted_run(tmp_path: Path) -> No
         )
         return 0
 
-    child = run_forked(run, {journal.FAULT_ENV: "step 2/4:kill"})
+    child = run_forked(run, {_faults.FAULT_ENV: "step 2/4:kill"})
     assert child.code == -signal.SIGKILL, child.output
     recovery = journal.recover(root, lambda op: journal.Direction.BACK)
     assert recovery is not None and recovery.fixes == ("0003-b.patch",)

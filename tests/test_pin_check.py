@@ -13,9 +13,8 @@ from overlay._git import git
 from overlay.envs.venvs import Contents
 from overlay.errors import UpstreamError
 from overlay.lines import pins
-from overlay.upstream import upstream_pins
-from overlay.upstream.retarget import pin_check
-from overlay.upstream.retarget.pin_check import (
+from overlay.upstream import pin_check, upstream_pins
+from overlay.upstream.pin_check import (
     OUT_VARIANTS,
     KernelProbe,
     kernel_problem,

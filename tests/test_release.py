@@ -17,10 +17,9 @@ import pytest
 from overlay import lines
 from overlay._git import git
 from overlay.text.series import load_series
-from overlay.upstream import lint, prepare
-from overlay.upstream.canary import host
-from overlay.upstream.canary.gitrepo import MAIN_REF, open_upstream
+from overlay.upstream import host, lint, prepare
 from overlay.upstream.commit_rules import Identity
+from overlay.upstream.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.results import (
     KEPT,
     Action,

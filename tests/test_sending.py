@@ -17,7 +17,6 @@ from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
 from overlay.text.series import Patch, load_series, parse_patch
 from overlay.upstream import behaviour, pr_text, prepare, reports, upstream_tests
-from overlay.upstream.canary.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
 from overlay.upstream.commit_rules import PREFIX, Identity
 from overlay.upstream.export import (
     LABEL_COMMANDS,
@@ -26,6 +25,7 @@ from overlay.upstream.export import (
     export_patch,
     upstream_subject,
 )
+from overlay.upstream.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
 from overlay.upstream.prepare import chosen, judge, recent_authors, release_date
 from overlay.upstream.results import (
     CaseOutcome,

@@ -19,7 +19,7 @@ from installer.sources import WheelFile
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from overlay import codec, fixes, worktree
+from overlay import _faults, codec, fixes, worktree
 from overlay._git import git
 from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
@@ -29,7 +29,7 @@ from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import WheelError
 from overlay.lines import pins
-from overlay.target import journal, locate
+from overlay.target import locate
 from overlay.text.series import Series, load_series
 
 from scaffold import run_forked, snapshot, unpack
@@ -250,7 +250,7 @@ def test_in_place_apply_of_a_uv_installed_venv_is_honest_and_uninstalls_clean(
     args = ["--patches", str(PATCHES)]
     child = run_forked(
         lambda: main([*args, "apply", "--no-deps-check", "--target", str(venv)]),
-        {journal.FAULT_ENV: "step 3/*:kill"},
+        {_faults.FAULT_ENV: "step 3/*:kill"},
     )
     assert child.code == -9
     assert main([*args, "status", "--target", str(venv)]) == 0

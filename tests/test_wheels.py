@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from installer.sources import WheelFile
 
+from overlay import _faults
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.dist import index, wheels
 from overlay.dist import provenance as prov
@@ -22,7 +23,6 @@ from overlay.errors import (
     WheelError,
 )
 from overlay.lines.pins import WheelPin
-from overlay.target import journal
 from overlay.text.series import Series, load_series
 
 from scaffold import make_diff, patch_text, run_forked, unpack, write_files, write_series
@@ -278,7 +278,7 @@ def test_a_killed_build_leaves_nothing_after_the_next_one(tmp_path: Path) -> Non
         wheels.build_patched_wheel(series, source, pin, dist)
         return 0
 
-    child = run_forked(build, {journal.FAULT_ENV: "build: wheel written:kill"})
+    child = run_forked(build, {_faults.FAULT_ENV: "build: wheel written:kill"})
     assert child.code == -9
     left = sorted(p.name for p in dist.iterdir())
     assert [n for n in left if n.startswith(".build-")] and ".overlay-build.lock" in left

@@ -17,7 +17,7 @@ from overlay.cli.output import out, progress
 from overlay.cli.progress_display import display
 from overlay.equivalence.controller import inputs, merge, orchestrator, outcome, result_cache
 from overlay.equivalence.controller import options as run_options
-from overlay.equivalence.render import document, layout
+from overlay.equivalence.render import document, html, layout
 from overlay.equivalence.verdict import EXECUTABLE
 
 
@@ -49,7 +49,7 @@ def _options(args: argparse.Namespace) -> run_options.Options:
 def _finish(result: outcome.Report, folder: Path) -> int:
     """Print the table, write the reports, then raise the run's failure (0: it passed)."""
     out(layout.text(result).rstrip("\n"))
-    written = layout.write_reports(result, folder)
+    written = layout.write_reports(result, folder, drawings=html.drawings)
     for path in written:
         progress(f"wrote {path}")
     error = outcome.failure_error(result, written[1])  # the Markdown report

@@ -22,7 +22,7 @@ from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, reports, suite
 from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
-from overlay.upstream.canary.gitrepo import GITHUB
+from overlay.upstream.gitrepo import GITHUB
 from overlay.upstream.matrix import matrix_of
 from overlay.upstream.retarget import promote, run
 

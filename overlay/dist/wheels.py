@@ -41,7 +41,7 @@ from overlay.dist.provenance import (
 )
 from overlay.errors import TargetError, WheelError
 from overlay.lines.pins import WheelPin
-from overlay.target.journal import fault_point
+from overlay._faults import fault_point
 from overlay.text.applier import transform, transform_checked
 from overlay.text.series import Series
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
-import errno
 import os
 import shutil
 import signal
@@ -41,6 +40,7 @@ from pathlib import Path
 from types import FrameType
 
 from overlay import codec
+from overlay._faults import fault_point
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.codec import CodecError
 from overlay.errors import ApplyError, InterruptedRunError, RollbackError, TargetError
@@ -52,8 +52,6 @@ JOURNAL_FILE = "journal.json"
 TX_DIR = "tx"
 # Tests only: "<checkpoint name>:<kill|sigint|sigterm|raise>" fires at that checkpoint, and
 # OVERLAY_TEST_TRACE names a file each checkpoint name is appended to.
-FAULT_ENV = "OVERLAY_TEST_FAULT"
-TRACE_ENV = "OVERLAY_TEST_TRACE"
 
 
 class Action(enum.Enum):
@@ -252,18 +250,6 @@ class _InterruptedError(Exception):
         self.signum = signum
 
 
-def fault_point(name: str) -> None:
-    """Name a point of a run for the fault-injection tests; a no-op unless they set the env."""
-    trace = os.environ.get(TRACE_ENV)
-    if trace:
-        with open(trace, "a", encoding="utf-8") as handle:
-            handle.write(name + "\n")
-    where, _, action = os.environ.get(FAULT_ENV, "").rpartition(":")
-    # "step 3/*" names step 3 of however many the transaction has
-    if where == name or (where.endswith("/*") and name.startswith(where[:-1])):
-        _fire(action, name)
-
-
 @dataclass
 class _Checkpoints:
     """Names each point of a transaction; fires a test fault there; acts on deferred signals."""
@@ -274,18 +260,6 @@ class _Checkpoints:
         fault_point(name)
         if interruptible and self.pending:
             raise _InterruptedError(self.pending[0])
-
-
-def _fire(action: str, name: str) -> None:
-    if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(10)  # never reached: SIGKILL is not deferred
-    elif action in ("sigint", "sigterm"):
-        os.kill(os.getpid(), signal.SIGINT if action == "sigint" else signal.SIGTERM)
-    elif action == "raise":
-        raise OSError(errno.EIO, f"injected fault after {name}")
-    else:
-        raise ValueError(f"{FAULT_ENV}: unknown action {action!r}")
 
 
 _HOLDS: list[list[int]] = []  # the signals noted by each active hold, outermost first

@@ -16,7 +16,7 @@ functions: ``run_docgen_check`` (where a touched file is one of its docgen input
 generated Ethos-U and VGF docs must not change), ``run_vgf_op_support_checks`` and
 ``run_public_api_validator`` (every ``public_api_manifests/api_manifest_*.toml`` against the
 API). Their scripts import ``executorch.backends.arm``: the checkout's own, in front of the
-env that hosts main (:mod:`overlay.upstream.canary.host`), so what a hosted main prints
+env that hosts main (:mod:`overlay.upstream.host`), so what a hosted main prints
 without the commit (the newest release's core under main's code) is no finding of it:
 :func:`overlay.upstream.verdicts.hook_findings` keeps what the commit adds.
 """
@@ -35,7 +35,7 @@ from overlay._git import git
 from overlay.envs import release_venvs
 from overlay.errors import UpstreamError
 from overlay.lines.pins import Pins
-from overlay.upstream.canary import host
+from overlay.upstream import host
 from overlay.upstream.commit_rules import HOOK
 from overlay.upstream.results import LintReport
 from overlay.upstream.upstream_pins import UpstreamPins

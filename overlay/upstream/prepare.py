@@ -15,7 +15,7 @@ canary's scratch repository) and the newest release's sources (its wheel). On ea
   failing.
 
 The patched side is the base's Arm backend with the one patch, in front of a stock env of
-the release (the canary's shadow, :mod:`overlay.upstream.canary.host`). On main, upstream's
+the release (the canary's shadow, :mod:`overlay.upstream.host`). On main, upstream's
 gate: every linter of its ``.lintrunner.toml`` on the whole touched files, MYPY as the
 pre-push hook runs it, the hook's docgen, VGF op-support and public API manifest checks
 (:mod:`overlay.upstream.lint`), and the hook's commit rules with its own verb list
@@ -41,13 +41,13 @@ from overlay.upstream import (
     behaviour,
     commit_rules,
     export,
+    host,
     lint,
     pr_text,
     replay,
     upstream_tests,
 )
-from overlay.upstream.canary import host
-from overlay.upstream.canary.gitrepo import (
+from overlay.upstream.gitrepo import (
     GITHUB,
     MAIN_REF,
     Scratch,

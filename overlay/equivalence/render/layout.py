@@ -11,7 +11,7 @@ executed VGF), the Ethos-U command streams, the declared divergences and the pat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import overlay
@@ -36,7 +36,6 @@ from overlay.equivalence.render.cells import (
     spec_text,
     status_code,
 )
-from overlay.equivalence.render.html import drawings
 from overlay.equivalence.render.sections import (
     case_verdicts,
     declared_lines,
@@ -100,8 +99,12 @@ def _targets(report: Report) -> list[Block]:
     return out
 
 
-def blocks(report: Report) -> list[Block]:
-    """Lay out the whole report (verdict first)."""
+Drawings = Callable[[Verdict], list[str]]  # a differing item's HTML drawings
+
+
+def blocks(report: Report, drawings: Drawings = lambda _: []) -> list[Block]:
+    """Lay out the whole report (verdict first); ``drawings``: each differing item's HTML
+    drawings (the HTML page's own blocks; :func:`overlay.equivalence.render.html.drawings`)."""
     verdicts = ordered(report)
     details = {v.item: detail_lines(v) for v in verdicts}
     verdict, *counts = headline(report)
@@ -142,14 +145,17 @@ def text(report: Report) -> str:
 
 
 def write_reports(
-    report: Report, folder: Path, suffixes: Sequence[str] = ("json", "md", "html")
+    report: Report,
+    folder: Path,
+    suffixes: Sequence[str] = ("json", "md", "html"),
+    drawings: Drawings = lambda _: [],
 ) -> list[Path]:
     """Write ``equivalence.json``, ``.md`` and ``.html`` (or ``suffixes``) into ``folder``."""
     verdict = "FAIL" if report.failures else "PASS"
     return render.write(
         folder,
         "equivalence",
-        blocks(report),
+        blocks(report, drawings),
         document.to_document(report),
         suffixes,
         title=f"Equivalence report: {verdict}",

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from overlay.text.applier import HunkMismatchError, apply_patch, decode
 from overlay.text.series import Patch
-from overlay.upstream.canary.gitrepo import Scratch
 from overlay.upstream.canary.rebase import LineSeries
+from overlay.upstream.gitrepo import Scratch
 from overlay.upstream.replay import Step, try_patch
 from overlay.upstream.results import BROKEN, BisectResult, Status
 

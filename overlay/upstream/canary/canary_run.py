@@ -34,10 +34,10 @@ from overlay import __version__, codec
 from overlay.errors import OverlayError, UpstreamError
 from overlay.lines import Line, all_lines, default_line, line_named
 from overlay.text.series import Series, load_series
-from overlay.upstream import releases, replay, upstream_tests
-from overlay.upstream.canary import bisect, forwarded, gate, host
-from overlay.upstream.canary.gitrepo import MAIN_REF, Scratch, fixed_date, open_upstream
+from overlay.upstream import host, releases, replay, upstream_tests
+from overlay.upstream.canary import bisect, forwarded, gate
 from overlay.upstream.canary.rebase import commit_series, replay_onto
+from overlay.upstream.gitrepo import MAIN_REF, Scratch, fixed_date, open_upstream
 from overlay.upstream.results import (
     BROKEN,
     MERGED,

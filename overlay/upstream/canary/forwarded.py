@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import Patch
-from overlay.upstream.canary.gitrepo import LogEntry, Scratch
 from overlay.upstream.commit_rules import PREFIX
 from overlay.upstream.export import upstream_subject
+from overlay.upstream.gitrepo import LogEntry, Scratch
 from overlay.upstream.results import Forwarded, ForwardState, parse_applied_upstream
 
 _PR_URL = re.compile(r"github\.com/[\w.-]+/[\w.-]+/pull/(\d+)")

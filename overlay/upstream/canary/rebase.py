@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from overlay.text.applier import decode, encode
 from overlay.text.series import Patch, Series
 from overlay.upstream import replay
-from overlay.upstream.canary.gitrepo import Scratch, fixed_date
+from overlay.upstream.gitrepo import Scratch, fixed_date
 from overlay.upstream.replay import Carry, Step
 from overlay.upstream.results import Replay
 from overlay.worktree import commit_message

@@ -29,7 +29,7 @@ from overlay.fixes import Fix
 from overlay.lines.listing import patch_number
 from overlay.text.applier import encode
 from overlay.text.series import PATCH_SUFFIX, Series, load_series
-from overlay.upstream import behaviour, releases, replay, upstream_pins, upstream_tests
+from overlay.upstream import behaviour, pin_check, releases, replay, upstream_pins, upstream_tests
 from overlay.upstream.behaviour import Side
 from overlay.upstream.releases import Release
 from overlay.upstream.results import (
@@ -42,7 +42,7 @@ from overlay.upstream.results import (
     parse_applied_upstream,
 )
 from overlay.upstream.retarget import candidate as cand
-from overlay.upstream.retarget import conflicts, pin_check
+from overlay.upstream.retarget import conflicts
 from overlay.upstream.retarget.moves import case_moves, runtime_form_note
 from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
 from overlay.upstream.upstream_pins import UpstreamPins

@@ -31,9 +31,9 @@ from overlay.errors import OverlayError
 from overlay.lines import Line
 from overlay.text.series import Patch
 from overlay.upstream import behaviour, upstream_tests
-from overlay.upstream.canary.gitrepo import Scratch
+from overlay.upstream.gitrepo import Scratch
+from overlay.upstream.pin_check import PinCandidate, confirm_runtime, upstream_torch_pin
 from overlay.upstream.results import HostState, MainBehaviour, PatchBehaviour, TestRun
-from overlay.upstream.retarget.pin_check import PinCandidate, confirm_runtime, upstream_torch_pin
 from overlay.upstream.upstream_pins import for_series
 
 Progress = Callable[[str], None]
@@ -246,9 +246,9 @@ def host_env(
 ) -> tuple[str, release_venvs.Env, str]:
     """Return the newest release, its stock env (pytest added) and whose tool pins it holds.
 
-    The first pin set whose env passes :func:`overlay.upstream.retarget.pin_check.check_env`
+    The first pin set whose env passes :func:`overlay.upstream.pin_check.check_env`
     (the quantized kernels register, a conv lowers for TOSA and VGF; cached in the env)
-    wins, as for a retarget (:func:`~overlay.upstream.retarget.pin_check.confirm_runtime`).
+    wins, as for a retarget (:func:`~overlay.upstream.pin_check.confirm_runtime`).
     """
     version, line = newest_release(lines)
     torch = ""
