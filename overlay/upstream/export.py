@@ -108,7 +108,10 @@ def commit_message(patch: Patch, signer: Identity) -> str:
 
 
 def _diff_with_git(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> tuple[str, str]:
-    """Return (diffstat, full-index diff) of ``before`` -> ``after``, computed by git."""
+    """Return (diffstat, full-index diff) of ``before`` -> ``after``, computed by git.
+
+    A path only ``after`` holds is a new file (``new file mode 100644``).
+    """
     with tempfile.TemporaryDirectory(prefix="overlay-export-") as tmp:
         repo = Path(tmp)
         git(repo, "init", "-q")
@@ -119,9 +122,11 @@ def _diff_with_git(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> t
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "base")
         for path, data in after.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
             (repo / path).write_bytes(data)
-        stat = git(repo, "diff", "--stat=72", "--summary")
-        diff = git(repo, "diff", "--full-index")
+        git(repo, "add", "-A")
+        stat = git(repo, "diff", "--cached", "--no-renames", "--stat=72", "--summary")
+        diff = git(repo, "diff", "--cached", "--no-renames", "--full-index")
     return stat, diff
 
 
@@ -161,7 +166,7 @@ def _patched(
     patch: Patch, release: Mapping[str, bytes]
 ) -> tuple[dict[str, bytes], dict[str, bytes]]:
     paths = [f.path for f in patch.files]
-    missing = [p for p in paths if p not in release]
+    missing = [p for p in paths if p not in release and p not in patch.creates]
     if missing:
         raise UpstreamError(
             f"{patch.name}: {', '.join(missing)} is not in the base release",
@@ -169,7 +174,7 @@ def _patched(
             found="no such file",
             hint="retarget the line to the release (its candidate's patch is the port)",
         )
-    before = {p: release[p] for p in paths}
+    before = {p: release[p] for p in paths if p in release}
     try:
         after = apply_patch(patch, {p: decode(d) for p, d in before.items()}, allow_offset=True)
     except HunkMismatchError as exc:
