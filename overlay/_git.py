@@ -126,7 +126,11 @@ def merge_file(
 def diff_files(
     before: Mapping[str, bytes], after: Mapping[str, bytes], *, context: int = 3
 ) -> tuple[str, str]:
-    """Return (diffstat, full-index diff) of ``before`` -> ``after``, computed by git."""
+    """Return (diffstat, full-index diff) of ``before`` -> ``after``, computed by git.
+
+    A path only ``after`` holds is a new file (``new file mode 100644``); renames and copies
+    are never detected, whatever the user's git configuration.
+    """
     with tempfile.TemporaryDirectory(prefix="overlay-diff-") as tmp:
         repo = Path(tmp)
         git(repo, "init", "-q")
@@ -136,7 +140,9 @@ def diff_files(
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "base")
         for path, data in after.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
             (repo / path).write_bytes(data)
-        stat = git(repo, "diff", "--stat=72", "--summary")
-        diff = git(repo, "diff", "--full-index", f"-U{context}")
+        git(repo, "add", "-A")
+        stat = git(repo, "diff", "--cached", "--no-renames", "--stat=72", "--summary")
+        diff = git(repo, "diff", "--cached", "--no-renames", "--full-index", f"-U{context}")
     return stat, diff

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", f"executorch {series.pins.executorch} pristine sources")
     git(dest, "tag", BASE_TAG)
-    current = dict(sources)
+    current: dict[str, bytes | None] = {p: sources.get(p) for p in series.targets()}
     for patch in series.patches:
         for repo_path in patch.targets:
             current[repo_path] = transform((patch,), repo_path, current[repo_path])
@@ -86,9 +87,12 @@ def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
         git(dest, "commit", "-q", "-F", "-", stdin=message)
 
 
-def _write(root: Path, files: dict[str, bytes]) -> None:
+def _write(root: Path, files: Mapping[str, bytes | None]) -> None:
     for repo_path, data in files.items():
         path = root / repo_path
+        if data is None:
+            path.unlink(missing_ok=True)
+            continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
 
@@ -148,25 +152,34 @@ def regenerate(
         texts[name] = header + HEADER_END + diff
         parse_patch(name, texts[name])  # refuse anything the loader would refuse
     new_series = old.with_patches(tuple(parse_patch(n, t) for n, t in texts.items()))
-    base_files = {path: show(worktree, f"{BASE_TAG}:{path}") for path in new_series.targets()}
+    base_files = {
+        path: None if path in new_series.created else show(worktree, f"{BASE_TAG}:{path}")
+        for path in new_series.targets()
+    }
     hashes = _checked_hashes(new_series, base_files, worktree)
     checksums = format_checksums(new_series, hashes)
     return _write_patches(patches_dir, old.pins, texts, checksums, old_text, dry_run=dry_run)
 
 
-def _checked_hashes(series: Series, base: dict[str, bytes], worktree: Path) -> dict[str, str]:
-    """Apply the new series to the base files; they must equal HEAD's files byte for byte."""
+def _checked_hashes(
+    series: Series, base: dict[str, bytes | None], worktree: Path
+) -> dict[str, str]:
+    """Apply the new series to the base files; they must equal HEAD's files byte for byte.
+
+    A file the series creates is not in the base (None).
+    """
     hashes = {}
     for repo_path, data in base.items():
-        series.pins.check_pristine(
-            repo_path,
-            sha256_bytes(data),
-            where=f"{worktree} at {BASE_TAG}",
-            hint=f"patches may only touch pinned files; pin new ones in {series.pins.source}",
-        )
+        if data is not None:
+            series.pins.check_pristine(
+                repo_path,
+                sha256_bytes(data),
+                where=f"{worktree} at {BASE_TAG}",
+                hint=f"patches may only edit pinned files; pin new ones in {series.pins.source}",
+            )
         result = transform(series.patches, repo_path, data)
         head = show(worktree, f"HEAD:{repo_path}")
-        if result != head:
+        if result is None or result != head:
             raise SeriesError(
                 f"the regenerated series does not reproduce HEAD's {repo_path}",
                 hint="commit or stash uncommitted changes in the work tree",

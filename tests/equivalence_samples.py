@@ -154,9 +154,10 @@ def patched_copy(package: Path, series: Series, folder: Path) -> Path:
     shutil.copytree(package, target, copy_function=os.link)
     for repo_path in series.targets():
         path = target / repo_path
-        data = transform(series.patches, repo_path, path.read_bytes())
-        path.unlink()  # break the hardlink before writing
-        path.write_bytes(data)
+        data = transform(series.patches, repo_path, path.read_bytes() if path.exists() else None)
+        path.unlink(missing_ok=True)  # break the hardlink before writing
+        if data is not None:
+            path.write_bytes(data)
     return folder
 
 

@@ -50,6 +50,15 @@ def make_diff(path: str, old: str, new: str, *, context: int = 3) -> str:
     return "".join(out)
 
 
+def created_diff(path: str, text: str) -> str:
+    """Return git's diff creating ``path`` with ``text`` (``new file mode 100644``)."""
+    body = make_diff(path, "", text).split("\n", 2)[2]  # the hunk, after the file header
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..1111111\n"
+        f"--- /dev/null\n+++ b/{path}\n{body}"
+    )
+
+
 def write_files(path: Path, files: Mapping[str, bytes]) -> Path:
     """Write a wheel holding ``files`` (name -> bytes), each dated at the zip epoch."""
     with WheelWriter(path) as archive:
@@ -118,11 +127,12 @@ def write_series(
         encoding="utf-8",
     )
     parsed: list[Patch] = [parse_patch(n, t) for n, t in patches.items()]
+    digest_source = Series(folder, tuple(parsed), pins.load(folder))  # checks the creations
     hashes = {}
-    for patch in parsed:
-        for path in patch.targets:
-            hashes[path] = sha(transform(parsed, path, pristine[path]))
-    digest_source = Series(folder, tuple(parsed), pins.load(folder))
+    for path in digest_source.targets():
+        after = transform(parsed, path, pristine.get(path))  # absent: a file it creates
+        assert after is not None
+        hashes[path] = sha(after)
     (folder / "SHA256SUMS").write_text(format_checksums(digest_source, hashes), encoding="utf-8")
     return load_series(folder)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from overlay.text.applier import (
 )
 from overlay.text.series import Patch, parse_patch
 
-from scaffold import make_diff, patch_text, write_series
+from scaffold import created_diff, make_diff, patch_text, write_series
 
 OLD = "".join(f"line {i}\n" for i in range(1, 21))
 
@@ -461,6 +462,66 @@ def test_a_file_the_patch_names_but_the_sources_lack() -> None:
     assert exc.expected == "f.py in the sources"
     assert exc.found == "no such file"
     assert exc.hint == "the file moved or was removed upstream: port the patch"
+
+
+NEW_FILE = "void main() {}\n// nearest\n"
+
+
+def test_a_created_file_comes_from_nothing_and_its_reverse_leaves_no_file() -> None:
+    create = parse_patch("0001-c.patch", patch_text("C", created_diff("s/new.glsl", NEW_FILE)))
+    edited = NEW_FILE.replace("nearest", "round half to even")
+    edit = parse_patch("0002-e.patch", patch_text("E", make_diff("s/new.glsl", NEW_FILE, edited)))
+    assert create.creates == ("s/new.glsl",) and edit.creates == ()
+    assert transform([create], "s/new.glsl", None) == NEW_FILE.encode()
+    assert transform([create, edit], "s/new.glsl", None) == edited.encode()
+    assert transform([create, edit], "s/new.glsl", edited.encode(), reverse=True) is None
+    assert apply_patch(create, {"f.py": OLD}) == {"f.py": OLD, "s/new.glsl": NEW_FILE}
+    assert apply_patch(create, {"f.py": OLD, "s/new.glsl": NEW_FILE}, reverse=True) == {"f.py": OLD}
+
+
+def test_a_creation_refuses_an_existing_file_even_an_empty_one() -> None:
+    create = parse_patch("0001-c.patch", patch_text("C", created_diff("s/new.glsl", NEW_FILE)))
+    for existing in (b"", NEW_FILE.encode()):
+        with pytest.raises(HunkMismatchError) as info:
+            transform([create], "s/new.glsl", existing)
+        exc = info.value
+        assert exc.message == (
+            "patch 0001-c.patch, file s/new.glsl: the patch creates the file, and it exists"
+        )
+        assert exc.expected == "no s/new.glsl"
+        assert exc.hint == "the file is shipped now (upstream added it): drop or port the patch"
+    with pytest.raises(HunkMismatchError, match="and it exists"):
+        apply_patch(create, {"s/new.glsl": "x\n"})
+
+
+def test_reversing_a_creation_needs_exactly_the_created_lines() -> None:
+    create = parse_patch("0001-c.patch", patch_text("C", created_diff("s/new.glsl", NEW_FILE)))
+    with pytest.raises(HunkMismatchError) as info:
+        transform([create], "s/new.glsl", (NEW_FILE + "extra\n").encode(), reverse=True)
+    assert info.value.message == (
+        "patch 0001-c.patch, file s/new.glsl: the file holds more than the patch created"
+    )
+    assert info.value.found == "1 more lines"
+    with pytest.raises(HunkMismatchError, match="the file does not exist"):
+        transform([create], "s/new.glsl", None, reverse=True)
+    with pytest.raises(HunkMismatchError, match="hunk 1 does not reverse-apply"):
+        transform([create], "s/new.glsl", b"other\n", reverse=True)
+
+
+def test_transform_checked_gives_no_file_for_a_created_one_in_reverse(tmp_path: Path) -> None:
+    series = write_series(
+        tmp_path / "s",
+        {"0001-c.patch": patch_text("C", created_diff("backends/new.glsl", NEW_FILE))},
+        {},
+    )
+    assert series.created == frozenset({"backends/new.glsl"})
+    assert series.pristine_sha256("backends/new.glsl") is None
+    assert transform_checked(series, "backends/new.glsl", None) == NEW_FILE.encode()
+    assert transform_checked(series, "backends/new.glsl", NEW_FILE.encode(), reverse=True) is None
+    stale = dataclasses.replace(series, patched_sha256={"backends/new.glsl": "0" * 64})
+    with pytest.raises(ChecksumMismatchError) as info:
+        transform_checked(stale, "backends/new.glsl", None)
+    assert info.value.found == f"sha256 {hashlib.sha256(NEW_FILE.encode()).hexdigest()}"
 
 
 def test_transform_checked_requires_the_recorded_bytes(tmp_path: Path) -> None:

@@ -215,10 +215,10 @@ CASES = [
         f"patch 0001-a.patch renames or links {A}",
     ),
     Case(
-        "new file",
+        "new executable file",
         hostile_patch(
             diff_git(
-                "new file mode 100644\n",
+                "new file mode 100755\n",
                 hunks="--- /dev/null\n+++ b/backends/arm/new.py\n@@ -0,0 +1 @@\n+x = 1\n",
                 path="backends/arm/new.py",
             )

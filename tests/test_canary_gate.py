@@ -5,13 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_canary_fixture import BASE, build_line
+from test_canary_fixture import BASE, _commit, build_line
 
-from overlay import _git
+from overlay import _git, worktree
+from overlay._git import git
 from overlay.text.series import load_series
 from overlay.upstream.canary import gate
+from overlay.upstream.canary.rebase import commit_series, replay_onto
+from overlay.upstream.gitrepo import open_upstream
+from overlay.upstream.results import Status
 
-from scaffold import make_diff, write_series
+from scaffold import created_diff, make_diff, write_series
 
 SOURCES = {path: text.encode() for path, text in BASE.items()}
 
@@ -90,3 +94,34 @@ def test_the_gate_exports_a_subject_whatever_its_verb(tmp_path: Path) -> None:
     assert patch.subject == "Return x + 2 in alpha"  # "Return" is no hook verb
     mbox = gate.exported(series, SOURCES, "ab" * 20)[patch.name]
     assert "Subject: [PATCH] Arm backend: Return x + 2 in alpha" in mbox
+
+
+def test_a_line_creating_a_file_passes_the_gate_and_rebases_onto_upstream(
+    tmp_path: Path,
+) -> None:
+    """Regenerate reproduces the new-file patch, its mbox is the same bytes under a hostile
+    config, and the canary commits it on its base and replays it onto main, creating it."""
+    path = next(iter(BASE))
+    shader = "backends/arm/vgf/shaders/nearest.glsl"
+    created = "// Copyright 2026 Arm Limited and/or its affiliates.\nvoid main() {}\n"
+    diff = make_diff(path, BASE[path], BASE[path].replace("x + 1", "x + 2"))
+    header = "Description: Add a nearest shader\nForwarded: no\nLast-Update: 2026-12-02\n---\n"
+    folder = tmp_path / "1.2.0"
+    series = write_series(
+        folder, {"0008-nearest.patch": header + diff + created_diff(shader, created)}, SOURCES
+    )
+    worktree.create(series, SOURCES, tmp_path / "canonical")
+    worktree.regenerate(tmp_path / "canonical", folder)  # the canonical (git) form
+    result = gate.run_gate(folder, SOURCES, "ab" * 20, tmp_path / "scratch")
+    assert result.ok, result.checks
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    base = _commit(repo, dict(BASE), "Initial Arm backend", 1)
+    main = _commit(repo, {"backends/arm/other.py": "x = 1\n"}, "Arm backend: Add other", 2)
+    scratch = open_upstream(str(repo), tmp_path / "scratch-repo")
+    line = commit_series(scratch, load_series(folder), base)
+    assert scratch.files(line.tip, [shader]) == {shader: created.encode()}
+    found, _, tip = replay_onto(scratch, line, ("main", main), line_name="1.2.0", ports={})
+    assert found.patches[0].own.status is Status.APPLIES
+    assert scratch.files(tip, [shader]) == {shader: created.encode()}

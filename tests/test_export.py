@@ -14,6 +14,7 @@ from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.text.applier import apply_patch, decode, encode
 from overlay.text.series import Patch, load_series, parse_patch
+from overlay.upstream.canary import gate
 from overlay.upstream.commit_rules import MAX_LINE, Identity, check_message
 from overlay.upstream.export import (
     ARM_CC,
@@ -32,7 +33,7 @@ from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.replay import ports_of
 from overlay.upstream.upstream_pins import for_series
 
-from scaffold import make_diff
+from scaffold import created_diff, make_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNER = Identity("Jane Doe", "jane.doe@example.org")
@@ -163,8 +164,38 @@ def test_the_base_is_main_where_the_patch_applies_there(tmp_path: Path) -> None:
     assert (item.base_commit, item.before) == ("ab" * 20, release[0])
 
 
+def test_a_created_file_exports_as_a_new_file_git_am_creates(tmp_path: Path) -> None:
+    """A patch creating a shader beside an edit: git's new-file diff, ``git am`` makes it,
+    the same bytes under a hostile git config (renames=copies finds no copy), and a base
+    that holds the file already refuses the export."""
+    shader = "backends/arm/vgf/shaders/new.glsl"
+    text = BASE.replace("value_3 = 3", "nearest = 3")  # a near copy of the file it edits
+    diff = make_diff(PATH, BASE, FIXED) + created_diff(shader, text)
+    patch = parse_patch(
+        "0001-demo.patch", LONG + "Forwarded: no\nLast-Update: 2026-12-02\n---\n" + diff
+    )
+    release = {PATH: BASE.encode()}
+    item = export_patch(patch, release, signer=SIGNER, base_commit="cd" * 20, year=2026)
+    assert item.before == {PATH: BASE.encode()}
+    assert item.after == {PATH: FIXED.encode(), shader: text.encode()}
+    assert f"diff --git a/{shader} b/{shader}\nnew file mode 100644\n" in item.mbox
+    assert f" create mode 100644 {shader}\n" in item.mbox
+    with gate.global_git_config(tmp_path / "hostile"):
+        (tmp_path / "hostile").write_text(gate.HOSTILE_GITCONFIG)
+        again = export_patch(patch, release, signer=SIGNER, base_commit="cd" * 20, year=2026)
+    assert again.mbox == item.mbox
+    repo = _repo(tmp_path, release)
+    _git_am(repo, item)
+    assert (repo / shader).read_text() == text
+    assert git(repo, "status", "--porcelain") == ""
+    with pytest.raises(UpstreamError) as info:
+        export_patch(patch, {**release, shader: b"x\n"}, signer=SIGNER, year=2026)
+    assert info.value.message == "0001-demo.patch does not apply to the base release"
+    assert "the patch creates the file, and it exists" in str(info.value.found)
+
+
 def _expected_after(patch: Patch, release: Mapping[str, bytes]) -> dict[str, bytes]:
-    texts = {f.path: decode(release[f.path]) for f in patch.files}
+    texts = {f.path: decode(release[f.path]) for f in patch.files if f.path in release}
     return {p: encode(t) for p, t in apply_patch(patch, texts, allow_offset=True).items()}
 
 
@@ -186,7 +217,7 @@ def test_the_1_5_1_ports_export_hook_clean_and_git_am(tmp_path: Path, number: in
     assert any(p.startswith("backends/arm/test/") for p in item.after)
     assert f"base-commit: {commit}" in item.mbox
     assert item.after == _expected_after(port, files)
-    repo = _repo(tmp_path, {p: files[p] for p in port.targets})
+    repo = _repo(tmp_path, {p: files[p] for p in port.targets if p in files})
     _git_am(repo, item)
     for path, data in item.after.items():
         assert (repo / path).read_bytes() == data, path

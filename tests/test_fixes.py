@@ -43,6 +43,8 @@ from overlay.lines import evidence
 from overlay.lines.evidence import Status
 from overlay.text.series import load_series
 
+from scaffold import created_diff
+
 ROOT = Path(__file__).resolve().parent.parent
 NO_EVIDENCE = evidence.LineEvidence(1, "", "", "", ())
 DOCS = ROOT / "docs" / "fixes.md"
@@ -395,10 +397,10 @@ def test_validation_names_each_inconsistency(
 
 
 def test_validation_names_a_patch_without_a_fix_module(tmp_path: Path) -> None:
-    toy_fix.write_line(toy_fix.write_lines(tmp_path), "9.11.0", (toy_fix.PATCH, "0008-x.patch"))
+    toy_fix.write_line(toy_fix.write_lines(tmp_path), "9.11.0", (toy_fix.PATCH, "0098-x.patch"))
     registry = _toy_registry()
     assert registry.problems(lines.all_lines(tmp_path)) == [
-        "line 9.11.0 lists 0008-x.patch, which has no fix module (overlay/fixes/f0008_<slug>.py)",
+        "line 9.11.0 lists 0098-x.patch, which has no fix module (overlay/fixes/f0098_<slug>.py)",
         "fix 99 is carried by line 9.11.0 but has no runtime form for it and no DiffOnly reason",
     ]
 
@@ -575,3 +577,54 @@ def test_what_the_newest_line_sends_is_declared_in_upstreams_words() -> None:
         assert cited <= set(numbers) and len(numbers) == len(set(numbers)), patch.name
         for pr in fix.upstream.cited:
             assert pr.title and re.fullmatch(r"[A-Za-z0-9](?:-?[A-Za-z0-9])*", pr.author), pr
+
+
+# --- fix 8's runtime form ships the shaders its patch creates --------------------------------
+
+
+def test_fix_8_reads_each_file_its_patch_creates_as_the_applier_does() -> None:
+    from overlay.fixes import f0008_vgf_nearest_grid_sample_ties as nearest
+    from overlay.text.applier import transform
+    from overlay.text.series import load_series, parse_patch
+
+    patch = load_series(ROOT / "patches" / "1.5.1").of({nearest.NUMBER})[0]
+    shipped = {f"{nearest.SHADERS}/{s}{nearest.BINARY}" for s in nearest.NEAREST.values()}
+    assert shipped <= set(patch.creates)
+    for path in patch.creates:
+        assert nearest.created_text(patch.text, path).encode() == transform((patch,), path, None)
+    header = "Description: x\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    bare = parse_patch("0008-x.patch", header + created_diff("s/a.txt", "one\ntwo"))
+    assert nearest.created_text(bare.text, "s/a.txt") == "one\ntwo"  # no newline at the end
+    with pytest.raises(OverlayError, match=r"does not create s/b\.txt"):
+        nearest.created_text(
+            bare.text.replace("--- /dev/null\n+++ b/s/a.txt", "--- a/s/b.txt\n+++ b/s/b.txt"),
+            "s/b.txt",
+        )
+
+
+def test_fix_8_picks_the_nearest_shaders_from_the_cache_for_nearest_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from overlay.fixes import f0008_vgf_nearest_grid_sample_ties as nearest
+
+    monkeypatch.setenv(lines.PATCHES_ENV, str(ROOT / "patches" / "1.5.1"))
+    monkeypatch.setenv("OVERLAY_CACHE_DIR", str(tmp_path))
+    module = ModuleType("grid_sampler")
+    module.GRID_SAMPLER_2D_SAMPLER_INT8_VK_FORMAT = "int8"  # type: ignore[attr-defined]
+
+    def original(sampler_vk_format: str | None, align_corners: bool) -> str:
+        return f"stock {sampler_vk_format} {align_corners}"
+
+    chosen = nearest.sample_nearest_at_pytorchs_texel(module, original)
+
+    def payload(interpolation_mode: int, fmt: str, align_corners: bool) -> str:
+        return str(chosen(fmt, align_corners=align_corners))  # as 1.5.1 calls it: no mode
+
+    assert payload(0, "int8", True) == "stock int8 True"
+    for (int8, corners), stem in nearest.NEAREST.items():
+        path = Path(payload(1, "int8" if int8 else "float", corners))
+        assert path.parent == tmp_path / "runtime" / "fix-8" and path.name.endswith(
+            stem + ".spirv.b64"
+        )
+    assert chosen("float", align_corners=False, interpolation_mode=0) == "stock float False"
+    assert len(list((tmp_path / "runtime" / "fix-8").iterdir())) == 4

@@ -46,6 +46,7 @@ from overlay.target import deps, journal, locate, state, transaction
 from overlay.text.series import Series, load_series
 
 from scaffold import (
+    created_diff,
     make_diff,
     make_tree,
     patch_text,
@@ -1043,3 +1044,87 @@ def test_verify_install_of_an_in_place_venv_lists_the_lock_differences(env: Env)
     assert info.value.hint is not None
     assert info.value.hint.startswith("this environment was patched in place, not made from")
     assert info.value.hint.endswith("; to make it the lock exactly: sync it")
+
+
+CREATED = {  # a module and a text file the synthetic release lacks, in folders it ships
+    "backends/arm/p0/created.py": "CREATED = 'new'\n",
+    "backends/arm/p1/nearest.spirv.b64": "AwIjBwAAAQA=\n",
+}
+
+
+def test_a_created_file_is_installed_recorded_reverted_and_uninstalled(
+    env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`apply` creates the files (RECORD rows, provenance without a pristine hash), `status`
+    says which files the series creates, `revert` leaves the site byte for byte as before
+    (bytecode of the created module included), and pip uninstalls the rest."""
+    patches = dict(
+        {p.name: p.text for p in env.series.patches},
+        **{
+            "0100-create.patch": patch_text(
+                "Create", "".join(created_diff(p, t) for p, t in CREATED.items())
+            )
+        },
+    )
+    files = {repo_path(i): old_text(i).encode() for i in range(N)}
+    series = write_series(tmp_path / "patches", patches, files)
+    args = ["--patches", str(series.directory)]
+    before = snapshot(env.site)
+    assert main([*args, "apply", "--target", str(env.venv)]) == 0
+    said = capsys.readouterr().out
+    assert "patched: backends/arm/p0/created.py (a new file)" in said
+    record_is_true(env.site)
+    for path, text in CREATED.items():
+        assert (env.site / "executorch" / path).read_text() == text
+    dist = next(iter(importlib.metadata.distributions(name="executorch", path=[str(env.site)])))
+    provenance = codec.loads(prov.Provenance, dist.read_text(prov.PROVENANCE_FILE) or "")
+    assert provenance.files["executorch/backends/arm/p0/created.py"] == prov.FileRecord(
+        None, sha256_bytes(CREATED["backends/arm/p0/created.py"].encode())
+    )
+    assert main([*args, "status", "--target", str(env.venv)]) == 0
+    assert "  patched   backends/arm/p0/created.py (a file the series creates)" in (
+        capsys.readouterr().out
+    )
+    assert check_installed(series, import_modules=False, search_path=env.site).files[
+        "executorch/backends/arm/p1/nearest.spirv.b64"
+    ] == sha256_bytes(CREATED["backends/arm/p1/nearest.spirv.b64"].encode())
+    assert compileall.compile_dir(env.site / "executorch" / "backends/arm/p0", quiet=1)
+    assert list(env.site.rglob("__pycache__/created.*.pyc"))
+    assert main([*args, "revert", "--target", str(env.venv)]) == 0
+    assert "reverted: backends/arm/p0/created.py (removed)" in capsys.readouterr().out
+    after = snapshot(env.site)
+    compiled = {k for k in before if "/__pycache__/m" in k}  # pip's, of the replaced modules
+    assert {k: v for k, v in before.items() if k not in compiled} == after
+    status = state.inspect(series, locate.find_target(env.venv))
+    assert status.state is state.TreeState.PRISTINE
+    assert status.files["backends/arm/p0/created.py"] is state.FileState.PRISTINE
+    assert status.digests["backends/arm/p0/created.py"] == "missing"
+    pip(env.venv, "uninstall", "--yes", "executorch")
+    assert snapshot(env.site) == env.empty
+
+
+def test_a_created_file_that_exists_or_has_no_folder_is_refused(env: Env, tmp_path: Path) -> None:
+    files = {repo_path(i): old_text(i).encode() for i in range(N)}
+    create = {"0100-create.patch": patch_text("Create", created_diff(*next(iter(CREATED.items()))))}
+    series = write_series(tmp_path / "patches", create, files)
+    there = env.site / "executorch" / "backends/arm/p0/created.py"
+    there.write_text("someone else's\n")
+    before = snapshot(env.site)
+    with pytest.raises(OverlayError) as info:
+        transaction.apply(series, locate.find_target(env.venv))
+    assert info.value.message == "1 file(s) are neither pristine nor patched; nothing was written"
+    assert info.value.details == "    backends/arm/p0/created.py: drifted"
+    assert snapshot(env.site) == before
+    there.unlink()
+    elsewhere = {
+        "0100-create.patch": patch_text("Create", created_diff("backends/arm/nx/n.py", "N = 1\n"))
+    }
+    series = write_series(tmp_path / "elsewhere", elsewhere, files)
+    before = snapshot(env.site)
+    with pytest.raises(OverlayError) as info:
+        transaction.apply(series, locate.find_target(env.venv))
+    assert info.value.message == (
+        "executorch/backends/arm/nx/n.py cannot be created: its folder does not exist;"
+        " nothing was written"
+    )
+    assert snapshot(env.site) == before

@@ -45,6 +45,7 @@ from overlay.target import journal, locate, state, transaction
 from overlay.text.series import Series, load_series
 
 from scaffold import (
+    created_diff,
     fast_tmp,
     make_diff,
     make_tree,
@@ -57,6 +58,11 @@ from scaffold import (
 
 N_FILES = 10
 BYTECODE = range(2)  # modules with compiled bytecode of three interpreters/levels
+# Files a patch creates (folders of the tree): a module (bytecode in the patched tree) and text
+CREATED = {
+    "backends/arm/m1/created.py": "CREATED = 1\n",
+    "backends/arm/m2/shader.glsl": "#version 450\nvoid main() {}\n",
+}
 Snapshot = dict[str, bytes | str]
 
 
@@ -83,6 +89,8 @@ def series_patches(n: int) -> dict[str, str]:
         patches[f"{first // 3 + 1:04d}-p.patch"] = patch_text(f"Patch {first}", diffs)
     second = new_text(0).replace("v9 = 9\n", "v9 = 'nine'\n")
     patches["9999-again.patch"] = patch_text("Again", make_diff(repo_path(0), new_text(0), second))
+    created = "".join(created_diff(path, text) for path, text in CREATED.items())
+    patches["0500-create.patch"] = patch_text("Create", created)
     return patches
 
 
@@ -154,7 +162,8 @@ def templates(base: Path, series: Series, pristine: Path, bytecode: list[str]) -
     applied = snapshot(applied_tree)
     patched = base / "P1"
     shutil.copytree(applied_tree, patched)
-    add_bytecode(patched, bytecode, b"new ", record=False)
+    created = sorted(p for p in series.created if p.endswith(".py"))
+    add_bytecode(patched, [*bytecode, *created], b"new ", record=False)
     reverted_tree = base / "P2"
     shutil.copytree(patched, reverted_tree)
     transaction.apply(series, locate.find_target(reverted_tree), reverse=True)
@@ -356,13 +365,26 @@ def run_matrix(
 def test_the_checkpoints_name_every_step(world: World, tmp: Path) -> None:
     names = trace(world, tmp, reverse=False)
     steps = [n for n in names if n.startswith("step ")]
-    # the sources, 3 x 2 stale .pyc; METADATA, RECORD, provenance, original (2); the rename
-    assert len(steps) == N_FILES + 6 + 5 + 1
+    # the sources and created files, 3 x 2 stale .pyc; METADATA, RECORD, provenance,
+    # original (2); the rename
+    writes = N_FILES + len(CREATED) + 5
+    assert len(steps) == N_FILES + len(CREATED) + 6 + 5 + 1
     assert names[names.index("journal") + 1] == f"step 1/{len(steps)}"
-    assert [n for n in names if n.startswith("staged ")][
-        -1
-    ] == f"staged {N_FILES + 5}/{N_FILES + 5}"
+    assert [n for n in names if n.startswith("staged ")][-1] == f"staged {writes}/{writes}"
     assert names[-3:] == ["synced", "committed", "cleaned"]
+
+
+def test_created_files_come_with_their_rows_and_go_with_them(world: World) -> None:
+    pristine = snapshot(world.pristine)
+    record = next(k for k in pristine if k.endswith(".dist-info/RECORD"))
+    applied_record = next(v for k, v in world.applied.items() if k.endswith(".dist-info/RECORD"))
+    assert isinstance(applied_record, bytes)
+    for path, text in CREATED.items():
+        assert world.applied[f"executorch/{path}"] == text.encode()
+        assert f"executorch/{path},sha256=".encode() in applied_record
+        assert f"executorch/{path}" not in world.reverted
+    assert world.reverted[record] == pristine[record]  # RECORD byte for byte as before
+    assert strip_bytecode(world.reverted) == strip_bytecode(pristine)
 
 
 @pytest.mark.parametrize("reverse", [False, True], ids=["apply", "revert"])
@@ -396,6 +418,11 @@ def random_series(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, bytes], li
         sources[path] = old_text_.encode()
         if draw(st.booleans()):
             bytecode.append(path)
+    if draw(st.booleans()):  # a patch creating a file in the first folder
+        text = "".join(f"n{j} = 0\n" for j in range(draw(st.integers(1, 5))))
+        patches["9000-create.patch"] = patch_text(
+            "Create", created_diff("backends/arm/d0/n.py", text)
+        )
     return patches, sources, bytecode
 
 
@@ -479,8 +506,8 @@ def subset_run(
 
 @pytest.mark.parametrize(
     ("reverse", "fixes"),
-    [(False, frozenset({2, 4})), (True, frozenset({1, 9999}))],
-    ids=["apply --fix 2,4", "revert --fix 1,9999"],
+    [(False, frozenset({2, 500})), (True, frozenset({1, 9999}))],
+    ids=["apply --fix 2,500", "revert --fix 1,9999"],
 )
 def test_a_killed_subset_run_is_settled_by_running_it_again(
     world: World, tmp: Path, reverse: bool, fixes: frozenset[int]
@@ -494,7 +521,7 @@ def test_a_killed_subset_run_is_settled_by_running_it_again(
         subset_run(world, clean, fixes, reverse=reverse)()
     wanted = strip_bytecode(snapshot(clean))
     held = state.inspect(world.series, locate.find_target(clean)).record.fixes
-    assert held == (frozenset({2, 3, 4}) if reverse else fixes)  # fix 9999 needs fix 1: both go
+    assert held == (frozenset({2, 3, 4, 500}) if reverse else fixes)  # 9999 needs 1: both go
     checkpoints = log.read_text().splitlines()
     assert len([c for c in checkpoints if c.startswith("step ")]) > 5
     verb = "revert" if reverse else "apply"

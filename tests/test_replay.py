@@ -18,7 +18,7 @@ from overlay.upstream.replay import check_file, line_steps, try_patch
 from overlay.upstream.results import Status, parse_applied_upstream
 from overlay.upstream.upstream_pins import for_series
 
-from scaffold import make_diff
+from scaffold import created_diff, make_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = "backends/arm/_passes/demo_pass.py"
@@ -251,3 +251,26 @@ def test_conflict_regions_keep_context_and_each_region() -> None:
     assert (first.line, second.line) == (5, 14)
     assert first.text == "c\nd\n<<<<<<< x\n1\n=======\n2\n>>>>>>> y\ne\nf\n"
     assert second.text.startswith("g\nh\n<<<<<<< x\n3\n") and second.text.endswith(">>>>>>> y\n")
+
+
+def test_a_created_file_applies_where_absent_and_is_contained_where_upstream_added_it() -> None:
+    shader = "backends/arm/vgf/shaders/new.glsl"
+    created = "void main() {}\n"
+    header = "Description: Add a shader\nForwarded: no\nLast-Update: 2026-12-02\n---\n"
+    patch = parse_patch(
+        "0008-s.patch", header + make_diff(PATH, BASE, FIXED) + created_diff(shader, created)
+    )
+    diff = patch.files[1]
+    assert check_file(None, diff, {PATH}).status is Status.APPLIES
+    here = check_file(created, diff, {PATH, shader})
+    assert (here.status, here.detail) == (Status.CONTAINED, f"{shader} exists on the base")
+    other = check_file("void other() {}\n", diff, {PATH, shader})
+    assert (other.status, other.detail) == (
+        Status.CONFLICT,
+        f"{shader} exists on the base, with other text",
+    )
+    carried = replay.replay([patch], {PATH: BASE}, {PATH})
+    assert carried[0].replayed.own.status is Status.APPLIES
+    assert carried[0].after == {PATH: FIXED, shader: created}
+    merged = replay.replay([patch], {PATH: FIXED, shader: created}, {PATH, shader})
+    assert merged[0].replayed.own.status is Status.CONTAINED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ from overlay.upstream.retarget.run import Request, own_fixes
 from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
 from overlay.upstream.verdicts import apply_behaviour, decide_patch, final_verdict, readiness
 
-from scaffold import make_diff, pins_toml
+from scaffold import created_diff, make_diff, pins_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = "backends/arm/_passes/demo_pass.py"
@@ -438,3 +439,19 @@ def test_own_fixes_are_the_target_lines_fixes_beyond_the_candidate(tmp_path: Pat
     assert [f.number for f in own_fixes(request, ported)] == [7]
     nowhere = Request(patches_dir=root / "1.2.0", version="1.6.0", out_dir=tmp_path)
     assert own_fixes(nowhere, ported) == []
+
+
+def test_a_patch_creating_a_file_is_carried_onto_a_release_without_it() -> None:
+    """Planned like an edit: the created file comes after it; the candidate pins only the
+    release's files (none for the file the patch creates)."""
+    shader = "backends/arm/vgf/shaders/new.glsl"
+    header = "Description: Add a shader\nForwarded: no\nLast-Update: 2026-12-02\n---\n"
+    diff = make_diff(PATH, OLD, FIX_AFTER) + created_diff(shader, "void main() {}\n")
+    patch = parse_patch("0001-fix.patch", header + diff)
+    new = "line 0\n" + OLD
+    (plan,) = _plans(new, patch)
+    assert plan.action is Action.CARRIED
+    assert plan.after[shader] == "void main() {}\n"
+    assert candidate_pristine([plan], {PATH: new.encode()}) == {
+        PATH: hashlib.sha256(new.encode()).hexdigest()
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from pathlib import Path
 
@@ -13,10 +14,10 @@ from overlay import fixes, lines
 from overlay.errors import SeriesError, UnsafePatchError
 from overlay.lines import pins
 from overlay.lines.listing import read_series_names, read_text
+from overlay.text.file_diffs import check_repo_path
 from overlay.text.series import (
     HEADER_END,
     Series,
-    check_repo_path,
     format_checksums,
     load_series,
     normalize_counts,
@@ -27,7 +28,7 @@ from overlay.text.series import (
 )
 from overlay.upstream.upstream_pins import for_series
 
-from scaffold import make_diff, patch_text, write_series
+from scaffold import created_diff, make_diff, patch_text, write_series
 
 PATCHES = Path(__file__).resolve().parent.parent / "patches" / "1.2.0"
 
@@ -260,10 +261,13 @@ def test_saved_samples_round_trip_byte_for_byte(path: Path) -> None:
     raw = path.read_bytes()
     text = raw.decode("utf-8")
     patch = parse_patch(path.name, text)
-    assert str(patch.patch_set).encode() == split_header(text, name=path.name)[1].encode()
+    # git writes a one-line hunk as "@@ -0,0 +1 @@" (a new one-line .spirv.b64): unidiff
+    # spells the count out, as the loader compares
+    diff = normalize_counts(split_header(text, name=path.name)[1])
+    assert str(patch.patch_set).encode() == diff.encode()
     assert (patch.header_text + HEADER_END + patch.diff).encode() == raw
     assert patch.text.encode() == raw
-    assert str(PatchSet(patch.diff)) == patch.diff  # twice: parsing is stable
+    assert str(PatchSet(patch.diff)) == diff  # twice: parsing is stable
 
 
 def test_a_crlf_file_diff_keeps_its_crlf_content_lines() -> None:
@@ -344,11 +348,17 @@ GIT_LINE = "diff --git a/backends/x.py b/backends/x.py\n"
 Refusal = tuple[type[SeriesError], str, str | None, str | None, str | None]
 HINT_EDIT = "regenerate the patch from a clean work tree (`executorch-arm-overlay edit`)"
 HINT_P1 = "regenerate the patch with `git diff` or `executorch-arm-overlay edit`"
-HINT_GIT = "the overlay patches existing files only; drop that part of the diff"
+HINT_GIT = (
+    "the overlay edits files and creates text files; it does not delete, rename, copy,"
+    " change modes or carry binary content: drop that part of the diff"
+)
 HINT_EXT = "regenerate the patch with `git diff` of a content-only change"
 EXPECT_PATH = "a relative path inside the executorch tree, like backends/arm/..."
-EXPECT_GIT = "text hunks that modify files the pinned wheel ships"
-EXPECT_MOD = "modifications of files the pinned wheel ships"
+EXPECT_GIT = (
+    "text hunks that edit files the pinned wheel ships or create text files"
+    " ('new file mode 100644' with '--- /dev/null')"
+)
+EXPECT_MOD = "edits of files the pinned wheel ships, or new text files"
 EXPECT_EXT = "'diff --git' and 'index <a>..<b> 100644' (or 100755) only"
 PATH_PROBLEMS = {
     "nul": "an empty path or one with NUL or backslash characters",
@@ -481,14 +491,35 @@ PATCH_REFUSALS: dict[str, tuple[str, Refusal]] = {
             HINT_GIT,
         ),
     ),
-    "creates": (
-        HEADER + "--- /dev/null\n+++ b/backends/x.py\n@@ -0,0 +1,1 @@\n+x\n",
+    "creates an executable": (
+        HEADER + GIT_LINE + "new file mode 100755\n--- /dev/null\n+++ b/backends/x.py\n"
+        "@@ -0,0 +1,1 @@\n+x\n",
         (
             UnsafePatchError,
             "patch p.patch creates backends/x.py",
-            EXPECT_MOD,
-            "a diff that creates a file",
-            "the overlay patches existing files only",
+            EXPECT_GIT,
+            "'new file mode 100755'",
+            HINT_GIT,
+        ),
+    ),
+    "creates from more than nothing": (
+        HEADER + "--- /dev/null\n+++ b/backends/x.py\n@@ -1,1 +1,1 @@\n-x\n+y\n",
+        (
+            SeriesError,
+            "patch p.patch creates backends/x.py from more than nothing",
+            "one hunk '@@ -0,0 +1,N @@' after '--- /dev/null'",
+            "1 hunk(s), the first from line 1",
+            "regenerate the patch with `git diff`",
+        ),
+    ),
+    "binary content in a text hunk": (
+        HEADER + "--- /dev/null\n+++ b/backends/x.spv\n@@ -0,0 +1,1 @@\n+\x03\x02#\x07\x00\n",
+        (
+            UnsafePatchError,
+            "patch p.patch carries binary content for backends/x.spv",
+            "text lines (no NUL bytes)",
+            "a NUL byte in a hunk line",
+            HINT_GIT,
         ),
     ),
     "deletes": (
@@ -498,7 +529,7 @@ PATCH_REFUSALS: dict[str, tuple[str, Refusal]] = {
             "patch p.patch deletes backends/x.py",
             EXPECT_MOD,
             "a diff that deletes a file",
-            "the overlay patches existing files only",
+            HINT_GIT,
         ),
     ),
     "renames": (
@@ -508,7 +539,7 @@ PATCH_REFUSALS: dict[str, tuple[str, Refusal]] = {
             "patch p.patch renames or links backends/y.py",
             EXPECT_MOD,
             "a diff that renames or links a file",
-            "the overlay patches existing files only",
+            HINT_GIT,
         ),
     ),
     "index of another mode": (
@@ -631,14 +662,14 @@ PATCH_REFUSALS: dict[str, tuple[str, Refusal]] = {
             HINT_GIT,
         ),
     ),
-    "new file from /dev/null without a git line": (
+    "new executable from /dev/null without a git line": (
         HEADER
-        + "new file mode 100644\n--- /dev/null\n+++ b/backends/my file.py\n@@ -0,0 +1 @@\n+x\n",
+        + "new file mode 100755\n--- /dev/null\n+++ b/backends/my file.py\n@@ -0,0 +1 @@\n+x\n",
         (
             UnsafePatchError,
             "patch p.patch creates backends/my file.py",
             EXPECT_GIT,
-            "'new file mode 100644'",
+            "'new file mode 100755'",
             HINT_GIT,
         ),
     ),
@@ -1036,3 +1067,54 @@ def test_an_odd_diff_git_line_still_gives_the_refusal() -> None:
     assert info.value.message == (
         "patch p.patch changes the file mode of diff --git a/backends/x.py c/backends/x.py"
     )
+
+
+GLSL = "#version 450\nvoid main() {}\n"
+
+
+def test_a_patch_may_create_a_text_file_the_release_lacks(tmp_path: Path) -> None:
+    diff = created_diff("backends/arm/new.glsl", GLSL) + make_diff("backends/a.py", "a\n", "b\n")
+    series = write_series(
+        tmp_path / "s", {"0001-c.patch": patch_text("C", diff)}, {"backends/a.py": b"a\n"}
+    )
+    patch = series.patches[0]
+    assert patch.targets == ("backends/arm/new.glsl", "backends/a.py")
+    assert patch.creates == ("backends/arm/new.glsl",)
+    assert series.created == frozenset({"backends/arm/new.glsl"})
+    assert series.pristine_sha256("backends/arm/new.glsl") is None
+    assert series.pristine_sha256("backends/a.py") == hashlib.sha256(b"a\n").hexdigest()
+    assert set(series.expected_patched_sha256()) == {"backends/arm/new.glsl", "backends/a.py"}
+
+
+def test_a_created_file_has_one_creator_which_comes_first(tmp_path: Path) -> None:
+    create = patch_text("C", created_diff("backends/new.glsl", GLSL))
+    edit = patch_text("E", make_diff("backends/new.glsl", GLSL, GLSL + "// more\n"))
+    with pytest.raises(SeriesError) as info:
+        write_series(tmp_path / "twice", {"0001-c.patch": create, "0002-c.patch": create}, {})
+    exc = info.value
+    assert exc.message == (
+        "patch 0002-c.patch creates backends/new.glsl, which 0001-c.patch touches before it"
+    )
+    assert exc.found == "0001-c.patch, then 0002-c.patch"
+    assert exc.hint == "merge the creations into one patch, or reorder the series"
+    with pytest.raises(SeriesError, match=r"which 0001-e\.patch touches before it"):
+        write_series(
+            tmp_path / "late",
+            {"0001-e.patch": edit, "0002-c.patch": create},
+            {"backends/new.glsl": GLSL.encode()},
+        )
+    ordered = write_series(tmp_path / "ok", {"0001-c.patch": create, "0002-e.patch": edit}, {})
+    assert ordered.created == frozenset({"backends/new.glsl"})
+    assert ordered.touching("backends/new.glsl") == frozenset({1, 2})
+
+
+def test_a_created_file_pinned_as_shipped_is_refused(tmp_path: Path) -> None:
+    create = patch_text("C", created_diff("backends/new.glsl", GLSL))
+    with pytest.raises(SeriesError) as info:
+        write_series(
+            tmp_path / "s", {"0001-c.patch": create}, {}, pinned={"backends/new.glsl": b"x"}
+        )
+    exc = info.value
+    assert exc.message.startswith("the series creates backends/new.glsl, which ")
+    assert exc.message.endswith("pins.toml pins as shipped")
+    assert exc.found == "[pristine] entries for backends/new.glsl"

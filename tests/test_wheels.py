@@ -25,7 +25,15 @@ from overlay.errors import (
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series, load_series
 
-from scaffold import make_diff, patch_text, run_forked, unpack, write_files, write_series
+from scaffold import (
+    created_diff,
+    make_diff,
+    patch_text,
+    run_forked,
+    unpack,
+    write_files,
+    write_series,
+)
 
 A = "backends/arm/a.py"
 B = "backends/arm/b.py"
@@ -320,3 +328,52 @@ def test_verify_install_does_not_import_upstream_tests(repo_path: str, skipped: 
     from overlay.envs import verify_install
 
     assert verify_install._upstream_test(repo_path) is skipped
+
+
+NEW = "backends/arm/shaders/new.glsl"
+NEW_TEXT = "#version 450\nvoid main() {}\n"
+
+
+def test_a_created_file_is_packed_recorded_and_checked(tmp_path: Path) -> None:
+    source = make_wheel(tmp_path / "cache", {A: A_OLD, B: B_OLD})
+    diff = make_diff(A, A_OLD.decode(), A_NEW.decode()) + created_diff(NEW, NEW_TEXT)
+    series = write_series(
+        tmp_path / "patches",
+        {"0001-a.patch": patch_text("Change a, add a shader", diff)},
+        {A: A_OLD},
+        wheel_sha=sha256_file(source),
+    )
+    assert wheels.patched_checksums(series, source) == {
+        A: sha256_bytes(A_NEW),
+        NEW: sha256_bytes(NEW_TEXT.encode()),
+    }
+    built = wheels.build_patched_wheel(series, source, series.pins.wheels[0], tmp_path / "dist")
+    members = installer_members(built.path)  # RECORD lists it with its hash
+    assert members[f"executorch/{NEW}"] == NEW_TEXT.encode()
+    assert built.provenance.files[f"executorch/{NEW}"] == prov.FileRecord(
+        None, sha256_bytes(NEW_TEXT.encode())
+    )
+    site = unpack(built.path, tmp_path / "site")
+    report = check_installed(series, import_modules=False, search_path=site)
+    assert report.files[f"executorch/{NEW}"] == sha256_bytes(NEW_TEXT.encode())
+    (site / "executorch" / NEW).unlink()
+    with pytest.raises(InstallCheckError) as info:
+        check_installed(series, import_modules=False, search_path=site)
+    assert info.value.found == "missing"
+
+
+def test_a_wheel_that_ships_a_file_the_series_creates_is_refused(tmp_path: Path) -> None:
+    source = make_wheel(tmp_path / "cache", {A: A_OLD, NEW: b"shipped\n"})
+    series = write_series(
+        tmp_path / "patches",
+        {"0001-n.patch": patch_text("Add a shader", created_diff(NEW, NEW_TEXT))},
+        {},
+        wheel_sha=sha256_file(source),
+    )
+    with pytest.raises(TargetError) as info:
+        wheels.build_patched_wheel(series, source, series.pins.wheels[0], tmp_path / "dist")
+    exc = info.value
+    assert exc.message == f"{NAME} ships files the series creates"
+    assert exc.found == f"executorch/{NEW} in the wheel"
+    assert exc.hint == "the series and the wheel are for different releases: port the patch"
+    assert not (tmp_path / "dist").exists() or not list((tmp_path / "dist").glob("*.whl"))

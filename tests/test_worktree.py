@@ -10,9 +10,10 @@ import pytest
 from overlay import codec, worktree
 from overlay._git import git
 from overlay.cli import main
+from overlay.errors import UnsafePatchError
 from overlay.text.series import load_series
 
-from scaffold import make_diff, patch_text, snapshot, write_series
+from scaffold import created_diff, make_diff, patch_text, snapshot, write_series
 
 A = "backends/arm/a.py"
 B = "backends/arm/b.py"
@@ -68,3 +69,55 @@ def test_regenerate_dry_run_says_what_would_change_and_writes_nothing(
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["dry_run"] is False
     assert "+A9 = 9\n" in load_series(tmp_path / "patches").patches[0].diff
+
+
+def test_a_created_file_round_trips_through_the_work_tree(tmp_path: Path) -> None:
+    """`edit` lays the created file out in its commit; a new commit creating another file
+    regenerates into a ``new file mode 100644`` patch whose checksums hold."""
+    new = "backends/arm/shaders/new.glsl"
+    patches = {
+        "0001-a.patch": patch_text(
+            "Change a", make_diff(A, A_OLD, A_OLD.replace("a3 ", "A3 ")) + created_diff(new, "x\n")
+        ),
+    }
+    series = write_series(tmp_path / "patches", patches, {A: A_OLD.encode()})
+    work = tmp_path / "work"
+    worktree.create(series, {A: A_OLD.encode()}, work)
+    assert (work / new).read_text() == "x\n"
+    assert git(work, "show", "--format=", "--name-status", "HEAD").split() == ["M", A, "A", new]
+    (work / "backends/arm/shaders/more.glsl").write_text("y\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "Add another shader")
+    worktree.regenerate(work, tmp_path / "patches", today="2026-12-02")
+    again = load_series(tmp_path / "patches")
+    assert again.created == frozenset({new, "backends/arm/shaders/more.glsl"})
+    assert "new file mode 100644\n" in again.patches[1].diff
+    assert set(again.expected_patched_sha256()) == {A, new, "backends/arm/shaders/more.glsl"}
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("rm", f"patch 0002-drop.patch deletes {A}"),
+        ("mv", f"patch 0002-drop.patch deletes {A}"),  # --no-renames: a deletion, then a creation
+        ("binary", "patch 0002-drop.patch contains a binary diff for backends/arm/shader.spv"),
+    ],
+)
+def test_a_commit_deleting_renaming_or_adding_binary_is_refused(
+    tmp_path: Path, change: str, said: str
+) -> None:
+    patches = {"0001-a.patch": patch_text("Change a", make_diff(A, A_OLD, A_OLD + "a = 1\n"))}
+    series = write_series(tmp_path / "patches", patches, {A: A_OLD.encode()})
+    work = tmp_path / "work"
+    worktree.create(series, {A: A_OLD.encode()}, work)
+    if change == "binary":
+        (work / "backends/arm/shader.spv").write_bytes(b"\x03\x02#\x07\x00\x00\x01\x00")
+    else:
+        git(work, *(["rm", "-q", A] if change == "rm" else ["mv", A, "backends/arm/c.py"]))
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "Drop\n\nOverlay-Patch: 0002-drop.patch")
+    before = snapshot(tmp_path / "patches")
+    with pytest.raises(UnsafePatchError) as info:
+        worktree.regenerate(work, tmp_path / "patches")
+    assert info.value.message == said
+    assert snapshot(tmp_path / "patches") == before

@@ -52,6 +52,7 @@ def write_line(root: Path, version: str, patches: tuple[str, ...] = (PATCH,)) ->
     if patches == (PATCH,):  # other series are for the registry's checks: no checksums
         series = load_series(folder)
         patched = transform(series.patches, REPO_PATH, PRISTINE.encode())
+        assert patched is not None
         checksums = format_checksums(series, {REPO_PATH: sha(patched)})
         (folder / CHECKSUMS_FILE).write_text(checksums, encoding="utf-8")
     return folder

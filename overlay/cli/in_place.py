@@ -142,7 +142,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         out(f"target {target.root} (executorch {target.version})")
         out(f"  state: {status.summary}")
         for repo_path, state in status.files.items():
-            out(f"  {state.value:<9} {repo_path}")
+            new = " (a file the series creates)" if repo_path in series.created else ""
+            out(f"  {state.value:<9} {repo_path}{new}")
     return 0
 
 
@@ -169,7 +170,8 @@ def _describe_plan(plan: Plan, verb: str, series: Series) -> None:
     if plan.recovery is not None:
         out(f"recovered: {plan.recovery.summary}")
     for change in plan.changes:
-        out(f"  {verb}: {change.repo_path}")
+        new = " (a new file)" if change.old is None else " (removed)" if change.new is None else ""
+        out(f"  {verb}: {change.repo_path}{new}")
     whole = plan.chosen == series.numbers
     done = ("pristine" if whole else "reverted") if plan.reverse else "patched"
     for repo_path in plan.unchanged:  # files the chosen fixes do not touch are not listed

@@ -42,7 +42,7 @@ class PatchRecord:
 class FileRecord:
     """One patched file's sha256 before and after the series."""
 
-    pristine: str
+    pristine: str | None  # None: the release lacks the file (the series creates it)
     patched: str
 
 

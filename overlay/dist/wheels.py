@@ -192,16 +192,28 @@ def pin_for_file(series: Series, path: Path) -> WheelPin:
 
 
 def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
-    """Return the bytes of every file the series touches, read from a wheel, by repo path."""
+    """Return the bytes of every file the series edits, read from a wheel, by repo path.
+
+    The wheel must ship every file the series edits and none it creates.
+    """
     wanted = {series.pins.wheel_path(p): p for p in series.targets()}
     members = wheelzip.read_members(source, wanted.__contains__)
-    missing = sorted(set(wanted) - set(members))
+    created = {series.pins.wheel_path(p) for p in series.created}
+    missing = sorted(set(wanted) - set(members) - created)
     if missing:
         raise TargetError(
             f"{source.name} lacks files the series patches",
-            expected=", ".join(sorted(wanted)),
+            expected=", ".join(sorted(set(wanted) - created)),
             found=f"missing: {', '.join(missing)}",
             hint="the series and the wheel are for different releases",
+        )
+    shipped = sorted(created & set(members))
+    if shipped:
+        raise TargetError(
+            f"{source.name} ships files the series creates",
+            expected=f"no {', '.join(shipped)} (the series creates them)",
+            found=f"{', '.join(shipped)} in the wheel",
+            hint="the series and the wheel are for different releases: port the patch",
         )
     return {wanted[name]: data for name, data in members.items()}
 
@@ -424,7 +436,7 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
                         series.pins.check_pristine(
                             repo_path, pristine, where=source.name, hint=_NO_REPACK_HINT
                         )
-                        data = transform_checked(series, repo_path, data)
+                        data = _patched(series, repo_path, data)
                         files[name] = FileRecord(pristine, sha256_bytes(data))
                     elif name == old_dist + METADATA:
                         data = patched_metadata(series, metadata, where=name).encode()
@@ -436,6 +448,11 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
                     else:
                         data = src.read(name)  # checked against the source's RECORD
                     dst.add(_renamed(name, old_dist, new_dist), data, like=info)
+                for repo_path in sorted(series.created):  # new files, dated like RECORD
+                    name = series.pins.wheel_path(repo_path)
+                    data = _patched(series, repo_path, None)
+                    files[name] = FileRecord(None, sha256_bytes(data))
+                    dst.add(name, data, like=record_info)
                 provenance = make_provenance(
                     series, files, base_wheel=pin.file, base_sha256=pin.sha256
                 )
@@ -450,16 +467,28 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
     return provenance, digest
 
 
+def _patched(series: Series, repo_path: str, data: bytes | None) -> bytes:
+    """Return a file after the series (None: one it creates), checked against SHA256SUMS."""
+    new = transform_checked(series, repo_path, data)
+    assert new is not None  # SHA256SUMS records bytes for every file after the series
+    return new
+
+
 def _renamed(name: str, old_dist: str, new_dist: str) -> str:
     return new_dist + name[len(old_dist) :] if name.startswith(old_dist) else name
 
 
 def patched_checksums(series: Series, source: Path) -> dict[str, str]:
     """Apply the series to the wheel's pristine files in memory; return their new sha256."""
-    hashes = {}
-    for repo_path, data in read_wheel_sources(source, series).items():
+    sources: dict[str, bytes | None] = {p: None for p in series.created}
+    for repo_path, shipped in read_wheel_sources(source, series).items():
         series.pins.check_pristine(
-            repo_path, sha256_bytes(data), where=source.name, hint=_NO_REPACK_HINT
+            repo_path, sha256_bytes(shipped), where=source.name, hint=_NO_REPACK_HINT
         )
-        hashes[repo_path] = sha256_bytes(transform(series.patches, repo_path, data))
+        sources[repo_path] = shipped
+    hashes = {}
+    for repo_path, data in sources.items():
+        new = transform(series.patches, repo_path, data)
+        if new is not None:
+            hashes[repo_path] = sha256_bytes(new)
     return hashes

@@ -142,7 +142,7 @@ def check_installed(
         unlocked = check_lock(lock, installed, repair=repair, in_place=in_place)
     if stock:
         status = _stock_tree(series, site, repair)
-        expected = {p: series.pins.pristine_sha256(p) for p in series.targets()}
+        expected = {p: series.pristine_sha256(p) or "missing" for p in series.targets()}
     else:
         status = verified(series, site, rebuild=repair)
         expected = series.expected_patched_sha256()
@@ -152,7 +152,7 @@ def check_installed(
         patched = {
             series.pins.module_name(p): site / series.pins.wheel_path(p)
             for p in expected
-            if not _upstream_test(p)
+            if p.endswith(".py") and not _upstream_test(p) and expected[p] != "missing"
         }
         loaded = _import(python or Path(sys.executable), [*patched, *ARM_MODULES], stock, repair)
         for name, path in patched.items():

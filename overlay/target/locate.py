@@ -220,9 +220,12 @@ def find_target(path: Path, wanted: str = "") -> Target:
 
 
 def safe_file(series: Series, target: Target, repo_path: str) -> Path:
-    """Return the file for ``repo_path`` after refusing unlisted files and symlinked paths."""
+    """Return the file for ``repo_path`` after refusing unlisted files and symlinked paths.
+
+    A file the series creates is listed only once a run created it.
+    """
     wheel_path = series.pins.wheel_path(repo_path)
-    if wheel_path not in target.record:
+    if wheel_path not in target.record and repo_path not in series.created:
         raise UnsafePatchError(
             f"{wheel_path} is not listed in {target.dist_info.name}/RECORD",
             expected="a file the executorch distribution installed",

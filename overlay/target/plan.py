@@ -66,12 +66,12 @@ from overlay.text.series import Series
 
 @dataclass(frozen=True)
 class FileChange:
-    """One file's bytes before and after."""
+    """One file's bytes before and after (None: no file, one the series creates)."""
 
     repo_path: str
     path: Path
-    old: bytes
-    new: bytes
+    old: bytes | None
+    new: bytes | None
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def plan(
     record = read_record(series, target.dist_info)
     _refuse_wheel_metadata(series, target, reverse, record)
     changes, unchanged = [], []
-    now: dict[str, bytes] = {}
+    now: dict[str, bytes | None] = {}
     for repo_path, read in files.items():
         want = after & series.touching(repo_path)
         if read.fixes == want:
@@ -166,6 +166,8 @@ def plan(
             now[repo_path] = read.data
             continue
         new = _bytes_holding(series, read, want, reverse=reverse, chosen=chosen)
+        if read.data is None:
+            _refuse_no_folder(read.path, target)
         changes.append(FileChange(repo_path, read.path, read.data, new))
         now[repo_path] = new
     bytecode = _stale_bytecode(changes)
@@ -249,7 +251,7 @@ def _not_restored(series: Series, target: Target, changes: Iterable[FileChange])
     pristine = {
         series.pins.wheel_path(c.repo_path)
         for c in changes
-        if sha256_bytes(c.new) == series.pins.pristine_sha256(c.repo_path)
+        if c.new is not None and sha256_bytes(c.new) == series.pins.pristine_sha256(c.repo_path)
     }
     return tuple(
         sorted(
@@ -279,11 +281,24 @@ def _refuse_half_applied(series: Series, files: dict[str, FileRead], half: froze
     )
 
 
+def _refuse_no_folder(path: Path, target: Target) -> None:
+    """Refuse creating a file in a folder the tree lacks (a run creates files, not folders)."""
+    if not path.parent.is_dir():
+        raise TargetError(
+            f"{path.relative_to(target.root)} cannot be created: its folder does not exist;"
+            " nothing was written",
+            expected=f"{path.parent} (executorch installs it)",
+            found="no such folder",
+            hint="reinstall executorch; a fix that creates a folder needs the patched wheel"
+            " (`executorch-arm-overlay build-wheel`)",
+        )
+
+
 def _bytes_holding(
     series: Series, read: FileRead, want: frozenset[int], *, reverse: bool, chosen: frozenset[int]
-) -> bytes:
-    """Return the file's bytes holding exactly the fixes ``want`` (applied to its pristine)."""
-    assert read.pristine is not None  # drifted and missing files were refused
+) -> bytes | None:
+    """Return the file's bytes holding exactly the fixes ``want`` (applied to its pristine;
+    None: no file). Drifted and missing files were refused before."""
     if not want:
         return read.pristine
     if want == series.touching(read.repo_path):  # checked against SHA256SUMS
@@ -354,7 +369,7 @@ def _plan_metadata(
     target: Target,
     record: Record,
     after: frozenset[int],
-    now: dict[str, bytes],
+    now: dict[str, bytes | None],
 ) -> MetadataChange | None:
     """Compute the dist-info of a tree holding ``after``; None when it has it already."""
     meta = record.state
@@ -415,7 +430,7 @@ def _patched_dist_info(
     rows: tuple[RecordEntry, ...],
     record_text: str,
     name: str,
-    now: dict[str, bytes],
+    now: dict[str, bytes | None],
     fixes: frozenset[int],
 ) -> dict[str, bytes | None]:
     """Return the dist-info files of a tree holding ``fixes``, computed from the original."""
@@ -425,11 +440,9 @@ def _patched_dist_info(
     provenance = make_provenance(
         series,
         {
-            series.pins.wheel_path(p): FileRecord(
-                series.pins.pristine_sha256(p), sha256_bytes(now[p])
-            )
-            for p in series.targets()
-            if series.touching(p) & fixes
+            series.pins.wheel_path(p): FileRecord(series.pristine_sha256(p), sha256_bytes(data))
+            for p, data in now.items()
+            if series.touching(p) & fixes and data is not None
         },
         base_wheel=f"{original.dist_info} (patched in place)",
         base_sha256="",
@@ -441,7 +454,7 @@ def _patched_dist_info(
         f"{name}/{PROVENANCE_FILE}": provenance.encode(),
         f"{name}/{ORIGINAL_FILE}": kept.encode(),
         f"{name}/{ORIGINAL_RECORD}": record_text.encode(),
-        **{series.pins.wheel_path(p): data for p, data in now.items()},
+        **{series.pins.wheel_path(p): data for p, data in now.items() if data is not None},
     }
     record = rewrite_record(
         rows,

@@ -1,13 +1,13 @@
 """The state of an executorch tree, read once: what `status`, `apply` and `verify-install` see.
 
-Each file the series touches is classified by its bytes: pristine (the pinned sha256),
-patched (every fix that touches it: the SHA256SUMS entry), partly patched (some of those
-fixes: reverse-applying them gives the pinned pristine bytes, and applying them again gives
-the file), drifted or missing. From the files follow the fixes the tree holds; from the
-dist-info, what it records (stock, patched in place, or a patched wheel, and which fixes its
-provenance lists). :func:`inspect` reads all of it under the target's lock when it can,
-and :meth:`Status.problem` is the one verdict `status` (``complete``) and `verify-install`
-share.
+Each file the series touches is classified by its bytes: pristine (the pinned sha256, or
+absent for a file the series creates), patched (every fix that touches it: the SHA256SUMS
+entry), partly patched (some of those fixes: reverse-applying them gives the pinned pristine
+bytes, and applying them again gives the file), drifted or missing. From the files follow
+the fixes the tree holds; from the dist-info, what it records (stock, patched in place, or a
+patched wheel, and which fixes its provenance lists). :func:`inspect` reads all of it under
+the target's lock when it can, and :meth:`Status.problem` is the one verdict `status`
+(``complete``) and `verify-install` share.
 
 Example: line 1.5.1 (fixes 1, 3 and 7); the tree was `apply --fix 1,7`-ed.
 Becomes: files of fixes 1 and 7 ``patched``, the others ``pristine``; the tree ``partial``,
@@ -77,10 +77,11 @@ class FileRead:
 
     repo_path: str
     path: Path
-    data: bytes
+    data: bytes | None  # None: no file
     state: FileState
     fixes: frozenset[int]  # the fixes (numbers) the file holds; empty when drifted
-    pristine: bytes | None  # its pinned pristine bytes; None when drifted or missing
+    pristine: bytes | None  # its pinned pristine bytes; None: no file (drifted, missing, or
+    # pristine for a file the series creates: ``state`` says which)
 
 
 @dataclass(frozen=True)
@@ -98,49 +99,58 @@ def read_files(series: Series, target: Target) -> dict[str, FileRead]:
     files = {}
     for repo_path in series.targets():
         path = safe_file(series, target, repo_path)
-        if not path.is_file():
-            files[repo_path] = FileRead(repo_path, path, b"", FileState.MISSING, frozenset(), None)
-            continue
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
-        digest = sha256_bytes(data)
+        data = _read(path)
+        digest = None if data is None else sha256_bytes(data)
         mine = series.touching(repo_path)
-        if digest == series.pins.pristine_sha256(repo_path):
+        if digest == series.pristine_sha256(repo_path):
             read = FileRead(repo_path, path, data, FileState.PRISTINE, frozenset(), data)
+        elif data is None:
+            read = FileRead(repo_path, path, None, FileState.MISSING, frozenset(), None)
         elif digest == patched[repo_path]:
             pristine = transform_checked(series, repo_path, data, reverse=True)
             read = FileRead(repo_path, path, data, FileState.PATCHED, mine, pristine)
         else:
-            held, pristine_or_none = _partial(series, repo_path, data, mine)
-            state = FileState.DRIFTED if pristine_or_none is None else FileState.PARTIAL
-            read = FileRead(repo_path, path, data, state, held, pristine_or_none)
+            partial = _partial(series, repo_path, data, mine)
+            read = (
+                FileRead(repo_path, path, data, FileState.DRIFTED, frozenset(), None)
+                if partial is None
+                else FileRead(repo_path, path, data, FileState.PARTIAL, *partial)
+            )
         files[repo_path] = read
     return files
 
 
+def _read(path: Path) -> bytes | None:
+    """Return the file's bytes; None when there is none."""
+    if not path.is_file():
+        return None
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
+
+
 def _partial(
     series: Series, repo_path: str, data: bytes, mine: frozenset[int]
-) -> tuple[frozenset[int], bytes | None]:
-    """Return the proper subset of ``mine`` the file holds and its pristine bytes, if any."""
+) -> tuple[frozenset[int], bytes | None] | None:
+    """Return the proper subset of ``mine`` the file holds and its pristine bytes (None:
+    no file), or None when no subset gives it."""
     numbers = sorted(mine)
     if len(numbers) > MAX_SUBSET_FIXES:
-        return frozenset(), None
-    wanted = series.pins.pristine_sha256(repo_path)
+        return None
+    wanted = series.pristine_sha256(repo_path)
     for size in range(len(numbers) - 1, 0, -1):
         for combo in itertools.combinations(numbers, size):
             patches = series.of(combo)
             try:
                 pristine = transform(patches, repo_path, data, reverse=True)
-                if (
-                    sha256_bytes(pristine) == wanted
-                    and transform(patches, repo_path, pristine) == data
-                ):
+                if (None if pristine is None else sha256_bytes(pristine)) == wanted and transform(
+                    patches, repo_path, pristine
+                ) == data:
                     return frozenset(combo), pristine
             except HunkMismatchError:
                 continue
-    return frozenset(), None
+    return None
 
 
 def fix_states(series: Series, files: dict[str, FileRead]) -> tuple[frozenset[int], frozenset[int]]:
@@ -335,7 +345,7 @@ def inspect(series: Series, target: Target) -> Status:
             series,
             _tree_state(files, applied, half),
             {p: read.state for p, read in files.items()},
-            {p: sha256_bytes(read.data) if read.state is not FileState.MISSING else "missing"
+            {p: "missing" if read.data is None else sha256_bytes(read.data)
              for p, read in files.items()},
             record,
             applied,

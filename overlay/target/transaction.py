@@ -39,13 +39,17 @@ def _journal_changes(plan_: Plan) -> list[journal.Change]:
     def rel(path: Path) -> str:
         return path.relative_to(root).as_posix()
 
-    steps: list[journal.Change] = [
-        journal.Write(rel(c.path), c.new, sha256_bytes(c.old)) for c in plan_.changes
-    ]
-    steps += [journal.Delete(rel(b.path), b.sha256) for b in plan_.bytecode]
     meta = plan_.metadata
+    like = rel(plan_.target.dist_info / METADATA)  # a created file takes its mode and owner
+    steps: list[journal.Change] = []
+    for change in plan_.changes:
+        old = None if change.old is None else sha256_bytes(change.old)
+        if change.new is None:  # a file the series creates, reverted
+            steps.append(journal.Delete(rel(change.path), str(old)))
+        else:
+            steps.append(journal.Write(rel(change.path), change.new, old, like=like))
+    steps += [journal.Delete(rel(b.path), b.sha256) for b in plan_.bytecode]
     if meta is not None:
-        like = f"{meta.dist_info}/{METADATA}"
         for file in meta.files:
             path = f"{meta.dist_info}/{file.name}"
             if file.new is None:

@@ -7,8 +7,15 @@ never the overlay's own builds.
 Everything here is pure (bytes or text in, bytes or text out): one file diff applied to
 a text (:func:`apply_file`), one patch applied to a set of texts (:func:`apply_patch`),
 the series applied to one file's bytes (:func:`transform`, :func:`transform_checked`),
-and the lossless codec between them. ``overlay.install`` adds the file-system
+and the lossless codec between them. ``overlay.target`` adds the file-system
 transaction (hash checks, staging, rename, rollback, locking) on top of it.
+
+A file that does not exist is None (bytes) or left out of the mapping (texts). A diff that
+creates its file (``--- /dev/null``) applies only where the file does not exist, and its
+reverse leaves no file; any other diff needs the file.
+
+Example: ``transform(patches, "backends/arm/new.glsl", None)`` of a patch creating it.
+Becomes: the created file's bytes; ``transform(..., those bytes, reverse=True)`` is None.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from unidiff.patch import PatchedFile
 
 from overlay._hashing import sha256_bytes
 from overlay.errors import ApplyError, ChecksumMismatchError
+from overlay.text.file_diffs import creates
 from overlay.text.series import Patch, Series
 
 _SHOWN_LINES = 8
@@ -240,6 +248,52 @@ def apply_file(
     return FileResult("".join(out), tuple(offsets))
 
 
+def apply_to(
+    text: str | None,
+    patched_file: PatchedFile,
+    *,
+    reverse: bool = False,
+    allow_offset: bool = False,
+    where: str = "",
+    fuzz: int = 0,
+) -> str | None:
+    """Apply (or reverse) one file diff to a file that may not exist (None); None: no file.
+
+    A creating diff refuses an existing file forward, and in reverse must take every line.
+    """
+    new = creates(patched_file)
+    if text is None and not (new and not reverse):
+        raise HunkMismatchError(
+            f"{where}: the file does not exist",
+            hunk=1,
+            expected=f"{patched_file.path} in the sources",
+            found="no such file",
+            hint="the file moved or was removed upstream: port the patch",
+        )
+    if new and not reverse and text is not None:
+        raise HunkMismatchError(
+            f"{where}: the patch creates the file, and it exists",
+            hunk=1,
+            expected=f"no {patched_file.path}",
+            found=f"a file of {len(split_lines(text))} lines",
+            hint="the file is shipped now (upstream added it): drop or port the patch",
+        )
+    result = apply_file(
+        text or "", patched_file, reverse=reverse, allow_offset=allow_offset, where=where, fuzz=fuzz
+    ).text
+    if new and reverse:
+        if result:
+            raise HunkMismatchError(
+                f"{where}: the file holds more than the patch created",
+                hunk=1,
+                expected="only the lines the patch created",
+                found=f"{len(split_lines(result))} more lines",
+                hint="restore the file the patch created, or remove it",
+            )
+        return None
+    return result
+
+
 def _search(lines: Sequence[str], old: Sequence[str], around: int, *, floor: int) -> int:
     """Return the exact match of ``old`` nearest to ``around`` at or after ``floor``, or -1."""
     for distance in range(0, len(lines) + 1):
@@ -269,58 +323,59 @@ def apply_patch(
 ) -> dict[str, str]:
     """Apply one patch to ``{repository path: text}``; return the texts after it.
 
-    A file the patch names but ``texts`` lacks is a mismatch of its first hunk.
+    A file the patch edits but ``texts`` lacks is a mismatch of its first hunk; a file it
+    creates must be absent, and is absent again after its reverse.
     """
     out = dict(texts)
     for patched_file in patch.files:
         path = patched_file.path
         where = f"patch {patch.name}, file {path}"
-        if path not in out:
-            raise HunkMismatchError(
-                f"{where}: the file does not exist",
-                hunk=1,
-                expected=f"{path} in the sources",
-                found="no such file",
-                hint="the file moved or was removed upstream: port the patch",
-            )
-        out[path] = apply_file(
-            out[path],
+        text = apply_to(
+            out.get(path),
             patched_file,
             reverse=reverse,
             allow_offset=allow_offset,
             where=where,
             fuzz=fuzz,
-        ).text
+        )
+        if text is None:
+            out.pop(path, None)
+        else:
+            out[path] = text
     return out
 
 
 def transform(
-    patches: Iterable[Patch], repo_path: str, data: bytes, *, reverse: bool = False
-) -> bytes:
-    """Apply (or reverse, last patch first) every patch that touches ``repo_path``."""
+    patches: Iterable[Patch], repo_path: str, data: bytes | None, *, reverse: bool = False
+) -> bytes | None:
+    """Apply (or reverse, last patch first) every patch that touches ``repo_path``.
+
+    ``data`` None: the file does not exist (a patch creates it); a None result: no file.
+    """
     ordered = list(patches)
-    text = decode(data)
+    text = None if data is None else decode(data)
     for patch in reversed(ordered) if reverse else ordered:
         for patched_file in patch.files:
             if patched_file.path == repo_path:
                 where = f"patch {patch.name}, file {repo_path}"
-                text = apply_file(text, patched_file, reverse=reverse, where=where).text
-    return encode(text)
+                text = apply_to(text, patched_file, reverse=reverse, where=where)
+    return None if text is None else encode(text)
 
 
 def transform_checked(
-    series: Series, repo_path: str, data: bytes, *, reverse: bool = False
-) -> bytes:
+    series: Series, repo_path: str, data: bytes | None, *, reverse: bool = False
+) -> bytes | None:
     """Transform like :func:`transform`, then require the recorded result.
 
-    Forward, the result must be the SHA256SUMS entry; in reverse, the pinned pristine file.
+    Forward, the result must be the SHA256SUMS entry; in reverse, the pinned pristine file
+    (no file, for one the series creates).
     """
     new = transform(series.patches, repo_path, data, reverse=reverse)
     if reverse:
-        wanted = series.pins.pristine_sha256(repo_path)
+        wanted = series.pristine_sha256(repo_path)
     else:
         wanted = series.expected_patched_sha256()[repo_path]
-    found = sha256_bytes(new)
+    found = None if new is None else sha256_bytes(new)
     if found != wanted:
         raise ChecksumMismatchError(
             f"{repo_path}: the series produced unexpected bytes; nothing was written",

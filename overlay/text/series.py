@@ -1,4 +1,10 @@
-"""Load and validate the patch series: a ``series`` file plus DEP-3 headed unified diffs."""
+"""Load and validate the patch series: a ``series`` file plus DEP-3 headed unified diffs.
+
+A file diff edits a file the pinned release ships, or creates a text file it lacks
+(``--- /dev/null``, mode 100644): the series then starts that file from nothing, and its
+pristine state is "absent" (:meth:`Series.pristine_sha256` is None). Deleting, renaming,
+copying, mode changes and binary content are refused.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchedFile, PatchSet
@@ -15,6 +21,13 @@ from overlay.errors import SeriesError, UnsafePatchError
 from overlay.lines import pins as pins_module
 from overlay.lines.listing import read_series_names, read_text
 from overlay.lines.pins import Pins
+from overlay.text.file_diffs import (
+    check_file_diff,
+    check_repo_path,
+    creates,
+    refuse_git_actions,
+    repo_path,
+)
 
 CHECKSUMS_FILE = "SHA256SUMS"
 PATCH_SUFFIX = ".patch"
@@ -64,8 +77,13 @@ class Patch:
 
     @property
     def targets(self) -> tuple[str, ...]:
-        """Return the repository paths this patch modifies."""
+        """Return the repository paths this patch modifies or creates."""
         return tuple(repo_path(f) for f in self.patch_set)
+
+    @property
+    def creates(self) -> tuple[str, ...]:
+        """Return the repository paths this patch creates (``--- /dev/null``)."""
+        return tuple(repo_path(f) for f in self.patch_set if creates(f))
 
 
 @dataclass(frozen=True)
@@ -77,6 +95,18 @@ class Series:
     pins: Pins = field(compare=False, repr=False)
     patched_sha256: dict[str, str] = field(default_factory=dict, compare=False)
     checksums_for: str | None = None  # series digest SHA256SUMS was made for
+
+    def __post_init__(self) -> None:
+        _check_creations(self.patches, self.pins)
+
+    @property
+    def created(self) -> frozenset[str]:
+        """Return the repository paths the series creates (the pinned release lacks them)."""
+        return frozenset(path for patch in self.patches for path in patch.creates)
+
+    def pristine_sha256(self, repo_path: str) -> str | None:
+        """Return the pinned sha256 of a file before the series; None: the series creates it."""
+        return None if repo_path in self.created else self.pins.pristine_sha256(repo_path)
 
     def with_patches(self, patches: tuple[Patch, ...]) -> Series:
         """Return this series with other patches (and no recorded checksums)."""
@@ -154,41 +184,6 @@ class Series:
         )
 
 
-def check_repo_path(raw: str, *, patch: str) -> str:
-    """Validate a path from a diff header and return it as a clean relative POSIX path."""
-    problem = None
-    if not raw or "\0" in raw or "\\" in raw:
-        problem = "an empty path or one with NUL or backslash characters"
-    elif raw.startswith("/") or re.match(r"^[A-Za-z]:", raw):
-        problem = "an absolute path"
-    elif any(part in ("..", ".", "") for part in raw.split("/")):
-        problem = "a path with '..', '.' or empty components"
-    if problem is not None:
-        raise UnsafePatchError(
-            f"patch {patch} names an unsafe path",
-            expected="a relative path inside the executorch tree, like backends/arm/...",
-            found=f"{raw!r} ({problem})",
-            hint="regenerate the patch from a clean work tree (`executorch-arm-overlay edit`)",
-        )
-    return str(PurePosixPath(raw))
-
-
-def repo_path(patched_file: PatchedFile) -> str:
-    """Return the repository path of one file diff (``a/``/``b/`` prefixes removed)."""
-    return str(patched_file.path)
-
-
-def _strip_prefix(raw: str, prefix: str, *, patch: str) -> str:
-    if not raw.startswith(prefix):
-        raise SeriesError(
-            f"patch {patch} is not a -p1 diff",
-            expected=f"paths starting with {prefix!r} (git diff style)",
-            found=repr(raw),
-            hint="regenerate the patch with `git diff` or `executorch-arm-overlay edit`",
-        )
-    return raw[len(prefix) :]
-
-
 def split_header(text: str, *, name: str) -> tuple[str, str]:
     """Split a patch file into its DEP-3 header and its diff at the first ``---`` line."""
     index = 0
@@ -259,7 +254,7 @@ def parse_patch(name: str, text: str) -> Patch:
     """Parse and validate one patch file's text."""
     header_text, diff = split_header(text, name=name)
     header = parse_dep3(header_text, name=name)
-    _refuse_git_actions(diff, name=name)
+    refuse_git_actions(diff, name=name)
     try:
         patch_set = PatchSet(diff)
     except UnidiffParseError as exc:
@@ -272,7 +267,7 @@ def parse_patch(name: str, text: str) -> Patch:
     if len(patch_set) == 0:
         raise SeriesError(f"patch {name} changes no file", hint="remove it from the series")
     for patched_file in patch_set:
-        _check_file_diff(patched_file, name=name)
+        check_file_diff(patched_file, name=name)
     if str(patch_set) != normalize_counts(diff):
         raise SeriesError(
             f"patch {name} does not survive a unidiff round trip",
@@ -283,95 +278,27 @@ def parse_patch(name: str, text: str) -> Patch:
     return Patch(name=name, header=header, header_text=header_text, diff=diff, patch_set=patch_set)
 
 
-# git extended header lines (``git diff`` output between ``diff --git`` and ``---``) that
-# make `git apply` do more than the hunks say; the applier only edits existing files, so a
-# patch carrying any of them is refused, never applied without it.
-_GIT_ACTIONS = {
-    "old mode ": "changes the file mode of",
-    "new mode ": "changes the file mode of",
-    "new file mode ": "creates",
-    "deleted file mode ": "deletes",
-    "rename from ": "renames",
-    "rename to ": "renames",
-    "copy from ": "copies",
-    "copy to ": "copies",
-    "similarity index ": "renames or copies",
-    "dissimilarity index ": "rewrites (git diff -B)",
-    "GIT binary patch": "contains a binary diff for",
-    "Binary files ": "contains a binary diff for",
-}
-# The only extended lines allowed: ``diff --git`` and an ``index`` line of a regular file.
-_ALLOWED_INFO = re.compile(r"^(diff --git .*|index [0-9a-f]+\.\.[0-9a-f]+( 100644| 100755)?)\n?$")
-
-
-def _refuse_git_actions(diff: str, *, name: str) -> None:
-    """Refuse every git extended header line, wherever it is (unidiff drops some)."""
-    lines = diff.splitlines()
-    path = "?"
-    for index, line in enumerate(lines):
-        if line.startswith(("diff --git ", "+++ b/")):
-            path = line.rsplit(" b/", 1)[-1]
-        kind = next((k for prefix, k in _GIT_ACTIONS.items() if line.startswith(prefix)), None)
-        if kind is not None:
-            if path == "?":  # no `diff --git` line before it: name the file diff after it
-                after = (ln for ln in lines[index:] if ln.startswith(("+++ b/", "--- a/")))
-                path = next(after, "? ?").split(" ", 1)[1].removeprefix("b/").removeprefix("a/")
-            raise UnsafePatchError(
-                f"patch {name} {kind} {path}",
-                expected="text hunks that modify files the pinned wheel ships",
-                found=repr(line),
-                hint="the overlay patches existing files only; drop that part of the diff",
-            )
-
-
-def _check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
-    if patched_file.is_binary_file:
-        raise UnsafePatchError(
-            f"patch {name} contains a binary diff for {patched_file.path}",
-            expected="text hunks only",
-            found="a binary patch",
-            hint="the overlay only edits Python sources; drop the binary change",
-        )
-    kind = None
-    if patched_file.is_added_file:
-        kind = "creates"
-    elif patched_file.is_removed_file:
-        kind = "deletes"
-    elif patched_file.is_rename or patched_file.is_symlink:
-        kind = "renames or links"
-    if kind is not None:
-        raise UnsafePatchError(
-            f"patch {name} {kind} {patched_file.path}",
-            expected="modifications of files the pinned wheel ships",
-            found=f"a diff that {kind} a file",
-            hint="the overlay patches existing files only",
-        )
-    for line in (str(info) for info in patched_file.patch_info or ()):
-        if not _ALLOWED_INFO.match(line):
-            raise UnsafePatchError(
-                f"patch {name} has an extended header line the applier would ignore",
-                expected="'diff --git' and 'index <a>..<b> 100644' (or 100755) only",
-                found=repr(line.rstrip("\n")),
-                hint="regenerate the patch with `git diff` of a content-only change",
-            )
-    if not patched_file:
+def _check_creations(patches: tuple[Patch, ...], pins: Pins) -> None:
+    """Refuse a path created twice, edited before it is created, or pinned as pristine."""
+    seen: dict[str, str] = {}
+    for patch in patches:
+        for path in patch.targets:
+            if path in patch.creates and path in seen:
+                raise SeriesError(
+                    f"patch {patch.name} creates {path}, which {seen[path]} touches before it",
+                    expected="a new file created by the first patch that touches it",
+                    found=f"{seen[path]}, then {patch.name}",
+                    hint="merge the creations into one patch, or reorder the series",
+                )
+            seen.setdefault(path, patch.name)
+    pinned = sorted(p for patch in patches for p in patch.creates if p in pins.pristine)
+    if pinned:
         raise SeriesError(
-            f"patch {name} has no hunk for {patched_file.path}",
-            expected="one or more @@ hunks per file",
-            found="a file header with nothing to apply",
-            hint="drop the empty file diff",
+            f"the series creates {', '.join(pinned)}, which {pins.source} pins as shipped",
+            expected="files the series creates absent from [pristine]",
+            found=f"[pristine] entries for {', '.join(pinned)}",
+            hint="drop the entries (the release lacks the file) or make the patch edit it",
         )
-    for raw in (patched_file.source_file, patched_file.target_file):
-        check_repo_path(raw, patch=name)
-    source = _strip_prefix(patched_file.source_file, "a/", patch=name)
-    target = _strip_prefix(patched_file.target_file, "b/", patch=name)
-    if source != target:
-        raise UnsafePatchError(
-            f"patch {name} changes a file's path",
-            expected="the same path after a/ and b/",
-            found=f"{source!r} -> {target!r}",
-        )
-    check_repo_path(source, patch=name)
 
 
 def load_series(directory: Path) -> Series:

@@ -148,7 +148,7 @@ def _patched(
     patch: Patch, release: Mapping[str, bytes]
 ) -> tuple[dict[str, bytes], dict[str, bytes]]:
     paths = [f.path for f in patch.files]
-    missing = [p for p in paths if p not in release]
+    missing = [p for p in paths if p not in release and p not in patch.creates]
     if missing:
         raise UpstreamError(
             f"{patch.name}: {', '.join(missing)} is not in the base release",
@@ -156,7 +156,7 @@ def _patched(
             found="no such file",
             hint="retarget the line to the release (its candidate's patch is the port)",
         )
-    before = {p: release[p] for p in paths}
+    before = {p: release[p] for p in paths if p in release}
     try:
         after = apply_patch(patch, {p: decode(d) for p, d in before.items()}, allow_offset=True)
     except HunkMismatchError as exc:

@@ -26,7 +26,15 @@ from unidiff.patch import PatchedFile
 
 from overlay import lines
 from overlay._git import merge_file
-from overlay.text.applier import HunkMismatchError, apply_file, apply_patch, decode, encode
+from overlay.text.applier import (
+    HunkMismatchError,
+    apply_file,
+    apply_patch,
+    apply_to,
+    decode,
+    encode,
+)
+from overlay.text.file_diffs import creates
 from overlay.text.series import Patch, Series, load_series
 from overlay.upstream.results import (
     APPLYING,
@@ -98,8 +106,14 @@ def _moved_to(path: str, names: Collection[str]) -> list[str]:
 
 
 def check_file(text: str | None, patched_file: PatchedFile, names: Collection[str]) -> Applied:
-    """Try one file diff on one base file (None: the file is not on the base)."""
+    """Try one file diff on one base file (None: the file is not on the base).
+
+    A diff that creates its file applies where the file is not on the base, is contained
+    where the base holds exactly what it creates, and conflicts with any other file there.
+    """
     path = str(patched_file.path)
+    if creates(patched_file):
+        return _check_creation(text, patched_file)
     if text is None:
         moved = _moved_to(path, names)
         if moved:
@@ -132,6 +146,16 @@ def check_file(text: str | None, patched_file: PatchedFile, names: Collection[st
 
 
 _REVERSE = (Evidence("reverse applies"),)
+
+
+def _check_creation(text: str | None, patched_file: PatchedFile) -> Applied:
+    if text is None:
+        return Applied(Status.APPLIES)
+    try:
+        apply_to(text, patched_file, reverse=True)
+    except HunkMismatchError:
+        return Applied(Status.CONFLICT, f"{patched_file.path} exists on the base, with other text")
+    return Applied(Status.CONTAINED, f"{patched_file.path} exists on the base", evidence=_REVERSE)
 
 
 def check_patch(

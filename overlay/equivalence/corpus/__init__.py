@@ -27,12 +27,6 @@ GRID_WARP_MODES = tuple(
     for mode in ("bilinear", "nearest")
     for padding in ("zeros", "border", "reflection")
 )
-NEAREST_TIE = (
-    "upstream: VGF's nearest grid_sample uses the Vulkan sampler's nearest filter,"
-    " floor(u * W), so a grid point exactly between two texels takes the upper one where"
-    " PyTorch rounds half to even; the int16 grid (scale 2^-12) lands on such ties, each"
-    " a whole texel off on executed VGF (docs/findings.md)"
-)
 # the grid warps in upstream's words (PR texts name the model, never the case)
 GRID_FROM_CONV = "`grid_sample(x, tanh(conv(x)).permute(0, 2, 3, 1))`, x 1x3x8x8"
 ZOO_GRID_WARP = (
@@ -83,6 +77,18 @@ CASES: tuple[CaseInfo, ...] = (
         targets_vgf=True,
         model=GRID_FROM_CONV,
     ),
+    CaseInfo(
+        "grid_sample_reflection_align_corners_fp",
+        "TOSA-1.0+FP",
+        None,
+        note="bilinear grid_sample, reflection padding, align_corners=True, on a grid past"
+        " every edge",
+        targets_vgf=True,
+        expect_broken="upstream: VGF's mirrored address mode reflects about the image edges,"
+        " PyTorch (align_corners=True) about the corner texel centres: every sample outside"
+        " the image reads another texel on executed VGF (docs/findings.md)",
+        broken_releases="==1.5.1",
+    ),
     *(case.info for case in FIX_CASES.values()),
     *(
         CaseInfo(
@@ -91,8 +97,6 @@ CASES: tuple[CaseInfo, ...] = (
             "a16w8",
             note=f"32x32 base grid + conv -> tanh offsets, grid_sample {mode}/{padding}",
             targets_vgf=True,
-            expect_broken=NEAREST_TIE if mode == "nearest" and "FP" in spec else "",
-            broken_releases="==1.5.1" if mode == "nearest" and "FP" in spec else "",
         )
         for mode, padding in GRID_WARP_MODES
         for variant, spec in (("int16", "TOSA-1.0+INT+int16"), ("intfp16", "TOSA-1.0+INT+FP+int16"))

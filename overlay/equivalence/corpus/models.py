@@ -127,6 +127,22 @@ class GridWarpOffsets(nn.Module):
         )
 
 
+class GridSampleReflectAligned(nn.Module):
+    """Bilinear ``grid_sample``, reflection padding, align_corners=True (no weights)."""
+
+    def forward(self, x: Any, grid: Any) -> Any:
+        return torch.nn.functional.grid_sample(
+            x, grid, mode="bilinear", padding_mode="reflection", align_corners=True
+        )
+
+
+def _reflect_aligned() -> tuple[Any, tuple[Any, ...]]:
+    """A 1x4x9x9 image and a grid reaching past every edge (unnormalised -4 .. 12)."""
+    xs = torch.linspace(-2.0, 2.0, 9)
+    grid = torch.stack(torch.meshgrid(xs, xs, indexing="xy"), dim=-1).unsqueeze(0)
+    return GridSampleReflectAligned(), (torch.rand(1, 4, 9, 9), grid)
+
+
 def int16_output_graph(
     model: Any, inputs: tuple[Any, ...], spec: str
 ) -> tuple[Any, tuple[Any, ...]]:
@@ -179,6 +195,7 @@ BUILDERS: dict[str, Builder] = {
     "int16_quantize_output": _int16_output,
     "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
+    "grid_sample_reflection_align_corners_fp": _reflect_aligned,
     "grid_warp_bilinear_zeros_a16w8_int16": _grid_warp("bilinear", "zeros"),
     "grid_warp_bilinear_zeros_a16w8_intfp16": _grid_warp("bilinear", "zeros"),
     "grid_warp_bilinear_border_a16w8_int16": _grid_warp("bilinear", "border"),

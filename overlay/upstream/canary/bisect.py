@@ -34,7 +34,8 @@ def state_at(
     paths = list(patch.targets)
     texts = {p: decode(d) for p, d in scratch.files(commit, paths).items()}
     for before in earlier:
-        if set(before.targets) & set(paths) and set(before.targets) <= set(texts):
+        edits = set(before.targets) - set(before.creates)
+        if set(before.targets) & set(paths) and edits <= set(texts):
             try:
                 texts = apply_patch(before, texts, allow_offset=True)
             except HunkMismatchError:

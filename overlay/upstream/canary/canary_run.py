@@ -256,7 +256,7 @@ def wheel_base(scratch: Scratch, line: Line, series: Series) -> tuple[str, str]:
     base = scratch.commit(fork, wanted, message, date=fixed_date(""))
     label = anchor[:12] if anchor == built_from else anchor
     since = f" (main's fork point from {label})" if anchor else " (main)"
-    missing = sorted(set(series.targets()) - set(files))
+    missing = sorted(set(series.targets()) - set(files) - series.created)
     note = (
         f"no tag v{line.name} upstream: the base is the {line.name} wheel's"
         f" {len(wanted)} files on {fork[:12]}{since}"

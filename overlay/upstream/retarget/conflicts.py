@@ -60,6 +60,7 @@ def commit_plans(plans: Sequence[TextPlan], dest: Path) -> TextPlan | None:
         if plan.action is Action.DROP or plan.commit:
             continue
         for path, text in plan.after.items():
+            (dest / path).parent.mkdir(parents=True, exist_ok=True)
             (dest / path).write_bytes(encode(text))
         if plan.action is Action.CONFLICT:
             (dest / ".git" / MERGE_MESSAGE).write_text(plan.message, encoding="utf-8")

@@ -81,6 +81,7 @@ def plan_series(
 
 
 def candidate_pristine(plans: Sequence[TextPlan], new_files: Mapping[str, bytes]) -> dict[str, str]:
-    """Return the release's sha256 of every file the kept patches touch, sorted by path."""
+    """Return the release's sha256 of every file the kept patches touch, sorted by path
+    (a file they create is not the release's)."""
     touched = {path for plan in plans if plan.action in KEPT for path in plan.after}
-    return {path: sha256_bytes(new_files[path]) for path in sorted(touched)}
+    return {path: sha256_bytes(new_files[path]) for path in sorted(touched) if path in new_files}

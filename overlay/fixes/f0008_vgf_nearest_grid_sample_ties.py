@@ -1,0 +1,368 @@
+# mypy: allow-subclassing-any
+"""Fix 8: VGF nearest grid_sample reads PyTorch's texel at ties
+(``0008-vgf-nearest-grid-sample-ties-half-to-even``).
+
+The patch adds nearest variants of the four sampler shaders (float and int8, with and without
+align_corners), their SPIR-V as ``.spirv.b64`` text, and picks them in
+``_sampler_shader_file``. The runtime form ships the same shaders: it reads them from the
+line's own patch (the text its ``--- /dev/null`` hunks create) into the overlay cache and
+hands their paths to the stock payload builder, which reads a shader by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from overlay import lines
+from overlay._cache import cache_dir
+from overlay._files import write_text_atomic
+from overlay.errors import RuntimePatchError
+from overlay.fixes.model import (
+    Case,
+    Effect,
+    Fix,
+    PullRequest,
+    RuntimeForm,
+    Trigger,
+    UpstreamNote,
+)
+from overlay.items import CaseInfo
+from overlay.lines.listing import read_series_names, read_text
+
+NUMBER = 8
+SHADERS = "backends/arm/vgf/shaders"
+SHADER_FILE = f"{SHADERS}/grid_sampler.py"
+TEST_FILE = "backends/arm/test/misc/test_custom_shader_payload.py"
+# the nearest variants: (int8, align_corners) -> the shader's file stem
+NEAREST = {
+    (int8, corners): "grid_sampler_sampler"
+    + ("_int8" if int8 else "")
+    + "_nearest"
+    + ("_align_corners" if corners else "")
+    for int8 in (False, True)
+    for corners in (False, True)
+}
+BINARY = ".spirv.b64"
+_HUNK = re.compile(r"^@@ -0,0 \+1(?:,(\d+))? @@")
+
+
+def created_text(patch: str, repo_path: str) -> str:
+    """Return the text a patch creates at ``repo_path``: its ``--- /dev/null`` hunk's lines.
+
+    Read by hand: the runtime form runs in a worker's environment, without unidiff.
+
+    Example: ``--- /dev/null``, ``+++ b/s.glsl``, ``@@ -0,0 +1,2 @@``, ``+a``, ``+b``.
+    Becomes: ``"a\\nb\\n"`` (without the last newline where ``\\ No newline`` follows).
+    """
+    rows = patch.split("\n")
+    at = rows.index(f"+++ b/{repo_path}") + 1
+    match = _HUNK.match(rows[at]) if rows[at - 2] == "--- /dev/null" else None
+    if match is None:
+        raise RuntimePatchError(
+            f"fix {NUMBER}'s patch does not create {repo_path}",
+            expected=f"'--- /dev/null', '+++ b/{repo_path}', then one '@@ -0,0 +1,N @@' hunk",
+            found=rows[at],
+            hint="regenerate the line's patch (`executorch-arm-overlay regenerate`)",
+        )
+    count = int(match.group(1) or 1)
+    body = [row[1:] + "\n" for row in rows[at + 1 : at + 1 + count]]
+    if rows[at + 1 + count].startswith("\\ No newline"):
+        body[-1] = body[-1][:-1]
+    return "".join(body)
+
+
+def _installed_line_patch() -> str:
+    """Return the text of this fix's patch on the line of the installed executorch."""
+    root = lines.default_root()
+    if not lines.is_series_folder(root):
+        root = lines.line_for_version(root, importlib.metadata.version("executorch")).directory
+    name = next(n for n in read_series_names(root) if n.startswith(f"{NUMBER:04d}-"))
+    return read_text(root / name)
+
+
+def _shipped_shaders() -> dict[str, Path]:
+    """Return the nearest shaders' SPIR-V files as the line's patch creates them, by stem.
+
+    Kept in the overlay cache under their content's sha256 (written once, atomically):
+    the runtime form never writes into the installed package.
+    """
+    patch = _installed_line_patch()
+    folder = cache_dir() / "runtime" / f"fix-{NUMBER}"
+    folder.mkdir(parents=True, exist_ok=True)
+    found = {}
+    for stem in NEAREST.values():
+        text = created_text(patch, f"{SHADERS}/{stem}{BINARY}")
+        path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}-{stem}{BINARY}"
+        if not path.is_file():
+            write_text_atomic(path, text)
+        found[stem] = path
+    return found
+
+
+def sample_nearest_at_pytorchs_texel(module: Any, original: Any) -> Any:
+    """Build 1.5.1's replacement of ``_sampler_shader_file`` (the shaders: the line's patch)."""
+    shaders = _shipped_shaders()
+    int8_format = module.GRID_SAMPLER_2D_SAMPLER_INT8_VK_FORMAT
+
+    def _sampler_shader_file(
+        sampler_vk_format: str | None, align_corners: bool, interpolation_mode: Any = None
+    ) -> str:
+        """Pick the shader that samples PyTorch's nearest texel for nearest sampling.
+
+        Example: ``build_grid_sampler_2d_payload(interpolation_mode=1, ...)`` for a 1x4xHxW
+        float image: 1.5.1 picks ``grid_sampler_sampler.spirv.b64``, whose sampler nearest
+        filter reads texel ``floor(x + 0.5)``, so a grid point exactly between two texels
+        takes the upper one where PyTorch rounds half to even.
+        Becomes: the path of ``grid_sampler_sampler_nearest.spirv.b64`` as the line's patch
+        creates it (``_int8`` for an int8 image, ``_align_corners`` when set), which the
+        payload builder reads as it reads its own shaders; that shader picks PyTorch's
+        texel and samples its centre. Any other mode: 1.5.1's choice. 1.5.1's payload
+        builder passes no mode (the patch adds the argument) and is bound by name in the
+        rewrite pass, so the mode is read from its call.
+        """
+        if interpolation_mode is None:
+            interpolation_mode = sys._getframe(1).f_locals.get("interpolation_mode", 0)
+        if int(interpolation_mode) != 1:
+            return str(original(sampler_vk_format, align_corners=align_corners))
+        stem = NEAREST[(sampler_vk_format == int8_format, bool(align_corners))]
+        return str(shaders[stem])
+
+    return _sampler_shader_file
+
+
+def _image(size: int) -> Any:
+    """A 1x4xHxW image whose neighbouring texels differ (1 to 4), so a texel off shows."""
+    import torch
+
+    rows, cols = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
+    plane = 1.0 + (cols % 2) + 2.0 * (rows % 2)
+    return plane.expand(1, 4, size, size).clone()
+
+
+def _sample(padding: str, align_corners: bool) -> Any:
+    """Return the reproducer's module: ``F.grid_sample(x, grid, mode="nearest")``."""
+    import torch
+
+    class Sample(torch.nn.Module):
+        def forward(self, x: Any, grid: Any) -> Any:
+            return torch.nn.functional.grid_sample(
+                x, grid, mode="nearest", padding_mode=padding, align_corners=align_corners
+            )
+
+    return Sample()
+
+
+def _ties_grid(align_corners: bool, size: int) -> Any:
+    """A grid on exact ties, in and outside the image, and beside a texel centre.
+
+    Row 0 ties in x on a texel-centre row, row 1 in x and y. With align_corners the
+    image is 9 wide, so that the ties are exact in float (W - 1 = 8).
+    """
+    import torch
+
+    ix = torch.tensor([-9.5, -8.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 6.5, 7.5, 8.5, 15.5, 2.25])
+    if align_corners:
+        gx, gy = 2 * ix / (size - 1) - 1, 2 * 3 / (size - 1) - 1
+    else:
+        gx, gy = (2 * ix + 1) / size - 1, 7 / size - 1
+    grid = torch.full((1, 2, len(ix), 2), gy)
+    grid[0, :, :, 0] = gx
+    grid[0, 1, :, 1] = gx
+    return grid
+
+
+def nearest_ties_fp(padding: str, align_corners: bool = False) -> Callable[[], Any]:
+    """Return the builder of a float nearest case: the reproducer's ties, ``padding``."""
+
+    def build() -> tuple[Any, tuple[Any, ...]]:
+        size = 9 if align_corners else 8
+        inputs = (_image(size), _ties_grid(align_corners, size))
+        return _sample(padding, align_corners), inputs
+
+    return build
+
+
+def nearest_ties_int8() -> tuple[Any, tuple[Any, ...]]:
+    """Build ``grid_sample_nearest_reflection_int8_intfp``: a8w8 for VGF, grid scale 2^-6.
+
+    Pre-quantised (the case's quantize is None): VgfQuantizer's PT2E graph for
+    TOSA-1.0+INT+FP, the grid's quantize/dequantize then set to scale 2^-6 (a fixed-point
+    grid, as a flow network's), so that every 16th int8 grid value is an exact tie, in
+    and outside the image; the int8 sampler shader runs.
+    """
+    import torch
+    from executorch.backends.arm.quantizer import (
+        VgfQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from executorch.backends.arm.vgf import VgfCompileSpec
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    grid = torch.arange(-128, 128, 4, dtype=torch.float32).reshape(1, 4, 8, 2) / 64
+    inputs = ((_image(8) - 2.5) / 5, grid)
+    quantizer = VgfQuantizer(VgfCompileSpec("TOSA-1.0+INT+FP"))
+    quantizer.set_global(get_symmetric_quantization_config())
+    graph = torch.export.export(_sample("reflection", False), inputs).module(check_guards=False)
+    prepared = prepare_pt2e(graph, quantizer)
+    prepared(*inputs)
+    converted = convert_pt2e(prepared)
+    grid_input = next(
+        n for n in converted.graph.nodes if n.op == "placeholder" and n.name == "grid"
+    )
+    # a line whose quantizer leaves grid_sample alone (1.2.0) has no grid quantize: float
+    for quantize in [u for u in grid_input.users if ".quantize_per_tensor" in str(u.target)]:
+        for node in (quantize, *(d for d in quantize.users if "dequantize" in str(d.target))):
+            node.args = (node.args[0], 2.0**-6, *node.args[2:])
+    converted.recompile()
+    return converted, inputs
+
+
+FP_NOTE = (
+    "F.grid_sample(mode='nearest') of a 1x4 image on a grid of exact ties in and outside the"
+    " image (the reproducer), float"
+)
+CASES = (
+    *(
+        Case(
+            CaseInfo(
+                f"grid_sample_nearest_{padding}_fp",
+                "TOSA-1.0+FP",
+                None,
+                fast=True,
+                note=f"{FP_NOTE}, {padding} padding",
+                targets_vgf=True,
+                model=f"`F.grid_sample(x, grid, mode='nearest', padding_mode='{padding}')`,"
+                f" x 1x4x8x8, grid 1x2x14x2 on exact ties in and outside the image",
+            ),
+            nearest_ties_fp(padding),
+        )
+        for padding in ("zeros", "border", "reflection")
+    ),
+    Case(
+        CaseInfo(
+            "grid_sample_nearest_border_align_corners_fp",
+            "TOSA-1.0+FP",
+            None,
+            fast=True,
+            note=f"{FP_NOTE}, border padding, align_corners=True",
+            targets_vgf=True,
+            model="`F.grid_sample(x, grid, mode='nearest', padding_mode='border',"
+            " align_corners=True)`, x 1x4x9x9, grid 1x2x14x2 on exact ties",
+        ),
+        nearest_ties_fp("border", align_corners=True),
+    ),
+    Case(
+        CaseInfo(
+            "grid_sample_nearest_reflection_int8_intfp",
+            "TOSA-1.0+INT+FP",
+            None,
+            fast=True,
+            note="the reproducer a8w8 for VGF (pre-quantised, grid scale 2^-6): the int8"
+            " sampler shader, reflection padding",
+            targets_vgf=True,
+            model="`F.grid_sample(x, grid, mode='nearest', padding_mode='reflection')`,"
+            " x 1x4x8x8, grid 1x4x8x2 quantised to int8 with scale 2^-6",
+        ),
+        nearest_ties_int8,
+    ),
+)
+WHY = (
+    "stock's sampler nearest filter reads texel floor(x + 0.5): each exact tie of the grid"
+    " takes the upper texel where PyTorch rounds half to even"
+)
+
+FIX = Fix(
+    number=NUMBER,
+    title="VGF nearest grid_sample reads PyTorch's texel at ties (round half to even)",
+    repo_paths=(
+        SHADER_FILE,
+        TEST_FILE,
+        *(f"{SHADERS}/{stem}{suffix}" for stem in NEAREST.values() for suffix in (".glsl", BINARY)),
+    ),
+    runtime={
+        "1.5.1": RuntimeForm(
+            repo_path=SHADER_FILE,
+            owner="",
+            attribute="_sampler_shader_file",
+            build=sample_nearest_at_pytorchs_texel,
+        ),
+    },
+    claims={
+        "1.5.1": (
+            *(
+                Trigger(f"grid_sample_nearest_{padding}_fp", Effect.FIXED, f"{WHY} ({padding})")
+                for padding in ("zeros", "border", "reflection")
+            ),
+            Trigger(
+                "grid_sample_nearest_border_align_corners_fp",
+                Effect.FIXED,
+                f"{WHY}, with align_corners=True as well",
+            ),
+            Trigger(
+                "grid_sample_nearest_reflection_int8_intfp",
+                Effect.FIXED,
+                f"the int8 sampler shader: {WHY}",
+            ),
+        ),
+    },
+    cases=CASES,
+    upstream=UpstreamNote(
+        test_file=TEST_FILE,
+        symptom="VGF grid_sample(mode='nearest') reads the upper texel where a grid point"
+        " lies exactly between two texels; PyTorch rounds half to even",
+        related=(
+            # the sampler-backed path, which maps mode="nearest" to VK_FILTER_NEAREST
+            PullRequest(
+                20329, "Arm backend: Support sampler-backed VGF grid_sample for RIFE", "bdemirb"
+            ),
+        ),
+        narrowing=(
+            "The nearest variants are new files: grid_sampler_sampler[_int8]_nearest"
+            "[_align_corners].glsl and their .spirv.b64, compiled with the ML SDK's glslc"
+            " 0.11.0 (SPIR-V 1.6; backends/arm/scripts/generate_grid_sampler_spirv.py"
+            " compiles them with the Vulkan SDK's glslc as well). Reflection with"
+            " align_corners=True stays wrong for both filters (the mirrored address mode"
+            " reflects about the texel edges, PyTorch about the corner texel centres):"
+            " another change, docs/findings.md."
+        ),
+        affected_tests=(
+            TEST_FILE,
+            "backends/arm/test/misc/test_custom_shader_payloads.py",
+            "backends/arm/test/ops/test_grid_sampler.py",
+            "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
+        ),
+        reproducer="""\
+import torch
+import torch.nn.functional as F
+from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
+from executorch.exir import to_edge_transform_and_lower
+
+
+class Sample(torch.nn.Module):
+    def forward(self, x, grid):
+        return F.grid_sample(x, grid, mode="nearest", padding_mode="zeros",
+                             align_corners=False)
+
+
+W = 8
+x = torch.arange(4 * W * W, dtype=torch.float32).reshape(1, 4, W, W)
+ix = torch.tensor([-1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 6.5, 7.5, 8.5, 2.25])
+grid = torch.zeros(1, 1, len(ix), 2)
+grid[0, 0, :, 0] = (2 * ix + 1) / W - 1  # unnormalised x = ix
+grid[0, 0, :, 1] = 7 / W - 1  # row 3, a texel centre
+program = torch.export.export(Sample(), (x, grid))
+edge = to_edge_transform_and_lower(
+    program, partitioner=[VgfPartitioner(VgfCompileSpec("TOSA-1.0+FP"))]
+)
+# Run the VGF delegate (scenario runner over the ML emulation layer): row 3 of
+# channel 0 reads columns -, 0, 1, 2, 3, 4, 7, -, -, 2; PyTorch reads
+# -, 0, 0, 2, 2, 4, 6, -, -, 2 (-: zero padding).
+""",
+    ),
+)
