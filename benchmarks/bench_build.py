@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from overlay import lines
-from overlay.dist import wheels, wheelzip
+from overlay.distribution import wheels, wheelzip
 from overlay.envs import lockfiles
 from overlay.envs.verify_install import ARM_MODULES
 from overlay.equivalence.controller.processes import worker_library
-from overlay.target import journal, locate, transaction
+from overlay.in_place import transaction
 from overlay.text.series import Series, load_series
+from overlay.tree import journal, locate
 
 ROOT = Path(__file__).resolve().parent.parent
 SERIES_DIR = lines.default_line(ROOT / "patches").directory

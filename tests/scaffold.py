@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay._hashing import record_digest
-from overlay.dist.distinfo import parse_record
-from overlay.dist.wheelzip import WheelWriter, read_members
+from overlay.distribution.distinfo import parse_record
+from overlay.distribution.wheelzip import WheelWriter, read_members
 from overlay.lines import pins
 from overlay.lines.pins import PINS_FILE
 from overlay.text.applier import split_lines, transform

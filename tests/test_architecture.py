@@ -196,17 +196,17 @@ def test_imports_resolve_relative_and_submodule_forms(tmp_path: Path) -> None:
 
 def test_no_import_cycles_among_overlay_modules() -> None:
     graph = import_graph()
-    assert "overlay.codec" in graph["overlay.dist.provenance"]
+    assert "overlay.codec" in graph["overlay.distribution.provenance"]
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle (function-level imports count): " + " -> ".join(cycle or [])
 
 
 def test_a_back_edge_in_the_real_graph_is_found() -> None:
     graph = import_graph()
-    graph["overlay.codec"].add("overlay.dist.provenance")  # provenance imports codec
+    graph["overlay.codec"].add("overlay.distribution.provenance")  # provenance imports codec
     cycle = find_cycle(graph)
     assert cycle is not None and cycle[0] == cycle[-1]
-    assert set(cycle) == {"overlay.codec", "overlay.dist.provenance"}
+    assert set(cycle) == {"overlay.codec", "overlay.distribution.provenance"}
 
 
 def _first_paragraph(path: Path) -> str:
@@ -361,10 +361,10 @@ def test_a_planted_layer_break_or_unplaced_module_is_found() -> None:
     graph = import_graph(packages=False)
     before = layer_breaks(graph, layers)
     graph["overlay.codec"].add("overlay.cli.output")  # data importing the CLI
-    graph["overlay.target.plan"].add("overlay.equivalence.verdict")  # engine importing runs
+    graph["overlay.in_place.plan"].add("overlay.equivalence.verdict")  # engine importing runs
     assert layer_breaks(graph, layers) - before == {
         ("overlay.codec", "overlay.cli.output"),
-        ("overlay.target.plan", "overlay.equivalence.verdict"),
+        ("overlay.in_place.plan", "overlay.equivalence.verdict"),
     }
     with pytest.raises(ValueError, match=r"^overlay\.newpackage\.x is in no layer$"):
         layer_of("overlay.newpackage.x", layers)
@@ -414,7 +414,7 @@ def test_a_planted_leaf_import_is_found() -> None:
     planted_edges = {
         ("overlay.upstream.prepare", "overlay.upstream.canary.gate"),  # PR preparation -> canary
         ("overlay.upstream.behaviour", "overlay.upstream.retarget.promote"),
-        ("overlay.envs.ready_venv", "overlay.target.plan"),
+        ("overlay.envs.ready_venv", "overlay.in_place.plan"),
         ("overlay.equivalence.render.layout", "overlay.equivalence.render.html"),
     }
     for module, target in planted_edges:

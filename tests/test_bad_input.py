@@ -21,8 +21,8 @@ import pytest
 
 from overlay import _faults
 from overlay.cli import invocation, main
-from overlay.dist.distinfo import ORIGINAL_FILE, ORIGINAL_RECORD
-from overlay.dist.provenance import PROVENANCE_FILE
+from overlay.distribution.distinfo import ORIGINAL_FILE, ORIGINAL_RECORD
+from overlay.distribution.provenance import PROVENANCE_FILE
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
     ApplyError,
@@ -35,8 +35,9 @@ from overlay.errors import (
     UnsupportedReleaseError,
     UsageError,
 )
-from overlay.target import journal, locate, transaction
+from overlay.in_place import transaction
 from overlay.text.series import load_series
+from overlay.tree import journal, locate
 
 from scaffold import fast_tmp, make_diff, make_tree, patch_text, run_forked, snapshot, write_series
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from overlay import codec
-from overlay.dist.distinfo import Original
-from overlay.dist.provenance import FileRecord, PatchRecord, Provenance
+from overlay.distribution.distinfo import Original
+from overlay.distribution.provenance import FileRecord, PatchRecord, Provenance
 from overlay.equivalence.controller.result_cache import CACHE_SCHEMA, CacheEntry, ResultCache
 from overlay.equivalence.protocol import SCHEMA_VERSION, InitReply
 from overlay.equivalence.verdict import AB, Quality

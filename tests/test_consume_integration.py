@@ -21,7 +21,7 @@ import pytest
 
 from overlay import lines
 from overlay.cli import invocation
-from overlay.dist import index, wheels
+from overlay.distribution import index, wheels
 from overlay.envs import lockfiles, uv_process
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series, load_series

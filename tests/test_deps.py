@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from overlay.target import deps
-from overlay.target.locate import find_target
+from overlay.in_place import deps
 from overlay.text.series import Series, load_series
+from overlay.tree.locate import find_target
 
 from scaffold import make_tree, snapshot
 

@@ -25,7 +25,7 @@ import pytest
 from overlay import lines
 from overlay._git import git
 from overlay.cli import main
-from overlay.dist import index, wheels
+from overlay.distribution import index, wheels
 from overlay.envs import lockfiles
 from overlay.lines.pins import LOCKS_DIR, WheelPin
 from overlay.text.series import CHECKSUMS_FILE, HEADER_END, Series, load_series

@@ -28,8 +28,8 @@ import pytest
 from overlay import _faults, codec
 from overlay._hashing import record_digest, sha256_bytes, sha256_file
 from overlay.cli import exit_code_table, json_output, main
-from overlay.dist import provenance as prov
-from overlay.dist import wheels
+from overlay.distribution import provenance as prov
+from overlay.distribution import wheels
 from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
@@ -41,9 +41,10 @@ from overlay.errors import (
     TargetError,
     UnfinishedRunError,
 )
+from overlay.in_place import deps, transaction
 from overlay.lines.pins import WheelPin
-from overlay.target import deps, journal, locate, state, transaction
 from overlay.text.series import Series, load_series
+from overlay.tree import journal, locate, state
 
 from scaffold import (
     created_diff,
@@ -737,7 +738,7 @@ def test_a_signal_during_start_up_is_one_line(how: str, code: int, said: str) ->
 # `python -m overlay ARGS` with SIGTERM arriving while apply plans, under the target's lock.
 SIGTERM_WHILE_PLANNING = """\
 import os, runpy, signal, sys
-from overlay.target import transaction
+from overlay.in_place import transaction
 planned = transaction.plan
 def plan(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGTERM)

@@ -22,11 +22,12 @@ from overlay.errors import (
     TargetError,
     UnsafePatchError,
 )
-from overlay.target import journal, locate, state, transaction
-from overlay.target.locate import Target
-from overlay.target.plan import Plan
+from overlay.in_place import transaction
+from overlay.in_place.plan import Plan
 from overlay.text.applier import HunkMismatchError
 from overlay.text.series import load_series
+from overlay.tree import journal, locate, state
+from overlay.tree.locate import Target
 
 from scaffold import make_diff, make_tree, patch_text, sha, snapshot, write_series
 

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from overlay import _faults, codec
 from overlay.codec import CodecError
-from overlay.dist import wheels, wheelzip
+from overlay.distribution import wheels, wheelzip
 from overlay.errors import (
     ApplyError,
     InterruptedRunError,
@@ -41,8 +41,9 @@ from overlay.errors import (
     TargetError,
     UnfinishedRunError,
 )
-from overlay.target import journal, locate, state, transaction
+from overlay.in_place import transaction
 from overlay.text.series import Series, load_series
+from overlay.tree import journal, locate, state
 
 from scaffold import (
     created_diff,

@@ -8,7 +8,7 @@ import pytest
 from packaging.version import Version
 
 from overlay.errors import SeriesError, TargetError, UnsupportedReleaseError, UsageError
-from overlay.target.line_choice import choose, every_line
+from overlay.in_place.line_choice import choose, every_line
 
 from scaffold import make_diff, patch_text, write_series
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from overlay.cli import main
-from overlay.dist import index
-from overlay.dist.distinfo import set_requirements
+from overlay.distribution import index
+from overlay.distribution.distinfo import set_requirements
 from overlay.envs import lockfiles
 from overlay.envs.venvs import installed_versions
 from overlay.envs.verify_install import NEXT_STEP, check_lock

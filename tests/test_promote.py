@@ -12,7 +12,7 @@ from overlay import codec, lines
 from overlay._git import git
 from overlay._hashing import sha256_file
 from overlay.cli import main
-from overlay.dist.provenance import local_version
+from overlay.distribution.provenance import local_version
 from overlay.envs import lockfiles
 from overlay.errors import SeriesError, UpstreamError, UsageError
 from overlay.lines import evidence

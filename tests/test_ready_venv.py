@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from overlay.cli import main
-from overlay.dist.provenance import local_version
+from overlay.distribution.provenance import local_version
 from overlay.envs import lockfiles, ready_venv
 from overlay.envs.stamp import Flavour, Origin, SyncState, read_stamp
 from overlay.errors import InstallCheckError, TargetError, UnsupportedReleaseError, UsageError

@@ -8,9 +8,8 @@ import pytest
 
 from overlay import fixes, lines
 from overlay.errors import UsageError
-from overlay.lines import evidence
+from overlay.lines import evidence, selection
 from overlay.lines.evidence import LineEvidence, PatchEvidence, Status
-from overlay.target import selection
 from overlay.text.series import Series, load_series
 
 from scaffold import make_diff, patch_text, write_series

@@ -251,7 +251,7 @@ def _recorded(patch: Patch, base: str, states: dict[str, tuple[TestState, TestSt
 
 
 def _0003_tests(passed: int) -> dict[str, tuple[TestState, TestState]]:
-    """Return 0003's tests as recorded (docs/measurements.md, 2026-12-05): its 11 new
+    """Return 0003's tests as recorded (docs/notes/measurements.md, 2026-12-05): its 11 new
     tests, 5 failed -> passed, 4 xfailed, 2 not run here; and the others, the same without
     and with it (``passed`` passed: 212 on main, 216 on 1.5.1; 3 skipped, 206 xfailed, 110
     not run here)."""

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from overlay.errors import ApplyError, BusyError, DriftError
-from overlay.target import state, transaction
-from overlay.target.locate import Target, find_target
-from overlay.target.state import FileState, MetadataState, TreeState
+from overlay.in_place import transaction
 from overlay.text.series import Series
+from overlay.tree import state
+from overlay.tree.locate import Target, find_target
+from overlay.tree.state import FileState, MetadataState, TreeState
 
 from scaffold import make_diff, make_tree, patch_text, snapshot, write_series
 

@@ -23,14 +23,14 @@ from overlay import _faults, codec, fixes, worktree
 from overlay._git import git
 from overlay._hashing import record_digest, sha256_bytes
 from overlay.cli import main
-from overlay.dist import provenance as prov
-from overlay.dist import wheels
+from overlay.distribution import provenance as prov
+from overlay.distribution import wheels
 from overlay.envs import lockfiles
 from overlay.envs.verify_install import check_installed
 from overlay.errors import WheelError
 from overlay.lines import pins
-from overlay.target import locate
 from overlay.text.series import Series, load_series
+from overlay.tree import locate
 
 from scaffold import run_forked, snapshot, unpack
 

@@ -11,8 +11,8 @@ from installer.sources import WheelFile
 
 from overlay import _faults
 from overlay._hashing import sha256_bytes, sha256_file
-from overlay.dist import index, wheels
-from overlay.dist import provenance as prov
+from overlay.distribution import index, wheels
+from overlay.distribution import provenance as prov
 from overlay.envs.verify_install import check_installed
 from overlay.errors import (
     ChecksumMismatchError,
@@ -224,7 +224,7 @@ def test_a_wheel_built_by_another_tool_version_is_rebuilt(
 
 
 def test_a_malformed_record_row_is_a_target_error() -> None:
-    from overlay.dist.distinfo import parse_record
+    from overlay.distribution.distinfo import parse_record
 
     with pytest.raises(TargetError) as info:
         parse_record("executorch/a.py,sha256=abc,three\n", where="x/RECORD")

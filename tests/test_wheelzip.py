@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from installer.sources import WheelFile
 
-from overlay.dist import wheelzip
+from overlay.distribution import wheelzip
 from overlay.errors import WheelError
 
 from scaffold import write_files

@@ -12,13 +12,13 @@ from pathlib import Path
 
 from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
-from overlay.dist import index, provenance, wheels
+from overlay.distribution import index, provenance, wheels
 from overlay.envs import lockfiles, ready_venv, venvs
 from overlay.envs.venvs import VenvAction
 from overlay.envs.verify_install import check_installed, environment
 from overlay.lines import pins
-from overlay.target.locate import default_environment
 from overlay.text.series import Series
+from overlay.tree.locate import default_environment
 
 
 def pin_of(args: argparse.Namespace, series: Series) -> pins.WheelPin:

@@ -17,7 +17,8 @@ from packaging.version import InvalidVersion, Version
 
 from overlay import lines
 from overlay.cli.output import progress
-from overlay.target import line_choice, selection
+from overlay.in_place import line_choice
+from overlay.lines import selection
 from overlay.text.series import Series, load_series
 
 Handler = Callable[[argparse.Namespace], int]
@@ -99,7 +100,7 @@ def check_line(args: argparse.Namespace) -> None:
 def line_series(
     args: argparse.Namespace, installed: str | None = None, change: str | None = None
 ) -> Series:
-    """Return the series of the chosen line (``overlay.target.line_choice``), before any work.
+    """Return the series of the chosen line (``overlay.in_place.line_choice``), before any work.
 
     ``--line``, else the line of the ``installed`` executorch version, else the newest line;
     an unknown line is refused, listing the supported ones. ``change``: the command changes

@@ -10,7 +10,7 @@ from overlay.cli import common, json_output
 from overlay.cli.build import downloads, pin_of, pinned_wheel
 from overlay.cli.invocation import command
 from overlay.cli.output import out
-from overlay.dist import wheels
+from overlay.distribution import wheels
 from overlay.text.series import CHECKSUMS_FILE, format_checksums, load_series
 
 

@@ -1,7 +1,7 @@
 """The in-place commands: `status`, `check`, `apply`, `revert` of an installed executorch; `lines`.
 
 Each finds the target first (``--target``, else the active venv:
-:func:`overlay.target.locate.default_environment`, and says which), picks the release line
+:func:`overlay.tree.locate.default_environment`, and says which), picks the release line
 from the executorch it holds (or ``--line`` / ``--patches``) and says which and where its
 series comes from, then checks everything before the first write: the ``--fix`` names, the
 environment against the line's pins (apply: a warning, never a refusal), the whole plan.
@@ -20,14 +20,16 @@ from pathlib import Path
 from overlay import fixes, lines
 from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
-from overlay.dist.provenance import local_version
+from overlay.distribution.provenance import local_version
 from overlay.errors import EXIT_CHANGES_DUE, InterruptedRunError, TargetError
 from overlay.fixes import overview
-from overlay.target import deps, journal, line_choice, selection, transaction
-from overlay.target.locate import Environment, Target, default_environment, find_target
-from overlay.target.plan import Plan
-from overlay.target.state import Status, inspect
+from overlay.in_place import deps, line_choice, transaction
+from overlay.in_place.plan import Plan
+from overlay.lines import selection
 from overlay.text.series import Series, load_series
+from overlay.tree import journal
+from overlay.tree.locate import Environment, Target, default_environment, find_target
+from overlay.tree.state import Status, inspect
 
 
 def _target(args: argparse.Namespace, found: Environment | None = None) -> Target:

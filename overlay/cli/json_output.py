@@ -11,9 +11,9 @@ import dataclasses
 
 from overlay import codec
 from overlay.envs.venvs import VenvAction
-from overlay.target.deps import DepsCheck
-from overlay.target.line_choice import Chosen
-from overlay.target.state import FileState, TreeState
+from overlay.in_place.deps import DepsCheck
+from overlay.in_place.line_choice import Chosen
+from overlay.tree.state import FileState, TreeState
 
 
 @dataclasses.dataclass(frozen=True)

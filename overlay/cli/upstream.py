@@ -16,8 +16,8 @@ from overlay.cli import common
 from overlay.cli.invocation import command
 from overlay.cli.output import out, progress
 from overlay.errors import UpstreamError, UsageError
+from overlay.lines import selection
 from overlay.lines.evidence import EVIDENCE_FILE
-from overlay.target import selection
 from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, reports, suite
 from overlay.upstream.canary import canary_run

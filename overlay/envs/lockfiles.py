@@ -26,8 +26,8 @@ from packaging.utils import canonicalize_name
 
 from overlay._files import write_text_atomic
 from overlay._hashing import sha256_bytes
-from overlay.dist.provenance import TOOL, local_version
-from overlay.dist.wheels import REPACK_FORMAT
+from overlay.distribution.provenance import TOOL, local_version
+from overlay.distribution.wheels import REPACK_FORMAT
 from overlay.envs.uv_process import find_uv, run_uv
 from overlay.errors import LockfileError
 from overlay.lines.pins import LOCKS_DIR, WheelPin

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from overlay import lines
 from overlay._hashing import sha256_file
-from overlay.dist import index
-from overlay.dist.provenance import local_version
-from overlay.dist.wheels import cached_wheel, fetch_pinned, patched_cache, wheel_cache
+from overlay.distribution import index
+from overlay.distribution.provenance import local_version
+from overlay.distribution.wheels import cached_wheel, fetch_pinned, patched_cache, wheel_cache
 from overlay.envs import lockfiles, venvs
 from overlay.envs.lockfiles import Lock
 from overlay.envs.stamp import Flavour, Origin

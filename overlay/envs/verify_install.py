@@ -20,14 +20,14 @@ from pathlib import Path
 
 from overlay import _process
 from overlay._process import Refuse
-from overlay.dist.distinfo import ORIGINAL_FILE
-from overlay.dist.provenance import local_version
+from overlay.distribution.distinfo import ORIGINAL_FILE
+from overlay.distribution.provenance import local_version
 from overlay.envs.lockfiles import Lock
 from overlay.envs.venvs import Venv, find_venv, installed_versions
 from overlay.errors import InstallCheckError
 from overlay.lines import PROJECT_NAME as NAME
-from overlay.target.state import Status, TreeState, read_installed, verified
 from overlay.text.series import Series
+from overlay.tree.state import Status, TreeState, read_installed, verified
 
 # Importing these proves the Arm backend loads with the patched sources.
 ARM_MODULES = (
@@ -232,7 +232,7 @@ def current_site() -> Path:
 
 def environment(target: Path) -> Venv:
     """Return the env to check at ``target``: a venv, or this interpreter's site-packages
-    (what :func:`overlay.target.locate.default_environment` gives for it)."""
+    (what :func:`overlay.tree.locate.default_environment` gives for it)."""
     if target == current_site():
         version = f"{sys.version_info[0]}.{sys.version_info[1]}"
         return Venv(Path(sys.prefix), Path(sys.executable), current_site(), version)

@@ -329,7 +329,7 @@ FIX = Fix(
             " compiles them with the Vulkan SDK's glslc as well). Reflection with"
             " align_corners=True stays wrong for both filters (the mirrored address mode"
             " reflects about the texel edges, PyTorch about the corner texel centres):"
-            " another change, docs/findings.md."
+            " another change, docs/notes/findings.md."
         ),
         affected_tests=(
             TEST_FILE,

@@ -7,7 +7,7 @@ never the overlay's own builds.
 Everything here is pure (bytes or text in, bytes or text out): one file diff applied to
 a text (:func:`apply_file`), one patch applied to a set of texts (:func:`apply_patch`),
 the series applied to one file's bytes (:func:`transform`, :func:`transform_checked`),
-and the lossless codec between them. ``overlay.target`` adds the file-system
+and the lossless codec between them. ``overlay.in_place`` adds the file-system
 transaction (hash checks, staging, rename, rollback, locking) on top of it.
 
 A file that does not exist is None (bytes) or left out of the mapping (texts). A diff that

@@ -17,8 +17,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from overlay._hashing import sha256_file
-from overlay.dist.wheels import fetch_wheel
-from overlay.dist.wheelzip import read_members
+from overlay.distribution.wheels import fetch_wheel
+from overlay.distribution.wheelzip import read_members
 from overlay.errors import OverlayError, WheelError
 from overlay.lines.pins import Pins, WheelPin
 from overlay.text.applier import decode

@@ -34,7 +34,7 @@ from overlay import codec, fixes
 from overlay._files import write_text_atomic
 from overlay._hashing import sha256_bytes, sha256_file
 from overlay.codec import CodecError
-from overlay.dist.wheels import build_patched_wheel, fetch_wheel
+from overlay.distribution.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import release_venvs
 from overlay.fixes import Fix
 from overlay.lines import Line

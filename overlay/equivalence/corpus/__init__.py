@@ -86,7 +86,7 @@ CASES: tuple[CaseInfo, ...] = (
         targets_vgf=True,
         expect_broken="upstream: VGF's mirrored address mode reflects about the image edges,"
         " PyTorch (align_corners=True) about the corner texel centres: every sample outside"
-        " the image reads another texel on executed VGF (docs/findings.md)",
+        " the image reads another texel on executed VGF (docs/notes/findings.md)",
         broken_releases="==1.5.1",
     ),
     *(case.info for case in FIX_CASES.values()),

@@ -18,7 +18,7 @@ import tomlkit
 
 from overlay import worktree
 from overlay._git import git
-from overlay.dist.wheels import build_patched_wheel, fetch_wheel
+from overlay.distribution.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import lockfiles
 from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series

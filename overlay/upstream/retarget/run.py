@@ -21,7 +21,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from overlay import fixes, lines
-from overlay.dist.wheels import build_patched_wheel, fetch_wheel
+from overlay.distribution.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import release_venvs
 from overlay.equivalence import corpus
 from overlay.errors import OverlayError, UnsupportedReleaseError, UpstreamError

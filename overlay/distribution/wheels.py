@@ -4,8 +4,8 @@ The patched wheel keeps every file of the original except the patched sources,
 the renamed dist-info (``1.2.0+armfix.<series>``), METADATA's Requires-Dist narrowed to
 the runtime pins' release series (``torch==2.11.*``; tosa-tools under ``executorch[arm]``),
 WHEEL's Generator (this tool), a regenerated RECORD and a provenance file
-(:mod:`overlay.dist.provenance`). The zip is read and written by
-:mod:`overlay.dist.wheelzip`: the same inputs give the same bytes. Built wheels are kept
+(:mod:`overlay.distribution.provenance`). The zip is read and written by
+:mod:`overlay.distribution.wheelzip`: the same inputs give the same bytes. Built wheels are kept
 in the overlay cache, keyed by what they are made of, so a new clone reuses them.
 """
 
@@ -26,11 +26,12 @@ from pathlib import Path
 
 from overlay import _mutex, _process
 from overlay._cache import cache_dir
+from overlay._faults import fault_point
 from overlay._hashing import sha256_bytes, sha256_file
-from overlay.dist import provenance as _provenance
-from overlay.dist import wheelzip
-from overlay.dist.distinfo import METADATA, decode_text, metadata_version, set_generator
-from overlay.dist.provenance import (
+from overlay.distribution import provenance as _provenance
+from overlay.distribution import wheelzip
+from overlay.distribution.distinfo import METADATA, decode_text, metadata_version, set_generator
+from overlay.distribution.provenance import (
     PROVENANCE_FILE,
     FileRecord,
     Provenance,
@@ -41,7 +42,6 @@ from overlay.dist.provenance import (
 )
 from overlay.errors import TargetError, WheelError
 from overlay.lines.pins import WheelPin
-from overlay._faults import fault_point
 from overlay.text.applier import transform, transform_checked
 from overlay.text.series import Series
 
@@ -173,8 +173,7 @@ def _pip_failure(output: str, pin: WheelPin) -> tuple[str, str]:
     if versions is not None:
         have = versions.group(1).strip() or "none"
         return (
-            f"executorch {pin.version} is not on the package index for {pin.tag}"
-            f" (it has: {have})",
+            f"executorch {pin.version} is not on the package index for {pin.tag} (it has: {have})",
             "pick a version the index has",
         )
     errors = [line for line in output.splitlines() if not line.startswith("WARNING:")]

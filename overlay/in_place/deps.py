@@ -23,8 +23,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from overlay.envs.venvs import installed_versions
-from overlay.target.locate import Target
 from overlay.text.series import Series
+from overlay.tree.locate import Target
 
 
 @dataclass(frozen=True)

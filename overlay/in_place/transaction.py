@@ -1,9 +1,9 @@
 """Apply or revert fixes on an executorch tree: one journaled file-system transaction.
 
 :func:`apply` takes the target's lock (a file beside the dist-info, deleted on release),
-settles whatever an earlier run left unfinished, plans (:mod:`overlay.target.plan`: every
+settles whatever an earlier run left unfinished, plans (:mod:`overlay.in_place.plan`: every
 check and every new byte before the first write) and hands the plan to
-:mod:`overlay.target.journal` as one transaction. :func:`preview` is the same plan without
+:mod:`overlay.tree.journal` as one transaction. :func:`preview` is the same plan without
 the lock or a write (`check`, `--dry-run`). A tree this process cannot write (no lock can
 be taken there) is planned without the lock: a run with nothing to do succeeds, any other
 is refused naming what is read-only.
@@ -20,14 +20,14 @@ from pathlib import Path
 
 from overlay import _mutex
 from overlay._hashing import sha256_bytes
-from overlay.dist.distinfo import METADATA
-from overlay.dist.provenance import is_whole
+from overlay.distribution.distinfo import METADATA
+from overlay.distribution.provenance import is_whole
 from overlay.errors import InterruptedRunError, TargetError, UnfinishedRunError
-from overlay.target import journal
-from overlay.target.locate import Target, find_target
-from overlay.target.plan import Plan, plan
-from overlay.target.state import TreeState, inspect
+from overlay.in_place.plan import Plan, plan
 from overlay.text.series import Series
+from overlay.tree import journal
+from overlay.tree.locate import Target, find_target
+from overlay.tree.state import TreeState, inspect
 
 LOCK_TIMEOUT_S = 120.0
 

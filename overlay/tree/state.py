@@ -27,14 +27,14 @@ from packaging.version import Version
 
 from overlay import _mutex
 from overlay._hashing import sha256_bytes
-from overlay.dist.distinfo import ORIGINAL_FILE, read_text
-from overlay.dist.provenance import PROVENANCE_FILE, local_version, parse_provenance
+from overlay.distribution.distinfo import ORIGINAL_FILE, read_text
+from overlay.distribution.provenance import PROVENANCE_FILE, local_version, parse_provenance
 from overlay.errors import BusyError, InstallCheckError, OverlayError, TargetError
-from overlay.target import journal
-from overlay.target.locate import Target, find_target, safe_file
-from overlay.target.selection import describe
+from overlay.lines.selection import describe
 from overlay.text.applier import HunkMismatchError, transform, transform_checked
 from overlay.text.series import Series
+from overlay.tree import journal
+from overlay.tree.locate import Target, find_target, safe_file
 
 # A file touched by more fixes than this is classified as pristine, patched or drifted
 # only: its partial states would be 2**n reverse applications to try.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from overlay.dist.distinfo import RECORD, DistInfo, read_dist_info
+from overlay.distribution.distinfo import RECORD, DistInfo, read_dist_info
 from overlay.errors import TargetError, UnsafePatchError
 from overlay.text.series import Series
 

@@ -1,6 +1,6 @@
 """Plan an apply or revert of some or all fixes: every check and every new byte, no write.
 
-:func:`plan` reads the tree once (:mod:`overlay.target.state`), decides the fixes the tree
+:func:`plan` reads the tree once (:mod:`overlay.tree.state`), decides the fixes the tree
 will hold (``apply`` adds the chosen fixes to those it holds, ``revert`` takes them away),
 and computes each file's new bytes from its pinned pristine bytes, the stale bytecode of
 each replaced module, and the dist-info an installed patched wheel would have: METADATA
@@ -29,7 +29,7 @@ from pathlib import Path
 from installer.records import RecordEntry
 
 from overlay._hashing import sha256_bytes, sha256_file
-from overlay.dist.distinfo import (
+from overlay.distribution.distinfo import (
     METADATA,
     ORIGINAL_FILE,
     ORIGINAL_RECORD,
@@ -40,7 +40,7 @@ from overlay.dist.distinfo import (
     rewrite_record,
     set_metadata_version,
 )
-from overlay.dist.provenance import (
+from overlay.distribution.provenance import (
     PROVENANCE_FILE,
     TOOL,
     FileRecord,
@@ -48,10 +48,12 @@ from overlay.dist.provenance import (
     make_provenance,
 )
 from overlay.errors import ApplyError, DriftError, TargetError
-from overlay.target import journal
-from overlay.target.locate import DIST_INFO_RE, DIST_NAME, Target, refuse_symlink
-from overlay.target.selection import describe
-from overlay.target.state import (
+from overlay.lines.selection import describe
+from overlay.text.applier import HunkMismatchError, transform, transform_checked
+from overlay.text.series import Series
+from overlay.tree import journal
+from overlay.tree.locate import DIST_INFO_RE, DIST_NAME, Target, refuse_symlink
+from overlay.tree.state import (
     FileRead,
     FileState,
     MetadataState,
@@ -60,8 +62,6 @@ from overlay.target.state import (
     read_files,
     read_record,
 )
-from overlay.text.applier import HunkMismatchError, transform, transform_checked
-from overlay.text.series import Series
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,12 @@ from pathlib import Path
 
 from overlay._files import write_text_atomic
 from overlay._hashing import sha256_file
-from overlay.dist.wheels import BuildResult, build_patched_wheel, build_record, patched_cache
+from overlay.distribution.wheels import (
+    BuildResult,
+    build_patched_wheel,
+    build_record,
+    patched_cache,
+)
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series
 

@@ -16,11 +16,17 @@ import contextlib
 import io
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from installer.records import RecordEntry
 
-from overlay.dist.distinfo import RECORD, decode_text, format_record, parse_record, record_entry
+from overlay.distribution.distinfo import (
+    RECORD,
+    decode_text,
+    format_record,
+    parse_record,
+    record_entry,
+)
 from overlay.errors import OverlayError, WheelError
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD does not list

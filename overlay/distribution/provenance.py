@@ -4,9 +4,9 @@ The patched wheel and an in-place apply write the same version and provenance, s
 installs read alike: METADATA ``Version: 1.2.0+armfix.<series>`` and ``ARM_OVERLAY.json``
 naming the series, the fixes it holds and each patched file's sha256 before and after. The
 wheel's Requires-Dist are narrowed to the runtime pins' release series; an in-place apply
-keeps the installed requirements and extras (the environment's packages are the user's). A tree holding only some fixes of
-the series (``apply --fix``) says which in both: the version ends in ``.fix.<n>.<m>``, the
-fix numbers, and the provenance lists exactly those patches.
+keeps the installed requirements and extras (the environment's packages are the user's). A
+tree holding only some fixes of the series (``apply --fix``) says which in both: the version
+ends in ``.fix.<n>.<m>``, the fix numbers, and the provenance lists exactly those patches.
 
 Example: fixes 1 and 7 of series ``5c0ffee123...`` on executorch 1.5.1.
 Becomes: ``Version: 1.5.1+armfix.5c0ffee123.fix.1.7``; ``patches`` lists 0001 and 0007.
@@ -20,7 +20,7 @@ from collections.abc import Collection, Mapping
 from overlay import __version__, codec
 from overlay._hashing import sha256_bytes
 from overlay.codec import CodecError
-from overlay.dist.distinfo import set_metadata_version, set_requirements
+from overlay.distribution.distinfo import set_metadata_version, set_requirements
 from overlay.text.series import Series
 
 PROVENANCE_FILE = "ARM_OVERLAY.json"
