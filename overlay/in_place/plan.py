@@ -214,9 +214,10 @@ def _refuse_drift(series: Series, bad: dict[str, FileState]) -> None:
 def _refuse_unwritable(target: Target, paths: list[Path], dist_info: bool) -> None:
     """Refuse a plan whose files or folders this process cannot change; nothing is written.
 
-    Folders need write permission (a file is replaced by a rename in its folder; the lock
-    and the journal live beside the dist-info). Root passes every mode check: what stops it
-    is an immutable file or a read-only file system, which ``os.access`` reports too.
+    Folders need write permission (a file is replaced by a rename in its folder, or created
+    there; the lock and the journal live beside the dist-info). Root passes every mode check:
+    what stops it is an immutable file or a read-only file system, which ``os.access``
+    reports too (a file the run creates is not there to ask).
     """
     if not paths and not dist_info:
         return
@@ -226,7 +227,7 @@ def _refuse_unwritable(target: Target, paths: list[Path], dist_info: bool) -> No
         paths = [*paths, *(p for p in target.dist_info.iterdir() if p.is_file())]
     blocked = sorted(f for f in folders if not os.access(f, os.W_OK | os.X_OK))
     if os.geteuid() == 0:
-        blocked += sorted(p for p in paths if not os.access(p, os.W_OK))
+        blocked += sorted(p for p in paths if p.exists() and not os.access(p, os.W_OK))
     if not blocked:
         return
     shown = "\n".join(f"    {p}" for p in blocked[:10])
