@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
-import filelock
 import pytest
 from equivalence_samples import A, B, C, decided, runs, scripted_options
 
+from overlay import _mutex
 from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.protocol import ListReply
 from overlay.equivalence.verdict import AB
-from overlay.errors import EquivalenceError, EquivalenceInputError
+from overlay.errors import BusyError, EquivalenceInputError
 from overlay.items import CaseInfo, ItemKind, ProbeInfo
 
 # --- the cache across runs -----------------------------------------------------------------
@@ -174,10 +175,12 @@ def test_two_runs_into_one_folder_are_refused(
     fake = scripted_options(tmp_path, monkeypatch)
     fake.log_dir.mkdir(parents=True)
     with (
-        filelock.FileLock(str(fake.log_dir / ".lock")),
-        pytest.raises(EquivalenceError, match="another equivalence run"),
+        _mutex.held(fake.log_dir / ".lock", timeout=0, busy="held", hint=""),
+        pytest.raises(BusyError, match="another equivalence run") as busy,
     ):
         run(fake)
+    assert f"held by pid {os.getpid()}" in (busy.value.found or "")
+    assert not (fake.log_dir / ".lock").exists()  # the holder deletes it on release
 
 
 def test_a_probe_runs_on_the_lines_that_carry_its_fix() -> None:

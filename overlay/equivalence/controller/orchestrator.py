@@ -25,10 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-import filelock
-
 import overlay
-from overlay import fixes, lines
+from overlay import _mutex, fixes, lines
 from overlay._hashing import sha256_file
 from overlay.equivalence import corpus, sources
 from overlay.equivalence.controller.inputs import check_cases, resolve_inputs
@@ -60,7 +58,7 @@ from overlay.equivalence.protocol import (
 )
 from overlay.equivalence.verdict import decide
 from overlay.equivalence.worker.envinfo import EnvInfo
-from overlay.errors import EquivalenceError, EquivalenceInputError
+from overlay.errors import EquivalenceInputError
 from overlay.items import CaseInfo, ItemId, ProbeInfo
 from overlay.lines import pins
 
@@ -192,28 +190,25 @@ def _keys(options: Options, settings: Settings, envs: Mapping[PathId, EnvInfo]) 
 @contextlib.contextmanager
 def _exclusive(folder: Path) -> Iterator[None]:
     """Hold the output folder for this run: two runs into one folder would mix their logs."""
-    lock = filelock.FileLock(str(folder / ".lock"), timeout=0)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
-    except filelock.Timeout:  # before OSError: it is a TimeoutError
-        raise EquivalenceError(
-            f"another equivalence run is writing to {folder}",
-            expected="one run per output folder",
-            found=f"{folder / '.lock'} is held",
-            hint="wait for it, or pass another --out",
-        ) from None
-    except OSError as exc:
-        raise EquivalenceInputError(
-            f"cannot write the output folder {folder}",
-            expected="a folder this user can write",
-            found=str(exc),
-            hint="pass --out DIR",
-        ) from exc
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            held.enter_context(
+                _mutex.held(
+                    folder / ".lock",
+                    timeout=0,
+                    busy=f"another equivalence run is writing to {folder}",
+                    hint="wait for it, or pass another --out",
+                )
+            )
+        except OSError as exc:
+            raise EquivalenceInputError(
+                f"cannot write the output folder {folder}",
+                expected="a folder this user can write",
+                found=str(exc),
+                hint="pass --out DIR",
+            ) from exc
         yield
-    finally:
-        lock.release()
 
 
 def _open_cache(options: Options) -> ResultCache | None:
