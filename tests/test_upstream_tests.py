@@ -17,7 +17,7 @@ from overlay import render
 from overlay._hashing import sha256_bytes
 from overlay.errors import UpstreamError
 from overlay.fixes import Fix, UpstreamNote
-from overlay.upstream import reports, suite
+from overlay.upstream import reports, suite, upstream_tests
 from overlay.upstream.results import Counts, SuiteRun, TestResult, TestRun, TestState
 from overlay.upstream.upstream_tests import (
     lay_out_tests,
@@ -177,9 +177,7 @@ def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> No
 
 def _part_run(part: Sequence[str], stock: str = "", patched: str = "") -> TestRun:
     tests = tuple(TestResult(node, TestState.PASSED) for node in part)
-    return TestRun(
-        "pytest", (suite.WORKERS, *part), Counts(tests, stock), Counts(tests, patched), 1.0
-    )
+    return TestRun("pytest", tuple(part), Counts(tests, stock), Counts(tests, patched), 1.0)
 
 
 def test_an_interrupted_suite_resumes_with_the_parts_it_kept(tmp_path: Path) -> None:
@@ -210,7 +208,7 @@ def test_an_interrupted_suite_resumes_with_the_parts_it_kept(tmp_path: Path) -> 
     assert [t.node for t in runs[2].stock.tests] == files
     assert runs[2].stock.problem == runs[2].patched.problem == "" and runs[2].seconds == 3.0
     assert runs[2].selection == tuple(files)
-    assert runs[2].command.split()[3:5] == [suite.WORKERS, files[0]]
+    assert runs[2].command.split()[3:5] == [upstream_tests.WORKERS, files[0]]
     (tmp_path / f"{key(files[:8])[:16]}.json").write_text("{}", encoding="utf-8")
     suite.run_in_parts(files, key, run_part, tmp_path, lambda _: None)  # unreadable: run again
     assert calls[-1] == 1

@@ -49,7 +49,6 @@ Progress = Callable[[str], None]
 WHOLE = ("passes",)  # run every file
 BY_OPERATOR = ("ops", "quantizer", "misc")  # run the files of the touched operators
 PART_FILES = 8  # test files per part: a part's result is kept, an interrupted run resumes
-WORKERS = "--numprocesses=auto"  # pytest-xdist, as upstream runs its Arm tests
 _SIZE = re.compile(r"\d+d$")  # conv2d, max_pool1d: the operator without its rank
 
 
@@ -107,7 +106,7 @@ def run_suite(line: Line, *, out_dir: Path, progress: Progress = lambda _: None)
         return upstream_tests.run_tests_both_ways(
             str(envs[0].python), str(envs[1].python),
             release_tests=release.tests, patched_files=after, pytest_ini=ini,
-            selection=[WORKERS, *part], log_dir=log_dir / f"part-{number}",
+            selection=part, log_dir=log_dir / f"part-{number}",
             extra_env=extra_env,
         )  # fmt: skip
 
@@ -157,7 +156,7 @@ def part_key(
     files' bytes, the ini, the extra environment (the Vulkan emulation layer or none) and
     the code that runs pytest and reads its report."""
     runner = sha256_file(Path(upstream_tests.__file__))
-    parts = [*envs, WORKERS, runner, sha256_bytes(ini)]
+    parts = [*envs, upstream_tests.WORKERS, runner, sha256_bytes(ini)]
     parts += [f"{name}={value}" for name, value in sorted(extra_env.items())]
     parts += [f"{path} {sha256_bytes(data)}" for path, data in sorted(files.items())]
     return sha256_bytes("\n".join(parts).encode())
@@ -170,8 +169,10 @@ def joined(runs: Sequence[TestRun]) -> TestRun:
         problems = "; ".join(c.problem for c in counts if c.problem)
         return Counts(tuple(t for c in counts for t in c.tests), problems)
 
-    selection = tuple(dict.fromkeys(s for r in runs for s in r.selection if s != WORKERS))
-    command = upstream_tests.pytest_command([WORKERS, *selection])
+    selection = tuple(
+        dict.fromkeys(s for r in runs for s in r.selection if s != upstream_tests.WORKERS)
+    )
+    command = upstream_tests.pytest_command([upstream_tests.WORKERS, *selection])
     seconds = sum(r.seconds for r in runs)
     return TestRun(
         command, selection, side([r.stock for r in runs]), side([r.patched for r in runs]), seconds

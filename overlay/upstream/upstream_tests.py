@@ -170,6 +170,9 @@ def lay_out_tests(
     return TestTree(dest, ini)
 
 
+WORKERS = "--numprocesses=auto"  # pytest-xdist, as upstream runs its Arm tests
+
+
 def run_pytest(
     python: str,
     tree: TestTree,
@@ -240,16 +243,18 @@ def run_tests_both_ways(
     timeout: float = PYTEST_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
 ) -> TestRun:
-    """Run ``selection`` on stock (with the patch's test files) and on patched."""
+    """Run ``selection`` on stock (with the patch's test files) and on patched, each on every
+    core (pytest-xdist, as upstream runs its Arm tests)."""
     started = time.perf_counter()
     counts = []
     with tempfile.TemporaryDirectory(prefix="overlay-tests-") as tmp:
         tree = lay_out_tests(Path(tmp), release_tests, patched_files, pytest_ini)
         for side, python in (("stock", stock_python), ("patched", patched_python)):
             log = log_dir / f"pytest-{side}.log"
-            counts.append(
-                run_pytest(python, tree, selection, log=log, timeout=timeout, extra_env=extra_env)
+            run = run_pytest(
+                python, tree, [WORKERS, *selection], log=log, timeout=timeout, extra_env=extra_env
             )
+            counts.append(run)
     seconds = time.perf_counter() - started
     return TestRun(pytest_command(selection), tuple(selection), counts[0], counts[1], seconds)
 
