@@ -18,9 +18,11 @@ cost grows most per node, and the retraces that changed nothing (work a target p
 skips). ``--profile DIR`` writes a cProfile of the largest GRU lowering per env.
 
 Targets (here, never in tests):
-- every other env of a line lowers every sample to the same delegate payloads as the
-  line's stock env (the fixes change no bytes of these models);
-- and costs at most ``TARGET_PATCHED_RATIO`` of its CPU time;
+- every other env of a line costs at most ``TARGET_PATCHED_RATIO`` of the line's stock
+  env's CPU time (the noise floor under load: about 7%, two envs of the same code);
+- an env that only speeds lowering up (any ``LINE-NAME`` but ``LINE-patched``, whose fixes
+  may change a program: 1.2.0's do change the GRU's) lowers every sample to the same
+  delegate payloads as the line's stock env;
 - the 49-frame GRU keyword spotter fits its equivalence budget: two lowerings per path
   (TOSA and VGF), three paths on two cores, within ``KWS_BUDGET_S`` wall, extrapolated
   from the fit with ``KWS_FIXED_S`` for the rest of a case (quantise, export, run).
@@ -50,7 +52,7 @@ KWS_FRAMES = 49
 KWS_BUDGET_S = 600.0  # the case's per-path timeout
 KWS_FIXED_S = 60.0  # per path beside the two lowerings: export, quantise, reference and VGF runs
 PATHS, CORES, LOWERINGS_PER_PATH = 3, 2, 2
-TARGET_PATCHED_RATIO = 1.05
+TARGET_PATCHED_RATIO = 1.10
 TOP_PASSES = 6
 
 
@@ -223,7 +225,8 @@ def missed_targets(envs: Sequence[Env], models: Sequence[str], results: Results)
                 f" lowering CPU {cost:.1f} s / {base:.1f} s = {cost / base:.3f}"
                 f" (target <= {TARGET_PATCHED_RATIO})"
             )
-            if not same or cost > TARGET_PATCHED_RATIO * base:
+            must_match = not env.label.endswith("-patched")
+            if (must_match and not same) or cost > TARGET_PATCHED_RATIO * base:
                 missed.append(f"{env.label} {model}")
     for env in envs if "gru" in models else ():
         estimate = kws_estimate(results[env.label]["gru"])

@@ -10,7 +10,7 @@ It builds the model (``gru``/``lstm``: the zoo's keyword spotter over ``size`` f
 lowers it with the TOSA partitioner for TOSA-1.0+INT, as the equivalence worker does, and
 prints one :class:`Sample` as JSON (through ``overlay.codec``). Each phase has its wall and
 CPU time; each pass (every ``PassBase`` subclass, the Arm pipeline's and exir's) its
-exclusive wall time, its runs, how many of them retraced the graph (``call_submodule``)
+exclusive CPU time, its runs, how many of them retraced the graph (``call_submodule``)
 and how many retraces left it as it was (the same ops in the same order): a retrace that
 changes nothing is work a target pre-check would have skipped. torch is imported inside
 functions only, so the controller can import the dataclasses.
@@ -49,7 +49,7 @@ class Phase:
 
 @dataclass(frozen=True)
 class PassTime:
-    """One pass class over a lowering: exclusive wall seconds, runs, retraces, no-op retraces."""
+    """One pass class over a lowering: exclusive CPU seconds, runs, retraces, no-op retraces."""
 
     name: str
     seconds: float
@@ -138,13 +138,13 @@ class PassClock:
             name = type(pass_).__name__
             before = ops(module)
             self._stack.append([name, 0.0, False])
-            started = time.perf_counter()
+            started = time.process_time()
             result = None
             try:
                 result = call(pass_, module, *args, **kwargs)
                 return result
             finally:
-                elapsed = time.perf_counter() - started
+                elapsed = time.process_time() - started
                 _, nested, retraced = self._stack.pop()
                 self.seconds[name] = self.seconds.get(name, 0.0) + elapsed - nested
                 self.runs[name] = self.runs.get(name, 0) + 1
@@ -154,7 +154,7 @@ class PassClock:
                     if before is not None and before == after:
                         self.unchanged[name] = self.unchanged.get(name, 0) + 1
                 if self._stack:  # the caller is charged for neither this pass nor its check
-                    self._stack[-1][1] += time.perf_counter() - started
+                    self._stack[-1][1] += time.process_time() - started
 
         return timed
 
