@@ -299,6 +299,18 @@ def bench_equivalence(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def bench_lowering(session: nox.Session) -> None:
+    """Benchmark lowering time against frames and depth, every line, stock and patched."""
+    _install_overlay(session)
+    given, rest = _line(session)
+    envs = []
+    for line in [given] if given else LINES:
+        stock, patched = _equivalence_envs(session, line)
+        envs += ["--env", f"{line.name}-stock={stock}", "--env", f"{line.name}-patched={patched}"]
+    session.run("python", "benchmarks/bench_lowering.py", *envs, *rest)
+
+
+@nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmark: cold build vs a bare install of the same pins, warm re-run, apply time."""
     _install_overlay(session)

@@ -46,6 +46,7 @@ class CaseInfo:
     group: str = "core"  # "core" (the default run), "zoo" (real networks), "user" (--models)
     timeout: float | None = None  # seconds per path for this case; None: the run's --timeout
     ethos_u: bool = False  # also lower for Ethos-U55/U85 (quantised cases)
+    vgf: bool = True  # also lower for VGF (an Ethos-U zoo model too slow to lower twice: no)
     expect_broken: str = ""  # why this case is wrong or fails on every path (else a finding)
     broken_releases: str = ""  # PEP 440 specifier expect_broken is declared for ("": every)
     targets_vgf: bool = False  # quantised for VGF; a failed VGF lowering is a failed case

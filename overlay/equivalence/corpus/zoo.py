@@ -291,6 +291,32 @@ class SmallLSTM(nn.Module):
         return self.out(h)
 
 
+# --- a keyword spotter: MFCC frames -> nn.GRU (or nn.LSTM) -> linear to 12 classes ---------
+
+
+class KeywordSpotter(nn.Module):
+    """The Ethos-U zoo's KWS RNN shape: ``frames`` MFCC frames of ``features`` coefficients,
+    one recurrent layer (``nn.GRU`` or ``nn.LSTM``, as exported), its last state to the
+    classes. The lowering unrolls the recurrence: its graph grows linearly with ``frames``."""
+
+    def __init__(
+        self, cell: str = "gru", features: int = 10, hidden: int = 64, classes: int = 12
+    ) -> None:
+        super().__init__()
+        recurrent = {"gru": nn.GRU, "lstm": nn.LSTM}[cell]
+        self.rnn = recurrent(features, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: Any) -> Any:
+        states, _ = self.rnn(x)
+        return self.head(states[:, -1])
+
+
+def keyword_spotter(cell: str = "gru", frames: int = 49) -> tuple[nn.Module, tuple[Any, ...]]:
+    """Return a keyword spotter and one utterance (``1 x frames x 10``) under the caller's seed."""
+    return KeywordSpotter(cell).eval(), (torch.randn(1, frames, 10),)
+
+
 # --- U-Net (encoder/decoder, ConvTranspose2d upsampling, skip cat, relu6 / clamp) -----
 
 
@@ -381,6 +407,7 @@ NETWORKS: dict[str, Builder] = {
     "efficientnet_b0": lambda: (randomise_bn(EfficientNetB0Small()), (square_image(32),)),
     "deit_tiny": lambda: (randomise_bn(DeiTTiny()), (square_image(32),)),
     "lstm": lambda: (SmallLSTM().eval(), (torch.randn(1, 4, 16),)),
+    "gru_kws": keyword_spotter,
     "unet": lambda: (randomise_bn(UNet()), (square_image(32),)),
     "grid_warp": lambda: (GridWarp().eval(), (square_image(16),)),
     "grid_warp_int16_grid_intfp16": lambda: int16_grid("TOSA-1.0+INT+FP+int16"),
