@@ -157,9 +157,8 @@ def main() -> int:
     )
     load_before = os.getloadavg()[0]
     cold, cold_s = timed(options)
-    if args.keep:  # the cold run's report, for a look (text, JSON, Markdown, HTML)
-        folder = work / "report"
-        layout.write_reports(cold, folder, ("txt", "json", "md", "html"), html.drawings)
+    if args.keep:  # the cold run's report, for a look (JSON, Markdown, HTML)
+        layout.write_reports(cold, work / "report", drawings=html.drawings)
     warm, warm_s = timed(options)
     print(f"setup of the edited env ({EDITED_PATCH} + 1 line): ", end="", flush=True)
     mark = time.perf_counter()

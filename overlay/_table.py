@@ -1,24 +1,10 @@
-"""Plain-text and Markdown tables, the one renderer every report uses."""
+"""Markdown tables (every report's, the docs' generated ones) and the markers around one."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from overlay.errors import OverlayError
-
-
-def text_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], *, max_width: int = 60
-) -> list[str]:
-    """Return aligned lines: header, a rule, one line per row (cells cut at ``max_width``)."""
-    widths = [
-        min(max(len(row[i]) for row in [header, *rows]), max_width) for i in range(len(header))
-    ]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c[:w].ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
 def markdown_cell(text: str) -> str:

@@ -1,33 +1,30 @@
-"""One renderer per format for every report of the tool: text, Markdown, HTML, and JSON.
+"""One renderer per format for every report of the tool: Markdown, HTML, and JSON.
 
 A report is first laid out once as blocks (:class:`Heading`, :class:`Para`, :class:`Table`,
 :class:`Items`, :class:`Pre`, and :class:`Raw` for what only a page can show; a status
 inside them is a :class:`Badge`, a reference to a section a :class:`Link`): the equivalence
 report in :mod:`overlay.equivalence.render.layout`, the upstream reports in
-:mod:`overlay.upstream.reports` and :mod:`overlay.upstream.canary.page`. :func:`text`,
-:func:`markdown` and :func:`html` render any blocks; JSON is the report itself through
-:mod:`overlay.codec` (its schema is derived from the same dataclasses: :func:`schema`).
-Strings only; :func:`write` writes the files.
+:mod:`overlay.upstream.reports` and :mod:`overlay.upstream.canary.page`. :func:`markdown`
+(also the plain-text form: the CLI prints it, rendered by rich on a terminal) and
+:func:`html` render any blocks; JSON is the report itself through :mod:`overlay.codec` (its
+schema is derived from the same dataclasses: :func:`schema`). Strings only; :func:`write`
+writes the files.
 """
 
 from __future__ import annotations
 
 import html as html_escape
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import codec
-from overlay._table import markdown_table, text_table
-
-WIDTH = 100  # the text form's prose and tables fit this many columns
-LAST_MIN = 24  # a fit table's last column is wrapped no narrower than this
+from overlay._table import markdown_table
 
 
 @dataclass(frozen=True)
 class Badge:
-    """A status: a coloured badge in HTML, bold in Markdown, plain text elsewhere."""
+    """A status: a coloured badge in HTML, bold in Markdown."""
 
     text: str
     tone: str  # "ok", "warn", "info", "bad"
@@ -35,7 +32,7 @@ class Badge:
 
 @dataclass(frozen=True)
 class Link:
-    """A reference to the heading with ``anchor``: a link in HTML, plain text elsewhere."""
+    """A reference to the heading with ``anchor``: a link in HTML, its text in Markdown."""
 
     text: str
     anchor: str
@@ -63,20 +60,10 @@ class Para:
 
 @dataclass(frozen=True)
 class Table:
-    """A table: a header and rows of cells.
-
-    ``grouped``: the first column names a group of rows, which the text form prints once
-    on a line above them (long names need no column); ``note``: the last column is prose,
-    which the text form prints wrapped under its row; ``fit``: the text form fits WIDTH by
-    wrapping the last column's cells (down to LAST_MIN columns), then by cutting the first
-    column (and a group's name) with ~ (otherwise every cell is printed whole).
-    """
+    """A table: a header and rows of cells."""
 
     header: tuple[str, ...]
     rows: tuple[tuple[Inline, ...], ...]
-    grouped: bool = False
-    note: bool = False
-    fit: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,86 +113,12 @@ def listing(texts: Sequence[str]) -> Items:
     return Items(tuple(map(item, texts or ["none"])))
 
 
-def _plain(parts: Sequence[Inline], *, bold: bool = False) -> str:
+def _markdown_inline(parts: Sequence[Inline]) -> str:
+    """Return inline parts as Markdown: a badge bold, a link its text."""
     return "".join(
-        (f"**{p.text}**" if bold and isinstance(p, Badge) else p.text)
-        if not isinstance(p, str)
-        else p
+        p if isinstance(p, str) else f"**{p.text}**" if isinstance(p, Badge) else p.text
         for p in parts
     )
-
-
-def wrapped(first: str, text: str, indent: int) -> list[str]:
-    """Return ``first + text`` wrapped to WIDTH columns, continuation lines indented."""
-    return textwrap.wrap(
-        text,
-        WIDTH,
-        initial_indent=first,
-        subsequent_indent=" " * indent,
-        break_on_hyphens=False,
-        break_long_words=False,
-    ) or [first.rstrip()]
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "~"
-
-
-def _fit(header: Sequence[str], cells: Sequence[Sequence[str]]) -> list[list[list[str]]]:
-    """Return each row's lines so the table fits WIDTH: the last column wrapped, the first cut."""
-    widths = [max(len(r[i]) for r in [header, *cells]) for i in range(len(header))]
-    others = sum(widths[1:-1]) + 2 * (len(header) - 1)
-    last = max(WIDTH - others - widths[0], min(widths[-1], LAST_MIN), len(header[-1]))
-    wraps = [textwrap.wrap(r[-1], last, break_on_hyphens=False) or [""] for r in cells]
-    used = max(len(line) for lines in [[header[-1]], *wraps] for line in lines)
-    room = max(WIDTH - others - used, len(header[0]))
-    blank = [""] * (len(header) - 1)
-    return [
-        [[_cut(r[0], room), *r[1:-1], first], *([*blank, m] for m in more)]
-        for r, (first, *more) in zip(cells, wraps, strict=True)
-    ]
-
-
-def _text_table(table: Table) -> list[str]:
-    """Return a table as text lines (with ``fit``, no wider than WIDTH: :func:`_fit`)."""
-    rows = [[_plain([c]) for c in row] for row in table.rows]
-    header = list(table.header)
-    start, stop = int(table.grouped), len(header) - int(table.note)
-    header = header[start:stop]
-    cells = [r[start:stop] for r in rows]
-    per_row = _fit(header, cells) if table.fit else [[r] for r in cells]
-    lines = text_table(header, [line for sub in per_row for line in sub], max_width=2 * WIDTH)
-    out, group, at = lines[:2], None, 2
-    for row, sub in zip(rows, per_row, strict=True):
-        if table.grouped and row[0] != group:
-            out.append(_cut(row[0], WIDTH) if table.fit else row[0])
-            group = row[0]
-        out += lines[at : at + len(sub)]
-        at += len(sub)
-        if table.note and row[-1]:
-            out += wrapped("    ", row[-1], 6)
-    return out
-
-
-def text(blocks: Sequence[Block]) -> str:
-    """Render blocks for a terminal: prose wrapped to WIDTH columns, tables aligned."""
-    out: list[str] = []
-    for block in blocks:
-        if not block or isinstance(block, Raw):  # an empty list, a page's drawing
-            continue
-        if isinstance(block, Heading):
-            out += [block.text if block.level == 1 else f"{block.text}:"]
-        elif isinstance(block, Para):
-            out += wrapped("", block.text, 2)
-        elif isinstance(block, Table):
-            out += _text_table(block)
-        elif isinstance(block, Items):
-            for i in block.items:
-                out += wrapped("  " * (i.depth + 1), _plain(i.parts), 2 * i.depth + 4)
-        else:
-            out += [f"{block.summary}:", *(f"    {x}" for x in block.text.rstrip().split("\n"))]
-        out.append("")
-    return "\n".join(out).rstrip("\n") + "\n"
 
 
 def markdown(blocks: Sequence[Block]) -> str:
@@ -219,10 +132,10 @@ def markdown(blocks: Sequence[Block]) -> str:
         elif isinstance(block, Para):
             out += [f"**{block.text}**" if block.tone == "fail" else block.text]
         elif isinstance(block, Table):
-            cells = [[_plain([c], bold=True) for c in row] for row in block.rows]
+            cells = [[_markdown_inline([c]) for c in row] for row in block.rows]
             out += markdown_table(block.header, cells)
         elif isinstance(block, Items):
-            out += ["  " * i.depth + "- " + _plain(i.parts, bold=True) for i in block.items]
+            out += ["  " * i.depth + "- " + _markdown_inline(i.parts) for i in block.items]
         else:
             out += [f"{block.summary}:", "", "```", block.text.rstrip(), "```"]
         out.append("")
@@ -327,13 +240,12 @@ def write(
     *,
     title: str = "",
 ) -> list[Path]:
-    """Write ``<stem>.<suffix>`` for each of ``txt``, ``md``, ``html``, ``json`` asked for.
+    """Write ``<stem>.<suffix>`` for each of ``md``, ``html``, ``json`` asked for.
 
     ``title``: the page's (its first heading's text when not given).
     """
     title = title or next((b.text for b in blocks if isinstance(b, Heading)), stem)
     renderers = {
-        "txt": lambda: text(blocks),
         "md": lambda: markdown(blocks),
         "html": lambda: html(blocks, title),
         "json": lambda: json_text(report),

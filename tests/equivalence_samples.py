@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from overlay import render
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
@@ -30,6 +31,7 @@ from overlay.equivalence.protocol import (
     VelaEstimate,
     VgfResult,
 )
+from overlay.equivalence.render import layout
 from overlay.equivalence.verdict import AB, Verdict, decide
 from overlay.fixes import divergences
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -135,6 +137,11 @@ def ethos(
     return EthosUResult(
         target, state, payloads=(Payload("EthosUBackend", 2240, digest),), estimates=(estimate,)
     )
+
+
+def shown(report: Report) -> str:
+    """Return the report as the CLI prints it (its Markdown, plain off a terminal)."""
+    return render.markdown(layout.blocks(report))
 
 
 def report_of(verdicts: list[Verdict] | tuple[Verdict, ...], **change: Any) -> Report:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -15,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import overlay
-from overlay import codec, fixes, lines
-from overlay.cli import build_parser, invocation, json_output, main
+from overlay import codec, fixes, lines, render
+from overlay.cli import build_parser, invocation, json_output, main, output
 from overlay.errors import EXIT_CHANGES_DUE, InstallCheckError, SeriesError, TargetError
 from overlay.fixes import overview
 from overlay.text.series import load_series
@@ -313,6 +314,33 @@ def test_help_lists_every_exit_code() -> None:
     ]
     assert "  21  check: every check passed and files would change" in text
     assert "  20  A requirements lock file is missing, unreadable, stale" in text
+
+
+class Terminal(io.StringIO):
+    """A stdout that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        """Return True: a terminal."""
+        return True
+
+
+def test_a_report_prints_as_markdown_rendered_by_rich_on_a_terminal_only(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conflict = render.Badge("conflict", "bad")
+    table = render.Table(("patch", "1.2.0"), (("0001-a", conflict),))
+    blocks: list[render.Block] = [render.Heading("Matrix"), table]
+    output.show(blocks)  # a pipe, a file, a CI log: the Markdown itself
+    assert (
+        capsys.readouterr().out
+        == "# Matrix\n\n| patch | 1.2.0 |\n|---|---|\n| 0001-a | **conflict** |\n"
+    )
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    output.show(blocks)
+    shown = terminal.getvalue()
+    assert all(word in shown for word in ("Matrix", "patch", "1.2.0", "0001-a", "conflict"))
+    assert not any(mark in shown for mark in ("# Matrix", "| patch |", "|---|", "**conflict**"))
 
 
 def test_python_dash_m_overlay_version() -> None:

@@ -73,6 +73,8 @@ def test_usage_and_version_name_the_tool() -> None:
         (["sync", "--target", "v", "--dry-run", "--json"], "dry_run", True),
         (["apply", "--dry-run", "--json", "--fix", "1"], "fix", ["1"]),
         (["revert", "--dry-run", "--json"], "dry_run", True),
+        (["matrix"], "format", "markdown"),
+        (["matrix", "--format", "table"], "format", "markdown"),  # the old name: the same report
     ],
 )
 def test_one_spelling_per_thing(argv: list[str], dest: str, value: object) -> None:

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from equivalence_samples import judge, ok, report_of
+from equivalence_samples import judge, ok, report_of, shown
 from PIL import Image
 
 from overlay import render
@@ -110,9 +110,9 @@ def test_the_written_page_says_the_verdict_in_its_title_and_wraps_long_lines(
     tmp_path: Path,
 ) -> None:
     report = sample_report()
-    written = layout.write_reports(report, tmp_path, ("txt", "html"))
-    assert [p.name for p in written] == ["equivalence.txt", "equivalence.html"]
-    assert written[0].read_text(encoding="utf-8") == layout.text(report)
+    written = layout.write_reports(report, tmp_path, ("md", "html"))
+    assert [p.name for p in written] == ["equivalence.md", "equivalence.html"]
+    assert written[0].read_text(encoding="utf-8") == shown(report)
     page = written[1].read_text(encoding="utf-8")
     assert "<title>Equivalence report: PASS</title>" in page
     assert re.search(r"pre\{[^}]*white-space:pre-wrap", page)  # a long traceback line wraps

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from equivalence_samples import patched_copy
+from equivalence_samples import patched_copy, shown
 from packaging.version import Version
 
 from overlay import fixes, lines
@@ -25,7 +25,6 @@ from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.protocol import PathId, TargetState
-from overlay.equivalence.render import layout
 from overlay.equivalence.verdict import AB, BAD, BC, Verdict
 from overlay.errors import EquivalenceError, EquivalenceInputError
 from overlay.fixes import Effect, Fix, Trigger
@@ -110,7 +109,7 @@ def test_fast_corpus_is_equivalent_and_claims_reproduce(
     claimed = [(f, t) for f, t in _claims(line) if ItemId(ItemKind.CASE, t.case) in fast]
     assert claimed, f"no fix claims a fast case on line {line.name}"
     result = orchestrator.run(options)
-    table = layout.text(result)
+    table = shown(result)
     assert result.failures == [], table
     verdicts = {v.item: v for v in result.verdicts}
     assert set(verdicts) == set(fast)
@@ -160,7 +159,7 @@ def test_runtime_patch_missing_one_fix_is_caught(
     )
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
-    table = layout.text(result)
+    table = shown(result)
     assert verdict.bc is BC.UNDECLARED and verdict.bc_diffs, table
     # (b) lacks the fix: broken as stock is, where (c) is right
     assert verdict.targets[PathId.RUNTIME] == verdict.targets[PathId.STOCK], table
@@ -184,7 +183,7 @@ def test_patched_env_with_one_diff_reverted_is_caught(
     )
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
-    table = layout.text(result)
+    table = shown(result)
     assert verdict.bc is BC.UNDECLARED and verdict.bc_diffs, table
     # (c) lacks the diff: broken as stock is, where (b) is right
     assert verdict.targets[PathId.PATCHED] == verdict.targets[PathId.STOCK], table
@@ -231,7 +230,7 @@ def test_seed_file_gives_same_verdicts_plus_declared(
         pytest.skip(f"the seed monkey-patch is written for {SEED_LINE}; this env is {line.name}")
     seed = f"{SEED}:apply_arm_backend_monkey_patch"
     result = orchestrator.run(_options(tmp_path, line, series, runtime_patch=seed))
-    assert result.failures == [], layout.text(result)
+    assert result.failures == [], shown(result)
     declared = {str(v.item): v.rule.name for v in result.verdicts if v.rule and v.bc is BC.DECLARED}
     assert declared == {
         "probe:RewriteConvPass.grouped_transposed_fp": "stale-grouped-transpose-check"
@@ -273,7 +272,7 @@ def test_user_models_file_runs_on_all_paths(tmp_path: Path, line: Line, series: 
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
     assert isinstance(verdict.info, CaseInfo) and verdict.info.source == "my_models.py"
-    assert all(r.ok for r in verdict.results.values()), layout.text(result)
+    assert all(r.ok for r in verdict.results.values()), shown(result)
     assert any(line.startswith("delegate[0]") for line in verdict.results[PathId.PATCHED].graph)
     assert result.failures == []
 
@@ -297,7 +296,7 @@ def test_ethos_u_lowering_reports_command_streams_and_vela_estimates(
         assert len(ethos.payloads) == len(ethos.estimates) == 1
         assert ethos.estimates[0].cycles_total > 0 and ethos.estimates[0].macs > 0
     assert verdict.bc is BC.AGREE and result.failures == []
-    assert "ethos-u85-256" in layout.text(result)
+    assert "ethos-u85-256" in shown(result)
 
 
 def test_invalid_user_models_file_is_refused(tmp_path: Path, line: Line, series: Series) -> None:

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from equivalence_samples import patched_copy
+from equivalence_samples import patched_copy, shown
 
 from overlay import cli, lines
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.protocol import PathId
-from overlay.equivalence.render import layout
 from overlay.equivalence.verdict import BAD, BC, Quality, Verdict
 from overlay.text.series import load_series
 
@@ -90,7 +89,7 @@ def _verdicts(report: Report) -> dict[str, Verdict]:
 
 
 def _agrees_everywhere(report: Report) -> None:
-    table = layout.text(report)
+    table = shown(report)
     assert report.failures == [], table
     for verdict in report.verdicts:
         assert verdict.bc is BC.AGREE, (verdict.item, table)
@@ -112,7 +111,7 @@ def test_the_lines_runtime_forms_agree_with_the_diffs_on_unseen_models(tmp_path:
     _agrees_everywhere(report)
     assert sorted(_verdicts(report)) == sorted(subset)
     for verdict in report.verdicts:  # a difference from stock is pinned to one fix
-        assert (verdict.fix is None) == (verdict.ab.value == "same"), layout.text(report)
+        assert (verdict.fix is None) == (verdict.ab.value == "same"), shown(report)
 
 
 @pytest.fixture(scope="module")
@@ -143,14 +142,14 @@ def test_a_seed_shaped_patch_reads_improved_by_a_rule_on_unseen_models(
     on_120: Paths, tmp_path: Path, patch: str
 ) -> None:
     report = orchestrator.run(on_120.options(tmp_path, runtime_patch=patch))
-    table = layout.text(report)
+    table = shown(report)
     assert report.failures == [], table
     found = {
         name: (v.bc, v.rule.fix if v.rule else None, v.bc_fix)
         for name, v in _verdicts(report).items()
     }
     assert found == SEED_VERDICTS, table
-    for verdict in report.verdicts:  # every form names the rule: the text table, here
+    for verdict in report.verdicts:  # every form names the rule: the Markdown table, here
         if verdict.rule is not None:
             assert f"improved (fix {verdict.rule.fix}: {verdict.rule.name})" in table
 
@@ -164,7 +163,7 @@ def test_the_lines_runtime_forms_agree_on_1_2_0_too(on_120: Paths, tmp_path: Pat
 def test_a_planted_number_change_still_fails_the_run(on_120: Paths, tmp_path: Path) -> None:
     planted = f"{SEED_SHAPED}:apply_with_planted_change"
     report = orchestrator.run(on_120.options(tmp_path, runtime_patch=planted, only=PLANTED))
-    table = layout.text(report)
+    table = shown(report)
     for verdict in report.verdicts:
         assert (verdict.bc, verdict.rule, verdict.bc_fix) == (
             BC.UNDECLARED,

@@ -193,7 +193,7 @@ def test_matrix_verdicts_combine_header_and_newest_release() -> None:
     assert sent.rows[0].verdict.text.endswith("(port 1.5.1)")
     assert sent.replays[0].patches[0].port is None  # a port only for its release and newer
     blocks = reports.matrix_blocks(sent)
-    assert render.text(blocks).splitlines()[2].split() == ["patch", "1.2.0", "1.5.1"]
+    assert render.markdown(blocks).splitlines()[2] == "| patch | 1.2.0 | 1.5.1 |"
     assert "| 0002-plain | applies | conflict h1 / port applies |" in render.markdown(blocks)
     data = json.loads(render.json_text(sent))
     assert data["replays"][1]["patches"][0]["port"]["status"] == "applies"
@@ -216,7 +216,7 @@ def test_matrix_pin_knows_recorded_and_new_releases() -> None:
 def test_unrecorded_release_says_which_line_to_add() -> None:
     plain = _patch("0001-plain.patch", BASE, FIXED)
     matrix = build_matrix(_series(plain), {}, [_release("9.9.9", BASE, pinned=False)], "u.toml")
-    shown = render.text(reports.matrix_blocks(matrix))
+    shown = render.markdown(reports.matrix_blocks(matrix))
     assert f'"9.9.9" = "{"ab" * 32}"' in shown and "[sha256] in u.toml" in shown
 
 

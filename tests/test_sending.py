@@ -188,11 +188,11 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
     report = Sending(
         "1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {"0002-x.patch": "dropped"}, 1.0
     )
-    shown = render.text(reports.sending_blocks(report))
+    shown = render.markdown(reports.sending_blocks(report))
     assert "fails before, passes after" in shown and "ready" in shown
-    assert "Held back:\n\n  none\n\nNot sent:\n\n  0002-x.patch: dropped\n" in shown
-    every = render.text(reports.sending_blocks(dataclasses.replace(report, skipped={})))
-    assert every.endswith("Not sent:\n\n  none\n")
+    assert "## Held back\n\n- none\n\n## Not sent\n\n- 0002-x.patch: dropped\n" in shown
+    every = render.markdown(reports.sending_blocks(dataclasses.replace(report, skipped={})))
+    assert every.endswith("## Not sent\n\n- none\n")
 
 
 # --- what the maintainer reads, on the real 1.5.1 patches and recorded measurements ---------
@@ -348,12 +348,12 @@ def test_a_stale_main_is_said_with_its_commit_date_and_refresh_and_holds_nothing
     assert "main: git am fails: x" in held.problems
     report = Sending("1.5.1", "1.5.1", "2.13.0", MAIN, (judged,), {}, 1.0, MAIN_DATE,
                      "2026-09-22", STALE)  # fmt: skip
-    shown = render.text(reports.sending_blocks(report))
+    shown = render.markdown(reports.sending_blocks(report))
     assert "main cff6f4dd3200 (2026-08-22) and executorch 1.5.1 (2026-09-22)" in shown
     assert "Not ready on main: main cff6f4dd32 (2026-08-22) is older than executorch 1.5.1" in shown
     assert "ready on 1.5.1, not on main" in shown
     current = dataclasses.replace(report, stale_main="", submissions=(held,))
-    assert "ready on 1.5.1, not on main" not in render.text(reports.sending_blocks(current))
+    assert "ready on 1.5.1, not on main" not in render.markdown(reports.sending_blocks(current))
 
 
 @pytest.mark.parametrize("patch", load_series(NEWEST.directory).patches, ids=lambda p: p.name[:4])
@@ -486,8 +486,8 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
     assert f"  - {snorm.note}, TOSA-1.0+INT, TOSA: {change}" in plan
     assert "- 2 models outside the bug it fixes, TOSA operators without -> with it:" in plan
     report = Sending("1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {}, 1.0)
-    assert "1 of 2 change" not in render.text(reports.sending_blocks(report))  # per target
-    assert "2 of 3 change" in render.text(reports.sending_blocks(report))
+    assert "1 of 2 change" not in render.markdown(reports.sending_blocks(report))  # per target
+    assert "2 of 3 change" in render.markdown(reports.sending_blocks(report))
 
 
 def test_a_bystander_that_fails_only_with_the_patch_is_a_change() -> None:

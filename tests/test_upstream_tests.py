@@ -259,8 +259,9 @@ def test_the_suite_report_says_none_where_nothing_broke_or_was_fixed() -> None:
         ((), (), "no test passes on stock and fails with the patches."),
         ((fixed,), (fixed,), "1 test(s) pass on stock and not with the patches."),
     ):
-        shown = render.text(reports.suite_blocks(SuiteRun("1.2.0", "1.2.0", run, broken, fixes)))
+        done = SuiteRun("1.2.0", "1.2.0", run, broken, fixes)
+        shown = render.markdown(reports.suite_blocks(done))
         assert f"executorch 1.2.0; {verdict}" in shown
         for heading, names in (("Broken", broken), ("Fixed", fixes)):
-            after = shown.split(f"{heading} by the patches:\n\n", 1)[1]
-            assert after.split("\n\n")[0] == f"  {names[0] if names else 'none'}"
+            after = shown.split(f"## {heading} by the patches\n\n", 1)[1]
+            assert after.split("\n\n")[0] == f"- {names[0] if names else 'none'}"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from overlay import codec, fixes
 from overlay.cli import common
-from overlay.cli.output import out, progress
+from overlay.cli.output import out, progress, show
 from overlay.cli.progress_display import display
 from overlay.equivalence.controller import inputs, merge, orchestrator, outcome, result_cache
 from overlay.equivalence.controller import options as run_options
@@ -47,8 +47,8 @@ def _options(args: argparse.Namespace) -> run_options.Options:
 
 
 def _finish(result: outcome.Report, folder: Path) -> int:
-    """Print the table, write the reports, then raise the run's failure (0: it passed)."""
-    out(layout.text(result).rstrip("\n"))
+    """Print the report, write the reports, then raise the run's failure (0: it passed)."""
+    show(layout.blocks(result))
     written = layout.write_reports(result, folder, drawings=html.drawings)
     for path in written:
         progress(f"wrote {path}")

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+
+from overlay import render
 
 
 def out(text: str = "") -> None:
     """Print to stdout."""
     print(text, flush=True)
+
+
+def show(blocks: Sequence[render.Block]) -> None:
+    """Print a report as Markdown: rendered by rich on a terminal, plain anywhere else
+    (a pipe, a file, a CI log), so what a user saves or pastes is the Markdown itself."""
+    text = render.markdown(blocks)
+    if sys.stdout.isatty():
+        # imported here: rich.markdown would add 0.2 s to the start of every command
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console().print(Markdown(text))
+    else:
+        out(text.rstrip("\n"))
 
 
 def progress(text: str) -> None:

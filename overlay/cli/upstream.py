@@ -14,7 +14,7 @@ from pathlib import Path
 from overlay import lines, render
 from overlay.cli import common
 from overlay.cli.invocation import command
-from overlay.cli.output import out, progress
+from overlay.cli.output import out, progress, show
 from overlay.errors import UpstreamError, UsageError
 from overlay.lines import selection
 from overlay.lines.evidence import EVIDENCE_FILE
@@ -27,7 +27,7 @@ from overlay.upstream.matrix import matrix_of
 from overlay.upstream.retarget import promote, run
 
 UPSTREAM_ENV = "OVERLAY_UPSTREAM_CLONE"
-REPORTS = ("txt", "md", "json")  # the matrix and retarget reports
+REPORTS = ("md", "json")  # the matrix, export, retarget and suite reports
 
 
 def _versions(text: str) -> tuple[str, ...]:
@@ -44,12 +44,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     series = load_series(common.patches_dir(args))
     matrix = matrix_of(series, _versions(args.versions), progress)
     blocks = reports.matrix_blocks(matrix)
-    shown = {
-        "table": lambda: render.text(blocks),
-        "json": lambda: render.json_text(matrix),
-        "markdown": lambda: render.markdown(blocks),
-    }[args.format]()
-    out(shown.rstrip("\n"))
+    if args.format == "json":
+        out(render.json_text(matrix).rstrip("\n"))
+    else:
+        show(blocks)
     if args.out:
         for path in render.write(Path(args.out), "matrix", blocks, matrix, REPORTS):
             progress(f"wrote {path}")
@@ -70,7 +68,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     )
     done = prepare.prepare(request, progress=progress)
     blocks = reports.sending_blocks(done.report)
-    out(render.text(blocks).rstrip("\n"))
+    show(blocks)
     written = export.write_exports(done.exports, folder)
     written += render.write(folder, "upstream", blocks, done.report, REPORTS)
     for path in written:
@@ -136,7 +134,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
     )
     result = run.retarget(request, progress=progress)
     blocks = reports.retarget_blocks(result)
-    out(render.text(blocks).rstrip("\n"))
+    show(blocks)
     for path in render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS):
         progress(f"wrote {path}")
     if result.ready:
@@ -231,7 +229,7 @@ def cmd_upstream_suite(args: argparse.Namespace) -> int:
     for line in chosen:
         done = suite.run_suite(line, out_dir=Path(args.out), progress=progress)
         blocks = reports.suite_blocks(done)
-        out(render.text(blocks).rstrip("\n"))
+        show(blocks)
         for path in render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS):
             progress(f"wrote {path}")
         broken += [f"{line.name}: {node}" for node in done.broken]
@@ -261,8 +259,14 @@ def add_commands(add: common.Adder) -> None:
     matrix.add_argument(
         "--versions", default="", help="releases, comma-separated (default: upstream.toml)"
     )
-    matrix.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    matrix.add_argument("--out", metavar="DIR", help="also write matrix.txt/.json/.md to DIR")
+    matrix.add_argument(
+        "--format",
+        choices=("markdown", "json"),
+        default="markdown",
+        type=lambda given: "markdown" if given == "table" else given,  # the old name, accepted
+        help="markdown (rendered on a terminal) or json (default: %(default)s)",
+    )
+    matrix.add_argument("--out", metavar="DIR", help="also write matrix.md/.json to DIR")
     export_cmd.add_argument(
         "--out", metavar="DIR", default="build/upstream", help="folder (default: %(default)s)"
     )

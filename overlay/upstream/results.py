@@ -104,7 +104,7 @@ class Replayed:
 
     @property
     def short(self) -> str:
-        """Return the terminal cell text."""
+        """Return the short text (a matrix cell): the patch's result, then its port's."""
         if self.port is None:
             return self.own.short
         return f"{self.own.short} / port {self.port.short}"

@@ -1,4 +1,4 @@
-"""The equivalence report laid out once, as blocks, for every form (text, Markdown, HTML).
+"""The equivalence report laid out once, as blocks, for every form (Markdown, HTML).
 
 The verdict and its counts first, then one table row per item (problems first, then what
 the fixes change), a legend for every column, a section per item that differs (its
@@ -87,13 +87,13 @@ def _targets(report: Report) -> list[Block]:
     if numbers:
         out += [
             Heading("Numbers per path (TOSA reference model, executed VGF)", 2),
-            Table(("case", *NUMERICS_HEADER), numbers, grouped=True, fit=True),
+            Table(("case", *NUMERICS_HEADER), numbers),
             Para(NUMERICS_NOTE),
         ]
     if ethos:
         out += [
             Heading("Ethos-U (Vela command streams and estimates)", 2),
-            Table(("case", *ETHOSU_HEADER), ethos, grouped=True, note=True, fit=True),
+            Table(("case", *ETHOSU_HEADER), ethos),
             Para(ETHOSU_NOTE),
         ]
     return out
@@ -115,7 +115,7 @@ def blocks(report: Report, drawings: Drawings = lambda _: []) -> list[Block]:
         Heading(TITLE),
         Para(verdict, "fail" if report.failures else "pass"),
         Items(tuple(map(item, [*report.failures, *counts, written]))),
-        Table(tuple(HEADER), tuple(_row(v, bool(details[v.item])) for v in verdicts), fit=True),
+        Table(tuple(HEADER), tuple(_row(v, bool(details[v.item])) for v in verdicts)),
         Heading("Legend", 2),
         Items(tuple(item(f"{label}: {text}") for label, text in LEGEND)),
     ]
@@ -137,11 +137,6 @@ def blocks(report: Report, drawings: Drawings = lambda _: []) -> list[Block]:
         Items(tuple(map(item, path_lines(report)))),
         Para(f"wall time {report.wall_seconds:.1f} s ({phases})"),
     ]
-
-
-def text(report: Report) -> str:
-    """Return the report as text, the form the command prints (it fits 100 columns)."""
-    return render.text(blocks(report))
 
 
 def write_reports(
