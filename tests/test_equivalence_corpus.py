@@ -64,12 +64,13 @@ def test_zoo_covers_the_networks_with_int8_and_float_variants() -> None:
     assert "zoo_grid_warp_int16_grid_int16" not in claimed  # INT-only: lowered as stock
 
 
-def test_zoo_gru_keyword_spotter_is_int8_tosa_without_ethos_u() -> None:
+def test_zoo_gru_keyword_spotter_is_int8_tosa_only_in_600_s() -> None:
     case = corpus.info("zoo_gru_kws_int8")
     assert (case.spec, case.quantize, case.group) == ("TOSA-1.0+INT", "a8w8", "zoo")
     assert corpus.ZOO_NETWORKS[case.name] == "gru_kws"
-    assert case.timeout == corpus.ZOO_TIMEOUT_S and case.sqnr_db is not None
-    assert not case.ethos_u and not case.fast  # its budget: TOSA and VGF lowered in 600 s
+    assert case.timeout == 600.0 and case.sqnr_db is not None
+    assert not case.ethos_u and not case.vgf and not case.fast  # one lowering a path
+    assert all(c.vgf for c in corpus.ALL_CASES if c.name != case.name)
     assert "zoo_gru_kws_fp" not in corpus.ZOO_NETWORKS
 
 
