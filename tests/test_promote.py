@@ -180,7 +180,7 @@ def test_promote_of_the_lines_own_patches_writes_its_evidence_only(tmp_path: Pat
     root, out, ported, candidate = _candidate(tmp_path)
     write_locks(candidate, tmp_path / "dist", lambda _: None)
     promote(out, root)
-    # the same patches measured again: the line's evidence, nothing else, is written anew
+    # the line's own patches measured again: its evidence, nothing else, is written anew
     (root / "1.6.0" / "evidence.toml").write_text("stale\n")
     unchanged = {p: p.read_bytes() for p in (root / "1.6.0").rglob("*") if p.is_file()}
     again = promote(out, root, today="2026-12-31")

@@ -48,8 +48,9 @@ class Promotion:
 def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     """Make a checked candidate the new line ``<root>/<version>/``; leave the others alone.
 
-    A candidate whose series and patches are the line's own (the line measured again after
-    its patches changed) writes only the line's ``evidence.toml``.
+    A candidate whose every patch is the line's own, byte for byte (the line measured again
+    after its patches changed; the line may carry more, fixes no older line has) writes only
+    the line's ``evidence.toml``.
     """
     report_path = out_dir / f"{REPORT_STEM}.json"
     try:
@@ -74,7 +75,7 @@ def promote(out_dir: Path, root: Path, *, today: str = "") -> Promotion:
     series = load_series(candidate)
     version = str(series.pins.executorch)
     line = root / version
-    if line.exists() and _same_patches(candidate, line):  # measured again: new evidence only
+    if line.exists() and _holds_patches(line, candidate):  # measured again: new evidence only
         evidence.write(line, line_evidence(report, _headers(root, report), measured=today))
         return Promotion(version, line, (evidence.EVIDENCE_FILE,), "", False)
     if line.exists():
@@ -258,10 +259,10 @@ def _references(checkout: Path, version: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _same_patches(candidate: Path, line: Path) -> bool:
-    """Return whether ``candidate`` holds the series and patch files of ``line``, byte for byte."""
-    ours, theirs = load_series(candidate), load_series(line)
-    names = [p.name for p in ours.patches]
-    return names == [p.name for p in theirs.patches] and all(
+def _holds_patches(line: Path, candidate: Path) -> bool:
+    """Return whether ``line`` holds every patch of ``candidate``, byte for byte."""
+    names = [p.name for p in load_series(candidate).patches]
+    held = {p.name for p in load_series(line).patches}
+    return set(names) <= held and all(
         (candidate / n).read_bytes() == (line / n).read_bytes() for n in names
     )
