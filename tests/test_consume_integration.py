@@ -218,7 +218,7 @@ def test_docker_recipe_then_drift_is_named_and_repaired_where_the_user_is(
     patched = drift(venv, pin)
     in_checkout = overlay("verify-install", "--target", venv, "--no-import", ok=False)
     assert in_checkout.returncode == 8
-    assert "expected: tabulate 0.10.0\n  found:    tabulate 0.9.0" in in_checkout.stderr
+    assert "    tabulate: 0.9.0 (locked 0.10.0)" in in_checkout.stderr
     tool = invocation.prefix(argv=[sys.executable, "-m", "overlay"], cwd=ROOT)
     assert f"next step: {tool} sync --target {venv} --line {V}" in in_checkout.stderr
     outside = overlay("verify-install", "--target", venv, "--no-import", "--json", ok=False,

@@ -506,7 +506,8 @@ def test_the_lines_table_gives_each_lines_evidence() -> None:
     assert "(PR #18866)" in by_key[("| 1.5.1", "4")]
     assert by_key[("| 1.5.1", "3")].startswith(
         "| 1.5.1 | 3 | ported | conv_relu_cat_mixed_qparams: stock wrong, patched right |"
-        " stock 5 failed, 4 xfailed, 2 not run here -> patched 5 passed, 4 xfailed, 2 not run"
+        " stock 1 passed, 5 failed, 4 xfailed, 2 not run here -> patched 6 passed, 4 xfailed,"
+        " 2 not run here (fails before, passes after) | - |"
     )
     assert by_key[("| 1.2.0", "5")].startswith("| 1.2.0 | 5 | backported |")
     assert "cherry-pick of 9c7fba0e9b55; in 1.4.0" in by_key[("| 1.2.0", "5")]

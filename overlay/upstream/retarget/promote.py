@@ -121,7 +121,7 @@ def line_evidence(
     """Return the evidence in a ready retarget report (``retarget.json``).
 
     ``headers`` maps each older patch's file name to its ``Applied-Upstream`` header (a
-    DEP-3 header may go on over lines: the evidence holds it on one).
+    DEP-3 header may go on over lines: the evidence holds it on one), kept for a dropped one.
     """
     patches = []
     for row in report.patches:
@@ -140,7 +140,11 @@ def line_evidence(
                 reason=row.text,
                 cases=_cases(row.behaviour),
                 upstream_test=_upstream_test(row.behaviour),
-                applied_upstream=" ".join(headers.get(row.name, "").split()),  # one line
+                # the older patch's header names where its own bug was fixed: a port carries
+                # another bug, still open
+                applied_upstream=" ".join(headers.get(row.name, "").split())  # one line
+                if status is evidence.Status.DROPPED
+                else "",
             )
         )
     return evidence.LineEvidence(
@@ -260,9 +264,7 @@ def _references(checkout: Path, version: str) -> tuple[str, ...]:
 
 
 def _holds_patches(line: Path, candidate: Path) -> bool:
-    """Return whether ``line`` holds every patch of ``candidate``, byte for byte."""
-    names = [p.name for p in load_series(candidate).patches]
-    held = {p.name for p in load_series(line).patches}
-    return set(names) <= held and all(
-        (candidate / n).read_bytes() == (line / n).read_bytes() for n in names
-    )
+    """Return whether ``line`` holds every patch of ``candidate``, byte for byte: the patch of
+    the same fix number (a candidate names a port by the older line's patch)."""
+    held = {p.number: p.text for p in load_series(line).patches}
+    return all(held.get(p.number) == p.text for p in load_series(candidate).patches)
