@@ -59,12 +59,21 @@ def series(line: Line) -> Series:
     return load_series(line.directory)
 
 
-def _options(tmp_path: Path, line: Line, series: Series, **overrides: object) -> Options:
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The result cache these tests share: a path one test lowered is not lowered again."""
+    return tmp_path_factory.mktemp("results")
+
+
+def _options(
+    tmp_path: Path, line: Line, series: Series, results: Path, **overrides: object
+) -> Options:
     options = Options(
         stock_python=sys.executable,
         patched_python=sys.executable,
         fast=True,
         out_dir=tmp_path / "out",
+        cache_dir=results,
         patches_dir=line.directory,
         pythonpath={
             PathId.PATCHED: str(patched_copy(_stock_package(), series, tmp_path / "patched"))
@@ -102,9 +111,9 @@ def _bad(verdict: Verdict, path: PathId) -> bool:
 
 
 def test_fast_corpus_is_equivalent_and_claims_reproduce(
-    tmp_path: Path, line: Line, series: Series
+    tmp_path: Path, line: Line, series: Series, results: Path
 ) -> None:
-    options = _options(tmp_path, line, series)
+    options = _options(tmp_path, line, series, results)
     fast, _ = orchestrator.select(orchestrator.list_items(options), options)
     claimed = [(f, t) for f, t in _claims(line) if ItemId(ItemKind.CASE, t.case) in fast]
     assert claimed, f"no fix claims a fast case on line {line.name}"
@@ -137,7 +146,7 @@ def test_fast_corpus_is_equivalent_and_claims_reproduce(
 
 
 def test_runtime_patch_missing_one_fix_is_caught(
-    tmp_path: Path, line: Line, series: Series
+    tmp_path: Path, line: Line, series: Series, results: Path
 ) -> None:
     candidates = _fixed_undeclared(line, runtime_form=True)
     assert candidates, f"line {line.name}: no fix with a runtime form claims a FIXED case"
@@ -153,6 +162,7 @@ def test_runtime_patch_missing_one_fix_is_caught(
         tmp_path,
         line,
         series,
+        results,
         runtime_patch=f"{partial}:apply",
         only=(trigger.case,),
         attribute=False,
@@ -168,7 +178,7 @@ def test_runtime_patch_missing_one_fix_is_caught(
 
 
 def test_patched_env_with_one_diff_reverted_is_caught(
-    tmp_path: Path, line: Line, series: Series
+    tmp_path: Path, line: Line, series: Series, results: Path
 ) -> None:
     candidates = _fixed_undeclared(line)
     assert candidates, f"line {line.name}: no carried fix claims a FIXED case"
@@ -179,7 +189,7 @@ def test_patched_env_with_one_diff_reverted_is_caught(
     )
     assert len(without.patches) == len(series.patches) - 1
     options = dataclasses.replace(
-        _options(tmp_path, line, without), only=(trigger.case,), attribute=False
+        _options(tmp_path, line, without, results), only=(trigger.case,), attribute=False
     )
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
@@ -191,7 +201,9 @@ def test_patched_env_with_one_diff_reverted_is_caught(
     assert result.failures
 
 
-def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path, line: Line) -> None:
+def test_cli_exits_non_zero_on_undeclared_divergence(
+    tmp_path: Path, line: Line, results: Path
+) -> None:
     from overlay import cli
 
     candidates = _fixed_undeclared(line)
@@ -213,7 +225,7 @@ def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path, line: Line)
             "--out",
             str(tmp_path / "reports"),
             "--cache-dir",
-            str(tmp_path / "cache"),
+            str(results),
             "--quiet",
         ]
     )
@@ -224,12 +236,12 @@ def test_cli_exits_non_zero_on_undeclared_divergence(tmp_path: Path, line: Line)
 
 @pytest.mark.skipif(not SEED.is_file(), reason=f"seed monkey-patch not found at {SEED}")
 def test_seed_file_gives_same_verdicts_plus_declared(
-    tmp_path: Path, line: Line, series: Series
+    tmp_path: Path, line: Line, series: Series, results: Path
 ) -> None:
     if line.name != SEED_LINE:
         pytest.skip(f"the seed monkey-patch is written for {SEED_LINE}; this env is {line.name}")
     seed = f"{SEED}:apply_arm_backend_monkey_patch"
-    result = orchestrator.run(_options(tmp_path, line, series, runtime_patch=seed))
+    result = orchestrator.run(_options(tmp_path, line, series, results, runtime_patch=seed))
     assert result.failures == [], shown(result)
     declared = {str(v.item): v.rule.name for v in result.verdicts if v.rule and v.bc is BC.DECLARED}
     assert declared == {
@@ -263,11 +275,19 @@ CASES = {
 """
 
 
-def test_user_models_file_runs_on_all_paths(tmp_path: Path, line: Line, series: Series) -> None:
+def test_user_models_file_runs_on_all_paths(
+    tmp_path: Path, line: Line, series: Series, results: Path
+) -> None:
     models = tmp_path / "my_models.py"
     models.write_text(USER_MODELS, encoding="utf-8")
     options = _options(
-        tmp_path, line, series, models=str(models), only=("user_two_convs",), attribute=False
+        tmp_path,
+        line,
+        series,
+        results,
+        models=str(models),
+        only=("user_two_convs",),
+        attribute=False,
     )
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
@@ -278,14 +298,20 @@ def test_user_models_file_runs_on_all_paths(tmp_path: Path, line: Line, series: 
 
 
 def test_ethos_u_lowering_reports_command_streams_and_vela_estimates(
-    tmp_path: Path, line: Line, series: Series
+    tmp_path: Path, line: Line, series: Series, results: Path
 ) -> None:
     pytest.importorskip("ethosu.vela")
     models = tmp_path / "ethos_models.py"
     text = USER_MODELS.replace('"per_channel": False,', '"per_channel": False, "ethos_u": True,')
     models.write_text(text, encoding="utf-8")
     options = _options(
-        tmp_path, line, series, models=str(models), only=("user_two_convs",), attribute=False
+        tmp_path,
+        line,
+        series,
+        results,
+        models=str(models),
+        only=("user_two_convs",),
+        attribute=False,
     )
     result = orchestrator.run(options)
     (verdict,) = result.verdicts
@@ -299,13 +325,15 @@ def test_ethos_u_lowering_reports_command_streams_and_vela_estimates(
     assert "ethos-u85-256" in shown(result)
 
 
-def test_invalid_user_models_file_is_refused(tmp_path: Path, line: Line, series: Series) -> None:
+def test_invalid_user_models_file_is_refused(
+    tmp_path: Path, line: Line, series: Series, results: Path
+) -> None:
     models = tmp_path / "bad_models.py"
     models.write_text(
         "CASES = {'x': {'module': 1, 'inputs': [], 'spec': 'INT', 'quantize': 'q'}}\n",
         encoding="utf-8",
     )
-    options = _options(tmp_path, line, series, models=str(models))
+    options = _options(tmp_path, line, series, results, models=str(models))
     with pytest.raises(EquivalenceInputError, match="CASES cannot run") as info:  # read, not run
         orchestrator.run(options)
     assert "'spec' must be a TOSA spec string" in (info.value.found or "")
@@ -313,7 +341,7 @@ def test_invalid_user_models_file_is_refused(tmp_path: Path, line: Line, series:
 
 
 def test_a_models_file_wrong_only_when_run_is_refused_by_the_worker(
-    tmp_path: Path, line: Line, series: Series
+    tmp_path: Path, line: Line, series: Series, results: Path
 ) -> None:
     models = tmp_path / "late_models.py"
     models.write_text(
@@ -321,7 +349,7 @@ def test_a_models_file_wrong_only_when_run_is_refused_by_the_worker(
         " 'inputs': ([1.0],), 'spec': 'TOSA-1.0+INT', 'quantize': 'a8w8'}})\n",
         encoding="utf-8",
     )
-    options = _options(tmp_path, line, series, models=str(models))
+    options = _options(tmp_path, line, series, results, models=str(models))
     with pytest.raises(EquivalenceInputError, match="could not start: an input is wrong") as info:
         orchestrator.run(options)
     assert "x: every element of 'inputs' must be a torch.Tensor" in (info.value.found or "")
