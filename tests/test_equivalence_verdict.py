@@ -296,6 +296,9 @@ def test_the_exact_reference_decides_a_quantised_case_where_there_is_one() -> No
         " (q_10); max error vs fake-quant 0.09% of range, SQNR 60.0 dB"
     )
     assert verdict.numerics_text(fake_quant_off).startswith("equal to the exact reference; ")
+    one = dataclasses.replace(planted, exact=ExactCheck(steps=(2,), differing=(1,)))
+    assert verdict.exact_text(one) == "2 steps off the exact reference in 1 value"
+    assert verdict.exact_text(measured(0.0, 60.0)) == ""  # no exact reference
 
 
 def test_limits_by_scheme_and_by_case() -> None:

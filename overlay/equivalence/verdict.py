@@ -508,7 +508,8 @@ def exact_text(numerics: Numerics) -> str:
         return "equal to the exact reference"
     where = f", first at {check.first}" if check.first else ""
     values = sum(check.differing)
-    return f"{most} step{'s' * (most != 1)} off the exact reference in {values} values{where}"
+    counted = f"{values} value{'s' * (values != 1)}"
+    return f"{most} step{'s' * (most != 1)} off the exact reference in {counted}{where}"
 
 
 def numerics_text(numerics: Numerics) -> str:
