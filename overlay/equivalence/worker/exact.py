@@ -368,7 +368,8 @@ RULES: dict[Any, Callable[..., Any]] = {
     **{target: reshaped(target) for target in _ops(MOVES)},
 }
 TABLE_OPS = set(_ops(TABLES))
-FACTORIES = set(_ops("zeros.default ones.default full.default"))
+# Constants, by overload or (as 1.2.0's graphs hold some) by packet: evaluated as they are.
+FACTORIES = {*_ops("zeros.default ones.default full.default"), aten.zeros, aten.ones, aten.full}
 
 
 def table(node: Any, x: Any, *args: Any, **kwargs: Any) -> Codes:
