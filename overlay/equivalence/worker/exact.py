@@ -28,7 +28,8 @@ The rule per op (the TOSA 1.0 operator the lowering emits for it):
   each by its own RESCALE (half up), then added.
 - **mul, sum** (MUL, REDUCE_SUM in int32): exact; a product's scale is ``s_a * s_b``.
 - **avg_pool2d** (AVG_POOL2D, no padding): the exact window sum times TOSA's reciprocal of
-  the count, ``(2**30 + 1) << k // count`` shifted right by ``30 + k``, half up.
+  the count, ``((2**30 + 1) << k) // count`` shifted right by ``30 + k``: half away from
+  the zero point.
 - **max_pool2d, amax, cat** (inputs quantised alike), **views and slices**: exact.
 - **table ops** (sigmoid, tanh, hardswish, silu, gelu, exp, ...; TABLE): an int8 lookup
   whose 256 entries are constants the lowering computes on the host as the fake-quantised
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.ao.quantization.fx._decomposed
+import torch.ao.quantization.fx._decomposed  # registers torch.ops.quantized_decomposed
 import torch.nn.functional as F  # noqa: N812
 
 aten = torch.ops.aten
