@@ -8,6 +8,7 @@ from equivalence_samples import CASE, TWO_OUTPUTS, fail, judge, numerics, ok
 
 from overlay.equivalence.protocol import (
     ErrorInfo,
+    ExactCheck,
     ItemResult,
     RunStatus,
     Stage,
@@ -17,13 +18,17 @@ from overlay.equivalence.render import cells
 
 def test_the_worst_output_speaks_for_a_run_with_several() -> None:
     two = TWO_OUTPUTS
-    assert cells.numbers_cells(two, None) == ["25.00%", "12.0"]
+    assert cells.numbers_cells(two, None) == ["-", "25.00%", "12.0"]  # no exact reference
     no_sqnr = dataclasses.replace(two, sqnr_db=())
-    assert cells.numbers_cells(no_sqnr, None) == ["25.00%", "-"]
+    assert cells.numbers_cells(no_sqnr, None) == ["-", "25.00%", "-"]
     shapes = dataclasses.replace(two, max_abs_err_vs_fake_quant=(None, 0.01))
-    assert cells.numbers_cells(shapes, None) == ["shape!", "-"]
+    assert cells.numbers_cells(shapes, None) == ["-", "shape!", "-"]
     error = ErrorInfo("VgfRunError", "no device", Stage.VGF_RUN)
-    assert cells.numbers_cells(two, error) == ["FAIL: VgfRunError", "-"]
+    assert cells.numbers_cells(two, error) == ["-", "FAIL: VgfRunError", "-"]
+    stepped = dataclasses.replace(two, exact=ExactCheck(steps=(0, 3), differing=(0, 7)))
+    assert cells.numbers_cells(stepped, None) == ["3", "25.00%", "12.0"]  # the worst output's
+    unshaped = dataclasses.replace(two, exact=ExactCheck(steps=(None, 0), differing=(4, 0)))
+    assert cells.numbers_cells(unshaped, None)[0] == "shape!"
 
 
 def test_status_codes_and_the_error_cell() -> None:
@@ -37,6 +42,11 @@ def test_status_codes_and_the_error_cell() -> None:
     assert cells.error_cell(ok(numerics=numerics(error=0.02)), CASE) == "1%"
     assert cells.error_cell(ok(numerics=numerics(error=1e-5)), CASE) == "<0.01%"
     assert cells.error_cell(fail(), CASE) == "-"
+    # with an exact reference the steps decide the mark, not the fake-quant error
+    equal = dataclasses.replace(numerics(error=0.2), exact=ExactCheck(steps=(0,), differing=(0,)))
+    assert cells.error_cell(ok(numerics=equal), CASE) == "10%"
+    one = dataclasses.replace(numerics(error=0.002), exact=ExactCheck(steps=(1,), differing=(3,)))
+    assert cells.error_cell(ok(numerics=one), CASE) == "0.1%!"
 
 
 def test_a_verdict_in_words() -> None:

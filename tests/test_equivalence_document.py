@@ -90,7 +90,7 @@ def test_json_round_trips_into_the_same_verdicts(
     assert loaded.keys == result.keys and loaded.stats == result.stats
     assert loaded.options == result.options and loaded.workers == result.workers
     path.write_text(json.dumps({"schema": 3}), encoding="utf-8")
-    with pytest.raises(EquivalenceInputError, match="not an equivalence report of schema 6"):
+    with pytest.raises(EquivalenceInputError, match="not an equivalence report of schema 7"):
         document.load(path)
     data = json.loads(render.json_text(document.to_document(result)))
     del data["report"]["verdicts"][0]["results"]["a"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -13,6 +14,7 @@ from overlay.equivalence.protocol import (
     PATHS,
     ErrorInfo,
     ErrorReply,
+    ExactCheck,
     InitReply,
     InitRequest,
     ListReply,
@@ -95,9 +97,12 @@ def test_new_results_round_trip_the_protocol() -> None:
     deep = measured(error=0.106, sqnr=27.0)
     result = lowered(deep, vgf=vgf(deep), ethos_u=(ethos("ethos-u85-256"),))
     inf = lowered(measured(0.0, math.inf))
-    for message in (RunReply(ITEM, result), RunReply(ITEM, inf)):
+    exact = ExactCheck(steps=(1, None), differing=(7, 4), first="features.5: conv2d (q_10)")
+    checked = lowered(dataclasses.replace(deep, exact=exact))
+    unruled = dataclasses.replace(inf, exact_reason="no exact rule for aten.grid_sampler.default")
+    for message in (RunReply(ITEM, r) for r in (result, inf, checked, unruled)):
         assert protocol.decode_reply(protocol.encode(message)) == message
-    assert protocol.SCHEMA_VERSION == 3
+    assert protocol.SCHEMA_VERSION == 4
 
 
 def test_the_paths_come_in_table_order() -> None:

@@ -7,7 +7,14 @@ import dataclasses
 from equivalence_samples import A, ethos, judge, numerics, ok, report_of
 
 from overlay.equivalence.controller.options import Shard
-from overlay.equivalence.protocol import ErrorInfo, Payload, Stage, TargetState, VgfResult
+from overlay.equivalence.protocol import (
+    ErrorInfo,
+    ExactCheck,
+    Payload,
+    Stage,
+    TargetState,
+    VgfResult,
+)
 from overlay.equivalence.render import sections
 from overlay.equivalence.verdict import Verdict
 
@@ -54,3 +61,21 @@ def test_each_path_says_which_lock_its_venv_was_synced_from() -> None:
     lines = sections.path_lines(dataclasses.replace(report, workers=workers))
     assert f"executorch 1.2.0, synced from {synced}, runtime patch none;" in lines[0]
     assert "not synced from a lock" in lines[1] and "not synced from a lock" in lines[2]
+
+
+def test_a_differing_item_says_each_path_against_the_exact_reference() -> None:
+    equal = ExactCheck(steps=(0,), differing=(0,))
+    off = ExactCheck(steps=(1,), differing=(230,), first="features.5.block.6: conv2d (q_10)")
+    right = ok(numerics=dataclasses.replace(numerics(), exact=equal))
+    planted = ok(numerics=dataclasses.replace(numerics(digest="p"), exact=off))
+    lines = sections.detail_lines(judge(right, planted, right))
+    assert (
+        "tosa against the exact reference: (a) equal to the exact reference; (b) 1 step off the"
+        " exact reference in 230 values, first at features.5.block.6: conv2d (q_10); (c) equal"
+        " to the exact reference"
+    ) in lines
+    why = "no exact rule for aten.grid_sampler.default"
+    unruled = ok(numerics=numerics(digest="u"), exact_reason=why)
+    lines = sections.detail_lines(judge(ok(exact_reason=why), unruled, unruled))
+    assert f"no exact reference: {why}" in lines
+    assert not any("against the exact reference" in line for line in lines)

@@ -29,6 +29,7 @@ from overlay.equivalence import corpus, verdict
 from overlay.equivalence.protocol import (
     ErrorInfo,
     EthosUResult,
+    ExactCheck,
     ItemResult,
     Payload,
     RunStatus,
@@ -271,6 +272,33 @@ def test_sqnr_below_the_floor_is_wrong_even_within_the_range_limit() -> None:
     assert verdict.quality(lowered(measured(0.2, 21.0)), verdict.limits(DEEP)) is Quality.RIGHT
     exact = measured(error=0.0, sqnr=math.inf)
     assert verdict.quality(lowered(exact), verdict.limits(DEEP)) is Quality.RIGHT
+
+
+# Full-width MobileNetV2 at 64x64 (zoo_mobilenet_v2_full_int8): the integer program equal
+# to the exact reference, 5.88% of the range / 20.0 dB off the fake-quantised model.
+EQUAL = ExactCheck(steps=(0,), differing=(0,))
+ONE_STEP = ExactCheck(steps=(1,), differing=(230,), first="features.5.block.6: conv2d (q_10)")
+
+
+def test_the_exact_reference_decides_a_quantised_case_where_there_is_one() -> None:
+    fake_quant_off = dataclasses.replace(measured(error=0.0588, sqnr=20.0), exact=EQUAL)
+    for info in (DEEP, CASE):  # its fake-quant error is over CASE's 5%: the steps decide
+        assert verdict.quality(lowered(fake_quant_off), verdict.limits(info)) is Quality.RIGHT
+    planted = dataclasses.replace(measured(0.0009, 60.0, digest="p"), exact=ONE_STEP)
+    assert verdict.quality(lowered(planted), verdict.limits(DEEP)) is Quality.WRONG
+    unshaped = dataclasses.replace(planted, exact=ExactCheck(steps=(None,), differing=(10,)))
+    assert verdict.quality(lowered(unshaped), verdict.limits(DEEP)) is Quality.WRONG
+    assert verdict.ALLOWED_STEPS == 0
+    v = judge(lowered(fake_quant_off), lowered(planted), lowered(fake_quant_off), info=DEEP)
+    assert (v.ab, v.bc) == (AB.REGRESSION, BC.UNDECLARED)
+    assert verdict.numerics_text(planted) == (
+        "1 step off the exact reference in 230 values, first at features.5.block.6: conv2d"
+        " (q_10); max error vs fake-quant 0.09% of range, SQNR 60.0 dB"
+    )
+    assert verdict.numerics_text(fake_quant_off).startswith("equal to the exact reference; ")
+    one = dataclasses.replace(planted, exact=ExactCheck(steps=(2,), differing=(1,)))
+    assert verdict.exact_text(one) == "2 steps off the exact reference in 1 value"
+    assert verdict.exact_text(measured(0.0, 60.0)) == ""  # no exact reference
 
 
 def test_limits_by_scheme_and_by_case() -> None:

@@ -23,7 +23,7 @@ from overlay.codec import JsonValue
 from overlay.errors import EquivalenceError
 from overlay.items import CaseInfo, ItemId, ProbeInfo
 
-SCHEMA_VERSION = 3  # 3: executed VGF, Ethos-U, SQNR, case groups/timeouts/expectations, VGF cases
+SCHEMA_VERSION = 4  # 4: the exact reference (Numerics.exact, ItemResult.exact_reason)
 
 
 class ProtocolError(EquivalenceError):
@@ -112,8 +112,19 @@ class OutputDigest:
 
 
 @dataclass(frozen=True)
+class ExactCheck:
+    """A run's outputs against the exact reference: the case's converted graph evaluated in
+    the target's integer arithmetic (``worker/exact.py``), in quantisation steps."""
+
+    steps: tuple[int | None, ...]  # per output, the largest difference (None: shapes differ)
+    differing: tuple[int, ...]  # per output, how many values differ
+    first: str = ""  # where the program first departs from it ("": equal, or not told)
+
+
+@dataclass(frozen=True)
 class Numerics:
-    """The lowered program's outputs against the float and the fake-quantised model."""
+    """The lowered program's outputs against the float, the fake-quantised model and, for
+    a quantised case with an exact reference, that reference."""
 
     outputs: tuple[OutputDigest, ...]
     max_abs_err_vs_float: tuple[float | None, ...]  # None: the shapes differ
@@ -121,6 +132,7 @@ class Numerics:
     reference_max_abs: tuple[float, ...]  # max |x| of each fake-quantised reference output
     reference_range: tuple[float, ...] = ()  # max - min of each reference output
     sqnr_db: tuple[float | None, ...] = ()  # vs the reference; inf when equal, None: shapes
+    exact: ExactCheck | None = None  # None: not quantised, or no exact reference (why: result)
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -201,6 +213,7 @@ class ItemResult:
     lower_seconds: float | None = None
     seconds: float = 0.0
     tosa_ops: dict[str, int] = field(default_factory=dict)  # TOSA operators by type, all delegates
+    exact_reason: str = ""  # why a quantised case has no exact reference (fake-quant judges)
 
     @property
     def ok(self) -> bool:

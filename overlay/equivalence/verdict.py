@@ -15,10 +15,14 @@ difference alone:
 - same: no observable difference.
 
 "Right" and "wrong" are said only of a target that ran and was compared: the TOSA
-reference model run, and the VGF program executed on the emulation layer. Right means every
-output is within the case's limits against the fake-quantised reference: the max error as
-a fraction of the reference's range (by quantisation scheme unless the case sets its own),
-and, where the case sets one, a minimum SQNR. A VGF program that lowered but was not
+reference model run, and the VGF program executed on the emulation layer. For a quantised
+case with an exact reference (its converted graph evaluated in the target's integer
+arithmetic, ``worker/exact.py``), right means every output equal to it: at most
+:data:`ALLOWED_STEPS` quantisation steps apart, that is none. Otherwise (a float case, or
+an op the exact reference has no rule for) right means every output is within the case's
+limits against the fake-quantised reference: the max error as a fraction of the
+reference's range (by quantisation scheme unless the case sets its own), and, where the
+case sets one, a minimum SQNR. A VGF program that lowered but was not
 executed here is "lowered" (with the reason), an Ethos-U command stream "compiled" (nothing
 executes it here): neither is right or wrong. Each target is judged on its own.
 
@@ -56,6 +60,8 @@ from overlay.equivalence.protocol import (
 from overlay.fixes import Direction, Divergence, ErrorSignature
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
+# An integer program is right when its outputs equal the exact reference's: no step apart.
+ALLOWED_STEPS = 0
 # Max error vs the fake-quantised reference, as a fraction of its range, by scheme.
 DEFAULT_TOLERANCE: dict[str | None, float] = {
     None: 0.01,
@@ -229,6 +235,11 @@ def numerics_quality(
         return Quality.WRONG
     if numerics is None:
         return Quality.LOWERED
+    if numerics.exact is not None:
+        steps = numerics.exact.steps
+        return (
+            Quality.WRONG if any(s is None or s > ALLOWED_STEPS for s in steps) else Quality.RIGHT
+        )
     bounds = _as_limits(limit)
     sqnrs = numerics.sqnr_db or (math.inf,) * len(numerics.max_abs_err_vs_fake_quant)
     for err, scale, sqnr in zip(
@@ -490,14 +501,32 @@ def sqnr_text(value: float) -> str:
     return f"{value:.1f}"  # Python writes infinity as 'inf'
 
 
+def exact_text(numerics: Numerics) -> str:
+    """Return how a run stands against the exact reference ("" when there is none)."""
+    check = numerics.exact
+    if check is None:
+        return ""
+    if any(s is None for s in check.steps):
+        return "output shape differs from the exact reference"
+    most = max((s for s in check.steps if s is not None), default=0)
+    if most == 0:
+        return "equal to the exact reference"
+    where = f", first at {check.first}" if check.first else ""
+    values = sum(check.differing)
+    counted = f"{values} value{'s' * (values != 1)}"
+    return f"{most} step{'s' * (most != 1)} off the exact reference in {counted}{where}"
+
+
 def numerics_text(numerics: Numerics) -> str:
-    """Return 'error X% of range, SQNR Y dB' for the worst output."""
+    """Return '[exact: ...; ]max error X% of range, SQNR Y dB' for the worst output."""
     found = worst(numerics)
     if found is None:
         return "output shape differs from the reference"
     fraction, sqnr = found
     lowest = sqnr_text(math.inf if sqnr is None else sqnr)
-    return f"max error {100 * fraction:.2f}% of range, SQNR {lowest} dB"
+    versus = " vs fake-quant" if numerics.exact is not None else ""
+    text = f"max error{versus} {100 * fraction:.2f}% of range, SQNR {lowest} dB"
+    return "; ".join(filter(None, (exact_text(numerics), text)))
 
 
 def findings(results: Judged, raw: Mapping[PathId, ItemResult]) -> tuple[Finding, ...]:

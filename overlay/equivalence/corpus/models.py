@@ -143,6 +143,18 @@ def _reflect_aligned() -> tuple[Any, tuple[Any, ...]]:
     return GridSampleReflectAligned(), (torch.rand(1, 4, 9, 9), grid)
 
 
+class AvgPool(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return torch.nn.functional.avg_pool2d(x, 2, 2)
+
+
+def pool_ties() -> tuple[Any, tuple[Any, ...]]:
+    """A 2x2 average pool over windows whose means are halves: the input spans [-133, 122]
+    (int8 scale ~1, zero point 5), and two of its four windows average to 3.5 and 6."""
+    rows = [[6, 6, -133, 122, 4, 4, 0, 0], [5, 5, 0, 0, 3, 3, 0, 1]]
+    return AvgPool(), (torch.tensor(rows, dtype=torch.float32).reshape(1, 1, 2, 8),)
+
+
 def int16_output_graph(
     model: Any, inputs: tuple[Any, ...], spec: str
 ) -> tuple[Any, tuple[Any, ...]]:
@@ -187,6 +199,7 @@ BUILDERS: dict[str, Builder] = {
     "grouped_transposed_conv_int8": lambda: (Transposed(2), (image(1, 4, 6, 6),)),
     "grouped_transposed_conv_fp": lambda: (Transposed(2), (image(1, 4, 6, 6),)),
     "add_cat_mean_int8": lambda: (AddCatMean(), (image(1, 4, 4, 4), image(1, 4, 4, 4))),
+    "avg_pool_ties_int8": pool_ties,
     "conv_relu_fp": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
     "add_cat_mean_fp": lambda: (AddCatMean(), (image(1, 4, 4, 4), image(1, 4, 4, 4))),
     "conv_relu_int8_intfp": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),

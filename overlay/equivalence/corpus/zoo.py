@@ -66,22 +66,52 @@ class MobileNetV2(nn.Module):
     # repeats cut to 1-2 per stage (10 blocks instead of 17) to keep the lowering short.
     SETTINGS = ((1, 8, 1, 1), (6, 8, 2, 2), (6, 8, 2, 2), (6, 16, 2, 2), (6, 24, 1, 1),
                 (6, 40, 1, 2), (6, 80, 1, 1))  # fmt: skip
+    # The paper's (and torchvision's) full width: 17 blocks, 32 -> 1280 channels.
+    FULL = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+            (6, 160, 3, 2), (6, 320, 1, 1))  # fmt: skip
 
-    def __init__(self, classes: int = 10) -> None:
+    def __init__(
+        self,
+        classes: int = 10,
+        settings: tuple[tuple[int, int, int, int], ...] = SETTINGS,
+        widths: tuple[int, int] = (8, 320),  # the stem's and the last conv's channels
+    ) -> None:
         super().__init__()
-        layers: list[nn.Module] = [*conv_bn(3, 8, 3, 2), nn.ReLU6()]
-        cin = 8
-        for expand, cout, repeats, stride in self.SETTINGS:
+        stem, last = widths
+        layers: list[nn.Module] = [*conv_bn(3, stem, 3, 2), nn.ReLU6()]
+        cin = stem
+        for expand, cout, repeats, stride in settings:
             for i in range(repeats):
                 layers.append(InvertedResidual(cin, cout, stride if i == 0 else 1, expand))
                 cin = cout
-        layers += [*conv_bn(cin, 320, 1, 1), nn.ReLU6()]
+        layers += [*conv_bn(cin, last, 1, 1), nn.ReLU6()]
         self.features = nn.Sequential(*layers)
-        self.classifier = nn.Linear(320, classes)
+        self.classifier = nn.Linear(last, classes)
 
     def forward(self, x: Any) -> Any:
         x = self.features(x)
         return self.classifier(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def mobilenet_v2_full(size: int = 64, batches: int = 4) -> tuple[Any, tuple[Any, ...]]:
+    """Full-width MobileNetV2 as torchvision builds it (its layers, ReLU6, 1000 classes and
+    its initialisation: convs Kaiming-normal fan-out, the classifier N(0, 0.01)), with
+    BatchNorm statistics estimated on ``batches`` batches of seeded noise, as a net whose
+    statistics come from data rather than from a distribution has them."""
+    net = MobileNetV2(1000, MobileNetV2.FULL, (32, 1280))
+    for m in net.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out")
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0, 0.01)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.BatchNorm2d):
+            m.momentum = None  # a cumulative average over the noise batches
+    net.train()
+    with torch.no_grad():
+        for _ in range(batches):
+            net(torch.randn(8, 3, size, size))
+    return net.eval(), (square_image(size),)
 
 
 # --- MobileNetV3-small (hardswish, squeeze-excite with hardsigmoid) --------------------
@@ -402,6 +432,7 @@ def int16_grid(spec: str) -> tuple[Any, tuple[Any, ...]]:
 
 NETWORKS: dict[str, Builder] = {
     "mobilenet_v2": lambda: (randomise_bn(MobileNetV2()), (square_image(32),)),
+    "mobilenet_v2_full": mobilenet_v2_full,
     "mobilenet_v3_small": lambda: (randomise_bn(MobileNetV3Small()), (square_image(32),)),
     "resnet18": lambda: (randomise_bn(ResNet18()), (square_image(32),)),
     "efficientnet_b0": lambda: (randomise_bn(EfficientNetB0Small()), (square_image(32),)),

@@ -28,6 +28,7 @@ from overlay.equivalence.verdict import (
     Quality,
     Verdict,
     fractions,
+    numerics_quality,
     sqnr_text,
     tolerance,
     worst,
@@ -101,14 +102,20 @@ def failure_text(result: ItemResult) -> str:
 
 
 def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
-    """Return the err(c) cell: the largest relative error in %, '!' above tolerance."""
+    """Return the err(c) cell: the largest relative error in %, '!' when TOSA reads wrong
+    (off the exact reference, or, without one, above the tolerance)."""
     errors = fractions(result.numerics)
     if not errors:
         return "-"
     if any(e is None for e in errors):
         return "shape!"
     worst = max(e for e in errors if e is not None)
-    mark = "!" if worst > tolerance(info) else ""
+    exact = result.numerics is not None and result.numerics.exact is not None
+    if exact:
+        wrong = numerics_quality(result.numerics, None, tolerance(info)) is Quality.WRONG
+    else:
+        wrong = worst > tolerance(info)
+    mark = "!" if wrong else ""
     if 0 < worst < 1e-4:
         return "<0.01%"
     return f"{worst * 100:.2g}%{mark}"
@@ -211,11 +218,13 @@ NUMERICS_HEADER = [
     "path",
     "TOSA s",
     "TOSA",
+    "steps",
     "err",
     "SQNR dB",
     "VGF s",
     "run s",
     "VGF",
+    "steps",
     "err",
     "SQNR dB",
 ]
@@ -223,9 +232,12 @@ NUMERICS_HEADER = [
 NUMERICS_NOTE = (
     "TOSA, VGF: right or wrong where the program ran (the TOSA reference model, the VGF"
     " program on the emulation layer), lowered where it was not executed, failed where the"
-    " lowering raised; err: the largest output error against the fake-quantised reference,"
-    " in % of that output's range; SQNR: the lowest output's, in dB; TOSA s / VGF s:"
-    " lowering time, run s: running the VGF program on the emulation layer"
+    " lowering raised; steps: the largest output difference from the exact reference (the"
+    " converted graph in the target's integer arithmetic), in quantisation steps, which"
+    " decides right for a quantised case ('-': no exact reference, then err and SQNR"
+    " decide); err: the largest output error against the fake-quantised reference, in %"
+    " of that output's range; SQNR: the lowest output's, in dB; TOSA s / VGF s: lowering"
+    " time, run s: running the VGF program on the emulation layer"
 )
 
 ETHOSU_HEADER = [
@@ -259,17 +271,32 @@ def fail_cell(error: ErrorInfo | None) -> str:
     return "FAIL" if error is None else f"FAIL: {error.type}"
 
 
+def steps_cell(numerics: Numerics | None) -> str:
+    """Return the largest difference from the exact reference in steps ('-': none)."""
+    if numerics is None or numerics.exact is None:
+        return "-"
+    steps = numerics.exact.steps
+    if any(s is None for s in steps):
+        return "shape!"
+    return str(max((s for s in steps if s is not None), default=0))
+
+
 def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None) -> list[str]:
-    """Return [err, SQNR] of one run: the worst output's error (% of range) and SQNR."""
+    """Return [steps, err, SQNR] of one run: the worst output's steps from the exact
+    reference, its error against the fake-quantised one (% of range) and SQNR."""
     if error is not None:
-        return [fail_cell(error), "-"]
+        return ["-", fail_cell(error), "-"]
     if numerics is None:
-        return ["-", "-"]
+        return ["-", "-", "-"]
     found = worst(numerics)
     if found is None:
-        return ["shape!", "-"]
+        return [steps_cell(numerics), "shape!", "-"]
     fraction, sqnr = found
-    return [f"{100 * fraction:.2f}%", "-" if sqnr is None else sqnr_text(sqnr)]
+    return [
+        steps_cell(numerics),
+        f"{100 * fraction:.2f}%",
+        "-" if sqnr is None else sqnr_text(sqnr),
+    ]
 
 
 def numerics_rows(verdict: Verdict) -> list[list[str]]:
@@ -280,9 +307,9 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
         vgf = result.vgf
         vgf_word = quality_word(verdict, path, VGF)
         if vgf is None or vgf.state is TargetState.SKIPPED:
-            vgf_cells = ["-", "-", "-", "-", "-"]
+            vgf_cells = ["-"] * 6
         elif vgf.state is TargetState.FAILED:
-            vgf_cells = [fail_cell(vgf.error), "-", vgf_word, "-", "-"]
+            vgf_cells = [fail_cell(vgf.error), "-", vgf_word, "-", "-", "-"]
         else:
             vgf_cells = [
                 seconds_cell(vgf.lower_seconds),

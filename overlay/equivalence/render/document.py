@@ -25,7 +25,7 @@ from overlay.equivalence.render.sections import counts
 from overlay.equivalence.verdict import AB, BC, decide
 from overlay.errors import EquivalenceInputError
 
-REPORT_SCHEMA: Final = 6  # 6: the Report itself; 5: divergence rules; 4: a typed document
+REPORT_SCHEMA: Final = 7  # 7: exact reference; 6: the Report; 5: divergence rules; 4: typed
 TOOL: Final = "executorch-arm-overlay"
 
 
@@ -51,7 +51,7 @@ class Summary:
 class ReportDocument:
     """An equivalence report of executorch-arm-overlay: verdict first, then the whole run."""
 
-    schema: Literal[6]  # REPORT_SCHEMA
+    schema: Literal[7]  # REPORT_SCHEMA
     tool: Tool
     verdict: Literal["pass", "fail"]
     failures: tuple[str, ...]

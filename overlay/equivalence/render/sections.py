@@ -29,8 +29,10 @@ from overlay.equivalence.verdict import (
     Observation,
     Quality,
     Verdict,
+    exact_text,
     expected_broken,
     not_run_reason,
+    target_numerics,
 )
 from overlay.items import CaseInfo, ItemKind
 
@@ -178,6 +180,7 @@ def detail_lines(verdict: Verdict) -> list[str]:
         lines.append(f"(c): {status_text(c, limit=400)}")
     if verdict.ab is not AB.SAME or verdict.bc is not BC.AGREE:
         lines.append(f"targets: {targets_text(verdict)}")
+        lines += exact_lines(verdict)
     if verdict.claim_problem:
         lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
     if verdict.unchecked:
@@ -189,6 +192,19 @@ def detail_lines(verdict: Verdict) -> list[str]:
     elif verdict.findings:
         targets = ", ".join(f.target for f in verdict.findings)
         lines.append(f"not right on any path ({targets}), as the case declares (see findings)")
+    return lines
+
+
+def exact_lines(verdict: Verdict) -> list[str]:
+    """Return each target against the exact reference per path, or why there is none."""
+    results = [verdict.results[p] for p in PATHS]
+    reasons = sorted({r.exact_reason for r in results if r.exact_reason})
+    lines = [f"no exact reference: {reason}" for reason in reasons]
+    for target in (TOSA, VGF):
+        found = [(p, target_numerics(verdict.results[p], target)) for p in PATHS]
+        texts = [f"({p.value}) {exact_text(n)}" for p, n in found if n and n.exact]
+        if texts:
+            lines.append(f"{target} against the exact reference: {'; '.join(texts)}")
     return lines
 
 

@@ -1,10 +1,12 @@
 """One case through every target: TOSA (run on the reference model), VGF, Ethos-U.
 
-The case is exported, quantised when it says so (the fake-quantised module is the
-reference every path is judged against), lowered with the TOSA partitioner and run with
-``tosa_reference_model``; then lowered for VGF and, when the emulation is installed, run
-(:mod:`.vgf_run`); then, when the case asks, lowered for each Ethos-U target
-(:mod:`.ethosu`). Every failure is data in the result, never an exception.
+The case is exported, quantised when it says so (the converted graph is the reference
+every path is judged against: evaluated exactly in the target's integer arithmetic where
+:mod:`.exact` has a rule for each of its ops, else as the fake-quantised module), lowered
+with the TOSA partitioner and run with ``tosa_reference_model``; then lowered for VGF and,
+when the emulation is installed, run (:mod:`.vgf_run`); then, when the case asks, lowered
+for each Ethos-U target (:mod:`.ethosu`). Every failure is data in the result, never an
+exception.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from overlay.equivalence.protocol import (
     ErrorInfo,
     EthosUResult,
+    ExactCheck,
     ItemResult,
     Numerics,
     RunStatus,
@@ -29,10 +32,11 @@ from overlay.equivalence.protocol import (
     TargetState,
     VgfResult,
 )
-from overlay.equivalence.worker import ethosu, quantize, vgf_run
+from overlay.equivalence.worker import departure, ethosu, exact, quantize, vgf_run
 from overlay.equivalence.worker.observe import (
     as_tuple,
     delegate_payloads,
+    exact_check,
     lowered_graph,
     measure,
     tosa_op_counts,
@@ -53,6 +57,7 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
     started = time.perf_counter()
     exported_float: Any = None
     inputs: tuple[Any, ...] = ()
+    reference_exact: exact.Evaluation | str = ""  # or why there is none ("": not quantised)
     try:
         module, inputs = build()
         if not isinstance(module, torch.fx.GraphModule):
@@ -67,6 +72,7 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
             stage = Stage.QUANTIZE
             quantizer = quantize.case_quantizer(info, compile_spec)
             reference = quantize.convert(exported, inputs, quantizer)
+            reference_exact = _exact_reference(reference, inputs)
             stage = Stage.EXPORT
             exported = torch.export.export(reference, inputs)
         with torch.no_grad():
@@ -77,6 +83,7 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
         lower_seconds = time.perf_counter() - lower_start
         graph, delegates = lowered_graph(edge)
         payloads = delegate_payloads(delegates, keep_bytes)
+        reference_exact = _for_program(reference_exact, graph)
     except Exception as exc:
         return ItemResult(
             status=RunStatus.FAIL,
@@ -85,18 +92,10 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
             ethos_u=_ethos_u(exported_float, inputs, info) if exported_float is not None else (),
             seconds=time.perf_counter() - started,
         )
-    numerics: Numerics | None = None
-    numerics_error: ErrorInfo | None = None
-    run_reason = ""
-    if delegates and importlib.util.find_spec("tosa_reference_model") is None:
-        run_reason = "not installed: tosa_reference_model (pip install tosa-tools)"
-    else:
-        try:
-            with torch.no_grad():
-                got = _run_lowered(edge, inputs, bool(delegates))
-            numerics = measure(got, float_out, fq_out)
-        except Exception as exc:
-            numerics_error = error_info(exc, Stage.NUMERICS)
+    references = (float_out, fq_out)
+    numerics, numerics_error, run_reason = _tosa_numbers(
+        edge, inputs, bool(delegates), references, reference_exact
+    )
     ethos_u = _ethos_u(exported_float, inputs, info)
     return ItemResult(
         status=RunStatus.OK,
@@ -105,8 +104,9 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
         numerics=numerics,
         numerics_error=numerics_error,
         run_reason=run_reason,
-        vgf=_vgf(exported, info, inputs, float_out, fq_out) if info.vgf else None,
+        vgf=_vgf(exported, info, inputs, references, reference_exact) if info.vgf else None,
         ethos_u=ethos_u,
+        exact_reason=reference_exact if isinstance(reference_exact, str) else "",
         lower_seconds=lower_seconds,
         seconds=time.perf_counter() - started,
         tosa_ops=tosa_op_counts(bytes(d.processed_bytes) for d in delegates),
@@ -122,22 +122,97 @@ def _ethos_u(
     return tuple(ethosu.lower(exported_float, inputs, info, target) for target in ethosu.TARGETS)
 
 
-def _run_lowered(edge: Any, inputs: tuple[Any, ...], has_delegate: bool) -> tuple[Any, ...]:
+def _exact_reference(reference: Any, inputs: tuple[Any, ...]) -> exact.Evaluation | str:
+    """Return the converted graph's exact evaluation, or why there is none."""
+    try:
+        return exact.evaluate(reference, inputs)
+    except exact.NoExactRule as exc:
+        return str(exc)
+    except Exception as exc:  # the reference's own fault: shown, and the case judged as before
+        return f"the exact reference raised {type(exc).__name__}: {exc}"
+
+
+def _for_program(reference: exact.Evaluation | str, graph: list[str]) -> exact.Evaluation | str:
+    """Return the exact reference if the lowered program is one integer program, else why
+    not: it models one delegate between the CPU's quantize and dequantize."""
+    if isinstance(reference, str):
+        return reference
+    cpu = [line for line in graph if line.startswith("cpu:") and "quantize_per_" not in line]
+    delegates = [line for line in graph if line.startswith("delegate[")]
+    if cpu:
+        return f"ops run on the CPU between quantize and dequantize ({cpu[0][5:]})"
+    if len(delegates) != 1:
+        return f"{len(delegates)} delegates, not one integer program"
+    return reference
+
+
+def _tosa_numbers(
+    edge: Any,
+    inputs: tuple[Any, ...],
+    has_delegate: bool,
+    references: tuple[tuple[Any, ...], tuple[Any, ...]],
+    reference_exact: exact.Evaluation | str,
+) -> tuple[Numerics | None, ErrorInfo | None, str]:
+    """Run the lowered program with its TOSA delegates on the reference model: its numbers,
+    or the error running it raised, or why it was not run."""
+    if has_delegate and importlib.util.find_spec("tosa_reference_model") is None:
+        return None, None, "not installed: tosa_reference_model (pip install tosa-tools)"
+    try:
+        with torch.no_grad():
+            got, programs = _run_lowered(edge, inputs, has_delegate)
+        checked = _checked(got, reference_exact, programs)
+        return measure(got, *references, checked), None, ""
+    except Exception as exc:
+        return None, error_info(exc, Stage.NUMERICS), ""
+
+
+def _checked(
+    got: tuple[Any, ...],
+    reference: exact.Evaluation | str,
+    programs: list[tuple[bytes, list[Any]]],
+) -> ExactCheck | None:
+    """Return the TOSA program's outputs against the exact reference, naming where the
+    program first departs from it when they differ (its intermediates, dumped)."""
+    if isinstance(reference, str):
+        return None
+    check = exact_check(got, reference)
+    if any(step != 0 for step in check.steps) and len(programs) == 1:
+        check = dataclasses.replace(
+            check, first=departure.tosa_first_difference(reference, *programs[0])
+        )
+    return check
+
+
+def _run_lowered(
+    edge: Any, inputs: tuple[Any, ...], has_delegate: bool
+) -> tuple[tuple[Any, ...], list[tuple[bytes, list[Any]]]]:
+    """Run the lowered program (TOSA delegates on the reference model); return its outputs
+    and each delegate call's TOSA bytes and inputs (as the reference model takes them)."""
     program = edge.exported_program().module()
     if not has_delegate:
-        return as_tuple(program(*inputs))
-    from executorch.backends.arm.test.runner_utils import TosaReferenceModelDispatch
+        return as_tuple(program(*inputs)), []
+    from executorch.backends.arm.test.runner_utils import (
+        TosaReferenceModelDispatch,
+        torch_tensor_to_numpy,
+    )
 
-    with TosaReferenceModelDispatch():
-        return as_tuple(program(*inputs))
+    calls: list[tuple[bytes, list[Any]]] = []
+
+    class Recording(TosaReferenceModelDispatch):  # type: ignore[misc]
+        def _tosa_dispatch(self, lowered: Any, args: Any) -> Any:
+            calls.append((bytes(lowered.processed_bytes), [torch_tensor_to_numpy(a) for a in args]))
+            return super()._tosa_dispatch(lowered, args)
+
+    with Recording():
+        return as_tuple(program(*inputs)), calls
 
 
 def _vgf(
     exported: Any,
     info: CaseInfo,
     inputs: tuple[Any, ...],
-    float_out: tuple[Any, ...],
-    fq_out: tuple[Any, ...],
+    references: tuple[tuple[Any, ...], tuple[Any, ...]],
+    reference_exact: exact.Evaluation | str,
 ) -> VgfResult:
     """Lower the case for VGF, then run the program with its VGF delegates emulated."""
     from executorch.backends.arm.vgf.model_converter import find_model_converter_binary
@@ -157,9 +232,10 @@ def _vgf(
             edge = to_edge_transform_and_lower(exported, partitioner=[VgfPartitioner(spec)])
             lower_seconds = time.perf_counter() - started
             tosa = tosa_op_counts(p.read_bytes() for p in sorted(Path(dumped).glob("*.tosa")))
-        _, delegates = lowered_graph(edge)
+        graph, delegates = lowered_graph(edge)
     except Exception as exc:
         return VgfResult(TargetState.FAILED, error=error_info(exc, Stage.VGF))
+    reference_exact = _for_program(reference_exact, graph)  # VGF may partition otherwise
     lowered = VgfResult(
         TargetState.COMPARED,
         payloads=tuple(delegate_payloads(delegates, False)),
@@ -175,7 +251,8 @@ def _vgf(
     try:
         with torch.no_grad():
             got = vgf_run.run_program(edge, inputs, emulation)
-        numerics = measure(got, float_out, fq_out)
+        checked = None if isinstance(reference_exact, str) else exact_check(got, reference_exact)
+        numerics = measure(got, *references, checked)
     except vgf_run.VgfNotRunnableError as exc:  # the emulation's limit, not the graph's fault
         return dataclasses.replace(lowered, run_reason=str(exc))
     except Exception as exc:

@@ -1,9 +1,10 @@
 """What a lowering is compared on, as protocol data: its graph, payloads and numbers.
 
 The lowered graph in canonical text (CPU ops, each delegate's ops; a probe's FX graph
-node by node), each delegate's
-processed bytes by digest, and a run's outputs against the float and the fake-quantised
-references (max error, range, SQNR). Worker side: the values are torch tensors.
+node by node), each delegate's processed bytes by digest, and a run's outputs against the
+float and the fake-quantised references (max error, range, SQNR) and, for a quantised
+case, against the exact reference in quantisation steps. Worker side: the values are
+torch tensors.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from overlay.equivalence.protocol import Numerics, OutputDigest, Payload
+from overlay.equivalence.protocol import ExactCheck, Numerics, OutputDigest, Payload
 
 
 def as_tuple(value: Any) -> tuple[Any, ...]:
@@ -116,8 +117,33 @@ def tosa_op_counts(flatbuffers: Iterable[bytes]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def measure(got: tuple[Any, ...], float_out: tuple[Any, ...], fq_out: tuple[Any, ...]) -> Numerics:
-    """Return a run's outputs against the float and the fake-quantised references."""
+def exact_check(got: tuple[Any, ...], reference: Any) -> ExactCheck:
+    """Return a run's outputs against the exact reference (an ``exact.Evaluation``), in
+    steps of each output's quantisation: the program's dequantized outputs are taken back
+    to their codes."""
+    import torch
+
+    steps: list[int | None] = []
+    differing: list[int] = []
+    for value, want in zip(got, reference.outputs, strict=False):
+        if tuple(value.shape) != tuple(want.codes.shape):
+            steps.append(None)
+            differing.append(int(want.codes.numel()))
+            continue
+        codes = torch.round(value.double() / want.scale).to(torch.int64) + want.zero_point
+        apart = (codes - want.codes).abs()
+        steps.append(int(apart.max()) if apart.numel() else 0)
+        differing.append(int((apart > 0).sum()))
+    return ExactCheck(steps=tuple(steps), differing=tuple(differing))
+
+
+def measure(
+    got: tuple[Any, ...],
+    float_out: tuple[Any, ...],
+    fq_out: tuple[Any, ...],
+    exact: ExactCheck | None = None,
+) -> Numerics:
+    """Return a run's outputs against the float, the fake-quantised and the exact reference."""
     return Numerics(
         outputs=tuple(_digest(t) for t in got),
         max_abs_err_vs_float=_max_abs(got, float_out),
@@ -129,6 +155,7 @@ def measure(got: tuple[Any, ...], float_out: tuple[Any, ...], fq_out: tuple[Any,
             float(t.double().max() - t.double().min()) if t.numel() else 0.0 for t in fq_out
         ),
         sqnr_db=_sqnr(got, fq_out),
+        exact=exact,
     )
 
 
