@@ -14,6 +14,7 @@ from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.text.applier import apply_patch, decode, encode
 from overlay.text.series import Patch, load_series, parse_patch
+from overlay.upstream import prepare
 from overlay.upstream.canary import gate
 from overlay.upstream.commit_rules import MAX_LINE, Identity, check_message
 from overlay.upstream.export import (
@@ -180,6 +181,11 @@ def test_a_created_file_exports_as_a_new_file_git_am_creates(tmp_path: Path) -> 
     assert item.after == {PATH: FIXED.encode(), shader: text.encode()}
     assert f"diff --git a/{shader} b/{shader}\nnew file mode 100644\n" in item.mbox
     assert f" create mode 100644 {shader}\n" in item.mbox
+    landed = prepare.landed(patch, release, release)  # as the export lands it on main
+    assert isinstance(landed, dict) and set(landed) == {PATH, shader}
+    on_main = export_patch(patch, release, signer=SIGNER, base_commit="cd" * 20, year=2026,
+                           after=landed)  # fmt: skip
+    assert (on_main.before, on_main.mbox) == (item.before, item.mbox)
     with gate.global_git_config(tmp_path / "hostile"):
         (tmp_path / "hostile").write_text(gate.HOSTILE_GITCONFIG)
         again = export_patch(patch, release, signer=SIGNER, base_commit="cd" * 20, year=2026)

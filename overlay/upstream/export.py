@@ -187,7 +187,7 @@ def export_patch(
     if after is None:
         before, after = _patched(patch, base)
     else:
-        before, after = {p: base[p] for p in after}, dict(after)
+        before, after = {p: base[p] for p in after if p in base}, dict(after)  # new: not in base
     message = commit_message(patch, signer)
     problems = check_message(message)
     problems += check_license(after, year or datetime.datetime.now(datetime.UTC).year)
