@@ -24,6 +24,7 @@ from overlay import fixes, lines
 from overlay.equivalence import corpus
 from overlay.equivalence.controller import orchestrator
 from overlay.equivalence.controller.options import Options
+from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.protocol import PathId, TargetState
 from overlay.equivalence.verdict import AB, BAD, BC, Verdict
 from overlay.errors import EquivalenceError, EquivalenceInputError
@@ -275,21 +276,18 @@ CASES = {
 """
 
 
+def _user_two_convs(models: Path, text: str, line: Line, series: Series, results: Path) -> Report:
+    """Run the models file ``text`` (written at ``models``) for its case user_two_convs."""
+    models.write_text(text, encoding="utf-8")
+    options = _options(models.parent, line, series, results, models=str(models),
+                       only=("user_two_convs",), attribute=False)  # fmt: skip
+    return orchestrator.run(options)
+
+
 def test_user_models_file_runs_on_all_paths(
     tmp_path: Path, line: Line, series: Series, results: Path
 ) -> None:
-    models = tmp_path / "my_models.py"
-    models.write_text(USER_MODELS, encoding="utf-8")
-    options = _options(
-        tmp_path,
-        line,
-        series,
-        results,
-        models=str(models),
-        only=("user_two_convs",),
-        attribute=False,
-    )
-    result = orchestrator.run(options)
+    result = _user_two_convs(tmp_path / "my_models.py", USER_MODELS, line, series, results)
     (verdict,) = result.verdicts
     assert isinstance(verdict.info, CaseInfo) and verdict.info.source == "my_models.py"
     assert all(r.ok for r in verdict.results.values()), shown(result)
@@ -301,19 +299,8 @@ def test_ethos_u_lowering_reports_command_streams_and_vela_estimates(
     tmp_path: Path, line: Line, series: Series, results: Path
 ) -> None:
     pytest.importorskip("ethosu.vela")
-    models = tmp_path / "ethos_models.py"
     text = USER_MODELS.replace('"per_channel": False,', '"per_channel": False, "ethos_u": True,')
-    models.write_text(text, encoding="utf-8")
-    options = _options(
-        tmp_path,
-        line,
-        series,
-        results,
-        models=str(models),
-        only=("user_two_convs",),
-        attribute=False,
-    )
-    result = orchestrator.run(options)
+    result = _user_two_convs(tmp_path / "ethos_models.py", text, line, series, results)
     (verdict,) = result.verdicts
     stock = verdict.results[PathId.STOCK].ethos_u
     assert [e.target for e in stock] == ["ethos-u55-128", "ethos-u85-256"]
