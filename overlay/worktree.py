@@ -71,24 +71,37 @@ def check_dest(dest: Path) -> None:
 def create(series: Series, sources: dict[str, bytes], dest: Path) -> None:
     """Lay out ``sources`` (pristine, by repository path) and the series as commits in ``dest``."""
     check_dest(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    git(dest, "init", "-q", "-b", "main")
-    _write(dest, sources)
-    git(dest, "add", "-A")
-    git(dest, "commit", "-q", "-m", f"executorch {series.pins.executorch} pristine sources")
-    git(dest, "tag", BASE_TAG)
+    lay_out_base(sources, str(series.pins.executorch), dest)
     current: dict[str, bytes | None] = {p: sources.get(p) for p in series.targets()}
     for patch in series.patches:
         for repo_path in patch.targets:
             current[repo_path] = transform((patch,), repo_path, current[repo_path])
-        _write(dest, {p: current[p] for p in patch.targets})
-        git(dest, "add", "-A")
-        message = commit_message(patch.name, patch.subject, patch.header_text)
-        git(dest, "commit", "-q", "-F", "-", stdin=message)
+        commit_files(dest, {p: current[p] for p in patch.targets},
+                     commit_message(patch.name, patch.subject, patch.header_text))  # fmt: skip
 
 
-def _write(root: Path, files: Mapping[str, bytes | None]) -> None:
-    for repo_path, data in files.items():
+def lay_out_base(files: Mapping[str, bytes], version: str, dest: Path) -> None:
+    """Commit ``files`` (a release's pristine sources) as a new work tree's base, tagged
+    ``overlay-base``: what ``edit`` and a retarget's work tree start from."""
+    dest.mkdir(parents=True, exist_ok=True)
+    git(dest, "init", "-q", "-b", "main")
+    write_files(dest, files)
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "--allow-empty", "-m", f"executorch {version} pristine sources")
+    git(dest, "tag", BASE_TAG)
+
+
+def commit_files(dest: Path, files: Mapping[str, bytes | None], message: str) -> None:
+    """Write ``files`` into the work tree (None: remove the file) and commit them as one
+    patch's commit, its DEP-3 header in ``message``."""
+    write_files(dest, files)
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-F", "-", stdin=message)
+
+
+def write_files(root: Path, files: Mapping[str, bytes | None]) -> None:
+    """Write ``files`` into the work tree at ``root`` by repository path (None: remove it)."""
+    for repo_path, data in sorted(files.items()):
         path = root / repo_path
         if data is None:
             path.unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from overlay.envs import lockfiles
 from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream.results import PinAttempt, WheelRecord
-from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, commit_plans, write_worktree
+from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, commit_plans
 from overlay.upstream.retarget.text_plan import TextPlan
 from overlay.upstream.upstream_pins import UPSTREAM_FILE
 from overlay.upstream.verdicts import conflict_text
@@ -135,7 +135,8 @@ def write_candidate(
         (candidate / SERIES_FILE).write_text(
             f"# Patch series against executorch {layout.version}.\n", encoding="utf-8"
         )
-        write_worktree(new_files, layout.version, work)
+        work.mkdir(parents=True)
+        worktree.lay_out_base(new_files, layout.version, work)
     (candidate / PINS_FILE).write_text(pins_text, encoding="utf-8")
     if upstream_text:
         (candidate / UPSTREAM_FILE).write_text(upstream_text, encoding="utf-8")

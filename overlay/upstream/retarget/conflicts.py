@@ -10,7 +10,7 @@ engine, and commits those (:func:`commit_plans`), stopping again at the next con
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -34,22 +34,6 @@ class WorkCommit:
     message: str
 
 
-def write_worktree(new_files: Mapping[str, bytes], version: str, dest: Path) -> None:
-    """Lay out the release's pristine sources as the work tree's base (``overlay-base``).
-
-    Every file of the release's ``backends/arm`` is there, so a resolution may touch
-    more than the patch did (a test beside the fix).
-    """
-    dest.mkdir(parents=True)
-    git(dest, "init", "-q", "-b", "main")
-    for path in sorted(new_files):
-        (dest / path).parent.mkdir(parents=True, exist_ok=True)
-        (dest / path).write_bytes(new_files[path])
-    git(dest, "add", "-A")
-    git(dest, "commit", "-q", "--allow-empty", "-m", f"executorch {version} pristine sources")
-    git(dest, "tag", worktree.BASE_TAG)
-
-
 def commit_plans(plans: Sequence[TextPlan], dest: Path) -> TextPlan | None:
     """Commit each kept plan the work tree lacks, in order; return the conflict it stops at.
 
@@ -59,14 +43,12 @@ def commit_plans(plans: Sequence[TextPlan], dest: Path) -> TextPlan | None:
     for plan in plans:
         if plan.action is Action.DROP or plan.commit:
             continue
-        for path, text in plan.after.items():
-            (dest / path).parent.mkdir(parents=True, exist_ok=True)
-            (dest / path).write_bytes(encode(text))
+        files = {path: encode(text) for path, text in plan.after.items()}
         if plan.action is Action.CONFLICT:
+            worktree.write_files(dest, files)
             (dest / ".git" / MERGE_MESSAGE).write_text(plan.message, encoding="utf-8")
             return plan
-        git(dest, "add", "-A")
-        git(dest, "commit", "-q", "-F", "-", stdin=plan.message)
+        worktree.commit_files(dest, files, plan.message)
     return None
 
 
