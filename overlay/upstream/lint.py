@@ -1,24 +1,9 @@
-"""Upstream's linters on every file a commit touches, whole files, as upstream's hook runs them.
+"""Upstream's linters and its pre-push hook's other checks, on the files a commit touches.
 
-upstream's CI runs lintrunner on the changed files (every linter but MYPY) and MYPY over
-the tree; its pre-push hook runs ``MYPYPATH=./src/ lintrunner --revision <commit>^1``:
-every linter of ``.lintrunner.toml`` (FLAKE8 with its plugins and ``.flake8``, UFMT =
-black + usort, DOCFORMATTER, MYPY with ``.mypy.ini``, RUFF_DOCS, BANDIT and upstream's
-own checks) on the whole of each changed file. So does this module, in a checkout of the
-commit (:func:`checkout`), with a tool venv of upstream's linter pins
-(``lint_requirements`` of ``patches/upstream.toml``, from its
-``requirements-lintrunner.txt``) and what its MYPY job installs beside them
-(``mypy_requirements``, and the line's torch and torchao). A finding already in the file
-before the commit still fails upstream's CI: it is reported too.
-
-The hook's other checks (:func:`hook_checks`) run as the hook defines them, by its own
-functions: ``run_docgen_check`` (where a touched file is one of its docgen inputs: the
-generated Ethos-U and VGF docs must not change), ``run_vgf_op_support_checks`` and
-``run_public_api_validator`` (every ``public_api_manifests/api_manifest_*.toml`` against the
-API). Their scripts import ``executorch.backends.arm``: the checkout's own, in front of the
-env that hosts main (:mod:`overlay.upstream.host`), so what a hosted main prints
-without the commit (the newest release's core under main's code) is no finding of it:
-:func:`overlay.upstream.verdicts.hook_findings` keeps what the commit adds.
+The linters run as upstream's hook runs them (whole files, its pins); docgen, the VGF
+op-support and the public API checks run by the hook's own functions, and only the lines
+the commit adds count (:func:`overlay.upstream.verdicts.hook_findings`). docs/upstream.md
+says which linters and why.
 """
 
 from __future__ import annotations

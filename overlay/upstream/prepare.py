@@ -1,26 +1,7 @@
-"""Prepare upstream pull requests: each fix of a line, against the newest release and main.
+"""Prepare upstream pull requests: each fix of a line, on upstream main and the newest release.
 
-What is sent is the newest line's patch of each fix (for the newest line, its own patches;
-for an older line, the newest line's patch of the same number: a line's patches are the
-ports of the older lines' ones). Each goes alone, as its own pull request, against two
-bases: upstream ``main`` (``--upstream``: a clone, a mirror or the GitHub URL, through the
-canary's scratch repository) and the newest release's sources (its wheel). On each base:
-
-- ``git am`` of the mbox (made against main where the patch applies there);
-- the fix's trigger cases (:mod:`overlay.upstream.behaviour`) on stock and with the patch,
-  and its bystanders (models outside its triggers): their TOSA operators must not change;
-- the tests it adds, its test files and its ``affected_tests``, stock vs patched, with
-  upstream's ``pytest.ini``: the new tests must fail before and pass after
-  (:func:`overlay.upstream.verdicts.judge_tests`), no other test may go from passing to
-  failing.
-
-The patched side is the base's Arm backend with the one patch, in front of a stock env of
-the release (the canary's shadow, :mod:`overlay.upstream.host`). On main, upstream's
-gate: every linter of its ``.lintrunner.toml`` on the whole touched files, MYPY as the
-pre-push hook runs it, the hook's docgen, VGF op-support and public API manifest checks
-(:mod:`overlay.upstream.lint`), and the hook's commit rules with its own verb list
-(:mod:`overlay.upstream.commit_rules`). What keeps a fix back is decided in
-:func:`overlay.upstream.verdicts.submission_problems`.
+What is sent, on which bases, and what the gate asks: docs/upstream.md ("What is sent
+upstream"); what keeps a fix back is :func:`overlay.upstream.verdicts.submission_problems`.
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
 """Upstream's own Arm tests on a line's stock and patched builds: the fixes break none of them.
 
-The tests are the ones the executorch wheel ships (``backends/arm/test``): all of
-``passes/``, and of ``ops/``, ``quantizer/`` and ``misc/`` the files for the operators the
-line's fixes touch (:func:`selection`). They run in one session on the stock release env
-and on the env of the line's patched wheel, the patched test files laid out for both
-(:func:`overlay.upstream.upstream_tests.run_tests_both_ways`), with upstream's
-``pytest.ini`` (from the upstream tree at the release, else written) and on every core
-(``--numprocesses=auto``, as upstream's ``test_arm_backend.sh``). A test that passes on
-stock and does not pass patched fails the run (:func:`overlay.upstream.verdicts.suite_changes`).
-
-The run takes hours, so it goes a few files at a time, and each part's result is kept
-(``runs/<key>.json``, keyed by both envs, the test files, the ini, the extra environment
-and the runner's code): run again after an interruption, and the parts already done are
-read back, not run again; a part where pytest wrote no report is kept by no one, and the
-run fails naming it (run the same command again).
-
-Example: the 1.5.1 line, whose fixes change ``rewrite_conv_pass.py`` and
-``insert_grid_sampler_grid_dequant_pass.py`` and list ``ops/test_grid_sampler.py``.
-Becomes: ``passes/*``, ``ops/test_conv1d.py`` .. ``ops/test_conv_combos.py``,
-``ops/test_grid_sampler.py``, ``quantizer/test_conv_relu_fusing.py``,
-``misc/test_conv_relu_residual_add.py`` and the other listed files.
+Which tests, how a run resumes part by part, and the measured counts: docs/upstream.md
+("Upstream's own suite").
 """
 
 from __future__ import annotations
