@@ -76,6 +76,35 @@ def test_a_rescale_rounds_once_half_up_and_a_pool_half_away_from_zero() -> None:
     assert exact.apply_scale(sums, [exact.reciprocal_parts(4)]).tolist() == [1, -1, -4, 2]
 
 
+
+def test_a_48_bit_accumulator_has_two_programs_and_a_run_is_checked_against_the_nearer() -> None:
+    exact = _worker("exact")
+    observe = _worker("observe")
+    import torch
+
+    thirds = (3.0, 0, -32768, 32767, torch.int16)  # int16 codes at 3x the accumulator's scale
+    sums = exact.Fixed(torch.tensor([90002.0, 65537.0, 65538.0, 3e9], dtype=torch.float64), (1.0,))
+    wide = exact.Fixed(sums.ints, (1.0,), bits=48)
+    # directly: a 15-bit multiplier for 1/3 (21845 / 2**16) loses the last step of 30000.67
+    assert exact.rescale(wide, thirds).codes.tolist() == [30000, 21845, 21846, 32767]
+    # through int32: exact to 31 bits, after saturating the accumulator at 2**31 - 1
+    assert exact.rescale(wide, thirds, True).codes.tolist() == [30001, 21846, 21846, 32767]
+    assert exact.rescale(sums, thirds, True).codes.tolist() == [30001, 21846, 21846, 32767]
+    big = (1e6, 0, -32768, 32767, torch.int16)
+    assert exact.rescale(wide, big, True).codes.tolist()[-1] == 2147  # (2**31 - 1) / 1e6
+    assert exact.rescale(wide, big).codes.tolist()[-1] == 3000
+
+    def codes(values: list[int]) -> Any:
+        return exact.Codes(torch.tensor(values), 1.0, 0, torch.int16)
+
+    both = exact.Evaluation((codes([1, 2, 3]),), (), {}, through_int32=(codes([1, 2, 4]),))
+    got = (torch.tensor([1.0, 2.0, 4.0]),)
+    assert observe.exact_check(got, both) == ExactCheck(steps=(0,), differing=(0,))
+    one = exact.Evaluation((codes([1, 2, 3]),), (), {})
+    assert observe.exact_check(got, one) == ExactCheck(steps=(1,), differing=(1,))
+    far = (torch.tensor([1.0, 9.0, 4.0]),)  # the nearer by its largest step, then by count
+    assert observe.exact_check(far, both) == ExactCheck(steps=(7,), differing=(1,))
+
 class _Pool:
     """A 2x2 average pool over windows whose sums are ties of both signs."""
 

@@ -15,9 +15,12 @@ The rule per op (the TOSA 1.0 operator the lowering emits for it):
   float32, rounded half to even.
 - **quantize** of a computed value (RESCALE, ``SINGLE_ROUND``): the value's integers times
   ``multiplier * 2**-shift`` for the ratio of its scale to the output's (``frexp``: a
-  31-bit multiplier, rounded half to even, 15-bit for a 48-bit accumulator), plus
-  ``2**(shift-1)``, shifted right: **half up**; plus the zero point, saturated to the dtype,
-  clamped to ``[qmin, qmax]``.
+  31-bit multiplier, rounded half to even), plus ``2**(shift-1)``, shifted right: **half
+  up**; plus the zero point, saturated to the dtype, clamped to ``[qmin, qmax]``. A 48-bit
+  accumulator (int16 activations) has two TOSA programs: RESCALE it directly (a 15-bit
+  multiplier: TOSA forbids 32-bit ones on int48) or first to int32 unscaled, then with a
+  31-bit one (1.2.0 does so to add a conv's bias in int32). They differ by a step in a few
+  values, so such a graph has both references and a run is checked against the nearer.
 - **dequantize**: the codes minus the zero point, at the dequantize's own scale.
 - **conv2d, conv_transpose2d, linear** (CONV2D, TRANSPOSE_CONV2D, a 1x1 CONV2D): the exact
   integer sum plus the int32 bias; its scale per output channel is ``s_in * s_w[c]``.
@@ -110,6 +113,8 @@ class Evaluation:
     outputs: tuple[Codes, ...]
     taps: tuple[Tap, ...]  # in graph (topological) order
     downstream: dict[str, tuple[str, ...]]  # a tap's nearest quantize nodes further on
+    # the outputs had each 48-bit accumulator gone through int32 (() where none was rescaled)
+    through_int32: tuple[Codes, ...] = ()
 
 
 # --- TOSA's integer arithmetic ----------------------------------------------------------
@@ -152,11 +157,15 @@ def reciprocal_parts(count: int) -> tuple[int, int]:
     return (((1 << 30) + 1) << k) // count, 30 + k
 
 
-def rescale(value: Fixed, qparams: tuple[Any, ...]) -> Codes:
+def rescale(value: Fixed, qparams: tuple[Any, ...], through_int32: bool = False) -> Codes:
     """Return a computed value requantised as RESCALE does; ``qparams`` are a quantize
-    node's (scale, zero point, qmin, qmax, dtype)."""
+    node's (scale, zero point, qmin, qmax, dtype). ``through_int32``: a 48-bit accumulator
+    is first taken to int32 unscaled (saturating), then rescaled with a 31-bit multiplier."""
     scale, zero_point, qmin, qmax, dtype = float(qparams[0]), int(qparams[1]), *qparams[2:]
-    width = 16 if value.bits == 48 else 32
+    width = 16 if value.bits == 48 and not through_int32 else 32
+    if value.bits == 48 and through_int32:
+        int32 = torch.iinfo(torch.int32)
+        value = dataclasses.replace(value, ints=value.ints.clamp(int32.min, int32.max))
     parts = [scale_parts(s / scale, width) for s in value.scale]
     codes = apply_scale(value.ints.round().to(torch.int64), parts, value.axis) + zero_point
     info = torch.iinfo(dtype)
@@ -389,12 +398,12 @@ def table(node: Any, x: Any, *args: Any, **kwargs: Any) -> Codes:
     return Codes(entries[x.source.codes + 128], float(q_args[0]), int(q_args[1]), q_args[-1])
 
 
-def quantize(x: Any, *qparams: Any) -> Codes:
+def quantize(x: Any, *qparams: Any, through_int32: bool = False) -> Codes:
     """Return a quantize node's codes (``qparams``: scale, zero point, qmin, qmax, dtype)."""
     if isinstance(x, Codes):  # a table op's codes, already in this quantize's terms
         return x
     if isinstance(x, Fixed):
-        return rescale(x, qparams)
+        return rescale(x, qparams, through_int32)
     codes = qd.quantize_per_tensor.default(x, *qparams)
     return Codes(codes.to(torch.int64), float(qparams[0]), int(qparams[1]), qparams[-1])
 
@@ -403,11 +412,27 @@ def quantize(x: Any, *qparams: Any) -> Codes:
 
 
 def evaluate(module: Any, inputs: tuple[Any, ...]) -> Evaluation:
-    """Evaluate a converted PT2E graph exactly (see the module docstring).
+    """Evaluate a converted PT2E graph exactly (see the module docstring): with each
+    48-bit accumulator rescaled directly, and, if there was one, through int32 too.
 
     Raises :class:`NoExactRule` naming the first op the reference has no rule for.
     """
+    direct = _evaluate(module, inputs, through_int32=False)
+    if not direct.rescaled_48_bits:
+        return direct.evaluation
+    other = _evaluate(module, inputs, through_int32=True).evaluation
+    return dataclasses.replace(direct.evaluation, through_int32=other.outputs)
+
+
+@dataclass(frozen=True)
+class _Run:
+    evaluation: Evaluation
+    rescaled_48_bits: bool  # a quantize node took in a 48-bit accumulator
+
+
+def _evaluate(module: Any, inputs: tuple[Any, ...], *, through_int32: bool) -> _Run:
     values: dict[Any, Any] = {}
+    wide = False
     placeholders = iter(inputs)
     taps: list[Tap] = []
     outputs: tuple[Codes, ...] = ()
@@ -421,17 +446,18 @@ def evaluate(module: Any, inputs: tuple[Any, ...]) -> Evaluation:
         else:
             args = tuple(_resolve(a, values) for a in node.args)
             kwargs = {k: _resolve(v, values) for k, v in node.kwargs.items()}
-            values[node] = _call(node, args, kwargs)
             if node.target in QUANTIZE:
+                wide = wide or (isinstance(args[0], Fixed) and args[0].bits == 48)
+                values[node] = quantize(*args, **kwargs, through_int32=through_int32)
                 on_cpu = node.args[0].op == "placeholder"
                 taps.append(Tap(node.name, _where(node), values[node], on_cpu))
-    return Evaluation(outputs, tuple(taps), _downstream(module))
+            else:
+                values[node] = _call(node, args, kwargs)
+    return _Run(Evaluation(outputs, tuple(taps), _downstream(module)), wide)
 
 
 def _call(node: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     target = node.target
-    if target in QUANTIZE:
-        return quantize(*args, **kwargs)
     if target in DEQUANTIZE:
         return dequantize(*args, **kwargs)
     if target == qd.dequantize_per_channel.default:

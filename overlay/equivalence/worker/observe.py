@@ -120,12 +120,25 @@ def tosa_op_counts(flatbuffers: Iterable[bytes]) -> dict[str, int]:
 def exact_check(got: tuple[Any, ...], reference: Any) -> ExactCheck:
     """Return a run's outputs against the exact reference (an ``exact.Evaluation``), in
     steps of each output's quantisation: the program's dequantized outputs are taken back
-    to their codes."""
+    to their codes. Where the reference has two programs (a 48-bit accumulator rescaled
+    directly or through int32), the run is checked against the nearer."""
+    checks = [_steps(got, outputs) for outputs in (reference.outputs, reference.through_int32)]
+    return min((c for c in checks if c.steps), key=_distance, default=checks[0])
+
+
+def _distance(check: ExactCheck) -> tuple[int, int]:
+    """Order checks by how far the run is: the largest step, then how many values differ."""
+    known = [s for s in check.steps if s is not None]
+    unknown = len(check.steps) - len(known)
+    return (max(known, default=0) if not unknown else 1 << 62, sum(check.differing))
+
+
+def _steps(got: tuple[Any, ...], outputs: tuple[Any, ...]) -> ExactCheck:
     import torch
 
     steps: list[int | None] = []
     differing: list[int] = []
-    for value, want in zip(got, reference.outputs, strict=False):
+    for value, want in zip(got, outputs, strict=False):
         if tuple(value.shape) != tuple(want.codes.shape):
             steps.append(None)
             differing.append(int(want.codes.numel()))
