@@ -76,7 +76,6 @@ def test_a_rescale_rounds_once_half_up_and_a_pool_half_away_from_zero() -> None:
     assert exact.apply_scale(sums, [exact.reciprocal_parts(4)]).tolist() == [1, -1, -4, 2]
 
 
-
 def test_a_48_bit_accumulator_has_two_programs_and_a_run_is_checked_against_the_nearer() -> None:
     exact = _worker("exact")
     observe = _worker("observe")
@@ -104,6 +103,7 @@ def test_a_48_bit_accumulator_has_two_programs_and_a_run_is_checked_against_the_
     assert observe.exact_check(got, one) == ExactCheck(steps=(1,), differing=(1,))
     far = (torch.tensor([1.0, 9.0, 4.0]),)  # the nearer by its largest step, then by count
     assert observe.exact_check(far, both) == ExactCheck(steps=(7,), differing=(1,))
+
 
 class _Pool:
     """A 2x2 average pool over windows whose sums are ties of both signs."""
