@@ -4,39 +4,9 @@ The fake-quantised model rounds in float32 and half to even, so a value within ~
 half step, or a tie, can land one step away from where the integer program puts it, and
 a deep network amplifies one such step to several percent of its output. Here the same
 converted graph is evaluated as the target evaluates it: integer codes, int64 accumulators
-(float64 holding exact integers where torch only convolves floats), and each requantisation
-as a TOSA RESCALE (a 32-bit multiplier and a right shift derived from the scale, rounded
-once, half up). A right integer program equals this value for value.
-
-The rule per op (the TOSA 1.0 operator the lowering emits for it):
-
-- **quantize** of a graph input or a constant: torch's ``quantize_per_tensor``, which is what
-  runs there (on the CPU, or on the host when the constant is folded): ``x * (1/s)`` in
-  float32, rounded half to even.
-- **quantize** of a computed value (RESCALE, ``SINGLE_ROUND``): the value's integers times
-  ``multiplier * 2**-shift`` for the ratio of its scale to the output's (``frexp``: a
-  31-bit multiplier, rounded half to even), plus ``2**(shift-1)``, shifted right: **half
-  up**; plus the zero point, saturated to the dtype, clamped to ``[qmin, qmax]``. A 48-bit
-  accumulator (int16 activations) has two TOSA programs: RESCALE it directly (a 15-bit
-  multiplier: TOSA forbids 32-bit ones on int48) or first to int32 unscaled, then with a
-  31-bit one (1.2.0 does so to add a conv's bias in int32). They differ by a step in a few
-  values, so such a graph has both references and a run is checked against the nearer.
-- **dequantize**: the codes minus the zero point, at the dequantize's own scale.
-- **conv2d, conv_transpose2d, linear** (CONV2D, TRANSPOSE_CONV2D, a 1x1 CONV2D): the exact
-  integer sum plus the int32 bias; its scale per output channel is ``s_in * s_w[c]``.
-- **relu, hardtanh, clamp** (CLAMP, or fused into the producer's RESCALE): a bound kept
-  until the next quantize, then applied to the codes; each bound quantised as the
-  graph's quantize op does.
-- **add, sub**: both inputs to int32 at ``2 * max(s_a, s_b) / 2**20`` (``2**12`` for int16),
-  each by its own RESCALE (half up), then added.
-- **mul, sum** (MUL, REDUCE_SUM in int32): exact; a product's scale is ``s_a * s_b``.
-- **avg_pool2d** (AVG_POOL2D, no padding): the exact window sum times TOSA's reciprocal of
-  the count, ``((2**30 + 1) << k) // count`` shifted right by ``30 + k``: half away from
-  the zero point.
-- **max_pool2d, amax, cat** (inputs quantised alike), **views and slices**: exact.
-- **table ops** (sigmoid, tanh, hardswish, silu, gelu, exp, ...; TABLE): an int8 lookup
-  whose 256 entries are constants the lowering computes on the host as the fake-quantised
-  graph does (dequantize, the float32 op, quantize half to even); the lookup is exact.
+(float64 holding exact integers where torch only convolves floats), each op by the TOSA 1.0
+operator the lowering emits for it (one rule per op, stated in docs/equivalence.md, "The
+exact reference of a quantised case"). A right integer program equals this value for value.
 
 Any other op, an int16 table, or an avg pool with padding has no rule here: the case is
 then judged against the fake-quantised model, and the report says why.
