@@ -262,7 +262,9 @@ FIX = Fix(
             " composable quantizer accepts a grid_sampler pattern its config has no qspecs"
             " for and marks the node quantized, so FoldAndAnnotateQParamsPass folds into it."
             " The patch adds a pattern check that leaves such a sampler unquantized, as the"
-            " legacy annotator does. int8 models, TOSA and Ethos-U lowering do not change."
+            " legacy annotator does. int8 models do not change; the a16w8 grid warp through"
+            " TOSAQuantizer and TOSAPartitioner lowers to the same operators and outputs"
+            " (Ethos-U was not measured)."
         ),
         affected_tests=(
             "backends/arm/test/passes/test_fold_qdq_pass.py",
@@ -308,11 +310,6 @@ to_edge_transform_and_lower(program, partitioner=[VgfPartitioner(spec)])
 """,
         symptom="a16w8 grid_sample fails to lower for VGF, or its VGF program returns all zeros",
         related=(
-            # its fold rule keeps the q/dq of a grid_sampler with one float input; the patch
-            # extends that rule to an image quantized to another dtype than int8
-            PullRequest(
-                21589, "Arm backend: preserve Q/DQ for partially quant ops", "FabulousSuperDude"
-            ),
             # the shader's int8 image payloads: it reads int8 or float images, never int16
             PullRequest(
                 20329, "Arm backend: Support sampler-backed VGF grid_sample for RIFE", "bdemirb"

@@ -108,8 +108,10 @@ def clamp_at_fused_activation_qmin(module: Any, original: Any) -> Any:
         Becomes: the 1.5.1 RESCALE, then ``CLAMP(rescale, qmin, qmax)`` when the effective
         output qparams are int8 with qmin equal to the zero point and above -128 (the mark of
         the fused activation), as the patch's ``RewriteConvPass._insert_output_clamp``; the
-        CLAMP becomes the conv's replacement. A qmin the config narrows (-127 of symmetric
-        and SNORM configs), int16 outputs, and ranges that span int8 keep 1.5.1's RESCALE.
+        CLAMP becomes the conv's replacement. Under a qmin of -127 (SNORM) a conv -> ReLU,
+        or a conv calibrated to a zero point of -127, gets it too (the bare RESCALE writes
+        -128 there, a step below qmin); a narrowed qmin that is not the zero point, int16
+        outputs, and ranges that span int8 keep 1.5.1's RESCALE.
         """
         rescale, rescale_fake = original(
             self, graph_module, source_node, conv_node, conv_fake_tensor
@@ -275,8 +277,10 @@ FIX = Fix(
             " FuseQuantizedActivationPass folds it into qmin = zp, which RewriteConvPass's"
             " output RESCALE does not honour. The 1.5.1 patch clamps the int8 output RESCALE"
             " to [qmin, qmax] where qmin is the zero point above -128 (the fused"
-            " activation's mark); a range the config narrows (-127) keeps a bare RESCALE,"
-            " so SNORM and symmetric models do not change. Fusing only where exact"
+            " activation's mark). Under a qmin of -127 (SNORM) that mark is also on a conv"
+            " -> ReLU and on a conv calibrated to a zero point of -127, where the bare"
+            " RESCALE writes -128, a step below qmin: those gain the CLAMP; a narrowed qmin"
+            " that is not the zero point keeps a bare RESCALE. Fusing only where exact"
             " was tried: FuseQuantizedActivationPass is also the partitioner's check, so"
             " those convs moved to the CPU and a decomposed linear with a kept ReLU failed to"
             " lower (no output qparams)."
