@@ -171,7 +171,10 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     on_main = lint.main_runs(scratch.path, main, out / "hook" / "main", main_env.python, touched)
     for patch, item in zip(send, exports, strict=True):
         repo, branch = out / "branches" / item.stem, export.branch_name(item)
-        am_main, on_release = _git_am(scratch, main, item, repo, (release.files, release_commit))
+        on_release_form = export.export_patch(
+            patch, release.files, signer=request.signer, base_commit=release_commit or ""
+        )
+        am_main, on_release = _git_am(scratch, main, (item, on_release_form), repo)
         report: LintReport | None = None
         checks: tuple[LintReport, ...] = ()
         if lint_env is not None and not am_main:
@@ -203,20 +206,17 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
 
 
 def _git_am(
-    scratch: Scratch,
-    main: str,
-    item: export.Export,
-    repo: Path,
-    release: tuple[Mapping[str, bytes], str | None],
+    scratch: Scratch, main: str, items: tuple[export.Export, export.Export], repo: Path
 ) -> tuple[str, str]:
-    """Apply the mbox with ``git am`` on a checkout of main (the PR's branch, in ``repo``)
-    and on a repository of the release's files; return why not on each ("": it applied)."""
+    """Apply the PR's mbox with ``git am`` on a checkout of main (its branch, in ``repo``),
+    and the release form (the line's own diff as an mbox: main's context may differ, as
+    0007's does) on a repository of the release's files; return why not ("": it applied)."""
+    item, on_release = items
     lint.checkout(scratch.path, main, _fresh(repo), export.branch_name(item))
     on_main = export.apply_mbox(repo, item)
-    files, commit = release
-    sources = {p: files[p] for p in item.after if p in files}
     where = repo.parent.parent / "release" / item.stem
-    return on_main, export.apply_mbox(export.release_repo(where, sources, commit or ""), item)
+    release = export.release_repo(where, on_release.before, on_release.base_commit)
+    return on_main, export.apply_mbox(release, on_release)
 
 
 def judge(
