@@ -227,3 +227,26 @@ def test_the_1_5_1_ports_export_hook_clean_and_git_am(tmp_path: Path, number: in
     _git_am(repo, item)
     for path, data in item.after.items():
         assert (repo / path).read_bytes() == data, path
+
+
+def test_the_release_is_checked_with_the_lines_diff_where_mains_context_differs(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from overlay.upstream.prepare import _git_am
+
+    on_main = BASE.replace("value_10 = 10\n", "value_10 = 10  # main\n")  # context moved
+    repo = _repo(tmp_path, {PATH: on_main.encode()})
+    patch = _patch(LONG)  # the line's diff, made against the release
+    fixed_on_main = on_main.replace("value_12 = 12\n", "value_12 = 12  # fixed\nFrom = 'x'\n")
+    landed = {PATH: fixed_on_main.encode()}
+    pr = export_patch(patch, {PATH: on_main.encode()}, signer=SIGNER, after=landed)
+    release = export_patch(patch, {PATH: BASE.encode()}, signer=SIGNER, base_commit="cd" * 20)
+    scratch = SimpleNamespace(path=repo)
+    out = tmp_path / "out" / "branches" / "0001-demo"
+    assert _git_am(scratch, "main", (pr, release), out) == ("", "")  # type: ignore[arg-type]
+    assert (tmp_path / "out" / "release" / "0001-demo" / PATH).read_text() == FIXED
+    # the PR's own mbox carries main's context, which the release does not have
+    moved = release_repo(tmp_path / "moved", {PATH: BASE.encode()}, "")
+    assert apply_mbox(moved, pr).startswith("git am fails: ")
