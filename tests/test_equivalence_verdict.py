@@ -516,6 +516,20 @@ def test_a_fix_that_only_makes_vgf_lower_here_is_unchecked_not_fixed() -> None:
     assert broken.ab is AB.STILL_BROKEN and broken.claim_problem
 
 
+def test_a_vgf_only_bug_with_vgf_run_nowhere_is_unchecked_not_refuted() -> None:
+    info = corpus.info("grid_sample_nearest_zeros_fp")  # fix 8: wrong only on executed VGF
+    (why,) = [t.why for f, t in fixes.triggers_of(info.name, "1.5.1") if f.number == 8]
+    stock = ok(vgf=vgf(run_reason=NOT_RUN))
+    shader = (Payload("VgfBackend", 5, "v2"),)  # other bytes, not run
+    patched = ok(vgf=vgf(run_reason=NOT_RUN, payloads=shader))
+    v = decide(info.item, info, {A: stock, B: patched, C: patched}, 8, version="1.5.1")
+    assert (v.ab, v.claim_problem, v.failures) == (AB.CHANGED, None, [])
+    assert v.unchecked == f"fix 8 claims '{why}': not checked here ({NOT_RUN})"
+    ran = ok(vgf=vgf(numerics()))  # where stock's VGF ran and was right, the claim fails
+    refuted = decide(info.item, info, {A: ran, B: patched, C: patched}, 8, version="1.5.1")
+    assert refuted.claim_problem and refuted.unchecked is None
+
+
 def test_require_executed_fails_an_item_whose_target_lowered_but_did_not_run() -> None:
     unrun = ok(vgf=vgf(run_reason=NOT_RUN))
     ran = ok(vgf=vgf(numerics()))

@@ -381,6 +381,7 @@ def compare(x: ItemResult, y: ItemResult) -> tuple[Observation, ...]:
     return tuple(diffs)
 
 
+NOT_RUN = (Quality.LOWERED, Quality.COMPILED)  # a target that lowered and did not run
 # When targets disagree, the verdict that needs attention first wins.
 _AB_PRIORITY = (AB.REGRESSION, AB.FIXED, AB.UNCHECKED, AB.STILL_BROKEN, AB.CHANGED)
 
@@ -418,14 +419,21 @@ def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: Limits | float) 
 
 
 def check_claim(
-    item: ItemId, ab: AB, fix: int | None, version: str | None = None, *, attributed: bool = True
+    item: ItemId,
+    ab: AB,
+    fix: int | None,
+    version: str | None = None,
+    *,
+    attributed: bool = True,
+    unrun: bool = False,
 ) -> str | None:
     """Return a problem when a fix's trigger on this case did not reproduce, else None.
 
     ``version`` is the executorch release the run used: only triggers claimed for it count.
     Without attribution runs (``attributed`` False) only the effect is checked, not the fix.
     A FIXED claim whose patched target lowers but is not executed here (UNCHECKED) is no
-    problem: :func:`unchecked_claims` names it.
+    problem, nor one that reads CHANGED where stock's target was not executed either
+    (``unrun``: a VGF-only bug without an emulation layer): :func:`unchecked_claims` names it.
     """
     if item.kind is not ItemKind.CASE:
         return None
@@ -433,7 +441,8 @@ def check_claim(
     for entry, trigger in fixes.triggers_of(item.name, version):
         wanted = f"{trigger.effect.value} by patch {entry.number}"
         found = "no difference" if ab is AB.SAME else f"{ab.value} by patch {fix}"
-        effect = AB.FIXED if ab is AB.UNCHECKED else ab
+        fixed = trigger.effect.value == AB.FIXED.value
+        effect = AB.FIXED if _not_checked(ab, unrun) and fixed else ab
         if effect.value != trigger.effect.value or (attributed and fix != entry.number):
             problems.append(
                 f"fix {entry.number} claims '{wanted}' ({trigger.why}), found '{found}'"
@@ -441,19 +450,30 @@ def check_claim(
     return "; ".join(problems) or None
 
 
+def _not_checked(ab: AB, unrun: bool) -> bool:
+    """Return True when (a) vs (b) cannot show a fix here: stock fails and the patched
+    target was not executed, or they differ only where stock's target was not executed."""
+    return ab is AB.UNCHECKED or (unrun and ab is AB.CHANGED)
+
+
 def unchecked_claims(
-    item: ItemId, ab: AB, patched: ItemResult, judged: Mapping[str, Quality], version: str | None
+    item: ItemId,
+    ab: AB,
+    patched: ItemResult,
+    judged: Mapping[str, Quality],
+    version: str | None,
+    *,
+    unrun: bool = False,
 ) -> str | None:
-    """Say which FIXED claims this machine could not check: the patched target not executed."""
+    """Say which FIXED claims this machine could not check: a target not executed."""
     claims = [
         f"fix {entry.number} claims '{trigger.why}'"
         for entry, trigger in fixes.triggers_of(item.name, version)
         if trigger.effect.value == AB.FIXED.value
     ]
-    if ab is not AB.UNCHECKED or item.kind is not ItemKind.CASE or not claims:
+    if not _not_checked(ab, unrun) or item.kind is not ItemKind.CASE or not claims:
         return None
-    unrun = (Quality.LOWERED, Quality.COMPILED)
-    reasons = sorted({not_run_reason(patched, t) for t, q in judged.items() if q in unrun})
+    reasons = sorted({not_run_reason(patched, t) for t, q in judged.items() if q in NOT_RUN})
     return f"{'; '.join(claims)}: not checked here ({'; '.join(reasons)})"
 
 
@@ -710,15 +730,23 @@ def decide(
     ab_diffs = compare(a, b)
     ab = classify(item, a, b, limit)
     attributed_fix = fix if ab is not AB.SAME else None
+    # a target stock lowered and did not run (no emulation layer): a bug it shows is unseen
+    stock_unrun = Quality.LOWERED in targets[PathId.STOCK].values()
     if bc is BC.IMPROVED:
         # (b) lacks the fix here, as declared: the fix's claim is judged on (a) vs (c), by
         # its effect (no run attributes (a) vs (c))
         ac = classify(item, a, c, limit)
-        claim = check_claim(item, ac, None, version, attributed=False)
-        unchecked = unchecked_claims(item, ac, c, targets[PathId.PATCHED], version)
+        claim = check_claim(item, ac, None, version, attributed=False, unrun=stock_unrun)
+        unchecked = unchecked_claims(
+            item, ac, c, targets[PathId.PATCHED], version, unrun=stock_unrun
+        )
     else:
-        claim = check_claim(item, ab, attributed_fix, version, attributed=attributed)
-        unchecked = unchecked_claims(item, ab, c, targets[PathId.PATCHED], version)
+        claim = check_claim(
+            item, ab, attributed_fix, version, attributed=attributed, unrun=stock_unrun
+        )
+        unchecked = unchecked_claims(
+            item, ab, c, targets[PathId.PATCHED], version, unrun=stock_unrun
+        )
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
     unrun = unrun_everywhere(results, targets)  # a probe has no targets: none
     expected = expected_broken(info, version)
