@@ -7,9 +7,9 @@ names it too), an executorch dist-info folder, or an unpacked wheel. Without ``-
 the nearest ``.venv``; the environment the tool itself runs in only when it holds executorch.
 Nothing here writes.
 
-Example: ``$VIRTUAL_ENV`` unset, ``/work/.venv`` holding executorch, the tool in its own
-``uv tool`` venv; the command runs in ``/work/src``.
-Becomes: ``/work/.venv`` (".venv in /work"); without it, a TargetError naming all three
+Example: ``$VIRTUAL_ENV`` unset, ``proj/.venv`` holding executorch, the tool in its own
+``uv tool`` venv; the command runs in ``proj/src``.
+Becomes: ``proj/.venv`` (".venv in proj"); without it, a TargetError naming all three
 places looked at (the tool's own venv is never patched, nor is executorch installed there).
 """
 
