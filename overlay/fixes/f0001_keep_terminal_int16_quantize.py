@@ -165,8 +165,7 @@ FIX = Fix(
     " 1.5.1: those around an a16w8 grid sampler)",
     repo_paths=(
         FOLD_PASS,  # the 1.2.0 patch
-        QUANTIZER_SUPPORT,  # the 1.5.1 patch, and its tests
-        GRID_SAMPLER_TESTS,
+        QUANTIZER_SUPPORT,  # the 1.5.1 patch, and its test
         REWRITE_TESTS,
     ),
     runtime={

@@ -156,6 +156,22 @@ def conv_relu_cat() -> tuple[Any, tuple[Any, ...]]:
     return ConvReluCat(), (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 8, 8))
 
 
+def conv_relu_conv() -> tuple[Any, tuple[Any, ...]]:
+    """Build case ``conv_relu_conv_snorm_vgf``: ``conv2(relu(conv1(x)))``."""
+    import torch
+
+    class ConvReluConv(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.conv2 = torch.nn.Conv2d(4, 4, 1)
+
+        def forward(self, x: Any) -> Any:
+            return self.conv2(torch.relu(self.conv1(x)))
+
+    return ConvReluConv(), (torch.randn(1, 3, 8, 8),)
+
+
 def rewrite_conv(groups: int, *, transposed: bool) -> Any:
     """Probe ``RewriteConvPass`` on a float (transposed) conv: the graph it leaves."""
     import torch
@@ -217,6 +233,14 @@ FIX = Fix(
                 " qmin of the conv's output qparams, which its output RESCALE ignores (values"
                 " below zero pass); the 1.5.1 patch clamps the rescale at that qmin",
             ),
+            Trigger(
+                "conv_relu_conv_snorm_vgf",
+                Effect.FIXED,
+                "conv -> relu -> conv under VGF's SNORM config (qmin -127): stock is one"
+                " quantisation step off the exact reference on TOSA and on executed VGF; the"
+                " patch's CLAMP at the fused ReLU's qmin makes both exact (the export's"
+                " bystanders have no activation: this is the model that shows the CLAMP)",
+            ),
         ),
     },
     divergences={
@@ -255,6 +279,18 @@ FIX = Fix(
                 model="`cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8",
             ),
             conv_relu_cat,
+        ),
+        Case(
+            CaseInfo(
+                "conv_relu_conv_snorm_vgf",
+                "TOSA-1.0+INT",
+                "a8w8_snorm",
+                fast=True,
+                targets_vgf=True,
+                model="`conv2(relu(conv1(x)))`, x 1x3x8x8, VgfQuantizer,"
+                " get_vgf_snorm_quantization_config()",
+            ),
+            conv_relu_conv,
         ),
     ),
     probes=(

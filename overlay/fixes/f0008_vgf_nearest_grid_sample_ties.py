@@ -39,6 +39,7 @@ NUMBER = 8
 SHADERS = "backends/arm/vgf/shaders"
 SHADER_FILE = f"{SHADERS}/grid_sampler.py"
 TEST_FILE = "backends/arm/test/misc/test_custom_shader_payload.py"
+GRID_SAMPLER_TESTS = "backends/arm/test/ops/test_grid_sampler.py"
 # the nearest variants: (int8, align_corners) -> the shader's file stem
 NEAREST = {
     (int8, corners): "grid_sampler_sampler"
@@ -283,6 +284,7 @@ FIX = Fix(
     repo_paths=(
         SHADER_FILE,
         TEST_FILE,
+        GRID_SAMPLER_TESTS,
         *(f"{SHADERS}/{stem}{suffix}" for stem in NEAREST.values() for suffix in (".glsl", BINARY)),
     ),
     runtime={
@@ -325,8 +327,9 @@ FIX = Fix(
         narrowing=(
             "The nearest variants are new files: grid_sampler_sampler[_int8]_nearest"
             "[_align_corners].glsl and their .spirv.b64, compiled with the ML SDK's glslc"
-            " 0.11.0 (SPIR-V 1.6; backends/arm/scripts/generate_grid_sampler_spirv.py"
-            " compiles them with the Vulkan SDK's glslc as well). Reflection with"
+            " 0.11.0 (SPIR-V 1.6, where the directory's five are SPIR-V 1.0 from"
+            " generate_grid_sampler_spirv.py and the Vulkan SDK's glslc, which is not here:"
+            " Debian's shaderc 2023.2 rejects GL_ARM_tensors). Reflection with"
             " align_corners=True stays wrong for both filters (the mirrored address mode"
             " reflects about the texel edges, PyTorch about the corner texel centres):"
             " another change, docs/notes/findings.md."
@@ -334,7 +337,7 @@ FIX = Fix(
         affected_tests=(
             TEST_FILE,
             "backends/arm/test/misc/test_custom_shader_payloads.py",
-            "backends/arm/test/ops/test_grid_sampler.py",
+            GRID_SAMPLER_TESTS,
             "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py",
         ),
         reproducer="""\
