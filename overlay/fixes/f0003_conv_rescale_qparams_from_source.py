@@ -287,6 +287,8 @@ FIX = Fix(
                 "a8w8_snorm",
                 fast=True,
                 targets_vgf=True,
+                expect_broken="get_vgf_snorm_quantization_config is new in executorch 1.5",
+                broken_releases="<1.5",
                 model="`conv2(relu(conv1(x)))`, x 1x3x8x8, VgfQuantizer,"
                 " get_vgf_snorm_quantization_config()",
             ),
