@@ -5,7 +5,8 @@ As fast or as slow as asked (``FAKE_UV_DELAY`` seconds per file written) and as 
 as an interrupted installer can be: each package's dist-info is written before its files,
 so a kill in between leaves a package that looks installed but does not import (what a
 Ctrl-C during ``uv pip sync`` did to ``sympy.core``). Like uv it skips a package whose
-dist-info already has the wanted version, so only a re-sync with a fresh venv repairs that.
+dist-info already has the wanted version, so only a sync into a new venv (``venv --clear``)
+repairs that.
 Every call is appended to ``FAKE_UV_LOG`` (when set) as one line; ``FAKE_UV_PIDS`` (when
 set) gets this process's pid. ``pip compile`` resolves as uv does with an output file that
 exists: every version that file pins is kept (text and all), a requirement that a
@@ -125,6 +126,8 @@ def main(args: list[str]) -> int:
     delay = float(os.environ.get("FAKE_UV_DELAY", "0"))
     if args[0] == "venv":
         root = Path(args[-1])
+        if "--clear" in args and root.is_dir():
+            shutil.rmtree(root)
         version = args[args.index("--python") + 1]
         if not version[:1].isdigit():  # an interpreter path: .../python3.11
             version = Path(version).name.removeprefix("python")

@@ -45,7 +45,6 @@ PROCESS_ENTRY_POINTS = {
 # json calls outside overlay/codec.py: (module, function) -> why not the codec.
 JSON_OUTSIDE_THE_CODEC = {
     ("overlay.envs.lockfiles", "inputs_key"): "a hash input",
-    ("overlay.envs.venvs", "installed_key"): "a hash input",
     ("overlay.equivalence.controller.result_cache", "key"): "a hash input",
     ("overlay.equivalence.worker.envinfo", "EnvInfo.digest"): "a hash input",
     ("overlay.equivalence.protocol", "encode"): "the protocol's line envelope",

@@ -91,12 +91,12 @@ def test_sync_dry_run_checks_and_says_what_it_would_do_writing_nothing(
     assert main([*argv, "--dry-run"]) == 0
     said = capsys.readouterr().out
     assert f"would build the patched executorch wheel into {Path('dist') / '1.2.0'}/" in said
-    assert f"would sync {venv} to {LOCK}: installing (installing " in said
+    assert f"would sync {venv} to {LOCK}: a new Python 3.11 venv" in said
     assert main([*argv, "--dry-run", "--json", "--stock"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["dry_run"] is True
     assert (report["target"], report["line"]) == (str(venv), "1.2.0")
-    assert (report["lock"], report["action"]) == (f"{LOCK} (stock)", "installing")
+    assert (report["lock"], report["up_to_date"]) == (f"{LOCK} (stock)", False)
     assert report["builds_wheel"] is False  # stock: nothing to build
     assert (report["executorch"], report["modules"]) == (None, [])
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no venv, no dist, no cache

@@ -18,7 +18,7 @@ import pytest
 from overlay.cli import main
 from overlay.distribution.provenance import local_version
 from overlay.envs import lockfiles, ready_venv
-from overlay.envs.stamp import Flavour, Origin, SyncState, read_stamp
+from overlay.envs.stamp import Flavour, Origin, read_stamp
 from overlay.errors import InstallCheckError, TargetError, UnsupportedReleaseError, UsageError
 from overlay.text.series import Series, load_series
 
@@ -42,9 +42,8 @@ def test_the_patched_env_is_the_committed_lock_and_records_it(series: Series) ->
     lock = PATCHES / "locks" / "cp311-manylinux_2_28_x86_64.txt"
     assert wanted.requirements == lock.read_text()
     assert wanted.label == lock.name
-    assert wanted.locked["executorch"] == local_version(series)
-    assert len(wanted.locked) == len(lockfiles.read(lock).packages)
-    assert (wanted.python, wanted.find_links, wanted.on_top) == (
+    assert (wanted.locked, wanted.python, wanted.find_links, wanted.on_top) == (
+        True,
         "3.11",
         (Path("/links"),),
         ("pytest",),
@@ -59,9 +58,13 @@ def test_the_stock_env_is_the_same_lock_with_stock_executorch(series: Series) ->
     patched = request(series, Flavour.PATCHED).contents()
     stock = request(series, Flavour.STOCK).contents()
     assert stock.label == "cp311-manylinux_2_28_x86_64.txt (stock)"
-    assert stock.locked == {**patched.locked, "executorch": "1.2.0"}
     pin = series.pins.wheel_for("cp311-manylinux_2_28_x86_64")
     assert f"executorch==1.2.0 \\\n    --hash=sha256:{pin.sha256}\n" in stock.requirements
+    differ = set(stock.requirements.splitlines()) ^ set(patched.requirements.splitlines())
+    assert {line.split()[0] for line in differ if "==" in line} == {
+        "executorch==1.2.0",
+        f"executorch=={local_version(series)}",
+    }
     assert stock.origin is not None and patched.origin is not None
     assert stock.origin == Origin(
         patched.origin.line, patched.origin.tag, patched.origin.lock_sha256, Flavour.STOCK
@@ -237,17 +240,13 @@ def test_a_ready_venv_sync_stopped_mid_install_is_repaired_by_running_it_again(
     else:
         proc.send_signal(sig)
     proc.communicate(timeout=600)
-    stamp = read_stamp(venv)
-    assert stamp is not None
-    # The signal may land after uv finished, while the stamp is written: the sync then
-    # completes (a finished venv, READY) instead of stopping half-way (SYNCING).
-    interrupted = stamp.state is SyncState.SYNCING
-    assert interrupted or stamp.state is SyncState.READY
+    # The signal may land after uv finished, once the stamp is written: the sync then
+    # completed (a stamp) instead of stopping half-way (no stamp).
+    interrupted = read_stamp(venv) is None
     again = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
     assert again.returncode == 0, again.stderr[-3000:]
-    recreated = f"recreating {venv}: its last sync was interrupted" in again.stderr
-    assert recreated is interrupted
+    anew = ": no stamp of a finished sync: a new venv" in again.stderr
+    assert anew is interrupted
     said = "ok" if interrupted else "up to date"
     assert again.stdout.startswith(f"{said}: {venv} is exactly cp311-manylinux_2_28_x86_64.txt")
-    stamp = read_stamp(venv)
-    assert stamp is not None and stamp.state is SyncState.READY
+    assert read_stamp(venv) is not None

@@ -14,7 +14,6 @@ from overlay.cli import common, json_output
 from overlay.cli.output import out, progress
 from overlay.distribution import index, provenance, wheels
 from overlay.envs import lockfiles, ready_venv, venvs
-from overlay.envs.venvs import VenvAction
 from overlay.envs.verify_install import check_installed, environment
 from overlay.lines import pins
 from overlay.text.series import Series
@@ -126,17 +125,17 @@ def _sync_dry_run(
     label = seen.request.contents().label
     if args.json:
         report = json_output.SyncReport(
-            str(root), seen.request.line, label, True, seen.plan.action, seen.plan.reason,
-            seen.builds, None, (),
+            str(root), seen.request.line, label, True, not seen.reason, seen.reason, seen.builds,
+            None, (),
         )  # fmt: skip
         out(json_output.to_json(report).rstrip("\n"))
         return 0
     if seen.builds:
         out(f"would build the patched executorch wheel into {_dist(args, series)}/")
-    if seen.plan.action is VenvAction.CURRENT:
-        out(f"up to date: {root} is exactly {label} (nothing would change)")
+    if seen.reason:
+        out(f"would sync {root} to {label}: {seen.reason}")
     else:
-        out(f"would sync {root} to {label}: {seen.plan.action.value} ({seen.plan.reason})")
+        out(f"up to date: {root} is exactly {label} (nothing would change)")
     return 0
 
 
@@ -162,19 +161,17 @@ def cmd_sync(args: argparse.Namespace) -> int:
         force=args.force,
         progress=progress,
     )
-    done = ready_venv.sync(request, root, force=args.force, progress=progress)
+    verified = ready_venv.sync(request, root, force=args.force, progress=progress)
     label = request.contents().label
-    verified = done.verified
     if args.json:
-        first = done.plans[0]
         report = json_output.SyncReport(
-            str(root), line, label, False, first.action, first.reason, seen.builds,
+            str(root), line, label, False, verified is None, seen.reason, seen.builds,
             verified.version if verified else None, verified.modules if verified else (),
         )  # fmt: skip
         out(json_output.to_json(report).rstrip("\n"))
         return 0
     if verified is None:
-        out(f"up to date: {root} is exactly {label} (stamp and files checked)")
+        out(f"up to date: {root} is exactly {label} (stamped by its last sync)")
         return 0
     out(f"ok: {root} is exactly {label}; executorch {verified.version}")
     for module in verified.modules:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 
 from overlay import codec
-from overlay.envs.venvs import VenvAction
 from overlay.in_place.deps import DepsCheck
 from overlay.in_place.line_choice import Chosen
 from overlay.tree.state import FileState, TreeState
@@ -159,8 +158,8 @@ class SyncReport:
     line: str
     lock: str  # the lock file's name, "(stock)" for the stock flavour
     dry_run: bool
-    action: VenvAction  # up to date, installing, re-syncing or recreating
-    reason: str
+    up_to_date: bool  # its stamp says it holds the lock: uv was (would be) not run
+    reason: str  # why it was (would be) synced; "" when up to date
     builds_wheel: bool  # the patched wheel is (or would be) built first
     executorch: str | None  # the verified version; None when nothing was synced
     modules: tuple[str, ...]  # the modules the check imported

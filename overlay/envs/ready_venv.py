@@ -28,7 +28,6 @@ from overlay.envs import lockfiles, venvs
 from overlay.envs.lockfiles import Lock
 from overlay.envs.stamp import Flavour, Origin
 from overlay.envs.verify_install import InstallReport, check_installed
-from overlay.errors import InstallCheckError
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series
 
@@ -57,12 +56,6 @@ class EnvRequest:
         """Return the release line (the pinned executorch release)."""
         return str(self.series.pins.executorch)
 
-    def effective_lock(self) -> Lock:
-        """Return the lock the env must match: as committed, or with stock executorch."""
-        if self.flavour is Flavour.PATCHED:
-            return self.lock
-        return lockfiles.parse(self.text(), path=self.lock.path)
-
     def text(self) -> str:
         """Return the requirements text uv syncs."""
         if self.flavour is Flavour.PATCHED:
@@ -71,13 +64,12 @@ class EnvRequest:
 
     def contents(self) -> venvs.Contents:
         """Return what the builder syncs, with the origin its stamp records."""
-        lock = self.effective_lock()
         label = self.lock.path.name
         return venvs.Contents(
             label=label if self.flavour is Flavour.PATCHED else f"{label} (stock)",
             python=self.pin.python,
             requirements=self.text(),
-            locked={p.name: p.version for p in lock.packages},
+            locked=True,
             find_links=self.find_links,
             on_top=self.on_top,
             origin=Origin(self.line, self.pin.tag, sha256_file(self.lock.path), self.flavour),
@@ -124,31 +116,12 @@ def request_for(
     return EnvRequest(series, pin, locked, flavour, links, on_top)
 
 
-def _broken(request: EnvRequest) -> venvs.Broken:
-    """Return the check that names a right-versioned executorch whose files drifted."""
-    stock = request.flavour is Flavour.STOCK
-
-    def broken(venv: venvs.Venv) -> str | None:
-        wanted = request.line if stock else local_version(request.series)
-        if venvs.installed_versions(venv.site).get("executorch") != wanted:
-            return None  # another version: an ordinary re-sync replaces it
-        try:
-            check_installed(
-                request.series, import_modules=False, search_path=venv.site, stock=stock
-            )
-        except InstallCheckError as exc:
-            return exc.message
-        return None
-
-    return broken
-
-
 @dataclass(frozen=True)
 class SyncPreview:
     """What a sync would do, read without writing anything (``sync --dry-run``)."""
 
     request: EnvRequest
-    plan: venvs.VenvPlan
+    reason: str  # why the venv would be synced; "" when it is up to date
     builds: bool  # the patched wheel is not in the overlay's cache: the sync builds it
 
 
@@ -169,10 +142,8 @@ def preview(
     flavour = Flavour.STOCK if stock else Flavour.PATCHED
     request = EnvRequest(series, pin, locked, flavour, (), on_top)
     builds = not stock and (force or not cached_wheel(series, pin, patched_cache()).is_file())
-    plan = venvs.plan_venv(
-        request.contents(), root.absolute(), broken=_broken(request), force=force
-    )
-    return SyncPreview(request, plan, builds)
+    reason = venvs.stale(request.contents(), root.absolute(), force=force)
+    return SyncPreview(request, reason, builds)
 
 
 def sync(
@@ -181,29 +152,24 @@ def sync(
     *,
     force: bool = False,
     progress: venvs.Progress = lambda _: None,
-) -> venvs.Synced[InstallReport]:
-    """Make ``root`` exactly the request's lock, verified (imports too) and stamped."""
+) -> InstallReport | None:
+    """Make ``root`` exactly the request's lock, verified and stamped; None: it already was.
+
+    ``uv pip sync --require-hashes`` installs exactly the lock's versions, so those are not
+    checked again; the check is what uv does not: executorch's patched (or pristine) files
+    by their sha256 (uv links files from its cache unchecked) and its provenance, then the
+    Arm backend imported in the venv's own interpreter.
+    """
     stock = request.flavour is Flavour.STOCK
     repair = repair_command(request.series, request.lock, root, stock=stock)
-    lock = request.effective_lock()
 
     def verify(venv: venvs.Venv) -> InstallReport:
         return check_installed(
-            request.series,
-            search_path=venv.site,
-            lock=lock,
-            python=venv.python,
-            stock=stock,
-            repair=repair,
+            request.series, search_path=venv.site, python=venv.python, stock=stock, repair=repair
         )
 
     return venvs.ensure_venv(
-        request.contents(),
-        root,
-        verify=verify,
-        broken=_broken(request),
-        force=force,
-        progress=progress,
+        request.contents(), root, verify=verify, force=force, progress=progress
     )
 
 

@@ -2,8 +2,8 @@
 
 :func:`env_contents` names an interpreter version and the exact requirements (pins or local
 wheel files). :func:`ensure` has :mod:`overlay.envs.venvs` build the venv under
-``<root>/<name>-<key>``; a later call with the same contents and an untouched venv returns
-at once. The key covers the requirement texts and the content of every local file among
+``<root>/<name>-<key>``; a later call with the same contents returns at once (the venv's
+stamp). The key covers the requirement texts and the content of every local file among
 them, so a rebuilt patched wheel gives a new env and never a stale one; an interrupted
 build is finished by the next call.
 

@@ -1,9 +1,9 @@
-"""The stamp a venv carries: what it was synced from, and whether that sync finished.
+"""The stamp of a venv whose last sync finished: the sha256 of what it was synced from.
 
-Written by :mod:`overlay.envs.venvs` through the codec, atomically: ``syncing`` before uv
-touches the venv, ``ready`` after the venv was verified. Standard library only (with the
-codec): the equivalence worker reads it inside the synced stock and patched envs, which
-hold exactly their locked packages.
+Written last by :mod:`overlay.envs.venvs` (through the codec, atomically), once the synced
+venv was verified, and removed before uv touches the venv again: a venv without it never
+finished a sync. Standard library only (with the codec): the equivalence worker reads it
+inside the synced stock and patched envs, which hold exactly their locked packages.
 """
 
 from __future__ import annotations
@@ -16,13 +16,6 @@ from overlay import codec
 from overlay._files import write_text_atomic
 
 STAMP_FILE = "overlay-venv.json"
-
-
-class SyncState(enum.Enum):
-    """Whether the last sync of a venv finished."""
-
-    SYNCING = "syncing"  # written before uv touches the venv: an interrupted sync leaves it
-    READY = "ready"  # written once the venv was verified
 
 
 class Flavour(enum.Enum):
@@ -52,16 +45,15 @@ class Origin:
 
 @dataclass(frozen=True)
 class Stamp:
-    """What a venv was made to hold, and the installed set it was verified with."""
+    """A finished sync: what the venv was synced from."""
 
-    state: SyncState
-    contents: str  # the key of what the venv must hold (venvs.Contents.key)
-    installed: str  # the key of the installed set when it was verified; "" while syncing
+    sha256: str  # of the lock (or requirements) uv synced, its Python, packages on top
     origin: Origin | None = None  # None: not synced from a committed lock
 
 
 def read_stamp(root: Path) -> Stamp | None:
-    """Return the stamp of the venv at ``root``; None when it is absent or not one we wrote."""
+    """Return the stamp of the venv at ``root``; None when it is absent or not one we wrote
+    (an older overlay's stamp too: that venv is then re-synced once)."""
     try:
         return codec.loads(Stamp, (root / STAMP_FILE).read_text(encoding="utf-8"), "stamp")
     except (OSError, UnicodeDecodeError, codec.CodecError):

@@ -2,46 +2,47 @@
 
 A venv is made to hold its :class:`Contents` with uv: a hashed lock synced exactly
 (``uv pip sync --require-hashes``, then optional packages on top, constrained to the
-lock's versions) or plain requirements (``uv pip install``). Its stamp
-(:mod:`overlay.envs.stamp`) keys the contents and the installed set (every distribution's
-name and version, read with importlib.metadata), so anything changed by hand is re-synced,
-never skipped. :func:`plan_venv` is the one place that decides what a venv needs:
+lock's versions) or plain requirements (``uv pip install``). uv decides what to install,
+remove or replace; the overlay decides only whether to run it, from one stamp
+(:mod:`overlay.envs.stamp`: the sha256 of the contents) written last, once the synced venv
+was verified, and removed before uv touches the venv. :func:`stale` says why a venv is
+synced:
 
-- ``--force``, a stamp still saying ``syncing`` (the last sync was interrupted: files may
-  be half-written under a complete dist-info), a file check that fails, or another Python:
-  recreate (everything but the stamp removed, ``uv venv``, a full sync);
-- no venv, or one with nothing installed: install;
-- versions that differ from the stamp's (or no stamp of a finished sync): re-sync;
-- otherwise: up to date.
+- its stamp is of these contents: it is up to date, and uv is not run;
+- its stamp is of other contents (another lock): ``uv pip sync`` changes what differs;
+- no stamp (no sync finished there: one was stopped at any point by Ctrl-C, SIGTERM or
+  SIGKILL, or its venv failed the check), no venv, another Python, or ``--force``: a new
+  venv (``uv venv --clear``), then the sync. An interrupted uv can leave a package's
+  dist-info whole over half-written files, which ``uv pip sync`` takes for installed, and
+  ``--reinstall`` would download every package again; a new venv links them from uv's
+  cache in seconds.
 
-The stamp says ``syncing`` before uv touches the venv, and ``ready`` only after the venv
-was verified, so a sync stopped at any point (Ctrl-C, SIGTERM, SIGKILL) is repaired by
-running it again. A sync that verifies badly without having recreated the venv recreates
-it once. uv runs as a child that dies with this process (:mod:`overlay.envs.uv_process`),
-so no orphan keeps writing into the venv.
+So running a sync again repairs any interrupted one. uv runs as a child that dies with
+this process (:mod:`overlay.envs.uv_process`), so no orphan keeps writing into the venv.
 """
 
 from __future__ import annotations
 
-import enum
 import importlib.metadata
-import json
-import shutil
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
 from overlay import _mutex
 from overlay._hashing import sha256_bytes
-from overlay.envs.stamp import STAMP_FILE, Origin, Stamp, SyncState, read_stamp, write_stamp
+from overlay.envs.stamp import STAMP_FILE, Origin, Stamp, read_stamp, write_stamp
 from overlay.envs.uv_process import find_uv, run_uv
-from overlay.errors import EnvError, InstallCheckError, TargetError
+from overlay.errors import EnvError, TargetError
 
 REQUIREMENTS_FILE = "overlay-requirements.txt"  # in the venv: the text it was synced from
+# What a folder may hold and still be taken for a (half-made) venv: what `uv venv` makes.
+VENV_PARTS = frozenset(
+    {"bin", "lib", "lib64", "include", ".gitignore", ".lock", "CACHEDIR.TAG", REQUIREMENTS_FILE}
+)
 LOCK_TIMEOUT_S = 1800.0  # a cold sync downloads torch (~3 GB)
 T = TypeVar("T")
 Progress = Callable[[str], None]
@@ -55,10 +56,6 @@ class Venv:
     python: Path
     site: Path
     version: str  # "3.11"
-    home: str = ""  # pyvenv.cfg's home: the folder of the interpreter it was made from
-
-
-Broken = Callable[[Venv], str | None]  # names drifted files under right versions, or None
 
 
 def pyvenv_config(root: Path) -> dict[str, str]:
@@ -92,7 +89,7 @@ def find_venv(root: Path) -> Venv:
             found=f"pyvenv.cfg version {version!r}" if values else "no pyvenv.cfg",
             hint="pass the venv's root folder (the one holding bin/ and pyvenv.cfg)",
         )
-    return Venv(root, root / "bin" / "python", site, version, values.get("home", ""))
+    return Venv(root, root / "bin" / "python", site, version)
 
 
 def installed_versions(site: Path | None = None) -> dict[str, str]:
@@ -118,24 +115,19 @@ def installed_versions(site: Path | None = None) -> dict[str, str]:
     return found
 
 
-def installed_key(installed: Mapping[str, str]) -> str:
-    """Return the sha256 of an installed set (names and versions, order-free)."""
-    return sha256_bytes(json.dumps(sorted(installed.items())).encode())
-
-
 @dataclass(frozen=True)
 class Contents:
     """What a venv must hold.
 
-    ``locked`` non-empty: ``requirements`` is a hashed lock, synced exactly; ``on_top`` is
-    then installed with the lock as constraints (a test env's tools). ``locked`` empty:
-    ``requirements`` are installed as they are (release envs: pins, local wheels).
+    ``locked``: ``requirements`` is a hashed lock, synced exactly; ``on_top`` is then
+    installed with the lock as constraints (a test env's tools). Otherwise ``requirements``
+    are installed as they are (release envs: pins, local wheels).
     """
 
     label: str  # for messages, e.g. "cp311-manylinux_2_28_x86_64.txt (stock)"
     python: str  # "3.11"
     requirements: str  # the requirements text uv reads
-    locked: Mapping[str, str] = field(default_factory=dict)  # canonical name -> version
+    locked: bool = False
     find_links: tuple[Path, ...] = ()
     on_top: tuple[str, ...] = ()
     origin: Origin | None = None
@@ -144,121 +136,37 @@ class Contents:
 
     @property
     def key(self) -> str:
-        """Return the sha256 of everything that decides what the venv holds."""
+        """Return the sha256 of everything that decides what the venv holds (its stamp)."""
         parts = [self.python, self.requirements, *self.on_top, self.salt]
         return sha256_bytes("\0".join(parts).encode())
 
-    @property
-    def count(self) -> int:
-        """Return how many packages the contents name (the lock's, else requirement lines)."""
-        if self.locked:
-            return len(self.locked)
-        return sum(1 for line in self.requirements.splitlines() if line.strip())
 
+def stale(contents: Contents, root: Path, *, force: bool = False) -> str:
+    """Return why the venv at ``root`` must be synced to hold ``contents``; "" when its stamp
+    says a sync of exactly these contents finished (reads, never writes).
 
-class VenvAction(enum.Enum):
-    """What a venv needs, in rising cost."""
-
-    CURRENT = "up to date"
-    SYNC = "re-syncing"
-    INSTALL = "installing"
-    RECREATE = "recreating"
-
-
-@dataclass(frozen=True)
-class VenvPlan:
-    """What :func:`ensure` does to a venv, and why (one line, for the progress output)."""
-
-    action: VenvAction
-    reason: str
-
-
-@dataclass(frozen=True)
-class Synced(Generic[T]):
-    """A venv that holds its contents, and what the sync did."""
-
-    venv: Venv
-    plans: tuple[VenvPlan, ...]  # the first one; a second when a sync had to recreate
-    verified: T | None  # what ``verify`` returned; None when the venv was up to date
-
-
-def describe_drift(contents: Contents, installed: Mapping[str, str], *, limit: int = 6) -> str:
-    """Name what differs between the lock and the installed set (at most ``limit`` entries).
-
-    Example: lock ``torch 2.11.0, six 1.17.0``; installed ``torch 2.15.0, tabulate 0.9.0``.
-    Becomes: ``torch 2.15.0 (locked 2.11.0), six missing, tabulate 0.9.0 (not in the lock)``.
+    A folder holding anything but a venv's parts (what ``uv venv`` makes, a half-made one
+    too) is refused, not removed.
     """
-    found = []
-    for name, version in sorted(contents.locked.items()):
-        have = installed.get(name)
-        if have is None:
-            found.append(f"{name} missing")
-        elif have != version:
-            found.append(f"{name} {have} (locked {version})")
-    if not contents.on_top:  # packages on top are expected beside the lock
-        extra = sorted(set(installed) - set(contents.locked)) if contents.locked else []
-        found += [f"{name} {installed[name]} (not in the lock)" for name in extra]
-    if not found:
-        return "the same versions, installed since the last sync"
-    more = f", and {len(found) - limit} more" if len(found) > limit else ""
-    return ", ".join(found[:limit]) + more
-
-
-def plan_venv(
-    contents: Contents,
-    root: Path,
-    *,
-    broken: Broken | None = None,
-    force: bool = False,
-) -> VenvPlan:
-    """Decide what the venv at ``root`` needs to hold ``contents`` (reads, never writes).
-
-    ``broken`` names what is wrong with installed files whose versions look right (a
-    patched file rewritten in place), or returns None.
-    """
+    names = {p.name for p in root.iterdir()} if root.is_dir() else set()
+    foreign = sorted(names - VENV_PARTS)
+    if foreign and "pyvenv.cfg" not in names:
+        raise EnvError(
+            f"{root} is not a virtual environment and not empty",
+            expected="a new folder, or a venv (pyvenv.cfg, lib/pythonX.Y/site-packages)",
+            found=", ".join(foreign[:6]),
+            hint="pass another folder, or remove this one if nothing in it is needed",
+        )
     stamp = read_stamp(root)
     if force:
-        return VenvPlan(VenvAction.RECREATE, "--force")
-    if stamp is not None and stamp.state is SyncState.SYNCING:
-        return VenvPlan(
-            VenvAction.RECREATE, "its last sync was interrupted (files may be half-written)"
-        )
-    if not (root / "pyvenv.cfg").is_file():
-        if stamp is None and root.exists() and any(root.iterdir()):
-            raise EnvError(
-                f"{root} is not a virtual environment and not empty",
-                expected="a new folder, or a venv (pyvenv.cfg, lib/pythonX.Y/site-packages)",
-                found=", ".join(sorted(p.name for p in root.iterdir())[:6]),
-                hint="pass another folder, or remove this one if nothing in it is needed",
-            )
-        return VenvPlan(VenvAction.INSTALL, f"installing {contents.count} packages into a new venv")
-    try:
-        venv = find_venv(root)
-    except TargetError:
-        return VenvPlan(VenvAction.RECREATE, "pyvenv.cfg names no complete venv")
-    if venv.version != contents.python:
-        return VenvPlan(
-            VenvAction.RECREATE, f"it runs Python {venv.version}, not {contents.python}"
-        )
-    installed = installed_versions(venv.site)
-    if not installed:
-        return VenvPlan(VenvAction.INSTALL, f"installing {contents.count} packages")
-    problem = broken(venv) if broken else None
-    if problem:
-        return VenvPlan(VenvAction.RECREATE, problem)
+        return "--force: a new venv"
+    if not _is_venv(root, contents.python):
+        return f"a new Python {contents.python} venv"
     if stamp is None:
-        return VenvPlan(
-            VenvAction.SYNC, f"no stamp of a finished sync; {describe_drift(contents, installed)}"
-        )
-    if stamp.contents != contents.key:
-        return VenvPlan(
-            VenvAction.SYNC, f"{contents.label} changed; {describe_drift(contents, installed)}"
-        )
-    if stamp.installed != installed_key(installed):
-        return VenvPlan(
-            VenvAction.SYNC, f"packages changed by hand: {describe_drift(contents, installed)}"
-        )
-    return VenvPlan(VenvAction.CURRENT, f"{root} holds {contents.label} (stamp and files checked)")
+        return "no stamp of a finished sync: a new venv"
+    if stamp.sha256 != contents.key:
+        return f"{contents.label} changed since its last sync"
+    return ""
 
 
 def ensure_venv(
@@ -266,15 +174,15 @@ def ensure_venv(
     root: Path,
     *,
     verify: Callable[[Venv], T],
-    broken: Broken | None = None,
     force: bool = False,
     uv: str | None = None,
     progress: Progress = lambda _: None,
-) -> Synced[T]:
-    """Make ``root`` a venv holding ``contents``, verified and stamped; skip when current.
+) -> T | None:
+    """Make ``root`` a venv holding ``contents``, verified, then stamped; return what
+    ``verify`` returned, or None when its stamp says it holds them (uv is not run).
 
-    ``verify`` raises InstallCheckError when the synced venv is not right; a sync that did
-    not recreate the venv then recreates it once.
+    ``verify`` raises when the synced venv is not right: no stamp is written, so the next
+    run makes a new venv.
     """
     root = root.absolute()
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -283,62 +191,34 @@ def ensure_venv(
     with _mutex.held(
         root.parent / f".{root.name}.sync-lock", timeout=LOCK_TIMEOUT_S, busy=busy, hint=hint
     ):
-        first = plan_venv(contents, root, broken=broken, force=force)
-        if first.action is VenvAction.CURRENT:
-            venv = find_venv(root)
-            return Synced(venv, (first,), None)
-        progress(_say(first, root, contents))
+        reason = stale(contents, root, force=force)
+        if not reason:
+            return None
+        progress(f"syncing {root} to {contents.label}: {reason}")
         executable = uv or find_uv()
-        plans = [first]
-        venv = _execute(first.action, contents, root, executable)
-        try:
-            verified = verify(venv)
-        except InstallCheckError as exc:
-            if first.action is VenvAction.RECREATE:
-                raise _fresh_fails(contents, exc) from exc
-            again = VenvPlan(VenvAction.RECREATE, f"the synced venv fails its check: {exc.message}")
-            progress(_say(again, root, contents))
-            plans.append(again)
-            venv = _execute(again.action, contents, root, executable)
-            try:
-                verified = verify(venv)
-            except InstallCheckError as second:
-                raise _fresh_fails(contents, second) from second
-        installed = installed_key(installed_versions(venv.site))
-        write_stamp(root, Stamp(SyncState.READY, contents.key, installed, contents.origin))
-    return Synced(venv, tuple(plans), verified)
+        stamp = read_stamp(root)
+        (root / STAMP_FILE).unlink(missing_ok=True)
+        if force or stamp is None or not _is_venv(root, contents.python):
+            python = _interpreter(root, contents.python)
+            _uv(executable, ["venv", "--quiet", "--clear", "--python", python, str(root)], None)
+        venv = find_venv(root)
+        _sync(contents, venv, executable)
+        verified = verify(venv)
+        write_stamp(root, Stamp(contents.key, contents.origin))
+    return verified
 
 
-def _say(step: VenvPlan, root: Path, contents: Contents) -> str:
-    if step.action is VenvAction.INSTALL:
-        return f"{step.reason}: {root} from {contents.label}"
-    return f"{step.action.value} {root}: {step.reason}"
+def _is_venv(root: Path, python: str) -> bool:
+    """Return True when ``root`` is a complete venv running ``python``."""
+    try:
+        return find_venv(root).version == python
+    except TargetError:
+        return False
 
 
-def _fresh_fails(contents: Contents, exc: InstallCheckError) -> InstallCheckError:
-    return InstallCheckError(
-        f"a venv freshly synced from {contents.label} fails its check: {exc.message}",
-        expected=exc.expected,
-        found=exc.found,
-        hint="the lock does not give a working venv here: report it with this output",
-    )
-
-
-def _execute(action: VenvAction, contents: Contents, root: Path, uv: str) -> Venv:
-    """Mark the venv ``syncing``, then (re)create it if needed and sync it."""
-    # read before the entries go: a recreated venv keeps the interpreter it was made from
-    kept = _same_interpreter(root, contents.python) if action is VenvAction.RECREATE else None
-    root.mkdir(parents=True, exist_ok=True)
-    write_stamp(root, Stamp(SyncState.SYNCING, contents.key, "", contents.origin))
-    if action is VenvAction.RECREATE:
-        for entry in root.iterdir():
-            if entry.name != STAMP_FILE:
-                _remove(entry)
-    if not (root / "pyvenv.cfg").is_file():
-        interpreter = kept or _running_interpreter(contents.python)
-        _uv(uv, ["venv", "--quiet", "--allow-existing", "--python", interpreter, str(root)], None)
-    venv = find_venv(root)
-    requirements = root / REQUIREMENTS_FILE
+def _sync(contents: Contents, venv: Venv, uv: str) -> None:
+    """Have uv make ``venv`` hold ``contents``: it decides what to install, remove, replace."""
+    requirements = venv.root / REQUIREMENTS_FILE
     requirements.write_text(contents.requirements, encoding="utf-8")
     links = [arg for folder in contents.find_links for arg in ("--find-links", str(folder))]
     target = ["--python", str(venv.python)]
@@ -350,39 +230,24 @@ def _execute(action: VenvAction, contents: Contents, root: Path, uv: str) -> Ven
             _uv(uv, top, contents)
     else:
         _uv(uv, ["pip", "install", *target, *links, "-r", str(requirements)], contents)
-    return venv
 
 
-def _same_interpreter(root: Path, version: str) -> str:
-    """Return the interpreter the venv was made from when it runs ``version``, else ``version``."""
-    return _python_in(Path(pyvenv_config(root).get("home", "")), python_version(root), version)
+def _interpreter(root: Path, version: str) -> str:
+    """Return the Python a new venv at ``root`` is made from: the one the venv there was
+    made from when it runs ``version``, else the base Python running the overlay when it
+    does, else ``version`` itself (uv then searches for one).
 
-
-def _running_interpreter(version: str) -> str:
-    """Return the base Python running the overlay when it is ``version``, else ``version``.
-
-    Example: the overlay runs on CPython 3.11 from ``/usr``; ``version`` is ``3.11``.
-    Becomes: ``/usr/bin/python3.11``, so uv skips its interpreter search (0.1 s of a cold
-    build); for ``3.12`` it stays ``3.12``, and uv finds one.
+    Example: no venv at ``root``; the overlay runs on CPython 3.11 from ``/usr``;
+    ``version`` is ``3.11``. Becomes: ``/usr/bin/python3.11``, so uv skips its interpreter
+    search (0.1 s of a cold build); for ``3.12`` it stays ``3.12``.
     """
     running = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return _python_in(Path(sys.base_prefix) / "bin", running, version)
-
-
-def _python_in(folder: Path, runs: str, version: str) -> str:
-    """Return ``folder``'s ``python<version>`` when ``folder`` runs ``version`` and has it.
-
-    Otherwise ``version`` itself, which uv resolves by searching for an interpreter.
-    """
-    candidate = folder / f"python{version}"
-    return str(candidate) if runs == version and candidate.is_file() else version
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
+    home = pyvenv_config(root).get("home")
+    made_from = [(Path(home), python_version(root))] if home else []
+    for folder, runs in [*made_from, (Path(sys.base_prefix) / "bin", running)]:
+        if runs == version and (folder / f"python{version}").is_file():
+            return str(folder / f"python{version}")
+    return version
 
 
 def _uv(uv: str, args: list[str], contents: Contents | None) -> None:

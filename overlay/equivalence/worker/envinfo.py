@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import codec
-from overlay.envs.stamp import SyncState, read_stamp
+from overlay.envs.stamp import read_stamp
 from overlay.equivalence import sources
 from overlay.equivalence.worker.vgf_run import ICD_GLOBS
 
@@ -130,7 +130,7 @@ def collect(package: str, subtree: str, runtime_patch: str | None) -> EnvInfo:
         module, _, function = runtime_patch.partition(":")
         module_sha256, module_error, functions = _read_module(module, function or "apply_all")
     stamp = read_stamp(Path(sys.prefix))  # a venv the overlay synced says from which lock
-    synced = stamp.origin if stamp is not None and stamp.state is SyncState.READY else None
+    synced = stamp.origin if stamp is not None else None
     return EnvInfo(
         python=sys.version,
         platform=sysconfig.get_platform(),
