@@ -20,6 +20,7 @@ from overlay.text.applier import decode, encode
 from overlay.text.series import Patch, load_series
 from overlay.upstream import (
     behaviour,
+    buck,
     commit_rules,
     export,
     host,
@@ -296,12 +297,17 @@ def export_against(
     signer: commit_rules.Identity,
 ) -> export.Export:
     """Export one patch against main where it lands there (:func:`landed`), else against the
-    release (``release``: its files and its commit)."""
+    release (``release``: its files and its commit). On main, the files it creates join
+    upstream's BUCK lists (:func:`overlay.upstream.buck.listed`)."""
     on_main = scratch.files(main, patch.targets)
     after = landed(patch, on_main, release[0])
     if isinstance(after, str):
         return export.export_patch(patch, release[0], signer=signer, base_commit=release[1])
-    return export.export_patch(patch, on_main, signer=signer, base_commit=main, after=after)
+    bucks = scratch.files(main, buck.candidates(patch.creates))
+    listed = buck.listed(patch.creates, bucks)
+    return export.export_patch(
+        patch, {**on_main, **bucks}, signer=signer, base_commit=main, after={**after, **listed}
+    )
 
 
 def measure(
