@@ -26,11 +26,11 @@ from overlay.upstream.results import (
     HostState,
     LineResult,
     MainBehaviour,
+    OnBase,
     Outcome,
     PatchBehaviour,
     RangeDiff,
     Replay,
-    Replayed,
     Row,
     Status,
     TestResult,
@@ -44,13 +44,13 @@ BAD_FILL, OK_FILL = (0xF8, 0xD0, 0xD0), (0xD6, 0xF0, 0xDC)  # conflict and appli
 def sample() -> CanaryReport:
     """A report with a conflicting, an applying and a merged-upstream patch."""
     region = Conflict("backends/arm/b.py", 4, "<<<<<<< main\nx\n=======\ny\n>>>>>>> p\n")
-    conflict = Replayed(
+    conflict = OnBase(
         "0002-b.patch",
         Applied(Status.CONFLICT, conflicts=(region,)),
         "1.5.1",
         Applied(Status.APPLIES),
     )
-    applies = Replayed("0003-c.patch", Applied(Status.OFFSET, offsets=(7,)))
+    applies = OnBase("0003-c.patch", Applied(Status.OFFSET, offsets=(7,)))
     target = Replay(
         "main",
         "f" * 40,
@@ -86,7 +86,7 @@ def sample() -> CanaryReport:
 def test_status_json_validates_against_the_derived_schema_and_decodes_back() -> None:
     report = sample()
     schema = json.loads(page.json_schema())
-    assert schema["title"] == page.SCHEMA_TITLE and "Replayed" in schema["$defs"]
+    assert schema["title"] == page.SCHEMA_TITLE and "OnBase" in schema["$defs"]
     data = json.loads(render.json_text(report))
     jsonschema.validate(data, schema)
     assert codec.loads(CanaryReport, render.json_text(report)) == report

@@ -9,16 +9,16 @@ from overlay.upstream.results import (
     Conflict,
     Forwarded,
     ForwardState,
+    OnBase,
     Outcome,
     PatchBehaviour,
-    Replayed,
     Row,
     Status,
 )
 from overlay.upstream.verdicts import next_step
 
 NAME = "0002-x.patch"
-CONFLICT = Replayed(NAME, Applied(Status.CONFLICT, conflicts=(Conflict("a.py", 3, "<<<"),)))
+CONFLICT = OnBase(NAME, Applied(Status.CONFLICT, conflicts=(Conflict("a.py", 3, "<<<"),)))
 
 
 def _fwd(state: ForwardState, release: str = "", applied: str = "") -> Forwarded:
@@ -37,13 +37,13 @@ def _said(outcome: Outcome, text: str) -> PatchBehaviour:
     return PatchBehaviour(NAME, "main", (), (), outcome, text)
 
 
-def _port(status: Status) -> Replayed:
-    return Replayed(NAME, CONFLICT.own, "1.5.1", Applied(status))
+def _port(status: Status) -> OnBase:
+    return OnBase(NAME, CONFLICT.own, "1.5.1", Applied(status))
 
 
 def test_next_step_by_finding() -> None:
     open_pr = _fwd(ForwardState.OPEN)
-    unchanged = Replayed(NAME, Applied(Status.APPLIES))
+    unchanged = OnBase(NAME, Applied(Status.APPLIES))
     assert next_step("1.2.0", unchanged, open_pr, None, None).startswith("keep; upstream review")
     merged_old = _fwd(ForwardState.MERGED_AS_SENT, "v1.3.0")
     assert next_step("1.5.1", CONFLICT, merged_old, None, None) == (
@@ -69,7 +69,7 @@ def test_next_step_by_finding() -> None:
     )
     fixed = _said(Outcome.FIXED_ON_STOCK, "passes on stock")
     assert next_step("1.2.0", unchanged, open_pr, fixed, None).startswith("possibly fixed")
-    upstream = Replayed(NAME, Applied(Status.CONTAINED))
+    upstream = OnBase(NAME, Applied(Status.CONTAINED))
     assert next_step("1.2.0", upstream, open_pr, None, None).startswith("drop: already upstream")
     noted = _fwd(ForwardState.OPEN, applied="not triggered with torchao >= 0.16")
     assert next_step("1.2.0", unchanged, noted, None, None).startswith("drop? Applied-Upstream")
@@ -83,7 +83,7 @@ def test_texts() -> None:
     assert upstream_text(_fwd(ForwardState.MERGED_MODIFIED)) == (
         "merged modified in cccccccccccc (not yet in a release; by PR number)"
     )
-    offset = Replayed(NAME, Applied(Status.OFFSET, offsets=(3, -2)))
+    offset = OnBase(NAME, Applied(Status.OFFSET, offsets=(3, -2)))
     assert result_text(offset) == "applies at offset +3,-2"
     assert result_text(CONFLICT) == "conflicts in a.py (1 regions)"
     assert result_text(_port(Status.APPLIES)).endswith("; port 1.5.1: applies")

@@ -26,12 +26,12 @@ from overlay.upstream.results import (
     Conflict,
     Counts,
     Matrix,
+    OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
     PinAttempt,
     ReleaseRun,
-    Replayed,
     Retarget,
     Status,
     TestOutcome,
@@ -80,7 +80,7 @@ VERDICT = PatchVerdict(
     action=Action.CONFLICT,
     source="3-way merge",
     text="conflict: resolve by hand",
-    replayed=Replayed(
+    replayed=OnBase(
         "0001-fix.patch",
         Applied(Status.CONFLICT, "hunk 1/2", conflicts=(REGION,)),
         "1.5.1",
@@ -128,7 +128,7 @@ def test_a_retarget_report_round_trips_directly_from_its_dataclasses() -> None:
         locks=("out/patches/locks/cp311-linux_x86_64.txt",),
     )
     data = _round_trip(report, "retarget.json")
-    assert data["schema"] == REPORT_SCHEMA == 2
+    assert data["schema"] == REPORT_SCHEMA == 3
     patch = data["patches"][0]
     assert set(patch) == {"name", "action", "source", "text", "replayed", "behaviour", "flags"}
     assert patch["replayed"]["own"]["conflicts"] == [

@@ -22,10 +22,10 @@ from overlay.upstream.results import (
     Applied,
     CaseOutcome,
     Counts,
+    OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
-    Replayed,
     Retarget,
     TestOutcome,
     TestResult,
@@ -78,7 +78,7 @@ def _report(
 def _verdict(
     name: str, action: Action, text: str, behaviour: PatchBehaviour | None
 ) -> PatchVerdict:
-    replayed = Replayed(name, Applied(TextStatus.APPLIES))
+    replayed = OnBase(name, Applied(TextStatus.APPLIES))
     return PatchVerdict(name, action, "pinned", text, replayed, behaviour)
 
 

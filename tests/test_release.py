@@ -159,7 +159,7 @@ def test_the_default_lines_last_fix_is_sent_against_the_release_and_main(tmp_pat
     (sub,) = done.report.submissions
     assert [b.base for b in sub.bases] == ["main", line.name]
     release = sub.bases[1]
-    assert release.applies == "" and release.behaviour is not None
+    assert release.lands and release.behaviour is not None
     assert release.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER, release.behaviour.text
     assert release.broken == ()
     (item,) = done.exports

@@ -28,6 +28,7 @@ from overlay.upstream.export import (
 from overlay.upstream.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
 from overlay.upstream.prepare import chosen, judge, recent_authors, release_date
 from overlay.upstream.results import (
+    Applied,
     CaseOutcome,
     Counts,
     LintReport,
@@ -36,6 +37,7 @@ from overlay.upstream.results import (
     Outcome,
     PatchBehaviour,
     Sending,
+    Status,
     Submission,
     TestResult,
     TestRun,
@@ -119,7 +121,9 @@ def _base(
     )  # fmt: skip
     run = _run(TestState.FAILED, TestState.PASSED)
     found = PatchBehaviour("0001-x.patch", name, (case,), (), outcome, "why", test=run)
-    return OnBase(name, "c0ffee" * 7, applies, found, run, broken)
+    how = Applied(Status.CONFLICT, applies) if applies else Applied(Status.APPLIES)
+    return OnBase("0001-x.patch", how, base=name, commit="c0ffee" * 7, behaviour=found,
+                  affected=run, broken=broken)  # fmt: skip
 
 
 def test_what_holds_a_fix_back() -> None:
@@ -247,7 +251,8 @@ def _recorded(patch: Patch, base: str, states: dict[str, tuple[TestState, TestSt
     found = PatchBehaviour(patch.name, base, cases, (), Outcome.FAILS_BEFORE_PASSES_AFTER, "ok",
                            test=test)  # fmt: skip
     commit, date = (MAIN, MAIN_DATE) if base == "main" else ("ab" * 20, "2026-09-22")
-    return OnBase(base, commit, "", found, run, (), date)
+    return OnBase(patch.name, Applied(Status.APPLIES), base=base, commit=commit, date=date,
+                  behaviour=found, affected=run)  # fmt: skip
 
 
 def _0003_tests(passed: int) -> dict[str, tuple[TestState, TestState]]:
@@ -337,7 +342,9 @@ def test_a_stale_main_is_said_with_its_commit_date_and_refresh_and_holds_nothing
     on the release, and what main found holds nothing back."""
     patch = _sent(7)
     states = {f"{new_tests(patch.diff)[0]}": (TestState.FAILED, TestState.PASSED)}
-    main = dataclasses.replace(_recorded(patch, "main", states), applies="git am fails: x")
+    main = dataclasses.replace(
+        _recorded(patch, "main", states), own=Applied(Status.CONFLICT, "git am fails: x")
+    )
     sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN,
                      (main, _recorded(patch, "1.5.1", states)), None, (), (), ())  # fmt: skip
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0", stale=STALE)

@@ -41,6 +41,7 @@ def build_matrix(
                     release.texts,
                     frozenset(release.files),
                     ports=replay.ports_for(ports, release.version),
+                    base=release.version,
                 )
             ),
         )

@@ -184,8 +184,8 @@ def _plan(base: OnBase) -> list[str]:
     if base.broken:
         lines.append(f"- passing without and failing with it: {', '.join(base.broken)}")
     lines += _bystanders(base)
-    if base.applies:
-        lines.append(f"- {base.applies}")
+    if not base.lands:
+        lines.append(f"- {base.own.detail}")
     return lines
 
 

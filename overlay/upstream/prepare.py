@@ -38,11 +38,13 @@ from overlay.upstream.gitrepo import (
 from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.results import (
     CARRIED,
+    Applied,
     Counts,
     LintReport,
     OnBase,
     OpCounts,
     Sending,
+    Status,
     Submission,
     TestRun,
     parse_applied_upstream,
@@ -183,7 +185,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             )
         on_bases = (found["main"][patch.name], found[newest.name][patch.name])
         bases_found = tuple(
-            replace(b, applies=b.applies or am)
+            replace(b, own=Applied(Status.CONFLICT, am)) if am and b.lands else b
             for b, am in zip(on_bases, (am_main, on_release), strict=True)
         )
         authors = recent_authors(scratch, main, sorted(item.after), request.signer)
@@ -275,8 +277,9 @@ def _fresh(path: Path) -> Path:
 
 def landed(
     patch: Patch, files: Mapping[str, bytes], origin: Mapping[str, bytes]
-) -> dict[str, bytes] | str:
-    """Return the files ``patch`` changes as they are with it on a base, or why it does not land.
+) -> tuple[Applied, dict[str, bytes]]:
+    """Return how ``patch`` lands on a base and the files it changes as they are with it
+    there (none where it does not land).
 
     ``files``: the base's files; ``origin``: the release's, the patch's own base. The strict
     applier first, then git's 3-way merge from the release (:func:`replay.land`).
@@ -284,8 +287,8 @@ def landed(
     texts = {p: decode(d) for p, d in files.items()}
     found, after = replay.land(patch, texts, {p: decode(d) for p, d in origin.items()})
     if found.status not in CARRIED:
-        return f"{found.status.value}: {found.detail}".rstrip(": ")
-    return {p: encode(after[p]) for p in patch.targets}
+        return found, {}
+    return found, {p: encode(after[p]) for p in patch.targets}
 
 
 def export_against(
@@ -298,8 +301,8 @@ def export_against(
     """Export one patch against main where it lands there (:func:`landed`), else against the
     release (``release``: its files and its commit)."""
     on_main = scratch.files(main, patch.targets)
-    after = landed(patch, on_main, release[0])
-    if isinstance(after, str):
+    after = landed(patch, on_main, release[0])[1]
+    if not after:
         return export.export_patch(patch, release[0], signer=signer, base_commit=release[1])
     return export.export_patch(patch, on_main, signer=signer, base_commit=main, after=after)
 
@@ -319,13 +322,17 @@ def measure(
     """
     after: dict[str, dict[str, bytes]] = {}
     found: dict[str, OnBase] = {}
+    how: dict[str, Applied] = {}
     for patch in patches:
-        result = landed(patch, base.files, origin)
-        if isinstance(result, str):
-            why = f"does not apply to {base.name}: {result}"
-            found[patch.name] = OnBase(base.name, base.commit, why, None, None, date=base.date)
+        how[patch.name], files = landed(patch, base.files, origin)
+        if not files:
+            text = f"{how[patch.name].status.value}: {how[patch.name].detail}".rstrip(": ")
+            why = replace(how[patch.name], detail=f"does not apply to {base.name}: {text}")
+            found[patch.name] = OnBase(
+                patch.name, why, base=base.name, commit=base.commit, date=base.date
+            )
             continue
-        after[patch.name] = result
+        after[patch.name] = files
     pythons = {
         name: host.wrapper(
             out_dir / name,
@@ -365,8 +372,9 @@ def measure(
             measured = behaviour.measure([patch.name], pair, [release], target=release, tests=tests)
             counts = behaviour.op_counts(others[patch.name], sides["stock"], sides[patch.name])
         found[patch.name] = OnBase(
-            base.name, base.commit, "", (measured or {}).get(patch.name), run,
-            suite_changes(run.stock, run.patched)[0], base.date, counts,
+            patch.name, how[patch.name], base=base.name, commit=base.commit, date=base.date,
+            behaviour=(measured or {}).get(patch.name), affected=run,
+            broken=suite_changes(run.stock, run.patched)[0], bystanders=counts,
         )  # fmt: skip
     return found
 

@@ -201,8 +201,8 @@ def suite_blocks(result: SuiteRun) -> list[Block]:
 
 
 def _on_base(base: OnBase) -> str:
-    if base.applies:
-        return base.applies
+    if not base.lands:
+        return base.own.detail
     found = base.behaviour
     return found.outcome.value if found is not None else "not measured"
 

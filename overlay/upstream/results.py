@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 from overlay.equivalence.protocol import InitReply
 from overlay.equivalence.verdict import AB, Quality
 
-REPORT_SCHEMA = 2  # retarget.json and status.json: 2 since the one replay engine
+REPORT_SCHEMA = 3  # every upstream report: 3 since one result per patch on a base (OnBase)
 
 # --- a series on a base ----------------------------------------------------------------------
 
@@ -84,13 +84,23 @@ class Applied:
 
 
 @dataclass(frozen=True)
-class Replayed:
-    """One patch of a line on one base: its own result and, where one exists, its port's."""
+class OnBase:
+    """Patch P on base B, the one per-patch result of the matrix (each release), a retarget
+    (the new release), the canary (upstream main, newer tags) and the export (main and the
+    newest release): how its text lands there (its own and, where one exists, its port's)
+    and, where measured, what it does there."""
 
     patch: str
     own: Applied
     port_version: str = ""  # the newer line whose patch of the same number is the port
     port: Applied | None = None
+    base: str = ""  # "1.5.1" (a release's sources), "main", "v1.3.0"
+    commit: str = ""  # the upstream commit of the base ("" when unknown)
+    date: str = ""  # the date of ``commit`` (ISO 8601; "" when unknown)
+    behaviour: PatchBehaviour | None = None  # its trigger cases, and the tests it adds, both ways
+    affected: TestRun | None = None  # every test of its test files and affected_tests, both ways
+    broken: tuple[str, ...] = ()  # of those, passing on stock and not with it
+    bystanders: tuple[OpCounts, ...] = ()  # models outside its triggers, stock and with it
 
     @property
     def effective(self) -> Applied:
@@ -101,6 +111,11 @@ class Replayed:
     def carried_by_port(self) -> bool:
         """Return True when the port is what the base carries (it applies there)."""
         return self.port is not None and self.port.status in APPLYING
+
+    @property
+    def lands(self) -> bool:
+        """Return True when the base carries it (its own text, or its port)."""
+        return self.own.status in CARRIED or self.carried_by_port
 
     @property
     def short(self) -> str:
@@ -135,10 +150,10 @@ class Replay:
 
     base: str  # "1.5.1" (a release's wheel), "main", "v1.3.0"
     commit: str  # the upstream commit of the base ("" when unknown)
-    patches: tuple[Replayed, ...]
+    patches: tuple[OnBase, ...]
     range_diff: RangeDiff | None = None
 
-    def of(self, name: str) -> Replayed:
+    def of(self, name: str) -> OnBase:
         """Return the result of patch ``name``."""
         return next(p for p in self.patches if p.patch == name)
 
@@ -380,20 +395,6 @@ class OpCounts:
 
 
 @dataclass(frozen=True)
-class OnBase:
-    """One fix as sent, on one base: upstream main or the newest release's sources."""
-
-    base: str  # "main" or a release, e.g. "1.5.1"
-    commit: str  # the upstream commit ("" when unknown)
-    applies: str  # "" when ``git am`` applied the mbox there, else why not
-    behaviour: PatchBehaviour | None  # its trigger cases, and the tests it adds, both ways
-    affected: TestRun | None  # every test of its test files and affected_tests, both ways
-    broken: tuple[str, ...] = ()  # of those, passing on stock and not with the fix
-    date: str = ""  # the date of ``commit`` (ISO 8601; "" when unknown)
-    bystanders: tuple[OpCounts, ...] = ()  # models outside its triggers, stock and with it
-
-
-@dataclass(frozen=True)
 class Submission:
     """One fix as a pull request: its bases, upstream's gate, and what keeps it back."""
 
@@ -537,7 +538,7 @@ class PatchVerdict:
     action: Action
     source: str  # "pinned", "port 1.5.1", "3-way merge", "Applied-Upstream: ...", ...
     text: str
-    replayed: Replayed  # its text (and its port's) on the new release
+    replayed: OnBase  # its text (and its port's) on the new release
     behaviour: PatchBehaviour | None
     flags: tuple[str, ...] = ()  # disagreements and redundancies
 

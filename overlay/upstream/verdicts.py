@@ -66,7 +66,6 @@ from overlay.upstream.results import (
     Outcome,
     PatchBehaviour,
     PatchVerdict,
-    Replayed,
     Status,
     TestOutcome,
     TestRun,
@@ -79,7 +78,7 @@ from overlay.upstream.results import (
 # --- text ----------------------------------------------------------------------------------
 
 
-def text_verdict(info: UpstreamInfo, cells: Mapping[str, Replayed]) -> Verdict:
+def text_verdict(info: UpstreamInfo, cells: Mapping[str, OnBase]) -> Verdict:
     """Combine the patch's Applied-Upstream header with the matrix (text only).
 
     ``cells``: the patch on each release of the matrix, oldest first.
@@ -119,7 +118,7 @@ def text_verdict(info: UpstreamInfo, cells: Mapping[str, Replayed]) -> Verdict:
     return Verdict("port", f"port needed: {effective.short} on {newest}; {where}", True)
 
 
-def text_action(replayed: Replayed, info: UpstreamInfo) -> tuple[Action, str]:
+def text_action(replayed: OnBase, info: UpstreamInfo) -> tuple[Action, str]:
     """Return what a patch's text on the new release says to do, and where its text comes from.
 
     A port that applies wins; then the patch itself; contained or named upstream by its
@@ -555,8 +554,8 @@ def _on_base(base: OnBase) -> list[str]:
     """Return what keeps a fix back on one base: ``git am``, behaviour, tests, bystanders."""
     problems = []
     found = base.behaviour
-    if base.applies:
-        problems.append(base.applies)
+    if not base.lands:
+        problems.append(base.own.detail)
     elif found is None:
         problems.append("its trigger cases did not run")
     elif found.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER:
@@ -649,7 +648,7 @@ def apply_behaviour(
 
 
 def final_verdict(
-    replayed: Replayed,
+    replayed: OnBase,
     action: Action,
     source: str,
     found: PatchBehaviour | None,
@@ -746,7 +745,7 @@ def readiness(
 
 def next_step(
     line: str,
-    on_main: Replayed,
+    on_main: OnBase,
     found: Forwarded,
     behaviour: PatchBehaviour | None,
     bisect: BisectResult | None,

@@ -50,10 +50,10 @@ from overlay.upstream.results import (
     HostState,
     LineResult,
     MainBehaviour,
+    OnBase,
     Outcome,
     PatchBehaviour,
     Replay,
-    Replayed,
     Row,
     Status,
 )
@@ -111,7 +111,7 @@ def load_previous(path: Path | None) -> CanaryReport | None:
     return codec.loads(CanaryReport, text, where=str(path))
 
 
-def _with_evidence(found: Replayed, extra: Sequence[Evidence]) -> Replayed:
+def _with_evidence(found: OnBase, extra: Sequence[Evidence]) -> OnBase:
     """Add upstream evidence; a patch that no longer applies and is upstream is upstream."""
     if not extra:
         return found
@@ -275,7 +275,7 @@ def upstream_text(found: Forwarded) -> str:
     return found.state.value
 
 
-def result_text(on_main: Replayed) -> str:
+def result_text(on_main: OnBase) -> str:
     """Return one sentence of what the canary found on main."""
     own = on_main.own
     if own.status is Status.OFFSET:
@@ -300,7 +300,7 @@ def build_row(
     line: str,
     *,
     subject: str,
-    on_main: Replayed,
+    on_main: OnBase,
     found: Forwarded,
     behaviour: PatchBehaviour | None,
     bisect_found: BisectResult | None,
