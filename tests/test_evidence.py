@@ -78,8 +78,8 @@ def _report(
 def _verdict(
     name: str, action: Action, text: str, behaviour: PatchBehaviour | None
 ) -> PatchVerdict:
-    replayed = OnBase(name, Applied(TextStatus.APPLIES))
-    return PatchVerdict(name, action, "pinned", text, replayed, behaviour)
+    on = OnBase(name, Applied(TextStatus.APPLIES), behaviour=behaviour)
+    return PatchVerdict(name, "", (on,), action, text, source="pinned")
 
 
 def test_a_report_becomes_the_lines_evidence() -> None:

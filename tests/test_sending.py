@@ -28,6 +28,7 @@ from overlay.upstream.export import (
 from overlay.upstream.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
 from overlay.upstream.prepare import chosen, judge, recent_authors, release_date
 from overlay.upstream.results import (
+    Action,
     Applied,
     CaseOutcome,
     Counts,
@@ -36,9 +37,10 @@ from overlay.upstream.results import (
     OpCounts,
     Outcome,
     PatchBehaviour,
+    PatchVerdict,
+    Review,
     Sending,
     Status,
-    Submission,
     TestResult,
     TestRun,
     TestState,
@@ -126,6 +128,24 @@ def _base(
                   affected=run, broken=broken)  # fmt: skip
 
 
+def _submission(
+    patch: str,
+    subject: str,
+    bases: tuple[OnBase, ...],
+    lint: LintReport | None,
+    *,
+    source: str = "1.5.1",
+    base_commit: str = "",
+    authors: tuple[str, ...] = (),
+    problems: tuple[str, ...] = (),
+) -> PatchVerdict:
+    """Return a fix as the export judges it: on its bases, with upstream's gate."""
+    review = Review(base_commit, lint, (), authors)
+    action = Action.HOLD if problems else Action.SEND
+    return PatchVerdict(patch, subject, bases, action, "", source=source, flags=problems,
+                        review=review)  # fmt: skip
+
+
 def test_what_holds_a_fix_back() -> None:
     good = (
         _base("main", Outcome.FAILS_BEFORE_PASSES_AFTER),
@@ -167,8 +187,8 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
         _base("1.5.1", Outcome.FAILS_BEFORE_PASSES_AFTER),
     )
     lint = LintReport("lintrunner x", (), 1.0)
-    sub = Submission(patch.name, "1.5.1", item.subject, "", bases, lint, (),
-                     ("@someone", "Zingo Andersen"), ())  # fmt: skip
+    sub = _submission(patch.name, item.subject, bases, lint, source="1.5.1",
+                      authors=("@someone", "Zingo Andersen"))  # fmt: skip
     _, done = judge(item, patch, sub, torch="2.13.0", branch=("r", "b"))
     body = done.pr_body
     assert body.startswith(
@@ -294,12 +314,12 @@ def test_0003s_body_fits_github_naming_its_new_tests_and_counting_the_rest() -> 
         _recorded(patch, "main", _0003_tests(212)),
         _recorded(patch, "1.5.1", _0003_tests(216)),
     )
-    sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN, bases,
-                     LintReport("lintrunner x", (), 1.0), (), (), ())  # fmt: skip
+    lint = LintReport("lintrunner x", (), 1.0)
+    sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN)
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0")
     body = done.pr_body
     assert len(body) < PR_BODY_LIMIT
-    assert not [p for p in judged.problems if "PR body" in p]
+    assert not [p for p in judged.flags if "PR body" in p]
     runs = [b.affected for b in bases if b.affected is not None]
     new = [t.node for t in runs[0].stock.tests if t.node.split("[")[0] in new_tests(patch.diff)]
     assert len(new) == 11 and all(f"`{node}`" in body for node in new)
@@ -323,8 +343,8 @@ def test_a_body_over_githubs_limit_holds_the_fix_back() -> None:
         f"{node}[{i:04d}_1x3x32x32]": (TestState.XFAILED, TestState.SKIPPED) for i in range(800)
     }
     base = _recorded(patch, "1.5.1", states)
-    sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN, (base,),
-                     LintReport("lintrunner x", (), 1.0), (), (), ())  # fmt: skip
+    sub = _submission(patch.name, upstream_subject(patch), (base,),
+                      LintReport("lintrunner x", (), 1.0), base_commit=MAIN)  # fmt: skip
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0", lint_asked=False)
     size = len(done.pr_body)
     assert size > PR_BODY_LIMIT
@@ -332,7 +352,7 @@ def test_a_body_over_githubs_limit_holds_the_fix_back() -> None:
         f"the PR body is {size:,} characters: GitHub refuses more than 65,536"
         " (and the merge bot copies it into the squash commit)"
     )
-    assert expected in judged.problems
+    assert expected in judged.flags
     assert f"- [ ] Not ready: {expected}" in done.checklist
 
 
@@ -345,14 +365,14 @@ def test_a_stale_main_is_said_with_its_commit_date_and_refresh_and_holds_nothing
     main = dataclasses.replace(
         _recorded(patch, "main", states), own=Applied(Status.CONFLICT, "git am fails: x")
     )
-    sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN,
-                     (main, _recorded(patch, "1.5.1", states)), None, (), (), ())  # fmt: skip
+    bases = (main, _recorded(patch, "1.5.1", states))
+    sub = _submission(patch.name, upstream_subject(patch), bases, None, base_commit=MAIN)
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0", stale=STALE)
-    assert [p for p in judged.problems if "main" in p] == []  # nor "linters did not run"
+    assert [p for p in judged.flags if "main" in p] == []  # nor "linters did not run"
     assert "- [ ] Not ready on main: main cff6f4dd32 (2026-08-22) is older" in done.checklist
     assert "On main (cff6f4dd3200, 2026-08-22) on the executorch 1.5.1 wheel" in done.pr_body
     held, _ = judge(_export(patch), patch, sub, torch="2.13.0")  # main as new as the release
-    assert "main: git am fails: x" in held.problems
+    assert "main: git am fails: x" in held.flags
     report = Sending("1.5.1", "1.5.1", "2.13.0", MAIN, (judged,), {}, 1.0, MAIN_DATE,
                      "2026-09-22", STALE)  # fmt: skip
     shown = render.markdown(reports.sending_blocks(report))
@@ -372,10 +392,11 @@ def test_the_texts_speak_upstreams_words(patch: Patch) -> None:
     assert fix is not None
     states = {n: (TestState.FAILED, TestState.PASSED) for n in new_tests(patch.diff)}
     bases = (_recorded(patch, "main", states), _recorded(patch, "1.5.1", states))
-    sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN, bases,
-                     LintReport("lintrunner x", (), 1.0), (), ("@someone",), ())  # fmt: skip
+    lint = LintReport("lintrunner x", (), 1.0)
+    sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN,
+                      authors=("@someone",))  # fmt: skip
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0")
-    words = [p for p in judged.problems if "says '" not in p]  # rule 3 is tested on its own
+    words = [p for p in judged.flags if "says '" not in p]  # rule 3 is tested on its own
     assert words == []
     read = (done.message, done.pr_body, done.issue)
     for trigger in fix.claims[NEWEST.name]:
@@ -485,8 +506,8 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
     same = behaviour.op_counts([snorm.name], stock, stock)
     assert submission_problems((dataclasses.replace(good, bystanders=same),), None, [],
                                lint_asked=False) == ()  # fmt: skip
-    sub = Submission("0003-x.patch", "1.5.1", "Arm backend: Fix x", "", (held,), None, (), (),
-                     problems)  # fmt: skip
+    sub = _submission("0003-x.patch", "Arm backend: Fix x", (held,), None, source="1.5.1",
+                      problems=problems)  # fmt: skip
     header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
     patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
     plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")

@@ -38,14 +38,16 @@ from overlay.upstream.gitrepo import (
 from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.results import (
     CARRIED,
+    Action,
     Applied,
     Counts,
     LintReport,
     OnBase,
     OpCounts,
+    PatchVerdict,
+    Review,
     Sending,
     Status,
-    Submission,
     TestRun,
     parse_applied_upstream,
 )
@@ -189,12 +191,12 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             for b, am in zip(on_bases, (am_main, on_release), strict=True)
         )
         authors = recent_authors(scratch, main, sorted(item.after), request.signer)
+        rules = tuple(commit_rules.check_message(item.message, verbs))
+        review = Review(item.base_commit, report, rules, authors, checks)
         sub, texts = judge(
             item, patch,
-            Submission(
-                patch.name, newest.name, item.subject, item.base_commit, bases_found, report,
-                tuple(commit_rules.check_message(item.message, verbs)), authors, (), checks,
-            ),
+            PatchVerdict(patch.name, item.subject, bases_found, Action.SEND, "",
+                         source=newest.name, review=review),
             torch=torch, stale=stale, lint_asked=request.lint, branch=(str(repo), branch),
         )  # fmt: skip
         submissions.append(sub)
@@ -224,14 +226,14 @@ def _git_am(
 def judge(
     item: export.Export,
     patch: Patch,
-    sub: Submission,
+    sub: PatchVerdict,
     *,
     torch: str,
     stale: str = "",
     lint_asked: bool = True,
     branch: tuple[str, str] = ("", ""),
-) -> tuple[Submission, export.Export]:
-    """Return the submission with what holds it back, and the export with every text a
+) -> tuple[PatchVerdict, export.Export]:
+    """Return the fix's verdict with what holds it back, and the export with every text a
     reviewer reads (PR body, issue draft, checklist): upstream's gate on what was measured.
 
     ``stale``: why main is older than the release ("": it is not); ``branch``: the
@@ -239,12 +241,16 @@ def judge(
     """
     texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
     fix = fixes.by_patch(patch.name)
+    review = sub.review or Review("", None, (), ())
     problems = submission_problems(
-        sub.bases, sub.lint, sub.rules, lint_asked=lint_asked, stale=stale, texts=texts,
+        sub.bases, review.lint, review.rules, lint_asked=lint_asked, stale=stale, texts=texts,
         note=fix.upstream if fix else None, internal=[c.name for c in corpus.ALL_CASES],
-        checks=sub.checks,
+        checks=review.checks,
     )  # fmt: skip
-    judged = replace(sub, problems=problems)
+    held = f"held back: {len(problems)} problem(s)" if problems else "ready to send"
+    judged = replace(
+        sub, action=Action.HOLD if problems else Action.SEND, text=held, flags=problems
+    )
     return judged, replace(texts, checklist=pr_text.checklist(texts, judged, *branch, stale))
 
 

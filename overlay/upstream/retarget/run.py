@@ -336,6 +336,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
                     f"locks: {exc.message}" + (f": {exc.found}" if exc.found else "")
                 )
     headers = {p.name: p.header.get("Applied-Upstream", "") for p in new_series.patches}
+    subjects = {p.name: p.subject for p in series.patches}
     verdicts = [
         flag_stale_header(
             final_verdict(
@@ -345,6 +346,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
                 found.get(p.name),
                 version,
                 registered=fixes.by_patch(p.name) is not None,
+                subject=subjects[p.name],
             ),
             parse_applied_upstream(headers.get(p.name, "")),
             version,
