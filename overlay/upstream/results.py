@@ -156,10 +156,6 @@ class Replay:
     patches: tuple[OnBase, ...]
     range_diff: RangeDiff | None = None
 
-    def of(self, name: str) -> OnBase:
-        """Return the result of patch ``name``."""
-        return next(p for p in self.patches if p.patch == name)
-
 
 @dataclass(frozen=True)
 class UpstreamInfo:
