@@ -79,6 +79,7 @@ VERDICT = PatchVerdict(
     patch="0001-fix.patch",
     subject="Arm backend: Fix",
     bases=(
+        OnBase("0001-fix.patch", Applied(Status.APPLIES), base="1.2.0", behaviour=BEHAVIOUR),
         OnBase(
             "0001-fix.patch",
             Applied(Status.CONFLICT, "hunk 1/2", conflicts=(REGION,)),
@@ -122,7 +123,6 @@ def test_a_retarget_report_round_trips_directly_from_its_dataclasses() -> None:
         runtime={"torch": "2.11.0"},
         attempts=(PinAttempt({"torch": "2.11.0"}, True, "ok", 30.0, "torch_pin.py"),),
         patches=(VERDICT,),
-        pinned=(BEHAVIOUR,),
         runtime_form="unchanged",
         moves=(CaseMove("conv_int16", "right", "right", (), "no change", ""),),
         runs={"new": RUN},
@@ -138,7 +138,9 @@ def test_a_retarget_report_round_trips_directly_from_its_dataclasses() -> None:
         "patch", "subject", "bases", "action", "text", "upstream", "source", "flags", "since",
         "review",
     }  # fmt: skip
-    (on,) = patch["bases"]
+    pinned, on = patch["bases"]
+    assert (pinned["base"], pinned["own"]["status"]) == ("1.2.0", "applies")
+    assert pinned["behaviour"] == on["behaviour"]
     assert on["own"]["conflicts"] == [{"path": "a.py", "line": 3, "text": "<<<<<<< main\n"}]
     assert on["port"] == {
         "status": "offset", "detail": "+2 lines", "offsets": [2], "conflicts": [], "evidence": [],

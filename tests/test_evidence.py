@@ -70,7 +70,7 @@ def _report(
     )
     return Retarget(
         old_version="1.2.0", version="9.9.0", candidate="out/patches", fast=False, problems=(),
-        wheels=(), runtime={}, attempts=(), patches=rows, pinned=(), runtime_form="", moves=(),
+        wheels=(), runtime={}, attempts=(), patches=rows, runtime_form="", moves=(),
         runs={}, timings={}, worktree="", resume="", locks=(),
     )  # fmt: skip
 

@@ -98,11 +98,10 @@ def test_retarget_verdict_per_patch(retargeted: Retarget) -> None:
 def _behaviour(retargeted: Retarget) -> dict[str, dict[str, PatchBehaviour]]:
     """Return patch -> release -> its behaviour, on the pinned release and on 1.5.1."""
     table: dict[str, dict[str, PatchBehaviour]] = {}
-    for found in retargeted.pinned:
-        table.setdefault(found.patch, {})["1.2.0"] = found
     for verdict in retargeted.patches:
-        if verdict.on.behaviour is not None:
-            table.setdefault(verdict.patch, {})["1.5.1"] = verdict.on.behaviour
+        for on in verdict.bases:  # the pinned release (1.2.0), then the new one (1.5.1)
+            if on.behaviour is not None:
+                table.setdefault(verdict.patch, {})[on.behaviour.release] = on.behaviour
     return table
 
 

@@ -81,16 +81,15 @@ def matrix_blocks(matrix: Matrix) -> list[Block]:
 
 
 def _patch_items(result: Retarget) -> list[Item]:
-    pinned = {b.patch: b for b in result.pinned}
     out = []
     for verdict in result.patches:
         out.append(item(f"{verdict.patch}: {verdict.text}"))
         own = verdict.on.own
         if own.conflicts:
             out.append(item(f"its own patch: {conflict_text(own)}", depth=1))
-        if verdict.patch in pinned:
-            before = pinned[verdict.patch]
-            out.append(item(f"on {result.old_version}: {before.text}", depth=1))
+        for before in verdict.bases[:-1]:  # on the pinned release, where measured
+            if before.behaviour is not None:
+                out.append(item(f"on {before.base}: {before.behaviour.text}", depth=1))
         found = verdict.on.behaviour
         if found is not None:
             for case in (*found.bug_cases, *found.other_cases):

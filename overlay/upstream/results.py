@@ -548,8 +548,7 @@ class Retarget:
     wheels: tuple[WheelRecord, ...]
     runtime: dict[str, str]
     attempts: tuple[PinAttempt, ...]
-    patches: tuple[PatchVerdict, ...]
-    pinned: tuple[PatchBehaviour, ...]  # each patch on the pinned release, stock vs patched
+    patches: tuple[PatchVerdict, ...]  # on the pinned release (where measured), then the new
     runtime_form: str
     moves: tuple[CaseMove, ...]
     runs: dict[str, ReleaseRun]  # "old" / "new"

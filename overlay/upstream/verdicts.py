@@ -653,10 +653,12 @@ def final_verdict(
     *,
     registered: bool = True,
     subject: str = "",
+    pinned: OnBase | None = None,
 ) -> PatchVerdict:
     """Combine a patch's text on the new release and its behaviour there.
 
-    ``registered`` says whether the fix registry knows the patch (its trigger cases).
+    ``registered`` says whether the fix registry knows the patch (its trigger cases);
+    ``pinned``: the patch on the pinned release, where measured (the verdict's first base).
     """
     flags: list[str] = []
     upstream_ref = f" ({source})" if source.startswith("Applied-Upstream") else ""
@@ -689,8 +691,8 @@ def final_verdict(
         source = kept
     if not registered:
         flags.append("no fix module in overlay/fixes/: no trigger cases to check")
-    on = replace(replayed, behaviour=found)
-    return PatchVerdict(replayed.patch, subject, (on,), final, text, source=source, flags=(*flags,))
+    bases = (*([pinned] if pinned else []), replace(replayed, behaviour=found))
+    return PatchVerdict(replayed.patch, subject, bases, final, text, source=source, flags=(*flags,))
 
 
 def flag_stale_header(verdict: PatchVerdict, header: UpstreamInfo, version: str) -> PatchVerdict:
