@@ -1,8 +1,9 @@
 """The one set of upstream result types: what a replay, a run and a verdict found.
 
 Size: longer than 500 lines on purpose: every report of the upstream work (``matrix``,
-``retarget.json``, the canary's ``status.json``) is made of these frozen dataclasses and
-:mod:`overlay.codec` encodes them directly (no JSON mirror classes), so they sit together.
+``retarget.json``, the canary's ``status.json``, the export's ``upstream.json``) is made of
+these frozen dataclasses and :mod:`overlay.codec` encodes them directly (no JSON mirror
+classes), so they sit together.
 
 The matrix, a retarget, the canary and the export ask one question, "how does patch P fare
 on base B": its answer is an :class:`OnBase` (an :class:`Applied` for the line's own patch
@@ -472,7 +473,8 @@ class PatchVerdict:
     """One patch judged: its result on each base it was tried on, what to do, and why.
 
     The one per-patch result of the matrix (each release, oldest first), a retarget (the
-    new release), the canary (upstream main) and the export (main, then the newest release).
+    pinned release where measured, then the new one), the canary (upstream main) and the
+    export (main, then the newest release).
     """
 
     patch: str
@@ -482,7 +484,8 @@ class PatchVerdict:
     text: str  # why (the canary: the next step)
     upstream: str = ""  # its Applied-Upstream header; the canary: what its Forwarded: became
     source: str = ""  # where its text comes from: "pinned", "port 1.5.1", "3-way merge", ...
-    flags: tuple[str, ...] = ()  # what holds it back (the export), disagreements, the canary's
+    flags: tuple[str, ...] = ()  # the export: what holds it back; a retarget: disagreements;
+    # the canary: NEWLY_CONFLICTING, the commit bisected ("Broken-by: <commit>")
     since: str = ""  # the canary: the day its status on main was first seen
     review: Review | None = None  # the export: upstream's gate on its commit
 
