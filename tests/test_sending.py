@@ -561,9 +561,34 @@ def test_measure_lowers_each_patchs_bystanders_beside_its_triggers(
     (found,) = prepare.measure(
         base, [patch], "1.5.1", tmp_path / "out", lambda _: None, origin=base.files
     ).values()
+    assert found.lands and (found.base, found.commit) == ("1.5.1", "c0ffee")
     claimed = {t.case for t in fix.triggers}
     bystanders = [c.name for c in corpus.BYSTANDERS if c.name not in claimed]
     assert set(bystanders) <= set(ran["cases"])
     assert [c.case for c in found.bystanders if c.target == "tosa"] == bystanders
     changed = [c for c in found.bystanders if op_count_change(c)]
     assert [(c.case, c.target) for c in changed] == [(corpus.BYSTANDERS[1].name, "tosa")]
+
+
+def test_measure_says_why_a_patch_does_not_land_on_a_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = "backends/arm/demo.py"
+    patch = parse_patch(
+        "0009-demo.patch",
+        "Description: Fix demo\n It fixes.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+        + make_diff(path, "x = 1\n", "x = 2\n"),
+    )
+    monkeypatch.setattr(behaviour, "run_envs", lambda *_, **__: {})
+    monkeypatch.setattr(upstream_tests, "vulkan_env", lambda *_: {})
+    env = release_venvs.Env(tmp_path / "env", None)  # type: ignore[arg-type]
+    base = prepare.Base("main", "c0ffee", {path: b"y = 1\n"}, env, tmp_path / "python", "2026")
+    (found,) = prepare.measure(
+        base, [patch], "1.5.1", tmp_path / "out", lambda _: None, origin={path: b"x = 1\n"}
+    ).values()
+    assert not found.lands and (found.base, found.commit, found.date) == ("main", "c0ffee", "2026")
+    assert found.own.detail.startswith("does not apply to main: conflict: ")
+    assert (found.behaviour, found.affected) == (None, None)
+    assert submission_problems((found,), None, [], lint_asked=False) == (
+        f"main: {found.own.detail}",
+    )

@@ -328,17 +328,15 @@ def measure(
     """
     after: dict[str, dict[str, bytes]] = {}
     found: dict[str, OnBase] = {}
-    how: dict[str, Applied] = {}
     for patch in patches:
-        how[patch.name], files = landed(patch, base.files, origin)
-        if not files:
-            text = f"{how[patch.name].status.value}: {how[patch.name].detail}".rstrip(": ")
-            why = replace(how[patch.name], detail=f"does not apply to {base.name}: {text}")
-            found[patch.name] = OnBase(
-                patch.name, why, base=base.name, commit=base.commit, date=base.date
-            )
-            continue
-        after[patch.name] = files
+        how, files = landed(patch, base.files, origin)
+        if not files:  # why not, in a sentence
+            text = f"{how.status.value}: {how.detail}".rstrip(": ")
+            how = replace(how, detail=f"does not apply to {base.name}: {text}")
+        found[patch.name] = OnBase(patch.name, how, base=base.name, commit=base.commit,
+                                   date=base.date)  # fmt: skip
+        if files:
+            after[patch.name] = files
     pythons = {
         name: host.wrapper(
             out_dir / name,
@@ -377,9 +375,8 @@ def measure(
             tests = {patch.name: added} if added.selection else {}
             measured = behaviour.measure([patch.name], pair, [release], target=release, tests=tests)
             counts = behaviour.op_counts(others[patch.name], sides["stock"], sides[patch.name])
-        found[patch.name] = OnBase(
-            patch.name, how[patch.name], base=base.name, commit=base.commit, date=base.date,
-            behaviour=(measured or {}).get(patch.name), affected=run,
+        found[patch.name] = replace(
+            found[patch.name], behaviour=(measured or {}).get(patch.name), affected=run,
             broken=suite_changes(run.stock, run.patched)[0], bystanders=counts,
         )  # fmt: skip
     return found
