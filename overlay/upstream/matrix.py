@@ -30,8 +30,8 @@ def build_matrix(
     ``pins_file`` names where release wheel hashes are recorded (for the report).
     """
     ordered = sorted(releases, key=lambda r: Version(r.version))
-    replays = {
-        release.version: replay.replay(
+    replays = [
+        replay.replay(
             series.patches,
             release.texts,
             frozenset(release.files),
@@ -39,14 +39,13 @@ def build_matrix(
             base=release.version,
         )
         for release in ordered
-    }
+    ]
     rows = []
-    for index, patch in enumerate(series.patches):
+    for patch, *carries in zip(series.patches, *replays, strict=True):
         header = patch.header.get("Applied-Upstream", "")
-        cells = {version: carries[index].replayed for version, carries in replays.items()}
+        cells = tuple(carry.replayed for carry in carries)
         action, text = text_verdict(parse_applied_upstream(header), cells)
-        row = PatchVerdict(patch.name, patch.subject, tuple(cells.values()), action, text, header)
-        rows.append(row)
+        rows.append(PatchVerdict(patch.name, patch.subject, cells, action, text, header))
     wheels = {r.version: r.record for r in ordered}
     return Matrix(series.digest, pins_file, wheels, tuple(rows))
 

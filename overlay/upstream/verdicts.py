@@ -38,7 +38,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from packaging.version import Version
@@ -80,21 +80,19 @@ from overlay.upstream.results import (
 # --- text ----------------------------------------------------------------------------------
 
 
-def text_verdict(info: UpstreamInfo, cells: Mapping[str, OnBase]) -> tuple[Action, str]:
+def text_verdict(info: UpstreamInfo, cells: Sequence[OnBase]) -> tuple[Action, str]:
     """Combine the patch's Applied-Upstream header with the matrix (text only).
 
     ``cells``: the patch on each release of the matrix, oldest first.
     """
-    versions = list(cells)
-    newest = versions[-1]
-    effective = cells[newest].effective
+    newest, effective = cells[-1].base, cells[-1].effective
     if info.version is not None:
         how = f" ({info.ref})" if info.ref else ""
         text = f"drop: fixed upstream in {info.version}{how}"
         if info.note and not info.commit:
             text += f", {info.note}"
         fixed = Version(info.version)
-        stale = [v for v in versions if Version(v) >= fixed and cells[v].own.status in APPLYING]
+        stale = [c.base for c in cells if Version(c.base) >= fixed and c.own.status in APPLYING]
         if stale:
             text += f"; yet the patch still applies on {', '.join(stale)}: check the header"
         return Action.DROP, text
@@ -104,10 +102,10 @@ def text_verdict(info: UpstreamInfo, cells: Mapping[str, OnBase]) -> tuple[Actio
             text += f"; the code it changes is still in {newest} ({effective.short})"
         return Action.DROP, text
     if effective.status is Status.CONTAINED:
-        first = next(v for v in versions if cells[v].effective.status is Status.CONTAINED)
+        first = next(c.base for c in cells if c.effective.status is Status.CONTAINED)
         text = f"drop: contained upstream since {first} (add Applied-Upstream to the header)"
         return Action.DROP, text
-    port = cells[newest].port_version
+    port = cells[-1].port_version
     if effective.status in APPLYING:
         via = f" (port {port})" if port else ""
         return Action.SEND, f"send upstream: not fixed in {newest}; applies there{via}"
