@@ -44,7 +44,7 @@ def test_the_canary_writes_the_page_and_prints_each_row(
     _, _, out, printed = ran
     assert "1.2.0 0002-beta-half-scale.patch: conflict; not forwarded; next: port:" in printed
     data = json.loads((out / "status.json").read_text(encoding="utf-8"))
-    assert [r["main"] for r in data["lines"][0]["rows"]] == [
+    assert [r["bases"][0]["own"]["status"] for r in data["lines"][0]["rows"]] == [
         "contained", "conflict", "offset", "contained",
     ]  # fmt: skip
     assert (out / "status.html").is_file() and (out / "status.md").is_file()
@@ -57,7 +57,7 @@ def test_a_newly_conflicting_patch_exits_11_after_writing_the_page(
     tmp_path, repo, out, _ = ran
     data = json.loads((out / "status.json").read_text(encoding="utf-8"))
     for row in data["lines"][0]["rows"]:
-        row["main"] = "applies"
+        row["bases"][0]["own"]["status"] = "applies"
     previous = tmp_path / "previous.json"
     previous.write_text(json.dumps(data), encoding="utf-8")
     code = _canary(

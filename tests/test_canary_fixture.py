@@ -27,6 +27,7 @@ from overlay.upstream.canary import bisect, canary_run, page
 from overlay.upstream.canary.rebase import commit_series
 from overlay.upstream.gitrepo import fixed_date, open_upstream
 from overlay.upstream.results import (
+    Action,
     CanaryReport,
     ForwardState,
     HostState,
@@ -185,9 +186,12 @@ def test_each_patch_is_reported_as_what_upstream_did_to_it(
     assert "0003" not in bisects
     assert line.gate is not None and line.gate.ok, line.gate
     rows = {r.patch[:4]: r for r in line.rows}
-    assert rows["0001"].next_step.startswith("keep on 1.2.0; drop on lines from v1.3.0 on")
-    assert rows["0004"].next_step.startswith("keep until a release carries it")
-    assert rows["0002"].next_step.startswith("port: resolve the conflict, broken by")
+    assert rows["0001"].text.startswith("keep on 1.2.0; drop on lines from v1.3.0 on")
+    assert rows["0004"].text.startswith("keep until a release carries it")
+    assert rows["0002"].text.startswith("port: resolve the conflict, broken by")
+    assert [rows[n].action for n in ("0001", "0002", "0004")] == [
+        Action.KEEP, Action.CONFLICT, Action.KEEP,
+    ]  # fmt: skip
     assert not report.failed  # no previous page: nothing is new
 
 
@@ -229,13 +233,14 @@ def test_a_patch_newly_conflicting_fails_against_the_previous_page(
     data = json.loads(render.json_text(first))
     for row in data["lines"][0]["rows"]:
         if row["patch"].startswith("0002"):
-            row["main"] = Status.APPLIES.value
+            row["bases"][0]["own"]["status"] = Status.APPLIES.value
             row["since"] = "2026-01-01"
     previous = root / "previous.json"
     previous.write_text(json.dumps(data), encoding="utf-8")
     report = run_canary(root, up, gate=False, previous=previous)
     assert report.failures == (
-        f"1.2.0/{HEADERS[BETA][0]}: newly conflicting on main ({report.lines[0].rows[1].result})",
+        f"1.2.0/{HEADERS[BETA][0]}: newly conflicting on main"
+        f" ({canary_run.result_text(report.lines[0].rows[1].on)})",
     )
     again = root / "again.json"
     again.write_text(render.json_text(report), encoding="utf-8")
@@ -293,8 +298,8 @@ def test_a_line_without_its_tag_upstream_is_based_on_its_wheels_sources(
     wheel, _ = _wheel()(Line("1.2.1", root))
     assert scratch.files(untagged.base, [*BASE, WHEEL_ONLY]) == {p: wheel[p] for p in BASE}
     # as with the tag: each patch on main, what upstream did to it, the commit that did it
-    assert [(r.patch, r.main, r.upstream, r.bisect) for r in untagged.rows] == [
-        (r.patch, r.main, r.upstream, r.bisect) for r in tagged.rows
+    assert [(r.patch, r.on.own.status, r.upstream, r.flags) for r in untagged.rows] == [
+        (r.patch, r.on.own.status, r.upstream, r.flags) for r in tagged.rows
     ]
     assert untagged.forwarded == tagged.forwarded
 

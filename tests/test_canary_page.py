@@ -15,6 +15,8 @@ from test_equivalence_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
 from overlay import codec, render
 from overlay.upstream.canary import page
 from overlay.upstream.results import (
+    NEWLY_CONFLICTING,
+    Action,
     Applied,
     CanaryReport,
     Conflict,
@@ -26,12 +28,12 @@ from overlay.upstream.results import (
     HostState,
     LineResult,
     MainBehaviour,
+    OnBase,
     Outcome,
     PatchBehaviour,
+    PatchVerdict,
     RangeDiff,
     Replay,
-    Replayed,
-    Row,
     Status,
     TestResult,
     TestRun,
@@ -44,13 +46,13 @@ BAD_FILL, OK_FILL = (0xF8, 0xD0, 0xD0), (0xD6, 0xF0, 0xDC)  # conflict and appli
 def sample() -> CanaryReport:
     """A report with a conflicting, an applying and a merged-upstream patch."""
     region = Conflict("backends/arm/b.py", 4, "<<<<<<< main\nx\n=======\ny\n>>>>>>> p\n")
-    conflict = Replayed(
+    conflict = OnBase(
         "0002-b.patch",
         Applied(Status.CONFLICT, conflicts=(region,)),
         "1.5.1",
         Applied(Status.APPLIES),
     )
-    applies = Replayed("0003-c.patch", Applied(Status.OFFSET, offsets=(7,)))
+    applies = OnBase("0003-c.patch", Applied(Status.OFFSET, offsets=(7,)))
     target = Replay(
         "main",
         "f" * 40,
@@ -63,8 +65,10 @@ def sample() -> CanaryReport:
         "diff --git a/b.py b/b.py\n-<script>alert(1)</script>\n", "",
     )  # fmt: skip
     rows = tuple(
-        Row("1.2.0", p.patch, "s", p.own.status, "still open", "found", "keep", "2026-01-01", new)
-        for p, new in ((conflict, True), (applies, False))
+        PatchVerdict(
+            p.patch, "s", (p,), Action.KEEP, "keep", "still open", flags=flags, since="2026-01-01"
+        )
+        for p, flags in ((conflict, (NEWLY_CONFLICTING,)), (applies, ()))
     )
     line = LineResult(
         "1.2.0",
@@ -86,11 +90,11 @@ def sample() -> CanaryReport:
 def test_status_json_validates_against_the_derived_schema_and_decodes_back() -> None:
     report = sample()
     schema = json.loads(page.json_schema())
-    assert schema["title"] == page.SCHEMA_TITLE and "Replayed" in schema["$defs"]
+    assert schema["title"] == page.SCHEMA_TITLE and "OnBase" in schema["$defs"]
     data = json.loads(render.json_text(report))
     jsonschema.validate(data, schema)
     assert codec.loads(CanaryReport, render.json_text(report)) == report
-    data["lines"][0]["rows"][0]["main"] = "sort of applies"
+    data["lines"][0]["rows"][0]["bases"][0]["own"]["status"] = "sort of applies"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, schema)
 
@@ -112,7 +116,7 @@ def test_markdown_has_one_row_per_line_and_patch_and_the_failures() -> None:
 def test_the_page_prints_every_cell_whole() -> None:
     step = "rebase the patch onto main, run its tests on the hosted build, then re-run the canary"
     line = sample().lines[0]
-    rows = tuple(replace(row, next_step=step) for row in line.rows)
+    rows = tuple(replace(row, text=step) for row in line.rows)
     report = replace(sample(), lines=(replace(line, rows=rows),))
     shown = render.markdown(page.blocks(report)).splitlines()
     assert [r.split(" | ")[:2] for r in shown if r.startswith("| 1.2")] == [

@@ -26,12 +26,12 @@ from overlay.upstream.results import (
     Conflict,
     Counts,
     Matrix,
+    OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
     PinAttempt,
     ReleaseRun,
-    Replayed,
     Retarget,
     Status,
     TestOutcome,
@@ -76,17 +76,22 @@ BEHAVIOUR = PatchBehaviour(
 )
 REGION = Conflict("a.py", 3, "<<<<<<< main\n")
 VERDICT = PatchVerdict(
-    name="0001-fix.patch",
-    action=Action.CONFLICT,
-    source="3-way merge",
-    text="conflict: resolve by hand",
-    replayed=Replayed(
-        "0001-fix.patch",
-        Applied(Status.CONFLICT, "hunk 1/2", conflicts=(REGION,)),
-        "1.5.1",
-        Applied(Status.OFFSET, "+2 lines", (2,)),
+    patch="0001-fix.patch",
+    subject="Arm backend: Fix",
+    bases=(
+        OnBase("0001-fix.patch", Applied(Status.APPLIES), base="1.2.0", behaviour=BEHAVIOUR),
+        OnBase(
+            "0001-fix.patch",
+            Applied(Status.CONFLICT, "hunk 1/2", conflicts=(REGION,)),
+            "1.5.1",
+            Applied(Status.OFFSET, "+2 lines", (2,)),
+            base="executorch 1.5.1",
+            behaviour=BEHAVIOUR,
+        ),
     ),
-    behaviour=BEHAVIOUR,
+    action=Action.CONFLICT,
+    text="conflict: resolve by hand",
+    source="3-way merge",
     flags=("the text says drop, stock still fails",),
 )
 RUN = ReleaseRun(
@@ -118,7 +123,6 @@ def test_a_retarget_report_round_trips_directly_from_its_dataclasses() -> None:
         runtime={"torch": "2.11.0"},
         attempts=(PinAttempt({"torch": "2.11.0"}, True, "ok", 30.0, "torch_pin.py"),),
         patches=(VERDICT,),
-        pinned=(BEHAVIOUR,),
         runtime_form="unchanged",
         moves=(CaseMove("conv_int16", "right", "right", (), "no change", ""),),
         runs={"new": RUN},
@@ -128,16 +132,20 @@ def test_a_retarget_report_round_trips_directly_from_its_dataclasses() -> None:
         locks=("out/patches/locks/cp311-linux_x86_64.txt",),
     )
     data = _round_trip(report, "retarget.json")
-    assert data["schema"] == REPORT_SCHEMA == 2
+    assert data["schema"] == REPORT_SCHEMA == 3
     patch = data["patches"][0]
-    assert set(patch) == {"name", "action", "source", "text", "replayed", "behaviour", "flags"}
-    assert patch["replayed"]["own"]["conflicts"] == [
-        {"path": "a.py", "line": 3, "text": "<<<<<<< main\n"}
-    ]
-    assert patch["replayed"]["port"] == {
+    assert set(patch) == {
+        "patch", "subject", "bases", "action", "text", "upstream", "source", "flags", "since",
+        "review",
+    }  # fmt: skip
+    pinned, on = patch["bases"]
+    assert (pinned["base"], pinned["own"]["status"]) == ("1.2.0", "applies")
+    assert pinned["behaviour"] == on["behaviour"]
+    assert on["own"]["conflicts"] == [{"path": "a.py", "line": 3, "text": "<<<<<<< main\n"}]
+    assert on["port"] == {
         "status": "offset", "detail": "+2 lines", "offsets": [2], "conflicts": [], "evidence": [],
     }  # fmt: skip
-    behaviour = patch["behaviour"]
+    behaviour = on["behaviour"]
     assert behaviour["test_verdict"] == {"outcome": "fails before, passes after", "text": "x"}
     assert behaviour["bug_cases"][0] == {
         "case": "conv_int16",
@@ -156,7 +164,7 @@ def test_a_retarget_report_round_trips_directly_from_its_dataclasses() -> None:
     assert data["runs"]["new"]["workers"]["stock"]["runtime_fixes_applied"] == [1, 3]
 
 
-def test_a_matrix_round_trips_with_its_replays_and_ports() -> None:
+def test_a_matrix_round_trips_with_each_patch_on_each_release_and_its_port() -> None:
     from overlay.lines import pins
     from overlay.text.series import Series, parse_patch
 
@@ -176,13 +184,14 @@ def test_a_matrix_round_trips_with_its_replays_and_ports() -> None:
     matrix = build_matrix(series, {"1.5.1": {1: patch}}, [release], "upstream.toml")
     assert isinstance(matrix, Matrix)
     data = _round_trip(matrix, "matrix.json")
-    cell = data["replays"][0]["patches"][0]
-    assert (cell["own"]["status"], cell["port_version"], cell["port"]["status"]) == (
+    (cell,) = data["rows"][0]["bases"]
+    assert (cell["base"], cell["own"]["status"], cell["port_version"], cell["port"]["status"]) == (
+        "1.5.1",
         "applies",
         "1.5.1",
         "applies",
     )
-    assert data["rows"][0]["verdict"]["action"] == "upstream"
+    assert data["rows"][0]["action"] == "send upstream"
     assert data["wheels"]["1.5.1"] == {"file": "executorch-1.5.1.whl", "sha256": "ab" * 32,
                                        "pinned": True}  # fmt: skip
 

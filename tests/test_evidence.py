@@ -22,10 +22,10 @@ from overlay.upstream.results import (
     Applied,
     CaseOutcome,
     Counts,
+    OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
-    Replayed,
     Retarget,
     TestOutcome,
     TestResult,
@@ -70,7 +70,7 @@ def _report(
     )
     return Retarget(
         old_version="1.2.0", version="9.9.0", candidate="out/patches", fast=False, problems=(),
-        wheels=(), runtime={}, attempts=(), patches=rows, pinned=(), runtime_form="", moves=(),
+        wheels=(), runtime={}, attempts=(), patches=rows, runtime_form="", moves=(),
         runs={}, timings={}, worktree="", resume="", locks=(),
     )  # fmt: skip
 
@@ -78,8 +78,8 @@ def _report(
 def _verdict(
     name: str, action: Action, text: str, behaviour: PatchBehaviour | None
 ) -> PatchVerdict:
-    replayed = Replayed(name, Applied(TextStatus.APPLIES))
-    return PatchVerdict(name, action, "pinned", text, replayed, behaviour)
+    on = OnBase(name, Applied(TextStatus.APPLIES), behaviour=behaviour)
+    return PatchVerdict(name, "", (on,), action, text, source="pinned")
 
 
 def test_a_report_becomes_the_lines_evidence() -> None:

@@ -32,6 +32,7 @@ from overlay.upstream.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.prepare import export_against
 from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.replay import ports_of
+from overlay.upstream.results import Status
 from overlay.upstream.upstream_pins import for_series
 
 from scaffold import created_diff, make_diff
@@ -181,8 +182,8 @@ def test_a_created_file_exports_as_a_new_file_git_am_creates(tmp_path: Path) -> 
     assert item.after == {PATH: FIXED.encode(), shader: text.encode()}
     assert f"diff --git a/{shader} b/{shader}\nnew file mode 100644\n" in item.mbox
     assert f" create mode 100644 {shader}\n" in item.mbox
-    landed = prepare.landed(patch, release, release)  # as the export lands it on main
-    assert isinstance(landed, dict) and set(landed) == {PATH, shader}
+    how, landed = prepare.landed(patch, release, release)  # as the export lands it on main
+    assert how.status is Status.APPLIES and set(landed) == {PATH, shader}
     on_main = export_patch(patch, release, signer=SIGNER, base_commit="cd" * 20, year=2026,
                            after=landed)  # fmt: skip
     assert (on_main.before, on_main.mbox) == (item.before, item.mbox)

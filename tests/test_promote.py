@@ -107,8 +107,8 @@ def _report(*, problems: tuple[str, ...] = ()) -> str:
     report = Retarget(
         old_version="1.2.0", version="1.6.0", candidate="out/patches", fast=True,
         problems=problems, wheels=(), runtime={"torch": "2.11.0"}, attempts=(), patches=(),
-        pinned=(), runtime_form="", moves=(), runs={}, timings={"total": 1.0}, worktree="",
-        resume="", locks=(),
+        runtime_form="", moves=(), runs={}, timings={"total": 1.0}, worktree="", resume="",
+        locks=(),
     )  # fmt: skip
     return codec.dumps(report, indent=2) + "\n"
 

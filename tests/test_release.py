@@ -55,15 +55,15 @@ def retargeted(tmp_path_factory: pytest.TempPathFactory) -> Retarget:
 
 def test_retarget_verdict_per_patch(retargeted: Retarget) -> None:
     result = retargeted
-    verdicts = {v.name: v for v in result.patches}
+    verdicts = {v.patch: v for v in result.patches}
     assert result.runtime["torch"] == "2.13.0"
     assert {a.runtime["torch"] for a in result.attempts} == {"2.13.0"}
     assert result.runtime["tosa-tools"] == "2026.5.0"  # the vgf extra's pin works
     int16 = verdicts[INT16]
     assert (int16.action, int16.source) == (Action.PORTED, "port 1.5.1")
-    assert int16.behaviour is not None
-    assert int16.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
-    grid = int16.behaviour.bug_cases[0]
+    assert int16.on.behaviour is not None
+    assert int16.on.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    grid = int16.on.behaviour.bug_cases[0]
     assert grid.case == "grid_warp_a16w8_vgf"
     assert "only supports per-tensor int8 grids" in grid.stock_error
     assert grid.patched is not None and grid.patched.value == "right"
@@ -80,12 +80,12 @@ def test_retarget_verdict_per_patch(retargeted: Retarget) -> None:
     # port (resolved through the retarget's conflict path) clamps the conv's rescale.
     conv = verdicts[CONV]
     assert (conv.action, conv.source) == (Action.PORTED, "port 1.5.1")
-    assert conv.behaviour is not None
-    assert conv.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
-    (case,) = conv.behaviour.bug_cases
+    assert conv.on.behaviour is not None
+    assert conv.on.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    (case,) = conv.on.behaviour.bug_cases
     assert (case.case, case.stock.value) == ("conv_relu_cat_mixed_qparams", "wrong")
     assert case.patched is not None and case.patched.value == "right"
-    assert [p.name for p in result.patches if p.action is Action.PORTED] == [INT16, CONV]
+    assert [p.patch for p in result.patches if p.action is Action.PORTED] == [INT16, CONV]
     # right with 1.2.0's build, failing VGF with the ports alone: 1.5.1 partitions
     # grid_sample for VGF on integer-only specs; the 1.5.1 line's own fix 7 covers it
     moves = {m.case: m for m in result.moves}
@@ -98,11 +98,10 @@ def test_retarget_verdict_per_patch(retargeted: Retarget) -> None:
 def _behaviour(retargeted: Retarget) -> dict[str, dict[str, PatchBehaviour]]:
     """Return patch -> release -> its behaviour, on the pinned release and on 1.5.1."""
     table: dict[str, dict[str, PatchBehaviour]] = {}
-    for found in retargeted.pinned:
-        table.setdefault(found.patch, {})["1.2.0"] = found
     for verdict in retargeted.patches:
-        if verdict.behaviour is not None:
-            table.setdefault(verdict.name, {})["1.5.1"] = verdict.behaviour
+        for on in verdict.bases:  # the pinned release (1.2.0), then the new one (1.5.1)
+            if on.behaviour is not None:
+                table.setdefault(verdict.patch, {})[on.behaviour.release] = on.behaviour
     return table
 
 
@@ -121,7 +120,10 @@ def test_behaviour_per_release(retargeted: Retarget) -> None:
     assert table[INT16]["1.5.1"].outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     fixing = Outcome.FAILS_BEFORE_PASSES_AFTER  # failing on stock, fixed by the patch
     kept = [v for v in retargeted.patches if v.action in KEPT]
-    assert [v.name for v in kept if v.behaviour and v.behaviour.outcome is fixing] == [INT16, CONV]
+    assert [v.patch for v in kept if v.on.behaviour and v.on.behaviour.outcome is fixing] == [
+        INT16,
+        CONV,
+    ]
 
 
 @pytest.mark.parametrize("name", [INT16, CONV])
@@ -159,7 +161,7 @@ def test_the_default_lines_last_fix_is_sent_against_the_release_and_main(tmp_pat
     (sub,) = done.report.submissions
     assert [b.base for b in sub.bases] == ["main", line.name]
     release = sub.bases[1]
-    assert release.applies == "" and release.behaviour is not None
+    assert release.lands and release.behaviour is not None
     assert release.behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER, release.behaviour.text
     assert release.broken == ()
     (item,) = done.exports

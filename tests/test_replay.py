@@ -15,7 +15,7 @@ from overlay.upstream import replay, reports
 from overlay.upstream.matrix import build_matrix, matrix_of
 from overlay.upstream.releases import Release
 from overlay.upstream.replay import check_file, line_steps, try_patch
-from overlay.upstream.results import Status, parse_applied_upstream
+from overlay.upstream.results import Action, Status, parse_applied_upstream
 from overlay.upstream.upstream_pins import for_series
 
 from scaffold import created_diff, make_diff
@@ -162,7 +162,7 @@ def test_parse_applied_upstream() -> None:
 
 
 def _verdict(series: Series, releases: list[Release], ports: replay.Ports | None = None) -> str:
-    return build_matrix(series, ports or {}, releases, "upstream.toml").rows[0].verdict.text
+    return build_matrix(series, ports or {}, releases, "upstream.toml").rows[0].text
 
 
 def test_matrix_verdicts_combine_header_and_newest_release() -> None:
@@ -170,12 +170,12 @@ def test_matrix_verdicts_combine_header_and_newest_release() -> None:
     fixed_upstream = _patch("0001-fixed.patch", BASE, FIXED, extra=header)
     releases = [_release("1.2.0", BASE), _release("1.3.0", FIXED)]
     matrix = build_matrix(_series(fixed_upstream), {}, releases, "upstream.toml")
-    assert [r.of("0001-fixed.patch").own.status for r in matrix.replays] == [
+    assert [cell.own.status for cell in matrix.rows[0].bases] == [
         Status.APPLIES,
         Status.CONTAINED,
     ]
-    assert matrix.rows[0].verdict.action == "drop"
-    assert matrix.rows[0].verdict.text == "drop: fixed upstream in 1.3.0 (abcdef0123)"
+    assert matrix.rows[0].action is Action.DROP
+    assert matrix.rows[0].text == "drop: fixed upstream in 1.3.0 (abcdef0123)"
     # The header claims a fix the matrix contradicts: say so.
     stale = _verdict(_series(fixed_upstream), [_release("1.3.0", BASE)])
     assert "still applies on 1.3.0: check the header" in stale
@@ -190,13 +190,14 @@ def test_matrix_verdicts_combine_header_and_newest_release() -> None:
     ports = {"1.5.1": {2: port}}
     sent = build_matrix(_series(plain), ports, [_release("1.2.0", BASE), _release("1.5.1", newer)],
                         "upstream.toml")  # fmt: skip
-    assert sent.rows[0].verdict.text.endswith("(port 1.5.1)")
-    assert sent.replays[0].patches[0].port is None  # a port only for its release and newer
+    assert sent.rows[0].text.endswith("(port 1.5.1)")
+    assert sent.rows[0].action is Action.SEND
+    assert sent.rows[0].bases[0].port is None  # a port only for its release and newer
     blocks = reports.matrix_blocks(sent)
     assert render.markdown(blocks).splitlines()[2] == "| patch | 1.2.0 | 1.5.1 |"
     assert "| 0002-plain | applies | conflict h1 / port applies |" in render.markdown(blocks)
     data = json.loads(render.json_text(sent))
-    assert data["replays"][1]["patches"][0]["port"]["status"] == "applies"
+    assert data["rows"][0]["bases"][1]["port"]["status"] == "applies"
 
 
 def test_matrix_pin_knows_recorded_and_new_releases() -> None:
@@ -227,19 +228,19 @@ def test_matrix_on_real_releases() -> None:
     assert matrix.versions == SHARED.matrix_versions
     assert all(w.pinned for w in matrix.wheels.values())  # sha256 checked on fetch
     rows = {row.patch: row for row in matrix.rows}
-    on = {r.base: r for r in matrix.replays}
-    newest = matrix.replays[-1]
-    assert all(p.own.status is Status.APPLIES for p in on["1.2.0"].patches)
-    int16 = newest.of("0001-keep-terminal-int16-quantize.patch")
+    on = {(row.patch, cell.base): cell for row in matrix.rows for cell in row.bases}
+    assert all(on[row.patch, "1.2.0"].own.status is Status.APPLIES for row in matrix.rows)
+    int16 = rows["0001-keep-terminal-int16-quantize.patch"].on
     assert int16.own.status is Status.CONFLICT
     assert int16.port is not None and int16.port.status is Status.APPLIES
     conv = rows["0003-conv-rescale-qparams-from-source.patch"]
-    assert conv.verdict.text.startswith("drop: fixed upstream in 1.3.0 (22867a9148)")
+    assert conv.text.startswith("drop: fixed upstream in 1.3.0 (22867a9148)")
     for version in ("1.3.1", "1.4.1", "1.5.1"):  # upstream's fix (22867a9148) is in 1.3.1
-        assert on[version].of(conv.patch).own.status not in (Status.APPLIES, Status.OFFSET)
-    slots = newest.of("0004-distinct-output-transpose-slots.patch")
+        assert on[conv.patch, version].own.status not in (Status.APPLIES, Status.OFFSET)
+    slots = rows["0004-distinct-output-transpose-slots.patch"].on
     assert slots.own.status is Status.MISSING
-    assert [r.patch for r in matrix.rows if r.verdict.needs_upstream] == [int16.patch]
+    needed = [r.patch for r in matrix.rows if r.action in (Action.SEND, Action.CONFLICT)]
+    assert needed == [int16.patch]
 
 
 def test_conflict_regions_keep_context_and_each_region() -> None:

@@ -18,8 +18,10 @@ from overlay.text.series import Patch, Series, load_series, parse_patch
 from overlay.upstream import behaviour, reports
 from overlay.upstream.results import (
     Action,
+    Applied,
     CaseMove,
     CaseOutcome,
+    OnBase,
     PinAttempt,
     Retarget,
     Status,
@@ -254,6 +256,10 @@ def _retarget(**changes: object) -> Retarget:
     found = decide_patch(
         FIX.name, "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True
     )
+    before = decide_patch(
+        FIX.name, "1.2.0", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True
+    )
+    pinned = OnBase(FIX.name, Applied(Status.APPLIES), base="1.2.0", behaviour=before)
     result = Retarget(
         old_version="1.2.0",
         version="1.5.1",
@@ -263,8 +269,9 @@ def _retarget(**changes: object) -> Retarget:
         wheels=(),
         runtime={"torch": "2.13.0"},
         attempts=(PinAttempt({"torch": "2.13.0"}, True, "ok", 1.0, ORIGIN),),
-        patches=(final_verdict(plan.replayed, plan.action, plan.source, found, "1.5.1"),),
-        pinned=(),
+        patches=(
+            final_verdict(plan.replayed, plan.action, plan.source, found, "1.5.1", pinned=pinned),
+        ),
         runtime_form="none",
         moves=(
             CaseMove("a", "right", "right", (), "patch", ""),
@@ -285,6 +292,7 @@ def test_render_retarget_lists_each_patch() -> None:
     assert text.startswith("# retarget executorch 1.2.0 -> 1.5.1: ready to promote (fast corpus)\n")
     assert "| 0001-fix | offset +1 | carried | fails before, passes after |" in text
     assert "\n  - a: stock failed, patched right [boom]\n" in text
+    assert "\n  - on 1.2.0: fails on stock 1.2.0, passes with the patch: a (boom)\n" in text
     assert f"- tried torch 2.13.0: ok\n  - from: {ORIGIN}\n" in text
     assert "| b | right | failed | upstream change | kept |" in text
     assert "NOT ready" in render.markdown(reports.retarget_blocks(_retarget(problems=("x",))))

@@ -28,6 +28,8 @@ from overlay.upstream.export import (
 from overlay.upstream.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
 from overlay.upstream.prepare import chosen, judge, recent_authors, release_date
 from overlay.upstream.results import (
+    Action,
+    Applied,
     CaseOutcome,
     Counts,
     LintReport,
@@ -35,8 +37,10 @@ from overlay.upstream.results import (
     OpCounts,
     Outcome,
     PatchBehaviour,
+    PatchVerdict,
+    Review,
     Sending,
-    Submission,
+    Status,
     TestResult,
     TestRun,
     TestState,
@@ -119,7 +123,27 @@ def _base(
     )  # fmt: skip
     run = _run(TestState.FAILED, TestState.PASSED)
     found = PatchBehaviour("0001-x.patch", name, (case,), (), outcome, "why", test=run)
-    return OnBase(name, "c0ffee" * 7, applies, found, run, broken)
+    how = Applied(Status.CONFLICT, applies) if applies else Applied(Status.APPLIES)
+    return OnBase("0001-x.patch", how, base=name, commit="c0ffee" * 7, behaviour=found,
+                  affected=run, broken=broken)  # fmt: skip
+
+
+def _submission(
+    patch: str,
+    subject: str,
+    bases: tuple[OnBase, ...],
+    lint: LintReport | None,
+    *,
+    source: str = "1.5.1",
+    base_commit: str = "",
+    authors: tuple[str, ...] = (),
+    problems: tuple[str, ...] = (),
+) -> PatchVerdict:
+    """Return a fix as the export judges it: on its bases, with upstream's gate."""
+    review = Review(base_commit, lint, (), authors)
+    action = Action.HOLD if problems else Action.SEND
+    return PatchVerdict(patch, subject, bases, action, "", source=source, flags=problems,
+                        review=review)  # fmt: skip
 
 
 def test_what_holds_a_fix_back() -> None:
@@ -163,8 +187,8 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
         _base("1.5.1", Outcome.FAILS_BEFORE_PASSES_AFTER),
     )
     lint = LintReport("lintrunner x", (), 1.0)
-    sub = Submission(patch.name, "1.5.1", item.subject, "", bases, lint, (),
-                     ("@someone", "Zingo Andersen"), ())  # fmt: skip
+    sub = _submission(patch.name, item.subject, bases, lint, source="1.5.1",
+                      authors=("@someone", "Zingo Andersen"))  # fmt: skip
     _, done = judge(item, patch, sub, torch="2.13.0", branch=("r", "b"))
     body = done.pr_body
     assert body.startswith(
@@ -247,7 +271,8 @@ def _recorded(patch: Patch, base: str, states: dict[str, tuple[TestState, TestSt
     found = PatchBehaviour(patch.name, base, cases, (), Outcome.FAILS_BEFORE_PASSES_AFTER, "ok",
                            test=test)  # fmt: skip
     commit, date = (MAIN, MAIN_DATE) if base == "main" else ("ab" * 20, "2026-09-22")
-    return OnBase(base, commit, "", found, run, (), date)
+    return OnBase(patch.name, Applied(Status.APPLIES), base=base, commit=commit, date=date,
+                  behaviour=found, affected=run)  # fmt: skip
 
 
 def _0003_tests(passed: int) -> dict[str, tuple[TestState, TestState]]:
@@ -289,12 +314,12 @@ def test_0003s_body_fits_github_naming_its_new_tests_and_counting_the_rest() -> 
         _recorded(patch, "main", _0003_tests(212)),
         _recorded(patch, "1.5.1", _0003_tests(216)),
     )
-    sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN, bases,
-                     LintReport("lintrunner x", (), 1.0), (), (), ())  # fmt: skip
+    lint = LintReport("lintrunner x", (), 1.0)
+    sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN)
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0")
     body = done.pr_body
     assert len(body) < PR_BODY_LIMIT
-    assert not [p for p in judged.problems if "PR body" in p]
+    assert not [p for p in judged.flags if "PR body" in p]
     runs = [b.affected for b in bases if b.affected is not None]
     new = [t.node for t in runs[0].stock.tests if t.node.split("[")[0] in new_tests(patch.diff)]
     assert len(new) == 11 and all(f"`{node}`" in body for node in new)
@@ -318,8 +343,8 @@ def test_a_body_over_githubs_limit_holds_the_fix_back() -> None:
         f"{node}[{i:04d}_1x3x32x32]": (TestState.XFAILED, TestState.SKIPPED) for i in range(800)
     }
     base = _recorded(patch, "1.5.1", states)
-    sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN, (base,),
-                     LintReport("lintrunner x", (), 1.0), (), (), ())  # fmt: skip
+    sub = _submission(patch.name, upstream_subject(patch), (base,),
+                      LintReport("lintrunner x", (), 1.0), base_commit=MAIN)  # fmt: skip
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0", lint_asked=False)
     size = len(done.pr_body)
     assert size > PR_BODY_LIMIT
@@ -327,7 +352,7 @@ def test_a_body_over_githubs_limit_holds_the_fix_back() -> None:
         f"the PR body is {size:,} characters: GitHub refuses more than 65,536"
         " (and the merge bot copies it into the squash commit)"
     )
-    assert expected in judged.problems
+    assert expected in judged.flags
     assert f"- [ ] Not ready: {expected}" in done.checklist
 
 
@@ -337,15 +362,17 @@ def test_a_stale_main_is_said_with_its_commit_date_and_refresh_and_holds_nothing
     on the release, and what main found holds nothing back."""
     patch = _sent(7)
     states = {f"{new_tests(patch.diff)[0]}": (TestState.FAILED, TestState.PASSED)}
-    main = dataclasses.replace(_recorded(patch, "main", states), applies="git am fails: x")
-    sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN,
-                     (main, _recorded(patch, "1.5.1", states)), None, (), (), ())  # fmt: skip
+    main = dataclasses.replace(
+        _recorded(patch, "main", states), own=Applied(Status.CONFLICT, "git am fails: x")
+    )
+    bases = (main, _recorded(patch, "1.5.1", states))
+    sub = _submission(patch.name, upstream_subject(patch), bases, None, base_commit=MAIN)
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0", stale=STALE)
-    assert [p for p in judged.problems if "main" in p] == []  # nor "linters did not run"
+    assert [p for p in judged.flags if "main" in p] == []  # nor "linters did not run"
     assert "- [ ] Not ready on main: main cff6f4dd32 (2026-08-22) is older" in done.checklist
     assert "On main (cff6f4dd3200, 2026-08-22) on the executorch 1.5.1 wheel" in done.pr_body
     held, _ = judge(_export(patch), patch, sub, torch="2.13.0")  # main as new as the release
-    assert "main: git am fails: x" in held.problems
+    assert "main: git am fails: x" in held.flags
     report = Sending("1.5.1", "1.5.1", "2.13.0", MAIN, (judged,), {}, 1.0, MAIN_DATE,
                      "2026-09-22", STALE)  # fmt: skip
     shown = render.markdown(reports.sending_blocks(report))
@@ -365,10 +392,11 @@ def test_the_texts_speak_upstreams_words(patch: Patch) -> None:
     assert fix is not None
     states = {n: (TestState.FAILED, TestState.PASSED) for n in new_tests(patch.diff)}
     bases = (_recorded(patch, "main", states), _recorded(patch, "1.5.1", states))
-    sub = Submission(patch.name, NEWEST.name, upstream_subject(patch), MAIN, bases,
-                     LintReport("lintrunner x", (), 1.0), (), ("@someone",), ())  # fmt: skip
+    lint = LintReport("lintrunner x", (), 1.0)
+    sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN,
+                      authors=("@someone",))  # fmt: skip
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0")
-    words = [p for p in judged.problems if "says '" not in p]  # rule 3 is tested on its own
+    words = [p for p in judged.flags if "says '" not in p]  # rule 3 is tested on its own
     assert words == []
     read = (done.message, done.pr_body, done.issue)
     for trigger in fix.claims[NEWEST.name]:
@@ -478,8 +506,8 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
     same = behaviour.op_counts([snorm.name], stock, stock)
     assert submission_problems((dataclasses.replace(good, bystanders=same),), None, [],
                                lint_asked=False) == ()  # fmt: skip
-    sub = Submission("0003-x.patch", "1.5.1", "Arm backend: Fix x", "", (held,), None, (), (),
-                     problems)  # fmt: skip
+    sub = _submission("0003-x.patch", "Arm backend: Fix x", (held,), None, source="1.5.1",
+                      problems=problems)  # fmt: skip
     header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
     patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
     plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
@@ -533,9 +561,34 @@ def test_measure_lowers_each_patchs_bystanders_beside_its_triggers(
     (found,) = prepare.measure(
         base, [patch], "1.5.1", tmp_path / "out", lambda _: None, origin=base.files
     ).values()
+    assert found.lands and (found.base, found.commit) == ("1.5.1", "c0ffee")
     claimed = {t.case for t in fix.triggers}
     bystanders = [c.name for c in corpus.BYSTANDERS if c.name not in claimed]
     assert set(bystanders) <= set(ran["cases"])
     assert [c.case for c in found.bystanders if c.target == "tosa"] == bystanders
     changed = [c for c in found.bystanders if op_count_change(c)]
     assert [(c.case, c.target) for c in changed] == [(corpus.BYSTANDERS[1].name, "tosa")]
+
+
+def test_measure_says_why_a_patch_does_not_land_on_a_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = "backends/arm/demo.py"
+    patch = parse_patch(
+        "0009-demo.patch",
+        "Description: Fix demo\n It fixes.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+        + make_diff(path, "x = 1\n", "x = 2\n"),
+    )
+    monkeypatch.setattr(behaviour, "run_envs", lambda *_, **__: {})
+    monkeypatch.setattr(upstream_tests, "vulkan_env", lambda *_: {})
+    env = release_venvs.Env(tmp_path / "env", None)  # type: ignore[arg-type]
+    base = prepare.Base("main", "c0ffee", {path: b"y = 1\n"}, env, tmp_path / "python", "2026")
+    (found,) = prepare.measure(
+        base, [patch], "1.5.1", tmp_path / "out", lambda _: None, origin={path: b"x = 1\n"}
+    ).values()
+    assert not found.lands and (found.base, found.commit, found.date) == ("main", "c0ffee", "2026")
+    assert found.own.detail.startswith("does not apply to main: conflict: ")
+    assert (found.behaviour, found.affected) == (None, None)
+    assert submission_problems((found,), None, [], lint_asked=False) == (
+        f"main: {found.own.detail}",
+    )

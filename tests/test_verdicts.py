@@ -37,7 +37,6 @@ from overlay.upstream.results import (
     OnBase,
     Outcome,
     PatchBehaviour,
-    Replayed,
     Status,
     TestOutcome,
     TestResult,
@@ -250,8 +249,8 @@ def test_a_test_that_could_not_run_makes_the_patch_not_ready() -> None:
     assert readiness([sent], [], behaviour_checked=True) == ()
 
 
-PORTED = Replayed("p", Applied(Status.CONFLICT), "1.5.1", Applied(Status.APPLIES))
-CARRIED = Replayed("p", Applied(Status.OFFSET, "+1 lines", (1,)))
+PORTED = OnBase("p", Applied(Status.CONFLICT), "1.5.1", Applied(Status.APPLIES))
+CARRIED = OnBase("p", Applied(Status.OFFSET, "+1 lines", (1,)))
 
 
 def test_final_verdict_trusts_behaviour_and_flags_disagreements() -> None:
@@ -259,7 +258,7 @@ def test_final_verdict_trusts_behaviour_and_flags_disagreements() -> None:
     verdict = final_verdict(CARRIED, Action.CARRIED, "pinned", gone, "1.5.1")
     assert verdict.action is Action.DROP
     assert "redundant" in verdict.flags[0]
-    dropped = Replayed("p", Applied(Status.CONFLICT, "hunk 1/1 fails"))
+    dropped = OnBase("p", Applied(Status.CONFLICT, "hunk 1/1 fails"))
     still = decide_patch("p", "1.5.1", [_case("a", Quality.FAILED)], [], kept=False)
     verdict = final_verdict(dropped, Action.DROP, "Applied-Upstream: 1.3.0", still, "1.5.1")
     assert verdict.action is Action.CONFLICT and verdict.source == "3-way merge"
@@ -279,15 +278,15 @@ def test_text_action_prefers_the_port_then_the_patch_then_the_header() -> None:
     header = parse_applied_upstream("1.3.0, commit:abc")
     assert text_action(PORTED, header) == (Action.PORTED, "port 1.5.1")
     assert text_action(CARRIED, header) == (Action.CARRIED, "pinned")
-    merged = Replayed("p", Applied(Status.MERGED))
+    merged = OnBase("p", Applied(Status.MERGED))
     assert text_action(merged, header) == (Action.DROP, "Applied-Upstream: 1.3.0, commit:abc")
     assert text_action(merged, parse_applied_upstream("")) == (Action.PORTED, "3-way merge")
-    contained = Replayed("p", Applied(Status.CONTAINED))
+    contained = OnBase("p", Applied(Status.CONTAINED))
     assert text_action(contained, parse_applied_upstream("")) == (
         Action.DROP,
         "contained upstream",
     )
-    moved = Replayed("p", Applied(Status.MOVED, "a.py -> b/a.py"))
+    moved = OnBase("p", Applied(Status.MOVED, "a.py -> b/a.py"))
     assert text_action(moved, parse_applied_upstream("")) == (Action.CONFLICT, "3-way merge")
 
 
@@ -304,7 +303,7 @@ def test_a_kept_patch_whose_header_names_an_upstream_fix_is_flagged() -> None:
 
 def test_readiness_names_every_problem() -> None:
     region = Conflict("x.py", 3, "<<<<<<< main\n")
-    conflict = Replayed("c", Applied(Status.CONFLICT, "hunk 1/1", conflicts=(region,)))
+    conflict = OnBase("c", Applied(Status.CONFLICT, "hunk 1/1", conflicts=(region,)))
     verdict = final_verdict(conflict, Action.CONFLICT, "3-way merge", None, "1.5.1")
     lost = CaseMove("case", "right", "wrong", ("numerics",), "upstream change", "")
     problems = readiness([verdict], [lost], behaviour_checked=False, other=["locks: uv failed"])
@@ -358,7 +357,8 @@ def _on(base: str, result: ItemResult) -> OnBase:
     texts = target_texts(result)
     case = CaseOutcome("c", Quality.WRONG, Quality.RIGHT, None, "", "", texts, texts)
     found = PatchBehaviour("0003-x.patch", base, (case,), (), Outcome.FAILS_BEFORE_PASSES_AFTER, "")
-    return OnBase(base, "c0ffee" * 7, "", found, None)
+    return OnBase("0003-x.patch", Applied(Status.APPLIES), base=base, commit="c0ffee" * 7,
+                  behaviour=found)  # fmt: skip
 
 
 def test_main_older_than_the_release_is_not_ready_there_saying_how_to_refresh_it() -> None:

@@ -75,7 +75,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
         progress(f"wrote {path}")
     for name, (repo, branch) in done.branches.items():
         out(f"{name}: branch {branch} in {repo} (push it to your fork)")
-    held = [f"{s.patch}: {p}" for s in done.report.submissions for p in s.problems]
+    held = [f"{s.patch}: {p}" for s in done.report.submissions for p in s.flags]
     if held:
         raise UpstreamError(
             f"{len({h.split(':')[0] for h in held})} fix(es) not ready to send upstream",
@@ -208,7 +208,8 @@ def cmd_canary(args: argparse.Namespace) -> int:
         if line.error:
             out(f"{line.line}: {line.error}")
         for row in line.rows:
-            out(f"{line.line} {row.patch}: {row.main.value}; {row.upstream}; next: {row.next_step}")
+            status = row.on.own.status.value
+            out(f"{line.line} {row.patch}: {status}; {row.upstream}; next: {row.text}")
     out(f"behaviour on main: {report.behaviour.state.value} {report.behaviour.detail}".rstrip())
     if report.failed:
         raise UpstreamError(

@@ -17,7 +17,7 @@ from overlay.errors import UpstreamError
 from overlay.text.series import Series
 from overlay.upstream import replay
 from overlay.upstream.releases import Release, load_release
-from overlay.upstream.results import Matrix, MatrixRow, Replay, parse_applied_upstream
+from overlay.upstream.results import Matrix, PatchVerdict, parse_applied_upstream
 from overlay.upstream.upstream_pins import for_series
 from overlay.upstream.verdicts import text_verdict
 
@@ -30,30 +30,24 @@ def build_matrix(
     ``pins_file`` names where release wheel hashes are recorded (for the report).
     """
     ordered = sorted(releases, key=lambda r: Version(r.version))
-    replays = tuple(
-        Replay(
-            release.version,
-            "",
-            tuple(
-                c.replayed
-                for c in replay.replay(
-                    series.patches,
-                    release.texts,
-                    frozenset(release.files),
-                    ports=replay.ports_for(ports, release.version),
-                )
-            ),
+    replays = [
+        replay.replay(
+            series.patches,
+            release.texts,
+            frozenset(release.files),
+            ports=replay.ports_for(ports, release.version),
+            base=release.version,
         )
         for release in ordered
-    )
+    ]
     rows = []
-    for patch in series.patches:
+    for patch, *carries in zip(series.patches, *replays, strict=True):
         header = patch.header.get("Applied-Upstream", "")
-        cells = {r.base: r.of(patch.name) for r in replays}
-        verdict = text_verdict(parse_applied_upstream(header), cells)
-        rows.append(MatrixRow(patch.name, patch.subject, header, verdict))
+        cells = tuple(carry.replayed for carry in carries)
+        action, text = text_verdict(parse_applied_upstream(header), cells)
+        rows.append(PatchVerdict(patch.name, patch.subject, cells, action, text, header))
     wheels = {r.version: r.record for r in ordered}
-    return Matrix(series.digest, pins_file, wheels, replays, tuple(rows))
+    return Matrix(series.digest, pins_file, wheels, tuple(rows))
 
 
 def matrix_of(

@@ -31,7 +31,7 @@ from overlay.upstream.export import (
     Export,
     dep3_paragraphs,
 )
-from overlay.upstream.results import Counts, OnBase, Submission, TestRun
+from overlay.upstream.results import Counts, OnBase, PatchVerdict, Review, TestRun
 from overlay.upstream.upstream_tests import new_tests
 from overlay.upstream.verdicts import op_count_change
 
@@ -184,8 +184,8 @@ def _plan(base: OnBase) -> list[str]:
     if base.broken:
         lines.append(f"- passing without and failing with it: {', '.join(base.broken)}")
     lines += _bystanders(base)
-    if base.applies:
-        lines.append(f"- {base.applies}")
+    if not base.lands:
+        lines.append(f"- {base.own.detail}")
     return lines
 
 
@@ -204,7 +204,7 @@ def _bystanders(base: OnBase) -> list[str]:
     return lines
 
 
-def pr_body(patch: Patch, sub: Submission, release: str, torch: str) -> str:
+def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
     """Return the PR description in upstream's template: Summary, Test plan."""
     note = _note(patch)
     lines = ["### Summary", "", *(f"{p}\n" for p in dep3_paragraphs(patch))]
@@ -228,11 +228,12 @@ def pr_body(patch: Patch, sub: Submission, release: str, torch: str) -> str:
     for base in sub.bases:
         lines += [f"On {_where(base, release, torch)}:", "", *_plan(base), ""]
     lines += tests_table(sub.bases, new_tests(patch.diff))
-    if sub.lint is not None:
-        lines += [f"{sub.lint.summary}", ""]
-    if sub.checks:
-        lines += [f"- {check.summary}" for check in sub.checks] + [""]
-    lines += [cc_line(sub.authors, note.cited if note else ()), ""]
+    review = sub.review or Review("", None, (), ())
+    if review.lint is not None:
+        lines += [f"{review.lint.summary}", ""]
+    if review.checks:
+        lines += [f"- {check.summary}" for check in review.checks] + [""]
+    lines += [cc_line(review.authors, note.cited if note else ()), ""]
     return "\n".join(lines)
 
 
@@ -244,7 +245,7 @@ def cc_line(authors: Sequence[str], cited: Sequence[PullRequest] = ()) -> str:
     return "cc " + " ".join(dict.fromkeys([*team, *handles]))
 
 
-def drafted_issue(patch: Patch, sub: Submission, release: str, torch: str) -> str:
+def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
     """Return an issue text for a fix that names no upstream issue (to file before the PR):
     its title (the symptom the fix module declares), the bug, the PRs it cites, the
     reproducer and the numbers."""
@@ -261,13 +262,13 @@ def drafted_issue(patch: Patch, sub: Submission, release: str, torch: str) -> st
     return "\n".join(lines) + "\n"
 
 
-def checklist(item: Export, sub: Submission, where: str, branch: str, stale: str = "") -> str:
+def checklist(item: Export, sub: PatchVerdict, where: str, branch: str, stale: str = "") -> str:
     """Return what only a person can do before the PR is open, and what keeps it back.
 
     ``stale``: why main is too old to tell whether the fix is ready there ("" when it is not).
     """
     lines = [f"# Before opening the pull request for {item.stem}", ""]
-    lines += [f"- [ ] Not ready: {problem}" for problem in sub.problems]
+    lines += [f"- [ ] Not ready: {problem}" for problem in sub.flags]
     lines += [f"- [ ] {stale[:1].upper()}{stale[1:]}"] if stale else []
     lines += [
         "- [ ] Sign the PyTorch CLA (https://code.facebook.com/cla) with the identity"
@@ -292,7 +293,9 @@ def checklist(item: Export, sub: Submission, where: str, branch: str, stale: str
     return "\n".join(lines) + "\n"
 
 
-def with_texts(item: Export, patch: Patch, sub: Submission, *, release: str, torch: str) -> Export:
+def with_texts(
+    item: Export, patch: Patch, sub: PatchVerdict, *, release: str, torch: str
+) -> Export:
     """Return the export with its PR body and issue draft (when no issue names the bug);
     the checklist, which lists what holds the fix back, is added once that is decided."""
     issue = "" if patch.issues else drafted_issue(patch, sub, release, torch)

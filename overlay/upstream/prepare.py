@@ -39,12 +39,16 @@ from overlay.upstream.gitrepo import (
 from overlay.upstream.releases import load_release, release_metadata
 from overlay.upstream.results import (
     CARRIED,
+    Action,
+    Applied,
     Counts,
     LintReport,
     OnBase,
     OpCounts,
+    PatchVerdict,
+    Review,
     Sending,
-    Submission,
+    Status,
     TestRun,
     parse_applied_upstream,
 )
@@ -184,16 +188,16 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             )
         on_bases = (found["main"][patch.name], found[newest.name][patch.name])
         bases_found = tuple(
-            replace(b, applies=b.applies or am)
+            replace(b, own=Applied(Status.CONFLICT, am)) if am and b.lands else b
             for b, am in zip(on_bases, (am_main, on_release), strict=True)
         )
         authors = recent_authors(scratch, main, sorted(item.after), request.signer)
+        rules = tuple(commit_rules.check_message(item.message, verbs))
+        review = Review(item.base_commit, report, rules, authors, checks)
         sub, texts = judge(
             item, patch,
-            Submission(
-                patch.name, newest.name, item.subject, item.base_commit, bases_found, report,
-                tuple(commit_rules.check_message(item.message, verbs)), authors, (), checks,
-            ),
+            PatchVerdict(patch.name, item.subject, bases_found, Action.SEND, "",
+                         source=newest.name, review=review),
             torch=torch, stale=stale, lint_asked=request.lint, branch=(str(repo), branch),
         )  # fmt: skip
         submissions.append(sub)
@@ -223,14 +227,14 @@ def _git_am(
 def judge(
     item: export.Export,
     patch: Patch,
-    sub: Submission,
+    sub: PatchVerdict,
     *,
     torch: str,
     stale: str = "",
     lint_asked: bool = True,
     branch: tuple[str, str] = ("", ""),
-) -> tuple[Submission, export.Export]:
-    """Return the submission with what holds it back, and the export with every text a
+) -> tuple[PatchVerdict, export.Export]:
+    """Return the fix's verdict with what holds it back, and the export with every text a
     reviewer reads (PR body, issue draft, checklist): upstream's gate on what was measured.
 
     ``stale``: why main is older than the release ("": it is not); ``branch``: the
@@ -238,12 +242,16 @@ def judge(
     """
     texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
     fix = fixes.by_patch(patch.name)
+    review = sub.review or Review("", None, (), ())
     problems = submission_problems(
-        sub.bases, sub.lint, sub.rules, lint_asked=lint_asked, stale=stale, texts=texts,
+        sub.bases, review.lint, review.rules, lint_asked=lint_asked, stale=stale, texts=texts,
         note=fix.upstream if fix else None, internal=[c.name for c in corpus.ALL_CASES],
-        checks=sub.checks,
+        checks=review.checks,
     )  # fmt: skip
-    judged = replace(sub, problems=problems)
+    held = f"held back: {len(problems)} problem(s)" if problems else "ready to send"
+    judged = replace(
+        sub, action=Action.HOLD if problems else Action.SEND, text=held, flags=problems
+    )
     return judged, replace(texts, checklist=pr_text.checklist(texts, judged, *branch, stale))
 
 
@@ -276,8 +284,9 @@ def _fresh(path: Path) -> Path:
 
 def landed(
     patch: Patch, files: Mapping[str, bytes], origin: Mapping[str, bytes]
-) -> dict[str, bytes] | str:
-    """Return the files ``patch`` changes as they are with it on a base, or why it does not land.
+) -> tuple[Applied, dict[str, bytes]]:
+    """Return how ``patch`` lands on a base and the files it changes as they are with it
+    there (none where it does not land).
 
     ``files``: the base's files; ``origin``: the release's, the patch's own base. The strict
     applier first, then git's 3-way merge from the release (:func:`replay.land`).
@@ -285,8 +294,8 @@ def landed(
     texts = {p: decode(d) for p, d in files.items()}
     found, after = replay.land(patch, texts, {p: decode(d) for p, d in origin.items()})
     if found.status not in CARRIED:
-        return f"{found.status.value}: {found.detail}".rstrip(": ")
-    return {p: encode(after[p]) for p in patch.targets}
+        return found, {}
+    return found, {p: encode(after[p]) for p in patch.targets}
 
 
 def export_against(
@@ -300,8 +309,8 @@ def export_against(
     release (``release``: its files and its commit). On main, the files it creates join
     upstream's BUCK lists (:func:`overlay.upstream.buck.listed`)."""
     on_main = scratch.files(main, patch.targets)
-    after = landed(patch, on_main, release[0])
-    if isinstance(after, str):
+    after = landed(patch, on_main, release[0])[1]
+    if not after:
         return export.export_patch(patch, release[0], signer=signer, base_commit=release[1])
     bucks = scratch.files(main, buck.candidates(patch.creates))
     listed = buck.listed(patch.creates, bucks)
@@ -326,12 +335,14 @@ def measure(
     after: dict[str, dict[str, bytes]] = {}
     found: dict[str, OnBase] = {}
     for patch in patches:
-        result = landed(patch, base.files, origin)
-        if isinstance(result, str):
-            why = f"does not apply to {base.name}: {result}"
-            found[patch.name] = OnBase(base.name, base.commit, why, None, None, date=base.date)
-            continue
-        after[patch.name] = result
+        how, files = landed(patch, base.files, origin)
+        if not files:  # why not, in a sentence
+            text = f"{how.status.value}: {how.detail}".rstrip(": ")
+            how = replace(how, detail=f"does not apply to {base.name}: {text}")
+        found[patch.name] = OnBase(patch.name, how, base=base.name, commit=base.commit,
+                                   date=base.date)  # fmt: skip
+        if files:
+            after[patch.name] = files
     pythons = {
         name: host.wrapper(
             out_dir / name,
@@ -370,9 +381,9 @@ def measure(
             tests = {patch.name: added} if added.selection else {}
             measured = behaviour.measure([patch.name], pair, [release], target=release, tests=tests)
             counts = behaviour.op_counts(others[patch.name], sides["stock"], sides[patch.name])
-        found[patch.name] = OnBase(
-            base.name, base.commit, "", (measured or {}).get(patch.name), run,
-            suite_changes(run.stock, run.patched)[0], base.date, counts,
+        found[patch.name] = replace(
+            found[patch.name], behaviour=(measured or {}).get(patch.name), affected=run,
+            broken=suite_changes(run.stock, run.patched)[0], bystanders=counts,
         )  # fmt: skip
     return found
 

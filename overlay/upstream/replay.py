@@ -18,7 +18,7 @@ Becomes: ``Applied(status=OFFSET, detail="+12 lines", offsets=(12,))``, its resu
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from packaging.version import Version
@@ -43,7 +43,7 @@ from overlay.upstream.results import (
     Applied,
     Conflict,
     Evidence,
-    Replayed,
+    OnBase,
     Status,
 )
 
@@ -70,7 +70,7 @@ class Carry:
     the texts before it unchanged.
     """
 
-    replayed: Replayed
+    replayed: OnBase
     carrier: Patch | None  # the line's own patch, its port, or None (not on the base)
     after: Texts
 
@@ -286,8 +286,9 @@ def replay(
     steps: Sequence[Step] = (),
     ports: Mapping[int, tuple[str, Patch]] | None = None,
     base: str = "base",
+    commit: str = "",
     line: str = "line",
-    keep: Callable[[Replayed], bool] = lambda _: True,
+    keep: Callable[[OnBase], bool] = lambda _: True,
     taken: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Carry]:
     """Replay ``patches`` in order onto ``texts``; each carried result is the next one's base.
@@ -304,12 +305,12 @@ def replay(
         step = steps[index] if steps else None
         labels = (base, f"{line} before {patch.name}", patch.name)
         own, after = try_patch(patch, current, names, step, labels)
-        replayed = Replayed(patch.name, own)
+        replayed = OnBase(patch.name, own, base=base, commit=commit)
         carrier = patch if own.status in CARRIED else None
         port = (ports or {}).get(patch.number)
         if port is not None:
             tried, port_after = check_patch(port[1], current, names)
-            replayed = Replayed(patch.name, own, port[0], tried)
+            replayed = replace(replayed, port_version=port[0], port=tried)
             if tried.status in APPLYING:
                 carrier, after = port[1], port_after
         if patch.name in held:

@@ -16,10 +16,10 @@ from overlay.upstream.results import (
     Counts,
     Matrix,
     OnBase,
+    PatchVerdict,
     Retarget,
     Sending,
     Status,
-    Submission,
     SuiteRun,
     TestState,
 )
@@ -51,18 +51,17 @@ def unpinned_note(matrix: Matrix) -> str:
 def matrix_blocks(matrix: Matrix) -> list[Block]:
     """Lay out the matrix: each patch on each release, its verdict and the details."""
     rows = tuple(
-        (row.patch.removesuffix(PATCH_SUFFIX), *(r.of(row.patch).short for r in matrix.replays))
+        (row.patch.removesuffix(PATCH_SUFFIX), *(cell.short for cell in row.bases))
         for row in matrix.rows
     )
     items = []
     for row in matrix.rows:
-        items.append(item(f"{row.patch}: {row.verdict.text}"))
-        for found in matrix.replays:
-            cell = found.of(row.patch)
+        items.append(item(f"{row.patch}: {row.text}"))
+        for cell in row.bases:
             for label, applied in (("", cell.own), ("port ", cell.port)):
                 if applied is not None and applied.status is not Status.APPLIES and applied.detail:
                     status = f"{applied.status.value}: {applied.detail}"
-                    items.append(item(f"{found.base} {label}{status}", depth=1))
+                    items.append(item(f"{cell.base} {label}{status}", depth=1))
     wheels = [
         item(f"{w.file} sha256 {w.sha256} ({'recorded' if w.pinned else 'NOT recorded'})")
         for w in matrix.wheels.values()
@@ -82,17 +81,16 @@ def matrix_blocks(matrix: Matrix) -> list[Block]:
 
 
 def _patch_items(result: Retarget) -> list[Item]:
-    pinned = {b.patch: b for b in result.pinned}
     out = []
     for verdict in result.patches:
-        out.append(item(f"{verdict.name}: {verdict.text}"))
-        own = verdict.replayed.own
+        out.append(item(f"{verdict.patch}: {verdict.text}"))
+        own = verdict.on.own
         if own.conflicts:
             out.append(item(f"its own patch: {conflict_text(own)}", depth=1))
-        if verdict.name in pinned:
-            before = pinned[verdict.name]
-            out.append(item(f"on {result.old_version}: {before.text}", depth=1))
-        found = verdict.behaviour
+        for before in verdict.bases[:-1]:  # on the pinned release, where measured
+            if before.behaviour is not None:
+                out.append(item(f"on {before.base}: {before.behaviour.text}", depth=1))
+        found = verdict.on.behaviour
         if found is not None:
             for case in (*found.bug_cases, *found.other_cases):
                 patched = f", patched {case.patched.value}" if case.patched else ""
@@ -114,10 +112,10 @@ def retarget_blocks(result: Retarget) -> list[Block]:
     corpus = "fast" if result.fast else "full"
     rows = tuple(
         (
-            v.name.removesuffix(PATCH_SUFFIX),
-            v.replayed.short,
+            v.patch.removesuffix(PATCH_SUFFIX),
+            v.on.short,
             v.action.value,
-            v.behaviour.outcome.value if v.behaviour else "not checked",
+            v.on.behaviour.outcome.value if v.on.behaviour else "not checked",
         )
         for v in result.patches
     )
@@ -201,8 +199,8 @@ def suite_blocks(result: SuiteRun) -> list[Block]:
 
 
 def _on_base(base: OnBase) -> str:
-    if base.applies:
-        return base.applies
+    if not base.lands:
+        return base.own.detail
     found = base.behaviour
     return found.outcome.value if found is not None else "not measured"
 
@@ -215,7 +213,7 @@ def _verdict(report: Sending, problems: Sequence[str]) -> Badge:
     return Badge("ready", "ok")
 
 
-def _bystanders(sub: Submission) -> str:
+def _bystanders(sub: PatchVerdict) -> str:
     """Return how many bystander models lower to other TOSA operators with the fix."""
     counts = [c for b in sub.bases for c in b.bystanders]
     if not counts:
@@ -232,16 +230,17 @@ def sending_blocks(report: Sending) -> list[Block]:
         (
             sub.patch.removesuffix(PATCH_SUFFIX),
             *(_on_base(b) for b in sub.bases),
-            "not run" if sub.lint is None else f"{len(sub.lint.findings)} finding(s)",
-            f"{sum(bool(c.findings) for c in sub.checks)} of {len(sub.checks)} fail"
-            if sub.checks
+            "not run" if lint is None else f"{len(lint.findings)} finding(s)",
+            f"{sum(bool(c.findings) for c in checks)} of {len(checks)} fail"
+            if checks
             else "not run",
             _bystanders(sub),
-            _verdict(report, sub.problems),
+            _verdict(report, sub.flags),
         )
         for sub in report.submissions
+        for lint, checks in [(sub.review.lint, sub.review.checks) if sub.review else (None, ())]
     ]
-    problems = [f"{s.patch}: {p}" for s in report.submissions for p in s.problems]
+    problems = [f"{s.patch}: {p}" for s in report.submissions for p in s.flags]
     main = f"main {report.main[:12]} ({report.main_date[:10] or 'date unknown'})"
     release = f"executorch {report.release} ({report.release_date[:10] or 'date not recorded'})"
     stale = report.stale_main

@@ -1,15 +1,19 @@
 """The one set of upstream result types: what a replay, a run and a verdict found.
 
 Size: longer than 500 lines on purpose: every report of the upstream work (``matrix``,
-``retarget.json``, the canary's ``status.json``) is made of these frozen dataclasses and
-:mod:`overlay.codec` encodes them directly (no JSON mirror classes), so they sit together.
+``retarget.json``, the canary's ``status.json``, the export's ``upstream.json``) is made of
+these frozen dataclasses and :mod:`overlay.codec` encodes them directly (no JSON mirror
+classes), so they sit together.
 
-A line's series *replayed* onto a base (a release's sources, upstream ``main`` or a tag) is
-a :class:`Replay`: per patch, an :class:`Applied` for the line's own patch and for its port
-(the newer line's patch of the same number). Behaviour on a release is a
-:class:`ReleaseRun` (corpus cases on stock and patched envs) and, per patch, a
-:class:`PatchBehaviour`; what all of it means is decided in :mod:`overlay.upstream.verdicts`.
-Data only, plus the parser of the ``Applied-Upstream`` header.
+The matrix, a retarget, the canary and the export ask one question, "how does patch P fare
+on base B": its answer is an :class:`OnBase` (an :class:`Applied` for the line's own patch
+and for its port, the newer line's patch of the same number; its :class:`PatchBehaviour`,
+tests and bystander models where measured), and a patch judged on its bases is one
+:class:`PatchVerdict` (an :class:`Action` and why), the rows of every report. A line's
+series replayed onto a base (a release's sources, upstream ``main`` or a tag) is a
+:class:`Replay`; behaviour on a release a :class:`ReleaseRun`. What it all means is decided
+in :mod:`overlay.upstream.verdicts`. Data only, plus the parser of the ``Applied-Upstream``
+header.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 from overlay.equivalence.protocol import InitReply
 from overlay.equivalence.verdict import AB, Quality
 
-REPORT_SCHEMA = 2  # retarget.json and status.json: 2 since the one replay engine
+REPORT_SCHEMA = 3  # every upstream report: 3 since one result per patch on a base (OnBase)
 
 # --- a series on a base ----------------------------------------------------------------------
 
@@ -84,13 +88,23 @@ class Applied:
 
 
 @dataclass(frozen=True)
-class Replayed:
-    """One patch of a line on one base: its own result and, where one exists, its port's."""
+class OnBase:
+    """Patch P on base B, the one per-patch result of the matrix (each release), a retarget
+    (the new release), the canary (upstream main, newer tags) and the export (main and the
+    newest release): how its text lands there (its own and, where one exists, its port's)
+    and, where measured, what it does there."""
 
     patch: str
     own: Applied
     port_version: str = ""  # the newer line whose patch of the same number is the port
     port: Applied | None = None
+    base: str = ""  # "1.5.1" (a release's sources), "main", "v1.3.0"
+    commit: str = ""  # the upstream commit of the base ("" when unknown)
+    date: str = ""  # the date of ``commit`` (ISO 8601; "" when unknown)
+    behaviour: PatchBehaviour | None = None  # its trigger cases, and the tests it adds, both ways
+    affected: TestRun | None = None  # every test of its test files and affected_tests, both ways
+    broken: tuple[str, ...] = ()  # of those, passing on stock and not with it
+    bystanders: tuple[OpCounts, ...] = ()  # models outside its triggers, stock and with it
 
     @property
     def effective(self) -> Applied:
@@ -101,6 +115,11 @@ class Replayed:
     def carried_by_port(self) -> bool:
         """Return True when the port is what the base carries (it applies there)."""
         return self.port is not None and self.port.status in APPLYING
+
+    @property
+    def lands(self) -> bool:
+        """Return True when the base carries it (its own text, or its port)."""
+        return self.own.status in CARRIED or self.carried_by_port
 
     @property
     def short(self) -> str:
@@ -135,12 +154,8 @@ class Replay:
 
     base: str  # "1.5.1" (a release's wheel), "main", "v1.3.0"
     commit: str  # the upstream commit of the base ("" when unknown)
-    patches: tuple[Replayed, ...]
+    patches: tuple[OnBase, ...]
     range_diff: RangeDiff | None = None
-
-    def of(self, name: str) -> Replayed:
-        """Return the result of patch ``name``."""
-        return next(p for p in self.patches if p.patch == name)
 
 
 @dataclass(frozen=True)
@@ -380,32 +395,13 @@ class OpCounts:
 
 
 @dataclass(frozen=True)
-class OnBase:
-    """One fix as sent, on one base: upstream main or the newest release's sources."""
+class Review:
+    """Upstream's gate on one fix's commit, and who reviews it (the export)."""
 
-    base: str  # "main" or a release, e.g. "1.5.1"
-    commit: str  # the upstream commit ("" when unknown)
-    applies: str  # "" when ``git am`` applied the mbox there, else why not
-    behaviour: PatchBehaviour | None  # its trigger cases, and the tests it adds, both ways
-    affected: TestRun | None  # every test of its test files and affected_tests, both ways
-    broken: tuple[str, ...] = ()  # of those, passing on stock and not with the fix
-    date: str = ""  # the date of ``commit`` (ISO 8601; "" when unknown)
-    bystanders: tuple[OpCounts, ...] = ()  # models outside its triggers, stock and with it
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One fix as a pull request: its bases, upstream's gate, and what keeps it back."""
-
-    patch: str
-    source: str  # the line whose patch is sent ("1.5.1": the line's own, or its port)
-    subject: str
     base_commit: str  # what the mbox is made against (main where it applies)
-    bases: tuple[OnBase, ...]
     lint: LintReport | None  # None: not run (the commit is not on main)
     rules: tuple[str, ...]  # the pre-push hook's rules the commit breaks
     authors: tuple[str, ...]  # recent authors of the touched files on main (cc)
-    problems: tuple[str, ...]  # why it is not ready (empty: send it)
     checks: tuple[LintReport, ...] = ()  # the pre-push hook's other checks (None of lint: none)
 
 
@@ -417,7 +413,7 @@ class Sending:
     release: str
     torch: str  # the torch of the release's env
     main: str
-    submissions: tuple[Submission, ...]
+    submissions: tuple[PatchVerdict, ...]  # each fix: on main and the release, its review
     skipped: dict[str, str]  # patch -> why it is not sent
     seconds: float
     main_date: str = ""  # main's commit date (ISO 8601)
@@ -430,15 +426,6 @@ class Sending:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """What to do with a patch, given its text on the newest release of the matrix."""
-
-    action: str  # "drop", "upstream" (send it), "port" (needs a port first)
-    text: str
-    needs_upstream: bool
-
-
-@dataclass(frozen=True)
 class Wheel:
     """The wheel a release's sources were read from."""
 
@@ -448,45 +435,68 @@ class Wheel:
 
 
 @dataclass(frozen=True)
-class MatrixRow:
-    """One patch of the matrix: its header and its text verdict."""
-
-    patch: str
-    subject: str
-    applied_upstream: str
-    verdict: Verdict
-
-
-@dataclass(frozen=True)
 class Matrix:
     """The version matrix: the series replayed onto each release's sources, oldest first."""
 
     series: str  # the series digest
     pins_file: str  # where releases' wheel hashes are recorded
-    wheels: dict[str, Wheel]
-    replays: tuple[Replay, ...]
-    rows: tuple[MatrixRow, ...]
+    wheels: dict[str, Wheel]  # release -> its wheel, oldest first
+    rows: tuple[PatchVerdict, ...]  # each patch on each release, oldest first
     schema: int = REPORT_SCHEMA
 
     @property
     def versions(self) -> tuple[str, ...]:
         """Return the releases, oldest first."""
-        return tuple(r.base for r in self.replays)
+        return tuple(self.wheels)
 
 
-# --- a retarget ------------------------------------------------------------------------------
+# --- the one verdict ------------------------------------------------------------------------
 
 
 class Action(enum.StrEnum):
-    """What happens to a patch on the new release."""
+    """What to do with a patch, given how it fares on its bases."""
 
     DROP = "drop"
-    CARRIED = "carried"
-    PORTED = "ported"
-    CONFLICT = "conflict"
+    CARRIED = "carried"  # a retarget: its own text is on the new release
+    PORTED = "ported"  # a retarget: its port, or a clean 3-way merge, is
+    CONFLICT = "conflict"  # to resolve (the matrix: a port is needed first)
+    SEND = "send upstream"  # the matrix: not fixed upstream; the export: ready to send
+    KEEP = "keep"  # the canary: keep it on its line
+    HOLD = "held back"  # the export: something keeps it from being sent
 
 
 KEPT = frozenset({Action.CARRIED, Action.PORTED})
+
+
+@dataclass(frozen=True)
+class PatchVerdict:
+    """One patch judged: its result on each base it was tried on, what to do, and why.
+
+    The one per-patch result of the matrix (each release, oldest first), a retarget (the
+    pinned release where measured, then the new one), the canary (upstream main) and the
+    export (main, then the newest release).
+    """
+
+    patch: str
+    subject: str
+    bases: tuple[OnBase, ...]
+    action: Action
+    text: str  # why (the canary: the next step)
+    upstream: str = ""  # its Applied-Upstream header; the canary: what its Forwarded: became
+    source: str = ""  # where its text comes from: "pinned", "port 1.5.1", "3-way merge", ...
+    flags: tuple[str, ...] = ()  # the export: what holds it back; a retarget: disagreements;
+    # the canary: NEWLY_CONFLICTING, the commit bisected ("Broken-by: <commit>")
+    since: str = ""  # the canary: the day its status on main was first seen
+    review: Review | None = None  # the export: upstream's gate on its commit
+
+    @property
+    def on(self) -> OnBase:
+        """Return its result on the newest base (the matrix's newest release, a retarget's new
+        release, main for the canary)."""
+        return self.bases[-1]
+
+
+# --- a retarget ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -530,19 +540,6 @@ class PinAttempt:
 
 
 @dataclass(frozen=True)
-class PatchVerdict:
-    """The final word on one patch of a retarget: action, evidence and disagreements."""
-
-    name: str
-    action: Action
-    source: str  # "pinned", "port 1.5.1", "3-way merge", "Applied-Upstream: ...", ...
-    text: str
-    replayed: Replayed  # its text (and its port's) on the new release
-    behaviour: PatchBehaviour | None
-    flags: tuple[str, ...] = ()  # disagreements and redundancies
-
-
-@dataclass(frozen=True)
 class Retarget:
     """Everything one retarget found and wrote (``retarget.json``, which ``promote`` reads)."""
 
@@ -554,8 +551,7 @@ class Retarget:
     wheels: tuple[WheelRecord, ...]
     runtime: dict[str, str]
     attempts: tuple[PinAttempt, ...]
-    patches: tuple[PatchVerdict, ...]
-    pinned: tuple[PatchBehaviour, ...]  # each patch on the pinned release, stock vs patched
+    patches: tuple[PatchVerdict, ...]  # on the pinned release (where measured), then the new
     runtime_form: str
     moves: tuple[CaseMove, ...]
     runs: dict[str, ReleaseRun]  # "old" / "new"
@@ -586,6 +582,7 @@ class ForwardState(enum.StrEnum):
 
 
 MERGED = frozenset({ForwardState.MERGED_AS_SENT, ForwardState.MERGED_MODIFIED})
+NEWLY_CONFLICTING = "newly conflicting on main"  # a canary row's flag: a failure
 
 
 @dataclass(frozen=True)
@@ -655,22 +652,6 @@ class MainBehaviour:
 
 
 @dataclass(frozen=True)
-class Row:
-    """One line of the status page: a patch of a line, its state, what to do next."""
-
-    line: str
-    patch: str
-    subject: str
-    main: Status
-    upstream: str  # forwarded state, with the commit and release when merged
-    result: str  # one sentence: the canary's finding
-    next_step: str
-    since: str  # date this main status was first seen
-    newly_conflicting: bool = False
-    bisect: str = ""  # "Superseded-by: <commit>" or "Broken-by: <commit>"
-
-
-@dataclass(frozen=True)
 class LineResult:
     """Everything the canary found for one release line."""
 
@@ -680,7 +661,7 @@ class LineResult:
     forwarded: tuple[Forwarded, ...]
     bisects: tuple[BisectResult, ...]
     gate: Gate | None
-    rows: tuple[Row, ...]
+    rows: tuple[PatchVerdict, ...]  # each patch on main
     error: str = ""  # why the line could not be replayed at all
     base_note: str = ""  # how the base was made when upstream lacks the line's tag
 

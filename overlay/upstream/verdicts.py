@@ -1,7 +1,10 @@
 """Every upstream verdict, decided in one pure module from the results in :mod:`results`.
 
 Size: longer than 500 lines on purpose: a verdict decided anywhere else (a gatherer, a
-renderer) is one a reader cannot find. Six questions, each answered here and nowhere else:
+renderer) is one a reader cannot find. Every ladder reads a patch on a base
+(:class:`~overlay.upstream.results.OnBase`) and says one
+:class:`~overlay.upstream.results.Action` and why. Six questions, each answered here and
+nowhere else:
 
 - **text** (:func:`text_verdict`, :func:`text_action`): from its ``Applied-Upstream``
   header and how its text (or its port's) fares on a release, is a patch dropped, sent
@@ -35,7 +38,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from packaging.version import Version
@@ -66,60 +69,51 @@ from overlay.upstream.results import (
     Outcome,
     PatchBehaviour,
     PatchVerdict,
-    Replayed,
     Status,
     TestOutcome,
     TestRun,
     TestState,
     TestVerdict,
     UpstreamInfo,
-    Verdict,
 )
 
 # --- text ----------------------------------------------------------------------------------
 
 
-def text_verdict(info: UpstreamInfo, cells: Mapping[str, Replayed]) -> Verdict:
+def text_verdict(info: UpstreamInfo, cells: Sequence[OnBase]) -> tuple[Action, str]:
     """Combine the patch's Applied-Upstream header with the matrix (text only).
 
     ``cells``: the patch on each release of the matrix, oldest first.
     """
-    versions = list(cells)
-    newest = versions[-1]
-    effective = cells[newest].effective
+    newest, effective = cells[-1].base, cells[-1].effective
     if info.version is not None:
         how = f" ({info.ref})" if info.ref else ""
         text = f"drop: fixed upstream in {info.version}{how}"
         if info.note and not info.commit:
             text += f", {info.note}"
         fixed = Version(info.version)
-        stale = [v for v in versions if Version(v) >= fixed and cells[v].own.status in APPLYING]
+        stale = [c.base for c in cells if Version(c.base) >= fixed and c.own.status in APPLYING]
         if stale:
             text += f"; yet the patch still applies on {', '.join(stale)}: check the header"
-        return Verdict("drop", text, needs_upstream=False)
+        return Action.DROP, text
     if info.text:
         text = f"drop: {info.text} (Applied-Upstream)"
         if effective.status in APPLYING:
             text += f"; the code it changes is still in {newest} ({effective.short})"
-        return Verdict("drop", text, needs_upstream=False)
+        return Action.DROP, text
     if effective.status is Status.CONTAINED:
-        first = next(v for v in versions if cells[v].effective.status is Status.CONTAINED)
-        return Verdict(
-            "drop",
-            f"drop: contained upstream since {first} (add Applied-Upstream to the header)",
-            needs_upstream=False,
-        )
-    port = cells[newest].port_version
+        first = next(c.base for c in cells if c.effective.status is Status.CONTAINED)
+        text = f"drop: contained upstream since {first} (add Applied-Upstream to the header)"
+        return Action.DROP, text
+    port = cells[-1].port_version
     if effective.status in APPLYING:
         via = f" (port {port})" if port else ""
-        return Verdict(
-            "upstream", f"send upstream: not fixed in {newest}; applies there{via}", True
-        )
+        return Action.SEND, f"send upstream: not fixed in {newest}; applies there{via}"
     where = f"`retarget {newest}` resolves it (its candidate's patch is the port)"
-    return Verdict("port", f"port needed: {effective.short} on {newest}; {where}", True)
+    return Action.CONFLICT, f"port needed: {effective.short} on {newest}; {where}"
 
 
-def text_action(replayed: Replayed, info: UpstreamInfo) -> tuple[Action, str]:
+def text_action(replayed: OnBase, info: UpstreamInfo) -> tuple[Action, str]:
     """Return what a patch's text on the new release says to do, and where its text comes from.
 
     A port that applies wins; then the patch itself; contained or named upstream by its
@@ -555,8 +549,8 @@ def _on_base(base: OnBase) -> list[str]:
     """Return what keeps a fix back on one base: ``git am``, behaviour, tests, bystanders."""
     problems = []
     found = base.behaviour
-    if base.applies:
-        problems.append(base.applies)
+    if not base.lands:
+        problems.append(base.own.detail)
     elif found is None:
         problems.append("its trigger cases did not run")
     elif found.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER:
@@ -649,17 +643,20 @@ def apply_behaviour(
 
 
 def final_verdict(
-    replayed: Replayed,
+    replayed: OnBase,
     action: Action,
     source: str,
     found: PatchBehaviour | None,
     version: str,
     *,
     registered: bool = True,
+    subject: str = "",
+    pinned: OnBase | None = None,
 ) -> PatchVerdict:
     """Combine a patch's text on the new release and its behaviour there.
 
-    ``registered`` says whether the fix registry knows the patch (its trigger cases).
+    ``registered`` says whether the fix registry knows the patch (its trigger cases);
+    ``pinned``: the patch on the pinned release, where measured (the verdict's first base).
     """
     flags: list[str] = []
     upstream_ref = f" ({source})" if source.startswith("Applied-Upstream") else ""
@@ -692,7 +689,8 @@ def final_verdict(
         source = kept
     if not registered:
         flags.append("no fix module in overlay/fixes/: no trigger cases to check")
-    return PatchVerdict(replayed.patch, final, source, text, replayed, found, tuple(flags))
+    bases = (*([pinned] if pinned else []), replace(replayed, behaviour=found))
+    return PatchVerdict(replayed.patch, subject, bases, final, text, source=source, flags=(*flags,))
 
 
 def flag_stale_header(verdict: PatchVerdict, header: UpstreamInfo, version: str) -> PatchVerdict:
@@ -725,14 +723,14 @@ def readiness(
     problems = list(other)
     for verdict in verdicts:
         if verdict.action is Action.CONFLICT:
-            problems.append(f"{verdict.name}: conflict ({conflict_text(verdict.replayed.own)})")
-        found = verdict.behaviour
+            problems.append(f"{verdict.patch}: conflict ({conflict_text(verdict.on.own)})")
+        found = verdict.on.behaviour
         if (
             verdict.action in KEPT
             and found is not None
             and found.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER
         ):
-            problems.append(f"{verdict.name}: {found.text}")
+            problems.append(f"{verdict.patch}: {found.text}")
     if not behaviour_checked:
         problems.append("behaviour not checked (--no-behaviour): not promotable")
     for move in moves:
@@ -745,18 +743,16 @@ def readiness(
 
 
 def next_step(
-    line: str,
-    on_main: Replayed,
-    found: Forwarded,
-    behaviour: PatchBehaviour | None,
-    bisect: BisectResult | None,
-) -> str:
-    """Return what to do with a patch, given everything the canary found on main."""
+    line: str, on_main: OnBase, found: Forwarded, bisect: BisectResult | None
+) -> tuple[Action, str]:
+    """Return what to do with a patch, and why, given everything the canary found on main
+    (its text there, its behaviour when measured, its ``Forwarded:`` target, the bisect)."""
+    behaviour = on_main.behaviour
     needed = behaviour is not None and behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
     port = on_main.port if on_main.port is not None and on_main.port.status not in BROKEN else None
     fixed = Outcome.FAILS_BEFORE_PASSES_AFTER.value
     if found.state in MERGED and needed and port is not None:
-        return (
+        return Action.KEEP, (
             f"keep the port {on_main.port_version}: main still fails without it ({fixed});"
             f" the line's own patch is upstream in {found.commit[:12]}"
             f" ({found.release or 'not yet in a release'})"
@@ -765,32 +761,34 @@ def next_step(
         how = "as sent" if found.state is ForwardState.MERGED_AS_SENT else "modified"
         where = f"merged upstream in {found.commit[:12]} ({how})"
         if not found.release:
-            return f"keep until a release carries it: {where}, not yet in a release"
+            return Action.KEEP, f"keep until a release carries it: {where}, not yet in a release"
         if Version(found.release.removeprefix("v")) > Version(line):
-            return f"keep on {line}; drop on lines from {found.release} on: {where}"
-        return f"drop: {where}, first released in {found.release}"
+            return Action.KEEP, f"keep on {line}; drop on lines from {found.release} on: {where}"
+        return Action.DROP, f"drop: {where}, first released in {found.release}"
     by = f" ({bisect.kind}: {bisect.commit[:12]})" if bisect else ""
     if on_main.own.status is Status.CONTAINED:
-        return f"drop: already upstream{by}; record it in Applied-Upstream"
+        return Action.DROP, f"drop: already upstream{by}; record it in Applied-Upstream"
     if behaviour is not None and behaviour.outcome is Outcome.FIXED_ON_STOCK:
-        return f"possibly fixed upstream{by}: its trigger passes on stock main; verify, then drop"
+        text = f"possibly fixed upstream{by}: its trigger passes on stock main; verify, then drop"
+        return Action.KEEP, text
     if on_main.own.status in BROKEN:
         if port is not None:
-            return f"keep: the port {on_main.port_version} carries it to main ({port.status.value})"
+            how = f"{on_main.port_version} carries it to main ({port.status.value})"
+            return Action.KEEP, f"keep: the port {how}"
         by = f", broken by {bisect.commit[:12]}" if bisect else ""
-        return (
+        return Action.CONFLICT, (
             f"port: resolve the conflict{by} (`executorch-arm-overlay edit`, or retarget the"
             " line: a newer line's patch of the same number is its port)"
         )
     if found.applied_upstream:
-        return (
+        return Action.KEEP, (
             f"drop? Applied-Upstream says '{found.applied_upstream}', yet it still"
             f" {on_main.own.status.value} on main: confirm with its trigger cases"
         )
     if found.state is ForwardState.OPEN:
-        return f"keep; upstream review pending ({found.raw})"
+        return Action.KEEP, f"keep; upstream review pending ({found.raw})"
     if found.state is ForwardState.NOT_FORWARDED:
-        return "keep; forward it upstream (`nox -s upstream`)"
+        return Action.KEEP, "keep; forward it upstream (`nox -s upstream`)"
     if found.state is ForwardState.NOT_FOUND:
-        return f"keep; check where it was forwarded ({found.raw}) by hand"
-    return "keep"
+        return Action.KEEP, f"keep; check where it was forwarded ({found.raw}) by hand"
+    return Action.KEEP, "keep"

@@ -15,8 +15,9 @@ Bad input (an unknown line, an unreadable previous page) is refused before any g
 
 Example: patch 0003 conflicts on main, its ``Forwarded:`` issue was fixed by a main commit
 first released in v1.3.0, and the previous page had it applying.
-Becomes: ``Row(main=CONFLICT, upstream="merged modified in 22867a914826 (v1.3.0; ...)",
-newly_conflicting=False)``: a patch upstream carries is not a new conflict to fail on.
+Becomes: a row (:class:`PatchVerdict`) whose result on main is a conflict, ``upstream="merged
+modified in 22867a914826 (v1.3.0; ...)"`` and no ``newly conflicting`` flag: a patch
+upstream carries is not a new conflict to fail on.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from overlay.upstream.gitrepo import MAIN_REF, Scratch, fixed_date, open_upstrea
 from overlay.upstream.results import (
     BROKEN,
     MERGED,
+    NEWLY_CONFLICTING,
     REPORT_SCHEMA,
     BisectResult,
     CanaryReport,
@@ -50,11 +52,10 @@ from overlay.upstream.results import (
     HostState,
     LineResult,
     MainBehaviour,
+    OnBase,
     Outcome,
-    PatchBehaviour,
+    PatchVerdict,
     Replay,
-    Replayed,
-    Row,
     Status,
 )
 from overlay.upstream.upstream_pins import for_series
@@ -111,7 +112,7 @@ def load_previous(path: Path | None) -> CanaryReport | None:
     return codec.loads(CanaryReport, text, where=str(path))
 
 
-def _with_evidence(found: Replayed, extra: Sequence[Evidence]) -> Replayed:
+def _with_evidence(found: OnBase, extra: Sequence[Evidence]) -> OnBase:
     """Add upstream evidence; a patch that no longer applies and is upstream is upstream."""
     if not extra:
         return found
@@ -275,7 +276,7 @@ def upstream_text(found: Forwarded) -> str:
     return found.state.value
 
 
-def result_text(on_main: Replayed) -> str:
+def result_text(on_main: OnBase) -> str:
     """Return one sentence of what the canary found on main."""
     own = on_main.own
     if own.status is Status.OFFSET:
@@ -293,6 +294,8 @@ def result_text(on_main: Replayed) -> str:
         text = own.status.value
     if on_main.port is not None:
         text += f"; port {on_main.port_version}: {on_main.port.status.value}"
+    if on_main.behaviour is not None:
+        text += f"; behaviour: {on_main.behaviour.outcome.value}"
     return text
 
 
@@ -300,38 +303,30 @@ def build_row(
     line: str,
     *,
     subject: str,
-    on_main: Replayed,
+    on_main: OnBase,
     found: Forwarded,
-    behaviour: PatchBehaviour | None,
     bisect_found: BisectResult | None,
     today: str,
-    previous: Mapping[tuple[str, str], Row] | None,
-) -> Row:
+    previous: Mapping[tuple[str, str], PatchVerdict] | None,
+) -> PatchVerdict:
     """Return one page row; ``previous`` (rows of the last page) gives ``since`` and newness."""
     status = on_main.own.status
     before = (previous or {}).get((line, on_main.patch))
-    since = before.since if before is not None and before.main is status else today
+    since = before.since if before is not None and before.on.own.status is status else today
     newly = (
         previous is not None
         and status in BROKEN
         and found.state not in MERGED
-        and (before is None or before.main not in BROKEN)
+        and (before is None or before.on.own.status not in BROKEN)
     )
-    result = result_text(on_main)
-    if behaviour is not None:
-        result += f"; behaviour: {behaviour.outcome.value}"
-    return Row(
-        line=line,
-        patch=on_main.patch,
-        subject=subject,
-        main=status,
-        upstream=upstream_text(found),
-        result=result,
-        next_step=next_step(line, on_main, found, behaviour, bisect_found),
+    action, step = next_step(line, on_main, found, bisect_found)
+    flags = ((NEWLY_CONFLICTING,) if newly else ()) + (
+        (f"{bisect_found.kind}: {bisect_found.commit}",) if bisect_found else ()
+    )
+    return PatchVerdict(
+        on_main.patch, subject, (on_main,), action, step, upstream_text(found), flags=flags,
         since=since,
-        newly_conflicting=newly,
-        bisect=f"{bisect_found.kind}: {bisect_found.commit}" if bisect_found else "",
-    )
+    )  # fmt: skip
 
 
 def page_rows(
@@ -341,13 +336,13 @@ def page_rows(
     *,
     today: str,
     previous: CanaryReport | None,
-) -> tuple[Row, ...]:
-    """Return the page rows of one line."""
+) -> tuple[PatchVerdict, ...]:
+    """Return the page rows of one line: each patch on main, with its behaviour there."""
     if not result.targets:
         return ()
-    before: Mapping[tuple[str, str], Row] | None = None
+    before: Mapping[tuple[str, str], PatchVerdict] | None = None
     if previous is not None:
-        before = {(r.line, r.patch): r for line in previous.lines for r in line.rows}
+        before = {(line.line, r.patch): r for line in previous.lines for r in line.rows}
     tracks = {f.patch: f for f in result.forwarded}
     found_by = {b.patch: b for b in result.bisects}
     measured = {b.patch: b for b in behaviour.patches}
@@ -355,9 +350,8 @@ def page_rows(
         build_row(
             result.line,
             subject=series.get(on_main.patch).subject,
-            on_main=on_main,
+            on_main=replace(on_main, behaviour=measured.get(on_main.patch)),
             found=tracks[on_main.patch],
-            behaviour=measured.get(on_main.patch),
             bisect_found=found_by.get(on_main.patch),
             today=today,
             previous=before,
@@ -370,9 +364,9 @@ def failures_of(result: LineResult) -> list[str]:
     """Return what makes the canary fail for one line."""
     found = [f"{result.line}: {result.error}"] if result.error else []
     found += [
-        f"{result.line}/{row.patch}: newly conflicting on main ({row.result})"
+        f"{result.line}/{row.patch}: {NEWLY_CONFLICTING} ({result_text(row.on)})"
         for row in result.rows
-        if row.newly_conflicting
+        if NEWLY_CONFLICTING in row.flags
     ]
     if result.gate is not None:
         found += [

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from overlay import render
 from overlay.render import Badge, Block, Heading, Items, Para, Pre, Table, item
+from overlay.upstream.canary.canary_run import result_text
 from overlay.upstream.reports import TONES
 from overlay.upstream.results import (
+    NEWLY_CONFLICTING,
     CanaryReport,
     ForwardState,
     LineResult,
@@ -115,11 +117,14 @@ def blocks(report: CanaryReport) -> list[Block]:
         (
             line.line,
             row.patch,
-            Badge(row.main.value + (" (NEW)" if row.newly_conflicting else ""), TONES[row.main]),
+            Badge(
+                row.on.own.status.value + (" (NEW)" if NEWLY_CONFLICTING in row.flags else ""),
+                TONES[row.on.own.status],
+            ),
             row.upstream,
-            row.result,
+            result_text(row.on),
             row.since,
-            row.next_step,
+            row.text,
         )
         for line in report.lines
         for row in line.rows

@@ -9,7 +9,7 @@ rebased series, as a packager drops a patch that no longer applies, so ``git ran
 shows how each patch changed in the port.
 
 Example: a patch whose context moved 12 lines down on main.
-Becomes: ``Replayed(own=Applied(status=OFFSET, offsets=(12,)))`` and a commit on main.
+Becomes: ``OnBase(own=Applied(status=OFFSET, offsets=(12,)))`` and a commit on main.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def replay_onto(
     texts = {p: decode(d) for p, d in scratch.files(commit, sorted(paths)).items()}
     carries = replay.replay(
         line.patches, texts, tree_names(scratch, commit, texts), steps=line.steps,
-        ports=ports, base=name, line=line_name,
+        ports=ports, base=name, commit=commit, line=line_name,
     )  # fmt: skip
     tip = commit
     for carry in carries:

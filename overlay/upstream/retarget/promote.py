@@ -128,21 +128,21 @@ def line_evidence(
         status = _STATUS.get(row.action)
         if status is None:
             raise SeriesError(
-                f"the retarget report has no verdict to promote for {row.name}",
+                f"the retarget report has no verdict to promote for {row.patch}",
                 expected="ported, carried or drop",
                 found=row.action.value,
                 hint="resolve the patch and re-run the retarget before promoting it",
             )
         patches.append(
             evidence.PatchEvidence(
-                patch=row.name,
+                patch=row.patch,
                 status=status,
                 reason=row.text,
-                cases=_cases(row.behaviour),
-                upstream_test=_upstream_test(row.behaviour),
+                cases=_cases(row.on.behaviour),
+                upstream_test=_upstream_test(row.on.behaviour),
                 # the older patch's header names where its own bug was fixed: a port carries
                 # another bug, still open
-                applied_upstream=" ".join(headers.get(row.name, "").split())  # one line
+                applied_upstream=" ".join(headers.get(row.patch, "").split())  # one line
                 if status is evidence.Status.DROPPED
                 else "",
             )

@@ -33,11 +33,14 @@ from overlay.upstream import behaviour, pin_check, releases, replay, upstream_pi
 from overlay.upstream.behaviour import Side
 from overlay.upstream.releases import Release
 from overlay.upstream.results import (
+    Applied,
     CaseMove,
+    OnBase,
     PatchBehaviour,
     PinAttempt,
     ReleaseRun,
     Retarget,
+    Status,
     TestRun,
     parse_applied_upstream,
 )
@@ -105,7 +108,7 @@ class Measured:
     """The kept series measured: each patch's word, the runs, the moving report."""
 
     found: dict[str, PatchBehaviour]  # on the new release
-    pinned: dict[str, PatchBehaviour]  # on the pinned release (its patched build)
+    pinned: dict[str, OnBase]  # on the pinned release (its patched build), with behaviour
     runs: dict[str, ReleaseRun]  # "new", and "old" with the pinned release
     moves: list[CaseMove]
 
@@ -226,14 +229,18 @@ def measure_patched(
         )  # fmt: skip
     runs = {"new": behaviour.assemble(version, sides["new stock"], sides.get("new patched"))}
     moves: list[CaseMove] = []
-    pinned: dict[str, PatchBehaviour] = {}
+    pinned: dict[str, OnBase] = {}
     if stock.old_envs is not None:
         runs["old"] = behaviour.assemble(old_version, sides["old stock"], sides["old patched"])
         new = (sides["new stock"][1], sides.get("new patched", sides["new stock"])[1])
         old = (sides["old stock"][1], sides["old patched"][1])
         kept = {p.name for p in candidate.patches}
         moves = case_moves(old, new, version, own_fixes(request, kept))
-        pinned = behaviour.measure([p.name for p in series.patches], runs["old"], [old_version])
+        on_old = behaviour.measure([p.name for p in series.patches], runs["old"], [old_version])
+        pinned = {  # the line's own patches on its own release
+            name: OnBase(name, Applied(Status.APPLIES), base=old_version, behaviour=found)
+            for name, found in on_old.items()
+        }
     tests: dict[str, TestRun] = {}
     with clock.step("upstream tests"):
         after = {p.name: p.after for p in plans}
@@ -336,6 +343,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
                     f"locks: {exc.message}" + (f": {exc.found}" if exc.found else "")
                 )
     headers = {p.name: p.header.get("Applied-Upstream", "") for p in new_series.patches}
+    subjects = {p.name: p.subject for p in series.patches}
     verdicts = [
         flag_stale_header(
             final_verdict(
@@ -345,6 +353,8 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
                 found.get(p.name),
                 version,
                 registered=fixes.by_patch(p.name) is not None,
+                subject=subjects[p.name],
+                pinned=measured.pinned.get(p.name) if measured else None,
             ),
             parse_applied_upstream(headers.get(p.name, "")),
             version,
@@ -364,7 +374,6 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
         runtime=dict(runtime),
         attempts=tuple(attempts),
         patches=tuple(verdicts),
-        pinned=tuple(measured.pinned.values()) if measured else (),
         runtime_form=runtime_form_note(final_plans, version),
         moves=tuple(moves),
         runs=measured.runs if measured else {},

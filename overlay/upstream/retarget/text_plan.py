@@ -20,7 +20,7 @@ from overlay._hashing import sha256_bytes
 from overlay.text.applier import decode
 from overlay.text.series import Series
 from overlay.upstream import replay
-from overlay.upstream.results import KEPT, Action, Replayed, parse_applied_upstream
+from overlay.upstream.results import KEPT, Action, OnBase, parse_applied_upstream
 from overlay.upstream.verdicts import text_action
 
 
@@ -28,7 +28,7 @@ from overlay.upstream.verdicts import text_action
 class TextPlan:
     """A patch's text on the new release, before behaviour is known (the candidate's input)."""
 
-    replayed: Replayed
+    replayed: OnBase
     action: Action
     source: str  # "pinned", "port 1.5.1", "3-way merge", "Applied-Upstream: ...", ...
     after: dict[str, str]  # the release's texts after it, for each file it changes
