@@ -208,7 +208,9 @@ def tests(session: nox.Session) -> None:
     )  # fmt: skip
     session.install("--no-deps", "--reinstall-package", PROJECT, ".")
     _lint(session)
-    session.run("pytest", "-m", "not release", *session.posargs)
+    # two workers, each test file on one (module fixtures run once): 11 min 35 s where one
+    # worker took 18-23 min (docs/notes/measurements.md)
+    session.run("pytest", "-m", "not release", "-n", "2", "--dist", "loadfile", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)
