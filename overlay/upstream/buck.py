@@ -47,12 +47,13 @@ def listed(created: Iterable[str], bucks: Mapping[str, bytes]) -> dict[str, byte
     for path in sorted(created):
         for buck in candidates([path]):
             lines = texts.get(buck)
+            if lines is None:
+                continue
             entry = posixpath.relpath(path, posixpath.dirname(buck) or ".")
-            run = _run(lines, entry) if lines is not None else []
+            run = _run(lines, entry)
             if not run:
                 continue
             if all(match["path"] != entry for _, match in run):
-                assert lines is not None
                 smaller = [i for i, match in run if match["path"] < entry]
                 at = smaller[-1] + 1 if smaller else run[0][0]
                 lines.insert(at, f'{run[0][1]["indent"]}"{entry}",\n')
