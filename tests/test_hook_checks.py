@@ -281,9 +281,12 @@ def test_what_hosted_main_prints_without_the_commit_is_not_the_commits() -> None
         "-Register a custom op to be considered supported.",
         "+Register ``op`` unless its VGF lowering needs FP that the spec lacks.",
     )
-    same = "fails on main without the commit too, as hosted here: 3 line(s) are not the commit's"
-    assert note == same
-    assert hook_findings(1, HOSTED_MAIN, 1, HOSTED_MAIN) == ((), same)
+    hosted = "main fails it without the commit too, as hosted here: 3 line(s)"
+    assert note == f"{hosted} more are main's, not the commit's"
+    assert hook_findings(1, HOSTED_MAIN, 1, HOSTED_MAIN) == (
+        (),
+        f"the commit adds no line to its output; {hosted}, all main's",
+    )
     assert hook_findings(0, WITH_0007, 1, HOSTED_MAIN) == ((), "")
     alone, none = hook_findings(1, WITH_0007, 0, ())
     assert none == "" and alone[0] == "[ERROR] Arm docgen updated generated documentation."

@@ -441,6 +441,11 @@ def test_the_gate_holds_back_internal_names_a_subject_as_title_and_undeclared_pr
     note = UpstreamNote("t.py", "", symptom="s", related=(PullRequest(4242, "T", "who"),))
     titled = dataclasses.replace(item, pr_body="", issue=f"Title: {PREFIX}s\n")
     assert text_problems(titled, (), note, [c.name for c in corpus.ALL_CASES]) == []
+    fits = dataclasses.replace(titled, issue=f"Title: {PREFIX}{'s' * (100 - len(PREFIX))}\n")
+    assert text_problems(fits, (), note, []) == []
+    long = dataclasses.replace(titled, issue=f"Title: {PREFIX}{'s' * (101 - len(PREFIX))}\n")
+    (problem,) = text_problems(long, (), note, [])
+    assert problem.startswith("the issue draft's title has 101 characters, over 100")
 
 
 def test_main_is_refreshed_where_it_is_read_and_the_release_dated_by_its_commit(

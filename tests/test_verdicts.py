@@ -49,6 +49,7 @@ from overlay.upstream.verdicts import (
     case_quality,
     compared_targets,
     decide_patch,
+    failure_reasons,
     final_verdict,
     flag_stale_header,
     is_own_failure,
@@ -134,6 +135,18 @@ def test_fails_before_counts_only_the_tests_own_failures(name: str) -> None:
     stock, expected = CASES[name]
     verdict = judge_tests(_run(stock, _side(PASSED)), [])
     assert verdict.text.startswith(expected) or verdict.outcome.value == expected, verdict
+
+
+def test_why_tests_fail_before_is_each_reason_once_with_long_words_cut() -> None:
+    """0008's 16 payload tests failed on one assertion over a base64 shader: one line."""
+    payload = "AssertionError: assert '" + "AwIjBwAA" * 400 + "' == 'x'"
+    reasons = [payload] * 16 + ["assert torch.int16 == torch.float32"]
+    assert failure_reasons(reasons) == (
+        "16 tests: AssertionError: assert 'AwIjBwAAAwIjBwA... == 'x';"
+        " assert torch.int16 == torch.float32"
+    )
+    long = failure_reasons(["", "x" * 30 + " y" * 60])
+    assert long == "failed; " + "x" * 30 + " y" * 43 + " ..." and len(long) == len("failed; ") + 120
 
 
 def test_the_bugs_own_error_counts_as_failing_before() -> None:
@@ -395,6 +408,12 @@ def test_a_claim_is_made_only_of_a_target_that_ran_and_was_compared() -> None:
     failed = lowered(measured(error=0.0, sqnr=60.0), ethos_u=(ethos("ethos-u55-128",
                      state=TargetState.FAILED),))  # fmt: skip
     assert compared_targets([_on("main", failed)]) == {"TOSA", "Ethos-U"}  # Vela failed
+    # the partitioner took nothing (fix 8's float grid_sample on TOSA): PyTorch's numbers
+    on_cpu = lowered(measured(error=0.0, sqnr=99.0), graph=("cpu: aten.grid_sampler_2d.default",))
+    assert target_texts(on_cpu)["tosa"] == (
+        "not delegated (aten.grid_sampler_2d.default on the CPU)"
+    )
+    assert compared_targets([_on("main", on_cpu)]) == set()
     found = unmeasured_claims([SAID_ON_MAIN, SAID_ON_MAIN], compared)
     assert len(found) == 1 and found[0] == (
         "the text says 'wrong' of Ethos-U, which did not run and was not compared here"

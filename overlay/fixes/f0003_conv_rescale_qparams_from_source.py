@@ -352,8 +352,7 @@ torch.manual_seed(0)
 inputs = (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 8, 8))
 TosaPipelineINT(ConvReluCat(), inputs, [], []).run()  # outputs do not match the reference
 """,
-        symptom="conv or linear -> ReLU -> cat loses the ReLU when the cat's zero point is"
-        " above -128 (wrong outputs)",
+        symptom="conv/linear -> ReLU -> cat loses the ReLU when the cat's zero point is above -128",
         regressed_by=(
             PullRequest(
                 21974, "Arm backend: Fuse quantized activations by setting qmin to zp", "SaoirseARM"

@@ -316,8 +316,8 @@ FIX = Fix(
     cases=CASES,
     upstream=UpstreamNote(
         test_file=TEST_FILE,
-        symptom="VGF grid_sample(mode='nearest') reads the upper texel where a grid point"
-        " lies exactly between two texels; PyTorch rounds half to even",
+        symptom="VGF nearest grid_sample takes the upper texel on ties; PyTorch rounds half"
+        " to even",
         related=(
             # the sampler-backed path, which maps mode="nearest" to VK_FILTER_NEAREST
             PullRequest(

@@ -40,6 +40,7 @@ from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numeric
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import (
+    NOT_DELEGATED,
     NOT_RUN,
     CaseOutcome,
     OpCounts,
@@ -70,10 +71,15 @@ def target_texts(result: ItemResult) -> dict[str, str]:
 
     Example: a case whose TOSA lowering runs right and whose VGF lowering fails.
     Becomes: ``{"tosa": "max error 0.21% of range, SQNR 52.3 dB", "vgf": "fails: ..."}``.
+    A TOSA lowering that delegates nothing says so and names the ops left on the CPU: its
+    numbers are PyTorch's, not TOSA's.
     """
     if not result.ok:
         return {TOSA: f"fails: {_error_of(result)}"}
     found = {TOSA: _numbers(result.numerics, result.numerics_error)}
+    if result.graph and not any(line.startswith("delegate[") for line in result.graph):
+        on_cpu = dict.fromkeys(line.removeprefix("cpu: ") for line in result.graph)
+        found[TOSA] = f"{NOT_DELEGATED} ({', '.join(on_cpu)} on the CPU)"
     if result.vgf is not None and result.vgf.state is not TargetState.SKIPPED:
         vgf = result.vgf
         ran = vgf.numerics is not None or vgf.numerics_error is not None

@@ -196,6 +196,7 @@ def parse_applied_upstream(text: str) -> UpstreamInfo:
 
 
 NOT_RUN = "lowers"  # how a target's result starts where it lowered and never ran
+NOT_DELEGATED = "not delegated"  # where the partitioner took nothing: the CPU ran it all
 
 
 @dataclass(frozen=True)

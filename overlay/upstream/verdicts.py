@@ -53,6 +53,7 @@ from overlay.upstream.results import (
     BROKEN,
     KEPT,
     MERGED,
+    NOT_DELEGATED,
     NOT_NEEDED,
     NOT_RUN,
     Action,
@@ -224,10 +225,27 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
     if all(after.get(t.node) is not TestState.PASSED for t in before):
         why = f"no test that fails before passes with the patch ({summary})"
         return TestVerdict(TestOutcome.COULD_NOT_RUN, f"could not run: patched: {why}")
-    why = "; ".join(f"{t.node.rsplit('::', 1)[-1]}: {t.reason[:120]}" for t in before)
+    why = failure_reasons([t.reason for t in before])
     if run.patched.count(TestState.NO_TARGET):
         why += f"; with the patch, not run here: {_no_target(run.patched)}"
     return TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
+
+
+def failure_reasons(reasons: Sequence[str]) -> str:
+    """Return why tests failed as a reader takes it in: each reason once, with how many
+    tests gave it, a long word (a base64 payload, a repr) cut to its start.
+
+    Example: 16 tests failing with ``AssertionError: assert 'AwIjBwAA...(3,000 chars)' == ...``.
+    Becomes: ``16 tests: AssertionError: assert 'AwIjBwAAAQALAA0A... == ...``.
+    """
+
+    def short(reason: str) -> str:
+        words = (w if len(w) <= 40 else w[:16] + "..." for w in reason.split(" "))
+        line = " ".join(words).splitlines()[0] if reason else "failed"
+        return line if len(line) <= 120 else line[:117] + "..."
+
+    found = Counter(short(r) for r in reasons)
+    return "; ".join(f"{n} tests: {r}" if n > 1 else r for r, n in found.items())
 
 
 def suite_changes(stock: Counts, patched: Counts) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -351,6 +369,7 @@ _TARGET_NAMES = {
     "VGF": re.compile(r"\bVGF\b"),
     "Ethos-U": re.compile(r"\bEthos-U\w*|\bU[58]5\b"),
 }
+TITLE_MAX = 100  # an issue title's characters, "Arm backend: " included
 _CITED_PR = re.compile(r"(?<!Fixes )(?<![\w/])#(\d+)\b")
 
 
@@ -367,7 +386,11 @@ def compared_targets(bases: Sequence[OnBase]) -> frozenset[str]:
         behaviour = base.behaviour
         for case in (*behaviour.bug_cases, *behaviour.other_cases) if behaviour else ():
             for results in (case.stock_targets, case.patched_targets):
-                found |= {_family(t) for t, text in results.items() if not text.startswith(NOT_RUN)}
+                found |= {
+                    _family(t)
+                    for t, text in results.items()
+                    if not text.startswith((NOT_RUN, NOT_DELEGATED))
+                }
     return frozenset(found)
 
 
@@ -432,6 +455,11 @@ def text_problems(
         problems.append(
             "the issue draft's title says what the change does, not the symptom: declare"
             " UpstreamNote.symptom in the fix module"
+        )
+    if len(title) > TITLE_MAX:
+        problems.append(
+            f"the issue draft's title has {len(title)} characters, over {TITLE_MAX} (a list"
+            f" of issues cuts it): shorten UpstreamNote.symptom in the fix module: {title!r}"
         )
     declared = {pr.number for pr in note.cited} if note else set()
     undeclared = sorted({int(n) for n in _CITED_PR.findall(texts.message)} - declared)
@@ -615,11 +643,10 @@ def hook_findings(
         else:
             new.append(line)
     shared = len(found) - len(new)
-    note = (
-        f"fails on main without the commit too, as hosted here: {shared} line(s)"
-        " are not the commit's"
-    )
-    return tuple(new), note
+    hosted = f"main fails it without the commit too, as hosted here: {shared} line(s)"
+    if new:
+        return tuple(new), f"{hosted} more are main's, not the commit's"
+    return (), f"the commit adds no line to its output; {hosted}, all main's"
 
 
 # --- retarget ------------------------------------------------------------------------------
