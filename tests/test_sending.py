@@ -195,11 +195,15 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
         "### Summary\n\nThe demo pass drops the scale. It fails.\n\nKeep the scale."
     )
     assert fix.upstream.reproducer.splitlines()[0] in body
-    assert "| VGF | main | fails: boom | max error 0.20% of range |" in body
+    assert "TOSA on the TOSA reference model; VGF with the ML SDK scenario runner" in body
+    assert "Ethos-U" not in body  # how each target ran: only those the numbers hold
+    assert "| VGF | main and 1.5.1 | fails: boom | max error 0.20% of range |" in body
     plan = body.split("### Test plan\n", 1)[1]
     assert "pytest -c backends/arm/test/pytest.ini t.py" in plan
-    assert "- the tests it adds: without 1 passed, 1 failed, with 2 passed" in plan
-    assert f"| `{NEW}` | failed | passed | failed | passed |" in plan  # changed, each base
+    assert plan.count("- the tests it adds: without 1 passed, 1 failed, with 2 passed") == 1
+    assert "On main (c0ffeec0ffee) on the executorch 1.5.1 wheel and on executorch 1.5.1" in plan
+    assert "| test | main and 1.5.1 without | with |" in plan  # both bases alike: one pair
+    assert f"| `{NEW}` | failed | passed |" in plan  # changed
     assert f"`{OLD}`" not in plan  # the same without and with: counted, not named
     assert "The other 1 tests end the same without and with it (main 1 passed; 1.5.1" in plan
     assert "lintrunner x: clean" in plan
@@ -322,7 +326,9 @@ def test_0003s_body_fits_github_naming_its_new_tests_and_counting_the_rest() -> 
     assert not [p for p in judged.flags if "PR body" in p]
     runs = [b.affected for b in bases if b.affected is not None]
     new = [t.node for t in runs[0].stock.tests if t.node.split("[")[0] in new_tests(patch.diff)]
-    assert len(new) == 11 and all(f"`{node}`" in body for node in new)
+    assert len(new) == 11 and all(node.split("[")[0] in body for node in new)
+    # a test's parametrizations that ended alike share a row
+    assert "_tosa_INT_relu_cat` (2: a, b) | failed | passed |" in body
     same = {t.node for run in runs for t in run.stock.tests if t.node not in new}
     assert len(same) == 535 and not [n for n in same if n in body]
     assert (
@@ -340,7 +346,7 @@ def test_a_body_over_githubs_limit_holds_the_fix_back() -> None:
     patch = _sent(3)
     node = "backends/arm/test/ops/test_conv_combos.py::test_convolution_2d_tosa_INT"
     states = {
-        f"{node}[{i:04d}_1x3x32x32]": (TestState.XFAILED, TestState.SKIPPED) for i in range(800)
+        f"{node}_{i:04d}[1x3x32x32]": (TestState.XFAILED, TestState.SKIPPED) for i in range(800)
     }
     base = _recorded(patch, "1.5.1", states)
     sub = _submission(patch.name, upstream_subject(patch), (base,),
@@ -517,7 +523,10 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
     patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
     plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
     assert f"  - {snorm.note}, TOSA-1.0+INT, TOSA: {change}" in plan
-    assert "- 2 models outside the bug it fixes, TOSA operators without -> with it:" in plan
+    assert (
+        f"- 2 models outside the bug it fixes ({snorm.note}; {plain.note}), TOSA operators"
+        " without -> with it:" in plan
+    )
     report = Sending("1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {}, 1.0)
     assert "1 of 2 change" not in render.markdown(reports.sending_blocks(report))  # per target
     assert "2 of 3 change" in render.markdown(reports.sending_blocks(report))
@@ -597,3 +606,42 @@ def test_measure_says_why_a_patch_does_not_land_on_a_base(
     assert submission_problems((found,), None, [], lint_asked=False) == (
         f"main: {found.own.detail}",
     )
+
+
+def test_the_numbers_share_a_row_across_bases_and_put_what_did_not_run_aside() -> None:
+    """Review 35: main's rows repeat 1.5.1's; Ethos-U (compiled only) and a TOSA lowering
+    that delegated nothing read the same without and with the change: one line each."""
+    ethos = "lowers (6 ops left on the CPU)"
+    on_cpu = "not delegated (aten.grid_sampler_2d.default on the CPU)"
+    stock = {"tosa": on_cpu, "vgf": "max error 100.00% of range", "ethos-u55-128": ethos}
+    fixed = {**stock, "vgf": "max error 0.00% of range"}
+
+    def on(base: str, vgf_after: str = "max error 0.00% of range") -> OnBase:
+        case = CaseOutcome("grid_warp_int8_vgf_int", Quality.WRONG, Quality.RIGHT, None,
+                           "", "", stock, {**fixed, "vgf": vgf_after})  # fmt: skip
+        found = PatchBehaviour("0008-x.patch", base, (case,), (), Outcome.FAILS_BEFORE_PASSES_AFTER,
+                               "")  # fmt: skip
+        return OnBase("0008-x.patch", Applied(Status.APPLIES), base=base, behaviour=found)
+
+    lines = pr_text.numbers_table([on("main"), on("1.5.1")])
+    assert lines[2:] == [
+        "| target | base | without this change | with it |",
+        "|---|---|---|---|",
+        "| VGF | main and 1.5.1 | max error 100.00% of range | max error 0.00% of range |",
+        "",
+        f"- TOSA on main and 1.5.1: {on_cpu}, without and with it",
+        f"- Ethos-U55-128 on main and 1.5.1: {ethos}, without and with it",
+        "",
+    ]
+    apart = pr_text.numbers_table([on("main"), on("1.5.1", "max error 3.00% of range")])
+    assert apart[4:6] == [
+        "| VGF | main | max error 100.00% of range | max error 0.00% of range |",
+        "| VGF | 1.5.1 | max error 100.00% of range | max error 3.00% of range |",
+    ]
+    issue = pr_text.numbers_table([on("main"), on("1.5.1")], with_change=False)
+    assert issue[2:5] == [
+        "| target | base | result |",
+        "|---|---|---|",
+        "| VGF | main and 1.5.1 | max error 100.00% of range |",
+    ]
+    assert "Ethos-U compiled by Vela, never run (no FVP)" in pr_text.how_run([on("main")])

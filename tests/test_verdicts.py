@@ -140,12 +140,19 @@ def test_fails_before_counts_only_the_tests_own_failures(name: str) -> None:
 def test_why_tests_fail_before_is_each_reason_once_with_long_words_cut() -> None:
     """0008's 16 payload tests failed on one assertion over a base64 shader: one line."""
     payload = "AssertionError: assert '" + "AwIjBwAA" * 400 + "' == 'x'"
-    reasons = [payload] * 16 + ["assert torch.int16 == torch.float32"]
-    assert failure_reasons(reasons) == (
+
+    def failed(*reasons: str, causes: tuple[str, ...] = ()) -> list[TestResult]:
+        return [TestResult(f"t{i:02d}", TestState.FAILED, r, causes) for i, r in enumerate(reasons)]
+
+    reasons = failed(*[payload] * 16, "assert torch.int16 == torch.float32")
+    assert failure_reasons(reasons[::-1]) == (
         "16 tests: AssertionError: assert 'AwIjBwAAAwIjBwA... == 'x';"
         " assert torch.int16 == torch.float32"
     )
-    long = failure_reasons(["", "x" * 30 + " y" * 60])
+    # the innermost exception, not the wrapper (0007's lifted-constant ValueError)
+    wrapped = failed("ValueError: Failed processing ... Is the origin", causes=("ValueError: x",))
+    assert failure_reasons(wrapped) == "ValueError: x"
+    long = failure_reasons(failed("", "x" * 30 + " y" * 60))
     assert long == "failed; " + "x" * 30 + " y" * 43 + " ..." and len(long) == len("failed; ") + 120
 
 

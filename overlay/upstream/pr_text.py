@@ -31,9 +31,19 @@ from overlay.upstream.export import (
     Export,
     dep3_paragraphs,
 )
-from overlay.upstream.results import Counts, OnBase, PatchVerdict, Review, TestRun
+from overlay.upstream.results import (
+    NOT_DELEGATED,
+    NOT_RUN,
+    Counts,
+    OnBase,
+    PatchVerdict,
+    Review,
+    TestOutcome,
+    TestRun,
+    TestState,
+)
 from overlay.upstream.upstream_tests import new_tests
-from overlay.upstream.verdicts import op_count_change
+from overlay.upstream.verdicts import failure_reasons, op_count_change
 
 NO_RESULT = "-"
 CONFIGS = {
@@ -67,11 +77,11 @@ def _cited(note: UpstreamNote | None) -> list[str]:
     return lines
 
 
-def _where(base: OnBase, release: str, torch: str) -> str:
+def _where(base: OnBase, release: str) -> str:
     if base.base == "main":
         when = f", {base.date[:10]}" if base.date else ""
-        return f"main ({base.commit[:12]}{when}) on the executorch {release} wheel, torch {torch}"
-    return f"executorch {base.base} (torch {torch})"
+        return f"main ({base.commit[:12]}{when}) on the executorch {release} wheel"
+    return f"executorch {base.base}"
 
 
 def case_words(name: str) -> str:
@@ -100,22 +110,66 @@ def _target(target: str) -> str:
     return {"tosa": "TOSA", "vgf": "VGF"}.get(target, target.replace("ethos-u", "Ethos-U"))
 
 
-def numbers_table(bases: Sequence[OnBase]) -> list[str]:
-    """Return the trigger cases' results per target and base, without and with the change,
-    each case under its model, TOSA spec and quantizer config."""
-    cases: dict[str, list[list[str]]] = {}
+HOW_RUN = {
+    "TOSA": "TOSA on the TOSA reference model",
+    "VGF": "VGF with the ML SDK scenario runner over the ML emulation layer for Vulkan"
+    " (Mesa lavapipe), not an executor_runner",
+    "Ethos-U": "Ethos-U compiled by Vela, never run (no FVP)",
+}
+
+
+def how_run(bases: Sequence[OnBase]) -> str:
+    """Return how each target of the numbers ran, for the targets they hold."""
+    found = {
+        family
+        for base in bases
+        for case in base.cases
+        for target in (*case.stock_targets, *case.patched_targets)
+        for family in HOW_RUN
+        if _target(target).startswith(family)
+    }
+    ran = "; ".join(text for family, text in HOW_RUN.items() if family in found)
+    return (
+        f"Each model lowered and run: {ran}. Outputs against the fake-quantised model (PyTorch"
+        " itself where nothing is quantised): max error as a fraction of the output's range,"
+        " SQNR."
+    )
+
+
+def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[str]:
+    """Return the trigger cases' results per target, without and with the change (without
+    only: ``with_change=False``), each case under its model, TOSA spec and quantizer config.
+
+    Bases that gave the same result share a row; a target that did not run (lowered only,
+    or not delegated) and gave the same without and with the change is one line below.
+    """
+    cases: dict[str, dict[tuple[str, str, str], list[str]]] = {}
     for base in bases:
-        found = base.behaviour
-        for case in (*found.bug_cases, *found.other_cases) if found else ():
-            rows = cases.setdefault(case.case, [])
+        for case in base.cases:
+            rows = cases.setdefault(case.case, {})
             for target in dict.fromkeys([*case.stock_targets, *case.patched_targets]):
                 before = case.stock_targets.get(target, NO_RESULT)
-                after = case.patched_targets.get(target, NO_RESULT)
-                rows.append([_target(target), base.base, before, after])
+                after = case.patched_targets.get(target, NO_RESULT) if with_change else ""
+                rows.setdefault((_target(target), before, after), []).append(base.base)
     lines = []
-    header = ("target", "base", "without this change", "with it")
+    header = (
+        "target",
+        "base",
+        *(("without this change", "with it") if with_change else ["result"]),
+    )
     for name, rows in cases.items():
-        lines += [f"{case_words(name)}:", "", *markdown_table(header, rows), ""]
+        order = list(dict.fromkeys(target for target, _, _ in rows))
+        table, aside = [], []
+        for (target, before, after), on in sorted(rows.items(), key=lambda r: order.index(r[0][0])):
+            where = " and ".join(on)
+            if before.startswith((NOT_RUN, NOT_DELEGATED)) and after in (before, ""):
+                same = ", without and with it" if with_change else ""
+                aside.append(f"- {target} on {where}: {before}{same}")
+            else:
+                table.append([target, where, before, *([after] if with_change else [])])
+        lines += [f"{case_words(name)}:", ""]
+        lines += [*markdown_table(header, table), ""] if table else []
+        lines += [*aside, ""] if aside else []
     return lines
 
 
@@ -131,12 +185,13 @@ def _changed(run: TestRun) -> set[str]:
 
 def tests_table(bases: Sequence[OnBase], added: Sequence[str]) -> list[str]:
     """Return the tests it adds and those whose state changed on a base, by name, without
-    and with the change on each base; the others counted.
+    and with the change on each base (one pair of columns where every base agrees), a test's
+    parametrizations that ended alike on one row; the others counted.
 
     ``added``: the tests the patch adds (``path::name``; each parametrization is one).
     """
     runs = [(b.base, b.affected) for b in bases if b.affected is not None]
-    nodes = list(
+    nodes = sorted(
         dict.fromkeys(t.node for _, r in runs for c in (r.stock, r.patched) for t in c.tests)
     )
     wanted = set(added)
@@ -145,15 +200,21 @@ def tests_table(bases: Sequence[OnBase], added: Sequence[str]) -> list[str]:
     named = [n for n in nodes if n in new or n in changed]
     lines = []
     if named:
-        header = ("test", *(f"{name} {side}" for name, _ in runs for side in ("without", "with")))
-        rows = [
-            [f"`{node}`", *(_state(r, node, s) for _, r in runs for s in (True, False))]
-            for node in named
-        ]
+        states = {n: [_state(r, n, s) for _, r in runs for s in (True, False)] for n in named}
+        columns = [f"{name} {side}" for name, _ in runs for side in ("without", "with")]
+        if all(s == s[:2] * len(runs) for s in states.values()):
+            columns = [f"{' and '.join(name for name, _ in runs)} without", "with"]
+            states = {n: s[:2] for n, s in states.items()}
+        folded: dict[tuple[str, ...], list[str]] = {}
+        for node in named:
+            test, _, param = node.partition("[")
+            folded.setdefault((test, *states[node]), []).append(param.removesuffix("]"))
+        rows = [[_tests_cell(key[0], params), *key[1:]] for key, params in folded.items()]
         which = [f"the tests it adds ({len(new)})"] if new else []
         which += [f"the tests whose state changed ({len(changed)})"] if changed else []
         title = " and ".join(which)
-        lines += [f"{title[:1].upper()}{title[1:]}:", "", *markdown_table(header, rows), ""]
+        table = markdown_table(("test", *columns), rows)
+        lines += [f"{title[:1].upper()}{title[1:]}:", "", *table, ""]
     rest = [
         f"{name} {Counts(tuple(t for t in run.stock.tests if t.node not in named)).text}"
         for name, run in runs
@@ -167,13 +228,26 @@ def tests_table(bases: Sequence[OnBase], added: Sequence[str]) -> list[str]:
     return lines
 
 
+def _tests_cell(test: str, params: Sequence[str]) -> str:
+    """Return a test, or its parametrizations that ended alike, for one table cell."""
+    if params == [""]:
+        return f"`{test}`"
+    if len(params) == 1:
+        return f"`{test}[{params[0]}]`"
+    listed = ", ".join(params)
+    return f"`{test}` ({len(params)}: {listed if len(listed) <= 160 else 'parametrizations'})"
+
+
 def _plan(base: OnBase) -> list[str]:
     lines = []
     added = base.behaviour.test if base.behaviour else None
     verdict = base.behaviour.test_verdict if base.behaviour else None
     if added is not None:
         lines.append(f"- the tests it adds: without {added.stock.text}, with {added.patched.text}")
-        if verdict is not None:
+        if verdict is not None and verdict.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER:
+            failed = [t for t in added.stock.tests if t.state is TestState.FAILED]
+            lines.append(f"  (without it: {failure_reasons(failed)})")
+        elif verdict is not None:
             lines.append(f"  ({verdict.text})")
     if base.affected is not None:
         run = base.affected
@@ -195,10 +269,10 @@ def _bystanders(base: OnBase) -> list[str]:
         return []
     changed = [(c, op_count_change(c)) for c in base.bystanders]
     changed = [(c, text) for c, text in changed if text]
-    models = len({c.case for c in base.bystanders})
-    outside = f"- {models} models outside the bug it fixes"
+    models = list(dict.fromkeys(c.model or c.case for c in base.bystanders))
+    outside = f"- {len(models)} models outside the bug it fixes ({'; '.join(models)})"
     if not changed:
-        return [f"{outside}: the same TOSA operators without and with it"]
+        return [f"{outside}: the same TOSA operators without and with it (operator counts)"]
     lines = [f"{outside}, TOSA operators without -> with it:"]
     lines += [f"  - {c.model}, {c.spec}, {c.target.upper()}: {text}" for c, text in changed]
     return lines
@@ -215,18 +289,17 @@ def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
         lines += ["Reproducer:", "", *reproducer]
     numbers = numbers_table(sub.bases)
     if numbers:
-        lines += [
-            "Lowered for each target, outputs against the fake-quantised model"
-            " (max error as a fraction of the output's range, SQNR):",
-            "",
-            *numbers,
-        ]
+        lines += [how_run(sub.bases), "", *numbers]
     lines += ["### Test plan", ""]
     command = next((b.affected.command for b in sub.bases if b.affected), "")
     if command:
         lines += ["Without and with this change:", "", "```", command, "```", ""]
+    plans: dict[tuple[str, ...], list[OnBase]] = {}
     for base in sub.bases:
-        lines += [f"On {_where(base, release, torch)}:", "", *_plan(base), ""]
+        plans.setdefault(tuple(_plan(base)), []).append(base)
+    for plan, same in plans.items():
+        where = " and on ".join(_where(base, release) for base in same)
+        lines += [f"On {where} (torch {torch}):", "", *plan, ""]
     lines += tests_table(sub.bases, new_tests(patch.diff))
     review = sub.review or Review("", None, (), ())
     if review.lint is not None:
@@ -253,7 +326,9 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
     title = PREFIX + (note.symptom if note is not None and note.symptom else patch.subject)
     lines = [f"{ISSUE_TITLE}{title}", "", "### 🐛 Describe the bug", ""]
     lines += [dep3_paragraphs(patch)[0], "", *_cited(note), *_reproducer(note)]
-    lines += numbers_table([b for b in sub.bases if b.behaviour is not None])
+    measured = [b for b in sub.bases if b.behaviour is not None]
+    numbers = numbers_table(measured, with_change=False)
+    lines += [how_run(measured), "", *numbers] if numbers else []
     main = next((b for b in sub.bases if b.base == "main"), None)
     on_main = (
         f" and main ({', '.join(filter(None, (main.commit[:12], main.date[:10])))})" if main else ""
@@ -281,10 +356,12 @@ def checklist(item: Export, sub: PatchVerdict, where: str, branch: str, stale: s
             f" (its first line is the title), then add `Fixes #N` to the PR text."
         )
     lines += [
-        f"- [ ] Push the branch: `git -C {where} push <your fork> {branch}`, then open"
-        f" the PR against pytorch/executorch `main` with the text of {item.stem}.pr.md.",
+        f"- [ ] Push the branch (from this folder): `git -C {where} push <your fork> {branch}`,"
+        f" then open the PR against pytorch/executorch `main` with the text of"
+        f" {item.stem}.pr.md.",
         "- [ ] On the open PR, comment each of these (pytorchbot sets the labels; ciflow/trunk"
-        " runs the trunk jobs):",
+        " runs the trunk jobs, and pytorchbot takes a ciflow label only from someone with"
+        " write access: otherwise ask a cc'd Arm maintainer to add it):",
         *(f"  - `{command}`" for command in LABEL_COMMANDS),
         "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
         " and public API checks ran here on main's backends/arm hosted on the release's"

@@ -198,7 +198,8 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             item, patch,
             PatchVerdict(patch.name, item.subject, bases_found, Action.SEND, "",
                          source=newest.name, review=review),
-            torch=torch, stale=stale, lint_asked=request.lint, branch=(str(repo), branch),
+            torch=torch, stale=stale, lint_asked=request.lint,
+            branch=(str(repo.relative_to(out)), branch),
         )  # fmt: skip
         submissions.append(sub)
         branches[patch.name] = (repo, branch)

@@ -107,6 +107,12 @@ class OnBase:
     bystanders: tuple[OpCounts, ...] = ()  # models outside its triggers, stock and with it
 
     @property
+    def cases(self) -> tuple[CaseOutcome, ...]:
+        """Return its trigger cases as measured here: the bug's, then the others."""
+        found = self.behaviour
+        return (*found.bug_cases, *found.other_cases) if found else ()
+
+    @property
     def effective(self) -> Applied:
         """Return the port's result if there is a port, else the line's own patch's."""
         return self.port if self.port is not None else self.own

@@ -72,6 +72,7 @@ from overlay.upstream.results import (
     PatchVerdict,
     Status,
     TestOutcome,
+    TestResult,
     TestRun,
     TestState,
     TestVerdict,
@@ -225,18 +226,18 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
     if all(after.get(t.node) is not TestState.PASSED for t in before):
         why = f"no test that fails before passes with the patch ({summary})"
         return TestVerdict(TestOutcome.COULD_NOT_RUN, f"could not run: patched: {why}")
-    why = failure_reasons([t.reason for t in before])
+    why = failure_reasons(before)
     if run.patched.count(TestState.NO_TARGET):
         why += f"; with the patch, not run here: {_no_target(run.patched)}"
     return TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
 
 
-def failure_reasons(reasons: Sequence[str]) -> str:
-    """Return why tests failed as a reader takes it in: each reason once, with how many
-    tests gave it, a long word (a base64 payload, a repr) cut to its start.
+def failure_reasons(tests: Sequence[TestResult]) -> str:
+    """Return why tests failed as a reader takes it in: each test's innermost exception,
+    each reason once with how many tests gave it, a long word (a base64 payload) cut.
 
     Example: 16 tests failing with ``AssertionError: assert 'AwIjBwAA...(3,000 chars)' == ...``.
-    Becomes: ``16 tests: AssertionError: assert 'AwIjBwAAAQALAA0A... == ...``.
+    Becomes: ``16 tests: AssertionError: assert 'AwIjBwAAAwIjBwA... == ...``.
     """
 
     def short(reason: str) -> str:
@@ -244,7 +245,8 @@ def failure_reasons(reasons: Sequence[str]) -> str:
         line = " ".join(words).splitlines()[0] if reason else "failed"
         return line if len(line) <= 120 else line[:117] + "..."
 
-    found = Counter(short(r) for r in reasons)
+    ordered = sorted(tests, key=lambda t: t.node)
+    found = Counter(short(t.causes[0] if t.causes else t.reason) for t in ordered)
     return "; ".join(f"{n} tests: {r}" if n > 1 else r for r, n in found.items())
 
 
@@ -383,8 +385,7 @@ def compared_targets(bases: Sequence[OnBase]) -> frozenset[str]:
     fix's trigger cases on some base; a target that only lowered (compiled) is not one."""
     found: set[str] = set()
     for base in bases:
-        behaviour = base.behaviour
-        for case in (*behaviour.bug_cases, *behaviour.other_cases) if behaviour else ():
+        for case in base.cases:
             for results in (case.stock_targets, case.patched_targets):
                 found |= {
                     _family(t)
