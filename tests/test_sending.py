@@ -408,7 +408,7 @@ def test_the_texts_speak_upstreams_words(patch: Patch) -> None:
     for trigger in fix.claims[NEWEST.name]:
         assert not [t for t in read if trigger.case in t]
         info = corpus.info(trigger.case)
-        assert f"{info.model} on {info.spec}, " in done.pr_body
+        assert f"{info.model} on {info.spec}" in done.pr_body
     assert done.issue.splitlines()[0] == f"Title: {PREFIX}{fix.upstream.symptom}"
     assert done.issue.splitlines()[0] != f"Title: {done.subject}"
     assert "executorch 1.5.1 and main (cff6f4dd3200, 2026-08-22), torch 2.13.0" in done.issue

@@ -268,7 +268,8 @@ CASES = (
             " sampler shader, reflection padding",
             targets_vgf=True,
             model="`F.grid_sample(x, grid, mode='nearest', padding_mode='reflection')`,"
-            " x 1x4x8x8, grid 1x4x8x2 quantised to int8 with scale 2^-6",
+            " x 1x4x8x8, grid 1x4x8x2, quantised by `VgfQuantizer` with"
+            " `get_symmetric_quantization_config()`, the grid's q/dq then set to scale 2^-6",
         ),
         nearest_ties_int8,
     ),
@@ -363,9 +364,12 @@ program = torch.export.export(Sample(), (x, grid))
 edge = to_edge_transform_and_lower(
     program, partitioner=[VgfPartitioner(VgfCompileSpec("TOSA-1.0+FP"))]
 )
-# Run the VGF delegate (scenario runner over the ML emulation layer): row 3 of
-# channel 0 reads columns -, 0, 1, 2, 3, 4, 7, -, -, 2; PyTorch reads
-# -, 0, 0, 2, 2, 4, 6, -, -, 2 (-: zero padding).
+# Lowering succeeds either way; run the program on a Vulkan runtime (VgfPipeline
+# after backends/arm/test/setup_testing_vkml.sh, or the .vgf with the ML SDK
+# scenario runner over the ML emulation layer): row 3 of channel 0 reads columns
+# -, 0, 1, 2, 3, 4, 7, -, -, 2; PyTorch reads -, 0, 0, 2, 2, 4, 6, -, -, 2
+# (-: zero padding). Or: pytest -c backends/arm/test/pytest.ini
+# backends/arm/test/ops/test_grid_sampler.py -k nearest_ties (with a runtime).
 """,
     ),
 )

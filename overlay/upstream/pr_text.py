@@ -49,6 +49,7 @@ NO_RESULT = "-"
 CONFIGS = {
     "a8w8": "get_symmetric_quantization_config",
     "a16w8": "get_symmetric_a16w8_quantization_config",
+    "a8w8_snorm": "get_vgf_snorm_quantization_config",
 }
 
 
@@ -90,7 +91,8 @@ def case_words(name: str) -> str:
     Example: ``conv_relu_cat_mixed_qparams``.
     Becomes: ``` `cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8 on TOSA-1.0+INT+FP,
     `TOSAQuantizer` with `get_symmetric_quantization_config(is_per_channel=True)` ```. A
-    case without a model keeps its name, which the gate holds back.
+    case without a model keeps its name, which the gate holds back; a case no quantizer
+    config quantizes (float, or quantised by hand) is its model and spec alone.
     """
     try:
         info = corpus.info(name)
@@ -98,12 +100,8 @@ def case_words(name: str) -> str:
         return f"`{name}`"
     quantizer = "VgfQuantizer" if info.targets_vgf else "TOSAQuantizer"
     config = CONFIGS.get(info.quantize or "")
-    how = (
-        f"`{quantizer}` with `{config}(is_per_channel={info.per_channel})`"
-        if config
-        else "not quantized by a quantizer"
-    )
-    return f"{info.model or f'`{name}`'} on {info.spec}, {how}"
+    how = f", `{quantizer}` with `{config}(is_per_channel={info.per_channel})`" if config else ""
+    return f"{info.model or f'`{name}`'} on {info.spec}{how}"
 
 
 def _target(target: str) -> str:
