@@ -1,11 +1,8 @@
 """``python -m overlay`` and the ``executorch-arm-overlay`` script: the command-line interface.
 
-The signals are set before the commands are imported: SIGTERM raises :class:`Terminated`, a
-KeyboardInterrupt as Ctrl-C's, so a command stopped by either unwinds (every lock is
-released; a transaction defers both until its tree is settled) and ends with one line and
-exit 130 or 143, also while the modules are still loading. Once the command has returned,
-both are ignored: the process exits with the command's code (an apply that committed and
-said so is not turned into "interrupted" while the interpreter shuts down).
+The signals are set before the commands are imported, so SIGTERM and Ctrl-C unwind (every
+lock released, exit 143 or 130) even while the modules load. Once the command has returned
+both are ignored: an apply that committed and said so is not turned into "interrupted".
 """
 
 from __future__ import annotations

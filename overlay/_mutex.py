@@ -1,13 +1,9 @@
 """A lock file that its holder deletes on release, safe against the unlink race.
 
-The lock of a target lives inside the target (every user and every cache setting sees the
-same one), so it must not stay behind: a stray file would survive ``revert`` and ``pip
-uninstall``. filelock never deletes its lock file on Unix, because deleting a file that
-another process has open and is waiting on lets two processes hold "the" lock. This is the
-usual fix, in a few lines: the holder unlinks the file before unlocking, and a process that
-wins ``flock`` re-checks that the path still names the inode it locked, retrying otherwise.
-
-The holder writes its pid into the file, so a waiting or reading process can name it.
+The lock lives inside its target and must not survive ``revert`` or ``pip uninstall``, as
+filelock's would (never deleted on Unix). The holder unlinks the file before unlocking; a
+process that wins ``flock`` re-checks that the path still names the inode it locked, else
+retries. The file holds the holder's pid, so a waiting process can name it.
 
 Example: A holds the lock; B opened the same file and waits. A unlinks it and unlocks.
 Becomes: B gets the flock on the unlinked inode, sees that the path no longer names it,

@@ -1,12 +1,8 @@
 """Child processes: run one, refuse its failure as an OverlayError, decode its one JSON line.
 
-Every program the overlay runs and waits for (another environment's Python, uv, pip) runs
-here as a child that never outlives the overlay: SIGINT and SIGTERM kill and reap it
-before the overlay goes on dying; on Linux the kernel kills it when the overlay dies of
-SIGKILL (``PR_SET_PDEATHSIG``, set with ctypes: the standard library has no wrapper for
-prctl). A child that does not start, runs out of time or exits non-zero is refused with
-the caller's error (``refuse``: what was found -> the error, with the caller's words and
-next step); :func:`json_line` decodes the last line a child prints with the codec.
+A child never outlives the overlay: SIGINT and SIGTERM kill and reap it first, and on Linux
+the kernel kills it when the overlay dies of SIGKILL (``PR_SET_PDEATHSIG``, set with ctypes:
+the standard library has no wrapper for prctl).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The one typed codec: frozen dataclasses <-> JSON, decoded strictly, with a derived schema.
 
-Every file the overlay persists (reports, journals, stamps, cache entries, provenance) and
-every message that crosses a process (the equivalence worker protocol) is a dataclass
-encoded here: enums by value, tuples as lists, paths as text, nested dataclasses as
-objects. Decoding follows the type hints and accepts nothing else: a missing field without
-a default, an unknown field or a wrong type is a :class:`CodecError` naming where it is.
-
-Hand-written on purpose: the worker protocol runs this module inside the users' stock and
-patched environments, which must hold exactly their locked packages, so the codec is
-standard-library only (cattrs, pydantic or msgspec would have to be installed there).
+Hand-written and standard-library only on purpose: the worker protocol runs this module
+inside the stock and patched environments, which hold exactly their locked packages
+(cattrs, pydantic or msgspec would have to be installed there).
 
 Example: ``decode(Shard, {"index": 1, "count": "2"})``.
 Becomes: ``CodecError("malformed data at body.count", expected="an int", found="'2'")``.

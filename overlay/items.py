@@ -1,9 +1,6 @@
 """What an equivalence run judges, as torch-free data: its items and their descriptions.
 
 An item is a case (a whole lowering) or a probe (one patched function on a small graph).
-The corpus, the fix modules (the cases and probes a fix brings) and the worker protocol
-(:mod:`overlay.equivalence.protocol`) share these; this module sits in the data layer so
-that :mod:`overlay.fixes` needs nothing from :mod:`overlay.equivalence`. Stdlib only.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """One renderer per format for every report of the tool: Markdown, HTML, and JSON.
 
-A report is first laid out once as blocks (:class:`Heading`, :class:`Para`, :class:`Table`,
-:class:`Items`, :class:`Pre`, and :class:`Raw` for what only a page can show; a status
-inside them is a :class:`Badge`, a reference to a section a :class:`Link`): the equivalence
-report in :mod:`overlay.equivalence.render.layout`, the upstream reports in
-:mod:`overlay.upstream.reports` and :mod:`overlay.upstream.canary.page`. :func:`markdown`
-(also the plain-text form: the CLI prints it, rendered by rich on a terminal) and
-:func:`html` render any blocks; JSON is the report itself through :mod:`overlay.codec` (its
-schema is derived from the same dataclasses: :func:`schema`). Strings only; :func:`write`
-writes the files.
+A report is laid out once as blocks; :func:`markdown` (also the plain-text form the CLI
+prints) and :func:`html` render any blocks, JSON is the report itself through the codec.
+Strings only: :func:`write` writes the files.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Apply the fixes as a runtime monkey-patch: the forms written for the installed release line.
 
-Only the machinery lives here; each fix's runtime form (which attribute it replaces, and
-the builder of the replacement) is in its fix module (:mod:`overlay.fixes`), keyed by
-line. The installed executorch version (read without importing executorch) picks the
-line (:mod:`overlay.lines`); the runtime forms of the fixes that line's series carries
-are applied. Each fix is independent: its own guard, its own undo, applied or skipped on
-its own. The patch refuses a version with no line (RuntimePatchError naming the supported
-lines) or a patched build (``+armfix``), an install that already carries the diffs (a
-touched file whose sha256 is not the line's pristine pin: PristineMismatchError), and a
-function somebody else has already replaced.
+Each fix is independent: its own guard, its own undo, applied or skipped on its own. It
+refuses a version with no line, a patched build (``+armfix``), an install that already
+carries the diffs, and a function somebody else has already replaced.
 """
 
 from __future__ import annotations

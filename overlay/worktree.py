@@ -1,10 +1,4 @@
-"""Edit patches as git commits: lay the series out as a work tree, then regenerate it.
-
-``create`` writes the pristine files of the pinned wheel at their repository
-paths, commits them (tag ``overlay-base``), then commits each patch with its
-DEP-3 header in the message. Edit, amend, reorder or add commits with plain
-git; ``regenerate`` turns ``overlay-base..HEAD`` back into ``patches/``.
-"""
+"""Edit patches as git commits: lay the series out as a work tree, then regenerate it."""
 
 from __future__ import annotations
 

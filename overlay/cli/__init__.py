@@ -1,12 +1,4 @@
-"""Command-line interface: the one place that prints and exits.
-
-``executorch-arm-overlay`` (the console script; ``python -m overlay``; in a checkout ``uv run
-executorch-arm-overlay``). The commands live by group: :mod:`.in_place` (status, check,
-apply, revert), :mod:`.build` (build-wheel, lock, sync, verify-install), :mod:`.editing`
-(edit, regenerate, refresh), :mod:`.equivalence` and :mod:`.upstream`. Every command maps
-OverlayError to its message on stderr and its exit code; next steps name the tool as the
-user started it (:mod:`.invocation`).
-"""
+"""Command-line interface: the one place that prints and exits."""
 
 from __future__ import annotations
 

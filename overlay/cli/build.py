@@ -1,8 +1,7 @@
 """The build commands: `build-wheel`, `lock`, `sync` and `verify-install`.
 
 Each picks its release line first (``--line``; verify-install: the installed executorch's)
-and refuses an unknown one before any download. Wheels go to ``--dist DIR`` (default
-``dist/<line>``), published there as a package index.
+and refuses an unknown one before any download.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """What the command groups share: one spelling per option, the line and series a command uses.
 
-One flag means one thing in every command (pip's, uv's and git's conventions):
-``--target`` the environment a command works on, ``--dist DIR`` a folder of patched wheels,
-``--out DIR`` a folder the command writes its reports to, ``--tag TAG`` a pinned wheel by
-its tag, ``--line`` a release line, ``--dry-run`` every check and the plan, nothing
-written, ``--json`` a typed report on stdout.
+One flag means one thing in every command: ``--target`` the environment worked on, ``--dist``
+a folder of patched wheels, ``--out`` a folder of reports, ``--tag`` a pinned wheel, ``--line``
+a release line, ``--dry-run`` every check and the plan but no write, ``--json`` a typed report.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The equivalence commands: `equivalence`, `merge-reports` and `report-schema`.
 
-Inputs are checked before any worker starts (:mod:`overlay.equivalence.controller.inputs`,
-exit 2, a command-line mistake); a failing run writes its reports, then exits 10 naming what to do.
+A failing run writes its reports first, then exits 10 naming what to do.
 """
 
 from __future__ import annotations

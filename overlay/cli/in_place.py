@@ -1,13 +1,8 @@
 """The in-place commands: `status`, `check`, `apply`, `revert` of an installed executorch; `lines`.
 
-Each finds the target first (``--target``, else the active venv:
-:func:`overlay.tree.locate.default_environment`, and says which), picks the release line
-from the executorch it holds (or ``--line`` / ``--patches``) and says which and where its
-series comes from, then checks everything before the first write: the ``--fix`` names, the
-environment against the line's pins (apply: a warning, never a refusal), the whole plan.
-``--dry-run`` stops after the plan; ``--json`` prints a typed report
-(:mod:`overlay.cli.json_output`). An apply or revert holds SIGINT and SIGTERM from its
-transaction to its last line of output: once committed, it says so.
+Everything is checked before the first write (the environment against the line's pins only
+warns). An apply or revert holds SIGINT and SIGTERM from its transaction to its last line of
+output: once committed, it says so.
 """
 
 from __future__ import annotations

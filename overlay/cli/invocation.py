@@ -1,20 +1,9 @@
 """How the user started the tool, so usage lines and next steps name a command that works.
 
-Library messages name the tool by its console script, ``executorch-arm-overlay``
-(:data:`NAME`); :func:`localise` rewrites that to the form that works where the user is:
-
-- the overlay imported from a checkout (``uv run``, an editable install, nox's tool venv):
-  ``uv run executorch-arm-overlay`` (``uv run --project DIR executorch-arm-overlay`` from
-  outside it): uv makes the checkout's ``.venv`` (and a gitignored ``uv.lock``) on first use.
-  Even a console script PATH finds gets this form: under ``uv run`` PATH holds the
-  ``.venv``'s scripts, the user's shell does not;
-- installed, started as the console script: its name when that is what PATH finds, else
-  its path;
-- installed, started as ``python -m overlay``: the interpreter as typed when PATH finds
-  that one, else its path, with ``-m overlay``.
-
-A usage line names the tool as the user typed it, without a path (:func:`usage`):
-``executorch-arm-overlay``, ``uv run executorch-arm-overlay`` or ``python -m overlay``.
+:func:`localise` rewrites the console script's name (:data:`NAME`) in a message to what works
+where the user is: from a checkout ``uv run executorch-arm-overlay`` (``--project DIR`` added
+outside it), even where PATH finds the script (only ``uv run``'s PATH holds it); installed,
+the script or ``python -m overlay`` as typed when PATH finds that one, else by its path.
 
 Example: ``localise("run `executorch-arm-overlay refresh`", "uv run executorch-arm-overlay")``
 Becomes: ``run `uv run executorch-arm-overlay refresh```; a path such as

@@ -1,8 +1,7 @@
 """What ``--json`` prints: typed reports, encoded by :mod:`overlay.codec` (schemas derivable).
 
-A command whose answer is one domain value prints it as it is (``verify-install`` its
-:class:`~overlay.envs.verify_install.InstallReport`); the reports here aggregate several.
-Each one round-trips through ``codec.decode`` and has a JSON Schema (``codec.schema``).
+A command whose answer is one domain value prints it as it is; the reports here aggregate
+several.
 """
 
 from __future__ import annotations

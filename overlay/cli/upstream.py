@@ -1,9 +1,4 @@
-"""The upstream commands: `matrix`, `export-upstream`, `retarget`, `retire-line` and `canary`.
-
-They talk to executorch releases and git (docs/upstream.md, docs/release-lines.md,
-docs/canary.md). Reports go to ``--out DIR``; ``--upstream`` names a pytorch/executorch
-clone (``$OVERLAY_UPSTREAM_CLONE``).
-"""
+"""The upstream commands: `matrix`, `export-upstream`, `retarget`, `retire-line` and `canary`."""
 
 from __future__ import annotations
 

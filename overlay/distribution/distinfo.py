@@ -1,9 +1,4 @@
-"""Distribution metadata: METADATA's version and RECORD, read and written in one place.
-
-Installed trees and wheels both carry an ``<name>-<version>.dist-info`` folder; this module
-reads its ``Version:`` and RECORD rows (with :mod:`installer.records`), rewrites them, and
-turns unreadable metadata into a :class:`~overlay.errors.TargetError` that names the file.
-"""
+"""Distribution metadata: METADATA's version and RECORD, read and written in one place."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """What a patched executorch says about itself: its version, METADATA and provenance file.
 
 The patched wheel and an in-place apply write the same version and provenance, so both
-installs read alike: METADATA ``Version: 1.2.0+armfix.<series>`` and ``ARM_OVERLAY.json``
-naming the series, the fixes it holds and each patched file's sha256 before and after. The
-wheel's Requires-Dist are narrowed to the runtime pins' release series; an in-place apply
-keeps the installed requirements and extras (the environment's packages are the user's). A
-tree holding only some fixes of the series (``apply --fix``) says which in both: the version
-ends in ``.fix.<n>.<m>``, the fix numbers, and the provenance lists exactly those patches.
+installs read alike; only the wheel narrows Requires-Dist to the runtime pins (in place, the
+environment's packages are the user's). A tree holding some fixes of the series names them.
 
 Example: fixes 1 and 7 of series ``5c0ffee123...`` on executorch 1.5.1.
 Becomes: ``Version: 1.5.1+armfix.5c0ffee123.fix.1.7``; ``patches`` lists 0001 and 0007.

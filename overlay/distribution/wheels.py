@@ -1,12 +1,7 @@
 """Fetch a pinned executorch wheel and repack it with the series applied.
 
-The patched wheel keeps every file of the original except the patched sources,
-the renamed dist-info (``1.2.0+armfix.<series>``), METADATA's Requires-Dist narrowed to
-the runtime pins' release series (``torch==2.11.*``; tosa-tools under ``executorch[arm]``),
-WHEEL's Generator (this tool), a regenerated RECORD and a provenance file
-(:mod:`overlay.distribution.provenance`). The zip is read and written by
-:mod:`overlay.distribution.wheelzip`: the same inputs give the same bytes. Built wheels are kept
-in the overlay cache, keyed by what they are made of, so a new clone reuses them.
+The same inputs give the same bytes (a lock pins the patched wheel by sha256), so built
+wheels are kept in the overlay cache, keyed by what they are made of: a new clone reuses them.
 """
 
 from __future__ import annotations

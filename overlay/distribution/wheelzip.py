@@ -1,13 +1,8 @@
 """Read a wheel with every member checked against its RECORD; write one deterministically.
 
-Hand-written on purpose, small: pypa/wheel's ``WheelFile`` did both but is no public API,
-and ``installer.sources.WheelFile`` asserts (``AssertionError``) on odd layouts and checks
-a whole archive at once, where a repack reads a few members of a 20 MB wheel. RECORD rows
-are parsed, written and checked with :mod:`installer.records`; the zip is :mod:`zipfile`.
-
-The writer gives the same bytes for the same members on every run and machine: members in
-the order given, each with the timestamp and mode it is handed, deflated, marked as made on
-Unix, and RECORD (rows in member order, then its own) last.
+Hand-written on purpose: pypa/wheel's ``WheelFile`` is no public API, and ``installer``'s
+asserts on odd layouts and checks a whole archive at once, where a repack reads a few
+members of a 20 MB wheel. The writer gives the same bytes for the same members anywhere.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Locks: the exact ready venv for one pinned wheel, every package by version and sha256.
 
-One requirements file per pinned executorch wheel, beside the pins it comes from
-(``patches/<line>/locks/<tag>.txt``), written by ``uv pip compile --generate-hashes`` for that
-interpreter and platform. A plain hashed requirements file (not ``uv.lock``) because
-``uv pip sync``, ``pip install --require-hashes`` and a Dockerfile all take it as it is,
-and a per-platform resolution has no markers left to evaluate at install time. The
-patched executorch is in it by the sha256 of the wheel this overlay builds (the build
-is deterministic). A header line keys everything the lock was resolved from (pins,
-extras, series digest, base wheel, tool); :func:`check_current` recomputes that key
-offline, so a lock left stale by a pin or patch change fails the fast tests.
-:func:`stock_text` gives the same lock with the stock executorch in place of the patched
-one: the equivalence run's stock env and the test env are synced from it.
+A plain hashed requirements file, not ``uv.lock``: uv pip sync, pip's ``--require-hashes``
+and a Dockerfile all take it as it is. Its header keys everything it was resolved from, so
+:func:`check_current` finds a stale lock offline, in the fast tests.
 """
 
 from __future__ import annotations

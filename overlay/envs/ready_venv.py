@@ -1,16 +1,7 @@
 """The ready venv, and the proof and test envs: one committed lock, synced and verified.
 
-Every env here is synced from a line's committed lock (``patches/<line>/locks/<tag>.txt``)
-by :mod:`overlay.envs.venvs`, and its stamp records which (line, wheel tag, the lock's
-sha256, the flavour):
-
-- ``patched``: the lock as committed, the patched executorch by its wheel's sha256 (the
-  ready venv, the equivalence run's patched env);
-- ``stock``: the same lock with its executorch entry replaced by the pinned stock wheel
-  (sha256 from pins.toml): the equivalence run's stock env, the test env (with the
-  overlay's own tools on top, constrained to the lock's versions).
-
-So the proof runs on exactly what ships: the same transitive versions everywhere.
+``patched`` syncs the lock as committed; ``stock`` the same lock with the pinned stock wheel
+in place of the patched executorch (the equivalence run's stock env, the test env).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Virtual environments for any executorch release (retarget, upstream): pins, no lock.
 
-:func:`env_contents` names an interpreter version and the exact requirements (pins or local
-wheel files). :func:`ensure` has :mod:`overlay.envs.venvs` build the venv under
-``<root>/<name>-<key>``; a later call with the same contents returns at once (the venv's
-stamp). The key covers the requirement texts and the content of every local file among
-them, so a rebuilt patched wheel gives a new env and never a stale one; an interrupted
-build is finished by the next call.
-
-torch with its CUDA libraries is ~4 GB: uv downloads it once into its shared cache and
-links it into every env after that (seconds). pip is never used here.
+A venv's key covers its requirement texts and the content of every local wheel among them,
+so a rebuilt patched wheel gives a new env, never a stale one. torch with its CUDA libraries
+is ~4 GB: uv downloads it once into its cache and links it into every env after that.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The stamp of a venv whose last sync finished: the sha256 of what it was synced from.
 
-Written last by :mod:`overlay.envs.venvs` (through the codec, atomically), once the synced
-venv was verified, and removed before uv touches the venv again: a venv without it never
-finished a sync. Standard library only (with the codec): the equivalence worker reads it
-inside the synced stock and patched envs, which hold exactly their locked packages.
+Written last and removed before uv touches the venv again, so a venv without one never
+finished a sync. Standard library only (with the codec): the worker reads it inside the
+synced envs, which hold exactly their locked packages.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Where to find uv, and uv run as a child that never outlives the overlay.
 
-A sync stopped by SIGINT, SIGTERM or SIGKILL must not leave uv writing into the venv while
-the next run repairs it, nor a lock half-resolved: uv runs as an :mod:`overlay._process`
-child (killed and reaped on SIGINT and SIGTERM, by the kernel on SIGKILL on Linux).
+A stopped sync must not leave uv writing into the venv while the next run repairs it.
 """
 
 from __future__ import annotations

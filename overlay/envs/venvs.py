@@ -1,24 +1,9 @@
 """The one stamped venv builder: the ready venv, the proof and test envs, release envs.
 
-A venv is made to hold its :class:`Contents` with uv: a hashed lock synced exactly
-(``uv pip sync --require-hashes``, then optional packages on top, constrained to the
-lock's versions) or plain requirements (``uv pip install``). uv decides what to install,
-remove or replace; the overlay decides only whether to run it, from one stamp
-(:mod:`overlay.envs.stamp`: the sha256 of the contents) written last, once the synced venv
-was verified, and removed before uv touches the venv. :func:`stale` says why a venv is
-synced:
-
-- its stamp is of these contents: it is up to date, and uv is not run;
-- its stamp is of other contents (another lock): ``uv pip sync`` changes what differs;
-- no stamp (no sync finished there: one was stopped at any point by Ctrl-C, SIGTERM or
-  SIGKILL, or its venv failed the check), no venv, another Python, or ``--force``: a new
-  venv (``uv venv --clear``), then the sync. An interrupted uv can leave a package's
-  dist-info whole over half-written files, which ``uv pip sync`` takes for installed, and
-  ``--reinstall`` would download every package again; a new venv links them from uv's
-  cache in seconds.
-
-So running a sync again repairs any interrupted one. uv runs as a child that dies with
-this process (:mod:`overlay.envs.uv_process`), so no orphan keeps writing into the venv.
+uv decides what to install; the overlay decides only whether to run it, from one stamp
+written last. A venv without a stamp is made anew: an interrupted uv can leave a dist-info
+whole over half-written files, which ``uv pip sync`` takes for installed, and
+``--reinstall`` would download every package again (a new venv links them from uv's cache).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Check that an environment runs this series' patched executorch, and nothing drifted.
 
-In order: every package the lock pins is installed at its locked version, executorch
-carries this series (version, provenance, the patched files' sha256), then the patched
-modules and the Arm backend import in the environment's own interpreter (a separate
-process: the overlay need not be installed there). ``stock=True`` checks a stock env the
-same way: the pinned release, its pristine files. Every error's next step is the
-``repair`` command the caller gives (one that works where the user is).
+The imports are checked in the environment's own interpreter (the overlay need not be
+installed there); every error's next step is the ``repair`` command the caller gives.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The typed protocol between the orchestrator and its worker processes (JSON lines).
 
-Every message is one JSON object per line: ``{"schema": N, "type": T, "body": {...}}``. The
-body is a frozen dataclass below, encoded field by field (enums as their values, tuples as
-lists) and decoded strictly against the dataclass's type hints: a missing or unknown field,
-a wrong type or another schema version is a :class:`ProtocolError`, never a silent default.
-
-Requests: :class:`InitRequest`, :class:`ListRequest`, :class:`RunRequest`,
-:class:`QuitRequest`. Replies: :class:`InitReply`, :class:`ListReply`, :class:`RunReply`,
-:class:`ErrorReply`. Stdlib only: workers run this module in the stock and patched envs.
+A line is ``{"schema": N, "type": T, "body": {...}}``, decoded strictly: another schema
+version is a :class:`ProtocolError`. Stdlib only: workers run this module in the stock and
+patched envs.
 """
 
 from __future__ import annotations

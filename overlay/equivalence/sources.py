@@ -1,14 +1,8 @@
 """Python sources read, never run: a tree's digest, a worker's imports, a module's names.
 
-Stdlib only: the worker side (:mod:`overlay.equivalence.worker.envinfo`) runs it in the
-stock and patched environments, the controller in its own.
-
-- :func:`digest` is the one digest of "the sources of a package": the result cache keys
-  the overlay's worker modules with it, and each environment's watched executorch tree.
-- :func:`worker_sources` follows the imports of the worker's entry points, so editing a
-  controller-only module (report, scheduling, CLI) keeps cached results.
-- :func:`bound_names` lists what a module binds at top level, so ``--models FILE.py`` and
-  ``--runtime-patch MODULE:FUNCTION`` are checked without importing torch.
+Stdlib only: the worker side runs it in the stock and patched environments.
+:func:`worker_sources` follows the worker's imports, so editing a controller-only module
+keeps cached results.
 """
 
 from __future__ import annotations

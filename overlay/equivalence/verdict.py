@@ -1,42 +1,11 @@
 """Where an equivalence verdict is decided: pure functions of the three paths' results.
 
-(Over 500 lines on purpose: every verdict is decided in this one module, the one place
-docs/architecture.md names for them.)
+Size: over 500 lines on purpose, so that every verdict is decided in this one module.
 
-Two questions per item. (b) vs (c): do stock + runtime patch and the diff-patched build
-behave alike (agree), differ only as declared below (declared), or differ (undeclared)?
-(a) vs (b): what does the fix change against stock, judged by correctness, not by
-difference alone:
-
-- fixed: stock fails or gives wrong numbers, the patched path is right;
-- regression: the reverse, or both right but the patched numbers measurably worse;
-- changed: both right (or, for a probe, both ran) and the lowering differs;
-- still broken: they differ, but neither is right;
-- same: no observable difference.
-
-"Right" and "wrong" are said only of a target that ran and was compared: the TOSA
-reference model run, and the VGF program executed on the emulation layer. For a quantised
-case with an exact reference (its converted graph evaluated in the target's integer
-arithmetic, ``worker/exact.py``), right means every output equal to it: at most
-:data:`ALLOWED_STEPS` quantisation steps apart, that is none. Otherwise (a float case, or
-an op the exact reference has no rule for) right means every output is within the case's
-limits against the fake-quantised reference: the max error as a fraction of the
-reference's range (by quantisation scheme unless the case sets its own), and, where the
-case sets one, a minimum SQNR. A VGF program that lowered but was not
-executed here is "lowered" (with the reason), an Ethos-U command stream "compiled" (nothing
-executes it here): neither is right or wrong. Each target is judged on its own.
-
-A (b)/(c) difference is declared by a fix's divergence rule (:class:`overlay.fixes.Divergence`)
-when the rule's condition holds on the item's observations (:func:`rule_holds`), on any
-item, a user's included; when the run attributed the difference to one fix (that fix's
-runtime form in place of the runtime patch's makes (b) agree with (c)), only that fix's
-rules count.
-
-A case whose target is wrong (or fails) on all three paths is a finding of its own
-("wrong on stock and patched"): it fails the run unless the case says why it is expected
-(``CaseInfo.expect_broken``, declared for the releases in ``broken_releases``), and an
-expectation that does not reproduce fails it too.
-:func:`decide` returns the whole verdict of one item.
+(a) vs (b) is judged by correctness, each target on its own: fixed, regression, changed,
+still broken or same. Right means equal to the exact reference where the case has one, else
+within the case's limits against the fake-quantised model; docs/equivalence.md ("Verdicts")
+defines each.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The fix registry: one module per fix, ``overlay/fixes/fNNNN_<slug>.py``, found by discovery.
 
-A fix module defines ``FIX`` (:class:`overlay.fixes.model.Fix`): its patch, its runtime
-form per release line (``overlay.runtime`` applies it), its trigger claims per release
-(the equivalence run checks each), its declared divergences (rules over what a run
-observes) and its upstream notes. The module's number is the fix's number. Which lines
-carry a fix is the lines' data: a line carries fix N when its ``series`` lists a patch
-named ``NNNN-...``. Fix modules import
-from :mod:`overlay.fixes.model` only (this package is still initialising when they load).
+The module's number is the fix's number. Fix modules import from :mod:`overlay.fixes.model`
+only: this package is still initialising when they load.
 
 Example: ``triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")``.
 Becomes: ``[(fix 1, its FIXED trigger claimed on 1.5.1)]`` (a claim holds for the public

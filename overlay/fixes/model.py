@@ -1,11 +1,9 @@
 """What a fix module fills in: the fix, its claims, runtime forms, divergences, upstream notes,
 and the corpus cases and probes it brings to show its bug.
 
-Pure data, no torch, no I/O (builders and probes import torch when a worker calls them).
-Every per-release mapping is keyed by a release name such as
-``"1.2.0"``: a release line (``patches/1.2.0/``) for runtime forms and divergences, the
-release a claim was measured on for triggers. Which lines carry a fix is not here: it is
-each line's ``series`` (:mod:`overlay.fixes` reads it).
+Pure data, no torch, no I/O. A per-release mapping is keyed by a release name (``"1.2.0"``):
+a release line for runtime forms and divergences, the release a claim was measured on for
+triggers. Which lines carry a fix is each line's ``series``, not here.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Compare an environment with the pins its release line was proven with (advice, no refusal).
 
-An in-place `apply` changes executorch's files only: the environment's other packages are
-the user's (upstream's own ``executorch[vgf]`` pins the model converter 0.10.0, where a line
-may pin 0.11 for the libstdc++ of the machine it was proven on). :func:`check` reads the
-installed versions and lists every difference from the line's runtime pins: a plain pin
-(``torch``) that is missing or at another release, and a tool of an extra (``tosa-tools``,
-the model converter) installed at another release. A tool that is not installed is no
-difference: the user did not ask for that target. Only an interpreter's site-packages is
-compared; an unpacked wheel has no environment (the result says it was skipped).
+An in-place `apply` changes executorch's files only: the other packages are the user's. A
+tool of an extra that is not installed is no difference (the user did not ask for that
+target); an unpacked wheel has no environment to compare.
 
 Example: a venv made by ``pip install executorch[vgf]==1.5.1`` (converter 0.10.0, no torch)
 against a line pinning torch 2.13.0 and the converter 0.11.0.

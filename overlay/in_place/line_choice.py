@@ -1,10 +1,8 @@
 """Pick the release line an in-place command works with, and say why and from where.
 
-In order: ``--patches`` naming one series folder (or ``$OVERLAY_PATCHES`` naming one) is
-used as it is; ``--line NAME`` picks that line of the lines root; otherwise the line of the
-target's installed executorch (read from its dist-info, never imported); with no target,
-the newest line. An installed release no line is pinned to is refused, listing the lines;
-so is a line (or series folder) pinned to another release than the target holds.
+In order: ``--patches`` (or ``$OVERLAY_PATCHES``) naming one series folder, ``--line NAME``,
+the line of the target's installed executorch (read from its dist-info, never imported),
+and with no target the newest line.
 
 Example: a lines root holding ``1.2.0/`` and ``1.5.1/``; the target's dist-info says
 ``Version: 1.2.0+armfix.1b5ee9052a``.

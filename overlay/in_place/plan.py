@@ -1,16 +1,8 @@
 """Plan an apply or revert of some or all fixes: every check and every new byte, no write.
 
-:func:`plan` reads the tree once (:mod:`overlay.tree.state`), decides the fixes the tree
-will hold (``apply`` adds the chosen fixes to those it holds, ``revert`` takes them away),
-and computes each file's new bytes from its pinned pristine bytes, the stale bytecode of
-each replaced module, and the dist-info an installed patched wheel would have: METADATA
-``Version: 1.5.1+armfix.<series>`` (``...fix.1.7`` for a subset; every other line, the
-requirements and extras included, as installed), the folder renamed to match, RECORD rows
-true again, ``ARM_OVERLAY.json`` provenance listing the fixes held, and
-``ARM_OVERLAY_ORIGINAL.json`` so the last ``revert`` restores the dist-info byte for byte.
-A file edited by hand is refused only when the run would write it (a chosen fix touches it;
-in a revert, a chosen fix the tree holds); else it is left alone.
-Every path the plan changes must be writable by this process before anything is written.
+A file edited by hand is refused only when the run would write it, and every path the plan
+changes must be writable by this process before anything is written.
+``ARM_OVERLAY_ORIGINAL.json`` lets the last ``revert`` restore the dist-info byte for byte.
 
 Example: a 1.5.1 tree holding fix 1; ``apply --fix 7``.
 Becomes: the files of fix 7 change (fix 1's files are unchanged), the dist-info moves to

@@ -1,12 +1,7 @@
 """Apply or revert fixes on an executorch tree: one journaled file-system transaction.
 
-:func:`apply` takes the target's lock (a file beside the dist-info, deleted on release),
-settles whatever an earlier run left unfinished, plans (:mod:`overlay.in_place.plan`: every
-check and every new byte before the first write) and hands the plan to
-:mod:`overlay.tree.journal` as one transaction. :func:`preview` is the same plan without
-the lock or a write (`check`, `--dry-run`). A tree this process cannot write (no lock can
-be taken there) is planned without the lock: a run with nothing to do succeeds, any other
-is refused naming what is read-only.
+A tree this process cannot write (no lock can be taken there) is planned without the lock:
+a run with nothing to do succeeds, any other is refused naming what is read-only.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Release lines: one complete patch series per supported executorch release.
 
-The lines root (``patches/`` in a checkout, ``overlay/patches`` inside the tool's wheel)
-holds one folder per line, named after the executorch release it is pinned to
-(``patches/1.5.1/``, ``patches/1.2.0/``), each with its ``series``, diffs, ``SHA256SUMS``,
-``pins.toml`` and ``locks/``. The newest line is the default. Nothing here names a
-version: the lines are whatever folders the root holds.
+The lines root is ``patches/`` in a checkout, ``overlay/patches`` in the tool's wheel. The
+lines are whatever folders it holds (nothing here names a version); the newest is the
+default.
 
 Example: a root holding ``1.2.0/`` and ``1.5.1/``, asked for the line of an installed
 ``executorch 1.2.0+armfix.1b5ee9052a``.

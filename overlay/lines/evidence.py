@@ -1,9 +1,7 @@
 """Why a line carries, ports or drops each patch of the line it came from (``evidence.toml``).
 
-``retarget --promote`` writes it into the new line from the checked retarget report
-(:func:`overlay.upstream.retarget.promote.line_evidence`), so a dropped patch leaves its
-reason in the line it is missing from, and the table of lines in ``docs/fixes.md`` is
-generated from it.
+Written by ``retarget --promote``, so a dropped patch leaves its reason in the line it is
+missing from.
 
 Example: the 1.5.1 retarget's row for ``0004-distinct-output-transpose-slots.patch``.
 Becomes: ``PatchEvidence(patch=..., status=DROPPED, reason="fixed upstream in 1.5.1: ...",

@@ -1,9 +1,7 @@
 """A line's ``series`` file: the patch names it lists, in order (no diff parsing, no unidiff).
 
-Read by the text layer, which parses the patches, and by the fix registry and the runtime
-patch, which need only the names (they run in worker envs that lack the tool's
-dependencies). A patch is named ``NNNN-<slug>.patch``: ``NNNN`` is the number of the fix it
-carries, the one identity of that fix on every line (``0007-x.patch`` is fix 7).
+The fix registry and the runtime patch need only the names, and run in worker envs that
+lack the tool's dependencies. ``0007-x.patch`` is fix 7 on every line.
 """
 
 from __future__ import annotations

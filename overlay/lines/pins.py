@@ -1,16 +1,7 @@
 """The pins of a series (versions, wheel and file hashes), read from ``pins.toml`` beside it.
 
-Code holds no version or hash: a series folder carries its own ``pins.toml``, so a tool
-can rewrite it (refresh, retarget) and a candidate series for another release brings its
-own pins. Only the line's own pins live here; what the upstream work needs about other
-releases (the version matrix, upstream's torch pins, its tools) is shared by every line in
-``patches/upstream.toml`` (:mod:`overlay.upstream.upstream_pins`). :mod:`overlay.lines`
-says which series folder a command uses.
-
-The file is decoded by the codec into :class:`Pins`, which has its shape: top-level keys
-for the release (``executorch``, ``upstream_repo``, ``package_dir``,
-``macos_deployment_target``), then ``[runtime]``, ``[extras]``, ``[[wheels]]`` and
-``[pristine]``.
+Only the line's own pins live here; what the upstream work needs about other releases is in
+``patches/upstream.toml`` (:mod:`overlay.upstream.upstream_pins`).
 """
 
 from __future__ import annotations

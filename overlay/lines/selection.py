@@ -1,9 +1,6 @@
 """The fixes `apply --fix`, `revert --fix` and `check --fix` name: by number or by name.
 
-A fix is its patch's number (``0007-x.patch`` is fix 7), the same on every line and in
-every report. ``--fix`` takes the number (``7``, ``0007``), the short name (the patch file
-name without number and ``.patch``) or the patch file name. A set of fixes is a frozenset
-of numbers.
+``--fix`` takes the number (``7``, ``0007``), the short name or the patch file name.
 
 Example: ``--fix 1,7 --fix fix-fused-relu-lost-in-conv-output-rescale`` on line 1.5.1.
 Becomes: ``frozenset({1, 3, 7})``; ``--fix 2`` is refused with why the line's

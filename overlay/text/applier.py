@@ -1,18 +1,8 @@
 """The text layer: strict hunk application, exact context, line endings kept.
 
-No fuzz, but where a caller asks for it: upstream work lands a patch on ``main`` with
-``fuzz`` (a hunk may drop up to that many context lines at each end, as ``patch --fuzz``),
-never the overlay's own builds.
-
-Everything here is pure (bytes or text in, bytes or text out): one file diff applied to
-a text (:func:`apply_file`), one patch applied to a set of texts (:func:`apply_patch`),
-the series applied to one file's bytes (:func:`transform`, :func:`transform_checked`),
-and the lossless codec between them. ``overlay.in_place`` adds the file-system
-transaction (hash checks, staging, rename, rollback, locking) on top of it.
-
-A file that does not exist is None (bytes) or left out of the mapping (texts). A diff that
-creates its file (``--- /dev/null``) applies only where the file does not exist, and its
-reverse leaves no file; any other diff needs the file.
+Pure: bytes or text in and out. No fuzz, except where a caller asks for it (upstream work on
+``main``, never the overlay's own builds). A diff that creates its file applies only where
+the file does not exist (None as bytes, left out of a mapping of texts).
 
 Example: ``transform(patches, "backends/arm/new.glsl", None)`` of a patch creating it.
 Becomes: the created file's bytes; ``transform(..., those bytes, reverse=True)`` is None.

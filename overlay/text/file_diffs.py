@@ -1,10 +1,7 @@
 """What one file diff of a patch may do: edit a file, or create a text file; nothing else.
 
-A file diff edits a file the pinned release ships (``--- a/P`` / ``+++ b/P``, the same
-path), or creates a text file (``--- /dev/null``, git's ``new file mode 100644``, one hunk
-from nothing). Deleting, renaming, copying, mode changes, symlinks and binary content (git's
-binary patches, NUL bytes) are refused with an error that names the patch, the file and the
-line, before anything is applied.
+Anything else (deleting, renaming, mode changes, symlinks, binary content) is refused, naming
+the patch, the file and the line, before anything is applied.
 
 Example: ``new file mode 100755`` before ``--- /dev/null``.
 Becomes: ``UnsafePatchError("patch p.patch creates backends/x.sh")``, the line quoted.

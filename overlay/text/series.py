@@ -1,9 +1,6 @@
 """Load and validate the patch series: a ``series`` file plus DEP-3 headed unified diffs.
 
-A file diff edits a file the pinned release ships, or creates a text file it lacks
-(``--- /dev/null``, mode 100644): the series then starts that file from nothing, and its
-pristine state is "absent" (:meth:`Series.pristine_sha256` is None). Deleting, renaming,
-copying, mode changes and binary content are refused.
+A file the series creates has no pristine bytes: :meth:`Series.pristine_sha256` is None.
 """
 
 from __future__ import annotations

@@ -3,14 +3,9 @@
 Longer than ~500 lines on purpose: staging, the journal, the steps, roll-back and recovery
 are one protocol whose halves read each other's private state (steps read from the disk).
 
-A transaction is a list of steps on paths under a target root: write a file, delete a file,
-rename a folder. Before the first step runs, every new file is staged and every old file is
-kept (a hardlink, or a copy where links fail) in ``<root>/.executorch-arm-overlay/tx/``,
-and the journal naming each step with its old and new sha256 is written and fsynced beside
-the lock. A run that dies anywhere leaves either no journal (nothing changed yet) or one from
-which the next run rolls the tree forward or back. Which steps ran is read from the disk
-(each path's sha256), never from memory, so a signal landing between a rename and any
-bookkeeping cannot make a message lie.
+Which steps ran is read from the disk (each path's sha256), never from memory, so a signal
+landing between a rename and any bookkeeping cannot make a message lie. SIGINT and SIGTERM
+are deferred while a transaction runs, and acted on at the next checkpoint by rolling back.
 
 Example: apply of a 2-file series, checkpoints in order
     staged 1/2, staged 2/2, kept 1/2, kept 2/2, journal, step 1/2, step 2/2, synced,
@@ -18,9 +13,6 @@ Example: apply of a 2-file series, checkpoints in order
 Becomes, killed after ``step 1/2``: a journal, file 1 new, file 2 old. The next ``apply``
 rolls forward (file 2 from its staged copy), the next ``revert`` rolls back (file 1 from its
 kept copy); either way the journal and ``tx/`` are removed and the run says what it did.
-
-SIGINT and SIGTERM are deferred while a transaction runs: they are acted on at the next
-checkpoint, by rolling back from the journal and saying so.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Find the executorch tree a command works on, and the files in it a series may touch.
 
-A target is a folder holding the ``executorch`` package and its ``.dist-info``: a
-site-packages folder, a venv (its one site-packages holding executorch; its interpreter
-names it too), an executorch dist-info folder, or an unpacked wheel. Without ``--target``,
-:func:`default_environment` picks the environment as pip and uv do: ``$VIRTUAL_ENV``, then
-the nearest ``.venv``; the environment the tool itself runs in only when it holds executorch.
-Nothing here writes.
+Without ``--target``, :func:`default_environment` picks the environment as pip and uv do:
+``$VIRTUAL_ENV``, then the nearest ``.venv``; the environment the tool itself runs in only
+when it holds executorch. Nothing here writes.
 
 Example: ``$VIRTUAL_ENV`` unset, ``proj/.venv`` holding executorch, the tool in its own
 ``uv tool`` venv; the command runs in ``proj/src``.

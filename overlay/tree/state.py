@@ -1,13 +1,8 @@
 """The state of an executorch tree, read once: what `status`, `apply` and `verify-install` see.
 
-Each file the series touches is classified by its bytes: pristine (the pinned sha256, or
-absent for a file the series creates), patched (every fix that touches it: the SHA256SUMS
-entry), partly patched (some of those fixes: reverse-applying them gives the pinned pristine
-bytes, and applying them again gives the file), drifted or missing. From the files follow
-the fixes the tree holds; from the dist-info, what it records (stock, patched in place, or a
-patched wheel, and which fixes its provenance lists). :func:`inspect` reads all of it under
-the target's lock when it can, and :meth:`Status.problem` is the one verdict `status`
-(``complete``) and `verify-install` share.
+Each file the series touches is pristine, patched, partly patched (by some of its fixes),
+drifted or missing, by its bytes; the fixes the tree holds follow. :meth:`Status.problem` is
+the one verdict `status` (``complete``) and `verify-install` share.
 
 Example: line 1.5.1 (fixes 1, 3 and 7); the tree was `apply --fix 1,7`-ed.
 Becomes: files of fixes 1 and 7 ``patched``, the others ``pristine``; the tree ``partial``,

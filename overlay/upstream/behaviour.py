@@ -1,19 +1,9 @@
 """Behaviour of the series on one release: its corpus cases on stock and patched envs.
 
-One mechanism serves the retarget (is a patch still needed on the new release?), the
-upstream export (does the fix fail before and pass after on the target release?) and the
-canary (main hosted on the newest wheel): the corpus cases run on a stock and a patched
-env of that release (each a worker of :mod:`overlay.equivalence.controller.orchestrator`,
-in parallel), each case is judged by correctness (:func:`judge_case`) into a
-:class:`~overlay.upstream.results.ReleaseRun`, and :func:`measure` decides each patch there
-(:func:`overlay.upstream.verdicts.decide_patch`, with the tests it adds from
-:mod:`overlay.upstream.upstream_tests`).
-
-A patch's *bug triggers* are its FIXED triggers (:mod:`overlay.fixes`) claimed for the
-pinned or the target release: stock fails them where the patch was written. Its other
-triggers (CHANGED) show a lowering the patch changes where stock is already right. Its
-*bystanders* (:data:`overlay.equivalence.corpus.BYSTANDERS` it does not claim) run beside
-them: :func:`op_counts` gives their TOSA operators by type, stock and with the patch.
+A patch's *bug triggers* are its FIXED triggers claimed for the pinned or the target release
+(stock fails them); its CHANGED ones show a lowering it changes where stock is right; its
+*bystanders* (unclaimed :data:`overlay.equivalence.corpus.BYSTANDERS`) show the TOSA
+operators it changes elsewhere (:func:`op_counts`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """executorch's rules for Arm backend commits, and the sign-off identity they carry.
 
-From upstream's ``backends/arm/scripts/pre-push`` and CONTRIBUTING.md: subject
-``Arm backend: <Verb> ...`` with a verb from the hook's ``VERBS`` (read from the hook in
-the upstream tree, :func:`hook_verbs`), subject and every body line
-at most 72 characters (URLs excepted, trailers included), a ``Signed-off-by`` trailer, and
-the current year in the Arm copyright header of every touched file. The export refuses a
-message that breaks a rule; :func:`signer` refuses an identity that would break one
-before any work starts.
+From upstream's ``backends/arm/scripts/pre-push`` and CONTRIBUTING.md. :func:`signer`
+refuses an identity that would break a rule before any work starts.
 """
 
 from __future__ import annotations

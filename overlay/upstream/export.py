@@ -1,10 +1,8 @@
 """Export patches still needed upstream as ``git format-patch`` style mboxes plus PR bodies.
 
-Every message follows executorch's rules for Arm backend commits
-(:mod:`overlay.upstream.commit_rules`) and names the issue (``Fixes #N``); an mbox whose
-message breaks a rule is refused, never written. The diff is regenerated with git against the
-sources the export is based on (``base-commit:`` names that upstream commit), so
-``git am`` applies it there exactly.
+The diff is regenerated with git against the sources the export is based on (its
+``base-commit:``), so ``git am`` applies it there exactly. A message that breaks a rule is
+refused, never written.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The canary's scratch repository: upstream's objects, the canary's own commits, no work tree.
 
-The scratch repository is bare and lives in the overlay cache, keyed by the upstream it
-follows. A local upstream (a clone or a bare mirror) lends its objects through
-``objects/info/alternates`` and is never written to; a URL is fetched into the scratch
-repository (incrementally on a re-run). Commits are made from files with a temporary index
-(``read-tree``, ``update-index``, ``commit-tree``): no checkout of upstream's tree is ever
-written. Every command that prints a diff or a commit id pins the options a user's git
-config could change (prefixes, abbreviation, colour, renames), so the output is the same
-on every machine.
+A local upstream lends its objects (``objects/info/alternates``) and is never written to.
+Every command that prints a diff or a commit id pins the options a user's git config could
+change, so the output is the same on every machine.
 """
 
 from __future__ import annotations

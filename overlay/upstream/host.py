@@ -1,15 +1,8 @@
 """Behaviour on main: host main's ``backends/arm`` on the newest published executorch wheel.
 
-main's Arm backend is pure Python on top of executorch's core; where the newest release's
-core can still carry it, its trigger cases can run without building executorch from
-source. A release env of the newest wheel (:mod:`overlay.envs.release_venvs`) gets main's
-``backends/arm`` in front of its own (a ``sitecustomize`` that puts a shadow folder first
-on ``executorch.backends.__path__``: nothing in the env is changed), once as stock main
-and once with the patched files. Every module of main's ``backends/arm`` (tests aside)
-must import there; where one does not, the import error is the answer and the canary
-stays text-only. Where they all import, each patch's trigger cases run on stock main and
-patched main (:mod:`overlay.upstream.behaviour`), and a patch whose bug trigger passes on
-stock main is *possibly fixed upstream*.
+A ``sitecustomize`` puts a shadow folder first on ``executorch.backends.__path__``, so
+nothing in the release env changes. Every module of main's ``backends/arm`` must import
+there; where one does not, the import error is the answer and the canary stays text-only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Run by a release env's own Python: are the quantized out-variant kernels registered?
 
-Usage: ``<env>/bin/python kernel_probe.py OP [OP ...]``, e.g.
-``quantized_decomposed::quantize_per_tensor.out``. Prints one JSON object: the torch
-version, the operators that are not registered, and why the release's kernel library did
-not load (its dlopen error) when some are missing. Standard library plus the env's torch
-and executorch only: it runs as a script, without the overlay on the path.
-
-executorch's ``to_executorch`` (every TOSA INT pipeline test ends with it) swaps each
-quantize/dequantize for its ``.out`` variant, which ``executorch/kernels/quantized``'s
-library registers. A wheel built for another torch fails to load it ("undefined symbol"),
-and the tests then fail with "Missing out variants" on stock and patched alike.
+Usage: ``<env>/bin/python kernel_probe.py OP [OP ...]``; prints one JSON object (the torch
+version, the operators not registered, the kernel library's dlopen error). A wheel built for
+another torch cannot load that library, and upstream's TOSA INT pipeline tests then fail
+with "Missing out variants" on stock and patched alike.
 """
 
 from __future__ import annotations

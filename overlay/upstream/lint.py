@@ -1,9 +1,7 @@
 """Upstream's linters and its pre-push hook's other checks, on the files a commit touches.
 
-The linters run as upstream's hook runs them (whole files, its pins); docgen, the VGF
-op-support and the public API checks run by the hook's own functions, and only the lines
-the commit adds count (:func:`overlay.upstream.verdicts.hook_findings`). docs/upstream.md
-says which linters and why.
+The linters run on whole files, as upstream's hook runs them; of the hook's other checks
+only the lines the commit adds count.
 """
 
 from __future__ import annotations

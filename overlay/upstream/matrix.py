@@ -1,11 +1,4 @@
-"""The executorch version matrix: the series (and its ports) replayed onto each release.
-
-Every release's Arm backend sources are read from its wheel (:mod:`.releases`) and the
-series is replayed onto them by :func:`overlay.upstream.replay.replay`, text only. The
-newest release's result plus the patch's ``Applied-Upstream`` header give the verdict
-(drop it, send it upstream, or port it), decided in
-:func:`overlay.upstream.verdicts.text_verdict`.
-"""
+"""The executorch version matrix: the series (and its ports) replayed onto each release."""
 
 from __future__ import annotations
 

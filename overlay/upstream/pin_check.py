@@ -1,13 +1,8 @@
 """Runtime pins for a new release: candidates from what the release requires, each checked.
 
-torch comes first from the release itself: ``--torch``, then its wheel's Requires-Dist,
-then upstream's ``torch_pin.py`` at the release's tag (with ``--upstream CLONE``), then
-upstream's torch pin recorded in ``patches/upstream.toml``, and only then the line's own
-torch. Each candidate set is checked in a fresh stock env of the release for what its
-tests need: the quantized out-variant kernels ``to_executorch`` uses are registered (a
-wheel built for another torch cannot load them; every TOSA INT pipeline test then fails
-with "Missing out variants" on stock and patched alike), and one corpus case lowers
-(TOSA, numerics, VGF). Every attempt is recorded.
+torch comes from the release itself first, the line's own torch last. Each candidate is
+checked in a fresh stock env: the quantized out-variant kernels load (else every TOSA INT
+test fails on stock and patched alike), and one corpus case lowers. Every attempt is kept.
 """
 
 from __future__ import annotations

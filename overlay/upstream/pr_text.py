@@ -1,15 +1,8 @@
 """What a reviewer reads: the pull request's text, the issue to file first, the checklist.
 
-The PR body follows upstream's template (``### Summary``, ``### Test plan``): the problem in
-one paragraph (the patch description's first), what the change does, the pull requests that
-brought the bug or touch the same code (the fix's ``UpstreamNote``), the fix's minimal
-reproducer, the trigger cases' numbers per target without and with the change on each base
-(each case by its model, TOSA spec and quantizer config), per base the tests it adds and
-all of them counted, by name only the tests it adds and those whose state changed (the
-rest counted: the body stays under GitHub's limit), the TOSA operators of models outside
-its bug where they change, the results of the linters and of the pre-push hook's checks,
-``Fixes #N`` and the cc line (the Arm team, the cited PRs' authors and the touched files'
-recent authors, each by GitHub handle).
+The body follows upstream's template (``### Summary``, ``### Test plan``). Tests are named
+only when the patch adds them or their state changed, the rest counted, so the body stays
+under GitHub's limit.
 """
 
 from __future__ import annotations

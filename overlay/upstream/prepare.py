@@ -1,8 +1,4 @@
-"""Prepare upstream pull requests: each fix of a line, on upstream main and the newest release.
-
-What is sent, on which bases, and what the gate asks: docs/upstream.md ("What is sent
-upstream"); what keeps a fix back is :func:`overlay.upstream.verdicts.submission_problems`.
-"""
+"""Prepare upstream pull requests: each fix of a line, on upstream main and the newest release."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Executorch releases: fetch and read their wheels and their metadata.
 
-Each release's Arm backend sources come from its cp311 manylinux wheel (the matrix wheel
-of ``patches/upstream.toml``), fetched once into the wheel cache and checked against the
-sha256 recorded there; a release not yet recorded is fetched unverified and reported with
-the line to add. A retarget fetches the release's wheel for every interpreter/platform the
-line pins (:func:`fetch_release_wheels`).
+A release not yet recorded in ``patches/upstream.toml`` is fetched unverified and reported
+with the line to add.
 """
 
 from __future__ import annotations

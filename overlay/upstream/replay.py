@@ -1,15 +1,8 @@
 """The one replay engine: a line's series, and its ports, on one base, patch by patch.
 
-The base is any source tree: a release's sources read from its wheel (the matrix, a
-retarget) or an upstream commit (the canary, its bisects). Each patch is tried with the
-strict applier on the base's files, the earlier patches already carried: it *applies*,
-applies at an *offset*, is *contained* (the reverse applies), its file is *missing* or
-*moved*, or it is a *conflict* (which hunk). Where it conflicts and its own line's
-base is known (a :class:`Step`: the files before and after the patch there), git's 3-way
-merge decides: *merged* cleanly, *contained* (the merge adds nothing) or *conflict* (the
-regions with their markers). A patch's *port* is the patch of the same number on a newer
-line (:func:`ports_of`): a line's patches ARE the ports of the older line's patches onto
-its release. Where the port applies, the base carries the port.
+Each patch is tried with the strict applier, the earlier ones carried; where it conflicts
+and its own line's base is known (a :class:`Step`), git's 3-way merge decides. A patch's
+*port* is the patch of the same number on a newer line (:func:`ports_of`).
 
 Example: a patch whose context moved 12 lines down on the base.
 Becomes: ``Applied(status=OFFSET, detail="+12 lines", offsets=(12,))``, its result carried.

@@ -1,9 +1,4 @@
-"""The upstream reports laid out as blocks: the matrix, a retarget, a suite run, an export.
-
-:mod:`overlay.render` renders them (one renderer per format); the canary's status page is
-laid out in :mod:`overlay.upstream.canary.page`. JSON is each report itself, through the
-codec.
-"""
+"""The upstream reports laid out as blocks: the matrix, a retarget, a suite run, an export."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """The one set of upstream result types: what a replay, a run and a verdict found.
 
-Size: longer than 500 lines on purpose: every report of the upstream work (``matrix``,
-``retarget.json``, the canary's ``status.json``, the export's ``upstream.json``) is made of
-these frozen dataclasses and :mod:`overlay.codec` encodes them directly (no JSON mirror
-classes), so they sit together.
-
-The matrix, a retarget, the canary and the export ask one question, "how does patch P fare
-on base B": its answer is an :class:`OnBase` (an :class:`Applied` for the line's own patch
-and for its port, the newer line's patch of the same number; its :class:`PatchBehaviour`,
-tests and bystander models where measured), and a patch judged on its bases is one
-:class:`PatchVerdict` (an :class:`Action` and why), the rows of every report. A line's
-series replayed onto a base (a release's sources, upstream ``main`` or a tag) is a
-:class:`Replay`; behaviour on a release a :class:`ReleaseRun`. What it all means is decided
-in :mod:`overlay.upstream.verdicts`. Data only, plus the parser of the ``Applied-Upstream``
-header.
+Size: longer than 500 lines on purpose: every upstream report is made of these frozen
+dataclasses, which :mod:`overlay.codec` encodes directly (no JSON mirror classes), so they
+sit together. Data only, plus the parser of the ``Applied-Upstream`` header.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Upstream's own Arm tests on a line's stock and patched builds: the fixes break none of them.
-
-Which tests, how a run resumes part by part, and the measured counts: docs/upstream.md
-("Upstream's own suite").
-"""
+"""Upstream's own Arm tests on a line's stock and patched builds: the fixes break none of them."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
 """The shared upstream pins: ``patches/upstream.toml`` beside the release lines.
 
-What the upstream work needs about executorch releases, whatever line it starts from:
-the version matrix (one wheel per release to read sources from, with its sha256 as
-published), the day each release was published (a main older than it is stale), upstream's
-torch pin per release (``torch_pin.py`` at the release tag: the
-torch a release's compiled kernels are built for when its wheel names none), and the
-tools for upstream work (pytest for its tests, its linters). A line's own pins
-(``patches/<line>/pins.toml``) hold none of it. A candidate series written by
-``retarget`` carries its own copy (the new release recorded), so ``--patches`` on a
-candidate works outside the lines root; ``--promote`` records the release here.
+What the upstream work needs about executorch releases, whatever line it starts from. A
+candidate written by ``retarget`` carries its own copy (the new release recorded), so
+``--patches`` on a candidate works outside the lines root.
 
 Example: the line ``patches/1.2.0/`` reads ``patches/upstream.toml``; the candidate
 ``build/retarget/1.5.1/patches/`` reads its own ``upstream.toml``.

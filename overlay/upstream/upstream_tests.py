@@ -1,9 +1,5 @@
 """Upstream's Arm tests run with pytest in a release env: every test's result and its reason.
 
-The release's ``backends/arm/test`` files are laid out like a checkout (a patch's test
-files over them) with upstream's ``pytest.ini``; pytest runs there in the release env's
-own interpreter and writes a JUnit report, from which each selected test's end state and
-the exception line it ended with are read (:class:`~overlay.upstream.results.TestResult`).
 Whether a failure is the test's own or the environment's is decided in
 :mod:`overlay.upstream.verdicts`, not here.
 """

@@ -1,36 +1,8 @@
 """Every upstream verdict, decided in one pure module from the results in :mod:`results`.
 
 Size: longer than 500 lines on purpose: a verdict decided anywhere else (a gatherer, a
-renderer) is one a reader cannot find. Every ladder reads a patch on a base
-(:class:`~overlay.upstream.results.OnBase`) and says one
-:class:`~overlay.upstream.results.Action` and why. Six questions, each answered here and
-nowhere else:
-
-- **text** (:func:`text_verdict`, :func:`text_action`): from its ``Applied-Upstream``
-  header and how its text (or its port's) fares on a release, is a patch dropped, sent
-  upstream, carried, ported, or a conflict?
-- **tests** (:func:`judge_tests`): do the tests a patch adds fail before and pass after,
-  for the right reason? "Fails before" counts only failures of the test's own assertion
-  (``AssertionError``, ``pytest.fail``, ``DID NOT RAISE``) or of the bug's own error (as
-  its trigger case shows it on stock); a collection, import, setup or kernel-registration
-  error means the test *could not run*, and a patch whose test could not run is not ready.
-- **behaviour** (:func:`decide_patch`): on one release, does stock fail the patch's bug
-  triggers and does the patch fix them, without regressions?
-- **retarget** (:func:`apply_behaviour`, :func:`final_verdict`, :func:`flag_stale_header`,
-  :func:`readiness`): what the candidate carries, the final word per patch, and
-  whether the candidate can be promoted.
-- **canary** (:func:`next_step`): what to do with a patch, given everything the canary found
-  on upstream main.
-- **sending** (:func:`submission_problems`, :func:`suite_changes`, :func:`hook_findings`,
-  :func:`op_count_change`): what keeps a fix from being sent upstream (the pre-push hook's
-  rules and the lines its checks print for the commit alone, upstream's linters, ``git am``
-  and behaviour on each base, bystander models whose TOSA operators change, a main older
-  than the release, and what the maintainer reads: the body's size, claims only of targets
-  that ran, upstream's words, the PRs it cites), and which of
-  upstream's tests a line's patches break or fix.
-
-The gatherers (matrix, behaviour, upstream_tests, retarget, canary) only collect results
-and call these; the renderers only show what they return.
+renderer) is one a reader cannot find. The gatherers only collect results and call these;
+the renderers only show what they return.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The user's inputs, made absolute and checked before any worker starts (torch-free).
 
-Workers run in the log folder, so a relative ``--models``, ``--runtime-patch FILE.py``,
-``--out`` or ``--cache-dir`` is resolved from the caller's folder here (nox passes it as
-``$OVERLAY_CALLER_DIR``). Files are read, never run: a runtime patch file must define its
-function, a models file a ``CASES`` that is not empty and whose literal entries are valid
-(:func:`overlay.equivalence.corpus.user_cases.read_statically`); ``--case``, ``--group``,
-``--shard``, ``--timeout`` and ``--jobs`` are checked against what exists. A
-``module:FUNCTION`` runtime patch is looked up in the stock env, also without importing it,
-when the environments are described (:func:`.processes.env_info`). Every refusal is an
-:class:`~overlay.errors.EquivalenceInputError` (its own exit code).
+Workers run in the log folder, so relative paths are resolved from the caller's folder
+(``$OVERLAY_CALLER_DIR``). Files are read, never run: a runtime patch file must define its
+function, a models file a non-empty ``CASES`` with valid literal entries; ``--case``,
+``--group``, ``--shard``, ``--timeout`` and ``--jobs`` are checked against what exists.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Shard reports of one run joined into one report, refusing shards of different runs.
 
-Shards must have run the same inputs (cache keys), the same selection, and fit together
-(one N, every K at most once); a missing shard is not refused here but fails the merged
-report (its items have no result). The verdicts are the shards' own, decided from the
-stored results when each report was read (:func:`overlay.equivalence.render.document.load`).
+A missing shard is not refused here: it fails the merged report (its items have no result).
 """
 
 from __future__ import annotations

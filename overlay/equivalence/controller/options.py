@@ -1,7 +1,6 @@
 """What to run and where: the options of one equivalence run, and its shard.
 
-The fields are written once. :class:`RunChoices` holds what decides the results and is
-recorded in every report (``equivalence.json`` encodes it with the codec); :class:`Options`
+:class:`RunChoices` decides the results and is recorded in every report; :class:`Options`
 adds how this machine runs it (folders, timeouts, worker count), which reports leave out.
 """
 

@@ -1,18 +1,6 @@
 """Run the three paths and collect typed results; everything here is torch-free.
 
-Three paths: (a) stock executorch, (b) stock + a runtime patch, (c) the diff-patched build,
-each run by worker processes (:mod:`.processes`). A run:
-
-1. checks the user's inputs (files, names, shard) before anything starts (:mod:`.inputs`);
-2. describes each path's environment (:mod:`overlay.equivalence.worker.envinfo`, no torch)
-   and builds the cache keys from it (:class:`.result_cache.Keys`);
-3. selects the items (corpus groups, probes, user cases; ``--shard K/N`` keeps one stable
-   part);
-4. answers each item from the result cache or runs it (:mod:`.scheduler`: only paths with
-   uncached items start workers; attribution overlaps the other paths; a case may set its
-   own timeout per path, a zoo network does);
-5. judges every item (:mod:`overlay.equivalence.verdict`) and returns a typed
-   :class:`.outcome.Report`. ``run(options)`` is a library call: it prints nothing.
+``run(options)`` is a library call: it prints nothing.
 """
 
 from __future__ import annotations

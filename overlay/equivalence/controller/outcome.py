@@ -1,9 +1,7 @@
 """The outcome of a run (or of merged shards): the typed :class:`Report`, and what to do next.
 
-Every renderer (:mod:`overlay.equivalence.render`) reads a :class:`Report`;
-:func:`failure_error` turns a failing one into the error the CLI exits with, its next step
-written for who can act: a ``--models`` case is declared in the user's own file, a corpus
-case or a divergence in the overlay.
+A failing run's next step is written for who can act: a ``--models`` case is declared in the
+user's own file, a corpus case or a divergence in the overlay.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Worker processes as the controller sees them: start, request with a timeout, restart.
 
-A :class:`Worker` is one ``python -m overlay.equivalence.worker`` process spoken to in
-protocol lines. A :class:`Slot` owns one worker of a path and turns a timeout or a crash
-into a harness failure of that one item (the worker is started again for the next one).
-Each worker gets a folder holding only the overlay package on its path (never the
-controlling environment's site-packages; :func:`worker_library`) and runs in the log folder,
-where its log goes; :func:`env_info` describes a path's environment with that same path,
-before any worker starts.
+A timeout or a crash fails only that one item (the worker is started again for the next).
+A worker's path holds only the overlay package (:func:`worker_library`), never the
+controlling environment's site-packages.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The content-addressed result cache: one typed file per result, named by its key.
 
-A key is the sha256 of everything that decides a result (see :func:`key`); the orchestrator
-builds keys from the environment of each path (:mod:`overlay.equivalence.worker.envinfo`), the
-overlay's own sources, the runtime patch, the case and the request. Nothing in a key is an
-absolute path, so a cache folder can be shared between machines (a CI cache).
-
-An entry is ``{"cache": CACHE_SCHEMA, "protocol": SCHEMA_VERSION, "type": ..., "key": ...,
-"value": ...}`` with the value encoded and decoded by the protocol's strict codec: an entry
-of another schema, type or shape reads as a miss and is rewritten. Writes go to a temporary
-file beside the entry and are renamed into place, so concurrent runs (and a run killed
-mid-write) never leave a torn entry; two runs writing one key write the same result.
+Nothing in a key is an absolute path, so a cache folder can be shared (a CI cache). An
+entry of another schema, type or shape reads as a miss. Entries are renamed into place, so
+concurrent or killed runs never leave a torn one (two runs writing one key write the same).
 """
 
 from __future__ import annotations

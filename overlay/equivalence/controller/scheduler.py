@@ -1,19 +1,8 @@
 """Run what the cache cannot answer on worker processes, as parallel as the CPUs allow.
 
-Each path has a queue of items and one or more slots (worker processes, see
-:mod:`.processes`) that take from it; a path whose results are all cached starts no
-worker. A path gets more than one slot only when there are spare CPUs and enough items to
-pay for another torch import (after one patch is edited, only (c) runs, on every CPU). As
-soon as two neighbouring paths have both answered an item and differ, its attribution goes
-to the front of the first one's queue, so it overlaps the other paths' work.
-
-Attribution runs the item with one of the line's runtime fixes at a time, each built on
-stock's function (:func:`overlay.runtime.swapped`), and stops at the first that makes the
-results agree: on (a), the fix that turns stock into (b); on (b), the fix whose line form,
-in place of the runtime patch's, turns (b) into (c) (where the user's patch and the diffs
-differ, this names the fix the difference comes from). Fixes the registry says the case
-triggers, or whose divergence rules hold on it, are tried first. Every result, single-fix
-runs included, is read from and written to the cache.
+A path gets another slot only when CPUs are spare and enough items pay for another torch
+import. An item two neighbouring paths answered differently goes to the front of the first
+one's queue for attribution, so it overlaps the other paths' work.
 """
 
 from __future__ import annotations

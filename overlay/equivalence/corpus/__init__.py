@@ -1,12 +1,6 @@
 """The equivalence corpus as torch-free tables: what the controller selects, workers run.
 
-Core cases (small models, one TOSA spec and quantisation each), the zoo (real network
-shapes, ``--group zoo``), and what each fix brings in its module (``overlay/fixes/``): the
-cases that show its bug and its probes (the function it replaces, on a small FX graph).
-The torch side lives beside: :mod:`.models` and :mod:`.zoo` build each case's module and
-inputs under :data:`SEED`, so every path lowers bit-identical weights and inputs; a fix's
-own builders and probes are in its module. Which fix a case is there to show, and how, is
-recorded with the fix (``overlay.fixes`` triggers); the run checks every such claim.
+Every case is built under :data:`SEED`, so every path lowers bit-identical weights and inputs.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 # mypy: allow-subclassing-any
-"""The core corpus in torch: each case's module and inputs (worker side, imports torch).
-
-:data:`BUILDERS` maps a core case of :data:`overlay.equivalence.corpus.CASES` to a
-zero-argument builder (the cases a fix brings are built by its module); the worker calls
-it under the corpus seed.
-"""
+"""The core corpus in torch: each case's module and inputs (worker side, imports torch)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """A user's ``--models FILE.py``: its ``CASES`` entries checked, torch-free, twice.
 
-Before any worker starts the controller reads the file without running it
-(:func:`read_statically`): an empty ``CASES``, a misspelt key, a spec or quantisation
-written as a literal are refused in a fraction of a second. A worker then imports the file
-and checks the real objects (:func:`validate_cases`, plus the tensors it alone can see).
-Both use the same per-entry checks; a value the static reading cannot know (a class, a
-tensor) is :data:`UNKNOWN` and left to the worker.
+Both times by the same per-entry checks: the file read, not run, before any worker starts
+(:func:`read_statically`), then its real objects in a worker (:func:`validate_cases`). A
+value the static reading cannot know (a class, a tensor) is :data:`UNKNOWN`.
 
 Example: ``CASES = {"mine": {"module": Net, "inputs": (x,), "spec": "TOSA-1.0+INT8"}}``.
 Becomes: ``["mine: missing key(s) quantize", "mine: 'spec' must be a TOSA spec string like

@@ -1,11 +1,8 @@
 # mypy: allow-subclassing-any
 """Real network shapes for the equivalence corpus (the ``zoo`` group), in plain torch.
 
-Each network keeps the structure of the published one (block types, activations, skip
-connections, the ops a lowering meets) at a width and input size that lowers in seconds:
-no weights are downloaded, everything is initialised under the corpus seed. Worker side
-(imports torch); :data:`NETWORKS` holds one zero-argument builder per network, the case
-table maps each zoo case to one (``corpus.ZOO_NETWORKS``).
+Each keeps the published network's structure at a width and input size that lowers in
+seconds; no weights are downloaded (everything is initialised under the corpus seed).
 """
 
 from __future__ import annotations

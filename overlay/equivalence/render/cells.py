@@ -1,8 +1,4 @@
-"""The cells and words every form of the report shares (text, Markdown, HTML).
-
-One result, one verdict or one Ethos-U outcome in, a short string or a row out; the legend
-explains every column. Pure: reads the typed results, writes nothing.
-"""
+"""The cells and words every form of the report shares (text, Markdown, HTML)."""
 
 from __future__ import annotations
 

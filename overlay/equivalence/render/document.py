@@ -1,11 +1,7 @@
 """``equivalence.json``: the report as a typed document, written and read with the codec.
 
-:class:`ReportDocument` is the file's one definition: the verdict, the failures and the
-counts first, then the :class:`~overlay.equivalence.controller.outcome.Report` itself (every
-item's verdict with every path's full result). :func:`to_document` makes one (the codec
-writes it), :func:`load` decodes one strictly (a missing, unknown or mistyped field is
-refused) and decides every verdict again from the stored results, and :func:`schema`
-derives its JSON Schema (``python -m overlay report-schema`` prints it; no copy is kept).
+:func:`load` decodes it strictly and decides every verdict again from the stored results;
+its JSON Schema is derived (``python -m overlay report-schema``), no copy is kept.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """What only the page shows of an item that differs: drawings and the fields that differ.
 
-The lowered graphs of two paths drawn side by side (CPU and delegated ops, what only one
-side has outlined), each output's error against the fake-quantised reference as bars per
-path with the tolerance line, and every result field that differs between the paths. That
-last table walks the fields of :class:`overlay.equivalence.protocol.ItemResult` (the
-executed VGF numbers and Ethos-U results among them; timings, nested ones included, are
-left out as they differ on every run), so a field added there shows up here.
-:mod:`.layout` puts them into the report's blocks; the other forms leave them out.
-
-The charts are hand-made SVG, not matplotlib: the controlling environment is torch-free
-and small (matplotlib would add numpy, pillow and fonttools, tens of MB, for two kinds of
-chart of a few dozen shapes each), and hand-made SVG is deterministic text, which keeps
-the page byte-stable and testable.
+The table of differing fields walks :class:`overlay.equivalence.protocol.ItemResult`
+(timings left out), so a field added there shows up here. Charts are hand-made SVG, not
+matplotlib: the controlling env stays small, and the page byte-stable and testable.
 """
 
 from __future__ import annotations

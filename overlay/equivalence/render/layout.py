@@ -1,13 +1,4 @@
-"""The equivalence report laid out once, as blocks, for every form (Markdown, HTML).
-
-The verdict and its counts first, then one table row per item (problems first, then what
-the fixes change), a legend for every column, a section per item that differs (its
-details; on the page also its graphs, error bars and differing fields, :mod:`.html`), the
-findings (a target wrong on every path), the numbers of every target per path (TOSA,
-executed VGF), the Ethos-U command streams, the declared divergences and the paths.
-:mod:`overlay.render` renders the blocks; ``equivalence.json`` is the typed document
-(:mod:`.document`).
-"""
+"""The equivalence report laid out once, as blocks, for every form (Markdown, HTML)."""
 
 from __future__ import annotations
 

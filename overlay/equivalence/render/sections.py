@@ -1,8 +1,4 @@
-"""The parts of a report every form shows: verdict lines, details, findings, paths.
-
-Each function takes the whole :class:`~overlay.equivalence.controller.outcome.Report` (or
-one verdict) and returns lines of prose; :mod:`.layout` lays them out as blocks.
-"""
+"""The parts of a report every form shows: verdict lines, details, findings, paths."""
 
 from __future__ import annotations
 

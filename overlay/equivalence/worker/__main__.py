@@ -1,8 +1,7 @@
 """``python -m overlay.equivalence.worker``: serve the protocol on stdin and stdout.
 
-Replies leave on the original stdout, one protocol line each; anything a library prints
-goes to stderr (the worker's log), so it cannot corrupt the protocol. The process imports
-the overlay package (the copy the controller puts on its path) and what its env has.
+Replies leave on the original stdout; anything a library prints goes to stderr (the
+worker's log), so it cannot corrupt the protocol.
 """
 
 from __future__ import annotations

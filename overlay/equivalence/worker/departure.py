@@ -1,10 +1,9 @@
 """Where a lowered program first departs from the exact reference (:mod:`.exact`).
 
-The TOSA reference model dumps every tensor a program computes; a quantize node of the
-converted graph is *held* when one of them equals its exact codes (as is, or channels
-last). The first node in graph order that is not held, while none of the quantize nodes
-right after it is held either, is where the program departs: a node the lowering merely
-left unmaterialised (fused away) is followed by held ones.
+A quantize node of the converted graph is *held* when a tensor the TOSA reference model
+dumps equals its exact codes (as is, or channels last). The program departs at the first
+node not held while none of the quantize nodes right after it is held either: a node the
+lowering merely fused away is followed by held ones.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """What a path's environment is made of: ``python -m overlay.equivalence.worker.envinfo``.
 
-Stdlib only. The controller runs this with a path's Python and exactly the sys.path its
-worker gets, before any worker starts (a fraction of a second, no torch import). It
-prints one JSON line, an :class:`EnvInfo`: the interpreter, every installed distribution
-(name, version, sha256 of its RECORD), a digest of the sources the series touches as this
-interpreter would import them (so an in-place patched install or a package copy earlier
-on the path is told apart from the wheel its RECORD describes), for a ``module:FUNCTION``
-runtime patch that module's file digest and its top-level functions (found and read
-without importing anything, so a missing module or function is refused before any worker
-starts), and the software Vulkan driver executed VGF files run on (Mesa's lavapipe is a
-system package, outside the env). The result cache keys results by it: nothing in it is
-an absolute path, so CI runners share cache entries.
+Stdlib only, no torch: the controller runs it with a path's Python and its worker's
+sys.path before any worker starts, and keys cached results by the :class:`EnvInfo` it
+prints. Nothing in it is an absolute path, so CI runners share cache entries.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Ethos-U55 / U85 lowering of a case: Vela command streams and Vela's own estimates.
 
-Each target quantises the case with ``EthosUQuantizer`` (its own TOSA profile, e.g.
-``+u55``), lowers it with ``EthosUPartitioner``, and keeps every delegate's command stream
-by digest. Vela writes a summary CSV per compilation (cycles, SRAM and flash use); the
-executorch backend compiles in a temporary folder that it deletes, so while a case lowers
-``vela_compile`` is wrapped to give each delegate a folder of its own and read the CSV
-there. The bytes Vela returns are not touched. Worker side (torch is imported to lower).
+The backend compiles in a temporary folder that it deletes, so while a case lowers
+``vela_compile`` is wrapped to give each delegate a folder of its own and read Vela's
+summary CSV there. The bytes Vela returns are not touched.
 """
 
 from __future__ import annotations

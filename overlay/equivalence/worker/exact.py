@@ -1,15 +1,9 @@
 """The exact reference of a quantised case: its converted PT2E graph evaluated in integers.
 
-The fake-quantised model rounds in float32 and half to even, so a value within ~1e-5 of a
-half step, or a tie, can land one step away from where the integer program puts it, and
-a deep network amplifies one such step to several percent of its output. Here the same
-converted graph is evaluated as the target evaluates it: integer codes, int64 accumulators
-(float64 holding exact integers where torch only convolves floats), each op by the TOSA 1.0
-operator the lowering emits for it (one rule per op, stated in docs/equivalence.md, "The
-exact reference of a quantised case"). A right integer program equals this value for value.
-
-Any other op, an int16 table, or an avg pool with padding has no rule here: the case is
-then judged against the fake-quantised model, and the report says why.
+The fake-quantised model rounds in float32, half to even, and can land a step away from the
+integer program. Here the graph is evaluated as the target does: integer codes, int64
+accumulators, each op by the TOSA 1.0 operator the lowering emits for it (the rules:
+docs/equivalence.md, "The exact reference of a quantised case").
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """One case through every target: TOSA (run on the reference model), VGF, Ethos-U.
 
-The case is exported, quantised when it says so (the converted graph is the reference
-every path is judged against: evaluated exactly in the target's integer arithmetic where
-:mod:`.exact` has a rule for each of its ops, else as the fake-quantised module), lowered
-with the TOSA partitioner and run with ``tosa_reference_model``; then lowered for VGF and,
-when the emulation is installed, run (:mod:`.vgf_run`); then, when the case asks, lowered
-for each Ethos-U target (:mod:`.ethosu`). Every failure is data in the result, never an
-exception.
+Every failure is data in the result, never an exception.
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""What a lowering is compared on, as protocol data: its graph, payloads and numbers.
-
-The lowered graph in canonical text (CPU ops, each delegate's ops; a probe's FX graph
-node by node), each delegate's processed bytes by digest, and a run's outputs against the
-float and the fake-quantised references (max error, range, SQNR) and, for a quantised
-case, against the exact reference in quantisation steps. Worker side: the values are
-torch tensors.
-"""
+"""What a lowering is compared on, as protocol data: its graph, payloads and numbers."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """PT2E quantisation of a case, shared by the TOSA/VGF lowering and each Ethos-U target.
 
-The case picks the scheme (a8w8, a8w8_snorm or a16w8, per-channel or not); the target picks the
-quantizer (TOSA's, VGF's for a VGF case, ``EthosUQuantizer`` per Ethos-U target).
+The case picks the scheme; the target picks the quantizer.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The real runner of a worker process: the runtime patch, user models, cases and probes.
 
-:class:`TorchRunner` answers the protocol's requests (see :mod:`.serve`): ``init`` applies
-the runtime patch and imports the user's models file, ``run`` builds a case under the
-corpus seed and lowers it (:mod:`.lowering`) or runs a probe, with single runtime fixes
-in place just for that request when asked (attribution): each fix's line form built on
-stock's function, recorded before the runtime patch ran, so on path (b) it stands in for
-the runtime patch's form of the same function.
+For attribution a single runtime fix is put in place for one request, built on stock's
+function as recorded before the runtime patch ran, so on path (b) it stands in for the
+runtime patch's form of the same function.
 """
 
 from __future__ import annotations

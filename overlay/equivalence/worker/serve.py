@@ -1,8 +1,6 @@
 """The worker's protocol loop: one reply line per request line; nothing raised escapes.
 
-A :class:`Runner` does the work; :func:`serve` only speaks the protocol
-(:mod:`overlay.equivalence.protocol`), so tests drive it with a scripted runner and no
-torch. Torch-free: ``tests/fake_worker.py`` serves with it in the controlling env.
+Torch-free, so tests drive it with a scripted runner (``tests/fake_worker.py``).
 """
 
 from __future__ import annotations

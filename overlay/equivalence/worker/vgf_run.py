@@ -1,12 +1,5 @@
 """Run VGF delegates on the CPU: ML SDK scenario runner + emulation layer over lavapipe.
 
-A lowered program's VGF delegates are executed one call at a time: the delegate's bytes
-are written to a ``.vgf`` file, ``vgf_dump --scenario-template`` describes its inputs and
-outputs, the inputs are saved as ``.npy`` files, and ``scenario-runner`` runs the graph
-through the ML Emulation Layer for Vulkan (``VK_LAYER_ML_Graph_Emulation`` over
-``VK_LAYER_ML_Tensor_Emulation``) on Mesa's software Vulkan driver (lavapipe).
-Worker-side (the dispatch mode imports torch).
-
 Example: the layer package ships both layer manifests in one folder. The Vulkan loader
 of Debian 12 (1.3.239) orders ``VK_INSTANCE_LAYERS`` by manifest discovery, not by the
 variable, and puts the tensor layer above the graph layer, so device creation fails with

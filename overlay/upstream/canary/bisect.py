@@ -1,14 +1,9 @@
 """Find the upstream commit that made a patch redundant, or the one that broke it (text).
 
-Only the commits on main's first-parent line since the line's base that touch the
-patch's files can change how it applies, so every one of them is tried in order (no
-monotonicity is assumed, unlike ``git bisect``): the first where the patch is already
-upstream is its ``Superseded-by:``, the first where it conflicts (or its file is gone) its
-``Broken-by:`` once the patch has applied there, from the fork point of the base on (a
-base from a release wheel sits on a fork point older than the release, where the files
-are older still). Earlier patches of the series that touch the same files are applied
-first, where they still apply. Behaviour is not bisected: that needs an environment per
-commit.
+No monotonicity is assumed (unlike ``git bisect``): each first-parent commit on main that
+touches the patch's files is tried in order, from the fork point of the line's base (a
+release wheel's base sits on one older than the release). Behaviour is not bisected: that
+needs an environment per commit.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """The canary: every release line replayed onto upstream main (and newer tags), in one report.
 
-Per line: the series committed on ``v<line>`` (without that tag upstream, on the
-release wheel's sources at main's fork point: :func:`wheel_base`); replayed with its
-ports onto main and, with ``tags``, onto each newer ``vX.Y.Z`` (:mod:`.rebase`, with
-range-diffs); each
-``Forwarded:`` tracked on main (:mod:`.forwarded`); the commit that made a patch
-redundant or broke it (:mod:`.bisect`); the export gate (:mod:`.gate`). Then behaviour on
-main where the newest wheel can host it (:mod:`.host`), and the rows of the status page,
-compared with the previous page: a patch that newly conflicts on main, and export churn,
-are failures. What to do with each patch is decided in
-:func:`overlay.upstream.verdicts.next_step`.
-
 Bad input (an unknown line, an unreadable previous page) is refused before any git work.
+Compared with the previous page, a patch newly conflicting on main, or export churn, fails it.
 
 Example: patch 0003 conflicts on main, its ``Forwarded:`` issue was fixed by a main commit
 first released in v1.3.0, and the previous page had it applying.

@@ -1,15 +1,9 @@
 """Track a patch's ``Forwarded:`` target to its merge upstream, as GitGitGadget does.
 
-A patch is matched against upstream history (the commits on ``main`` since the line's
-base) by, in order: the same ``git patch-id --stable`` (the diff cut to the patch's
-files), the commit or PR its ``Applied-Upstream:`` header records (``commit:<sha>``,
-``PR #N``), the PR number of ``Forwarded:`` in a commit message (``(#N)``, ``pull/N``),
-an issue of ``Bug:`` or ``Forwarded:`` that a commit says it fixes (``Fixes #N``), or
-the same subject. A match is *merged as sent* when the commit leaves the patch's files exactly
-as the patch does (applied on the commit's parent), else *merged modified* with the
-difference as a git diff (the patch's result -> upstream's). No match: *still open* for a
-PR or issue, *not found* for a mail or other address, *not forwarded* for ``no`` and
-``not-yet``.
+Matched on main, in order, by ``git patch-id --stable``, the ``Applied-Upstream:`` commit or
+PR, the PR number of ``Forwarded:``, an issue a commit says it fixes, or the same subject. A
+match is *merged as sent* when the commit leaves the patch's files as the patch does, else
+*merged modified*, with the difference.
 
 Example: ``Forwarded: https://github.com/pytorch/executorch/pull/12345`` and a main commit
 ``Arm backend: Fix the rescale (#12345)`` that changes one more line than the patch.

@@ -1,16 +1,8 @@
 """The idempotent export gate: regenerating a line and exporting its mboxes changes no byte.
 
-Four checks per line, each in a scratch folder (``patches/`` is never written):
-regenerating the series from its git form (:func:`overlay.worktree.create`, then
-:func:`overlay.worktree.regenerate` into a copy of the line) reproduces every file of the
-line, with the user's git config and with a hostile one; exporting the upstream mboxes
-(:func:`overlay.upstream.export.export_patch`) twice gives the same bytes, and the same
-bytes again under the hostile config. The hostile config sets what users really set and
-what changes git's output: no or mnemonic diff prefixes, another abbreviation, context
-size and diff algorithm, a format signature, colour, CRLF conversion, another identity.
-
-The hostile config is put in place through ``GIT_CONFIG_GLOBAL`` for the duration of one
-check (the canary is a single-threaded command; the variable is restored afterwards).
+Each check runs in a scratch folder (``patches/`` is never written), with the user's git
+config and with a hostile one (what users set that changes git's output). The hostile one
+is set through ``GIT_CONFIG_GLOBAL`` for one check at a time: the canary is single-threaded.
 """
 
 from __future__ import annotations

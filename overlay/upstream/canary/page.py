@@ -1,12 +1,4 @@
-"""The status page, laid out once: ``status.md``, ``status.html`` and ``status.json``.
-
-One row per line and patch (its state on main, upstream, the canary's finding and date,
-what to do next), then behaviour on main, then per line: every target's patches and
-ports, conflict regions and range-diff, the forwarded matches with their differences, the
-bisect results and the export gate. :mod:`overlay.render` renders the blocks;
-``status.json`` is the report itself, its schema derived from
-:class:`overlay.upstream.results.CanaryReport` (``canary --schema`` prints it).
-"""
+"""The status page, laid out once: ``status.md``, ``status.html`` and ``status.json``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Replay a line's series onto an upstream commit as git commits: the canary's side of the engine.
 
-The line's series is first committed on its own base (the upstream tag ``v<line>``), one
-commit per patch (:func:`commit_series`). :func:`replay_onto` then replays it with the one
-engine (:func:`overlay.upstream.replay.replay`: the strict applier, then git's 3-way merge
-from the line's base; the ports tried on the same files) onto a target commit, and commits
-each patch the target carries (or its port): a conflicting patch is left out of the
-rebased series, as a packager drops a patch that no longer applies, so ``git range-diff``
-shows how each patch changed in the port.
+A conflicting patch is left out of the rebased series, as a packager drops a patch that no
+longer applies, so ``git range-diff`` shows how each patch changed in the port.
 
 Example: a patch whose context moved 12 lines down on main.
 Becomes: ``OnBase(own=Applied(status=OFFSET, offsets=(12,)))`` and a commit on main.

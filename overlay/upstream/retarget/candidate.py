@@ -1,10 +1,7 @@
 """The candidate series folder: series, patches, SHA256SUMS, pins.toml, upstream.toml, locks.
 
-``<out>/patches`` is a complete series folder any command takes with ``--patches``: its
-``pins.toml`` (written with tomlkit) records the release's wheels, the confirmed runtime
-pins with every attempt, and the pristine sha256 of each file the kept patches touch; its
-own ``upstream.toml`` is the shared one with the new release recorded; its locks pin the
-patched wheels by sha256, so ``--promote`` carries the ready venv's exact contents.
+``<out>/patches`` is a complete series folder any command takes with ``--patches``; its locks
+pin the patched wheels by sha256, so ``--promote`` carries the ready venv's exact contents.
 """
 
 from __future__ import annotations

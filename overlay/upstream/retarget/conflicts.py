@@ -1,11 +1,8 @@
 """The retarget's git work tree: pristine sources of the new release, one commit per patch.
 
-At a conflict, the merged files with their markers are left uncommitted and the patch's
-DEP-3 header is saved as the commit message (``.git/OVERLAY_MERGE_MSG``). ``--resume``
-commits the resolution (:func:`commit_resolution`); the re-run then takes every patch the
-work tree holds from its commit (named by its ``Overlay-Patch:`` trailer,
-:func:`work_commits`), plans the patches after it on top of them with the one replay
-engine, and commits those (:func:`commit_plans`), stopping again at the next conflict.
+At a conflict the merged files are left uncommitted and the DEP-3 header is saved as the
+commit message (``.git/OVERLAY_MERGE_MSG``). ``--resume`` commits the resolution; the re-run
+takes each patch the work tree holds from its commit (its ``Overlay-Patch:`` trailer).
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""What moving to the new release changes for a user: case by case, and the runtime form.
-
-Each corpus case with the pinned patched build vs the candidate's, what differs (status,
-graph, TOSA/VGF payload, numerics) and why ("upstream change", "patch"); and, fix by fix,
-whether ``overlay.runtime`` (written for the pinned release) still applies.
-"""
+"""What moving to the new release changes for a user: case by case, and the runtime form."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Release lines from retargets: promote a checked candidate to a new line, retire a line.
 
-``promote`` turns the candidate into ``<root>/<version>/`` (series, patches, SHA256SUMS,
-pins.toml, locks) beside the existing lines, which it never touches; the new release is
-recorded in ``<root>/upstream.toml``. The newest line is the default, so promoting a newer
-release moves every command to it; the older lines stay usable with ``--patches``.
-``retire_line`` removes one line (``git rm -r`` in a checkout) and names what else still
-refers to it.
+``promote`` never touches the existing lines; the newest line is the default, so promoting
+a newer release moves every command to it. ``retire_line`` names what still refers to the
+line it removes.
 """
 
 from __future__ import annotations

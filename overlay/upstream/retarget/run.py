@@ -1,13 +1,4 @@
-"""The retarget run: what it is asked, and its steps in order, each done by its own module.
-
-Wheels and sources (:mod:`overlay.upstream.releases`), the text of each patch
-(:mod:`.text_plan`), runtime pins (:mod:`.pin_check`), then behaviour: the trigger cases on
-stock of the new (and the pinned) release decide whether each patch is still needed there;
-the kept series, built as a patched wheel in its own env, runs the same cases and the tests
-each kept patch adds, on stock and patched (:func:`overlay.upstream.behaviour.measure`);
-the pinned release's patched build runs the cases too (:mod:`.moves`). The candidate folder
-(:mod:`.candidate`) and every verdict (:mod:`overlay.upstream.verdicts`) follow.
-"""
+"""The retarget run: what it is asked, and its steps in order, each done by its own module."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """A patch's text on the new release: carried, ported, a conflict, or dropped (text only).
 
-The series is replayed onto the new release's sources by the one engine
-(:func:`overlay.upstream.replay.replay`), 3-way merging from the pinned release's sources;
-:func:`overlay.upstream.verdicts.text_action` says what each result means: *carried* (it
-applies, maybe at an offset), *ported* (its port, the newer line's patch of the same number,
-applies; or the 3-way merge is clean), *conflict* (the merge leaves markers), *drop*
-(contained upstream, or an ``Applied-Upstream`` header). Only a kept patch is the base of
-the next one. Behaviour may overrule all of this later
+Only a kept patch is the base of the next one; behaviour may overrule the text's verdict later
 (:func:`overlay.upstream.verdicts.apply_behaviour`).
 """
 
