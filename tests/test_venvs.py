@@ -461,3 +461,22 @@ def test_the_stamp_is_codec_json(tmp_path: Path) -> None:
     )
     (tmp_path / STAMP_FILE).write_text('{"key": "an older overlay"}')
     assert read_stamp(tmp_path) is None
+
+
+def test_a_venv_uv_was_stopped_making_is_removed_and_nothing_else(tmp_path: Path) -> None:
+    """A kill during ``uv venv`` leaves its parts and no pyvenv.cfg, which uv will not
+    clear: that folder goes; one with pyvenv.cfg or a file of the user's stays."""
+    unfinished = tmp_path / "unfinished"
+    (unfinished / "bin").mkdir(parents=True)
+    (unfinished / "lib" / "python3.11").mkdir(parents=True)
+    (unfinished / ".gitignore").write_text("*\n")
+    assert venvs.remove_unfinished_venv(unfinished) and not unfinished.exists()
+    finished = tmp_path / "finished"
+    (finished / "bin").mkdir(parents=True)
+    (finished / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert not venvs.remove_unfinished_venv(finished) and finished.is_dir()
+    theirs = tmp_path / "theirs"
+    (theirs / "bin").mkdir(parents=True)
+    (theirs / "notes.txt").write_text("mine")
+    assert not venvs.remove_unfinished_venv(theirs) and (theirs / "notes.txt").is_file()
+    assert not venvs.remove_unfinished_venv(tmp_path / "absent")

@@ -9,6 +9,7 @@ whole over half-written files, which ``uv pip sync`` takes for installed, and
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -185,12 +186,37 @@ def ensure_venv(
         (root / STAMP_FILE).unlink(missing_ok=True)
         if force or stamp is None or not _is_venv(root, contents.python):
             python = _interpreter(root, contents.python)
+            remove_unfinished_venv(root)
             _uv(executable, ["venv", "--quiet", "--clear", "--python", python, str(root)], None)
         venv = find_venv(root)
         _sync(contents, venv, executable)
         verified = verify(venv)
         write_stamp(root, Stamp(contents.key, contents.origin))
     return verified
+
+
+VENV_PARTS = frozenset(
+    {"bin", "lib", "lib64", "include", "share", ".gitignore", "CACHEDIR.TAG", STAMP_FILE,
+     REQUIREMENTS_FILE}
+)  # fmt: skip
+
+
+def remove_unfinished_venv(root: Path) -> bool:
+    """Remove a venv that ``uv venv`` was stopped while making: return True if it did.
+
+    uv will not clear a folder without ``pyvenv.cfg`` (uv 0.13.9), and a stopped run can
+    leave one. A folder that holds nothing but a venv's parts is such a venv; any other
+    file keeps the folder (uv then refuses it, saying so).
+
+    Example: ``root`` holds ``bin/`` and ``lib/``, no ``pyvenv.cfg`` (a kill during
+    ``uv venv``). Becomes: removed, so ``uv venv`` makes it again.
+    """
+    if not root.is_dir() or (root / "pyvenv.cfg").exists():
+        return False
+    if not {entry.name for entry in root.iterdir()} <= VENV_PARTS:
+        return False
+    shutil.rmtree(root)
+    return True
 
 
 def _is_venv(root: Path, python: str) -> bool:
