@@ -96,6 +96,18 @@ CASES: tuple[CaseInfo, ...] = (
         " the image reads another texel on executed VGF (docs/notes/findings.md)",
         broken_releases="==1.5.1",
     ),
+    CaseInfo(
+        "grid_sample_two_channels_fp",
+        "TOSA-1.0+FP",
+        None,
+        note="bilinear grid_sample of a 1x2x6x6 image: VGF's generic shader",
+        targets_vgf=True,
+        expect_broken="upstream: a grid_sample the sampler shaders do not take (C not 3 or"
+        " 4, N > 1, bicubic) gets grid_sampler.glsl, which writes 0.0 to every output, and"
+        " VgfPartitioner still delegates it: all zeros on executed VGF"
+        " (docs/notes/findings.md)",
+        broken_releases="==1.5.1",
+    ),
     *(case.info for case in FIX_CASES.values()),
     *(
         CaseInfo(

@@ -131,6 +131,18 @@ class GridSampleReflectAligned(nn.Module):
         )
 
 
+class GridSample(nn.Module):
+    """Bilinear ``grid_sample``, zeros padding, align_corners=False (no weights)."""
+
+    def forward(self, x: Any, grid: Any) -> Any:
+        return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+
+def _two_channels() -> tuple[Any, tuple[Any, ...]]:
+    """A 1x2x6x6 image (not 1x3/1x4xHxW: VGF's generic shader) and a grid inside it."""
+    return GridSample(), (torch.rand(1, 2, 6, 6) + 0.5, torch.rand(1, 5, 5, 2) * 1.6 - 0.8)
+
+
 def _reflect_aligned() -> tuple[Any, tuple[Any, ...]]:
     """A 1x4x9x9 image and a grid reaching past every edge (unnormalised -4 .. 12)."""
     xs = torch.linspace(-2.0, 2.0, 9)
@@ -204,6 +216,7 @@ BUILDERS: dict[str, Builder] = {
     "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     "grid_sample_reflection_align_corners_fp": _reflect_aligned,
+    "grid_sample_two_channels_fp": _two_channels,
     "grid_warp_bilinear_zeros_a16w8_int16": _grid_warp("bilinear", "zeros"),
     "grid_warp_bilinear_zeros_a16w8_intfp16": _grid_warp("bilinear", "zeros"),
     "grid_warp_bilinear_border_a16w8_int16": _grid_warp("bilinear", "border"),
