@@ -209,8 +209,12 @@ def tests(session: nox.Session) -> None:
     session.install("--no-deps", "--reinstall-package", PROJECT, ".")
     _lint(session)
     # two workers, each test file on one (module fixtures run once): 11 min 35 s where one
-    # worker took 18-23 min (docs/notes/measurements.md)
-    session.run("pytest", "-m", "not release", "-n", "2", "--dist", "loadfile", *session.posargs)
+    # worker took 18-23 min; one torch thread each: two workers' MobileNetV2 runs took 51 s
+    # where torch's default threads took 59 s (docs/notes/measurements.md)
+    session.run(
+        "pytest", "-m", "not release", "-n", "2", "--dist", "loadfile", "--durations=10",
+        *session.posargs, env={"OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON, default=False)
