@@ -289,8 +289,7 @@ FIX = Fix(
                 targets_vgf=True,
                 expect_broken="get_vgf_snorm_quantization_config is new in executorch 1.5",
                 broken_releases="<1.5",
-                model="`conv2(relu(conv1(x)))`, x 1x3x8x8, VgfQuantizer,"
-                " get_vgf_snorm_quantization_config()",
+                model="`conv2(relu(conv1(x)))`, x 1x3x8x8",
             ),
             conv_relu_conv,
         ),
