@@ -364,6 +364,12 @@ TosaPipelineINT(ConvReluCat(), inputs, [], []).run()  # outputs do not match the
             PullRequest(
                 16286, "Arm backend: Disable relu-fusing for sym. quant", "oscarandersson8218"
             ),
+            PullRequest(
+                21785,
+                "Arm backend: Avoid requantization around fused flow sampling",
+                "YufengShi-dudu",
+            ),
+            PullRequest(18778, "Arm backend: Handle conv qparams from non-fused clamp", "bdemirb"),
         ),
     ),
 )

@@ -259,6 +259,14 @@ BYSTANDERS: tuple[CaseInfo, ...] = (
         note="conv -> conv (no activation), TOSAQuantizer, get_symmetric_quantization_config()",
     ),
     CaseInfo(
+        "bystander_conv_relu_int8",
+        "TOSA-1.0+INT",
+        "a8w8",
+        group=BYSTANDER,
+        note="conv -> ReLU (fused, zero point -128), TOSAQuantizer,"
+        " get_symmetric_quantization_config()",
+    ),
+    CaseInfo(
         "bystander_conv_conv_snorm_vgf",
         "TOSA-1.0+INT",
         "a8w8_snorm",

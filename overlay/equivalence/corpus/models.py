@@ -231,6 +231,7 @@ BUILDERS: dict[str, Builder] = {
     "grid_warp_nearest_reflection_a16w8_intfp16": _grid_warp("nearest", "reflection"),
     # the bystanders (corpus.BYSTANDERS)
     "bystander_conv_conv_int8": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
+    "bystander_conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
     "bystander_conv_conv_snorm_vgf": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
     "bystander_linear_linear_int8": lambda: (LinearLinear(), (image(2, 16),)),
     "bystander_conv_conv_a16w8_int16": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
