@@ -339,7 +339,7 @@ _CLAIM = re.compile(
     re.IGNORECASE,
 )
 _TARGET_NAMES = {
-    "TOSA": re.compile(r"\bTOSA\b"),
+    "TOSA": re.compile(r"\bTOSA\b(?!-\d)"),  # TOSA-1.0+FP names a spec, not the target
     "VGF": re.compile(r"\bVGF\b"),
     "Ethos-U": re.compile(r"\bEthos-U\w*|\bU[58]5\b"),
 }
