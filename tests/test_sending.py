@@ -527,6 +527,12 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
         f"- 2 models outside the bug it fixes ({snorm.note}; {plain.note}), TOSA operators"
         " without -> with it:" in plan
     )
+    unchanged = dataclasses.replace(sub, bases=(dataclasses.replace(good, bystanders=same),))
+    assert (
+        "- 1 models outside the bug it fixes, the same TOSA operators without and with it"
+        f" (operator counts):\n  - {snorm.note}\n"
+        in pr_text.pr_body(patch, unchanged, "1.5.1", "2.13.0")
+    )
     report = Sending("1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {}, 1.0)
     assert "1 of 2 change" not in render.markdown(reports.sending_blocks(report))  # per target
     assert "2 of 3 change" in render.markdown(reports.sending_blocks(report))

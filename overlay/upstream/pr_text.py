@@ -261,10 +261,11 @@ def _bystanders(base: OnBase) -> list[str]:
     changed = [(c, op_count_change(c)) for c in base.bystanders]
     changed = [(c, text) for c, text in changed if text]
     models = list(dict.fromkeys(c.model or c.case for c in base.bystanders))
-    outside = f"- {len(models)} models outside the bug it fixes ({'; '.join(models)})"
+    outside = f"- {len(models)} models outside the bug it fixes"
     if not changed:
-        return [f"{outside}: the same TOSA operators without and with it (operator counts)"]
-    lines = [f"{outside}, TOSA operators without -> with it:"]
+        same = f"{outside}, the same TOSA operators without and with it (operator counts):"
+        return [same, *(f"  - {model}" for model in models)]
+    lines = [f"{outside} ({'; '.join(models)}), TOSA operators without -> with it:"]
     lines += [f"  - {c.model}, {c.spec}, {c.target.upper()}: {text}" for c, text in changed]
     return lines
 
