@@ -235,10 +235,22 @@ def write_exports(exports: Sequence[Export], out_dir: Path) -> list[Path]:
     return written
 
 
+_TRAILING = frozenset({"a", "an", "and", "at", "by", "for", "in", "of", "on", "only", "so",
+                       "that", "the", "to", "with"})  # fmt: skip
+
+
 def branch_name(item: Export) -> str:
-    """Return the branch a commit is made on, e.g. ``arm-fix-int16-grid-sample-grids``."""
+    """Return the branch a commit is made on: the subject's first six words, less the small
+    words a cut leaves at the end.
+
+    Example: "Arm backend: Register VGF grid_sample only on specs with FP".
+    Becomes: ``arm-register-vgf-grid-sample`` (not ``...-grid-sample-only-on``).
+    """
     words = re.sub(r"[^a-z0-9]+", "-", item.subject.removeprefix(PREFIX).lower()).strip("-")
-    return "arm-" + "-".join(words.split("-")[:6])
+    kept = words.split("-")[:6]
+    while len(kept) > 1 and kept[-1] in _TRAILING:
+        kept.pop()
+    return "arm-" + "-".join(kept)
 
 
 def release_repo(dest: Path, files: Mapping[str, bytes], commit: str) -> Path:
