@@ -145,7 +145,7 @@ quantizer.set_global(get_symmetric_quantization_config())
 prepared = prepare_pt2e(torch.export.export(Sample(), inputs).module(), quantizer)
 prepared(*inputs)
 program = torch.export.export(convert_pt2e(prepared), inputs)
-# 1.5.1: ValueError: TOSA-1.0+INT doesn't support tensor TosaArg(... grid_scale, dtype=FP32)
+# main, 1.5.1: ValueError: TOSA-1.0+INT doesn't support tensor TosaArg(... grid_scale, dtype=FP32)
 to_edge_transform_and_lower(
     program, partitioner=[VgfPartitioner(VgfCompileSpec("TOSA-1.0+INT"))]
 )

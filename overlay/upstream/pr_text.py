@@ -82,7 +82,7 @@ def case_words(name: str) -> str:
     """Return a trigger case as upstream reads it: its model, TOSA spec and quantizer config.
 
     Example: ``conv_relu_cat_mixed_qparams``.
-    Becomes: ``` `cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8 on TOSA-1.0+INT+FP,
+    Becomes: ``` `cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8, on TOSA-1.0+INT+FP,
     `TOSAQuantizer` with `get_symmetric_quantization_config(is_per_channel=True)` ```. A
     case without a model keeps its name, which the gate holds back; a case no quantizer
     config quantizes (float, or quantised by hand) is its model and spec alone.
@@ -94,7 +94,7 @@ def case_words(name: str) -> str:
     quantizer = "VgfQuantizer" if info.targets_vgf else "TOSAQuantizer"
     config = CONFIGS.get(info.quantize or "")
     how = f", `{quantizer}` with `{config}(is_per_channel={info.per_channel})`" if config else ""
-    return f"{info.model or f'`{name}`'} on {info.spec}{how}"
+    return f"{info.model or f'`{name}`'}, on {info.spec}{how}"
 
 
 def _target(target: str) -> str:
@@ -115,9 +115,9 @@ def how_run(bases: Sequence[OnBase]) -> str:
         family
         for base in bases
         for case in base.cases
-        for target in (*case.stock_targets, *case.patched_targets)
+        for target, text in (*case.stock_targets.items(), *case.patched_targets.items())
         for family in HOW_RUN
-        if _target(target).startswith(family)
+        if _target(target).startswith(family) and not text.startswith(NOT_DELEGATED)
     }
     ran = "; ".join(text for family, text in HOW_RUN.items() if family in found)
     return (
@@ -226,7 +226,9 @@ def _tests_cell(test: str, params: Sequence[str]) -> str:
     if len(params) == 1:
         return f"`{test}[{params[0]}]`"
     listed = ", ".join(params)
-    return f"`{test}` ({len(params)}: {listed if len(listed) <= 160 else 'parametrizations'})"
+    return (
+        f"`{test}` ({f'{len(params)}: {listed}' if len(listed) <= 160 else f'{len(params)} cases'})"
+    )
 
 
 def _plan(base: OnBase) -> list[str]:
