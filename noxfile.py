@@ -209,11 +209,10 @@ def tests(session: nox.Session) -> None:
     session.install("--no-deps", "--reinstall-package", PROJECT, ".")
     _lint(session)
     # two workers, each test file on one (module fixtures run once): 11 min 35 s where one
-    # worker took 18-23 min; one torch thread each: two workers' MobileNetV2 runs took 51 s
-    # where torch's default threads took 59 s (docs/notes/measurements.md)
+    # worker took 18-23 min (docs/notes/measurements.md)
     session.run(
         "pytest", "-m", "not release", "-n", "2", "--dist", "loadfile", "--durations=10",
-        *session.posargs, env={"OMP_NUM_THREADS": "1"},
+        *session.posargs,
     )  # fmt: skip
 
 
