@@ -25,8 +25,8 @@ from overlay.upstream.export import (
     dep3_paragraphs,
 )
 from overlay.upstream.results import (
+    NOT_COMPARED,
     NOT_DELEGATED,
-    NOT_RUN,
     Counts,
     OnBase,
     PatchVerdict,
@@ -153,7 +153,7 @@ def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[
         table, aside = [], []
         for (target, before, after), on in sorted(rows.items(), key=lambda r: order.index(r[0][0])):
             where = " and ".join(on)
-            if before.startswith((NOT_RUN, NOT_DELEGATED)) and after in (before, ""):
+            if before.startswith(NOT_COMPARED) and after in (before, ""):
                 same = ", without and with it" if with_change else ""
                 aside.append(f"- {target} on {where}: {before}{same}")
             else:
@@ -226,9 +226,8 @@ def _tests_cell(test: str, params: Sequence[str]) -> str:
     if len(params) == 1:
         return f"`{test}[{params[0]}]`"
     listed = ", ".join(params)
-    return (
-        f"`{test}` ({f'{len(params)}: {listed}' if len(listed) <= 160 else f'{len(params)} cases'})"
-    )
+    which = f"{len(params)}: {listed}" if len(listed) <= 160 else f"{len(params)} cases"
+    return f"`{test}` ({which})"
 
 
 def _plan(base: OnBase) -> list[str]:

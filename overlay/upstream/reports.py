@@ -87,7 +87,7 @@ def _patch_items(result: Retarget) -> list[Item]:
                 out.append(item(f"on {before.base}: {before.behaviour.text}", depth=1))
         found = verdict.on.behaviour
         if found is not None:
-            for case in (*found.bug_cases, *found.other_cases):
+            for case in found.cases:
                 patched = f", patched {case.patched.value}" if case.patched else ""
                 error = f" [{case.stock_error}]" if case.stock_error else ""
                 out.append(item(f"{case.case}: stock {case.stock.value}{patched}{error}", depth=1))

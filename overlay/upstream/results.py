@@ -97,9 +97,8 @@ class OnBase:
 
     @property
     def cases(self) -> tuple[CaseOutcome, ...]:
-        """Return its trigger cases as measured here: the bug's, then the others."""
-        found = self.behaviour
-        return (*found.bug_cases, *found.other_cases) if found else ()
+        """Return its trigger cases as measured here (none when not measured)."""
+        return self.behaviour.cases if self.behaviour else ()
 
     @property
     def effective(self) -> Applied:
@@ -192,6 +191,7 @@ def parse_applied_upstream(text: str) -> UpstreamInfo:
 
 NOT_RUN = "lowers"  # how a target's result starts where it lowered and never ran
 NOT_DELEGATED = "not delegated"  # where the partitioner took nothing: the CPU ran it all
+NOT_COMPARED = (NOT_RUN, NOT_DELEGATED)  # how a result starts that is no target's output
 
 
 @dataclass(frozen=True)
@@ -338,6 +338,11 @@ class PatchBehaviour:
     regressions: tuple[str, ...] = ()
     test: TestRun | None = None
     test_verdict: TestVerdict | None = None
+
+    @property
+    def cases(self) -> tuple[CaseOutcome, ...]:
+        """Return its trigger cases: the bug's, then the others."""
+        return (*self.bug_cases, *self.other_cases)
 
 
 @dataclass(frozen=True)

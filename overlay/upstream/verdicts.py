@@ -25,9 +25,8 @@ from overlay.upstream.results import (
     BROKEN,
     KEPT,
     MERGED,
-    NOT_DELEGATED,
+    NOT_COMPARED,
     NOT_NEEDED,
-    NOT_RUN,
     Action,
     Applied,
     BisectResult,
@@ -360,9 +359,7 @@ def compared_targets(bases: Sequence[OnBase]) -> frozenset[str]:
         for case in base.cases:
             for results in (case.stock_targets, case.patched_targets):
                 found |= {
-                    _family(t)
-                    for t, text in results.items()
-                    if not text.startswith((NOT_RUN, NOT_DELEGATED))
+                    _family(t) for t, text in results.items() if not text.startswith(NOT_COMPARED)
                 }
     return frozenset(found)
 

@@ -122,20 +122,17 @@ class GridWarpOffsets(nn.Module):
         )
 
 
-class GridSampleReflectAligned(nn.Module):
-    """Bilinear ``grid_sample``, reflection padding, align_corners=True (no weights)."""
+class GridSample(nn.Module):
+    """Bilinear ``grid_sample`` of an image and a grid (no weights)."""
+
+    def __init__(self, padding: str = "zeros", align_corners: bool = False) -> None:
+        super().__init__()
+        self.padding, self.align_corners = padding, align_corners
 
     def forward(self, x: Any, grid: Any) -> Any:
         return torch.nn.functional.grid_sample(
-            x, grid, mode="bilinear", padding_mode="reflection", align_corners=True
+            x, grid, padding_mode=self.padding, align_corners=self.align_corners
         )
-
-
-class GridSample(nn.Module):
-    """Bilinear ``grid_sample``, zeros padding, align_corners=False (no weights)."""
-
-    def forward(self, x: Any, grid: Any) -> Any:
-        return torch.nn.functional.grid_sample(x, grid, align_corners=False)
 
 
 def _two_channels() -> tuple[Any, tuple[Any, ...]]:
@@ -147,7 +144,7 @@ def _reflect_aligned() -> tuple[Any, tuple[Any, ...]]:
     """A 1x4x9x9 image and a grid reaching past every edge (unnormalised -4 .. 12)."""
     xs = torch.linspace(-2.0, 2.0, 9)
     grid = torch.stack(torch.meshgrid(xs, xs, indexing="xy"), dim=-1).unsqueeze(0)
-    return GridSampleReflectAligned(), (torch.rand(1, 4, 9, 9), grid)
+    return GridSample("reflection", align_corners=True), (torch.rand(1, 4, 9, 9), grid)
 
 
 class AvgPool(nn.Module):

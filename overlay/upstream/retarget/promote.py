@@ -165,7 +165,7 @@ def _cases(found: PatchBehaviour | None) -> tuple[evidence.CaseResult, ...]:
         return ()
     return tuple(
         evidence.CaseResult(c.case, c.stock.value, c.patched.value if c.patched else "")
-        for c in (*found.bug_cases, *found.other_cases)
+        for c in found.cases
     )
 
 
