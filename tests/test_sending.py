@@ -106,6 +106,26 @@ def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> N
     assert found == ("@oscarandersson8218",)  # a plain name notifies nobody
 
 
+def test_recent_authors_weigh_the_lines_they_changed(tmp_path: Path) -> None:
+    repo = tmp_path / "up"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    body = "".join(f"line {n}\n" for n in range(30))
+    # @a creates 31 lines, @b rewrites 30 of them, @c touches only the header
+    edits = [("a", "# header\n" + body), ("b", "# header\n" + body.replace("line", "row"))]
+    edits.append(("c", "# header 3\n" + body.replace("line", "row")))
+    for index, (who, text) in enumerate(edits):
+        (repo / "a.py").write_text(text)
+        git(repo, "add", "a.py")
+        address = f"{index}+{who}@users.noreply.github.com"
+        env = {"GIT_AUTHOR_NAME": who, "GIT_AUTHOR_EMAIL": address}
+        git_with_env(repo, {**env, "GIT_COMMITTER_NAME": who, "GIT_COMMITTER_EMAIL": address},
+                     "commit", "-q", "-m", f"c{index}")  # fmt: skip
+    scratch = open_upstream(str(repo), tmp_path / "scratch")
+    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
+    assert found == ("@b", "@a", "@c")
+
+
 def _run(stock: TestState, patched: TestState) -> TestRun:
     tests = (TestResult(OLD, TestState.PASSED), TestResult(NEW, stock, "AssertionError: x"))
     after = (TestResult(OLD, TestState.PASSED), TestResult(NEW, patched))

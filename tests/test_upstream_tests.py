@@ -124,7 +124,10 @@ def test_read_run_takes_the_report_or_says_why_there_is_none(tmp_path: Path) -> 
     done = read_run("", "", 1, junit)
     states = (TestState.FAILED, TestState.PASSED, TestState.ERROR, TestState.XFAILED)
     assert [done.count(state) for state in states] == [4, 1, 1, 1]
-    assert done.text == "1 passed, 4 failed, 1 errors, 1 skipped, 1 xfailed, 1 not run here"
+    assert (
+        done.text
+        == "1 passed, 4 failed, 1 errors, 1 skipped (needs a GPU), 1 xfailed, 1 not run here"
+    )
     assert len(done.tests) == 9 and done.problem == "" and not done.ok
     junit.unlink()
     broken = read_run("", "ImportError while loading conftest 'x/conftest.py'.\n", 4, junit)

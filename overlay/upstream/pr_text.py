@@ -342,6 +342,8 @@ def checklist(item: Export, sub: PatchVerdict, where: str, branch: str, stale: s
         "- [ ] Sign the PyTorch CLA (https://code.facebook.com/cla) with the identity"
         " of the Signed-off-by line, if not done yet.",
         "- [ ] Read the diff and the PR text; you sign off on them (DCO).",
+        "- [ ] Open the series' PRs in the order of its numbers; where this text names another"
+        " fix of the series, add that PR's #N.",
     ]
     if item.issue:
         lines.append(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -415,23 +416,28 @@ def _only(run: TestRun, nodes: Sequence[str]) -> TestRun:
 def recent_authors(
     scratch: Scratch, commit: str, paths: Sequence[str], signer: commit_rules.Identity
 ) -> tuple[str, ...]:
-    """Return the GitHub handles of the recent authors of ``paths`` (a cc by name notifies
-    nobody: an author whose e-mail names no handle is left out).
+    """Return the GitHub handles of the recent authors of ``paths``, most lines changed in
+    them first, so a tree-wide cosmetic commit (a header, a rename) weighs little; a cc by
+    name notifies nobody: an author whose e-mail names no handle is left out.
 
     Example: ``87121123+oscarandersson8218@users.noreply.github.com`` gives
     ``@oscarandersson8218``; ``Zingo Andersen <zingo.andersen@arm.com>`` gives nothing.
     """
-    text = scratch.run("log", "-40", "--no-merges", "--format=%an%x1f%ae", commit, "--", *paths)
-    found: list[str] = []
-    for line in text.splitlines():
-        name, _, address = line.partition("\x1f")
+    text = scratch.run(
+        "log", "-40", "--no-merges", "--numstat", "--format=%x1e%an%x1f%ae", commit, "--", *paths
+    )  # fmt: skip
+    weight: Counter[str] = Counter()
+    for entry in text.split("\x1e")[1:]:
+        head, *stats = entry.splitlines()
+        name, _, address = head.partition("\x1f")
+        local, _, domain = address.partition("@")
         if "bot" in name.lower() or address == signer.email:
             continue
-        local, _, domain = address.partition("@")
-        who = "@" + local.split("+")[-1]
-        if domain == "users.noreply.github.com" and who not in found:
-            found.append(who)
-    return tuple(found[:AUTHORS])
+        if domain == "users.noreply.github.com":
+            changed = (line.split("\t")[:2] for line in stats if line.count("\t") >= 2)
+            lines = sum(int(n) for pair in changed for n in pair if n.isdigit())
+            weight["@" + local.split("+")[-1]] += max(lines, 1)
+    return tuple(who for who, _ in weight.most_common(AUTHORS))
 
 
 def release_date(scratch: Scratch, commit: str, recorded: str) -> str:

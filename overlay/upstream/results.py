@@ -266,9 +266,19 @@ class Counts:
 
     @property
     def text(self) -> str:
-        """Return ``3 passed, 1 failed`` style text."""
+        """Return ``3 passed, 1 failed, 2 skipped (glslc not found)`` style text: a skip
+        says why (each reason once), as a reviewer asks of every unexplained skip."""
+        why = dict.fromkeys(t.reason for t in self.tests if t.state is TestState.SKIPPED)
+        skips = f" ({'; '.join(r for r in why if r)})" if any(why) else ""
         counts = ((self.count(s), "errors" if s is TestState.ERROR else s.value) for s in TestState)
-        return ", ".join(f"{n} {label}" for n, label in counts if n) or "no tests ran"
+        return (
+            ", ".join(
+                f"{n} {label}{skips if label == TestState.SKIPPED.value else ''}"
+                for n, label in counts
+                if n
+            )
+            or "no tests ran"
+        )
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ GRID_WARP_MODES = tuple(
 GRID_FROM_CONV = "`grid_sample(x, tanh(conv(x)).permute(0, 2, 3, 1))`, x 1x3x8x8"
 ZOO_GRID_WARP = (
     "`grid_sample(x, base + 0.25 * tanh(conv(relu(conv(x)))).permute(0, 2, 3, 1),"
-    " align_corners=True)`, x 1x3x16x16, base an identity grid"
+    " align_corners=True)`, x 1x3x16x16, base the 16x16 identity grid (meshgrid of linspace(-1, 1))"
 )
 POOL_ZERO_POINT = (
     "upstream: 1.5.1 hands TOSA AVG_POOL2D zero points quantised as if they were values"
