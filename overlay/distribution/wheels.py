@@ -7,6 +7,7 @@ wheels are kept in the overlay cache, keyed by what they are made of: a new clon
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import os
@@ -252,28 +253,22 @@ def build_patched_wheel(
     Builds into one folder are serialised, and build folders of killed runs are removed.
     """
     out = out_dir / patched_wheel_name(pin, series)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise WheelError(f"cannot create {out_dir}: {exc}", hint="pass a writable --dist") from exc
-    version = local_version(series)
-    with _folder_lock(out_dir / BUILD_LOCK):
-        removed = _remove_stale(out_dir, ".build-*")
-        note = None
-        if out.is_file() and not force:
-            existing, note = _reusable(out, series, pin)
-            if existing is not None:
-                digest = build_record_sha(out)
-                return BuildResult(out, version, False, existing, digest, None, removed)
+    _make_folder(out_dir, hint="pass a writable --dist")
+
+    def make() -> BuildResult:
         verify_wheel(source, pin)  # only read when something is built or linked from it
         if cache is None:
-            provenance, digest = _repack(series, source, pin, out)
-            return BuildResult(out, version, True, provenance, digest, note, removed)
+            return _repacked(series, source, pin, out)
         cached = cached_wheel(series, pin, cache)
-        built, provenance, digest = _build_cached(series, source, pin, cached, force=force)
+        _make_folder(cached.parent, hint="set OVERLAY_CACHE_DIR")
+        built = _reused_or(
+            series, pin, cached, force, lambda: _repacked(series, source, pin, cached)
+        )
         _link_or_copy(cached, out)
         _link_or_copy(build_record(cached), build_record(out))
-    return BuildResult(out, version, built, provenance, digest, note, removed, linked=True)
+        return dataclasses.replace(built, path=out, linked=True)
+
+    return _reused_or(series, pin, out, force, make)
 
 
 def build_action(
@@ -292,24 +287,30 @@ def build_action(
     return "built"
 
 
-def _build_cached(
-    series: Series, source: Path, pin: WheelPin, cached: Path, *, force: bool
-) -> tuple[bool, Provenance, str]:
-    """Reuse the content-keyed cached wheel if it is intact, else repack it; True if built."""
+def _reused_or(
+    series: Series, pin: WheelPin, out: Path, force: bool, make: Callable[[], BuildResult]
+) -> BuildResult:
+    """Return the wheel at ``out`` if it can be reused, else what ``make`` builds there.
+
+    Under the folder's lock, after removing the build folders of killed runs in it.
+    """
+    with _folder_lock(out.parent / BUILD_LOCK):
+        removed = _remove_stale(out.parent, ".build-*")
+        note = None
+        if out.is_file() and not force:
+            existing, note = _reusable(out, series, pin)
+            if existing is not None:
+                version, digest = local_version(series), build_record_sha(out)
+                return BuildResult(out, version, False, existing, digest, removed=removed)
+        built = make()
+    return dataclasses.replace(built, note=note, removed=removed)
+
+
+def _make_folder(folder: Path, *, hint: str) -> None:
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise WheelError(
-            f"cannot create {cached.parent}: {exc}", hint="set OVERLAY_CACHE_DIR"
-        ) from exc
-    with _folder_lock(cached.parent / BUILD_LOCK):
-        _remove_stale(cached.parent, ".build-*")
-        if cached.is_file() and not force:
-            reused, _ = _reusable(cached, series, pin)
-            if reused is not None:
-                return False, reused, build_record_sha(cached)
-        provenance, digest = _repack(series, source, pin, cached)
-    return True, provenance, digest
+        raise WheelError(f"cannot create {folder}: {exc}", hint=hint) from exc
 
 
 def cached_wheel(series: Series, pin: WheelPin, cache: Path) -> Path:
@@ -398,7 +399,7 @@ def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
     )
 
 
-def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Provenance, str]:
+def _repacked(series: Series, source: Path, pin: WheelPin, out: Path) -> BuildResult:
     old_dist = f"executorch-{series.pins.executorch}.dist-info/"
     new_dist = f"executorch-{local_version(series)}.dist-info/"
     sources = read_wheel_sources(source, series)  # RECORD-checked; every target present
@@ -458,7 +459,7 @@ def _repack(series: Series, source: Path, pin: WheelPin, out: Path) -> tuple[Pro
             build_record(out).unlink(missing_ok=True)  # a kill until the last line: no record
             os.replace(tmp, out)
             os.replace(record, build_record(out))
-    return provenance, digest
+    return BuildResult(out, local_version(series), True, provenance, digest)
 
 
 def _patched(series: Series, repo_path: str, data: bytes | None) -> bytes:

@@ -8,6 +8,7 @@ and a Dockerfile all take it as it is. Its header keys everything it was resolve
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -28,6 +29,10 @@ from overlay.text.series import Series
 KEY_PREFIX = "# inputs-key: "
 REFRESH = "nox -s lock"
 _INPUT_NAME = "requirements.in"  # named in uv's "# via -r ..." annotations
+# A lock's executorch entry: its line and the lines a trailing backslash continues it on.
+_EXECUTORCH_ENTRY = re.compile(
+    r"^executorch==[^\n]*?(?:\\[ \t]*\n[^\n]*?)*(?:\n|\Z)", flags=re.MULTILINE
+)
 
 
 @dataclass(frozen=True)
@@ -243,19 +248,8 @@ def stock_text(lock: Lock, sha256: str, version: str) -> str:
     Example: ``executorch==1.2.0+armfix.1b5ee9052a \\`` / ``    --hash=sha256:3d72...``.
     Becomes: ``executorch==1.2.0 \\`` / ``    --hash=sha256:<the pinned stock sha256>``.
     """
-    out: list[str] = []
-    replaced = 0
-    continued = False
-    for line in lock.path.read_text(encoding="utf-8").splitlines():
-        if continued:
-            continued = line.rstrip().endswith("\\")
-            continue
-        if line.startswith("executorch=="):
-            out += [f"executorch=={version} \\", f"    --hash=sha256:{sha256}"]
-            replaced += 1
-            continued = line.rstrip().endswith("\\")
-            continue
-        out.append(line)
+    entry = f"executorch=={version} \\\n    --hash=sha256:{sha256}\n"
+    text, replaced = _EXECUTORCH_ENTRY.subn(entry, lock.path.read_text(encoding="utf-8"))
     if replaced != 1:
         raise _unreadable(lock.path, f"{replaced} executorch entries (one expected)")
-    return "\n".join(out) + "\n"
+    return text

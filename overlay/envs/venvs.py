@@ -27,8 +27,9 @@ from overlay.errors import EnvError, TargetError
 REQUIREMENTS_FILE = "overlay-requirements.txt"  # in the venv: the text it was synced from
 # What a folder may hold and still be taken for a (half-made) venv: what `uv venv` makes.
 VENV_PARTS = frozenset(
-    {"bin", "lib", "lib64", "include", ".gitignore", ".lock", "CACHEDIR.TAG", REQUIREMENTS_FILE}
-)
+    {"bin", "lib", "lib64", "include", "share", ".gitignore", ".lock", "CACHEDIR.TAG",
+     STAMP_FILE, REQUIREMENTS_FILE}
+)  # fmt: skip
 LOCK_TIMEOUT_S = 1800.0  # a cold sync downloads torch (~3 GB)
 T = TypeVar("T")
 Progress = Callable[[str], None]
@@ -193,12 +194,6 @@ def ensure_venv(
         verified = verify(venv)
         write_stamp(root, Stamp(contents.key, contents.origin))
     return verified
-
-
-VENV_PARTS = frozenset(
-    {"bin", "lib", "lib64", "include", "share", ".gitignore", "CACHEDIR.TAG", STAMP_FILE,
-     REQUIREMENTS_FILE}
-)  # fmt: skip
 
 
 def remove_unfinished_venv(root: Path) -> bool:

@@ -621,12 +621,17 @@ def commit(
             check("committed", interruptible=False)
             _remove_tx(root)
             check("cleaned", interruptible=False)
-    if check.pending:
-        state = "patched" if operation is Operation.APPLY else "pristine"
+    done = f"the {operation.value} had finished"
+    _raise_held(check.pending, done, root, patched=operation is Operation.APPLY)
+
+
+def _raise_held(pending: Sequence[int], done: str, root: Path, *, patched: bool) -> None:
+    """Raise for a signal held until ``done`` ran to its end, saying the state it left."""
+    if pending:
+        state = "patched" if patched else "pristine"
         raise InterruptedRunError(
-            f"interrupted by {signal.Signals(check.pending[0]).name} after the"
-            f" {operation.value} had finished: {root} is {state}",
-            signum=check.pending[0],
+            f"interrupted by {signal.Signals(pending[0]).name} after {done}: {root} is {state}",
+            signum=pending[0],
         )
 
 
@@ -733,17 +738,9 @@ def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | 
     signals = _Checkpoints()
     with held_signals(signals.pending):  # a signal waits until the tree is settled
         paths, _ = settle(root, journal, direction)  # tx/ was this journal's own
-    if signals.pending:
-        state = (
-            "patched"
-            if (direction is Direction.FORWARD) == (journal.operation is Operation.APPLY)
-            else "pristine"
-        )
-        raise InterruptedRunError(
-            f"interrupted by {signal.Signals(signals.pending[0]).name} after settling an"
-            f" interrupted {journal.operation.value}: {root} is {state}",
-            signum=signals.pending[0],
-        )
+    patched = (direction is Direction.FORWARD) == (journal.operation is Operation.APPLY)
+    done = f"settling an interrupted {journal.operation.value}"
+    _raise_held(signals.pending, done, root, patched=patched)
     return Recovery(
         journal.operation,
         direction,
