@@ -17,7 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from overlay import codec, fixes
+from overlay import codec
 from overlay.codec import CodecError
 from overlay.envs import release_venvs
 from overlay.errors import OverlayError
@@ -131,16 +131,17 @@ def host_runtime(
     return found
 
 
-def arm_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
-    """Return main's ``backends/arm`` files (code and its resources: shaders, schemas).
+def arm_sources(scratch: Scratch, commit: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Return main's ``backends/arm`` code (and its resources: shaders, schemas) and its
+    ``backends/arm/test`` files (the exported tests import their helpers).
 
-    Tests and scripts are left out (:func:`test_sources` adds the tests where they run).
+    The code leaves tests and scripts out: they are not imported by a user's lowering.
     """
     listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm")
-    names = [
-        n for n in filter(None, listing.split("\0")) if not SKIPPED_PARTS & set(n.split("/")[:-1])
-    ]
-    return scratch.files(commit, names)
+    names = list(filter(None, listing.split("\0")))
+    code = [n for n in names if not SKIPPED_PARTS & set(n.split("/")[:-1])]
+    tests = [n for n in names if n.startswith("backends/arm/test/")]
+    return scratch.files(commit, code), scratch.files(commit, tests)
 
 
 def modules_of(files: Mapping[str, bytes]) -> list[str]:
@@ -152,14 +153,15 @@ def modules_of(files: Mapping[str, bytes]) -> list[str]:
     return names
 
 
-def write_shadow(dest: Path, files: Mapping[str, bytes]) -> Path:
-    """Write ``files`` under ``dest/backends`` and a ``sitecustomize`` that puts it first."""
+def write_shadow(dest: Path, python: Path, files: Mapping[str, bytes]) -> Path:
+    """Write ``files`` under ``dest/tree``; return a :func:`wrapper` of ``python`` whose
+    ``sitecustomize`` puts their ``backends`` first."""
     shutil.rmtree(dest / "tree", ignore_errors=True)  # nothing left from an earlier run
     for path, data in files.items():
         target = dest / "tree" / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    return shadow_site(dest, dest / "tree" / "backends")
+    return wrapper(dest, python, shadow_site(dest, dest / "tree" / "backends"))
 
 
 def shadow_site(dest: Path, backends: Path) -> Path:
@@ -286,10 +288,8 @@ def measure(
     except OverlayError as exc:
         detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
         return MainBehaviour(HostState.NOT_HOSTED, wheel, detail)
-    sources = arm_sources(scratch, main)
-    main_tests = test_sources(scratch, main)
-    stock_site = write_shadow(out_dir / "stock", {**sources, **main_tests})
-    stock = wrapper(out_dir / "stock", env.python, stock_site)
+    sources, main_tests = arm_sources(scratch, main)
+    stock = write_shadow(out_dir / "stock", env.python, {**sources, **main_tests})
     failures = import_errors(stock, modules_of(sources))
     blocking = [f for f in failures if not f.optional]
     if blocking:
@@ -305,9 +305,11 @@ def measure(
         f"{len(modules_of(sources))} modules import ({pinned}); optional packages not installed:"
         f" {', '.join(optional) or 'none'}"
     )
-    patched_site = write_shadow(out_dir / "patched", {**sources, **main_tests, **patched})
+    patched_python = write_shadow(
+        out_dir / "patched", env.python, {**sources, **main_tests, **patched}
+    )
     hosted = Hosted(
-        version, stock, wrapper(out_dir / "patched", env.python, patched_site), main_tests, note,
+        version, stock, patched_python, main_tests, note,
         upstream_tests.vulkan_env(env.folder, out_dir / "vulkan"),
     )  # fmt: skip
     pytest_ini = upstream_tests.pytest_ini(scratch.path, (main,))
@@ -317,12 +319,6 @@ def measure(
         detail = f"{note}; the trigger cases did not run: {exc.message}: {exc.found or ''}"
         return MainBehaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
     return MainBehaviour(HostState.HOSTED, wheel, note, tuple(found))
-
-
-def test_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
-    """Return main's ``backends/arm/test`` files (the exported tests import its helpers)."""
-    listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm/test")
-    return scratch.files(commit, filter(None, listing.split("\0")))
 
 
 def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
@@ -336,14 +332,12 @@ def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
 ) -> list[PatchBehaviour]:
     """Run each patch's trigger cases and exported tests on stock and patched main."""
     names = [p.name for p in patches]
-    claimed = [
-        behaviour.triggers(fix, [hosted.version]) for fix in map(fixes.by_patch, names) if fix
-    ]
-    cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
-    run = behaviour.run_release(
-        "main", str(hosted.stock), str(hosted.patched), cases,
+    sides = behaviour.run_envs(
+        {"stock": str(hosted.stock), "patched": str(hosted.patched)},
+        behaviour.trigger_cases([hosted.version], names),
         out_dir=out_dir / "logs", progress=progress,
     )  # fmt: skip
+    run = behaviour.assemble("main", sides["stock"], sides["patched"])
     found: dict[str, TestRun] = {}
     for name in names:
         if tests.get(name):

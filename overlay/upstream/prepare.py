@@ -154,10 +154,8 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
         progress=progress,
     )
     _, main_env, _ = host.host_env(scratch, main, every, log_dir=out / "logs", progress=progress)
-    main_files = {**host.arm_sources(scratch, main), **host.test_sources(scratch, main)}
-    main_stock = host.wrapper(
-        out / "main", main_env.python, host.write_shadow(out / "main", main_files)
-    )
+    main_files = {p: d for part in host.arm_sources(scratch, main) for p, d in part.items()}
+    main_stock = host.write_shadow(out / "main", main_env.python, main_files)
     bases = (
         Base("main", main, main_files, main_env, main_stock, main_date),
         Base(newest.name, release_commit or "", release.files, stock, stock.python, released),
@@ -342,15 +340,11 @@ def measure(
         if files:
             after[patch.name] = files
     pythons = {
-        name: host.wrapper(
-            out_dir / name,
-            base.env.python,
-            host.write_shadow(out_dir / name, {**base.files, **files}),
-        )
+        name: host.write_shadow(out_dir / name, base.env.python, {**base.files, **files})
         for name, files in after.items()
     }
     wanted = [p for p in patches if p.name in after]
-    cases = [c for p in wanted for c in _triggers(p.name, release)]
+    cases = behaviour.trigger_cases([release], [p.name for p in wanted], target=release)
     others = {p.name: behaviour.bystanders(fixes.by_patch(p.name)) for p in wanted}
     cases += [c for names in others.values() for c in names]
     progress(f"{base.name}: trigger cases and bystanders on stock and with each patch")
@@ -384,14 +378,6 @@ def measure(
             broken=suite_changes(run.stock, run.patched)[0], bystanders=counts,
         )  # fmt: skip
     return found
-
-
-def _triggers(name: str, release: str) -> list[str]:
-    fix = fixes.by_patch(name)
-    if fix is None:
-        return []
-    bug, other = behaviour.triggers(fix, [release], target=release)
-    return [*bug, *other]
 
 
 def _selection(patch: Patch, base: Base) -> list[str]:
