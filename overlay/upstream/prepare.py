@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -213,7 +212,7 @@ def _git_am(
     and the release form (the line's own diff as an mbox: main's context may differ, as
     0007's does) on a repository of the release's files; return why not ("": it applied)."""
     item, on_release = items
-    lint.checkout(scratch.path, main, _fresh(repo), export.branch_name(item))
+    lint.checkout(scratch.path, main, repo, export.branch_name(item))
     on_main = export.apply_mbox(repo, item)
     where = repo.parent.parent / "release" / item.stem
     release = export.release_repo(where, on_release.before, on_release.base_commit)
@@ -271,11 +270,6 @@ def _upstream_checks(
     progress(f"{item.name}: the pre-push hook's docgen, VGF op support, public API manifests")
     bindir = lint.hook_python(hook / item.stem, envs[1].python, repo)
     return report, lint.hook_checks(repo, touched, bindir, on_main)
-
-
-def _fresh(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    return path
 
 
 def landed(
