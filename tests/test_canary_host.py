@@ -44,7 +44,6 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
 ) -> None:
     release = tmp_path / "release-site"
     _fake_executorch(release)
-    site = host.write_shadow(tmp_path / "stock", MAIN)
     # the release env: its own site-packages first, then the shadow's sitecustomize
     python = tmp_path / "env-python"
     python.write_text(
@@ -52,7 +51,7 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
         encoding="utf-8",
     )
     python.chmod(0o755)
-    wrapped = host.wrapper(tmp_path / "stock", python, site)
+    wrapped = host.write_shadow(tmp_path / "stock", python, MAIN)
     (failure,) = host.import_errors(wrapped, host.modules_of(MAIN))
     assert failure.module == "executorch.backends.arm.new_pass" and not failure.optional
     assert failure.error.startswith("ImportError: cannot import name 'NEW_API'")

@@ -15,7 +15,7 @@ from overlay.equivalence.controller.result_cache import CACHE_SCHEMA, CacheEntry
 from overlay.equivalence.protocol import SCHEMA_VERSION, InitReply
 from overlay.equivalence.verdict import AB, Quality
 from overlay.upstream.matrix import build_matrix
-from overlay.upstream.pin_check import CheckKey, SavedCheck
+from overlay.upstream.pin_check import SavedCheck
 from overlay.upstream.releases import Release
 from overlay.upstream.results import (
     REPORT_SCHEMA,
@@ -199,7 +199,7 @@ def test_a_matrix_round_trips_with_each_patch_on_each_release_and_its_port() -> 
 @pytest.mark.parametrize(
     ("value", "title"),
     [
-        (SavedCheck(CheckKey("conv", ("q::a.out",), "k" * 64), ""), "lowering-check.json"),
+        (SavedCheck("conv", ("q::a.out",), "k" * 64, ""), "lowering-check.json"),
         (RUN, "release run"),
         (
             Provenance(

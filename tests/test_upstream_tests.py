@@ -20,6 +20,7 @@ from overlay.fixes import Fix, UpstreamNote
 from overlay.upstream import reports, suite, upstream_tests
 from overlay.upstream.results import Counts, SuiteRun, TestResult, TestRun, TestState
 from overlay.upstream.upstream_tests import (
+    INI,
     lay_out_tests,
     new_tests,
     parse_junit,
@@ -151,7 +152,7 @@ def test_new_tests_and_the_test_tree(tmp_path: Path) -> None:
     )
     assert (tmp_path / "backends/arm/test/a.py").read_bytes() == b"new"
     assert not (tmp_path / "backends/arm/x.py").exists()
-    assert tree.ini.read_bytes() == b"[pytest]\n"
+    assert (tree / INI).read_bytes() == b"[pytest]\n"
 
 
 def test_the_suite_takes_every_pass_test_and_the_touched_operators_files() -> None:

@@ -51,7 +51,6 @@ from overlay.upstream.verdicts import (
     decide_patch,
     failure_reasons,
     final_verdict,
-    flag_stale_header,
     is_own_failure,
     judge_tests,
     readiness,
@@ -313,12 +312,14 @@ def test_text_action_prefers_the_port_then_the_patch_then_the_header() -> None:
 def test_a_kept_patch_whose_header_names_an_upstream_fix_is_flagged() -> None:
     found = decide_patch("p", "1.5.1", [_case("a", Quality.FAILED, Quality.RIGHT)], [], kept=True)
     verdict = final_verdict(CARRIED, Action.CARRIED, "pinned", found, "1.5.1")
-    assert verdict.action is Action.CARRIED
+    assert verdict.action is Action.CARRIED and verdict.flags == ()
     stale = parse_applied_upstream("1.3.0, commit:abc")
-    flagged = flag_stale_header(verdict, stale, "1.5.1")
+    flagged = final_verdict(CARRIED, Action.CARRIED, "pinned", found, "1.5.1", header=stale)
     assert flagged.flags[-1].startswith("kept on 1.5.1, yet its header says Applied-Upstream")
-    assert flag_stale_header(verdict, stale, "1.2.5") == verdict  # fixed only later
-    assert flag_stale_header(verdict, parse_applied_upstream(""), "1.5.1") == verdict
+    later = final_verdict(CARRIED, Action.CARRIED, "pinned", found, "1.2.5", header=stale)
+    assert later.flags == ()  # fixed only later
+    none = parse_applied_upstream("")
+    assert final_verdict(CARRIED, Action.CARRIED, "pinned", found, "1.5.1", header=none) == verdict
 
 
 def test_readiness_names_every_problem() -> None:

@@ -177,11 +177,16 @@ def _texts(*results: ItemResult | VgfResult) -> tuple[str, ...]:
     return tuple(_first_line(r.error)[:300] if r.error is not None else "" for r in results)
 
 
-def trigger_cases(versions: Iterable[str]) -> list[str]:
-    """Return every case some fix claims (bug or other) for ``versions``, in corpus order."""
+def trigger_cases(
+    versions: Iterable[str], patches: Iterable[str] | None = None, *, target: str | None = None
+) -> list[str]:
+    """Return every case the fixes of ``patches`` (default: every fix) claim, bug or other,
+    for ``versions``, in corpus order; ``target``: the release they run on (:func:`triggers`).
+    """
     wanted = list(versions)
-    named = {c for fix in fixes.FIXES for group in triggers(fix, wanted) for c in group}
-    return [c.name for c in corpus.CASES if c.name in named]
+    chosen = fixes.FIXES if patches is None else [f for f in map(fixes.by_patch, patches) if f]
+    named = {c for fix in chosen for group in triggers(fix, wanted, target=target) for c in group}
+    return [c.name for c in corpus.ALL_CASES if c.name in named]
 
 
 def judged(run: ReleaseRun, names: Sequence[str]) -> list[CaseOutcome]:
@@ -267,20 +272,3 @@ def assemble(release: str, stock: Side, patched: Side | None) -> ReleaseRun:
     }
     seconds = sum(r.seconds for side in (stock, patched) if side for r in side[1].values())
     return ReleaseRun(release, workers, cases, seconds)
-
-
-def run_release(
-    release: str,
-    stock_python: str,
-    patched_python: str | None,
-    cases: Sequence[str],
-    *,
-    out_dir: Path,
-    progress: Progress = lambda _: None,
-) -> ReleaseRun:
-    """Run ``cases`` on the stock and (if given) patched envs of one release, in parallel."""
-    jobs = {"stock": stock_python}
-    if patched_python is not None:
-        jobs["patched"] = patched_python
-    done = run_envs(jobs, cases, out_dir=out_dir, progress=progress)
-    return assemble(release, done["stock"], done.get("patched"))

@@ -255,8 +255,7 @@ def branch_name(item: Export) -> str:
 
 def release_repo(dest: Path, files: Mapping[str, bytes], commit: str) -> Path:
     """Make ``dest`` a repository of a release's files (the ones a patch touches)."""
-    if dest.exists():
-        shutil.rmtree(dest)
+    shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     git(dest, "init", "-q", "-b", "release")
     for path, data in files.items():

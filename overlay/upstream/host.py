@@ -17,7 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from overlay import codec, fixes
+from overlay import codec
 from overlay.codec import CodecError
 from overlay.envs import release_venvs
 from overlay.errors import OverlayError
@@ -26,7 +26,7 @@ from overlay.text.series import Patch
 from overlay.upstream import behaviour, upstream_tests
 from overlay.upstream.gitrepo import Scratch
 from overlay.upstream.pin_check import PinCandidate, confirm_runtime, upstream_torch_pin
-from overlay.upstream.results import HostState, MainBehaviour, PatchBehaviour, TestRun
+from overlay.upstream.results import HostState, MainBehaviour, TestRun
 from overlay.upstream.upstream_pins import for_series
 
 Progress = Callable[[str], None]
@@ -131,16 +131,17 @@ def host_runtime(
     return found
 
 
-def arm_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
-    """Return main's ``backends/arm`` files (code and its resources: shaders, schemas).
+def arm_sources(scratch: Scratch, commit: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Return main's ``backends/arm`` code (and its resources: shaders, schemas) and its
+    ``backends/arm/test`` files (the exported tests import their helpers).
 
-    Tests and scripts are left out (:func:`test_sources` adds the tests where they run).
+    The code leaves tests and scripts out: they are not imported by a user's lowering.
     """
     listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm")
-    names = [
-        n for n in filter(None, listing.split("\0")) if not SKIPPED_PARTS & set(n.split("/")[:-1])
-    ]
-    return scratch.files(commit, names)
+    names = list(filter(None, listing.split("\0")))
+    code = [n for n in names if not SKIPPED_PARTS & set(n.split("/")[:-1])]
+    tests = [n for n in names if n.startswith("backends/arm/test/")]
+    return scratch.files(commit, code), scratch.files(commit, tests)
 
 
 def modules_of(files: Mapping[str, bytes]) -> list[str]:
@@ -152,14 +153,15 @@ def modules_of(files: Mapping[str, bytes]) -> list[str]:
     return names
 
 
-def write_shadow(dest: Path, files: Mapping[str, bytes]) -> Path:
-    """Write ``files`` under ``dest/backends`` and a ``sitecustomize`` that puts it first."""
+def write_shadow(dest: Path, python: Path, files: Mapping[str, bytes]) -> Path:
+    """Write ``files`` under ``dest/tree``; return a :func:`wrapper` of ``python`` whose
+    ``sitecustomize`` puts their ``backends`` first."""
     shutil.rmtree(dest / "tree", ignore_errors=True)  # nothing left from an earlier run
     for path, data in files.items():
         target = dest / "tree" / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    return shadow_site(dest, dest / "tree" / "backends")
+    return wrapper(dest, python, shadow_site(dest, dest / "tree" / "backends"))
 
 
 def shadow_site(dest: Path, backends: Path) -> Path:
@@ -222,18 +224,6 @@ def import_errors(python: Path, modules: Sequence[str]) -> list[ImportFailure]:
     return [ImportFailure(str(k), str(v[1]), str(v[0])) for k, v in found.items()]
 
 
-@dataclass(frozen=True)
-class Hosted:
-    """main's backends/arm hosted on a release env, stock and patched."""
-
-    version: str
-    stock: Path  # wrapper pythons
-    patched: Path
-    tests: dict[str, bytes]  # main's backends/arm/test files (patched ones on top later)
-    note: str
-    test_env: dict[str, str]  # for upstream's tests: the Vulkan emulation layer's variables
-
-
 def host_env(
     scratch: Scratch, main: str, lines: Sequence[Line], *, log_dir: Path, progress: Progress
 ) -> tuple[str, release_venvs.Env, str]:
@@ -286,76 +276,51 @@ def measure(
     except OverlayError as exc:
         detail = f"no env of {wheel}: {exc.message}: {exc.found or ''}".strip(": ")
         return MainBehaviour(HostState.NOT_HOSTED, wheel, detail)
-    sources = arm_sources(scratch, main)
-    main_tests = test_sources(scratch, main)
-    stock_site = write_shadow(out_dir / "stock", {**sources, **main_tests})
-    stock = wrapper(out_dir / "stock", env.python, stock_site)
-    failures = import_errors(stock, modules_of(sources))
+    sources, main_tests = arm_sources(scratch, main)
+    stock = write_shadow(out_dir / "stock", env.python, {**sources, **main_tests})
+    modules = modules_of(sources)
+    failures = import_errors(stock, modules)
     blocking = [f for f in failures if not f.optional]
     if blocking:
         shown = "; ".join(f"{f.module}: {f.error}" for f in blocking[:5])
         detail = (
-            f"{len(blocking)} of main's {len(modules_of(sources))} backends/arm modules do not"
-            " import on"
+            f"{len(blocking)} of main's {len(modules)} backends/arm modules do not import on"
             f" {wheel} (stays text-only): {shown}"
         )
         return MainBehaviour(HostState.NOT_HOSTED, wheel, detail)
     optional = sorted({f.missing for f in failures})
     note = (
-        f"{len(modules_of(sources))} modules import ({pinned}); optional packages not installed:"
+        f"{len(modules)} modules import ({pinned}); optional packages not installed:"
         f" {', '.join(optional) or 'none'}"
     )
-    patched_site = write_shadow(out_dir / "patched", {**sources, **main_tests, **patched})
-    hosted = Hosted(
-        version, stock, wrapper(out_dir / "patched", env.python, patched_site), main_tests, note,
-        upstream_tests.vulkan_env(env.folder, out_dir / "vulkan"),
-    )  # fmt: skip
+    patched_python = write_shadow(
+        out_dir / "patched", env.python, {**sources, **main_tests, **patched}
+    )
+    test_env = upstream_tests.vulkan_env(env.folder, out_dir / "vulkan")
     pytest_ini = upstream_tests.pytest_ini(scratch.path, (main,))
-    try:
-        found = run_patches(hosted, patches, patched, tests, pytest_ini, out_dir, progress)
-    except OverlayError as exc:
-        detail = f"{note}; the trigger cases did not run: {exc.message}: {exc.found or ''}"
-        return MainBehaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
-    return MainBehaviour(HostState.HOSTED, wheel, note, tuple(found))
-
-
-def test_sources(scratch: Scratch, commit: str) -> dict[str, bytes]:
-    """Return main's ``backends/arm/test`` files (the exported tests import its helpers)."""
-    listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm/test")
-    return scratch.files(commit, filter(None, listing.split("\0")))
-
-
-def run_patches(  # noqa: PLR0917 - one hosted run, all it needs
-    hosted: Hosted,
-    patches: Sequence[Patch],
-    patched: Mapping[str, bytes],
-    tests: Mapping[str, Sequence[str]],
-    pytest_ini: bytes,
-    out_dir: Path,
-    progress: Progress,
-) -> list[PatchBehaviour]:
-    """Run each patch's trigger cases and exported tests on stock and patched main."""
     names = [p.name for p in patches]
-    claimed = [
-        behaviour.triggers(fix, [hosted.version]) for fix in map(fixes.by_patch, names) if fix
-    ]
-    cases = list(dict.fromkeys(c for bug, other in claimed for c in (*bug, *other)))
-    run = behaviour.run_release(
-        "main", str(hosted.stock), str(hosted.patched), cases,
-        out_dir=out_dir / "logs", progress=progress,
-    )  # fmt: skip
-    found: dict[str, TestRun] = {}
-    for name in names:
-        if tests.get(name):
+    runs: dict[str, TestRun] = {}
+    try:  # each patch's trigger cases, and the tests it adds, on stock and patched main
+        sides = behaviour.run_envs(
+            {"stock": str(stock), "patched": str(patched_python)},
+            behaviour.trigger_cases([version], names),
+            out_dir=out_dir / "logs", progress=progress,
+        )  # fmt: skip
+        for name in (n for n in names if tests.get(n)):
             progress(f"behaviour: {name}: its tests on stock and patched main")
-            found[name] = upstream_tests.run_tests_both_ways(
-                str(hosted.stock),
-                str(hosted.patched),
-                release_tests=hosted.tests,
+            runs[name] = upstream_tests.run_tests_both_ways(
+                str(stock),
+                str(patched_python),
+                release_tests=main_tests,
                 patched_files=patched,
                 pytest_ini=pytest_ini,
                 selection=list(tests[name]),
                 log_dir=out_dir / "logs" / "pytest" / name,
-                extra_env=hosted.test_env,
+                extra_env=test_env,
             )
-    return list(behaviour.measure(names, run, [hosted.version], tests=found).values())
+    except OverlayError as exc:
+        detail = f"{note}; the trigger cases did not run: {exc.message}: {exc.found or ''}"
+        return MainBehaviour(HostState.HOSTED, wheel, detail.rstrip(": "))
+    run = behaviour.assemble("main", sides["stock"], sides["patched"])
+    found = behaviour.measure(names, run, [version], tests=runs)
+    return MainBehaviour(HostState.HOSTED, wheel, note, tuple(found.values()))

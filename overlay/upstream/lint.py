@@ -70,7 +70,9 @@ def lint_env(shared: UpstreamPins, pins: Pins, progress: Progress) -> release_ve
 
 
 def checkout(source: Path, commit: str, dest: Path, branch: str) -> Path:
-    """Check ``commit`` of ``source`` out in ``dest`` on a new ``branch`` (docs, examples aside)."""
+    """Check ``commit`` of ``source`` out in ``dest`` on a new ``branch`` (docs, examples aside);
+    an earlier run's checkout there (of another main, another fix) is replaced."""
+    shutil.rmtree(dest, ignore_errors=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
     git(dest.parent, "clone", "-q", "--shared", "--no-checkout", str(source), dest.name)
     git(dest, "sparse-checkout", "set", "--no-cone", *SPARSE)
@@ -178,8 +180,7 @@ def main_runs(
 
     def run(check: str) -> HookRun:
         if check not in runs:
-            if not runs:  # a fresh checkout: an earlier export's may hold another main
-                shutil.rmtree(repo, ignore_errors=True)
+            if not runs:
                 checkout(source, commit, repo, "unpatched")
             bindir = hook_python(dest / "bin", python, repo)
             runs[check] = run_hook_check(repo, check, touched, bindir)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -255,31 +255,24 @@ def check_env(env: release_venvs.Env, version: str, log_dir: Path) -> str:
     re-run does not start torch to learn it again.
     """
     saved = env.folder / LOWERING_CHECK_FILE
-    key = CheckKey(LOWERING_CHECK_CASE, tuple(OUT_VARIANTS), env.contents.salt)
+    asked = SavedCheck(LOWERING_CHECK_CASE, OUT_VARIANTS, env.contents.salt, "")
     with contextlib.suppress(OSError, codec.CodecError):
         found = codec.loads(SavedCheck, saved.read_text(encoding="utf-8"), LOWERING_CHECK_FILE)
-        if found.key == key:
+        if replace(found, detail="") == asked:
             return found.detail
     detail = kernel_problem(probe_kernels(env.python)) or _lowering_check(env, version, log_dir)
-    saved.write_text(codec.dumps(SavedCheck(key, detail)) + "\n", encoding="utf-8")
+    saved.write_text(codec.dumps(replace(asked, detail=detail)) + "\n", encoding="utf-8")
     return detail
 
 
 @dataclass(frozen=True)
-class CheckKey:
-    """What a saved env check answered for: the lowering case, the kernels, the env."""
+class SavedCheck:
+    """An env check's answer, kept in the env folder, and what it answered for."""
 
-    case: str
+    case: str  # the lowering case
     kernels: tuple[str, ...]
     env: str  # the env spec's key (its requirements)
-
-
-@dataclass(frozen=True)
-class SavedCheck:
-    """An env check's answer, kept in the env folder: "" or why the env cannot run the tests."""
-
-    key: CheckKey
-    detail: str
+    detail: str  # "" or why the env cannot run the tests
 
 
 def probe_kernels(python: Path) -> KernelProbe:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -154,10 +153,8 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
         progress=progress,
     )
     _, main_env, _ = host.host_env(scratch, main, every, log_dir=out / "logs", progress=progress)
-    main_files = {**host.arm_sources(scratch, main), **host.test_sources(scratch, main)}
-    main_stock = host.wrapper(
-        out / "main", main_env.python, host.write_shadow(out / "main", main_files)
-    )
+    main_files = {p: d for part in host.arm_sources(scratch, main) for p, d in part.items()}
+    main_stock = host.write_shadow(out / "main", main_env.python, main_files)
     bases = (
         Base("main", main, main_files, main_env, main_stock, main_date),
         Base(newest.name, release_commit or "", release.files, stock, stock.python, released),
@@ -215,7 +212,7 @@ def _git_am(
     and the release form (the line's own diff as an mbox: main's context may differ, as
     0007's does) on a repository of the release's files; return why not ("": it applied)."""
     item, on_release = items
-    lint.checkout(scratch.path, main, _fresh(repo), export.branch_name(item))
+    lint.checkout(scratch.path, main, repo, export.branch_name(item))
     on_main = export.apply_mbox(repo, item)
     where = repo.parent.parent / "release" / item.stem
     release = export.release_repo(where, on_release.before, on_release.base_commit)
@@ -273,11 +270,6 @@ def _upstream_checks(
     progress(f"{item.name}: the pre-push hook's docgen, VGF op support, public API manifests")
     bindir = lint.hook_python(hook / item.stem, envs[1].python, repo)
     return report, lint.hook_checks(repo, touched, bindir, on_main)
-
-
-def _fresh(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    return path
 
 
 def landed(
@@ -342,15 +334,11 @@ def measure(
         if files:
             after[patch.name] = files
     pythons = {
-        name: host.wrapper(
-            out_dir / name,
-            base.env.python,
-            host.write_shadow(out_dir / name, {**base.files, **files}),
-        )
+        name: host.write_shadow(out_dir / name, base.env.python, {**base.files, **files})
         for name, files in after.items()
     }
     wanted = [p for p in patches if p.name in after]
-    cases = [c for p in wanted for c in _triggers(p.name, release)]
+    cases = behaviour.trigger_cases([release], [p.name for p in wanted], target=release)
     others = {p.name: behaviour.bystanders(fixes.by_patch(p.name)) for p in wanted}
     cases += [c for names in others.values() for c in names]
     progress(f"{base.name}: trigger cases and bystanders on stock and with each patch")
@@ -384,14 +372,6 @@ def measure(
             broken=suite_changes(run.stock, run.patched)[0], bystanders=counts,
         )  # fmt: skip
     return found
-
-
-def _triggers(name: str, release: str) -> list[str]:
-    fix = fixes.by_patch(name)
-    if fix is None:
-        return []
-    bug, other = behaviour.triggers(fix, [release], target=release)
-    return [*bug, *other]
 
 
 def _selection(patch: Patch, base: Base) -> list[str]:

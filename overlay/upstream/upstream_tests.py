@@ -14,7 +14,6 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from overlay._git import show
@@ -27,6 +26,7 @@ _NEW_TEST_RE = re.compile(r"^\+def (test_\w+)\(", re.MULTILINE)
 # since upstream's pytest.ini already times out each test (timeout = 1800).
 PYTEST_TIMEOUT_S = 3 * 3600.0
 JUNIT_FILE = "junit.xml"
+INI = "backends/arm/test/pytest.ini"  # upstream's, in a checkout
 LAYER_GLOB = "lib/python*/site-packages/emulation_layer/deploy"
 # What upstream's backends/arm/test/pytest.ini declares (its --strict-markers needs the
 # markers). Used only when no upstream clone is given to read the file itself from.
@@ -137,33 +137,22 @@ def parse_junit(text: str) -> tuple[TestResult, ...]:
     return tuple(found)
 
 
-@dataclass(frozen=True)
-class TestTree:
-    """A folder laid out like an executorch checkout's ``backends/arm/test``, for pytest."""
-
-    __test__ = False  # not a pytest test class
-
-    root: Path
-    ini: Path
-
-
 def lay_out_tests(
     dest: Path,
     release_tests: Mapping[str, bytes],
     overrides: Mapping[str, bytes],
     pytest_ini: bytes,
-) -> TestTree:
-    """Write the release's ``backends/arm/test`` files, the patch's versions over them."""
-    for path, data in {**release_tests, **overrides}.items():
+) -> Path:
+    """Lay ``dest`` out like an executorch checkout for pytest: the release's
+    ``backends/arm/test`` files, the patch's versions over them, ``pytest_ini`` at :data:`INI`.
+    """
+    for path, data in {**release_tests, **overrides, INI: pytest_ini}.items():
         if not path.startswith("backends/arm/test/"):
             continue
         target = dest / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    ini = dest / "backends" / "arm" / "test" / "pytest.ini"
-    ini.parent.mkdir(parents=True, exist_ok=True)
-    ini.write_bytes(pytest_ini)
-    return TestTree(dest, ini)
+    return dest
 
 
 WORKERS = "--numprocesses=auto"  # pytest-xdist, as upstream runs its Arm tests
@@ -171,7 +160,7 @@ WORKERS = "--numprocesses=auto"  # pytest-xdist, as upstream runs its Arm tests
 
 def run_pytest(
     python: str,
-    tree: TestTree,
+    tree: Path,
     selection: Sequence[str],
     *,
     log: Path | None = None,
@@ -188,19 +177,19 @@ def run_pytest(
     env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "")
     env.pop("PYTHONPATH", None)
     env.update(extra_env or {})
-    junit = tree.root / JUNIT_FILE
+    junit = tree / JUNIT_FILE
     junit.unlink(missing_ok=True)
     command = [
-        python, "-m", "pytest", "-c", str(tree.ini), "--rootdir", str(tree.root),
+        python, "-m", "pytest", "-c", str(tree / INI), "--rootdir", str(tree),
         "-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers",
         "-o", "junit_family=xunit2", f"--junitxml={junit}", *selection,
     ]  # fmt: skip
-    log = log or tree.root / "pytest.log"  # written as pytest runs: a long run shows progress
+    log = log or tree / "pytest.log"  # written as pytest runs: a long run shows progress
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         with log.open("w", encoding="utf-8") as output:
             proc = subprocess.run(
-                command, cwd=tree.root, stdout=output, stderr=subprocess.STDOUT, env=env,
+                command, cwd=tree, stdout=output, stderr=subprocess.STDOUT, env=env,
                 check=False, timeout=timeout,
             )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -257,7 +246,7 @@ def run_tests_both_ways(
 
 def pytest_command(selection: Sequence[str]) -> str:
     """Return the command a reviewer runs in an executorch checkout for ``selection``."""
-    return f"pytest -c backends/arm/test/pytest.ini {' '.join(selection)}"
+    return f"pytest -c {INI} {' '.join(selection)}"
 
 
 def pytest_ini(repo: Path | None, refs: Sequence[str] = ("main",)) -> bytes:
@@ -266,7 +255,7 @@ def pytest_ini(repo: Path | None, refs: Sequence[str] = ("main",)) -> bytes:
     for ref in refs:
         with contextlib.suppress(OverlayError):
             if repo is not None:
-                return show(repo, f"{ref}:backends/arm/test/pytest.ini")
+                return show(repo, f"{ref}:{INI}")
     lines = ["[pytest]", "addopts = --strict-markers", "markers ="]
     lines += [f"    {marker}" for marker in PYTEST_INI_MARKERS]
     return ("\n".join(lines) + "\n").encode()

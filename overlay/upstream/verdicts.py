@@ -649,21 +649,26 @@ def final_verdict(
     registered: bool = True,
     subject: str = "",
     pinned: OnBase | None = None,
+    header: UpstreamInfo | None = None,
 ) -> PatchVerdict:
-    """Combine a patch's text on the new release and its behaviour there.
+    """Combine a patch's text on the new release and its behaviour there
+    (:func:`apply_behaviour` decides what to do; this says why and flags disagreements).
 
     ``registered`` says whether the fix registry knows the patch (its trigger cases);
-    ``pinned``: the patch on the pinned release, where measured (the verdict's first base).
+    ``pinned``: the patch on the pinned release, where measured (the verdict's first base);
+    ``header``: its ``Applied-Upstream`` header in the candidate. A kept patch whose header
+    still says upstream fixed it by ``version`` is flagged: the export sends no patch that
+    names an upstream fix, so the header (carried over from the pinned patch, or left in a
+    resolved conflict's commit message) must say what the kept text fixes.
     """
+    final, kept = apply_behaviour(action, source, replayed.own, found)
     flags: list[str] = []
     upstream_ref = f" ({source})" if source.startswith("Applied-Upstream") else ""
     if found is None:
         text = f"{action.value} ({source}); behaviour not checked"
         if action is Action.CONFLICT:
             text = f"conflict: {conflict_text(replayed.own)}"
-        final = action
     elif found.outcome in NOT_NEEDED:
-        final = Action.DROP
         if found.outcome is Outcome.FIXED_ON_STOCK:
             text = found.text + upstream_ref
         else:
@@ -674,7 +679,6 @@ def final_verdict(
                 f" on stock {version}: redundant, or its bug is not covered by a case"
             )
     else:
-        final, kept = apply_behaviour(action, source, replayed.own, found)
         text = f"{final.value} ({kept}): {found.text}"
         if action is Action.DROP and replayed.own.status is not Status.CONTAINED:
             flags.append(
@@ -683,30 +687,17 @@ def final_verdict(
             )
             if final is Action.CONFLICT:
                 text += f"; {conflict_text(replayed.own)}"
-        source = kept
     if not registered:
         flags.append("no fix module in overlay/fixes/: no trigger cases to check")
+    later = header is not None and header.version and Version(header.version) > Version(version)
+    if final in KEPT and header is not None and header.text and not later:
+        flags.append(
+            f"kept on {version}, yet its header says Applied-Upstream: {header.text}: rewrite the"
+            " header (the commit message in the work tree) to say what it fixes on this"
+            " release; the export sends no patch that names an upstream fix"
+        )
     bases = (*([pinned] if pinned else []), replace(replayed, behaviour=found))
-    return PatchVerdict(replayed.patch, subject, bases, final, text, source=source, flags=(*flags,))
-
-
-def flag_stale_header(verdict: PatchVerdict, header: UpstreamInfo, version: str) -> PatchVerdict:
-    """Flag a kept patch whose header still says upstream fixed it by ``version``.
-
-    The export sends no patch that names an upstream fix, so such a header (carried
-    over from the pinned patch, or left in a resolved conflict's commit message) must
-    be rewritten to say what the kept text fixes.
-    """
-    if verdict.action not in KEPT or not header.text:
-        return verdict
-    if header.version is not None and Version(header.version) > Version(version):
-        return verdict
-    flag = (
-        f"kept on {version}, yet its header says Applied-Upstream: {header.text}: rewrite the"
-        " header (the commit message in the work tree) to say what it fixes on this"
-        " release; the export sends no patch that names an upstream fix"
-    )
-    return replace(verdict, flags=(*verdict.flags, flag))
+    return PatchVerdict(replayed.patch, subject, bases, final, text, source=kept, flags=(*flags,))
 
 
 def readiness(

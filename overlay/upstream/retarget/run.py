@@ -40,7 +40,7 @@ from overlay.upstream.retarget import conflicts
 from overlay.upstream.retarget.moves import case_moves, runtime_form_note
 from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
 from overlay.upstream.upstream_pins import UpstreamPins
-from overlay.upstream.verdicts import apply_behaviour, final_verdict, flag_stale_header, readiness
+from overlay.upstream.verdicts import apply_behaviour, final_verdict, readiness
 
 Progress = Callable[[str], None]
 
@@ -336,19 +336,16 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     headers = {p.name: p.header.get("Applied-Upstream", "") for p in new_series.patches}
     subjects = {p.name: p.subject for p in series.patches}
     verdicts = [
-        flag_stale_header(
-            final_verdict(
-                p.replayed,
-                p.action,
-                p.source,
-                found.get(p.name),
-                version,
-                registered=fixes.by_patch(p.name) is not None,
-                subject=subjects[p.name],
-                pinned=measured.pinned.get(p.name) if measured else None,
-            ),
-            parse_applied_upstream(headers.get(p.name, "")),
+        final_verdict(
+            p.replayed,
+            p.action,
+            p.source,
+            found.get(p.name),
             version,
+            registered=fixes.by_patch(p.name) is not None,
+            subject=subjects[p.name],
+            pinned=measured.pinned.get(p.name) if measured else None,
+            header=parse_applied_upstream(headers.get(p.name, "")),
         )
         for p in plans
     ]
