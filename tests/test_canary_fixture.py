@@ -22,18 +22,16 @@ from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.lines import Line
 from overlay.text.series import Patch, load_series
-from overlay.upstream import host
-from overlay.upstream.canary import bisect, canary_run, page
-from overlay.upstream.canary.rebase import commit_series
-from overlay.upstream.gitrepo import fixed_date, open_upstream
-from overlay.upstream.results import (
-    Action,
+from overlay.upstream.canary import bisect, canary_run, main_behaviour, page
+from overlay.upstream.canary.canary_report import (
     CanaryReport,
     ForwardState,
     HostState,
     MainBehaviour,
-    Status,
 )
+from overlay.upstream.canary.rebase import commit_series, fixed_date
+from overlay.upstream.gitrepo import open_upstream
+from overlay.upstream.results import Action, Status
 
 from scaffold import make_diff, write_series
 
@@ -366,7 +364,7 @@ def test_behaviour_on_main_measures_only_the_patches_main_carries(
         measured.append([p.name[:4] for p in patches])
         return MainBehaviour(HostState.NOT_HOSTED, detail="fake")
 
-    monkeypatch.setattr(host, "measure", measure)
+    monkeypatch.setattr(main_behaviour, "measure", measure)
     run_canary(root, up, gate=False, behaviour=True)
     assert measured == [["0003"]]  # 0004 is merged upstream (modified): not carried either
 
@@ -382,7 +380,7 @@ def test_behaviour_on_main_is_not_run_when_the_newest_line_did_not_replay(
     def measure(*args: object, **kwargs: object) -> None:
         raise AssertionError("behaviour measured without the newest line's series on main")
 
-    monkeypatch.setattr(host, "measure", measure)
+    monkeypatch.setattr(main_behaviour, "measure", measure)
     report = run_canary(root, up, gate=False, behaviour=True)
     why = "upstream has no tag v1.4.0, and its wheel cannot stand in: cannot fetch executorch 1.4.0"
     assert [line.error for line in report.lines] == ["", why]

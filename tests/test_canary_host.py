@@ -9,6 +9,7 @@ from pathlib import Path
 
 from overlay.lines import Line
 from overlay.upstream import host
+from overlay.upstream.canary import main_behaviour
 
 from scaffold import write_series
 
@@ -32,7 +33,7 @@ MAIN = {
 
 
 def test_modules_are_named_as_executorch_imports_them() -> None:
-    assert host.modules_of(MAIN) == [
+    assert main_behaviour.modules_of(MAIN) == [
         "executorch.backends.arm",
         "executorch.backends.arm.new_pass",
         "executorch.backends.arm.ok_pass",
@@ -52,12 +53,12 @@ def test_main_is_imported_from_the_shadow_and_its_import_errors_are_reported(
     )
     python.chmod(0o755)
     wrapped = host.write_shadow(tmp_path / "stock", python, MAIN)
-    (failure,) = host.import_errors(wrapped, host.modules_of(MAIN))
+    (failure,) = main_behaviour.import_errors(wrapped, main_behaviour.modules_of(MAIN))
     assert failure.module == "executorch.backends.arm.new_pass" and not failure.optional
     assert failure.error.startswith("ImportError: cannot import name 'NEW_API'")
-    optional = host.import_errors(wrapped, ["model_explorer_missing"])
+    optional = main_behaviour.import_errors(wrapped, ["model_explorer_missing"])
     assert [(f.missing, f.optional) for f in optional] == [("model_explorer_missing", True)]
-    core = host.import_errors(wrapped, ["executorch.backends.arm.gone"])
+    core = main_behaviour.import_errors(wrapped, ["executorch.backends.arm.gone"])
     assert [(f.missing, f.optional) for f in core] == [("executorch.backends.arm.gone", False)]
     shown = subprocess.run(
         [str(wrapped), "-c", "import executorch.backends.arm as a; print(a.WHERE, a.__file__)"],

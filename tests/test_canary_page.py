@@ -14,13 +14,9 @@ from test_equivalence_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
 
 from overlay import codec, render
 from overlay.upstream.canary import page
-from overlay.upstream.results import (
+from overlay.upstream.canary.canary_report import (
     NEWLY_CONFLICTING,
-    Action,
-    Applied,
     CanaryReport,
-    Conflict,
-    Counts,
     Forwarded,
     ForwardState,
     Gate,
@@ -28,12 +24,18 @@ from overlay.upstream.results import (
     HostState,
     LineResult,
     MainBehaviour,
+    Replay,
+)
+from overlay.upstream.results import (
+    Action,
+    Applied,
+    Conflict,
+    Counts,
     OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
     RangeDiff,
-    Replay,
     Status,
     TestResult,
     TestRun,

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from overlay.upstream.canary.canary_run import build_row, result_text, upstream_text
-from overlay.upstream.results import (
+from overlay.upstream.canary.canary_report import (
     NEWLY_CONFLICTING,
-    Action,
-    Applied,
     BisectResult,
-    Conflict,
     Forwarded,
     ForwardState,
+)
+from overlay.upstream.canary.canary_run import build_row, result_text, upstream_text
+from overlay.upstream.canary.next_step import next_step
+from overlay.upstream.results import (
+    Action,
+    Applied,
+    Conflict,
     OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
     Status,
 )
-from overlay.upstream.verdicts import next_step
 
 NAME = "0002-x.patch"
 CONFLICT = OnBase(NAME, Applied(Status.CONFLICT, conflicts=(Conflict("a.py", 3, "<<<"),)))

@@ -21,7 +21,6 @@ from overlay.upstream.results import (
     REPORT_SCHEMA,
     Action,
     Applied,
-    CaseMove,
     CaseOutcome,
     Conflict,
     Counts,
@@ -32,15 +31,14 @@ from overlay.upstream.results import (
     PatchVerdict,
     PinAttempt,
     ReleaseRun,
-    Retarget,
     Status,
     TestOutcome,
     TestResult,
     TestRun,
     TestState,
     TestVerdict,
-    WheelRecord,
 )
+from overlay.upstream.retarget.retarget_report import CaseMove, Retarget, WheelRecord
 
 jsonschema = pytest.importorskip("jsonschema")  # the dev extra
 

@@ -26,7 +26,6 @@ from overlay.upstream.results import (
     Outcome,
     PatchBehaviour,
     PatchVerdict,
-    Retarget,
     TestOutcome,
     TestResult,
     TestRun,
@@ -35,6 +34,7 @@ from overlay.upstream.results import (
 )
 from overlay.upstream.results import Status as TextStatus
 from overlay.upstream.retarget.promote import line_evidence
+from overlay.upstream.retarget.retarget_report import Retarget
 
 ROOT = Path(__file__).resolve().parent.parent
 

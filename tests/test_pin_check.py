@@ -19,10 +19,12 @@ from overlay.upstream.pin_check import (
     KernelProbe,
     kernel_problem,
     probe_kernels,
+    upstream_torch_pin,
+)
+from overlay.upstream.retarget.runtime_pins import (
     required_torch,
     runtime_candidates,
     torch_candidates,
-    upstream_torch_pin,
 )
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,16 +20,9 @@ from overlay.text.series import load_series
 from overlay.upstream import host, lint, prepare
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.gitrepo import MAIN_REF, open_upstream
-from overlay.upstream.results import (
-    KEPT,
-    Action,
-    Outcome,
-    PatchBehaviour,
-    Retarget,
-    TestOutcome,
-    TestState,
-)
+from overlay.upstream.results import KEPT, Action, Outcome, PatchBehaviour, TestOutcome, TestState
 from overlay.upstream.retarget import run
+from overlay.upstream.retarget.retarget_report import Retarget
 from overlay.upstream.verdicts import hook_findings, is_own_failure
 
 pytestmark = pytest.mark.release

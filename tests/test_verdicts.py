@@ -30,7 +30,6 @@ from overlay.upstream.export import commit_message
 from overlay.upstream.results import (
     Action,
     Applied,
-    CaseMove,
     CaseOutcome,
     Conflict,
     Counts,
@@ -44,19 +43,22 @@ from overlay.upstream.results import (
     TestState,
     parse_applied_upstream,
 )
-from overlay.upstream.verdicts import (
+from overlay.upstream.retarget.retarget_report import CaseMove
+from overlay.upstream.retarget.retarget_verdict import (
     apply_behaviour,
+    final_verdict,
+    readiness,
+    text_action,
+)
+from overlay.upstream.verdicts import (
     case_quality,
     compared_targets,
     decide_patch,
     failure_reasons,
-    final_verdict,
     is_own_failure,
     judge_tests,
-    readiness,
     stale_main,
     suite_changes,
-    text_action,
     unmeasured_claims,
 )
 

@@ -19,7 +19,7 @@ from overlay.upstream.canary import canary_run
 from overlay.upstream.canary import page as canary_page
 from overlay.upstream.gitrepo import GITHUB
 from overlay.upstream.matrix import matrix_of
-from overlay.upstream.retarget import promote, run
+from overlay.upstream.retarget import promote, retarget_page, run
 
 UPSTREAM_ENV = "OVERLAY_UPSTREAM_CLONE"
 REPORTS = ("md", "json")  # the matrix, export, retarget and suite reports
@@ -128,7 +128,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         locks=not args.no_locks,
     )
     result = run.retarget(request, progress=progress)
-    blocks = reports.retarget_blocks(result)
+    blocks = retarget_page.retarget_blocks(result)
     show(blocks)
     for path in render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS):
         progress(f"wrote {path}")

@@ -284,10 +284,3 @@ def refresh_command(source: str) -> str:
     )
     verb = f"pull --ff-only {GITHUB} main" if checked_out else f"fetch {GITHUB} main:main"
     return f"`git -C {local} {verb}`, or {instead}"
-
-
-def fixed_date(day: str) -> str:
-    """Return a commit date for ``day`` (YYYY-MM-DD; anything else: the epoch), UTC noon."""
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day.strip()):
-        return f"{day.strip()}T12:00:00+0000"
-    return "1970-01-01T00:00:00+0000"

@@ -1,8 +1,9 @@
-"""Runtime pins for a new release: candidates from what the release requires, each checked.
+"""Runtime pins checked: each candidate pin set in a fresh stock env of a release.
 
-torch comes from the release itself first, the line's own torch last. Each candidate is
-checked in a fresh stock env: the quantized out-variant kernels load (else every TOSA INT
-test fails on stock and patched alike), and one corpus case lowers. Every attempt is kept.
+The check: the quantized out-variant kernels load (else every TOSA INT test fails on stock
+and patched alike), and one corpus case lowers. Every attempt is kept. The candidates are the
+caller's (a retarget's, from what the new release requires; hosting main's, from main's tool
+pins); upstream's ``torch_pin.py`` is read for both.
 """
 
 from __future__ import annotations
@@ -13,14 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from packaging.requirements import Requirement
-from packaging.version import InvalidVersion, Version
-
 from overlay import _process, codec
 from overlay._git import git
 from overlay.envs import release_venvs, venvs
 from overlay.errors import OverlayError, UpstreamError
-from overlay.lines.pins import Pins
 from overlay.upstream import behaviour
 from overlay.upstream.results import PinAttempt
 from overlay.upstream.upstream_pins import UpstreamPins
@@ -58,27 +55,6 @@ class KernelProbe:
     load_error: str = ""
 
 
-def _release_of(text: str) -> str:
-    """Return ``X.Y.Z`` of a version or ``X.Y.*`` spec: ``2.13.0a0`` gives ``2.13.0``."""
-    release = Version(text.removesuffix(".*")).release
-    return ".".join(str(n) for n in (*release, 0, 0)[:3])
-
-
-def required_torch(requirements: Sequence[Requirement]) -> str:
-    """Return the torch a release's Requires-Dist asks for ("" when it names none).
-
-    Example: ``torch>=2.13.0a0`` gives ``2.13.0``; ``torch==2.11.*`` gives ``2.11.0``.
-    """
-    for requirement in requirements:
-        if requirement.name.lower() != "torch" or requirement.marker is not None:
-            continue
-        for spec in requirement.specifier:
-            if spec.operator in (">=", "==", "~=", "==="):
-                with contextlib.suppress(InvalidVersion):
-                    return _release_of(spec.version)
-    return ""
-
-
 def upstream_torch_pin(clone: Path | None, commit: str | None, version: str) -> tuple[str, str]:
     """Return (torch version, where it was read) from upstream's ``torch_pin.py``.
 
@@ -98,101 +74,6 @@ def upstream_torch_pin(clone: Path | None, commit: str | None, version: str) -> 
             if line.startswith("TORCH_VERSION"):
                 return line.split("=", 1)[1].strip().strip("'\""), f"torch_pin.py at {label}"
     return "", ""
-
-
-def torch_candidates(
-    version: str,
-    *,
-    given: Sequence[str],
-    requirements: Sequence[Requirement],
-    clone_pin: str,
-    shared: UpstreamPins,
-) -> dict[str, str]:
-    """Return torch versions to try for ``version``, best first, with where each came from.
-
-    The line's own torch is not among them: :func:`runtime_candidates` tries it last.
-    """
-    found: dict[str, str] = {}
-    for torch, origin in (
-        *((t, "--torch") for t in given),
-        (required_torch(requirements), f"executorch {version}'s Requires-Dist"),
-        (clone_pin, "upstream's torch_pin.py"),
-        (shared.torch.get(version, ""), f"[torch] in {shared.source.name}"),
-    ):
-        if torch and torch not in found:
-            found[torch] = origin
-    return found
-
-
-def runtime_candidates(
-    old: Pins,
-    requirements: Sequence[Requirement],
-    torch_versions: Sequence[str],
-    origins: Mapping[str, str] | None = None,
-) -> list[PinCandidate]:
-    """Return runtime pin sets to try, best first (pure).
-
-    torch: the given versions, then the pinned one (each only if the release's
-    Requires-Dist allows it). torchao: the pinned one if the
-    release's Requires-Dist allows it, else its lower bound. tosa-tools and the model
-    converter: the ``vgf`` extra's pins, then the pinned ones. The tools that run VGF files
-    (the pins' own ``vgf`` extra: scenario runner, VGF library, emulation layer) are one
-    ML SDK release and stay as pinned: the release's extra names only the emulation layer.
-    """
-    runs_vgf = set(old.extras.get("vgf", ()))
-    extra = {
-        r.name.lower().replace("_", "-"): _exact(r)
-        for r in requirements
-        if r.marker is not None and 'extra == "vgf"' in str(r.marker)
-    }
-    extra = {k: v for k, v in extra.items() if k not in runs_vgf}
-    base: dict[str, str] = dict(old.runtime)
-    for requirement in requirements:
-        name = requirement.name.lower().replace("_", "-")
-        if (
-            name in base
-            and name != "torch"
-            and requirement.marker is None
-            and not requirement.specifier.contains(base[name], prereleases=True)
-        ):
-            base[name] = _lower_bound(requirement) or base[name]
-    pinned = old.runtime.get("torch", "")
-    named = dict(origins or {})
-    allowed = [r.specifier for r in requirements if r.name.lower() == "torch" and not r.marker]
-    torches = [
-        t
-        for t in dict.fromkeys([*torch_versions, pinned])
-        if t and all(spec.contains(t, prereleases=True) for spec in allowed)
-    ]
-    wanted = {k: v for k, v in extra.items() if k in base and v}
-    # The extra's tools first, then each one back at its pinned version, then all pinned.
-    tools = [wanted, *({k: v for k, v in wanted.items() if k != key} for key in wanted), {}]
-    out: list[PinCandidate] = []
-    for torch in torches:
-        where = named.get(torch) or ("upstream pin" if torch in torch_versions else "as pinned")
-        for number, tool in enumerate(tools):
-            runtime = {**base, "torch": torch, **tool}
-            if any(c.runtime == runtime for c in out):
-                continue
-            origin = f"torch {torch} ({where})"
-            kept = [k for k in wanted if k not in tool]
-            origin += f", vgf extra's tools but pinned {', '.join(kept)}" if kept and tool else ""
-            origin += ", vgf extra's tools" if number == 0 and tool else ""
-            origin += ", pinned tools" if not tool else ""
-            out.append(PinCandidate(runtime, origin))
-    return out
-
-
-def _exact(requirement: Requirement) -> str:
-    specs = list(requirement.specifier)
-    return specs[0].version if len(specs) == 1 and specs[0].operator == "==" else ""
-
-
-def _lower_bound(requirement: Requirement) -> str | None:
-    for spec in requirement.specifier:
-        if spec.operator in (">=", "=="):
-            return spec.version
-    return None
 
 
 def stock_spec(shared: UpstreamPins, version: str, runtime: Mapping[str, str]) -> venvs.Contents:

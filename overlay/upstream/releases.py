@@ -6,7 +6,6 @@ with the line to add.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
@@ -17,13 +16,12 @@ from overlay._hashing import sha256_file
 from overlay.distribution.wheels import fetch_wheel
 from overlay.distribution.wheelzip import read_members
 from overlay.errors import OverlayError, WheelError
-from overlay.lines.pins import Pins, WheelPin
+from overlay.lines.pins import Pins
 from overlay.text.applier import decode
 from overlay.upstream.replay import ARM_PREFIX
-from overlay.upstream.results import Wheel, WheelRecord
+from overlay.upstream.results import Wheel
 from overlay.upstream.upstream_pins import UpstreamPins
 
-Progress = Callable[[str], None]
 TESTS_PREFIX = ARM_PREFIX + "test/"
 
 
@@ -91,31 +89,6 @@ def load_release(pins: Pins, shared: UpstreamPins, version: str) -> Release:
     digest = sha256_file(wheel)
     files = read_release(pins, wheel, version)
     return Release(version, wheel, digest, bool(pin.sha256), files)
-
-
-def fetch_release_wheels(
-    pins: Pins, shared: UpstreamPins, version: str, progress: Progress = lambda _: None
-) -> list[WheelRecord]:
-    """Download the release's wheel for every interpreter/platform the line pins.
-
-    pip checks each file against the sha256 the index publishes; the matrix wheel also
-    against ``upstream.toml`` when recorded. A wheel the release does not publish is
-    recorded with an empty sha256 and the reason.
-    """
-    records = []
-    for pin in pins.wheels:
-        name = pin.file.replace(f"-{pins.executorch}-", f"-{version}-", 1)
-        known = shared.sha256.get(version, "") if shared.is_matrix(pin) else ""
-        try:
-            path = fetch_wheel(WheelPin(name, known, pin.python, pin.platform))
-        except OverlayError as exc:
-            records.append(WheelRecord(name, "", pin.python, pin.platform, exc.message))
-            progress(f"{name}: not published ({exc.message})")
-            continue
-        digest = sha256_file(path)
-        records.append(WheelRecord(name, digest, pin.python, pin.platform))
-        progress(f"{name}: sha256 {digest[:12]}")
-    return records
 
 
 def release_metadata(wheel: Path) -> tuple[list[Requirement], str | None]:

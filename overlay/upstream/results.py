@@ -1,8 +1,9 @@
-"""The one set of upstream result types: what a replay, a run and a verdict found.
+"""The upstream engine's result types: what a replay, a run and a verdict found.
 
 Size: longer than 500 lines on purpose: every upstream report is made of these frozen
 dataclasses, which :mod:`overlay.codec` encodes directly (no JSON mirror classes), so they
-sit together. Data only, plus the parser of the ``Applied-Upstream`` header.
+sit together. Data only, plus the parser of the ``Applied-Upstream`` header. A leaf's own
+report (``retarget.json``, the canary's ``status.json``) lives in the leaf, made of these.
 """
 
 from __future__ import annotations
@@ -140,16 +141,6 @@ class RangeDiff:
     command: str
     text: str
     pairs: tuple[RangeDiffPair, ...] = ()
-
-
-@dataclass(frozen=True)
-class Replay:
-    """A line's series replayed onto one base: a release, upstream ``main`` or a tag."""
-
-    base: str  # "1.5.1" (a release's wheel), "main", "v1.3.0"
-    commit: str  # the upstream commit of the base ("" when unknown)
-    patches: tuple[OnBase, ...]
-    range_diff: RangeDiff | None = None
 
 
 @dataclass(frozen=True)
@@ -507,36 +498,7 @@ class PatchVerdict:
         return self.bases[-1]
 
 
-# --- a retarget ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CaseMove:
-    """One corpus case across the move: pinned patched build vs new patched build."""
-
-    case: str
-    old_patched: str  # quality
-    new_patched: str
-    changes: tuple[str, ...]  # observations that differ
-    attribution: str  # "no change", "upstream change", "patch", "upstream change and patch"
-    note: str
-    covered_by: str = ""  # the existing target line's own fix of a lost case ("fix 7")
-
-    @property
-    def lost(self) -> bool:
-        """Return True when the case was right with the pinned build and is not now."""
-        return self.old_patched == "right" and self.new_patched != "right"
-
-
-@dataclass(frozen=True)
-class WheelRecord:
-    """One wheel of a release for a pinned interpreter/platform."""
-
-    file: str
-    sha256: str  # "" when the release publishes no such wheel
-    python: str
-    platform: str
-    note: str = ""
+# --- runtime pins checked in a fresh env (a retarget's, hosting main) ------------------------
 
 
 @dataclass(frozen=True)
@@ -548,151 +510,3 @@ class PinAttempt:
     detail: str
     seconds: float
     origin: str = ""  # where its torch and tools came from
-
-
-@dataclass(frozen=True)
-class Retarget:
-    """Everything one retarget found and wrote (``retarget.json``, which ``promote`` reads)."""
-
-    old_version: str
-    version: str
-    candidate: str  # the candidate series folder
-    fast: bool
-    problems: tuple[str, ...]
-    wheels: tuple[WheelRecord, ...]
-    runtime: dict[str, str]
-    attempts: tuple[PinAttempt, ...]
-    patches: tuple[PatchVerdict, ...]  # on the pinned release (where measured), then the new
-    runtime_form: str
-    moves: tuple[CaseMove, ...]
-    runs: dict[str, ReleaseRun]  # "old" / "new"
-    timings: dict[str, float]
-    worktree: str  # "" when none was written
-    resume: str
-    locks: tuple[str, ...]  # the candidate's locks (locks/<tag>.txt)
-    schema: int = REPORT_SCHEMA
-
-    @property
-    def ready(self) -> bool:
-        """Return True when the candidate can be promoted."""
-        return not self.problems
-
-
-# --- the canary ------------------------------------------------------------------------------
-
-
-class ForwardState(enum.StrEnum):
-    """What became of a patch's ``Forwarded:`` target upstream."""
-
-    MERGED_AS_SENT = "merged as sent"
-    MERGED_MODIFIED = "merged modified"
-    OPEN = "still open"
-    NOT_FOUND = "not found"
-    NOT_FORWARDED = "not forwarded"
-    NOT_NEEDED = "not needed"
-
-
-MERGED = frozenset({ForwardState.MERGED_AS_SENT, ForwardState.MERGED_MODIFIED})
-NEWLY_CONFLICTING = "newly conflicting on main"  # a canary row's flag: a failure
-
-
-@dataclass(frozen=True)
-class Forwarded:
-    """A patch's ``Forwarded:`` header and what upstream history says about it."""
-
-    patch: str
-    raw: str
-    kind: str  # "pr", "issue", "mail", "url", "no", "not-needed", "not-yet"
-    number: int | None
-    state: ForwardState
-    commit: str = ""
-    subject: str = ""
-    matched_by: str = ""  # "patch-id", "PR number", "issue number", "subject"
-    difference: str = ""  # what upstream changed differently (a diff), when merged modified
-    release: str = ""  # the first release tag holding the commit, "" when none yet
-    detail: str = ""
-    applied_upstream: str = ""  # the patch's Applied-Upstream header, as written
-
-
-@dataclass(frozen=True)
-class BisectResult:
-    """The upstream commit that made a patch redundant, or the one that broke it."""
-
-    patch: str
-    kind: str  # "Superseded-by" or "Broken-by"
-    commit: str
-    subject: str
-    date: str
-    tested: int  # commits examined (those touching the patch's files)
-    how: str  # "text" (behaviour bisects are not run)
-
-
-@dataclass(frozen=True)
-class GateCheck:
-    """One idempotence check of the export gate."""
-
-    name: str
-    ok: bool
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Regenerating the series and exporting the mboxes changes no byte (any git config)."""
-
-    ok: bool
-    checks: tuple[GateCheck, ...]
-
-
-class HostState(enum.StrEnum):
-    """Whether the behaviour of main's ``backends/arm`` could be measured."""
-
-    HOSTED = "hosted"
-    NOT_HOSTED = "not hosted"
-    NOT_RUN = "not run"
-
-
-@dataclass(frozen=True)
-class MainBehaviour:
-    """Whether behaviour ran on main, why not when it did not, and each patch there."""
-
-    state: HostState
-    wheel: str = ""  # the executorch release hosting main's backends/arm
-    detail: str = ""  # the import error (first lines), or why it was not run
-    patches: tuple[PatchBehaviour, ...] = ()
-
-
-@dataclass(frozen=True)
-class LineResult:
-    """Everything the canary found for one release line."""
-
-    line: str
-    base: str  # the upstream commit of v<line>, the series' base
-    targets: tuple[Replay, ...]  # main first, then the newer release tags
-    forwarded: tuple[Forwarded, ...]
-    bisects: tuple[BisectResult, ...]
-    gate: Gate | None
-    rows: tuple[PatchVerdict, ...]  # each patch on main
-    error: str = ""  # why the line could not be replayed at all
-    base_note: str = ""  # how the base was made when upstream lacks the line's tag
-
-
-@dataclass(frozen=True)
-class CanaryReport:
-    """The canary over every release line: the status page's data (``status.json``)."""
-
-    schema: int
-    created: str  # ISO date-time (UTC)
-    tool: str
-    upstream: str
-    main: str  # the commit of upstream main
-    main_date: str
-    lines: tuple[LineResult, ...]
-    behaviour: MainBehaviour
-    seconds: float
-    failures: tuple[str, ...]  # newly conflicting patches, export churn
-
-    @property
-    def failed(self) -> bool:
-        """Return True when the canary found a new conflict or export churn."""
-        return bool(self.failures)

@@ -1,4 +1,8 @@
-"""Every upstream verdict, decided in one pure module from the results in :mod:`results`.
+"""The engine's upstream verdicts, decided in one pure module from the results in :mod:`results`:
+a patch's text on each release (the matrix), its tests, its behaviour, what keeps a pull
+request back. A leaf decides its own in one module of its own: a retarget's
+(:mod:`overlay.upstream.retarget.retarget_verdict`), the canary's next step
+(:mod:`overlay.upstream.canary.next_step`).
 
 Size: longer than 500 lines on purpose: a verdict decided anywhere else (a gatherer, a
 renderer) is one a reader cannot find. The gatherers only collect results and call these;
@@ -22,25 +26,15 @@ from overlay.upstream.commit_rules import PREFIX
 from overlay.upstream.export import ISSUE_TITLE, Export
 from overlay.upstream.results import (
     APPLYING,
-    BROKEN,
-    KEPT,
-    MERGED,
     NOT_COMPARED,
-    NOT_NEEDED,
     Action,
-    Applied,
-    BisectResult,
-    CaseMove,
     CaseOutcome,
     Counts,
-    Forwarded,
-    ForwardState,
     LintReport,
     OnBase,
     OpCounts,
     Outcome,
     PatchBehaviour,
-    PatchVerdict,
     Status,
     TestOutcome,
     TestResult,
@@ -84,32 +78,6 @@ def text_verdict(info: UpstreamInfo, cells: Sequence[OnBase]) -> tuple[Action, s
         return Action.SEND, f"send upstream: not fixed in {newest}; applies there{via}"
     where = f"`retarget {newest}` resolves it (its candidate's patch is the port)"
     return Action.CONFLICT, f"port needed: {effective.short} on {newest}; {where}"
-
-
-def text_action(replayed: OnBase, info: UpstreamInfo) -> tuple[Action, str]:
-    """Return what a patch's text on the new release says to do, and where its text comes from.
-
-    A port that applies wins; then the patch itself; contained or named upstream by its
-    header: drop; a clean 3-way merge: ported; anything else is a conflict to resolve.
-    """
-    own = replayed.own.status
-    if replayed.carried_by_port:
-        return Action.PORTED, f"port {replayed.port_version}"
-    if own in APPLYING:
-        return Action.CARRIED, "pinned"
-    if own is Status.CONTAINED:
-        return Action.DROP, "contained upstream"
-    if info.text:
-        return Action.DROP, f"Applied-Upstream: {info.text}"
-    if own is Status.MERGED:
-        return Action.PORTED, "3-way merge"
-    return Action.CONFLICT, "3-way merge"
-
-
-def conflict_text(applied: Applied) -> str:
-    """Return where a conflict is: ``path: conflict at line 10; ...`` (else its detail)."""
-    found = [f"{c.path}: conflict at line {c.line}" for c in applied.conflicts]
-    return "; ".join(found) or applied.detail
 
 
 # --- tests ---------------------------------------------------------------------------------
@@ -617,166 +585,3 @@ def hook_findings(
     if new:
         return tuple(new), f"{hosted} more are main's, not the commit's"
     return (), f"the commit adds no line to its output; {hosted}, all main's"
-
-
-# --- retarget ------------------------------------------------------------------------------
-
-
-def apply_behaviour(
-    action: Action, source: str, own: Applied, found: PatchBehaviour | None
-) -> tuple[Action, str]:
-    """Let stock of the new release decide: drop what it no longer needs, keep what it does.
-
-    A patch the text would drop (its header names an upstream fix) but whose trigger still
-    fails on stock is kept: merged when git merges it, else a conflict to resolve by hand.
-    """
-    if found is None:
-        return action, source
-    if found.outcome in NOT_NEEDED:
-        return Action.DROP, source
-    if action is Action.DROP and own.status is not Status.CONTAINED:
-        return (Action.PORTED if own.status is Status.MERGED else Action.CONFLICT), "3-way merge"
-    return action, source
-
-
-def final_verdict(
-    replayed: OnBase,
-    action: Action,
-    source: str,
-    found: PatchBehaviour | None,
-    version: str,
-    *,
-    registered: bool = True,
-    subject: str = "",
-    pinned: OnBase | None = None,
-    header: UpstreamInfo | None = None,
-) -> PatchVerdict:
-    """Combine a patch's text on the new release and its behaviour there
-    (:func:`apply_behaviour` decides what to do; this says why and flags disagreements).
-
-    ``registered`` says whether the fix registry knows the patch (its trigger cases);
-    ``pinned``: the patch on the pinned release, where measured (the verdict's first base);
-    ``header``: its ``Applied-Upstream`` header in the candidate. A kept patch whose header
-    still says upstream fixed it by ``version`` is flagged: the export sends no patch that
-    names an upstream fix, so the header (carried over from the pinned patch, or left in a
-    resolved conflict's commit message) must say what the kept text fixes.
-    """
-    final, kept = apply_behaviour(action, source, replayed.own, found)
-    flags: list[str] = []
-    upstream_ref = f" ({source})" if source.startswith("Applied-Upstream") else ""
-    if found is None:
-        text = f"{action.value} ({source}); behaviour not checked"
-        if action is Action.CONFLICT:
-            text = f"conflict: {conflict_text(replayed.own)}"
-    elif found.outcome in NOT_NEEDED:
-        if found.outcome is Outcome.FIXED_ON_STOCK:
-            text = found.text + upstream_ref
-        else:
-            text = f"drop: {found.text}{upstream_ref}"
-        if action in KEPT:
-            flags.append(
-                f"text says {action.value} ({source}) but no trigger case differs"
-                f" on stock {version}: redundant, or its bug is not covered by a case"
-            )
-    else:
-        text = f"{final.value} ({kept}): {found.text}"
-        if action is Action.DROP and replayed.own.status is not Status.CONTAINED:
-            flags.append(
-                f"text says drop ({source}) but stock {version} still fails its"
-                f" trigger cases: {found.text}"
-            )
-            if final is Action.CONFLICT:
-                text += f"; {conflict_text(replayed.own)}"
-    if not registered:
-        flags.append("no fix module in overlay/fixes/: no trigger cases to check")
-    later = header is not None and header.version and Version(header.version) > Version(version)
-    if final in KEPT and header is not None and header.text and not later:
-        flags.append(
-            f"kept on {version}, yet its header says Applied-Upstream: {header.text}: rewrite the"
-            " header (the commit message in the work tree) to say what it fixes on this"
-            " release; the export sends no patch that names an upstream fix"
-        )
-    bases = (*([pinned] if pinned else []), replace(replayed, behaviour=found))
-    return PatchVerdict(replayed.patch, subject, bases, final, text, source=kept, flags=(*flags,))
-
-
-def readiness(
-    verdicts: Sequence[PatchVerdict],
-    moves: Sequence[CaseMove],
-    *,
-    behaviour_checked: bool,
-    other: Sequence[str] = (),
-) -> tuple[str, ...]:
-    """Return every problem that keeps a candidate from promotion (empty: ready)."""
-    problems = list(other)
-    for verdict in verdicts:
-        if verdict.action is Action.CONFLICT:
-            problems.append(f"{verdict.patch}: conflict ({conflict_text(verdict.on.own)})")
-        found = verdict.on.behaviour
-        if (
-            verdict.action in KEPT
-            and found is not None
-            and found.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER
-        ):
-            problems.append(f"{verdict.patch}: {found.text}")
-    if not behaviour_checked:
-        problems.append("behaviour not checked (--no-behaviour): not promotable")
-    for move in moves:
-        if move.lost and not move.covered_by:
-            problems.append(f"{move.case}: right with the pinned build, {move.new_patched} now")
-    return tuple(problems)
-
-
-# --- canary ---------------------------------------------------------------------------------
-
-
-def next_step(
-    line: str, on_main: OnBase, found: Forwarded, bisect: BisectResult | None
-) -> tuple[Action, str]:
-    """Return what to do with a patch, and why, given everything the canary found on main
-    (its text there, its behaviour when measured, its ``Forwarded:`` target, the bisect)."""
-    behaviour = on_main.behaviour
-    needed = behaviour is not None and behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
-    port = on_main.port if on_main.port is not None and on_main.port.status not in BROKEN else None
-    fixed = Outcome.FAILS_BEFORE_PASSES_AFTER.value
-    if found.state in MERGED and needed and port is not None:
-        return Action.KEEP, (
-            f"keep the port {on_main.port_version}: main still fails without it ({fixed});"
-            f" the line's own patch is upstream in {found.commit[:12]}"
-            f" ({found.release or 'not yet in a release'})"
-        )
-    if found.state in MERGED:
-        how = "as sent" if found.state is ForwardState.MERGED_AS_SENT else "modified"
-        where = f"merged upstream in {found.commit[:12]} ({how})"
-        if not found.release:
-            return Action.KEEP, f"keep until a release carries it: {where}, not yet in a release"
-        if Version(found.release.removeprefix("v")) > Version(line):
-            return Action.KEEP, f"keep on {line}; drop on lines from {found.release} on: {where}"
-        return Action.DROP, f"drop: {where}, first released in {found.release}"
-    by = f" ({bisect.kind}: {bisect.commit[:12]})" if bisect else ""
-    if on_main.own.status is Status.CONTAINED:
-        return Action.DROP, f"drop: already upstream{by}; record it in Applied-Upstream"
-    if behaviour is not None and behaviour.outcome is Outcome.FIXED_ON_STOCK:
-        text = f"possibly fixed upstream{by}: its trigger passes on stock main; verify, then drop"
-        return Action.KEEP, text
-    if on_main.own.status in BROKEN:
-        if port is not None:
-            how = f"{on_main.port_version} carries it to main ({port.status.value})"
-            return Action.KEEP, f"keep: the port {how}"
-        by = f", broken by {bisect.commit[:12]}" if bisect else ""
-        return Action.CONFLICT, (
-            f"port: resolve the conflict{by} (`executorch-arm-overlay edit`, or retarget the"
-            " line: a newer line's patch of the same number is its port)"
-        )
-    if found.applied_upstream:
-        return Action.KEEP, (
-            f"drop? Applied-Upstream says '{found.applied_upstream}', yet it still"
-            f" {on_main.own.status.value} on main: confirm with its trigger cases"
-        )
-    if found.state is ForwardState.OPEN:
-        return Action.KEEP, f"keep; upstream review pending ({found.raw})"
-    if found.state is ForwardState.NOT_FORWARDED:
-        return Action.KEEP, "keep; forward it upstream (`nox -s upstream`)"
-    if found.state is ForwardState.NOT_FOUND:
-        return Action.KEEP, f"keep; check where it was forwarded ({found.raw}) by hand"
-    return Action.KEEP, "keep"

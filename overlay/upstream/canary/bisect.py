@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 from overlay.text.applier import HunkMismatchError, apply_patch, decode
 from overlay.text.series import Patch
+from overlay.upstream.canary.canary_report import BisectResult
 from overlay.upstream.canary.rebase import LineSeries
 from overlay.upstream.gitrepo import Scratch
 from overlay.upstream.replay import Step, try_patch
-from overlay.upstream.results import BROKEN, BisectResult, Status
+from overlay.upstream.results import BROKEN, Status
 
 SUPERSEDED = "Superseded-by"
 BROKEN_BY = "Broken-by"

@@ -25,31 +25,33 @@ from overlay import __version__, codec
 from overlay.errors import OverlayError, UpstreamError
 from overlay.lines import Line, all_lines, default_line, line_named
 from overlay.text.series import Series, load_series
-from overlay.upstream import host, releases, replay, upstream_tests
-from overlay.upstream.canary import bisect, forwarded, gate
-from overlay.upstream.canary.rebase import commit_series, replay_onto
-from overlay.upstream.gitrepo import MAIN_REF, Scratch, fixed_date, open_upstream
-from overlay.upstream.results import (
-    BROKEN,
+from overlay.upstream import releases, replay, upstream_tests
+from overlay.upstream.canary import bisect, forwarded, gate, main_behaviour
+from overlay.upstream.canary.canary_report import (
     MERGED,
     NEWLY_CONFLICTING,
-    REPORT_SCHEMA,
     BisectResult,
     CanaryReport,
-    Evidence,
     Forwarded,
     ForwardState,
     HostState,
     LineResult,
     MainBehaviour,
+    Replay,
+)
+from overlay.upstream.canary.next_step import next_step
+from overlay.upstream.canary.rebase import commit_series, fixed_date, replay_onto
+from overlay.upstream.gitrepo import MAIN_REF, Scratch, open_upstream
+from overlay.upstream.results import (
+    BROKEN,
+    REPORT_SCHEMA,
+    Evidence,
     OnBase,
     Outcome,
     PatchVerdict,
-    Replay,
     Status,
 )
 from overlay.upstream.upstream_pins import for_series
-from overlay.upstream.verdicts import next_step
 
 Progress = Callable[[str], None]
 MAIN = "main"
@@ -389,7 +391,7 @@ def canary(request: Request, progress: Progress = lambda _: None) -> CanaryRepor
     elif request.behaviour:
         newest = series[chosen[-1].name]
         progress("behaviour: hosting main's backends/arm on the newest executorch wheel")
-        behaviour = host.measure(
+        behaviour = main_behaviour.measure(
             scratch,
             main,
             lines=all_lines(request.root),

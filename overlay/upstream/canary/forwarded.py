@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import Patch
+from overlay.upstream.canary.canary_report import Forwarded, ForwardState
 from overlay.upstream.commit_rules import PREFIX
 from overlay.upstream.export import upstream_subject
 from overlay.upstream.gitrepo import LogEntry, Scratch
-from overlay.upstream.results import Forwarded, ForwardState, parse_applied_upstream
+from overlay.upstream.results import parse_applied_upstream
 
 _PR_URL = re.compile(r"github\.com/[\w.-]+/[\w.-]+/pull/(\d+)")
 _ISSUE_URL = re.compile(r"github\.com/[\w.-]+/[\w.-]+/issues/(\d+)")

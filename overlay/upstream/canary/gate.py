@@ -19,9 +19,9 @@ from overlay import worktree
 from overlay.errors import OverlayError
 from overlay.text.applier import apply_patch, decode
 from overlay.text.series import Series, load_series
+from overlay.upstream.canary.canary_report import Gate, GateCheck
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.export import export_patch
-from overlay.upstream.results import Gate, GateCheck
 
 HOSTILE_GITCONFIG = """\
 [user]

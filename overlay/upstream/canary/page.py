@@ -6,9 +6,7 @@ from pathlib import Path
 
 from overlay import render
 from overlay.render import Badge, Block, Heading, Items, Para, Pre, Table, item
-from overlay.upstream.canary.canary_run import result_text
-from overlay.upstream.reports import TONES
-from overlay.upstream.results import (
+from overlay.upstream.canary.canary_report import (
     NEWLY_CONFLICTING,
     CanaryReport,
     ForwardState,
@@ -16,8 +14,19 @@ from overlay.upstream.results import (
     MainBehaviour,
     Replay,
 )
+from overlay.upstream.canary.canary_run import result_text
+from overlay.upstream.results import Status
 
 SCHEMA_TITLE = "executorch-arm-overlay canary status"
+TONES = {
+    Status.APPLIES: "ok",
+    Status.OFFSET: "ok",
+    Status.MERGED: "warn",
+    Status.CONTAINED: "info",
+    Status.CONFLICT: "bad",
+    Status.MOVED: "bad",
+    Status.MISSING: "bad",
+}
 ROW_HEADERS = ("Line", "Patch", "On main", "Upstream", "Last result", "Since", "Next step")
 
 

@@ -9,15 +9,16 @@ Becomes: ``OnBase(own=Applied(status=OFFSET, offsets=(12,)))`` and a commit on m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from overlay.text.applier import decode, encode
 from overlay.text.series import Patch, Series
 from overlay.upstream import replay
-from overlay.upstream.gitrepo import Scratch, fixed_date
+from overlay.upstream.canary.canary_report import Replay
+from overlay.upstream.gitrepo import Scratch
 from overlay.upstream.replay import Carry, Step
-from overlay.upstream.results import Replay
 from overlay.worktree import commit_message
 
 ARM_TREE = "backends/arm"
@@ -81,3 +82,10 @@ def replay_onto(
     range_diff = scratch.range_diff((line.base, line.tip), (commit, tip))
     found = Replay(name, commit, tuple(c.replayed for c in carries), range_diff)
     return found, carries, tip
+
+
+def fixed_date(day: str) -> str:
+    """Return a commit date for ``day`` (YYYY-MM-DD; anything else: the epoch), UTC noon."""
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day.strip()):
+        return f"{day.strip()}T12:00:00+0000"
+    return "1970-01-01T00:00:00+0000"

@@ -15,15 +15,18 @@ import tomlkit
 
 from overlay import worktree
 from overlay._git import git
+from overlay._hashing import sha256_file
 from overlay.distribution.wheels import build_patched_wheel, fetch_wheel
 from overlay.envs import lockfiles
-from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins
+from overlay.errors import OverlayError
+from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, WheelPin
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
-from overlay.upstream.results import PinAttempt, WheelRecord
+from overlay.upstream.results import PinAttempt
 from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, commit_plans
+from overlay.upstream.retarget.retarget_report import WheelRecord
+from overlay.upstream.retarget.retarget_verdict import conflict_text
 from overlay.upstream.retarget.text_plan import TextPlan
-from overlay.upstream.upstream_pins import UPSTREAM_FILE
-from overlay.upstream.verdicts import conflict_text
+from overlay.upstream.upstream_pins import UPSTREAM_FILE, UpstreamPins
 
 Progress = Callable[[str], None]
 
@@ -166,3 +169,28 @@ def write_locks(series: Series, dist: Path, progress: Progress) -> list[Path]:
         lockfiles.check_wheel(found, built.path, built.sha256)
         written.append(found.path)
     return written
+
+
+def fetch_release_wheels(
+    pins: Pins, shared: UpstreamPins, version: str, progress: Progress = lambda _: None
+) -> list[WheelRecord]:
+    """Download the release's wheel for every interpreter/platform the line pins.
+
+    pip checks each file against the sha256 the index publishes; the matrix wheel also
+    against ``upstream.toml`` when recorded. A wheel the release does not publish is
+    recorded with an empty sha256 and the reason.
+    """
+    records = []
+    for pin in pins.wheels:
+        name = pin.file.replace(f"-{pins.executorch}-", f"-{version}-", 1)
+        known = shared.sha256.get(version, "") if shared.is_matrix(pin) else ""
+        try:
+            path = fetch_wheel(WheelPin(name, known, pin.python, pin.platform))
+        except OverlayError as exc:
+            records.append(WheelRecord(name, "", pin.python, pin.platform, exc.message))
+            progress(f"{name}: not published ({exc.message})")
+            continue
+        digest = sha256_file(path)
+        records.append(WheelRecord(name, digest, pin.python, pin.platform))
+        progress(f"{name}: sha256 {digest[:12]}")
+    return records

@@ -13,7 +13,8 @@ from overlay.equivalence.protocol import ItemResult
 from overlay.equivalence.verdict import compare
 from overlay.fixes import DiffOnly, Effect, Fix
 from overlay.upstream.behaviour import judge_case
-from overlay.upstream.results import KEPT, CaseMove
+from overlay.upstream.results import KEPT
+from overlay.upstream.retarget.retarget_report import CaseMove
 from overlay.upstream.retarget.text_plan import TextPlan
 
 Results = Mapping[str, ItemResult]  # case -> one worker's result

@@ -25,22 +25,21 @@ from overlay.upstream.behaviour import Side
 from overlay.upstream.releases import Release
 from overlay.upstream.results import (
     Applied,
-    CaseMove,
     OnBase,
     PatchBehaviour,
     PinAttempt,
     ReleaseRun,
-    Retarget,
     Status,
     TestRun,
     parse_applied_upstream,
 )
 from overlay.upstream.retarget import candidate as cand
-from overlay.upstream.retarget import conflicts
+from overlay.upstream.retarget import conflicts, runtime_pins
 from overlay.upstream.retarget.moves import case_moves, runtime_form_note
+from overlay.upstream.retarget.retarget_report import CaseMove, Retarget
+from overlay.upstream.retarget.retarget_verdict import apply_behaviour, final_verdict, readiness
 from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
 from overlay.upstream.upstream_pins import UpstreamPins
-from overlay.upstream.verdicts import apply_behaviour, final_verdict, readiness
 
 Progress = Callable[[str], None]
 
@@ -266,7 +265,7 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     with clock.step("wheels"):
         progress(f"fetching executorch {version} wheels")
         release = releases.load_release(old, shared, version)  # first: a version not there stops
-        wheels = releases.fetch_release_wheels(old, shared, version, progress)
+        wheels = cand.fetch_release_wheels(old, shared, version, progress)
         pinned_release = releases.load_release(old, shared, str(old.executorch))
         requirements, commit = releases.release_metadata(release.wheel)
     held: dict[str, conflicts.WorkCommit] = {}
@@ -281,10 +280,10 @@ def retarget(request: Request, progress: Progress = lambda _: None) -> Retarget:
     clone_pin, where = pin_check.upstream_torch_pin(request.upstream_clone, commit, version)
     if where:
         progress(f"upstream's torch pin for {version}: {clone_pin} ({where})")
-    torches = pin_check.torch_candidates(
+    torches = runtime_pins.torch_candidates(
         version, given=request.torch, requirements=requirements, clone_pin=clone_pin, shared=shared
     )
-    candidates = pin_check.runtime_candidates(old, requirements, list(torches), torches)
+    candidates = runtime_pins.runtime_candidates(old, requirements, list(torches), torches)
     runtime, attempts = dict(candidates[0].runtime), list[PinAttempt]()
     stock = None
     if request.behaviour:

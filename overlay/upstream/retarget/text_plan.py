@@ -1,7 +1,7 @@
 """A patch's text on the new release: carried, ported, a conflict, or dropped (text only).
 
 Only a kept patch is the base of the next one; behaviour may overrule the text's verdict later
-(:func:`overlay.upstream.verdicts.apply_behaviour`).
+(:func:`overlay.upstream.retarget.retarget_verdict.apply_behaviour`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from overlay.text.applier import decode
 from overlay.text.series import Series
 from overlay.upstream import replay
 from overlay.upstream.results import KEPT, Action, OnBase, parse_applied_upstream
-from overlay.upstream.verdicts import text_action
+from overlay.upstream.retarget.retarget_verdict import text_action
 
 
 @dataclass(frozen=True)
