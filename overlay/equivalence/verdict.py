@@ -25,6 +25,7 @@ from overlay.equivalence.protocol import (
     Payload,
     Stage,
     TargetState,
+    VgfResult,
 )
 from overlay.fixes import Direction, Divergence, ErrorSignature
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -316,49 +317,38 @@ def _run_key(numerics: Numerics | None, error: ErrorInfo | None) -> object:
     return numerics.key if numerics is not None else None
 
 
-def _vgf_key(result: ItemResult) -> object:
-    vgf = result.vgf
-    if vgf is None or vgf.state is TargetState.SKIPPED:
-        return None  # nothing to compare
-    return vgf.state, _error_key(vgf.error), _payload_key(vgf.payloads)
-
-
-def _vgf_numerics_key(result: ItemResult) -> object:
-    vgf = result.vgf
-    if vgf is None or vgf.state is not TargetState.COMPARED:
-        return None  # no program to run
-    return _run_key(vgf.numerics, vgf.numerics_error)
-
-
-def _ethos_key(result: ItemResult) -> object:
-    return tuple(
-        (t.target, t.state, _error_key(t.error), _payload_key(t.payloads))
-        for t in result.ethos_u
-        if t.state is not TargetState.SKIPPED
-    )
+def observed(result: ItemResult) -> dict[Observation, object]:
+    """Return what a result is compared on, by observation: payloads by digest, a run by its
+    error or its outputs' digests, a skipped target (a VGF program not run) by nothing."""
+    vgf = result.vgf or VgfResult(TargetState.SKIPPED)
+    return {
+        Observation.STATUS: result.status,
+        Observation.ERROR: _error_key(result.error),
+        Observation.VALUE: result.value,
+        Observation.GRAPH: result.graph,
+        Observation.TOSA_PAYLOAD: _payload_key(result.payloads),
+        Observation.NUMERICS: _run_key(result.numerics, result.numerics_error),
+        Observation.VGF_PAYLOAD: (vgf.state, _error_key(vgf.error), _payload_key(vgf.payloads))
+        if vgf.state is not TargetState.SKIPPED
+        else None,
+        Observation.VGF_NUMERICS: _run_key(vgf.numerics, vgf.numerics_error)
+        if vgf.state is TargetState.COMPARED
+        else None,
+        Observation.ETHOSU_PAYLOAD: tuple(
+            (t.target, t.state, _error_key(t.error), _payload_key(t.payloads))
+            for t in result.ethos_u
+            if t.state is not TargetState.SKIPPED
+        ),
+    }
 
 
 def compare(x: ItemResult, y: ItemResult) -> tuple[Observation, ...]:
-    """Return the observations in which two results of one item differ."""
-    diffs = []
-    if x.status is not y.status:
-        diffs.append(Observation.STATUS)
-    elif _error_key(x.error) != _error_key(y.error):
-        diffs.append(Observation.ERROR)
-    if x.value != y.value:
-        diffs.append(Observation.VALUE)
-    if x.graph != y.graph:
-        diffs.append(Observation.GRAPH)
-    if _payload_key(x.payloads) != _payload_key(y.payloads):
-        diffs.append(Observation.TOSA_PAYLOAD)
-    if _run_key(x.numerics, x.numerics_error) != _run_key(y.numerics, y.numerics_error):
-        diffs.append(Observation.NUMERICS)
-    if _vgf_key(x) != _vgf_key(y):
-        diffs.append(Observation.VGF_PAYLOAD)
-    if _vgf_numerics_key(x) != _vgf_numerics_key(y):
-        diffs.append(Observation.VGF_NUMERICS)
-    if _ethos_key(x) != _ethos_key(y):
-        diffs.append(Observation.ETHOSU_PAYLOAD)
+    """Return the observations in which two results of one item differ (an error only
+    where the statuses agree: a status change says it)."""
+    seen_x, seen_y = observed(x), observed(y)
+    diffs = [o for o in Observation if seen_x[o] != seen_y[o]]
+    if Observation.STATUS in diffs:
+        return tuple(d for d in diffs if d is not Observation.ERROR)
     return tuple(diffs)
 
 
