@@ -318,24 +318,29 @@ class Pool:
         with board.cond:
             board.count(path, workers=1, start_seconds=slot.start_seconds - before)
 
-    def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...]) -> ItemResult:
-        """Run one request on the slot's worker and store its result in the cache."""
-        info = self.infos[item]
+    def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...] = ()) -> ItemResult:
+        """Run one request on the slot's worker (with single runtime fixes: an attribution
+        run), count it and store its result in the cache."""
+        path, board, info = slot.plan.path, self.board, self.infos[item]
+        with board.cond:
+            if fixes:
+                self.progress(Event(EventKind.MORE, path, item))
+            self.progress(Event(EventKind.RUN, path, item))
         request = RunRequest(item, fixes=fixes, keep_bytes=self.cache.keep_bytes)
         result = slot.run(request, case_timeout(info))
-        self.cache.put_result(slot.plan.path, info, fixes, result)
+        self.cache.put_result(path, info, fixes, result)
+        counted = "attribution_runs" if fixes else "ran"
+        with board.cond:
+            board.count(path, busy_seconds=result.seconds, **{counted: 1})
+            self.progress(Event(EventKind.DONE, path, item))
         return result
 
     def _run(self, slot: Slot, item: ItemId) -> None:
         path, board = slot.plan.path, self.board
-        with board.cond:
-            self.progress(Event(EventKind.RUN, path, item))
-        result = self._execute(slot, item, ())
+        result = self._execute(slot, item)
         with board.cond:
             board.results[path][item] = result
             board.open[path] -= 1
-            board.count(path, ran=1, busy_seconds=result.seconds)
-            self.progress(Event(EventKind.DONE, path, item))
             self._after(item)
             board.cond.notify_all()
 
@@ -368,7 +373,7 @@ class Pool:
             if single is None and slot is None:
                 return False
             if single is None and slot is not None:
-                single = self._single(slot, item, number)
+                single = self._execute(slot, item, (number,))
             elif slot is None:
                 board.count(path, attribution_cached=1)
             if single is not None and not compare(single, target):
@@ -378,15 +383,3 @@ class Pool:
             board.attribution[path][item] = found
             board.cond.notify_all()
         return True
-
-    def _single(self, slot: Slot, item: ItemId, number: int) -> ItemResult:
-        """Run an item on the slot's path with one runtime fix (an attribution run)."""
-        board, path = self.board, slot.plan.path
-        with board.cond:
-            self.progress(Event(EventKind.MORE, path, item))
-            self.progress(Event(EventKind.RUN, path, item))
-        single = self._execute(slot, item, (number,))
-        with board.cond:
-            board.count(path, attribution_runs=1, busy_seconds=single.seconds)
-            self.progress(Event(EventKind.DONE, path, item))
-        return single
