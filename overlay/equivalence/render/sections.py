@@ -30,7 +30,6 @@ from overlay.equivalence.verdict import (
     not_run_reason,
     target_numerics,
 )
-from overlay.items import ItemKind
 
 
 def ordered(report: Report) -> list[Verdict]:
@@ -217,8 +216,3 @@ def findings_lines(report: Report) -> list[str]:
             known = f" (NOT EXPECTED: if it is known, {declare_broken(where)})"
         lines.append(f"{verdict.item}: {'; '.join(f.text for f in verdict.findings)}{known}")
     return lines
-
-
-def case_verdicts(report: Report) -> list[Verdict]:
-    """Return the verdicts of the report's cases (not its probes)."""
-    return [v for v in report.verdicts if v.item.kind is ItemKind.CASE]
