@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from overlay import fixes
+from overlay.equivalence import corpus
+from overlay.equivalence.controller.options import DEFAULT_WORKER
 from overlay.equivalence.controller.processes import Plan, Settings, Slot
 from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.controller.result_cache import RunCache
@@ -123,10 +125,14 @@ def _priority(item: ItemId) -> int:
 def list_cases(
     plan: Plan, settings: Settings, cache: RunCache, progress: Progress = no_progress
 ) -> tuple[ListReply, Slot | None]:
-    """Return the cases and probes a stock worker lists (a models file's are known only then).
+    """Return the cases and probes, and the stock worker that listed them (None: none did).
 
-    The listing is cached; the worker that made it is returned, started, for the run to use.
+    The corpus is known here, torch-free, from the very sources workers import; a models
+    file (or another worker program) needs a worker to list its cases. That listing is
+    cached; the worker that made it is returned, started, for the run to use.
     """
+    if settings.models is None and settings.worker_command == DEFAULT_WORKER:
+        return ListReply(corpus.ALL_CASES, corpus.PROBES), None
     cached = cache.listing()
     if cached is not None:
         return cached, None
