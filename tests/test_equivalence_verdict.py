@@ -115,9 +115,9 @@ def test_numerics_failure_is_wrong_not_right() -> None:
 
 
 def test_tolerance_by_scheme_and_case() -> None:
-    assert verdict.tolerance(CaseInfo("f", "TOSA-1.0+FP", None)) == 0.01
-    assert verdict.tolerance(CaseInfo("q", "TOSA-1.0+INT", "a8w8")) == 0.05
-    assert verdict.tolerance(CaseInfo("z", "TOSA-1.0+INT", "a8w8", tolerance=0.15)) == 0.15
+    assert verdict.limits(CaseInfo("f", "TOSA-1.0+FP", None)).tolerance == 0.01
+    assert verdict.limits(CaseInfo("q", "TOSA-1.0+INT", "a8w8")).tolerance == 0.05
+    assert verdict.limits(CaseInfo("z", "TOSA-1.0+INT", "a8w8", tolerance=0.15)).tolerance == 0.15
     deep = ok(numerics=numerics(error=0.2))  # 10% of the range
     assert verdict.quality(deep, 0.05) is Quality.WRONG
     assert verdict.quality(deep, 0.15) is Quality.RIGHT

@@ -11,7 +11,7 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from overlay import codec
 from overlay.codec import JsonValue
@@ -329,7 +329,9 @@ def encode(message: Request | Reply) -> str:
     return json.dumps(envelope, sort_keys=True, allow_nan=True)
 
 
-def _envelope(line: str) -> tuple[type[Any], object]:
+def _envelope(line: str, kinds: tuple[type[Any], ...], what: str) -> Any:
+    """Parse one line: its envelope, checked before the body, then the body as one of
+    ``kinds`` (the members of Request or Reply)."""
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -346,22 +348,18 @@ def _envelope(line: str) -> tuple[type[Any], object]:
     cls = _TYPES.get(str(data["type"]))
     if cls is None:
         raise _fail("type", f"one of {sorted(_TYPES)}", data["type"])
-    return cls, data["body"]
+    if cls not in kinds:
+        raise _fail("type", what, cls.__name__)
+    return from_json(cls, data["body"])
 
 
 def decode_request(line: str) -> Request:
     """Parse one request line."""
-    cls, body = _envelope(line)
-    if cls not in (InitRequest, ListRequest, RunRequest, QuitRequest):
-        raise _fail("type", "a request", cls.__name__)
-    request: Request = from_json(cls, body)
+    request: Request = _envelope(line, get_args(Request), "a request")
     return request
 
 
 def decode_reply(line: str) -> Reply:
     """Parse one reply line."""
-    cls, body = _envelope(line)
-    if cls not in (InitReply, ListReply, RunReply, ErrorReply):
-        raise _fail("type", "a reply", cls.__name__)
-    reply: Reply = from_json(cls, body)
+    reply: Reply = _envelope(line, get_args(Reply), "a reply")
     return reply

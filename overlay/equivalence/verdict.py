@@ -25,6 +25,7 @@ from overlay.equivalence.protocol import (
     Payload,
     Stage,
     TargetState,
+    VgfResult,
 )
 from overlay.fixes import Direction, Divergence, ErrorSignature
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -85,6 +86,16 @@ class AB(enum.StrEnum):
     UNCHECKED = "unchecked"  # stock fails, patched lowers: its numbers are not checked here
 
 
+class Problem(enum.StrEnum):
+    """A kind of problem that makes a run fail; each has its own next step."""
+
+    UNDECLARED = "undeclared"
+    INCOMPLETE = "incomplete"
+    CLAIM = "claim"
+    EXPECTATION = "expectation"
+    NOT_EXECUTED = "not executed"
+
+
 class Quality(enum.StrEnum):
     """How one path's target stands against the reference: judged only where it ran."""
 
@@ -96,6 +107,7 @@ class Quality(enum.StrEnum):
 
 
 BAD = (Quality.WRONG, Quality.FAILED)  # judged, and not right
+NOT_RUN = (Quality.LOWERED, Quality.COMPILED)  # a target that lowered and did not run
 Judged = Mapping[PathId, Mapping[str, Quality]]  # each path's targets, judged
 
 
@@ -146,29 +158,35 @@ class Verdict:
     not_executed: str | None = None  # a target --require-executed asks for did not run
 
     @property
+    def problems(self) -> dict[Problem, str]:
+        """Return each problem of this item that makes the run fail, in words."""
+        diffs = ", ".join(d.value for d in self.bc_diffs)
+        cause = f" (from fix {self.bc_fix})" if self.bc_fix is not None else ""
+        stuck = "; ".join(f"({p.value}) {e.first_line}" for p, e in harness_errors(self.results))
+        found = {
+            Problem.UNDECLARED: f"undeclared divergence between (b) and (c): {diffs}{cause}"
+            if self.bc is BC.UNDECLARED
+            else None,
+            Problem.INCOMPLETE: f"did not finish on {stuck}" if self.bc is BC.INCOMPLETE else None,
+            Problem.CLAIM: self.claim_problem,
+            Problem.EXPECTATION: self.expectation_problem,
+            Problem.NOT_EXECUTED: self.not_executed,
+        }
+        return {kind: text for kind, text in found.items() if text}
+
+    @property
     def failures(self) -> list[str]:
         """Return one line per problem of this item that makes the run fail."""
-        problems = []
-        if self.bc is BC.UNDECLARED:
-            diffs = ", ".join(d.value for d in self.bc_diffs)
-            cause = f" (from fix {self.bc_fix})" if self.bc_fix is not None else ""
-            problems.append(
-                f"{self.item}: undeclared divergence between (b) and (c): {diffs}{cause}"
-            )
-        if self.bc is BC.INCOMPLETE:
-            stuck = [
-                f"({p.value}) {r.error.first_line}"
-                for p, r in self.results.items()
-                if r.error is not None and r.error.stage is Stage.HARNESS
-            ]
-            problems.append(f"{self.item}: did not finish on {'; '.join(stuck)}")
-        if self.claim_problem:
-            problems.append(f"{self.item}: {self.claim_problem}")
-        if self.expectation_problem:
-            problems.append(f"{self.item}: {self.expectation_problem}")
-        if self.not_executed:
-            problems.append(f"{self.item}: {self.not_executed}")
-        return problems
+        return [f"{self.item}: {text}" for text in self.problems.values()]
+
+
+def harness_errors(results: Mapping[PathId, ItemResult]) -> list[tuple[PathId, ErrorInfo]]:
+    """Return the paths whose worker timed out or crashed on the item, with the error."""
+    return [
+        (p, r.error)
+        for p, r in results.items()
+        if r.error is not None and r.error.stage is Stage.HARNESS
+    ]
 
 
 def limits(info: CaseInfo | ProbeInfo) -> Limits:
@@ -180,11 +198,6 @@ def limits(info: CaseInfo | ProbeInfo) -> Limits:
         tolerance=info.tolerance if info.tolerance is not None else default_tolerance,
         sqnr_db=info.sqnr_db,  # small graphs: the max error only; deep nets set a floor
     )
-
-
-def tolerance(info: CaseInfo | ProbeInfo) -> float:
-    """Return the case's tolerance (fraction of the reference range)."""
-    return limits(info).tolerance
 
 
 def _as_limits(limit: Limits | float) -> Limits:
@@ -304,53 +317,41 @@ def _run_key(numerics: Numerics | None, error: ErrorInfo | None) -> object:
     return numerics.key if numerics is not None else None
 
 
-def _vgf_key(result: ItemResult) -> object:
-    vgf = result.vgf
-    if vgf is None or vgf.state is TargetState.SKIPPED:
-        return None  # nothing to compare
-    return vgf.state, _error_key(vgf.error), _payload_key(vgf.payloads)
-
-
-def _vgf_numerics_key(result: ItemResult) -> object:
-    vgf = result.vgf
-    if vgf is None or vgf.state is not TargetState.COMPARED:
-        return None  # no program to run
-    return _run_key(vgf.numerics, vgf.numerics_error)
-
-
-def _ethos_key(result: ItemResult) -> object:
-    return tuple(
-        (t.target, t.state, _error_key(t.error), _payload_key(t.payloads))
-        for t in result.ethos_u
-        if t.state is not TargetState.SKIPPED
-    )
+def observed(result: ItemResult) -> dict[Observation, object]:
+    """Return what a result is compared on, by observation: payloads by digest, a run by its
+    error or its outputs' digests, a skipped target (a VGF program not run) by nothing."""
+    vgf = result.vgf or VgfResult(TargetState.SKIPPED)
+    return {
+        Observation.STATUS: result.status,
+        Observation.ERROR: _error_key(result.error),
+        Observation.VALUE: result.value,
+        Observation.GRAPH: result.graph,
+        Observation.TOSA_PAYLOAD: _payload_key(result.payloads),
+        Observation.NUMERICS: _run_key(result.numerics, result.numerics_error),
+        Observation.VGF_PAYLOAD: (vgf.state, _error_key(vgf.error), _payload_key(vgf.payloads))
+        if vgf.state is not TargetState.SKIPPED
+        else None,
+        Observation.VGF_NUMERICS: _run_key(vgf.numerics, vgf.numerics_error)
+        if vgf.state is TargetState.COMPARED
+        else None,
+        Observation.ETHOSU_PAYLOAD: tuple(
+            (t.target, t.state, _error_key(t.error), _payload_key(t.payloads))
+            for t in result.ethos_u
+            if t.state is not TargetState.SKIPPED
+        ),
+    }
 
 
 def compare(x: ItemResult, y: ItemResult) -> tuple[Observation, ...]:
-    """Return the observations in which two results of one item differ."""
-    diffs = []
-    if x.status is not y.status:
-        diffs.append(Observation.STATUS)
-    elif _error_key(x.error) != _error_key(y.error):
-        diffs.append(Observation.ERROR)
-    if x.value != y.value:
-        diffs.append(Observation.VALUE)
-    if x.graph != y.graph:
-        diffs.append(Observation.GRAPH)
-    if _payload_key(x.payloads) != _payload_key(y.payloads):
-        diffs.append(Observation.TOSA_PAYLOAD)
-    if _run_key(x.numerics, x.numerics_error) != _run_key(y.numerics, y.numerics_error):
-        diffs.append(Observation.NUMERICS)
-    if _vgf_key(x) != _vgf_key(y):
-        diffs.append(Observation.VGF_PAYLOAD)
-    if _vgf_numerics_key(x) != _vgf_numerics_key(y):
-        diffs.append(Observation.VGF_NUMERICS)
-    if _ethos_key(x) != _ethos_key(y):
-        diffs.append(Observation.ETHOSU_PAYLOAD)
+    """Return the observations in which two results of one item differ (an error only
+    where the statuses agree: a status change says it)."""
+    seen_x, seen_y = observed(x), observed(y)
+    diffs = [o for o in Observation if seen_x[o] != seen_y[o]]
+    if Observation.STATUS in diffs:
+        return tuple(d for d in diffs if d is not Observation.ERROR)
     return tuple(diffs)
 
 
-NOT_RUN = (Quality.LOWERED, Quality.COMPILED)  # a target that lowered and did not run
 # When targets disagree, the verdict that needs attention first wins.
 _AB_PRIORITY = (AB.REGRESSION, AB.FIXED, AB.UNCHECKED, AB.STILL_BROKEN, AB.CHANGED)
 
@@ -561,12 +562,11 @@ def check_expectation(
 
 def unrun_everywhere(results: Mapping[PathId, ItemResult], targets: Judged) -> list[str]:
     """Return 'target: why' for each target lowered or compiled, executed on no path."""
-    unrun = (Quality.LOWERED, Quality.COMPILED)
     names = set.intersection(*(set(judged) for judged in targets.values()))
     return [
         f"{t} not executed: {not_run_reason(results[PathId.PATCHED], t)}"
         for t in sorted(names)
-        if all(judged[t] in unrun for judged in targets.values())
+        if all(judged[t] in NOT_RUN for judged in targets.values())
     ]
 
 
@@ -680,7 +680,7 @@ def decide(
         rules = fixes.divergences(version)
     a, b, c = results[PathId.STOCK], results[PathId.RUNTIME], results[PathId.PATCHED]
     limit = limits(info)
-    harness = any(r.error is not None and r.error.stage is Stage.HARNESS for r in results.values())
+    harness = bool(harness_errors(results))
     bc_diffs = compare(b, c)
     targets = judged_targets(info, results)
     matches: list[Divergence] = []
@@ -701,21 +701,15 @@ def decide(
     attributed_fix = fix if ab is not AB.SAME else None
     # a target stock lowered and did not run (no emulation layer): a bug it shows is unseen
     stock_unrun = Quality.LOWERED in targets[PathId.STOCK].values()
+    effect, claimed, by_run = ab, attributed_fix, attributed
     if bc is BC.IMPROVED:
         # (b) lacks the fix here, as declared: the fix's claim is judged on (a) vs (c), by
         # its effect (no run attributes (a) vs (c))
-        ac = classify(item, a, c, limit)
-        claim = check_claim(item, ac, None, version, attributed=False, unrun=stock_unrun)
-        unchecked = unchecked_claims(
-            item, ac, c, targets[PathId.PATCHED], version, unrun=stock_unrun
-        )
-    else:
-        claim = check_claim(
-            item, ab, attributed_fix, version, attributed=attributed, unrun=stock_unrun
-        )
-        unchecked = unchecked_claims(
-            item, ab, c, targets[PathId.PATCHED], version, unrun=stock_unrun
-        )
+        effect, claimed, by_run = classify(item, a, c, limit), None, False
+    claim = check_claim(item, effect, claimed, version, attributed=by_run, unrun=stock_unrun)
+    unchecked = unchecked_claims(
+        item, effect, c, targets[PathId.PATCHED], version, unrun=stock_unrun
+    )
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
     unrun = unrun_everywhere(results, targets)  # a probe has no targets: none
     expected = expected_broken(info, version)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import posixpath
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -224,13 +225,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         envs = _environments(plans, settings)
         keys = _keys(options, settings, envs)
         cache = RunCache(_open_cache(options), keys, options.keep_bytes)
-        # The corpus is known here, torch-free, from the very sources workers import;
-        # a models file (or another worker program) needs a worker to list its cases.
-        spare = None
-        if options.models is None and options.builtin_worker:
-            listing = ListReply(corpus.ALL_CASES, corpus.PROBES)
-        else:
-            listing, spare = list_cases(plans[PathId.STOCK], settings, cache, progress)
+        listing, spare = list_cases(plans[PathId.STOCK], settings, cache, progress)
         try:
             infos, selected = select(listing, options)
         except BaseException:
@@ -304,12 +299,8 @@ def run_items(
     """
     options = resolve_inputs(options, Path.cwd())
     settings = _settings(options, worker_library())
-    plan = Plan(
-        path=path,
-        python=python,
-        runtime_patch=None,  # the caller's envs hold what they are to be compared on
-        pythonpath=options.pythonpath.get(path, ""),
-    )
+    # no runtime patch: the caller's envs hold what they are to be compared on
+    plan = dataclasses.replace(_plans(options)[path], python=python, runtime_patch=None)
     slot = Slot(plan, settings, 0)
     known = {c.item: c for c in corpus.ALL_CASES}
     results: dict[ItemId, ItemResult] = {}

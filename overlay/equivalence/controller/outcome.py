@@ -12,11 +12,11 @@ from pathlib import Path
 from overlay.equivalence.controller.options import RunChoices, Shard
 from overlay.equivalence.controller.result_cache import Keys
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import InitReply, PathId, Stage
-from overlay.equivalence.verdict import BC, Verdict
+from overlay.equivalence.protocol import InitReply, PathId
+from overlay.equivalence.verdict import Problem, Verdict, harness_errors
 from overlay.errors import EquivalenceError
 from overlay.fixes import Divergence
-from overlay.items import CaseInfo, ItemId
+from overlay.items import CaseInfo, ItemId, ProbeInfo
 
 
 @dataclass(frozen=True)
@@ -69,62 +69,56 @@ class Report:
         return [item for item in self.selection if item not in have]
 
 
-def _user_file(verdict: Verdict) -> str | None:
+# The next step of each kind of problem that reads the same for every item.
+STEPS = {
+    Problem.UNDECLARED: "(b) and (c) differ: the runtime patch and the diffs do not do the"
+    " same; fix the one that is wrong (overlay maintainers declare an intended difference,"
+    " with its reason, in the fix's module: overlay/fixes/fNNNN_*.py)",
+    Problem.CLAIM: "a fix's claimed trigger did not reproduce: the overlay maintainers update"
+    " the claim (overlay/fixes) or the fix",
+    Problem.NOT_EXECUTED: "a target --require-executed names did not run here: install what"
+    " its reason names (the Vulkan emulation: apt-get install mesa-vulkan-drivers), or run"
+    " without --require-executed",
+}
+
+
+def user_file(info: CaseInfo | ProbeInfo) -> str | None:
     """Return the models file a case comes from (None: the overlay's corpus, a probe)."""
-    info = verdict.info
     return info.source if isinstance(info, CaseInfo) and info.source != "corpus" else None
+
+
+def declare_broken(where: str) -> str:
+    """Return how a user declares a case of the models file ``where`` wrong on every path."""
+    return f"set 'expect_broken': '<why>' on its entry in CASES of {where}"
+
+
+def _step(verdict: Verdict, problem: Problem) -> str:
+    """Return the next step of one problem of an item, for who can act on it."""
+    name, where = verdict.item.name, user_file(verdict.info)
+    if problem is Problem.EXPECTATION and where and verdict.findings:
+        return (
+            f"{name} is wrong on every path, stock included: if that is known,"
+            f" {declare_broken(where)}"
+        )
+    if problem is Problem.EXPECTATION and where:
+        return f"{name} is right now: drop 'expect_broken' from its entry in CASES of {where}"
+    if problem is Problem.EXPECTATION:
+        return (
+            f"{name} (an overlay corpus case) changed against its expect_broken: report it"
+            " to the overlay maintainers, who update the case"
+        )
+    if problem is Problem.INCOMPLETE:
+        stuck = ", ".join(sorted({e.type for _, e in harness_errors(verdict.results)}))
+        return (
+            f"an item did not finish ({stuck}): raise --timeout, or run it alone with --case;"
+            " a crashed worker's log is in <out>/equivalence-logs"
+        )
+    return STEPS[problem]
 
 
 def next_steps(report: Report) -> list[str]:
     """Return one next step per kind of problem in the report, for who can act on it."""
-    steps: dict[str, None] = {}
-    for verdict in report.verdicts:
-        if not verdict.failures:
-            continue
-        name, where = verdict.item.name, _user_file(verdict)
-        if verdict.expectation_problem and where and verdict.findings:
-            steps[
-                f"{name} is wrong on every path, stock included: if that is known, set"
-                f" 'expect_broken': '<why>' on its entry in CASES of {where}"
-            ] = None
-        elif verdict.expectation_problem and where:
-            steps[
-                f"{name} is right now: drop 'expect_broken' from its entry in CASES of {where}"
-            ] = None
-        elif verdict.expectation_problem:
-            steps[
-                f"{name} (an overlay corpus case) changed against its expect_broken: report it"
-                " to the overlay maintainers, who update the case"
-            ] = None
-        if verdict.bc is BC.UNDECLARED:
-            steps[
-                "(b) and (c) differ: the runtime patch and the diffs do not do the same; fix the"
-                " one that is wrong (overlay maintainers declare an intended difference, with"
-                " its reason, in the fix's module: overlay/fixes/fNNNN_*.py)"
-            ] = None
-        if verdict.bc is BC.INCOMPLETE:
-            stuck = {
-                r.error.type
-                for r in verdict.results.values()
-                if r.error is not None and r.error.stage is Stage.HARNESS
-            }
-            steps[
-                "an item did not finish ("
-                + ", ".join(sorted(stuck))
-                + "): raise --timeout, or run it alone with --case; a crashed worker's log is in"
-                " <out>/equivalence-logs"
-            ] = None
-        if verdict.not_executed:
-            steps[
-                "a target --require-executed names did not run here: install what its reason"
-                " names (the Vulkan emulation: apt-get install mesa-vulkan-drivers), or run"
-                " without --require-executed"
-            ] = None
-        if verdict.claim_problem:
-            steps[
-                "a fix's claimed trigger did not reproduce: the overlay maintainers update the"
-                " claim (overlay/fixes) or the fix"
-            ] = None
+    steps = {_step(v, problem): None for v in report.verdicts for problem in v.problems}
     if report.merged and report.missing:
         steps["merge the equivalence.json of every shard (--shard K/N for every K)"] = None
     return list(steps)

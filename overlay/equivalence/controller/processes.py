@@ -172,18 +172,32 @@ def env_info(plan: Plan, settings: Settings, package: str, subtree: str) -> EnvI
     return info
 
 
-class Worker:
-    """One worker process, spoken to in protocol lines, each request with a timeout."""
+class Slot:
+    """One worker process of a path, spoken to in protocol lines, each request with a
+    timeout; started on first use, and again after a timeout or a crash (a harness failure)."""
 
-    def __init__(self, plan: Plan, settings: Settings, log_name: str) -> None:
-        self.path = plan.path
-        self.python = plan.python
-        self.timeout = settings.timeout
+    def __init__(self, plan: Plan, settings: Settings, index: int) -> None:
+        self.plan = plan
+        self.settings = settings
+        suffix = "" if index == 0 else f"-{index + 1}"
+        self.log_path = settings.log_dir / f"worker-{plan.path.value}{suffix}.log"
+        self.label = f"path ({plan.path.value}) {plan.path.label}"
+        self.worker: subprocess.Popen[str] | None = None  # None: not started (or stopped)
+        self.log: IO[str] | None = None
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.reader: threading.Thread | None = None
+        self.init: InitReply | None = None
+        self.start_seconds = 0.0
+        self.stopped = False
+
+    def start(self) -> InitReply:
+        """Start the process and initialise it (imports torch/executorch, runtime patch)."""
+        started = time.perf_counter()
+        plan, settings = self.plan, self.settings
         settings.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = settings.log_dir / log_name
-        self.log: IO[str] = self.log_path.open("a", encoding="utf-8")
+        self.log = self.log_path.open("a", encoding="utf-8")
         try:
-            self.process = subprocess.Popen(
+            self.worker = subprocess.Popen(
                 [plan.python, *settings.worker_command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -195,40 +209,42 @@ class Worker:
         except OSError as exc:
             self.log.close()
             raise EquivalenceInputError(
-                f"cannot start the worker for path ({plan.path.value}) {plan.path.label}",
+                f"cannot start the worker for {self.label}",
                 expected="a Python with torch and executorch",
                 found=f"{plan.python}: {exc}",
                 hint=NO_PYTHON_HINT,
             ) from exc
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.lines = queue.Queue()  # this process's lines, read by a thread of its own
+        self.reader = threading.Thread(target=_read, args=(self.worker, self.lines), daemon=True)
         self.reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put("")  # end of output
+        request = InitRequest(runtime_patch=plan.runtime_patch, models=settings.models)
+        self.init = self.request(request, InitReply, "start")
+        self.start_seconds += time.perf_counter() - started
+        return self.init
 
     def request(
         self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
     ) -> R:
-        """Send one request; return its reply, or raise on timeout, death or an ErrorReply.
+        """Send one request (starting the worker first if needed); return its reply, or
+        raise on timeout, death or an ErrorReply.
 
         ``timeout`` (seconds) replaces the run's for this request (a case's own).
         """
-        limit = timeout or self.timeout
-        assert self.process.stdin is not None
-        label = f"path ({self.path.value}) {self.path.label}"
+        if self.worker is None:
+            self.start()
+        process = self.worker
+        assert process is not None and process.stdin is not None
+        limit = timeout or self.settings.timeout
+        label = self.label
         try:
-            self.process.stdin.write(encode(message) + "\n")
-            self.process.stdin.flush()
+            process.stdin.write(encode(message) + "\n")
+            process.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # the reader sees the end of output
         try:
             line = self.lines.get(timeout=limit)
         except queue.Empty:
-            self.kill()
+            _stop(process)
             raise WorkerTimeoutError(
                 f"{label} did not finish {what}",
                 expected=f"a reply within {limit:.0f} s",
@@ -241,11 +257,11 @@ class Worker:
                 ),
             ) from None
         if not line:
-            self.process.wait()
+            process.wait()
             raise WorkerDiedError(
                 f"the worker of {label} died during {what}",
                 expected="one reply per request",
-                found=f"exit code {self.process.returncode}; last log lines:\n{self.log_tail()}",
+                found=f"exit code {process.returncode}; last log lines:\n{self.log_tail()}",
                 hint=f"read its log: {self.log_path}",
             )
         reply = decode_reply(line)
@@ -273,73 +289,6 @@ class Worker:
             )
         return reply
 
-    def log_tail(self, lines: int = 8) -> str:
-        """Return the last lines of the worker's log."""
-        self.log.flush()
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def kill(self) -> None:
-        """Stop the process now."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-    def close(self) -> None:
-        """Ask the worker to quit, wait for it, and close its pipes and log."""
-        if self.process.poll() is None:
-            try:
-                assert self.process.stdin is not None
-                self.process.stdin.write(encode(QuitRequest()) + "\n")
-                self.process.stdin.flush()
-            except (BrokenPipeError, OSError):
-                pass
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.reader.join(timeout=30)
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-        self.log.close()
-
-
-class Slot:
-    """One worker of a path, started on first use and again after a harness failure."""
-
-    def __init__(self, plan: Plan, settings: Settings, index: int) -> None:
-        self.plan = plan
-        self.settings = settings
-        suffix = "" if index == 0 else f"-{index + 1}"
-        self.log_name = f"worker-{plan.path.value}{suffix}.log"
-        self.worker: Worker | None = None
-        self.init: InitReply | None = None
-        self.start_seconds = 0.0
-        self.stopped = False
-
-    def start(self) -> InitReply:
-        """Start the process and initialise it (imports torch/executorch, runtime patch)."""
-        started = time.perf_counter()
-        self.worker = Worker(self.plan, self.settings, self.log_name)
-        request = InitRequest(runtime_patch=self.plan.runtime_patch, models=self.settings.models)
-        self.init = self.worker.request(request, InitReply, "start")
-        self.start_seconds += time.perf_counter() - started
-        return self.init
-
-    def request(
-        self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
-    ) -> R:
-        """Send a request to the (started) worker."""
-        if self.worker is None:
-            self.start()
-        assert self.worker is not None
-        return self.worker.request(message, reply_type, what, timeout)
-
     def run(self, request: RunRequest, timeout: float | None = None) -> ItemResult:
         """Run one item; a timeout or crash is a harness failure (the worker is closed).
 
@@ -356,15 +305,59 @@ class Slot:
             )
         return reply.result
 
+    def log_tail(self, lines: int = 8) -> str:
+        """Return the last lines of the worker's log."""
+        if self.log is not None:
+            self.log.flush()
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
     def kill(self) -> None:
         """Stop the worker now (another worker failed: the run is over)."""
         self.stopped = True
-        worker = self.worker
-        if worker is not None:
-            worker.kill()
+        if self.worker is not None:
+            _stop(self.worker)
 
     def close(self) -> None:
-        """Stop the worker, if one runs."""
-        if self.worker is not None:
-            self.worker.close()
-            self.worker = None
+        """Ask the worker to quit, wait for it, and close its pipes and log (if one runs)."""
+        process = self.worker
+        if process is None:
+            return
+        if process.poll() is None:
+            try:
+                assert process.stdin is not None
+                process.stdin.write(encode(QuitRequest()) + "\n")
+                process.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _stop(process)
+        if self.reader is not None:
+            self.reader.join(timeout=30)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        if self.log is not None:
+            self.log.close()
+        self.worker = None
+
+
+def _read(process: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+    """Put each line the process writes into ``lines``, then "" at the end of its output."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        lines.put(line)
+    lines.put("")
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """Stop a process now."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from overlay import fixes
+from overlay.equivalence import corpus
+from overlay.equivalence.controller.options import DEFAULT_WORKER
 from overlay.equivalence.controller.processes import Plan, Settings, Slot
 from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.controller.result_cache import RunCache
@@ -123,10 +125,14 @@ def _priority(item: ItemId) -> int:
 def list_cases(
     plan: Plan, settings: Settings, cache: RunCache, progress: Progress = no_progress
 ) -> tuple[ListReply, Slot | None]:
-    """Return the cases and probes a stock worker lists (a models file's are known only then).
+    """Return the cases and probes, and the stock worker that listed them (None: none did).
 
-    The listing is cached; the worker that made it is returned, started, for the run to use.
+    The corpus is known here, torch-free, from the very sources workers import; a models
+    file (or another worker program) needs a worker to list its cases. That listing is
+    cached; the worker that made it is returned, started, for the run to use.
     """
+    if settings.models is None and settings.worker_command == DEFAULT_WORKER:
+        return ListReply(corpus.ALL_CASES, corpus.PROBES), None
     cached = cache.listing()
     if cached is not None:
         return cached, None
@@ -318,24 +324,29 @@ class Pool:
         with board.cond:
             board.count(path, workers=1, start_seconds=slot.start_seconds - before)
 
-    def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...]) -> ItemResult:
-        """Run one request on the slot's worker and store its result in the cache."""
-        info = self.infos[item]
+    def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...] = ()) -> ItemResult:
+        """Run one request on the slot's worker (with single runtime fixes: an attribution
+        run), count it and store its result in the cache."""
+        path, board, info = slot.plan.path, self.board, self.infos[item]
+        with board.cond:
+            if fixes:
+                self.progress(Event(EventKind.MORE, path, item))
+            self.progress(Event(EventKind.RUN, path, item))
         request = RunRequest(item, fixes=fixes, keep_bytes=self.cache.keep_bytes)
         result = slot.run(request, case_timeout(info))
-        self.cache.put_result(slot.plan.path, info, fixes, result)
+        self.cache.put_result(path, info, fixes, result)
+        counted = "attribution_runs" if fixes else "ran"
+        with board.cond:
+            board.count(path, busy_seconds=result.seconds, **{counted: 1})
+            self.progress(Event(EventKind.DONE, path, item))
         return result
 
     def _run(self, slot: Slot, item: ItemId) -> None:
         path, board = slot.plan.path, self.board
-        with board.cond:
-            self.progress(Event(EventKind.RUN, path, item))
-        result = self._execute(slot, item, ())
+        result = self._execute(slot, item)
         with board.cond:
             board.results[path][item] = result
             board.open[path] -= 1
-            board.count(path, ran=1, busy_seconds=result.seconds)
-            self.progress(Event(EventKind.DONE, path, item))
             self._after(item)
             board.cond.notify_all()
 
@@ -368,7 +379,7 @@ class Pool:
             if single is None and slot is None:
                 return False
             if single is None and slot is not None:
-                single = self._single(slot, item, number)
+                single = self._execute(slot, item, (number,))
             elif slot is None:
                 board.count(path, attribution_cached=1)
             if single is not None and not compare(single, target):
@@ -378,15 +389,3 @@ class Pool:
             board.attribution[path][item] = found
             board.cond.notify_all()
         return True
-
-    def _single(self, slot: Slot, item: ItemId, number: int) -> ItemResult:
-        """Run an item on the slot's path with one runtime fix (an attribution run)."""
-        board, path = self.board, slot.plan.path
-        with board.cond:
-            self.progress(Event(EventKind.MORE, path, item))
-            self.progress(Event(EventKind.RUN, path, item))
-        single = self._execute(slot, item, (number,))
-        with board.cond:
-            board.count(path, attribution_runs=1, busy_seconds=single.seconds)
-            self.progress(Event(EventKind.DONE, path, item))
-        return single

@@ -120,10 +120,7 @@ def validate_cases(cases: object, *, origin: str) -> list[str]:
 
 def case_info(name: str, entry: Mapping[str, object], source: Path) -> CaseInfo:
     """Return the torch-free description of a valid entry (see :func:`validate_case`)."""
-
-    def get(key: str, default: object = None) -> object:
-        return entry.get(key, default)
-
+    get = entry.get
     return CaseInfo(
         name=name,
         spec=str(entry["spec"]),

@@ -23,10 +23,9 @@ from overlay.equivalence.verdict import (
     VGF,
     Quality,
     Verdict,
-    fractions,
+    limits,
     numerics_quality,
     sqnr_text,
-    tolerance,
     worst,
 )
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -100,21 +99,20 @@ def failure_text(result: ItemResult) -> str:
 def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
     """Return the err(c) cell: the largest relative error in %, '!' when TOSA reads wrong
     (off the exact reference, or, without one, above the tolerance)."""
-    errors = fractions(result.numerics)
-    if not errors:
+    numerics = result.numerics
+    if numerics is None or not numerics.max_abs_err_vs_fake_quant:
         return "-"
-    if any(e is None for e in errors):
+    found = worst(numerics)
+    if found is None:
         return "shape!"
-    worst = max(e for e in errors if e is not None)
-    exact = result.numerics is not None and result.numerics.exact is not None
-    if exact:
-        wrong = numerics_quality(result.numerics, None, tolerance(info)) is Quality.WRONG
+    largest = found[0]
+    if numerics.exact is not None:
+        wrong = numerics_quality(numerics, None, limits(info)) is Quality.WRONG
     else:
-        wrong = worst > tolerance(info)
-    mark = "!" if wrong else ""
-    if 0 < worst < 1e-4:
+        wrong = largest > limits(info).tolerance
+    if 0 < largest < 1e-4:
         return "<0.01%"
-    return f"{worst * 100:.2g}%{mark}"
+    return f"{largest * 100:.2g}%{'!' if wrong else ''}"
 
 
 def max_error(result: ItemResult) -> str:

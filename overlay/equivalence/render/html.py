@@ -16,7 +16,7 @@ from itertools import zip_longest
 from overlay import codec
 from overlay.codec import JsonValue
 from overlay.equivalence.protocol import PATHS, ItemResult, PathId
-from overlay.equivalence.verdict import BAD, Observation, Verdict, fractions, tolerance
+from overlay.equivalence.verdict import BAD, Observation, Verdict, fractions, limits
 from overlay.items import CaseInfo
 
 CONTEXT = 2  # equal graph rows kept around a change; longer equal runs are folded
@@ -172,7 +172,7 @@ def error_svg(verdict: Verdict) -> str:
     """Return an SVG bar chart: each output's error per path, in % of range, and tolerance."""
     errors = {p: fractions(verdict.results[p].numerics) for p in PATHS}
     outputs = min(max((len(e) for e in errors.values()), default=0), MAX_OUTPUTS)
-    limit = tolerance(verdict.info) * 100
+    limit = limits(verdict.info).tolerance * 100
     values = [e * 100 for es in errors.values() for e in es[:outputs] if e is not None]
     top = max([*values, limit]) * 1.15 or 1.0
     bar, group = 22, 3 * 22 + 26

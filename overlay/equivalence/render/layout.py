@@ -28,7 +28,6 @@ from overlay.equivalence.render.cells import (
     status_code,
 )
 from overlay.equivalence.render.sections import (
-    case_verdicts,
     declared_lines,
     detail_lines,
     findings_lines,
@@ -37,6 +36,7 @@ from overlay.equivalence.render.sections import (
     path_lines,
 )
 from overlay.equivalence.verdict import Verdict
+from overlay.items import ItemKind
 from overlay.render import Badge, Block, Heading, Inline, Items, Link, Para, Raw, Table, item
 
 TITLE = "Equivalence: diff-patched build vs stock + runtime patch"
@@ -68,7 +68,11 @@ def _row(verdict: Verdict, linked: bool) -> tuple[Inline, ...]:
 
 def _targets(report: Report) -> list[Block]:
     """Return the findings, the numbers per path and target, and the Ethos-U estimates."""
-    cases = [(f"{item_label(v.item)} ({spec_text(v.info)})", v) for v in case_verdicts(report)]
+    cases = [
+        (f"{item_label(v.item)} ({spec_text(v.info)})", v)
+        for v in report.verdicts
+        if v.item.kind is ItemKind.CASE
+    ]
     numbers = tuple((name, *row) for name, v in cases for row in numerics_rows(v))
     ethos = tuple((name, *ethos_row(*g)) for name, v in cases for g in ethos_groups(v))
     out: list[Block] = [

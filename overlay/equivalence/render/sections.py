@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from overlay.equivalence.controller.outcome import Report
+from overlay.equivalence.controller.outcome import Report, declare_broken, user_file
 from overlay.equivalence.controller.scheduler import PathStats
 from overlay.equivalence.protocol import PATHS, TargetState
 from overlay.equivalence.render.cells import (
@@ -20,17 +20,16 @@ from overlay.equivalence.render.cells import (
 from overlay.equivalence.verdict import (
     AB,
     BC,
+    NOT_RUN,
     TOSA,
     VGF,
     Observation,
-    Quality,
     Verdict,
     exact_text,
     expected_broken,
     not_run_reason,
     target_numerics,
 )
-from overlay.items import CaseInfo, ItemKind
 
 
 def ordered(report: Report) -> list[Verdict]:
@@ -92,7 +91,7 @@ def not_executed_lines(report: Report) -> list[str]:
             if vgf is not None and vgf.state is TargetState.SKIPPED:
                 found.setdefault(("VGF not lowered", vgf.reason), set()).add(verdict.item.name)
             for target, quality in judged.items():
-                if quality in (Quality.LOWERED, Quality.COMPILED):
+                if quality in NOT_RUN:
                     name = {TOSA: "TOSA", VGF: "VGF"}.get(target, "Ethos-U")
                     what = f"{name} {quality.value}, not executed here"
                     reason = not_run_reason(result, target) or "no reason given"
@@ -212,16 +211,8 @@ def findings_lines(report: Report) -> list[str]:
             continue
         expected = expected_broken(verdict.info, report.executorch or None)
         known = f" (expected: {expected})" if expected else " (NOT EXPECTED)"
-        info = verdict.info
-        if not expected and isinstance(info, CaseInfo) and info.source != "corpus":
-            known = (
-                f" (NOT EXPECTED: if it is known, set 'expect_broken': '<why>' on its entry in"
-                f" CASES of {info.source})"
-            )
+        where = user_file(verdict.info)
+        if not expected and where:
+            known = f" (NOT EXPECTED: if it is known, {declare_broken(where)})"
         lines.append(f"{verdict.item}: {'; '.join(f.text for f in verdict.findings)}{known}")
     return lines
-
-
-def case_verdicts(report: Report) -> list[Verdict]:
-    """Return the verdicts of the report's cases (not its probes)."""
-    return [v for v in report.verdicts if v.item.kind is ItemKind.CASE]

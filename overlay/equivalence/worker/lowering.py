@@ -165,8 +165,9 @@ def _checked(
     reference: exact.Evaluation | str,
     programs: list[tuple[bytes, list[Any]]],
 ) -> ExactCheck | None:
-    """Return the TOSA program's outputs against the exact reference, naming where the
-    program first departs from it when they differ (its intermediates, dumped)."""
+    """Return a program's outputs against the exact reference, naming where a TOSA
+    program (one of ``programs``) first departs from it when they differ (its
+    intermediates, dumped)."""
     if isinstance(reference, str):
         return None
     check = exact_check(got, reference)
@@ -245,8 +246,7 @@ def _vgf(
     try:
         with torch.no_grad():
             got = vgf_run.run_program(edge, inputs, emulation)
-        checked = None if isinstance(reference_exact, str) else exact_check(got, reference_exact)
-        numerics = measure(got, *references, checked)
+        numerics = measure(got, *references, _checked(got, reference_exact, []))
     except vgf_run.VgfNotRunnableError as exc:  # the emulation's limit, not the graph's fault
         return dataclasses.replace(lowered, run_reason=str(exc))
     except Exception as exc:
