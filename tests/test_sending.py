@@ -221,7 +221,10 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
     plan = body.split("### Test plan\n", 1)[1]
     assert "pytest -c backends/arm/test/pytest.ini t.py" in plan
     assert plan.count("- the tests it adds: without 1 passed, 1 failed, with 2 passed") == 1
-    assert "On main (c0ffeec0ffee) on the executorch 1.5.1 wheel and on executorch 1.5.1" in plan
+    assert (
+        "On main's backends/arm (c0ffeec0ffee) over the executorch 1.5.1 wheel"
+        " and on executorch 1.5.1" in plan
+    )
     assert "| test | main and 1.5.1 without | with |" in plan  # both bases alike: one pair
     assert f"| `{NEW}` | failed | passed |" in plan  # changed
     assert f"`{OLD}`" not in plan  # the same without and with: counted, not named
@@ -396,7 +399,10 @@ def test_a_stale_main_is_said_with_its_commit_date_and_refresh_and_holds_nothing
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0", stale=STALE)
     assert [p for p in judged.flags if "main" in p] == []  # nor "linters did not run"
     assert "- [ ] Not ready on main: main cff6f4dd32 (2026-08-22) is older" in done.checklist
-    assert "On main (cff6f4dd3200, 2026-08-22) on the executorch 1.5.1 wheel" in done.pr_body
+    assert (
+        "On main's backends/arm (cff6f4dd3200, 2026-08-22) over the executorch 1.5.1 wheel"
+        in done.pr_body
+    )
     held, _ = judge(_export(patch), patch, sub, torch="2.13.0")  # main as new as the release
     assert "main: git am fails: x" in held.flags
     report = Sending("1.5.1", "1.5.1", "2.13.0", MAIN, (judged,), {}, 1.0, MAIN_DATE,

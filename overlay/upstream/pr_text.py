@@ -74,7 +74,7 @@ def _cited(note: UpstreamNote | None) -> list[str]:
 def _where(base: OnBase, release: str) -> str:
     if base.base == "main":
         when = f", {base.date[:10]}" if base.date else ""
-        return f"main ({base.commit[:12]}{when}) on the executorch {release} wheel"
+        return f"main's backends/arm ({base.commit[:12]}{when}) over the executorch {release} wheel"
     return f"executorch {base.base}"
 
 
