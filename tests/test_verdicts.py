@@ -442,6 +442,11 @@ def test_a_claim_is_made_only_of_a_target_that_ran_and_was_compared() -> None:
     assert unmeasured_claims([caption], frozenset({"VGF"})) == []
     assert len(unmeasured_claims(["exact on TOSA"], frozenset({"VGF"}))) == 1
     assert len(unmeasured_claims(["It fails on VGF."], compared_targets([_on("m", unrun)]))) == 1
+    # each list item is a clause of its own, with a full stop or without (0008's test plan,
+    # where a count of failed tests and the bystanders' TOSA operators are two bullets)
+    plan = "- all of them: without 16 failed (a reason)\n- 8 models, the same TOSA operators\n"
+    assert unmeasured_claims([plan], frozenset({"VGF"})) == []
+    assert len(unmeasured_claims(["- 16 failed on TOSA"], frozenset({"VGF"}))) == 1
 
 
 def test_the_newest_lines_descriptions_claim_only_what_ran_here() -> None:

@@ -332,12 +332,18 @@ def compared_targets(bases: Sequence[OnBase]) -> frozenset[str]:
     return frozenset(found)
 
 
+_LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s")
+
+
 def _sentences(text: str) -> list[str]:
-    """Return the prose of a Markdown or commit text as clauses (code and tables left out)."""
+    """Return the prose of a Markdown or commit text as clauses (code and tables left out;
+    a list item starts a clause of its own, ended by a full stop or not)."""
     prose, fenced = [], False
     for line in text.splitlines():
         if line.startswith("```"):
             fenced = not fenced
+        if _LIST_ITEM.match(line):
+            prose.append("")
         prose.append("" if fenced or line.lstrip().startswith(("|", "```")) else line.strip())
     paragraphs = " ".join(line or "\n" for line in prose).split("\n")
     return [s for p in paragraphs for s in re.split(r"(?<=[.!?;])\s+", p.strip()) if s]
