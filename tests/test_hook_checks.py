@@ -281,7 +281,7 @@ def test_what_hosted_main_prints_without_the_commit_is_not_the_commits() -> None
         "-Register a custom op to be considered supported.",
         "+Register ``op`` unless its VGF lowering needs FP that the spec lacks.",
     )
-    hosted = "3 pre-existing line(s) come from running main's backends/arm over the wheel"
+    hosted = "3 pre-existing lines come from running main's backends/arm over the wheel"
     assert note == hosted
     assert hook_findings(1, HOSTED_MAIN, 1, HOSTED_MAIN) == (
         (),
@@ -305,3 +305,12 @@ def test_a_check_that_fails_only_with_the_commit_holds_it_back() -> None:
     assert problems == (
         "backends/arm/scripts/pre-push: run_docgen_check: 2 line(s) the commit adds: -a; +b",
     )
+
+
+def test_a_checks_line_says_clean_only_when_nothing_qualifies_it() -> None:
+    check = "backends/arm/scripts/pre-push: run_docgen_check"
+    assert LintReport(check, (), 1.0).summary == f"{check}: clean"
+    note = "the commit adds no line (47 pre-existing lines come from ...)"
+    assert LintReport(check, (), 1.0, note).summary == f"{check}: {note}"
+    found = LintReport(check, ("+b",), 1.0, "1 pre-existing line come from ...")
+    assert found.summary == f"{check}: 1 finding(s): +b (1 pre-existing line come from ...)"

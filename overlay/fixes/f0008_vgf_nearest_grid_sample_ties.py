@@ -324,6 +324,10 @@ FIX = Fix(
             PullRequest(
                 20329, "Arm backend: Support sampler-backed VGF grid_sample for RIFE", "bdemirb"
             ),
+            # the last change to the shader selection this fix extends (grid_sampler.py)
+            PullRequest(
+                21775, "Arm backend: Fuse canonical flow-offset grid sampling", "YufengShi-dudu"
+            ),
         ),
         narrowing=(
             "The nearest variants are new files: grid_sampler_sampler[_int8]_nearest"

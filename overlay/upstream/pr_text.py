@@ -206,14 +206,16 @@ def tests_table(bases: Sequence[OnBase], added: Sequence[str]) -> list[str]:
         title = " and ".join(which)
         table = markdown_table(("test", *columns), rows)
         lines += [f"{title[:1].upper()}{title[1:]}:", "", *table, ""]
-    rest = [
-        f"{name} {Counts(tuple(t for t in run.stock.tests if t.node not in named)).text}"
-        for name, run in runs
+    others = [
+        (name, Counts(tuple(t for t in r.stock.tests if t.node not in named))) for name, r in runs
     ]
-    if len(nodes) > len(named):
+    sizes = {len(counts.tests) for _, counts in others}
+    if sizes - {0}:  # each base counts its own: main and the release may select other tests
+        one = len(sizes) == 1
+        rest = [f"{name}{'' if one else f', {len(c.tests)}:'} {c.text}" for name, c in others]
         lines += [
-            f"The other {len(nodes) - len(named)} tests end the same without and with it"
-            f" ({'; '.join(rest)}).",
+            f"The other {f'{sizes.pop()} ' if one else ''}tests end the same without and with"
+            f" it ({'; '.join(rest)}).",
             "",
         ]
     return lines

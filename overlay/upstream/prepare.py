@@ -53,6 +53,7 @@ from overlay.upstream.verdicts import stale_main, submission_problems, suite_cha
 
 Progress = Callable[[str], None]
 AUTHORS = 5  # recent authors of the touched files named in the cc line
+AUTHOR_LINES = 5  # fewer changed lines in those files: a header or a rename, not an owner
 
 
 @dataclass(frozen=True)
@@ -398,7 +399,8 @@ def recent_authors(
 ) -> tuple[str, ...]:
     """Return the GitHub handles of the recent authors of ``paths``, most lines changed in
     them first, so a tree-wide cosmetic commit (a header, a rename) weighs little; a cc by
-    name notifies nobody: an author whose e-mail names no handle is left out.
+    name notifies nobody: an author whose e-mail names no handle is left out, and so is one
+    who changed fewer than AUTHOR_LINES lines there.
 
     Example: ``87121123+oscarandersson8218@users.noreply.github.com`` gives
     ``@oscarandersson8218``; ``Zingo Andersen <zingo.andersen@arm.com>`` gives nothing.
@@ -417,7 +419,7 @@ def recent_authors(
             changed = (line.split("\t")[:2] for line in stats if line.count("\t") >= 2)
             lines = sum(int(n) for pair in changed for n in pair if n.isdigit())
             weight["@" + local.split("+")[-1]] += max(lines, 1)
-    return tuple(who for who, _ in weight.most_common(AUTHORS))
+    return tuple(who for who, lines in weight.most_common(AUTHORS) if lines >= AUTHOR_LINES)
 
 
 def release_date(scratch: Scratch, commit: str, recorded: str) -> str:

@@ -257,17 +257,21 @@ class Counts:
 
     @property
     def text(self) -> str:
-        """Return ``3 passed, 1 failed, 2 skipped (glslc not found)`` style text: a skip
-        says why (each reason once), as a reviewer asks of every unexplained skip."""
-        why = dict.fromkeys(t.reason for t in self.tests if t.state is TestState.SKIPPED)
-        skips = f" ({'; '.join(r for r in why if r)})" if any(why) else ""
-        counts = ((self.count(s), "errors" if s is TestState.ERROR else s.value) for s in TestState)
+        """Return ``3 passed, 1 failed, 2 skipped (glslc not found)`` style text: a skip, an
+        xfail and a test not run here say why (each reason once), as a reviewer asks."""
+
+        def why(state: TestState) -> str:
+            if state is TestState.NO_TARGET:
+                return " (no executor_runner built)"
+            if state not in (TestState.SKIPPED, TestState.XFAILED):
+                return ""
+            reasons = dict.fromkeys(t.reason for t in self.tests if t.state is state and t.reason)
+            return f" ({'; '.join(reasons)})" if reasons else ""
+
+        counts = [(s, self.count(s)) for s in TestState]
+        labels = {TestState.ERROR: "errors"}
         return (
-            ", ".join(
-                f"{n} {label}{skips if label == TestState.SKIPPED.value else ''}"
-                for n, label in counts
-                if n
-            )
+            ", ".join(f"{n} {labels.get(s, s.value)}{why(s)}" for s, n in counts if n)
             or "no tests ran"
         )
 
@@ -359,9 +363,10 @@ class LintReport:
     @property
     def summary(self) -> str:
         """Return a one-line result for the PR's Test plan."""
-        found = f"{len(self.findings)} finding(s): " + "; ".join(self.findings)
+        if not self.findings:  # a note says why: main fails it too, or it did not run
+            return f"{self.ran}: {self.note or 'clean'}"
         note = f" ({self.note})" if self.note else ""
-        return f"{self.ran}: {found if self.findings else 'clean'}{note}"
+        return f"{self.ran}: {len(self.findings)} finding(s): {'; '.join(self.findings)}{note}"
 
 
 @dataclass(frozen=True)

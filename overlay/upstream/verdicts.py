@@ -587,7 +587,8 @@ def hook_findings(
         else:
             new.append(line)
     shared = len(found) - len(new)
-    hosted = f"{shared} pre-existing line(s) come from running main's backends/arm over the wheel"
+    lines = f"{shared} pre-existing line{'s come' if shared != 1 else ' comes'}"
+    hosted = f"{lines} from running main's backends/arm over the wheel"
     if new:
         return tuple(new), hosted
     return (), f"the commit adds no line ({hosted})"
