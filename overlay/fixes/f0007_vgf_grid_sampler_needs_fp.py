@@ -28,9 +28,10 @@ def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
 
         Example: a quantized ``F.grid_sample`` lowered with ``VgfPartitioner`` for
         ``TOSA-1.0+INT``: 1.5.1 always partitions it, its shader takes an FP32 grid scale
-        (int8 path) or a float image and PAD (float path), and lowering fails with
-        ``doesn't support tensor TosaArg(name='..._grid_scale', dtype=FP32)`` or
-        ``Unsupported dtype torch.float32 for PAD``.
+        (int8 path) or a float image and float ops around it (float path), and lowering
+        fails with ``doesn't support tensor TosaArg(name='..._grid_scale', dtype=FP32)``,
+        ``doesn't support float32 for MUL`` (a16w8 on TOSA-1.0+INT+int16) or, with fix 1's
+        float path, ``Unsupported dtype torch.float32 for PAD``.
         Becomes: 1.5.1's ``__init__``; then, when ``tosa_spec.support_float()`` is false,
         ``grid_sampler_2d`` taken out of the custom partition ops again (the patch does not
         register it there): the op stays outside the delegate, as the TOSA partitioner leaves
@@ -90,7 +91,7 @@ FIX = Fix(
                 "zoo_grid_warp_a16w8_int16",
                 Effect.FIXED,
                 "the zoo grid warp, a16w8 on TOSA-1.0+INT+int16: stock's float shader path"
-                " needs a float PAD the spec lacks",
+                " needs a float MUL the spec lacks",
             ),
         ),
     },
