@@ -331,13 +331,12 @@ FIX = Fix(
         ),
         narrowing=(
             "The nearest variants are new files: grid_sampler_sampler[_int8]_nearest"
-            "[_align_corners].glsl and their .spirv.b64, compiled with the ML SDK's glslc"
-            " 0.11.0 (SPIR-V 1.6, where the directory's five are SPIR-V 1.0 from"
-            " generate_grid_sampler_spirv.py and the Vulkan SDK's glslc, which is not here:"
-            " Debian's shaderc 2023.2 rejects GL_ARM_tensors). Reflection with"
-            " align_corners=True stays wrong for both filters (the mirrored address mode"
-            " reflects about the texel edges, PyTorch about the corner texel centres):"
-            " another change, docs/notes/findings.md."
+            "[_align_corners].glsl and their .spirv.b64, built with the ML SDK's glslc"
+            " 0.11.0 (SPIR-V 1.6; the directory's five are SPIR-V 1.0 from"
+            " generate_grid_sampler_spirv.py, which the PR asks maintainers to rerun)."
+            " Reflection with align_corners=True stays wrong for both filters (the mirrored"
+            " address mode reflects about the texel edges, PyTorch about the corner texel"
+            " centres); it is not changed here."
         ),
         affected_tests=(
             TEST_FILE,
