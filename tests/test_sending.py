@@ -25,7 +25,7 @@ from overlay.upstream.export import (
     export_patch,
     upstream_subject,
 )
-from overlay.upstream.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
+from overlay.upstream.gitrepo import GITHUB, MAIN_REF, Scratch, open_upstream, refresh_command
 from overlay.upstream.prepare import chosen, judge, recent_authors, release_date
 from overlay.upstream.results import (
     Action,
@@ -124,6 +124,75 @@ def test_recent_authors_weigh_the_lines_they_changed(tmp_path: Path) -> None:
     scratch = open_upstream(str(repo), tmp_path / "scratch")
     found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
     assert found == ("@b", "@a")  # @c's one-line header change makes no owner
+
+
+def _upstream(tmp_path: Path, commits: list[tuple[str, str, str, dict[str, str]]]) -> Scratch:
+    """Return a scratch repository of ``commits``: (author, e-mail, subject, files)."""
+    repo = tmp_path / "up"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for name, address, subject, files in commits:
+        for path, text in files.items():
+            (repo / path).write_text(text)
+            git(repo, "add", path)
+        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": address}
+        git_with_env(repo, {**who, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": address},
+                     "commit", "-q", "-m", subject)  # fmt: skip
+    return open_upstream(str(repo), tmp_path / "scratch")
+
+
+@pytest.mark.parametrize(
+    ("subject", "changed", "expected"),
+    [
+        ("Arm backend: Reduce conv2d unit test sizes (#15271)", ["t.py"], True),
+        ("Arm backend: Renamed testing suite (#16361)", ["t.py"], True),
+        ("Arm backend: Remove TOSA v0.80 from arm backend (#13040)", ["t.py"], True),
+        ("Arm backend: Fixup and make docstrings consistent for key functions (#15443)", [], True),
+        ("Arm backend: Format Arm passes (group 6) (#17364)", ["p.py"], True),
+        ("Arm backend: Fix mypy warnings in test/misc (#15354)", ["t.py"], True),
+        ("Store external Vela blocks in named data (#21893)", ["backends/arm/BUCK"], True),
+        ("Store external Vela blocks in named data (#21893)", ["BUCK", "a.py"], False),
+        ("Arm backend: Add conv3d support to Tosa/Vgf backends (#16093)", ["t.py"], False),
+        ("Arm backend: Fix NHWC format of grid-sampler inputs", ["p.py"], False),
+    ],
+)
+def test_a_cosmetic_commit_is_known_by_its_subject_or_build_files_only(
+    subject: str, changed: list[str], expected: bool
+) -> None:
+    assert prepare.cosmetic(subject, changed) is expected
+
+
+def test_recent_authors_leave_out_cosmetic_commits(tmp_path: Path) -> None:
+    rows = "".join(f"x{k} = 0\n" for k in range(20))
+    commits = [
+        ("a", "1+a@users.noreply.github.com", "Arm backend: Add a", {"a.py": rows}),
+        ("r", "2+r@users.noreply.github.com", "Arm backend: Reduce conv2d unit test sizes",
+         {"a.py": rows.replace("0", "1")}),
+        ("n", "3+n@users.noreply.github.com", "Arm backend: Renamed testing suite",
+         {"a.py": rows.replace("0", "2")}),
+        ("k", "4+k@users.noreply.github.com", "Store external Vela blocks", {"BUCK": rows}),
+    ]  # fmt: skip
+    scratch = _upstream(tmp_path, commits)
+    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py", "BUCK"], SIGNER)
+    assert found == ("@a",)  # @r's, @n's and @k's commits own nothing
+
+
+def test_a_handle_resolved_for_one_fix_serves_the_whole_series(tmp_path: Path) -> None:
+    rows = "".join(f"y{k} = 0\n" for k in range(20))
+    commits = [
+        ("Yufeng Shi", "yufeng.shi@arm.com", "Arm backend: Fuse flow sampling (#21775)",
+         {"b.py": rows}),
+        ("Yufeng Shi", "yufeng.shi@arm.com", "Arm backend: Add FP8 conv (#20108)",
+         {"a.py": rows}),
+        ("S L", "5+sl@users.noreply.github.com", "Arm backend: Add c", {"c.py": rows}),
+        ("S L", "s.l@arm.com", "Arm backend: Grow a", {"a.py": rows + rows}),
+    ]  # fmt: skip
+    scratch = _upstream(tmp_path, commits)
+    main = scratch.rev(MAIN_REF)
+    assert recent_authors(scratch, main, ["a.py"], SIGNER) == ()  # plain e-mails
+    cited = [PullRequest(21775, "Arm backend: Fuse flow sampling", "YufengShi-dudu")]
+    known = prepare.series_handles(scratch, main, cited, ["a.py", "b.py", "c.py"])
+    assert recent_authors(scratch, main, ["a.py"], SIGNER, known) == ("@sl", "@YufengShi-dudu")
 
 
 def _run(stock: TestState, patched: TestState) -> TestRun:
