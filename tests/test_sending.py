@@ -16,7 +16,7 @@ from overlay.equivalence.verdict import Quality
 from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
 from overlay.text.series import Patch, load_series, parse_patch
-from overlay.upstream import behaviour, pr_text, prepare, reports, upstream_tests
+from overlay.upstream import behaviour, export, pr_text, prepare, reports, upstream_tests
 from overlay.upstream.commit_rules import PREFIX, Identity
 from overlay.upstream.export import (
     LABEL_COMMANDS,
@@ -549,6 +549,44 @@ def test_the_gate_holds_back_internal_names_a_subject_as_title_and_undeclared_pr
     long = dataclasses.replace(titled, issue=f"Title: {PREFIX}{'s' * (101 - len(PREFIX))}\n")
     (problem,) = text_problems(long, (), note, [])
     assert problem.startswith("the issue draft's title has 101 characters, over 100")
+
+
+def test_a_series_marker_names_another_fixs_pr_until_that_pr_is_open() -> None:
+    """``#<0099>`` in 0098's description: the PR text keeps it and both checklists say when to
+    replace it; the commit message names 0099's commit by its subject; no gate rule minds."""
+    texts = {
+        98: " The float path is #<0099> (register it on FP only), a separate fix.\n",
+        99: " Register it on FP only.\n",
+    }
+    patches = [
+        parse_patch(
+            f"{n:04d}-demo.patch",
+            f"Description: Fix demo {n}\n{text}Forwarded: no\nLast-Update: 2026-12-02\n---\n"
+            + make_diff("a.py", "x = 1\n", "x = 2\n"),
+        )
+        for n, text in texts.items()
+    ]
+    subjects = {p.number: upstream_subject(p) for p in patches}
+    said = commit_message(patches[0], SIGNER, subjects)
+    assert 'The float path is "Arm backend: Fix demo 99" (register' in said
+    assert "#<0099>" in commit_message(patches[0], SIGNER)  # no series given: kept
+    bases = (_base("main", Outcome.FAILS_BEFORE_PASSES_AFTER),)
+    done = {}
+    for patch in patches:
+        item = export_patch(patch, {"a.py": b"x = 1\n"}, signer=SIGNER, series=subjects)
+        sub = _submission(patch.name, item.subject, bases, LintReport("lint", (), 1.0))
+        named = export.named_by(patches, patch.number)
+        judged, done[patch.number] = judge(item, patch, sub, torch="2.13.0", named_by=named)
+        assert not [f for f in judged.flags if "cites" in f]  # the marker is no PR number
+    assert "The float path is #<0099> (register it on FP only)" in done[98].pr_body
+    assert (
+        "- [ ] After opening the PR of 0099, edit this PR's text: replace #<0099> with that"
+        " PR's number." in done[98].checklist
+    )
+    assert "- [ ] Then edit 0098's PR text: replace #<0099> with this PR's number." in (
+        done[99].checklist
+    )
+    assert "#<" not in done[99].pr_body and "Then edit" not in done[98].checklist
 
 
 def test_main_is_refreshed_where_it_is_read_and_the_release_dated_by_its_commit(

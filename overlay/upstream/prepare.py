@@ -165,8 +165,16 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     stale = stale_main(main, main_date, newest.name, released, refresh_command(request.upstream))
     hook = scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b"")
     verbs = commit_rules.hook_verbs(decode(hook))
+    subjects = {p.number: export.upstream_subject(p) for p in load_series(newest.directory).patches}
     exports = [
-        export_against(patch, scratch, main, (release.files, release_commit or ""), request.signer)
+        export_against(
+            patch,
+            scratch,
+            main,
+            (release.files, release_commit or ""),
+            request.signer,
+            series=subjects,
+        )
         for patch in send
     ]
     out = request.out_dir
@@ -194,8 +202,9 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     for patch, item in zip(send, exports, strict=True):
         repo, branch = out / "branches" / item.stem, export.branch_name(item)
         on_release_form = export.export_patch(
-            patch, release.files, signer=request.signer, base_commit=release_commit or ""
-        )
+            patch, release.files, signer=request.signer, base_commit=release_commit or "",
+            series=subjects,
+        )  # fmt: skip
         am_main, on_release = _git_am(scratch, main, (item, on_release_form), repo)
         report: LintReport | None = None
         checks: tuple[LintReport, ...] = ()
@@ -221,6 +230,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
                          source=newest.name, review=review),
             torch=torch, stale=stale, lint_asked=request.lint,
             branch=(str(repo.relative_to(out)), branch),
+            named_by=export.named_by(send, patch.number),
         )  # fmt: skip
         submissions.append(sub)
         branches[patch.name] = (repo, branch)
@@ -255,12 +265,14 @@ def judge(
     stale: str = "",
     lint_asked: bool = True,
     branch: tuple[str, str] = ("", ""),
+    named_by: Sequence[int] = (),
 ) -> tuple[PatchVerdict, export.Export]:
     """Return the fix's verdict with what holds it back, and the export with every text a
     reviewer reads (PR body, issue draft, checklist): upstream's gate on what was measured.
 
     ``stale``: why main is older than the release ("": it is not); ``branch``: the
-    repository and branch the commit is on.
+    repository and branch the commit is on; ``named_by``: the patches whose text names
+    this one's PR by a marker (:data:`overlay.upstream.export.SERIES_MARKER`).
     """
     texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
     fix = fixes.by_patch(patch.name)
@@ -274,7 +286,8 @@ def judge(
     judged = replace(
         sub, action=Action.HOLD if problems else Action.SEND, text=held, flags=problems
     )
-    return judged, replace(texts, checklist=pr_text.checklist(texts, judged, *branch, stale))
+    listed = pr_text.checklist(texts, judged, *branch, stale, named_by=named_by)
+    return judged, replace(texts, checklist=listed)
 
 
 def _upstream_checks(
@@ -321,6 +334,8 @@ def export_against(
     main: str,
     release: tuple[Mapping[str, bytes], str],
     signer: commit_rules.Identity,
+    *,
+    series: Mapping[int, str] | None = None,
 ) -> export.Export:
     """Export one patch against main where it lands there (:func:`landed`), else against the
     release (``release``: its files and its commit). On main, the files it creates join
@@ -328,12 +343,15 @@ def export_against(
     on_main = scratch.files(main, patch.targets)
     after = landed(patch, on_main, release[0])[1]
     if not after:
-        return export.export_patch(patch, release[0], signer=signer, base_commit=release[1])
+        return export.export_patch(
+            patch, release[0], signer=signer, base_commit=release[1], series=series
+        )
     bucks = scratch.files(main, buck.candidates(patch.creates))
     listed = buck.listed(patch.creates, bucks)
     return export.export_patch(
-        patch, {**on_main, **bucks}, signer=signer, base_commit=main, after={**after, **listed}
-    )
+        patch, {**on_main, **bucks}, signer=signer, base_commit=main, after={**after, **listed},
+        series=series,
+    )  # fmt: skip
 
 
 def measure(
