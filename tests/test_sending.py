@@ -84,48 +84,6 @@ def test_an_older_line_sends_the_newest_lines_patch_of_each_fix_it_carries() -> 
     assert list(skipped) == [dropped[0].name]
 
 
-def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> None:
-    repo = tmp_path / "up"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    authors = [
-        ("Zingo Andersen", "zingo.andersen@arm.com"),
-        ("Oscar A", "87121123+oscarandersson8218@users.noreply.github.com"),
-        ("pytorchbot", "bot@pytorch.org"),
-        ("Jane Doe", SIGNER.email),
-        ("Zingo Andersen", "zingo.andersen@arm.com"),
-    ]
-    for index, (name, address) in enumerate(authors):
-        (repo / "a.py").write_text("".join(f"x{k} = {index}\n" for k in range(6)))
-        git(repo, "add", "a.py")
-        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": address}
-        git_with_env(repo, {**who, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": address},
-                     "commit", "-q", "-m", f"c{index}")  # fmt: skip
-    scratch = open_upstream(str(repo), tmp_path / "scratch")
-    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
-    assert found == ("@oscarandersson8218",)  # a plain name notifies nobody
-
-
-def test_recent_authors_weigh_the_lines_they_changed(tmp_path: Path) -> None:
-    repo = tmp_path / "up"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    body = "".join(f"line {n}\n" for n in range(30))
-    # @a creates 31 lines, @b rewrites 30 of them, @c touches only the header
-    edits = [("a", "# header\n" + body), ("b", "# header\n" + body.replace("line", "row"))]
-    edits.append(("c", "# header 3\n" + body.replace("line", "row")))
-    for index, (who, text) in enumerate(edits):
-        (repo / "a.py").write_text(text)
-        git(repo, "add", "a.py")
-        address = f"{index}+{who}@users.noreply.github.com"
-        env = {"GIT_AUTHOR_NAME": who, "GIT_AUTHOR_EMAIL": address}
-        git_with_env(repo, {**env, "GIT_COMMITTER_NAME": who, "GIT_COMMITTER_EMAIL": address},
-                     "commit", "-q", "-m", f"c{index}")  # fmt: skip
-    scratch = open_upstream(str(repo), tmp_path / "scratch")
-    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
-    assert found == ("@b", "@a")  # @c's one-line header change makes no owner
-
-
 def _upstream(tmp_path: Path, commits: list[tuple[str, str, str, dict[str, str]]]) -> Scratch:
     """Return a scratch repository of ``commits``: (author, e-mail, subject, files)."""
     repo = tmp_path / "up"
@@ -139,6 +97,35 @@ def _upstream(tmp_path: Path, commits: list[tuple[str, str, str, dict[str, str]]
         git_with_env(repo, {**who, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": address},
                      "commit", "-q", "-m", subject)  # fmt: skip
     return open_upstream(str(repo), tmp_path / "scratch")
+
+
+def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> None:
+    authors = [
+        ("Zingo Andersen", "zingo.andersen@arm.com"),
+        ("Oscar A", "87121123+oscarandersson8218@users.noreply.github.com"),
+        ("pytorchbot", "bot@pytorch.org"),
+        ("Jane Doe", SIGNER.email),
+        ("Zingo Andersen", "zingo.andersen@arm.com"),
+    ]
+    scratch = _upstream(tmp_path, [
+        (name, address, f"c{index}", {"a.py": "".join(f"x{k} = {index}\n" for k in range(6))})
+        for index, (name, address) in enumerate(authors)
+    ])  # fmt: skip
+    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
+    assert found == ("@oscarandersson8218",)  # a plain name notifies nobody
+
+
+def test_recent_authors_weigh_the_lines_they_changed(tmp_path: Path) -> None:
+    body = "".join(f"line {n}\n" for n in range(30))
+    # @a creates 31 lines, @b rewrites 30 of them, @c touches only the header
+    edits = [("a", "# header\n" + body), ("b", "# header\n" + body.replace("line", "row"))]
+    edits.append(("c", "# header 3\n" + body.replace("line", "row")))
+    scratch = _upstream(tmp_path, [
+        (who, f"{index}+{who}@users.noreply.github.com", f"c{index}", {"a.py": text})
+        for index, (who, text) in enumerate(edits)
+    ])  # fmt: skip
+    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
+    assert found == ("@b", "@a")  # @c's one-line header change makes no owner
 
 
 @pytest.mark.parametrize(
