@@ -16,7 +16,8 @@ from overlay.equivalence.verdict import Quality
 from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
 from overlay.text.series import Patch, load_series, parse_patch
-from overlay.upstream import behaviour, export, pr_text, prepare, reports, upstream_tests
+from overlay.upstream import authors, behaviour, export, pr_text, prepare, reports, upstream_tests
+from overlay.upstream.authors import recent_authors
 from overlay.upstream.commit_rules import PREFIX, Identity
 from overlay.upstream.export import (
     LABEL_COMMANDS,
@@ -26,7 +27,7 @@ from overlay.upstream.export import (
     upstream_subject,
 )
 from overlay.upstream.gitrepo import GITHUB, MAIN_REF, Scratch, open_upstream, refresh_command
-from overlay.upstream.prepare import chosen, judge, recent_authors, release_date
+from overlay.upstream.prepare import chosen, judge, release_date
 from overlay.upstream.results import (
     Action,
     Applied,
@@ -146,7 +147,7 @@ def test_recent_authors_weigh_the_lines_they_changed(tmp_path: Path) -> None:
 def test_a_cosmetic_commit_is_known_by_its_subject_or_build_files_only(
     subject: str, changed: list[str], expected: bool
 ) -> None:
-    assert prepare.cosmetic(subject, changed) is expected
+    assert authors.cosmetic(subject, changed) is expected
 
 
 def test_recent_authors_leave_out_cosmetic_commits(tmp_path: Path) -> None:
@@ -178,7 +179,7 @@ def test_a_handle_resolved_for_one_fix_serves_the_whole_series(tmp_path: Path) -
     main = scratch.rev(MAIN_REF)
     assert recent_authors(scratch, main, ["a.py"], SIGNER) == ()  # plain e-mails
     cited = [PullRequest(21775, "Arm backend: Fuse flow sampling", "YufengShi-dudu")]
-    known = prepare.series_handles(scratch, main, cited, ["a.py", "b.py", "c.py"])
+    known = authors.series_handles(scratch, main, cited, ["a.py", "b.py", "c.py"])
     assert recent_authors(scratch, main, ["a.py"], SIGNER, known) == ("@sl", "@YufengShi-dudu")
 
 
