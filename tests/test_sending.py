@@ -16,7 +16,8 @@ from overlay.equivalence.verdict import Quality
 from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
 from overlay.text.series import Patch, load_series, parse_patch
-from overlay.upstream import behaviour, pr_text, prepare, reports, upstream_tests
+from overlay.upstream import authors, behaviour, export, pr_text, prepare, reports, upstream_tests
+from overlay.upstream.authors import recent_authors
 from overlay.upstream.commit_rules import PREFIX, Identity
 from overlay.upstream.export import (
     LABEL_COMMANDS,
@@ -25,8 +26,8 @@ from overlay.upstream.export import (
     export_patch,
     upstream_subject,
 )
-from overlay.upstream.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
-from overlay.upstream.prepare import chosen, judge, recent_authors, release_date
+from overlay.upstream.gitrepo import GITHUB, MAIN_REF, Scratch, open_upstream, refresh_command
+from overlay.upstream.prepare import chosen, judge, release_date
 from overlay.upstream.results import (
     Action,
     Applied,
@@ -84,10 +85,22 @@ def test_an_older_line_sends_the_newest_lines_patch_of_each_fix_it_carries() -> 
     assert list(skipped) == [dropped[0].name]
 
 
-def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> None:
+def _upstream(tmp_path: Path, commits: list[tuple[str, str, str, dict[str, str]]]) -> Scratch:
+    """Return a scratch repository of ``commits``: (author, e-mail, subject, files)."""
     repo = tmp_path / "up"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
+    for name, address, subject, files in commits:
+        for path, text in files.items():
+            (repo / path).write_text(text)
+            git(repo, "add", path)
+        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": address}
+        git_with_env(repo, {**who, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": address},
+                     "commit", "-q", "-m", subject)  # fmt: skip
+    return open_upstream(str(repo), tmp_path / "scratch")
+
+
+def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> None:
     authors = [
         ("Zingo Andersen", "zingo.andersen@arm.com"),
         ("Oscar A", "87121123+oscarandersson8218@users.noreply.github.com"),
@@ -95,35 +108,79 @@ def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> N
         ("Jane Doe", SIGNER.email),
         ("Zingo Andersen", "zingo.andersen@arm.com"),
     ]
-    for index, (name, address) in enumerate(authors):
-        (repo / "a.py").write_text("".join(f"x{k} = {index}\n" for k in range(6)))
-        git(repo, "add", "a.py")
-        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": address}
-        git_with_env(repo, {**who, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": address},
-                     "commit", "-q", "-m", f"c{index}")  # fmt: skip
-    scratch = open_upstream(str(repo), tmp_path / "scratch")
+    scratch = _upstream(tmp_path, [
+        (name, address, f"c{index}", {"a.py": "".join(f"x{k} = {index}\n" for k in range(6))})
+        for index, (name, address) in enumerate(authors)
+    ])  # fmt: skip
     found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
     assert found == ("@oscarandersson8218",)  # a plain name notifies nobody
 
 
 def test_recent_authors_weigh_the_lines_they_changed(tmp_path: Path) -> None:
-    repo = tmp_path / "up"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
     body = "".join(f"line {n}\n" for n in range(30))
     # @a creates 31 lines, @b rewrites 30 of them, @c touches only the header
     edits = [("a", "# header\n" + body), ("b", "# header\n" + body.replace("line", "row"))]
     edits.append(("c", "# header 3\n" + body.replace("line", "row")))
-    for index, (who, text) in enumerate(edits):
-        (repo / "a.py").write_text(text)
-        git(repo, "add", "a.py")
-        address = f"{index}+{who}@users.noreply.github.com"
-        env = {"GIT_AUTHOR_NAME": who, "GIT_AUTHOR_EMAIL": address}
-        git_with_env(repo, {**env, "GIT_COMMITTER_NAME": who, "GIT_COMMITTER_EMAIL": address},
-                     "commit", "-q", "-m", f"c{index}")  # fmt: skip
-    scratch = open_upstream(str(repo), tmp_path / "scratch")
+    scratch = _upstream(tmp_path, [
+        (who, f"{index}+{who}@users.noreply.github.com", f"c{index}", {"a.py": text})
+        for index, (who, text) in enumerate(edits)
+    ])  # fmt: skip
     found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
     assert found == ("@b", "@a")  # @c's one-line header change makes no owner
+
+
+@pytest.mark.parametrize(
+    ("subject", "changed", "expected"),
+    [
+        ("Arm backend: Reduce conv2d unit test sizes (#15271)", ["t.py"], True),
+        ("Arm backend: Renamed testing suite (#16361)", ["t.py"], True),
+        ("Arm backend: Remove TOSA v0.80 from arm backend (#13040)", ["t.py"], True),
+        ("Arm backend: Fixup and make docstrings consistent for key functions (#15443)", [], True),
+        ("Arm backend: Format Arm passes (group 6) (#17364)", ["p.py"], True),
+        ("Arm backend: Fix mypy warnings in test/misc (#15354)", ["t.py"], True),
+        ("Store external Vela blocks in named data (#21893)", ["backends/arm/BUCK"], True),
+        ("Store external Vela blocks in named data (#21893)", ["BUCK", "a.py"], False),
+        ("Arm backend: Add conv3d support to Tosa/Vgf backends (#16093)", ["t.py"], False),
+        ("Arm backend: Fix NHWC format of grid-sampler inputs", ["p.py"], False),
+    ],
+)
+def test_a_cosmetic_commit_is_known_by_its_subject_or_build_files_only(
+    subject: str, changed: list[str], expected: bool
+) -> None:
+    assert authors.cosmetic(subject, changed) is expected
+
+
+def test_recent_authors_leave_out_cosmetic_commits(tmp_path: Path) -> None:
+    rows = "".join(f"x{k} = 0\n" for k in range(20))
+    commits = [
+        ("a", "1+a@users.noreply.github.com", "Arm backend: Add a", {"a.py": rows}),
+        ("r", "2+r@users.noreply.github.com", "Arm backend: Reduce conv2d unit test sizes",
+         {"a.py": rows.replace("0", "1")}),
+        ("n", "3+n@users.noreply.github.com", "Arm backend: Renamed testing suite",
+         {"a.py": rows.replace("0", "2")}),
+        ("k", "4+k@users.noreply.github.com", "Store external Vela blocks", {"BUCK": rows}),
+    ]  # fmt: skip
+    scratch = _upstream(tmp_path, commits)
+    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py", "BUCK"], SIGNER)
+    assert found == ("@a",)  # @r's, @n's and @k's commits own nothing
+
+
+def test_a_handle_resolved_for_one_fix_serves_the_whole_series(tmp_path: Path) -> None:
+    rows = "".join(f"y{k} = 0\n" for k in range(20))
+    commits = [
+        ("Yufeng Shi", "yufeng.shi@arm.com", "Arm backend: Fuse flow sampling (#21775)",
+         {"b.py": rows}),
+        ("Yufeng Shi", "yufeng.shi@arm.com", "Arm backend: Add FP8 conv (#20108)",
+         {"a.py": rows}),
+        ("S L", "5+sl@users.noreply.github.com", "Arm backend: Add c", {"c.py": rows}),
+        ("S L", "s.l@arm.com", "Arm backend: Grow a", {"a.py": rows + rows}),
+    ]  # fmt: skip
+    scratch = _upstream(tmp_path, commits)
+    main = scratch.rev(MAIN_REF)
+    assert recent_authors(scratch, main, ["a.py"], SIGNER) == ()  # plain e-mails
+    cited = [PullRequest(21775, "Arm backend: Fuse flow sampling", "YufengShi-dudu")]
+    known = authors.series_handles(scratch, main, cited, ["a.py", "b.py", "c.py"])
+    assert recent_authors(scratch, main, ["a.py"], SIGNER, known) == ("@sl", "@YufengShi-dudu")
 
 
 def _run(stock: TestState, patched: TestState) -> TestRun:
@@ -480,6 +537,44 @@ def test_the_gate_holds_back_internal_names_a_subject_as_title_and_undeclared_pr
     long = dataclasses.replace(titled, issue=f"Title: {PREFIX}{'s' * (101 - len(PREFIX))}\n")
     (problem,) = text_problems(long, (), note, [])
     assert problem.startswith("the issue draft's title has 101 characters, over 100")
+
+
+def test_a_series_marker_names_another_fixs_pr_until_that_pr_is_open() -> None:
+    """``#<0099>`` in 0098's description: the PR text keeps it and both checklists say when to
+    replace it; the commit message names 0099's commit by its subject; no gate rule minds."""
+    texts = {
+        98: " The float path is #<0099> (register it on FP only), a separate fix.\n",
+        99: " Register it on FP only.\n",
+    }
+    patches = [
+        parse_patch(
+            f"{n:04d}-demo.patch",
+            f"Description: Fix demo {n}\n{text}Forwarded: no\nLast-Update: 2026-12-02\n---\n"
+            + make_diff("a.py", "x = 1\n", "x = 2\n"),
+        )
+        for n, text in texts.items()
+    ]
+    subjects = {p.number: upstream_subject(p) for p in patches}
+    said = commit_message(patches[0], SIGNER, subjects)
+    assert 'The float path is "Arm backend: Fix demo 99" (register' in said
+    assert "#<0099>" in commit_message(patches[0], SIGNER)  # no series given: kept
+    bases = (_base("main", Outcome.FAILS_BEFORE_PASSES_AFTER),)
+    done = {}
+    for patch in patches:
+        item = export_patch(patch, {"a.py": b"x = 1\n"}, signer=SIGNER, series=subjects)
+        sub = _submission(patch.name, item.subject, bases, LintReport("lint", (), 1.0))
+        named = export.named_by(patches, patch.number)
+        judged, done[patch.number] = judge(item, patch, sub, torch="2.13.0", named_by=named)
+        assert not [f for f in judged.flags if "cites" in f]  # the marker is no PR number
+    assert "The float path is #<0099> (register it on FP only)" in done[98].pr_body
+    assert (
+        "- [ ] After opening the PR of 0099, edit this PR's text: replace #<0099> with that"
+        " PR's number." in done[98].checklist
+    )
+    assert "- [ ] Then edit 0098's PR text: replace #<0099> with this PR's number." in (
+        done[99].checklist
+    )
+    assert "#<" not in done[99].pr_body and "Then edit" not in done[98].checklist
 
 
 def test_main_is_refreshed_where_it_is_read_and_the_release_dated_by_its_commit(

@@ -46,6 +46,10 @@ LABEL_COMMANDS = (
     "@pytorchbot label 'partner: arm'",
     '@pytorchbot label "release notes: arm"',
 )
+# In a description, "#<0007>" stands for the PR of the series' patch 0007, whose number is
+# known only once that PR is open: the PR text keeps the marker and the checklists say
+# when to replace it; the commit message names that commit by its subject instead.
+SERIES_MARKER = re.compile(r"#<(\d{4})>")
 ISSUE_TITLE = "Title: "  # the first line of an issue draft: what to type as its title
 ZERO_SHA = "0" * 40
 _POLICY = email.policy.default.clone(linesep="\n", max_line_length=0)
@@ -98,9 +102,34 @@ def wrap(paragraphs: Iterable[str], width: int = MAX_LINE) -> str:
     )
 
 
-def commit_message(patch: Patch, signer: Identity) -> str:
-    """Return the upstream commit message: subject, wrapped body, cc, Fixes, Signed-off-by."""
-    body = wrap(dep3_paragraphs(patch))
+def series_markers(text: str) -> tuple[int, ...]:
+    """Return the patch numbers ``text``'s series markers name, in order, once each.
+
+    Example: "that is #<0007> (register grid_sampler_2d only on specs with FP)".
+    Becomes: ``(7,)``.
+    """
+    return tuple(dict.fromkeys(int(n) for n in SERIES_MARKER.findall(text)))
+
+
+def named_by(patches: Sequence[Patch], number: int) -> tuple[int, ...]:
+    """Return the numbers of the patches whose description has a marker naming ``number``."""
+    return tuple(p.number for p in patches if number in series_markers(p.header["Description"]))
+
+
+def commit_message(patch: Patch, signer: Identity, series: Mapping[int, str] | None = None) -> str:
+    """Return the upstream commit message: subject, wrapped body, cc, Fixes, Signed-off-by.
+
+    ``series``: the upstream subject of each patch of the series by number; a marker
+    ``#<0007>`` becomes 0007's subject in quotes, which ``git log`` finds whichever PR
+    number it lands under (a marker it does not name stays).
+    """
+    subjects = series or {}
+
+    def named(found: re.Match[str]) -> str:
+        number = int(found.group(1))
+        return f'"{subjects[number]}"' if number in subjects else found.group(0)
+
+    body = wrap(SERIES_MARKER.sub(named, p) for p in dep3_paragraphs(patch))
     trailers = [f"Fixes #{n}" for n in patch.issues]
     parts = [upstream_subject(patch), body] if body else [upstream_subject(patch)]
     parts.append("\n".join(ARM_CC))
@@ -174,10 +203,12 @@ def export_patch(
     base_commit: str = "",
     year: int | None = None,
     after: Mapping[str, bytes] | None = None,
+    series: Mapping[int, str] | None = None,
 ) -> Export:
     """Export one patch (exactly applicable to ``base``); refuse any broken rule.
 
-    ``after``: the patched files where the patch was merged onto ``base`` rather than applied.
+    ``after``: the patched files where the patch was merged onto ``base`` rather than applied;
+    ``series``: the series' upstream subjects by number (:func:`commit_message`).
 
     The subject's verb is checked by the caller, against upstream's hook
     (:func:`overlay.upstream.commit_rules.hook_verbs`): a wrong verb is reported, not refused.
@@ -186,11 +217,11 @@ def export_patch(
         before, after = _patched(patch, base)
     else:
         before, after = {p: base[p] for p in after if p in base}, dict(after)  # new: not in base
-    message = commit_message(patch, signer)
+    message = commit_message(patch, signer, series)
     problems = check_message(message)
     problems += check_license(after, year or datetime.datetime.now(datetime.UTC).year)
     if problems:
-        own = check_message(commit_message(patch, PLACEHOLDER))
+        own = check_message(commit_message(patch, PLACEHOLDER, series))
         hint = (
             "shorten the patch's Description (its first line is the subject) or fix the"
             " header of the touched file"

@@ -23,6 +23,7 @@ from overlay.upstream.export import (
     LABEL_COMMANDS,
     Export,
     dep3_paragraphs,
+    series_markers,
 )
 from overlay.upstream.results import (
     NOT_COMPARED,
@@ -332,10 +333,20 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
     return "\n".join(lines) + "\n"
 
 
-def checklist(item: Export, sub: PatchVerdict, where: str, branch: str, stale: str = "") -> str:
+def checklist(
+    item: Export,
+    sub: PatchVerdict,
+    where: str,
+    branch: str,
+    stale: str = "",
+    *,
+    named_by: Sequence[int] = (),
+) -> str:
     """Return what only a person can do before the PR is open, and what keeps it back.
 
-    ``stale``: why main is too old to tell whether the fix is ready there ("" when it is not).
+    ``stale``: why main is too old to tell whether the fix is ready there ("" when it is not);
+    ``named_by``: the patches whose text names this one's PR by a marker (``#<0007>``),
+    to be edited once it is open, as this text's own markers are once theirs are.
     """
     lines = [f"# Before opening the pull request for {item.stem}", ""]
     lines += [f"- [ ] Not ready: {problem}" for problem in sub.flags]
@@ -344,8 +355,7 @@ def checklist(item: Export, sub: PatchVerdict, where: str, branch: str, stale: s
         "- [ ] Sign the PyTorch CLA (https://code.facebook.com/cla) with the identity"
         " of the Signed-off-by line, if not done yet.",
         "- [ ] Read the diff and the PR text; you sign off on them (DCO).",
-        "- [ ] Open the series' PRs in the order of its numbers; where this text names another"
-        " fix of the series, add that PR's #N.",
+        "- [ ] Open the series' PRs in the order of their numbers.",
     ]
     if item.issue:
         lines.append(
@@ -363,6 +373,15 @@ def checklist(item: Export, sub: PatchVerdict, where: str, branch: str, stale: s
         "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
         " and public API checks ran here on main's backends/arm hosted on the release's"
         " wheel, not on a source build of executorch.",
+    ]
+    own = f"#<{item.stem[:4]}>"
+    lines += [
+        f"- [ ] After opening the PR of {n:04d}, edit this PR's text: replace #<{n:04d}> with"
+        f" that PR's number."
+        for n in series_markers(item.pr_body)
+    ]
+    lines += [
+        f"- [ ] Then edit {n:04d}'s PR text: replace {own} with this PR's number." for n in named_by
     ]
     return "\n".join(lines) + "\n"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from overlay.upstream import (
     replay,
     upstream_tests,
 )
+from overlay.upstream.authors import cited_prs, recent_authors, series_handles
 from overlay.upstream.gitrepo import (
     GITHUB,
     MAIN_REF,
@@ -52,8 +52,6 @@ from overlay.upstream.upstream_pins import for_series
 from overlay.upstream.verdicts import stale_main, submission_problems, suite_changes
 
 Progress = Callable[[str], None]
-AUTHORS = 5  # recent authors of the touched files named in the cc line
-AUTHOR_LINES = 5  # fewer changed lines in those files: a header or a rename, not an owner
 
 
 @dataclass(frozen=True)
@@ -144,8 +142,16 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     stale = stale_main(main, main_date, newest.name, released, refresh_command(request.upstream))
     hook = scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b"")
     verbs = commit_rules.hook_verbs(decode(hook))
+    subjects = {p.number: export.upstream_subject(p) for p in load_series(newest.directory).patches}
     exports = [
-        export_against(patch, scratch, main, (release.files, release_commit or ""), request.signer)
+        export_against(
+            patch,
+            scratch,
+            main,
+            (release.files, release_commit or ""),
+            request.signer,
+            series=subjects,
+        )
         for patch in send
     ]
     out = request.out_dir
@@ -169,11 +175,13 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
     touched = sorted({path for item in exports for path in item.after})
     on_main = lint.main_runs(scratch.path, main, out / "hook" / "main", main_env.python, touched)
+    known = series_handles(scratch, main, cited_prs(send), touched)
     for patch, item in zip(send, exports, strict=True):
         repo, branch = out / "branches" / item.stem, export.branch_name(item)
         on_release_form = export.export_patch(
-            patch, release.files, signer=request.signer, base_commit=release_commit or ""
-        )
+            patch, release.files, signer=request.signer, base_commit=release_commit or "",
+            series=subjects,
+        )  # fmt: skip
         am_main, on_release = _git_am(scratch, main, (item, on_release_form), repo)
         report: LintReport | None = None
         checks: tuple[LintReport, ...] = ()
@@ -186,15 +194,20 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             replace(b, own=Applied(Status.CONFLICT, am)) if am and b.lands else b
             for b, am in zip(on_bases, (am_main, on_release), strict=True)
         )
-        authors = recent_authors(scratch, main, sorted(item.after), request.signer)
-        rules = tuple(commit_rules.check_message(item.message, verbs))
-        review = Review(item.base_commit, report, rules, authors, checks)
+        review = Review(
+            item.base_commit,
+            report,
+            tuple(commit_rules.check_message(item.message, verbs)),
+            recent_authors(scratch, main, sorted(item.after), request.signer, known),
+            checks,
+        )
         sub, texts = judge(
             item, patch,
             PatchVerdict(patch.name, item.subject, bases_found, Action.SEND, "",
                          source=newest.name, review=review),
             torch=torch, stale=stale, lint_asked=request.lint,
             branch=(str(repo.relative_to(out)), branch),
+            named_by=export.named_by(send, patch.number),
         )  # fmt: skip
         submissions.append(sub)
         branches[patch.name] = (repo, branch)
@@ -229,12 +242,14 @@ def judge(
     stale: str = "",
     lint_asked: bool = True,
     branch: tuple[str, str] = ("", ""),
+    named_by: Sequence[int] = (),
 ) -> tuple[PatchVerdict, export.Export]:
     """Return the fix's verdict with what holds it back, and the export with every text a
     reviewer reads (PR body, issue draft, checklist): upstream's gate on what was measured.
 
     ``stale``: why main is older than the release ("": it is not); ``branch``: the
-    repository and branch the commit is on.
+    repository and branch the commit is on; ``named_by``: the patches whose text names
+    this one's PR by a marker (:data:`overlay.upstream.export.SERIES_MARKER`).
     """
     texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
     fix = fixes.by_patch(patch.name)
@@ -248,7 +263,8 @@ def judge(
     judged = replace(
         sub, action=Action.HOLD if problems else Action.SEND, text=held, flags=problems
     )
-    return judged, replace(texts, checklist=pr_text.checklist(texts, judged, *branch, stale))
+    listed = pr_text.checklist(texts, judged, *branch, stale, named_by=named_by)
+    return judged, replace(texts, checklist=listed)
 
 
 def _upstream_checks(
@@ -295,6 +311,8 @@ def export_against(
     main: str,
     release: tuple[Mapping[str, bytes], str],
     signer: commit_rules.Identity,
+    *,
+    series: Mapping[int, str] | None = None,
 ) -> export.Export:
     """Export one patch against main where it lands there (:func:`landed`), else against the
     release (``release``: its files and its commit). On main, the files it creates join
@@ -302,12 +320,15 @@ def export_against(
     on_main = scratch.files(main, patch.targets)
     after = landed(patch, on_main, release[0])[1]
     if not after:
-        return export.export_patch(patch, release[0], signer=signer, base_commit=release[1])
+        return export.export_patch(
+            patch, release[0], signer=signer, base_commit=release[1], series=series
+        )
     bucks = scratch.files(main, buck.candidates(patch.creates))
     listed = buck.listed(patch.creates, bucks)
     return export.export_patch(
-        patch, {**on_main, **bucks}, signer=signer, base_commit=main, after={**after, **listed}
-    )
+        patch, {**on_main, **bucks}, signer=signer, base_commit=main, after={**after, **listed},
+        series=series,
+    )  # fmt: skip
 
 
 def measure(
@@ -392,34 +413,6 @@ def _only(run: TestRun, nodes: Sequence[str]) -> TestRun:
 
     command = upstream_tests.pytest_command(nodes)
     return TestRun(command, tuple(nodes), keep(run.stock), keep(run.patched), run.seconds)
-
-
-def recent_authors(
-    scratch: Scratch, commit: str, paths: Sequence[str], signer: commit_rules.Identity
-) -> tuple[str, ...]:
-    """Return the GitHub handles of the recent authors of ``paths``, most lines changed in
-    them first, so a tree-wide cosmetic commit (a header, a rename) weighs little; a cc by
-    name notifies nobody: an author whose e-mail names no handle is left out, and so is one
-    who changed fewer than AUTHOR_LINES lines there.
-
-    Example: ``87121123+oscarandersson8218@users.noreply.github.com`` gives
-    ``@oscarandersson8218``; ``Zingo Andersen <zingo.andersen@arm.com>`` gives nothing.
-    """
-    text = scratch.run(
-        "log", "-40", "--no-merges", "--numstat", "--format=%x1e%an%x1f%ae", commit, "--", *paths
-    )  # fmt: skip
-    weight: Counter[str] = Counter()
-    for entry in text.split("\x1e")[1:]:
-        head, *stats = entry.splitlines()
-        name, _, address = head.partition("\x1f")
-        local, _, domain = address.partition("@")
-        if "bot" in name.lower() or address == signer.email:
-            continue
-        if domain == "users.noreply.github.com":
-            changed = (line.split("\t")[:2] for line in stats if line.count("\t") >= 2)
-            lines = sum(int(n) for pair in changed for n in pair if n.isdigit())
-            weight["@" + local.split("+")[-1]] += max(lines, 1)
-    return tuple(who for who, lines in weight.most_common(AUTHORS) if lines >= AUTHOR_LINES)
 
 
 def release_date(scratch: Scratch, commit: str, recorded: str) -> str:
