@@ -681,3 +681,17 @@ def test_the_numbers_share_a_row_across_bases_and_put_what_did_not_run_aside() -
     ran = pr_text.how_run([on("main")])
     assert "Ethos-U compiled by Vela, never run (no FVP)" in ran
     assert "TOSA on the TOSA reference model" not in ran  # it delegated nothing: not run
+
+
+def test_the_quantizer_config_is_called_as_code_writes_it() -> None:
+    """Review 38 R-c: per-channel is the config's default, so a caption calls it bare, as
+    the reproducers and the bystander list do; only a per-tensor case names the argument."""
+    assert pr_text.case_words("conv_relu_cat_mixed_qparams").endswith(
+        "`TOSAQuantizer` with `get_symmetric_quantization_config()`"
+    )
+    assert pr_text.case_words("grouped_transposed_conv_int8").endswith(
+        "`TOSAQuantizer` with `get_symmetric_quantization_config(is_per_channel=False)`"
+    )
+    for bystander in corpus.BYSTANDERS:  # their hand-written notes call it the same way
+        call = pr_text.config_call(bystander)
+        assert call in bystander.note if call else "config()" not in bystander.note

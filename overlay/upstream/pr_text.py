@@ -15,6 +15,7 @@ from overlay._table import markdown_table
 from overlay.equivalence import corpus
 from overlay.errors import EquivalenceInputError
 from overlay.fixes.model import PullRequest, UpstreamNote
+from overlay.items import CaseInfo
 from overlay.text.series import Patch
 from overlay.upstream.commit_rules import PREFIX
 from overlay.upstream.export import (
@@ -83,18 +84,28 @@ def case_words(name: str) -> str:
 
     Example: ``conv_relu_cat_mixed_qparams``.
     Becomes: ``` `cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8, on TOSA-1.0+INT+FP,
-    `TOSAQuantizer` with `get_symmetric_quantization_config(is_per_channel=True)` ```. A
-    case without a model keeps its name, which the gate holds back; a case no quantizer
-    config quantizes (float, or quantised by hand) is its model and spec alone.
+    `TOSAQuantizer` with `get_symmetric_quantization_config()` ```. A case without a model
+    keeps its name, which the gate holds back; a case no quantizer config quantizes (float,
+    or quantised by hand) is its model and spec alone.
     """
     try:
         info = corpus.info(name)
     except EquivalenceInputError:
         return f"`{name}`"
     quantizer = "VgfQuantizer" if info.targets_vgf else "TOSAQuantizer"
-    config = CONFIGS.get(info.quantize or "")
-    how = f", `{quantizer}` with `{config}(is_per_channel={info.per_channel})`" if config else ""
+    call = config_call(info)
+    how = f", `{quantizer}` with `{call}`" if call else ""
     return f"{info.model or f'`{name}`'}, on {info.spec}{how}"
+
+
+def config_call(info: CaseInfo) -> str:
+    """Return the quantizer config call as code writes it (per-channel is the default), or ""
+    where no config quantizes the case: ``get_symmetric_quantization_config()``, or
+    ``get_symmetric_quantization_config(is_per_channel=False)`` for a per-tensor case."""
+    config = CONFIGS.get(info.quantize or "")
+    if config is None:
+        return ""
+    return f"{config}({'' if info.per_channel else 'is_per_channel=False'})"
 
 
 def _target(target: str) -> str:
