@@ -695,3 +695,25 @@ def test_the_quantizer_config_is_called_as_code_writes_it() -> None:
     for bystander in corpus.BYSTANDERS:  # their hand-written notes call it the same way
         call = pr_text.config_call(bystander)
         assert call in bystander.note if call else "config()" not in bystander.note
+
+
+def test_bystanders_alike_on_both_bases_are_listed_once_after_the_blocks() -> None:
+    """Review 38 R-d: where the bases' Test plan blocks differ, an identical bystander list
+    is printed once after them, not in each block."""
+    same = (OpCounts("b", "conv -> conv", "TOSA-1.0+INT", "tosa", SNORM_STOCK, SNORM_STOCK),)
+    good = _base("main", Outcome.FAILS_BEFORE_PASSES_AFTER)
+    bases = (
+        dataclasses.replace(good, bystanders=same),
+        dataclasses.replace(
+            good, base="1.5.1", commit="", broken=("t.py::test_x",), bystanders=same
+        ),
+    )
+    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
+    sub = _submission(patch.name, "Arm backend: Fix x", bases, None)
+    plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0").split("### Test plan\n", 1)[1]
+    listed = "- 1 models outside the bug it fixes, the same TOSA operators"
+    assert plan.count(listed) == 1
+    assert plan.index("On executorch 1.5.1") < plan.index(f"On both bases:\n\n{listed}")
+    one = pr_text.pr_body(patch, dataclasses.replace(sub, bases=bases[:1]), "1.5.1", "2.13.0")
+    assert "On both bases" not in one and one.count(listed) == 1

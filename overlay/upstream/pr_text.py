@@ -243,7 +243,8 @@ def _tests_cell(test: str, params: Sequence[str]) -> str:
     return f"`{test}` ({which})"
 
 
-def _plan(base: OnBase) -> list[str]:
+def _plan(base: OnBase, *, bystanders: bool = True) -> list[str]:
+    """Return one base's Test plan block (its bystanders too unless ``bystanders`` is False)."""
     lines = []
     added = base.behaviour.test if base.behaviour else None
     verdict = base.behaviour.test_verdict if base.behaviour else None
@@ -262,9 +263,28 @@ def _plan(base: OnBase) -> list[str]:
                 lines.append(f"  ({side}: {counts.problem})")
     if base.broken:
         lines.append(f"- passing without and failing with it: {', '.join(base.broken)}")
-    lines += _bystanders(base)
+    lines += _bystanders(base) if bystanders else []
     if not base.lands:
         lines.append(f"- {base.own.detail}")
+    return lines
+
+
+def _plans(bases: Sequence[OnBase], release: str, torch: str) -> list[str]:
+    """Return the Test plan's blocks: one per set of bases that read alike; bystanders that
+    read alike on every base once after the blocks, not in each."""
+    shared = {tuple(_bystanders(base)) for base in bases}
+    once = len(shared) == 1 and bool(shared - {()})
+    plans: dict[tuple[str, ...], list[OnBase]] = {}
+    for base in bases:
+        plans.setdefault(tuple(_plan(base, bystanders=not once)), []).append(base)
+    lines = []
+    for plan, same in plans.items():
+        where = " and on ".join(_where(base, release) for base in same)
+        lines += [f"On {where} (torch {torch}):", "", *plan, ""]
+    if once and len(plans) > 1:
+        lines += [f"On {'both bases' if len(bases) == 2 else 'every base'}:", "", *shared.pop(), ""]
+    elif once:  # one block: its bystanders in it
+        lines[-1:-1] = shared.pop()
     return lines
 
 
@@ -300,12 +320,7 @@ def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
     command = next((b.affected.command for b in sub.bases if b.affected), "")
     if command:
         lines += ["Without and with this change:", "", "```", command, "```", ""]
-    plans: dict[tuple[str, ...], list[OnBase]] = {}
-    for base in sub.bases:
-        plans.setdefault(tuple(_plan(base)), []).append(base)
-    for plan, same in plans.items():
-        where = " and on ".join(_where(base, release) for base in same)
-        lines += [f"On {where} (torch {torch}):", "", *plan, ""]
+    lines += _plans(sub.bases, release, torch)
     lines += tests_table(sub.bases, new_tests(patch.diff))
     review = sub.review or Review("", None, (), ())
     if review.lint is not None:
