@@ -717,3 +717,38 @@ def test_bystanders_alike_on_both_bases_are_listed_once_after_the_blocks() -> No
     assert plan.index("On executorch 1.5.1") < plan.index(f"On both bases:\n\n{listed}")
     one = pr_text.pr_body(patch, dataclasses.replace(sub, bases=bases[:1]), "1.5.1", "2.13.0")
     assert "On both bases" not in one and one.count(listed) == 1
+
+
+def test_a_target_not_compared_on_any_model_is_one_line_above_the_models() -> None:
+    """Review 38 R7: 0008's five 'TOSA ... not delegated' bullets, one per model, and 0007's
+    Ethos-U lines are one line before the models' tables; targets that differ stay."""
+    on_cpu = "not delegated (aten::grid_sampler_2d on the CPU)"
+    quantised = "not delegated (quantize_per_tensor, aten::grid_sampler_2d on the CPU)"
+    ethos = "lowers (6 ops left on the CPU)"
+
+    def case(name: str, tosa: str, **more: str) -> CaseOutcome:
+        stock = {"tosa": tosa, "vgf": "max error 100.00% of range", **more}
+        return CaseOutcome(name, Quality.WRONG, Quality.RIGHT, None, "", "", stock,
+                           {**stock, "vgf": "max error 0.00% of range"})  # fmt: skip
+
+    cases = (
+        case("grid_sample_nearest_zeros_fp", on_cpu),
+        case("grid_sample_nearest_reflection_int8_intfp", quantised, **{"ethos-u55-128": ethos}),
+    )
+    found = PatchBehaviour("0008-x.patch", "main", cases, (), Outcome.FAILS_BEFORE_PASSES_AFTER, "")
+    base = OnBase("0008-x.patch", Applied(Status.APPLIES), base="main", behaviour=found)
+    lines = pr_text.numbers_table([base])
+    assert lines[:3] == [
+        "- TOSA on main: not delegated (the CPU runs it) on every model, without and with it;"
+        " nothing to compare.",
+        f"- Ethos-U55-128 on main: {ethos} on 1 of the 2 models, without and with it;"
+        " nothing to compare.",
+        "",
+    ]
+    assert sum("| VGF | main |" in line for line in lines) == 2  # it differs: kept per model
+    assert not [line for line in lines[3:] if "TOSA" in line.split("`")[0] or "Ethos" in line]
+    issue = pr_text.numbers_table([base], with_change=False)
+    assert (
+        issue[0]
+        == "- TOSA on main: not delegated (the CPU runs it) on every model; nothing to compare."
+    )

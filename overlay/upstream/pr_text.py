@@ -144,6 +144,8 @@ def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[
 
     Bases that gave the same result share a row; a target that did not run (lowered only,
     or not delegated) and gave the same without and with the change is one line below.
+    Where it did so on every model of several, it is one line above them all (a change
+    to the VGF shaders does not reach TOSA's CPU fallback or Ethos-U).
     """
     cases: dict[str, dict[tuple[str, str, str], list[str]]] = {}
     for base in bases:
@@ -153,7 +155,20 @@ def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[
                 before = case.stock_targets.get(target, NO_RESULT)
                 after = case.patched_targets.get(target, NO_RESULT) if with_change else ""
                 rows.setdefault((_target(target), before, after), []).append(base.base)
-    lines = []
+
+    def aside(target: str, before: str, after: str) -> bool:
+        return before.startswith(NOT_COMPARED) and after in (before, "")
+
+    targets = dict.fromkeys(target for rows in cases.values() for target, _, _ in rows)
+    every = [
+        target
+        for target in targets
+        if len(cases) > 1
+        and all(aside(*key) for rows in cases.values() for key in rows if key[0] == target)
+    ]
+    same = ", without and with it" if with_change else ""
+    lines = _untouched(every, cases, same)
+    lines += [""] if lines else []
     header = (
         "target",
         "base",
@@ -161,18 +176,46 @@ def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[
     )
     for name, rows in cases.items():
         order = list(dict.fromkeys(target for target, _, _ in rows))
-        table, aside = [], []
+        table, asides = [], []
         for (target, before, after), on in sorted(rows.items(), key=lambda r: order.index(r[0][0])):
+            if target in every:
+                continue
             where = " and ".join(on)
-            if before.startswith(NOT_COMPARED) and after in (before, ""):
-                same = ", without and with it" if with_change else ""
-                aside.append(f"- {target} on {where}: {before}{same}")
+            if aside(target, before, after):
+                asides.append(f"- {target} on {where}: {before}{same}")
             else:
                 table.append([target, where, before, *([after] if with_change else [])])
         lines += [f"{case_words(name)}:", ""]
         lines += [*markdown_table(header, table), ""] if table else []
-        lines += [*aside, ""] if aside else []
+        lines += [*asides, ""] if asides else []
     return lines
+
+
+def _untouched(
+    targets: Sequence[str], cases: dict[str, dict[tuple[str, str, str], list[str]]], same: str
+) -> list[str]:
+    """Return one line per result of the targets not compared on any model, each the same
+    without and with the change (targets that read alike share it).
+
+    Example: TOSA not delegated on 5 models (on one, its quantize ops on the CPU as well).
+    Becomes: ``- TOSA on main and 1.5.1: not delegated (the CPU runs it) on every model,
+    without and with it; nothing to compare.`` (the models' text where they all read alike).
+    """
+    said: dict[str, list[str]] = {}
+    for target in targets:
+        rows = [(k[1], on) for found in cases.values() for k, on in found.items() if k[0] == target]
+        texts = list(dict.fromkeys(text for text, _ in rows))
+        if len(texts) == 1:
+            what = texts[0]
+        else:  # what each says before its detail
+            what = " or ".join(dict.fromkeys(text.split(" (")[0] for text in texts))
+            what += " (the CPU runs it)" if what == NOT_DELEGATED else ""
+        where = " and ".join(dict.fromkeys(base for _, on in rows for base in on))
+        models = sum(any(key[0] == target for key in found) for found in cases.values())
+        scope = "every model" if models == len(cases) else f"{models} of the {len(cases)} models"
+        text = f"on {where}: {what} on {scope}{same}; nothing to compare."
+        said.setdefault(text, []).append(target)
+    return [f"- {' and '.join(names)} {text}" for text, names in said.items()]
 
 
 def _state(run: TestRun, node: str, stock: bool) -> str:
