@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,16 @@ from overlay import fixes, lines, render
 from overlay._git import git, git_with_env
 from overlay.envs import release_venvs
 from overlay.equivalence import corpus
-from overlay.equivalence.protocol import InitReply, ItemResult, RunStatus, TargetState, VgfResult
+from overlay.equivalence.protocol import (
+    ExactCheck,
+    InitReply,
+    ItemResult,
+    Numerics,
+    OutputDigest,
+    RunStatus,
+    TargetState,
+    VgfResult,
+)
 from overlay.equivalence.verdict import Quality
 from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
@@ -752,3 +762,42 @@ def test_a_target_not_compared_on_any_model_is_one_line_above_the_models() -> No
         issue[0]
         == "- TOSA on main: not delegated (the CPU runs it) on every model; nothing to compare."
     )
+
+
+def test_the_numbers_speak_of_the_exact_evaluation_without_node_names() -> None:
+    """Review 38, method-line terms: 0003's cell named 'the exact reference' and a quantize
+    node of the overlay's graph; 0001's all-zero output was only an SQNR of 0.0 dB."""
+    exact = ExactCheck((7,), (81,), "conv: conv2d + relu (quantize_per_tensor_default_2)")
+    digest = OutputDigest("ab" * 32, "torch.int8", (1, 6, 8, 8))
+    numerics = Numerics((digest,), (0.1,), (0.11,), (2.0,), (4.0,), (27.6,), exact)
+    text = behaviour.numbers_text(numerics)
+    assert text == (
+        "81 of 384 output values differ from the exact evaluation, by up to 7 steps (first at"
+        " conv: conv2d + relu); max error 2.75% of range, SQNR 27.6 dB"
+    )
+    one = dataclasses.replace(numerics, exact=ExactCheck((1,), (66,)))
+    assert behaviour.numbers_text(one).startswith("66 of 384 output values differ from the"
+                                                  " exact evaluation, by 1 step; max")  # fmt: skip
+    right = dataclasses.replace(numerics, exact=ExactCheck((0,), (0,)), sqnr_db=(None,))
+    assert behaviour.numbers_text(right).startswith("equal to the exact evaluation; max error")
+    zeros = OutputDigest(hashlib.sha256(bytes(4 * 16)).hexdigest(), "torch.float32", (1, 16))
+    dark = Numerics((zeros,), (0.5,), (0.5643,), (0.5643,), (1.0,), (0.0,))
+    assert behaviour.numbers_text(dark) == (
+        "max error 56.43% of range, SQNR 0.0 dB (output all zeros)"
+    )
+    assert "zeros" not in behaviour.numbers_text(dataclasses.replace(dark, outputs=(digest,)))
+
+    def on(texts: dict[str, str]) -> OnBase:
+        case = CaseOutcome("c", Quality.WRONG, Quality.RIGHT, None, "", "", texts, texts)
+        fails = Outcome.FAILS_BEFORE_PASSES_AFTER
+        found = PatchBehaviour("0003-x.patch", "main", (case,), (), fails, "")
+        return OnBase("0003-x.patch", Applied(Status.APPLIES), base="main", behaviour=found)
+
+    method = pr_text.how_run([on({"tosa": text})])
+    assert method.count("exact") == 2 and method.endswith(
+        "Quantised models also against the exact evaluation (exact: the quantised graph"
+        " evaluated in integer arithmetic)."
+    )
+    texel = pr_text.how_run([on({"vgf": "max error 150.00% of range, SQNR 6.7 dB"})])
+    assert texel.endswith("(on an arange image: a neighbouring texel was read).")
+    assert "100%" not in pr_text.how_run([on({"vgf": "max error 99.99% of range, SQNR 9.0 dB"})])

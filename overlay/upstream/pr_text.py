@@ -7,6 +7,7 @@ under GitHub's limit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -26,6 +27,7 @@ from overlay.upstream.export import (
     dep3_paragraphs,
 )
 from overlay.upstream.results import (
+    EXACT,
     NOT_COMPARED,
     NOT_DELEGATED,
     Counts,
@@ -131,11 +133,28 @@ def how_run(bases: Sequence[OnBase]) -> str:
         if _target(target).startswith(family) and not text.startswith(NOT_DELEGATED)
     }
     ran = "; ".join(text for family, text in HOW_RUN.items() if family in found)
-    return (
+    texts = [
+        text
+        for base in bases
+        for case in base.cases
+        for text in (*case.stock_targets.values(), *case.patched_targets.values())
+    ]
+    lines = [
         f"Each model lowered and run: {ran}. Outputs against the fake-quantised model (PyTorch"
         " itself where nothing is quantised): max error as a fraction of the output's range,"
         " SQNR."
-    )
+    ]
+    if any("the exact evaluation" in text for text in texts):
+        lines.append(f"Quantised models also against the exact evaluation ({EXACT}).")
+    if any(float(m) > 100 for text in texts for m in _OF_RANGE.findall(text)):
+        lines.append(
+            "A max error above 100% of range means an output value lies outside the"
+            " reference's whole range (on an arange image: a neighbouring texel was read)."
+        )
+    return " ".join(lines)
+
+
+_OF_RANGE = re.compile(r"max error ([\d.]+)% of range")
 
 
 def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[str]:
