@@ -801,3 +801,29 @@ def test_the_numbers_speak_of_the_exact_evaluation_without_node_names() -> None:
     texel = pr_text.how_run([on({"vgf": "max error 150.00% of range, SQNR 6.7 dB"})])
     assert texel.endswith("(on an arange image: a neighbouring texel was read).")
     assert "100%" not in pr_text.how_run([on({"vgf": "max error 99.99% of range, SQNR 9.0 dB"})])
+
+
+def test_a_tests_parametrizations_that_are_a_product_are_shown_as_axes() -> None:
+    """Review 38: 0008's '(12 cases)' said nothing; stacked parametrize ids (pytest joins
+    them with '-') that form every combination read as their axes."""
+    modes = ("border", "reflection", "zeros")
+    grid = [
+        f"{k}-{m}" for k in ("float", "float_align_corners", "int8", "int8_align") for m in modes
+    ]
+    few = ["per_channel", "per_tensor"]
+    nodes = [f"t.py::test_shader[{p}]" for p in grid] + [f"t.py::test_linear[{p}]" for p in few]
+    nodes += ["t.py::test_part[a-x]", "t.py::test_part[a-y]", "t.py::test_part[b-x]"]
+    counts = (
+        Counts(tuple(TestResult(n, TestState.FAILED) for n in nodes)),
+        Counts(tuple(TestResult(n, TestState.PASSED) for n in nodes)),
+    )
+    run = TestRun("pytest t.py", ("t.py",), *counts, 1.0)
+    base = OnBase("0008-x.patch", Applied(Status.APPLIES), base="main", affected=run)
+    table = "\n".join(pr_text.tests_table([base], ["t.py::test_shader", "t.py::test_linear",
+                                                    "t.py::test_part"]))  # fmt: skip
+    assert (
+        "`t.py::test_shader` (12: float/float_align_corners/int8/int8_align x"
+        " border/reflection/zeros) | failed | passed |" in table
+    )
+    assert "`t.py::test_linear` (2: per_channel, per_tensor)" in table  # one axis: listed
+    assert "`t.py::test_part` (3: a-x, a-y, b-x)" in table  # not every combination: listed

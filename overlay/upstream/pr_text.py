@@ -7,6 +7,7 @@ under GitHub's limit.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -300,9 +301,25 @@ def _tests_cell(test: str, params: Sequence[str]) -> str:
         return f"`{test}`"
     if len(params) == 1:
         return f"`{test}[{params[0]}]`"
-    listed = ", ".join(params)
+    listed = _axes(params) or ", ".join(params)
     which = f"{len(params)}: {listed}" if len(listed) <= 160 else f"{len(params)} cases"
     return f"`{test}` ({which})"
+
+
+def _axes(params: Sequence[str]) -> str:
+    """Return parametrizations that are every combination of their ids' parts (pytest joins
+    stacked parametrize ids with "-") as those parts' axes, "" where they are not.
+
+    Example: ``float-border``, ``float-zeros``, ``int8-border``, ``int8-zeros``.
+    Becomes: ``float/int8 x border/zeros``. Only where two axes or more vary.
+    """
+    parts = [param.split("-") for param in params]
+    if len({len(p) for p in parts}) != 1:
+        return ""
+    axes = [list(dict.fromkeys(values)) for values in zip(*parts, strict=True)]
+    if sum(len(axis) > 1 for axis in axes) < 2 or math.prod(map(len, axes)) != len(set(params)):
+        return ""
+    return " x ".join("/".join(axis) for axis in axes)
 
 
 def _plan(base: OnBase, *, bystanders: bool = True) -> list[str]:
