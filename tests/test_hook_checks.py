@@ -290,6 +290,8 @@ def test_what_hosted_main_prints_without_the_commit_is_not_the_commits() -> None
         f"the commit adds no line ({hosted})",
     )
     assert hook_findings(0, WITH_0007, 1, HOSTED_MAIN) == ((), "")
+    one = hook_findings(1, HOSTED_MAIN[-1:], 1, HOSTED_MAIN[-1:])[1]
+    assert one.startswith("the commit adds no line (1 pre-existing line comes from")
     alone, none = hook_findings(1, WITH_0007, 0, ())
     assert none == "" and alone[0] == "[ERROR] Arm docgen updated generated documentation."
     assert "[INFO] Running Arm docgen" not in alone and not any("W1206" in a for a in alone)
@@ -314,5 +316,5 @@ def test_a_checks_line_says_clean_only_when_nothing_qualifies_it() -> None:
     assert LintReport(check, (), 1.0).summary == f"{check}: clean"
     note = "the commit adds no line (47 pre-existing lines come from ...)"
     assert LintReport(check, (), 1.0, note).summary == f"{check}: {note}"
-    found = LintReport(check, ("+b",), 1.0, "1 pre-existing line come from ...")
-    assert found.summary == f"{check}: 1 finding(s): +b (1 pre-existing line come from ...)"
+    found = LintReport(check, ("+b",), 1.0, "1 pre-existing line comes from ...")
+    assert found.summary == f"{check}: 1 finding(s): +b (1 pre-existing line comes from ...)"
