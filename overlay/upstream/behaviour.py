@@ -29,7 +29,16 @@ from overlay.equivalence.protocol import (
     TargetState,
     VgfResult,
 )
-from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, sqnr_text, worst
+from overlay.equivalence.verdict import (
+    AB,
+    TOSA,
+    VGF,
+    classify,
+    exact_text,
+    limits,
+    sqnr_text,
+    worst,
+)
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import (
@@ -116,25 +125,8 @@ def numbers_text(numerics: Numerics) -> str:
     if zeros:
         which = "output" if len(numerics.outputs) == 1 else f"output {zeros[0]}"
         text += f" ({which} all zeros)"
-    return "; ".join(filter(None, (_exact_words(numerics), text)))
-
-
-def _exact_words(numerics: Numerics) -> str:
-    check = numerics.exact
-    if check is None:
-        return ""
-    if any(s is None for s in check.steps):
-        return "output shape differs from the exact evaluation"
-    most = max((s for s in check.steps if s is not None), default=0)
-    if most == 0:
-        return "equal to the exact evaluation"
-    values = sum(math.prod(o.shape) for o in numerics.outputs)
-    # where: "<module>: <ops> (<quantize node>)" (worker/departure.py); the node is ours
-    where = re.sub(r" \([^()]*\)$", "", check.first)
-    first = f" (first at {where})" if where else ""
-    by = f"up to {most} steps" if most > 1 else "1 step"
-    differ = f"{sum(check.differing)} of {values} output values differ from the exact evaluation"
-    return f"{differ}, by {by}{first}"
+    exact = exact_text(numerics, term="the exact evaluation", nodes=False)
+    return "; ".join(filter(None, (exact, text)))
 
 
 _ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "float16": 2, "bfloat16": 2,
