@@ -277,7 +277,7 @@ def test_sqnr_below_the_floor_is_wrong_even_within_the_range_limit() -> None:
 # Full-width MobileNetV2 at 64x64 (zoo_mobilenet_v2_full_int8): the integer program equal
 # to the exact reference, 5.88% of the range / 20.0 dB off the fake-quantised model.
 EQUAL = ExactCheck(steps=(0,), differing=(0,))
-ONE_STEP = ExactCheck(steps=(1,), differing=(230,), first="features.5.block.6: conv2d (q_10)")
+ONE_STEP = ExactCheck(steps=(1,), differing=(3,), first="features.5.block.6: conv2d (q_10)")
 
 
 def test_the_exact_reference_decides_a_quantised_case_where_there_is_one() -> None:
@@ -292,12 +292,16 @@ def test_the_exact_reference_decides_a_quantised_case_where_there_is_one() -> No
     v = judge(lowered(fake_quant_off), lowered(planted), lowered(fake_quant_off), info=DEEP)
     assert (v.ab, v.bc) == (AB.REGRESSION, BC.UNDECLARED)
     assert verdict.numerics_text(planted) == (
-        "1 step off the exact reference in 230 values, first at features.5.block.6: conv2d"
-        " (q_10); max error vs fake-quant 0.09% of range, SQNR 60.0 dB"
+        "3 of 10 output values differ from the exact reference, by 1 step (first at"
+        " features.5.block.6: conv2d (q_10)); max error vs fake-quant 0.09% of range, SQNR 60.0 dB"
     )
     assert verdict.numerics_text(fake_quant_off).startswith("equal to the exact reference; ")
     one = dataclasses.replace(planted, exact=ExactCheck(steps=(2,), differing=(1,)))
-    assert verdict.exact_text(one) == "2 steps off the exact reference in 1 value"
+    assert verdict.exact_text(one) == (
+        "1 of 10 output values differs from the exact reference, by up to 2 steps"
+    )
+    unshaped_old = dataclasses.replace(one, outputs=())  # older results: no output shapes
+    assert verdict.exact_text(unshaped_old).startswith("1 output value differs from")
     assert verdict.exact_text(measured(0.0, 60.0)) == ""  # no exact reference
 
 

@@ -226,12 +226,14 @@ def test_a_changed_signature_fails_the_manifest_too(
 def test_a_change_beside_the_public_api_passes_and_docgen_is_not_run(
     upstream: tuple[Path, str], tmp_path: Path
 ) -> None:
-    op_support, manifest = _checks(upstream, tmp_path, {"backends/arm/other.py": "x=2\n"})
-    assert [c.ran.rsplit(": ", 1)[-1] for c in (op_support, manifest)] == list(lint.HOOK_CHECKS[1:])
-    assert op_support.findings == () and manifest.findings == ()
-    assert (
-        submission_problems((), LintReport("l", (), 0.0), [], checks=[op_support, manifest]) == ()
+    found = _checks(upstream, tmp_path, {"backends/arm/other.py": "x=2\n"})
+    assert [c.ran.rsplit(": ", 1)[-1] for c in found] == list(lint.HOOK_CHECKS)
+    assert all(c.findings == () for c in found)
+    assert found[0].summary == (
+        "backends/arm/scripts/pre-push: run_docgen_check: not triggered"
+        " (no docgen input file changed)"
     )
+    assert submission_problems((), LintReport("l", (), 0.0), [], checks=found) == ()
 
 
 def test_a_hook_without_the_check_is_a_finding(upstream: tuple[Path, str], tmp_path: Path) -> None:
@@ -288,6 +290,8 @@ def test_what_hosted_main_prints_without_the_commit_is_not_the_commits() -> None
         f"the commit adds no line ({hosted})",
     )
     assert hook_findings(0, WITH_0007, 1, HOSTED_MAIN) == ((), "")
+    one = hook_findings(1, HOSTED_MAIN[-1:], 1, HOSTED_MAIN[-1:])[1]
+    assert one.startswith("the commit adds no line (1 pre-existing line comes from")
     alone, none = hook_findings(1, WITH_0007, 0, ())
     assert none == "" and alone[0] == "[ERROR] Arm docgen updated generated documentation."
     assert "[INFO] Running Arm docgen" not in alone and not any("W1206" in a for a in alone)
@@ -312,5 +316,5 @@ def test_a_checks_line_says_clean_only_when_nothing_qualifies_it() -> None:
     assert LintReport(check, (), 1.0).summary == f"{check}: clean"
     note = "the commit adds no line (47 pre-existing lines come from ...)"
     assert LintReport(check, (), 1.0, note).summary == f"{check}: {note}"
-    found = LintReport(check, ("+b",), 1.0, "1 pre-existing line come from ...")
-    assert found.summary == f"{check}: 1 finding(s): +b (1 pre-existing line come from ...)"
+    found = LintReport(check, ("+b",), 1.0, "1 pre-existing line comes from ...")
+    assert found.summary == f"{check}: 1 finding(s): +b (1 pre-existing line comes from ...)"

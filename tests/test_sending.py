@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,16 @@ from overlay import fixes, lines, render
 from overlay._git import git, git_with_env
 from overlay.envs import release_venvs
 from overlay.equivalence import corpus
-from overlay.equivalence.protocol import InitReply, ItemResult, RunStatus, TargetState, VgfResult
+from overlay.equivalence.protocol import (
+    ExactCheck,
+    InitReply,
+    ItemResult,
+    Numerics,
+    OutputDigest,
+    RunStatus,
+    TargetState,
+    VgfResult,
+)
 from overlay.equivalence.verdict import Quality
 from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
@@ -776,3 +786,139 @@ def test_the_numbers_share_a_row_across_bases_and_put_what_did_not_run_aside() -
     ran = pr_text.how_run([on("main")])
     assert "Ethos-U compiled by Vela, never run (no FVP)" in ran
     assert "TOSA on the TOSA reference model" not in ran  # it delegated nothing: not run
+
+
+def test_the_quantizer_config_is_called_as_code_writes_it() -> None:
+    """Review 38 R-c: per-channel is the config's default, so a caption calls it bare, as
+    the reproducers and the bystander list do; only a per-tensor case names the argument."""
+    assert pr_text.case_words("conv_relu_cat_mixed_qparams").endswith(
+        "`TOSAQuantizer` with `get_symmetric_quantization_config()`"
+    )
+    assert pr_text.case_words("grouped_transposed_conv_int8").endswith(
+        "`TOSAQuantizer` with `get_symmetric_quantization_config(is_per_channel=False)`"
+    )
+    for bystander in corpus.BYSTANDERS:  # their hand-written notes call it the same way
+        call = pr_text.config_call(bystander)
+        assert call in bystander.note if call else "config()" not in bystander.note
+
+
+def test_bystanders_alike_on_both_bases_are_listed_once_after_the_blocks() -> None:
+    """Review 38 R-d: where the bases' Test plan blocks differ, an identical bystander list
+    is printed once after them, not in each block."""
+    same = (OpCounts("b", "conv -> conv", "TOSA-1.0+INT", "tosa", SNORM_STOCK, SNORM_STOCK),)
+    good = _base("main", Outcome.FAILS_BEFORE_PASSES_AFTER)
+    bases = (
+        dataclasses.replace(good, bystanders=same),
+        dataclasses.replace(
+            good, base="1.5.1", commit="", broken=("t.py::test_x",), bystanders=same
+        ),
+    )
+    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
+    sub = _submission(patch.name, "Arm backend: Fix x", bases, None)
+    plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0").split("### Test plan\n", 1)[1]
+    listed = "- 1 models outside the bug it fixes, the same TOSA operators"
+    assert plan.count(listed) == 1
+    assert plan.index("On executorch 1.5.1") < plan.index(f"On both bases:\n\n{listed}")
+    one = pr_text.pr_body(patch, dataclasses.replace(sub, bases=bases[:1]), "1.5.1", "2.13.0")
+    assert "On both bases" not in one and one.count(listed) == 1
+
+
+def test_a_target_not_compared_on_any_model_is_one_line_above_the_models() -> None:
+    """Review 38 R7: 0008's five 'TOSA ... not delegated' bullets, one per model, and 0007's
+    Ethos-U lines are one line before the models' tables; targets that differ stay."""
+    on_cpu = "not delegated (aten::grid_sampler_2d on the CPU)"
+    quantised = "not delegated (quantize_per_tensor, aten::grid_sampler_2d on the CPU)"
+    ethos = "lowers (6 ops left on the CPU)"
+
+    def case(name: str, tosa: str, **more: str) -> CaseOutcome:
+        stock = {"tosa": tosa, "vgf": "max error 100.00% of range", **more}
+        return CaseOutcome(name, Quality.WRONG, Quality.RIGHT, None, "", "", stock,
+                           {**stock, "vgf": "max error 0.00% of range"})  # fmt: skip
+
+    cases = (
+        case("grid_sample_nearest_zeros_fp", on_cpu),
+        case("grid_sample_nearest_reflection_int8_intfp", quantised, **{"ethos-u55-128": ethos}),
+    )
+    found = PatchBehaviour("0008-x.patch", "main", cases, (), Outcome.FAILS_BEFORE_PASSES_AFTER, "")
+    base = OnBase("0008-x.patch", Applied(Status.APPLIES), base="main", behaviour=found)
+    lines = pr_text.numbers_table([base])
+    assert lines[:3] == [
+        "- TOSA on main: not delegated (the CPU runs it) on every model, without and with it;"
+        " nothing to compare.",
+        f"- Ethos-U55-128 on main: {ethos} on 1 of the 2 models, without and with it;"
+        " nothing to compare.",
+        "",
+    ]
+    assert sum("| VGF | main |" in line for line in lines) == 2  # it differs: kept per model
+    assert not [line for line in lines[3:] if "TOSA" in line.split("`")[0] or "Ethos" in line]
+    issue = pr_text.numbers_table([base], with_change=False)
+    assert (
+        issue[0]
+        == "- TOSA on main: not delegated (the CPU runs it) on every model; nothing to compare."
+    )
+
+
+def test_the_numbers_speak_of_the_exact_evaluation_without_node_names() -> None:
+    """Review 38, method-line terms: 0003's cell named 'the exact reference' and a quantize
+    node of the overlay's graph; 0001's all-zero output was only an SQNR of 0.0 dB."""
+    exact = ExactCheck((7,), (81,), "conv: conv2d + relu (quantize_per_tensor_default_2)")
+    digest = OutputDigest("ab" * 32, "torch.int8", (1, 6, 8, 8))
+    numerics = Numerics((digest,), (0.1,), (0.11,), (2.0,), (4.0,), (27.6,), exact)
+    text = behaviour.numbers_text(numerics)
+    assert text == (
+        "81 of 384 output values differ from the exact evaluation, by up to 7 steps (first at"
+        " conv: conv2d + relu); max error 2.75% of range, SQNR 27.6 dB"
+    )
+    one = dataclasses.replace(numerics, exact=ExactCheck((1,), (66,)))
+    assert behaviour.numbers_text(one).startswith("66 of 384 output values differ from the"
+                                                  " exact evaluation, by 1 step; max")  # fmt: skip
+    right = dataclasses.replace(numerics, exact=ExactCheck((0,), (0,)), sqnr_db=(None,))
+    assert behaviour.numbers_text(right).startswith("equal to the exact evaluation; max error")
+    zeros = OutputDigest(hashlib.sha256(bytes(4 * 16)).hexdigest(), "torch.float32", (1, 16))
+    dark = Numerics((zeros,), (0.5,), (0.5643,), (0.5643,), (1.0,), (0.0,))
+    assert behaviour.numbers_text(dark) == (
+        "max error 56.43% of range, SQNR 0.0 dB (output all zeros)"
+    )
+    assert "zeros" not in behaviour.numbers_text(dataclasses.replace(dark, outputs=(digest,)))
+
+    def on(texts: dict[str, str]) -> OnBase:
+        case = CaseOutcome("c", Quality.WRONG, Quality.RIGHT, None, "", "", texts, texts)
+        fails = Outcome.FAILS_BEFORE_PASSES_AFTER
+        found = PatchBehaviour("0003-x.patch", "main", (case,), (), fails, "")
+        return OnBase("0003-x.patch", Applied(Status.APPLIES), base="main", behaviour=found)
+
+    method = pr_text.how_run([on({"tosa": text})])
+    assert method.count("exact") == 2 and method.endswith(
+        "Quantised models also against the exact evaluation (exact: the quantised graph"
+        " evaluated in integer arithmetic)."
+    )
+    texel = pr_text.how_run([on({"vgf": "max error 150.00% of range, SQNR 6.7 dB"})])
+    assert texel.endswith("(on an arange image: a neighbouring texel was read).")
+    assert "100%" not in pr_text.how_run([on({"vgf": "max error 99.99% of range, SQNR 9.0 dB"})])
+
+
+def test_a_tests_parametrizations_that_are_a_product_are_shown_as_axes() -> None:
+    """Review 38: 0008's '(12 cases)' said nothing; stacked parametrize ids (pytest joins
+    them with '-') that form every combination read as their axes."""
+    modes = ("border", "reflection", "zeros")
+    grid = [
+        f"{k}-{m}" for k in ("float", "float_align_corners", "int8", "int8_align") for m in modes
+    ]
+    few = ["per_channel", "per_tensor"]
+    nodes = [f"t.py::test_shader[{p}]" for p in grid] + [f"t.py::test_linear[{p}]" for p in few]
+    nodes += ["t.py::test_part[a-x]", "t.py::test_part[a-y]", "t.py::test_part[b-x]"]
+    counts = (
+        Counts(tuple(TestResult(n, TestState.FAILED) for n in nodes)),
+        Counts(tuple(TestResult(n, TestState.PASSED) for n in nodes)),
+    )
+    run = TestRun("pytest t.py", ("t.py",), *counts, 1.0)
+    base = OnBase("0008-x.patch", Applied(Status.APPLIES), base="main", affected=run)
+    table = "\n".join(pr_text.tests_table([base], ["t.py::test_shader", "t.py::test_linear",
+                                                    "t.py::test_part"]))  # fmt: skip
+    assert (
+        "`t.py::test_shader` (12: float/float_align_corners/int8/int8_align x"
+        " border/reflection/zeros) | failed | passed |" in table
+    )
+    assert "`t.py::test_linear` (2: per_channel, per_tensor)" in table  # one axis: listed
+    assert "`t.py::test_part` (3: a-x, a-y, b-x)" in table  # not every combination: listed

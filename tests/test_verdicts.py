@@ -147,14 +147,40 @@ def test_why_tests_fail_before_is_each_reason_once_with_long_words_cut() -> None
 
     reasons = failed(*[payload] * 16, "assert torch.int16 == torch.float32")
     assert failure_reasons(reasons[::-1]) == (
-        "16 tests: AssertionError: assert 'AwIjBwAAAwIjBwA... == 'x';"
-        " assert torch.int16 == torch.float32"
+        "16 tests: AssertionError: assert ... == 'x'; assert torch.int16 == torch.float32"
     )
     # the innermost exception, not the wrapper (0007's lifted-constant ValueError)
     wrapped = failed("ValueError: Failed processing ... Is the origin", causes=("ValueError: x",))
     assert failure_reasons(wrapped) == "ValueError: x"
-    long = failure_reasons(failed("", "x" * 30 + " y" * 60))
-    assert long == "failed; " + "x" * 30 + " y" * 43 + " ..." and len(long) == len("failed; ") + 120
+    long = failure_reasons(failed("", "x" * 30 + " y" * 80))
+    assert long == "failed; " + "x" * 30 + " y" * 63 + " ..." and len(long) == len("failed; ") + 160
+
+
+def test_a_failure_reason_is_whole_or_cut_between_words_and_alike_ones_merged() -> None:
+    """Review 38 R-e: 0007's reason was cut inside its one telling name; 0008's four
+    'missing' reasons, which differ in the file name only, were three entries."""
+    fp32 = (
+        "ValueError: TOSA-1.0+INT doesn't support tensor TosaArg(name="
+        "'aten_grid_sampler_2d_default_grid_scale', dtype=FP32, shape=(1,))"
+    )
+    assert failure_reasons([TestResult("t", TestState.FAILED, fp32)]) == fp32  # 121 chars
+    shaders = ["int8_nearest", "int8_nearest_align_corners", "nearest", "nearest_align_corners"]
+    missing = [
+        TestResult(f"a{s}", TestState.FAILED, f"AssertionError: grid_sampler_sampler_{s}.glsl"
+                   " is missing")
+        for s in shaders
+    ]  # fmt: skip
+    bilinear = [TestResult(f"b{i}", TestState.FAILED, "AssertionError: nearest sampling got"
+                           " the bilinear shader") for i in range(12)]  # fmt: skip
+    assert failure_reasons([*missing, *bilinear]) == (
+        "4 tests: AssertionError: grid_sampler_sampler_*.glsl is missing;"
+        " 12 tests: AssertionError: nearest sampling got the bilinear shader"
+    )
+    apart = [TestResult(n, TestState.FAILED, f"KeyError: {n}") for n in ("alpha", "beta")]
+    assert failure_reasons(apart) == "KeyError: alpha; KeyError: beta"  # nothing shared
+    words = " ".join(f"name_{i:03d}" for i in range(30))  # 239 chars
+    cut = failure_reasons([TestResult("t", TestState.FAILED, words)])
+    assert cut.endswith(" name_016 ...") and len(cut) <= 160
 
 
 def test_the_bugs_own_error_counts_as_failing_before() -> None:

@@ -8,6 +8,8 @@ operators it changes elsewhere (:func:`op_counts`).
 
 from __future__ import annotations
 
+import hashlib
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,11 +24,21 @@ from overlay.equivalence.protocol import (
     InitReply,
     ItemResult,
     Numerics,
+    OutputDigest,
     PathId,
     TargetState,
     VgfResult,
 )
-from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numerics_text
+from overlay.equivalence.verdict import (
+    AB,
+    TOSA,
+    VGF,
+    classify,
+    exact_text,
+    limits,
+    sqnr_text,
+    worst,
+)
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import (
@@ -88,7 +100,45 @@ def target_texts(result: ItemResult) -> dict[str, str]:
 def _numbers(numerics: Numerics | None, error: ErrorInfo | None) -> str:
     if error is not None:
         return f"runs, fails: {_first_line(error)[:300]}"
-    return numerics_text(numerics) if numerics is not None else f"{NOT_RUN} (not run)"
+    return numbers_text(numerics) if numerics is not None else f"{NOT_RUN} (not run)"
+
+
+def numbers_text(numerics: Numerics) -> str:
+    """Return a run's numbers in a reviewer's words: against the exact evaluation (see
+    ``results.EXACT``) where the case has one, then against the fake-quantised model.
+
+    Example: 81 of 384 int8 outputs off the exact evaluation by up to 7 steps, first after
+    the ``conv`` module's conv2d + relu (the overlay's quantize node
+    ``quantize_per_tensor_default_2``); 2.75% of range, 27.6 dB against fake-quant.
+    Becomes: ``81 of 384 output values differ from the exact evaluation, by up to 7 steps
+    (first at conv: conv2d + relu); max error 2.75% of range, SQNR 27.6 dB``. No node name
+    of the overlay's graph; an output all zeros where its reference is not says so.
+    """
+    found = worst(numerics)
+    if found is None:
+        return "output shape differs from the reference"
+    fraction, sqnr = found
+    lowest = sqnr_text(math.inf if sqnr is None else sqnr)
+    text = f"max error {100 * fraction:.2f}% of range, SQNR {lowest} dB"
+    outputs = zip(numerics.outputs, numerics.reference_max_abs, strict=False)
+    zeros = [i for i, (output, peak) in enumerate(outputs) if peak > 0 and _all_zeros(output)]
+    if zeros:
+        which = "output" if len(numerics.outputs) == 1 else f"output {zeros[0]}"
+        text += f" ({which} all zeros)"
+    exact = exact_text(numerics, term="the exact evaluation", nodes=False)
+    return "; ".join(filter(None, (exact, text)))
+
+
+_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "float16": 2, "bfloat16": 2,
+             "int32": 4, "float32": 4, "int64": 8, "float64": 8}  # fmt: skip
+
+
+def _all_zeros(output: OutputDigest) -> bool:
+    """Return True when an output's digest (the sha256 of its raw bytes) is all zeros'."""
+    size = _ITEMSIZE.get(output.dtype.removeprefix("torch."))
+    if size is None:
+        return False
+    return hashlib.sha256(bytes(size * math.prod(output.shape))).hexdigest() == output.sha256
 
 
 def _error_of(result: ItemResult | None) -> str:

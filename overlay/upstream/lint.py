@@ -52,6 +52,7 @@ done
 exit $status
 """
 NOT_DEFINED, NOT_TRIGGERED = 3, 4  # the driver's own exit codes
+SKIPPED = "not triggered (no docgen input file changed)"  # the hook skips docgen too
 
 
 def lint_env(shared: UpstreamPins, pins: Pins, progress: Progress) -> release_venvs.Env:
@@ -150,13 +151,14 @@ def hook_checks(
     """Run each of :data:`HOOK_CHECKS` on the commit in ``repo``; judge it against ``main``.
 
     ``main`` runs (once) the same check on main without the commit. Docgen, where no
-    touched file is one of its inputs, is skipped as the hook skips it (no report).
+    touched file is one of its inputs, is skipped as the hook skips it (reported as such).
     """
     reports = []
     for check in HOOK_CHECKS:
         run = run_hook_check(repo, check, touched, bindir)
         ran = f"{HOOK}: {check}"
-        if run.status == NOT_TRIGGERED:  # the hook skips it too
+        if run.status == NOT_TRIGGERED:
+            reports.append(LintReport(ran, (), run.seconds, SKIPPED))
             continue
         if run.status == NOT_DEFINED:
             reports.append(LintReport(ran, tuple(run.output[-1:]), run.seconds, "not run"))

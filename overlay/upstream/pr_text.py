@@ -7,6 +7,8 @@ under GitHub's limit.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -15,6 +17,7 @@ from overlay._table import markdown_table
 from overlay.equivalence import corpus
 from overlay.errors import EquivalenceInputError
 from overlay.fixes.model import PullRequest, UpstreamNote
+from overlay.items import CaseInfo
 from overlay.text.series import Patch
 from overlay.upstream.commit_rules import PREFIX
 from overlay.upstream.export import (
@@ -26,6 +29,7 @@ from overlay.upstream.export import (
     series_markers,
 )
 from overlay.upstream.results import (
+    EXACT,
     NOT_COMPARED,
     NOT_DELEGATED,
     Counts,
@@ -84,18 +88,28 @@ def case_words(name: str) -> str:
 
     Example: ``conv_relu_cat_mixed_qparams``.
     Becomes: ``` `cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8, on TOSA-1.0+INT+FP,
-    `TOSAQuantizer` with `get_symmetric_quantization_config(is_per_channel=True)` ```. A
-    case without a model keeps its name, which the gate holds back; a case no quantizer
-    config quantizes (float, or quantised by hand) is its model and spec alone.
+    `TOSAQuantizer` with `get_symmetric_quantization_config()` ```. A case without a model
+    keeps its name, which the gate holds back; a case no quantizer config quantizes (float,
+    or quantised by hand) is its model and spec alone.
     """
     try:
         info = corpus.info(name)
     except EquivalenceInputError:
         return f"`{name}`"
     quantizer = "VgfQuantizer" if info.targets_vgf else "TOSAQuantizer"
-    config = CONFIGS.get(info.quantize or "")
-    how = f", `{quantizer}` with `{config}(is_per_channel={info.per_channel})`" if config else ""
+    call = config_call(info)
+    how = f", `{quantizer}` with `{call}`" if call else ""
     return f"{info.model or f'`{name}`'}, on {info.spec}{how}"
+
+
+def config_call(info: CaseInfo) -> str:
+    """Return the quantizer config call as code writes it (per-channel is the default), or ""
+    where no config quantizes the case: ``get_symmetric_quantization_config()``, or
+    ``get_symmetric_quantization_config(is_per_channel=False)`` for a per-tensor case."""
+    config = CONFIGS.get(info.quantize or "")
+    if config is None:
+        return ""
+    return f"{config}({'' if info.per_channel else 'is_per_channel=False'})"
 
 
 def _target(target: str) -> str:
@@ -121,11 +135,28 @@ def how_run(bases: Sequence[OnBase]) -> str:
         if _target(target).startswith(family) and not text.startswith(NOT_DELEGATED)
     }
     ran = "; ".join(text for family, text in HOW_RUN.items() if family in found)
-    return (
+    texts = [
+        text
+        for base in bases
+        for case in base.cases
+        for text in (*case.stock_targets.values(), *case.patched_targets.values())
+    ]
+    lines = [
         f"Each model lowered and run: {ran}. Outputs against the fake-quantised model (PyTorch"
         " itself where nothing is quantised): max error as a fraction of the output's range,"
         " SQNR."
-    )
+    ]
+    if any("the exact evaluation" in text for text in texts):
+        lines.append(f"Quantised models also against the exact evaluation ({EXACT}).")
+    if any(float(m) > 100 for text in texts for m in _OF_RANGE.findall(text)):
+        lines.append(
+            "A max error above 100% of range means an output value lies outside the"
+            " reference's whole range (on an arange image: a neighbouring texel was read)."
+        )
+    return " ".join(lines)
+
+
+_OF_RANGE = re.compile(r"max error ([\d.]+)% of range")
 
 
 def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[str]:
@@ -134,6 +165,8 @@ def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[
 
     Bases that gave the same result share a row; a target that did not run (lowered only,
     or not delegated) and gave the same without and with the change is one line below.
+    Where it did so on every model of several, it is one line above them all (a change
+    to the VGF shaders does not reach TOSA's CPU fallback or Ethos-U).
     """
     cases: dict[str, dict[tuple[str, str, str], list[str]]] = {}
     for base in bases:
@@ -143,7 +176,20 @@ def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[
                 before = case.stock_targets.get(target, NO_RESULT)
                 after = case.patched_targets.get(target, NO_RESULT) if with_change else ""
                 rows.setdefault((_target(target), before, after), []).append(base.base)
-    lines = []
+
+    def aside(target: str, before: str, after: str) -> bool:
+        return before.startswith(NOT_COMPARED) and after in (before, "")
+
+    targets = dict.fromkeys(target for rows in cases.values() for target, _, _ in rows)
+    every = [
+        target
+        for target in targets
+        if len(cases) > 1
+        and all(aside(*key) for rows in cases.values() for key in rows if key[0] == target)
+    ]
+    same = ", without and with it" if with_change else ""
+    lines = _untouched(every, cases, same)
+    lines += [""] if lines else []
     header = (
         "target",
         "base",
@@ -151,18 +197,46 @@ def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[
     )
     for name, rows in cases.items():
         order = list(dict.fromkeys(target for target, _, _ in rows))
-        table, aside = [], []
+        table, asides = [], []
         for (target, before, after), on in sorted(rows.items(), key=lambda r: order.index(r[0][0])):
+            if target in every:
+                continue
             where = " and ".join(on)
-            if before.startswith(NOT_COMPARED) and after in (before, ""):
-                same = ", without and with it" if with_change else ""
-                aside.append(f"- {target} on {where}: {before}{same}")
+            if aside(target, before, after):
+                asides.append(f"- {target} on {where}: {before}{same}")
             else:
                 table.append([target, where, before, *([after] if with_change else [])])
         lines += [f"{case_words(name)}:", ""]
         lines += [*markdown_table(header, table), ""] if table else []
-        lines += [*aside, ""] if aside else []
+        lines += [*asides, ""] if asides else []
     return lines
+
+
+def _untouched(
+    targets: Sequence[str], cases: dict[str, dict[tuple[str, str, str], list[str]]], same: str
+) -> list[str]:
+    """Return one line per result of the targets not compared on any model, each the same
+    without and with the change (targets that read alike share it).
+
+    Example: TOSA not delegated on 5 models (on one, its quantize ops on the CPU as well).
+    Becomes: ``- TOSA on main and 1.5.1: not delegated (the CPU runs it) on every model,
+    without and with it; nothing to compare.`` (the models' text where they all read alike).
+    """
+    said: dict[str, list[str]] = {}
+    for target in targets:
+        rows = [(k[1], on) for found in cases.values() for k, on in found.items() if k[0] == target]
+        texts = list(dict.fromkeys(text for text, _ in rows))
+        if len(texts) == 1:
+            what = texts[0]
+        else:  # what each says before its detail
+            what = " or ".join(dict.fromkeys(text.split(" (")[0] for text in texts))
+            what += " (the CPU runs it)" if what == NOT_DELEGATED else ""
+        where = " and ".join(dict.fromkeys(base for _, on in rows for base in on))
+        models = sum(any(key[0] == target for key in found) for found in cases.values())
+        scope = "every model" if models == len(cases) else f"{models} of the {len(cases)} models"
+        text = f"on {where}: {what} on {scope}{same}; nothing to compare."
+        said.setdefault(text, []).append(target)
+    return [f"- {' and '.join(names)} {text}" for text, names in said.items()]
 
 
 def _state(run: TestRun, node: str, stock: bool) -> str:
@@ -228,12 +302,29 @@ def _tests_cell(test: str, params: Sequence[str]) -> str:
         return f"`{test}`"
     if len(params) == 1:
         return f"`{test}[{params[0]}]`"
-    listed = ", ".join(params)
+    listed = _axes(params) or ", ".join(params)
     which = f"{len(params)}: {listed}" if len(listed) <= 160 else f"{len(params)} cases"
     return f"`{test}` ({which})"
 
 
-def _plan(base: OnBase) -> list[str]:
+def _axes(params: Sequence[str]) -> str:
+    """Return parametrizations that are every combination of their ids' parts (pytest joins
+    stacked parametrize ids with "-") as those parts' axes, "" where they are not.
+
+    Example: ``float-border``, ``float-zeros``, ``int8-border``, ``int8-zeros``.
+    Becomes: ``float/int8 x border/zeros``. Only where two axes or more vary.
+    """
+    parts = [param.split("-") for param in params]
+    if len({len(p) for p in parts}) != 1:
+        return ""
+    axes = [list(dict.fromkeys(values)) for values in zip(*parts, strict=True)]
+    if sum(len(axis) > 1 for axis in axes) < 2 or math.prod(map(len, axes)) != len(set(params)):
+        return ""
+    return " x ".join("/".join(axis) for axis in axes)
+
+
+def _plan(base: OnBase, *, bystanders: bool = True) -> list[str]:
+    """Return one base's Test plan block (its bystanders too unless ``bystanders`` is False)."""
     lines = []
     added = base.behaviour.test if base.behaviour else None
     verdict = base.behaviour.test_verdict if base.behaviour else None
@@ -252,9 +343,28 @@ def _plan(base: OnBase) -> list[str]:
                 lines.append(f"  ({side}: {counts.problem})")
     if base.broken:
         lines.append(f"- passing without and failing with it: {', '.join(base.broken)}")
-    lines += _bystanders(base)
+    lines += _bystanders(base) if bystanders else []
     if not base.lands:
         lines.append(f"- {base.own.detail}")
+    return lines
+
+
+def _plans(bases: Sequence[OnBase], release: str, torch: str) -> list[str]:
+    """Return the Test plan's blocks: one per set of bases that read alike; bystanders that
+    read alike on every base once after the blocks, not in each."""
+    shared = {tuple(_bystanders(base)) for base in bases}
+    once = len(shared) == 1 and bool(shared - {()})
+    plans: dict[tuple[str, ...], list[OnBase]] = {}
+    for base in bases:
+        plans.setdefault(tuple(_plan(base, bystanders=not once)), []).append(base)
+    lines = []
+    for plan, same in plans.items():
+        where = " and on ".join(_where(base, release) for base in same)
+        lines += [f"On {where} (torch {torch}):", "", *plan, ""]
+    if once and len(plans) > 1:
+        lines += [f"On {'both bases' if len(bases) == 2 else 'every base'}:", "", *shared.pop(), ""]
+    elif once:  # one block: its bystanders in it
+        lines[-1:-1] = shared.pop()
     return lines
 
 
@@ -290,12 +400,7 @@ def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
     command = next((b.affected.command for b in sub.bases if b.affected), "")
     if command:
         lines += ["Without and with this change:", "", "```", command, "```", ""]
-    plans: dict[tuple[str, ...], list[OnBase]] = {}
-    for base in sub.bases:
-        plans.setdefault(tuple(_plan(base)), []).append(base)
-    for plan, same in plans.items():
-        where = " and on ".join(_where(base, release) for base in same)
-        lines += [f"On {where} (torch {torch}):", "", *plan, ""]
+    lines += _plans(sub.bases, release, torch)
     lines += tests_table(sub.bases, new_tests(patch.diff))
     review = sub.review or Review("", None, (), ())
     if review.lint is not None:

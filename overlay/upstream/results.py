@@ -183,6 +183,7 @@ def parse_applied_upstream(text: str) -> UpstreamInfo:
 NOT_RUN = "lowers"  # how a target's result starts where it lowered and never ran
 NOT_DELEGATED = "not delegated"  # where the partitioner took nothing: the CPU ran it all
 NOT_COMPARED = (NOT_RUN, NOT_DELEGATED)  # how a result starts that is no target's output
+EXACT = "exact: the quantised graph evaluated in integer arithmetic"  # defined in the method line
 
 
 @dataclass(frozen=True)

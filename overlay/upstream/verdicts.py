@@ -171,22 +171,86 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
     return TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
 
 
+REASON_CHARS = 160  # a failure reason up to this long is printed whole
+LONG_WORD = 40  # in a longer one, a word over this (a base64 payload) is elided whole
+
+
 def failure_reasons(tests: Sequence[TestResult]) -> str:
     """Return why tests failed as a reader takes it in: each test's innermost exception,
-    each reason once with how many tests gave it, a long word (a base64 payload) cut.
+    each reason once with how many tests gave it.
 
-    Example: 16 tests failing with ``AssertionError: assert 'AwIjBwAA...(3,000 chars)' == ...``.
-    Becomes: ``16 tests: AssertionError: assert 'AwIjBwAAAwIjBwA... == ...``.
+    Reasons that differ in one word only (a file name, an identifier) are one entry, that
+    word a pattern of what they share (``*`` for the rest). A reason over
+    :data:`REASON_CHARS` loses its long words whole, then is cut at a word boundary: never
+    inside a name.
+
+    Example: 2 tests failing with ``AssertionError: a_int8.glsl is missing`` and
+    ``AssertionError: a_fp.glsl is missing``, 16 with ``assert '<3,000 chars>' == 'x'``.
+    Becomes: ``2 tests: AssertionError: a_*.glsl is missing; 16 tests: assert ... == 'x'``.
     """
-
-    def short(reason: str) -> str:
-        words = (w if len(w) <= 40 else w[:16] + "..." for w in reason.split(" "))
-        line = " ".join(words).splitlines()[0] if reason else "failed"
-        return line if len(line) <= 120 else line[:117] + "..."
-
     ordered = sorted(tests, key=lambda t: t.node)
-    found = Counter(short(t.causes[0] if t.causes else t.reason) for t in ordered)
-    return "; ".join(f"{n} tests: {r}" if n > 1 else r for r, n in found.items())
+    found = Counter(_first_line(t.causes[0] if t.causes else t.reason) for t in ordered)
+    merged: list[tuple[list[str], int | None, list[str], int]] = []  # words, where, values, n
+    for reason, n in found.items():
+        words = reason.split(" ")
+        for i, (shape, where, values, count) in enumerate(merged):
+            apart = [j for j, (a, b) in enumerate(zip(shape, words, strict=False)) if a != b]
+            if len(shape) != len(words) or len(apart) != 1 or where not in (None, apart[0]):
+                continue
+            pool = [*(values or [shape[apart[0]]]), words[apart[0]]]
+            if _pattern(pool):  # they share part of the word: one entry
+                merged[i] = (shape, apart[0], pool, count + n)
+                break
+        else:
+            merged.append((words, None, [], n))
+    texts = []
+    for shape, where, values, n in merged:
+        words = list(shape)
+        if where is not None:
+            words[where] = _pattern(values)
+        text = _shortened(" ".join(words))
+        texts.append(f"{n} tests: {text}" if n > 1 else text)
+    return "; ".join(texts)
+
+
+def _first_line(reason: str) -> str:
+    return reason.splitlines()[0] if reason.strip() else "failed"
+
+
+_SEGMENT = "_./-:'\"(),=[]"  # what separates the segments of a name
+_HEAD = re.compile(f".*[{re.escape(_SEGMENT)}]", re.DOTALL)  # up to the last separator
+_TAIL = re.compile(f"[{re.escape(_SEGMENT)}].*", re.DOTALL)  # from the first
+
+
+def _pattern(values: Sequence[str]) -> str:
+    """Return the whole name segments ``values`` share as a glob (``a_*.glsl``), or "" when
+    they share none (``alpha``, ``beta``: their common ``a`` is no segment)."""
+    first, last = min(values), max(values)
+    head = next(
+        (i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), len(first)
+    )
+    rest = [v[head:] for v in values]
+    tail = 0
+    while tail < min(map(len, rest)) and len({v[len(v) - tail - 1] for v in rest}) == 1:
+        tail += 1
+    prefix = _HEAD.match(first[:head])
+    suffix = _TAIL.search(rest[0][len(rest[0]) - tail :]) if tail else None
+    if prefix is None and suffix is None:
+        return ""
+    return f"{prefix.group(0) if prefix else ''}*{suffix.group(0) if suffix else ''}"
+
+
+def _shortened(reason: str) -> str:
+    """Return a reason of at most :data:`REASON_CHARS`, cut between words (see above)."""
+    if len(reason) <= REASON_CHARS:
+        return reason
+    words = [w if len(w) <= LONG_WORD else "..." for w in reason.split(" ")]
+    kept: list[str] = []
+    for word in words:
+        if len(" ".join([*kept, word, "..."])) > REASON_CHARS:
+            return " ".join([*kept, "..."])
+        kept.append(word)
+    return " ".join(kept)
 
 
 def suite_changes(stock: Counts, patched: Counts) -> tuple[tuple[str, ...], tuple[str, ...]]:
