@@ -922,3 +922,31 @@ def test_a_tests_parametrizations_that_are_a_product_are_shown_as_axes() -> None
     )
     assert "`t.py::test_linear` (2: per_channel, per_tensor)" in table  # one axis: listed
     assert "`t.py::test_part` (3: a-x, a-y, b-x)" in table  # not every combination: listed
+
+
+def test_a_note_for_reviewers_is_in_the_pr_body_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What reviewers must act on (e.g. regenerate the SPIR-V the PR adds) stops being true
+    once they have: it is in the PR body, after the Summary, never in the commit message."""
+    fix = next(f for f in fixes.FIXES if f.upstream.reproducer)
+    note = dataclasses.replace(fix.upstream, reviewers="please regenerate the blobs.")
+    monkeypatch.setattr(pr_text, "_note", lambda patch: note)
+    path = "backends/arm/_passes/demo_pass.py"
+    header = (
+        "Description: Fix the demo pass\n It fails.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    )
+    patch = parse_patch(
+        f"{fix.number:04d}-demo.patch", header + make_diff(path, "x = 1\n", "x = 2\n")
+    )
+    item = export_patch(patch, {path: b"x = 1\n"}, signer=SIGNER)
+    bases = (_base("main", Outcome.FAILS_BEFORE_PASSES_AFTER),)
+    sub = _submission(patch.name, item.subject, bases, LintReport("x", (), 1.0), source="1.5.1")
+    body = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
+    assert body.startswith(
+        "### Summary\n\nIt fails.\n\nFor reviewers: please regenerate the blobs.\n"
+    )
+    assert "regenerate" not in item.message
+    plain = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0").replace(
+        "For reviewers: please regenerate the blobs.\n\n", ""
+    )
+    monkeypatch.setattr(pr_text, "_note", lambda patch: fix.upstream)
+    assert pr_text.pr_body(patch, sub, "1.5.1", "2.13.0") == plain

@@ -156,6 +156,8 @@ class UpstreamNote:
     symptom: str = ""  # the bug as a user meets it: the title of the issue to file
     regressed_by: tuple[PullRequest, ...] = ()  # the upstream change that brought the bug
     related: tuple[PullRequest, ...] = ()  # upstream changes a reviewer should know of
+    # for the PR's reviewers only, not the commit: what stops being true once they act on it
+    reviewers: str = ""
 
     @property
     def cited(self) -> tuple[PullRequest, ...]:

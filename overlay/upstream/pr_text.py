@@ -1,4 +1,4 @@
-"""What a reviewer reads: the pull request's text, the issue to file first, the checklist.
+"""What a reviewer reads: the pull request's text and the issue to file first.
 
 The body follows upstream's template (``### Summary``, ``### Test plan``). Tests are named
 only when the patch adds them or their state changed, the rest counted, so the body stays
@@ -23,10 +23,8 @@ from overlay.upstream.commit_rules import PREFIX
 from overlay.upstream.export import (
     ARM_CC,
     ISSUE_TITLE,
-    LABEL_COMMANDS,
     Export,
     dep3_paragraphs,
-    series_markers,
 )
 from overlay.upstream.results import (
     EXACT,
@@ -388,6 +386,7 @@ def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
     """Return the PR description in upstream's template: Summary, Test plan."""
     note = _note(patch)
     lines = ["### Summary", "", *(f"{p}\n" for p in dep3_paragraphs(patch))]
+    lines += [f"For reviewers: {note.reviewers}", ""] if note and note.reviewers else []
     lines += _cited(note)
     lines += [f"Fixes #{n}" for n in patch.issues] + ([""] if patch.issues else [])
     reproducer = _reproducer(note)
@@ -435,59 +434,6 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
         f" and main ({', '.join(filter(None, (main.commit[:12], main.date[:10])))})" if main else ""
     )
     lines += ["### Versions", "", f"executorch {release}{on_main}, torch {torch}, Linux x86_64."]
-    return "\n".join(lines) + "\n"
-
-
-def checklist(
-    item: Export,
-    sub: PatchVerdict,
-    where: str,
-    branch: str,
-    stale: str = "",
-    *,
-    named_by: Sequence[int] = (),
-) -> str:
-    """Return what only a person can do before the PR is open, and what keeps it back.
-
-    ``stale``: why main is too old to tell whether the fix is ready there ("" when it is not);
-    ``named_by``: the patches whose text names this one's PR by a marker (``#<0007>``),
-    to be edited once it is open, as this text's own markers are once theirs are.
-    """
-    lines = [f"# Before opening the pull request for {item.stem}", ""]
-    lines += [f"- [ ] Not ready: {problem}" for problem in sub.flags]
-    lines += [f"- [ ] {stale[:1].upper()}{stale[1:]}"] if stale else []
-    lines += [
-        "- [ ] Sign the PyTorch CLA (https://code.facebook.com/cla) with the identity"
-        " of the Signed-off-by line, if not done yet.",
-        "- [ ] Read the diff and the PR text; you sign off on them (DCO).",
-        "- [ ] Open the series' PRs in the order of their numbers.",
-    ]
-    if item.issue:
-        lines.append(
-            f"- [ ] No upstream issue names this bug: open one from {item.stem}.issue.md"
-            f" (its first line is the title), then add `Fixes #N` to the PR text."
-        )
-    lines += [
-        f"- [ ] Push the branch (from this folder): `git -C {where} push <your fork> {branch}`,"
-        f" then open the PR against pytorch/executorch `main` with the text of"
-        f" {item.stem}.pr.md.",
-        "- [ ] On the open PR, comment each of these (pytorchbot sets the labels; ciflow/trunk"
-        " runs the trunk jobs, and pytorchbot takes a ciflow label only from someone with"
-        " write access: otherwise ask a cc'd Arm maintainer to add it):",
-        *(f"  - `{command}`" for command in LABEL_COMMANDS),
-        "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
-        " and public API checks ran here on main's backends/arm hosted on the release's"
-        " wheel, not on a source build of executorch.",
-    ]
-    own = f"#<{item.stem[:4]}>"
-    lines += [
-        f"- [ ] After opening the PR of {n:04d}, edit this PR's text: replace #<{n:04d}> with"
-        f" that PR's number."
-        for n in series_markers(item.pr_body)
-    ]
-    lines += [
-        f"- [ ] Then edit {n:04d}'s PR text: replace {own} with this PR's number." for n in named_by
-    ]
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ from overlay.text.series import Patch, load_series
 from overlay.upstream import (
     behaviour,
     buck,
+    checklist,
     commit_rules,
     export,
     host,
@@ -263,7 +264,7 @@ def judge(
     judged = replace(
         sub, action=Action.HOLD if problems else Action.SEND, text=held, flags=problems
     )
-    listed = pr_text.checklist(texts, judged, *branch, stale, named_by=named_by)
+    listed = checklist.checklist(texts, judged, *branch, stale, named_by=named_by)
     return judged, replace(texts, checklist=listed)
 
 
