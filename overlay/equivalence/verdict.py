@@ -492,24 +492,25 @@ def sqnr_text(value: float) -> str:
     return f"{value:.1f}"  # Python writes infinity as 'inf'
 
 
-def exact_text(numerics: Numerics, *, term: str = "the exact reference", nodes: bool = True) -> str:
+def exact_text(numerics: Numerics, *, reviewer: bool = False) -> str:
     """Return how a run stands against the exact reference ("" when there is none).
 
     Example: 7 steps off in 81 of 384 values, first after ``conv``'s conv2d + relu.
     Becomes: ``81 of 384 output values differ from the exact reference, by up to 7 steps
-    (first at conv: conv2d + relu (quantize_per_tensor_default_2))``. ``term``: what the
-    reference is called; ``nodes=False``: without the node of the converted graph.
+    (first at conv: conv2d + relu (quantize_per_tensor_default_2))``. In a ``reviewer``'s
+    words (a PR): "the exact evaluation", without the node of the converted graph.
     """
     check = numerics.exact
     if check is None:
         return ""
+    term = "the exact evaluation" if reviewer else "the exact reference"
     if any(s is None for s in check.steps):
         return f"output shape differs from {term}"
     most = max((s for s in check.steps if s is not None), default=0)
     if most == 0:
         return f"equal to {term}"
     # check.first: "<module>: <ops> (<quantize node>)" (worker/departure.py)
-    where = check.first if nodes else re.sub(r" \([^()]*\)$", "", check.first)
+    where = re.sub(r" \([^()]*\)$", "", check.first) if reviewer else check.first
     first = f" (first at {where})" if where else ""
     by = f"up to {most} steps" if most > 1 else "1 step"
     values, differing = sum(math.prod(o.shape) for o in numerics.outputs), sum(check.differing)
@@ -521,16 +522,20 @@ def exact_text(numerics: Numerics, *, term: str = "the exact reference", nodes: 
     return f"{noun} {verb} from {term}, by {by}{first}"
 
 
-def numerics_text(numerics: Numerics) -> str:
-    """Return '[exact: ...; ]max error X% of range, SQNR Y dB' for the worst output."""
+def numerics_text(numerics: Numerics, *, reviewer: bool = False, note: str = "") -> str:
+    """Return '[exact: ...; ]max error X% of range, SQNR Y dB' for the worst output.
+
+    In a ``reviewer``'s words (:func:`exact_text`; no "vs fake-quant", which a PR's method
+    line says); ``note``: what follows the SQNR (" (output all zeros)").
+    """
     found = worst(numerics)
     if found is None:
         return "output shape differs from the reference"
     fraction, sqnr = found
     lowest = sqnr_text(math.inf if sqnr is None else sqnr)
-    versus = " vs fake-quant" if numerics.exact is not None else ""
-    text = f"max error{versus} {100 * fraction:.2f}% of range, SQNR {lowest} dB"
-    return "; ".join(filter(None, (exact_text(numerics), text)))
+    versus = " vs fake-quant" if not reviewer and numerics.exact is not None else ""
+    text = f"max error{versus} {100 * fraction:.2f}% of range, SQNR {lowest} dB{note}"
+    return "; ".join(filter(None, (exact_text(numerics, reviewer=reviewer), text)))
 
 
 def findings(results: Judged, raw: Mapping[PathId, ItemResult]) -> tuple[Finding, ...]:

@@ -29,16 +29,7 @@ from overlay.equivalence.protocol import (
     TargetState,
     VgfResult,
 )
-from overlay.equivalence.verdict import (
-    AB,
-    TOSA,
-    VGF,
-    classify,
-    exact_text,
-    limits,
-    sqnr_text,
-    worst,
-)
+from overlay.equivalence.verdict import AB, TOSA, VGF, classify, limits, numerics_text
 from overlay.fixes import Effect, Fix
 from overlay.items import CaseInfo, ItemId, ItemKind
 from overlay.upstream.results import (
@@ -114,19 +105,13 @@ def numbers_text(numerics: Numerics) -> str:
     (first at conv: conv2d + relu); max error 2.75% of range, SQNR 27.6 dB``. No node name
     of the overlay's graph; an output all zeros where its reference is not says so.
     """
-    found = worst(numerics)
-    if found is None:
-        return "output shape differs from the reference"
-    fraction, sqnr = found
-    lowest = sqnr_text(math.inf if sqnr is None else sqnr)
-    text = f"max error {100 * fraction:.2f}% of range, SQNR {lowest} dB"
     outputs = zip(numerics.outputs, numerics.reference_max_abs, strict=False)
     zeros = [i for i, (output, peak) in enumerate(outputs) if peak > 0 and _all_zeros(output)]
+    note = ""
     if zeros:
         which = "output" if len(numerics.outputs) == 1 else f"output {zeros[0]}"
-        text += f" ({which} all zeros)"
-    exact = exact_text(numerics, term="the exact evaluation", nodes=False)
-    return "; ".join(filter(None, (exact, text)))
+        note = f" ({which} all zeros)"
+    return numerics_text(numerics, reviewer=True, note=note)
 
 
 _ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "float16": 2, "bfloat16": 2,
