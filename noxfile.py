@@ -111,10 +111,10 @@ def _tool(session: nox.Session) -> str:
     python = venv / "bin" / "python"
     if not python.is_file():
         tmp = venv.with_name(f".{key}-{os.getpid()}")
-        session.run(
+        session.run_install(  # run_install: `nox --install-only` makes it too
             "uv", "venv", "--clear", "--quiet", "--relocatable", "--python", PYTHON, str(tmp)
         )
-        session.run("uv", "pip", "install", "--python", str(tmp / "bin" / "python"), *deps)
+        session.run_install("uv", "pip", "install", "--python", str(tmp / "bin" / "python"), *deps)
         try:
             tmp.rename(venv)
         except OSError:  # another run made it first
@@ -125,6 +125,12 @@ def _tool(session: nox.Session) -> str:
 def _overlay(session: nox.Session, *args: str | Path) -> None:
     """Run ``python -m overlay ARGS`` from the tool venv (this checkout's code)."""
     session.run(_tool(session), "-m", "overlay", *map(str, args), external=True, env=TOOL_ENV)
+
+
+def _sync(session: nox.Session, *args: str | Path) -> None:
+    """Run ``python -m overlay sync ARGS``: an install step, so `nox --install-only` runs it."""
+    cmd = (_tool(session), "-m", "overlay", "sync", *map(str, args))
+    session.run_install(*cmd, external=True, env=TOOL_ENV)
 
 
 def _line(session: nox.Session) -> tuple[lines.Line | None, list[str]]:
@@ -202,8 +208,8 @@ def tests(session: nox.Session) -> None:
     stock env holds), the overlay and its dev tools on top, held to the lock's versions.
     """
     venv = session.virtualenv.location
-    _overlay(
-        session, "sync", "--target", venv, "--line", DEFAULT.name, "--stock",
+    _sync(
+        session, "--target", venv, "--line", DEFAULT.name, "--stock",
         *(f"--with={tool}" for tool in _test_tools()),
     )  # fmt: skip
     session.install("--no-deps", "--reinstall-package", PROJECT, ".")
@@ -235,8 +241,8 @@ def _equivalence_envs(session: nox.Session, line: lines.Line) -> tuple[str, str]
         if not python:
             folder = _envdir(session) / f"equivalence-{line.name}-{kind}"
             flavour = ["--stock"] if kind == "stock" else ["--dist", str(DIST / line.name)]
-            _overlay(
-                session, "sync", "--target", folder, "--line", line.name,
+            _sync(
+                session, "--target", folder, "--line", line.name,
                 "--python", _present(line.pins.pythons)[0], *flavour,
             )  # fmt: skip
             python = str(folder / "bin" / "python")
