@@ -163,14 +163,16 @@ def make_tree(
 def snapshot(root: Path) -> dict[str, bytes | str]:
     """Return every file (bytes), symlink (target) and folder under ``root`` (identity checks)."""
     state: dict[str, bytes | str] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):  # os.path: a journal matrix calls this
+        folder = os.path.relpath(dirpath, root)  # hundreds of times over a thousand files
         for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            rel = str(path.relative_to(root))
-            if path.is_symlink():
+            path = os.path.join(dirpath, name)
+            rel = name if folder == "." else f"{folder}/{name}"
+            if os.path.islink(path):
                 state[rel] = "-> " + os.readlink(path)
-            elif path.is_file():
-                state[rel] = path.read_bytes()
+            elif os.path.isfile(path):
+                with open(path, "rb") as file:
+                    state[rel] = file.read()
             else:
                 state[rel + "/"] = "<dir>"
     return state
@@ -208,8 +210,9 @@ def unowned(site: Path) -> list[str]:
                 owned.add(importlib.util.cache_from_source(path))
     left = []
     for dirpath, _, filenames in os.walk(site):
+        folder = os.path.relpath(dirpath, site)
         for name in filenames:
-            rel = (Path(dirpath) / name).relative_to(site).as_posix()
+            rel = name if folder == "." else f"{folder}/{name}"
             if rel not in owned and not rel.endswith(".pyc"):
                 left.append(rel)
             elif rel.endswith(".pyc") and rel not in owned and "/__pycache__/" in rel:
