@@ -277,6 +277,10 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
     sub = _submission(patch.name, item.subject, bases, lint, source="1.5.1",
                       authors=("@someone", "Zingo Andersen"))  # fmt: skip
     _, done = judge(item, patch, sub, torch="2.13.0", branch=("r", "b"))
+    assert "`git -C r push <your fork> b`" in done.checklist
+    _, unpushed = judge(item, patch, sub, torch="2.13.0")  # `git am` failed on main: no branch
+    assert "push <your fork>" not in unpushed.checklist
+    assert f"- [ ] No branch to push: `git am` of {item.stem}.mbox failed" in unpushed.checklist
     body = done.pr_body
     assert body.startswith(
         "### Summary\n\nThe demo pass drops the scale. It fails.\n\nKeep the scale."

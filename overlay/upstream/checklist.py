@@ -19,6 +19,7 @@ def checklist(
 ) -> str:
     """Return what only a person can do before the PR is open, and what keeps it back.
 
+    ``branch``: "" where `git am` failed on main (nothing was committed to push);
     ``stale``: why main is too old to tell whether the fix is ready there ("" when it is not);
     ``named_by``: the patches whose text names this one's PR by a marker (``#<0007>``),
     to be edited once it is open, as this text's own markers are once theirs are.
@@ -40,7 +41,10 @@ def checklist(
     lines += [
         f"- [ ] Push the branch (from this folder): `git -C {where} push <your fork> {branch}`,"
         f" then open the PR against pytorch/executorch `main` with the text of"
-        f" {item.stem}.pr.md.",
+        f" {item.stem}.pr.md."
+        if branch
+        else f"- [ ] No branch to push: `git am` of {item.stem}.mbox failed on main (the"
+        " report says why); once main takes it, run the export again.",
         "- [ ] On the open PR, comment each of these (pytorchbot sets the labels; ciflow/trunk"
         " runs the trunk jobs, and pytorchbot takes a ciflow label only from someone with"
         " write access: otherwise ask a cc'd Arm maintainer to add it):",

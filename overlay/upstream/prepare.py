@@ -207,11 +207,12 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             PatchVerdict(patch.name, item.subject, bases_found, Action.SEND, "",
                          source=newest.name, review=review),
             torch=torch, stale=stale, lint_asked=request.lint,
-            branch=(str(repo.relative_to(out)), branch),
+            branch=("", "") if am_main else (str(repo.relative_to(out)), branch),
             named_by=export.named_by(send, patch.number),
         )  # fmt: skip
         submissions.append(sub)
-        branches[patch.name] = (repo, branch)
+        # a failed `git am` leaves the change uncommitted: no branch to push
+        branches.update({} if am_main else {patch.name: (repo, branch)})
         done.append(texts)
     sending = Sending(
         line, newest.name, torch, main, tuple(submissions), skipped,
