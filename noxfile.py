@@ -122,15 +122,11 @@ def _tool(session: nox.Session) -> str:
     return str(python)
 
 
-def _overlay(session: nox.Session, *args: str | Path) -> None:
-    """Run ``python -m overlay ARGS`` from the tool venv (this checkout's code)."""
-    session.run(_tool(session), "-m", "overlay", *map(str, args), external=True, env=TOOL_ENV)
-
-
-def _sync(session: nox.Session, *args: str | Path) -> None:
-    """Run ``python -m overlay sync ARGS``: an install step, so `nox --install-only` runs it."""
-    cmd = (_tool(session), "-m", "overlay", "sync", *map(str, args))
-    session.run_install(*cmd, external=True, env=TOOL_ENV)
+def _overlay(session: nox.Session, *args: str | Path, install: bool = False) -> None:
+    """Run ``python -m overlay ARGS`` from the tool venv (this checkout's code); ``install``:
+    an install step (a synced env), which `nox --install-only` runs too."""
+    run = session.run_install if install else session.run
+    run(_tool(session), "-m", "overlay", *map(str, args), external=True, env=TOOL_ENV)
 
 
 def _line(session: nox.Session) -> tuple[lines.Line | None, list[str]]:
@@ -208,9 +204,9 @@ def tests(session: nox.Session) -> None:
     stock env holds), the overlay and its dev tools on top, held to the lock's versions.
     """
     venv = session.virtualenv.location
-    _sync(
-        session, "--target", venv, "--line", DEFAULT.name, "--stock",
-        *(f"--with={tool}" for tool in _test_tools()),
+    _overlay(
+        session, "sync", "--target", venv, "--line", DEFAULT.name, "--stock",
+        *(f"--with={tool}" for tool in _test_tools()), install=True,
     )  # fmt: skip
     session.install("--no-deps", "--reinstall-package", PROJECT, ".")
     _lint(session)
@@ -241,9 +237,9 @@ def _equivalence_envs(session: nox.Session, line: lines.Line) -> tuple[str, str]
         if not python:
             folder = _envdir(session) / f"equivalence-{line.name}-{kind}"
             flavour = ["--stock"] if kind == "stock" else ["--dist", str(DIST / line.name)]
-            _sync(
-                session, "--target", folder, "--line", line.name,
-                "--python", _present(line.pins.pythons)[0], *flavour,
+            _overlay(
+                session, "sync", "--target", folder, "--line", line.name,
+                "--python", _present(line.pins.pythons)[0], *flavour, install=True,
             )  # fmt: skip
             python = str(folder / "bin" / "python")
         found.append(python)
