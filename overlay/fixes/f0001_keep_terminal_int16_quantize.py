@@ -306,7 +306,7 @@ prepared = prepare_pt2e(graph, quantizer)
 prepared(*x)
 program = torch.export.export(convert_pt2e(prepared), x)
 # main and 1.5.1: RuntimeError: grid_sampler rewrite only supports per-tensor int8
-# grids; lowers with this change
+# grids; lowers with the fix
 to_edge_transform_and_lower(program, partitioner=[VgfPartitioner(spec)])
 """,
         symptom="a16w8 grid_sample fails to lower for VGF, or its VGF program returns all zeros",

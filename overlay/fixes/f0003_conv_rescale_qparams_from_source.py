@@ -350,7 +350,7 @@ class ConvReluCat(torch.nn.Module):
 torch.manual_seed(0)
 inputs = (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 8, 8))
 # main and 1.5.1: AssertionError: Output 0 does not match reference output.
-# Passes with this change.
+# Passes with the fix.
 TosaPipelineINT(ConvReluCat(), inputs, [], []).run()
 """,
         symptom="conv/linear -> ReLU -> cat loses the ReLU when the cat's zero point is above -128",
@@ -372,8 +372,9 @@ TosaPipelineINT(ConvReluCat(), inputs, [], []).run()
                 "YufengShi-dudu",
             ),
             PullRequest(18778, "Arm backend: Handle conv qparams from non-fused clamp", "bdemirb"),
-            # the last change to this output rescale (A16W8 outputs)
+            # changed the A16W8 callers of this output rescale; #18948 the rescale itself
             PullRequest(21910, "Arm backend: Fix A16W8 convolution output rescaling", "zingo"),
+            PullRequest(18948, "Arm backend: Remove use of tosa_dim_order", "AdrianLundell"),
         ),
     ),
 )

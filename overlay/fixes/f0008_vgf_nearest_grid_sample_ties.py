@@ -189,6 +189,19 @@ def nearest_ties_fp(padding: str, align_corners: bool = False) -> Callable[[], A
     return build
 
 
+def nearest_downsample_2x() -> tuple[Any, tuple[Any, ...]]:
+    """Build a 2x nearest downsampling: the identity grid of half the image's size.
+
+    Every output is a tie in x and y (x = 2j + 0.5): PyTorch reads the even texels, stock's
+    sampler nearest filter the odd ones.
+    """
+    import torch
+
+    identity = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    grid = torch.nn.functional.affine_grid(identity, [1, 4, 4, 4], align_corners=False)
+    return _sample("zeros", False), (_image(8), grid)
+
+
 def nearest_ties_int8() -> tuple[Any, tuple[Any, ...]]:
     """Build ``grid_sample_nearest_reflection_int8_intfp``: a8w8 for VGF, grid scale 2^-6.
 
@@ -260,6 +273,19 @@ CASES = (
     ),
     Case(
         CaseInfo(
+            "grid_sample_nearest_downsample_2x_fp",
+            "TOSA-1.0+FP",
+            None,
+            note="2x nearest downsampling (the identity grid of half the size), float: every"
+            " output a tie",
+            targets_vgf=True,
+            model="`F.grid_sample(x, F.affine_grid(identity, [1, 4, 4, 4]), mode='nearest')`,"
+            " x 1x4x8x8 (2x downsampling: every output on a tie)",
+        ),
+        nearest_downsample_2x,
+    ),
+    Case(
+        CaseInfo(
             "grid_sample_nearest_reflection_int8_intfp",
             "TOSA-1.0+INT+FP",
             None,
@@ -308,6 +334,11 @@ FIX = Fix(
                 f"{WHY}, with align_corners=True as well",
             ),
             Trigger(
+                "grid_sample_nearest_downsample_2x_fp",
+                Effect.FIXED,
+                f"{WHY}: 2x downsampling reads the odd texels, PyTorch the even ones",
+            ),
+            Trigger(
                 "grid_sample_nearest_reflection_int8_intfp",
                 Effect.FIXED,
                 f"the int8 sampler shader: {WHY}",
@@ -329,24 +360,14 @@ FIX = Fix(
                 21775, "Arm backend: Fuse canonical flow-offset grid sampling", "YufengShi-dudu"
             ),
         ),
-        reviewers=(
-            "the four .spirv.b64 are built with the ML SDK's glslc 0.11.0 (glslc --input"
-            " <shader>.glsl --output <shader>.spirv, then base64: SPIR-V 1.6, which Vulkan 1.3"
-            " accepts), not with generate_grid_sampler_spirv.py, whose -fshader-stage that"
-            " glslc rejects; the five shaders already in the directory are SPIR-V 1.0 from that"
-            " script. The .glsl files are the source: please regenerate the four blobs with"
-            " generate_grid_sampler_spirv.py and the Vulkan SDK's glslc (not available here)"
-            " and amend the commit. Today's CI stops the VgfPipeline tie tests at the model"
-            " converter (their xfail), so they compare nothing there yet."
-        ),
         narrowing=(
             "The nearest variants are new files: grid_sampler_sampler[_int8]_nearest"
-            "[_align_corners].glsl and their .spirv.b64, built with the ML SDK's glslc"
-            " 0.11.0 (SPIR-V 1.6; the directory's five are SPIR-V 1.0 from"
-            " generate_grid_sampler_spirv.py, which the PR asks maintainers to rerun)."
-            " Reflection with align_corners=True stays wrong for both filters (the mirrored"
-            " address mode reflects about the texel edges, PyTorch about the corner texel"
-            " centres); it is not changed here."
+            "[_align_corners].glsl and their .spirv.b64, built by"
+            " generate_grid_sampler_spirv.py with shaderc v2026.3's glslc (SPIR-V 1.0; it"
+            " gives the SPIR-V of the directory's five shaders byte for byte). Reflection with"
+            " align_corners=True stays wrong for both filters (the mirrored address mode"
+            " reflects about the texel edges, PyTorch about the corner texel centres); it is"
+            " not changed here."
         ),
         affected_tests=(
             TEST_FILE,
