@@ -26,8 +26,7 @@ from overlay.equivalence.verdict import Quality
 from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
 from overlay.text.series import Patch, load_series, parse_patch
-from overlay.upstream import authors, behaviour, export, pr_text, prepare, reports, upstream_tests
-from overlay.upstream.authors import recent_authors
+from overlay.upstream import behaviour, export, pr_text, prepare, reports, upstream_tests
 from overlay.upstream.commit_rules import PREFIX, Identity
 from overlay.upstream.export import (
     LABEL_COMMANDS,
@@ -36,7 +35,7 @@ from overlay.upstream.export import (
     export_patch,
     upstream_subject,
 )
-from overlay.upstream.gitrepo import GITHUB, MAIN_REF, Scratch, open_upstream, refresh_command
+from overlay.upstream.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
 from overlay.upstream.prepare import chosen, judge, release_date
 from overlay.upstream.results import (
     Action,
@@ -95,104 +94,6 @@ def test_an_older_line_sends_the_newest_lines_patch_of_each_fix_it_carries() -> 
     assert list(skipped) == [dropped[0].name]
 
 
-def _upstream(tmp_path: Path, commits: list[tuple[str, str, str, dict[str, str]]]) -> Scratch:
-    """Return a scratch repository of ``commits``: (author, e-mail, subject, files)."""
-    repo = tmp_path / "up"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    for name, address, subject, files in commits:
-        for path, text in files.items():
-            (repo / path).write_text(text)
-            git(repo, "add", path)
-        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": address}
-        git_with_env(repo, {**who, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": address},
-                     "commit", "-q", "-m", subject)  # fmt: skip
-    return open_upstream(str(repo), tmp_path / "scratch")
-
-
-def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> None:
-    authors = [
-        ("Zingo Andersen", "zingo.andersen@arm.com"),
-        ("Oscar A", "87121123+oscarandersson8218@users.noreply.github.com"),
-        ("pytorchbot", "bot@pytorch.org"),
-        ("Jane Doe", SIGNER.email),
-        ("Zingo Andersen", "zingo.andersen@arm.com"),
-    ]
-    scratch = _upstream(tmp_path, [
-        (name, address, f"c{index}", {"a.py": "".join(f"x{k} = {index}\n" for k in range(6))})
-        for index, (name, address) in enumerate(authors)
-    ])  # fmt: skip
-    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
-    assert found == ("@oscarandersson8218",)  # a plain name notifies nobody
-
-
-def test_recent_authors_weigh_the_lines_they_changed(tmp_path: Path) -> None:
-    body = "".join(f"line {n}\n" for n in range(30))
-    # @a creates 31 lines, @b rewrites 30 of them, @c touches only the header
-    edits = [("a", "# header\n" + body), ("b", "# header\n" + body.replace("line", "row"))]
-    edits.append(("c", "# header 3\n" + body.replace("line", "row")))
-    scratch = _upstream(tmp_path, [
-        (who, f"{index}+{who}@users.noreply.github.com", f"c{index}", {"a.py": text})
-        for index, (who, text) in enumerate(edits)
-    ])  # fmt: skip
-    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
-    assert found == ("@b", "@a")  # @c's one-line header change makes no owner
-
-
-@pytest.mark.parametrize(
-    ("subject", "changed", "expected"),
-    [
-        ("Arm backend: Reduce conv2d unit test sizes (#15271)", ["t.py"], True),
-        ("Arm backend: Renamed testing suite (#16361)", ["t.py"], True),
-        ("Arm backend: Remove TOSA v0.80 from arm backend (#13040)", ["t.py"], True),
-        ("Arm backend: Fixup and make docstrings consistent for key functions (#15443)", [], True),
-        ("Arm backend: Format Arm passes (group 6) (#17364)", ["p.py"], True),
-        ("Arm backend: Fix mypy warnings in test/misc (#15354)", ["t.py"], True),
-        ("Store external Vela blocks in named data (#21893)", ["backends/arm/BUCK"], True),
-        ("Store external Vela blocks in named data (#21893)", ["BUCK", "a.py"], False),
-        ("Arm backend: Add conv3d support to Tosa/Vgf backends (#16093)", ["t.py"], False),
-        ("Arm backend: Fix NHWC format of grid-sampler inputs", ["p.py"], False),
-    ],
-)
-def test_a_cosmetic_commit_is_known_by_its_subject_or_build_files_only(
-    subject: str, changed: list[str], expected: bool
-) -> None:
-    assert authors.cosmetic(subject, changed) is expected
-
-
-def test_recent_authors_leave_out_cosmetic_commits(tmp_path: Path) -> None:
-    rows = "".join(f"x{k} = 0\n" for k in range(20))
-    commits = [
-        ("a", "1+a@users.noreply.github.com", "Arm backend: Add a", {"a.py": rows}),
-        ("r", "2+r@users.noreply.github.com", "Arm backend: Reduce conv2d unit test sizes",
-         {"a.py": rows.replace("0", "1")}),
-        ("n", "3+n@users.noreply.github.com", "Arm backend: Renamed testing suite",
-         {"a.py": rows.replace("0", "2")}),
-        ("k", "4+k@users.noreply.github.com", "Store external Vela blocks", {"BUCK": rows}),
-    ]  # fmt: skip
-    scratch = _upstream(tmp_path, commits)
-    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py", "BUCK"], SIGNER)
-    assert found == ("@a",)  # @r's, @n's and @k's commits own nothing
-
-
-def test_a_handle_resolved_for_one_fix_serves_the_whole_series(tmp_path: Path) -> None:
-    rows = "".join(f"y{k} = 0\n" for k in range(20))
-    commits = [
-        ("Yufeng Shi", "yufeng.shi@arm.com", "Arm backend: Fuse flow sampling (#21775)",
-         {"b.py": rows}),
-        ("Yufeng Shi", "yufeng.shi@arm.com", "Arm backend: Add FP8 conv (#20108)",
-         {"a.py": rows}),
-        ("S L", "5+sl@users.noreply.github.com", "Arm backend: Add c", {"c.py": rows}),
-        ("S L", "s.l@arm.com", "Arm backend: Grow a", {"a.py": rows + rows}),
-    ]  # fmt: skip
-    scratch = _upstream(tmp_path, commits)
-    main = scratch.rev(MAIN_REF)
-    assert recent_authors(scratch, main, ["a.py"], SIGNER) == ()  # plain e-mails
-    cited = [PullRequest(21775, "Arm backend: Fuse flow sampling", "YufengShi-dudu")]
-    known = authors.series_handles(scratch, main, cited, ["a.py", "b.py", "c.py"])
-    assert recent_authors(scratch, main, ["a.py"], SIGNER, known) == ("@sl", "@YufengShi-dudu")
-
-
 def _run(stock: TestState, patched: TestState) -> TestRun:
     tests = (TestResult(OLD, TestState.PASSED), TestResult(NEW, stock, "AssertionError: x"))
     after = (TestResult(OLD, TestState.PASSED), TestResult(NEW, patched))
@@ -223,11 +124,10 @@ def _submission(
     *,
     source: str = "1.5.1",
     base_commit: str = "",
-    authors: tuple[str, ...] = (),
     problems: tuple[str, ...] = (),
 ) -> PatchVerdict:
     """Return a fix as the export judges it: on its bases, with upstream's gate."""
-    review = Review(base_commit, lint, (), authors)
+    review = Review(base_commit, lint, ())
     action = Action.HOLD if problems else Action.SEND
     return PatchVerdict(patch, subject, bases, action, "", source=source, flags=problems,
                         review=review)  # fmt: skip
@@ -274,8 +174,7 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
         _base("1.5.1", Outcome.FAILS_BEFORE_PASSES_AFTER),
     )
     lint = LintReport("lintrunner x", (), 1.0)
-    sub = _submission(patch.name, item.subject, bases, lint, source="1.5.1",
-                      authors=("@someone", "Zingo Andersen"))  # fmt: skip
+    sub = _submission(patch.name, item.subject, bases, lint, source="1.5.1")
     _, done = judge(item, patch, sub, torch="2.13.0", branch=("r", "b"))
     assert "`git -C r push <your fork> b`" in done.checklist
     _, unpushed = judge(item, patch, sub, torch="2.13.0")  # `git am` failed on main: no branch
@@ -301,9 +200,9 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
     assert f"`{OLD}`" not in plan  # the same without and with: counted, not named
     assert "The other 1 tests end the same without and with it (main 1 passed; 1.5.1" in plan
     assert "lintrunner x: clean" in plan
-    cited = " ".join(dict.fromkeys(f"@{pr.author}" for pr in fix.upstream.cited))
-    cc = plan.rstrip().splitlines()[-1]  # the team, the cited PRs' authors, handles only
-    assert cc.endswith(f"@rascani {cited} @someone".replace("  ", " ")) and "Zingo" not in cc
+    cited = [f"@{pr.author}" for pr in fix.upstream.cited]
+    cc = plan.rstrip().splitlines()[-1]  # the team and the cited PRs' authors, nobody else
+    assert cc.split() == list(dict.fromkeys(" ".join(export.ARM_CC).split() + cited))
     assert "overlay" not in body.lower() and "patches/" not in body
     assert done.issue.startswith(f"Title: {PREFIX}")  # no Bug: header: an issue to file
     assert "CLA" in done.checklist and ".issue.md" in done.checklist
@@ -498,8 +397,7 @@ def test_the_texts_speak_upstreams_words(patch: Patch) -> None:
     states = {n: (TestState.FAILED, TestState.PASSED) for n in new_tests(patch.diff)}
     bases = (_recorded(patch, "main", states), _recorded(patch, "1.5.1", states))
     lint = LintReport("lintrunner x", (), 1.0)
-    sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN,
-                      authors=("@someone",))  # fmt: skip
+    sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN)
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0")
     words = [p for p in judged.flags if "says '" not in p]  # rule 3 is tested on its own
     assert words == []

@@ -401,21 +401,20 @@ def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
         lines += ["Without and with this change:", "", "```", command, "```", ""]
     lines += _plans(sub.bases, release, torch)
     lines += tests_table(sub.bases, new_tests(patch.diff))
-    review = sub.review or Review("", None, (), ())
+    review = sub.review or Review("", None, ())
     if review.lint is not None:
         lines += [f"{review.lint.summary}", ""]
     if review.checks:
         lines += [f"- {check.summary}" for check in review.checks] + [""]
-    lines += [cc_line(review.authors, note.cited if note else ()), ""]
+    lines += [cc_line(note.cited if note else ()), ""]
     return "\n".join(lines)
 
 
-def cc_line(authors: Sequence[str], cited: Sequence[PullRequest] = ()) -> str:
-    """Return the cc line: the Arm team, the cited PRs' authors, then the touched files'
-    recent authors (GitHub handles: a plain name notifies nobody)."""
+def cc_line(cited: Sequence[PullRequest]) -> str:
+    """Return the cc line: the Arm team and the authors of the PRs the fix cites, nobody
+    else (a maintainer objects to a cc no cited PR names)."""
     team = " ".join(ARM_CC).removeprefix("cc ").split()
-    handles = [f"@{pr.author}" for pr in cited] + [a for a in authors if a.startswith("@")]
-    return "cc " + " ".join(dict.fromkeys([*team, *handles]))
+    return "cc " + " ".join(dict.fromkeys([*team, *(f"@{pr.author}" for pr in cited)]))
 
 
 def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:

@@ -25,7 +25,6 @@ from overlay.upstream import (
     replay,
     upstream_tests,
 )
-from overlay.upstream.authors import cited_prs, recent_authors, series_handles
 from overlay.upstream.gitrepo import (
     GITHUB,
     MAIN_REF,
@@ -176,7 +175,6 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
     touched = sorted({path for item in exports for path in item.after})
     on_main = lint.main_runs(scratch.path, main, out / "hook" / "main", main_env.python, touched)
-    known = series_handles(scratch, main, cited_prs(send), touched)
     for patch, item in zip(send, exports, strict=True):
         repo, branch = out / "branches" / item.stem, export.branch_name(item)
         on_release_form = export.export_patch(
@@ -199,7 +197,6 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             item.base_commit,
             report,
             tuple(commit_rules.check_message(item.message, verbs)),
-            recent_authors(scratch, main, sorted(item.after), request.signer, known),
             checks,
         )
         sub, texts = judge(
@@ -255,7 +252,7 @@ def judge(
     """
     texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
     fix = fixes.by_patch(patch.name)
-    review = sub.review or Review("", None, (), ())
+    review = sub.review or Review("", None, ())
     problems = submission_problems(
         sub.bases, review.lint, review.rules, lint_asked=lint_asked, stale=stale, texts=texts,
         note=fix.upstream if fix else None, internal=[c.name for c in corpus.ALL_CASES],
