@@ -180,21 +180,25 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
     _, unpushed = judge(item, patch, sub, torch="2.13.0")  # `git am` failed on main: no branch
     assert "push <your fork>" not in unpushed.checklist
     assert f"- [ ] No branch to push: `git am` of {item.stem}.mbox failed" in unpushed.checklist
-    body = done.pr_body
+    body, comment = done.pr_body, done.comment
     assert body.startswith(
         "### Summary\n\nThe demo pass drops the scale. It fails.\n\nKeep the scale."
     )
     assert fix.upstream.reproducer.splitlines()[0] in body
-    assert "TOSA on the TOSA reference model; VGF with the ML SDK scenario runner" in body
-    assert "Ethos-U" not in body  # how each target ran: only those the numbers hold
-    assert "| VGF | main and 1.5.1 | fails: boom | max error 0.20% of range |" in body
-    plan = body.split("### Test plan\n", 1)[1]
-    assert "pytest -c backends/arm/test/pytest.ini t.py" in plan
-    assert plan.count("- the tests it adds: without 1 passed, 1 failed, with 2 passed") == 1
+    # the measurements are the first comment: the merge bot copies the body into the commit
+    assert comment.startswith("### Measurements\n\nEach model lowered and run: TOSA on the")
+    assert "Ethos-U" not in comment  # how each target ran: only those the numbers hold
+    assert "| VGF | main and 1.5.1 | fails: boom | max error 0.20% of range |" in comment
+    assert comment.count("- the tests it adds: without 1 passed, 1 failed, with 2 passed") == 1
     assert (
         "On main's backends/arm (c0ffeec0ffee) over the executorch 1.5.1 wheel"
-        " and on executorch 1.5.1" in plan
+        " and on executorch 1.5.1" in comment
     )
+    assert not [line for line in comment.splitlines() if line and line in body.splitlines()]
+    assert "Measurements per target and base: first comment." in body
+    assert f"- [ ] Post {item.stem}.comment.md as the PR's first comment" in done.checklist
+    plan = body.split("### Test plan\n", 1)[1]
+    assert "pytest -c backends/arm/test/pytest.ini t.py" in plan
     assert "| test | main and 1.5.1 without | with |" in plan  # both bases alike: one pair
     assert f"| `{NEW}` | failed | passed |" in plan  # changed
     assert f"`{OLD}`" not in plan  # the same without and with: counted, not named
@@ -332,7 +336,8 @@ def test_0003s_body_fits_github_naming_its_new_tests_and_counting_the_rest() -> 
         f" 1.5.1, 535: 216 passed, 3 skipped, 206 xfailed, {not_run})." in body
     )
     assert (
-        "- all of them: without 212 passed, 5 failed, 3 skipped, 210 xfailed, 112 not run" in body
+        "- all of them: without 212 passed, 5 failed, 3 skipped, 210 xfailed, 112 not run"
+        in done.comment
     )
 
 
@@ -373,7 +378,7 @@ def test_a_stale_main_is_said_with_its_commit_date_and_refresh_and_holds_nothing
     assert "- [ ] Not ready on main: main cff6f4dd32 (2026-08-22) is older" in done.checklist
     assert (
         "On main's backends/arm (cff6f4dd3200, 2026-08-22) over the executorch 1.5.1 wheel"
-        in done.pr_body
+        in done.comment
     )
     held, _ = judge(_export(patch), patch, sub, torch="2.13.0")  # main as new as the release
     assert "main: git am fails: x" in held.flags
@@ -401,11 +406,11 @@ def test_the_texts_speak_upstreams_words(patch: Patch) -> None:
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0")
     words = [p for p in judged.flags if "says '" not in p]  # rule 3 is tested on its own
     assert words == []
-    read = (done.message, done.pr_body, done.issue)
+    read = (done.message, done.pr_body, done.comment, done.issue)
     for trigger in fix.claims[NEWEST.name]:
         assert not [t for t in read if trigger.case in t]
         info = corpus.info(trigger.case)
-        assert f"{info.model}, on {info.spec}" in done.pr_body
+        assert f"{info.model}, on {info.spec}" in done.comment
     assert done.issue.splitlines()[0] == f"Title: {PREFIX}{fix.upstream.symptom}"
     assert done.issue.splitlines()[0] != f"Title: {done.subject}"
     assert "executorch 1.5.1 and main (cff6f4dd3200, 2026-08-22), torch 2.13.0" in done.issue
@@ -554,9 +559,7 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
                                lint_asked=False) == ()  # fmt: skip
     sub = _submission("0003-x.patch", "Arm backend: Fix x", (held,), None, source="1.5.1",
                       problems=problems)  # fmt: skip
-    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
-    patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
-    plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
+    plan = pr_text.measurements(sub, "1.5.1", "2.13.0")
     assert f"  - {snorm.note}, TOSA-1.0+INT, TOSA: {change}" in plan
     assert (
         f"- 2 models outside the bug it fixes ({snorm.note}; {plain.note}), TOSA operators"
@@ -566,7 +569,7 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
     assert (
         "- 1 models outside the bug it fixes, the same TOSA operators without and with it"
         f" (operator counts):\n  - {snorm.note}\n"
-        in pr_text.pr_body(patch, unchanged, "1.5.1", "2.13.0")
+        in pr_text.measurements(unchanged, "1.5.1", "2.13.0")
     )
     report = Sending("1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {}, 1.0)
     assert "1 of 2 change" not in render.markdown(reports.sending_blocks(report))  # per target
@@ -718,11 +721,11 @@ def test_bystanders_alike_on_both_bases_are_listed_once_after_the_blocks() -> No
     header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
     patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
     sub = _submission(patch.name, "Arm backend: Fix x", bases, None)
-    plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0").split("### Test plan\n", 1)[1]
+    plan = pr_text.measurements(sub, "1.5.1", "2.13.0")
     listed = "- 1 models outside the bug it fixes, the same TOSA operators"
     assert plan.count(listed) == 1
     assert plan.index("On executorch 1.5.1") < plan.index(f"On both bases:\n\n{listed}")
-    one = pr_text.pr_body(patch, dataclasses.replace(sub, bases=bases[:1]), "1.5.1", "2.13.0")
+    one = pr_text.measurements(dataclasses.replace(sub, bases=bases[:1]), "1.5.1", "2.13.0")
     assert "On both bases" not in one and one.count(listed) == 1
 
 

@@ -1,8 +1,9 @@
 """What a reviewer reads: the pull request's text and the issue to file first.
 
-The body follows upstream's template (``### Summary``, ``### Test plan``). Tests are named
-only when the patch adds them or their state changed, the rest counted, so the body stays
-under GitHub's limit.
+The body follows upstream's template (``### Summary``, ``### Test plan``) and stays short:
+the merge bot copies it into the squash commit. Tests are named only when the patch adds
+them or their state changed, the rest counted; the measurements (numbers per target and
+base, each base's test plan) are the PR's first comment.
 """
 
 from __future__ import annotations
@@ -383,7 +384,9 @@ def _bystanders(base: OnBase) -> list[str]:
 
 
 def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
-    """Return the PR description in upstream's template: Summary, Test plan."""
+    """Return the PR description in upstream's template: Summary, Test plan. The merge bot
+    copies it into the squash commit: the measurements are the PR's first comment
+    (:func:`measurements`), the body points there."""
     note = _note(patch)
     lines = ["### Summary", "", *(f"{p}\n" for p in dep3_paragraphs(patch))]
     lines += [f"For reviewers: {note.reviewers}", ""] if note and note.reviewers else []
@@ -392,22 +395,29 @@ def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
     reproducer = _reproducer(note)
     if reproducer:
         lines += ["Reproducer:", "", *reproducer]
-    numbers = numbers_table(sub.bases)
-    if numbers:
-        lines += [how_run(sub.bases), "", *numbers]
     lines += ["### Test plan", ""]
     command = next((b.affected.command for b in sub.bases if b.affected), "")
     if command:
         lines += ["Without and with this change:", "", "```", command, "```", ""]
-    lines += _plans(sub.bases, release, torch)
     lines += tests_table(sub.bases, new_tests(patch.diff))
     review = sub.review or Review("", None, ())
     if review.lint is not None:
         lines += [f"{review.lint.summary}", ""]
     if review.checks:
         lines += [f"- {check.summary}" for check in review.checks] + [""]
+    if measurements(sub, release, torch):
+        lines += ["Measurements per target and base: first comment.", ""]
     lines += [cc_line(note.cited if note else ()), ""]
     return "\n".join(lines)
+
+
+def measurements(sub: PatchVerdict, release: str, torch: str) -> str:
+    """Return the PR's first comment ("" when nothing was measured): how each target ran,
+    the trigger cases' numbers, each base's test plan in detail."""
+    numbers = numbers_table(sub.bases)
+    lines = [how_run(sub.bases), "", *numbers] if numbers else []
+    lines += _plans(sub.bases, release, torch)
+    return "\n".join(["### Measurements", "", *lines]) if lines else ""
 
 
 def cc_line(cited: Sequence[PullRequest]) -> str:
@@ -439,7 +449,9 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
 def with_texts(
     item: Export, patch: Patch, sub: PatchVerdict, *, release: str, torch: str
 ) -> Export:
-    """Return the export with its PR body and issue draft (when no issue names the bug);
+    """Return the export with its PR body, first comment and issue draft (when no issue
+    names the bug);
     the checklist, which lists what holds the fix back, is added once that is decided."""
     issue = "" if patch.issues else drafted_issue(patch, sub, release, torch)
-    return replace(item, pr_body=pr_body(patch, sub, release, torch), issue=issue)
+    body, comment = pr_body(patch, sub, release, torch), measurements(sub, release, torch)
+    return replace(item, pr_body=body, comment=comment, issue=issue)

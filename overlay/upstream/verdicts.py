@@ -443,14 +443,14 @@ def text_problems(
     texts: Export, bases: Sequence[OnBase], note: UpstreamNote | None, internal: Collection[str]
 ) -> list[str]:
     """Return what a maintainer would object to in what they read (the commit message, the
-    PR body, the issue draft): its size, claims, words and citations."""
+    PR body and its first comment, the issue draft): its size, claims, words and citations."""
     problems = []
     if len(texts.pr_body) > PR_BODY_LIMIT:
         problems.append(
             f"the PR body is {len(texts.pr_body):,} characters: GitHub refuses more than"
             f" {PR_BODY_LIMIT:,} (and the merge bot copies it into the squash commit)"
         )
-    read = (texts.message, texts.pr_body, texts.issue)
+    read = (texts.message, texts.pr_body, texts.comment, texts.issue)
     problems += unmeasured_claims(read, compared_targets(bases))
     names = [n for n in sorted(internal) if any(_names(text, n) for text in read)]
     if names:
