@@ -375,6 +375,7 @@ _TARGET_NAMES = {
     "Ethos-U": re.compile(r"\bEthos-U\w*|\bU[58]5\b"),
 }
 TITLE_MAX = 100  # an issue title's characters, "Arm backend: " included
+THIS_CHANGE = re.compile(r"\bthis change\b", re.IGNORECASE)  # no fix exists yet in an issue
 _CITED_PR = re.compile(r"(?<!Fixes )(?<![\w/])#(\d+)\b")
 
 
@@ -468,6 +469,13 @@ def text_problems(
         problems.append(
             f"the issue draft's title has {len(title)} characters, over {TITLE_MAX} (a list"
             f" of issues cuts it): shorten UpstreamNote.symptom in the fix module: {title!r}"
+        )
+    change = next((s.strip() for s in texts.issue.splitlines() if THIS_CHANGE.search(s)), "")
+    if change:
+        problems.append(
+            "the issue draft speaks of this change, but an issue describes the bug before any"
+            " fix exists: reword it (the Description's first paragraph, UpstreamNote):"
+            f' "{change[:160]}"'
         )
     declared = {pr.number for pr in note.cited} if note else set()
     undeclared = sorted({int(n) for n in _CITED_PR.findall(texts.message)} - declared)
