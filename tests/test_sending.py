@@ -404,7 +404,8 @@ def test_the_texts_speak_upstreams_words(patch: Patch) -> None:
     lint = LintReport("lintrunner x", (), 1.0)
     sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN)
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0")
-    words = [p for p in judged.flags if "says '" not in p]  # rule 3 is tested on its own
+    # rule 3 and the work asked of reviewers are tested on their own
+    words = [p for p in judged.flags if "says '" not in p and "asks reviewers" not in p]
     assert words == []
     read = (done.message, done.pr_body, done.comment, done.issue)
     for trigger in fix.claims[NEWEST.name]:
@@ -890,3 +891,25 @@ def test_an_issue_draft_describes_the_bug_before_any_change(
         " exists: reword it (the Description's first paragraph, UpstreamNote): \"It fails"
         ' without this change."'
     ]
+
+
+def test_a_pr_that_asks_reviewers_to_work_on_the_commit_is_not_ready() -> None:
+    """Review 41: regenerating files or amending the commit is the sender's work: a PR text
+    (the reviewers' note, the commit message, the body) that asks it of reviewers is held
+    back; a note that only informs them is not."""
+    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    patch = parse_patch("0099-x.patch", header + make_diff("a.py", "x\n", "y\n"))
+    item = _export(patch)
+    ask = (
+        "The .glsl files are the source: please Regenerate the four blobs with"
+        " generate_grid_sampler_spirv.py and amend the commit."
+    )
+    asked = text_problems(item, (), UpstreamNote("t.py", "", reviewers=ask), [])
+    assert asked == [
+        f'the PR asks reviewers to regenerate and amend ("{ask}"): do it before sending'
+    ]
+    neutral = "Today's CI stops the tie tests at the model converter (their xfail)."
+    assert text_problems(item, (), UpstreamNote("t.py", "", reviewers=neutral), []) == []
+    body = dataclasses.replace(item, pr_body="### Summary\n\nPlease rerun the generator.\n")
+    (problem,) = text_problems(body, (), None, [])
+    assert problem.startswith('the PR asks reviewers to rerun ("Please rerun the generator.")')

@@ -376,6 +376,8 @@ _TARGET_NAMES = {
 }
 TITLE_MAX = 100  # an issue title's characters, "Arm backend: " included
 THIS_CHANGE = re.compile(r"\bthis change\b", re.IGNORECASE)  # no fix exists yet in an issue
+# work on the commit a PR text asks of its reviewers: regenerate files, amend, rerun a tool
+_REVIEWER_WORK = re.compile(r"\b(regenerat(?:e|es|ing)|amend(?:s|ing)?|re-?run)\b", re.IGNORECASE)
 _CITED_PR = re.compile(r"(?<!Fixes )(?<![\w/])#(\d+)\b")
 
 
@@ -476,6 +478,18 @@ def text_problems(
             "the issue draft speaks of this change, but an issue describes the bug before any"
             " fix exists: reword it (the Description's first paragraph, UpstreamNote):"
             f' "{change[:160]}"'
+        )
+    asked = [
+        sentence
+        for text in (note.reviewers if note else "", texts.message, texts.pr_body)
+        for sentence in _sentences(text)
+        if _REVIEWER_WORK.search(sentence)
+    ]
+    if asked:
+        work = dict.fromkeys(w.lower() for s in asked for w in _REVIEWER_WORK.findall(s))
+        problems.append(
+            f'the PR asks reviewers to {" and ".join(work)} ("{asked[0][:200]}"): do it'
+            " before sending"
         )
     declared = {pr.number for pr in note.cited} if note else set()
     undeclared = sorted({int(n) for n in _CITED_PR.findall(texts.message)} - declared)
