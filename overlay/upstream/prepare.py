@@ -206,6 +206,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             torch=torch, stale=stale, lint_asked=request.lint,
             branch=("", "") if am_main else (str(repo.relative_to(out)), branch),
             named_by=export.named_by(send, patch.number),
+            tree=bases[0].files if item.base_commit == main else release.files,
         )  # fmt: skip
         submissions.append(sub)
         # a failed `git am` leaves the change uncommitted: no branch to push
@@ -242,13 +243,15 @@ def judge(
     lint_asked: bool = True,
     branch: tuple[str, str] = ("", ""),
     named_by: Sequence[int] = (),
+    tree: Mapping[str, bytes] | None = None,
 ) -> tuple[PatchVerdict, export.Export]:
     """Return the fix's verdict with what holds it back, and the export with every text a
     reviewer reads (PR body, issue draft, checklist): upstream's gate on what was measured.
 
     ``stale``: why main is older than the release ("": it is not); ``branch``: the
     repository and branch the commit is on; ``named_by``: the patches whose text names
-    this one's PR by a marker (:data:`overlay.upstream.export.SERIES_MARKER`).
+    this one's PR by a marker (:data:`overlay.upstream.export.SERIES_MARKER`); ``tree``:
+    the files of the tree the commit is made on (main's or the release's).
     """
     texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
     fix = fixes.by_patch(patch.name)
@@ -256,7 +259,7 @@ def judge(
     problems = submission_problems(
         sub.bases, review.lint, review.rules, lint_asked=lint_asked, stale=stale, texts=texts,
         note=fix.upstream if fix else None, internal=[c.name for c in corpus.ALL_CASES],
-        checks=review.checks,
+        checks=review.checks, tree=tree,
     )  # fmt: skip
     held = f"held back: {len(problems)} problem(s)" if problems else "ready to send"
     judged = replace(

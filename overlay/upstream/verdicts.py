@@ -11,10 +11,12 @@ the renderers only show what they return.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import re
+import struct
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from packaging.version import Version
@@ -502,6 +504,70 @@ def text_problems(
     return problems
 
 
+SPIRV_B64 = ".spirv.b64"  # base64 of a SPIR-V module, generated from its .glsl
+SPIRV_TOOLS = {8: "Khronos Glslang Reference Front End", 13: "Google Shaderc over Glslang"}
+_SPIRV_GENERATOR = re.compile(r"(?:^|/)generate_\w*spirv\w*\.py$")
+
+
+def spirv_header(blob: bytes) -> tuple[int, int, int, int] | None:
+    """Return a base64 SPIR-V module's version and generator: (major, minor, tool id, tool
+    version), None where it is not one (no magic number 0x07230203 in either byte order)."""
+    try:
+        module = base64.b64decode(blob)
+    except ValueError:
+        return None
+    for order in "<>":
+        if len(module) >= 12:
+            magic, version, generator = struct.unpack(f"{order}3I", module[:12])
+            if magic == 0x07230203:
+                return (
+                    (version >> 16) & 0xFF,
+                    (version >> 8) & 0xFF,
+                    generator >> 16,
+                    generator & 0xFFFF,
+                )
+    return None
+
+
+def _spirv_words(header: tuple[int, int, int, int]) -> str:
+    tool = SPIRV_TOOLS.get(header[2])
+    return f"SPIR-V {header[0]}.{header[1]} from generator {header[2]} v{header[3]}" + (
+        f" ({tool})" if tool else ""
+    )
+
+
+def spirv_problems(added: Mapping[str, bytes], base: Mapping[str, bytes]) -> list[str]:
+    """Return the SPIR-V blobs (:data:`SPIRV_B64`) a patch adds that do not look like their
+    siblings, the blobs in the same folder of the ``base`` tree: a SPIR-V version or a
+    generator tool none of them has (or no SPIR-V at all).
+
+    Example: 0008 adds four blobs built by the ML SDK's glslc (SPIR-V 1.6, generator 8) beside
+    five of SPIR-V 1.0 from generator 13, which generate_grid_sampler_spirv.py builds.
+    Becomes: one problem per blob, naming that script.
+    """
+    script = next((p for p in sorted(base) if _SPIRV_GENERATOR.search(p)), "")
+    how = f"regenerate it with the tree's generator{f' ({script})' if script else ''}"
+    problems = []
+    for path, blob in sorted(added.items()):
+        if not path.endswith(SPIRV_B64):
+            continue
+        folder = path.rpartition("/")[0]
+        found = [spirv_header(d) for p, d in sorted(base.items()) if p.endswith(SPIRV_B64)
+                 and p.rpartition("/")[0] == folder and p not in added]  # fmt: skip
+        siblings = [h for h in found if h is not None]
+        own = spirv_header(blob)
+        if own is None:
+            problems.append(f"{path}: no SPIR-V module (magic 0x07230203) in its base64: {how}")
+        elif siblings and (
+            own[:2] not in {h[:2] for h in siblings} or own[2] not in {h[2] for h in siblings}
+        ):
+            theirs = " or ".join(dict.fromkeys(map(_spirv_words, siblings)))
+            problems.append(
+                f"{path}: {_spirv_words(own)}, its {len(siblings)} siblings are {theirs}: {how}"
+            )
+    return problems
+
+
 def _names(text: str, name: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
 
@@ -573,6 +639,7 @@ def submission_problems(
     note: UpstreamNote | None = None,
     internal: Collection[str] = (),
     checks: Sequence[LintReport] = (),
+    tree: Mapping[str, bytes] | None = None,
 ) -> tuple[str, ...]:
     """Return what keeps a fix from being sent (empty: send it).
 
@@ -582,8 +649,10 @@ def submission_problems(
     before and pass after, no test passing without it fails with it, no bystander model
     outside its triggers lowers to other TOSA operators with it), and what the maintainer
     reads (:func:`text_problems` of ``texts``, with the fix's ``note`` and the corpus's
-    ``internal`` case names). On a ``stale`` main (the reason, :func:`stale_main`) what main
-    found holds nothing back: the fix is not ready on main.
+    ``internal`` case names; the SPIR-V blobs it adds against their siblings in ``tree``,
+    the files the commit is made on: :func:`spirv_problems`). On a ``stale`` main (the
+    reason, :func:`stale_main`) what main found holds nothing back: the fix is not ready
+    on main.
     """
     problems = [f"pre-push hook: {rule}" for rule in rules]
     if lint is not None and lint.findings:
@@ -600,6 +669,8 @@ def submission_problems(
             problems += [f"{base.base}: {problem}" for problem in _on_base(base)]
     if texts is not None:
         problems += text_problems(texts, bases, note, internal)
+        added = {p: d for p, d in texts.after.items() if p not in texts.before}
+        problems += spirv_problems(added, tree or {})
     return tuple(problems)
 
 
