@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import email
 import email.policy
@@ -149,6 +150,9 @@ def test_git_am_round_trip_and_branch(tmp_path: Path) -> None:
     assert git(moved, "status", "--porcelain") == ""  # the failed am is aborted
     names = [p.name for p in write_exports([item], tmp_path / "out")]
     assert names == ["0001-demo.mbox", "0001-demo.pr.md"]
+    commented = dataclasses.replace(item, comment="### Measurements\n")
+    (_, _, comment) = write_exports([commented], tmp_path / "out")
+    assert comment.name == "0001-demo.comment.md" and comment.read_text() == commented.comment
 
 
 def test_the_base_is_main_where_the_patch_applies_there(tmp_path: Path) -> None:

@@ -26,8 +26,7 @@ from overlay.equivalence.verdict import Quality
 from overlay.fixes import Effect, Trigger
 from overlay.fixes.model import PullRequest, UpstreamNote
 from overlay.text.series import Patch, load_series, parse_patch
-from overlay.upstream import authors, behaviour, export, pr_text, prepare, reports, upstream_tests
-from overlay.upstream.authors import recent_authors
+from overlay.upstream import behaviour, export, pr_text, prepare, reports, upstream_tests
 from overlay.upstream.commit_rules import PREFIX, Identity
 from overlay.upstream.export import (
     LABEL_COMMANDS,
@@ -36,7 +35,7 @@ from overlay.upstream.export import (
     export_patch,
     upstream_subject,
 )
-from overlay.upstream.gitrepo import GITHUB, MAIN_REF, Scratch, open_upstream, refresh_command
+from overlay.upstream.gitrepo import GITHUB, MAIN_REF, open_upstream, refresh_command
 from overlay.upstream.prepare import chosen, judge, release_date
 from overlay.upstream.results import (
     Action,
@@ -95,104 +94,6 @@ def test_an_older_line_sends_the_newest_lines_patch_of_each_fix_it_carries() -> 
     assert list(skipped) == [dropped[0].name]
 
 
-def _upstream(tmp_path: Path, commits: list[tuple[str, str, str, dict[str, str]]]) -> Scratch:
-    """Return a scratch repository of ``commits``: (author, e-mail, subject, files)."""
-    repo = tmp_path / "up"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    for name, address, subject, files in commits:
-        for path, text in files.items():
-            (repo / path).write_text(text)
-            git(repo, "add", path)
-        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": address}
-        git_with_env(repo, {**who, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": address},
-                     "commit", "-q", "-m", subject)  # fmt: skip
-    return open_upstream(str(repo), tmp_path / "scratch")
-
-
-def test_recent_authors_are_handles_where_the_email_says_so(tmp_path: Path) -> None:
-    authors = [
-        ("Zingo Andersen", "zingo.andersen@arm.com"),
-        ("Oscar A", "87121123+oscarandersson8218@users.noreply.github.com"),
-        ("pytorchbot", "bot@pytorch.org"),
-        ("Jane Doe", SIGNER.email),
-        ("Zingo Andersen", "zingo.andersen@arm.com"),
-    ]
-    scratch = _upstream(tmp_path, [
-        (name, address, f"c{index}", {"a.py": "".join(f"x{k} = {index}\n" for k in range(6))})
-        for index, (name, address) in enumerate(authors)
-    ])  # fmt: skip
-    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
-    assert found == ("@oscarandersson8218",)  # a plain name notifies nobody
-
-
-def test_recent_authors_weigh_the_lines_they_changed(tmp_path: Path) -> None:
-    body = "".join(f"line {n}\n" for n in range(30))
-    # @a creates 31 lines, @b rewrites 30 of them, @c touches only the header
-    edits = [("a", "# header\n" + body), ("b", "# header\n" + body.replace("line", "row"))]
-    edits.append(("c", "# header 3\n" + body.replace("line", "row")))
-    scratch = _upstream(tmp_path, [
-        (who, f"{index}+{who}@users.noreply.github.com", f"c{index}", {"a.py": text})
-        for index, (who, text) in enumerate(edits)
-    ])  # fmt: skip
-    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py"], SIGNER)
-    assert found == ("@b", "@a")  # @c's one-line header change makes no owner
-
-
-@pytest.mark.parametrize(
-    ("subject", "changed", "expected"),
-    [
-        ("Arm backend: Reduce conv2d unit test sizes (#15271)", ["t.py"], True),
-        ("Arm backend: Renamed testing suite (#16361)", ["t.py"], True),
-        ("Arm backend: Remove TOSA v0.80 from arm backend (#13040)", ["t.py"], True),
-        ("Arm backend: Fixup and make docstrings consistent for key functions (#15443)", [], True),
-        ("Arm backend: Format Arm passes (group 6) (#17364)", ["p.py"], True),
-        ("Arm backend: Fix mypy warnings in test/misc (#15354)", ["t.py"], True),
-        ("Store external Vela blocks in named data (#21893)", ["backends/arm/BUCK"], True),
-        ("Store external Vela blocks in named data (#21893)", ["BUCK", "a.py"], False),
-        ("Arm backend: Add conv3d support to Tosa/Vgf backends (#16093)", ["t.py"], False),
-        ("Arm backend: Fix NHWC format of grid-sampler inputs", ["p.py"], False),
-    ],
-)
-def test_a_cosmetic_commit_is_known_by_its_subject_or_build_files_only(
-    subject: str, changed: list[str], expected: bool
-) -> None:
-    assert authors.cosmetic(subject, changed) is expected
-
-
-def test_recent_authors_leave_out_cosmetic_commits(tmp_path: Path) -> None:
-    rows = "".join(f"x{k} = 0\n" for k in range(20))
-    commits = [
-        ("a", "1+a@users.noreply.github.com", "Arm backend: Add a", {"a.py": rows}),
-        ("r", "2+r@users.noreply.github.com", "Arm backend: Reduce conv2d unit test sizes",
-         {"a.py": rows.replace("0", "1")}),
-        ("n", "3+n@users.noreply.github.com", "Arm backend: Renamed testing suite",
-         {"a.py": rows.replace("0", "2")}),
-        ("k", "4+k@users.noreply.github.com", "Store external Vela blocks", {"BUCK": rows}),
-    ]  # fmt: skip
-    scratch = _upstream(tmp_path, commits)
-    found = recent_authors(scratch, scratch.rev(MAIN_REF), ["a.py", "BUCK"], SIGNER)
-    assert found == ("@a",)  # @r's, @n's and @k's commits own nothing
-
-
-def test_a_handle_resolved_for_one_fix_serves_the_whole_series(tmp_path: Path) -> None:
-    rows = "".join(f"y{k} = 0\n" for k in range(20))
-    commits = [
-        ("Yufeng Shi", "yufeng.shi@arm.com", "Arm backend: Fuse flow sampling (#21775)",
-         {"b.py": rows}),
-        ("Yufeng Shi", "yufeng.shi@arm.com", "Arm backend: Add FP8 conv (#20108)",
-         {"a.py": rows}),
-        ("S L", "5+sl@users.noreply.github.com", "Arm backend: Add c", {"c.py": rows}),
-        ("S L", "s.l@arm.com", "Arm backend: Grow a", {"a.py": rows + rows}),
-    ]  # fmt: skip
-    scratch = _upstream(tmp_path, commits)
-    main = scratch.rev(MAIN_REF)
-    assert recent_authors(scratch, main, ["a.py"], SIGNER) == ()  # plain e-mails
-    cited = [PullRequest(21775, "Arm backend: Fuse flow sampling", "YufengShi-dudu")]
-    known = authors.series_handles(scratch, main, cited, ["a.py", "b.py", "c.py"])
-    assert recent_authors(scratch, main, ["a.py"], SIGNER, known) == ("@sl", "@YufengShi-dudu")
-
-
 def _run(stock: TestState, patched: TestState) -> TestRun:
     tests = (TestResult(OLD, TestState.PASSED), TestResult(NEW, stock, "AssertionError: x"))
     after = (TestResult(OLD, TestState.PASSED), TestResult(NEW, patched))
@@ -223,11 +124,10 @@ def _submission(
     *,
     source: str = "1.5.1",
     base_commit: str = "",
-    authors: tuple[str, ...] = (),
     problems: tuple[str, ...] = (),
 ) -> PatchVerdict:
     """Return a fix as the export judges it: on its bases, with upstream's gate."""
-    review = Review(base_commit, lint, (), authors)
+    review = Review(base_commit, lint, ())
     action = Action.HOLD if problems else Action.SEND
     return PatchVerdict(patch, subject, bases, action, "", source=source, flags=problems,
                         review=review)  # fmt: skip
@@ -274,36 +174,39 @@ def test_the_pr_body_is_what_a_reviewer_acts_on() -> None:
         _base("1.5.1", Outcome.FAILS_BEFORE_PASSES_AFTER),
     )
     lint = LintReport("lintrunner x", (), 1.0)
-    sub = _submission(patch.name, item.subject, bases, lint, source="1.5.1",
-                      authors=("@someone", "Zingo Andersen"))  # fmt: skip
+    sub = _submission(patch.name, item.subject, bases, lint, source="1.5.1")
     _, done = judge(item, patch, sub, torch="2.13.0", branch=("r", "b"))
     assert "`git -C r push <your fork> b`" in done.checklist
     _, unpushed = judge(item, patch, sub, torch="2.13.0")  # `git am` failed on main: no branch
     assert "push <your fork>" not in unpushed.checklist
     assert f"- [ ] No branch to push: `git am` of {item.stem}.mbox failed" in unpushed.checklist
-    body = done.pr_body
+    body, comment = done.pr_body, done.comment
     assert body.startswith(
         "### Summary\n\nThe demo pass drops the scale. It fails.\n\nKeep the scale."
     )
     assert fix.upstream.reproducer.splitlines()[0] in body
-    assert "TOSA on the TOSA reference model; VGF with the ML SDK scenario runner" in body
-    assert "Ethos-U" not in body  # how each target ran: only those the numbers hold
-    assert "| VGF | main and 1.5.1 | fails: boom | max error 0.20% of range |" in body
-    plan = body.split("### Test plan\n", 1)[1]
-    assert "pytest -c backends/arm/test/pytest.ini t.py" in plan
-    assert plan.count("- the tests it adds: without 1 passed, 1 failed, with 2 passed") == 1
+    # the measurements are the first comment: the merge bot copies the body into the commit
+    assert comment.startswith("### Measurements\n\nEach model lowered and run: TOSA on the")
+    assert "Ethos-U" not in comment  # how each target ran: only those the numbers hold
+    assert "| VGF | main and 1.5.1 | fails: boom | max error 0.20% of range |" in comment
+    assert comment.count("- the tests it adds: without 1 passed, 1 failed, with 2 passed") == 1
     assert (
         "On main's backends/arm (c0ffeec0ffee) over the executorch 1.5.1 wheel"
-        " and on executorch 1.5.1" in plan
+        " and on executorch 1.5.1" in comment
     )
+    assert not [line for line in comment.splitlines() if line and line in body.splitlines()]
+    assert "Measurements per target and base: first comment." in body
+    assert f"- [ ] Post {item.stem}.comment.md as the PR's first comment" in done.checklist
+    plan = body.split("### Test plan\n", 1)[1]
+    assert "pytest -c backends/arm/test/pytest.ini t.py" in plan
     assert "| test | main and 1.5.1 without | with |" in plan  # both bases alike: one pair
     assert f"| `{NEW}` | failed | passed |" in plan  # changed
     assert f"`{OLD}`" not in plan  # the same without and with: counted, not named
     assert "The other 1 tests end the same without and with it (main 1 passed; 1.5.1" in plan
     assert "lintrunner x: clean" in plan
-    cited = " ".join(dict.fromkeys(f"@{pr.author}" for pr in fix.upstream.cited))
-    cc = plan.rstrip().splitlines()[-1]  # the team, the cited PRs' authors, handles only
-    assert cc.endswith(f"@rascani {cited} @someone".replace("  ", " ")) and "Zingo" not in cc
+    cited = [f"@{pr.author}" for pr in fix.upstream.cited]
+    cc = plan.rstrip().splitlines()[-1]  # the team and the cited PRs' authors, nobody else
+    assert cc.split() == list(dict.fromkeys(" ".join(export.ARM_CC).split() + cited))
     assert "overlay" not in body.lower() and "patches/" not in body
     assert done.issue.startswith(f"Title: {PREFIX}")  # no Bug: header: an issue to file
     assert "CLA" in done.checklist and ".issue.md" in done.checklist
@@ -433,7 +336,8 @@ def test_0003s_body_fits_github_naming_its_new_tests_and_counting_the_rest() -> 
         f" 1.5.1, 535: 216 passed, 3 skipped, 206 xfailed, {not_run})." in body
     )
     assert (
-        "- all of them: without 212 passed, 5 failed, 3 skipped, 210 xfailed, 112 not run" in body
+        "- all of them: without 212 passed, 5 failed, 3 skipped, 210 xfailed, 112 not run"
+        in done.comment
     )
 
 
@@ -474,7 +378,7 @@ def test_a_stale_main_is_said_with_its_commit_date_and_refresh_and_holds_nothing
     assert "- [ ] Not ready on main: main cff6f4dd32 (2026-08-22) is older" in done.checklist
     assert (
         "On main's backends/arm (cff6f4dd3200, 2026-08-22) over the executorch 1.5.1 wheel"
-        in done.pr_body
+        in done.comment
     )
     held, _ = judge(_export(patch), patch, sub, torch="2.13.0")  # main as new as the release
     assert "main: git am fails: x" in held.flags
@@ -498,16 +402,16 @@ def test_the_texts_speak_upstreams_words(patch: Patch) -> None:
     states = {n: (TestState.FAILED, TestState.PASSED) for n in new_tests(patch.diff)}
     bases = (_recorded(patch, "main", states), _recorded(patch, "1.5.1", states))
     lint = LintReport("lintrunner x", (), 1.0)
-    sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN,
-                      authors=("@someone",))  # fmt: skip
+    sub = _submission(patch.name, upstream_subject(patch), bases, lint, base_commit=MAIN)
     judged, done = judge(_export(patch), patch, sub, torch="2.13.0")
-    words = [p for p in judged.flags if "says '" not in p]  # rule 3 is tested on its own
+    # rule 3 and the work asked of reviewers are tested on their own
+    words = [p for p in judged.flags if "says '" not in p and "asks reviewers" not in p]
     assert words == []
-    read = (done.message, done.pr_body, done.issue)
+    read = (done.message, done.pr_body, done.comment, done.issue)
     for trigger in fix.claims[NEWEST.name]:
         assert not [t for t in read if trigger.case in t]
         info = corpus.info(trigger.case)
-        assert f"{info.model}, on {info.spec}" in done.pr_body
+        assert f"{info.model}, on {info.spec}" in done.comment
     assert done.issue.splitlines()[0] == f"Title: {PREFIX}{fix.upstream.symptom}"
     assert done.issue.splitlines()[0] != f"Title: {done.subject}"
     assert "executorch 1.5.1 and main (cff6f4dd3200, 2026-08-22), torch 2.13.0" in done.issue
@@ -656,9 +560,7 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
                                lint_asked=False) == ()  # fmt: skip
     sub = _submission("0003-x.patch", "Arm backend: Fix x", (held,), None, source="1.5.1",
                       problems=problems)  # fmt: skip
-    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
-    patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
-    plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
+    plan = pr_text.measurements(sub, "1.5.1", "2.13.0")
     assert f"  - {snorm.note}, TOSA-1.0+INT, TOSA: {change}" in plan
     assert (
         f"- 2 models outside the bug it fixes ({snorm.note}; {plain.note}), TOSA operators"
@@ -668,7 +570,7 @@ def test_a_patch_that_changes_a_bystanders_operators_is_held_back_with_the_count
     assert (
         "- 1 models outside the bug it fixes, the same TOSA operators without and with it"
         f" (operator counts):\n  - {snorm.note}\n"
-        in pr_text.pr_body(patch, unchanged, "1.5.1", "2.13.0")
+        in pr_text.measurements(unchanged, "1.5.1", "2.13.0")
     )
     report = Sending("1.5.1", "1.5.1", "2.13.0", "c0ffee" * 7, (sub,), {}, 1.0)
     assert "1 of 2 change" not in render.markdown(reports.sending_blocks(report))  # per target
@@ -820,11 +722,11 @@ def test_bystanders_alike_on_both_bases_are_listed_once_after_the_blocks() -> No
     header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
     patch = parse_patch("0003-x.patch", header + make_diff("a.py", "x = 1\n", "x = 2\n"))
     sub = _submission(patch.name, "Arm backend: Fix x", bases, None)
-    plan = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0").split("### Test plan\n", 1)[1]
+    plan = pr_text.measurements(sub, "1.5.1", "2.13.0")
     listed = "- 1 models outside the bug it fixes, the same TOSA operators"
     assert plan.count(listed) == 1
     assert plan.index("On executorch 1.5.1") < plan.index(f"On both bases:\n\n{listed}")
-    one = pr_text.pr_body(patch, dataclasses.replace(sub, bases=bases[:1]), "1.5.1", "2.13.0")
+    one = pr_text.measurements(dataclasses.replace(sub, bases=bases[:1]), "1.5.1", "2.13.0")
     assert "On both bases" not in one and one.count(listed) == 1
 
 
@@ -954,3 +856,60 @@ def test_a_note_for_reviewers_is_in_the_pr_body_only(monkeypatch: pytest.MonkeyP
     )
     monkeypatch.setattr(pr_text, "_note", lambda patch: fix.upstream)
     assert pr_text.pr_body(patch, sub, "1.5.1", "2.13.0") == plain
+
+
+def test_an_issue_draft_describes_the_bug_before_any_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review 41: an issue is filed before any fix exists. The reproducer's comments lose the
+    clauses that speak of this change in the issue (the PR keeps them), and an issue that
+    still says it is held back."""
+    fix = next(f for f in fixes.FIXES if f.upstream.reproducer)
+    reproducer = (
+        "def f():\n    # main and 1.5.1: RuntimeError: only per-tensor int8\n"
+        "    # grids; lowers with this change\n    run()\n"
+        "# main: AssertionError: no match.\n# Passes with this change.\nrun()\n"
+    )
+    note = dataclasses.replace(fix.upstream, reproducer=reproducer)
+    monkeypatch.setattr(pr_text, "_note", lambda patch: note)
+    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    patch = parse_patch(f"{fix.number:04d}-x.patch", header + make_diff("a.py", "x\n", "y\n"))
+    sub = _submission(
+        patch.name, "Arm backend: Fix x", (_base("main", Outcome.FAILS_BEFORE_PASSES_AFTER),), None
+    )
+    issue = pr_text.drafted_issue(patch, sub, "1.5.1", "2.13.0")
+    assert (
+        "def f():\n    # main and 1.5.1: RuntimeError: only per-tensor int8\n    # grids\n"
+        "    run()\n# main: AssertionError: no match.\nrun()\n" in issue
+    )
+    assert reproducer in pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
+    item = dataclasses.replace(_export(patch), issue=issue)
+    assert not [p for p in text_problems(item, (), note, []) if "this change" in p]
+    said = dataclasses.replace(item, issue="Title: x\n\nIt fails without this change.\n")
+    assert text_problems(said, (), note, []) == [
+        "the issue draft speaks of this change, but an issue describes the bug before any fix"
+        " exists: reword it (the Description's first paragraph, UpstreamNote): \"It fails"
+        ' without this change."'
+    ]
+
+
+def test_a_pr_that_asks_reviewers_to_work_on_the_commit_is_not_ready() -> None:
+    """Review 41: regenerating files or amending the commit is the sender's work: a PR text
+    (the reviewers' note, the commit message, the body) that asks it of reviewers is held
+    back; a note that only informs them is not."""
+    header = "Description: Fix x\n It clamps.\nForwarded: no\nLast-Update: 2026-12-06\n---\n"
+    patch = parse_patch("0099-x.patch", header + make_diff("a.py", "x\n", "y\n"))
+    item = _export(patch)
+    ask = (
+        "The .glsl files are the source: please Regenerate the four blobs with"
+        " generate_grid_sampler_spirv.py and amend the commit."
+    )
+    asked = text_problems(item, (), UpstreamNote("t.py", "", reviewers=ask), [])
+    assert asked == [
+        f'the PR asks reviewers to regenerate and amend ("{ask}"): do it before sending'
+    ]
+    neutral = "Today's CI stops the tie tests at the model converter (their xfail)."
+    assert text_problems(item, (), UpstreamNote("t.py", "", reviewers=neutral), []) == []
+    body = dataclasses.replace(item, pr_body="### Summary\n\nPlease rerun the generator.\n")
+    (problem,) = text_problems(body, (), None, [])
+    assert problem.startswith('the PR asks reviewers to rerun ("Please rerun the generator.")')

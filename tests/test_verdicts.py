@@ -7,10 +7,14 @@ pass several of them for the wrong reason.
 
 from __future__ import annotations
 
+import base64
+import struct
 from pathlib import Path
 
 import pytest
 from equivalence_samples import ethos, lowered, measured, numerics, vgf
+from hypothesis import given
+from hypothesis import strategies as st
 
 from overlay import lines
 from overlay.equivalence import corpus
@@ -26,7 +30,7 @@ from overlay.equivalence.verdict import Limits, Quality, quality
 from overlay.text.series import load_series
 from overlay.upstream.behaviour import target_texts
 from overlay.upstream.commit_rules import Identity
-from overlay.upstream.export import commit_message
+from overlay.upstream.export import Export, commit_message
 from overlay.upstream.results import (
     Action,
     Applied,
@@ -57,7 +61,10 @@ from overlay.upstream.verdicts import (
     failure_reasons,
     is_own_failure,
     judge_tests,
+    spirv_header,
+    spirv_problems,
     stale_main,
+    submission_problems,
     suite_changes,
     unmeasured_claims,
 )
@@ -482,3 +489,48 @@ def test_the_newest_lines_descriptions_claim_only_what_ran_here() -> None:
     signer = Identity("Jane Doe", "jane.doe@example.org")
     said = [commit_message(p, signer) for p in load_series(newest.directory).patches]
     assert unmeasured_claims(said, frozenset({"TOSA", "VGF"})) == []
+
+
+def _spirv(major: int, minor: int, tool: int, version: int, order: str = "<") -> bytes:
+    """Return a hand-made SPIR-V module's base64: its 5-word header and one instruction."""
+    words = (0x07230203, major << 16 | minor << 8, tool << 16 | version, 42, 0, 0x00020011)
+    return base64.b64encode(struct.pack(f"{order}6I", *words))
+
+
+@given(st.integers(0, 255), st.integers(0, 255), st.integers(0, 0xFFFF),
+       st.integers(0, 0xFFFF), st.sampled_from("<>"))  # fmt: skip
+def test_a_spirv_header_reads_its_version_and_generator(
+    major: int, minor: int, tool: int, version: int, order: str
+) -> None:
+    assert spirv_header(_spirv(major, minor, tool, version, order)) == (major, minor, tool, version)
+
+
+def test_an_added_spirv_blob_must_look_like_its_siblings() -> None:
+    """Review 41: 0008 added four blobs of glslc 0.11 (SPIR-V 1.6, generator 8) beside five
+    of SPIR-V 1.0 from generator 13 (generate_grid_sampler_spirv.py): held back."""
+    shaders, script = (
+        "backends/arm/vgf/shaders",
+        "backends/arm/scripts/generate_grid_sampler_spirv.py",
+    )
+    tree = {f"{shaders}/s{i}.spirv.b64": _spirv(1, 0, 13, 11) for i in range(5)}
+    tree |= {script: b"", "backends/arm/other/far.spirv.b64": _spirv(1, 6, 8, 11)}
+    new = f"{shaders}/nearest.spirv.b64"
+    assert spirv_problems({new: _spirv(1, 6, 8, 11), f"{shaders}/n.glsl": b""}, tree) == [
+        f"{new}: SPIR-V 1.6 from generator 8 v11 (Khronos Glslang Reference Front End), its 5"
+        " siblings are SPIR-V 1.0 from generator 13 v11 (Google Shaderc over Glslang):"
+        f" regenerate it with the tree's generator ({script})"
+    ]
+    (newer,) = spirv_problems({new: _spirv(1, 6, 13, 11)}, tree)  # the version alone
+    assert newer.startswith(f"{new}: SPIR-V 1.6 from generator 13 v11 (Google Shaderc")
+    (other,) = spirv_problems({new: _spirv(1, 0, 8, 11)}, tree)  # the tool alone
+    assert other.startswith(f"{new}: SPIR-V 1.0 from generator 8 v11 (Khronos")
+    assert spirv_problems({new: _spirv(1, 0, 13, 10)}, tree) == []  # a tool version: alike
+    assert spirv_problems({"backends/arm/none/a.spirv.b64": _spirv(1, 6, 8, 11)}, tree) == []
+    (broken,) = spirv_problems({new: base64.b64encode(b"not a module")}, {})
+    assert broken == (
+        f"{new}: no SPIR-V module (magic 0x07230203) in its base64: regenerate it with the"
+        " tree's generator"
+    )
+    item = Export("0008-x.patch", "s", "m", "", {}, {new: _spirv(1, 6, 8, 11)})
+    held = submission_problems((), None, [], lint_asked=False, texts=item, tree=tree)
+    assert held == tuple(spirv_problems(item.after, tree))

@@ -45,6 +45,11 @@ def checklist(
         if branch
         else f"- [ ] No branch to push: `git am` of {item.stem}.mbox failed on main (the"
         " report says why); once main takes it, run the export again.",
+        *(
+            [f"- [ ] Post {item.stem}.comment.md as the PR's first comment (the measurements)."]
+            if item.comment
+            else []
+        ),
         "- [ ] On the open PR, comment each of these (pytorchbot sets the labels; ciflow/trunk"
         " runs the trunk jobs, and pytorchbot takes a ciflow label only from someone with"
         " write access: otherwise ask a cc'd Arm maintainer to add it):",

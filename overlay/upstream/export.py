@@ -67,6 +67,7 @@ class Export:
     after: dict[str, bytes]  # repository path -> bytes after the fix
     base_commit: str = ""
     pr_body: str = ""
+    comment: str = ""  # the measurements: the PR's first comment
     issue: str = ""  # a drafted issue when the patch names none
     checklist: str = ""
 
@@ -250,11 +251,14 @@ def export_patch(
 
 
 def write_exports(exports: Sequence[Export], out_dir: Path) -> list[Path]:
-    """Write ``<stem>.{mbox,pr.md}`` (plus ``.issue.md``, ``.checklist.md``) to ``out_dir``."""
+    """Write ``<stem>.{mbox,pr.md}`` (plus ``.comment.md``, ``.issue.md``, ``.checklist.md``)
+    to ``out_dir``."""
     written = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for item in exports:
         files = {"mbox": item.mbox, "pr.md": item.pr_body}
+        if item.comment:
+            files["comment.md"] = item.comment
         if item.issue:
             files["issue.md"] = item.issue
         if item.checklist:

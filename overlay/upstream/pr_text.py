@@ -1,14 +1,17 @@
 """What a reviewer reads: the pull request's text and the issue to file first.
 
-The body follows upstream's template (``### Summary``, ``### Test plan``). Tests are named
-only when the patch adds them or their state changed, the rest counted, so the body stays
-under GitHub's limit.
+The body follows upstream's template (``### Summary``, ``### Test plan``) and stays short:
+the merge bot copies it into the squash commit. Tests are named only when the patch adds
+them or their state changed, the rest counted; the measurements (numbers per target and
+base, each base's test plan) are the PR's first comment.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -39,7 +42,7 @@ from overlay.upstream.results import (
     TestState,
 )
 from overlay.upstream.upstream_tests import new_tests
-from overlay.upstream.verdicts import failure_reasons, op_count_change
+from overlay.upstream.verdicts import THIS_CHANGE, failure_reasons, op_count_change
 
 NO_RESULT = "-"
 CONFIGS = {
@@ -57,7 +60,40 @@ def _note(patch: Patch) -> UpstreamNote | None:
 def _reproducer(note: UpstreamNote | None) -> list[str]:
     if note is None or not note.reproducer:
         return []
-    return ["```python", note.reproducer.rstrip("\n"), "```", ""]
+    return ["```python", *note.reproducer.rstrip("\n").splitlines(), "```", ""]
+
+
+_COMMENT = re.compile(r"(\s*)# ?")
+
+
+def _before_fix(lines: Sequence[str]) -> list[str]:
+    """Return a reproducer's lines as an issue shows them: the clauses of its comments that
+    speak of this change left out (an issue describes the bug before any fix exists), each
+    comment rewrapped to its own width.
+
+    Example: ``# main: RuntimeError: only per-tensor int8`` and ``# grids; lowers with this
+    change``.
+    Becomes: ``# main: RuntimeError: only per-tensor int8`` and ``# grids``.
+    """
+    out: list[str] = []
+    for indent, block in itertools.groupby(lines, _indent):
+        said = list(block)
+        text = " ".join(_COMMENT.sub("", line, count=1) for line in said)
+        if indent is None or not THIS_CHANGE.search(text):
+            out += said
+            continue
+        kept = [c for c in re.split(r"(?<=[.;])\s+", text) if not THIS_CHANGE.search(c)]
+        prefix = f"{indent}# "
+        out += textwrap.wrap(" ".join(kept).rstrip(";"), max(map(len, said)),
+                             initial_indent=prefix, subsequent_indent=prefix,
+                             break_long_words=False, break_on_hyphens=False)  # fmt: skip
+    return out
+
+
+def _indent(line: str) -> str | None:
+    """Return a comment line's indent (None: not a comment)."""
+    found = _COMMENT.match(line)
+    return found.group(1) if found else None
 
 
 def _cited(note: UpstreamNote | None) -> list[str]:
@@ -383,7 +419,9 @@ def _bystanders(base: OnBase) -> list[str]:
 
 
 def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
-    """Return the PR description in upstream's template: Summary, Test plan."""
+    """Return the PR description in upstream's template: Summary, Test plan. The merge bot
+    copies it into the squash commit: the measurements are the PR's first comment
+    (:func:`measurements`), the body points there."""
     note = _note(patch)
     lines = ["### Summary", "", *(f"{p}\n" for p in dep3_paragraphs(patch))]
     lines += [f"For reviewers: {note.reviewers}", ""] if note and note.reviewers else []
@@ -392,30 +430,36 @@ def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
     reproducer = _reproducer(note)
     if reproducer:
         lines += ["Reproducer:", "", *reproducer]
-    numbers = numbers_table(sub.bases)
-    if numbers:
-        lines += [how_run(sub.bases), "", *numbers]
     lines += ["### Test plan", ""]
     command = next((b.affected.command for b in sub.bases if b.affected), "")
     if command:
         lines += ["Without and with this change:", "", "```", command, "```", ""]
-    lines += _plans(sub.bases, release, torch)
     lines += tests_table(sub.bases, new_tests(patch.diff))
-    review = sub.review or Review("", None, (), ())
+    review = sub.review or Review("", None, ())
     if review.lint is not None:
         lines += [f"{review.lint.summary}", ""]
     if review.checks:
         lines += [f"- {check.summary}" for check in review.checks] + [""]
-    lines += [cc_line(review.authors, note.cited if note else ()), ""]
+    if measurements(sub, release, torch):
+        lines += ["Measurements per target and base: first comment.", ""]
+    lines += [cc_line(note.cited if note else ()), ""]
     return "\n".join(lines)
 
 
-def cc_line(authors: Sequence[str], cited: Sequence[PullRequest] = ()) -> str:
-    """Return the cc line: the Arm team, the cited PRs' authors, then the touched files'
-    recent authors (GitHub handles: a plain name notifies nobody)."""
+def measurements(sub: PatchVerdict, release: str, torch: str) -> str:
+    """Return the PR's first comment ("" when nothing was measured): how each target ran,
+    the trigger cases' numbers, each base's test plan in detail."""
+    numbers = numbers_table(sub.bases)
+    lines = [how_run(sub.bases), "", *numbers] if numbers else []
+    lines += _plans(sub.bases, release, torch)
+    return "\n".join(["### Measurements", "", *lines]) if lines else ""
+
+
+def cc_line(cited: Sequence[PullRequest]) -> str:
+    """Return the cc line: the Arm team and the authors of the PRs the fix cites, nobody
+    else (a maintainer objects to a cc no cited PR names)."""
     team = " ".join(ARM_CC).removeprefix("cc ").split()
-    handles = [f"@{pr.author}" for pr in cited] + [a for a in authors if a.startswith("@")]
-    return "cc " + " ".join(dict.fromkeys([*team, *handles]))
+    return "cc " + " ".join(dict.fromkeys([*team, *(f"@{pr.author}" for pr in cited)]))
 
 
 def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
@@ -425,7 +469,7 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
     note = _note(patch)
     title = PREFIX + (note.symptom if note is not None and note.symptom else patch.subject)
     lines = [f"{ISSUE_TITLE}{title}", "", "### 🐛 Describe the bug", ""]
-    lines += [dep3_paragraphs(patch)[0], "", *_cited(note), *_reproducer(note)]
+    lines += [dep3_paragraphs(patch)[0], "", *_cited(note), *_before_fix(_reproducer(note))]
     measured = [b for b in sub.bases if b.behaviour is not None]
     numbers = numbers_table(measured, with_change=False)
     lines += [how_run(measured), "", *numbers] if numbers else []
@@ -440,7 +484,9 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
 def with_texts(
     item: Export, patch: Patch, sub: PatchVerdict, *, release: str, torch: str
 ) -> Export:
-    """Return the export with its PR body and issue draft (when no issue names the bug);
+    """Return the export with its PR body, first comment and issue draft (when no issue
+    names the bug);
     the checklist, which lists what holds the fix back, is added once that is decided."""
     issue = "" if patch.issues else drafted_issue(patch, sub, release, torch)
-    return replace(item, pr_body=pr_body(patch, sub, release, torch), issue=issue)
+    body, comment = pr_body(patch, sub, release, torch), measurements(sub, release, torch)
+    return replace(item, pr_body=body, comment=comment, issue=issue)

@@ -25,7 +25,6 @@ from overlay.upstream import (
     replay,
     upstream_tests,
 )
-from overlay.upstream.authors import cited_prs, recent_authors, series_handles
 from overlay.upstream.gitrepo import (
     GITHUB,
     MAIN_REF,
@@ -176,7 +175,6 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
     touched = sorted({path for item in exports for path in item.after})
     on_main = lint.main_runs(scratch.path, main, out / "hook" / "main", main_env.python, touched)
-    known = series_handles(scratch, main, cited_prs(send), touched)
     for patch, item in zip(send, exports, strict=True):
         repo, branch = out / "branches" / item.stem, export.branch_name(item)
         on_release_form = export.export_patch(
@@ -199,7 +197,6 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             item.base_commit,
             report,
             tuple(commit_rules.check_message(item.message, verbs)),
-            recent_authors(scratch, main, sorted(item.after), request.signer, known),
             checks,
         )
         sub, texts = judge(
@@ -209,6 +206,7 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             torch=torch, stale=stale, lint_asked=request.lint,
             branch=("", "") if am_main else (str(repo.relative_to(out)), branch),
             named_by=export.named_by(send, patch.number),
+            tree=bases[0].files if item.base_commit == main else release.files,
         )  # fmt: skip
         submissions.append(sub)
         # a failed `git am` leaves the change uncommitted: no branch to push
@@ -245,21 +243,23 @@ def judge(
     lint_asked: bool = True,
     branch: tuple[str, str] = ("", ""),
     named_by: Sequence[int] = (),
+    tree: Mapping[str, bytes] | None = None,
 ) -> tuple[PatchVerdict, export.Export]:
     """Return the fix's verdict with what holds it back, and the export with every text a
     reviewer reads (PR body, issue draft, checklist): upstream's gate on what was measured.
 
     ``stale``: why main is older than the release ("": it is not); ``branch``: the
     repository and branch the commit is on; ``named_by``: the patches whose text names
-    this one's PR by a marker (:data:`overlay.upstream.export.SERIES_MARKER`).
+    this one's PR by a marker (:data:`overlay.upstream.export.SERIES_MARKER`); ``tree``:
+    the files of the tree the commit is made on (main's or the release's).
     """
     texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
     fix = fixes.by_patch(patch.name)
-    review = sub.review or Review("", None, (), ())
+    review = sub.review or Review("", None, ())
     problems = submission_problems(
         sub.bases, review.lint, review.rules, lint_asked=lint_asked, stale=stale, texts=texts,
         note=fix.upstream if fix else None, internal=[c.name for c in corpus.ALL_CASES],
-        checks=review.checks,
+        checks=review.checks, tree=tree,
     )  # fmt: skip
     held = f"held back: {len(problems)} problem(s)" if problems else "ready to send"
     judged = replace(

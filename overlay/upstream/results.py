@@ -404,12 +404,11 @@ class OpCounts:
 
 @dataclass(frozen=True)
 class Review:
-    """Upstream's gate on one fix's commit, and who reviews it (the export)."""
+    """Upstream's gate on one fix's commit (the export)."""
 
     base_commit: str  # what the mbox is made against (main where it applies)
     lint: LintReport | None  # None: not run (the commit is not on main)
     rules: tuple[str, ...]  # the pre-push hook's rules the commit breaks
-    authors: tuple[str, ...]  # recent authors of the touched files on main (cc)
     checks: tuple[LintReport, ...] = ()  # the pre-push hook's other checks (None of lint: none)
 
 

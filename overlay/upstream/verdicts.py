@@ -11,10 +11,12 @@ the renderers only show what they return.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import re
+import struct
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from packaging.version import Version
@@ -375,6 +377,9 @@ _TARGET_NAMES = {
     "Ethos-U": re.compile(r"\bEthos-U\w*|\bU[58]5\b"),
 }
 TITLE_MAX = 100  # an issue title's characters, "Arm backend: " included
+THIS_CHANGE = re.compile(r"\bthis change\b", re.IGNORECASE)  # no fix exists yet in an issue
+# work on the commit a PR text asks of its reviewers: regenerate files, amend, rerun a tool
+_REVIEWER_WORK = re.compile(r"\b(regenerat(?:e|es|ing)|amend(?:s|ing)?|re-?run)\b", re.IGNORECASE)
 _CITED_PR = re.compile(r"(?<!Fixes )(?<![\w/])#(\d+)\b")
 
 
@@ -443,14 +448,14 @@ def text_problems(
     texts: Export, bases: Sequence[OnBase], note: UpstreamNote | None, internal: Collection[str]
 ) -> list[str]:
     """Return what a maintainer would object to in what they read (the commit message, the
-    PR body, the issue draft): its size, claims, words and citations."""
+    PR body and its first comment, the issue draft): its size, claims, words and citations."""
     problems = []
     if len(texts.pr_body) > PR_BODY_LIMIT:
         problems.append(
             f"the PR body is {len(texts.pr_body):,} characters: GitHub refuses more than"
             f" {PR_BODY_LIMIT:,} (and the merge bot copies it into the squash commit)"
         )
-    read = (texts.message, texts.pr_body, texts.issue)
+    read = (texts.message, texts.pr_body, texts.comment, texts.issue)
     problems += unmeasured_claims(read, compared_targets(bases))
     names = [n for n in sorted(internal) if any(_names(text, n) for text in read)]
     if names:
@@ -469,6 +474,25 @@ def text_problems(
             f"the issue draft's title has {len(title)} characters, over {TITLE_MAX} (a list"
             f" of issues cuts it): shorten UpstreamNote.symptom in the fix module: {title!r}"
         )
+    change = next((s.strip() for s in texts.issue.splitlines() if THIS_CHANGE.search(s)), "")
+    if change:
+        problems.append(
+            "the issue draft speaks of this change, but an issue describes the bug before any"
+            " fix exists: reword it (the Description's first paragraph, UpstreamNote):"
+            f' "{change[:160]}"'
+        )
+    asked = [
+        sentence
+        for text in (note.reviewers if note else "", texts.message, texts.pr_body)
+        for sentence in _sentences(text)
+        if _REVIEWER_WORK.search(sentence)
+    ]
+    if asked:
+        work = dict.fromkeys(w.lower() for s in asked for w in _REVIEWER_WORK.findall(s))
+        problems.append(
+            f'the PR asks reviewers to {" and ".join(work)} ("{asked[0][:200]}"): do it'
+            " before sending"
+        )
     declared = {pr.number for pr in note.cited} if note else set()
     undeclared = sorted({int(n) for n in _CITED_PR.findall(texts.message)} - declared)
     if undeclared:
@@ -477,6 +501,70 @@ def text_problems(
             " module does not declare (UpstreamNote.regressed_by or related): the PR text"
             " does not link it and its author is not cc'd"
         )
+    return problems
+
+
+SPIRV_B64 = ".spirv.b64"  # base64 of a SPIR-V module, generated from its .glsl
+SPIRV_TOOLS = {8: "Khronos Glslang Reference Front End", 13: "Google Shaderc over Glslang"}
+_SPIRV_GENERATOR = re.compile(r"(?:^|/)generate_\w*spirv\w*\.py$")
+
+
+def spirv_header(blob: bytes) -> tuple[int, int, int, int] | None:
+    """Return a base64 SPIR-V module's version and generator: (major, minor, tool id, tool
+    version), None where it is not one (no magic number 0x07230203 in either byte order)."""
+    try:
+        module = base64.b64decode(blob)
+    except ValueError:
+        return None
+    for order in "<>":
+        if len(module) >= 12:
+            magic, version, generator = struct.unpack(f"{order}3I", module[:12])
+            if magic == 0x07230203:
+                return (
+                    (version >> 16) & 0xFF,
+                    (version >> 8) & 0xFF,
+                    generator >> 16,
+                    generator & 0xFFFF,
+                )
+    return None
+
+
+def _spirv_words(header: tuple[int, int, int, int]) -> str:
+    tool = SPIRV_TOOLS.get(header[2])
+    return f"SPIR-V {header[0]}.{header[1]} from generator {header[2]} v{header[3]}" + (
+        f" ({tool})" if tool else ""
+    )
+
+
+def spirv_problems(added: Mapping[str, bytes], base: Mapping[str, bytes]) -> list[str]:
+    """Return the SPIR-V blobs (:data:`SPIRV_B64`) a patch adds that do not look like their
+    siblings, the blobs in the same folder of the ``base`` tree: a SPIR-V version or a
+    generator tool none of them has (or no SPIR-V at all).
+
+    Example: 0008 adds four blobs built by the ML SDK's glslc (SPIR-V 1.6, generator 8) beside
+    five of SPIR-V 1.0 from generator 13, which generate_grid_sampler_spirv.py builds.
+    Becomes: one problem per blob, naming that script.
+    """
+    script = next((p for p in sorted(base) if _SPIRV_GENERATOR.search(p)), "")
+    how = f"regenerate it with the tree's generator{f' ({script})' if script else ''}"
+    problems = []
+    for path, blob in sorted(added.items()):
+        if not path.endswith(SPIRV_B64):
+            continue
+        folder = path.rpartition("/")[0]
+        found = [spirv_header(d) for p, d in sorted(base.items()) if p.endswith(SPIRV_B64)
+                 and p.rpartition("/")[0] == folder and p not in added]  # fmt: skip
+        siblings = [h for h in found if h is not None]
+        own = spirv_header(blob)
+        if own is None:
+            problems.append(f"{path}: no SPIR-V module (magic 0x07230203) in its base64: {how}")
+        elif siblings and (
+            own[:2] not in {h[:2] for h in siblings} or own[2] not in {h[2] for h in siblings}
+        ):
+            theirs = " or ".join(dict.fromkeys(map(_spirv_words, siblings)))
+            problems.append(
+                f"{path}: {_spirv_words(own)}, its {len(siblings)} siblings are {theirs}: {how}"
+            )
     return problems
 
 
@@ -551,6 +639,7 @@ def submission_problems(
     note: UpstreamNote | None = None,
     internal: Collection[str] = (),
     checks: Sequence[LintReport] = (),
+    tree: Mapping[str, bytes] | None = None,
 ) -> tuple[str, ...]:
     """Return what keeps a fix from being sent (empty: send it).
 
@@ -560,8 +649,10 @@ def submission_problems(
     before and pass after, no test passing without it fails with it, no bystander model
     outside its triggers lowers to other TOSA operators with it), and what the maintainer
     reads (:func:`text_problems` of ``texts``, with the fix's ``note`` and the corpus's
-    ``internal`` case names). On a ``stale`` main (the reason, :func:`stale_main`) what main
-    found holds nothing back: the fix is not ready on main.
+    ``internal`` case names; the SPIR-V blobs it adds against their siblings in ``tree``,
+    the files the commit is made on: :func:`spirv_problems`). On a ``stale`` main (the
+    reason, :func:`stale_main`) what main found holds nothing back: the fix is not ready
+    on main.
     """
     problems = [f"pre-push hook: {rule}" for rule in rules]
     if lint is not None and lint.findings:
@@ -578,6 +669,8 @@ def submission_problems(
             problems += [f"{base.base}: {problem}" for problem in _on_base(base)]
     if texts is not None:
         problems += text_problems(texts, bases, note, internal)
+        added = {p: d for p, d in texts.after.items() if p not in texts.before}
+        problems += spirv_problems(added, tree or {})
     return tuple(problems)
 
 
