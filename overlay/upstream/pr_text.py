@@ -8,10 +8,8 @@ base, each base's test plan) are the PR's first comment.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
-import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -42,7 +40,7 @@ from overlay.upstream.results import (
     TestState,
 )
 from overlay.upstream.upstream_tests import new_tests
-from overlay.upstream.verdicts import THIS_CHANGE, failure_reasons, op_count_change
+from overlay.upstream.verdicts import failure_reasons, op_count_change
 
 NO_RESULT = "-"
 CONFIGS = {
@@ -60,40 +58,7 @@ def _note(patch: Patch) -> UpstreamNote | None:
 def _reproducer(note: UpstreamNote | None) -> list[str]:
     if note is None or not note.reproducer:
         return []
-    return ["```python", *note.reproducer.rstrip("\n").splitlines(), "```", ""]
-
-
-_COMMENT = re.compile(r"(\s*)# ?")
-
-
-def _before_fix(lines: Sequence[str]) -> list[str]:
-    """Return a reproducer's lines as an issue shows them: the clauses of its comments that
-    speak of this change left out (an issue describes the bug before any fix exists), each
-    comment rewrapped to its own width.
-
-    Example: ``# main: RuntimeError: only per-tensor int8`` and ``# grids; lowers with this
-    change``.
-    Becomes: ``# main: RuntimeError: only per-tensor int8`` and ``# grids``.
-    """
-    out: list[str] = []
-    for indent, block in itertools.groupby(lines, _indent):
-        said = list(block)
-        text = " ".join(_COMMENT.sub("", line, count=1) for line in said)
-        if indent is None or not THIS_CHANGE.search(text):
-            out += said
-            continue
-        kept = [c for c in re.split(r"(?<=[.;])\s+", text) if not THIS_CHANGE.search(c)]
-        prefix = f"{indent}# "
-        out += textwrap.wrap(" ".join(kept).rstrip(";"), max(map(len, said)),
-                             initial_indent=prefix, subsequent_indent=prefix,
-                             break_long_words=False, break_on_hyphens=False)  # fmt: skip
-    return out
-
-
-def _indent(line: str) -> str | None:
-    """Return a comment line's indent (None: not a comment)."""
-    found = _COMMENT.match(line)
-    return found.group(1) if found else None
+    return ["```python", note.reproducer.rstrip("\n"), "```", ""]
 
 
 def _cited(note: UpstreamNote | None) -> list[str]:
@@ -469,7 +434,7 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
     note = _note(patch)
     title = PREFIX + (note.symptom if note is not None and note.symptom else patch.subject)
     lines = [f"{ISSUE_TITLE}{title}", "", "### 🐛 Describe the bug", ""]
-    lines += [dep3_paragraphs(patch)[0], "", *_cited(note), *_before_fix(_reproducer(note))]
+    lines += [dep3_paragraphs(patch)[0], "", *_cited(note), *_reproducer(note)]
     measured = [b for b in sub.bases if b.behaviour is not None]
     numbers = numbers_table(measured, with_change=False)
     lines += [how_run(measured), "", *numbers] if numbers else []
