@@ -61,6 +61,40 @@ def grid_warp() -> tuple[Any, tuple[Any, ...]]:
     return GridWarp(), (torch.rand(1, 3, 8, 8),)
 
 
+def flow_offset_warp() -> tuple[Any, tuple[Any, ...]]:
+    """Build ``flow_offset_warp_snorm_vgf_int``: upstream's ``FlowOffsetSamplerChain``.
+
+    ``relu(grid_sample(relu(image), (base_grid + flow[:, :2]).permute(0, 2, 3, 1)))``, the
+    canonical pattern of ``FuseGridSamplerFlowOffsetPass`` (base grid: the ``cat`` of two
+    ``linspace``; bilinear, border, align_corners), with its test's inputs.
+    """
+    import torch
+
+    class FlowOffsetSamplerChain(torch.nn.Module):
+        def forward(self, image: Any, flow: Any) -> Any:
+            image = torch.relu(image)
+            height, width = image.shape[-2:]
+            horizontal = torch.linspace(-1.0, 1.0, width, dtype=image.dtype)
+            vertical = torch.linspace(-1.0, 1.0, height, dtype=image.dtype)
+            base_grid = torch.cat(
+                (
+                    horizontal.view(1, 1, 1, width).expand(1, -1, height, -1),
+                    vertical.view(1, 1, height, 1).expand(1, -1, -1, width),
+                ),
+                dim=1,
+            )
+            grid = (base_grid + flow[:, :2]).permute(0, 2, 3, 1)
+            sampled = torch.nn.functional.grid_sample(
+                image, grid, mode="bilinear", padding_mode="border", align_corners=True
+            )
+            return torch.relu(sampled)
+
+    generator = torch.Generator().manual_seed(0)
+    image = torch.randn(1, 4, 8, 12, generator=generator)
+    flow = torch.randn(1, 4, 8, 12, generator=generator) * 0.01
+    return FlowOffsetSamplerChain(), (image, flow)
+
+
 FIX = Fix(
     number=7,
     title="VGF partitions grid_sample only where the TOSA spec has FP",
@@ -81,6 +115,14 @@ FIX = Fix(
                 "VGF a8w8 conv -> tanh -> permute -> grid_sample on TOSA-1.0+INT: stock"
                 " partitions the sampler and its int8 shader's FP32 grid scale cannot be"
                 " lowered; with the fix grid_sample runs on the CPU",
+            ),
+            Trigger(
+                "flow_offset_warp_snorm_vgf_int",
+                Effect.FIXED,
+                "upstream's FlowOffsetSamplerChain, VGF SNORM on TOSA-1.0+INT: stock's"
+                " flow-offset fusion does not match the exported pattern and the plain rewrite"
+                " raises (an int8 sampler needs an int8 grid); with the fix grid_sample runs"
+                " on the CPU",
             ),
             Trigger(
                 "zoo_grid_warp_int8",
@@ -109,14 +151,31 @@ FIX = Fix(
             ),
             grid_warp,
         ),
+        Case(
+            CaseInfo(
+                "flow_offset_warp_snorm_vgf_int",
+                "TOSA-1.0+INT",
+                "a8w8_snorm",
+                fast=True,
+                note="upstream's FlowOffsetSamplerChain (relu -> flow-offset grid_sample ->"
+                " relu), VGF SNORM on an integer-only spec",
+                targets_vgf=True,
+                model="`relu(grid_sample(relu(x), (base + flow[:, :2]).permute(0, 2, 3, 1),"
+                " padding_mode='border', align_corners=True))`, x and flow 1x4x8x12, base the"
+                " cat of two linspace(-1, 1) (upstream's FlowOffsetSamplerChain)",
+            ),
+            flow_offset_warp,
+        ),
     ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/misc/test_multiple_delegates.py",
         narrowing=(
             "VgfPartitioner registers grid_sampler_2d unconditionally since the VGF grid"
-            " sampler landed; the shader's FP32 inputs make every integer-only VGF lowering"
-            " of grid_sample fail. The patch registers it in __init__ only when the spec"
-            " supports FP; register_custom_partition_op and its docs stay as they are."
+            " sampler landed; the FP32 inputs of the rewrite's shaders make every"
+            " integer-only VGF lowering of an exported grid_sample fail (the fused"
+            " flow-offset shader needs none, but its matcher does not reach an exported"
+            " model). The patch registers it in __init__ only when the spec supports FP;"
+            " register_custom_partition_op and its docs stay as they are."
         ),
         affected_tests=(
             "backends/arm/test/misc/test_multiple_delegates.py",
@@ -161,6 +220,10 @@ to_edge_transform_and_lower(
             # the int8 image path, whose FP32 grid scale an integer-only spec cannot carry
             PullRequest(
                 20329, "Arm backend: Support sampler-backed VGF grid_sample for RIFE", "bdemirb"
+            ),
+            # the fused flow-offset shader, which takes no FP32 tensor but no export reaches
+            PullRequest(
+                21775, "Arm backend: Fuse canonical flow-offset grid sampling", "YufengShi-dudu"
             ),
         ),
     ),

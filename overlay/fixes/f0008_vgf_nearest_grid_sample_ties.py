@@ -276,6 +276,7 @@ CASES = (
             "grid_sample_nearest_downsample_2x_fp",
             "TOSA-1.0+FP",
             None,
+            fast=True,
             note="2x nearest downsampling (the identity grid of half the size), float: every"
             " output a tie",
             targets_vgf=True,
