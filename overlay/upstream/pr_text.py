@@ -383,10 +383,12 @@ def _bystanders(base: OnBase) -> list[str]:
     return lines
 
 
-def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
+def pr_body(
+    patch: Patch, sub: PatchVerdict, release: str, torch: str, comment: str | None = None
+) -> str:
     """Return the PR description in upstream's template: Summary, Test plan. The merge bot
     copies it into the squash commit: the measurements are the PR's first comment
-    (:func:`measurements`), the body points there."""
+    (``comment``, :func:`measurements` when not given), the body points there."""
     note = _note(patch)
     lines = ["### Summary", "", *(f"{p}\n" for p in dep3_paragraphs(patch))]
     lines += [f"For reviewers: {note.reviewers}", ""] if note and note.reviewers else []
@@ -405,7 +407,7 @@ def pr_body(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:
         lines += [f"{review.lint.summary}", ""]
     if review.checks:
         lines += [f"- {check.summary}" for check in review.checks] + [""]
-    if measurements(sub, release, torch):
+    if measurements(sub, release, torch) if comment is None else comment:
         lines += ["Measurements per target and base: first comment.", ""]
     lines += [cc_line(note.cited if note else ()), ""]
     return "\n".join(lines)
@@ -453,5 +455,6 @@ def with_texts(
     names the bug);
     the checklist, which lists what holds the fix back, is added once that is decided."""
     issue = "" if patch.issues else drafted_issue(patch, sub, release, torch)
-    body, comment = pr_body(patch, sub, release, torch), measurements(sub, release, torch)
+    comment = measurements(sub, release, torch)
+    body = pr_body(patch, sub, release, torch, comment)
     return replace(item, pr_body=body, comment=comment, issue=issue)

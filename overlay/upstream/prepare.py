@@ -209,8 +209,8 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             tree=bases[0].files if item.base_commit == main else release.files,
         )  # fmt: skip
         submissions.append(sub)
-        # a failed `git am` leaves the change uncommitted: no branch to push
-        branches.update({} if am_main else {patch.name: (repo, branch)})
+        if not am_main:  # a failed `git am` leaves the change uncommitted: no branch to push
+            branches[patch.name] = (repo, branch)
         done.append(texts)
     sending = Sending(
         line, newest.name, torch, main, tuple(submissions), skipped,

@@ -516,16 +516,13 @@ def spirv_header(blob: bytes) -> tuple[int, int, int, int] | None:
         module = base64.b64decode(blob)
     except ValueError:
         return None
+    if len(module) < 12:
+        return None
     for order in "<>":
-        if len(module) >= 12:
-            magic, version, generator = struct.unpack(f"{order}3I", module[:12])
-            if magic == 0x07230203:
-                return (
-                    (version >> 16) & 0xFF,
-                    (version >> 8) & 0xFF,
-                    generator >> 16,
-                    generator & 0xFFFF,
-                )
+        magic, version, generator = struct.unpack(f"{order}3I", module[:12])
+        if magic == 0x07230203:
+            major, minor = (version >> 16) & 0xFF, (version >> 8) & 0xFF
+            return major, minor, generator >> 16, generator & 0xFFFF
     return None
 
 
