@@ -160,6 +160,8 @@ FIX = Fix(
                 note="upstream's FlowOffsetSamplerChain (relu -> flow-offset grid_sample ->"
                 " relu), VGF SNORM on an integer-only spec",
                 targets_vgf=True,
+                expect_broken="get_vgf_snorm_quantization_config is new in executorch 1.5",
+                broken_releases="<1.5",
                 model="`relu(grid_sample(relu(x), (base + flow[:, :2]).permute(0, 2, 3, 1),"
                 " padding_mode='border', align_corners=True))`, x and flow 1x4x8x12, base the"
                 " cat of two linspace(-1, 1) (upstream's FlowOffsetSamplerChain)",
