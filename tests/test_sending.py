@@ -326,6 +326,9 @@ def test_0003s_body_fits_github_naming_its_new_tests_and_counting_the_rest() -> 
     assert len(new) == 11 and all(node.split("[")[0] in body for node in new)
     # a test's parametrizations that ended alike share a row
     assert "_tosa_INT_relu_cat` (2: a, b) | failed | passed |" in body
+    # the rows "not run here" (its VGF tests) are said plainly not to have run
+    assert "| not run here | not run here |" in body
+    assert "The tests not run here did not run for this change: they need an executor" in body
     same = {t.node for run in runs for t in run.stock.tests if t.node not in new}
     assert len(same) == 535 and not [n for n in same if n in body]
     # each base counts its own (main selects 531 of them, 1.5.1 535)
@@ -390,6 +393,25 @@ def test_a_stale_main_is_said_with_its_commit_date_and_refresh_and_holds_nothing
     assert "ready on 1.5.1, not on main" in shown
     current = dataclasses.replace(report, stale_main="", submissions=(held,))
     assert "ready on 1.5.1, not on main" not in render.markdown(reports.sending_blocks(current))
+
+
+def test_on_a_stale_main_the_checklist_pushes_only_a_branch_of_a_refreshed_run() -> None:
+    """A branch on a stale main holds whatever that main holds (here, a local commit): the
+    checklist offers no push of it, only of the branch a run on the refreshed main writes."""
+    patch = _sent(7)
+    states = {f"{new_tests(patch.diff)[0]}": (TestState.FAILED, TestState.PASSED)}
+    bases = (_recorded(patch, "main", states), _recorded(patch, "1.5.1", states))
+    sub = _submission(patch.name, upstream_subject(patch), bases, None, base_commit=MAIN)
+    where = ("branches/x", "arm-x")
+    _, stale = judge(_export(patch), patch, sub, torch="2.13.0", stale=STALE, branch=where)
+    _, current = judge(_export(patch), patch, sub, torch="2.13.0", branch=where)
+    push = "`git -C branches/x push <your fork> arm-x`"
+    assert f"- [ ] Push the branch (from this folder): {push}" in current.checklist
+    assert "Push the branch (from this folder)" not in stale.checklist
+    assert (
+        "- [ ] Once main is refreshed and the export has run again, push the branch that run"
+        f" writes (from its folder), not this one: {push}"
+    ) in stale.checklist
 
 
 @pytest.mark.parametrize("patch", load_series(NEWEST.directory).patches, ids=lambda p: p.name[:4])

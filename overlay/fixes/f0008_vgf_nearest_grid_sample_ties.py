@@ -202,39 +202,45 @@ def nearest_downsample_2x() -> tuple[Any, tuple[Any, ...]]:
     return _sample("zeros", False), (_image(8), grid)
 
 
-def nearest_ties_int8() -> tuple[Any, tuple[Any, ...]]:
-    """Build ``grid_sample_nearest_reflection_int8_intfp``: a8w8 for VGF, grid scale 2^-6.
+def nearest_ties_int8(padding: str, align_corners: bool = False) -> Callable[[], Any]:
+    """Return the builder of an int8 nearest case: a8w8 for VGF, grid scale 2^-6, ``padding``.
 
     Pre-quantised (the case's quantize is None): VgfQuantizer's PT2E graph for
     TOSA-1.0+INT+FP, the grid's quantize/dequantize then set to scale 2^-6 (a fixed-point
-    grid, as a flow network's), so that every 16th int8 grid value is an exact tie, in
-    and outside the image; the int8 sampler shader runs.
+    grid, as a flow network's), so that int8 grid values land on exact ties, in and outside
+    the image (every 16th without align_corners on an 8-wide image; every 4th of the grid's
+    with align_corners on a 9-wide one, W - 1 = 8); the int8 sampler shader runs.
     """
-    import torch
-    from executorch.backends.arm.quantizer import (
-        VgfQuantizer,
-        get_symmetric_quantization_config,
-    )
-    from executorch.backends.arm.vgf import VgfCompileSpec
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    grid = torch.arange(-128, 128, 4, dtype=torch.float32).reshape(1, 4, 8, 2) / 64
-    inputs = ((_image(8) - 2.5) / 5, grid)
-    quantizer = VgfQuantizer(VgfCompileSpec("TOSA-1.0+INT+FP"))
-    quantizer.set_global(get_symmetric_quantization_config())
-    graph = torch.export.export(_sample("reflection", False), inputs).module(check_guards=False)
-    prepared = prepare_pt2e(graph, quantizer)
-    prepared(*inputs)
-    converted = convert_pt2e(prepared)
-    grid_input = next(
-        n for n in converted.graph.nodes if n.op == "placeholder" and n.name == "grid"
-    )
-    # a line whose quantizer leaves grid_sample alone (1.2.0) has no grid quantize: float
-    for quantize in [u for u in grid_input.users if ".quantize_per_tensor" in str(u.target)]:
-        for node in (quantize, *(d for d in quantize.users if "dequantize" in str(d.target))):
-            node.args = (node.args[0], 2.0**-6, *node.args[2:])
-    converted.recompile()
-    return converted, inputs
+    def build() -> tuple[Any, tuple[Any, ...]]:
+        import torch
+        from executorch.backends.arm.quantizer import (
+            VgfQuantizer,
+            get_symmetric_quantization_config,
+        )
+        from executorch.backends.arm.vgf import VgfCompileSpec
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+        grid = torch.arange(-128, 128, 4, dtype=torch.float32).reshape(1, 4, 8, 2) / 64
+        inputs = ((_image(9 if align_corners else 8) - 2.5) / 5, grid)
+        quantizer = VgfQuantizer(VgfCompileSpec("TOSA-1.0+INT+FP"))
+        quantizer.set_global(get_symmetric_quantization_config())
+        module = _sample(padding, align_corners)
+        graph = torch.export.export(module, inputs).module(check_guards=False)
+        prepared = prepare_pt2e(graph, quantizer)
+        prepared(*inputs)
+        converted = convert_pt2e(prepared)
+        grid_input = next(
+            n for n in converted.graph.nodes if n.op == "placeholder" and n.name == "grid"
+        )
+        # a line whose quantizer leaves grid_sample alone (1.2.0) has no grid quantize: float
+        for quantize in [u for u in grid_input.users if ".quantize_per_tensor" in str(u.target)]:
+            for node in (quantize, *(d for d in quantize.users if "dequantize" in str(d.target))):
+                node.args = (node.args[0], 2.0**-6, *node.args[2:])
+        converted.recompile()
+        return converted, inputs
+
+    return build
 
 
 FP_NOTE = (
@@ -298,7 +304,35 @@ CASES = (
             " x 1x4x8x8, grid 1x4x8x2, quantised by `VgfQuantizer` with"
             " `get_symmetric_quantization_config()`, the grid's q/dq then set to scale 2^-6",
         ),
-        nearest_ties_int8,
+        nearest_ties_int8("reflection"),
+    ),
+    Case(
+        CaseInfo(
+            "grid_sample_nearest_zeros_align_corners_fp",
+            "TOSA-1.0+FP",
+            None,
+            fast=True,
+            note=f"{FP_NOTE}, zeros padding, align_corners=True",
+            targets_vgf=True,
+            model="`F.grid_sample(x, grid, mode='nearest', padding_mode='zeros',"
+            " align_corners=True)`, x 1x4x9x9, grid 1x2x14x2 on exact ties",
+        ),
+        nearest_ties_fp("zeros", align_corners=True),
+    ),
+    Case(
+        CaseInfo(
+            "grid_sample_nearest_zeros_align_corners_int8_intfp",
+            "TOSA-1.0+INT+FP",
+            None,
+            fast=True,
+            note="the reproducer a8w8 for VGF (pre-quantised, grid scale 2^-6): the int8"
+            " align_corners sampler shader, zeros padding",
+            targets_vgf=True,
+            model="`F.grid_sample(x, grid, mode='nearest', padding_mode='zeros',"
+            " align_corners=True)`, x 1x4x9x9, grid 1x4x8x2, quantised by `VgfQuantizer` with"
+            " `get_symmetric_quantization_config()`, the grid's q/dq then set to scale 2^-6",
+        ),
+        nearest_ties_int8("zeros", align_corners=True),
     ),
 )
 WHY = (
@@ -343,6 +377,16 @@ FIX = Fix(
                 "grid_sample_nearest_reflection_int8_intfp",
                 Effect.FIXED,
                 f"the int8 sampler shader: {WHY}",
+            ),
+            Trigger(
+                "grid_sample_nearest_zeros_align_corners_fp",
+                Effect.FIXED,
+                f"{WHY}, with align_corners=True and zeros padding",
+            ),
+            Trigger(
+                "grid_sample_nearest_zeros_align_corners_int8_intfp",
+                Effect.FIXED,
+                f"the int8 align_corners sampler shader: {WHY}",
             ),
         ),
     },

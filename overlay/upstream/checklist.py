@@ -38,13 +38,24 @@ def checklist(
             f"- [ ] No upstream issue names this bug: open one from {item.stem}.issue.md"
             f" (its first line is the title), then add `Fixes #N` to the PR text."
         )
+    push = (
+        f"`git -C {where} push <your fork> {branch}`, then open the PR against"
+        f" pytorch/executorch `main` with the text of {item.stem}.pr.md."
+    )
+    if not branch:
+        push = (
+            f"- [ ] No branch to push: `git am` of {item.stem}.mbox failed on main (the"
+            " report says why); once main takes it, run the export again."
+        )
+    elif stale:  # this run's branch sits on the stale main, with whatever a local main holds
+        push = (
+            "- [ ] Once main is refreshed and the export has run again, push the branch that"
+            f" run writes (from its folder), not this one: {push}"
+        )
+    else:
+        push = f"- [ ] Push the branch (from this folder): {push}"
     lines += [
-        f"- [ ] Push the branch (from this folder): `git -C {where} push <your fork> {branch}`,"
-        f" then open the PR against pytorch/executorch `main` with the text of"
-        f" {item.stem}.pr.md."
-        if branch
-        else f"- [ ] No branch to push: `git am` of {item.stem}.mbox failed on main (the"
-        " report says why); once main takes it, run the export again.",
+        push,
         *(
             [f"- [ ] Post {item.stem}.comment.md as the PR's first comment (the measurements)."]
             if item.comment

@@ -280,6 +280,13 @@ def tests_table(bases: Sequence[OnBase], added: Sequence[str]) -> list[str]:
         title = " and ".join(which)
         table = markdown_table(("test", *columns), rows)
         lines += [f"{title[:1].upper()}{title[1:]}:", "", *table, ""]
+        if any(TestState.NO_TARGET.value in s for s in states.values()):
+            lines += [
+                f"The tests {TestState.NO_TARGET.value} did not run for this change: they need"
+                " an executor_runner built from sources (backends/arm/test/setup_testing*.sh)."
+                " The measurements in the first comment stand in for them.",
+                "",
+            ]
     others = [
         (name, Counts(tuple(t for t in r.stock.tests if t.node not in named))) for name, r in runs
     ]
