@@ -1,9 +1,4 @@
-"""Apply the fixes as a runtime monkey-patch: the forms written for the installed release line.
-
-Each fix is independent: its own guard, its own undo, applied or skipped on its own. It
-refuses a version with no line, a patched build (``+armfix``), an install that already
-carries the diffs, and a function somebody else has already replaced.
-"""
+"""Apply the runtime forms of the line the installed executorch is on, each fix on its own."""
 
 from __future__ import annotations
 

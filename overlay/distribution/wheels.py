@@ -1,8 +1,4 @@
-"""Fetch a pinned executorch wheel and repack it with the series applied.
-
-The same inputs give the same bytes (a lock pins the patched wheel by sha256), so built
-wheels are kept in the overlay cache, keyed by what they are made of: a new clone reuses them.
-"""
+"""Fetch a pinned executorch wheel and repack it with the series applied (cached by content)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Locks: the exact ready venv for one pinned wheel, every package by version and sha256.
-
-A plain hashed requirements file, not ``uv.lock``: uv pip sync, pip's ``--require-hashes``
-and a Dockerfile all take it as it is. Its header keys everything it was resolved from, so
-:func:`check_current` finds a stale lock offline, in the fast tests.
-"""
+"""Locks (``patches/<line>/locks/<tag>.txt``): resolve, read, and find a stale one offline."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The stamp of a venv whose last sync finished: the sha256 of what it was synced from.
-
-Written last and removed before uv touches the venv again, so a venv without one never
-finished a sync. Standard library only (with the codec): the worker reads it inside the
-synced envs, which hold exactly their locked packages.
-"""
+"""A venv's stamp, written last: the sha256 of what its finished sync was synced from."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The one stamped venv builder: the ready venv, the proof and test envs, release envs.
-
-uv decides what to install; the overlay decides only whether to run it, from one stamp
-written last. A venv without a stamp is made anew: an interrupted uv can leave a dist-info
-whole over half-written files, which ``uv pip sync`` takes for installed, and
-``--reinstall`` would download every package again (a new venv links them from uv's cache).
-"""
+"""The one stamped venv builder: the stamp says whether to sync, ``uv pip sync`` decides what."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Check that an environment runs this series' patched executorch, and nothing drifted.
-
-The imports are checked in the environment's own interpreter (the overlay need not be
-installed there); every error's next step is the ``repair`` command the caller gives.
-"""
+"""verify-install: locked versions, provenance, patched files, imports in the env's Python."""
 
 from __future__ import annotations
 

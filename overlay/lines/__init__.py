@@ -1,14 +1,4 @@
-"""Release lines: one complete patch series per supported executorch release.
-
-The lines root is ``patches/`` in a checkout, ``overlay/patches`` in the tool's wheel. The
-lines are whatever folders it holds (nothing here names a version); the newest is the
-default.
-
-Example: a root holding ``1.2.0/`` and ``1.5.1/``, asked for the line of an installed
-``executorch 1.2.0+armfix.1b5ee9052a``.
-Becomes: the ``1.2.0`` line (local version labels are ignored); ``1.4.1`` is refused with
-the list of supported lines.
-"""
+"""Release lines: the folders of a lines root (``patches/``), the default, the line of a version."""
 
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
-"""The write-ahead journal of a target's file-system transaction, and its recovery.
+"""The write-ahead journal of an apply or revert on a tree, and its recovery.
 
 Longer than ~500 lines on purpose: staging, the journal, the steps, roll-back and recovery
-are one protocol whose halves read each other's private state (steps read from the disk).
+are one protocol whose halves read each other's private state.
 
-Which steps ran is read from the disk (each path's sha256), never from memory, so a signal
-landing between a rename and any bookkeeping cannot make a message lie. SIGINT and SIGTERM
-are deferred while a transaction runs, and acted on at the next checkpoint by rolling back.
-
-Example: apply of a 2-file series, checkpoints in order
-    staged 1/2, staged 2/2, kept 1/2, kept 2/2, journal, step 1/2, step 2/2, synced,
-    committed, cleaned
-Becomes, killed after ``step 1/2``: a journal, file 1 new, file 2 old. The next ``apply``
-rolls forward (file 2 from its staged copy), the next ``revert`` rolls back (file 1 from its
-kept copy); either way the journal and ``tx/`` are removed and the run says what it did.
+Which steps ran is read from the disk (each path's sha256), never from memory. SIGINT and
+SIGTERM are deferred while a transaction runs and acted on at the next checkpoint.
 """
 
 from __future__ import annotations

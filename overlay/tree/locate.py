@@ -1,14 +1,4 @@
-"""Find the executorch tree a command works on, and the files in it a series may touch.
-
-Without ``--target``, :func:`default_environment` picks the environment as pip and uv do:
-``$VIRTUAL_ENV``, then the nearest ``.venv``; the environment the tool itself runs in only
-when it holds executorch. Nothing here writes.
-
-Example: ``$VIRTUAL_ENV`` unset, ``proj/.venv`` holding executorch, the tool in its own
-``uv tool`` venv; the command runs in ``proj/src``.
-Becomes: ``proj/.venv`` (".venv in proj"); without it, a TargetError naming all three
-places looked at (the tool's own venv is never patched, nor is executorch installed there).
-"""
+"""The executorch tree a command works on (default: the active venv), and its safe files."""
 
 from __future__ import annotations
 
