@@ -417,15 +417,17 @@ def _undo_step(step: Step, root: Path, tx: Path, locate: _Locator) -> None:
         os.replace(tx / step.keep, locate(step.path))
 
 
-def _stage(tx: Path, name: str, data: bytes, like: Path) -> None:
-    """Write ``data`` to tx/name with the mode and owner of ``like`` (fsynced later)."""
+def _stage(staged: Path, data: bytes, like: Path, *, keep_owner: bool = True) -> None:
+    """Write ``data`` to ``staged`` with the mode and owner of ``like`` (fsynced later);
+    ``keep_owner`` False: an owner that cannot be given is left as it is."""
     st = like.stat()
-    staged = tx / name
     _write_file(staged, data)
     os.chmod(staged, st.st_mode & 0o7777)
     try:
         give_to(staged, (st.st_uid, st.st_gid))
     except PermissionError as exc:
+        if not keep_owner:
+            return
         raise TargetError(
             f"cannot keep the owner of {like} (uid {st.st_uid}, gid {st.st_gid})",
             expected="to run as the owner of the files, or as root",
@@ -451,11 +453,7 @@ def _keep(path: Path, kept: Path) -> None:
     try:
         os.link(path, kept, follow_symlinks=False)
     except OSError:
-        st = os.stat(path, follow_symlinks=False)
-        _write_file(kept, path.read_bytes())
-        os.chmod(kept, st.st_mode & 0o7777)
-        with contextlib.suppress(PermissionError):
-            give_to(kept, (st.st_uid, st.st_gid))
+        _stage(kept, path.read_bytes(), path, keep_owner=False)
 
 
 def _started() -> str:
@@ -488,7 +486,7 @@ def _prepare(
             change.link_from
             and _link_stage(root / change.link_from, tx / f"{number}.new", change.data)
         ):
-            _stage(tx, f"{number}.new", change.data, like)
+            _stage(tx / f"{number}.new", change.data, like)
         steps.append(
             Step(
                 number,
