@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import sys
-import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from overlay.envs.venvs import Venv, find_venv, installed_versions
 from overlay.errors import InstallCheckError
 from overlay.lines import PROJECT_NAME as NAME
 from overlay.text.series import Series
+from overlay.tree.locate import current_site
 from overlay.tree.state import Status, TreeState, read_installed, verified
 
 # Importing these proves the Arm backend loads with the patched sources.
@@ -215,11 +215,6 @@ def _import(python: Path, names: list[str], stock: bool, repair: str) -> dict[st
     if failed:
         raise refuse("; ".join(failed))
     return found
-
-
-def current_site() -> Path:
-    """Return this interpreter's site-packages."""
-    return Path(sysconfig.get_paths()["purelib"])
 
 
 def environment(target: Path) -> Venv:

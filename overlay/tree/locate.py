@@ -88,7 +88,7 @@ def default_environment(cwd: Path | None = None) -> Environment:
     among the places looked at, and no next step installs executorch into it.
     """
     here = (cwd or Path.cwd()).absolute()
-    own, own_site = Path(sys.prefix), Path(sysconfig.get_paths()["purelib"])
+    own, own_site = Path(sys.prefix), current_site()
     looked = []
     candidates = []
     active = os.environ.get(VENV_ENV)
@@ -118,6 +118,11 @@ def default_environment(cwd: Path | None = None) -> Environment:
         hint="activate the venv that holds executorch (`source VENV/bin/activate`), or pass"
         " --target VENV",
     )
+
+
+def current_site() -> Path:
+    """Return this interpreter's site-packages."""
+    return Path(sysconfig.get_paths()["purelib"])
 
 
 def _same_place(a: Path, b: Path) -> bool:
