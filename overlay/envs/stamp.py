@@ -29,11 +29,7 @@ class Origin:
     flavour: Flavour
 
     def describe(self) -> str:
-        """Return the one-line form reports show.
-
-        Example: ``Origin("1.2.0", "cp311-manylinux_2_28_x86_64", "3f2a...", Flavour.STOCK)``.
-        Becomes: ``1.2.0/locks/cp311-manylinux_2_28_x86_64.txt (stock) sha256 3f2a...``.
-        """
+        """Return the one-line form reports show."""
         return f"{self.line}/locks/{self.tag}.txt ({self.flavour.value}) sha256 {self.lock_sha256}"
 
 

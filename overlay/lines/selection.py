@@ -90,11 +90,7 @@ def _refusal(series: Series, missing: list[str], *, anywhere: bool = False) -> U
 
 
 def describe(series: Series, numbers: Collection[int]) -> str:
-    """Return how a set of fixes reads in messages.
-
-    Example: ``{1, 7}`` on line 1.5.1 (which carries fixes 1, 3 and 7).
-    Becomes: ``fixes 1, 7``; all three read ``all 3 fixes``, none ``no fix``.
-    """
+    """Return how a set of fixes reads in messages."""
     total = len(series.patches)
     if not numbers:
         return "no fix"
