@@ -1,10 +1,11 @@
-"""Files written whole or not at all: a unique temporary file beside the target, a rename."""
+"""Files written whole or not at all (a unique temporary file, a rename); a tree of files."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -23,3 +24,14 @@ def write_text_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def write_files(root: Path, files: Mapping[str, bytes | None]) -> None:
+    """Write ``files`` under ``root`` by relative path (None: remove the file)."""
+    for relative, data in sorted(files.items()):
+        path = root / relative
+        if data is None:
+            path.unlink(missing_ok=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)

@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from overlay._files import write_files
 from overlay.errors import GitError
 
 # Used for commits in scratch repositories when the machine has no git identity.
@@ -102,8 +103,6 @@ def merge_file(
     current: bytes, base: bytes, other: bytes, labels: tuple[str, str, str]
 ) -> tuple[bytes, int]:
     """3-way merge one file (``git merge-file``); return (merged bytes, conflict count)."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="overlay-merge-") as tmp:
         paths = []
         for name, data in zip(("current", "base", "other"), (current, base, other), strict=True):
@@ -134,14 +133,10 @@ def diff_files(
     with tempfile.TemporaryDirectory(prefix="overlay-diff-") as tmp:
         repo = Path(tmp)
         git(repo, "init", "-q")
-        for path, data in before.items():
-            (repo / path).parent.mkdir(parents=True, exist_ok=True)
-            (repo / path).write_bytes(data)
+        write_files(repo, before)
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "base")
-        for path, data in after.items():
-            (repo / path).parent.mkdir(parents=True, exist_ok=True)
-            (repo / path).write_bytes(data)
+        write_files(repo, after)
         git(repo, "add", "-A")
         stat = git(repo, "diff", "--cached", "--no-renames", "--stat=72", "--summary")
         diff = git(repo, "diff", "--cached", "--no-renames", "--full-index", f"-U{context}")

@@ -1,14 +1,8 @@
 """A lock file that its holder deletes on release, safe against the unlink race.
 
-The lock lives inside its target and must not survive ``revert`` or ``pip uninstall``, as
-filelock's would (never deleted on Unix). The holder unlinks the file before unlocking; a
-process that wins ``flock`` re-checks that the path still names the inode it locked, else
-retries. The file holds the holder's pid, so a waiting process can name it.
-
-Example: A holds the lock; B opened the same file and waits. A unlinks it and unlocks.
-Becomes: B gets the flock on the unlinked inode, sees that the path no longer names it,
-and retries on a new file; C, arriving meanwhile, creates that new file. Only one of them
-ever holds the lock on the file the path names.
+The lock lives inside its target and must not survive ``revert`` or ``pip uninstall`` (as
+filelock's would); a process that wins ``flock`` re-checks that the path still names the
+inode it locked, else retries. The file holds the holder's pid.
 """
 
 from __future__ import annotations

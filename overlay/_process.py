@@ -1,9 +1,4 @@
-"""Child processes: run one, refuse its failure as an OverlayError, decode its one JSON line.
-
-A child never outlives the overlay: SIGINT and SIGTERM kill and reap it first, and on Linux
-the kernel kills it when the overlay dies of SIGKILL (``PR_SET_PDEATHSIG``, set with ctypes:
-the standard library has no wrapper for prctl).
-"""
+"""Child processes that never outlive the overlay: run, refuse a failure, decode a JSON line."""
 
 from __future__ import annotations
 

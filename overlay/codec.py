@@ -1,11 +1,6 @@
 """The one typed codec: frozen dataclasses <-> JSON, decoded strictly, with a derived schema.
 
-Hand-written and standard-library only on purpose: the worker protocol runs this module
-inside the stock and patched environments, which hold exactly their locked packages
-(cattrs, pydantic or msgspec would have to be installed there).
-
-Example: ``decode(Shard, {"index": 1, "count": "2"})``.
-Becomes: ``CodecError("malformed data at body.count", expected="an int", found="'2'")``.
+Standard library only: the worker protocol runs it inside the locked proof envs.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The table of exit codes in ``docs/errors.md``, generated from :mod:`overlay.errors`.
-
-Example: ``exit_codes()`` holds ``(3, "The series file or a patch in it is malformed, ...")``
-and ``SeriesError`` is the class that sets ``exit_code = 3``.
-Becomes: the row ``| 3 | The series file or a patch in it is malformed, ... | `SeriesError` |``;
-:func:`update` puts the whole table between the markers of a Markdown text.
-"""
+"""The table of exit codes in ``docs/errors.md``, generated from :mod:`overlay.errors`."""
 
 from __future__ import annotations
 

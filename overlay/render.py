@@ -1,9 +1,4 @@
-"""One renderer per format for every report of the tool: Markdown, HTML, and JSON.
-
-A report is laid out once as blocks; :func:`markdown` (also the plain-text form the CLI
-prints) and :func:`html` render any blocks, JSON is the report itself through the codec.
-Strings only: :func:`write` writes the files.
-"""
+"""One renderer per format (Markdown, HTML; JSON via the codec) for a report's blocks."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Apply the fixes as a runtime monkey-patch: the forms written for the installed release line.
-
-Each fix is independent: its own guard, its own undo, applied or skipped on its own. It
-refuses a version with no line, a patched build (``+armfix``), an install that already
-carries the diffs, and a function somebody else has already replaced.
-"""
+"""Apply the runtime forms of the line the installed executorch is on, each fix on its own."""
 
 from __future__ import annotations
 
@@ -62,11 +57,7 @@ def _snapshot(value: Any) -> Any:
 
 
 def _put(owner: Any, attribute: str, value: Any) -> None:
-    """Set ``owner.attribute``; a dict is updated in place, as other modules hold it too.
-
-    Example: ``TOSA_QUANTIZER_SUPPORT_DICT``, which ``arm_quantizer`` imported by name.
-    Becomes: the same dict object, holding ``value``'s entries.
-    """
+    """Set ``owner.attribute``; a dict is updated in place, as other modules hold it too."""
     current = getattr(owner, attribute, None)
     if isinstance(current, dict) and isinstance(value, dict):
         current.clear()
@@ -290,13 +281,8 @@ class Runtime:
 
 @contextmanager
 def swapped(forms: Iterable[tuple[RuntimeFix, Any]]) -> Iterator[None]:
-    """Put each runtime form in place, built on the function given with it, for a while.
-
-    Example: the seed monkey-patch has replaced ``FoldAndAnnotateQParamsPass.is_foldable``;
-    fix 1's 1.2.0 form comes with stock's ``is_foldable`` (:meth:`Runtime.originals`).
-    Becomes: fix 1's form built on stock's function stands where the seed's was; on exit the
-    seed's is back. On stock the same is what :meth:`Runtime.apply` does, without its guard.
-    """
+    """Put each runtime form in place, built on the function given with it, for a while
+    (e.g. fix 1 built on stock's function where the seed monkey-patch replaced it)."""
     saved: list[tuple[Any, str, Any]] = []
     try:
         for item, function in forms:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import fixes
-from overlay._files import write_text_atomic
+from overlay._files import write_files, write_text_atomic
 from overlay._git import git, show
 from overlay._hashing import sha256_bytes
 from overlay.errors import OverlayError, SeriesError
@@ -91,17 +91,6 @@ def commit_files(dest: Path, files: Mapping[str, bytes | None], message: str) ->
     write_files(dest, files)
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-F", "-", stdin=message)
-
-
-def write_files(root: Path, files: Mapping[str, bytes | None]) -> None:
-    """Write ``files`` into the work tree at ``root`` by repository path (None: remove it)."""
-    for repo_path, data in sorted(files.items()):
-        path = root / repo_path
-        if data is None:
-            path.unlink(missing_ok=True)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
 
 
 def _slug(subject: str) -> str:

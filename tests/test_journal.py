@@ -1301,13 +1301,13 @@ def test_stage_writes_with_the_mode_and_owner_of_like(
     like = tmp_path / "like"
     like.write_bytes(b"")
     like.chmod(0o4750)
-    journal._stage(tmp_path, "s", b"data", like)
+    journal._stage(tmp_path / "s", b"data", like)
     staged = (tmp_path / "s").stat()
     assert (tmp_path / "s").read_bytes() == b"data" and staged.st_mode & 0o7777 == 0o4750
 
     monkeypatch.setattr(journal, "give_to", not_permitted)
     with pytest.raises(TargetError) as info:
-        journal._stage(tmp_path, "t", b"data", like)
+        journal._stage(tmp_path / "t", b"data", like)
     exc = info.value
     st = like.stat()
     assert exc.message == f"cannot keep the owner of {like} (uid {st.st_uid}, gid {st.st_gid})"

@@ -1,15 +1,4 @@
-"""The local package index in ``dist/``: this series' wheels, PEP 503 pages, old wheels aside.
-
-Example: after a build for series ``1b5ee9052a``::
-
-    dist/executorch-1.2.0+armfix.1b5ee9052a-cp311-cp311-manylinux_2_28_x86_64.whl
-    dist/simple/index.html
-    dist/simple/executorch/index.html   (links ../../<wheel>#sha256=<digest>)
-    dist/old/executorch-1.2.0+armfix.0123456789-...whl   (an earlier series)
-
-``--find-links dist`` sees only the current series (it does not descend into ``old/``), and
-``--index-url file://.../dist/simple`` serves the same wheels with their sha256.
-"""
+"""``dist/<line>/``: this series' wheels, a PEP 503 ``simple/`` index, older ones in ``old/``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""What a patched executorch says about itself: its version, METADATA and provenance file.
-
-The patched wheel and an in-place apply write the same version and provenance, so both
-installs read alike; only the wheel narrows Requires-Dist to the runtime pins (in place, the
-environment's packages are the user's). A tree holding some fixes of the series names them.
-
-Example: fixes 1 and 7 of series ``5c0ffee123...`` on executorch 1.5.1.
-Becomes: ``Version: 1.5.1+armfix.5c0ffee123.fix.1.7``; ``patches`` lists 0001 and 0007.
-"""
+"""What a patched executorch says about itself: local version, METADATA, ``ARM_OVERLAY.json``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Fetch a pinned executorch wheel and repack it with the series applied.
-
-The same inputs give the same bytes (a lock pins the patched wheel by sha256), so built
-wheels are kept in the overlay cache, keyed by what they are made of: a new clone reuses them.
-"""
+"""Fetch a pinned executorch wheel and repack it with the series applied (cached by content)."""
 
 from __future__ import annotations
 
@@ -158,13 +154,7 @@ def _download(pin: WheelPin, folder: Path, path: Path) -> None:
 
 
 def _pip_failure(output: str, pin: WheelPin) -> tuple[str, str]:
-    """Return what pip's failed download found and the next step: its errors, not warnings.
-
-    Example: ``ERROR: Could not find a version that satisfies the requirement
-    executorch==9.9.9 (from versions: 1.2.0, 1.5.1)``
-    Becomes: ``executorch 9.9.9 is not on the package index for cp311 ... (it has 1.2.0,
-    1.5.1)``, next step: pick one of those.
-    """
+    """Return what pip's failed download found and the next step: its errors, not warnings."""
     versions = re.search(r"\(from versions: ([^)]*)\)", output)
     if versions is not None:
         have = versions.group(1).strip() or "none"
@@ -187,9 +177,9 @@ def pin_for_file(series: Series, path: Path) -> WheelPin:
 
 
 def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
-    """Return the bytes of every file the series edits, read from a wheel, by repo path.
+    """Return the pinned pristine bytes of every file the series edits, read from a wheel.
 
-    The wheel must ship every file the series edits and none it creates.
+    The wheel must ship every file the series edits, each as pinned, and none it creates.
     """
     wanted = {series.pins.wheel_path(p): p for p in series.targets()}
     members = wheelzip.read_members(source, wanted.__contains__)
@@ -210,7 +200,12 @@ def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
             found=f"{', '.join(shipped)} in the wheel",
             hint="the series and the wheel are for different releases: port the patch",
         )
-    return {wanted[name]: data for name, data in members.items()}
+    sources = {wanted[name]: data for name, data in members.items()}
+    for repo_path, data in sources.items():
+        series.pins.check_pristine(
+            repo_path, sha256_bytes(data), where=source.name, hint=_NO_REPACK_HINT
+        )
+    return sources
 
 
 def read_provenance(path: Path) -> Provenance | None:
@@ -426,12 +421,8 @@ def _repacked(series: Series, source: Path, pin: WheelPin, out: Path) -> BuildRe
                     name = info.filename
                     if name in wanted:
                         repo_path = wanted[name]
-                        data = sources[repo_path]
-                        pristine = sha256_bytes(data)
-                        series.pins.check_pristine(
-                            repo_path, pristine, where=source.name, hint=_NO_REPACK_HINT
-                        )
-                        data = _patched(series, repo_path, data)
+                        pristine = sha256_bytes(sources[repo_path])
+                        data = _patched(series, repo_path, sources[repo_path])
                         files[name] = FileRecord(pristine, sha256_bytes(data))
                     elif name == old_dist + METADATA:
                         data = patched_metadata(series, metadata, where=name).encode()
@@ -476,11 +467,7 @@ def _renamed(name: str, old_dist: str, new_dist: str) -> str:
 def patched_checksums(series: Series, source: Path) -> dict[str, str]:
     """Apply the series to the wheel's pristine files in memory; return their new sha256."""
     sources: dict[str, bytes | None] = {p: None for p in series.created}
-    for repo_path, shipped in read_wheel_sources(source, series).items():
-        series.pins.check_pristine(
-            repo_path, sha256_bytes(shipped), where=source.name, hint=_NO_REPACK_HINT
-        )
-        sources[repo_path] = shipped
+    sources.update(read_wheel_sources(source, series))
     hashes = {}
     for repo_path, data in sources.items():
         new = transform(series.patches, repo_path, data)

@@ -1,8 +1,7 @@
 """Read a wheel with every member checked against its RECORD; write one deterministically.
 
-Hand-written on purpose: pypa/wheel's ``WheelFile`` is no public API, and ``installer``'s
-asserts on odd layouts and checks a whole archive at once, where a repack reads a few
-members of a 20 MB wheel. The writer gives the same bytes for the same members anywhere.
+Hand-written: pypa/wheel's ``WheelFile`` is no public API, and ``installer`` checks a whole
+archive at once where a repack reads a few members.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Locks: the exact ready venv for one pinned wheel, every package by version and sha256.
-
-A plain hashed requirements file, not ``uv.lock``: uv pip sync, pip's ``--require-hashes``
-and a Dockerfile all take it as it is. Its header keys everything it was resolved from, so
-:func:`check_current` finds a stale lock offline, in the fast tests.
-"""
+"""Locks (``patches/<line>/locks/<tag>.txt``): resolve, read, and find a stale one offline."""
 
 from __future__ import annotations
 
@@ -243,11 +238,7 @@ def check_wheel(lock: Lock, wheel: Path, sha256: str) -> None:
 
 
 def stock_text(lock: Lock, sha256: str, version: str) -> str:
-    """Return the lock's text with its executorch entry replaced by the stock wheel's.
-
-    Example: ``executorch==1.2.0+armfix.1b5ee9052a \\`` / ``    --hash=sha256:3d72...``.
-    Becomes: ``executorch==1.2.0 \\`` / ``    --hash=sha256:<the pinned stock sha256>``.
-    """
+    """Return the lock's text with its executorch entry replaced by the stock wheel's."""
     entry = f"executorch=={version} \\\n    --hash=sha256:{sha256}\n"
     text, replaced = _EXECUTORCH_ENTRY.subn(entry, lock.path.read_text(encoding="utf-8"))
     if replaced != 1:

@@ -1,8 +1,4 @@
-"""The ready venv, and the proof and test envs: one committed lock, synced and verified.
-
-``patched`` syncs the lock as committed; ``stock`` the same lock with the pinned stock wheel
-in place of the patched executorch (the equivalence run's stock env, the test env).
-"""
+"""The ready venv and the proof and test envs: a committed lock (patched or stock), synced."""
 
 from __future__ import annotations
 

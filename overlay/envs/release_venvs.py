@@ -1,9 +1,4 @@
-"""Virtual environments for any executorch release (retarget, upstream): pins, no lock.
-
-A venv's key covers its requirement texts and the content of every local wheel among them,
-so a rebuilt patched wheel gives a new env, never a stale one. torch with its CUDA libraries
-is ~4 GB: uv downloads it once into its cache and links it into every env after that.
-"""
+"""Venvs for any executorch release (retarget, upstream, canary): pins, no lock."""
 
 from __future__ import annotations
 

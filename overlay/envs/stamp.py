@@ -1,9 +1,4 @@
-"""The stamp of a venv whose last sync finished: the sha256 of what it was synced from.
-
-Written last and removed before uv touches the venv again, so a venv without one never
-finished a sync. Standard library only (with the codec): the worker reads it inside the
-synced envs, which hold exactly their locked packages.
-"""
+"""A venv's stamp, written last: the sha256 of what its finished sync was synced from."""
 
 from __future__ import annotations
 
@@ -34,11 +29,7 @@ class Origin:
     flavour: Flavour
 
     def describe(self) -> str:
-        """Return the one-line form reports show.
-
-        Example: ``Origin("1.2.0", "cp311-manylinux_2_28_x86_64", "3f2a...", Flavour.STOCK)``.
-        Becomes: ``1.2.0/locks/cp311-manylinux_2_28_x86_64.txt (stock) sha256 3f2a...``.
-        """
+        """Return the one-line form reports show."""
         return f"{self.line}/locks/{self.tag}.txt ({self.flavour.value}) sha256 {self.lock_sha256}"
 
 

@@ -1,7 +1,4 @@
-"""Where to find uv, and uv run as a child that never outlives the overlay.
-
-A stopped sync must not leave uv writing into the venv while the next run repairs it.
-"""
+"""Where to find uv, and uv run as a child that never outlives the overlay."""
 
 from __future__ import annotations
 

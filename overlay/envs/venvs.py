@@ -1,10 +1,4 @@
-"""The one stamped venv builder: the ready venv, the proof and test envs, release envs.
-
-uv decides what to install; the overlay decides only whether to run it, from one stamp
-written last. A venv without a stamp is made anew: an interrupted uv can leave a dist-info
-whole over half-written files, which ``uv pip sync`` takes for installed, and
-``--reinstall`` would download every package again (a new venv links them from uv's cache).
-"""
+"""The one stamped venv builder: the stamp says whether to sync, ``uv pip sync`` decides what."""
 
 from __future__ import annotations
 
@@ -202,9 +196,6 @@ def remove_unfinished_venv(root: Path) -> bool:
     uv will not clear a folder without ``pyvenv.cfg`` (uv 0.13.9), and a stopped run can
     leave one. A folder that holds nothing but a venv's parts is such a venv; any other
     file keeps the folder (uv then refuses it, saying so).
-
-    Example: ``root`` holds ``bin/`` and ``lib/``, no ``pyvenv.cfg`` (a kill during
-    ``uv venv``). Becomes: removed, so ``uv venv`` makes it again.
     """
     if not root.is_dir() or (root / "pyvenv.cfg").exists():
         return False
@@ -241,11 +232,7 @@ def _sync(contents: Contents, venv: Venv, uv: str) -> None:
 def _interpreter(root: Path, version: str) -> str:
     """Return the Python a new venv at ``root`` is made from: the one the venv there was
     made from when it runs ``version``, else the base Python running the overlay when it
-    does, else ``version`` itself (uv then searches for one).
-
-    Example: no venv at ``root``; the overlay runs on CPython 3.11 from ``/usr``;
-    ``version`` is ``3.11``. Becomes: ``/usr/bin/python3.11``, so uv skips its interpreter
-    search (0.1 s of a cold build); for ``3.12`` it stays ``3.12``.
+    does, else ``version`` itself (uv then searches for one: 0.1 s of a cold build).
     """
     running = f"{sys.version_info[0]}.{sys.version_info[1]}"
     home = pyvenv_config(root).get("home")

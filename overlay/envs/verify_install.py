@@ -1,15 +1,10 @@
-"""Check that an environment runs this series' patched executorch, and nothing drifted.
-
-The imports are checked in the environment's own interpreter (the overlay need not be
-installed there); every error's next step is the ``repair`` command the caller gives.
-"""
+"""verify-install: locked versions, provenance, patched files, imports in the env's Python."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
 import sys
-import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +18,7 @@ from overlay.envs.venvs import Venv, find_venv, installed_versions
 from overlay.errors import InstallCheckError
 from overlay.lines import PROJECT_NAME as NAME
 from overlay.text.series import Series
+from overlay.tree.locate import current_site
 from overlay.tree.state import Status, TreeState, read_installed, verified
 
 # Importing these proves the Arm backend loads with the patched sources.
@@ -219,11 +215,6 @@ def _import(python: Path, names: list[str], stock: bool, repair: str) -> dict[st
     if failed:
         raise refuse("; ".join(failed))
     return found
-
-
-def current_site() -> Path:
-    """Return this interpreter's site-packages."""
-    return Path(sysconfig.get_paths()["purelib"])
 
 
 def environment(target: Path) -> Venv:

@@ -1,14 +1,4 @@
-"""Release lines: one complete patch series per supported executorch release.
-
-The lines root is ``patches/`` in a checkout, ``overlay/patches`` in the tool's wheel. The
-lines are whatever folders it holds (nothing here names a version); the newest is the
-default.
-
-Example: a root holding ``1.2.0/`` and ``1.5.1/``, asked for the line of an installed
-``executorch 1.2.0+armfix.1b5ee9052a``.
-Becomes: the ``1.2.0`` line (local version labels are ignored); ``1.4.1`` is refused with
-the list of supported lines.
-"""
+"""Release lines: the folders of a lines root (``patches/``), the default, the line of a version."""
 
 from __future__ import annotations
 
@@ -128,11 +118,7 @@ def line_for_version(root: Path, version: str) -> Line:
 
 
 def line_before(root: Path, version: str) -> Line:
-    """Return the newest line older than executorch ``version`` (where a retarget starts).
-
-    Example: lines 1.2.0 and 1.5.1, ``version`` 1.5.1 (re-checking the last retarget).
-    Becomes: the 1.2.0 line; for 1.6.0 it is the 1.5.1 line.
-    """
+    """Return the newest line older than executorch ``version`` (where a retarget starts)."""
     try:
         wanted = Version(version)
     except InvalidVersion as exc:
@@ -222,11 +208,7 @@ def default_root() -> Path:
 
 
 def other_checkout(root: Path) -> Path | None:
-    """Return the checkout at or above the current folder when its lines differ from ``root``.
-
-    Example: the tool installed from an older clone, run inside a newer one.
-    Becomes: the newer clone (its ``patches/`` hold other bytes); None in the same clone.
-    """
+    """Return the checkout at or above the current folder when its lines differ from ``root``."""
     here = find_checkout(Path.cwd())
     if here is None:
         return None

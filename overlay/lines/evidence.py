@@ -1,13 +1,4 @@
-"""Why a line carries, ports or drops each patch of the line it came from (``evidence.toml``).
-
-Written by ``retarget --promote``, so a dropped patch leaves its reason in the line it is
-missing from.
-
-Example: the 1.5.1 retarget's row for ``0004-distinct-output-transpose-slots.patch``.
-Becomes: ``PatchEvidence(patch=..., status=DROPPED, reason="fixed upstream in 1.5.1: ...",
-cases=(CaseResult("equal_constant_outputs_channels_last", stock="right", patched=""),),
-applied_upstream="1.3.0, fixed differently by ...")``.
-"""
+"""``evidence.toml``: why a promoted line carries, ports or drops each patch."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""A line's ``series`` file: the patch names it lists, in order (no diff parsing, no unidiff).
-
-The fix registry and the runtime patch need only the names, and run in worker envs that
-lack the tool's dependencies. ``0007-x.patch`` is fix 7 on every line.
-"""
+"""A line's ``series`` file: the patch names, in order (no unidiff: worker envs read it too)."""
 
 from __future__ import annotations
 

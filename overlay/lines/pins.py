@@ -1,8 +1,4 @@
-"""The pins of a series (versions, wheel and file hashes), read from ``pins.toml`` beside it.
-
-Only the line's own pins live here; what the upstream work needs about other releases is in
-``patches/upstream.toml`` (:mod:`overlay.upstream.upstream_pins`).
-"""
+"""One line's ``pins.toml``: versions, wheels and pristine file hashes."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The fixes `apply --fix`, `revert --fix` and `check --fix` name: by number or by name.
-
-``--fix`` takes the number (``7``, ``0007``), the short name or the patch file name.
-
-Example: ``--fix 1,7 --fix fix-fused-relu-lost-in-conv-output-rescale`` on line 1.5.1.
-Becomes: ``frozenset({1, 3, 7})``; ``--fix 2`` is refused with why the line's
-``evidence.toml`` says it dropped fix 2, ``--fix 9`` listing the line's fixes.
-"""
+"""``--fix`` by number (``7``, ``0007``), short name or patch file name."""
 
 from __future__ import annotations
 
@@ -97,11 +90,7 @@ def _refusal(series: Series, missing: list[str], *, anywhere: bool = False) -> U
 
 
 def describe(series: Series, numbers: Collection[int]) -> str:
-    """Return how a set of fixes reads in messages.
-
-    Example: ``{1, 7}`` on line 1.5.1 (which carries fixes 1, 3 and 7).
-    Becomes: ``fixes 1, 7``; all three read ``all 3 fixes``, none ``no fix``.
-    """
+    """Return how a set of fixes reads in messages."""
     total = len(series.patches)
     if not numbers:
         return "no fix"

@@ -1,12 +1,4 @@
-"""The text layer: strict hunk application, exact context, line endings kept.
-
-Pure: bytes or text in and out. No fuzz, except where a caller asks for it (upstream work on
-``main``, never the overlay's own builds). A diff that creates its file applies only where
-the file does not exist (None as bytes, left out of a mapping of texts).
-
-Example: ``transform(patches, "backends/arm/new.glsl", None)`` of a patch creating it.
-Becomes: the created file's bytes; ``transform(..., those bytes, reverse=True)`` is None.
-"""
+"""The strict applier: exact context, no fuzz unless asked, line endings kept; its reverse."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""What one file diff of a patch may do: edit a file, or create a text file; nothing else.
-
-Anything else (deleting, renaming, mode changes, symlinks, binary content) is refused, naming
-the patch, the file and the line, before anything is applied.
-
-Example: ``new file mode 100755`` before ``--- /dev/null``.
-Becomes: ``UnsafePatchError("patch p.patch creates backends/x.sh")``, the line quoted.
-"""
+"""What one file diff may do: edit a file or create a text file; anything else is refused."""
 
 from __future__ import annotations
 

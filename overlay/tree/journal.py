@@ -1,18 +1,10 @@
-"""The write-ahead journal of a target's file-system transaction, and its recovery.
+"""The write-ahead journal of an apply or revert on a tree, and its recovery.
 
 Longer than ~500 lines on purpose: staging, the journal, the steps, roll-back and recovery
-are one protocol whose halves read each other's private state (steps read from the disk).
+are one protocol whose halves read each other's private state.
 
-Which steps ran is read from the disk (each path's sha256), never from memory, so a signal
-landing between a rename and any bookkeeping cannot make a message lie. SIGINT and SIGTERM
-are deferred while a transaction runs, and acted on at the next checkpoint by rolling back.
-
-Example: apply of a 2-file series, checkpoints in order
-    staged 1/2, staged 2/2, kept 1/2, kept 2/2, journal, step 1/2, step 2/2, synced,
-    committed, cleaned
-Becomes, killed after ``step 1/2``: a journal, file 1 new, file 2 old. The next ``apply``
-rolls forward (file 2 from its staged copy), the next ``revert`` rolls back (file 1 from its
-kept copy); either way the journal and ``tx/`` are removed and the run says what it did.
+Which steps ran is read from the disk (each path's sha256), never from memory. SIGINT and
+SIGTERM are deferred while a transaction runs and acted on at the next checkpoint.
 """
 
 from __future__ import annotations
@@ -425,15 +417,17 @@ def _undo_step(step: Step, root: Path, tx: Path, locate: _Locator) -> None:
         os.replace(tx / step.keep, locate(step.path))
 
 
-def _stage(tx: Path, name: str, data: bytes, like: Path) -> None:
-    """Write ``data`` to tx/name with the mode and owner of ``like`` (fsynced later)."""
+def _stage(staged: Path, data: bytes, like: Path, *, keep_owner: bool = True) -> None:
+    """Write ``data`` to ``staged`` with the mode and owner of ``like`` (fsynced later);
+    ``keep_owner`` False: an owner that cannot be given is left as it is."""
     st = like.stat()
-    staged = tx / name
     _write_file(staged, data)
     os.chmod(staged, st.st_mode & 0o7777)
     try:
         give_to(staged, (st.st_uid, st.st_gid))
     except PermissionError as exc:
+        if not keep_owner:
+            return
         raise TargetError(
             f"cannot keep the owner of {like} (uid {st.st_uid}, gid {st.st_gid})",
             expected="to run as the owner of the files, or as root",
@@ -459,11 +453,7 @@ def _keep(path: Path, kept: Path) -> None:
     try:
         os.link(path, kept, follow_symlinks=False)
     except OSError:
-        st = os.stat(path, follow_symlinks=False)
-        _write_file(kept, path.read_bytes())
-        os.chmod(kept, st.st_mode & 0o7777)
-        with contextlib.suppress(PermissionError):
-            give_to(kept, (st.st_uid, st.st_gid))
+        _stage(kept, path.read_bytes(), path, keep_owner=False)
 
 
 def _started() -> str:
@@ -496,7 +486,7 @@ def _prepare(
             change.link_from
             and _link_stage(root / change.link_from, tx / f"{number}.new", change.data)
         ):
-            _stage(tx, f"{number}.new", change.data, like)
+            _stage(tx / f"{number}.new", change.data, like)
         steps.append(
             Step(
                 number,

@@ -1,14 +1,4 @@
-"""Find the executorch tree a command works on, and the files in it a series may touch.
-
-Without ``--target``, :func:`default_environment` picks the environment as pip and uv do:
-``$VIRTUAL_ENV``, then the nearest ``.venv``; the environment the tool itself runs in only
-when it holds executorch. Nothing here writes.
-
-Example: ``$VIRTUAL_ENV`` unset, ``proj/.venv`` holding executorch, the tool in its own
-``uv tool`` venv; the command runs in ``proj/src``.
-Becomes: ``proj/.venv`` (".venv in proj"); without it, a TargetError naming all three
-places looked at (the tool's own venv is never patched, nor is executorch installed there).
-"""
+"""The executorch tree a command works on (default: the active venv), and its safe files."""
 
 from __future__ import annotations
 
@@ -98,7 +88,7 @@ def default_environment(cwd: Path | None = None) -> Environment:
     among the places looked at, and no next step installs executorch into it.
     """
     here = (cwd or Path.cwd()).absolute()
-    own, own_site = Path(sys.prefix), Path(sysconfig.get_paths()["purelib"])
+    own, own_site = Path(sys.prefix), current_site()
     looked = []
     candidates = []
     active = os.environ.get(VENV_ENV)
@@ -128,6 +118,11 @@ def default_environment(cwd: Path | None = None) -> Environment:
         hint="activate the venv that holds executorch (`source VENV/bin/activate`), or pass"
         " --target VENV",
     )
+
+
+def current_site() -> Path:
+    """Return this interpreter's site-packages."""
+    return Path(sysconfig.get_paths()["purelib"])
 
 
 def _same_place(a: Path, b: Path) -> bool:

@@ -1,14 +1,4 @@
-"""The state of an executorch tree, read once: what `status`, `apply` and `verify-install` see.
-
-Each file the series touches is pristine, patched, partly patched (by some of its fixes),
-drifted or missing, by its bytes; the fixes the tree holds follow. :meth:`Status.problem` is
-the one verdict `status` (``complete``) and `verify-install` share.
-
-Example: line 1.5.1 (fixes 1, 3 and 7); the tree was `apply --fix 1,7`-ed.
-Becomes: files of fixes 1 and 7 ``patched``, the others ``pristine``; the tree ``partial``,
-holding fixes 1 and 7, as its dist-info records (``1.5.1+armfix.<series>.fix.1.7``); its
-summary says so and that `apply` adds the rest; ``complete`` is False.
-"""
+"""A tree's state, read once for `status`, `apply` and `verify-install` (one verdict)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from overlay import worktree
+from overlay._files import write_files
 from overlay._git import git, git_bytes
 from overlay.errors import UpstreamError
 from overlay.text.applier import decode, encode
@@ -42,7 +43,7 @@ def commit_plans(plans: Sequence[TextPlan], dest: Path) -> TextPlan | None:
             continue
         files = {path: encode(text) for path, text in plan.after.items()}
         if plan.action is Action.CONFLICT:
-            worktree.write_files(dest, files)
+            write_files(dest, files)
             (dest / ".git" / MERGE_MESSAGE).write_text(plan.message, encoding="utf-8")
             return plan
         worktree.commit_files(dest, files, plan.message)
