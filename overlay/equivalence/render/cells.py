@@ -91,11 +91,6 @@ def status_text(result: ItemResult, *, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def failure_text(result: ItemResult) -> str:
-    """Return the failure of a result as ``Type: first line``, or '' when it ran."""
-    return result.error.first_line if result.error is not None else ""
-
-
 def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
     """Return the err(c) cell: the largest relative error in %, '!' when TOSA reads wrong
     (off the exact reference, or, without one, above the tolerance)."""
