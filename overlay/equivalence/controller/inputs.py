@@ -26,10 +26,8 @@ GROUPS = (*corpus.GROUPS, "all")
 def options_from_env(
     stock_python: str | None, patched_python: str | None, **overrides: object
 ) -> Options:
-    """Build checked Options from $OVERLAY_STOCK_PYTHON / $OVERLAY_PATCHED_PYTHON + overrides.
-
-    The given files are checked first (a models file's syntax error before the Pythons).
-    """
+    """Build checked Options from $OVERLAY_STOCK_PYTHON / $OVERLAY_PATCHED_PYTHON + overrides
+    (the given files are checked first: a models file's syntax error before the Pythons)."""
     stock = stock_python or os.environ.get("OVERLAY_STOCK_PYTHON") or ""
     patched = patched_python or os.environ.get("OVERLAY_PATCHED_PYTHON") or ""
     options = replace(Options(stock_python=stock, patched_python=patched), **overrides)  # type: ignore[arg-type]
@@ -49,10 +47,7 @@ def options_from_env(
 
 
 def caller_dir() -> Path:
-    """Return the folder the user ran the command in: relative inputs are read from there.
-
-    nox runs commands from the noxfile's folder; it passes the folder it was called from.
-    """
+    """Return the folder the user ran the command in (nox passes it): inputs are read there."""
     return Path(os.environ.get(CALLER_DIR_ENV) or Path.cwd())
 
 

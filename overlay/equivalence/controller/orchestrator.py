@@ -41,7 +41,6 @@ from overlay.equivalence.protocol import (
     InitReply,
     ItemResult,
     ListReply,
-    ListRequest,
     PathId,
     RunRequest,
 )
@@ -54,14 +53,11 @@ from overlay.lines import pins
 
 def list_items(options: Options) -> ListReply:
     """Return the corpus (plus user models, read by a stock worker) and the probes."""
-    if options.models is None:
-        return ListReply(cases=corpus.ALL_CASES, probes=corpus.PROBES)
     settings = _settings(options, worker_library())
-    slot = Slot(_plans(options)[PathId.STOCK], settings, 0)
-    try:
-        return slot.request(ListRequest(), ListReply, "list the cases")
-    finally:
+    listing, slot = list_cases(_plans(options)[PathId.STOCK], settings, None)
+    if slot is not None:
         slot.close()
+    return listing
 
 
 def select(
@@ -69,10 +65,8 @@ def select(
 ) -> tuple[dict[ItemId, CaseInfo | ProbeInfo], tuple[ItemId, ...]]:
     """Return this run's items (this shard's part) and the whole selection's item ids.
 
-    Groups: without ``--group`` the core corpus (with ``--fast``: the fast cases of every
-    group, one zoo case among them), ``zoo`` the real networks, ``all`` both; a models
-    file's cases are always in. Probes belong to the core group; a probe calls one fix's
-    patched function, so it runs on a line that carries that fix.
+    A models file's cases are always in; probes belong to the core group and run on a line
+    that carries their fix (docs/equivalence.md names the groups).
     """
     cases = list(listing.cases)
     user_only = options.models is not None and not options.with_corpus
@@ -235,16 +229,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         prepared = time.perf_counter()
         version = stock_version(envs)
         rules = fixes.divergences(version or None)
-        pool = Pool(
-            plans,
-            settings,
-            cache,
-            attribute=options.attribute,
-            parallel=options.parallel,
-            jobs=options.jobs,
-            progress=progress,
-            rules=rules,
-        )
+        pool = Pool(plans, settings, cache, options, progress=progress, rules=rules)
         answers = pool.run(infos, spare)
     verdicts = tuple(
         decide(
@@ -292,11 +277,8 @@ def run_items(
     *,
     progress: Callable[[str], None] = lambda _: None,
 ) -> tuple[InitReply, dict[ItemId, ItemResult]]:
-    """Run ``items`` on one worker of ``python`` (for callers that compare paths themselves).
-
-    The same worker, timeouts and restarts as :func:`run`, without the cache; the caller
-    runs several of these in parallel (one per env) and judges the results.
-    """
+    """Run ``items`` on one worker of ``python``, as :func:`run` does but without the cache,
+    for callers that compare paths themselves (one call per env, in parallel)."""
     options = resolve_inputs(options, Path.cwd())
     settings = _settings(options, worker_library())
     # no runtime patch: the caller's envs hold what they are to be compared on

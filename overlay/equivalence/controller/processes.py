@@ -85,13 +85,9 @@ class Settings:
 def worker_library(root: Path | None = None) -> Path:
     """Return a folder holding only the overlay package's sources, for a worker's path.
 
-    A worker runs on the Python of another venv (exactly a lock: stock or patched
-    executorch), where the overlay is not installed, and it must not see this environment's
-    site-packages (or, in a checkout, the rest of the repository). So it gets a copy of the
-    package alone, kept in the overlay cache (``root``, default
-    ``<cache>/worker-library``) under the digest of its sources: runs of the same overlay
-    share it, and the output folder holds only reports and logs. A copy unused for
-    :data:`LIBRARY_DAYS` days is removed when a new one is made.
+    A copy under the digest of its sources in ``root`` (default ``<cache>/worker-library``),
+    shared by runs of the same overlay; one unused for :data:`LIBRARY_DAYS` days is removed
+    when a new one is made.
     """
     source = Path(overlay.__file__).resolve().parent
     digest = tree_digest(source)[:16]
@@ -124,11 +120,8 @@ def _environment(plan: Plan, settings: Settings) -> dict[str, str]:
 
 
 def env_info(plan: Plan, settings: Settings, package: str, subtree: str) -> EnvInfo:
-    """Describe the environment a path's workers get (its Python, the same sys.path).
-
-    For a ``module:FUNCTION`` runtime patch the module is looked up there too, without
-    importing it: a missing module or function is refused here, before any worker starts.
-    """
+    """Describe the environment a path's workers get; a ``module:FUNCTION`` runtime patch
+    is looked up there, not imported, and refused before any worker starts if missing."""
     target, _, function = (plan.runtime_patch or "").partition(":")
     module = (
         [f"{target}:{function or 'apply_all'}"] if target and not target.endswith(".py") else []
@@ -225,11 +218,8 @@ class Slot:
     def request(
         self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
     ) -> R:
-        """Send one request (starting the worker first if needed); return its reply, or
-        raise on timeout, death or an ErrorReply.
-
-        ``timeout`` (seconds) replaces the run's for this request (a case's own).
-        """
+        """Send one request (starting the worker if needed) and return its reply; raise on
+        timeout, death or an ErrorReply. ``timeout``: a case's own, instead of the run's."""
         if self.worker is None:
             self.start()
         process = self.worker
@@ -290,10 +280,7 @@ class Slot:
         return reply
 
     def run(self, request: RunRequest, timeout: float | None = None) -> ItemResult:
-        """Run one item; a timeout or crash is a harness failure (the worker is closed).
-
-        ``timeout`` is the item's own limit in seconds (None: the run's ``--timeout``).
-        """
+        """Run one item; a timeout or crash is a harness failure (the worker is closed)."""
         try:
             reply = self.request(request, RunReply, str(request.item), timeout)
         except (WorkerTimeoutError, WorkerDiedError) as exc:

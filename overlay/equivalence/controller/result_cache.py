@@ -97,11 +97,9 @@ class ResultCache:
 class Keys:
     """Builds every cache key of one run from the digests of what decides a result.
 
-    ``base`` covers the overlay version, the package sources a worker can import (worker,
-    corpus, runtime fixes, protocol: :func:`overlay.equivalence.sources.worker_sources`)
-    and the series' pins; ``paths`` adds each path's environment and, for (b), the runtime
-    patch's source. A result key adds the item, its case description, the case's source
-    (the corpus package, or the user's models file) and the request.
+    ``base``: the overlay version, the sources a worker can import and the pins; ``paths``
+    adds each path's environment and, for (b), the runtime patch's source; a result key adds
+    the item, its case, the case's source (corpus or models file) and the request.
     """
 
     base: str
@@ -146,36 +144,38 @@ class RunCache:
     keys: Keys
     keep_bytes: bool = False
 
+    def _get(self, digest: str, cls: type[T]) -> T | None:
+        return self.store.get(digest, cls) if self.store is not None else None
+
+    def _put(self, digest: str, value: object) -> None:
+        if self.store is not None:
+            self.store.put(digest, value)
+
     def result(
         self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...] = ()
     ) -> ItemResult | None:
         """Return an item's cached result on a path (with single runtime fixes), or None."""
-        if self.store is None:
-            return None
-        return self.store.get(self.keys.result(path, info, fixes, self.keep_bytes), ItemResult)
+        return self._get(self.keys.result(path, info, fixes, self.keep_bytes), ItemResult)
 
     def put_result(
         self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...], result: ItemResult
     ) -> None:
         """Store a result; harness failures (timeouts, crashes) are never cached."""
-        harness = result.error is not None and result.error.stage is Stage.HARNESS
-        if self.store is not None and not harness:
-            self.store.put(self.keys.result(path, info, fixes, self.keep_bytes), result)
+        if result.error is None or result.error.stage is not Stage.HARNESS:
+            self._put(self.keys.result(path, info, fixes, self.keep_bytes), result)
 
     def init(self, path: PathId) -> InitReply | None:
         """Return what a path's worker said at its last start, or None."""
-        return self.store.get(self.keys.init(path), InitReply) if self.store else None
+        return self._get(self.keys.init(path), InitReply)
 
     def put_init(self, path: PathId, init: InitReply) -> None:
         """Store what a path's worker said at start."""
-        if self.store is not None:
-            self.store.put(self.keys.init(path), init)
+        self._put(self.keys.init(path), init)
 
     def listing(self) -> ListReply | None:
         """Return the cached case listing of a models file, or None."""
-        return self.store.get(self.keys.listing(), ListReply) if self.store else None
+        return self._get(self.keys.listing(), ListReply)
 
     def put_listing(self, reply: ListReply) -> None:
         """Store the case listing."""
-        if self.store is not None:
-            self.store.put(self.keys.listing(), reply)
+        self._put(self.keys.listing(), reply)

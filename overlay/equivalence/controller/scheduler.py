@@ -17,7 +17,7 @@ from pathlib import Path
 
 from overlay import fixes
 from overlay.equivalence import corpus
-from overlay.equivalence.controller.options import DEFAULT_WORKER
+from overlay.equivalence.controller.options import DEFAULT_WORKER, Options
 from overlay.equivalence.controller.processes import Plan, Settings, Slot
 from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.controller.result_cache import RunCache
@@ -71,8 +71,7 @@ class _Task:
 
 
 def candidates(item: ItemId, carried: Sequence[int], first: Sequence[int] = ()) -> list[int]:
-    """Return the fixes of the run's line to try for an item's attribution, ``first`` first,
-    then those claimed for it.
+    """Return the line's fixes to try for an item's attribution: ``first``, the claimed, the rest.
 
     Example: a case fixes 3 and 5 claim, on a line that carries fixes 1, 3 and 7.
     Becomes: ``[3, 1, 7]``: the claimed fix first; fix 5 is not the line's, so not tried.
@@ -123,17 +122,16 @@ def _priority(item: ItemId) -> int:
 
 
 def list_cases(
-    plan: Plan, settings: Settings, cache: RunCache, progress: Progress = no_progress
+    plan: Plan, settings: Settings, cache: RunCache | None, progress: Progress = no_progress
 ) -> tuple[ListReply, Slot | None]:
     """Return the cases and probes, and the stock worker that listed them (None: none did).
 
-    The corpus is known here, torch-free, from the very sources workers import; a models
-    file (or another worker program) needs a worker to list its cases. That listing is
-    cached; the worker that made it is returned, started, for the run to use.
+    The corpus is known here, torch-free; a models file (or another worker program) needs a
+    worker to list its cases, and that worker is returned, started, for the run to use.
     """
     if settings.models is None and settings.worker_command == DEFAULT_WORKER:
         return ListReply(corpus.ALL_CASES, corpus.PROBES), None
-    cached = cache.listing()
+    cached = cache.listing() if cache is not None else None
     if cached is not None:
         return cached, None
     slot = Slot(plan, settings, 0)
@@ -143,9 +141,10 @@ def list_cases(
     except BaseException:
         slot.close()
         raise
-    cache.put_listing(reply)
-    if slot.init is not None:
-        cache.put_init(plan.path, slot.init)
+    if cache is not None:
+        cache.put_listing(reply)
+        if slot.init is not None:
+            cache.put_init(plan.path, slot.init)
     return reply, slot
 
 
@@ -216,26 +215,21 @@ class Pool:
         plans: Mapping[PathId, Plan],
         settings: Settings,
         cache: RunCache,
+        options: Options,
         *,
-        attribute: bool = True,
-        parallel: bool = True,
-        jobs: int = 0,
         progress: Progress = no_progress,
-        rules: Sequence[Divergence] = (),
+        rules: Sequence[Divergence] = (),  # the line's: their fixes are tried first
     ) -> None:
         self.plans, self.settings, self.cache = plans, settings, cache
-        self.rules = rules  # the line's divergence rules: their fixes are tried first
-        self.attribute, self.parallel, self.progress = attribute, parallel, progress
-        self.jobs = jobs  # worker processes to aim for; 0: one per CPU
-        self.board = _Board(attribute)
+        self.rules, self.progress = rules, progress
+        self.attribute, self.parallel, self.jobs = options.attribute, options.parallel, options.jobs
+        self.board = _Board(self.attribute)
         self.infos: Mapping[ItemId, Info] = {}
         self.carried = carried_fixes(settings.patches_dir)
 
     def run(self, infos: Mapping[ItemId, Info], spare: Slot | None = None) -> Answers:
-        """Answer every item on every path, from the cache or by running it.
-
-        ``spare`` is a started stock worker (the one that listed the cases) to use first.
-        """
+        """Answer every item on every path, from the cache or by running it (``spare``: the
+        started stock worker that listed the cases, used first)."""
         self.infos, board = infos, self.board
         order = sorted(infos, key=_priority)
         for path in PATHS:
