@@ -22,24 +22,7 @@ import overlay
 from overlay import _process, lines
 from overlay._cache import cache_dir
 from overlay._hashing import tree_digest
-from overlay.equivalence.protocol import (
-    ErrorInfo,
-    ErrorReply,
-    InitReply,
-    InitRequest,
-    ItemResult,
-    PathId,
-    ProtocolError,
-    QuitRequest,
-    Reply,
-    Request,
-    RunReply,
-    RunRequest,
-    RunStatus,
-    Stage,
-    decode_reply,
-    encode,
-)
+from overlay.equivalence import protocol
 from overlay.equivalence.worker.envinfo import EnvInfo
 from overlay.errors import EquivalenceError, EquivalenceInputError
 
@@ -48,7 +31,7 @@ NO_PYTHON_HINT = (
     "pass --stock-python / --patched-python (the python of a venv with stock executorch and"
     " of one with the patched build), or, in a checkout, run `nox -s equivalence`"
 )
-R = TypeVar("R", bound=Reply)
+R = TypeVar("R", bound=protocol.Reply)
 LIBRARY_DAYS = 7  # a worker library copy unused this long is removed
 
 
@@ -64,7 +47,7 @@ class WorkerDiedError(EquivalenceError):
 class Plan:
     """How one path's workers are started."""
 
-    path: PathId
+    path: protocol.PathId
     python: str
     runtime_patch: str | None  # only path (b) has one
     pythonpath: str  # extra entries before the overlay package copy ("" for none)
@@ -179,11 +162,11 @@ class Slot:
         self.log: IO[str] | None = None
         self.lines: queue.Queue[str] = queue.Queue()
         self.reader: threading.Thread | None = None
-        self.init: InitReply | None = None
+        self.init: protocol.InitReply | None = None
         self.start_seconds = 0.0
         self.stopped = False
 
-    def start(self) -> InitReply:
+    def start(self) -> protocol.InitReply:
         """Start the process and initialise it (imports torch/executorch, runtime patch)."""
         started = time.perf_counter()
         plan, settings = self.plan, self.settings
@@ -210,13 +193,17 @@ class Slot:
         self.lines = queue.Queue()  # this process's lines, read by a thread of its own
         self.reader = threading.Thread(target=_read, args=(self.worker, self.lines), daemon=True)
         self.reader.start()
-        request = InitRequest(runtime_patch=plan.runtime_patch, models=settings.models)
-        self.init = self.request(request, InitReply, "start")
+        request = protocol.InitRequest(runtime_patch=plan.runtime_patch, models=settings.models)
+        self.init = self.request(request, protocol.InitReply, "start")
         self.start_seconds += time.perf_counter() - started
         return self.init
 
     def request(
-        self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
+        self,
+        message: protocol.Request,
+        reply_type: type[R],
+        what: str,
+        timeout: float | None = None,
     ) -> R:
         """Send one request (starting the worker if needed) and return its reply; raise on
         timeout, death or an ErrorReply. ``timeout``: a case's own, instead of the run's."""
@@ -227,7 +214,7 @@ class Slot:
         limit = timeout or self.settings.timeout
         label = self.label
         try:
-            process.stdin.write(encode(message) + "\n")
+            process.stdin.write(protocol.encode(message) + "\n")
             process.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # the reader sees the end of output
@@ -254,8 +241,8 @@ class Slot:
                 found=f"exit code {process.returncode}; last log lines:\n{self.log_tail()}",
                 hint=f"read its log: {self.log_path}",
             )
-        reply = decode_reply(line)
-        if isinstance(reply, ErrorReply) and reply.error.stage is Stage.INPUT:
+        reply = protocol.decode_reply(line)
+        if isinstance(reply, protocol.ErrorReply) and reply.error.stage is protocol.Stage.INPUT:
             raise EquivalenceInputError(
                 f"{label} could not {what}: an input is wrong",
                 expected="a --runtime-patch and a --models file that load",
@@ -263,7 +250,7 @@ class Slot:
                 hint="fix the file named above (its traceback is in the worker's log:"
                 f" {self.log_path})",
             )
-        if isinstance(reply, ErrorReply):
+        if isinstance(reply, protocol.ErrorReply):
             raise EquivalenceError(
                 f"{label} could not {what}",
                 expected="a Python with torch and executorch, and a runtime patch that applies",
@@ -272,23 +259,25 @@ class Slot:
                 details=reply.error.traceback,
             )
         if not isinstance(reply, reply_type):
-            raise ProtocolError(
+            raise protocol.ProtocolError(
                 f"{label} answered {what} with the wrong reply",
                 expected=reply_type.__name__,
                 found=type(reply).__name__,
             )
         return reply
 
-    def run(self, request: RunRequest, timeout: float | None = None) -> ItemResult:
+    def run(
+        self, request: protocol.RunRequest, timeout: float | None = None
+    ) -> protocol.ItemResult:
         """Run one item; a timeout or crash is a harness failure (the worker is closed)."""
         try:
-            reply = self.request(request, RunReply, str(request.item), timeout)
+            reply = self.request(request, protocol.RunReply, str(request.item), timeout)
         except (WorkerTimeoutError, WorkerDiedError) as exc:
             self.close()
             kind = "WorkerTimeout" if isinstance(exc, WorkerTimeoutError) else "WorkerDied"
-            return ItemResult(
-                status=RunStatus.FAIL,
-                error=ErrorInfo(kind, str(exc), Stage.HARNESS),
+            return protocol.ItemResult(
+                status=protocol.RunStatus.FAIL,
+                error=protocol.ErrorInfo(kind, str(exc), protocol.Stage.HARNESS),
             )
         return reply.result
 
@@ -316,7 +305,7 @@ class Slot:
         if process.poll() is None:
             try:
                 assert process.stdin is not None
-                process.stdin.write(encode(QuitRequest()) + "\n")
+                process.stdin.write(protocol.encode(protocol.QuitRequest()) + "\n")
                 process.stdin.flush()
             except (BrokenPipeError, OSError):
                 pass

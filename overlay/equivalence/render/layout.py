@@ -12,30 +12,7 @@ from overlay import render
 from overlay.equivalence.controller.outcome import Report, declare_broken, user_file
 from overlay.equivalence.controller.scheduler import PathStats
 from overlay.equivalence.protocol import PATHS, ItemResult, TargetState
-from overlay.equivalence.render import document
-from overlay.equivalence.render.cells import (
-    ETHOSU_HEADER,
-    ETHOSU_NOTE,
-    HEADER,
-    LEGEND,
-    NUMERICS_HEADER,
-    NUMERICS_NOTE,
-    ab_cell,
-    bc_cell,
-    bc_text,
-    error_cell,
-    ethos_groups,
-    ethos_row,
-    interest,
-    item_label,
-    max_error,
-    numerics_rows,
-    spec_text,
-    status_code,
-    status_text,
-    targets_text,
-    vgf_bytes,
-)
+from overlay.equivalence.render import cells, document
 from overlay.equivalence.verdict import (
     AB,
     BC,
@@ -57,7 +34,7 @@ TONES = {"FAIL": "bad", "TIME": "bad", "DIED": "bad", "num!": "warn"}  # "ok": p
 
 
 def _status(result: ItemResult) -> Inline:
-    code = status_code(result)
+    code = cells.status_code(result)
     return Badge(code, TONES[code]) if code in TONES else code
 
 
@@ -68,13 +45,13 @@ def _anchor(verdict: Verdict) -> str:
 def _row(verdict: Verdict, linked: bool) -> tuple[Inline, ...]:
     """Return an item's row (see HEADER); its name links to its section when it has one."""
     a, b, c = (verdict.results[p] for p in PATHS)
-    name = item_label(verdict.item)
-    bc = bc_cell(verdict)
+    name = cells.item_label(verdict.item)
+    bc = cells.bc_cell(verdict)
     return (
         Link(name, _anchor(verdict)) if linked else name,
         *(_status(r) for r in (a, b, c)),
-        error_cell(c, verdict.info),
-        ab_cell(verdict),
+        cells.error_cell(c, verdict.info),
+        cells.ab_cell(verdict),
         Badge(bc, "bad") if verdict.failures else bc,
     )
 
@@ -82,12 +59,12 @@ def _row(verdict: Verdict, linked: bool) -> tuple[Inline, ...]:
 def _targets(report: Report) -> list[Block]:
     """Return the findings, the numbers per path and target, and the Ethos-U estimates."""
     cases = [
-        (f"{item_label(v.item)} ({spec_text(v.info)})", v)
+        (f"{cells.item_label(v.item)} ({cells.spec_text(v.info)})", v)
         for v in report.verdicts
         if v.item.kind is ItemKind.CASE
     ]
-    numbers = tuple((name, *row) for name, v in cases for row in numerics_rows(v))
-    ethos = tuple((name, *ethos_row(*g)) for name, v in cases for g in ethos_groups(v))
+    numbers = tuple((name, *row) for name, v in cases for row in cells.numerics_rows(v))
+    ethos = tuple((name, *cells.ethos_row(*g)) for name, v in cases for g in cells.ethos_groups(v))
     out: list[Block] = [
         Heading("Findings (a target wrong or failing on every path)", 2),
         render.listing(findings_lines(report)),
@@ -95,14 +72,14 @@ def _targets(report: Report) -> list[Block]:
     if numbers:
         out += [
             Heading("Numbers per path (TOSA reference model, executed VGF)", 2),
-            Table(("case", *NUMERICS_HEADER), numbers),
-            Para(NUMERICS_NOTE),
+            Table(("case", *cells.NUMERICS_HEADER), numbers),
+            Para(cells.NUMERICS_NOTE),
         ]
     if ethos:
         out += [
             Heading("Ethos-U (Vela command streams and estimates)", 2),
-            Table(("case", *ETHOSU_HEADER), ethos),
-            Para(ETHOSU_NOTE),
+            Table(("case", *cells.ETHOSU_HEADER), ethos),
+            Para(cells.ETHOSU_NOTE),
         ]
     return out
 
@@ -123,15 +100,15 @@ def blocks(report: Report, drawings: Drawings = lambda _: []) -> list[Block]:
         Heading(TITLE),
         Para(verdict, "fail" if report.failures else "pass"),
         Items(tuple(map(item, [*report.failures, *counts, written]))),
-        Table(tuple(HEADER), tuple(_row(v, bool(details[v.item])) for v in verdicts)),
+        Table(tuple(cells.HEADER), tuple(_row(v, bool(details[v.item])) for v in verdicts)),
         Heading("Legend", 2),
-        Items(tuple(item(f"{label}: {text}") for label, text in LEGEND)),
+        Items(tuple(item(f"{label}: {text}") for label, text in cells.LEGEND)),
     ]
     if any(details.values()):
         out.append(Heading("Differences", 2))
     for v in (v for v in verdicts if details[v.item]):
         out += [
-            Heading(f"{item_label(v.item)} ({spec_text(v.info)})", 3, _anchor(v)),
+            Heading(f"{cells.item_label(v.item)} ({cells.spec_text(v.info)})", 3, _anchor(v)),
             Items(tuple(map(item, details[v.item]))),
             *map(Raw, drawings(v)),
         ]
@@ -167,7 +144,7 @@ def write_reports(
 
 def ordered(report: Report) -> list[Verdict]:
     """Return the verdicts problems first, then differences from stock, then the rest."""
-    return sorted(report.verdicts, key=interest)
+    return sorted(report.verdicts, key=cells.interest)
 
 
 def cache_line(report: Report) -> str:
@@ -270,17 +247,18 @@ def detail_lines(verdict: Verdict) -> list[str]:
         cause = f"fix {verdict.fix}" if verdict.fix is not None else "no single fix"
         lines.append(f"(a) vs (b): {verdict.ab.value}, attributed to {cause}; differ in: {diffs}")
         if a.ok and not b.ok:
-            lines.append(f"stock OK, patched {status_text(b, limit=400)}")
+            lines.append(f"stock OK, patched {cells.status_text(b, limit=400)}")
         elif b.ok and not a.ok:
-            lines.append(f"patched OK, stock {status_text(a, limit=400)}")
+            lines.append(f"patched OK, stock {cells.status_text(a, limit=400)}")
         elif Observation.GRAPH in verdict.ab_diffs:
             gone, new = graph_changes(a.graph, b.graph)
             lines.append(f"graph, stock only: {'; '.join(gone) or 'none'}")
             lines.append(f"graph, patched only: {'; '.join(new) or 'none'}")
         if Observation.NUMERICS in verdict.ab_diffs:
-            lines.append(f"max abs error vs float: stock {max_error(a)}, patched {max_error(b)}")
+            errors = f"stock {cells.max_error(a)}, patched {cells.max_error(b)}"
+            lines.append(f"max abs error vs float: {errors}")
         if Observation.VGF_PAYLOAD in verdict.ab_diffs:
-            lines.append(f"VGF payloads: stock {vgf_bytes(a)}, patched {vgf_bytes(b)}")
+            lines.append(f"VGF payloads: stock {cells.vgf_bytes(a)}, patched {cells.vgf_bytes(b)}")
             if Observation.VGF_NUMERICS not in verdict.ab_diffs and a.vgf and a.vgf.numerics:
                 lines.append("executed VGF outputs: bit-identical on stock and patched")
         if Observation.VALUE in verdict.ab_diffs:
@@ -288,7 +266,7 @@ def detail_lines(verdict: Verdict) -> list[str]:
             lines.append(f"patched: {json.dumps(b.value)}")
     if verdict.bc is not BC.AGREE:
         diffs = ", ".join(d.value for d in verdict.bc_diffs)
-        lines.append(f"(b) vs (c): {bc_text(verdict)}; differ in: {diffs}")
+        lines.append(f"(b) vs (c): {cells.bc_text(verdict)}; differ in: {diffs}")
         if verdict.bc_fix is not None:
             lines.append(
                 f"the line's runtime form of fix {verdict.bc_fix}, in place of the runtime"
@@ -296,10 +274,10 @@ def detail_lines(verdict: Verdict) -> list[str]:
             )
         if verdict.rule is not None:
             lines.append(f"declared: {verdict.rule.reason}")
-        lines.append(f"(b): {status_text(b, limit=400)}")
-        lines.append(f"(c): {status_text(c, limit=400)}")
+        lines.append(f"(b): {cells.status_text(b, limit=400)}")
+        lines.append(f"(c): {cells.status_text(c, limit=400)}")
     if verdict.ab is not AB.SAME or verdict.bc is not BC.AGREE:
-        lines.append(f"targets: {targets_text(verdict)}")
+        lines.append(f"targets: {cells.targets_text(verdict)}")
         lines += exact_lines(verdict)
     if verdict.claim_problem:
         lines.append(f"CLAIM NOT REPRODUCED: {verdict.claim_problem}")
