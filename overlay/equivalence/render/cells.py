@@ -92,8 +92,7 @@ def status_text(result: ItemResult, *, limit: int = 160) -> str:
 
 
 def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
-    """Return the err(c) cell: the largest relative error in %, '!' when TOSA reads wrong
-    (off the exact reference, or, without one, above the tolerance)."""
+    """Return the err(c) cell: the largest relative error in %, '!' when TOSA reads wrong."""
     numerics = result.numerics
     if numerics is None or not numerics.max_abs_err_vs_fake_quant:
         return "-"
@@ -130,10 +129,7 @@ def ab_cell(verdict: Verdict) -> str:
 
 
 def bc_cell(verdict: Verdict) -> str:
-    """Return the (b) vs (c) cell: the verdict, the rule that declares it or the fix it is.
-
-    A rule that matched is its fix's (when the difference was attributed, to that fix).
-    """
+    """Return the (b) vs (c) cell: the verdict, the rule that declares it or the fix it is."""
     if verdict.rule is not None:
         return f"{verdict.bc.value} (fix {verdict.rule.fix}: {verdict.rule.name})"
     if verdict.bc is BC.AGREE:
@@ -203,20 +199,8 @@ def vgf_bytes(result: ItemResult) -> str:
 
 # --- per target: TOSA and executed VGF numbers per path, Ethos-U ----------------------------
 
-NUMERICS_HEADER = [
-    "path",
-    "TOSA s",
-    "TOSA",
-    "steps",
-    "err",
-    "SQNR dB",
-    "VGF s",
-    "run s",
-    "VGF",
-    "steps",
-    "err",
-    "SQNR dB",
-]
+_NUMBERS = ["steps", "err", "SQNR dB"]  # of each target that ran: see numbers_cells
+NUMERICS_HEADER = ["path", "TOSA s", "TOSA", *_NUMBERS, "VGF s", "run s", "VGF", *_NUMBERS]
 
 NUMERICS_NOTE = (
     "TOSA, VGF: right or wrong where the program ran (the TOSA reference model, the VGF"
@@ -230,17 +214,8 @@ NUMERICS_NOTE = (
 )
 
 ETHOSU_HEADER = [
-    "target",
-    "paths",
-    "outcome",
-    "KiB",
-    "cycles",
-    "NPU cycles",
-    "SRAM KiB",
-    "flash KiB",
-    "CPU ops",
-    "lower s",
-    "command streams / why not",
+    *("target", "paths", "outcome", "KiB", "cycles", "NPU cycles", "SRAM KiB", "flash KiB"),
+    *("CPU ops", "lower s", "command streams / why not"),
 ]
 
 ETHOSU_NOTE = (
@@ -271,8 +246,7 @@ def steps_cell(numerics: Numerics | None) -> str:
 
 
 def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None) -> list[str]:
-    """Return [steps, err, SQNR] of one run: the worst output's steps from the exact
-    reference, its error against the fake-quantised one (% of range) and SQNR."""
+    """Return [steps, err, SQNR] of one run's worst output (see NUMERICS_NOTE)."""
     if error is not None:
         return ["-", fail_cell(error), "-"]
     if numerics is None:
@@ -328,8 +302,7 @@ def ethos_groups(verdict: Verdict) -> list[tuple[str, EthosUResult]]:
 
 
 def ethos_row(paths: str, result: EthosUResult) -> list[str]:
-    """Return one Ethos-U row (see ETHOSU_HEADER): the estimates, the lowering time, and the
-    command streams' sizes and digests (or why there are none: the failure or skip reason)."""
+    """Return one Ethos-U row (see ETHOSU_HEADER)."""
     timed = [seconds_cell(result.lower_seconds)]
     if result.state is not TargetState.COMPARED:
         failed = result.state is TargetState.FAILED
