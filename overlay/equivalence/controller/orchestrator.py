@@ -23,7 +23,6 @@ from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.controller.processes import (
     Plan,
-    Settings,
     Slot,
     env_info,
     worker_library,
@@ -53,8 +52,7 @@ from overlay.lines import pins
 
 def list_items(options: Options) -> ListReply:
     """Return the corpus (plus user models, read by a stock worker) and the probes."""
-    settings = _settings(options, worker_library())
-    listing, slot = list_cases(_plans(options)[PathId.STOCK], settings, None)
+    listing, slot = list_cases(_plans(options, worker_library())[PathId.STOCK], None)
     if slot is not None:
         slot.close()
     return listing
@@ -100,7 +98,7 @@ def _in_group(case: CaseInfo, options: Options) -> bool:
     return case.group == options.group
 
 
-def _plans(options: Options) -> dict[PathId, Plan]:
+def _plans(options: Options, library: Path) -> dict[PathId, Plan]:
     pythons = {PathId.STOCK: options.stock_python, PathId.RUNTIME: options.stock_python}
     return {
         path: Plan(
@@ -108,20 +106,15 @@ def _plans(options: Options) -> dict[PathId, Plan]:
             python=pythons.get(path, options.patched_python),
             runtime_patch=options.runtime_patch if path is PathId.RUNTIME else None,
             pythonpath=options.pythonpath.get(path, ""),
+            log_dir=options.log_dir,
+            library=library,
+            patches_dir=(options.patches_dir or lines.series_directory()).resolve(),
+            timeout=options.timeout,
+            worker_command=options.worker_command,
+            models=options.models,
         )
         for path in PATHS
     }
-
-
-def _settings(options: Options, library: Path) -> Settings:
-    return Settings(
-        log_dir=options.log_dir,
-        library=library,
-        patches_dir=(options.patches_dir or lines.series_directory()).resolve(),
-        timeout=options.timeout,
-        worker_command=options.worker_command,
-        models=options.models,
-    )
 
 
 def watched_sources(patches_dir: Path) -> tuple[str, str]:
@@ -130,12 +123,10 @@ def watched_sources(patches_dir: Path) -> tuple[str, str]:
     return pins.load(patches_dir).package_dir, posixpath.commonpath(folders)
 
 
-def _environments(plans: Mapping[PathId, Plan], settings: Settings) -> dict[PathId, EnvInfo]:
-    package, subtree = watched_sources(settings.patches_dir)
+def _environments(plans: Mapping[PathId, Plan]) -> dict[PathId, EnvInfo]:
+    package, subtree = watched_sources(plans[PathId.STOCK].patches_dir)
     with ThreadPoolExecutor(max_workers=len(plans)) as pool:
-        futures = {
-            p: pool.submit(env_info, plan, settings, package, subtree) for p, plan in plans.items()
-        }
+        futures = {p: pool.submit(env_info, plan, package, subtree) for p, plan in plans.items()}
         return {p: future.result() for p, future in futures.items()}
 
 
@@ -147,13 +138,13 @@ def _runtime_source(runtime_patch: str, env: EnvInfo) -> str:
     return f"{target}@{env.module_sha256}:{function}"
 
 
-def _keys(options: Options, settings: Settings, envs: Mapping[PathId, EnvInfo]) -> Keys:
-    package = settings.library / "overlay"
+def _keys(options: Options, plan: Plan, envs: Mapping[PathId, EnvInfo]) -> Keys:
+    package = plan.library / "overlay"
     base = key(
         "base",
         overlay.__version__,
         sources.digest(package, sources.worker_sources(package)),
-        sha256_file(settings.patches_dir / pins.PINS_FILE),
+        sha256_file(plan.patches_dir / pins.PINS_FILE),
     )
     runtime = _runtime_source(options.runtime_patch, envs[PathId.RUNTIME])
     paths = {
@@ -214,12 +205,11 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
     started = time.perf_counter()
     options = resolve_inputs(options, Path.cwd())
     with _exclusive(options.log_dir):
-        settings = _settings(options, worker_library())
-        plans = _plans(options)
-        envs = _environments(plans, settings)
-        keys = _keys(options, settings, envs)
+        plans = _plans(options, worker_library())
+        envs = _environments(plans)
+        keys = _keys(options, plans[PathId.STOCK], envs)
         cache = RunCache(_open_cache(options), keys, options.keep_bytes)
-        listing, spare = list_cases(plans[PathId.STOCK], settings, cache, progress)
+        listing, spare = list_cases(plans[PathId.STOCK], cache, progress)
         try:
             infos, selected = select(listing, options)
         except BaseException:
@@ -229,7 +219,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         prepared = time.perf_counter()
         version = stock_version(envs)
         rules = fixes.divergences(version or None)
-        pool = Pool(plans, settings, cache, options, progress=progress, rules=rules)
+        pool = Pool(plans, cache, options, progress=progress, rules=rules)
         answers = pool.run(infos, spare)
     verdicts = tuple(
         decide(
@@ -280,10 +270,11 @@ def run_items(
     """Run ``items`` on one worker of ``python``, as :func:`run` does but without the cache,
     for callers that compare paths themselves (one call per env, in parallel)."""
     options = resolve_inputs(options, Path.cwd())
-    settings = _settings(options, worker_library())
     # no runtime patch: the caller's envs hold what they are to be compared on
-    plan = dataclasses.replace(_plans(options)[path], python=python, runtime_patch=None)
-    slot = Slot(plan, settings, 0)
+    plan = dataclasses.replace(
+        _plans(options, worker_library())[path], python=python, runtime_patch=None
+    )
+    slot = Slot(plan, 0)
     known = {c.item: c for c in corpus.ALL_CASES}
     results: dict[ItemId, ItemResult] = {}
     try:

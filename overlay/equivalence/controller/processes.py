@@ -45,18 +45,12 @@ class WorkerDiedError(EquivalenceError):
 
 @dataclass(frozen=True)
 class Plan:
-    """How one path's workers are started."""
+    """How one path's workers are started: the path's own, then what every path shares."""
 
     path: protocol.PathId
     python: str
     runtime_patch: str | None  # only path (b) has one
     pythonpath: str  # extra entries before the overlay package copy ("" for none)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What every worker of a run shares."""
-
     log_dir: Path
     library: Path  # the folder holding only the overlay package (:func:`worker_library`)
     patches_dir: Path
@@ -94,15 +88,15 @@ def worker_library(root: Path | None = None) -> Path:
     return folder
 
 
-def _environment(plan: Plan, settings: Settings) -> dict[str, str]:
+def _environment(plan: Plan) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (plan.pythonpath, str(settings.library)) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (plan.pythonpath, str(plan.library)) if p)
     env.setdefault("PYTHONHASHSEED", "0")
-    env[lines.PATCHES_ENV] = str(settings.patches_dir.resolve())
+    env[lines.PATCHES_ENV] = str(plan.patches_dir.resolve())
     return env
 
 
-def env_info(plan: Plan, settings: Settings, package: str, subtree: str) -> EnvInfo:
+def env_info(plan: Plan, package: str, subtree: str) -> EnvInfo:
     """Describe the environment a path's workers get; a ``module:FUNCTION`` runtime patch
     is looked up there, not imported, and refused before any worker starts if missing."""
     target, _, function = (plan.runtime_patch or "").partition(":")
@@ -126,8 +120,8 @@ def env_info(plan: Plan, settings: Settings, package: str, subtree: str) -> EnvI
         command,
         refuse,
         timeout=120,
-        env=_environment(plan, settings),
-        cwd=settings.log_dir,
+        env=_environment(plan),
+        cwd=plan.log_dir,
     )
     if info.module_error and not info.module_sha256:
         raise EquivalenceInputError(
@@ -152,11 +146,10 @@ class Slot:
     """One worker process of a path, spoken to in protocol lines, each request with a
     timeout; started on first use, and again after a timeout or a crash (a harness failure)."""
 
-    def __init__(self, plan: Plan, settings: Settings, index: int) -> None:
+    def __init__(self, plan: Plan, index: int) -> None:
         self.plan = plan
-        self.settings = settings
         suffix = "" if index == 0 else f"-{index + 1}"
-        self.log_path = settings.log_dir / f"worker-{plan.path.value}{suffix}.log"
+        self.log_path = plan.log_dir / f"worker-{plan.path.value}{suffix}.log"
         self.label = f"path ({plan.path.value}) {plan.path.label}"
         self.worker: subprocess.Popen[str] | None = None  # None: not started (or stopped)
         self.log: IO[str] | None = None
@@ -169,18 +162,18 @@ class Slot:
     def start(self) -> protocol.InitReply:
         """Start the process and initialise it (imports torch/executorch, runtime patch)."""
         started = time.perf_counter()
-        plan, settings = self.plan, self.settings
-        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        plan = self.plan
+        plan.log_dir.mkdir(parents=True, exist_ok=True)
         self.log = self.log_path.open("a", encoding="utf-8")
         try:
             self.worker = subprocess.Popen(
-                [plan.python, *settings.worker_command],
+                [plan.python, *plan.worker_command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self.log,
                 text=True,
-                env=_environment(plan, settings),
-                cwd=str(settings.log_dir),
+                env=_environment(plan),
+                cwd=str(plan.log_dir),
             )
         except OSError as exc:
             self.log.close()
@@ -193,7 +186,7 @@ class Slot:
         self.lines = queue.Queue()  # this process's lines, read by a thread of its own
         self.reader = threading.Thread(target=_read, args=(self.worker, self.lines), daemon=True)
         self.reader.start()
-        request = protocol.InitRequest(runtime_patch=plan.runtime_patch, models=settings.models)
+        request = protocol.InitRequest(runtime_patch=plan.runtime_patch, models=plan.models)
         self.init = self.request(request, protocol.InitReply, "start")
         self.start_seconds += time.perf_counter() - started
         return self.init
@@ -211,7 +204,7 @@ class Slot:
             self.start()
         process = self.worker
         assert process is not None and process.stdin is not None
-        limit = timeout or self.settings.timeout
+        limit = timeout or self.plan.timeout
         label = self.label
         try:
             process.stdin.write(protocol.encode(message) + "\n")

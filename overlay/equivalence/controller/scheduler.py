@@ -18,7 +18,7 @@ from pathlib import Path
 from overlay import fixes
 from overlay.equivalence import corpus
 from overlay.equivalence.controller.options import DEFAULT_WORKER, Options
-from overlay.equivalence.controller.processes import Plan, Settings, Slot
+from overlay.equivalence.controller.processes import Plan, Slot
 from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.controller.result_cache import RunCache
 from overlay.equivalence.protocol import (
@@ -122,19 +122,19 @@ def _priority(item: ItemId) -> int:
 
 
 def list_cases(
-    plan: Plan, settings: Settings, cache: RunCache | None, progress: Progress = no_progress
+    plan: Plan, cache: RunCache | None, progress: Progress = no_progress
 ) -> tuple[ListReply, Slot | None]:
     """Return the cases and probes, and the stock worker that listed them (None: none did).
 
     The corpus is known here, torch-free; a models file (or another worker program) needs a
     worker to list its cases, and that worker is returned, started, for the run to use.
     """
-    if settings.models is None and settings.worker_command == DEFAULT_WORKER:
+    if plan.models is None and plan.worker_command == DEFAULT_WORKER:
         return ListReply(corpus.ALL_CASES, corpus.PROBES), None
     cached = cache.listing() if cache is not None else None
     if cached is not None:
         return cached, None
-    slot = Slot(plan, settings, 0)
+    slot = Slot(plan, 0)
     progress(Event(EventKind.START, plan.path))
     try:
         reply = slot.request(ListRequest(), ListReply, "list the cases")
@@ -213,19 +213,18 @@ class Pool:
     def __init__(
         self,
         plans: Mapping[PathId, Plan],
-        settings: Settings,
         cache: RunCache,
         options: Options,
         *,
         progress: Progress = no_progress,
         rules: Sequence[Divergence] = (),  # the line's: their fixes are tried first
     ) -> None:
-        self.plans, self.settings, self.cache = plans, settings, cache
+        self.plans, self.cache = plans, cache
         self.rules, self.progress = rules, progress
         self.attribute, self.parallel, self.jobs = options.attribute, options.parallel, options.jobs
         self.board = _Board(self.attribute)
         self.infos: Mapping[ItemId, Info] = {}
-        self.carried = carried_fixes(settings.patches_dir)
+        self.carried = carried_fixes(plans[PathId.STOCK].patches_dir)
 
     def run(self, infos: Mapping[ItemId, Info], spare: Slot | None = None) -> Answers:
         """Answer every item on every path, from the cache or by running it (``spare``: the
@@ -272,7 +271,7 @@ class Pool:
         counts = slot_counts(_weights(queues), needed, jobs if self.parallel else 1)
         if self.attribute and queues[PathId.PATCHED] and not counts[PathId.RUNTIME]:
             counts[PathId.RUNTIME] = 1  # on standby: it starts a worker only if (b)/(c) differ
-        slots = [Slot(self.plans[p], self.settings, i) for p in PATHS for i in range(counts[p])]
+        slots = [Slot(self.plans[p], i) for p in PATHS for i in range(counts[p])]
         if spare is not None and counts[PathId.STOCK]:
             slots[0] = spare  # (a) comes first
             self.board.count(PathId.STOCK, workers=1, start_seconds=spare.start_seconds)
