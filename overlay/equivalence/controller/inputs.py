@@ -1,9 +1,5 @@
-"""The user's inputs, made absolute and checked before any worker starts (torch-free).
-
-Workers run in the log folder, so relative paths are resolved from the caller's folder
-(``$OVERLAY_CALLER_DIR``). Files are read, never run: a runtime patch file must define its
-function, a models file a non-empty ``CASES`` with valid literal entries; ``--case``,
-``--group``, ``--shard``, ``--timeout`` and ``--jobs`` are checked against what exists.
+"""The user's inputs, made absolute (from ``$OVERLAY_CALLER_DIR``: workers run in the log
+folder) and checked before any worker starts; files are read, never run (torch-free).
 """
 
 from __future__ import annotations

@@ -18,23 +18,12 @@ import overlay
 from overlay import _mutex, fixes, lines
 from overlay._hashing import sha256_file
 from overlay.equivalence import corpus, sources
+from overlay.equivalence.controller import processes, scheduler
 from overlay.equivalence.controller.inputs import check_cases, resolve_inputs
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
-from overlay.equivalence.controller.processes import (
-    Plan,
-    Slot,
-    env_info,
-    worker_library,
-)
 from overlay.equivalence.controller.progress import Progress, no_progress
 from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache, key
-from overlay.equivalence.controller.scheduler import (
-    Pool,
-    carried_fixes,
-    case_timeout,
-    list_cases,
-)
 from overlay.equivalence.protocol import (
     PATHS,
     InitReply,
@@ -52,7 +41,9 @@ from overlay.lines import pins
 
 def list_items(options: Options) -> ListReply:
     """Return the corpus (plus user models, read by a stock worker) and the probes."""
-    listing, slot = list_cases(_plans(options, worker_library())[PathId.STOCK], None)
+    listing, slot = scheduler.list_cases(
+        _plans(options, processes.worker_library())[PathId.STOCK], None
+    )
     if slot is not None:
         slot.close()
     return listing
@@ -81,7 +72,7 @@ def select(
     infos: dict[ItemId, CaseInfo | ProbeInfo] = {c.item: c for c in cases}
     core = options.group in (None, "core", "all")
     if options.probes and not options.only and not user_only and core:
-        carried = (0, *carried_fixes(options.patches_dir or lines.series_directory()))
+        carried = (0, *scheduler.carried_fixes(options.patches_dir or lines.series_directory()))
         infos.update({p.item: p for p in listing.probes if p.fix in carried})
     selected = tuple(infos)
     if options.shard is not None:
@@ -98,10 +89,10 @@ def _in_group(case: CaseInfo, options: Options) -> bool:
     return case.group == options.group
 
 
-def _plans(options: Options, library: Path) -> dict[PathId, Plan]:
+def _plans(options: Options, library: Path) -> dict[PathId, processes.Plan]:
     pythons = {PathId.STOCK: options.stock_python, PathId.RUNTIME: options.stock_python}
     return {
-        path: Plan(
+        path: processes.Plan(
             path=path,
             python=pythons.get(path, options.patched_python),
             runtime_patch=options.runtime_patch if path is PathId.RUNTIME else None,
@@ -123,10 +114,12 @@ def watched_sources(patches_dir: Path) -> tuple[str, str]:
     return pins.load(patches_dir).package_dir, posixpath.commonpath(folders)
 
 
-def _environments(plans: Mapping[PathId, Plan]) -> dict[PathId, EnvInfo]:
+def _environments(plans: Mapping[PathId, processes.Plan]) -> dict[PathId, EnvInfo]:
     package, subtree = watched_sources(plans[PathId.STOCK].patches_dir)
     with ThreadPoolExecutor(max_workers=len(plans)) as pool:
-        futures = {p: pool.submit(env_info, plan, package, subtree) for p, plan in plans.items()}
+        futures = {
+            p: pool.submit(processes.env_info, plan, package, subtree) for p, plan in plans.items()
+        }
         return {p: future.result() for p, future in futures.items()}
 
 
@@ -138,7 +131,7 @@ def _runtime_source(runtime_patch: str, env: EnvInfo) -> str:
     return f"{target}@{env.module_sha256}:{function}"
 
 
-def _keys(options: Options, plan: Plan, envs: Mapping[PathId, EnvInfo]) -> Keys:
+def _keys(options: Options, plan: processes.Plan, envs: Mapping[PathId, EnvInfo]) -> Keys:
     package = plan.library / "overlay"
     base = key(
         "base",
@@ -205,11 +198,11 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
     started = time.perf_counter()
     options = resolve_inputs(options, Path.cwd())
     with _exclusive(options.log_dir):
-        plans = _plans(options, worker_library())
+        plans = _plans(options, processes.worker_library())
         envs = _environments(plans)
         keys = _keys(options, plans[PathId.STOCK], envs)
         cache = RunCache(_open_cache(options), keys, options.keep_bytes)
-        listing, spare = list_cases(plans[PathId.STOCK], cache, progress)
+        listing, spare = scheduler.list_cases(plans[PathId.STOCK], cache, progress)
         try:
             infos, selected = select(listing, options)
         except BaseException:
@@ -219,7 +212,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
         prepared = time.perf_counter()
         version = stock_version(envs)
         rules = fixes.divergences(version or None)
-        pool = Pool(plans, cache, options, progress=progress, rules=rules)
+        pool = scheduler.Pool(plans, cache, options, progress=progress, rules=rules)
         answers = pool.run(infos, spare)
     verdicts = tuple(
         decide(
@@ -272,16 +265,18 @@ def run_items(
     options = resolve_inputs(options, Path.cwd())
     # no runtime patch: the caller's envs hold what they are to be compared on
     plan = dataclasses.replace(
-        _plans(options, worker_library())[path], python=python, runtime_patch=None
+        _plans(options, processes.worker_library())[path], python=python, runtime_patch=None
     )
-    slot = Slot(plan, 0)
+    slot = processes.Slot(plan, 0)
     known = {c.item: c for c in corpus.ALL_CASES}
     results: dict[ItemId, ItemResult] = {}
     try:
         init = slot.start()
         for item in items:
             request = RunRequest(item, keep_bytes=options.keep_bytes)
-            results[item] = slot.run(request, case_timeout(known[item]) if item in known else None)
+            results[item] = slot.run(
+                request, scheduler.case_timeout(known[item]) if item in known else None
+            )
             progress(f"({path.value}) {item}: {results[item].status.value}")
     finally:
         slot.close()

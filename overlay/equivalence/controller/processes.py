@@ -1,9 +1,5 @@
-"""Worker processes as the controller sees them: start, request with a timeout, restart.
-
-A timeout or a crash fails only that one item (the worker is started again for the next).
-A worker's path holds only the overlay package (:func:`worker_library`), never the
-controlling environment's site-packages.
-"""
+"""Worker processes as the controller sees them: start, request with a timeout, restart
+(a timeout or a crash fails only that one item)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The content-addressed result cache: one typed file per result, named by its key.
-
-Nothing in a key is an absolute path, so a cache folder can be shared (a CI cache). An
-entry of another schema, type or shape reads as a miss. Entries are renamed into place, so
-concurrent or killed runs never leave a torn one (two runs writing one key write the same).
+"""The content-addressed result cache: one typed file per result, named by its key, written
+atomically; an entry of another schema, type or shape reads as a miss (docs/equivalence.md).
 """
 
 from __future__ import annotations

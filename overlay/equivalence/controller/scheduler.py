@@ -1,8 +1,5 @@
-"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow.
-
-A path gets another slot only when CPUs are spare and enough items pay for another torch
-import. An item two neighbouring paths answered differently goes to the front of the first
-one's queue for attribution, so it overlaps the other paths' work.
+"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow;
+an item two neighbouring paths answered differently is attributed first, overlapping them.
 """
 
 from __future__ import annotations

@@ -16,15 +16,7 @@ from typing import Any
 import torch
 
 from overlay.equivalence import protocol
-from overlay.equivalence.worker import departure, ethosu, exact, quantize, vgf_run
-from overlay.equivalence.worker.observe import (
-    as_tuple,
-    delegate_payloads,
-    exact_check,
-    lowered_graph,
-    measure,
-    tosa_op_counts,
-)
+from overlay.equivalence.worker import departure, ethosu, exact, observe, quantize, vgf_run
 from overlay.equivalence.worker.serve import error_info
 from overlay.items import CaseInfo
 
@@ -47,7 +39,7 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> proto
         if not isinstance(module, torch.fx.GraphModule):
             module = module.eval()
         with torch.no_grad():
-            float_out = as_tuple(module(*inputs))
+            float_out = observe.as_tuple(module(*inputs))
         compile_spec = TosaCompileSpec(info.spec)
         stage = protocol.Stage.EXPORT
         exported_float = exported = torch.export.export(module, inputs)
@@ -60,13 +52,13 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> proto
             stage = protocol.Stage.EXPORT
             exported = torch.export.export(reference, inputs)
         with torch.no_grad():
-            fq_out = as_tuple(reference(*inputs))
+            fq_out = observe.as_tuple(reference(*inputs))
         stage = protocol.Stage.LOWER
         lower_start = time.perf_counter()
         edge = to_edge_transform_and_lower(exported, partitioner=[TOSAPartitioner(compile_spec)])
         lower_seconds = time.perf_counter() - lower_start
-        graph, delegates = lowered_graph(edge)
-        payloads = delegate_payloads(delegates, keep_bytes)
+        graph, delegates = observe.lowered_graph(edge)
+        payloads = observe.delegate_payloads(delegates, keep_bytes)
         reference_exact = _for_program(reference_exact, graph)
     except Exception as exc:
         return protocol.ItemResult(
@@ -93,7 +85,7 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> proto
         exact_reason=reference_exact if isinstance(reference_exact, str) else "",
         lower_seconds=lower_seconds,
         seconds=time.perf_counter() - started,
-        tosa_ops=tosa_op_counts(bytes(d.processed_bytes) for d in delegates),
+        tosa_ops=observe.tosa_op_counts(bytes(d.processed_bytes) for d in delegates),
     )
 
 
@@ -145,7 +137,7 @@ def _tosa_numbers(
         with torch.no_grad():
             got, programs = _run_lowered(edge, inputs, has_delegate)
         checked = _checked(got, reference_exact, programs)
-        return measure(got, *references, checked), None, ""
+        return observe.measure(got, *references, checked), None, ""
     except Exception as exc:
         return None, error_info(exc, protocol.Stage.NUMERICS), ""
 
@@ -160,7 +152,7 @@ def _checked(
     intermediates, dumped)."""
     if isinstance(reference, str):
         return None
-    check = exact_check(got, reference)
+    check = observe.exact_check(got, reference)
     if any(step != 0 for step in check.steps) and len(programs) == 1:
         check = dataclasses.replace(
             check, first=departure.tosa_first_difference(reference, *programs[0])
@@ -175,7 +167,7 @@ def _run_lowered(
     and each delegate call's TOSA bytes and inputs (as the reference model takes them)."""
     program = edge.exported_program().module()
     if not has_delegate:
-        return as_tuple(program(*inputs)), []
+        return observe.as_tuple(program(*inputs)), []
     from executorch.backends.arm.test.runner_utils import (
         TosaReferenceModelDispatch,
         torch_tensor_to_numpy,
@@ -189,7 +181,7 @@ def _run_lowered(
             return super()._tosa_dispatch(lowered, args)
 
     with Recording():
-        return as_tuple(program(*inputs)), calls
+        return observe.as_tuple(program(*inputs)), calls
 
 
 def _vgf(
@@ -216,8 +208,10 @@ def _vgf(
             started = time.perf_counter()
             edge = to_edge_transform_and_lower(exported, partitioner=[VgfPartitioner(spec)])
             lower_seconds = time.perf_counter() - started
-            tosa = tosa_op_counts(p.read_bytes() for p in sorted(Path(dumped).glob("*.tosa")))
-        graph, delegates = lowered_graph(edge)
+            tosa = observe.tosa_op_counts(
+                p.read_bytes() for p in sorted(Path(dumped).glob("*.tosa"))
+            )
+        graph, delegates = observe.lowered_graph(edge)
     except Exception as exc:
         return protocol.VgfResult(
             protocol.TargetState.FAILED, error=error_info(exc, protocol.Stage.VGF)
@@ -225,7 +219,7 @@ def _vgf(
     reference_exact = _for_program(reference_exact, graph)  # VGF may partition otherwise
     lowered = protocol.VgfResult(
         protocol.TargetState.COMPARED,
-        payloads=tuple(delegate_payloads(delegates, False)),
+        payloads=tuple(observe.delegate_payloads(delegates, False)),
         lower_seconds=lower_seconds,
         tosa_ops=tosa,
     )
@@ -238,7 +232,7 @@ def _vgf(
     try:
         with torch.no_grad():
             got = vgf_run.run_program(edge, inputs, emulation)
-        numerics = measure(got, *references, _checked(got, reference_exact, []))
+        numerics = observe.measure(got, *references, _checked(got, reference_exact, []))
     except vgf_run.VgfNotRunnableError as exc:  # the emulation's limit, not the graph's fault
         return dataclasses.replace(lowered, run_reason=str(exc))
     except Exception as exc:

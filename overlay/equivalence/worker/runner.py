@@ -1,8 +1,5 @@
-"""The real runner of a worker process: the runtime patch, user models, cases and probes.
-
-For attribution a single runtime fix is put in place for one request, built on stock's
-function as recorded before the runtime patch ran, so on path (b) it stands in for the
-runtime patch's form of the same function.
+"""The real runner of a worker process: the runtime patch, user models, cases and probes;
+an attribution request swaps in single line fixes built on stock's recorded functions.
 """
 
 from __future__ import annotations
