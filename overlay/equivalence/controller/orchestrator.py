@@ -17,21 +17,14 @@ from pathlib import Path
 import overlay
 from overlay import _mutex, fixes, lines
 from overlay._hashing import sha256_file
-from overlay.equivalence import corpus, sources
+from overlay.equivalence import corpus, protocol, sources
 from overlay.equivalence.controller import processes, scheduler
 from overlay.equivalence.controller.inputs import check_cases, resolve_inputs
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.controller.progress import Progress, no_progress
 from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache, key
-from overlay.equivalence.protocol import (
-    PATHS,
-    InitReply,
-    ItemResult,
-    ListReply,
-    PathId,
-    RunRequest,
-)
+from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import decide
 from overlay.equivalence.worker.envinfo import EnvInfo
 from overlay.errors import EquivalenceInputError
@@ -39,7 +32,7 @@ from overlay.items import CaseInfo, ItemId, ProbeInfo
 from overlay.lines import pins
 
 
-def list_items(options: Options) -> ListReply:
+def list_items(options: Options) -> protocol.ListReply:
     """Return the corpus (plus user models, read by a stock worker) and the probes."""
     listing, slot = scheduler.list_cases(
         _plans(options, processes.worker_library())[PathId.STOCK], None
@@ -50,7 +43,7 @@ def list_items(options: Options) -> ListReply:
 
 
 def select(
-    listing: ListReply, options: Options
+    listing: protocol.ListReply, options: Options
 ) -> tuple[dict[ItemId, CaseInfo | ProbeInfo], tuple[ItemId, ...]]:
     """Return this run's items (this shard's part) and the whole selection's item ids.
 
@@ -259,7 +252,7 @@ def run_items(
     items: Sequence[ItemId],
     *,
     progress: Callable[[str], None] = lambda _: None,
-) -> tuple[InitReply, dict[ItemId, ItemResult]]:
+) -> tuple[protocol.InitReply, dict[ItemId, protocol.ItemResult]]:
     """Run ``items`` on one worker of ``python``, as :func:`run` does but without the cache,
     for callers that compare paths themselves (one call per env, in parallel)."""
     options = resolve_inputs(options, Path.cwd())
@@ -269,11 +262,11 @@ def run_items(
     )
     slot = processes.Slot(plan, 0)
     known = {c.item: c for c in corpus.ALL_CASES}
-    results: dict[ItemId, ItemResult] = {}
+    results: dict[ItemId, protocol.ItemResult] = {}
     try:
         init = slot.start()
         for item in items:
-            request = RunRequest(item, keep_bytes=options.keep_bytes)
+            request = protocol.RunRequest(item, keep_bytes=options.keep_bytes)
             results[item] = slot.run(
                 request, scheduler.case_timeout(known[item]) if item in known else None
             )

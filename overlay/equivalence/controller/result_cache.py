@@ -14,16 +14,8 @@ from overlay import codec
 from overlay._cache import cache_dir
 from overlay._files import write_text_atomic
 from overlay.codec import JsonValue
-from overlay.equivalence.protocol import (
-    SCHEMA_VERSION,
-    InitReply,
-    ItemResult,
-    ListReply,
-    PathId,
-    ProtocolError,
-    Stage,
-    from_json,
-)
+from overlay.equivalence import protocol
+from overlay.equivalence.protocol import PathId
 from overlay.items import CaseInfo, ProbeInfo
 
 CACHE_SCHEMA = 1
@@ -37,7 +29,9 @@ def default_directory() -> Path:
 
 def key(*parts: JsonValue) -> str:
     """Return the sha256 of ``parts`` (JSON values, order significant)."""
-    text = json.dumps([CACHE_SCHEMA, SCHEMA_VERSION, *parts], sort_keys=True, separators=(",", ":"))
+    text = json.dumps(
+        [CACHE_SCHEMA, protocol.SCHEMA_VERSION, *parts], sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -73,17 +67,17 @@ class ResultCache:
             return None
         try:
             entry = codec.loads(CacheEntry, self._file(digest).read_text(encoding="utf-8"))
-            if entry.header != (CACHE_SCHEMA, SCHEMA_VERSION, cls.__name__, digest):
+            if entry.header != (CACHE_SCHEMA, protocol.SCHEMA_VERSION, cls.__name__, digest):
                 raise ValueError(f"entry header {entry.header}")
-            value = from_json(cls, entry.value, "cache entry")
-        except (OSError, ValueError, codec.CodecError, ProtocolError):
+            value = protocol.from_json(cls, entry.value, "cache entry")
+        except (OSError, ValueError, codec.CodecError, protocol.ProtocolError):
             return None
         return value
 
     def put(self, digest: str, value: object) -> None:
         """Store ``value`` under ``digest`` atomically (temporary file, then rename)."""
         entry = CacheEntry(
-            CACHE_SCHEMA, SCHEMA_VERSION, type(value).__name__, digest, codec.encode(value)
+            CACHE_SCHEMA, protocol.SCHEMA_VERSION, type(value).__name__, digest, codec.encode(value)
         )
         target = self._file(digest)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -150,29 +144,33 @@ class RunCache:
 
     def result(
         self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...] = ()
-    ) -> ItemResult | None:
+    ) -> protocol.ItemResult | None:
         """Return an item's cached result on a path (with single runtime fixes), or None."""
-        return self._get(self.keys.result(path, info, fixes, self.keep_bytes), ItemResult)
+        return self._get(self.keys.result(path, info, fixes, self.keep_bytes), protocol.ItemResult)
 
     def put_result(
-        self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...], result: ItemResult
+        self,
+        path: PathId,
+        info: CaseInfo | ProbeInfo,
+        fixes: tuple[int, ...],
+        result: protocol.ItemResult,
     ) -> None:
         """Store a result; harness failures (timeouts, crashes) are never cached."""
-        if result.error is None or result.error.stage is not Stage.HARNESS:
+        if result.error is None or result.error.stage is not protocol.Stage.HARNESS:
             self._put(self.keys.result(path, info, fixes, self.keep_bytes), result)
 
-    def init(self, path: PathId) -> InitReply | None:
+    def init(self, path: PathId) -> protocol.InitReply | None:
         """Return what a path's worker said at its last start, or None."""
-        return self._get(self.keys.init(path), InitReply)
+        return self._get(self.keys.init(path), protocol.InitReply)
 
-    def put_init(self, path: PathId, init: InitReply) -> None:
+    def put_init(self, path: PathId, init: protocol.InitReply) -> None:
         """Store what a path's worker said at start."""
         self._put(self.keys.init(path), init)
 
-    def listing(self) -> ListReply | None:
+    def listing(self) -> protocol.ListReply | None:
         """Return the cached case listing of a models file, or None."""
-        return self._get(self.keys.listing(), ListReply)
+        return self._get(self.keys.listing(), protocol.ListReply)
 
-    def put_listing(self, reply: ListReply) -> None:
+    def put_listing(self, reply: protocol.ListReply) -> None:
         """Store the case listing."""
         self._put(self.keys.listing(), reply)

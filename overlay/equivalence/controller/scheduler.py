@@ -13,20 +13,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from overlay import fixes
-from overlay.equivalence import corpus
+from overlay.equivalence import corpus, protocol
 from overlay.equivalence.controller.options import DEFAULT_WORKER, Options
 from overlay.equivalence.controller.processes import Plan, Slot
 from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.controller.result_cache import RunCache
-from overlay.equivalence.protocol import (
-    PATHS,
-    InitReply,
-    ItemResult,
-    ListReply,
-    ListRequest,
-    PathId,
-    RunRequest,
-)
+from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import compare, judged_targets, rule_holds
 from overlay.fixes import Divergence
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -54,11 +46,11 @@ class PathStats:
 class Answers:
     """Every path's result of every item, the attributions and the statistics."""
 
-    results: Mapping[PathId, Mapping[ItemId, ItemResult]]
+    results: Mapping[PathId, Mapping[ItemId, protocol.ItemResult]]
     # by the path the single-fix runs were made on: (a) for (a)/(b), (b) for (b)/(c)
     attribution: Mapping[PathId, Mapping[ItemId, int | None]]
     stats: Mapping[PathId, PathStats]
-    inits: Mapping[PathId, InitReply | None]
+    inits: Mapping[PathId, protocol.InitReply | None]
 
 
 @dataclass(frozen=True)
@@ -79,7 +71,9 @@ def candidates(item: ItemId, carried: Sequence[int], first: Sequence[int] = ()) 
     return [n for n in dict.fromkeys([*first, *claimed, *carried]) if n in carried]
 
 
-def ruled(info: Info, b: ItemResult, c: ItemResult, rules: Sequence[Divergence]) -> list[int]:
+def ruled(
+    info: Info, b: protocol.ItemResult, c: protocol.ItemResult, rules: Sequence[Divergence]
+) -> list[int]:
     """Return the fixes whose divergence rules hold on an item's (b) and (c) results."""
     results = {PathId.RUNTIME: b, PathId.PATCHED: c}
     targets = judged_targets(info, results)
@@ -120,21 +114,21 @@ def _priority(item: ItemId) -> int:
 
 def list_cases(
     plan: Plan, cache: RunCache | None, progress: Progress = no_progress
-) -> tuple[ListReply, Slot | None]:
+) -> tuple[protocol.ListReply, Slot | None]:
     """Return the cases and probes, and the stock worker that listed them (None: none did).
 
     The corpus is known here, torch-free; a models file (or another worker program) needs a
     worker to list its cases, and that worker is returned, started, for the run to use.
     """
     if plan.models is None and plan.worker_command == DEFAULT_WORKER:
-        return ListReply(corpus.ALL_CASES, corpus.PROBES), None
+        return protocol.ListReply(corpus.ALL_CASES, corpus.PROBES), None
     cached = cache.listing() if cache is not None else None
     if cached is not None:
         return cached, None
     slot = Slot(plan, 0)
     progress(Event(EventKind.START, plan.path))
     try:
-        reply = slot.request(ListRequest(), ListReply, "list the cases")
+        reply = slot.request(protocol.ListRequest(), protocol.ListReply, "list the cases")
     except BaseException:
         slot.close()
         raise
@@ -151,7 +145,7 @@ class _Board:
 
     attribute: bool
     cond: threading.Condition = field(default_factory=threading.Condition)
-    results: dict[PathId, dict[ItemId, ItemResult]] = field(
+    results: dict[PathId, dict[ItemId, protocol.ItemResult]] = field(
         default_factory=lambda: {p: {} for p in PATHS}
     )
     attribution: dict[PathId, dict[ItemId, int | None]] = field(
@@ -314,7 +308,9 @@ class Pool:
         with board.cond:
             board.count(path, workers=1, start_seconds=slot.start_seconds - before)
 
-    def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...] = ()) -> ItemResult:
+    def _execute(
+        self, slot: Slot, item: ItemId, fixes: tuple[int, ...] = ()
+    ) -> protocol.ItemResult:
         """Run one request on the slot's worker (with single runtime fixes: an attribution
         run), count it and store its result in the cache."""
         path, board, info = slot.plan.path, self.board, self.infos[item]
@@ -322,7 +318,7 @@ class Pool:
             if fixes:
                 self.progress(Event(EventKind.MORE, path, item))
             self.progress(Event(EventKind.RUN, path, item))
-        request = RunRequest(item, fixes=fixes, keep_bytes=self.cache.keep_bytes)
+        request = protocol.RunRequest(item, fixes=fixes, keep_bytes=self.cache.keep_bytes)
         result = slot.run(request, case_timeout(info))
         self.cache.put_result(path, info, fixes, result)
         counted = "attribution_runs" if fixes else "ran"

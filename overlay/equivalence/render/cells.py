@@ -5,17 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from overlay.equivalence.protocol import (
-    PATHS,
-    ErrorInfo,
-    EthosUResult,
-    ItemResult,
-    Numerics,
-    PathId,
-    Payload,
-    Stage,
-    TargetState,
-)
+from overlay.equivalence import protocol
+from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import (
     AB,
     BC,
@@ -72,16 +63,16 @@ LEGEND = (
 )
 
 
-def status_code(result: ItemResult) -> str:
+def status_code(result: protocol.ItemResult) -> str:
     """Return the table code of one path's result (see LEGEND)."""
     if result.ok:
         return "num!" if result.numerics_error is not None else "ok"
-    if result.error is not None and result.error.stage is Stage.HARNESS:
+    if result.error is not None and result.error.stage is protocol.Stage.HARNESS:
         return "TIME" if result.error.type == "WorkerTimeout" else "DIED"
     return "FAIL"
 
 
-def status_text(result: ItemResult, *, limit: int = 160) -> str:
+def status_text(result: protocol.ItemResult, *, limit: int = 160) -> str:
     """Return 'OK' or 'FAIL: Type: first line of message' for one path's result."""
     if result.ok:
         if result.numerics_error is not None:
@@ -91,7 +82,7 @@ def status_text(result: ItemResult, *, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
+def error_cell(result: protocol.ItemResult, info: CaseInfo | ProbeInfo) -> str:
     """Return the err(c) cell: the largest relative error in %, '!' when TOSA reads wrong."""
     numerics = result.numerics
     if numerics is None or not numerics.max_abs_err_vs_fake_quant:
@@ -109,7 +100,7 @@ def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
     return f"{largest * 100:.2g}%{'!' if wrong else ''}"
 
 
-def max_error(result: ItemResult) -> str:
+def max_error(result: protocol.ItemResult) -> str:
     """Return the max abs error vs the float model, over all outputs, as text."""
     values = result.numerics.max_abs_err_vs_float if result.numerics else ()
     known = [v for v in values if v is not None]
@@ -187,12 +178,12 @@ def interest(verdict: Verdict) -> int:
     return 1 if verdict.ab is not AB.SAME or verdict.rule is not None else 2
 
 
-def payloads_text(payloads: Sequence[Payload]) -> str:
+def payloads_text(payloads: Sequence[protocol.Payload]) -> str:
     """Return payloads as 'size B digest, ...' ('' for none)."""
     return ", ".join(f"{p.size} B {p.sha256[:12]}" for p in payloads)
 
 
-def vgf_bytes(result: ItemResult) -> str:
+def vgf_bytes(result: protocol.ItemResult) -> str:
     """Return a result's VGF payloads as 'size B digest', or 'none'."""
     return (payloads_text(result.vgf.payloads) if result.vgf else "") or "none"
 
@@ -230,12 +221,12 @@ def seconds_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def fail_cell(error: ErrorInfo | None) -> str:
+def fail_cell(error: protocol.ErrorInfo | None) -> str:
     """Return a failure's cell with its type (``FAIL: VgfConverterError``)."""
     return "FAIL" if error is None else f"FAIL: {error.type}"
 
 
-def steps_cell(numerics: Numerics | None) -> str:
+def steps_cell(numerics: protocol.Numerics | None) -> str:
     """Return the largest difference from the exact reference in steps ('-': none)."""
     if numerics is None or numerics.exact is None:
         return "-"
@@ -245,7 +236,9 @@ def steps_cell(numerics: Numerics | None) -> str:
     return str(max((s for s in steps if s is not None), default=0))
 
 
-def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None) -> list[str]:
+def numbers_cells(
+    numerics: protocol.Numerics | None, error: protocol.ErrorInfo | None
+) -> list[str]:
     """Return [steps, err, SQNR] of one run's worst output (see NUMERICS_NOTE)."""
     if error is not None:
         return ["-", fail_cell(error), "-"]
@@ -269,9 +262,9 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
         result = verdict.results[path]
         vgf = result.vgf
         vgf_word = quality_word(verdict, path, VGF)
-        if vgf is None or vgf.state is TargetState.SKIPPED:
+        if vgf is None or vgf.state is protocol.TargetState.SKIPPED:
             vgf_cells = ["-"] * 6
-        elif vgf.state is TargetState.FAILED:
+        elif vgf.state is protocol.TargetState.FAILED:
             vgf_cells = [fail_cell(vgf.error), "-", vgf_word, "-", "-", "-"]
         else:
             vgf_cells = [
@@ -287,25 +280,25 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
     return rows
 
 
-def _ethos_outcome(result: EthosUResult) -> object:
+def _ethos_outcome(result: protocol.EthosUResult) -> object:
     """Return what makes two paths' Ethos-U results the same row (timings left out)."""
     return dataclasses.replace(result, lower_seconds=None)
 
 
-def ethos_groups(verdict: Verdict) -> list[tuple[str, EthosUResult]]:
+def ethos_groups(verdict: Verdict) -> list[tuple[str, protocol.EthosUResult]]:
     """Return (paths, result) per Ethos-U target and distinct outcome, e.g. ('abc', ...)."""
-    found: dict[tuple[str, object], list[tuple[PathId, EthosUResult]]] = {}
+    found: dict[tuple[str, object], list[tuple[PathId, protocol.EthosUResult]]] = {}
     for path in PATHS:
         for result in verdict.results[path].ethos_u:
             found.setdefault((result.target, _ethos_outcome(result)), []).append((path, result))
     return [("".join(p.value for p, _ in group), group[0][1]) for group in found.values()]
 
 
-def ethos_row(paths: str, result: EthosUResult) -> list[str]:
+def ethos_row(paths: str, result: protocol.EthosUResult) -> list[str]:
     """Return one Ethos-U row (see ETHOSU_HEADER)."""
     timed = [seconds_cell(result.lower_seconds)]
-    if result.state is not TargetState.COMPARED:
-        failed = result.state is TargetState.FAILED
+    if result.state is not protocol.TargetState.COMPARED:
+        failed = result.state is protocol.TargetState.FAILED
         note = (result.error.first_line if result.error else "?") if failed else result.reason
         cells = [result.target, paths, "FAIL" if failed else "skipped"]
         return [*cells, *["-"] * (len(ETHOSU_HEADER) - len(cells) - 2), *timed, note]
