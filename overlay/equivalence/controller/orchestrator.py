@@ -203,7 +203,8 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
                 spare.close()
             raise
         prepared = time.perf_counter()
-        version = stock_version(envs)
+        stock = envs[PathId.STOCK].distributions  # fix triggers are scoped by its executorch
+        version = next((d.version for d in stock if d.name.lower() == "executorch"), "")
         rules = fixes.divergences(version or None)
         pool = scheduler.Pool(plans, cache, options, progress=progress, rules=rules)
         answers = pool.run(infos, spare)
@@ -274,11 +275,3 @@ def run_items(
     finally:
         slot.close()
     return init, results
-
-
-def stock_version(envs: Mapping[PathId, EnvInfo]) -> str:
-    """Return the stock env's executorch version (fix triggers are scoped by release)."""
-    for dist in envs[PathId.STOCK].distributions:
-        if dist.name.lower() == "executorch":
-            return dist.version
-    return ""

@@ -171,13 +171,6 @@ def item_label(item: ItemId) -> str:
     return item.name if item.kind is ItemKind.CASE else str(item)
 
 
-def interest(verdict: Verdict) -> int:
-    """Return the row group: 0 problems, 1 differs from stock, 2 the rest."""
-    if verdict.failures:
-        return 0
-    return 1 if verdict.ab is not AB.SAME or verdict.rule is not None else 2
-
-
 def payloads_text(payloads: Sequence[protocol.Payload]) -> str:
     """Return payloads as 'size B digest, ...' ('' for none)."""
     return ", ".join(f"{p.size} B {p.sha256[:12]}" for p in payloads)

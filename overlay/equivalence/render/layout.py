@@ -144,7 +144,11 @@ def write_reports(
 
 def ordered(report: Report) -> list[Verdict]:
     """Return the verdicts problems first, then differences from stock, then the rest."""
-    return sorted(report.verdicts, key=cells.interest)
+
+    def interest(v: Verdict) -> int:
+        return 0 if v.failures else 1 if v.ab is not AB.SAME or v.rule is not None else 2
+
+    return sorted(report.verdicts, key=interest)
 
 
 def cache_line(report: Report) -> str:
