@@ -32,7 +32,7 @@ from pathlib import Path
 
 from overlay import codec
 from overlay.cli.json_output import BuildReport
-from overlay.equivalence.controller import inputs, merge, orchestrator
+from overlay.equivalence.controller import inputs, orchestrator, outcome
 from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.protocol import PATHS, PathId
@@ -166,7 +166,7 @@ def main() -> int:
     print(f"{time.perf_counter() - mark:.1f} s (build wheel, uv install; not timed below)")
     edited, edited_s = timed(replace(options, patched_python=edited_python))
     shards = [orchestrator.run(replace(options, shard=Shard(k, 2))) for k in (1, 2)]
-    merged = merge.merge(shards)
+    merged = outcome.merge(shards)
 
     lowering = {p: lower_sum(cold, p) for p in PATHS}
     bare = sum(lowering.values())

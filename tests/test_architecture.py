@@ -52,7 +52,7 @@ JSON_OUTSIDE_THE_CODEC = {
     ("overlay.equivalence.render.document", "load"): "the schema number, before the body",
     ("overlay.equivalence.render.html", "_value"): "JSON shown to a reader",
     ("overlay.equivalence.render.html", "_differing"): "JSON compared for a reader",
-    ("overlay.equivalence.render.sections", "detail_lines"): "JSON shown to a reader",
+    ("overlay.equivalence.render.layout", "detail_lines"): "JSON shown to a reader",
     ("overlay.equivalence.worker.vgf_run", "_layer_folders"): "Vulkan layer manifests",
     ("overlay.equivalence.worker.vgf_run", "run_vgf"): "a VGF scenario file",
     ("overlay.upstream.kernel_probe", "main"): "run by a release env's Python",

@@ -9,9 +9,9 @@ import pytest
 from equivalence_samples import C, decided, scripted_options
 
 from overlay import cli, render
-from overlay.equivalence.controller.merge import merge
 from overlay.equivalence.controller.options import CALLER_DIR_ENV, Shard
 from overlay.equivalence.controller.orchestrator import run
+from overlay.equivalence.controller.outcome import merge
 from overlay.equivalence.controller.result_cache import Keys
 from overlay.equivalence.render import document
 from overlay.errors import EquivalenceError, EquivalenceInputError

@@ -14,7 +14,7 @@ from overlay import codec, fixes
 from overlay.cli import common
 from overlay.cli.output import out, progress, show
 from overlay.cli.progress_display import display
-from overlay.equivalence.controller import inputs, merge, orchestrator, outcome, result_cache
+from overlay.equivalence.controller import inputs, orchestrator, outcome, result_cache
 from overlay.equivalence.controller import options as run_options
 from overlay.equivalence.render import document, html, layout
 from overlay.equivalence.verdict import EXECUTABLE
@@ -86,7 +86,7 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
 def cmd_merge_reports(args: argparse.Namespace) -> int:
     """Merge the equivalence.json of every shard into one report and one verdict."""
     base = inputs.caller_dir()
-    merged = merge.merge([document.load(base / name) for name in args.reports])
+    merged = outcome.merge([document.load(base / name) for name in args.reports])
     return _finish(merged, base / args.out)
 
 

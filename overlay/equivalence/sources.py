@@ -33,13 +33,8 @@ def _module_file(root: Path, name: str) -> Path | None:
 
 
 def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> list[Path]:
-    """Return the package's files a worker can import: every module ``entries`` reach.
-
-    Every import statement counts, function-level ones included, so the closure holds
-    whatever a worker may run; controller-only modules (render, controller, CLI) are
-    outside it, and editing them keeps cached results. A package ``__init__`` that imports
-    ``pkgutil`` discovers its modules (the fix registry): all of them count.
-    """
+    """Return the package's files a worker can import: every module ``entries`` reach by any
+    import statement (function-level ones too; all of a package that imports ``pkgutil``)."""
     found: dict[str, Path] = {}
     todo = list(entries)
     while todo:

@@ -1,11 +1,7 @@
 """Where an equivalence verdict is decided: pure functions of the three paths' results.
 
-Size: over 500 lines on purpose, so that every verdict is decided in this one module.
-
-(a) vs (b) is judged by correctness, each target on its own: fixed, regression, changed,
-still broken or same. Right means equal to the exact reference where the case has one, else
-within the case's limits against the fake-quantised model; docs/equivalence.md ("Verdicts")
-defines each.
+Size: over 500 lines on purpose, so that every verdict is decided in this one module
+(docs/equivalence.md, "Verdicts", defines each).
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from overlay.equivalence.protocol import (
     TargetState,
     VgfResult,
 )
-from overlay.fixes import Direction, Divergence, ErrorSignature
+from overlay.fixes import Direction, Divergence
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 
 # An integer program is right when its outputs equal the exact reference's: no step apart.
@@ -201,10 +197,6 @@ def limits(info: CaseInfo | ProbeInfo) -> Limits:
     )
 
 
-def _as_limits(limit: Limits | float) -> Limits:
-    return limit if isinstance(limit, Limits) else Limits(float(limit))
-
-
 def scales(numerics: Numerics) -> tuple[float, ...]:
     """Return each output's range (max - min of the reference; max |x| in old data)."""
     return numerics.reference_range or numerics.reference_max_abs
@@ -223,7 +215,7 @@ def numerics_quality(
         return (
             Quality.WRONG if any(s is None or s > ALLOWED_STEPS for s in steps) else Quality.RIGHT
         )
-    bounds = _as_limits(limit)
+    bounds = limit if isinstance(limit, Limits) else Limits(float(limit))
     sqnrs = numerics.sqnr_db or (math.inf,) * len(numerics.max_abs_err_vs_fake_quant)
     for err, scale, sqnr in zip(
         numerics.max_abs_err_vs_fake_quant, scales(numerics), sqnrs, strict=False
@@ -244,11 +236,7 @@ def quality(result: ItemResult, limit: Limits | float) -> Quality:
 
 
 def target_qualities(result: ItemResult, limit: Limits | float) -> dict[str, Quality]:
-    """Judge each target a result has: TOSA, the executed VGF program, each Ethos-U.
-
-    A target that was skipped is absent; a VGF program that lowered but was not executed
-    is LOWERED, an Ethos-U command stream COMPILED: neither right nor wrong.
-    """
+    """Judge each target a result has (a skipped one is absent): TOSA, VGF, each Ethos-U."""
     judged = {TOSA: quality(result, limit)}
     vgf = result.vgf
     if vgf is not None and vgf.state is TargetState.FAILED:
@@ -398,13 +386,10 @@ def check_claim(
     attributed: bool = True,
     unrun: bool = False,
 ) -> str | None:
-    """Return a problem when a fix's trigger on this case did not reproduce, else None.
+    """Return a problem when a fix's trigger on this case (for ``version``) did not reproduce.
 
-    ``version`` is the executorch release the run used: only triggers claimed for it count.
-    Without attribution runs (``attributed`` False) only the effect is checked, not the fix.
-    A FIXED claim whose patched target lowers but is not executed here (UNCHECKED) is no
-    problem, nor one that reads CHANGED where stock's target was not executed either
-    (``unrun``: a VGF-only bug without an emulation layer): :func:`unchecked_claims` names it.
+    Without attribution runs (``attributed`` False) only the effect is checked. A FIXED claim
+    this machine cannot show (:func:`_not_checked`) is no problem: :func:`unchecked_claims`.
     """
     if item.kind is not ItemKind.CASE:
         return None
@@ -451,21 +436,16 @@ def unchecked_claims(
 def _detail(results: Mapping[PathId, ItemResult], target: str) -> str:
     """Say how a target is off on the patched path: the error, or the worst output."""
     result = results[PathId.PATCHED]
-    tosa_error = result.error or result.numerics_error  # the lowering's, or the run's
-    if target == TOSA and tosa_error is not None:
-        return tosa_error.first_line
-    if target == VGF and result.vgf is not None:
-        if result.vgf.error is not None:
-            return result.vgf.error.first_line
-        if result.vgf.numerics_error is not None:
-            return result.vgf.numerics_error.first_line
-    for ethos in result.ethos_u:
-        if ethos.target == target and ethos.error is not None:
-            return ethos.error.first_line
+    vgf = result.vgf or VgfResult(TargetState.SKIPPED)
+    found = {
+        TOSA: result.error or result.numerics_error,  # the lowering's, or the run's
+        VGF: vgf.error or vgf.numerics_error,
+        **{e.target: e.error for e in result.ethos_u},
+    }.get(target)
+    if found is not None:
+        return found.first_line
     numerics = target_numerics(result, target)
-    if numerics is None:
-        return "no numbers"
-    return numerics_text(numerics)
+    return "no numbers" if numerics is None else numerics_text(numerics)
 
 
 def fractions(numerics: Numerics | None) -> list[float | None]:
@@ -564,11 +544,8 @@ def check_expectation(
     *,
     unrun: bool = False,
 ) -> str | None:
-    """Return a problem when findings and the case's declared ``expect_broken`` disagree.
-
-    ``unrun``: a target was not executed on any path, so an expected breakage there can be
-    neither confirmed nor refuted here (the verdict says so as unchecked).
-    """
+    """Return a problem when findings and the case's declared ``expect_broken`` disagree
+    (``unrun``: a target executed on no path, so an expected breakage is unchecked)."""
     if not isinstance(info, CaseInfo):
         return None
     expected = expected_broken(info, version)
@@ -587,15 +564,6 @@ def unrun_everywhere(results: Mapping[PathId, ItemResult], targets: Judged) -> l
         for t in sorted(names)
         if all(judged[t] in NOT_RUN for judged in targets.values())
     ]
-
-
-def _bad(targets: Mapping[str, Quality]) -> bool:
-    return any(q in BAD for q in targets.values())
-
-
-def spec_features(spec: str) -> set[str]:
-    """Return a TOSA spec's features: ``TOSA-1.0+INT+int16`` -> {"INT", "int16"}."""
-    return set(spec.split("+")[1:])
 
 
 def errors(result: ItemResult) -> list[ErrorInfo]:
@@ -621,7 +589,7 @@ def rule_holds(
     """
     b, c = results[PathId.RUNTIME], results[PathId.PATCHED]
     if isinstance(info, CaseInfo):
-        features = spec_features(info.spec)
+        features = set(info.spec.split("+")[1:])  # TOSA-1.0+INT+int16: {"INT", "int16"}
         if not features.issuperset(rule.spec_has) or features.intersection(rule.spec_lacks):
             return False
         if rule.quantize and info.quantize != rule.quantize:
@@ -636,14 +604,12 @@ def rule_holds(
     if isinstance(other, str):  # WRONG_NUMBERS
         shows = b.ok and Quality.WRONG in targets[PathId.RUNTIME].values()
     else:
-        shows = any(_raised(e, other) for e in errors(b))
+        shows = any(s.type == e.type and s.contains in e.message for e in errors(b) for s in other)
     if not shows:
         return False
-    return c.ok if rule.direction is Direction.EQUIVALENT else not _bad(targets[PathId.PATCHED])
-
-
-def _raised(error: ErrorInfo, signatures: Iterable[ErrorSignature]) -> bool:
-    return any(s.type == error.type and s.contains in error.message for s in signatures)
+    if rule.direction is Direction.EQUIVALENT:
+        return c.ok
+    return not any(q in BAD for q in targets[PathId.PATCHED].values())
 
 
 def required_problem(
@@ -651,11 +617,8 @@ def required_problem(
     targets: Judged,
     required: Iterable[str],
 ) -> str | None:
-    """Return why a target ``--require-executed`` names did not run on some path (None: ran).
-
-    A target that failed to lower is judged (failed), not "not executed"; a VGF lowering
-    that delegated nothing has nothing to execute; a probe has no targets.
-    """
+    """Return why a target ``--require-executed`` names did not run on some path (None: ran;
+    a failed lowering is judged, and a VGF lowering that delegated nothing has nothing to run)."""
     missing: dict[tuple[str, str], list[str]] = {}
     for target in required:
         for path, result in results.items():
@@ -690,10 +653,8 @@ def decide(
 ) -> Verdict:
     """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item.
 
-    ``version`` is the stock executorch release: fix claims, expected breakage and (unless
-    ``rules`` is given) the divergence rules of the fix registry are per release. ``fix``
-    and ``bc_fix`` are the run's attributions of (a)/(b) and (b)/(c); ``required`` the
-    targets that must have executed (``--require-executed``).
+    ``version``: the stock release (claims, expected breakage and, without ``rules``, the
+    divergence rules are per release); ``fix``, ``bc_fix``: the run's attributions.
     """
     if rules is None:
         rules = fixes.divergences(version)

@@ -1,9 +1,5 @@
-"""The user's inputs, made absolute and checked before any worker starts (torch-free).
-
-Workers run in the log folder, so relative paths are resolved from the caller's folder
-(``$OVERLAY_CALLER_DIR``). Files are read, never run: a runtime patch file must define its
-function, a models file a non-empty ``CASES`` with valid literal entries; ``--case``,
-``--group``, ``--shard``, ``--timeout`` and ``--jobs`` are checked against what exists.
+"""The user's inputs, made absolute (from ``$OVERLAY_CALLER_DIR``: workers run in the log
+folder) and checked before any worker starts; files are read, never run (torch-free).
 """
 
 from __future__ import annotations
@@ -26,10 +22,8 @@ GROUPS = (*corpus.GROUPS, "all")
 def options_from_env(
     stock_python: str | None, patched_python: str | None, **overrides: object
 ) -> Options:
-    """Build checked Options from $OVERLAY_STOCK_PYTHON / $OVERLAY_PATCHED_PYTHON + overrides.
-
-    The given files are checked first (a models file's syntax error before the Pythons).
-    """
+    """Build checked Options from $OVERLAY_STOCK_PYTHON / $OVERLAY_PATCHED_PYTHON + overrides
+    (the given files are checked first: a models file's syntax error before the Pythons)."""
     stock = stock_python or os.environ.get("OVERLAY_STOCK_PYTHON") or ""
     patched = patched_python or os.environ.get("OVERLAY_PATCHED_PYTHON") or ""
     options = replace(Options(stock_python=stock, patched_python=patched), **overrides)  # type: ignore[arg-type]
@@ -49,10 +43,7 @@ def options_from_env(
 
 
 def caller_dir() -> Path:
-    """Return the folder the user ran the command in: relative inputs are read from there.
-
-    nox runs commands from the noxfile's folder; it passes the folder it was called from.
-    """
+    """Return the folder the user ran the command in (nox passes it): inputs are read there."""
     return Path(os.environ.get(CALLER_DIR_ENV) or Path.cwd())
 
 

@@ -17,34 +17,14 @@ from pathlib import Path
 import overlay
 from overlay import _mutex, fixes, lines
 from overlay._hashing import sha256_file
-from overlay.equivalence import corpus, sources
+from overlay.equivalence import corpus, protocol, sources
+from overlay.equivalence.controller import processes, scheduler
 from overlay.equivalence.controller.inputs import check_cases, resolve_inputs
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
-from overlay.equivalence.controller.processes import (
-    Plan,
-    Settings,
-    Slot,
-    env_info,
-    worker_library,
-)
 from overlay.equivalence.controller.progress import Progress, no_progress
 from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache, key
-from overlay.equivalence.controller.scheduler import (
-    Pool,
-    carried_fixes,
-    case_timeout,
-    list_cases,
-)
-from overlay.equivalence.protocol import (
-    PATHS,
-    InitReply,
-    ItemResult,
-    ListReply,
-    ListRequest,
-    PathId,
-    RunRequest,
-)
+from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import decide
 from overlay.equivalence.worker.envinfo import EnvInfo
 from overlay.errors import EquivalenceInputError
@@ -52,27 +32,23 @@ from overlay.items import CaseInfo, ItemId, ProbeInfo
 from overlay.lines import pins
 
 
-def list_items(options: Options) -> ListReply:
+def list_items(options: Options) -> protocol.ListReply:
     """Return the corpus (plus user models, read by a stock worker) and the probes."""
-    if options.models is None:
-        return ListReply(cases=corpus.ALL_CASES, probes=corpus.PROBES)
-    settings = _settings(options, worker_library())
-    slot = Slot(_plans(options)[PathId.STOCK], settings, 0)
-    try:
-        return slot.request(ListRequest(), ListReply, "list the cases")
-    finally:
+    listing, slot = scheduler.list_cases(
+        _plans(options, processes.worker_library())[PathId.STOCK], None
+    )
+    if slot is not None:
         slot.close()
+    return listing
 
 
 def select(
-    listing: ListReply, options: Options
+    listing: protocol.ListReply, options: Options
 ) -> tuple[dict[ItemId, CaseInfo | ProbeInfo], tuple[ItemId, ...]]:
     """Return this run's items (this shard's part) and the whole selection's item ids.
 
-    Groups: without ``--group`` the core corpus (with ``--fast``: the fast cases of every
-    group, one zoo case among them), ``zoo`` the real networks, ``all`` both; a models
-    file's cases are always in. Probes belong to the core group; a probe calls one fix's
-    patched function, so it runs on a line that carries that fix.
+    A models file's cases are always in; probes belong to the core group and run on a line
+    that carries their fix (docs/equivalence.md names the groups).
     """
     cases = list(listing.cases)
     user_only = options.models is not None and not options.with_corpus
@@ -89,7 +65,7 @@ def select(
     infos: dict[ItemId, CaseInfo | ProbeInfo] = {c.item: c for c in cases}
     core = options.group in (None, "core", "all")
     if options.probes and not options.only and not user_only and core:
-        carried = (0, *carried_fixes(options.patches_dir or lines.series_directory()))
+        carried = (0, *scheduler.carried_fixes(options.patches_dir or lines.series_directory()))
         infos.update({p.item: p for p in listing.probes if p.fix in carried})
     selected = tuple(infos)
     if options.shard is not None:
@@ -106,28 +82,23 @@ def _in_group(case: CaseInfo, options: Options) -> bool:
     return case.group == options.group
 
 
-def _plans(options: Options) -> dict[PathId, Plan]:
+def _plans(options: Options, library: Path) -> dict[PathId, processes.Plan]:
     pythons = {PathId.STOCK: options.stock_python, PathId.RUNTIME: options.stock_python}
     return {
-        path: Plan(
+        path: processes.Plan(
             path=path,
             python=pythons.get(path, options.patched_python),
             runtime_patch=options.runtime_patch if path is PathId.RUNTIME else None,
             pythonpath=options.pythonpath.get(path, ""),
+            log_dir=options.log_dir,
+            library=library,
+            patches_dir=(options.patches_dir or lines.series_directory()).resolve(),
+            timeout=options.timeout,
+            worker_command=options.worker_command,
+            models=options.models,
         )
         for path in PATHS
     }
-
-
-def _settings(options: Options, library: Path) -> Settings:
-    return Settings(
-        log_dir=options.log_dir,
-        library=library,
-        patches_dir=(options.patches_dir or lines.series_directory()).resolve(),
-        timeout=options.timeout,
-        worker_command=options.worker_command,
-        models=options.models,
-    )
 
 
 def watched_sources(patches_dir: Path) -> tuple[str, str]:
@@ -136,11 +107,11 @@ def watched_sources(patches_dir: Path) -> tuple[str, str]:
     return pins.load(patches_dir).package_dir, posixpath.commonpath(folders)
 
 
-def _environments(plans: Mapping[PathId, Plan], settings: Settings) -> dict[PathId, EnvInfo]:
-    package, subtree = watched_sources(settings.patches_dir)
+def _environments(plans: Mapping[PathId, processes.Plan]) -> dict[PathId, EnvInfo]:
+    package, subtree = watched_sources(plans[PathId.STOCK].patches_dir)
     with ThreadPoolExecutor(max_workers=len(plans)) as pool:
         futures = {
-            p: pool.submit(env_info, plan, settings, package, subtree) for p, plan in plans.items()
+            p: pool.submit(processes.env_info, plan, package, subtree) for p, plan in plans.items()
         }
         return {p: future.result() for p, future in futures.items()}
 
@@ -153,13 +124,13 @@ def _runtime_source(runtime_patch: str, env: EnvInfo) -> str:
     return f"{target}@{env.module_sha256}:{function}"
 
 
-def _keys(options: Options, settings: Settings, envs: Mapping[PathId, EnvInfo]) -> Keys:
-    package = settings.library / "overlay"
+def _keys(options: Options, plan: processes.Plan, envs: Mapping[PathId, EnvInfo]) -> Keys:
+    package = plan.library / "overlay"
     base = key(
         "base",
         overlay.__version__,
         sources.digest(package, sources.worker_sources(package)),
-        sha256_file(settings.patches_dir / pins.PINS_FILE),
+        sha256_file(plan.patches_dir / pins.PINS_FILE),
     )
     runtime = _runtime_source(options.runtime_patch, envs[PathId.RUNTIME])
     paths = {
@@ -220,12 +191,11 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
     started = time.perf_counter()
     options = resolve_inputs(options, Path.cwd())
     with _exclusive(options.log_dir):
-        settings = _settings(options, worker_library())
-        plans = _plans(options)
-        envs = _environments(plans, settings)
-        keys = _keys(options, settings, envs)
+        plans = _plans(options, processes.worker_library())
+        envs = _environments(plans)
+        keys = _keys(options, plans[PathId.STOCK], envs)
         cache = RunCache(_open_cache(options), keys, options.keep_bytes)
-        listing, spare = list_cases(plans[PathId.STOCK], settings, cache, progress)
+        listing, spare = scheduler.list_cases(plans[PathId.STOCK], cache, progress)
         try:
             infos, selected = select(listing, options)
         except BaseException:
@@ -233,18 +203,10 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
                 spare.close()
             raise
         prepared = time.perf_counter()
-        version = stock_version(envs)
+        stock = envs[PathId.STOCK].distributions  # fix triggers are scoped by its executorch
+        version = next((d.version for d in stock if d.name.lower() == "executorch"), "")
         rules = fixes.divergences(version or None)
-        pool = Pool(
-            plans,
-            settings,
-            cache,
-            attribute=options.attribute,
-            parallel=options.parallel,
-            jobs=options.jobs,
-            progress=progress,
-            rules=rules,
-        )
+        pool = scheduler.Pool(plans, cache, options, progress=progress, rules=rules)
         answers = pool.run(infos, spare)
     verdicts = tuple(
         decide(
@@ -291,33 +253,25 @@ def run_items(
     items: Sequence[ItemId],
     *,
     progress: Callable[[str], None] = lambda _: None,
-) -> tuple[InitReply, dict[ItemId, ItemResult]]:
-    """Run ``items`` on one worker of ``python`` (for callers that compare paths themselves).
-
-    The same worker, timeouts and restarts as :func:`run`, without the cache; the caller
-    runs several of these in parallel (one per env) and judges the results.
-    """
+) -> tuple[protocol.InitReply, dict[ItemId, protocol.ItemResult]]:
+    """Run ``items`` on one worker of ``python``, as :func:`run` does but without the cache,
+    for callers that compare paths themselves (one call per env, in parallel)."""
     options = resolve_inputs(options, Path.cwd())
-    settings = _settings(options, worker_library())
     # no runtime patch: the caller's envs hold what they are to be compared on
-    plan = dataclasses.replace(_plans(options)[path], python=python, runtime_patch=None)
-    slot = Slot(plan, settings, 0)
+    plan = dataclasses.replace(
+        _plans(options, processes.worker_library())[path], python=python, runtime_patch=None
+    )
+    slot = processes.Slot(plan, 0)
     known = {c.item: c for c in corpus.ALL_CASES}
-    results: dict[ItemId, ItemResult] = {}
+    results: dict[ItemId, protocol.ItemResult] = {}
     try:
         init = slot.start()
         for item in items:
-            request = RunRequest(item, keep_bytes=options.keep_bytes)
-            results[item] = slot.run(request, case_timeout(known[item]) if item in known else None)
+            request = protocol.RunRequest(item, keep_bytes=options.keep_bytes)
+            results[item] = slot.run(
+                request, scheduler.case_timeout(known[item]) if item in known else None
+            )
             progress(f"({path.value}) {item}: {results[item].status.value}")
     finally:
         slot.close()
     return init, results
-
-
-def stock_version(envs: Mapping[PathId, EnvInfo]) -> str:
-    """Return the stock env's executorch version (fix triggers are scoped by release)."""
-    for dist in envs[PathId.STOCK].distributions:
-        if dist.name.lower() == "executorch":
-            return dist.version
-    return ""

@@ -1,9 +1,5 @@
-"""Worker processes as the controller sees them: start, request with a timeout, restart.
-
-A timeout or a crash fails only that one item (the worker is started again for the next).
-A worker's path holds only the overlay package (:func:`worker_library`), never the
-controlling environment's site-packages.
-"""
+"""Worker processes as the controller sees them: start, request with a timeout, restart
+(a timeout or a crash fails only that one item)."""
 
 from __future__ import annotations
 
@@ -22,24 +18,7 @@ import overlay
 from overlay import _process, lines
 from overlay._cache import cache_dir
 from overlay._hashing import tree_digest
-from overlay.equivalence.protocol import (
-    ErrorInfo,
-    ErrorReply,
-    InitReply,
-    InitRequest,
-    ItemResult,
-    PathId,
-    ProtocolError,
-    QuitRequest,
-    Reply,
-    Request,
-    RunReply,
-    RunRequest,
-    RunStatus,
-    Stage,
-    decode_reply,
-    encode,
-)
+from overlay.equivalence import protocol
 from overlay.equivalence.worker.envinfo import EnvInfo
 from overlay.errors import EquivalenceError, EquivalenceInputError
 
@@ -48,7 +27,7 @@ NO_PYTHON_HINT = (
     "pass --stock-python / --patched-python (the python of a venv with stock executorch and"
     " of one with the patched build), or, in a checkout, run `nox -s equivalence`"
 )
-R = TypeVar("R", bound=Reply)
+R = TypeVar("R", bound=protocol.Reply)
 LIBRARY_DAYS = 7  # a worker library copy unused this long is removed
 
 
@@ -62,18 +41,12 @@ class WorkerDiedError(EquivalenceError):
 
 @dataclass(frozen=True)
 class Plan:
-    """How one path's workers are started."""
+    """How one path's workers are started: the path's own, then what every path shares."""
 
-    path: PathId
+    path: protocol.PathId
     python: str
     runtime_patch: str | None  # only path (b) has one
     pythonpath: str  # extra entries before the overlay package copy ("" for none)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What every worker of a run shares."""
-
     log_dir: Path
     library: Path  # the folder holding only the overlay package (:func:`worker_library`)
     patches_dir: Path
@@ -85,13 +58,9 @@ class Settings:
 def worker_library(root: Path | None = None) -> Path:
     """Return a folder holding only the overlay package's sources, for a worker's path.
 
-    A worker runs on the Python of another venv (exactly a lock: stock or patched
-    executorch), where the overlay is not installed, and it must not see this environment's
-    site-packages (or, in a checkout, the rest of the repository). So it gets a copy of the
-    package alone, kept in the overlay cache (``root``, default
-    ``<cache>/worker-library``) under the digest of its sources: runs of the same overlay
-    share it, and the output folder holds only reports and logs. A copy unused for
-    :data:`LIBRARY_DAYS` days is removed when a new one is made.
+    A copy under the digest of its sources in ``root`` (default ``<cache>/worker-library``),
+    shared by runs of the same overlay; one unused for :data:`LIBRARY_DAYS` days is removed
+    when a new one is made.
     """
     source = Path(overlay.__file__).resolve().parent
     digest = tree_digest(source)[:16]
@@ -115,20 +84,17 @@ def worker_library(root: Path | None = None) -> Path:
     return folder
 
 
-def _environment(plan: Plan, settings: Settings) -> dict[str, str]:
+def _environment(plan: Plan) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (plan.pythonpath, str(settings.library)) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (plan.pythonpath, str(plan.library)) if p)
     env.setdefault("PYTHONHASHSEED", "0")
-    env[lines.PATCHES_ENV] = str(settings.patches_dir.resolve())
+    env[lines.PATCHES_ENV] = str(plan.patches_dir.resolve())
     return env
 
 
-def env_info(plan: Plan, settings: Settings, package: str, subtree: str) -> EnvInfo:
-    """Describe the environment a path's workers get (its Python, the same sys.path).
-
-    For a ``module:FUNCTION`` runtime patch the module is looked up there too, without
-    importing it: a missing module or function is refused here, before any worker starts.
-    """
+def env_info(plan: Plan, package: str, subtree: str) -> EnvInfo:
+    """Describe the environment a path's workers get; a ``module:FUNCTION`` runtime patch
+    is looked up there, not imported, and refused before any worker starts if missing."""
     target, _, function = (plan.runtime_patch or "").partition(":")
     module = (
         [f"{target}:{function or 'apply_all'}"] if target and not target.endswith(".py") else []
@@ -150,8 +116,8 @@ def env_info(plan: Plan, settings: Settings, package: str, subtree: str) -> EnvI
         command,
         refuse,
         timeout=120,
-        env=_environment(plan, settings),
-        cwd=settings.log_dir,
+        env=_environment(plan),
+        cwd=plan.log_dir,
     )
     if info.module_error and not info.module_sha256:
         raise EquivalenceInputError(
@@ -176,35 +142,34 @@ class Slot:
     """One worker process of a path, spoken to in protocol lines, each request with a
     timeout; started on first use, and again after a timeout or a crash (a harness failure)."""
 
-    def __init__(self, plan: Plan, settings: Settings, index: int) -> None:
+    def __init__(self, plan: Plan, index: int) -> None:
         self.plan = plan
-        self.settings = settings
         suffix = "" if index == 0 else f"-{index + 1}"
-        self.log_path = settings.log_dir / f"worker-{plan.path.value}{suffix}.log"
+        self.log_path = plan.log_dir / f"worker-{plan.path.value}{suffix}.log"
         self.label = f"path ({plan.path.value}) {plan.path.label}"
         self.worker: subprocess.Popen[str] | None = None  # None: not started (or stopped)
         self.log: IO[str] | None = None
         self.lines: queue.Queue[str] = queue.Queue()
         self.reader: threading.Thread | None = None
-        self.init: InitReply | None = None
+        self.init: protocol.InitReply | None = None
         self.start_seconds = 0.0
         self.stopped = False
 
-    def start(self) -> InitReply:
+    def start(self) -> protocol.InitReply:
         """Start the process and initialise it (imports torch/executorch, runtime patch)."""
         started = time.perf_counter()
-        plan, settings = self.plan, self.settings
-        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        plan = self.plan
+        plan.log_dir.mkdir(parents=True, exist_ok=True)
         self.log = self.log_path.open("a", encoding="utf-8")
         try:
             self.worker = subprocess.Popen(
-                [plan.python, *settings.worker_command],
+                [plan.python, *plan.worker_command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self.log,
                 text=True,
-                env=_environment(plan, settings),
-                cwd=str(settings.log_dir),
+                env=_environment(plan),
+                cwd=str(plan.log_dir),
             )
         except OSError as exc:
             self.log.close()
@@ -217,27 +182,28 @@ class Slot:
         self.lines = queue.Queue()  # this process's lines, read by a thread of its own
         self.reader = threading.Thread(target=_read, args=(self.worker, self.lines), daemon=True)
         self.reader.start()
-        request = InitRequest(runtime_patch=plan.runtime_patch, models=settings.models)
-        self.init = self.request(request, InitReply, "start")
+        request = protocol.InitRequest(runtime_patch=plan.runtime_patch, models=plan.models)
+        self.init = self.request(request, protocol.InitReply, "start")
         self.start_seconds += time.perf_counter() - started
         return self.init
 
     def request(
-        self, message: Request, reply_type: type[R], what: str, timeout: float | None = None
+        self,
+        message: protocol.Request,
+        reply_type: type[R],
+        what: str,
+        timeout: float | None = None,
     ) -> R:
-        """Send one request (starting the worker first if needed); return its reply, or
-        raise on timeout, death or an ErrorReply.
-
-        ``timeout`` (seconds) replaces the run's for this request (a case's own).
-        """
+        """Send one request (starting the worker if needed) and return its reply; raise on
+        timeout, death or an ErrorReply. ``timeout``: a case's own, instead of the run's."""
         if self.worker is None:
             self.start()
         process = self.worker
         assert process is not None and process.stdin is not None
-        limit = timeout or self.settings.timeout
+        limit = timeout or self.plan.timeout
         label = self.label
         try:
-            process.stdin.write(encode(message) + "\n")
+            process.stdin.write(protocol.encode(message) + "\n")
             process.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # the reader sees the end of output
@@ -264,8 +230,8 @@ class Slot:
                 found=f"exit code {process.returncode}; last log lines:\n{self.log_tail()}",
                 hint=f"read its log: {self.log_path}",
             )
-        reply = decode_reply(line)
-        if isinstance(reply, ErrorReply) and reply.error.stage is Stage.INPUT:
+        reply = protocol.decode_reply(line)
+        if isinstance(reply, protocol.ErrorReply) and reply.error.stage is protocol.Stage.INPUT:
             raise EquivalenceInputError(
                 f"{label} could not {what}: an input is wrong",
                 expected="a --runtime-patch and a --models file that load",
@@ -273,7 +239,7 @@ class Slot:
                 hint="fix the file named above (its traceback is in the worker's log:"
                 f" {self.log_path})",
             )
-        if isinstance(reply, ErrorReply):
+        if isinstance(reply, protocol.ErrorReply):
             raise EquivalenceError(
                 f"{label} could not {what}",
                 expected="a Python with torch and executorch, and a runtime patch that applies",
@@ -282,26 +248,25 @@ class Slot:
                 details=reply.error.traceback,
             )
         if not isinstance(reply, reply_type):
-            raise ProtocolError(
+            raise protocol.ProtocolError(
                 f"{label} answered {what} with the wrong reply",
                 expected=reply_type.__name__,
                 found=type(reply).__name__,
             )
         return reply
 
-    def run(self, request: RunRequest, timeout: float | None = None) -> ItemResult:
-        """Run one item; a timeout or crash is a harness failure (the worker is closed).
-
-        ``timeout`` is the item's own limit in seconds (None: the run's ``--timeout``).
-        """
+    def run(
+        self, request: protocol.RunRequest, timeout: float | None = None
+    ) -> protocol.ItemResult:
+        """Run one item; a timeout or crash is a harness failure (the worker is closed)."""
         try:
-            reply = self.request(request, RunReply, str(request.item), timeout)
+            reply = self.request(request, protocol.RunReply, str(request.item), timeout)
         except (WorkerTimeoutError, WorkerDiedError) as exc:
             self.close()
             kind = "WorkerTimeout" if isinstance(exc, WorkerTimeoutError) else "WorkerDied"
-            return ItemResult(
-                status=RunStatus.FAIL,
-                error=ErrorInfo(kind, str(exc), Stage.HARNESS),
+            return protocol.ItemResult(
+                status=protocol.RunStatus.FAIL,
+                error=protocol.ErrorInfo(kind, str(exc), protocol.Stage.HARNESS),
             )
         return reply.result
 
@@ -329,7 +294,7 @@ class Slot:
         if process.poll() is None:
             try:
                 assert process.stdin is not None
-                process.stdin.write(encode(QuitRequest()) + "\n")
+                process.stdin.write(protocol.encode(protocol.QuitRequest()) + "\n")
                 process.stdin.flush()
             except (BrokenPipeError, OSError):
                 pass

@@ -1,8 +1,5 @@
-"""The content-addressed result cache: one typed file per result, named by its key.
-
-Nothing in a key is an absolute path, so a cache folder can be shared (a CI cache). An
-entry of another schema, type or shape reads as a miss. Entries are renamed into place, so
-concurrent or killed runs never leave a torn one (two runs writing one key write the same).
+"""The content-addressed result cache: one typed file per result, named by its key, written
+atomically; an entry of another schema, type or shape reads as a miss (docs/equivalence.md).
 """
 
 from __future__ import annotations
@@ -17,16 +14,8 @@ from overlay import codec
 from overlay._cache import cache_dir
 from overlay._files import write_text_atomic
 from overlay.codec import JsonValue
-from overlay.equivalence.protocol import (
-    SCHEMA_VERSION,
-    InitReply,
-    ItemResult,
-    ListReply,
-    PathId,
-    ProtocolError,
-    Stage,
-    from_json,
-)
+from overlay.equivalence import protocol
+from overlay.equivalence.protocol import PathId
 from overlay.items import CaseInfo, ProbeInfo
 
 CACHE_SCHEMA = 1
@@ -40,7 +29,9 @@ def default_directory() -> Path:
 
 def key(*parts: JsonValue) -> str:
     """Return the sha256 of ``parts`` (JSON values, order significant)."""
-    text = json.dumps([CACHE_SCHEMA, SCHEMA_VERSION, *parts], sort_keys=True, separators=(",", ":"))
+    text = json.dumps(
+        [CACHE_SCHEMA, protocol.SCHEMA_VERSION, *parts], sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -76,17 +67,17 @@ class ResultCache:
             return None
         try:
             entry = codec.loads(CacheEntry, self._file(digest).read_text(encoding="utf-8"))
-            if entry.header != (CACHE_SCHEMA, SCHEMA_VERSION, cls.__name__, digest):
+            if entry.header != (CACHE_SCHEMA, protocol.SCHEMA_VERSION, cls.__name__, digest):
                 raise ValueError(f"entry header {entry.header}")
-            value = from_json(cls, entry.value, "cache entry")
-        except (OSError, ValueError, codec.CodecError, ProtocolError):
+            value = protocol.from_json(cls, entry.value, "cache entry")
+        except (OSError, ValueError, codec.CodecError, protocol.ProtocolError):
             return None
         return value
 
     def put(self, digest: str, value: object) -> None:
         """Store ``value`` under ``digest`` atomically (temporary file, then rename)."""
         entry = CacheEntry(
-            CACHE_SCHEMA, SCHEMA_VERSION, type(value).__name__, digest, codec.encode(value)
+            CACHE_SCHEMA, protocol.SCHEMA_VERSION, type(value).__name__, digest, codec.encode(value)
         )
         target = self._file(digest)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -97,11 +88,9 @@ class ResultCache:
 class Keys:
     """Builds every cache key of one run from the digests of what decides a result.
 
-    ``base`` covers the overlay version, the package sources a worker can import (worker,
-    corpus, runtime fixes, protocol: :func:`overlay.equivalence.sources.worker_sources`)
-    and the series' pins; ``paths`` adds each path's environment and, for (b), the runtime
-    patch's source. A result key adds the item, its case description, the case's source
-    (the corpus package, or the user's models file) and the request.
+    ``base``: the overlay version, the sources a worker can import and the pins; ``paths``
+    adds each path's environment and, for (b), the runtime patch's source; a result key adds
+    the item, its case, the case's source (corpus or models file) and the request.
     """
 
     base: str
@@ -146,36 +135,42 @@ class RunCache:
     keys: Keys
     keep_bytes: bool = False
 
+    def _get(self, digest: str, cls: type[T]) -> T | None:
+        return self.store.get(digest, cls) if self.store is not None else None
+
+    def _put(self, digest: str, value: object) -> None:
+        if self.store is not None:
+            self.store.put(digest, value)
+
     def result(
         self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...] = ()
-    ) -> ItemResult | None:
+    ) -> protocol.ItemResult | None:
         """Return an item's cached result on a path (with single runtime fixes), or None."""
-        if self.store is None:
-            return None
-        return self.store.get(self.keys.result(path, info, fixes, self.keep_bytes), ItemResult)
+        return self._get(self.keys.result(path, info, fixes, self.keep_bytes), protocol.ItemResult)
 
     def put_result(
-        self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...], result: ItemResult
+        self,
+        path: PathId,
+        info: CaseInfo | ProbeInfo,
+        fixes: tuple[int, ...],
+        result: protocol.ItemResult,
     ) -> None:
         """Store a result; harness failures (timeouts, crashes) are never cached."""
-        harness = result.error is not None and result.error.stage is Stage.HARNESS
-        if self.store is not None and not harness:
-            self.store.put(self.keys.result(path, info, fixes, self.keep_bytes), result)
+        if result.error is None or result.error.stage is not protocol.Stage.HARNESS:
+            self._put(self.keys.result(path, info, fixes, self.keep_bytes), result)
 
-    def init(self, path: PathId) -> InitReply | None:
+    def init(self, path: PathId) -> protocol.InitReply | None:
         """Return what a path's worker said at its last start, or None."""
-        return self.store.get(self.keys.init(path), InitReply) if self.store else None
+        return self._get(self.keys.init(path), protocol.InitReply)
 
-    def put_init(self, path: PathId, init: InitReply) -> None:
+    def put_init(self, path: PathId, init: protocol.InitReply) -> None:
         """Store what a path's worker said at start."""
-        if self.store is not None:
-            self.store.put(self.keys.init(path), init)
+        self._put(self.keys.init(path), init)
 
-    def listing(self) -> ListReply | None:
+    def listing(self) -> protocol.ListReply | None:
         """Return the cached case listing of a models file, or None."""
-        return self.store.get(self.keys.listing(), ListReply) if self.store else None
+        return self._get(self.keys.listing(), protocol.ListReply)
 
-    def put_listing(self, reply: ListReply) -> None:
+    def put_listing(self, reply: protocol.ListReply) -> None:
         """Store the case listing."""
-        if self.store is not None:
-            self.store.put(self.keys.listing(), reply)
+        self._put(self.keys.listing(), reply)

@@ -1,8 +1,5 @@
-"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow.
-
-A path gets another slot only when CPUs are spare and enough items pay for another torch
-import. An item two neighbouring paths answered differently goes to the front of the first
-one's queue for attribution, so it overlaps the other paths' work.
+"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow;
+an item two neighbouring paths answered differently is attributed first, overlapping them.
 """
 
 from __future__ import annotations
@@ -16,20 +13,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from overlay import fixes
-from overlay.equivalence import corpus
-from overlay.equivalence.controller.options import DEFAULT_WORKER
-from overlay.equivalence.controller.processes import Plan, Settings, Slot
+from overlay.equivalence import corpus, protocol
+from overlay.equivalence.controller.options import DEFAULT_WORKER, Options
+from overlay.equivalence.controller.processes import Plan, Slot
 from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.controller.result_cache import RunCache
-from overlay.equivalence.protocol import (
-    PATHS,
-    InitReply,
-    ItemResult,
-    ListReply,
-    ListRequest,
-    PathId,
-    RunRequest,
-)
+from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import compare, judged_targets, rule_holds
 from overlay.fixes import Divergence
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -57,11 +46,11 @@ class PathStats:
 class Answers:
     """Every path's result of every item, the attributions and the statistics."""
 
-    results: Mapping[PathId, Mapping[ItemId, ItemResult]]
+    results: Mapping[PathId, Mapping[ItemId, protocol.ItemResult]]
     # by the path the single-fix runs were made on: (a) for (a)/(b), (b) for (b)/(c)
     attribution: Mapping[PathId, Mapping[ItemId, int | None]]
     stats: Mapping[PathId, PathStats]
-    inits: Mapping[PathId, InitReply | None]
+    inits: Mapping[PathId, protocol.InitReply | None]
 
 
 @dataclass(frozen=True)
@@ -71,8 +60,7 @@ class _Task:
 
 
 def candidates(item: ItemId, carried: Sequence[int], first: Sequence[int] = ()) -> list[int]:
-    """Return the fixes of the run's line to try for an item's attribution, ``first`` first,
-    then those claimed for it.
+    """Return the line's fixes to try for an item's attribution: ``first``, the claimed, the rest.
 
     Example: a case fixes 3 and 5 claim, on a line that carries fixes 1, 3 and 7.
     Becomes: ``[3, 1, 7]``: the claimed fix first; fix 5 is not the line's, so not tried.
@@ -83,7 +71,9 @@ def candidates(item: ItemId, carried: Sequence[int], first: Sequence[int] = ()) 
     return [n for n in dict.fromkeys([*first, *claimed, *carried]) if n in carried]
 
 
-def ruled(info: Info, b: ItemResult, c: ItemResult, rules: Sequence[Divergence]) -> list[int]:
+def ruled(
+    info: Info, b: protocol.ItemResult, c: protocol.ItemResult, rules: Sequence[Divergence]
+) -> list[int]:
     """Return the fixes whose divergence rules hold on an item's (b) and (c) results."""
     results = {PathId.RUNTIME: b, PathId.PATCHED: c}
     targets = judged_targets(info, results)
@@ -123,29 +113,29 @@ def _priority(item: ItemId) -> int:
 
 
 def list_cases(
-    plan: Plan, settings: Settings, cache: RunCache, progress: Progress = no_progress
-) -> tuple[ListReply, Slot | None]:
+    plan: Plan, cache: RunCache | None, progress: Progress = no_progress
+) -> tuple[protocol.ListReply, Slot | None]:
     """Return the cases and probes, and the stock worker that listed them (None: none did).
 
-    The corpus is known here, torch-free, from the very sources workers import; a models
-    file (or another worker program) needs a worker to list its cases. That listing is
-    cached; the worker that made it is returned, started, for the run to use.
+    The corpus is known here, torch-free; a models file (or another worker program) needs a
+    worker to list its cases, and that worker is returned, started, for the run to use.
     """
-    if settings.models is None and settings.worker_command == DEFAULT_WORKER:
-        return ListReply(corpus.ALL_CASES, corpus.PROBES), None
-    cached = cache.listing()
+    if plan.models is None and plan.worker_command == DEFAULT_WORKER:
+        return protocol.ListReply(corpus.ALL_CASES, corpus.PROBES), None
+    cached = cache.listing() if cache is not None else None
     if cached is not None:
         return cached, None
-    slot = Slot(plan, settings, 0)
+    slot = Slot(plan, 0)
     progress(Event(EventKind.START, plan.path))
     try:
-        reply = slot.request(ListRequest(), ListReply, "list the cases")
+        reply = slot.request(protocol.ListRequest(), protocol.ListReply, "list the cases")
     except BaseException:
         slot.close()
         raise
-    cache.put_listing(reply)
-    if slot.init is not None:
-        cache.put_init(plan.path, slot.init)
+    if cache is not None:
+        cache.put_listing(reply)
+        if slot.init is not None:
+            cache.put_init(plan.path, slot.init)
     return reply, slot
 
 
@@ -155,7 +145,7 @@ class _Board:
 
     attribute: bool
     cond: threading.Condition = field(default_factory=threading.Condition)
-    results: dict[PathId, dict[ItemId, ItemResult]] = field(
+    results: dict[PathId, dict[ItemId, protocol.ItemResult]] = field(
         default_factory=lambda: {p: {} for p in PATHS}
     )
     attribution: dict[PathId, dict[ItemId, int | None]] = field(
@@ -214,28 +204,22 @@ class Pool:
     def __init__(
         self,
         plans: Mapping[PathId, Plan],
-        settings: Settings,
         cache: RunCache,
+        options: Options,
         *,
-        attribute: bool = True,
-        parallel: bool = True,
-        jobs: int = 0,
         progress: Progress = no_progress,
-        rules: Sequence[Divergence] = (),
+        rules: Sequence[Divergence] = (),  # the line's: their fixes are tried first
     ) -> None:
-        self.plans, self.settings, self.cache = plans, settings, cache
-        self.rules = rules  # the line's divergence rules: their fixes are tried first
-        self.attribute, self.parallel, self.progress = attribute, parallel, progress
-        self.jobs = jobs  # worker processes to aim for; 0: one per CPU
-        self.board = _Board(attribute)
+        self.plans, self.cache = plans, cache
+        self.rules, self.progress = rules, progress
+        self.attribute, self.parallel, self.jobs = options.attribute, options.parallel, options.jobs
+        self.board = _Board(self.attribute)
         self.infos: Mapping[ItemId, Info] = {}
-        self.carried = carried_fixes(settings.patches_dir)
+        self.carried = carried_fixes(plans[PathId.STOCK].patches_dir)
 
     def run(self, infos: Mapping[ItemId, Info], spare: Slot | None = None) -> Answers:
-        """Answer every item on every path, from the cache or by running it.
-
-        ``spare`` is a started stock worker (the one that listed the cases) to use first.
-        """
+        """Answer every item on every path, from the cache or by running it (``spare``: the
+        started stock worker that listed the cases, used first)."""
         self.infos, board = infos, self.board
         order = sorted(infos, key=_priority)
         for path in PATHS:
@@ -278,7 +262,7 @@ class Pool:
         counts = slot_counts(_weights(queues), needed, jobs if self.parallel else 1)
         if self.attribute and queues[PathId.PATCHED] and not counts[PathId.RUNTIME]:
             counts[PathId.RUNTIME] = 1  # on standby: it starts a worker only if (b)/(c) differ
-        slots = [Slot(self.plans[p], self.settings, i) for p in PATHS for i in range(counts[p])]
+        slots = [Slot(self.plans[p], i) for p in PATHS for i in range(counts[p])]
         if spare is not None and counts[PathId.STOCK]:
             slots[0] = spare  # (a) comes first
             self.board.count(PathId.STOCK, workers=1, start_seconds=spare.start_seconds)
@@ -324,7 +308,9 @@ class Pool:
         with board.cond:
             board.count(path, workers=1, start_seconds=slot.start_seconds - before)
 
-    def _execute(self, slot: Slot, item: ItemId, fixes: tuple[int, ...] = ()) -> ItemResult:
+    def _execute(
+        self, slot: Slot, item: ItemId, fixes: tuple[int, ...] = ()
+    ) -> protocol.ItemResult:
         """Run one request on the slot's worker (with single runtime fixes: an attribution
         run), count it and store its result in the cache."""
         path, board, info = slot.plan.path, self.board, self.infos[item]
@@ -332,7 +318,7 @@ class Pool:
             if fixes:
                 self.progress(Event(EventKind.MORE, path, item))
             self.progress(Event(EventKind.RUN, path, item))
-        request = RunRequest(item, fixes=fixes, keep_bytes=self.cache.keep_bytes)
+        request = protocol.RunRequest(item, fixes=fixes, keep_bytes=self.cache.keep_bytes)
         result = slot.run(request, case_timeout(info))
         self.cache.put_result(path, info, fixes, result)
         counted = "attribution_runs" if fixes else "ran"

@@ -123,11 +123,8 @@ CASES: tuple[CaseInfo, ...] = (
 )
 
 
-# --- the zoo: real network shapes (corpus/zoo.py), `--group zoo` --------------------------
-#
-# Deep int8 nets accumulate rounding: each is judged by SQNR against its fake-quantised
-# model (the criterion that separates a right lowering from a wrong one there), with a
-# loose max-error guard. Float variants keep the float default (1% of the range).
+# --- the zoo: real network shapes (corpus/zoo.py), `--group zoo`; deep int8 nets are judged
+# by SQNR with a loose max-error guard, float variants by the float default.
 ZOO_INT8_SQNR_DB = 20.0
 ZOO_INT8_TOLERANCE = 0.25
 ZOO_TIMEOUT_S = 1800.0  # per path: TOSA + VGF (lowered and run) + Ethos-U55/U85 lowering
@@ -214,10 +211,7 @@ _ZOO: tuple[tuple[str, CaseInfo], ...] = (
         None,
         note="pre-quantised a16w8; the int16 grid positions are the graph output (seed)",
     ),
-    # 1.5.1 unrolls the GRU into ~4,000 nodes, ~213 s of CPU a lowering on 2 cores
-    # (benchmarks/bench_lowering.py): an Ethos-U zoo model, lowered for TOSA (the reference
-    # Ethos-U is judged by) only, so that three paths fit 600 s; VGF would add one lowering a
-    # path, Ethos-U two
+    # TOSA only, so that three paths fit 600 s (docs/equivalence.md, "The zoo")
     _zoo(
         "gru_kws",
         "int8",
@@ -242,77 +236,52 @@ ZOO_CASES: tuple[CaseInfo, ...] = tuple(case for _, case in _ZOO)
 ZOO_NETWORKS: dict[str, str] = {case.name: builder for builder, case in _ZOO}  # -> zoo builder
 ALL_CASES: tuple[CaseInfo, ...] = CASES + ZOO_CASES
 
-# --- bystanders: models outside every fix's bug ----------------------------------------
-#
-# The upstream export lowers each stock and with each patch (beside the patch's trigger
-# cases) and compares their TOSA operators by type: a patch that changes them changes
-# behaviour beyond its bug. One per kind of model a reviewer would try on each spec; a fix
-# that means to change one claims it as a trigger (CHANGED), which takes it out of its own
-# bystanders. Outside ALL_CASES: the equivalence run does not select them.
+# --- bystanders: models outside every fix's bug, whose TOSA operators the upstream export
+# compares stock vs each patch (docs/upstream.md); outside ALL_CASES, never selected here.
 BYSTANDER = "bystander"
-BYSTANDERS: tuple[CaseInfo, ...] = (
+_TOSA_Q, _VGF_Q = "TOSAQuantizer, get_symmetric", "VgfQuantizer, get_symmetric"
+_CONV2 = "conv -> conv (no activation)"
+_GRID = "conv -> tanh -> permute -> grid_sample"
+BYSTANDERS: tuple[CaseInfo, ...] = tuple(
+    # a name ending in _vgf lowers for VGF too
     CaseInfo(
-        "bystander_conv_conv_int8",
-        "TOSA-1.0+INT",
-        "a8w8",
-        group=BYSTANDER,
-        note="conv -> conv (no activation), TOSAQuantizer, get_symmetric_quantization_config()",
-    ),
-    CaseInfo(
-        "bystander_conv_relu_int8",
-        "TOSA-1.0+INT",
-        "a8w8",
-        group=BYSTANDER,
-        note="conv -> ReLU (fused, zero point -128), TOSAQuantizer,"
-        " get_symmetric_quantization_config()",
-    ),
-    CaseInfo(
-        "bystander_conv_conv_snorm_vgf",
-        "TOSA-1.0+INT",
-        "a8w8_snorm",
-        group=BYSTANDER,
-        targets_vgf=True,
-        note="conv -> conv (no activation), VgfQuantizer, get_vgf_snorm_quantization_config()",
-    ),
-    CaseInfo(
-        "bystander_linear_linear_int8",
-        "TOSA-1.0+INT",
-        "a8w8",
-        group=BYSTANDER,
-        note="linear -> linear (no activation), TOSAQuantizer, get_symmetric_quantization_config()",
-    ),
-    CaseInfo(
-        "bystander_conv_conv_a16w8_int16",
-        "TOSA-1.0+INT+int16",
-        "a16w8",
-        group=BYSTANDER,
-        note="conv -> conv (no activation), TOSAQuantizer,"
-        " get_symmetric_a16w8_quantization_config()",
-    ),
-    CaseInfo(
-        "bystander_conv_conv_fp",
-        "TOSA-1.0+FP",
-        None,
-        group=BYSTANDER,
-        note="conv -> conv (no activation), float",
-    ),
-    CaseInfo(
-        "bystander_grid_sample_fp_vgf",
-        "TOSA-1.0+FP",
-        None,
-        group=BYSTANDER,
-        targets_vgf=True,
-        note="conv -> tanh -> permute -> grid_sample, float, VgfPartitioner",
-    ),
-    CaseInfo(
-        "bystander_grid_sample_int8_vgf",
-        "TOSA-1.0+INT+FP",
-        "a8w8",
-        group=BYSTANDER,
-        targets_vgf=True,
-        note="conv -> tanh -> permute -> grid_sample, VgfQuantizer,"
-        " get_symmetric_quantization_config()",
-    ),
+        f"bystander_{name}", spec, q, group=BYSTANDER, targets_vgf=name.endswith("_vgf"), note=n
+    )
+    for name, spec, q, n in (
+        ("conv_conv_int8", "TOSA-1.0+INT", "a8w8", f"{_CONV2}, {_TOSA_Q}_quantization_config()"),
+        (
+            "conv_relu_int8",
+            "TOSA-1.0+INT",
+            "a8w8",
+            f"conv -> ReLU (fused, zero point -128), {_TOSA_Q}_quantization_config()",
+        ),
+        (
+            "conv_conv_snorm_vgf",
+            "TOSA-1.0+INT",
+            "a8w8_snorm",
+            f"{_CONV2}, VgfQuantizer, get_vgf_snorm_quantization_config()",
+        ),
+        (
+            "linear_linear_int8",
+            "TOSA-1.0+INT",
+            "a8w8",
+            f"linear -> linear (no activation), {_TOSA_Q}_quantization_config()",
+        ),
+        (
+            "conv_conv_a16w8_int16",
+            "TOSA-1.0+INT+int16",
+            "a16w8",
+            f"{_CONV2}, {_TOSA_Q}_a16w8_quantization_config()",
+        ),
+        ("conv_conv_fp", "TOSA-1.0+FP", None, f"{_CONV2}, float"),
+        ("grid_sample_fp_vgf", "TOSA-1.0+FP", None, f"{_GRID}, float, VgfPartitioner"),
+        (
+            "grid_sample_int8_vgf",
+            "TOSA-1.0+INT+FP",
+            "a8w8",
+            f"{_GRID}, {_VGF_Q}_quantization_config()",
+        ),
+    )
 )
 
 # --- the probes: each fix's, from its module -------------------------------------------

@@ -1,8 +1,6 @@
-"""A user's ``--models FILE.py``: its ``CASES`` entries checked, torch-free, twice.
-
-Both times by the same per-entry checks: the file read, not run, before any worker starts
-(:func:`read_statically`), then its real objects in a worker (:func:`validate_cases`). A
-value the static reading cannot know (a class, a tensor) is :data:`UNKNOWN`.
+"""A user's ``--models FILE.py``: its ``CASES`` entries checked by the same checks, torch-free,
+twice: read before any worker starts (:func:`read_statically`; what only running it gives is
+:data:`UNKNOWN`), then its real objects in a worker (:func:`validate_cases`).
 
 Example: ``CASES = {"mine": {"module": Net, "inputs": (x,), "spec": "TOSA-1.0+INT8"}}``.
 Becomes: ``["mine: missing key(s) quantize", "mine: 'spec' must be a TOSA spec string like

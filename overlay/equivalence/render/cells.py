@@ -5,17 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from overlay.equivalence.protocol import (
-    PATHS,
-    ErrorInfo,
-    EthosUResult,
-    ItemResult,
-    Numerics,
-    PathId,
-    Payload,
-    Stage,
-    TargetState,
-)
+from overlay.equivalence import protocol
+from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import (
     AB,
     BC,
@@ -72,16 +63,16 @@ LEGEND = (
 )
 
 
-def status_code(result: ItemResult) -> str:
+def status_code(result: protocol.ItemResult) -> str:
     """Return the table code of one path's result (see LEGEND)."""
     if result.ok:
         return "num!" if result.numerics_error is not None else "ok"
-    if result.error is not None and result.error.stage is Stage.HARNESS:
+    if result.error is not None and result.error.stage is protocol.Stage.HARNESS:
         return "TIME" if result.error.type == "WorkerTimeout" else "DIED"
     return "FAIL"
 
 
-def status_text(result: ItemResult, *, limit: int = 160) -> str:
+def status_text(result: protocol.ItemResult, *, limit: int = 160) -> str:
     """Return 'OK' or 'FAIL: Type: first line of message' for one path's result."""
     if result.ok:
         if result.numerics_error is not None:
@@ -91,14 +82,8 @@ def status_text(result: ItemResult, *, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def failure_text(result: ItemResult) -> str:
-    """Return the failure of a result as ``Type: first line``, or '' when it ran."""
-    return result.error.first_line if result.error is not None else ""
-
-
-def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
-    """Return the err(c) cell: the largest relative error in %, '!' when TOSA reads wrong
-    (off the exact reference, or, without one, above the tolerance)."""
+def error_cell(result: protocol.ItemResult, info: CaseInfo | ProbeInfo) -> str:
+    """Return the err(c) cell: the largest relative error in %, '!' when TOSA reads wrong."""
     numerics = result.numerics
     if numerics is None or not numerics.max_abs_err_vs_fake_quant:
         return "-"
@@ -115,7 +100,7 @@ def error_cell(result: ItemResult, info: CaseInfo | ProbeInfo) -> str:
     return f"{largest * 100:.2g}%{'!' if wrong else ''}"
 
 
-def max_error(result: ItemResult) -> str:
+def max_error(result: protocol.ItemResult) -> str:
     """Return the max abs error vs the float model, over all outputs, as text."""
     values = result.numerics.max_abs_err_vs_float if result.numerics else ()
     known = [v for v in values if v is not None]
@@ -135,10 +120,7 @@ def ab_cell(verdict: Verdict) -> str:
 
 
 def bc_cell(verdict: Verdict) -> str:
-    """Return the (b) vs (c) cell: the verdict, the rule that declares it or the fix it is.
-
-    A rule that matched is its fix's (when the difference was attributed, to that fix).
-    """
+    """Return the (b) vs (c) cell: the verdict, the rule that declares it or the fix it is."""
     if verdict.rule is not None:
         return f"{verdict.bc.value} (fix {verdict.rule.fix}: {verdict.rule.name})"
     if verdict.bc is BC.AGREE:
@@ -189,39 +171,20 @@ def item_label(item: ItemId) -> str:
     return item.name if item.kind is ItemKind.CASE else str(item)
 
 
-def interest(verdict: Verdict) -> int:
-    """Return the row group: 0 problems, 1 differs from stock, 2 the rest."""
-    if verdict.failures:
-        return 0
-    return 1 if verdict.ab is not AB.SAME or verdict.rule is not None else 2
-
-
-def payloads_text(payloads: Sequence[Payload]) -> str:
+def payloads_text(payloads: Sequence[protocol.Payload]) -> str:
     """Return payloads as 'size B digest, ...' ('' for none)."""
     return ", ".join(f"{p.size} B {p.sha256[:12]}" for p in payloads)
 
 
-def vgf_bytes(result: ItemResult) -> str:
+def vgf_bytes(result: protocol.ItemResult) -> str:
     """Return a result's VGF payloads as 'size B digest', or 'none'."""
     return (payloads_text(result.vgf.payloads) if result.vgf else "") or "none"
 
 
 # --- per target: TOSA and executed VGF numbers per path, Ethos-U ----------------------------
 
-NUMERICS_HEADER = [
-    "path",
-    "TOSA s",
-    "TOSA",
-    "steps",
-    "err",
-    "SQNR dB",
-    "VGF s",
-    "run s",
-    "VGF",
-    "steps",
-    "err",
-    "SQNR dB",
-]
+_NUMBERS = ["steps", "err", "SQNR dB"]  # of each target that ran: see numbers_cells
+NUMERICS_HEADER = ["path", "TOSA s", "TOSA", *_NUMBERS, "VGF s", "run s", "VGF", *_NUMBERS]
 
 NUMERICS_NOTE = (
     "TOSA, VGF: right or wrong where the program ran (the TOSA reference model, the VGF"
@@ -235,17 +198,8 @@ NUMERICS_NOTE = (
 )
 
 ETHOSU_HEADER = [
-    "target",
-    "paths",
-    "outcome",
-    "KiB",
-    "cycles",
-    "NPU cycles",
-    "SRAM KiB",
-    "flash KiB",
-    "CPU ops",
-    "lower s",
-    "command streams / why not",
+    *("target", "paths", "outcome", "KiB", "cycles", "NPU cycles", "SRAM KiB", "flash KiB"),
+    *("CPU ops", "lower s", "command streams / why not"),
 ]
 
 ETHOSU_NOTE = (
@@ -260,12 +214,12 @@ def seconds_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def fail_cell(error: ErrorInfo | None) -> str:
+def fail_cell(error: protocol.ErrorInfo | None) -> str:
     """Return a failure's cell with its type (``FAIL: VgfConverterError``)."""
     return "FAIL" if error is None else f"FAIL: {error.type}"
 
 
-def steps_cell(numerics: Numerics | None) -> str:
+def steps_cell(numerics: protocol.Numerics | None) -> str:
     """Return the largest difference from the exact reference in steps ('-': none)."""
     if numerics is None or numerics.exact is None:
         return "-"
@@ -275,9 +229,10 @@ def steps_cell(numerics: Numerics | None) -> str:
     return str(max((s for s in steps if s is not None), default=0))
 
 
-def numbers_cells(numerics: Numerics | None, error: ErrorInfo | None) -> list[str]:
-    """Return [steps, err, SQNR] of one run: the worst output's steps from the exact
-    reference, its error against the fake-quantised one (% of range) and SQNR."""
+def numbers_cells(
+    numerics: protocol.Numerics | None, error: protocol.ErrorInfo | None
+) -> list[str]:
+    """Return [steps, err, SQNR] of one run's worst output (see NUMERICS_NOTE)."""
     if error is not None:
         return ["-", fail_cell(error), "-"]
     if numerics is None:
@@ -300,9 +255,9 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
         result = verdict.results[path]
         vgf = result.vgf
         vgf_word = quality_word(verdict, path, VGF)
-        if vgf is None or vgf.state is TargetState.SKIPPED:
+        if vgf is None or vgf.state is protocol.TargetState.SKIPPED:
             vgf_cells = ["-"] * 6
-        elif vgf.state is TargetState.FAILED:
+        elif vgf.state is protocol.TargetState.FAILED:
             vgf_cells = [fail_cell(vgf.error), "-", vgf_word, "-", "-", "-"]
         else:
             vgf_cells = [
@@ -318,26 +273,25 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
     return rows
 
 
-def _ethos_outcome(result: EthosUResult) -> object:
+def _ethos_outcome(result: protocol.EthosUResult) -> object:
     """Return what makes two paths' Ethos-U results the same row (timings left out)."""
     return dataclasses.replace(result, lower_seconds=None)
 
 
-def ethos_groups(verdict: Verdict) -> list[tuple[str, EthosUResult]]:
+def ethos_groups(verdict: Verdict) -> list[tuple[str, protocol.EthosUResult]]:
     """Return (paths, result) per Ethos-U target and distinct outcome, e.g. ('abc', ...)."""
-    found: dict[tuple[str, object], list[tuple[PathId, EthosUResult]]] = {}
+    found: dict[tuple[str, object], list[tuple[PathId, protocol.EthosUResult]]] = {}
     for path in PATHS:
         for result in verdict.results[path].ethos_u:
             found.setdefault((result.target, _ethos_outcome(result)), []).append((path, result))
     return [("".join(p.value for p, _ in group), group[0][1]) for group in found.values()]
 
 
-def ethos_row(paths: str, result: EthosUResult) -> list[str]:
-    """Return one Ethos-U row (see ETHOSU_HEADER): the estimates, the lowering time, and the
-    command streams' sizes and digests (or why there are none: the failure or skip reason)."""
+def ethos_row(paths: str, result: protocol.EthosUResult) -> list[str]:
+    """Return one Ethos-U row (see ETHOSU_HEADER)."""
     timed = [seconds_cell(result.lower_seconds)]
-    if result.state is not TargetState.COMPARED:
-        failed = result.state is TargetState.FAILED
+    if result.state is not protocol.TargetState.COMPARED:
+        failed = result.state is protocol.TargetState.FAILED
         note = (result.error.first_line if result.error else "?") if failed else result.reason
         cells = [result.target, paths, "FAIL" if failed else "skipped"]
         return [*cells, *["-"] * (len(ETHOSU_HEADER) - len(cells) - 2), *timed, note]

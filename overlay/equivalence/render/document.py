@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +18,6 @@ import overlay
 from overlay import codec
 from overlay.codec import JsonValue
 from overlay.equivalence.controller.outcome import Report
-from overlay.equivalence.render.sections import counts
 from overlay.equivalence.verdict import AB, BC, decide
 from overlay.errors import EquivalenceInputError
 
@@ -53,6 +53,12 @@ class ReportDocument:
     failures: tuple[str, ...]
     summary: Summary
     report: Report  # every item's verdict and every path's full result; options as recorded
+
+
+def counts(report: Report) -> tuple[Counter[str], Counter[str]]:
+    """Return how many items got each (a) vs (b) and each (b) vs (c) verdict."""
+    ab = Counter(v.ab.value for v in report.verdicts)
+    return ab, Counter(v.bc.value for v in report.verdicts)
 
 
 def to_document(report: Report) -> ReportDocument:

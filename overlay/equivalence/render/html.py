@@ -1,8 +1,7 @@
 """What only the page shows of an item that differs: drawings and the fields that differ.
 
-The table of differing fields walks :class:`overlay.equivalence.protocol.ItemResult`
-(timings left out), so a field added there shows up here. Charts are hand-made SVG, not
-matplotlib: the controlling env stays small, and the page byte-stable and testable.
+Charts are hand-made SVG, not matplotlib: the controlling env stays small, the page
+byte-stable and testable.
 """
 
 from __future__ import annotations
@@ -113,10 +112,8 @@ def graph_svg(
     titles: tuple[str, str],
     notes: tuple[str, str] = ("", ""),
 ) -> str:
-    """Return an SVG of two lowered graphs side by side, their differences outlined.
-
-    A side without a graph (its lowering failed) shows its note (the failure) instead.
-    """
+    """Return an SVG of two lowered graphs side by side, their differences outlined (a side
+    whose lowering failed shows its note instead)."""
     rows = align(graph_ops(left), graph_ops(right))
     width = 2 * CELL + GAP + 20
     height = 30 + ROW * len(rows) + 24
@@ -258,12 +255,8 @@ def _value(value: object) -> str:
 
 
 def field_rows(verdict: Verdict) -> list[str]:
-    """Return a table row per result field that differs between the paths.
-
-    A field holding a dataclass on every path (``vgf``, ``numerics``), or a tuple of them of
-    one length (``ethos_u``, one per target), is walked into: the rows name the inner field
-    that differs (``vgf.numerics.sqnr_db``, ``ethos_u[0].payloads``), not the whole blob.
-    """
+    """Return a table row per result field that differs between the paths, timings left out;
+    dataclasses (and same-length tuples of them) are walked into: ``vgf.numerics.sqnr_db``."""
     return _differing("", [verdict.results[p] for p in PATHS])
 
 

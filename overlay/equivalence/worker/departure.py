@@ -1,10 +1,5 @@
-"""Where a lowered program first departs from the exact reference (:mod:`.exact`).
-
-A quantize node of the converted graph is *held* when a tensor the TOSA reference model
-dumps equals its exact codes (as is, or channels last). The program departs at the first
-node not held while none of the quantize nodes right after it is held either: a node the
-lowering merely fused away is followed by held ones.
-"""
+"""Where a lowered program first departs from the exact reference (:mod:`.exact`): the
+first quantize node not *held*, nor any right after it (docs/equivalence.md says how)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What a path's environment is made of: ``python -m overlay.equivalence.worker.envinfo``.
 
-Stdlib only, no torch: the controller runs it with a path's Python and its worker's
-sys.path before any worker starts, and keys cached results by the :class:`EnvInfo` it
-prints. Nothing in it is an absolute path, so CI runners share cache entries.
+Stdlib only: run with a path's Python before any worker starts; cached results are keyed by
+the :class:`EnvInfo` it prints, which holds no absolute path.
 """
 
 from __future__ import annotations

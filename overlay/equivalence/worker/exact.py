@@ -1,9 +1,6 @@
-"""The exact reference of a quantised case: its converted PT2E graph evaluated in integers.
-
-The fake-quantised model rounds in float32, half to even, and can land a step away from the
-integer program. Here the graph is evaluated as the target does: integer codes, int64
-accumulators, each op by the TOSA 1.0 operator the lowering emits for it (the rules:
-docs/equivalence.md, "The exact reference of a quantised case").
+"""The exact reference of a quantised case: its converted PT2E graph evaluated in integers,
+each op by the TOSA 1.0 operator the lowering emits for it (the rules: docs/equivalence.md,
+"The exact reference of a quantised case").
 """
 
 from __future__ import annotations

@@ -15,39 +15,21 @@ from typing import Any
 
 import torch
 
-from overlay.equivalence.protocol import (
-    ErrorInfo,
-    EthosUResult,
-    ExactCheck,
-    ItemResult,
-    Numerics,
-    RunStatus,
-    Stage,
-    TargetState,
-    VgfResult,
-)
-from overlay.equivalence.worker import departure, ethosu, exact, quantize, vgf_run
-from overlay.equivalence.worker.observe import (
-    as_tuple,
-    delegate_payloads,
-    exact_check,
-    lowered_graph,
-    measure,
-    tosa_op_counts,
-)
+from overlay.equivalence import protocol
+from overlay.equivalence.worker import departure, ethosu, exact, observe, quantize, vgf_run
 from overlay.equivalence.worker.serve import error_info
 from overlay.items import CaseInfo
 
 Build = Callable[[], tuple[Any, tuple[Any, ...]]]  # the case's (module, inputs)
 
 
-def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemResult:
+def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> protocol.ItemResult:
     """Export, quantise, lower and run one case; every failure is data, not an exception."""
     from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
     from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    stage = Stage.BUILD
+    stage = protocol.Stage.BUILD
     started = time.perf_counter()
     exported_float: Any = None
     inputs: tuple[Any, ...] = ()
@@ -57,30 +39,30 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
         if not isinstance(module, torch.fx.GraphModule):
             module = module.eval()
         with torch.no_grad():
-            float_out = as_tuple(module(*inputs))
+            float_out = observe.as_tuple(module(*inputs))
         compile_spec = TosaCompileSpec(info.spec)
-        stage = Stage.EXPORT
+        stage = protocol.Stage.EXPORT
         exported_float = exported = torch.export.export(module, inputs)
         reference = module
         if info.quantize is not None:
-            stage = Stage.QUANTIZE
+            stage = protocol.Stage.QUANTIZE
             quantizer = quantize.case_quantizer(info, compile_spec)
             reference = quantize.convert(exported, inputs, quantizer)
             reference_exact = _exact_reference(reference, inputs)
-            stage = Stage.EXPORT
+            stage = protocol.Stage.EXPORT
             exported = torch.export.export(reference, inputs)
         with torch.no_grad():
-            fq_out = as_tuple(reference(*inputs))
-        stage = Stage.LOWER
+            fq_out = observe.as_tuple(reference(*inputs))
+        stage = protocol.Stage.LOWER
         lower_start = time.perf_counter()
         edge = to_edge_transform_and_lower(exported, partitioner=[TOSAPartitioner(compile_spec)])
         lower_seconds = time.perf_counter() - lower_start
-        graph, delegates = lowered_graph(edge)
-        payloads = delegate_payloads(delegates, keep_bytes)
+        graph, delegates = observe.lowered_graph(edge)
+        payloads = observe.delegate_payloads(delegates, keep_bytes)
         reference_exact = _for_program(reference_exact, graph)
     except Exception as exc:
-        return ItemResult(
-            status=RunStatus.FAIL,
+        return protocol.ItemResult(
+            status=protocol.RunStatus.FAIL,
             error=error_info(exc, stage),
             # Ethos-U lowers from the float export on its own: it is tried either way
             ethos_u=_ethos_u(exported_float, inputs, info) if exported_float is not None else (),
@@ -91,8 +73,8 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
         edge, inputs, bool(delegates), references, reference_exact
     )
     ethos_u = _ethos_u(exported_float, inputs, info)
-    return ItemResult(
-        status=RunStatus.OK,
+    return protocol.ItemResult(
+        status=protocol.RunStatus.OK,
         graph=tuple(graph),
         payloads=tuple(payloads),
         numerics=numerics,
@@ -103,13 +85,13 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> ItemR
         exact_reason=reference_exact if isinstance(reference_exact, str) else "",
         lower_seconds=lower_seconds,
         seconds=time.perf_counter() - started,
-        tosa_ops=tosa_op_counts(bytes(d.processed_bytes) for d in delegates),
+        tosa_ops=observe.tosa_op_counts(bytes(d.processed_bytes) for d in delegates),
     )
 
 
 def _ethos_u(
     exported_float: Any, inputs: tuple[Any, ...], info: CaseInfo
-) -> tuple[EthosUResult, ...]:
+) -> tuple[protocol.EthosUResult, ...]:
     """Lower the case for every Ethos-U target, when the case asks for it."""
     if not info.ethos_u:
         return ()
@@ -146,7 +128,7 @@ def _tosa_numbers(
     has_delegate: bool,
     references: tuple[tuple[Any, ...], tuple[Any, ...]],
     reference_exact: exact.Evaluation | str,
-) -> tuple[Numerics | None, ErrorInfo | None, str]:
+) -> tuple[protocol.Numerics | None, protocol.ErrorInfo | None, str]:
     """Run the lowered program with its TOSA delegates on the reference model: its numbers,
     or the error running it raised, or why it was not run."""
     if has_delegate and importlib.util.find_spec("tosa_reference_model") is None:
@@ -155,22 +137,22 @@ def _tosa_numbers(
         with torch.no_grad():
             got, programs = _run_lowered(edge, inputs, has_delegate)
         checked = _checked(got, reference_exact, programs)
-        return measure(got, *references, checked), None, ""
+        return observe.measure(got, *references, checked), None, ""
     except Exception as exc:
-        return None, error_info(exc, Stage.NUMERICS), ""
+        return None, error_info(exc, protocol.Stage.NUMERICS), ""
 
 
 def _checked(
     got: tuple[Any, ...],
     reference: exact.Evaluation | str,
     programs: list[tuple[bytes, list[Any]]],
-) -> ExactCheck | None:
+) -> protocol.ExactCheck | None:
     """Return a program's outputs against the exact reference, naming where a TOSA
     program (one of ``programs``) first departs from it when they differ (its
     intermediates, dumped)."""
     if isinstance(reference, str):
         return None
-    check = exact_check(got, reference)
+    check = observe.exact_check(got, reference)
     if any(step != 0 for step in check.steps) and len(programs) == 1:
         check = dataclasses.replace(
             check, first=departure.tosa_first_difference(reference, *programs[0])
@@ -185,7 +167,7 @@ def _run_lowered(
     and each delegate call's TOSA bytes and inputs (as the reference model takes them)."""
     program = edge.exported_program().module()
     if not has_delegate:
-        return as_tuple(program(*inputs)), []
+        return observe.as_tuple(program(*inputs)), []
     from executorch.backends.arm.test.runner_utils import (
         TosaReferenceModelDispatch,
         torch_tensor_to_numpy,
@@ -199,7 +181,7 @@ def _run_lowered(
             return super()._tosa_dispatch(lowered, args)
 
     with Recording():
-        return as_tuple(program(*inputs)), calls
+        return observe.as_tuple(program(*inputs)), calls
 
 
 def _vgf(
@@ -208,13 +190,13 @@ def _vgf(
     inputs: tuple[Any, ...],
     references: tuple[tuple[Any, ...], tuple[Any, ...]],
     reference_exact: exact.Evaluation | str,
-) -> VgfResult:
+) -> protocol.VgfResult:
     """Lower the case for VGF, then run the program with its VGF delegates emulated."""
     from executorch.backends.arm.vgf.model_converter import find_model_converter_binary
 
     if find_model_converter_binary() is None:
-        return VgfResult(
-            TargetState.SKIPPED,
+        return protocol.VgfResult(
+            protocol.TargetState.SKIPPED,
             reason="model-converter not on PATH (pip install ai_ml_sdk_model_converter)",
         )
     from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
@@ -226,14 +208,18 @@ def _vgf(
             started = time.perf_counter()
             edge = to_edge_transform_and_lower(exported, partitioner=[VgfPartitioner(spec)])
             lower_seconds = time.perf_counter() - started
-            tosa = tosa_op_counts(p.read_bytes() for p in sorted(Path(dumped).glob("*.tosa")))
-        graph, delegates = lowered_graph(edge)
+            tosa = observe.tosa_op_counts(
+                p.read_bytes() for p in sorted(Path(dumped).glob("*.tosa"))
+            )
+        graph, delegates = observe.lowered_graph(edge)
     except Exception as exc:
-        return VgfResult(TargetState.FAILED, error=error_info(exc, Stage.VGF))
+        return protocol.VgfResult(
+            protocol.TargetState.FAILED, error=error_info(exc, protocol.Stage.VGF)
+        )
     reference_exact = _for_program(reference_exact, graph)  # VGF may partition otherwise
-    lowered = VgfResult(
-        TargetState.COMPARED,
-        payloads=tuple(delegate_payloads(delegates, False)),
+    lowered = protocol.VgfResult(
+        protocol.TargetState.COMPARED,
+        payloads=tuple(observe.delegate_payloads(delegates, False)),
         lower_seconds=lower_seconds,
         tosa_ops=tosa,
     )
@@ -246,13 +232,13 @@ def _vgf(
     try:
         with torch.no_grad():
             got = vgf_run.run_program(edge, inputs, emulation)
-        numerics = measure(got, *references, _checked(got, reference_exact, []))
+        numerics = observe.measure(got, *references, _checked(got, reference_exact, []))
     except vgf_run.VgfNotRunnableError as exc:  # the emulation's limit, not the graph's fault
         return dataclasses.replace(lowered, run_reason=str(exc))
     except Exception as exc:
         return dataclasses.replace(
             lowered,
-            numerics_error=error_info(exc, Stage.VGF_RUN),
+            numerics_error=error_info(exc, protocol.Stage.VGF_RUN),
             run_seconds=time.perf_counter() - started,
         )
     seconds = time.perf_counter() - started

@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from overlay.equivalence.protocol import ExactCheck, Numerics, OutputDigest, Payload
@@ -152,48 +152,40 @@ def measure(
     """Return a run's outputs against the float, the fake-quantised and the exact reference."""
     return Numerics(
         outputs=tuple(_digest(t) for t in got),
-        max_abs_err_vs_float=_max_abs(got, float_out),
-        max_abs_err_vs_fake_quant=_max_abs(got, fq_out),
+        max_abs_err_vs_float=_per_output(got, float_out, _max_abs),
+        max_abs_err_vs_fake_quant=_per_output(got, fq_out, _max_abs),
         reference_max_abs=tuple(
             float(t.double().abs().max()) if t.numel() else 0.0 for t in fq_out
         ),
         reference_range=tuple(
             float(t.double().max() - t.double().min()) if t.numel() else 0.0 for t in fq_out
         ),
-        sqnr_db=_sqnr(got, fq_out),
+        sqnr_db=_per_output(got, fq_out, _sqnr),
         exact=exact,
     )
 
 
-def _sqnr(got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[float | None, ...]:
-    """Return 10 log10(signal power / error power) per output (inf when bit-equal)."""
-    values: list[float | None] = []
-    for a, b in zip(got, want, strict=False):
-        if a.shape != b.shape:
-            values.append(None)
-            continue
-        signal = float(b.double().pow(2).sum())
-        noise = float((a.double() - b.double()).pow(2).sum())
-        if noise == 0.0:
-            values.append(math.inf)
-        elif signal == 0.0:
-            values.append(-math.inf)
-        else:
-            values.append(10.0 * math.log10(signal / noise))
-    return tuple(values)
+def _per_output(
+    got: tuple[Any, ...], want: tuple[Any, ...], how: Callable[[Any, Any], float]
+) -> tuple[float | None, ...]:
+    """Return ``how(output, reference)`` in float64 per output (None: the shapes differ)."""
+    pairs = zip(got, want, strict=False)
+    return tuple(how(a.double(), b.double()) if a.shape == b.shape else None for a, b in pairs)
+
+
+def _sqnr(a: Any, b: Any) -> float:
+    """Return 10 log10(signal power / error power) of one output (inf when bit-equal)."""
+    signal, noise = float(b.pow(2).sum()), float((a - b).pow(2).sum())
+    if noise == 0.0:
+        return math.inf
+    return -math.inf if signal == 0.0 else 10.0 * math.log10(signal / noise)
+
+
+def _max_abs(a: Any, b: Any) -> float:
+    return float((a - b).abs().max()) if a.numel() else 0.0
 
 
 def _digest(tensor: Any) -> OutputDigest:
     data = tensor.detach().contiguous().cpu()
     raw = data.view(-1).numpy().tobytes() if data.numel() else b""
     return OutputDigest(hashlib.sha256(raw).hexdigest(), str(data.dtype), tuple(data.shape))
-
-
-def _max_abs(got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[float | None, ...]:
-    errors: list[float | None] = []
-    for a, b in zip(got, want, strict=False):
-        if a.shape != b.shape:
-            errors.append(None)
-            continue
-        errors.append(float((a.double() - b.double()).abs().max()) if a.numel() else 0.0)
-    return tuple(errors)

@@ -1,8 +1,5 @@
-"""The real runner of a worker process: the runtime patch, user models, cases and probes.
-
-For attribution a single runtime fix is put in place for one request, built on stock's
-function as recorded before the runtime patch ran, so on path (b) it stands in for the
-runtime patch's form of the same function.
+"""The real runner of a worker process: the runtime patch, user models, cases and probes;
+an attribution request swaps in single line fixes built on stock's recorded functions.
 """
 
 from __future__ import annotations
@@ -21,17 +18,8 @@ from typing import Any
 import torch
 
 from overlay import runtime
-from overlay.equivalence import corpus
+from overlay.equivalence import corpus, protocol
 from overlay.equivalence.corpus import models, user_cases, zoo
-from overlay.equivalence.protocol import (
-    InitReply,
-    InitRequest,
-    ItemResult,
-    ListReply,
-    RunRequest,
-    RunStatus,
-    Stage,
-)
 from overlay.equivalence.worker import lowering
 from overlay.equivalence.worker.observe import graph_text
 from overlay.equivalence.worker.serve import InputError, error_info
@@ -80,7 +68,7 @@ class TorchRunner:
     # fix number -> its line forms with stock's functions (recorded before the runtime patch)
     stock: dict[int, tuple[tuple[runtime.RuntimeFix, Any], ...]] = field(default_factory=dict)
 
-    def init(self, request: InitRequest) -> InitReply:
+    def init(self, request: protocol.InitRequest) -> protocol.InitReply:
         """Import the Arm backend once (timed), apply the runtime patch, load user models."""
         started = time.perf_counter()
         import executorch.backends.arm.tosa.partitioner  # noqa: F401 - import once, timed
@@ -95,7 +83,7 @@ class TorchRunner:
             patch()
         if request.models:
             self._load_models(Path(request.models))
-        return InitReply(
+        return protocol.InitReply(
             python=sys.executable,
             executorch=importlib.metadata.version("executorch"),
             torch=str(torch.__version__),
@@ -130,12 +118,12 @@ class TorchRunner:
             info = user_cases.case_info(name, entry, path)
             self.user_cases[name] = UserCase(info, entry["module"], tuple(entry["inputs"]))
 
-    def cases(self) -> ListReply:
+    def cases(self) -> protocol.ListReply:
         """Return the corpus plus the user's cases, and the probes."""
         infos = (*corpus.ALL_CASES, *(c.info for c in self.user_cases.values()))
-        return ListReply(cases=tuple(infos), probes=corpus.PROBES)
+        return protocol.ListReply(cases=tuple(infos), probes=corpus.PROBES)
 
-    def run(self, request: RunRequest) -> ItemResult:
+    def run(self, request: protocol.RunRequest) -> protocol.ItemResult:
         """Run one case or probe, with the line forms of ``request.fixes`` just for it."""
         missing = [n for n in request.fixes if n not in self.stock]
         if missing:
@@ -161,7 +149,7 @@ class TorchRunner:
         return models.BUILDERS[name]()
 
 
-def run_probe(name: str) -> ItemResult:
+def run_probe(name: str) -> protocol.ItemResult:
     """Run one probe; a raised exception is the observation."""
     started = time.perf_counter()
     try:
@@ -171,9 +159,11 @@ def run_probe(name: str) -> ItemResult:
         if isinstance(value, torch.fx.Graph):
             value = graph_text(value)
     except Exception as exc:
-        return ItemResult(
-            status=RunStatus.FAIL,
-            error=error_info(exc, Stage.PROBE),
+        return protocol.ItemResult(
+            status=protocol.RunStatus.FAIL,
+            error=error_info(exc, protocol.Stage.PROBE),
             seconds=time.perf_counter() - started,
         )
-    return ItemResult(status=RunStatus.OK, value=value, seconds=time.perf_counter() - started)
+    return protocol.ItemResult(
+        status=protocol.RunStatus.OK, value=value, seconds=time.perf_counter() - started
+    )

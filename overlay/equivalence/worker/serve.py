@@ -11,23 +11,7 @@ import sysconfig
 import traceback
 from typing import Protocol, TextIO
 
-from overlay.equivalence.protocol import (
-    ErrorInfo,
-    ErrorReply,
-    InitReply,
-    InitRequest,
-    ItemResult,
-    ListReply,
-    ListRequest,
-    ProtocolError,
-    QuitRequest,
-    Reply,
-    RunReply,
-    RunRequest,
-    Stage,
-    decode_request,
-    encode,
-)
+from overlay.equivalence import protocol
 
 _ADDRESS_RE = re.compile(r"0x[0-9a-fA-F]{6,}")
 _MESSAGE_LIMIT = 4000
@@ -36,13 +20,13 @@ _MESSAGE_LIMIT = 4000
 class Runner(Protocol):
     """What a worker process does with each request."""
 
-    def init(self, request: InitRequest) -> InitReply:
+    def init(self, request: protocol.InitRequest) -> protocol.InitReply:
         """Prepare the process (imports, runtime patch, user models)."""
 
-    def cases(self) -> ListReply:
+    def cases(self) -> protocol.ListReply:
         """Return the items this worker can run."""
 
-    def run(self, request: RunRequest) -> ItemResult:
+    def run(self, request: protocol.RunRequest) -> protocol.ItemResult:
         """Run one item; a failure of the model is data in the result."""
 
 
@@ -72,7 +56,7 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def error_info(exc: BaseException, stage: Stage) -> ErrorInfo:
+def error_info(exc: BaseException, stage: protocol.Stage) -> protocol.ErrorInfo:
     """Return an exception as protocol data; a wrapped error leads with its root cause.
 
     executorch's pass manager re-raises a pass's error as ``Exception: An error occurred
@@ -82,7 +66,7 @@ def error_info(exc: BaseException, stage: Stage) -> ErrorInfo:
     root = _root_cause(exc)
     if root is not exc:
         message = f"{type(root).__name__}: {root}\n(raised as: {message[:300]})"
-    return ErrorInfo(
+    return protocol.ErrorInfo(
         type=type(exc).__name__,
         message=normalise_message(message),
         stage=stage,
@@ -90,25 +74,29 @@ def error_info(exc: BaseException, stage: Stage) -> ErrorInfo:
     )
 
 
-def handle(runner: Runner, line: str) -> Reply | None:
+def handle(runner: Runner, line: str) -> protocol.Reply | None:
     """Answer one request line; None means quit. Nothing raised escapes."""
     try:
-        request = decode_request(line)
-    except ProtocolError as exc:
-        return ErrorReply(error_info(exc, Stage.REQUEST))
-    if isinstance(request, QuitRequest):
+        request = protocol.decode_request(line)
+    except protocol.ProtocolError as exc:
+        return protocol.ErrorReply(error_info(exc, protocol.Stage.REQUEST))
+    if isinstance(request, protocol.QuitRequest):
         return None
     try:
-        if isinstance(request, InitRequest):
+        if isinstance(request, protocol.InitRequest):
             return runner.init(request)
-        if isinstance(request, ListRequest):
+        if isinstance(request, protocol.ListRequest):
             return runner.cases()
-        return RunReply(request.item, runner.run(request))
+        return protocol.RunReply(request.item, runner.run(request))
     except InputError as exc:
-        return ErrorReply(error_info(exc, Stage.INPUT))
+        return protocol.ErrorReply(error_info(exc, protocol.Stage.INPUT))
     except Exception as exc:
-        stage = Stage.INIT if isinstance(request, InitRequest) else Stage.REQUEST
-        return ErrorReply(error_info(exc, stage))
+        stage = (
+            protocol.Stage.INIT
+            if isinstance(request, protocol.InitRequest)
+            else protocol.Stage.REQUEST
+        )
+        return protocol.ErrorReply(error_info(exc, stage))
 
 
 def serve(requests: TextIO, replies: TextIO, runner: Runner) -> None:
@@ -119,5 +107,5 @@ def serve(requests: TextIO, replies: TextIO, runner: Runner) -> None:
         reply = handle(runner, line)
         if reply is None:
             break
-        replies.write(encode(reply) + "\n")
+        replies.write(protocol.encode(reply) + "\n")
         replies.flush()
