@@ -1,10 +1,6 @@
-"""The upstream engine's result types: what a replay, a run and a verdict found.
-
-Size: longer than 500 lines on purpose: every upstream report is made of these frozen
-dataclasses, which :mod:`overlay.codec` encodes directly (no JSON mirror classes), so they
-sit together. Data only, plus the parser of the ``Applied-Upstream`` header. A leaf's own
-report (``retarget.json``, the canary's ``status.json``) lives in the leaf, made of these.
-"""
+"""The upstream engine's result types: what a replay, a run and a verdict found (the
+reports' frozen dataclasses, encoded by :mod:`overlay.codec` directly), and the parser of
+the ``Applied-Upstream`` header."""
 
 from __future__ import annotations
 
@@ -17,8 +13,6 @@ from overlay.equivalence.protocol import InitReply
 from overlay.equivalence.verdict import AB, Quality
 
 REPORT_SCHEMA = 3  # every upstream report: 3 since one result per patch on a base (OnBase)
-
-# --- a series on a base ----------------------------------------------------------------------
 
 
 class Status(enum.StrEnum):
@@ -79,10 +73,8 @@ class Applied:
 
 @dataclass(frozen=True)
 class OnBase:
-    """Patch P on base B, the one per-patch result of the matrix (each release), a retarget
-    (the new release), the canary (upstream main, newer tags) and the export (main and the
-    newest release): how its text lands there (its own and, where one exists, its port's)
-    and, where measured, what it does there."""
+    """Patch P on base B (docs/upstream.md's ``OnBase``): how its text, or its port's, lands
+    there and, where measured, what it does there."""
 
     patch: str
     own: Applied
@@ -177,9 +169,6 @@ def parse_applied_upstream(text: str) -> UpstreamInfo:
     return UpstreamInfo(text=text, version=version, commit=commit, note=note)
 
 
-# --- behaviour: corpus cases and upstream tests ---------------------------------------------
-
-
 NOT_RUN = "lowers"  # how a target's result starts where it lowered and never ran
 NOT_DELEGATED = "not delegated"  # where the partitioner took nothing: the CPU ran it all
 NOT_COMPARED = (NOT_RUN, NOT_DELEGATED)  # how a result starts that is no target's output
@@ -258,8 +247,8 @@ class Counts:
 
     @property
     def text(self) -> str:
-        """Return ``3 passed, 1 failed, 2 skipped (glslc not found)`` style text: a skip, an
-        xfail and a test not run here say why (each reason once), as a reviewer asks."""
+        """Return ``3 passed, 1 failed, 2 skipped (glslc not found)``: skips, xfails and
+        tests not run here say why."""
 
         def why(state: TestState) -> str:
             if state is TestState.NO_TARGET:
@@ -353,8 +342,7 @@ class PatchBehaviour:
 
 @dataclass(frozen=True)
 class LintReport:
-    """What one of upstream's checks said about a commit: its linters on the whole files it
-    touches, or one check of the pre-push hook (docgen, the public API manifests, ...)."""
+    """What upstream's linters, or one check of its pre-push hook, said about a commit."""
 
     ran: str  # the command, or why it did not run
     findings: tuple[str, ...]  # lintrunner's one-line findings; a hook check's lines
@@ -381,16 +369,10 @@ class SuiteRun:
     fixed: tuple[str, ...]  # failed on stock, passed with the patches
 
 
-# --- what is sent upstream ------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class OpCounts:
-    """A bystander model's TOSA operators by type, stock and with a patch, on one target.
-
-    ``target``: ``tosa`` (its TOSA delegates) or ``vgf`` (the TOSA its VGF delegates were
-    made of). An error says the side did not lower (its counts are then empty).
-    """
+    """A bystander model's TOSA operators by type, stock and with a patch, on one target
+    (``tosa`` or ``vgf``); an error says the side did not lower."""
 
     case: str
     model: str  # the model and its quantizer config, as upstream would rebuild it
@@ -429,9 +411,6 @@ class Sending:
     schema: int = REPORT_SCHEMA
 
 
-# --- the matrix ------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Wheel:
     """The wheel a release's sources were read from."""
@@ -457,9 +436,6 @@ class Matrix:
         return tuple(self.wheels)
 
 
-# --- the one verdict ------------------------------------------------------------------------
-
-
 class Action(enum.StrEnum):
     """What to do with a patch, given how it fares on its bases."""
 
@@ -477,12 +453,8 @@ KEPT = frozenset({Action.CARRIED, Action.PORTED})
 
 @dataclass(frozen=True)
 class PatchVerdict:
-    """One patch judged: its result on each base it was tried on, what to do, and why.
-
-    The one per-patch result of the matrix (each release, oldest first), a retarget (the
-    pinned release where measured, then the new one), the canary (upstream main) and the
-    export (main, then the newest release).
-    """
+    """One patch judged: its result on each base it was tried on (oldest first, the newest
+    last), what to do, and why: the rows of every report."""
 
     patch: str
     subject: str
@@ -498,12 +470,8 @@ class PatchVerdict:
 
     @property
     def on(self) -> OnBase:
-        """Return its result on the newest base (the matrix's newest release, a retarget's new
-        release, main for the canary)."""
+        """Return its result on the newest base."""
         return self.bases[-1]
-
-
-# --- runtime pins checked in a fresh env (a retarget's, hosting main) ------------------------
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,7 @@
-"""The engine's upstream verdicts, decided in one pure module from the results in :mod:`results`:
-a patch's text on each release (the matrix), its tests, its behaviour, what keeps a pull
-request back. A leaf decides its own in one module of its own: a retarget's
-(:mod:`overlay.upstream.retarget.retarget_verdict`), the canary's next step
-(:mod:`overlay.upstream.canary.next_step`).
+"""The engine's upstream verdicts, in one pure module: a patch's text on each release, its
+tests, its behaviour, what holds a pull request back.
 
-Size: longer than 500 lines on purpose: a verdict decided anywhere else (a gatherer, a
-renderer) is one a reader cannot find. The gatherers only collect results and call these;
-the renderers only show what they return.
+Size: longer than 500 lines on purpose: one place per decision (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ import re
 import struct
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
 
 from packaging.version import Version
 
@@ -50,10 +44,7 @@ from overlay.upstream.results import (
 
 
 def text_verdict(info: UpstreamInfo, cells: Sequence[OnBase]) -> tuple[Action, str]:
-    """Combine the patch's Applied-Upstream header with the matrix (text only).
-
-    ``cells``: the patch on each release of the matrix, oldest first.
-    """
+    """Combine the Applied-Upstream header with the patch on each release, oldest first."""
     newest, effective = cells[-1].base, cells[-1].effective
     if info.version is not None:
         how = f" ({info.ref})" if info.ref else ""
@@ -103,16 +94,9 @@ def _core(error: str) -> str:
 def is_own_failure(
     reason: str, expected_errors: Sequence[str] = (), causes: Sequence[str] = ()
 ) -> bool:
-    """Return True when a failed test failed on its own check, or with the bug's error.
-
-    ``causes``: the exceptions ``reason`` was raised from; the bug's error may be one of them.
-
-    Example: ``AssertionError: assert 1 == 2`` or ``Failed: DID NOT RAISE`` are the test's
-    own; ``RuntimeError: Missing out variants: {...}`` is not (unless the bug's trigger case
-    fails on stock with that very error); ``ValueError: Failed processing lifted tensor
-    constant placeholder`` raised from the trigger's ``TOSA-1.0+INT doesn't support tensor
-    TosaArg(name='..._grid_scale', dtype=FP32)`` is the bug's.
-    """
+    """Return True when a test failed on its own check, or with the bug's error (also as
+    one of ``causes``, what ``reason`` was raised from): docs/upstream.md, "for the right
+    reason"."""
     text = reason.strip()
     if text.startswith(_OWN) and not text.startswith(_NOT_OWN):
         return True
@@ -178,17 +162,11 @@ LONG_WORD = 40  # in a longer one, a word over this (a base64 payload) is elided
 
 
 def failure_reasons(tests: Sequence[TestResult]) -> str:
-    """Return why tests failed as a reader takes it in: each test's innermost exception,
-    each reason once with how many tests gave it.
+    """Return each test's innermost exception once, with how many tests gave it; reasons
+    that differ in one word share a pattern (:func:`_pattern`), long ones are cut between words.
 
-    Reasons that differ in one word only (a file name, an identifier) are one entry, that
-    word a pattern of what they share (``*`` for the rest). A reason over
-    :data:`REASON_CHARS` loses its long words whole, then is cut at a word boundary: never
-    inside a name.
-
-    Example: 2 tests failing with ``AssertionError: a_int8.glsl is missing`` and
-    ``AssertionError: a_fp.glsl is missing``, 16 with ``assert '<3,000 chars>' == 'x'``.
-    Becomes: ``2 tests: AssertionError: a_*.glsl is missing; 16 tests: assert ... == 'x'``.
+    Example: ``AssertionError: a_int8.glsl is missing`` and ``... a_fp.glsl ...``.
+    Becomes: ``2 tests: AssertionError: a_*.glsl is missing``.
     """
     ordered = sorted(tests, key=lambda t: t.node)
     found = Counter(_first_line(t.causes[0] if t.causes else t.reason) for t in ordered)
@@ -243,7 +221,6 @@ def _pattern(values: Sequence[str]) -> str:
 
 
 def _shortened(reason: str) -> str:
-    """Return a reason of at most :data:`REASON_CHARS`, cut between words (see above)."""
     if len(reason) <= REASON_CHARS:
         return reason
     words = [w if len(w) <= LONG_WORD else "..." for w in reason.split(" ")]
@@ -256,11 +233,8 @@ def _shortened(reason: str) -> str:
 
 
 def suite_changes(stock: Counts, patched: Counts) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Return (broken, fixed): tests passing on stock and not patched, and the reverse.
-
-    A test only one side ran (a test the patches add) is neither; so is one that lowered
-    with the patches and found no executor_runner to run on (not run here).
-    """
+    """Return (broken, fixed): tests passing on stock and not patched, and the reverse (a
+    test one side only ran is neither; so is one not run here with the patches)."""
     before = {t.node: t.state for t in stock.tests}
     after = {t.node: t.state for t in patched.tests}
     both = [n for n in after if n in before]
@@ -275,13 +249,8 @@ def suite_changes(stock: Counts, patched: Counts) -> tuple[tuple[str, ...], tupl
 
 
 def case_quality(result: ItemResult, limit: Limits, *, vgf: bool) -> Quality:
-    """Judge a case on every target that ran: its worst of TOSA and the executed VGF program.
-
-    A VGF lowering that fails counts where the case targets VGF (``vgf``).
-
-    Example: TOSA within the limits, the VGF program run on the emulation layer 56% off.
-    Becomes: ``Quality.WRONG`` (not right because TOSA is).
-    """
+    """Judge a case by its worst target that ran: TOSA and the executed VGF program (a
+    failed VGF lowering counts where the case targets VGF, ``vgf``)."""
     judged = target_qualities(result, limit)
     found = [judged[TOSA]]
     if VGF in judged and (vgf or judged[VGF] is not Quality.FAILED):
@@ -299,67 +268,58 @@ def decide_patch(
     regressions: Sequence[str] = (),
     test: TestRun | None = None,
 ) -> PatchBehaviour:
-    """Decide a patch's outcome on a release from its cases and tests.
-
-    ``kept`` says whether the patched env carries this patch; without it only the stock
-    side counts (is the bug still there?).
-    """
-    found = PatchBehaviour(patch, release, tuple(bug), tuple(other), Outcome.INCOMPLETE, "")
+    """Decide a patch's outcome on a release from its cases and tests (``kept``: the patched
+    env carries it; without, only stock counts: is the bug still there?)."""
     still = [c for c in bug if c.stock is not Quality.RIGHT]
+    names = ", ".join(f"{c.case} ({c.stock_error or c.stock.value})" for c in still)
+    regressed = ", ".join(regressions)
+    kept_regressions: tuple[str, ...] = ()
+    tests = None
     if not bug and kept and regressions:
-        text = (
-            f"no bug trigger on {release}, and a regression with the patch:"
-            f" {', '.join(regressions)} right on stock, not with the patch"
-        )
-        return replace(found, outcome=Outcome.REGRESSION, text=text,
-                       regressions=tuple(regressions), test=test)  # fmt: skip
-    if not bug:
+        outcome = Outcome.REGRESSION
+        text = f"no bug trigger on {release}, and a regression with the patch: {regressed}"
+        text += " right on stock, not with the patch"
+        kept_regressions = tuple(regressions)
+    elif not bug:
+        outcome = Outcome.NO_BUG_TRIGGER
         wrong_other = [c.case for c in other if c.stock is not Quality.RIGHT]
-        if wrong_other:
-            text = f"no bug trigger; stock {release} is not right on {', '.join(wrong_other)}"
-        else:
+        text = f"no bug trigger; stock {release} is not right on {', '.join(wrong_other)}"
+        if not wrong_other:
             cases = ", ".join(c.case for c in other) or "none"
             text = (
                 f"no case fails on stock {release}: its trigger cases ({cases}) are right "
                 "there, the patch only changes how they lower"
             )
-        return replace(found, outcome=Outcome.NO_BUG_TRIGGER, text=text, test=test)
-    if not still:
-        names = ", ".join(c.case for c in bug)
-        text = f"fixed upstream in {release}: trigger cases now pass on stock ({names})"
-        return replace(found, outcome=Outcome.FIXED_ON_STOCK, text=text, test=test)
-    names = ", ".join(f"{c.case} ({c.stock_error or c.stock.value})" for c in still)
-    if not kept:
-        text = f"still needed on {release}: stock fails {names}"
-        return replace(found, outcome=Outcome.STILL_FAILS, text=text, test=test)
-    not_fixed = [c for c in still if c.patched is not Quality.RIGHT]
-    if regressions:
-        text = (
-            f"regression with the patch on {release}: {', '.join(regressions)} "
-            "right on stock, not with the patch"
-        )
-        outcome = Outcome.REGRESSION
-    elif not_fixed:
-        text = f"still fails with the patch on {release}: " + ", ".join(
-            f"{c.case} ({c.patched_error or c.patched})" for c in not_fixed
-        )
-        outcome = Outcome.STILL_FAILS
+    elif not still:
+        outcome = Outcome.FIXED_ON_STOCK
+        text = f"fixed upstream in {release}: trigger cases now pass on stock"
+        text += f" ({', '.join(c.case for c in bug)})"
+    elif not kept:
+        outcome, text = Outcome.STILL_FAILS, f"still needed on {release}: stock fails {names}"
     else:
-        text = f"fails on stock {release}, passes with the patch: {names}"
-        outcome = Outcome.FAILS_BEFORE_PASSES_AFTER
-    tests = judge_tests(test, [c.stock_error for c in still]) if test is not None else None
-    if tests is not None and outcome is Outcome.FAILS_BEFORE_PASSES_AFTER:
-        if tests.outcome is TestOutcome.COULD_NOT_RUN:
-            text += f"; but its upstream test {tests.text}"
-            outcome = Outcome.COULD_NOT_RUN
-        elif tests.outcome is not TestOutcome.FAILS_BEFORE_PASSES_AFTER:
-            text += (
-                "; but its upstream test does not fail before and pass after"
-                f" ({tests.outcome.value}: {tests.text})"
-            )
+        kept_regressions = tuple(regressions)
+        not_fixed = [c for c in still if c.patched is not Quality.RIGHT]
+        tests = judge_tests(test, [c.stock_error for c in still]) if test is not None else None
+        if regressions:
+            outcome = Outcome.REGRESSION
+            text = f"regression with the patch on {release}: {regressed} right on stock, not"
+            text += " with the patch"
+        elif not_fixed:
             outcome = Outcome.STILL_FAILS
+            text = f"still fails with the patch on {release}: " + ", ".join(
+                f"{c.case} ({c.patched_error or c.patched})" for c in not_fixed
+            )
+        else:
+            outcome = Outcome.FAILS_BEFORE_PASSES_AFTER
+            text = f"fails on stock {release}, passes with the patch: {names}"
+            if tests is not None and tests.outcome is TestOutcome.COULD_NOT_RUN:
+                outcome, text = Outcome.COULD_NOT_RUN, f"{text}; but its upstream test {tests.text}"
+            elif tests is not None and tests.outcome is not TestOutcome.FAILS_BEFORE_PASSES_AFTER:
+                outcome = Outcome.STILL_FAILS
+                text += "; but its upstream test does not fail before and pass after"
+                text += f" ({tests.outcome.value}: {tests.text})"
     return PatchBehaviour(
-        patch, release, tuple(bug), tuple(other), outcome, text, tuple(regressions), test, tests
+        patch, release, tuple(bug), tuple(other), outcome, text, kept_regressions, test, tests
     )
 
 
@@ -383,22 +343,17 @@ _REVIEWER_WORK = re.compile(r"\b(regenerat(?:e|es|ing)|amend(?:s|ing)?|re-?run)\
 _CITED_PR = re.compile(r"(?<!Fixes )(?<![\w/])#(\d+)\b")
 
 
-def _family(target: str) -> str:
-    """Return the name a text gives a result's target: ``ethos-u55-128`` is Ethos-U."""
-    return "Ethos-U" if target.startswith("ethos-u") else target.upper()
-
-
 def compared_targets(bases: Sequence[OnBase]) -> frozenset[str]:
     """Return the targets (TOSA, VGF, Ethos-U) that ran and were compared, or failed, in a
     fix's trigger cases on some base; a target that only lowered (compiled) is not one."""
-    found: set[str] = set()
-    for base in bases:
-        for case in base.cases:
-            for results in (case.stock_targets, case.patched_targets):
-                found |= {
-                    _family(t) for t, text in results.items() if not text.startswith(NOT_COMPARED)
-                }
-    return frozenset(found)
+    return frozenset(
+        "Ethos-U" if target.startswith("ethos-u") else target.upper()
+        for base in bases
+        for case in base.cases
+        for results in (case.stock_targets, case.patched_targets)
+        for target, text in results.items()
+        if not text.startswith(NOT_COMPARED)
+    )
 
 
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d+[.)])\s")
@@ -419,12 +374,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def unmeasured_claims(texts: Sequence[str], compared: frozenset[str]) -> list[str]:
-    """Return each sentence that says how a target did where it did not run and compare.
-
-    Example: "the conv channels of the cat are wrong on TOSA, Ethos-U and VGF", with TOSA and
-    VGF executed and compared and Ethos-U compiled by Vela only.
-    Becomes: one problem naming Ethos-U and quoting the sentence.
-    """
+    """Return each sentence that says how a target did where it did not run and compare."""
     problems = []
     for sentence in dict.fromkeys(s for text in texts for s in _sentences(text)):
         claim = _CLAIM.search(sentence)
@@ -510,8 +460,7 @@ _SPIRV_GENERATOR = re.compile(r"(?:^|/)generate_\w*spirv\w*\.py$")
 
 
 def spirv_header(blob: bytes) -> tuple[int, int, int, int] | None:
-    """Return a base64 SPIR-V module's version and generator: (major, minor, tool id, tool
-    version), None where it is not one (no magic number 0x07230203 in either byte order)."""
+    """Return a base64 SPIR-V module's (major, minor, tool id, tool version), or None."""
     try:
         module = base64.b64decode(blob)
     except ValueError:
@@ -534,14 +483,8 @@ def _spirv_words(header: tuple[int, int, int, int]) -> str:
 
 
 def spirv_problems(added: Mapping[str, bytes], base: Mapping[str, bytes]) -> list[str]:
-    """Return the SPIR-V blobs (:data:`SPIRV_B64`) a patch adds that do not look like their
-    siblings, the blobs in the same folder of the ``base`` tree: a SPIR-V version or a
-    generator tool none of them has (or no SPIR-V at all).
-
-    Example: 0008 adds four blobs built by the ML SDK's glslc (SPIR-V 1.6, generator 8) beside
-    five of SPIR-V 1.0 from generator 13, which generate_grid_sampler_spirv.py builds.
-    Becomes: one problem per blob, naming that script.
-    """
+    """Return the SPIR-V blobs a patch adds whose version or generator none of their
+    siblings (the blobs of their folder in ``base``) has, or that hold no SPIR-V."""
     script = next((p for p in sorted(base) if _SPIRV_GENERATOR.search(p)), "")
     how = f"regenerate it with the tree's generator{f' ({script})' if script else ''}"
     problems = []
@@ -570,15 +513,8 @@ def _names(text: str, name: str) -> bool:
 
 
 def stale_main(main: str, main_date: str, release: str, released: str, refresh: str) -> str:
-    """Return why no fix is ready on main when main is older than the release (else "").
-
-    ``released``: the release's date (its commit's, else its recorded upload day), "" when
-    unknown; ``refresh``: the command that brings main up to date where the user is.
-
-    Example: main cff6f4dd32 of 2026-08-22 and executorch 1.5.1 of 2026-09-22.
-    Becomes: "not ready on main: main cff6f4dd32 (2026-08-22) is older than executorch 1.5.1
-    (2026-09-22); refresh it: ...".
-    """
+    """Return why no fix is ready on main when main is older than the release ``released``
+    (its date, "" when unknown), else ""; ``refresh``: the command that updates main."""
     where = f"main {main[:10]} ({main_date[:10]})"
     if not released:
         return (
@@ -595,18 +531,13 @@ def stale_main(main: str, main_date: str, release: str, released: str, refresh: 
 
 
 def _moment(when: str) -> datetime.datetime:
-    """Return an ISO 8601 date or date-time as an aware date-time (a date: its UTC midnight)."""
     found = datetime.datetime.fromisoformat(when)
     return found if found.tzinfo else found.replace(tzinfo=datetime.UTC)
 
 
 def op_count_change(counts: OpCounts) -> str:
-    """Return how a bystander's TOSA operators differ with the patch ("" when they do not).
-
-    Example: conv -> conv under get_vgf_snorm_quantization_config on TOSA-1.0+INT, stock
-    ``{"CONV2D": 2, "RESCALE": 2}``, with today's 0003 ``{"CLAMP": 2, "CONV2D": 2, "RESCALE": 2}``.
-    Becomes: ``CLAMP 0 -> 2 (stock: CONV2D 2, RESCALE 2)``.
-    """
+    """Return how a bystander's TOSA operators differ with the patch ("" when they do not),
+    e.g. ``CLAMP 0 -> 2 (stock: CONV2D 2, RESCALE 2)``."""
     if counts.stock_error or counts.patched_error:
         if counts.stock_error and counts.patched_error:
             return ""  # lowers on neither side: nothing to compare
@@ -638,19 +569,10 @@ def submission_problems(
     checks: Sequence[LintReport] = (),
     tree: Mapping[str, bytes] | None = None,
 ) -> tuple[str, ...]:
-    """Return what keeps a fix from being sent (empty: send it).
-
-    Upstream's gate (the hook's commit rules, every linter on the whole touched files, the
-    hook's other ``checks``: docgen, the public API manifests, ...), on every base ``git am``
-    and behaviour (its bug trigger fails on stock and passes with it, the tests it adds fail
-    before and pass after, no test passing without it fails with it, no bystander model
-    outside its triggers lowers to other TOSA operators with it), and what the maintainer
-    reads (:func:`text_problems` of ``texts``, with the fix's ``note`` and the corpus's
-    ``internal`` case names; the SPIR-V blobs it adds against their siblings in ``tree``,
-    the files the commit is made on: :func:`spirv_problems`). On a ``stale`` main (the
-    reason, :func:`stale_main`) what main found holds nothing back: the fix is not ready
-    on main.
-    """
+    """Return what keeps a fix from being sent (empty: send it): upstream's gate, each
+    base's ``git am`` and behaviour, what the maintainer reads (``texts``; the SPIR-V it
+    adds against ``tree``), as docs/upstream.md lists them. On a ``stale`` main what main
+    found holds nothing back."""
     problems = [f"pre-push hook: {rule}" for rule in rules]
     if lint is not None and lint.findings:
         shown = "; ".join(lint.findings[:5])
@@ -705,19 +627,8 @@ _ADDRESS = re.compile(r"0x[0-9a-f]+")
 def hook_findings(
     status: int, output: Sequence[str], main_status: int, main_output: Sequence[str]
 ) -> tuple[tuple[str, ...], str]:
-    """Return (findings, note) of one pre-push check: what the commit adds to a failure.
-
-    ``main_*``: the same check on main without the commit, in the same env. A check that
-    fails there too (main's code hosted on the newest release's core) is the host's, not the
-    commit's: only the lines the commit's run adds (each line counted) are its findings; a
-    diff's unchanged (context) lines are none.
-
-    Example: docgen fails on hosted main (the release's ``transform_for_pre_decomposition``
-    enters the partitioner docs); with 0007 it also prints ``-Register a custom op to be
-    considered supported.`` and ``+Register ``op`` unless its VGF lowering needs FP...``.
-    Becomes: those two lines (and the other lines of the changed docstring) as findings;
-    the note says how many lines of the failure are main's own.
-    """
+    """Return (findings, note) of one pre-push check: the lines the commit's run adds to
+    what the same check prints on main without it (``main_*``; a diff's context lines aside)."""
     if status == 0:
         return (), ""
 
