@@ -32,13 +32,12 @@ from overlay.upstream.gitrepo import (
     open_upstream,
     refresh_command,
 )
-from overlay.upstream.releases import load_release, release_metadata
+from overlay.upstream.releases import TESTS_PREFIX, load_release, release_metadata
 from overlay.upstream.results import (
     CARRIED,
     Action,
     Applied,
     Counts,
-    LintReport,
     OnBase,
     OpCounts,
     PatchVerdict,
@@ -78,15 +77,10 @@ class Base:
     stock: Path  # the interpreter of the base as it is
     date: str = ""  # the commit's date (ISO 8601)
 
-    @property
-    def tests(self) -> dict[str, bytes]:
-        """Return the base's ``backends/arm/test`` files."""
-        return {p: d for p, d in self.files.items() if p.startswith("backends/arm/test/")}
-
 
 @dataclass(frozen=True)
 class Prepared:
-    """The report, the exports (mbox, PR body, issue, checklist) and each fix's branch."""
+    """The report, the exports and each fix's branch."""
 
     report: Sending
     exports: list[export.Export]
@@ -96,11 +90,7 @@ class Prepared:
 def chosen(
     line: Path, newest: Path, only: frozenset[int] | None = None
 ) -> tuple[list[Patch], dict[str, str]]:
-    """Return the patches to send (the newest line's of each fix) and why others are not.
-
-    Example: the 1.2.0 line (fixes 1-6) when the newest line, 1.5.1, carries 1, 3 and 7.
-    Becomes: 1.5.1's 0001 and 0003; 0002, 0004-0006: "the 1.5.1 line no longer carries it".
-    """
+    """Return the patches to send (the newest line's of each fix) and why others are not."""
     series, target = load_series(line), load_series(newest)
     own = {p.number: p for p in target.patches}
     send, skipped = [], {}
@@ -133,27 +123,22 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
         return Prepared(Sending(line, newest.name, torch, "", (), skipped, 0.0), [], {})
     shared = for_series(newest.directory)
     release = load_release(newest.pins, shared, newest.name)
-    _, release_commit = release_metadata(release.wheel)
+    release_commit = release_metadata(release.wheel)[1] or ""
     progress(f"fetching main and the release tags of {request.upstream}")
     scratch = open_upstream(request.upstream, request.scratch_root)
     main = scratch.rev(MAIN_REF)
     main_date = scratch.date(main)
-    released = release_date(scratch, release_commit or "", shared.released.get(newest.name, ""))
+    released = release_date(scratch, release_commit, shared.released.get(newest.name, ""))
     stale = stale_main(main, main_date, newest.name, released, refresh_command(request.upstream))
-    hook = scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b"")
-    verbs = commit_rules.hook_verbs(decode(hook))
+    verbs = commit_rules.hook_verbs(
+        decode(scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b""))
+    )
     subjects = {p.number: export.upstream_subject(p) for p in load_series(newest.directory).patches}
     exports = [
-        export_against(
-            patch,
-            scratch,
-            main,
-            (release.files, release_commit or ""),
-            request.signer,
-            series=subjects,
-        )
-        for patch in send
-    ]
+        export_against(p, scratch, main, (release.files, release_commit), request.signer,
+                       series=subjects)
+        for p in send
+    ]  # fmt: skip
     out = request.out_dir
     stock = release_venvs.ensure(
         release_venvs.release_spec(newest.pins, "stock", extra=shared.test_requirements),
@@ -161,45 +146,50 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     )
     _, main_env, _ = host.host_env(scratch, main, every, log_dir=out / "logs", progress=progress)
     main_files = {p: d for part in host.arm_sources(scratch, main) for p, d in part.items()}
-    main_stock = host.write_shadow(out / "main", main_env.python, main_files)
     bases = (
-        Base("main", main, main_files, main_env, main_stock, main_date),
-        Base(newest.name, release_commit or "", release.files, stock, stock.python, released),
-    )
+        Base("main", main, main_files, main_env,
+             host.write_shadow(out / "main", main_env.python, main_files), main_date),
+        Base(newest.name, release_commit, release.files, stock, stock.python, released),
+    )  # fmt: skip
     found = {
         b.name: measure(b, send, newest.name, out / b.name, progress, origin=release.files)
         for b in bases
     }
     branches: dict[str, tuple[Path, str]] = {}
-    submissions, done = [], []
+    judged: list[tuple[PatchVerdict, export.Export]] = []  # each fix's verdict, its texts
     lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
-    touched = sorted({path for item in exports for path in item.after})
-    on_main = lint.main_runs(scratch.path, main, out / "hook" / "main", main_env.python, touched)
+    on_main = lint.main_runs(
+        scratch.path, main, out / "hook" / "main", main_env.python,
+        sorted({path for item in exports for path in item.after}),
+    )  # fmt: skip
     for patch, item in zip(send, exports, strict=True):
         repo, branch = out / "branches" / item.stem, export.branch_name(item)
         on_release_form = export.export_patch(
-            patch, release.files, signer=request.signer, base_commit=release_commit or "",
+            patch, release.files, signer=request.signer, base_commit=release_commit,
             series=subjects,
         )  # fmt: skip
         am_main, on_release = _git_am(scratch, main, (item, on_release_form), repo)
-        report: LintReport | None = None
-        checks: tuple[LintReport, ...] = ()
+        review = Review(
+            item.base_commit, None, tuple(commit_rules.check_message(item.message, verbs))
+        )
         if lint_env is not None and not am_main:
-            report, checks = _upstream_checks(
-                repo, item, (lint_env, main_env), on_main, hook=out / "hook", progress=progress
+            touched = sorted(item.after)
+            progress(f"{item.name}: upstream's linters on {', '.join(touched)}")
+            review = replace(review, lint=lint.run_lint(repo, touched, lint_env))
+            progress(
+                f"{item.name}: the pre-push hook's docgen, VGF op support, public API manifests"
             )
-        on_bases = (found["main"][patch.name], found[newest.name][patch.name])
+            hook_python = lint.hook_python(out / "hook" / item.stem, main_env.python, repo)
+            review = replace(review, checks=lint.hook_checks(repo, touched, hook_python, on_main))
         bases_found = tuple(
             replace(b, own=Applied(Status.CONFLICT, am)) if am and b.lands else b
-            for b, am in zip(on_bases, (am_main, on_release), strict=True)
+            for b, am in zip(
+                (found["main"][patch.name], found[newest.name][patch.name]),
+                (am_main, on_release),
+                strict=True,
+            )
         )
-        review = Review(
-            item.base_commit,
-            report,
-            tuple(commit_rules.check_message(item.message, verbs)),
-            checks,
-        )
-        sub, texts = judge(
+        judged.append(judge(
             item, patch,
             PatchVerdict(patch.name, item.subject, bases_found, Action.SEND, "",
                          source=newest.name, review=review),
@@ -207,24 +197,22 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             branch=("", "") if am_main else (str(repo.relative_to(out)), branch),
             named_by=export.named_by(send, patch.number),
             tree=bases[0].files if item.base_commit == main else release.files,
-        )  # fmt: skip
-        submissions.append(sub)
+        ))  # fmt: skip
         if not am_main:  # a failed `git am` leaves the change uncommitted: no branch to push
             branches[patch.name] = (repo, branch)
-        done.append(texts)
     sending = Sending(
-        line, newest.name, torch, main, tuple(submissions), skipped,
+        line, newest.name, torch, main, tuple(s for s, _ in judged), skipped,
         round(time.perf_counter() - started, 1), main_date, released, stale,
     )  # fmt: skip
-    return Prepared(sending, done, branches)
+    return Prepared(sending, [texts for _, texts in judged], branches)
 
 
 def _git_am(
     scratch: Scratch, main: str, items: tuple[export.Export, export.Export], repo: Path
 ) -> tuple[str, str]:
     """Apply the PR's mbox with ``git am`` on a checkout of main (its branch, in ``repo``),
-    and the release form (the line's own diff as an mbox: main's context may differ, as
-    0007's does) on a repository of the release's files; return why not ("": it applied)."""
+    and the release form (the line's own diff: main's context may differ) on a repository
+    of the release's files; return why not ("": it applied)."""
     item, on_release = items
     lint.checkout(scratch.path, main, repo, export.branch_name(item))
     on_main = export.apply_mbox(repo, item)
@@ -246,13 +234,8 @@ def judge(
     tree: Mapping[str, bytes] | None = None,
 ) -> tuple[PatchVerdict, export.Export]:
     """Return the fix's verdict with what holds it back, and the export with every text a
-    reviewer reads (PR body, issue draft, checklist): upstream's gate on what was measured.
-
-    ``stale``: why main is older than the release ("": it is not); ``branch``: the
-    repository and branch the commit is on; ``named_by``: the patches whose text names
-    this one's PR by a marker (:data:`overlay.upstream.export.SERIES_MARKER`); ``tree``:
-    the files of the tree the commit is made on (main's or the release's).
-    """
+    reviewer reads (``branch``: the repository and branch of the commit; ``tree``: the files
+    it is made on)."""
     texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
     fix = fixes.by_patch(patch.name)
     review = sub.review or Review("", None, ())
@@ -269,37 +252,11 @@ def judge(
     return judged, replace(texts, checklist=listed)
 
 
-def _upstream_checks(
-    repo: Path,
-    item: export.Export,
-    envs: tuple[release_venvs.Env, release_venvs.Env],
-    on_main: Callable[[str], lint.HookRun],
-    *,
-    hook: Path,
-    progress: Progress,
-) -> tuple[LintReport, tuple[LintReport, ...]]:
-    """Run upstream's linters and the pre-push hook's other checks on the commit in ``repo``.
-
-    ``envs``: the linters' env and the env that hosts main (the hook's scripts import it);
-    ``hook``: where the hook's ``python`` for each commit is written.
-    """
-    touched = sorted(item.after)
-    progress(f"{item.name}: upstream's linters on {', '.join(touched)}")
-    report = lint.run_lint(repo, touched, envs[0])
-    progress(f"{item.name}: the pre-push hook's docgen, VGF op support, public API manifests")
-    bindir = lint.hook_python(hook / item.stem, envs[1].python, repo)
-    return report, lint.hook_checks(repo, touched, bindir, on_main)
-
-
 def landed(
     patch: Patch, files: Mapping[str, bytes], origin: Mapping[str, bytes]
 ) -> tuple[Applied, dict[str, bytes]]:
-    """Return how ``patch`` lands on a base and the files it changes as they are with it
-    there (none where it does not land).
-
-    ``files``: the base's files; ``origin``: the release's, the patch's own base. The strict
-    applier first, then git's 3-way merge from the release (:func:`replay.land`).
-    """
+    """Return how ``patch`` lands on ``files`` (:func:`replay.land`, merged from ``origin``,
+    its release's files) and the files it changes there (none where it does not land)."""
     texts = {p: decode(d) for p, d in files.items()}
     found, after = replay.land(patch, texts, {p: decode(d) for p, d in origin.items()})
     if found.status not in CARRIED:
@@ -316,9 +273,8 @@ def export_against(
     *,
     series: Mapping[int, str] | None = None,
 ) -> export.Export:
-    """Export one patch against main where it lands there (:func:`landed`), else against the
-    release (``release``: its files and its commit). On main, the files it creates join
-    upstream's BUCK lists (:func:`overlay.upstream.buck.listed`)."""
+    """Export one patch against main where it lands there, its created files in upstream's
+    BUCK lists, else against the release (``release``: its files and its commit)."""
     on_main = scratch.files(main, patch.targets)
     after = landed(patch, on_main, release[0])[1]
     if not after:
@@ -342,10 +298,8 @@ def measure(
     *,
     origin: Mapping[str, bytes],
 ) -> dict[str, OnBase]:
-    """Measure each patch alone on ``base``: trigger cases and tests, stock vs with it.
-
-    ``origin``: the release's files, which a patch whose context changed is merged from.
-    """
+    """Measure each patch alone on ``base``: trigger cases and tests, stock vs with it
+    (``origin``: the release's files, which a patch whose context changed is merged from)."""
     after: dict[str, dict[str, bytes]] = {}
     found: dict[str, OnBase] = {}
     for patch in patches:
@@ -377,10 +331,14 @@ def measure(
     extra_env = upstream_tests.vulkan_env(base.env.folder, out_dir / "vulkan")
     for patch in wanted:
         progress(f"{base.name}: {patch.name}: its tests on stock and with it")
+        fix = fixes.by_patch(patch.name)  # its test files and the fix's affected_tests
+        listed = [p for p in (fix.upstream.affected_tests if fix else ()) if p in base.files]
+        own = [p for p in patch.targets if p.startswith(TESTS_PREFIX) and p.endswith(".py")]
         run = upstream_tests.run_tests_both_ways(
             str(base.stock), str(pythons[patch.name]),
-            release_tests=base.tests, patched_files=after[patch.name],
-            pytest_ini=upstream_tests.pytest_ini(None), selection=_selection(patch, base),
+            release_tests={p: d for p, d in base.files.items() if p.startswith(TESTS_PREFIX)},
+            patched_files=after[patch.name], pytest_ini=upstream_tests.pytest_ini(None),
+            selection=sorted({*own, *listed}),
             log_dir=out_dir / "logs" / "pytest" / patch.name, extra_env=extra_env,
         )  # fmt: skip
         added = _only(run, upstream_tests.new_tests(patch.diff))
@@ -396,14 +354,6 @@ def measure(
             broken=suite_changes(run.stock, run.patched)[0], bystanders=counts,
         )  # fmt: skip
     return found
-
-
-def _selection(patch: Patch, base: Base) -> list[str]:
-    """Return the test files to run: the patch's test files and the fix's affected_tests."""
-    fix = fixes.by_patch(patch.name)
-    listed = fix.upstream.affected_tests if fix is not None else ()
-    own = [p for p in patch.targets if p.startswith("backends/arm/test/") and p.endswith(".py")]
-    return sorted({*own, *(p for p in listed if p in base.files)})
 
 
 def _only(run: TestRun, nodes: Sequence[str]) -> TestRun:
