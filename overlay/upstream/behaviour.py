@@ -1,10 +1,5 @@
-"""Behaviour of the series on one release: its corpus cases on stock and patched envs.
-
-A patch's *bug triggers* are its FIXED triggers claimed for the pinned or the target release
-(stock fails them); its CHANGED ones show a lowering it changes where stock is right; its
-*bystanders* (unclaimed :data:`overlay.equivalence.corpus.BYSTANDERS`) show the TOSA
-operators it changes elsewhere (:func:`op_counts`).
-"""
+"""Behaviour of the series on one release: its corpus cases on stock and patched envs
+(a fix's bug triggers, its CHANGED triggers and its bystanders: docs/upstream.md)."""
 
 from __future__ import annotations
 
@@ -60,13 +55,8 @@ def judge_case(info: CaseInfo, stock: ItemResult, patched: ItemResult | None) ->
 
 
 def target_texts(result: ItemResult) -> dict[str, str]:
-    """Return what each target gave: its error and SQNR against the fake-quantised model.
-
-    Example: a case whose TOSA lowering runs right and whose VGF lowering fails.
-    Becomes: ``{"tosa": "max error 0.21% of range, SQNR 52.3 dB", "vgf": "fails: ..."}``.
-    A TOSA lowering that delegates nothing says so and names the ops left on the CPU: its
-    numbers are PyTorch's, not TOSA's.
-    """
+    """Return what each target gave: its error and SQNR against the fake-quantised model,
+    or why it failed; a TOSA lowering that delegates nothing names the ops left on the CPU."""
     if not result.ok:
         return {TOSA: f"fails: {_error_of(result)}"}
     found = {TOSA: _numbers(result.numerics, result.numerics_error)}
@@ -95,16 +85,10 @@ def _numbers(numerics: Numerics | None, error: ErrorInfo | None) -> str:
 
 
 def numbers_text(numerics: Numerics) -> str:
-    """Return a run's numbers in a reviewer's words: against the exact evaluation (see
-    ``results.EXACT``) where the case has one, then against the fake-quantised model.
-
-    Example: 81 of 384 int8 outputs off the exact evaluation by up to 7 steps, first after
-    the ``conv`` module's conv2d + relu (the overlay's quantize node
-    ``quantize_per_tensor_default_2``); 2.75% of range, 27.6 dB against fake-quant.
-    Becomes: ``81 of 384 output values differ from the exact evaluation, by up to 7 steps
-    (first at conv: conv2d + relu); max error 2.75% of range, SQNR 27.6 dB``. No node name
-    of the overlay's graph; an output all zeros where its reference is not says so.
-    """
+    """Return a run's numbers in a reviewer's words (no node name of the overlay's graph;
+    an output all zeros where its reference is not says so), e.g. ``81 of 384 output values
+    differ from the exact evaluation, by up to 7 steps (first at conv: conv2d + relu); max
+    error 2.75% of range, SQNR 27.6 dB``."""
     outputs = zip(numerics.outputs, numerics.reference_max_abs, strict=False)
     zeros = [i for i, (output, peak) in enumerate(outputs) if peak > 0 and _all_zeros(output)]
     note = ""
@@ -149,15 +133,8 @@ def _first_line(error: ErrorInfo) -> str:
 def triggers(
     fix: Fix, versions: Iterable[str], *, target: str | None = None
 ) -> tuple[list[str], list[str]]:
-    """Return (bug trigger cases, other trigger cases) of ``fix`` claimed for ``versions``.
-
-    ``target``: the release the cases run on. A case another fix claims for that very
-    release is its evidence there, not this fix's.
-
-    Example: fix 5 claims ``grid_warp_a16w8_vgf`` on 1.2.0 (1.2.0's int16 tanh); on 1.5.1
-    fix 1 claims it (the grid sampler refuses the int16 grid), and it fails on stock 1.5.1.
-    Becomes: with ``target="1.5.1"`` the case is fix 1's, so fix 5 is not kept for it.
-    """
+    """Return (bug trigger cases, other trigger cases) of ``fix`` claimed for ``versions``;
+    a case another fix claims for ``target`` (the release they run on) is that fix's there."""
     wanted = list(versions)
     taken = set()
     if target is not None:
@@ -187,10 +164,8 @@ def bystanders(fix: Fix | None) -> list[str]:
 
 
 def op_counts(names: Sequence[str], stock: Side, patched: Side) -> tuple[OpCounts, ...]:
-    """Return each case's TOSA operators by type on stock and patched, per target.
-
-    TOSA always; VGF where the case targets VGF and both sides lowered for it or failed to.
-    """
+    """Return each case's TOSA operators by type on stock and patched: TOSA always, VGF
+    where the case targets VGF and both sides lowered for it or failed to."""
     found = []
     for name in names:
         before, after = stock[1].get(name), patched[1].get(name)
@@ -243,12 +218,8 @@ def measure(
     kept: bool = True,
     tests: Mapping[str, TestRun] | None = None,
 ) -> dict[str, PatchBehaviour]:
-    """Decide each patch (with a fix module) on ``run``: its trigger cases, tests, regressions.
-
-    ``claimed``: the releases whose trigger claims count; ``target``: the release the cases
-    ran on (a case another fix claims there is that fix's); ``kept``: the patched env
-    carries the patches (else only stock counts: is the bug still there?).
-    """
+    """Decide each patch (with a fix module) on ``run`` from the claims for ``claimed``
+    (``target``, ``kept``: as :func:`triggers`, :func:`~overlay.upstream.verdicts.decide_patch`)."""
     regressions = regressions_of(run) if kept else []
     found = {}
     for name in patches:

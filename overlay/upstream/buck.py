@@ -1,9 +1,5 @@
-"""List the files a patch creates in upstream's BUCK resource lists, beside their siblings.
-
-Upstream's Buck build ships only the files its BUCK lists name (``backends/arm/BUCK`` lists
-every VGF shader), and no release wheel holds a BUCK file, so a line's diff cannot carry the
-entry: the export adds it on main, where the PR lands.
-"""
+"""List the files a patch creates in upstream's BUCK resource lists, beside their siblings
+(no wheel holds a BUCK file: the export adds the entry on main, docs/upstream.md)."""
 
 from __future__ import annotations
 
@@ -15,11 +11,7 @@ _ENTRY = re.compile(r'^(?P<indent>\s*)"(?P<path>[^"]+)",\s*$')
 
 
 def candidates(created: Iterable[str]) -> list[str]:
-    """Return the BUCK files that may list ``created`` files: every ancestor folder's.
-
-    Example: ``["backends/arm/vgf/shaders/a.glsl"]`` gives
-    ``backends/arm/vgf/shaders/BUCK``, ``backends/arm/vgf/BUCK``, ... ``BUCK``.
-    """
+    """Return the BUCK files that may list ``created`` files: every ancestor folder's."""
     found: dict[str, None] = {}
     for path in created:
         folder = posixpath.dirname(path)
@@ -32,16 +24,9 @@ def candidates(created: Iterable[str]) -> list[str]:
 
 
 def listed(created: Iterable[str], bucks: Mapping[str, bytes]) -> dict[str, bytes]:
-    """Return each BUCK of ``bucks`` that lists a sibling of a created file, with it added.
-
-    A created file joins the block of consecutive entries naming files of its folder, in
-    sorted order, in the nearest BUCK that has such a block; a file already listed, or whose
-    folder no BUCK lists, is left out.
-
-    Example: ``backends/arm/BUCK`` listing ``"vgf/shaders/grid_sampler.glsl",`` and a created
-    ``backends/arm/vgf/shaders/grid_sampler_nearest.glsl`` gets the line
-    ``"vgf/shaders/grid_sampler_nearest.glsl",`` after it.
-    """
+    """Return each BUCK of ``bucks`` that lists a sibling of a created file, with it added
+    in sorted order to the nearest block of its folder's entries (a file already listed, or
+    whose folder no BUCK lists, is left out)."""
     texts = {path: data.decode("utf-8").splitlines(keepends=True) for path, data in bucks.items()}
     changed: set[str] = set()
     for path in sorted(created):

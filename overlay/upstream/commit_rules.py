@@ -1,8 +1,5 @@
-"""executorch's rules for Arm backend commits, and the sign-off identity they carry.
-
-From upstream's ``backends/arm/scripts/pre-push`` and CONTRIBUTING.md. :func:`signer`
-refuses an identity that would break a rule before any work starts.
-"""
+"""executorch's rules for Arm backend commits (its ``backends/arm/scripts/pre-push``,
+CONTRIBUTING.md), and the sign-off identity they carry."""
 
 from __future__ import annotations
 
@@ -66,11 +63,7 @@ def git_identity(cwd: Path | None = None) -> Identity:
 
 
 def hook_verbs(hook: str) -> frozenset[str]:
-    """Return the verbs the pre-push hook accepts at the start of a subject.
-
-    Example: ``VERBS="Add|Fix|"\\`` then ``"Don't|Review"``.
-    Becomes: ``{"Add", "Fix", "Don't", "Review"}``.
-    """
+    """Return the verbs the pre-push hook's ``VERBS`` accepts at the start of a subject."""
     match = _VERBS.search(hook)
     if match is None:
         raise UpstreamError(
@@ -83,10 +76,8 @@ def hook_verbs(hook: str) -> frozenset[str]:
 
 
 def check_message(message: str, verbs: Collection[str] | None = None) -> list[str]:
-    """Return every way ``message`` breaks the Arm backend commit rules (empty: fine).
-
-    ``verbs``: the hook's verbs (:func:`hook_verbs`); None leaves the verb unchecked.
-    """
+    """Return every way ``message`` breaks the Arm backend commit rules (empty: fine;
+    ``verbs`` None leaves the verb unchecked)."""
     lines = message.rstrip("\n").split("\n")
     subject = lines[0]
     problems = []

@@ -1,9 +1,6 @@
-"""Export patches still needed upstream as ``git format-patch`` style mboxes plus PR bodies.
-
-The diff is regenerated with git against the sources the export is based on (its
-``base-commit:``), so ``git am`` applies it there exactly. A message that breaks a rule is
-refused, never written.
-"""
+"""Export a patch as a ``git format-patch`` style mbox, its diff regenerated against its
+``base-commit:`` so ``git am`` applies it there exactly; a message that breaks a rule is
+refused."""
 
 from __future__ import annotations
 
@@ -104,11 +101,7 @@ def wrap(paragraphs: Iterable[str], width: int = MAX_LINE) -> str:
 
 
 def series_markers(text: str) -> tuple[int, ...]:
-    """Return the patch numbers ``text``'s series markers name, in order, once each.
-
-    Example: "that is #<0007> (register grid_sampler_2d only on specs with FP)".
-    Becomes: ``(7,)``.
-    """
+    """Return the patch numbers ``text``'s series markers (``#<0007>``) name, once each."""
     return tuple(dict.fromkeys(int(n) for n in SERIES_MARKER.findall(text)))
 
 
@@ -118,12 +111,8 @@ def named_by(patches: Sequence[Patch], number: int) -> tuple[int, ...]:
 
 
 def commit_message(patch: Patch, signer: Identity, series: Mapping[int, str] | None = None) -> str:
-    """Return the upstream commit message: subject, wrapped body, cc, Fixes, Signed-off-by.
-
-    ``series``: the upstream subject of each patch of the series by number; a marker
-    ``#<0007>`` becomes 0007's subject in quotes, which ``git log`` finds whichever PR
-    number it lands under (a marker it does not name stays).
-    """
+    """Return the upstream commit message: subject, wrapped body, cc, Fixes, Signed-off-by
+    (a marker ``#<0007>`` becomes ``series``' subject of 0007 in quotes)."""
     subjects = series or {}
 
     def named(found: re.Match[str]) -> str:
@@ -206,14 +195,8 @@ def export_patch(
     after: Mapping[str, bytes] | None = None,
     series: Mapping[int, str] | None = None,
 ) -> Export:
-    """Export one patch (exactly applicable to ``base``); refuse any broken rule.
-
-    ``after``: the patched files where the patch was merged onto ``base`` rather than applied;
-    ``series``: the series' upstream subjects by number (:func:`commit_message`).
-
-    The subject's verb is checked by the caller, against upstream's hook
-    (:func:`overlay.upstream.commit_rules.hook_verbs`): a wrong verb is reported, not refused.
-    """
+    """Export one patch (exactly applicable to ``base``; ``after``: the files where it was
+    merged there instead); refuse any broken rule but the verb, which the caller reports."""
     if after is None:
         before, after = _patched(patch, base)
     else:
@@ -275,12 +258,8 @@ _TRAILING = frozenset({"a", "an", "and", "at", "by", "for", "in", "of", "on", "o
 
 
 def branch_name(item: Export) -> str:
-    """Return the branch a commit is made on: the subject's first six words, less the small
-    words a cut leaves at the end.
-
-    Example: "Arm backend: Register VGF grid_sample only on specs with FP".
-    Becomes: ``arm-register-vgf-grid-sample`` (not ``...-grid-sample-only-on``).
-    """
+    """Return the branch of a commit: ``arm-`` and its subject's first six words, less
+    the small words a cut leaves at the end (``arm-register-vgf-grid-sample``)."""
     words = re.sub(r"[^a-z0-9]+", "-", item.subject.removeprefix(PREFIX).lower()).strip("-")
     kept = words.split("-")[:6]
     while len(kept) > 1 and kept[-1] in _TRAILING:

@@ -1,9 +1,5 @@
-"""The canary's scratch repository: upstream's objects, the canary's own commits, no work tree.
-
-A local upstream lends its objects (``objects/info/alternates``) and is never written to.
-Every command that prints a diff or a commit id pins the options a user's git config could
-change, so the output is the same on every machine.
-"""
+"""The canary's scratch repository: upstream's objects (a local upstream lends them and
+is never written to), the canary's own commits, no work tree; git's output pinned."""
 
 from __future__ import annotations
 
@@ -225,10 +221,8 @@ def _objects_of(local: Path) -> Path:
 
 
 def open_upstream(source: str, root: Path | None = None) -> Scratch:
-    """Return the scratch repository for ``source`` (a folder or a URL), with fresh refs.
-
-    Fetches ``main`` (as ``refs/upstream/main``) and every ``v*`` tag.
-    """
+    """Return the scratch repository for ``source`` (a folder or a URL), with ``main``
+    (as ``refs/upstream/main``) and every ``v*`` tag fetched."""
     local = None if is_url(source) else Path(source).resolve()
     if local is not None and not local.exists():
         raise UpstreamError(
@@ -267,13 +261,8 @@ def open_upstream(source: str, root: Path | None = None) -> Scratch:
 
 
 def refresh_command(source: str) -> str:
-    """Return how to bring the ``main`` that :func:`open_upstream` reads from ``source`` up
-    to upstream's, as the user runs it.
-
-    Example: a bare mirror ``/srv/executorch.git``.
-    Becomes: ``git -C /srv/executorch.git fetch <GitHub> main:main``, or ``--upstream
-    <GitHub>``.
-    """
+    """Return how the user brings the ``main`` :func:`open_upstream` reads from
+    ``source`` up to upstream's (``git -C ... pull``/``fetch``, or ``--upstream <GitHub>``)."""
     instead = f"`--upstream {GITHUB}`"
     if is_url(source):
         return instead if source != GITHUB else "run it again (main is fetched each run)"

@@ -1,10 +1,5 @@
 """Host main's ``backends/arm`` on the newest published executorch wheel (the export's and
-the canary's shadow).
-
-A ``sitecustomize`` puts a shadow folder first on ``executorch.backends.__path__``, so
-nothing in the release env changes. What runs there is the caller's: the export's checks on
-main, the canary's behaviour on main.
-"""
+the canary's shadow: a ``sitecustomize`` puts it first on ``executorch.backends.__path__``)."""
 
 from __future__ import annotations
 
@@ -70,11 +65,8 @@ def main_tool_pins(scratch: Scratch, commit: str) -> dict[str, dict[str, str]]:
 
 
 def pin_candidates(by_file: Mapping[str, Mapping[str, str]]) -> list[tuple[str, dict[str, str]]]:
-    """Return tool pin sets to try, most of main's first: every file, then fewer, then none.
-
-    A pin of main may have no wheel for the line's interpreter (ai-ml-sdk-vgf-library 0.10.0
-    ships cp310 and cp312 only): the next candidate keeps the line's pin for that tool.
-    """
+    """Return tool pin sets to try, most of main's first: every file, then fewer, then none
+    (a pin of main may have no wheel for the line's interpreter)."""
     files = [f for f in ARM_REQUIREMENTS if f in by_file]
     found = []
     for size in range(len(files), -1, -1):
@@ -88,17 +80,9 @@ def pin_candidates(by_file: Mapping[str, Mapping[str, str]]) -> list[tuple[str, 
 def host_runtime(
     line: Line, version: str, tool_pins: Mapping[str, str], torch: str
 ) -> dict[str, str]:
-    """Return the runtime pins of the env that hosts main on executorch ``version``.
-
-    The line's runtime packages, each at the version main's backends/arm pins where it
-    pins one (main's code meets its own tools); torch and torchao from the line when it is
-    pinned to ``version``, else ``torch`` (upstream's torch_pin.py) and torchao as
-    executorch's metadata resolves it.
-
-    Example: the 1.2.0 line (torch 2.11.0, tosa-tools 2026.2.1) hosting main on 1.5.1,
-    main pinning tosa-tools 2026.5.0 and torch_pin.py saying 2.13.0.
-    Becomes: ``{"torch": "2.13.0", "tosa-tools": "2026.5.0", ...}``.
-    """
+    """Return the runtime pins of the env that hosts main on executorch ``version``: the
+    line's packages at main's pins where main pins them; torch and torchao the line's when
+    it is on ``version``, else ``torch`` (upstream's torch_pin.py) and what resolves."""
     own = line.name == version
     found = {"torch": torch} if torch and not own else {}
     for name, pinned in line.pins.runtime.items():
@@ -110,11 +94,8 @@ def host_runtime(
 
 
 def arm_sources(scratch: Scratch, commit: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """Return main's ``backends/arm`` code (and its resources: shaders, schemas) and its
-    ``backends/arm/test`` files (the exported tests import their helpers).
-
-    The code leaves tests and scripts out: they are not imported by a user's lowering.
-    """
+    """Return main's ``backends/arm`` code (tests and scripts left out) and its
+    ``backends/arm/test`` files."""
     listing = scratch.run("ls-tree", "-r", "-z", "--name-only", commit, "--", "backends/arm")
     names = list(filter(None, listing.split("\0")))
     code = [n for n in names if not SKIPPED_PARTS & set(n.split("/")[:-1])]
@@ -143,11 +124,8 @@ def shadow_site(dest: Path, backends: Path) -> Path:
 
 
 def wrapper(dest: Path, python: Path, site: Path) -> Path:
-    """Write an executable that runs ``python`` with the shadow's ``sitecustomize``.
-
-    The env's ``bin`` goes first on ``PATH``: upstream's tests look for its tools there
-    (``model-converter``).
-    """
+    """Write an executable that runs ``python`` with the shadow's ``sitecustomize``, the
+    env's ``bin`` first on ``PATH`` (upstream's tests look for ``model-converter`` there)."""
     script = dest / "python"
     path = f'"{site}${{PYTHONPATH:+:$PYTHONPATH}}"'  # the worker's own PYTHONPATH kept
     tools = f'PATH="{python.parent}:$PATH"'
@@ -161,12 +139,8 @@ def wrapper(dest: Path, python: Path, site: Path) -> Path:
 def host_env(
     scratch: Scratch, main: str, lines: Sequence[Line], *, log_dir: Path, progress: Progress
 ) -> tuple[str, release_venvs.Env, str]:
-    """Return the newest release, its stock env (pytest added) and whose tool pins it holds.
-
-    The first pin set whose env passes :func:`overlay.upstream.pin_check.check_env`
-    (the quantized kernels register, a conv lowers for TOSA and VGF; cached in the env)
-    wins, as for a retarget (:func:`~overlay.upstream.pin_check.confirm_runtime`).
-    """
+    """Return the newest release, its stock env that hosts main and whose tool pins it holds
+    (the first candidate that passes :func:`~overlay.upstream.pin_check.confirm_runtime`)."""
     version, line = newest_release(lines)
     torch = ""
     if line.name != version:

@@ -1,10 +1,5 @@
-"""Run by a release env's own Python: are the quantized out-variant kernels registered?
-
-Usage: ``<env>/bin/python kernel_probe.py OP [OP ...]``; prints one JSON object (the torch
-version, the operators not registered, the kernel library's dlopen error). A wheel built for
-another torch cannot load that library, and upstream's TOSA INT pipeline tests then fail
-with "Missing out variants" on stock and patched alike.
-"""
+"""Run by a release env's own Python (``kernel_probe.py OP ...``): prints one JSON object,
+which of the quantized out-variant kernels are not registered and why."""
 
 from __future__ import annotations
 

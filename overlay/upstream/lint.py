@@ -1,8 +1,4 @@
-"""Upstream's linters and its pre-push hook's other checks, on the files a commit touches.
-
-The linters run on whole files, as upstream's hook runs them; of the hook's other checks
-only the lines the commit adds count.
-"""
+"""Upstream's linters and its pre-push hook's other checks, on the files a commit touches."""
 
 from __future__ import annotations
 
@@ -116,11 +112,8 @@ class HookRun:
 
 
 def hook_python(dest: Path, python: Path, repo: Path) -> Path:
-    """Return a folder whose ``python`` runs ``python`` with ``repo``'s ``backends/arm`` first.
-
-    ``python``: an env with executorch (the one hosting main). The hook calls ``python``:
-    this folder goes first on its ``PATH``.
-    """
+    """Return a folder whose ``python`` runs ``python`` with ``repo``'s ``backends/arm``
+    first (the hook calls ``python``: the folder goes first on its ``PATH``)."""
     host.wrapper(dest, python, host.shadow_site(dest, repo / "backends"))
     return dest
 
@@ -148,11 +141,8 @@ def run_hook_check(repo: Path, check: str, touched: Sequence[str], bindir: Path)
 def hook_checks(
     repo: Path, touched: Sequence[str], bindir: Path, main: Callable[[str], HookRun]
 ) -> tuple[LintReport, ...]:
-    """Run each of :data:`HOOK_CHECKS` on the commit in ``repo``; judge it against ``main``.
-
-    ``main`` runs (once) the same check on main without the commit. Docgen, where no
-    touched file is one of its inputs, is skipped as the hook skips it (reported as such).
-    """
+    """Run each of :data:`HOOK_CHECKS` on the commit in ``repo``, judged against ``main``
+    (the same check on main, run once); docgen is skipped as the hook skips it."""
     reports = []
     for check in HOOK_CHECKS:
         run = run_hook_check(repo, check, touched, bindir)
@@ -172,11 +162,8 @@ def hook_checks(
 def main_runs(
     source: Path, commit: str, dest: Path, python: Path, touched: Sequence[str]
 ) -> Callable[[str], HookRun]:
-    """Return a runner of each hook check on ``commit`` itself, checked out on first use.
-
-    ``touched``: every file the commits to judge touch (docgen runs where one of them is
-    one of its inputs). Each check runs once; later calls return its run.
-    """
+    """Return a runner of each hook check on ``commit`` itself (checked out on first use,
+    each check run once); ``touched``: every file the commits to judge touch."""
     runs: dict[str, HookRun] = {}
     repo = dest / "repo"
 

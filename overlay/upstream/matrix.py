@@ -18,10 +18,7 @@ from overlay.upstream.verdicts import text_verdict
 def build_matrix(
     series: Series, ports: replay.Ports, releases: Sequence[Release], pins_file: str
 ) -> Matrix:
-    """Replay every patch (cumulatively, in series order) and its port onto every release.
-
-    ``pins_file`` names where release wheel hashes are recorded (for the report).
-    """
+    """Replay every patch (cumulatively) and its port onto every release."""
     ordered = sorted(releases, key=lambda r: Version(r.version))
     replays = [
         replay.replay(

@@ -1,10 +1,5 @@
-"""Runtime pins checked: each candidate pin set in a fresh stock env of a release.
-
-The check: the quantized out-variant kernels load (else every TOSA INT test fails on stock
-and patched alike), and one corpus case lowers. Every attempt is kept. The candidates are the
-caller's (a retarget's, from what the new release requires; hosting main's, from main's tool
-pins); upstream's ``torch_pin.py`` is read for both.
-"""
+"""Runtime pins checked: each candidate pin set in a fresh stock env of a release (the
+quantized out-variant kernels load, one corpus case lowers), every attempt kept."""
 
 from __future__ import annotations
 
@@ -56,11 +51,8 @@ class KernelProbe:
 
 
 def upstream_torch_pin(clone: Path | None, commit: str | None, version: str) -> tuple[str, str]:
-    """Return (torch version, where it was read) from upstream's ``torch_pin.py``.
-
-    Read at the release's tag, else at the commit its wheel was built from; never at
-    another commit (main's pin may be for a later release).
-    """
+    """Return (torch version, where it was read) from upstream's ``torch_pin.py`` at the
+    release's tag, else at its wheel's commit (never main's: it may be a later release's)."""
     if clone is None:
         return "", ""
     for ref, label in ((f"v{version}", f"tag v{version}"), (commit, "the release commit")):
@@ -130,11 +122,8 @@ def confirm_runtime(
 
 
 def check_env(env: release_venvs.Env, version: str, log_dir: Path) -> str:
-    """Check a stock env runs what the release's tests need; return "" or the failure.
-
-    The answer is kept in the env folder (the env is keyed by its requirements), so a
-    re-run does not start torch to learn it again.
-    """
+    """Check a stock env runs what the release's tests need; return "" or the failure (the
+    answer kept in the env folder)."""
     saved = env.folder / LOWERING_CHECK_FILE
     asked = SavedCheck(LOWERING_CHECK_CASE, OUT_VARIANTS, env.contents.salt, "")
     with contextlib.suppress(OSError, codec.CodecError):
@@ -172,12 +161,7 @@ def probe_kernels(python: Path) -> KernelProbe:
 
 
 def kernel_problem(probe: KernelProbe) -> str:
-    """Return why the env cannot run the release's quantized tests ("" when it can; pure).
-
-    Example: torch 2.11 with executorch 1.5.1 gives "kernels: quantized_decomposed::
-    quantize_per_tensor.out, ... not registered with torch 2.11.0+cu130 (...: undefined
-    symbol: ...)".
-    """
+    """Return why the env cannot run the release's quantized tests ("" when it can)."""
     if not probe.missing:
         return ""
     why = f" ({probe.load_error})" if probe.load_error else ""

@@ -1,8 +1,4 @@
-"""Executorch releases: fetch and read their wheels and their metadata.
-
-A release not yet recorded in ``patches/upstream.toml`` is fetched unverified and reported
-with the line to add.
-"""
+"""Executorch releases: fetch and read their wheels and their metadata."""
 
 from __future__ import annotations
 

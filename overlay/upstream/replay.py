@@ -1,12 +1,6 @@
-"""The one replay engine: a line's series, and its ports, on one base, patch by patch.
-
-Each patch is tried with the strict applier, the earlier ones carried; where it conflicts
-and its own line's base is known (a :class:`Step`), git's 3-way merge decides. A patch's
-*port* is the patch of the same number on a newer line (:func:`ports_of`).
-
-Example: a patch whose context moved 12 lines down on the base.
-Becomes: ``Applied(status=OFFSET, detail="+12 lines", offsets=(12,))``, its result carried.
-"""
+"""The one replay engine: a line's series, and its ports (a newer line's patch of the same
+number), on one base, patch by patch: the strict applier, the earlier ones carried; where
+it conflicts and the patch's own base is known (a :class:`Step`), git's 3-way merge."""
 
 from __future__ import annotations
 
@@ -57,11 +51,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Carry:
-    """One patch replayed: its result, the patch the base now carries (if any), the texts after.
-
-    ``after`` holds what trying it gave: the carried texts, a merge's conflict markers, or
-    the texts before it unchanged.
-    """
+    """One patch replayed: its result, the patch the base now carries (if any), the texts
+    after it (carried, a merge's conflict markers, or unchanged)."""
 
     replayed: OnBase
     carrier: Patch | None  # the line's own patch, its port, or None (not on the base)
@@ -99,11 +90,8 @@ def _moved_to(path: str, names: Collection[str]) -> list[str]:
 
 
 def check_file(text: str | None, patched_file: PatchedFile, names: Collection[str]) -> Applied:
-    """Try one file diff on one base file (None: the file is not on the base).
-
-    A diff that creates its file applies where the file is not on the base, is contained
-    where the base holds exactly what it creates, and conflicts with any other file there.
-    """
+    """Try one file diff on one base file (None: not on the base); a created file applies
+    where the base lacks it, is contained where it holds the same, else conflicts."""
     path = str(patched_file.path)
     if creates(patched_file):
         return _check_creation(text, patched_file)
@@ -191,10 +179,8 @@ def conflicts_in(path: str, merged: str, context: int = CONTEXT_LINES) -> list[C
 def merge(
     patch: Patch, texts: Mapping[str, str], step: Step, labels: tuple[str, str, str], why: str
 ) -> tuple[Applied, Texts]:
-    """3-way merge each file of ``patch`` (base: before it on its line; theirs: after it).
-
-    A conflict's texts hold the markers (the retarget's work tree shows them to resolve).
-    """
+    """3-way merge each file of ``patch`` (base: before it on its line; theirs: after it);
+    a conflict's texts hold the markers."""
     merged = dict(texts)
     found: list[Conflict] = []
     for path in patch.targets:
@@ -231,17 +217,9 @@ def try_patch(
 def land(
     patch: Patch, texts: Mapping[str, str], origin: Mapping[str, str]
 ) -> tuple[Applied, Texts]:
-    """Put one patch on a base: the strict applier, else git's 3-way merge from ``origin``, else
-    the strict applier with fuzz (a hunk may drop up to ``FUZZ`` context lines at each end).
-
-    ``origin``: the files of the release the patch was made on, so a patch whose context
-    changed on the base (upstream main) still lands where only its context moved.
-
-    Example: 0007 on main, whose file ends at the changed line where the release has one
-    line more (git's merge calls a change next to a deletion a conflict).
-    Becomes: ``Applied(MERGED, "applied with fuzz ...")`` and main's file with the change;
-    the caller diffs it against main anew, so what is sent has full context.
-    """
+    """Put one patch on a base: the strict applier, else git's 3-way merge from ``origin``
+    (the release's files it was made on), else the strict applier with ``FUZZ``; the caller
+    diffs the result against the base anew, so what is sent has full context."""
     before = {p: origin[p] for p in patch.targets if p in origin}
     step = None
     if len(before) == len(patch.targets):
@@ -284,14 +262,11 @@ def replay(
     keep: Callable[[OnBase], bool] = lambda _: True,
     taken: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Carry]:
-    """Replay ``patches`` in order onto ``texts``; each carried result is the next one's base.
+    """Replay ``patches`` in order onto ``texts``, each carried result the next one's base.
 
-    ``steps``: the patches on their own line's base (3-way merges); ``ports``: fix number
-    -> (newer line, its patch), tried on the same texts; a port that applies is carried.
-    ``keep``: whether a carried patch stays for the next ones (a retarget drops some);
-    ``taken``: patch name -> the files after it as resolved elsewhere (a retarget's work
-    tree), carried instead of what the patch gives.
-    """
+    ``steps``: the patches on their own line's base (3-way merges); ``ports``: fix number ->
+    (newer line, its patch); ``keep``: whether a carried patch stays for the next ones;
+    ``taken``: patch name -> its files as resolved elsewhere, carried instead."""
     found = []
     current, held = dict(texts), taken or {}
     for index, patch in enumerate(patches):
@@ -315,11 +290,7 @@ def replay(
 
 
 def ports_of(series: Series) -> dict[str, dict[int, Patch]]:
-    """Return the ports of the series' patches: each newer line's patches of the same numbers.
-
-    Example: the 1.2.0 line beside ``patches/1.5.1/`` (0001, 0003, 0007).
-    Becomes: ``{"1.5.1": {1: <1.5.1's 0001>, 3: <1.5.1's 0003>}}``.
-    """
+    """Return the ports of the series' patches: each newer line's patches of the same numbers."""
     wanted = series.numbers
     here = series.directory.resolve()
     found: dict[str, dict[int, Patch]] = {}
@@ -334,10 +305,8 @@ def ports_of(series: Series) -> dict[str, dict[int, Patch]]:
 
 
 def ports_for(ports: Ports, version: str | None) -> dict[int, tuple[str, Patch]]:
-    """Return fix number -> (line, port): the newest port made for ``version`` or older.
-
-    ``version`` None (upstream main): the newest port of each patch.
-    """
+    """Return fix number -> (line, port): the newest port for ``version`` or older (None:
+    upstream main, the newest of each)."""
     chosen: dict[int, tuple[str, Patch]] = {}
     for line in sorted(ports, key=Version):
         if version is None or Version(line) <= Version(version):

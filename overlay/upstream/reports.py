@@ -1,7 +1,4 @@
-"""The engine's reports laid out as blocks: the matrix, a suite run, an export.
-
-A leaf lays out its own report (a retarget, the canary's status page).
-"""
+"""The engine's reports laid out as blocks: the matrix, a suite run, an export."""
 
 from __future__ import annotations
 

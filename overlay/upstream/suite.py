@@ -36,12 +36,8 @@ def _words(path: str) -> set[str]:
 
 
 def selection(chosen: Sequence[Fix], tests: Collection[str]) -> list[str]:
-    """Return the test files to run: every ``passes/`` file, and the touched operators'.
-
-    An ``ops/``, ``quantizer/`` or ``misc/`` file is taken when a fix changes it or lists it
-    in its ``affected_tests``, or when the first word of its name (``test_`` and a rank such as
-    ``2d`` dropped) is a word of a file a fix changes (``pass`` aside: every pass has it).
-    """
+    """Return the test files to run: every ``passes/`` file, and the touched operators'
+    (docs/upstream.md, "Upstream's own suite")."""
     words = {w for fix in chosen for p in fix.repo_paths if "/test/" not in p for w in _words(p)}
     words.discard("pass")
     listed = {t for fix in chosen for t in (*fix.repo_paths, *fix.upstream.affected_tests)}
@@ -101,10 +97,8 @@ def run_in_parts(
     kept: Path,
     progress: Progress,
 ) -> TestRun:
-    """Run ``chosen`` PART_FILES files at a time; keep each part's run, reuse a kept one.
-
-    A part where pytest did not run (no report) is not kept: the next run tries it again.
-    """
+    """Run ``chosen`` PART_FILES files at a time; keep each part's run where pytest
+    ran, reuse a kept one."""
     parts = [chosen[i : i + PART_FILES] for i in range(0, len(chosen), PART_FILES)]
     runs = []
     for number, part in enumerate(parts, start=1):

@@ -1,12 +1,5 @@
-"""The shared upstream pins: ``patches/upstream.toml`` beside the release lines.
-
-What the upstream work needs about executorch releases, whatever line it starts from. A
-candidate written by ``retarget`` carries its own copy (the new release recorded), so
-``--patches`` on a candidate works outside the lines root.
-
-Example: the line ``patches/1.2.0/`` reads ``patches/upstream.toml``; the candidate
-``build/retarget/1.5.1/patches/`` reads its own ``upstream.toml``.
-"""
+"""The shared upstream pins: ``patches/upstream.toml`` beside the release lines (a
+retarget's candidate carries its own)."""
 
 from __future__ import annotations
 
@@ -83,12 +76,8 @@ def load(source: Path) -> UpstreamPins:
 
 
 def with_release(text: str, version: str, *, sha256: str = "", torch: str = "") -> str:
-    """Return ``upstream.toml`` text with ``version`` recorded (comments and order kept).
-
-    Example: ``with_release(text, "1.6.0", sha256="ab..", torch="2.14.0")``.
-    Becomes: ``"1.6.0"`` appended to ``matrix_versions``, ``"1.6.0" = "ab.."`` under
-    ``[sha256]`` and ``"1.6.0" = "2.14.0"`` under ``[torch]`` unless already there.
-    """
+    """Return ``upstream.toml`` text with ``version`` recorded in ``matrix_versions``,
+    ``[sha256]`` and ``[torch]`` (comments and order kept)."""
     document = tomlkit.parse(text)
     versions = document["matrix_versions"]
     assert isinstance(versions, list)

@@ -1,8 +1,4 @@
-"""Upstream's Arm tests run with pytest in a release env: every test's result and its reason.
-
-Whether a failure is the test's own or the environment's is decided in
-:mod:`overlay.upstream.verdicts`, not here.
-"""
+"""Upstream's Arm tests run with pytest in a release env: every test's result and its reason."""
 
 from __future__ import annotations
 
@@ -99,14 +95,8 @@ def _causes(element: ET.Element, reason: str) -> tuple[str, ...]:
 
 
 def parse_junit(text: str) -> tuple[TestResult, ...]:
-    """Return every test of a pytest JUnit report: node, end state and reason.
-
-    Example: ``<testcase classname="backends.arm.test.t" name="test_x"><failure
-    message="RuntimeError: Missing out variants: {...}"/></testcase>``.
-    Becomes: ``TestResult("backends/arm/test/t.py::test_x", FAILED, "RuntimeError: ...")``.
-    A failure for want of an executor_runner (the file lowered, nothing ran it) is
-    ``NO_TARGET``, not ``FAILED``.
-    """
+    """Return every test of a pytest JUnit report: node, end state and reason (a failure
+    for want of an executor_runner is ``NO_TARGET``)."""
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -167,12 +157,8 @@ def run_pytest(
     timeout: float = PYTEST_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
 ) -> Counts:
-    """Run pytest with upstream's ``pytest.ini`` in ``python``'s env: counts and each test.
-
-    ``extra_env``: set for the run (the Vulkan emulation layer's variables). A run that
-    writes no JUnit report (pytest could not start: a broken conftest, a missing plugin;
-    or it did not finish within ``timeout``) comes back with ``problem`` saying why.
-    """
+    """Run pytest with upstream's ``pytest.ini`` in ``python``'s env (``extra_env`` set); a
+    run that writes no JUnit report comes back with ``problem`` saying why."""
     env = dict(os.environ)
     env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "")
     env.pop("PYTHONPATH", None)
