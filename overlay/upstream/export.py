@@ -149,16 +149,12 @@ def format_mbox(
     msg["Subject"] = f"{counter} {subject}"
     base = f"\nbase-commit: {base_commit}\n" if base_commit else ""
     payload = rest.lstrip("\n") + "---\n" + diffstat + "\n" + diff + base
-    payload += f"-- \n{_signature()}\n"
+    payload += f"-- \nexecutorch-arm-overlay {__version__}\n"
     msg.set_content(payload, subtype="plain", charset="utf-8", cte="8bit")
     msg.set_unixfrom(f"From {ZERO_SHA} Mon Sep 17 00:00:00 2001")
     buffer = io.StringIO()
     Generator(buffer, mangle_from_=False, policy=_POLICY).flatten(msg, unixfrom=True)
     return buffer.getvalue()
-
-
-def _signature() -> str:
-    return f"executorch-arm-overlay {__version__}"
 
 
 def _patched(

@@ -215,11 +215,6 @@ def is_url(source: str) -> bool:
     )
 
 
-def _objects_of(local: Path) -> Path:
-    common = git(local, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()
-    return Path(common) / "objects"
-
-
 def open_upstream(source: str, root: Path | None = None) -> Scratch:
     """Return the scratch repository for ``source`` (a folder or a URL), with ``main``
     (as ``refs/upstream/main``) and every ``v*`` tag fetched."""
@@ -240,7 +235,8 @@ def open_upstream(source: str, root: Path | None = None) -> Scratch:
     scratch = Scratch(path)
     remote = source
     if local is not None:
-        objects = _objects_of(local)
+        common = git(local, "rev-parse", "--path-format=absolute", "--git-common-dir")
+        objects = Path(common.strip()) / "objects"
         alternates = path / "objects" / "info" / "alternates"
         alternates.parent.mkdir(parents=True, exist_ok=True)
         alternates.write_text(f"{objects}\n", encoding="utf-8")

@@ -177,14 +177,10 @@ def _lowering_check(env: release_venvs.Env, version: str, log_dir: Path) -> str:
     if not result.ok:
         return result.error.first_line if result.error else "the lowering failed"
     if result.vgf is not None and result.vgf.error is not None:
-        return "VGF: " + _short_vgf_error(result.vgf.error.message)
+        message = result.vgf.error.message.strip()
+        said = [line.strip()[-200:] for line in message.splitlines()
+                if "GLIBC" in line or "not found" in line or "rejects" in line]  # fmt: skip
+        return "VGF: " + (said or [message.splitlines()[0][:200] if message else "failed"])[0]
     if result.numerics_error is not None:
         return "numerics: " + result.numerics_error.first_line
     return ""
-
-
-def _short_vgf_error(message: str) -> str:
-    for line in message.splitlines():
-        if "GLIBC" in line or "not found" in line or "rejects" in line:
-            return line.strip()[-200:]
-    return message.strip().splitlines()[0][:200] if message.strip() else "failed"

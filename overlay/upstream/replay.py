@@ -59,19 +59,12 @@ class Carry:
     after: Texts
 
 
-def _single_hunk(patched_file: PatchedFile, index: int) -> PatchedFile:
-    one = PatchedFile(
-        source=patched_file.source_file, target=patched_file.target_file, patch_info=None
-    )
-    one.append(patched_file[index])
-    return one
-
-
 def _hunk_states(text: str, patched_file: PatchedFile) -> list[str]:
     """Classify each hunk alone: ``applies``, ``contained`` or ``conflicts``."""
     states = []
-    for index in range(len(patched_file)):
-        one = _single_hunk(patched_file, index)
+    for hunk in patched_file:
+        one = PatchedFile(source=patched_file.source_file, target=patched_file.target_file)
+        one.append(hunk)
         state = "conflicts"
         for reverse, name in ((False, "applies"), (True, "contained")):
             try:
@@ -84,11 +77,6 @@ def _hunk_states(text: str, patched_file: PatchedFile) -> list[str]:
     return states
 
 
-def _moved_to(path: str, names: Collection[str]) -> list[str]:
-    base = PurePosixPath(path).name
-    return sorted(n for n in names if n.startswith(ARM_PREFIX) and PurePosixPath(n).name == base)
-
-
 def check_file(text: str | None, patched_file: PatchedFile, names: Collection[str]) -> Applied:
     """Try one file diff on one base file (None: not on the base); a created file applies
     where the base lacks it, is contained where it holds the same, else conflicts."""
@@ -96,7 +84,10 @@ def check_file(text: str | None, patched_file: PatchedFile, names: Collection[st
     if creates(patched_file):
         return _check_creation(text, patched_file)
     if text is None:
-        moved = _moved_to(path, names)
+        base = PurePosixPath(path).name
+        moved = sorted(
+            n for n in names if n.startswith(ARM_PREFIX) and PurePosixPath(n).name == base
+        )
         if moved:
             return Applied(Status.MOVED, f"{path} -> {', '.join(moved)}")
         return Applied(Status.MISSING, f"{path} is not on the base")

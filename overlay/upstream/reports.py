@@ -8,7 +8,6 @@ from overlay import render
 from overlay.render import Badge, Block, Heading, Inline, Items, Para, Pre, Table, item
 from overlay.text.series import PATCH_SUFFIX
 from overlay.upstream.results import (
-    Counts,
     Matrix,
     OnBase,
     PatchVerdict,
@@ -18,17 +17,6 @@ from overlay.upstream.results import (
     TestState,
 )
 from overlay.upstream.verdicts import op_count_change
-
-# --- the matrix -------------------------------------------------------------------------------
-
-
-def unpinned_note(matrix: Matrix) -> str:
-    """Return the ``[sha256]`` lines to add (to upstream.toml) for unverified releases."""
-    lines = [f'"{v}" = "{w.sha256}"' for v, w in matrix.wheels.items() if not w.pinned]
-    if not lines:
-        return ""
-    where = f"[sha256] in {matrix.pins_file}"
-    return f"not yet recorded; add under {where}:\n" + "\n".join(lines)
 
 
 def matrix_blocks(matrix: Matrix) -> list[Block]:
@@ -49,23 +37,16 @@ def matrix_blocks(matrix: Matrix) -> list[Block]:
         item(f"{w.file} sha256 {w.sha256} ({'recorded' if w.pinned else 'NOT recorded'})")
         for w in matrix.wheels.values()
     ]
-    note = unpinned_note(matrix)
+    unpinned = [f'"{v}" = "{w.sha256}"' for v, w in matrix.wheels.items() if not w.pinned]
+    note = f"not yet recorded; add under [sha256] in {matrix.pins_file}:\n" + "\n".join(unpinned)
     return [
         Heading(f"executorch version matrix (series {matrix.series[:12]})"),
         Table(("patch", *matrix.versions), rows),
         Items(tuple(items)),
         Heading("Wheels", 2),
         Items(tuple(wheels)),
-        *([Pre("Unverified releases", note)] if note else []),
+        *([Pre("Unverified releases", note)] if unpinned else []),
     ]
-
-
-# --- upstream's own suite -------------------------------------------------------------------
-
-
-def counts_row(label: str, counts: Counts) -> tuple[str, ...]:
-    """Return a row of a counts table: the label, then one cell per test state."""
-    return (label, *(str(counts.count(s)) for s in TestState))
 
 
 def suite_blocks(result: SuiteRun) -> list[Block]:
@@ -82,7 +63,10 @@ def suite_blocks(result: SuiteRun) -> list[Block]:
         Para(f"executorch {result.release}; {verdict}.", "fail" if result.broken else "pass"),
         Table(
             ("build", *(s.value for s in TestState)),
-            (counts_row("stock", run.stock), counts_row("patched", run.patched)),
+            tuple(
+                (label, *(str(counts.count(s)) for s in TestState))
+                for label, counts in (("stock", run.stock), ("patched", run.patched))
+            ),
         ),
         *[Para(f"pytest did not run: {p}", "fail") for p in problems],
         Heading("Broken by the patches", 2),
@@ -92,9 +76,6 @@ def suite_blocks(result: SuiteRun) -> list[Block]:
         Heading(f"{len(run.selection)} test files, {run.seconds / 60:.0f} min", 2),
         Pre("command", f"{run.command}"),
     ]
-
-
-# --- what is sent upstream ------------------------------------------------------------------
 
 
 def _on_base(base: OnBase) -> str:

@@ -30,15 +30,16 @@ PART_FILES = 8  # test files per part: a part's result is kept, an interrupted r
 _SIZE = re.compile(r"\d+d$")  # conv2d, max_pool1d: the operator without its rank
 
 
-def _words(path: str) -> set[str]:
-    """Return the words of a file name: ``rewrite_conv_pass.py`` gives rewrite, conv, pass."""
-    return {_SIZE.sub("", w) or w for w in PurePosixPath(path).stem.split("_")}
-
-
 def selection(chosen: Sequence[Fix], tests: Collection[str]) -> list[str]:
     """Return the test files to run: every ``passes/`` file, and the touched operators'
     (docs/upstream.md, "Upstream's own suite")."""
-    words = {w for fix in chosen for p in fix.repo_paths if "/test/" not in p for w in _words(p)}
+    words = {  # of the files it changes: rewrite_conv_pass.py gives rewrite, conv (pass aside)
+        _SIZE.sub("", w) or w
+        for fix in chosen
+        for p in fix.repo_paths
+        if "/test/" not in p
+        for w in PurePosixPath(p).stem.split("_")
+    }
     words.discard("pass")
     listed = {t for fix in chosen for t in (*fix.repo_paths, *fix.upstream.affected_tests)}
     found = []
