@@ -170,16 +170,10 @@ FIX = Fix(
     ),
     runtime={
         "1.2.0": RuntimeForm(
-            repo_path=FOLD_PASS,
-            owner="FoldAndAnnotateQParamsPass",
-            attribute="is_foldable",
-            build=keep_terminal_int16_quantize,
+            FOLD_PASS, "FoldAndAnnotateQParamsPass", "is_foldable", keep_terminal_int16_quantize
         ),
         "1.5.1": RuntimeForm(
-            repo_path=QUANTIZER_SUPPORT,
-            owner="",
-            attribute="TOSA_QUANTIZER_SUPPORT_DICT",
-            build=check_grid_sampler_qspecs,
+            QUANTIZER_SUPPORT, "", "TOSA_QUANTIZER_SUPPORT_DICT", check_grid_sampler_qspecs
         ),
     },
     claims={

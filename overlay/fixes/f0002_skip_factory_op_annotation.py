@@ -97,10 +97,10 @@ FIX = Fix(
     repo_paths=("backends/arm/quantizer/quantization_annotator.py",),
     runtime={
         "1.2.0": RuntimeForm(
-            repo_path="backends/arm/quantizer/quantization_annotator.py",
-            owner="",
-            attribute="get_quant_properties",
-            build=skip_factory_op_annotation,
+            "backends/arm/quantizer/quantization_annotator.py",
+            "",
+            "get_quant_properties",
+            skip_factory_op_annotation,
         ),
     },
     claims={

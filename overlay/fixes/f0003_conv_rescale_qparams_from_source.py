@@ -205,16 +205,10 @@ FIX = Fix(
     ),
     runtime={
         "1.2.0": RuntimeForm(
-            repo_path=CONV_PASS,
-            owner="RewriteConvPass",
-            attribute="insert_output_rescale",
-            build=conv_rescale_qparams_from_source,
+            CONV_PASS, "RewriteConvPass", "insert_output_rescale", conv_rescale_qparams_from_source
         ),
         "1.5.1": RuntimeForm(
-            repo_path=CONV_PASS,
-            owner="RewriteConvPass",
-            attribute="insert_output_rescale",
-            build=clamp_at_fused_activation_qmin,
+            CONV_PASS, "RewriteConvPass", "insert_output_rescale", clamp_at_fused_activation_qmin
         ),
     },
     claims={

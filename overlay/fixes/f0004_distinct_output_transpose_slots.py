@@ -110,10 +110,10 @@ FIX = Fix(
     repo_paths=("backends/arm/_passes/to_tosa_memory_format_pass.py",),
     runtime={
         "1.2.0": RuntimeForm(
-            repo_path="backends/arm/_passes/to_tosa_memory_format_pass.py",
-            owner="ToTosaMemoryFormatPass",
-            attribute="insert_input_transpose",
-            build=distinct_output_transpose_slots,
+            "backends/arm/_passes/to_tosa_memory_format_pass.py",
+            "ToTosaMemoryFormatPass",
+            "insert_input_transpose",
+            distinct_output_transpose_slots,
         ),
     },
     claims={

@@ -66,10 +66,10 @@ FIX = Fix(
     repo_paths=(TABLE_OPS, "backends/arm/test/ops/test_sigmoid_32bit.py"),
     runtime={
         "1.2.0": RuntimeForm(
-            repo_path=TABLE_OPS,
-            owner="InsertTableOpsPass",
-            attribute="generate_16_bit_table_values",
-            build=int16_table_nonnegative_rshift,
+            TABLE_OPS,
+            "InsertTableOpsPass",
+            "generate_16_bit_table_values",
+            int16_table_nonnegative_rshift,
         ),
     },
     claims={

@@ -110,16 +110,13 @@ FIX = Fix(
     runtime={
         "1.2.0": (
             RuntimeForm(
-                repo_path=SUPPORT,
-                owner="MaxPool2dSupported",
-                attribute="is_node_tosa_supported",
-                build=max_pool2d_support_default_stride,
+                SUPPORT,
+                "MaxPool2dSupported",
+                "is_node_tosa_supported",
+                max_pool2d_support_default_stride,
             ),
             RuntimeForm(
-                repo_path=DECOMPOSE,
-                owner="DecomposeMaxPool2dPass",
-                attribute="call_operator",
-                build=max_pool2d_pass_default_stride,
+                DECOMPOSE, "DecomposeMaxPool2dPass", "call_operator", max_pool2d_pass_default_stride
             ),
         ),
     },

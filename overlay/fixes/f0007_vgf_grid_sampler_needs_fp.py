@@ -101,10 +101,7 @@ FIX = Fix(
     repo_paths=(PARTITIONER, "backends/arm/test/misc/test_multiple_delegates.py"),
     runtime={
         "1.5.1": RuntimeForm(
-            repo_path=PARTITIONER,
-            owner="VgfPartitioner",
-            attribute="__init__",
-            build=partition_grid_sampler_only_with_fp,
+            PARTITIONER, "VgfPartitioner", "__init__", partition_grid_sampler_only_with_fp
         ),
     },
     claims={

@@ -247,94 +247,73 @@ FP_NOTE = (
     "F.grid_sample(mode='nearest') of a 1x4 image on a grid of exact ties in and outside the"
     " image (the reproducer), float"
 )
+INT8_NOTE = "the reproducer a8w8 for VGF (pre-quantised, grid scale 2^-6): the int8"
+INT8_MODEL = (
+    ", quantised by `VgfQuantizer` with `get_symmetric_quantization_config()`, the grid's q/dq"
+    " then set to scale 2^-6"
+)
+
+
+def _case(name: str, spec: str, note: str, model: str, build: Callable[[], Any]) -> Case:
+    """A VGF case of this fix, fast, quantised by its builder or not at all."""
+    info = CaseInfo(name, spec, None, fast=True, note=note, targets_vgf=True, model=model)
+    return Case(info, build)
+
+
+def _ties(padding: str, corners: str = "") -> str:
+    return f"`F.grid_sample(x, grid, mode='nearest', padding_mode='{padding}'{corners})`"
+
+
+ALIGNED = (", align_corners=True", ", x 1x4x9x9, grid 1x2x14x2 on exact ties")
 CASES = (
     *(
-        Case(
-            CaseInfo(
-                f"grid_sample_nearest_{padding}_fp",
-                "TOSA-1.0+FP",
-                None,
-                fast=True,
-                note=f"{FP_NOTE}, {padding} padding",
-                targets_vgf=True,
-                model=f"`F.grid_sample(x, grid, mode='nearest', padding_mode='{padding}')`,"
-                f" x 1x4x8x8, grid 1x2x14x2 on exact ties in and outside the image",
-            ),
+        _case(
+            f"grid_sample_nearest_{padding}_fp",
+            "TOSA-1.0+FP",
+            f"{FP_NOTE}, {padding} padding",
+            f"{_ties(padding)}, x 1x4x8x8, grid 1x2x14x2 on exact ties in and outside the image",
             nearest_ties_fp(padding),
         )
         for padding in ("zeros", "border", "reflection")
     ),
-    Case(
-        CaseInfo(
-            "grid_sample_nearest_border_align_corners_fp",
-            "TOSA-1.0+FP",
-            None,
-            fast=True,
-            note=f"{FP_NOTE}, border padding, align_corners=True",
-            targets_vgf=True,
-            model="`F.grid_sample(x, grid, mode='nearest', padding_mode='border',"
-            " align_corners=True)`, x 1x4x9x9, grid 1x2x14x2 on exact ties",
-        ),
+    _case(
+        "grid_sample_nearest_border_align_corners_fp",
+        "TOSA-1.0+FP",
+        f"{FP_NOTE}, border padding, align_corners=True",
+        _ties("border", ALIGNED[0]) + ALIGNED[1],
         nearest_ties_fp("border", align_corners=True),
     ),
-    Case(
-        CaseInfo(
-            "grid_sample_nearest_downsample_2x_fp",
-            "TOSA-1.0+FP",
-            None,
-            fast=True,
-            note="2x nearest downsampling (the identity grid of half the size), float: every"
-            " output a tie",
-            targets_vgf=True,
-            model="`F.grid_sample(x, F.affine_grid(identity, [1, 4, 4, 4]), mode='nearest')`,"
-            " x 1x4x8x8 (2x downsampling: every output on a tie)",
-        ),
+    _case(
+        "grid_sample_nearest_downsample_2x_fp",
+        "TOSA-1.0+FP",
+        "2x nearest downsampling (the identity grid of half the size), float: every output a tie",
+        "`F.grid_sample(x, F.affine_grid(identity, [1, 4, 4, 4]), mode='nearest')`,"
+        " x 1x4x8x8 (2x downsampling: every output on a tie)",
         nearest_downsample_2x,
     ),
-    Case(
-        CaseInfo(
-            "grid_sample_nearest_reflection_int8_intfp",
-            "TOSA-1.0+INT+FP",
-            None,
-            fast=True,
-            note="the reproducer a8w8 for VGF (pre-quantised, grid scale 2^-6): the int8"
-            " sampler shader, reflection padding",
-            targets_vgf=True,
-            model="`F.grid_sample(x, grid, mode='nearest', padding_mode='reflection')`,"
-            " x 1x4x8x8, grid 1x4x8x2, quantised by `VgfQuantizer` with"
-            " `get_symmetric_quantization_config()`, the grid's q/dq then set to scale 2^-6",
-        ),
+    _case(
+        "grid_sample_nearest_reflection_int8_intfp",
+        "TOSA-1.0+INT+FP",
+        f"{INT8_NOTE} sampler shader, reflection padding",
+        f"{_ties('reflection')}, x 1x4x8x8, grid 1x4x8x2{INT8_MODEL}",
         nearest_ties_int8("reflection"),
     ),
-    Case(
-        CaseInfo(
-            "grid_sample_nearest_zeros_align_corners_fp",
-            "TOSA-1.0+FP",
-            None,
-            fast=True,
-            note=f"{FP_NOTE}, zeros padding, align_corners=True",
-            targets_vgf=True,
-            model="`F.grid_sample(x, grid, mode='nearest', padding_mode='zeros',"
-            " align_corners=True)`, x 1x4x9x9, grid 1x2x14x2 on exact ties",
-        ),
+    _case(
+        "grid_sample_nearest_zeros_align_corners_fp",
+        "TOSA-1.0+FP",
+        f"{FP_NOTE}, zeros padding, align_corners=True",
+        _ties("zeros", ALIGNED[0]) + ALIGNED[1],
         nearest_ties_fp("zeros", align_corners=True),
     ),
-    Case(
-        CaseInfo(
-            "grid_sample_nearest_zeros_align_corners_int8_intfp",
-            "TOSA-1.0+INT+FP",
-            None,
-            fast=True,
-            note="the reproducer a8w8 for VGF (pre-quantised, grid scale 2^-6): the int8"
-            " align_corners sampler shader, zeros padding",
-            targets_vgf=True,
-            model="`F.grid_sample(x, grid, mode='nearest', padding_mode='zeros',"
-            " align_corners=True)`, x 1x4x9x9, grid 1x4x8x2, quantised by `VgfQuantizer` with"
-            " `get_symmetric_quantization_config()`, the grid's q/dq then set to scale 2^-6",
-        ),
+    _case(
+        "grid_sample_nearest_zeros_align_corners_int8_intfp",
+        "TOSA-1.0+INT+FP",
+        f"{INT8_NOTE} align_corners sampler shader, zeros padding",
+        f"{_ties('zeros', ALIGNED[0])}, x 1x4x9x9, grid 1x4x8x2{INT8_MODEL}",
         nearest_ties_int8("zeros", align_corners=True),
     ),
 )
+
 WHY = (
     "stock's sampler nearest filter reads texel floor(x + 0.5): each exact tie of the grid"
     " takes the upper texel where PyTorch rounds half to even"
@@ -351,10 +330,7 @@ FIX = Fix(
     ),
     runtime={
         "1.5.1": RuntimeForm(
-            repo_path=SHADER_FILE,
-            owner="",
-            attribute="_sampler_shader_file",
-            build=sample_nearest_at_pytorchs_texel,
+            SHADER_FILE, "", "_sampler_shader_file", sample_nearest_at_pytorchs_texel
         ),
     },
     claims={

@@ -1,10 +1,4 @@
-"""What a fix module fills in: the fix, its claims, runtime forms, divergences, upstream notes,
-and the corpus cases and probes it brings to show its bug.
-
-Pure data, no torch, no I/O. A per-release mapping is keyed by a release name (``"1.2.0"``):
-a release line for runtime forms and divergences, the release a claim was measured on for
-triggers. Which lines carry a fix is each line's ``series``, not here.
-"""
+"""What a fix module fills in (docs/fixes.md has each field): pure data, no torch, no I/O."""
 
 from __future__ import annotations
 
@@ -19,8 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from overlay.items import CaseInfo
 
-# (module, original function) -> the replacement attribute (a function or staticmethod), or
-# (module, a copy of the original dict) -> the dict whose entries replace its entries.
+# (module, original function or a copy of the original dict) -> the replacement
 Builder = Callable[[Any, Any], Any]
 
 
@@ -53,11 +46,9 @@ def release_matches(releases: str, version: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Trigger:
-    """A corpus case that shows the fix: stock and patched differ there, as ``effect``.
+    """A corpus case where stock and patched differ as ``effect`` (FIXED: stock fails it).
 
-    A FIXED trigger is a *bug trigger*: stock fails it. ``release`` is the release the
-    claim was measured on; a fix module leaves it empty and files the trigger under that
-    release in :attr:`Fix.claims` (``Fix.triggers`` fills it in).
+    ``release``: the release measured on, filled in by ``Fix.triggers`` from the claims' key.
     """
 
     case: str
@@ -74,12 +65,7 @@ class Trigger:
 
 @dataclass(frozen=True)
 class RuntimeForm:
-    """The fix as a runtime monkey-patch on one line: which attribute, and its builder.
-
-    ``owner`` is the class holding ``attribute`` in the module at ``repo_path``, or ""
-    when ``attribute`` is a module-level function or dict (a dict is updated in place:
-    other modules hold the same object).
-    """
+    """The fix as a runtime monkey-patch on one line (``owner`` "": a module-level attribute)."""
 
     repo_path: str
     owner: str
@@ -106,11 +92,7 @@ class DiffOnly:
 
 @dataclass(frozen=True)
 class Case:
-    """A corpus case the fix brings to show its bug (a case only its claims name).
-
-    ``build`` runs in a worker under the corpus seed: it imports torch inside and returns
-    ``(module, inputs)``, as the corpus builders do.
-    """
+    """A corpus case the fix brings; ``build`` runs in a worker and imports torch inside."""
 
     info: CaseInfo
     build: Callable[[], tuple[Any, tuple[Any, ...]]] = dataclasses.field(repr=False)
@@ -118,11 +100,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Probe:
-    """A probe: the function the fix replaces, run directly on a small FX graph.
-
-    ``run`` runs in a worker (it imports torch and executorch inside) and returns a
-    JSON-ready observation or an FX graph (compared as its canonical text) across paths.
-    """
+    """The function the fix replaces, run on a small FX graph in a worker (torch inside)."""
 
     name: str
     description: str
@@ -146,18 +124,16 @@ class PullRequest:
 
 @dataclass(frozen=True)
 class UpstreamNote:
-    """Where a fix's regression test belongs upstream, how to reproduce the bug, and the
-    words a maintainer reads: the symptom (the issue's title) and the PRs it cites."""
+    """Where a fix's regression test belongs upstream, its reproducer, what a maintainer reads."""
 
     test_file: str
     reproducer: str
-    narrowing: str = ""  # how the upstream version differs from the overlay's patch
-    affected_tests: tuple[str, ...] = ()  # upstream test files to run with the fix
-    symptom: str = ""  # the bug as a user meets it: the title of the issue to file
-    regressed_by: tuple[PullRequest, ...] = ()  # the upstream change that brought the bug
-    related: tuple[PullRequest, ...] = ()  # upstream changes a reviewer should know of
-    # for the PR's reviewers only, not the commit: what stops being true once they act on it
-    reviewers: str = ""
+    narrowing: str = ""
+    affected_tests: tuple[str, ...] = ()
+    symptom: str = ""  # the title of the issue to file
+    regressed_by: tuple[PullRequest, ...] = ()
+    related: tuple[PullRequest, ...] = ()
+    reviewers: str = ""  # for the PR's reviewers only, never the commit
 
     @property
     def cited(self) -> tuple[PullRequest, ...]:
@@ -168,11 +144,8 @@ class UpstreamNote:
 class Direction(enum.StrEnum):
     """Which way (b) stock + a runtime patch and (c) the diff-patched build differ, as declared."""
 
-    # the same fix written differently: (b) fails with the declared error, (c) lowers
-    EQUIVALENT = "equivalent"
-    # the diffs carry a fix (or a form of it) the runtime patch lacks: (b) fails with the
-    # declared error or has wrong numbers, (c) is neither wrong nor failing on any target
-    IMPROVEMENT = "improvement"
+    EQUIVALENT = "equivalent"  # the same fix written differently
+    IMPROVEMENT = "improvement"  # the diffs carry a fix (or a form of it) (b) lacks
 
 
 @dataclass(frozen=True)
@@ -191,13 +164,9 @@ WRONG_NUMBERS: WrongNumbers = "wrong numbers"  # (b) lowers, but an executed tar
 class Divergence:
     """A known, accepted (b)/(c) difference: a rule over what a run observes, and why.
 
-    It holds on any item, the user's ``--models`` cases included, when every condition
-    holds: the case's TOSA spec has each feature of ``spec_has`` and none of
-    ``spec_lacks`` (``"INT"``, ``"FP"``, ``"int16"``, as in ``TOSA-1.0+INT+int16``), it is
-    quantised as ``quantize`` (``""``: any), one of ``involves`` (an op or pass name) is
-    named by a path's lowered graph or by (b)'s error, and (b), the other form, shows
-    ``other``: it raises one of those errors on some target, or (``WRONG_NUMBERS``) lowers
-    with wrong outputs. ``fix`` is the declaring fix's number (:meth:`Fix.rules` fills it in).
+    Every condition must hold (docs/equivalence.md, "Declared differences are rules"):
+    ``spec_has``/``spec_lacks`` features of the TOSA spec, ``quantize`` ("": any), one of
+    ``involves`` named by a lowered graph or (b)'s error, and (b) showing ``other``.
 
     Example: fix 1 on 1.2.0: IMPROVEMENT, ``spec_has=("INT", "int16")``,
     ``spec_lacks=("FP",)``, ``other=(ErrorSignature("TosaValueError", "doesn't support
@@ -233,23 +202,20 @@ class Divergence:
 
 @dataclass(frozen=True, eq=False)
 class Fix:
-    """One fix, as its module declares it (compared by identity: one object per fix)."""
+    """One fix, as its module declares it (compared by identity; keys: docs/fixes.md)."""
 
     number: int
     title: str
     repo_paths: tuple[str, ...]  # the files its patches touch
-    # release measured on -> trigger cases
     claims: Mapping[str, tuple[Trigger, ...]] = dataclasses.field(repr=False)
     upstream: UpstreamNote = dataclasses.field(repr=False)
-    # line -> its runtime form (several when the fix replaces several functions), or why it
-    # has none
     runtime: Mapping[str, RuntimeForm | tuple[RuntimeForm, ...] | DiffOnly] = dataclasses.field(
         default_factory=dict, repr=False
     )
     divergences: Mapping[str, tuple[Divergence, ...]] = dataclasses.field(
         default_factory=dict, repr=False
-    )  # line -> the (b)/(c) differences accepted there, as rules
-    cases: tuple[Case, ...] = dataclasses.field(default=(), repr=False)  # its own cases
+    )
+    cases: tuple[Case, ...] = dataclasses.field(default=(), repr=False)
     probes: tuple[Probe, ...] = dataclasses.field(default=(), repr=False)
 
     @property
