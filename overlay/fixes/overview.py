@@ -1,16 +1,10 @@
 """What each release line holds, fix by fix: `lines`, and the tables of docs/fixes.md and README.
 
-Example: the registry's four fixes and ``patches/1.2.0/``.
-Becomes: one row per fix (its title), one column per line saying how that line holds it and in which
-patch (carried / ported / backported, the patch's name, ``runtime Owner.attribute`` or ``diff
-only``; dropped; ``-`` for never there), then its claims by release and its declared divergences;
-then one row per line and fix with the evidence: the trigger cases on stock and patched, the
-upstream test and the upstream commit, from each line's ``evidence.toml`` (written when the line was
-promoted) or, on a line never promoted, from the fix's claims and the patch's DEP-3 ``Origin:``.
-:func:`update` puts both between the markers of a Markdown text; the README holds the first one
-``brief`` (how each line holds each fix, nothing else). The same statuses, with each line's
-executorch, torch and locks, are :func:`summaries` (the ``lines`` command). ``python -m
-overlay.fixes.overview`` rewrites both tables in a checkout.
+Example: the registry's fixes and ``patches/1.2.0/``.
+Becomes: one row per fix, one column per line (how it holds it: carried / ported / backported,
+the patch, ``runtime Owner.attribute`` or ``diff only``; dropped; ``-``), then one row per line
+and fix with the evidence, from the line's ``evidence.toml`` or, never promoted, the fix's
+claims and the patch's ``Origin:``. The README holds the ``brief`` table.
 """
 
 from __future__ import annotations
@@ -152,20 +146,6 @@ def evidence_table(registry: Registry, lines: Sequence[Line]) -> str:
     return "\n".join(markdown_table(header, rows)) + "\n"
 
 
-def _claims(fix: Fix) -> str:
-    return "; ".join(
-        f"{release}: " + ", ".join(f"{t.case} ({t.effect.value})" for t in triggers)
-        for release, triggers in fix.claims.items()
-    )
-
-
-def _divergences(fix: Fix) -> str:
-    return "; ".join(
-        f"{line}: " + ", ".join(d.name for d in declared)
-        for line, declared in fix.divergences.items()
-    )
-
-
 def table(registry: Registry, lines: Sequence[Line], *, brief: bool = False) -> str:
     """Return the Markdown table of every fix against ``lines`` (oldest first).
 
@@ -174,25 +154,24 @@ def table(registry: Registry, lines: Sequence[Line], *, brief: bool = False) -> 
     found = {line.name: evidence.load(line.directory) for line in lines}
     for line in lines:
         registry.carried_by(line)  # a patch with no fix module is an error here too
-    if brief:
-        header = ["fix", "what it fixes", *(line.name for line in lines)]
-        rows = [
-            [str(fix.number), fix.title]
-            + [str(status(line, fix, found[line.name]) or "-") for line in lines]
-            for fix in registry.fixes
-        ]
-        return "\n".join(markdown_table(header, rows)) + "\n"
-    header = ["fix", "what it fixes", *(line.name for line in lines), "claims", "divergences"]
-    rows = [
-        [
-            str(fix.number),
-            fix.title,
-            *(_on_line(fix, line, found[line.name]) for line in lines),
-            _claims(fix),
-            _divergences(fix) or "-",
-        ]
-        for fix in registry.fixes
-    ]
+    header = ["fix", "what it fixes", *(line.name for line in lines)]
+    rows = []
+    for fix in registry.fixes:
+        if brief:
+            held = [str(status(line, fix, found[line.name]) or "-") for line in lines]
+            rows.append([str(fix.number), fix.title, *held])
+            continue
+        claims = "; ".join(
+            f"{release}: " + ", ".join(f"{t.case} ({t.effect.value})" for t in triggers)
+            for release, triggers in fix.claims.items()
+        )
+        declared = "; ".join(
+            f"{line}: " + ", ".join(d.name for d in rules)
+            for line, rules in fix.divergences.items()
+        )
+        on_lines = [_on_line(fix, line, found[line.name]) for line in lines]
+        rows.append([str(fix.number), fix.title, *on_lines, claims, declared or "-"])
+    header += [] if brief else ["claims", "divergences"]
     return "\n".join(markdown_table(header, rows)) + "\n"
 
 
