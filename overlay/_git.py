@@ -26,10 +26,6 @@ OUTPUT_CONFIG = (
 _PINNED = tuple(arg for setting in OUTPUT_CONFIG for arg in ("-c", setting))
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
-
-
 def _run(
     repo: Path | None,
     args: list[str],
@@ -42,7 +38,7 @@ def _run(
             cwd=repo,
             input=stdin,
             capture_output=True,
-            env={**_env(), **(extra_env or {})},
+            env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", **(extra_env or {})},
             check=False,
         )
     except OSError as exc:

@@ -10,19 +10,13 @@ END = "<!-- exit-codes:end -->"
 DOC = "docs/errors.md"
 
 
-def _defining_classes() -> dict[int, list[str]]:
-    """Map each exit code to the error classes that set it themselves (not inherit it)."""
-    found: dict[int, list[str]] = {}
+def table() -> str:
+    """Return the Markdown table of every exit code, its meaning and the classes raising it."""
+    classes: dict[int, list[str]] = {}  # the classes that set the code themselves
     for cls in error_classes():
         code = cls.__dict__.get("exit_code")
         if isinstance(code, int):
-            found.setdefault(code, []).append(cls.__name__)
-    return found
-
-
-def table() -> str:
-    """Return the Markdown table of every exit code, its meaning and the classes raising it."""
-    classes = _defining_classes()
+            classes.setdefault(code, []).append(cls.__name__)
     rows = [
         [str(code), meaning, ", ".join(f"`{name}`" for name in classes.get(code, [])) or "-"]
         for code, meaning in exit_codes()

@@ -112,10 +112,6 @@ def _header_for(message: str, *, today: str) -> tuple[str | None, str]:
     return name, header
 
 
-def _touch_last_update(header: str, today: str) -> str:
-    return re.sub(r"(?m)^Last-Update: .*$", f"Last-Update: {today}", header)
-
-
 def regenerate(
     worktree: Path, patches_dir: Path, *, today: str | None = None, dry_run: bool = False
 ) -> Regenerated:
@@ -144,7 +140,7 @@ def regenerate(
         name = name or f"{next(numbers):04d}-{_slug(message.splitlines()[0])}{PATCH_SUFFIX}"
         previous = old_text.get(name)
         if previous is not None and previous.split(HEADER_END, 1)[-1] != diff:
-            header = _touch_last_update(header, day)
+            header = re.sub(r"(?m)^Last-Update: .*$", f"Last-Update: {day}", header)
         texts[name] = header + HEADER_END + diff
         parse_patch(name, texts[name])  # refuse anything the loader would refuse
     new_series = old.with_patches(tuple(parse_patch(n, t) for n, t in texts.items()))

@@ -70,12 +70,6 @@ def patched_cache() -> Path:
     return cache_dir() / "patched"
 
 
-def content_key(series: Series, pin: WheelPin) -> str:
-    """Return the key of a patched wheel: series, base wheel, requirements, tool, format."""
-    parts = (series.digest, pin.sha256, *series.pins.wheel_requirements(), _provenance.TOOL)
-    return hashlib.sha256("\0".join((*parts, str(REPACK_FORMAT))).encode()).hexdigest()
-
-
 def verify_wheel(path: Path, pin: WheelPin) -> None:
     """Refuse a wheel whose sha256 is not the pinned one."""
     digest = sha256_file(path)
@@ -309,8 +303,11 @@ def _make_folder(folder: Path, *, hint: str) -> None:
 
 
 def cached_wheel(series: Series, pin: WheelPin, cache: Path) -> Path:
-    """Return where the cache keeps the patched wheel of ``pin`` (alone in its folder)."""
-    return cache / content_key(series, pin)[:24] / patched_wheel_name(pin, series)
+    """Return where the cache keeps the patched wheel of ``pin`` (alone in its folder), keyed by
+    series, base wheel, requirements, tool and format."""
+    parts = (series.digest, pin.sha256, *series.pins.wheel_requirements(), _provenance.TOOL)
+    key = hashlib.sha256("\0".join((*parts, str(REPACK_FORMAT))).encode()).hexdigest()
+    return cache / key[:24] / patched_wheel_name(pin, series)
 
 
 def _link_or_copy(source: Path, dest: Path) -> None:
@@ -380,18 +377,13 @@ def _reusable(out: Path, series: Series, pin: WheelPin) -> tuple[Provenance | No
     existing = read_provenance(out)
     if existing is None:
         return None, f"{out.name} is not a readable wheel; replaced"
-    if not _is_current(existing, series, pin):
-        return None, None  # another series or tool: an ordinary rebuild
-    return existing, None
-
-
-def _is_current(provenance: Provenance, series: Series, pin: WheelPin) -> bool:
-    return (
-        provenance.series_digest == series.digest
-        and provenance.base_sha256 == pin.sha256
-        and provenance.tool == _provenance.TOOL
-        and provenance.requires == series.pins.wheel_requirements()
+    current = (
+        existing.series_digest == series.digest
+        and existing.base_sha256 == pin.sha256
+        and existing.tool == _provenance.TOOL
+        and existing.requires == series.pins.wheel_requirements()
     )
+    return (existing, None) if current else (None, None)  # else: an ordinary rebuild
 
 
 def _repacked(series: Series, source: Path, pin: WheelPin, out: Path) -> BuildResult:
@@ -433,7 +425,9 @@ def _repacked(series: Series, source: Path, pin: WheelPin, out: Path) -> BuildRe
                         continue  # written anew
                     else:
                         data = src.read(name)  # checked against the source's RECORD
-                    dst.add(_renamed(name, old_dist, new_dist), data, like=info)
+                    if name.startswith(old_dist):
+                        name = new_dist + name[len(old_dist) :]
+                    dst.add(name, data, like=info)
                 for repo_path in sorted(series.created):  # new files, dated like RECORD
                     name = series.pins.wheel_path(repo_path)
                     data = _patched(series, repo_path, None)
@@ -458,10 +452,6 @@ def _patched(series: Series, repo_path: str, data: bytes | None) -> bytes:
     new = transform_checked(series, repo_path, data)
     assert new is not None  # SHA256SUMS records bytes for every file after the series
     return new
-
-
-def _renamed(name: str, old_dist: str, new_dist: str) -> str:
-    return new_dist + name[len(old_dist) :] if name.startswith(old_dist) else name
 
 
 def patched_checksums(series: Series, source: Path) -> dict[str, str]:

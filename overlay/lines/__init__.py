@@ -45,22 +45,17 @@ def is_series_folder(path: Path) -> bool:
     return (path / SERIES_FILE).is_file() and (path / PINS_FILE).is_file()
 
 
-def _line_name(folder: Path) -> str | None:
-    try:
-        Version(folder.name)
-    except InvalidVersion:
-        return None
-    return folder.name if is_series_folder(folder) else None
-
-
 def all_lines(root: Path) -> tuple[Line, ...]:
     """Return the lines under ``root``, oldest first."""
     found = []
     if root.is_dir():
         for folder in root.iterdir():
-            name = _line_name(folder)
-            if name is not None:
-                found.append(Line(name, folder))
+            try:
+                Version(folder.name)
+            except InvalidVersion:
+                continue
+            if is_series_folder(folder):
+                found.append(Line(folder.name, folder))
     return tuple(sorted(found, key=lambda line: line.version))
 
 

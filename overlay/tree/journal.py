@@ -132,16 +132,12 @@ class Journal:
             raise CodecError(f"{JOURNAL_FILE}.schema", f"journal schema {SCHEMA}", journal.schema)
         for index, step in enumerate(journal.steps):
             where = f"{JOURNAL_FILE}.steps[{index}]"
-            _relative(step.path, f"{where}.path")
+            parts = step.path.split("/")
+            if step.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise CodecError(f"{where}.path", "a plain relative path", step.path)
             _name_in_tx(step.stage, f"{where}.stage")
             _name_in_tx(step.keep, f"{where}.keep")
         return journal
-
-
-def _relative(path: str, where: str) -> None:
-    parts = path.split("/")
-    if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise CodecError(where, "a plain relative path", path)
 
 
 def _name_in_tx(name: str | None, where: str) -> None:
@@ -339,11 +335,6 @@ def _sha_or_none(path: Path) -> str | None:
         return sha256_file(path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
-
-
-def _owner_of(path: Path) -> tuple[int, int]:
-    st = path.stat()
-    return st.st_uid, st.st_gid
 
 
 def give_to(path: Path, owner: tuple[int, int]) -> None:
@@ -648,7 +639,8 @@ def _roll_back_after(root: Path, journal: Journal, exc: OSError | _InterruptedEr
 
 def hand_over(root: Path) -> None:
     """As root in someone else's tree, give the state folder to the tree's owner."""
-    owner = _owner_of(root)
+    st = root.stat()
+    owner = st.st_uid, st.st_gid
     if os.geteuid() != 0 or owner == (0, 0):
         return
     folder = state_dir(root)
