@@ -1,7 +1,4 @@
-"""The fix registry: one module per fix, ``overlay/fixes/fNNNN_<slug>.py``, found by discovery.
-
-The module's number is the fix's number. Fix modules import from :mod:`overlay.fixes.model`
-only: this package is still initialising when they load.
+"""The fix registry: one module per fix, ``overlay/fixes/fNNNN_<slug>.py`` (docs/fixes.md).
 
 Example: ``triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")``.
 Becomes: ``[(fix 1, its FIXED trigger claimed on 1.5.1)]`` (a claim holds for the public

@@ -1,9 +1,4 @@
-"""Fix 1: int16 quantize nodes the float lowering needs stay unfolded.
-
-1.2.0 (``0001-keep-terminal-int16-quantize``): the terminal ones; 1.5.1
-(``0001-exclude-a16w8-grid-sample-from-pattern-quantization``): the q/dq around an a16w8 grid
-sampler, left unquantized by the quantizer's pattern check.
-"""
+"""Fix 1: int16 quantize nodes the float lowering needs stay unfolded (see its title)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 # mypy: allow-subclassing-any
-"""Fix 3: conv -> ReLU gets the right output rescale.
-
-1.2.0 (``0003-conv-rescale-qparams-from-source``): the rescale takes its qparams from the source
-conv or its clamp, where lowering failed; 1.5.1
-(``0003-fix-fused-relu-lost-in-conv-output-rescale``): it is clamped at the qmin a fused ReLU
-raised, where the ReLU was lost.
-"""
+"""Fix 3: conv -> ReLU gets the right output rescale (1.2.0: lowering failed; 1.5.1: ReLU lost)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Fix 5: int16 TABLE zeroed by a negative right shift (``0005-int16-table-negative-rshift``).
-
-A backport of upstream 9c7fba0e9b (PR #20668, first released in 1.4.0): the a16w8 ``tanh``
-and ``sigmoid`` of 1.2.0 output 0 for every input.
-"""
+"""Fix 5: int16 TABLE zeroed by a negative right shift (a backport of upstream 9c7fba0e9b)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 # mypy: allow-subclassing-any
-"""Fix 8: VGF nearest grid_sample reads PyTorch's texel at ties
-(``0008-vgf-nearest-grid-sample-ties-half-to-even``).
-
-The patch adds nearest variants of the four sampler shaders (float and int8, with and without
-align_corners), their SPIR-V as ``.spirv.b64`` text, and picks them in
-``_sampler_shader_file``. The runtime form ships the same shaders: it reads them from the
-line's own patch (the text its ``--- /dev/null`` hunks create) into the overlay cache and
-hands their paths to the stock payload builder, which reads a shader by name.
-"""
+"""Fix 8: VGF nearest grid_sample reads PyTorch's texel at ties (docs/fixes.md, "Fix 8")."""
 
 from __future__ import annotations
 
