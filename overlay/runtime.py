@@ -66,13 +66,6 @@ def _put(owner: Any, attribute: str, value: Any) -> None:
         setattr(owner, attribute, value)
 
 
-def _lines_at(root: Path) -> tuple[Line, ...]:
-    """Return the lines ``root`` holds: a lines root's folders, or one series folder itself."""
-    if lines.is_series_folder(root):
-        return (Line(str(load(root).executorch), root),)
-    return lines.all_lines(root)
-
-
 class Runtime:
     """The runtime forms of ``registry``'s fixes, for the lines under ``root``.
 
@@ -85,12 +78,14 @@ class Runtime:
         self.root = root
 
     def _lines(self) -> tuple[Line, ...]:
-        found = _lines_at(self.root or lines.default_root())
+        root = self.root or lines.default_root()  # a lines root, or one series folder
+        is_line = lines.is_series_folder(root)
+        found = (Line(str(load(root).executorch), root),) if is_line else lines.all_lines(root)
         if not found:
             raise RuntimePatchError(
                 "no release line to take the runtime forms from",
                 expected="patches/<version>/ folders holding a series",
-                found=str(self.root or lines.default_root()),
+                found=str(root),
                 hint="restore patches/ from git, or set $OVERLAY_PATCHES to a line folder",
             )
         return found

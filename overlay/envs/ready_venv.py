@@ -189,7 +189,13 @@ def repair_command(
         return f"executorch-arm-overlay sync --target {root} --line {line}{stock_flag}"
     where = lock.path if lock is not None else f"the lock of line {line} (locks/<wheel tag>.txt)"
     interpreter = python or root / "bin" / "python"
-    folder = _wheel_folder(series, lock)
+    folder = "DIR_WITH_THE_PATCHED_WHEEL"  # unless the overlay's cache has the pinned wheel
+    if lock is not None:
+        pinned = set(lock.get("executorch").hashes)
+        for wheel in sorted(patched_cache().glob(f"*/executorch-{local_version(series)}-*.whl")):
+            if sha256_file(wheel) in pinned:
+                folder = str(wheel.parent)
+                break
     if "uv" in config:
         return (
             f"uv pip sync --python {interpreter} --require-hashes --reinstall-package executorch"
@@ -199,13 +205,3 @@ def repair_command(
         f"{interpreter} -m pip uninstall --yes executorch && {interpreter} -m pip install"
         f" --require-hashes --find-links {folder} -r {where}"
     )
-
-
-def _wheel_folder(series: Series, lock: Lock | None) -> str:
-    """Return the folder of the patched wheel the lock pins, if the overlay's cache has it."""
-    if lock is not None:
-        pinned = set(lock.get("executorch").hashes)
-        for wheel in sorted(patched_cache().glob(f"*/executorch-{local_version(series)}-*.whl")):
-            if sha256_file(wheel) in pinned:
-                return str(wheel.parent)
-    return "DIR_WITH_THE_PATCHED_WHEEL"
