@@ -268,12 +268,15 @@ CASES = (
         )
         for padding in ("zeros", "border", "reflection")
     ),
-    _case(
-        "grid_sample_nearest_border_align_corners_fp",
-        "TOSA-1.0+FP",
-        f"{FP_NOTE}, border padding, align_corners=True",
-        _ties("border", ALIGNED[0]) + ALIGNED[1],
-        nearest_ties_fp("border", align_corners=True),
+    *(
+        _case(
+            f"grid_sample_nearest_{padding}_align_corners_fp",
+            "TOSA-1.0+FP",
+            f"{FP_NOTE}, {padding} padding, align_corners=True",
+            _ties(padding, ALIGNED[0]) + ALIGNED[1],
+            nearest_ties_fp(padding, align_corners=True),
+        )
+        for padding in ("border", "zeros")
     ),
     _case(
         "grid_sample_nearest_downsample_2x_fp",
@@ -289,13 +292,6 @@ CASES = (
         f"{INT8_NOTE} sampler shader, reflection padding",
         f"{_ties('reflection')}, x 1x4x8x8, grid 1x4x8x2{INT8_MODEL}",
         nearest_ties_int8("reflection"),
-    ),
-    _case(
-        "grid_sample_nearest_zeros_align_corners_fp",
-        "TOSA-1.0+FP",
-        f"{FP_NOTE}, zeros padding, align_corners=True",
-        _ties("zeros", ALIGNED[0]) + ALIGNED[1],
-        nearest_ties_fp("zeros", align_corners=True),
     ),
     _case(
         "grid_sample_nearest_zeros_align_corners_int8_intfp",
