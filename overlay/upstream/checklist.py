@@ -38,7 +38,7 @@ def checklist(
             f"- [ ] No upstream issue names this bug: open one from {item.stem}.issue.md"
             f" (its first line is the title), then add `Fixes #N` to the PR text."
         )
-    push = (
+    command = (
         f"`git -C {where} push <your fork> {branch}`, then open the PR against"
         f" pytorch/executorch `main` with the text of {item.stem}.pr.md."
     )
@@ -50,10 +50,10 @@ def checklist(
     elif stale:  # this run's branch sits on the stale main, with whatever a local main holds
         push = (
             "- [ ] Once main is refreshed and the export has run again, push the branch that"
-            f" run writes (from its folder), not this one: {push}"
+            f" run writes (from its folder), not this one: {command}"
         )
     else:
-        push = f"- [ ] Push the branch (from this folder): {push}"
+        push = f"- [ ] Push the branch (from this folder): {command}"
     lines += [
         push,
         *(
