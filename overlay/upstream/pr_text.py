@@ -33,10 +33,9 @@ from overlay.upstream.results import (
     NOT_DELEGATED,
     Counts,
     OnBase,
+    Outcome,
     PatchVerdict,
     Review,
-    TestOutcome,
-    TestRun,
     TestState,
 )
 from overlay.upstream.upstream_tests import new_tests
@@ -125,21 +124,15 @@ HOW_RUN = {
 
 def how_run(bases: Sequence[OnBase]) -> str:
     """Return how each target of the numbers ran, for the targets they hold."""
+    results = [result for base in bases for result in base.target_results]
     found = {
         family
-        for base in bases
-        for case in base.cases
-        for target, text in (*case.stock_targets.items(), *case.patched_targets.items())
+        for target, text in results
         for family in HOW_RUN
         if _target(target).startswith(family) and not text.startswith(NOT_DELEGATED)
     }
     ran = "; ".join(text for family, text in HOW_RUN.items() if family in found)
-    texts = [
-        text
-        for base in bases
-        for case in base.cases
-        for text in (*case.stock_targets.values(), *case.patched_targets.values())
-    ]
+    texts = [text for _, text in results]
     lines = [
         f"Each model lowered and run: {ran}. Outputs against the fake-quantised model (PyTorch"
         " itself where nothing is quantised): max error as a fraction of the output's range,"
@@ -238,16 +231,6 @@ def _untouched(
     return [f"- {' and '.join(names)} {text}" for text, names in said.items()]
 
 
-def _state(run: TestRun, node: str, stock: bool) -> str:
-    counts = run.stock if stock else run.patched
-    return next((t.state.value for t in counts.tests if t.node == node), NO_RESULT)
-
-
-def _changed(run: TestRun) -> set[str]:
-    before = {t.node: t.state for t in run.stock.tests}
-    return {t.node for t in run.patched.tests if before.get(t.node) != t.state}
-
-
 def tests_table(bases: Sequence[OnBase], added: Sequence[str]) -> list[str]:
     """Return the tests it adds and those whose state changed on a base, by name, without
     and with the change on each base (one pair of columns where every base agrees), a test's
@@ -256,16 +239,17 @@ def tests_table(bases: Sequence[OnBase], added: Sequence[str]) -> list[str]:
     ``added``: the tests the patch adds (``path::name``; each parametrization is one).
     """
     runs = [(b.base, b.affected) for b in bases if b.affected is not None]
-    nodes = sorted(
-        dict.fromkeys(t.node for _, r in runs for c in (r.stock, r.patched) for t in c.tests)
-    )
+    ended = [
+        [{t.node: t.state.value for t in c.tests} for c in (r.stock, r.patched)] for _, r in runs
+    ]
+    nodes = sorted({node for sides in ended for side in sides for node in side})
     wanted = set(added)
     new = {n for n in nodes if n.split("[")[0] in wanted}
-    changed = {n for _, run in runs for n in _changed(run)} - new
+    changed = {n for before, after in ended for n, s in after.items() if before.get(n) != s} - new
     named = [n for n in nodes if n in new or n in changed]
     lines = []
     if named:
-        states = {n: [_state(r, n, s) for _, r in runs for s in (True, False)] for n in named}
+        states = {n: [side.get(n, NO_RESULT) for sides in ended for side in sides] for n in named}
         columns = [f"{name} {side}" for name, _ in runs for side in ("without", "with")]
         if all(s == s[:2] * len(runs) for s in states.values()):
             columns = [f"{' and '.join(name for name, _ in runs)} without", "with"]
@@ -336,7 +320,7 @@ def _plan(base: OnBase, *, bystanders: bool = True) -> list[str]:
     verdict = base.behaviour.test_verdict if base.behaviour else None
     if added is not None:
         lines.append(f"- the tests it adds: without {added.stock.text}, with {added.patched.text}")
-        if verdict is not None and verdict.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER:
+        if verdict is not None and verdict.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER:
             failed = [t for t in added.stock.tests if t.state is TestState.FAILED]
             lines.append(f"  (without it: {failure_reasons(failed)})")
         elif verdict is not None:
@@ -416,7 +400,9 @@ def pr_body(
         lines += [f"- {check.summary}" for check in review.checks] + [""]
     if measurements(sub, release, torch) if comment is None else comment:
         lines += ["Measurements per target and base: first comment.", ""]
-    lines += [cc_line(note.cited if note else ()), ""]
+    cited = note.cited if note else ()  # cc'd: the Arm team and the cited PRs' authors, no one else
+    cc = dict.fromkeys([*" ".join(ARM_CC).split()[1:], *(f"@{pr.author}" for pr in cited)])
+    lines += [f"cc {' '.join(cc)}", ""]
     return "\n".join(lines)
 
 
@@ -427,13 +413,6 @@ def measurements(sub: PatchVerdict, release: str, torch: str) -> str:
     lines = [how_run(sub.bases), "", *numbers] if numbers else []
     lines += _plans(sub.bases, release, torch)
     return "\n".join(["### Measurements", "", *lines]) if lines else ""
-
-
-def cc_line(cited: Sequence[PullRequest]) -> str:
-    """Return the cc line: the Arm team and the authors of the PRs the fix cites, nobody
-    else (a maintainer objects to a cc no cited PR names)."""
-    team = " ".join(ARM_CC).removeprefix("cc ").split()
-    return "cc " + " ".join(dict.fromkeys([*team, *(f"@{pr.author}" for pr in cited)]))
 
 
 def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> str:

@@ -1,6 +1,5 @@
-"""The upstream engine's result types: what a replay, a run and a verdict found (the
-reports' frozen dataclasses, encoded by :mod:`overlay.codec` directly), and the parser of
-the ``Applied-Upstream`` header."""
+"""The upstream engine's result types (encoded by :mod:`overlay.codec` directly), and the
+parser of the ``Applied-Upstream`` header."""
 
 from __future__ import annotations
 
@@ -92,6 +91,13 @@ class OnBase:
     def cases(self) -> tuple[CaseOutcome, ...]:
         """Return its trigger cases as measured here (none when not measured)."""
         return self.behaviour.cases if self.behaviour else ()
+
+    @property
+    def target_results(self) -> list[tuple[str, str]]:
+        """Return each (target, result) of its trigger cases: a case's stock ones, then patched."""
+        return [
+            r for c in self.cases for r in (*c.stock_targets.items(), *c.patched_targets.items())
+        ]
 
     @property
     def effective(self) -> Applied:
@@ -284,31 +290,13 @@ class TestRun:
         return f"stock {self.stock.text} -> patched {self.patched.text}"
 
 
-class TestOutcome(enum.StrEnum):
-    """What the tests a patch adds show on one release."""
-
-    __test__ = False  # not a pytest test class
-
-    FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
-    PASSES_BEFORE = "passes before"  # it tests nothing the patch changes
-    FAILS_AFTER = "fails after"
-    COULD_NOT_RUN = "could not run"
-
-
-@dataclass(frozen=True)
-class TestVerdict:
-    """The tests' outcome and why, e.g. ``could not run: stock: t.py::x: RuntimeError...``."""
-
-    __test__ = False  # not a pytest test class
-
-    outcome: TestOutcome
-    text: str
-
-
 class Outcome(enum.StrEnum):
-    """What a patch does on one release, judged by its trigger cases and tests."""
+    """What a patch does on one release, judged by its trigger cases and tests (or by the
+    tests it adds alone: a :class:`TestVerdict`)."""
 
     FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
+    PASSES_BEFORE = "passes before"  # its tests test nothing the patch changes
+    FAILS_AFTER = "fails after"  # its tests
     FIXED_ON_STOCK = "already fixed on stock"
     REGRESSION = "regression with patch"
     STILL_FAILS = "still fails with patch"
@@ -318,6 +306,16 @@ class Outcome(enum.StrEnum):
 
 
 NOT_NEEDED = frozenset({Outcome.FIXED_ON_STOCK, Outcome.NO_BUG_TRIGGER})
+
+
+@dataclass(frozen=True)
+class TestVerdict:
+    """The tests' outcome and why, e.g. ``could not run: stock: t.py::x: RuntimeError...``."""
+
+    __test__ = False  # not a pytest test class
+
+    outcome: Outcome  # FAILS_BEFORE_PASSES_AFTER, PASSES_BEFORE, FAILS_AFTER or COULD_NOT_RUN
+    text: str
 
 
 @dataclass(frozen=True)

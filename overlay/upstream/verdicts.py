@@ -32,7 +32,6 @@ from overlay.upstream.results import (
     Outcome,
     PatchBehaviour,
     Status,
-    TestOutcome,
     TestResult,
     TestRun,
     TestState,
@@ -138,23 +137,23 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
     for label, counts, stock in (("stock", run.stock, True), ("patched", run.patched, False)):
         reason = _not_run(label, counts, expected_errors, stock=stock)
         if reason:
-            return TestVerdict(TestOutcome.COULD_NOT_RUN, f"could not run: {reason}")
+            return TestVerdict(Outcome.COULD_NOT_RUN, f"could not run: {reason}")
     summary = f"{run.stock.text} -> {run.patched.text}"
     failing = [t for t in run.patched.tests if t.state in (TestState.FAILED, TestState.XPASSED)]
     if failing or not run.patched.ok:
         reasons = "; ".join(f"{t.node}: {t.reason}" for t in failing) or run.patched.text
-        return TestVerdict(TestOutcome.FAILS_AFTER, f"fails after ({summary}): {reasons}")
+        return TestVerdict(Outcome.FAILS_AFTER, f"fails after ({summary}): {reasons}")
     before = [t for t in run.stock.tests if t.state is TestState.FAILED]
     if not before:
-        return TestVerdict(TestOutcome.PASSES_BEFORE, f"passes before ({summary})")
+        return TestVerdict(Outcome.PASSES_BEFORE, f"passes before ({summary})")
     after = {t.node: t.state for t in run.patched.tests}
     if all(after.get(t.node) is not TestState.PASSED for t in before):
         why = f"no test that fails before passes with the patch ({summary})"
-        return TestVerdict(TestOutcome.COULD_NOT_RUN, f"could not run: patched: {why}")
+        return TestVerdict(Outcome.COULD_NOT_RUN, f"could not run: patched: {why}")
     why = failure_reasons(before)
     if run.patched.count(TestState.NO_TARGET):
         why += f"; with the patch, not run here: {_no_target(run.patched)}"
-    return TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
+    return TestVerdict(Outcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
 
 
 REASON_CHARS = 160  # a failure reason up to this long is printed whole
@@ -168,8 +167,8 @@ def failure_reasons(tests: Sequence[TestResult]) -> str:
     Example: ``AssertionError: a_int8.glsl is missing`` and ``... a_fp.glsl ...``.
     Becomes: ``2 tests: AssertionError: a_*.glsl is missing``.
     """
-    ordered = sorted(tests, key=lambda t: t.node)
-    found = Counter(_first_line(t.causes[0] if t.causes else t.reason) for t in ordered)
+    reasons = [t.causes[0] if t.causes else t.reason for t in sorted(tests, key=lambda t: t.node)]
+    found = Counter(r.splitlines()[0] if r.strip() else "failed" for r in reasons)
     merged: list[tuple[list[str], int | None, list[str], int]] = []  # words, where, values, n
     for reason, n in found.items():
         words = reason.split(" ")
@@ -191,10 +190,6 @@ def failure_reasons(tests: Sequence[TestResult]) -> str:
         text = _shortened(" ".join(words))
         texts.append(f"{n} tests: {text}" if n > 1 else text)
     return "; ".join(texts)
-
-
-def _first_line(reason: str) -> str:
-    return reason.splitlines()[0] if reason.strip() else "failed"
 
 
 _SEGMENT = "_./-:'\"(),=[]"  # what separates the segments of a name
@@ -272,14 +267,14 @@ def decide_patch(
     env carries it; without, only stock counts: is the bug still there?)."""
     still = [c for c in bug if c.stock is not Quality.RIGHT]
     names = ", ".join(f"{c.case} ({c.stock_error or c.stock.value})" for c in still)
-    regressed = ", ".join(regressions)
-    kept_regressions: tuple[str, ...] = ()
-    tests = None
-    if not bug and kept and regressions:
+    kept_regressions = tuple(regressions) if kept and (still or not bug) else ()
+    tests = judge_tests(test, [c.stock_error for c in still]) if kept and still and test else None
+    not_fixed = [c for c in still if c.patched is not Quality.RIGHT]
+    if kept_regressions:
         outcome = Outcome.REGRESSION
-        text = f"no bug trigger on {release}, and a regression with the patch: {regressed}"
-        text += " right on stock, not with the patch"
-        kept_regressions = tuple(regressions)
+        head = f"no bug trigger on {release}, and a regression with the patch"
+        head = f"regression with the patch on {release}" if bug else head
+        text = f"{head}: {', '.join(regressions)} right on stock, not with the patch"
     elif not bug:
         outcome = Outcome.NO_BUG_TRIGGER
         wrong_other = [c.case for c in other if c.stock is not Quality.RIGHT]
@@ -296,28 +291,20 @@ def decide_patch(
         text += f" ({', '.join(c.case for c in bug)})"
     elif not kept:
         outcome, text = Outcome.STILL_FAILS, f"still needed on {release}: stock fails {names}"
+    elif not_fixed:
+        outcome = Outcome.STILL_FAILS
+        text = f"still fails with the patch on {release}: " + ", ".join(
+            f"{c.case} ({c.patched_error or c.patched})" for c in not_fixed
+        )
     else:
-        kept_regressions = tuple(regressions)
-        not_fixed = [c for c in still if c.patched is not Quality.RIGHT]
-        tests = judge_tests(test, [c.stock_error for c in still]) if test is not None else None
-        if regressions:
-            outcome = Outcome.REGRESSION
-            text = f"regression with the patch on {release}: {regressed} right on stock, not"
-            text += " with the patch"
-        elif not_fixed:
+        outcome = Outcome.FAILS_BEFORE_PASSES_AFTER
+        text = f"fails on stock {release}, passes with the patch: {names}"
+        if tests is not None and tests.outcome is Outcome.COULD_NOT_RUN:
+            outcome, text = Outcome.COULD_NOT_RUN, f"{text}; but its upstream test {tests.text}"
+        elif tests is not None and tests.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER:
             outcome = Outcome.STILL_FAILS
-            text = f"still fails with the patch on {release}: " + ", ".join(
-                f"{c.case} ({c.patched_error or c.patched})" for c in not_fixed
-            )
-        else:
-            outcome = Outcome.FAILS_BEFORE_PASSES_AFTER
-            text = f"fails on stock {release}, passes with the patch: {names}"
-            if tests is not None and tests.outcome is TestOutcome.COULD_NOT_RUN:
-                outcome, text = Outcome.COULD_NOT_RUN, f"{text}; but its upstream test {tests.text}"
-            elif tests is not None and tests.outcome is not TestOutcome.FAILS_BEFORE_PASSES_AFTER:
-                outcome = Outcome.STILL_FAILS
-                text += "; but its upstream test does not fail before and pass after"
-                text += f" ({tests.outcome.value}: {tests.text})"
+            text += "; but its upstream test does not fail before and pass after"
+            text += f" ({tests.outcome.value}: {tests.text})"
     return PatchBehaviour(
         patch, release, tuple(bug), tuple(other), outcome, text, kept_regressions, test, tests
     )
@@ -349,9 +336,7 @@ def compared_targets(bases: Sequence[OnBase]) -> frozenset[str]:
     return frozenset(
         "Ethos-U" if target.startswith("ethos-u") else target.upper()
         for base in bases
-        for case in base.cases
-        for results in (case.stock_targets, case.patched_targets)
-        for target, text in results.items()
+        for target, text in base.target_results
         if not text.startswith(NOT_COMPARED)
     )
 
@@ -522,17 +507,14 @@ def stale_main(main: str, main_date: str, release: str, released: str, refresh: 
             f" date is not recorded ([released] in patches/upstream.toml); refresh main:"
             f" {refresh}"
         )
-    if _moment(main_date) >= _moment(released):
+    moments = [datetime.datetime.fromisoformat(when) for when in (main_date, released)]
+    main_at, released_at = (m if m.tzinfo else m.replace(tzinfo=datetime.UTC) for m in moments)
+    if main_at >= released_at:
         return ""
     return (
         f"not ready on main: {where} is older than executorch {release} ({released[:10]});"
         f" refresh it: {refresh}, then run again"
     )
-
-
-def _moment(when: str) -> datetime.datetime:
-    found = datetime.datetime.fromisoformat(when)
-    return found if found.tzinfo else found.replace(tzinfo=datetime.UTC)
 
 
 def op_count_change(counts: OpCounts) -> str:
@@ -595,8 +577,7 @@ def submission_problems(
 
 def _on_base(base: OnBase) -> list[str]:
     """Return what keeps a fix back on one base: ``git am``, behaviour, tests, bystanders."""
-    problems = []
-    found = base.behaviour
+    problems, found = [], base.behaviour
     if not base.lands:
         problems.append(base.own.detail)
     elif found is None:
@@ -608,8 +589,7 @@ def _on_base(base: OnBase) -> list[str]:
     if base.broken:
         problems.append(f"passing without it, failing with it: {', '.join(base.broken)}")
     for counts in base.bystanders:
-        change = op_count_change(counts)
-        if change:
+        if change := op_count_change(counts):
             problems.append(
                 f"changes a model outside its bug: {counts.model}, {counts.spec},"
                 f" {counts.target.upper()} operators: {change}"
