@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from overlay import render
 from overlay.render import Badge, Block, Heading, Inline, Items, Para, Pre, Table, item
 from overlay.text.series import PATCH_SUFFIX
-from overlay.upstream.results import (
-    Matrix,
-    OnBase,
-    PatchVerdict,
-    Sending,
-    Status,
-    SuiteRun,
-    TestState,
-)
+from overlay.upstream.results import Matrix, Review, Sending, Status, SuiteRun, TestState
 from overlay.upstream.verdicts import op_count_change
 
 
@@ -78,48 +68,32 @@ def suite_blocks(result: SuiteRun) -> list[Block]:
     ]
 
 
-def _on_base(base: OnBase) -> str:
-    if not base.lands:
-        return base.own.detail
-    found = base.behaviour
-    return found.outcome.value if found is not None else "not measured"
-
-
-def _verdict(report: Sending, problems: Sequence[str]) -> Badge:
-    if problems:
-        return Badge("held back", "bad")
-    if report.stale_main:
-        return Badge(f"ready on {report.release}, not on main", "warn")
-    return Badge("ready", "ok")
-
-
-def _bystanders(sub: PatchVerdict) -> str:
-    """Return how many bystander models lower to other TOSA operators with the fix."""
-    counts = [c for b in sub.bases for c in b.bystanders]
-    if not counts:
-        return "not run"
-    changed = {(c.case, c.target) for c in counts if op_count_change(c)}
-    return f"{len(changed)} of {len({(c.case, c.target) for c in counts})} change"
-
-
 def sending_blocks(report: Sending) -> list[Block]:
     """Lay out an export: main's commit and date, each fix on each base, upstream's gate,
     what keeps it back, and whether main is too old to tell."""
     bases = [b.base for b in report.submissions[0].bases] if report.submissions else []
-    rows: list[tuple[Inline, ...]] = [
-        (
-            sub.patch.removesuffix(PATCH_SUFFIX),
-            *(_on_base(b) for b in sub.bases),
-            "not run" if lint is None else f"{len(lint.findings)} finding(s)",
-            f"{sum(bool(c.findings) for c in checks)} of {len(checks)} fail"
-            if checks
-            else "not run",
-            _bystanders(sub),
-            _verdict(report, sub.flags),
-        )
-        for sub in report.submissions
-        for lint, checks in [(sub.review.lint, sub.review.checks) if sub.review else (None, ())]
-    ]
+    rows: list[tuple[Inline, ...]] = []
+    for sub in report.submissions:
+        review = sub.review or Review("", None, ())
+        lint = "not run" if review.lint is None else f"{len(review.lint.findings)} finding(s)"
+        failing = sum(bool(c.findings) for c in review.checks)
+        checks = f"{failing} of {len(review.checks)} fail" if review.checks else "not run"
+        counts = [c for b in sub.bases for c in b.bystanders]  # lowered to other operators?
+        changed = {(c.case, c.target) for c in counts if op_count_change(c)}
+        moved = f"{len(changed)} of {len({(c.case, c.target) for c in counts})} change"
+        verdict = Badge("ready", "ok")
+        if sub.flags:
+            verdict = Badge("held back", "bad")
+        elif report.stale_main:
+            verdict = Badge(f"ready on {report.release}, not on main", "warn")
+        on_bases = [
+            (b.behaviour.outcome.value if b.behaviour else "not measured")
+            if b.lands
+            else b.own.detail
+            for b in sub.bases
+        ]
+        name = sub.patch.removesuffix(PATCH_SUFFIX)
+        rows.append((name, *on_bases, lint, checks, moved if counts else "not run", verdict))
     problems = [f"{s.patch}: {p}" for s in report.submissions for p in s.flags]
     main = f"main {report.main[:12]} ({report.main_date[:10] or 'date unknown'})"
     release = f"executorch {report.release} ({report.release_date[:10] or 'date not recorded'})"
