@@ -1,10 +1,5 @@
-"""What a reviewer reads: the pull request's text and the issue to file first.
-
-The body follows upstream's template (``### Summary``, ``### Test plan``) and stays short:
-the merge bot copies it into the squash commit. Tests are named only when the patch adds
-them or their state changed, the rest counted; the measurements (numbers per target and
-base, each base's test plan) are the PR's first comment.
-"""
+"""What a reviewer reads: the PR body, its first comment (the measurements) and the issue
+to file first, as docs/upstream.md describes them."""
 
 from __future__ import annotations
 
@@ -153,13 +148,8 @@ _OF_RANGE = re.compile(r"max error ([\d.]+)% of range")
 
 def numbers_table(bases: Sequence[OnBase], *, with_change: bool = True) -> list[str]:
     """Return the trigger cases' results per target, without and with the change (without
-    only: ``with_change=False``), each case under its model, TOSA spec and quantizer config.
-
-    Bases that gave the same result share a row; a target that did not run (lowered only,
-    or not delegated) and gave the same without and with the change is one line below.
-    Where it did so on every model of several, it is one line above them all (a change
-    to the VGF shaders does not reach TOSA's CPU fallback or Ethos-U).
-    """
+    only: ``with_change=False``), each case under its model, TOSA spec and quantizer config;
+    bases alike share a row, a target not compared is one line aside (docs/upstream.md)."""
     cases: dict[str, dict[tuple[str, str, str], list[str]]] = {}
     for base in bases:
         for case in base.cases:
@@ -377,9 +367,8 @@ def _bystanders(base: OnBase) -> list[str]:
 def pr_body(
     patch: Patch, sub: PatchVerdict, release: str, torch: str, comment: str | None = None
 ) -> str:
-    """Return the PR description in upstream's template: Summary, Test plan. The merge bot
-    copies it into the squash commit: the measurements are the PR's first comment
-    (``comment``, :func:`measurements` when not given), the body points there."""
+    """Return the PR description in upstream's template: Summary, Test plan; it points to the
+    measurements, the first comment (``comment``, :func:`measurements` when not given)."""
     note = _note(patch)
     lines = ["### Summary", "", *(f"{p}\n" for p in dep3_paragraphs(patch))]
     lines += [f"For reviewers: {note.reviewers}", ""] if note and note.reviewers else []
@@ -438,8 +427,7 @@ def with_texts(
     item: Export, patch: Patch, sub: PatchVerdict, *, release: str, torch: str
 ) -> Export:
     """Return the export with its PR body, first comment and issue draft (when no issue
-    names the bug);
-    the checklist, which lists what holds the fix back, is added once that is decided."""
+    names the bug); the checklist is added once what holds the fix back is decided."""
     issue = "" if patch.issues else drafted_issue(patch, sub, release, torch)
     comment = measurements(sub, release, torch)
     body = pr_body(patch, sub, release, torch, comment)
