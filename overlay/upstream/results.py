@@ -3,6 +3,7 @@ parser of the ``Applied-Upstream`` header."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from dataclasses import dataclass, field
 
@@ -159,19 +160,13 @@ class UpstreamInfo:
 def parse_applied_upstream(text: str) -> UpstreamInfo:
     """Parse ``Applied-Upstream``: ``1.3.0, commit:<sha> (PR #N)`` or free text."""
     text = " ".join(text.split())
-    version = None
-    note = text
     head, _, rest = text.partition(",")
-    try:
+    version, note = None, text
+    with contextlib.suppress(InvalidVersion):
         Version(head.strip())
-    except InvalidVersion:
-        pass
-    else:
         version, note = head.strip(), rest.strip()
-    commit = None
-    for word in note.replace("(", " ").replace(")", " ").split():
-        if word.startswith("commit:"):
-            commit = word.removeprefix("commit:")
+    words = reversed(note.replace("(", " ").replace(")", " ").split())  # the last one counts
+    commit = next((w.removeprefix("commit:") for w in words if w.startswith("commit:")), None)
     return UpstreamInfo(text=text, version=version, commit=commit, note=note)
 
 
