@@ -224,9 +224,7 @@ def test_after_must_pass_and_must_have_run() -> None:
     fails = judge_tests(_run(stock, _side((TestState.FAILED, "assert 2 == 1"))))
     assert fails.outcome is Outcome.FAILS_AFTER and "assert 2 == 1" in fails.text
     env = judge_tests(_run(stock, _side((TestState.ERROR, "setup: ImportError: x"))))
-    assert env.outcome is Outcome.COULD_NOT_RUN and env.text.startswith(
-        "could not run: patched"
-    )
+    assert env.outcome is Outcome.COULD_NOT_RUN and env.text.startswith("could not run: patched")
     nothing = judge_tests(_run(Counts(problem="pytest exited with 4"), _side(PASSED)))
     assert nothing.outcome is Outcome.COULD_NOT_RUN
 
