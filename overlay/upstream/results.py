@@ -297,7 +297,6 @@ class Outcome(enum.StrEnum):
     STILL_FAILS = "still fails with patch"
     NO_BUG_TRIGGER = "no bug trigger"
     COULD_NOT_RUN = "could not run"
-    INCOMPLETE = "incomplete"
 
 
 NOT_NEEDED = frozenset({Outcome.FIXED_ON_STOCK, Outcome.NO_BUG_TRIGGER})
