@@ -54,13 +54,10 @@ def checklist(
         )
     else:
         push = f"- [ ] Push the branch (from this folder): {command}"
+    post = f"- [ ] Post {item.stem}.comment.md as the PR's first comment (the measurements)."
     lines += [
         push,
-        *(
-            [f"- [ ] Post {item.stem}.comment.md as the PR's first comment (the measurements)."]
-            if item.comment
-            else []
-        ),
+        *([post] if item.comment else []),
         "- [ ] On the open PR, comment each of these (pytorchbot sets the labels; ciflow/trunk"
         " runs the trunk jobs, and pytorchbot takes a ciflow label only from someone with"
         " write access: otherwise ask a cc'd Arm maintainer to add it):",
