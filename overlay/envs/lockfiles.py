@@ -16,7 +16,7 @@ from overlay._files import write_text_atomic
 from overlay._hashing import sha256_bytes
 from overlay.distribution.provenance import TOOL, local_version
 from overlay.distribution.wheels import REPACK_FORMAT
-from overlay.envs.uv_process import find_uv, run_uv
+from overlay.envs.venvs import find_uv, run_uv
 from overlay.errors import LockfileError
 from overlay.lines.pins import LOCKS_DIR, WheelPin
 from overlay.text.series import Series
