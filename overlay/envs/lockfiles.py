@@ -157,12 +157,31 @@ def generate(
     return read(path)
 
 
-def parse(text: str, *, path: Path) -> Lock:
-    """Parse a lock's text: its key line and every ``name==version --hash=...`` entry."""
+def _unreadable(path: Path, found: str) -> LockfileError:
+    return LockfileError(
+        f"{path} is not a lock this overlay wrote",
+        expected="name==version lines, each with --hash=sha256:..., and an inputs-key line",
+        found=found,
+        hint=f"regenerate it: `{REFRESH}`",
+    )
+
+
+def read(path: Path) -> Lock:
+    """Read a lock file: its key line and every ``name==version --hash=...`` entry."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(
+            f"no lock at {path}",
+            expected="a lock for every pinned wheel, beside pins.toml",
+            found="nothing",
+            hint=f"generate it: `{REFRESH}`",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, str(exc)) from exc
     key = ""
     packages: list[LockedPackage] = []
-    logical = text.replace("\\\n", " ").splitlines()
-    for line in logical:
+    for line in text.replace("\\\n", " ").splitlines():
         if line.startswith(KEY_PREFIX):
             key = line.removeprefix(KEY_PREFIX).strip()
         content = line.split("#", 1)[0].strip() if not line.startswith("#") else ""
@@ -181,31 +200,6 @@ def parse(text: str, *, path: Path) -> Lock:
     if not key:
         raise _unreadable(path, f"no '{KEY_PREFIX.strip()}' line")
     return Lock(path, key, tuple(packages))
-
-
-def _unreadable(path: Path, found: str) -> LockfileError:
-    return LockfileError(
-        f"{path} is not a lock this overlay wrote",
-        expected="name==version lines, each with --hash=sha256:..., and an inputs-key line",
-        found=found,
-        hint=f"regenerate it: `{REFRESH}`",
-    )
-
-
-def read(path: Path) -> Lock:
-    """Read a lock file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockfileError(
-            f"no lock at {path}",
-            expected="a lock for every pinned wheel, beside pins.toml",
-            found="nothing",
-            hint=f"generate it: `{REFRESH}`",
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _unreadable(path, str(exc)) from exc
-    return parse(text, path=path)
 
 
 def check_current(series: Series, pin: WheelPin, *, path: Path | None = None) -> Lock:
