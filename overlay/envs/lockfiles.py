@@ -112,12 +112,8 @@ def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
 def generate(
     series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = None, upgrade: bool = False
 ) -> Lock:
-    """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch.
-
-    An existing lock is uv's starting point (``uv pip compile`` keeps the versions an output
-    file pins), so a new series changes the executorch entry only; ``upgrade`` resolves
-    every package anew.
-    """
+    """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch,
+    from the existing lock's versions (uv keeps what an output file pins) unless ``upgrade``."""
     path = out or lock_path(series, pin)
     python, platform, macos = uv_target(series, pin)
     with tempfile.TemporaryDirectory(prefix="overlay-lock-") as tmp:

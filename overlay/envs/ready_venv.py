@@ -87,14 +87,10 @@ def preview(
     on_top: tuple[str, ...] = (),
     force: bool = False,
 ) -> SyncPreview:
-    """Return what syncing ``root`` to ``pin``'s lock would do: every check, no build, no write.
-
-    The lock must be current; a folder that is neither a venv nor empty is refused.
-    """
-    locked = lockfiles.check_current(series, pin)
-    request = EnvRequest(
-        series, pin, locked, Flavour.STOCK if stock else Flavour.PATCHED, (), on_top
-    )
+    """Return what syncing ``root`` to ``pin``'s lock would do: every check (a current lock, a
+    venv or empty folder), no build, no write."""
+    flavour = Flavour.STOCK if stock else Flavour.PATCHED
+    request = EnvRequest(series, pin, lockfiles.check_current(series, pin), flavour, (), on_top)
     builds = not stock and (force or not cached_wheel(series, pin, patched_cache()).is_file())
     reason = venvs.stale(request.contents(), root.absolute(), force=force)
     return SyncPreview(request, reason, builds)

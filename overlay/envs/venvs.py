@@ -60,11 +60,8 @@ def run_uv(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> None:
-    """Run ``uv ARGS`` (its output shown unless ``quiet``) as a child that dies with us.
-
-    VIRTUAL_ENV is dropped, so uv acts only on what it is given; ``env`` adds variables. A
-    failure is ``refuse(what uv said)``, without its ``Using Python ... environment at`` lines.
-    """
+    """Run ``uv ARGS`` as a child that dies with us, without VIRTUAL_ENV (uv acts on what it is
+    given), ``env`` added; a failure is ``refuse(what uv said)`` less its ``Using Python`` lines."""
     kept = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
 
     def said(found: str) -> OverlayError:

@@ -69,9 +69,7 @@ def check_lock(
     lock: Lock, installed: dict[str, str], *, repair: str = NEXT_STEP, in_place: bool = False
 ) -> tuple[str, ...]:
     """Refuse an env whose packages differ from the lock, one line per difference; return the
-    unlocked ones. ``in_place``: the env's executorch was patched in place (the env was not
-    made from the lock): the next step then leads with checking executorch alone.
-    """
+    unlocked ones. ``in_place`` (executorch patched in place): the hint leads with --no-lock."""
     differ = []
     for package in lock.packages:
         have = installed.get(package.name)
