@@ -130,7 +130,7 @@ def check_installed(
         unlocked = check_lock(lock, installed, repair=repair, in_place=in_place)
     if stock:
         status = read_installed(series, site)
-        if status.target.version != series.pins.version or status.state is not TreeState.PRISTINE:
+        if status.state is not TreeState.PRISTINE:  # its version: uv installed it by hash
             raise InstallCheckError(
                 "this environment does not hold the stock release",
                 expected=f"executorch {series.pins.executorch}, its files pristine",
