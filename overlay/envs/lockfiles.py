@@ -109,12 +109,10 @@ def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
     )
 
 
-def generate(
-    series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = None, upgrade: bool = False
-) -> Lock:
+def generate(series: Series, pin: WheelPin, wheel: Path, *, upgrade: bool = False) -> Lock:
     """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch,
     from the existing lock's versions (uv keeps what an output file pins) unless ``upgrade``."""
-    path = out or lock_path(series, pin)
+    path = lock_path(series, pin)
     python, platform, macos = uv_target(series, pin)
     with tempfile.TemporaryDirectory(prefix="overlay-lock-") as tmp:
         folder = Path(tmp)
@@ -198,9 +196,9 @@ def read(path: Path) -> Lock:
     return Lock(path, key, tuple(packages))
 
 
-def check_current(series: Series, pin: WheelPin, *, path: Path | None = None) -> Lock:
+def check_current(series: Series, pin: WheelPin) -> Lock:
     """Return the lock of ``pin``; refuse one resolved from other pins, patches or tool."""
-    lock = read(path or lock_path(series, pin))
+    lock = read(lock_path(series, pin))
     wanted = inputs_key(series, pin)
     if lock.key != wanted:
         raise LockfileError(

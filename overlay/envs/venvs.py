@@ -82,14 +82,10 @@ class Venv:
 
 def pyvenv_config(root: Path) -> dict[str, str]:
     """Return the ``key = value`` lines of a venv's pyvenv.cfg ({} when it has none)."""
-    values: dict[str, str] = {}
     cfg = root / "pyvenv.cfg"
-    if cfg.is_file():
-        for line in cfg.read_text(encoding="utf-8", errors="replace").splitlines():
-            key, sep, value = line.partition("=")
-            if sep:
-                values[key.strip()] = value.strip()
-    return values
+    text = cfg.read_text(encoding="utf-8", errors="replace") if cfg.is_file() else ""
+    pairs = (line.partition("=") for line in text.splitlines())
+    return {key.strip(): value.strip() for key, sep, value in pairs if sep}
 
 
 def python_version(root: Path) -> str:
