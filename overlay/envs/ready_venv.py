@@ -164,13 +164,10 @@ def repair_command(
         return f"executorch-arm-overlay sync --target {root} --line {line}{stock_flag}"
     where = lock.path if lock is not None else f"the lock of line {line} (locks/<wheel tag>.txt)"
     interpreter = python or root / "bin" / "python"
-    folder = "DIR_WITH_THE_PATCHED_WHEEL"  # unless the overlay's cache has the pinned wheel
-    if lock is not None:
-        pinned = set(lock.get("executorch").hashes)
-        for wheel in sorted(patched_cache().glob(f"*/executorch-{local_version(series)}-*.whl")):
-            if sha256_file(wheel) in pinned:
-                folder = str(wheel.parent)
-                break
+    pinned = set(lock.get("executorch").hashes) if lock is not None else set()
+    cached = sorted(patched_cache().glob(f"*/executorch-{local_version(series)}-*.whl"))
+    found = (str(wheel.parent) for wheel in cached if pinned and sha256_file(wheel) in pinned)
+    folder = next(found, "DIR_WITH_THE_PATCHED_WHEEL")  # the cache's, when it has the wheel
     if "uv" in config:
         return (
             f"uv pip sync --python {interpreter} --require-hashes --reinstall-package executorch"
