@@ -22,7 +22,7 @@ import pytest
 from overlay import lines
 from overlay.cli import invocation
 from overlay.distribution import index, wheels
-from overlay.envs import lockfiles, uv_process
+from overlay.envs import lockfiles, venvs
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series, load_series
 
@@ -54,7 +54,7 @@ def run(
 def uv(
     *args: str | Path, cwd: Path | None = None, ok: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    return run(uv_process.find_uv(), *args, cwd=cwd, ok=ok)
+    return run(venvs.find_uv(), *args, cwd=cwd, ok=ok)
 
 
 def overlay(

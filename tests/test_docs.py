@@ -24,7 +24,7 @@ import pytest
 
 from overlay import errors_doc, fixes, lines
 from overlay.cli import build_parser
-from overlay.envs import uv_process
+from overlay.envs import venvs
 from overlay.errors import OverlayError
 from overlay.fixes import overview
 from overlay.text.series import load_series
@@ -278,7 +278,7 @@ def test_the_uv_project_recipe_parses_with_uv(tmp_path: Path) -> None:
     assert f'"executorch[arm]=={default}"' in toml and f"/dist/{default}/simple" in toml
     (tmp_path / "pyproject.toml").write_text(toml, encoding="utf-8")
     read = subprocess.run(
-        [uv_process.find_uv(), "version", "--offline", "--project", str(tmp_path)],
+        [venvs.find_uv(), "version", "--offline", "--project", str(tmp_path)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert read.returncode == 0, read.stderr

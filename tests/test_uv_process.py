@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay.envs import uv_process
+from overlay.envs import venvs
 from overlay.errors import EnvError, LockfileError
 
 SLOW_UV = """#!/bin/sh
@@ -22,7 +22,7 @@ import signal
 import sys
 # Ctrl-C as from a terminal: a background job (CI under nohup) inherits SIGINT ignored
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from overlay.envs.uv_process import run_uv
+from overlay.envs.venvs import run_uv
 from overlay.errors import EnvError
 run_uv(sys.argv[1], ["pip", "sync"], EnvError, quiet=False)
 """
@@ -33,16 +33,16 @@ def test_find_uv_prefers_the_uv_package_then_path(
 ) -> None:
     import uv
 
-    assert uv_process.find_uv() == str(uv.find_uv_bin())
+    assert venvs.find_uv() == str(uv.find_uv_bin())
     monkeypatch.setitem(sys.modules, "uv", None)  # the package missing: uv on PATH
     monkeypatch.setenv("PATH", str(tmp_path))
     script = tmp_path / "uv"
     script.write_text("#!/bin/sh\n")
     script.chmod(0o755)
-    assert uv_process.find_uv() == str(script)
+    assert venvs.find_uv() == str(script)
     script.unlink()
     with pytest.raises(EnvError, match="uv is not available"):
-        uv_process.find_uv()
+        venvs.find_uv()
 
 
 def test_a_failing_uv_is_the_callers_error_with_its_output(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_a_failing_uv_is_the_callers_error_with_its_output(tmp_path: Path) -> No
         return LockfileError("uv could not resolve", found=found, hint="h")
 
     with pytest.raises(LockfileError) as info:
-        uv_process.run_uv(str(script), ["pip", "compile", "x"], refuse)
+        venvs.run_uv(str(script), ["pip", "compile", "x"], refuse)
     assert (info.value.message, info.value.found, info.value.hint) == (
         "uv could not resolve",
         "exit code 2: no such version",

@@ -27,7 +27,7 @@ import fake_uv
 import pytest
 
 from overlay import _mutex
-from overlay.envs import uv_process, venvs
+from overlay.envs import venvs
 from overlay.envs.stamp import STAMP_FILE, Flavour, Origin, Stamp, read_stamp, write_stamp
 from overlay.envs.venvs import Contents
 from overlay.errors import BusyError, EnvError, InstallCheckError
@@ -261,7 +261,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 import fake_uv
-from overlay.envs import uv_process, venvs
+from overlay.envs import venvs
 from overlay.errors import InstallCheckError
 root, lock, uv = sys.argv[1:4]
 locked = fake_uv.parse(Path(lock))
@@ -422,7 +422,7 @@ def tiny_wheels(folder: Path, count: int, files: int) -> dict[str, str]:
 def test_a_real_uv_sync_stopped_anywhere_is_repaired_by_running_it_again(
     tmp_path: Path, case: int
 ) -> None:
-    uv = shutil.which("uv") or uv_process.find_uv()
+    uv = shutil.which("uv") or venvs.find_uv()
     lines = tiny_wheels(tmp_path / "wheels", 12, 40)
     names = sorted(lines)
     locks = []

@@ -151,14 +151,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.dry_run:
         return _sync_dry_run(args, series, root, seen)
-    request = ready_venv.request_for(
-        series,
-        series.pins.host_wheel(python),
-        stock=args.stock,
-        dist=_dist(args, series),
-        on_top=on_top,
-        force=args.force,
-        progress=progress,
+    request = ready_venv.with_wheel(
+        seen.request, dist=_dist(args, series), force=args.force, progress=progress
     )
     verified = ready_venv.sync(request, root, force=args.force, progress=progress)
     label = request.contents().label

@@ -16,7 +16,7 @@ from overlay._files import write_text_atomic
 from overlay._hashing import sha256_bytes
 from overlay.distribution.provenance import TOOL, local_version
 from overlay.distribution.wheels import REPACK_FORMAT
-from overlay.envs.uv_process import find_uv, run_uv
+from overlay.envs.venvs import find_uv, run_uv
 from overlay.errors import LockfileError
 from overlay.lines.pins import LOCKS_DIR, WheelPin
 from overlay.text.series import Series
@@ -109,16 +109,10 @@ def uv_target(series: Series, pin: WheelPin) -> tuple[str, str, str]:
     )
 
 
-def generate(
-    series: Series, pin: WheelPin, wheel: Path, *, out: Path | None = None, upgrade: bool = False
-) -> Lock:
-    """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch.
-
-    An existing lock is uv's starting point (``uv pip compile`` keeps the versions an output
-    file pins), so a new series changes the executorch entry only; ``upgrade`` resolves
-    every package anew.
-    """
-    path = out or lock_path(series, pin)
+def generate(series: Series, pin: WheelPin, wheel: Path, *, upgrade: bool = False) -> Lock:
+    """Resolve and write the lock of ``pin``, with ``wheel`` (the patched one) as executorch,
+    from the existing lock's versions (uv keeps what an output file pins) unless ``upgrade``."""
+    path = lock_path(series, pin)
     python, platform, macos = uv_target(series, pin)
     with tempfile.TemporaryDirectory(prefix="overlay-lock-") as tmp:
         folder = Path(tmp)
@@ -157,12 +151,31 @@ def generate(
     return read(path)
 
 
-def parse(text: str, *, path: Path) -> Lock:
-    """Parse a lock's text: its key line and every ``name==version --hash=...`` entry."""
+def _unreadable(path: Path, found: str) -> LockfileError:
+    return LockfileError(
+        f"{path} is not a lock this overlay wrote",
+        expected="name==version lines, each with --hash=sha256:..., and an inputs-key line",
+        found=found,
+        hint=f"regenerate it: `{REFRESH}`",
+    )
+
+
+def read(path: Path) -> Lock:
+    """Read a lock file: its key line and every ``name==version --hash=...`` entry."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(
+            f"no lock at {path}",
+            expected="a lock for every pinned wheel, beside pins.toml",
+            found="nothing",
+            hint=f"generate it: `{REFRESH}`",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, str(exc)) from exc
     key = ""
     packages: list[LockedPackage] = []
-    logical = text.replace("\\\n", " ").splitlines()
-    for line in logical:
+    for line in text.replace("\\\n", " ").splitlines():
         if line.startswith(KEY_PREFIX):
             key = line.removeprefix(KEY_PREFIX).strip()
         content = line.split("#", 1)[0].strip() if not line.startswith("#") else ""
@@ -183,34 +196,9 @@ def parse(text: str, *, path: Path) -> Lock:
     return Lock(path, key, tuple(packages))
 
 
-def _unreadable(path: Path, found: str) -> LockfileError:
-    return LockfileError(
-        f"{path} is not a lock this overlay wrote",
-        expected="name==version lines, each with --hash=sha256:..., and an inputs-key line",
-        found=found,
-        hint=f"regenerate it: `{REFRESH}`",
-    )
-
-
-def read(path: Path) -> Lock:
-    """Read a lock file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockfileError(
-            f"no lock at {path}",
-            expected="a lock for every pinned wheel, beside pins.toml",
-            found="nothing",
-            hint=f"generate it: `{REFRESH}`",
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _unreadable(path, str(exc)) from exc
-    return parse(text, path=path)
-
-
-def check_current(series: Series, pin: WheelPin, *, path: Path | None = None) -> Lock:
+def check_current(series: Series, pin: WheelPin) -> Lock:
     """Return the lock of ``pin``; refuse one resolved from other pins, patches or tool."""
-    lock = read(path or lock_path(series, pin))
+    lock = read(lock_path(series, pin))
     wanted = inputs_key(series, pin)
     if lock.key != wanted:
         raise LockfileError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +19,12 @@ from overlay.envs.verify_install import InstallReport, check_installed
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series
 
-READY_PREFIX = "ready-"
 BUILD_SESSION = "build_patched_executorch"
 
 
 def ready_name(line: str, python: str) -> str:
     """Return the folder name of a line's ready venv for one Python, e.g. ``ready-1.2.0-py3.11``."""
-    return f"{READY_PREFIX}{line}-py{python}"
+    return f"ready-{line}-py{python}"
 
 
 @dataclass(frozen=True)
@@ -43,19 +43,16 @@ class EnvRequest:
         """Return the release line (the pinned executorch release)."""
         return str(self.series.pins.executorch)
 
-    def text(self) -> str:
-        """Return the requirements text uv syncs."""
-        if self.flavour is Flavour.PATCHED:
-            return self.lock.path.read_text(encoding="utf-8")
-        return lockfiles.stock_text(self.lock, self.pin.sha256, self.line)
-
     def contents(self) -> venvs.Contents:
-        """Return what the builder syncs, with the origin its stamp records."""
-        label = self.lock.path.name
+        """Return what the builder syncs (the lock, or its stock text), with the origin its
+        stamp records."""
+        label, patched = self.lock.path.name, self.flavour is Flavour.PATCHED
         return venvs.Contents(
-            label=label if self.flavour is Flavour.PATCHED else f"{label} (stock)",
+            label=label if patched else f"{label} (stock)",
             python=self.pin.python,
-            requirements=self.text(),
+            requirements=self.lock.path.read_text(encoding="utf-8")
+            if patched
+            else lockfiles.stock_text(self.lock, self.pin.sha256, self.line),
             locked=True,
             find_links=self.find_links,
             on_top=self.on_top,
@@ -64,43 +61,12 @@ class EnvRequest:
 
 
 def place(target: Path | None, ready_in: Path, line: str, python: str | None) -> tuple[Path, str]:
-    """Return the venv a sync makes and its Python version.
-
-    ``target``, else the line's ready venv in ``ready_in``; the Python given, else the
-    existing venv's, else this interpreter's version.
-    """
+    """Return the venv a sync makes (``target``, else the line's ready venv in ``ready_in``)
+    and its Python version (the one given, else the existing venv's, else this one's)."""
     version = (
         python or (target and venvs.python_version(target)) or "{}.{}".format(*sys.version_info[:2])
     )
     return target or ready_in / ready_name(line, version), version
-
-
-def request_for(
-    series: Series,
-    pin: WheelPin,
-    *,
-    stock: bool,
-    dist: Path,
-    on_top: tuple[str, ...] = (),
-    force: bool = False,
-    progress: venvs.Progress = lambda _: None,
-) -> EnvRequest:
-    """Return the sync of ``pin``'s committed lock: stock, or patched (built into ``dist``).
-
-    The lock must be current; a patched build must be the wheel the lock pins.
-    """
-    locked = lockfiles.check_current(series, pin)
-    if stock:  # the wheel cache, where it is: uv does not download it again
-        links = (wheel_cache(),) if (wheel_cache() / pin.file).is_file() else ()
-    else:
-        source = fetch_pinned(pin, progress)
-        built = index.build_into(series, source, pin, dist, force=force, progress=progress)
-        lockfiles.check_wheel(locked, built.path, built.sha256)
-        # the cache's copy (the same bytes) at a stable path: uv reuses its unpacked wheel
-        cached = cached_wheel(series, pin, patched_cache())
-        links = (cached.parent if cached.is_file() else dist,)
-    flavour = Flavour.STOCK if stock else Flavour.PATCHED
-    return EnvRequest(series, pin, locked, flavour, links, on_top)
 
 
 @dataclass(frozen=True)
@@ -121,16 +87,35 @@ def preview(
     on_top: tuple[str, ...] = (),
     force: bool = False,
 ) -> SyncPreview:
-    """Return what syncing ``root`` to ``pin``'s lock would do: every check, no build, no write.
-
-    The lock must be current; a folder that is neither a venv nor empty is refused.
-    """
-    locked = lockfiles.check_current(series, pin)
+    """Return what syncing ``root`` to ``pin``'s lock would do: every check (a current lock, a
+    venv or empty folder), no build, no write."""
     flavour = Flavour.STOCK if stock else Flavour.PATCHED
-    request = EnvRequest(series, pin, locked, flavour, (), on_top)
+    request = EnvRequest(series, pin, lockfiles.check_current(series, pin), flavour, (), on_top)
     builds = not stock and (force or not cached_wheel(series, pin, patched_cache()).is_file())
     reason = venvs.stale(request.contents(), root.absolute(), force=force)
     return SyncPreview(request, reason, builds)
+
+
+def with_wheel(
+    request: EnvRequest,
+    *,
+    dist: Path,
+    force: bool = False,
+    progress: venvs.Progress = lambda _: None,
+) -> EnvRequest:
+    """Return ``request`` with where uv finds its executorch: the stock wheel in the cache, or
+    the patched one, built into ``dist`` and checked to be the wheel the lock pins."""
+    series, pin = request.series, request.pin
+    if request.flavour is Flavour.STOCK:  # the wheel cache, where it is: uv reuses it
+        links = (wheel_cache(),) if (wheel_cache() / pin.file).is_file() else ()
+    else:
+        source = fetch_pinned(pin, progress)
+        built = index.build_into(series, source, pin, dist, force=force, progress=progress)
+        lockfiles.check_wheel(request.lock, built.path, built.sha256)
+        # the cache's copy (the same bytes) at a stable path: uv reuses its unpacked wheel
+        cached = cached_wheel(series, pin, patched_cache())
+        links = (cached.parent if cached.is_file() else dist,)
+    return dataclasses.replace(request, find_links=links)
 
 
 def sync(
@@ -140,13 +125,8 @@ def sync(
     force: bool = False,
     progress: venvs.Progress = lambda _: None,
 ) -> InstallReport | None:
-    """Make ``root`` exactly the request's lock, verified and stamped; None: it already was.
-
-    ``uv pip sync --require-hashes`` installs exactly the lock's versions, so those are not
-    checked again; the check is what uv does not: executorch's patched (or pristine) files
-    by their sha256 (uv links files from its cache unchecked) and its provenance, then the
-    Arm backend imported in the venv's own interpreter.
-    """
+    """Make ``root`` exactly the request's lock, verified for what uv does not check (files,
+    provenance, imports: docs/environments.md) and stamped; None: it already was."""
     stock = request.flavour is Flavour.STOCK
     repair = repair_command(request.series, request.lock, root, stock=stock)
 
@@ -168,14 +148,9 @@ def repair_command(
     *,
     stock: bool = False,
 ) -> str:
-    """Return the command that makes the env at ``root`` its lock again, where the user is.
-
-    A venv in a checkout: the nox build for a ready venv it made, else ``python -m overlay
-    sync`` with the line. Outside a checkout (or not a venv): ``uv pip sync`` for a
-    uv-made venv, else pip, with the lock and the folder of the patched wheel (the
-    overlay's cache when it holds it); executorch reinstalled, as its files may have
-    drifted under a right version. ``python``: the env's interpreter (default: its
-    ``bin/python``); ``stock``: a stock env (only ever made by ``sync --stock``).
+    """Return the command that makes the env at ``root`` its lock again, where the user is: in
+    a checkout, the nox build of a ready venv, else ``sync``; elsewhere ``uv pip sync`` (a
+    uv-made venv) or pip, executorch reinstalled (its files may drift under a right version).
     """
     line = str(series.pins.executorch)
     checkout = lines.find_checkout(Path.cwd().resolve())
@@ -189,13 +164,10 @@ def repair_command(
         return f"executorch-arm-overlay sync --target {root} --line {line}{stock_flag}"
     where = lock.path if lock is not None else f"the lock of line {line} (locks/<wheel tag>.txt)"
     interpreter = python or root / "bin" / "python"
-    folder = "DIR_WITH_THE_PATCHED_WHEEL"  # unless the overlay's cache has the pinned wheel
-    if lock is not None:
-        pinned = set(lock.get("executorch").hashes)
-        for wheel in sorted(patched_cache().glob(f"*/executorch-{local_version(series)}-*.whl")):
-            if sha256_file(wheel) in pinned:
-                folder = str(wheel.parent)
-                break
+    pinned = set(lock.get("executorch").hashes) if lock is not None else set()
+    cached = sorted(patched_cache().glob(f"*/executorch-{local_version(series)}-*.whl"))
+    found = (str(wheel.parent) for wheel in cached if pinned and sha256_file(wheel) in pinned)
+    folder = next(found, "DIR_WITH_THE_PATCHED_WHEEL")  # the cache's, when it has the wheel
     if "uv" in config:
         return (
             f"uv pip sync --python {interpreter} --require-hashes --reinstall-package executorch"

@@ -16,11 +16,8 @@ ENVS_ENV = "OVERLAY_ENVS_DIR"
 
 
 def env_contents(name: str, python: str, requirements: Sequence[str]) -> venvs.Contents:
-    """Return what a release env holds: exact requirements ("pkg==1.0" or a local wheel path).
-
-    Its ``salt`` keys the interpreter and the requirements, a local wheel by name and content
-    (the same wheel built elsewhere is equal, a rebuilt one is not), and names its folder.
-    """
+    """Return what a release env holds: exact requirements ("pkg==1.0" or a local wheel path);
+    its ``salt`` (which names its folder) keys a local wheel by name and content."""
     parts = [f"python {python}"]
     for requirement in requirements:
         path = Path(requirement)
@@ -53,10 +50,8 @@ def envs_root() -> Path:
 def release_spec(
     pins: Pins, kind: str, *, executorch: str | Path | None = None, extra: tuple[str, ...] = ()
 ) -> venvs.Contents:
-    """Return what a release env holds: executorch (a pin or a wheel) beside the runtime pins.
-
-    ``extra``: more requirements (pytest for upstream's tests).
-    """
+    """Return what a release env holds: executorch (a pin or a wheel) beside the runtime pins,
+    and ``extra`` requirements (pytest for upstream's tests)."""
     target = executorch if executorch is not None else pins.executorch_requirement()
     requirements = (str(target), *pins.runtime_requirements(), *extra)
     return env_contents(f"executorch-{pins.executorch}-{kind}", pins.pythons[0], requirements)
@@ -75,7 +70,6 @@ def ensure(
     progress: venvs.Progress = lambda _: None,
 ) -> Env:
     """Return the env holding ``contents``, built with uv unless its stamp shows it is ready."""
-    folder = folder_for(contents, root)
-    # no check beyond uv's own: the pins are what is asked
+    folder = folder_for(contents, root)  # no check beyond uv's own: the pins are what is asked
     venvs.ensure_venv(contents, folder, verify=lambda _: None, uv=uv, progress=progress)
     return Env(folder, contents)

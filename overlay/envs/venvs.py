@@ -1,22 +1,25 @@
-"""The one stamped venv builder: the stamp says whether to sync, ``uv pip sync`` decides what."""
+"""The one stamped venv builder: the stamp says whether to sync, ``uv pip sync`` decides what;
+uv found and run as a child that never outlives the overlay."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
-from overlay import _mutex
+from overlay import _mutex, _process
 from overlay._hashing import sha256_bytes
+from overlay._process import Refuse
 from overlay.envs.stamp import STAMP_FILE, Origin, Stamp, read_stamp, write_stamp
-from overlay.envs.uv_process import find_uv, run_uv
-from overlay.errors import EnvError, TargetError
+from overlay.errors import EnvError, OverlayError, TargetError
 
 REQUIREMENTS_FILE = "overlay-requirements.txt"  # in the venv: the text it was synced from
 # What a folder may hold and still be taken for a (half-made) venv: what `uv venv` makes.
@@ -27,6 +30,44 @@ VENV_PARTS = frozenset(
 LOCK_TIMEOUT_S = 1800.0  # a cold sync downloads torch (~3 GB)
 T = TypeVar("T")
 Progress = Callable[[str], None]
+
+
+def find_uv() -> str:
+    """Return the uv executable: the ``uv`` package's binary, else ``uv`` on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        pass
+    on_path = shutil.which("uv")
+    if on_path:
+        return on_path
+    raise EnvError(
+        "uv is not available",
+        expected="the uv package in this Python, or uv on PATH",
+        found="neither",
+        hint=f"{sys.executable} -m pip install uv",
+    )
+
+
+def run_uv(
+    uv: str,
+    args: list[str],
+    refuse: Refuse,
+    *,
+    quiet: bool = True,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Run ``uv ARGS`` as a child that dies with us, without VIRTUAL_ENV (uv acts on what it is
+    given), ``env`` added; a failure is ``refuse(what uv said)`` less its ``Using Python`` lines."""
+    kept = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+
+    def said(found: str) -> OverlayError:
+        return refuse(re.sub(r"Using Python [^\n]*environment at[^\n]*\n?", "", found))
+
+    _process.run([uv, *args], said, env={**kept, **(env or {})}, cwd=cwd, quiet=quiet)
 
 
 @dataclass(frozen=True)
@@ -41,14 +82,10 @@ class Venv:
 
 def pyvenv_config(root: Path) -> dict[str, str]:
     """Return the ``key = value`` lines of a venv's pyvenv.cfg ({} when it has none)."""
-    values: dict[str, str] = {}
     cfg = root / "pyvenv.cfg"
-    if cfg.is_file():
-        for line in cfg.read_text(encoding="utf-8", errors="replace").splitlines():
-            key, sep, value = line.partition("=")
-            if sep:
-                values[key.strip()] = value.strip()
-    return values
+    text = cfg.read_text(encoding="utf-8", errors="replace") if cfg.is_file() else ""
+    pairs = (line.partition("=") for line in text.splitlines())
+    return {key.strip(): value.strip() for key, sep, value in pairs if sep}
 
 
 def python_version(root: Path) -> str:
@@ -74,12 +111,9 @@ def find_venv(root: Path) -> Venv:
 
 
 def installed_versions(site: Path | None = None) -> dict[str, str]:
-    """Return ``{canonical name: version}`` of the distributions in ``site`` (or on sys.path).
-
-    A ``name-version.dist-info`` folder (as installers name it) is read by its name, which
-    is fast; a folder name that does not split that way by its METADATA. Two copies of one
-    distribution give both versions (``2.11.0 + 2.15.0``), which matches no lock.
-    """
+    """Return ``{canonical name: version}`` of the distributions in ``site`` (or on sys.path),
+    from the dist-info folder's name (fast), else its METADATA. Two copies of one give both
+    versions (``2.11.0 + 2.15.0``), which matches no lock."""
     folders = [site] if site else [Path(p) for p in sys.path if p and Path(p).is_dir()]
     found: dict[str, str] = {}
     for folder in folders:
@@ -98,12 +132,8 @@ def installed_versions(site: Path | None = None) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Contents:
-    """What a venv must hold.
-
-    ``locked``: ``requirements`` is a hashed lock, synced exactly; ``on_top`` is then
-    installed with the lock as constraints (a test env's tools). Otherwise ``requirements``
-    are installed as they are (release envs: pins, local wheels).
-    """
+    """What a venv must hold: ``locked``, a hashed lock synced exactly, ``on_top`` then held
+    to it; else requirements installed as they are (release envs: pins, local wheels)."""
 
     label: str  # for messages, e.g. "cp311-manylinux_2_28_x86_64.txt (stock)"
     python: str  # "3.11"
@@ -124,11 +154,8 @@ class Contents:
 
 def stale(contents: Contents, root: Path, *, force: bool = False) -> str:
     """Return why the venv at ``root`` must be synced to hold ``contents``; "" when its stamp
-    says a sync of exactly these contents finished (reads, never writes).
-
-    A folder holding anything but a venv's parts (what ``uv venv`` makes, a half-made one
-    too) is refused, not removed.
-    """
+    says a sync of exactly these contents finished. A folder holding anything but a venv's
+    parts is refused, not removed."""
     names = {p.name for p in root.iterdir()} if root.is_dir() else set()
     foreign = sorted(names - VENV_PARTS)
     if foreign and "pyvenv.cfg" not in names:
@@ -145,9 +172,7 @@ def stale(contents: Contents, root: Path, *, force: bool = False) -> str:
         return f"a new Python {contents.python} venv"
     if stamp is None:
         return "no stamp of a finished sync: a new venv"
-    if stamp.sha256 != contents.key:
-        return f"{contents.label} changed since its last sync"
-    return ""
+    return f"{contents.label} changed since its last sync" if stamp.sha256 != contents.key else ""
 
 
 def ensure_venv(
@@ -159,12 +184,9 @@ def ensure_venv(
     uv: str | None = None,
     progress: Progress = lambda _: None,
 ) -> T | None:
-    """Make ``root`` a venv holding ``contents``, verified, then stamped; return what
-    ``verify`` returned, or None when its stamp says it holds them (uv is not run).
-
-    ``verify`` raises when the synced venv is not right: no stamp is written, so the next
-    run makes a new venv.
-    """
+    """Make ``root`` a venv holding ``contents`` (uv decides what to install, remove, replace),
+    verified, then stamped; return what ``verify`` returned, or None when its stamp says it
+    holds them (uv is not run). A venv ``verify`` refuses gets no stamp."""
     root = root.absolute()
     root.parent.mkdir(parents=True, exist_ok=True)
     busy = f"another overlay run is syncing {root}"
@@ -176,27 +198,34 @@ def ensure_venv(
         if not reason:
             return None
         progress(f"syncing {root} to {contents.label}: {reason}")
-        executable = uv or find_uv()
-        stamp = read_stamp(root)
+        uv = uv or find_uv()
+        remake = force or read_stamp(root) is None or not _is_venv(root, contents.python)
         (root / STAMP_FILE).unlink(missing_ok=True)
-        if force or stamp is None or not _is_venv(root, contents.python):
+        if remake:
             python = _interpreter(root, contents.python)
             remove_unfinished_venv(root)
-            _uv(executable, ["venv", "--quiet", "--clear", "--python", python, str(root)], None)
+            _uv(uv, ["venv", "--quiet", "--clear", "--python", python, str(root)], None)
         venv = find_venv(root)
-        _sync(contents, venv, executable)
+        requirements = root / REQUIREMENTS_FILE
+        requirements.write_text(contents.requirements, encoding="utf-8")
+        links = [arg for folder in contents.find_links for arg in ("--find-links", str(folder))]
+        target = ["--python", str(venv.python)]
+        if contents.locked:
+            sync = ["pip", "sync", *target, "--require-hashes", *links, str(requirements)]
+            _uv(uv, sync, contents)
+            if contents.on_top:
+                top = ["pip", "install", *target, *links, "-c", str(requirements)]
+                _uv(uv, [*top, *contents.on_top], contents)
+        else:
+            _uv(uv, ["pip", "install", *target, *links, "-r", str(requirements)], contents)
         verified = verify(venv)
         write_stamp(root, Stamp(contents.key, contents.origin))
     return verified
 
 
 def remove_unfinished_venv(root: Path) -> bool:
-    """Remove a venv that ``uv venv`` was stopped while making: return True if it did.
-
-    uv will not clear a folder without ``pyvenv.cfg`` (uv 0.13.9), and a stopped run can
-    leave one. A folder that holds nothing but a venv's parts is such a venv; any other
-    file keeps the folder (uv then refuses it, saying so).
-    """
+    """Remove a venv ``uv venv`` was stopped making (nothing but a venv's parts, no
+    pyvenv.cfg: uv 0.13.9 will not clear it); return True if it did."""
     if not root.is_dir() or (root / "pyvenv.cfg").exists():
         return False
     if not {entry.name for entry in root.iterdir()} <= VENV_PARTS:
@@ -213,27 +242,10 @@ def _is_venv(root: Path, python: str) -> bool:
         return False
 
 
-def _sync(contents: Contents, venv: Venv, uv: str) -> None:
-    """Have uv make ``venv`` hold ``contents``: it decides what to install, remove, replace."""
-    requirements = venv.root / REQUIREMENTS_FILE
-    requirements.write_text(contents.requirements, encoding="utf-8")
-    links = [arg for folder in contents.find_links for arg in ("--find-links", str(folder))]
-    target = ["--python", str(venv.python)]
-    if contents.locked:
-        sync = ["pip", "sync", *target, "--require-hashes", *links, str(requirements)]
-        _uv(uv, sync, contents)
-        if contents.on_top:
-            top = ["pip", "install", *target, *links, "-c", str(requirements), *contents.on_top]
-            _uv(uv, top, contents)
-    else:
-        _uv(uv, ["pip", "install", *target, *links, "-r", str(requirements)], contents)
-
-
 def _interpreter(root: Path, version: str) -> str:
-    """Return the Python a new venv at ``root`` is made from: the one the venv there was
-    made from when it runs ``version``, else the base Python running the overlay when it
-    does, else ``version`` itself (uv then searches for one: 0.1 s of a cold build).
-    """
+    """Return the Python a new venv at ``root`` is made from: the one the venv there was made
+    from, else the overlay's base Python, if it runs ``version``; else ``version`` (uv searches
+    for one: 0.1 s of a cold build)."""
     running = f"{sys.version_info[0]}.{sys.version_info[1]}"
     home = pyvenv_config(root).get("home")
     made_from = [(Path(home), python_version(root))] if home else []
@@ -244,10 +256,7 @@ def _interpreter(root: Path, version: str) -> str:
 
 
 def _uv(uv: str, args: list[str], contents: Contents | None) -> None:
-    """Run uv (its output shown unless the contents are quiet); refuse a failure.
-
-    ``contents`` None: a ``uv venv``, always quiet.
-    """
+    """Run uv (quiet for a ``uv venv``, ``contents`` None); refuse a failure."""
     if contents is None:
         hint = "check that uv can find (or download) this Python"
     elif contents.locked:

@@ -19,7 +19,7 @@ from overlay.errors import InstallCheckError
 from overlay.lines import PROJECT_NAME as NAME
 from overlay.text.series import Series
 from overlay.tree.locate import current_site
-from overlay.tree.state import Status, TreeState, read_installed, verified
+from overlay.tree.state import TreeState, read_installed, verified
 
 # Importing these proves the Arm backend loads with the patched sources.
 ARM_MODULES = (
@@ -69,9 +69,7 @@ def check_lock(
     lock: Lock, installed: dict[str, str], *, repair: str = NEXT_STEP, in_place: bool = False
 ) -> tuple[str, ...]:
     """Refuse an env whose packages differ from the lock, one line per difference; return the
-    unlocked ones. ``in_place``: the env's executorch was patched in place (the env was not
-    made from the lock): the next step then leads with checking executorch alone.
-    """
+    unlocked ones. ``in_place`` (executorch patched in place): the hint leads with --no-lock."""
     differ = []
     for package in lock.packages:
         have = installed.get(package.name)
@@ -114,10 +112,8 @@ def check_installed(
     the pinned stock release (pristine files, no provenance); ``repair``: the next step.
     """
     wanted_version = str(series.pins.executorch) if stock else local_version(series)
-    if search_path is None:
-        dists = list(importlib.metadata.distributions(name="executorch"))
-    else:
-        dists = list(importlib.metadata.distributions(name="executorch", path=[str(search_path)]))
+    where = [str(search_path)] if search_path else sys.path
+    dists = list(importlib.metadata.distributions(name="executorch", path=where))
     if not dists:  # said first: without it, every other difference follows from this one
         raise InstallCheckError(
             f"executorch is missing: not installed in {search_path or current_site()}",
@@ -133,7 +129,14 @@ def check_installed(
         in_place = dist.read_text(ORIGINAL_FILE) is not None
         unlocked = check_lock(lock, installed, repair=repair, in_place=in_place)
     if stock:
-        status = _stock_tree(series, site, repair)
+        status = read_installed(series, site)
+        if status.state is not TreeState.PRISTINE:  # its version: uv installed it by hash
+            raise InstallCheckError(
+                "this environment does not hold the stock release",
+                expected=f"executorch {series.pins.executorch}, its files pristine",
+                found=f"executorch {status.target.version}: {status.summary}",
+                hint=repair,
+            )
         expected = {p: series.pristine_sha256(p) or "missing" for p in series.targets()}
     else:
         status = verified(series, site, rebuild=repair)
@@ -146,7 +149,20 @@ def check_installed(
             for p in expected
             if p.endswith(".py") and not _upstream_test(p) and expected[p] != "missing"
         }
-        loaded = _import(python or Path(sys.executable), [*patched, *ARM_MODULES], stock, repair)
+        names, python = [*patched, *ARM_MODULES], python or Path(sys.executable)
+
+        def refuse(found: str) -> InstallCheckError:
+            return InstallCheckError(
+                f"the {'stock' if stock else 'patched'} executorch does not import",
+                expected=f"{', '.join(names)} importable with {python}",
+                found=found,
+                hint=repair,
+            )
+
+        loaded = import_check(python, names, refuse)
+        failed = [f"{name}: {result.error}" for name, result in loaded.items() if result.error]
+        if failed:
+            raise refuse("; ".join(failed))
         for name, path in patched.items():
             if Path(loaded[name].file).resolve() != path.resolve():
                 raise InstallCheckError(
@@ -156,15 +172,8 @@ def check_installed(
                     hint="remove the shadowing copy from sys.path",
                 )
         modules = tuple(loaded)
-    return InstallReport(
-        dist.version,
-        site,
-        files,
-        modules,
-        lock.path if lock else None,
-        len(lock.packages) if lock else 0,
-        unlocked,
-    )
+    locked: tuple[Path | None, int] = (lock.path, len(lock.packages)) if lock else (None, 0)
+    return InstallReport(dist.version, site, files, modules, *locked, unlocked)
 
 
 def _upstream_test(repo_path: str) -> bool:
@@ -172,49 +181,14 @@ def _upstream_test(repo_path: str) -> bool:
     return any(part in {"test", "tests"} for part in repo_path.split("/")[:-1])
 
 
-def _stock_tree(series: Series, site: Path, repair: str) -> Status:
-    """Return the state of a stock installation; refuse any but the pinned release, pristine."""
-    status = read_installed(series, site)
-    if status.target.version != series.pins.version or status.state is not TreeState.PRISTINE:
-        raise InstallCheckError(
-            "this environment does not hold the stock release",
-            expected=f"executorch {series.pins.executorch}, its files pristine",
-            found=f"executorch {status.target.version}: {status.summary}",
-            hint=repair,
-        )
-    return status
-
-
 def import_check(python: Path, names: Sequence[str], refuse: Refuse) -> dict[str, Imported]:
-    """Import each of ``names`` in ``python``; return what each gave (its file or its error).
-
-    ``python`` runs isolated (-s -P, PYTHONPATH and PYTHONHOME dropped: no user site, no
-    script folder, nothing of this process's path), so it sees its own environment (a
-    wrapper that sets PYTHONPATH itself keeps it). A Python that does not run or answer is
-    ``refuse(what was found)``.
-    """
+    """Import each of ``names`` in ``python``, isolated (-s -P, no PYTHONPATH or PYTHONHOME:
+    its own environment); return what each gave (its file or its error). A Python that does
+    not run or answer is ``refuse(what was found)``."""
     # PYTHONDONTWRITEBYTECODE is kept: the import costs what it costs the user's own first.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     command = [str(python), "-s", "-P", "-c", IMPORT_CHECK, *names]
     return _process.json_line(dict[str, Imported], command, refuse, env=env)
-
-
-def _import(python: Path, names: list[str], stock: bool, repair: str) -> dict[str, Imported]:
-    """Import ``names`` in ``python``; refuse any that does not import."""
-
-    def refuse(found: str) -> InstallCheckError:
-        return InstallCheckError(
-            f"the {'stock' if stock else 'patched'} executorch does not import",
-            expected=f"{', '.join(names)} importable with {python}",
-            found=found,
-            hint=repair,
-        )
-
-    found = import_check(python, names, refuse)
-    failed = [f"{name}: {result.error}" for name, result in found.items() if result.error]
-    if failed:
-        raise refuse("; ".join(failed))
-    return found
 
 
 def environment(target: Path) -> Venv:

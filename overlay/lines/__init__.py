@@ -98,17 +98,16 @@ def line_for_version(root: Path, version: str) -> Line:
     for line in all_lines(root):
         if line.version == public:
             return line
-    supported = _supported(root)
-    newest = all_lines(root)[-1].name if all_lines(root) else None
+    known = all_lines(root)
+    other = f"use a version of {PROJECT_NAME} whose lines include {public or version}"
     raise UnsupportedReleaseError(
         f"executorch {version} has no release line here",
-        expected=f"executorch at one of the supported lines: {supported}",
+        expected=f"executorch at one of the supported lines: {_supported(root)}",
         found=f"executorch {version}",
-        hint=f"install executorch at a supported release (`uv pip install executorch=={newest}`),"
-        f" or use a version of {PROJECT_NAME} whose lines include {public or version}"
-        f" (`{PROJECT_NAME} lines` lists this one's)"
-        if newest
-        else f"use a version of {PROJECT_NAME} whose lines include {public or version}",
+        hint=f"install executorch at a supported release (`uv pip install executorch=="
+        f"{known[-1].name}`), or {other} (`{PROJECT_NAME} lines` lists this one's)"
+        if known
+        else other,
     )
 
 
@@ -135,11 +134,8 @@ def line_before(root: Path, version: str) -> Line:
 
 
 def find_checkout(start: Path) -> Path | None:
-    """Return the overlay checkout holding ``start`` (its pyproject names this project).
-
-    A folder this user may not look into is not one (an installed package under another
-    user's private folder, seen by a process that changed its user).
-    """
+    """Return the overlay checkout holding ``start`` (its pyproject names this project); a
+    folder this user may not look into is not one."""
     for folder in (start, *start.parents):
         pyproject = folder / "pyproject.toml"
         try:
@@ -170,13 +166,9 @@ class Root:
 
 
 def default_source() -> Root:
-    """Return the lines root (or a single series folder) a command uses by default.
-
-    ``$OVERLAY_PATCHES``, else the lines that ship with the running code: those in the
-    installed package, else the checkout an editable install (``uv run``) runs from; else
-    the ``patches/`` of the checkout the current folder is in. An installed tool never reads
-    another checkout's lines by itself (:func:`other_checkout` names one).
-    """
+    """Return the lines root (or one series folder) a command uses by default:
+    ``$OVERLAY_PATCHES``, else the running code's own lines (the installed package's, else its
+    checkout's), else the current folder's checkout's: an installed tool reads no other."""
     explicit = os.environ.get(PATCHES_ENV)
     if explicit:
         return Root(Path(explicit), f"${PATCHES_ENV} ({explicit})")
@@ -221,13 +213,9 @@ def other_checkout(root: Path) -> Path | None:
 
 
 def root_to_change(given: Path | None, command: str) -> Path:
-    """Return the lines (a root or one series folder) ``command`` works on: it changes them
-    (or, as `edit`, lays them out for a change that `regenerate` writes back).
-
-    ``given`` (``--patches``), else ``$OVERLAY_PATCHES``, else the ``patches/`` of the
-    checkout holding the current folder; never the lines inside the installed package (no
-    command writes into it): without a checkout, a UsageError saying where to run it.
-    """
+    """Return the lines (a root or one series folder) ``command`` changes: ``given``
+    (``--patches``), else ``$OVERLAY_PATCHES``, else the current folder's checkout's; never
+    the lines inside the installed package (read-only)."""
     env = os.environ.get(PATCHES_ENV)
     explicit = given or (Path(env) if env else None)
     package = Path(__file__).resolve().parent.parent

@@ -59,8 +59,8 @@ class LineEvidence:
     patches: tuple[PatchEvidence, ...]
 
 
-def dumps(evidence: LineEvidence) -> str:
-    """Return the TOML text of ``evidence`` (with a header saying where it came from)."""
+def write(line_dir: Path, evidence: LineEvidence) -> Path:
+    """Write ``evidence.toml`` into ``line_dir`` (with a header saying where it came from)."""
     document = tomlkit.document()
     document.add(
         tomlkit.comment(
@@ -71,13 +71,8 @@ def dumps(evidence: LineEvidence) -> str:
     encoded = codec.encode(evidence)
     assert isinstance(encoded, dict)
     document.update(encoded)
-    return tomlkit.dumps(document)
-
-
-def write(line_dir: Path, evidence: LineEvidence) -> Path:
-    """Write ``evidence.toml`` into ``line_dir``; return its path."""
     path = line_dir / EVIDENCE_FILE
-    write_text_atomic(path, dumps(evidence))
+    write_text_atomic(path, tomlkit.dumps(document))
     return path
 
 

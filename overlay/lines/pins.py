@@ -173,12 +173,8 @@ class Pins:
 
 
 def read_toml(cls: type[T], source: Path, what: str) -> T:
-    """Return a TOML file decoded into ``cls`` (shared by every pins file; ``source`` added).
-
-    An unreadable file, one that is not the shape of ``cls``, or one with an empty string
-    where a value is required, is a SeriesError naming the file (``what``: "pins file")
-    and the entry.
-    """
+    """Return a TOML pins file decoded into ``cls`` (``source`` added); refuse one unreadable,
+    not of that shape, or with an empty required string, naming the file (``what``) and entry."""
     try:
         data = tomllib.loads(source.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError) as exc:

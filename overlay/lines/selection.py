@@ -25,35 +25,29 @@ def _key(token: str) -> str:
     return str(int(token)) if token.isdigit() else token
 
 
-def _tokens(values: Iterable[str]) -> list[str]:
-    return [token.strip() for value in values for token in value.split(",") if token.strip()]
-
-
 def select(series: Series, values: Iterable[str]) -> frozenset[int]:
-    """Return the fixes named by ``--fix`` values (each a comma-separated list).
-
-    A fix the line does not carry, or no fix at all, is a UsageError listing the line's
-    fixes; for a fix the line dropped it gives the reason the line's evidence records.
-    """
-    carried = {spelling: p.number for p in series.patches for spelling in _spellings(p.name)}
-    tokens = _tokens(values)
-    missing = [token for token in tokens if _key(token) not in carried]
-    if missing or not tokens:
-        raise _refusal(series, missing)
-    return frozenset(carried[_key(token)] for token in tokens)
+    """Return the fixes named by ``--fix`` values (each a comma-separated list); refuse a fix
+    the line does not carry (a dropped one with the reason its evidence records) or none."""
+    return _select([series], values)
 
 
 def refuse_unknown(every: Sequence[Series], values: Iterable[str]) -> None:
     """Refuse ``--fix`` values no line of ``every`` (oldest first) carries, before the line
-    is known (it follows from the target): a command-line mistake, listing the newest line's
-    fixes."""
-    known = {
-        spelling for series in every for p in series.patches for spelling in _spellings(p.name)
-    }
-    tokens = _tokens(values)
-    missing = [token for token in tokens if _key(token) not in known]
-    if every and (missing or not tokens):
-        raise _refusal(every[-1], missing, anywhere=len(every) > 1)
+    is known (it follows from the target), listing the newest line's fixes."""
+    if every:
+        _select(every, values, anywhere=len(every) > 1)
+
+
+def _select(
+    every: Sequence[Series], values: Iterable[str], *, anywhere: bool = False
+) -> frozenset[int]:
+    patches = [p for series in every for p in series.patches]
+    carried = {spelling: p.number for p in patches for spelling in _spellings(p.name)}
+    tokens = [token.strip() for value in values for token in value.split(",") if token.strip()]
+    missing = [token for token in tokens if _key(token) not in carried]
+    if missing or not tokens:
+        raise _refusal(every[-1], missing, anywhere=anywhere)
+    return frozenset(carried[_key(token)] for token in tokens)
 
 
 def _refusal(series: Series, missing: list[str], *, anywhere: bool = False) -> UsageError:
