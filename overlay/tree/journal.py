@@ -273,11 +273,12 @@ def _fsync(path: Path) -> None:
 def _fsync_all(paths: Iterable[Path]) -> None:
     """fsync these files and folders at once: the file system commits them together."""
     unique = sorted(set(paths))
-    if len(unique) > 1:
-        with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
-            list(pool.map(_fsync, unique))
-    elif unique:
-        _fsync(unique[0])
+    if len(unique) <= 1:
+        for path in unique:
+            _fsync(path)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
+        list(pool.map(_fsync, unique))
 
 
 def _write_file(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -466,13 +467,9 @@ def _sync_parents(root: Path, steps: Sequence[Step], locate: _Locator) -> None:
 
 
 def _finish(root: Path) -> None:
-    """Remove the journal: the commit point.
-
-    Not fsynced: if a power loss brings the journal back, every step is done, and the next
-    run settles it again either way without harm.
-    """
-    with contextlib.suppress(FileNotFoundError):
-        journal_file(root).unlink()
+    """Remove the journal: the commit point (not fsynced: a journal a power loss brings back
+    has every step done, and the next run settles it again either way without harm)."""
+    journal_file(root).unlink(missing_ok=True)
 
 
 def _remove_tx(root: Path) -> tuple[str, ...]:
@@ -481,9 +478,7 @@ def _remove_tx(root: Path) -> tuple[str, ...]:
         return ()
     removed = tuple(sorted(str(p.relative_to(root)) for p in tx.iterdir()))
     shutil.rmtree(tx, ignore_errors=True)
-    leftover = state_dir(root) / (JOURNAL_FILE + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        leftover.unlink()
+    (state_dir(root) / (JOURNAL_FILE + ".tmp")).unlink(missing_ok=True)
     return removed
 
 
