@@ -110,17 +110,12 @@ class Journal:
             raise CodecError(f"{JOURNAL_FILE}.schema", f"journal schema {SCHEMA}", journal.schema)
         for index, step in enumerate(journal.steps):
             where = f"{JOURNAL_FILE}.steps[{index}]"
-            parts = step.path.split("/")
-            if step.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            if any(p in ("", ".", "..") for p in step.path.split("/")):  # "/a" starts with ""
                 raise CodecError(f"{where}.path", "a plain relative path", step.path)
-            _name_in_tx(step.stage, f"{where}.stage")
-            _name_in_tx(step.keep, f"{where}.keep")
+            for name, value in (("stage", step.stage), ("keep", step.keep)):
+                if value is not None and ("/" in value or value in ("", ".", "..")):
+                    raise CodecError(f"{where}.{name}", "a file name in tx/", value)
         return journal
-
-
-def _name_in_tx(name: str | None, where: str) -> None:
-    if name is not None and ("/" in name or name in ("", ".", "..")):
-        raise CodecError(where, "a file name in tx/", name)
 
 
 @dataclass(frozen=True)
