@@ -1,8 +1,8 @@
-"""A lock file that its holder deletes on release, safe against the unlink race.
+"""A lock file that names its holder's pid and that the holder deletes on release.
 
-The lock lives inside its target and must not survive ``revert`` or ``pip uninstall`` (as
-filelock's would); a process that wins ``flock`` re-checks that the path still names the
-inode it locked, else retries. The file holds the holder's pid.
+Not filelock: its flock file stays after release, and a tree's lock must not survive
+``revert`` or ``pip uninstall``. A process that wins ``flock`` re-checks that the path still
+names the inode it locked (a releasing holder deletes it), else opens it again.
 """
 
 from __future__ import annotations
@@ -17,33 +17,14 @@ from pathlib import Path
 from overlay.errors import BusyError
 
 POLL_S = 0.05
-_RETRY = -1  # the path names another inode now: open it again
 
 
-def _try_lock(path: Path) -> int | None:
-    """Lock ``path`` (creating it) without waiting; return the fd, or None if it is held."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+def _names(path: Path, fd: int) -> bool:
+    """Return True when ``path`` still names the file open at ``fd``."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        try:
-            on_disk = os.stat(path, follow_symlinks=False)
-        except FileNotFoundError:
-            on_disk = None
-        held = os.fstat(fd)
-        if on_disk is None or (on_disk.st_dev, on_disk.st_ino) != (held.st_dev, held.st_ino):
-            os.close(fd)  # the holder before us deleted it: try again on the new file
-            return _RETRY
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-        raise
-    return fd
+        return os.path.samestat(os.stat(path, follow_symlinks=False), os.fstat(fd))
+    except FileNotFoundError:
+        return False
 
 
 def holder(path: Path) -> int | None:
@@ -55,27 +36,36 @@ def holder(path: Path) -> int | None:
 
 
 def acquire(path: Path, *, timeout: float, poll: Callable[[], None] | None = None) -> int | None:
-    """Return the fd holding the lock at ``path``, or None after ``timeout`` seconds.
+    """Return the fd holding the lock at ``path`` (its folder made), or None after ``timeout`` s.
 
-    The parent folder is created when missing (and again if a releasing holder removed it).
     ``poll`` is called each time the lock is found held (it may raise to stop waiting).
     OSError (permissions, a directory at ``path``) goes to the caller.
     """
     deadline = time.monotonic() + timeout
     while True:
         try:
-            # mkdir(exist_ok=True) raises FileExistsError when a releasing holder removes
-            # the folder between its EEXIST and its own is_dir() check: just try again.
+            # a releasing holder may remove the folder between mkdir and open (or between
+            # mkdir's EEXIST and its is_dir() check): just try again
             path.parent.mkdir(exist_ok=True)
-            fd = _try_lock(path)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except (FileNotFoundError, FileExistsError):
             if path.parent.exists() and not path.parent.is_dir():
                 raise  # a file where the folder belongs: the caller reports it
-            continue  # the folder went away between mkdir and open
-        if fd == _RETRY:
             continue
-        if fd is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not _names(path, fd):
+                os.close(fd)  # the holder before us deleted it: try again on the new file
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
             return fd
+        except BlockingIOError:
+            os.close(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
         if time.monotonic() >= deadline:
             return None
         if poll is not None:
@@ -105,11 +95,8 @@ def held(
     remove_folder: bool = False,
     poll: Callable[[], None] | None = None,
 ) -> Iterator[None]:
-    """Hold the lock at ``path`` for the block; raise BusyError(``busy``) after ``timeout``.
-
-    An OSError taking the lock (permissions, a directory at ``path``) goes to the caller;
-    ``poll`` as for :func:`acquire`.
-    """
+    """Hold the lock at ``path`` for the block (see :func:`acquire`); raise BusyError(``busy``),
+    naming the holder's pid, after ``timeout``."""
     fd = acquire(path, timeout=timeout, poll=poll)
     if fd is None:
         pid = holder(path)

@@ -582,10 +582,10 @@ def tiny_tree(root: Path) -> Path:
 def tiny_changes() -> list[journal.Change]:
     """Replace x, create n (like x), delete y, rename the dist-info: four steps."""
     return [
-        journal.Write("pkg/x.py", NEW_X, sha(OLD_X)),
-        journal.Write("pkg/n.py", NEW_N, None, like="pkg/x.py"),
-        journal.Delete("pkg/y.py", sha(OLD_Y)),
-        journal.Rename(DIST, DIST_TO),
+        journal.Change("pkg/x.py", NEW_X, sha(OLD_X)),
+        journal.Change("pkg/n.py", NEW_N, None, like="pkg/x.py"),
+        journal.Change("pkg/y.py", None, sha(OLD_Y)),
+        journal.Change(DIST, to=DIST_TO),
     ]
 
 
@@ -737,12 +737,9 @@ def test_a_killed_run_is_finished_by_the_next_one(tmp_path: Path) -> None:
     recovery = journal.recover(root, lambda op: journal.Direction.FORWARD)
     assert recovery is not None
     assert tree_only(root) == tiny_after()
-    assert (recovery.operation, recovery.direction) == (
-        journal.Operation.APPLY,
-        journal.Direction.FORWARD,
-    )
-    assert (recovery.pid, recovery.started) == (pending.pid, pending.started)
-    assert (recovery.steps, recovery.done) == (4, 2)
+    assert (recovery.journal, recovery.direction) == (pending, journal.Direction.FORWARD)
+    assert pending.operation is journal.Operation.APPLY
+    assert recovery.done == 2
     assert recovery.paths == ("pkg/y.py", DIST)
     assert recovery.summary == (
         f"an interrupted apply (pid {pending.pid}, started {pending.started},"
@@ -874,9 +871,6 @@ def test_leftovers_of_a_run_killed_before_its_journal_are_removed(tmp_path: Path
         None,
         None,
         0,
-        "",
-        0,
-        0,
         (),
         (".executorch-arm-overlay/tx/1.new", ".executorch-arm-overlay/tx/1.old",
          ".executorch-arm-overlay/tx/2.new"),
@@ -887,9 +881,8 @@ def test_leftovers_of_a_run_killed_before_its_journal_are_removed(tmp_path: Path
 
 
 def test_a_recovery_summary_counts_leftovers_it_removed() -> None:
-    recovery = journal.Recovery(
-        journal.Operation.REVERT, journal.Direction.BACK, 7, "T", 3, 1, ("a",), ("x", "y")
-    )
+    interrupted = journal.Journal(journal.Operation.REVERT, "d", 7, "T", STEPS)
+    recovery = journal.Recovery(interrupted, journal.Direction.BACK, 1, ("a",), ("x", "y"))
     assert recovery.summary == (
         "an interrupted revert (pid 7, started T, 1 of 3 steps done) was rolled back;"
         " removed 2 leftover file(s)"
@@ -1095,7 +1088,7 @@ def test_a_checkpoint_raises_a_pending_signal_only_when_interruptible() -> None:
     check("quiet")
     check.pending.append(signal.SIGTERM)
     check("tidy", interruptible=False)
-    with pytest.raises(journal._InterruptedError) as info:
+    with pytest.raises(InterruptedRunError) as info:
         check("step")
     assert info.value.signum == signal.SIGTERM and str(info.value) == "SIGTERM"
 
@@ -1159,12 +1152,12 @@ def test_run_and_undo_each_kind_of_step(tmp_path: Path) -> None:
     locate = journal._Locator(root, [rename])
     (tx / "n").write_bytes(NEW_N)
     for step in (write, create, delete, rename):
-        journal._run_step(step, root, tx, locate)
+        journal._move(step, root, tx, locate)
     assert tree_only(root) == tiny_after()
     (tx / "k").write_bytes(OLD_X)
     (tx / "y").write_bytes(OLD_Y)
     for step in (rename, delete, create, write):
-        journal._undo_step(step, root, tx, locate)
+        journal._move(step, root, tx, locate, back=True)
     assert tree_only(root) == {
         "pkg/": "<dir>",
         "pkg/x.py": OLD_X,
@@ -1287,11 +1280,11 @@ def test_keep_links_the_old_file_or_copies_it_with_its_mode(
 def test_link_stage_links_only_a_file_that_holds_the_new_bytes(tmp_path: Path) -> None:
     source = tmp_path / "source"
     source.write_bytes(b"new")
-    assert journal._link_stage(source, tmp_path / "a", b"new")
+    assert journal._link_stage(source, tmp_path / "a", sha(b"new"))
     assert (tmp_path / "a").stat().st_ino == source.stat().st_ino
-    assert not journal._link_stage(source, tmp_path / "b", b"other")
+    assert not journal._link_stage(source, tmp_path / "b", sha(b"other"))
     assert not (tmp_path / "b").exists()  # the wrong link is removed
-    assert not journal._link_stage(tmp_path / "missing", tmp_path / "c", b"new")
+    assert not journal._link_stage(tmp_path / "missing", tmp_path / "c", sha(b"new"))
     assert not (tmp_path / "c").exists()
 
 
@@ -1380,10 +1373,10 @@ def test_prepare_refuses_a_file_that_changed_since_the_plan(tmp_path: Path) -> N
 def test_a_write_may_stage_by_linking_a_file_that_holds_its_bytes(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path / "t")
     (root / "ready").write_bytes(NEW_X)
-    change = journal.Write("pkg/x.py", NEW_X, sha(OLD_X), link_from="ready")
+    change = journal.Change("pkg/x.py", NEW_X, sha(OLD_X), link_from="ready")
     journal.commit(root, journal.Operation.APPLY, "d", [change])
     assert (root / "pkg" / "x.py").stat().st_ino == (root / "ready").stat().st_ino
-    wrong = journal.Write("pkg/y.py", NEW_N, sha(OLD_Y), link_from="ready")
+    wrong = journal.Change("pkg/y.py", NEW_N, sha(OLD_Y), link_from="ready")
     journal.commit(root, journal.Operation.APPLY, "d", [wrong])  # not those bytes: a copy
     assert (root / "pkg" / "y.py").read_bytes() == NEW_N
     assert (root / "pkg" / "y.py").stat().st_ino != (root / "ready").stat().st_ino
@@ -1457,7 +1450,7 @@ def test_every_change_runs_whatever_its_place_in_the_list(tmp_path: Path) -> Non
 def test_a_replaced_file_keeps_its_own_mode_even_with_like(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path / "t")
     (root / "pkg" / "y.py").chmod(0o600)
-    change = journal.Write("pkg/y.py", b"new y\n", sha(OLD_Y), like="pkg/x.py")
+    change = journal.Change("pkg/y.py", b"new y\n", sha(OLD_Y), like="pkg/x.py")
     journal.commit(root, journal.Operation.APPLY, "d", [change])
     assert (root / "pkg" / "y.py").stat().st_mode & 0o777 == 0o600
 
@@ -1468,10 +1461,10 @@ def test_what_is_made_durable_before_the_journal_and_after_the_steps(
     root = tiny_tree(tmp_path / "t")
     (root / "ready").write_bytes(NEW_X)
     changes: list[journal.Change] = [
-        journal.Write("pkg/x.py", NEW_X, sha(OLD_X), link_from="ready"),  # a link: durable
-        journal.Write("pkg/n.py", NEW_N, None, like="pkg/x.py"),  # written: to sync
-        journal.Delete("pkg/y.py", sha(OLD_Y)),  # kept by a link: durable
-        journal.Rename(DIST, DIST_TO),
+        journal.Change("pkg/x.py", NEW_X, sha(OLD_X), link_from="ready"),  # a link: durable
+        journal.Change("pkg/n.py", NEW_N, None, like="pkg/x.py"),  # written: to sync
+        journal.Change("pkg/y.py", None, sha(OLD_Y)),  # kept by a link: durable
+        journal.Change(DIST, to=DIST_TO),
     ]
     synced: list[set[Path]] = []
     monkeypatch.setattr(journal, "_fsync_all", lambda paths: synced.append(set(paths)))
@@ -1555,7 +1548,8 @@ def test_a_roll_back_that_fails_too_keeps_the_journal_and_says_both_causes(
 ) -> None:
     root = tiny_tree(tmp_path / "t")
     monkeypatch.setenv(_faults.FAULT_ENV, "step 2/4:raise")
-    monkeypatch.setattr(journal, "_undo_step", lambda *args: None)  # undoing does nothing
+    move = journal._move
+    monkeypatch.setattr(journal, "_move", lambda *a, back=False: None if back else move(*a))
     with pytest.raises(RollbackError) as info:
         commit_tiny(root)
     exc = info.value
@@ -1600,7 +1594,8 @@ def test_a_recovery_counts_the_steps_that_had_run(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path / "t")
     killed_at(root, "step 1/4")
     recovery = journal.recover(root, lambda op: journal.Direction.FORWARD)
-    assert recovery is not None and (recovery.steps, recovery.done) == (4, 1)
+    assert recovery is not None and recovery.journal is not None
+    assert (len(recovery.journal.steps), recovery.done) == (4, 1)
     assert recovery.paths == ("pkg/n.py", "pkg/y.py", DIST)
 
 
@@ -1616,7 +1611,8 @@ def test_a_recovery_names_the_fixes_of_the_interrupted_run(tmp_path: Path) -> No
     child = run_forked(run, {_faults.FAULT_ENV: "step 2/4:kill"})
     assert child.code == -signal.SIGKILL, child.output
     recovery = journal.recover(root, lambda op: journal.Direction.BACK)
-    assert recovery is not None and recovery.fixes == ("0003-b.patch",)
+    assert recovery is not None and recovery.journal is not None
+    assert recovery.journal.fixes == ("0003-b.patch",)
 
 
 @pytest.mark.parametrize("owner", [(1, 0), (0, 1)])

@@ -1,8 +1,4 @@
-"""Apply or revert fixes on an executorch tree: one journaled file-system transaction.
-
-A tree this process cannot write (no lock can be taken there) is planned without the lock:
-a run with nothing to do succeeds, any other is refused naming what is read-only.
-"""
+"""Apply or revert fixes on an executorch tree: one journaled file-system transaction."""
 
 from __future__ import annotations
 
@@ -28,35 +24,26 @@ LOCK_TIMEOUT_S = 120.0
 
 
 def _journal_changes(plan_: Plan) -> list[journal.Change]:
-    """Turn a plan into the journal's steps: sources, bytecode, dist-info files, the rename."""
-    root = plan_.target.root
+    """Turn a plan into the journal's changes: sources, bytecode, dist-info files, the rename."""
+    root, meta = plan_.target.root, plan_.metadata
 
     def rel(path: Path) -> str:
         return path.relative_to(root).as_posix()
 
-    meta = plan_.metadata
     like = rel(plan_.target.dist_info / METADATA)  # a created file takes its mode and owner
-    steps: list[journal.Change] = []
-    for change in plan_.changes:
-        old = None if change.old is None else sha256_bytes(change.old)
-        if change.new is None:  # a file the series creates, reverted
-            steps.append(journal.Delete(rel(change.path), str(old)))
-        else:
-            steps.append(journal.Write(rel(change.path), change.new, old, like=like))
-    steps += [journal.Delete(rel(b.path), b.sha256) for b in plan_.bytecode]
+    changes = [  # new None: a file the series creates, reverted
+        journal.Change(rel(c.path), c.new, None if c.old is None else sha256_bytes(c.old), like)
+        for c in plan_.changes
+    ]
+    changes += [journal.Change(rel(b.path), None, b.sha256) for b in plan_.bytecode]
     if meta is not None:
         for file in meta.files:
+            link = f"{meta.dist_info}/{file.link_from}" if file.link_from else None
             path = f"{meta.dist_info}/{file.name}"
-            if file.new is None:
-                steps.append(journal.Delete(path, str(file.old_sha256)))
-            else:
-                link = f"{meta.dist_info}/{file.link_from}" if file.link_from else None
-                steps.append(
-                    journal.Write(path, file.new, file.old_sha256, like=like, link_from=link)
-                )
+            changes.append(journal.Change(path, file.new, file.old_sha256, like, link))
         if meta.to != meta.dist_info:
-            steps.append(journal.Rename(meta.dist_info, meta.to))
-    return steps
+            changes.append(journal.Change(meta.dist_info, to=meta.to))
+    return changes
 
 
 @contextlib.contextmanager
@@ -66,10 +53,8 @@ def locked(
     waiting: Callable[[str], None] | None = None,
 ) -> Iterator[None]:
     """Hold the target's lock; raise BusyError if another run keeps it ``timeout`` seconds
-    (default :data:`LOCK_TIMEOUT_S`).
-
-    ``waiting`` hears once that the lock is held, and by which pid; a signal held by the
-    caller (:func:`journal.held_signals`) stops the wait: nothing was changed.
+    (default :data:`LOCK_TIMEOUT_S`). ``waiting`` hears once that the lock is held, and by
+    which pid; a signal held by the caller (:func:`journal.held_signals`) stops the wait.
     """
     timeout = LOCK_TIMEOUT_S if timeout is None else timeout
     path = journal.lock_file(target.root)
@@ -124,20 +109,6 @@ def _lock_error(path: Path, exc: OSError) -> TargetError:
     )
 
 
-def _operation(reverse: bool) -> journal.Operation:
-    return journal.Operation.REVERT if reverse else journal.Operation.APPLY
-
-
-def _settle(target: Target, *, reverse: bool) -> journal.Recovery | None:
-    """Finish (same command) or undo (the other) an interrupted run; remove its leftovers."""
-    wanted = _operation(reverse)
-
-    def prefer(interrupted: journal.Operation) -> journal.Direction:
-        return journal.Direction.FORWARD if interrupted is wanted else journal.Direction.BACK
-
-    return journal.recover(target.root, prefer)
-
-
 def apply(
     series: Series,
     target: Target,
@@ -158,18 +129,15 @@ def apply(
     ):
         # no lock can be taken: nothing to do succeeds; else the plan names what is read-only
         return preview(series, target, reverse=reverse, fixes=fixes)
+    wanted = journal.Operation.REVERT if reverse else journal.Operation.APPLY
+    forward, back = journal.Direction.FORWARD, journal.Direction.BACK
     with locked(target, waiting=waiting):
-        recovery = _settle(target, reverse=reverse)
+        # an interrupted run is finished by the same command, undone by the other
+        recovery = journal.recover(target.root, lambda run: forward if run is wanted else back)
         current = target if target.is_current() else find_target(target.root)
         result = plan(series, current, reverse=reverse, fixes=fixes)
         named = () if is_whole(series, fixes) else tuple(p.name for p in series.of(result.chosen))
-        journal.commit(
-            current.root,
-            _operation(reverse),
-            series.digest,
-            _journal_changes(result),
-            fixes=named,
-        )
+        journal.commit(current.root, wanted, series.digest, _journal_changes(result), fixes=named)
     return dataclasses.replace(result, recovery=recovery)
 
 

@@ -1,10 +1,7 @@
-"""The write-ahead journal of an apply or revert on a tree, and its recovery.
+"""The write-ahead journal of an apply or revert on a tree, and its recovery (docs/in-place.md).
 
 Longer than ~500 lines on purpose: staging, the journal, the steps, roll-back and recovery
 are one protocol whose halves read each other's private state.
-
-Which steps ran is read from the disk (each path's sha256), never from memory. SIGINT and
-SIGTERM are deferred while a transaction runs and acted on at the next checkpoint.
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ STATE_DIR = ".executorch-arm-overlay"  # beside the dist-info; removed when a ru
 LOCK_FILE = "lock"
 JOURNAL_FILE = "journal.json"
 TX_DIR = "tx"
-# Tests only: "<checkpoint name>:<kill|sigint|sigterm|raise>" fires at that checkpoint, and
-# OVERLAY_TEST_TRACE names a file each checkpoint name is appended to.
 
 
 class Action(enum.Enum):
@@ -61,37 +56,20 @@ class Direction(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Write:
-    """Give ``path`` these bytes; a new file takes the mode and owner of ``like``.
+class Change:
+    """What a run does to ``path``: give it ``data`` (None: remove the file), or move the
+    folder there to ``to`` (which must not exist).
 
-    ``link_from``: a file that holds exactly ``data`` now; it is staged by a hardlink
-    (no copy, no fsync) when the file system allows.
+    A new file takes the mode and owner of ``like``; ``link_from``, a file that holds exactly
+    ``data`` now, is staged by a hardlink (no copy, no fsync) when the file system allows.
     """
 
     path: str
-    data: bytes
-    old_sha256: str | None  # None: the path does not exist yet
+    data: bytes | None = None
+    old_sha256: str | None = None  # None: the path does not exist yet
     like: str | None = None
     link_from: str | None = None
-
-
-@dataclass(frozen=True)
-class Delete:
-    """Remove the file at ``path``."""
-
-    path: str
-    old_sha256: str
-
-
-@dataclass(frozen=True)
-class Rename:
-    """Move the folder at ``path`` to ``to`` (which must not exist)."""
-
-    path: str
-    to: str
-
-
-Change = Write | Delete | Rename
+    to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,46 +110,38 @@ class Journal:
             raise CodecError(f"{JOURNAL_FILE}.schema", f"journal schema {SCHEMA}", journal.schema)
         for index, step in enumerate(journal.steps):
             where = f"{JOURNAL_FILE}.steps[{index}]"
-            parts = step.path.split("/")
-            if step.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            if any(p in ("", ".", "..") for p in step.path.split("/")):  # "/a" starts with ""
                 raise CodecError(f"{where}.path", "a plain relative path", step.path)
-            _name_in_tx(step.stage, f"{where}.stage")
-            _name_in_tx(step.keep, f"{where}.keep")
+            for name, value in (("stage", step.stage), ("keep", step.keep)):
+                if value is not None and ("/" in value or value in ("", ".", "..")):
+                    raise CodecError(f"{where}.{name}", "a file name in tx/", value)
         return journal
-
-
-def _name_in_tx(name: str | None, where: str) -> None:
-    if name is not None and ("/" in name or name in ("", ".", "..")):
-        raise CodecError(where, "a file name in tx/", name)
 
 
 @dataclass(frozen=True)
 class Recovery:
     """What the next run found of an interrupted one, and what it did about it."""
 
-    operation: Operation | None  # the interrupted command; None: killed before its journal
+    journal: Journal | None  # the interrupted run's; None: killed before its journal
     direction: Direction | None
-    pid: int
-    started: str
-    steps: int  # steps in the journal
     done: int  # steps that had run when it stopped
     paths: tuple[str, ...]  # paths the recovery wrote, removed or renamed
     removed: tuple[str, ...] = ()  # leftovers of runs killed before a journal, stale staging
-    fixes: tuple[str, ...] = ()  # the patches the interrupted `--fix` run named; (): all
 
     @property
     def summary(self) -> str:
         """Return one line saying what was found and done."""
-        if self.operation is None:
+        run = self.journal
+        if run is None:
             return (
                 f"removed {len(self.removed)} leftover file(s) of a killed run (no step unfinished)"
             )
         verb = "finished" if self.direction is Direction.FORWARD else "rolled back"
         extra = f"; removed {len(self.removed)} leftover file(s)" if self.removed else ""
-        what = self.operation.value + (f" of {', '.join(self.fixes)}" if self.fixes else "")
+        what = run.operation.value + (f" of {', '.join(run.fixes)}" if run.fixes else "")
         return (
-            f"an interrupted {what} (pid {self.pid}, started {self.started},"
-            f" {self.done} of {self.steps} steps done) was {verb}{extra}"
+            f"an interrupted {what} (pid {run.pid}, started {run.started},"
+            f" {self.done} of {len(run.steps)} steps done) was {verb}{extra}"
         )
 
 
@@ -222,24 +192,17 @@ def _unreadable(path: Path, exc: Exception) -> TargetError:
 # --- checkpoints: fault injection (tests) and deferred signals -------------------------------
 
 
-class _InterruptedError(Exception):
-    """A deferred SIGINT/SIGTERM, raised at a checkpoint."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 @dataclass
 class _Checkpoints:
-    """Names each point of a transaction; fires a test fault there; acts on deferred signals."""
+    """Names each point of a transaction; fires a test fault there; raises a deferred signal
+    as InterruptedRunError(its name)."""
 
     pending: list[int] = field(default_factory=list)
 
     def __call__(self, name: str, *, interruptible: bool = True) -> None:
         fault_point(name)
         if interruptible and self.pending:
-            raise _InterruptedError(self.pending[0])
+            raise InterruptedRunError(signal.Signals(self.pending[0]).name, signum=self.pending[0])
 
 
 _HOLDS: list[list[int]] = []  # the signals noted by each active hold, outermost first
@@ -254,14 +217,11 @@ def _note(signum: int, _frame: FrameType | None) -> None:
 def held_signals(
     pending: list[int] | None = None, *, then_ignore: bool = False
 ) -> Iterator[list[int]]:
-    """Hold SIGINT/SIGTERM for the block: each is noted in the list yielded (``pending``),
-    for the code to act on at its next checkpoint (main thread only).
+    """Hold SIGINT/SIGTERM for the block (main thread only): each is noted in the list yielded
+    (``pending``), for the code to act on at its next checkpoint.
 
     A hold inside another starts with the signals the outer one noted and notes new ones in
-    both: a caller holding signals around a transaction (and its report) sees those that
-    arrive after the commit, and the transaction acts on those that arrived before it.
-    ``then_ignore``: after the block both are ignored, not handled as before (a process
-    whose work is done and said: it exits with its own code).
+    both. ``then_ignore``: after the block both are ignored (the work is done and said).
     """
     pending = [] if pending is None else pending
     if threading.current_thread() is not threading.main_thread():
@@ -299,10 +259,7 @@ def _fsync(path: Path) -> None:
             return
         raise
     try:
-        if folder:
-            with contextlib.suppress(OSError):
-                os.fsync(fd)
-        else:
+        with contextlib.suppress(OSError) if folder else contextlib.nullcontext():
             os.fsync(fd)
     finally:
         os.close(fd)
@@ -316,8 +273,7 @@ def _fsync_all(paths: Iterable[Path]) -> None:
             _fsync(path)
         return
     with ThreadPoolExecutor(max_workers=min(8, len(unique))) as pool:
-        for _ in pool.map(_fsync, unique):
-            pass
+        list(pool.map(_fsync, unique))
 
 
 def _write_file(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -371,11 +327,9 @@ def _status(step: Step, root: Path, locate: _Locator) -> _Status:
     """Say from the disk whether ``step`` has run."""
     if step.action is Action.RENAME:
         src, dst = (root / step.path).exists(), (root / str(step.to)).exists()
-        if src and not dst:
-            return _Status.PENDING
-        if dst and not src:
-            return _Status.DONE
-        return _Status.CONFLICT
+        if src == dst:
+            return _Status.CONFLICT
+        return _Status.DONE if dst else _Status.PENDING
     found = _sha_or_none(locate(step.path))
     if found == step.new_sha256:
         return _Status.DONE
@@ -390,22 +344,17 @@ def steps_done(root: Path, journal: Journal) -> int:
     return sum(1 for s in journal.steps if _status(s, root, locate) is _Status.DONE)
 
 
-def _run_step(step: Step, root: Path, tx: Path, locate: _Locator) -> None:
+def _move(step: Step, root: Path, tx: Path, locate: _Locator, *, back: bool = False) -> None:
+    """Run ``step`` (``back``: undo it) from its files in tx/."""
     if step.action is Action.RENAME:
-        os.rename(root / step.path, root / str(step.to))
-    elif step.action is Action.DELETE:
+        folders = root / step.path, root / str(step.to)
+        os.rename(*(reversed(folders) if back else folders))
+        return
+    source = step.keep if back else step.stage  # None: delete (a created file, when undone)
+    if source is None:
         os.unlink(locate(step.path))
     else:
-        os.replace(tx / str(step.stage), locate(step.path))
-
-
-def _undo_step(step: Step, root: Path, tx: Path, locate: _Locator) -> None:
-    if step.action is Action.RENAME:
-        os.rename(root / str(step.to), root / step.path)
-    elif step.keep is None:  # a created file
-        os.unlink(locate(step.path))
-    else:
-        os.replace(tx / step.keep, locate(step.path))
+        os.replace(tx / source, locate(step.path))
 
 
 def _stage(staged: Path, data: bytes, like: Path, *, keep_owner: bool = True) -> None:
@@ -427,13 +376,13 @@ def _stage(staged: Path, data: bytes, like: Path, *, keep_owner: bool = True) ->
         ) from exc
 
 
-def _link_stage(source: Path, staged: Path, data: bytes) -> bool:
-    """Stage ``data`` as a hardlink of ``source`` if it holds exactly that; True if it did."""
+def _link_stage(source: Path, staged: Path, sha256: str) -> bool:
+    """Stage a hardlink of ``source`` if it holds the bytes of ``sha256``; True if it did."""
     try:
         os.link(source, staged, follow_symlinks=False)
     except OSError:
         return False
-    if sha256_file(staged) == sha256_bytes(data):
+    if sha256_file(staged) == sha256:
         return True
     staged.unlink()
     return False
@@ -456,9 +405,9 @@ def _prepare(
 ) -> tuple[Step, ...]:
     """Stage every new file and keep every old one in tx/; return the journal's steps."""
     steps: list[Step] = []
-    writes = sum(1 for c in changes if isinstance(c, Write))
+    writes = sum(1 for c in changes if c.data is not None)
     for number, change in enumerate(changes, start=1):
-        if isinstance(change, Rename):
+        if change.to is not None:
             if (root / change.to).exists():
                 raise TargetError(
                     f"cannot rename {change.path} to {change.to}: it exists",
@@ -467,28 +416,18 @@ def _prepare(
                     hint="remove the stale one (reinstall executorch)",
                 )
             steps.append(Step(number, Action.RENAME, change.path, to=change.to))
-            continue
-        if isinstance(change, Delete):
-            steps.append(Step(number, Action.DELETE, change.path, old_sha256=change.old_sha256))
-            continue
-        path = root / change.path
-        like = path if change.old_sha256 is not None else root / (change.like or change.path)
-        if not (
-            change.link_from
-            and _link_stage(root / change.link_from, tx / f"{number}.new", change.data)
-        ):
-            _stage(tx / f"{number}.new", change.data, like)
-        steps.append(
-            Step(
-                number,
-                Action.WRITE,
-                change.path,
-                old_sha256=change.old_sha256,
-                new_sha256=sha256_bytes(change.data),
-                stage=f"{number}.new",
+        elif change.data is None:
+            steps.append(Step(number, Action.DELETE, change.path, change.old_sha256))
+        else:
+            stage, new = f"{number}.new", sha256_bytes(change.data)
+            like = change.path if change.old_sha256 is not None else change.like or change.path
+            linked = change.link_from and _link_stage(root / change.link_from, tx / stage, new)
+            if not linked:
+                _stage(tx / stage, change.data, root / like)
+            steps.append(
+                Step(number, Action.WRITE, change.path, change.old_sha256, new, stage=stage)
             )
-        )
-        check(f"staged {sum(1 for s in steps if s.stage)}/{writes}")
+            check(f"staged {sum(1 for s in steps if s.stage)}/{writes}")
     olds = [i for i, s in enumerate(steps) if s.action is not Action.RENAME and s.old_sha256]
     for kept, index in enumerate(olds, start=1):
         step = steps[index]
@@ -523,13 +462,9 @@ def _sync_parents(root: Path, steps: Sequence[Step], locate: _Locator) -> None:
 
 
 def _finish(root: Path) -> None:
-    """Remove the journal: the commit point.
-
-    Not fsynced: if a power loss brings the journal back, every step is done, and the next
-    run settles it again either way without harm.
-    """
-    with contextlib.suppress(FileNotFoundError):
-        journal_file(root).unlink()
+    """Remove the journal: the commit point (not fsynced: a journal a power loss brings back
+    has every step done, and the next run settles it again either way without harm)."""
+    journal_file(root).unlink(missing_ok=True)
 
 
 def _remove_tx(root: Path) -> tuple[str, ...]:
@@ -538,9 +473,7 @@ def _remove_tx(root: Path) -> tuple[str, ...]:
         return ()
     removed = tuple(sorted(str(p.relative_to(root)) for p in tx.iterdir()))
     shutil.rmtree(tx, ignore_errors=True)
-    leftover = state_dir(root) / (JOURNAL_FILE + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        leftover.unlink()
+    (state_dir(root) / (JOURNAL_FILE + ".tmp")).unlink(missing_ok=True)
     return removed
 
 
@@ -554,11 +487,8 @@ def commit(
 ) -> None:
     """Run ``changes`` on ``root`` as one transaction; the caller holds the target's lock.
 
-    ``fixes`` names the patches of a ``--fix`` run (the journal says so to `status`).
-
-    On any failure (or SIGINT/SIGTERM) after the journal is written, the tree is rolled back
-    from it and checked, and the error says so; if the roll-back fails too, the journal stays
-    and the error names the files and the command that finishes it.
+    ``fixes`` names the patches of a ``--fix`` run. A failure (or SIGINT/SIGTERM) after the
+    journal is written is rolled back from it; if that fails too, the journal stays.
     """
     if not changes:
         return
@@ -571,10 +501,10 @@ def commit(
             steps = _prepare(root, tx, changes, check)
             journal = Journal(operation, series_digest, os.getpid(), _started(), steps, fixes)
             _write_journal(root, journal)
-        except (OSError, _InterruptedError, TargetError) as exc:
+        except (OSError, InterruptedRunError, TargetError) as exc:
             _finish(root)  # no step ran: the journal, if written, is void
             _remove_tx(root)
-            if isinstance(exc, _InterruptedError):
+            if isinstance(exc, InterruptedRunError):
                 raise InterruptedRunError(
                     f"interrupted by {exc}: nothing was changed in {root}", signum=exc.signum
                 ) from None
@@ -591,11 +521,11 @@ def commit(
         try:
             check("journal")
             for step in steps:
-                _run_step(step, root, tx, locate)
+                _move(step, root, tx, locate)
                 check(f"step {step.number}/{len(steps)}")
             _sync_parents(root, steps, locate)
             check("synced")
-        except (OSError, _InterruptedError) as exc:
+        except (OSError, InterruptedRunError) as exc:
             _roll_back_after(root, journal, exc)
         _finish(root)  # the commit point
         with contextlib.suppress(OSError):  # a failure to tidy up is repaired next time
@@ -616,14 +546,14 @@ def _raise_held(pending: Sequence[int], done: str, root: Path, *, patched: bool)
         )
 
 
-def _roll_back_after(root: Path, journal: Journal, exc: OSError | _InterruptedError) -> None:
+def _roll_back_after(root: Path, journal: Journal, exc: OSError | InterruptedRunError) -> None:
     """Undo a failed or interrupted transaction from its journal; always raise."""
     locate = _Locator(root, journal.steps)
     ran = sum(1 for s in journal.steps if _status(s, root, locate) is not _Status.PENDING)
     total = len(journal.steps)
     what = journal.operation.value
     settle(root, journal, Direction.BACK, failed_because=str(exc))
-    if isinstance(exc, _InterruptedError):
+    if isinstance(exc, InterruptedRunError):
         raise InterruptedRunError(
             f"interrupted by {exc} after {ran} of {total} steps of the {what};"
             f" rolled back: every file of {root} is as before",
@@ -651,12 +581,10 @@ def hand_over(root: Path) -> None:
 
 def settle(
     root: Path, journal: Journal, direction: Direction, *, failed_because: str | None = None
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Bring every step of ``journal`` to ``direction`` (all done or all undone), verified.
-
-    Returns the paths it changed and the tx/ files it removed after. Raises
-    RollbackError naming each path it could not settle (the journal stays for a retry).
-    """
+) -> tuple[str, ...]:
+    """Bring every step of ``journal`` to ``direction`` (all done or all undone), verified;
+    return the paths it changed. A RollbackError names each path it could not settle (the
+    journal stays for a retry)."""
     tx = state_dir(root) / TX_DIR
     locate = _Locator(root, journal.steps)
     order = journal.steps if direction is Direction.FORWARD else tuple(reversed(journal.steps))
@@ -667,10 +595,7 @@ def settle(
         status = _status(step, root, locate)
         if status is not want and status is not _Status.CONFLICT:
             with contextlib.suppress(OSError):  # verified below, path by path
-                if direction is Direction.FORWARD:
-                    _run_step(step, root, tx, locate)
-                else:
-                    _undo_step(step, root, tx, locate)
+                _move(step, root, tx, locate, back=direction is Direction.BACK)
                 touched.append(step.path)
         check(f"recover {index}/{len(order)}", interruptible=False)
     unsettled = [s for s in journal.steps if _status(s, root, locate) is not want]
@@ -694,7 +619,8 @@ def settle(
     _sync_parents(root, journal.steps, locate)
     _finish(root)
     check("recovered", interruptible=False)
-    return tuple(touched), _remove_tx(root)
+    _remove_tx(root)
+    return tuple(touched)
 
 
 def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | None:
@@ -702,14 +628,13 @@ def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | 
 
     ``prefer`` picks the direction from the interrupted operation; when that way is
     impossible (a staged or kept file is gone, a path holds other content) the other way
-    is tried. Without a journal, a leftover tx/ (a run killed before its journal was
-    durable) is removed: no step of it ran.
+    is tried. Without a journal, a leftover tx/ is removed: no step of it ran.
     """
     journal = read_journal(root)
     tx = state_dir(root) / TX_DIR
     if journal is None:
         leftovers = _remove_tx(root)
-        return Recovery(None, None, 0, "", 0, 0, (), leftovers) if leftovers else None
+        return Recovery(None, None, 0, (), leftovers) if leftovers else None
     locate = _Locator(root, journal.steps)
     statuses = [_status(s, root, locate) for s in journal.steps]
     direction = prefer(journal.operation)
@@ -719,20 +644,11 @@ def recover(root: Path, prefer: Callable[[Operation], Direction]) -> Recovery | 
             direction = other
     signals = _Checkpoints()
     with held_signals(signals.pending):  # a signal waits until the tree is settled
-        paths, _ = settle(root, journal, direction)  # tx/ was this journal's own
+        paths = settle(root, journal, direction)  # tx/ was this journal's own
     patched = (direction is Direction.FORWARD) == (journal.operation is Operation.APPLY)
     done = f"settling an interrupted {journal.operation.value}"
     _raise_held(signals.pending, done, root, patched=patched)
-    return Recovery(
-        journal.operation,
-        direction,
-        journal.pid,
-        journal.started,
-        len(journal.steps),
-        sum(1 for s in statuses if s is _Status.DONE),
-        paths,
-        fixes=journal.fixes,
-    )
+    return Recovery(journal, direction, statuses.count(_Status.DONE), paths)
 
 
 def _possible(

@@ -58,13 +58,11 @@ def _stamp(path: Path) -> tuple[int, int, int]:
 
 
 def _site_packages_of(path: Path) -> list[Path]:
-    candidates = sorted(path.glob("lib/python3*/site-packages")) + sorted(
-        path.glob("Lib/site-packages")
-    )
-    found: dict[Path, Path] = {}
-    for candidate in candidates:
-        if any(candidate.glob(f"{DIST_NAME}-*.dist-info")):
-            found.setdefault(candidate.resolve(), candidate)
+    found: dict[Path, Path] = {}  # one per real folder, the first spelling kept
+    for pattern in ("lib/python3*/site-packages", "Lib/site-packages"):
+        for candidate in sorted(path.glob(pattern)):
+            if _holds_executorch(candidate):
+                found.setdefault(candidate.resolve(), candidate)
     return list(found.values())
 
 
@@ -81,12 +79,9 @@ def _holds_executorch(site: Path) -> bool:
 
 
 def default_environment(cwd: Path | None = None) -> Environment:
-    """Return the environment to work on without ``--target`` (see the module doc).
-
-    The environment this tool runs in is taken only when it holds executorch (the overlay
-    installed beside it); a tool venv of `uv tool` or pipx never is: its folder is named
-    among the places looked at, and no next step installs executorch into it.
-    """
+    """Return the environment to work on without ``--target``: $VIRTUAL_ENV, else a .venv at
+    or above ``cwd``, else this tool's own environment only when it holds executorch (a tool
+    venv of `uv tool` or pipx is named among the places looked at, never patched)."""
     here = (cwd or Path.cwd()).absolute()
     own, own_site = Path(sys.prefix), current_site()
     looked = []
@@ -159,12 +154,8 @@ def _given_root(path: Path) -> Path:
 
 def find_target(path: Path, wanted: str = "") -> Target:
     """Locate the executorch tree at ``path`` (a venv or its python, site-packages, a
-    dist-info folder, an unpacked wheel).
-
-    Refuses a path that does not exist, a wheel file, a venv whose two site-packages hold
-    executorch, a folder without executorch (the next step installs executorch ``wanted``,
-    a supported release) and a folder with two executorch dist-infos (naming both: patching
-    one of them silently would leave the other).
+    dist-info folder, an unpacked wheel); the next step of a folder without executorch
+    installs ``wanted``. Two site-packages or two dist-infos holding executorch are refused.
     """
     if not path.exists():
         raise TargetError(

@@ -84,35 +84,26 @@ def read_files(series: Series, target: Target) -> dict[str, FileRead]:
     files = {}
     for repo_path in series.targets():
         path = safe_file(series, target, repo_path)
-        data = _read(path)
+        try:
+            data = path.read_bytes() if path.is_file() else None
+        except OSError as exc:
+            raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
         digest = None if data is None else sha256_bytes(data)
         mine = series.touching(repo_path)
+        found: tuple[FileState, frozenset[int], bytes | None]
         if digest == series.pristine_sha256(repo_path):
-            read = FileRead(repo_path, path, data, FileState.PRISTINE, frozenset(), data)
+            found = FileState.PRISTINE, frozenset(), data
         elif data is None:
-            read = FileRead(repo_path, path, None, FileState.MISSING, frozenset(), None)
+            found = FileState.MISSING, frozenset(), None
         elif digest == patched[repo_path]:
             pristine = transform_checked(series, repo_path, data, reverse=True)
-            read = FileRead(repo_path, path, data, FileState.PATCHED, mine, pristine)
+            found = FileState.PATCHED, mine, pristine
+        elif (partial := _partial(series, repo_path, data, mine)) is not None:
+            found = FileState.PARTIAL, *partial
         else:
-            partial = _partial(series, repo_path, data, mine)
-            read = (
-                FileRead(repo_path, path, data, FileState.DRIFTED, frozenset(), None)
-                if partial is None
-                else FileRead(repo_path, path, data, FileState.PARTIAL, *partial)
-            )
-        files[repo_path] = read
+            found = FileState.DRIFTED, frozenset(), None
+        files[repo_path] = FileRead(repo_path, path, data, *found)
     return files
-
-
-def _read(path: Path) -> bytes | None:
-    """Return the file's bytes; None when there is none."""
-    if not path.is_file():
-        return None
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise TargetError(f"cannot read {path}: {exc}", hint="check permissions") from exc
 
 
 def _partial(
@@ -314,8 +305,7 @@ def inspect(series: Series, target: Target) -> Status:
     try:
         record = read_record(series, target.dist_info)
         if busy:
-            holder = _mutex.holder(path)
-            return Status(target, series, TreeState.BUSY, record=record, holder=holder)
+            return Status(target, series, TreeState.BUSY, record=record, holder=_mutex.holder(path))
         pending = journal.read_journal(target.root)
         if pending is not None:
             done = journal.steps_done(target.root, pending)
