@@ -32,9 +32,7 @@ from overlay.fixes.model import (
 from overlay.lines import Line
 from overlay.lines.listing import patch_number, read_series_names
 
-__all__ = [
-    "FIXES",
-    "REGISTRY",
+__all__ = [  # the model names re-exported: overlay.fixes.Fix
     "WRONG_NUMBERS",
     "DiffOnly",
     "Direction",
@@ -42,19 +40,10 @@ __all__ = [
     "Effect",
     "ErrorSignature",
     "Fix",
-    "Registry",
     "RuntimeForm",
     "Trigger",
     "UpstreamNote",
-    "by_number",
-    "by_patch",
-    "carried_by",
-    "discover",
-    "divergences",
-    "fix_modules",
-    "from_modules",
     "release_matches",
-    "triggers_of",
 ]
 
 MODULE_NAME = re.compile(r"^f(\d{4})_[a-z0-9_]+$")

@@ -20,6 +20,7 @@ from overlay.text.file_diffs import creates
 from overlay.text.series import Patch, Series
 
 _SHOWN_LINES = 8
+_SIDES = {LINE_TYPE_CONTEXT: (0, 1), LINE_TYPE_REMOVED: (0,), LINE_TYPE_ADDED: (1,)}  # old, new
 
 
 @dataclass(frozen=True)
@@ -72,21 +73,13 @@ def hunks_of(patched_file: PatchedFile, *, reverse: bool = False) -> list[Hunk]:
         new: list[str] = []
         last: list[list[str]] = []
         for line in hunk:
-            kind = line.line_type
-            if kind == LINE_TYPE_NO_NEWLINE:
+            if line.line_type == LINE_TYPE_NO_NEWLINE:
                 for side in last:
                     side[-1] = side[-1].removesuffix("\n")
-                continue
-            if kind == LINE_TYPE_CONTEXT:
-                old.append(line.value)
-                new.append(line.value)
-                last = [old, new]
-            elif kind == LINE_TYPE_REMOVED:
-                old.append(line.value)
-                last = [old]
-            elif kind == LINE_TYPE_ADDED:
-                new.append(line.value)
-                last = [new]
+            elif line.line_type in _SIDES:
+                last = [(old, new)[i] for i in _SIDES[line.line_type]]
+                for side in last:
+                    side.append(line.value)
         if reverse:
             old, new = new, old
         start = hunk.target_start if reverse else hunk.source_start
@@ -114,8 +107,8 @@ def _adapt_eol(hunks: list[Hunk], file_lines: Sequence[str]) -> list[Hunk]:
 
 def _trimmed(hunk: Hunk, lines: int) -> Hunk | None:
     """Return ``hunk`` without up to ``lines`` context lines at each end (None: no anchor left)."""
-    lead = len(_common(hunk.old, hunk.new))
-    tail = len(_common(hunk.old[lead:][::-1], hunk.new[lead:][::-1]))
+    lead = _common(hunk.old, hunk.new)
+    tail = _common(hunk.old[lead:][::-1], hunk.new[lead:][::-1])
     cut_lead, cut_tail = min(lead, lines), min(tail, lines)
     old = hunk.old[cut_lead : len(hunk.old) - cut_tail]
     new = hunk.new[cut_lead : len(hunk.new) - cut_tail]
@@ -124,14 +117,10 @@ def _trimmed(hunk: Hunk, lines: int) -> Hunk | None:
     return Hunk(hunk.index, hunk.old_start + cut_lead, old, new, hunk.header)
 
 
-def _common(one: Sequence[str], other: Sequence[str]) -> list[str]:
-    """Return the longest common prefix of two line lists."""
-    found = []
-    for a, b in zip(one, other, strict=False):
-        if a != b:
-            break
-        found.append(a)
-    return found
+def _common(one: Sequence[str], other: Sequence[str]) -> int:
+    """Return the length of the longest common prefix of two line lists."""
+    unequal = (i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b)
+    return next(unequal, min(len(one), len(other)))
 
 
 def _matches(lines: Sequence[str], at: int, old: Sequence[str]) -> bool:

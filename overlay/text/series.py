@@ -23,7 +23,6 @@ from overlay.text.file_diffs import (
     check_repo_path,
     creates,
     refuse_git_actions,
-    repo_path,
 )
 
 CHECKSUMS_FILE = "SHA256SUMS"
@@ -32,6 +31,7 @@ HEADER_END = "---\n"
 REQUIRED_FIELDS = ("Description", "Forwarded", "Last-Update")
 _FIELD_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):(?: (.*))?$")
 _ISSUE_RE = re.compile(r"/issues/(\d+)")
+_SEPARATOR_OR_DIFF = re.compile(r"^(?:---\n|diff --git |--- |@@ )", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,12 @@ class Patch:
     @property
     def targets(self) -> tuple[str, ...]:
         """Return the repository paths this patch modifies or creates."""
-        return tuple(repo_path(f) for f in self.patch_set)
+        return tuple(str(f.path) for f in self.patch_set)
 
     @property
     def creates(self) -> tuple[str, ...]:
         """Return the repository paths this patch creates (``--- /dev/null``)."""
-        return tuple(repo_path(f) for f in self.patch_set if creates(f))
+        return tuple(str(f.path) for f in self.patch_set if creates(f))
 
 
 @dataclass(frozen=True)
@@ -183,17 +183,9 @@ class Series:
 
 def split_header(text: str, *, name: str) -> tuple[str, str]:
     """Split a patch file into its DEP-3 header and its diff at the first ``---`` line."""
-    index = 0
-    while True:
-        end = text.find("\n", index)
-        if end < 0:
-            break
-        line = text[index : end + 1]
-        if line == HEADER_END:
-            return text[:index], text[end + 1 :]
-        if line.startswith(("diff --git ", "--- ", "@@ ")):
-            break
-        index = end + 1
+    first = _SEPARATOR_OR_DIFF.search(text)
+    if first is not None and first.group() == HEADER_END:
+        return text[: first.start()], text[first.end() :]
     raise SeriesError(
         f"patch {name} has no DEP-3 header",
         expected="'Description:' and other fields, then a line '---', then the diff",
