@@ -30,7 +30,7 @@ DEFAULT_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold
 # pypa/wheel writes it, so a repack here gives the bytes the locks pin.
 DEFAULT_MODE = 0o100664 << 16
 _UNIX = 3  # ZipInfo.create_system of an archive made on Unix (zipfile's default on Windows: 0)
-_NO_REPACK_HINT = "delete it from the cache and run again"
+NO_REPACK_HINT = "delete it from the cache and run again"
 
 
 def _unreadable(wheel: Path, detail: str) -> WheelError:
@@ -38,7 +38,7 @@ def _unreadable(wheel: Path, detail: str) -> WheelError:
         f"{wheel.name} is not a readable wheel: {detail}",
         expected="a zip whose members match its RECORD",
         found=detail,
-        hint=_NO_REPACK_HINT,
+        hint=NO_REPACK_HINT,
     )
 
 
@@ -50,7 +50,7 @@ def dist_info_of(names: Iterable[str], *, where: str) -> str:
             f"{where} has {len(found)} .dist-info folders",
             expected="exactly one <name>-<version>.dist-info",
             found=", ".join(found) or "none",
-            hint=_NO_REPACK_HINT,
+            hint=NO_REPACK_HINT,
         )
     return found[0]
 
@@ -75,9 +75,7 @@ class WheelArchive:
         self.rows: dict[str, RecordEntry] = {row.path: row for row in rows}
         for info in self.infos:
             name = info.filename
-            if name == f"{self.dist_info}/{RECORD}" or name in (
-                f"{self.dist_info}/{s}" for s in SIGNATURES
-            ):
+            if name.removeprefix(f"{self.dist_info}/") in (RECORD, *SIGNATURES):
                 continue
             row = self.rows.get(name)
             if row is None or row.hash_ is None:
