@@ -12,12 +12,7 @@ from pathlib import Path
 
 from overlay._files import write_text_atomic
 from overlay._hashing import sha256_file
-from overlay.distribution.wheels import (
-    BuildResult,
-    build_patched_wheel,
-    build_record,
-    patched_cache,
-)
+from overlay.distribution import wheels
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series
 
@@ -56,9 +51,9 @@ def publish(dist: Path, local_version: str, known: dict[str, str] | None = None)
         if path.name.split("-")[1] != local_version:
             old.mkdir(exist_ok=True)
             os.replace(path, old / path.name)
-            record = build_record(path)  # the sha256 its build recorded travels with it
+            record = wheels.build_record(path)  # the sha256 its build recorded travels with it
             if record.is_file():
-                os.replace(record, build_record(old / path.name))
+                os.replace(record, wheels.build_record(old / path.name))
             moved.append(path.name)
             continue
         digest = (known or {}).get(path.name) or sha256_file(path)
@@ -89,10 +84,12 @@ def build_into(
     *,
     force: bool = False,
     progress: Callable[[str], None] = lambda _: None,
-) -> BuildResult:
+) -> wheels.BuildResult:
     """Build (or reuse) the patched wheel into ``dist``, then publish ``dist`` as the index."""
     started = time.perf_counter()
-    result = build_patched_wheel(series, source, pin, dist, force=force, cache=patched_cache())
+    result = wheels.build_patched_wheel(
+        series, source, pin, dist, force=force, cache=wheels.patched_cache()
+    )
     seconds = time.perf_counter() - started
     for path in result.removed:
         progress(f"removed {path} (left by a killed build)")

@@ -14,13 +14,8 @@ from pathlib import Path
 
 from installer.records import RecordEntry
 
-from overlay.distribution.distinfo import (
-    RECORD,
-    decode_text,
-    format_record,
-    parse_record,
-    record_entry,
-)
+from overlay.distribution import distinfo
+from overlay.distribution.distinfo import RECORD
 from overlay.errors import OverlayError, WheelError
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD does not list
@@ -69,7 +64,7 @@ class WheelArchive:
             raise _unreadable(path, f"no {self.dist_info}/{RECORD}") from None
         where = f"{path.name}: {self.dist_info}/{RECORD}"
         try:
-            rows = parse_record(decode_text(record, where=where), where=where)
+            rows = distinfo.parse_record(distinfo.decode_text(record, where=where), where=where)
         except OverlayError as exc:
             raise _unreadable(path, exc.message) from exc
         self.rows: dict[str, RecordEntry] = {row.path: row for row in rows}
@@ -143,7 +138,7 @@ class WheelWriter:
         if name.endswith(f".dist-info/{RECORD}"):
             return
         self.zip.writestr(member(name, like), data)
-        self.rows.append(record_entry(name, data))
+        self.rows.append(distinfo.record_entry(name, data))
 
     def __enter__(self) -> WheelWriter:
         return self
@@ -156,6 +151,6 @@ class WheelWriter:
                 rows = [*self.rows, RecordEntry(record, None, None)]
                 info = member(record, self.record_like)
                 info.external_attr = DEFAULT_MODE
-                self.zip.writestr(info, format_record(rows))
+                self.zip.writestr(info, distinfo.format_record(rows))
         finally:
             self.zip.close()

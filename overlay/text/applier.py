@@ -6,12 +6,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from unidiff.constants import (
-    LINE_TYPE_ADDED,
-    LINE_TYPE_CONTEXT,
-    LINE_TYPE_NO_NEWLINE,
-    LINE_TYPE_REMOVED,
-)
+from unidiff.constants import LINE_TYPE_NO_NEWLINE
 from unidiff.patch import PatchedFile
 
 from overlay._hashing import sha256_bytes
@@ -20,7 +15,6 @@ from overlay.text.file_diffs import creates
 from overlay.text.series import Patch, Series
 
 _SHOWN_LINES = 8
-_SIDES = {LINE_TYPE_CONTEXT: (0, 1), LINE_TYPE_REMOVED: (0,), LINE_TYPE_ADDED: (1,)}  # old, new
 
 
 @dataclass(frozen=True)
@@ -76,10 +70,12 @@ def hunks_of(patched_file: PatchedFile, *, reverse: bool = False) -> list[Hunk]:
             if line.line_type == LINE_TYPE_NO_NEWLINE:
                 for side in last:
                     side[-1] = side[-1].removesuffix("\n")
-            elif line.line_type in _SIDES:
-                last = [(old, new)[i] for i in _SIDES[line.line_type]]
-                for side in last:
-                    side.append(line.value)
+                continue
+            last = [
+                side for side, skip in ((old, line.is_added), (new, line.is_removed)) if not skip
+            ]
+            for side in last:  # a context line goes to both
+                side.append(line.value)
         if reverse:
             old, new = new, old
         start = hunk.target_start if reverse else hunk.source_start

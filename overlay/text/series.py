@@ -18,12 +18,7 @@ from overlay.errors import SeriesError, UnsafePatchError
 from overlay.lines import pins as pins_module
 from overlay.lines.listing import read_series_names, read_text
 from overlay.lines.pins import Pins
-from overlay.text.file_diffs import (
-    check_file_diff,
-    check_repo_path,
-    creates,
-    refuse_git_actions,
-)
+from overlay.text import file_diffs
 
 CHECKSUMS_FILE = "SHA256SUMS"
 PATCH_SUFFIX = ".patch"
@@ -80,7 +75,7 @@ class Patch:
     @property
     def creates(self) -> tuple[str, ...]:
         """Return the repository paths this patch creates (``--- /dev/null``)."""
-        return tuple(str(f.path) for f in self.patch_set if creates(f))
+        return tuple(str(f.path) for f in self.patch_set if file_diffs.creates(f))
 
 
 @dataclass(frozen=True)
@@ -243,7 +238,7 @@ def parse_patch(name: str, text: str) -> Patch:
     """Parse and validate one patch file's text."""
     header_text, diff = split_header(text, name=name)
     header = parse_dep3(header_text, name=name)
-    refuse_git_actions(diff, name=name)
+    file_diffs.refuse_git_actions(diff, name=name)
     try:
         patch_set = PatchSet(diff)
     except UnidiffParseError as exc:
@@ -256,7 +251,7 @@ def parse_patch(name: str, text: str) -> Patch:
     if len(patch_set) == 0:
         raise SeriesError(f"patch {name} changes no file", hint="remove it from the series")
     for patched_file in patch_set:
-        check_file_diff(patched_file, name=name)
+        file_diffs.check_file_diff(patched_file, name=name)
     if str(patch_set) != normalize_counts(diff):
         raise SeriesError(
             f"patch {name} does not survive a unidiff round trip",
@@ -352,5 +347,5 @@ def parse_checksums(text: str, *, where: Path) -> tuple[str | None, dict[str, st
                 found=repr(line),
                 hint="regenerate it: `executorch-arm-overlay refresh`",
             )
-        hashes[check_repo_path(path, patch=where.name)] = value
+        hashes[file_diffs.check_repo_path(path, patch=where.name)] = value
     return digest, hashes
