@@ -33,8 +33,6 @@ class IndexedWheel:
 class Index:
     """What :func:`publish` left in the folder."""
 
-    root: Path
-    simple: Path
     wheels: tuple[IndexedWheel, ...]
     moved: tuple[str, ...]  # earlier series' wheels moved to old/
 
@@ -64,11 +62,9 @@ def publish(dist: Path, local_version: str, known: dict[str, str] | None = None)
         f"{html.escape(w.filename)}</a><br>\n"
         for w in current
     )
-    _write(simple / PROJECT / "index.html", _page(f"Links for {PROJECT}", links))
-    _write(
-        simple / "index.html", _page("Simple index", f'    <a href="{PROJECT}/">{PROJECT}</a>\n')
-    )
-    return Index(dist, simple, tuple(current), tuple(moved))
+    _write_page(simple / PROJECT / "index.html", f"Links for {PROJECT}", links)
+    _write_page(simple / "index.html", "Simple index", f'    <a href="{PROJECT}/">{PROJECT}</a>\n')
+    return Index(tuple(current), tuple(moved))
 
 
 def default_folder(series: Series) -> Path:
@@ -106,15 +102,10 @@ def build_into(
     return result
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        "<!DOCTYPE html>\n<html>\n  <head><title>"
-        f"{title}</title></head>\n  <body>\n{body}  </body>\n</html>\n"
-    )
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` unless the file already holds it (atomic rename otherwise)."""
+def _write_page(path: Path, title: str, body: str) -> None:
+    """Write an HTML page unless the file already holds it (atomic rename otherwise)."""
+    text = f"<!DOCTYPE html>\n<html>\n  <head><title>{title}</title></head>\n  <body>\n{body}"
+    text += "  </body>\n</html>\n"
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
