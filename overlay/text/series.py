@@ -1,7 +1,4 @@
-"""Load and validate the patch series: a ``series`` file plus DEP-3 headed unified diffs.
-
-A file the series creates has no pristine bytes: :meth:`Series.pristine_sha256` is None.
-"""
+"""Load and validate the patch series: a ``series`` file plus DEP-3 headed unified diffs."""
 
 from __future__ import annotations
 
@@ -157,11 +154,7 @@ class Series:
 
     def targets(self) -> list[str]:
         """Return every repository path the series touches, in first-touch order."""
-        seen: dict[str, None] = {}
-        for patch in self.patches:
-            for path in patch.targets:
-                seen.setdefault(path, None)
-        return list(seen)
+        return list(dict.fromkeys(path for patch in self.patches for path in patch.targets))
 
     def get(self, name: str) -> Patch:
         """Return the patch called ``name`` (with or without its suffix)."""
@@ -226,12 +219,7 @@ _SHORT_RANGE = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", re.MULTILINE)
 def normalize_counts(diff: str) -> str:
     """Spell out omitted hunk counts (``@@ -3 +3 @@`` is ``@@ -3,1 +3,1 @@``), as unidiff does."""
 
-    def spell(match: re.Match[str]) -> str:
-        old = match.group(2) or ",1"
-        new = match.group(4) or ",1"
-        return f"@@ -{match.group(1)}{old} +{match.group(3)}{new} @@"
-
-    return _SHORT_RANGE.sub(spell, diff)
+    return _SHORT_RANGE.sub(lambda m: f"@@ -{m[1]}{m[2] or ',1'} +{m[3]}{m[4] or ',1'} @@", diff)
 
 
 def parse_patch(name: str, text: str) -> Patch:
@@ -313,10 +301,9 @@ def load_series(directory: Path) -> Series:
         patches.append(parse_patch(name, read_text(path)))
     pins = pins_module.load(directory)
     checksums = directory / CHECKSUMS_FILE
-    if checksums.is_file():
-        digest, hashes = parse_checksums(read_text(checksums), where=checksums)
-        return Series(directory, tuple(patches), pins, hashes, digest)
-    return Series(directory, tuple(patches), pins)
+    found = checksums.is_file()
+    digest, hashes = parse_checksums(read_text(checksums), where=checksums) if found else (None, {})
+    return Series(directory, tuple(patches), pins, hashes, digest)
 
 
 def format_checksums(series: Series, hashes: dict[str, str]) -> str:
@@ -336,7 +323,6 @@ def parse_checksums(text: str, *, where: Path) -> tuple[str | None, dict[str, st
     for line in text.splitlines():
         if line.startswith("# series "):
             digest = line.removeprefix("# series ").strip()
-            continue
         if not line.strip() or line.startswith("#"):
             continue
         value, _, path = line.partition("  ")
