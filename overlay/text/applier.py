@@ -294,21 +294,16 @@ def apply_patch(
     creates must be absent, and is absent again after its reverse.
     """
     out = dict(texts)
-    for patched_file in patch.files:
-        path = patched_file.path
-        where = f"patch {patch.name}, file {path}"
-        text = apply_to(
-            out.get(path),
-            patched_file,
-            reverse=reverse,
-            allow_offset=allow_offset,
-            where=where,
-            fuzz=fuzz,
+    for diff in patch.files:
+        where = f"patch {patch.name}, file {diff.path}"
+        old = out.get(diff.path)
+        new = apply_to(
+            old, diff, reverse=reverse, allow_offset=allow_offset, where=where, fuzz=fuzz
         )
-        if text is None:
-            out.pop(path, None)
+        if new is None:
+            out.pop(diff.path, None)
         else:
-            out[path] = text
+            out[diff.path] = new
     return out
 
 
