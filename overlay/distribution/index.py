@@ -38,10 +38,8 @@ class Index:
 
 
 def publish(dist: Path, local_version: str, known: dict[str, str] | None = None) -> Index:
-    """Keep only ``local_version``'s executorch wheels in ``dist`` and write its simple index.
-
-    ``known`` maps file names to sha256s already computed (a fresh build's), to skip hashing.
-    """
+    """Keep only ``local_version``'s executorch wheels in ``dist`` and write its simple index
+    (``known``: sha256s of file names already computed, a fresh build's)."""
     old = dist / OLD
     moved = []
     current: list[IndexedWheel] = []

@@ -159,10 +159,8 @@ def pin_for_file(series: Series, path: Path) -> WheelPin:
 
 
 def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
-    """Return the pinned pristine bytes of every file the series edits, read from a wheel.
-
-    The wheel must ship every file the series edits, each as pinned, and none it creates.
-    """
+    """Return the pinned pristine bytes of every file the series edits, read from a wheel
+    that must ship each of them, as pinned, and none the series creates."""
     wanted = {series.pins.wheel_path(p): p for p in series.targets()}
     members = wheelzip.read_members(source, wanted.__contains__)
     created = {series.pins.wheel_path(p) for p in series.created}

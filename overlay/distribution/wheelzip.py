@@ -108,10 +108,7 @@ def read_members(wheel: Path, select: Callable[[str], bool] | None = None) -> di
 
 
 def member(name: str, like: zipfile.ZipInfo | None = None) -> zipfile.ZipInfo:
-    """Return the ZipInfo a member is written with: ``like``'s date and mode, deflated.
-
-    Without ``like``: the zip epoch and mode 0664.
-    """
+    """Return the ZipInfo of a member: deflated, ``like``'s date and mode (or 1980, 0664)."""
     info = zipfile.ZipInfo(name, like.date_time if like else DEFAULT_DATE)
     info.compress_type = zipfile.ZIP_DEFLATED
     info.create_system = _UNIX

@@ -38,10 +38,8 @@ class Patch:
 
     @property
     def number(self) -> int:
-        """Return the number of the fix it carries: its name's prefix (``0007-x.patch``: 7).
-
-        A series file lists only names of that form (:func:`read_series_names` checks).
-        """
+        """Return its fix's number, the name's prefix (``0007-x.patch``: 7; see
+        :func:`read_series_names`)."""
         return int(self.name[:4])
 
     @property
