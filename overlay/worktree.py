@@ -203,7 +203,6 @@ def _write_patches(
             write_text_atomic(path, text)
         written.append(name)
     removed = [n for n in old_text if n not in texts]
-    for name in removed:
-        if not dry_run:
-            (patches_dir / name).unlink()
+    for name in () if dry_run else removed:
+        (patches_dir / name).unlink()
     return Regenerated(patches_dir, dry_run, tuple(written), tuple(removed), tuple(unchanged))

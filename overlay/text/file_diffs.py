@@ -119,12 +119,9 @@ def check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
             found="a binary patch",
             hint=_REFUSED_HINT,
         )
-    kind = None
-    if patched_file.target_file == DEV_NULL:
-        kind = "deletes"
-    elif patched_file.is_rename or patched_file.is_symlink:
-        kind = "renames or links"
-    if kind is not None:
+    deletes = patched_file.target_file == DEV_NULL
+    if deletes or patched_file.is_rename or patched_file.is_symlink:
+        kind = "deletes" if deletes else "renames or links"
         raise UnsafePatchError(
             f"patch {name} {kind} {patched_file.path}",
             expected="edits of files the pinned wheel ships, or new text files",
