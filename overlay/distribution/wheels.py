@@ -405,9 +405,7 @@ def _repacked(series: Series, source: Path, pin: WheelPin, out: Path) -> BuildRe
                     elif name == old_dist + WHEEL_FILE:
                         wheel_text = decode_text(src.read(name), where=name)
                         data = set_generator(wheel_text, _provenance.TOOL).encode()
-                    elif name == old_dist + "RECORD":
-                        continue  # written anew
-                    else:
+                    else:  # RECORD too: the writer skips it and writes it anew
                         data = src.read(name)  # checked against the source's RECORD
                     if name.startswith(old_dist):
                         name = new_dist + name[len(old_dist) :]
