@@ -176,9 +176,7 @@ def _fix_problems(fix: Fix, lines: set[str], carriers: set[str]) -> list[str]:
     for release, declared in sorted(fix.runtime.items()):
         if isinstance(declared, DiffOnly) and not declared.reason.strip():
             found.append(f"fix {fix.number}: DiffOnly on {release} gives no reason")
-        for form in fix.runtime_forms(release):
-            if form.repo_path in fix.repo_paths:
-                continue
+        for form in (f for f in fix.runtime_forms(release) if f.repo_path not in fix.repo_paths):
             found.append(
                 f"fix {fix.number}: the {release} runtime form replaces a function in"
                 f" {form.repo_path}, which is not in its repo_paths"
