@@ -84,7 +84,28 @@ class Series:
     checksums_for: str | None = None  # series digest SHA256SUMS was made for
 
     def __post_init__(self) -> None:
-        _check_creations(self.patches, self.pins)
+        """Refuse a path created twice, edited before it is created, or pinned as pristine."""
+        seen: dict[str, str] = {}
+        for patch in self.patches:
+            for path in patch.targets:
+                if path in patch.creates and path in seen:
+                    raise SeriesError(
+                        f"patch {patch.name} creates {path}, which {seen[path]} touches before it",
+                        expected="a new file created by the first patch that touches it",
+                        found=f"{seen[path]}, then {patch.name}",
+                        hint="merge the creations into one patch, or reorder the series",
+                    )
+                seen.setdefault(path, patch.name)
+        pinned = sorted(
+            p for patch in self.patches for p in patch.creates if p in self.pins.pristine
+        )
+        if pinned:
+            raise SeriesError(
+                f"the series creates {', '.join(pinned)}, which {self.pins.source} pins as shipped",
+                expected="files the series creates absent from [pristine]",
+                found=f"[pristine] entries for {', '.join(pinned)}",
+                hint="drop the entries (the release lacks the file) or make the patch edit it",
+            )
 
     @property
     def created(self) -> frozenset[str]:
@@ -246,29 +267,6 @@ def parse_patch(name: str, text: str) -> Patch:
             hint="regenerate the patch with `git diff`",
         )
     return Patch(name=name, header=header, header_text=header_text, diff=diff, patch_set=patch_set)
-
-
-def _check_creations(patches: tuple[Patch, ...], pins: Pins) -> None:
-    """Refuse a path created twice, edited before it is created, or pinned as pristine."""
-    seen: dict[str, str] = {}
-    for patch in patches:
-        for path in patch.targets:
-            if path in patch.creates and path in seen:
-                raise SeriesError(
-                    f"patch {patch.name} creates {path}, which {seen[path]} touches before it",
-                    expected="a new file created by the first patch that touches it",
-                    found=f"{seen[path]}, then {patch.name}",
-                    hint="merge the creations into one patch, or reorder the series",
-                )
-            seen.setdefault(path, patch.name)
-    pinned = sorted(p for patch in patches for p in patch.creates if p in pins.pristine)
-    if pinned:
-        raise SeriesError(
-            f"the series creates {', '.join(pinned)}, which {pins.source} pins as shipped",
-            expected="files the series creates absent from [pristine]",
-            found=f"[pristine] entries for {', '.join(pinned)}",
-            hint="drop the entries (the release lacks the file) or make the patch edit it",
-        )
 
 
 def load_series(directory: Path) -> Series:
