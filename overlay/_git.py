@@ -45,15 +45,13 @@ def _run(
         raise GitError(f"cannot run git: {exc}", hint="install git") from exc
 
 
-def config(key: str, repo: Path | None = None) -> str:
-    """Return a git config value, or an empty string when it is not set."""
-    proc = _run(repo, ["config", key], None)
-    return proc.stdout.decode("utf-8", errors="replace").strip() if proc.returncode == 0 else ""
-
-
 def identity(repo: Path | None = None) -> tuple[str, str]:
     """Return (user.name, user.email) from git config; empty strings where unset."""
-    return config("user.name", repo), config("user.email", repo)
+    found = (_run(repo, ["config", key], None) for key in ("user.name", "user.email"))
+    name, email = (
+        p.stdout.decode("utf-8", "replace").strip() if p.returncode == 0 else "" for p in found
+    )
+    return name, email
 
 
 def git_bytes(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:

@@ -7,17 +7,13 @@ from collections.abc import Sequence
 from overlay.errors import OverlayError
 
 
-def markdown_cell(text: str) -> str:
-    """Escape a cell for a Markdown table."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Return the lines of a Markdown table."""
-    out = ["| " + " | ".join(markdown_cell(h) for h in header) + " |"]
-    out.append("|" + "---|" * len(header))
-    out.extend("| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows)
-    return out
+    """Return the lines of a Markdown table (a ``|`` in a cell escaped, a line break a space)."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *map(line, rows)]
 
 
 def replace_between(text: str, begin: str, end: str, body: str, *, what: str, doc: str) -> str:

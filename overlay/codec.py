@@ -5,6 +5,7 @@ Standard library only: the worker protocol runs it inside the locked proof envs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import json
@@ -19,6 +20,7 @@ from overlay.errors import OverlayError
 JsonValue = Union[None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]]  # noqa: UP007 - a recursive alias needs Union
 
 T = TypeVar("T")
+_SCALARS = {float: "a number", Path: "a path (a str)", bool: "a bool", int: "a int", str: "a str"}
 
 
 class CodecError(OverlayError):
@@ -101,13 +103,9 @@ def _decode(hint: Any, data: object, where: str) -> Any:
         options = get_args(hint)
         if data is None and type(None) in options:
             return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
+        for option in (o for o in options if o is not type(None)):
+            with contextlib.suppress(CodecError):
                 return _decode(option, data, where)
-            except CodecError:
-                continue
         raise CodecError(where, " or ".join(_name(o) for o in options), data)
     if origin is Literal:
         if data in get_args(hint):
@@ -130,18 +128,14 @@ def _decode(hint: Any, data: object, where: str) -> Any:
             raise CodecError(where, f"one of {[m.value for m in hint]}", data) from None
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         return _decode_dataclass(hint, data, where)
-    if hint is float:
-        if isinstance(data, int | float) and not isinstance(data, bool):
-            return float(data)
-        raise CodecError(where, "a number", data)
-    if hint in (bool, int, str):
-        if type(data) is hint:
-            return data
-        raise CodecError(where, f"a {hint.__name__}", data)
-    if hint is Path:
-        if type(data) is str:
-            return Path(data)
-        raise CodecError(where, "a path (a str)", data)
+    if hint is float and isinstance(data, int | float) and not isinstance(data, bool):
+        return float(data)
+    if hint is Path and type(data) is str:
+        return Path(data)
+    if hint in (bool, int, str) and type(data) is hint:
+        return data
+    if hint in _SCALARS:
+        raise CodecError(where, _SCALARS[hint], data)
     raise TypeError(f"the codec cannot decode {hint!r} (at {where})")
 
 

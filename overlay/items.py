@@ -1,7 +1,4 @@
-"""What an equivalence run judges, as torch-free data: its items and their descriptions.
-
-An item is a case (a whole lowering) or a probe (one patched function on a small graph).
-"""
+"""What an equivalence run judges, as torch-free data: its items and their descriptions."""
 
 from __future__ import annotations
 

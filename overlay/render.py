@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import html as html_escape
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 from overlay import codec
@@ -150,16 +150,12 @@ table.fields td,table.fields th{overflow-wrap:anywhere}
 """
 
 
-def _e(value: str) -> str:
-    return html_escape.escape(value, quote=True)
-
-
 def _html_part(part: Inline) -> str:
     if isinstance(part, Badge):
-        return f'<span class="badge {part.tone}">{_e(part.text)}</span>'
+        return f'<span class="badge {part.tone}">{escape(part.text)}</span>'
     if isinstance(part, Link):
-        return f'<a href="#{_e(part.anchor)}">{_e(part.text)}</a>'
-    return _e(part)
+        return f'<a href="#{escape(part.anchor)}">{escape(part.text)}</a>'
+    return escape(part)
 
 
 def _html_items(items: Sequence[Item]) -> list[str]:
@@ -179,21 +175,21 @@ def html(blocks: Sequence[Block], title: str) -> str:
     """Render blocks as one self-contained HTML page (inline CSS, no script)."""
     out = [
         "<!DOCTYPE html>",
-        f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>',
+        f'<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>',
         f"<style>{_CSS}</style></head><body>",
     ]
     for block in blocks:
         if not block:  # an empty list
             continue
         if isinstance(block, Heading):
-            anchor = f' id="{_e(block.anchor)}"' if block.anchor else ""
-            out.append(f"<h{block.level}{anchor}>{_e(block.text)}</h{block.level}>")
+            anchor = f' id="{escape(block.anchor)}"' if block.anchor else ""
+            out.append(f"<h{block.level}{anchor}>{escape(block.text)}</h{block.level}>")
         elif isinstance(block, Para):
             tone = f" class='banner {block.tone}'" if block.tone else ""
-            out.append(f"<p{tone}>{_e(block.text)}</p>")
+            out.append(f"<p{tone}>{escape(block.text)}</p>")
         elif isinstance(block, Table):
-            out.append("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in block.header))
-            out.append("</tr></thead><tbody>")
+            header = "".join(f"<th>{escape(h)}</th>" for h in block.header)
+            out += [f"<table><thead><tr>{header}", "</tr></thead><tbody>"]
             out += [
                 "<tr>" + "".join(f"<td>{_html_part(c)}</td>" for c in row) + "</tr>"
                 for row in block.rows
@@ -204,8 +200,8 @@ def html(blocks: Sequence[Block], title: str) -> str:
         elif isinstance(block, Raw):
             out.append(block.html)
         else:
-            summary = f"<summary>{_e(block.summary)}</summary>"
-            out.append(f"<details>{summary}<pre>{_e(block.text)}</pre></details>")
+            summary = f"<summary>{escape(block.summary)}</summary>"
+            out.append(f"<details>{summary}<pre>{escape(block.text)}</pre></details>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 

@@ -178,21 +178,6 @@ class Runtime:
             )
         return Path(next(iter(spec.submodule_search_locations)))
 
-    def _checked(self, numbers: Iterable[int] | None) -> tuple[Line, list[RuntimeFix]]:
-        line = self.line()
-        selected = self._select(line, numbers)
-        root = self.installed_root()
-        for item in selected:
-            path = root / item.form.repo_path
-            line.pins.check_pristine(
-                item.form.repo_path,
-                sha256_file(path) if path.is_file() else "missing",
-                where=f"runtime patch of {path}",
-                hint="this install already carries the diffs (or was edited): refusing to patch"
-                " twice; use it without the runtime patch, or reinstall stock executorch",
-            )
-        return line, selected
-
     def _present(self, numbers: Iterable[int] | None) -> list[RuntimeFix]:
         """Return the selected forms of the installed line; [] when nothing can be patched."""
         try:
@@ -222,8 +207,19 @@ class Runtime:
         Every fix is checked and applied on its own: an already applied fix is skipped, and a
         fix that cannot be applied raises without hiding the state of the others.
         """
+        line = self.line()
+        selected = self._select(line, numbers)
+        root = self.installed_root()
+        for item in selected:  # every file as pinned, before anything is replaced
+            path = root / item.form.repo_path
+            line.pins.check_pristine(
+                item.form.repo_path,
+                sha256_file(path) if path.is_file() else "missing",
+                where=f"runtime patch of {path}",
+                hint="this install already carries the diffs (or was edited): refusing to patch"
+                " twice; use it without the runtime patch, or reinstall stock executorch",
+            )
         applied: list[int] = []
-        line, selected = self._checked(numbers)
         for item in selected:
             module, owner = item.resolve_owner()
             guard = _GUARD.format(number=item.fix.number, attribute=item.form.attribute)

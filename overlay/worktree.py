@@ -32,10 +32,7 @@ NAME_TRAILER = "Overlay-Patch: "
 
 @dataclass(frozen=True)
 class Regenerated:
-    """What ``regenerate`` wrote into the series folder ``patches`` (``dry_run``: would write).
-
-    ``regenerate --json`` prints it.
-    """
+    """What ``regenerate`` wrote into the series folder ``patches`` (``dry_run``: would write)."""
 
     patches: Path
     dry_run: bool
@@ -121,11 +118,12 @@ def regenerate(
     """
     day = today or datetime.date.today().isoformat()
     old = load_series(patches_dir)
-    old_text = {p.name: p.text for p in old.patches} if old else {}
+    old_text = {p.name: p.text for p in old.patches}
     commits = git(worktree, "rev-list", "--reverse", f"{BASE_TAG}..HEAD").split()
     if not commits:
         raise SeriesError(f"{worktree} has no commits after {BASE_TAG}", hint="commit a change")
     texts: dict[str, str] = {}
+    patches = []
     # a new commit carries a new fix: the number after every fix the registry knows
     numbers = itertools.count(max({0, *old.numbers, *(f.number for f in fixes.FIXES)}) + 1)
     for commit in commits:
@@ -142,8 +140,8 @@ def regenerate(
         if previous is not None and previous.split(HEADER_END, 1)[-1] != diff:
             header = re.sub(r"(?m)^Last-Update: .*$", f"Last-Update: {day}", header)
         texts[name] = header + HEADER_END + diff
-        parse_patch(name, texts[name])  # refuse anything the loader would refuse
-    new_series = old.with_patches(tuple(parse_patch(n, t) for n, t in texts.items()))
+        patches.append(parse_patch(name, texts[name]))  # refuse what the loader would refuse
+    new_series = old.with_patches(tuple(patches))
     base_files = {
         path: None if path in new_series.created else show(worktree, f"{BASE_TAG}:{path}")
         for path in new_series.targets()
@@ -156,10 +154,8 @@ def regenerate(
 def _checked_hashes(
     series: Series, base: dict[str, bytes | None], worktree: Path
 ) -> dict[str, str]:
-    """Apply the new series to the base files; they must equal HEAD's files byte for byte.
-
-    A file the series creates is not in the base (None).
-    """
+    """Apply the new series to the base files (None: one it creates); return the sha256 of each
+    result, which must be HEAD's file byte for byte."""
     hashes = {}
     for repo_path, data in base.items():
         if data is not None:
@@ -207,7 +203,6 @@ def _write_patches(
             write_text_atomic(path, text)
         written.append(name)
     removed = [n for n in old_text if n not in texts]
-    for name in removed:
-        if not dry_run:
-            (patches_dir / name).unlink()
+    for name in () if dry_run else removed:
+        (patches_dir / name).unlink()
     return Regenerated(patches_dir, dry_run, tuple(written), tuple(removed), tuple(unchanged))

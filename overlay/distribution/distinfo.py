@@ -146,9 +146,7 @@ def parse_record(text: str, *, where: str) -> tuple[RecordEntry, ...]:
 def format_record(entries: Iterable[RecordEntry], *, line_end: str = "\n") -> str:
     """Render RECORD rows the way installers write them (CSV, ``\\n`` line ends by default)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, delimiter=",", quotechar='"', lineterminator=line_end)
-    for entry in entries:
-        writer.writerow(entry.to_row())
+    csv.writer(buffer, lineterminator=line_end).writerows(entry.to_row() for entry in entries)
     return buffer.getvalue()
 
 
@@ -172,9 +170,8 @@ def rewrite_record(
     gone = set(unhash)
     seen = set()
     for entry in rows:
-        path = entry.path
-        if path.startswith(old + "/"):
-            path = new + path[len(old) :]
+        moved = entry.path.startswith(old + "/")
+        path = new + entry.path[len(old) :] if moved else entry.path
         if path in contents:
             out.append(record_entry(path, contents[path]))
             seen.add(path)

@@ -12,12 +12,7 @@ from pathlib import Path
 
 from overlay._files import write_text_atomic
 from overlay._hashing import sha256_file
-from overlay.distribution.wheels import (
-    BuildResult,
-    build_patched_wheel,
-    build_record,
-    patched_cache,
-)
+from overlay.distribution import wheels
 from overlay.lines.pins import WheelPin
 from overlay.text.series import Series
 
@@ -38,17 +33,13 @@ class IndexedWheel:
 class Index:
     """What :func:`publish` left in the folder."""
 
-    root: Path
-    simple: Path
     wheels: tuple[IndexedWheel, ...]
     moved: tuple[str, ...]  # earlier series' wheels moved to old/
 
 
 def publish(dist: Path, local_version: str, known: dict[str, str] | None = None) -> Index:
-    """Keep only ``local_version``'s executorch wheels in ``dist`` and write its simple index.
-
-    ``known`` maps file names to sha256s already computed (a fresh build's), to skip hashing.
-    """
+    """Keep only ``local_version``'s executorch wheels in ``dist`` and write its simple index
+    (``known``: sha256s of file names already computed, a fresh build's)."""
     old = dist / OLD
     moved = []
     current: list[IndexedWheel] = []
@@ -56,9 +47,9 @@ def publish(dist: Path, local_version: str, known: dict[str, str] | None = None)
         if path.name.split("-")[1] != local_version:
             old.mkdir(exist_ok=True)
             os.replace(path, old / path.name)
-            record = build_record(path)  # the sha256 its build recorded travels with it
+            record = wheels.build_record(path)  # the sha256 its build recorded travels with it
             if record.is_file():
-                os.replace(record, build_record(old / path.name))
+                os.replace(record, wheels.build_record(old / path.name))
             moved.append(path.name)
             continue
         digest = (known or {}).get(path.name) or sha256_file(path)
@@ -69,11 +60,9 @@ def publish(dist: Path, local_version: str, known: dict[str, str] | None = None)
         f"{html.escape(w.filename)}</a><br>\n"
         for w in current
     )
-    _write(simple / PROJECT / "index.html", _page(f"Links for {PROJECT}", links))
-    _write(
-        simple / "index.html", _page("Simple index", f'    <a href="{PROJECT}/">{PROJECT}</a>\n')
-    )
-    return Index(dist, simple, tuple(current), tuple(moved))
+    _write_page(simple / PROJECT / "index.html", f"Links for {PROJECT}", links)
+    _write_page(simple / "index.html", "Simple index", f'    <a href="{PROJECT}/">{PROJECT}</a>\n')
+    return Index(tuple(current), tuple(moved))
 
 
 def default_folder(series: Series) -> Path:
@@ -89,10 +78,12 @@ def build_into(
     *,
     force: bool = False,
     progress: Callable[[str], None] = lambda _: None,
-) -> BuildResult:
+) -> wheels.BuildResult:
     """Build (or reuse) the patched wheel into ``dist``, then publish ``dist`` as the index."""
     started = time.perf_counter()
-    result = build_patched_wheel(series, source, pin, dist, force=force, cache=patched_cache())
+    result = wheels.build_patched_wheel(
+        series, source, pin, dist, force=force, cache=wheels.patched_cache()
+    )
     seconds = time.perf_counter() - started
     for path in result.removed:
         progress(f"removed {path} (left by a killed build)")
@@ -109,15 +100,10 @@ def build_into(
     return result
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        "<!DOCTYPE html>\n<html>\n  <head><title>"
-        f"{title}</title></head>\n  <body>\n{body}  </body>\n</html>\n"
-    )
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` unless the file already holds it (atomic rename otherwise)."""
+def _write_page(path: Path, title: str, body: str) -> None:
+    """Write an HTML page unless the file already holds it (atomic rename otherwise)."""
+    text = f"<!DOCTYPE html>\n<html>\n  <head><title>{title}</title></head>\n  <body>\n{body}"
+    text += "  </body>\n</html>\n"
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return
     path.parent.mkdir(parents=True, exist_ok=True)

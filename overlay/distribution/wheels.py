@@ -40,7 +40,6 @@ from overlay.text.series import Series
 # Bump when the repack writes other bytes for the same inputs (it keys the wheel cache).
 REPACK_FORMAT = 2
 WHEEL_FILE = "WHEEL"
-_NO_REPACK_HINT = "delete it from the cache and run again"
 LOCK_TIMEOUT_S = 600.0  # a download or repack of the 20 MB wheel takes seconds
 BUILD_LOCK = ".overlay-build.lock"  # in --out, deleted when released
 DOWNLOAD_LOCK = ".download.lock"  # in the wheel cache, deleted when released
@@ -91,15 +90,12 @@ def fetch_wheel(pin: WheelPin, *, cache: Path | None = None) -> Path:
     """
     folder = cache or wheel_cache()
     path = folder / pin.file
-    if path.is_file():
-        if pin.sha256:
-            verify_wheel(path, pin)
-        return path
-    folder.mkdir(parents=True, exist_ok=True)
-    with _folder_lock(folder / DOWNLOAD_LOCK):
-        _remove_stale(folder, ".download-*")
-        if not path.is_file():  # another run may have fetched it while this one waited
-            _download(pin, folder, path)
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        with _folder_lock(folder / DOWNLOAD_LOCK):
+            _remove_stale(folder, ".download-*")
+            if not path.is_file():  # another run may have fetched it while this one waited
+                _download(pin, folder, path)
     if pin.sha256:
         verify_wheel(path, pin)
     return path
@@ -130,7 +126,15 @@ def _download(pin: WheelPin, folder: Path, path: Path) -> None:
             command.append("--require-hashes")
 
         def refuse(output: str) -> WheelError:
-            found, hint = _pip_failure(output, pin)
+            versions = re.search(r"\(from versions: ([^)]*)\)", output)
+            errors = [line for line in output.splitlines() if not line.startswith("WARNING:")]
+            found = "\n".join(errors).strip()[-2000:] or "no file"
+            hint = "check network access to the package index (`pip config list` shows which)"
+            if versions is not None:  # pip's errors, not its warnings, or the versions it has
+                have = versions.group(1).strip() or "none"
+                found = f"executorch {pin.version} is not on the package index for {pin.tag}"
+                found += f" (it has: {have})"
+                hint = "pick a version the index has"
             return WheelError(
                 f"pip could not download {pin.file}",
                 expected=f"{pin.file} from the package index",
@@ -147,22 +151,6 @@ def _download(pin: WheelPin, folder: Path, path: Path) -> None:
         os.replace(downloaded, path)
 
 
-def _pip_failure(output: str, pin: WheelPin) -> tuple[str, str]:
-    """Return what pip's failed download found and the next step: its errors, not warnings."""
-    versions = re.search(r"\(from versions: ([^)]*)\)", output)
-    if versions is not None:
-        have = versions.group(1).strip() or "none"
-        return (
-            f"executorch {pin.version} is not on the package index for {pin.tag} (it has: {have})",
-            "pick a version the index has",
-        )
-    errors = [line for line in output.splitlines() if not line.startswith("WARNING:")]
-    return (
-        "\n".join(errors).strip()[-2000:] or "no file",
-        "check network access to the package index (`pip config list` shows which)",
-    )
-
-
 def pin_for_file(series: Series, path: Path) -> WheelPin:
     """Return the pin a local wheel file claims to be, verified by sha256."""
     pin = series.pins.wheel_for(path.name)
@@ -171,10 +159,8 @@ def pin_for_file(series: Series, path: Path) -> WheelPin:
 
 
 def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
-    """Return the pinned pristine bytes of every file the series edits, read from a wheel.
-
-    The wheel must ship every file the series edits, each as pinned, and none it creates.
-    """
+    """Return the pinned pristine bytes of every file the series edits, read from a wheel
+    that must ship each of them, as pinned, and none the series creates."""
     wanted = {series.pins.wheel_path(p): p for p in series.targets()}
     members = wheelzip.read_members(source, wanted.__contains__)
     created = {series.pins.wheel_path(p) for p in series.created}
@@ -197,7 +183,7 @@ def read_wheel_sources(source: Path, series: Series) -> dict[str, bytes]:
     sources = {wanted[name]: data for name, data in members.items()}
     for repo_path, data in sources.items():
         series.pins.check_pristine(
-            repo_path, sha256_bytes(data), where=source.name, hint=_NO_REPACK_HINT
+            repo_path, sha256_bytes(data), where=source.name, hint=wheelzip.NO_REPACK_HINT
         )
     return sources
 
@@ -206,12 +192,11 @@ def read_provenance(path: Path) -> Provenance | None:
     """Return the provenance of a patched wheel, or None if it has none or is unreadable."""
     try:
         with zipfile.ZipFile(path) as archive:
-            for name in archive.namelist():
-                if name.endswith(f".dist-info/{PROVENANCE_FILE}"):
-                    return parse_provenance(archive.read(name).decode("utf-8"))
+            names = archive.namelist()
+            name = next((n for n in names if n.endswith(f".dist-info/{PROVENANCE_FILE}")), "")
+            return parse_provenance(archive.read(name).decode("utf-8")) if name else None
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError):
         return None
-    return None
 
 
 def patched_wheel_name(pin: WheelPin, series: Series) -> str:
@@ -400,7 +385,7 @@ def _repacked(series: Series, source: Path, pin: WheelPin, out: Path) -> BuildRe
                     f"{source.name} has no {required}",
                     expected=f"an executorch {series.pins.executorch} wheel",
                     found=", ".join(sorted(n for n in names if ".dist-info/" in n)[:4]),
-                    hint=_NO_REPACK_HINT,
+                    hint=wheelzip.NO_REPACK_HINT,
                 )
         metadata = decode_text(src.read(old_dist + METADATA), where=old_dist + METADATA)
         series.pins.check_version(metadata_version(metadata, where=old_dist + METADATA))
@@ -412,18 +397,15 @@ def _repacked(series: Series, source: Path, pin: WheelPin, out: Path) -> BuildRe
                 for info in src.infos:
                     name = info.filename
                     if name in wanted:
-                        repo_path = wanted[name]
-                        pristine = sha256_bytes(sources[repo_path])
-                        data = _patched(series, repo_path, sources[repo_path])
-                        files[name] = FileRecord(pristine, sha256_bytes(data))
+                        pristine = sources[wanted[name]]
+                        data = _patched(series, wanted[name], pristine)
+                        files[name] = FileRecord(sha256_bytes(pristine), sha256_bytes(data))
                     elif name == old_dist + METADATA:
                         data = patched_metadata(series, metadata, where=name).encode()
                     elif name == old_dist + WHEEL_FILE:
                         wheel_text = decode_text(src.read(name), where=name)
                         data = set_generator(wheel_text, _provenance.TOOL).encode()
-                    elif name == old_dist + "RECORD":
-                        continue  # written anew
-                    else:
+                    else:  # RECORD too: the writer skips it and writes it anew
                         data = src.read(name)  # checked against the source's RECORD
                     if name.startswith(old_dist):
                         name = new_dist + name[len(old_dist) :]
@@ -456,11 +438,6 @@ def _patched(series: Series, repo_path: str, data: bytes | None) -> bytes:
 
 def patched_checksums(series: Series, source: Path) -> dict[str, str]:
     """Apply the series to the wheel's pristine files in memory; return their new sha256."""
-    sources: dict[str, bytes | None] = {p: None for p in series.created}
-    sources.update(read_wheel_sources(source, series))
-    hashes = {}
-    for repo_path, data in sources.items():
-        new = transform(series.patches, repo_path, data)
-        if new is not None:
-            hashes[repo_path] = sha256_bytes(new)
-    return hashes
+    sources = {**dict.fromkeys(series.created), **read_wheel_sources(source, series)}
+    patched = {path: transform(series.patches, path, data) for path, data in sources.items()}
+    return {path: sha256_bytes(new) for path, new in patched.items() if new is not None}

@@ -14,13 +14,8 @@ from pathlib import Path
 
 from installer.records import RecordEntry
 
-from overlay.distribution.distinfo import (
-    RECORD,
-    decode_text,
-    format_record,
-    parse_record,
-    record_entry,
-)
+from overlay.distribution import distinfo
+from overlay.distribution.distinfo import RECORD
 from overlay.errors import OverlayError, WheelError
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signature files RECORD does not list
@@ -30,7 +25,7 @@ DEFAULT_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip can hold
 # pypa/wheel writes it, so a repack here gives the bytes the locks pin.
 DEFAULT_MODE = 0o100664 << 16
 _UNIX = 3  # ZipInfo.create_system of an archive made on Unix (zipfile's default on Windows: 0)
-_NO_REPACK_HINT = "delete it from the cache and run again"
+NO_REPACK_HINT = "delete it from the cache and run again"
 
 
 def _unreadable(wheel: Path, detail: str) -> WheelError:
@@ -38,7 +33,7 @@ def _unreadable(wheel: Path, detail: str) -> WheelError:
         f"{wheel.name} is not a readable wheel: {detail}",
         expected="a zip whose members match its RECORD",
         found=detail,
-        hint=_NO_REPACK_HINT,
+        hint=NO_REPACK_HINT,
     )
 
 
@@ -50,7 +45,7 @@ def dist_info_of(names: Iterable[str], *, where: str) -> str:
             f"{where} has {len(found)} .dist-info folders",
             expected="exactly one <name>-<version>.dist-info",
             found=", ".join(found) or "none",
-            hint=_NO_REPACK_HINT,
+            hint=NO_REPACK_HINT,
         )
     return found[0]
 
@@ -69,15 +64,13 @@ class WheelArchive:
             raise _unreadable(path, f"no {self.dist_info}/{RECORD}") from None
         where = f"{path.name}: {self.dist_info}/{RECORD}"
         try:
-            rows = parse_record(decode_text(record, where=where), where=where)
+            rows = distinfo.parse_record(distinfo.decode_text(record, where=where), where=where)
         except OverlayError as exc:
             raise _unreadable(path, exc.message) from exc
         self.rows: dict[str, RecordEntry] = {row.path: row for row in rows}
         for info in self.infos:
             name = info.filename
-            if name == f"{self.dist_info}/{RECORD}" or name in (
-                f"{self.dist_info}/{s}" for s in SIGNATURES
-            ):
+            if name.removeprefix(f"{self.dist_info}/") in (RECORD, *SIGNATURES):
                 continue
             row = self.rows.get(name)
             if row is None or row.hash_ is None:
@@ -115,10 +108,7 @@ def read_members(wheel: Path, select: Callable[[str], bool] | None = None) -> di
 
 
 def member(name: str, like: zipfile.ZipInfo | None = None) -> zipfile.ZipInfo:
-    """Return the ZipInfo a member is written with: ``like``'s date and mode, deflated.
-
-    Without ``like``: the zip epoch and mode 0664.
-    """
+    """Return the ZipInfo of a member: deflated, ``like``'s date and mode (or 1980, 0664)."""
     info = zipfile.ZipInfo(name, like.date_time if like else DEFAULT_DATE)
     info.compress_type = zipfile.ZIP_DEFLATED
     info.create_system = _UNIX
@@ -145,7 +135,7 @@ class WheelWriter:
         if name.endswith(f".dist-info/{RECORD}"):
             return
         self.zip.writestr(member(name, like), data)
-        self.rows.append(record_entry(name, data))
+        self.rows.append(distinfo.record_entry(name, data))
 
     def __enter__(self) -> WheelWriter:
         return self
@@ -158,6 +148,6 @@ class WheelWriter:
                 rows = [*self.rows, RecordEntry(record, None, None)]
                 info = member(record, self.record_like)
                 info.external_attr = DEFAULT_MODE
-                self.zip.writestr(info, format_record(rows))
+                self.zip.writestr(info, distinfo.format_record(rows))
         finally:
             self.zip.close()

@@ -32,9 +32,7 @@ from overlay.fixes.model import (
 from overlay.lines import Line
 from overlay.lines.listing import patch_number, read_series_names
 
-__all__ = [
-    "FIXES",
-    "REGISTRY",
+__all__ = [  # the model names re-exported: overlay.fixes.Fix
     "WRONG_NUMBERS",
     "DiffOnly",
     "Direction",
@@ -42,19 +40,10 @@ __all__ = [
     "Effect",
     "ErrorSignature",
     "Fix",
-    "Registry",
     "RuntimeForm",
     "Trigger",
     "UpstreamNote",
-    "by_number",
-    "by_patch",
-    "carried_by",
-    "discover",
-    "divergences",
-    "fix_modules",
-    "from_modules",
     "release_matches",
-    "triggers_of",
 ]
 
 MODULE_NAME = re.compile(r"^f(\d{4})_[a-z0-9_]+$")
@@ -187,9 +176,7 @@ def _fix_problems(fix: Fix, lines: set[str], carriers: set[str]) -> list[str]:
     for release, declared in sorted(fix.runtime.items()):
         if isinstance(declared, DiffOnly) and not declared.reason.strip():
             found.append(f"fix {fix.number}: DiffOnly on {release} gives no reason")
-        for form in fix.runtime_forms(release):
-            if form.repo_path in fix.repo_paths:
-                continue
+        for form in (f for f in fix.runtime_forms(release) if f.repo_path not in fix.repo_paths):
             found.append(
                 f"fix {fix.number}: the {release} runtime form replaces a function in"
                 f" {form.repo_path}, which is not in its repo_paths"

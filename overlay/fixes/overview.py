@@ -55,7 +55,7 @@ def summaries(registry: Registry, all_lines: Sequence[Line]) -> tuple[LineSummar
     found = []
     for line in reversed(all_lines):
         proof = evidence.load(line.directory)
-        held = ((fix, status(line, fix, proof)) for fix in registry.fixes)
+        held = ((fix, _held(line, fix, proof)[0]) for fix in registry.fixes)
         found.append(
             LineSummary(
                 line.name,
@@ -70,34 +70,26 @@ def summaries(registry: Registry, all_lines: Sequence[Line]) -> tuple[LineSummar
 
 
 UPSTREAM_COMMIT = "github.com/pytorch/executorch/commit/"
+Held = tuple[Status | None, Patch | None, PatchEvidence | None]
 
 
-def _patch(line: Line, fix: Fix) -> Patch | None:
-    return next((p for p in load_series(line.directory).patches if p.number == fix.number), None)
-
-
-def _own(found: LineEvidence | None, fix: Fix) -> PatchEvidence | None:
+def _held(line: Line, fix: Fix, found: LineEvidence | None) -> Held:
+    """Return how ``line`` holds ``fix`` (None: the fix was never on the line or its parent),
+    its patch there and its evidence."""
+    patch = next((p for p in load_series(line.directory).patches if p.number == fix.number), None)
     mine = (p for p in found.patches if patch_number(p.patch) == fix.number) if found else ()
-    return next(iter(mine), None)
-
-
-def status(line: Line, fix: Fix, found: LineEvidence | None) -> Status | None:
-    """Return how ``line`` holds ``fix`` (None: the fix was never on the line or its parent)."""
-    patch = _patch(line, fix)
+    own = next(iter(mine), None)
     if patch is None:
-        own = _own(found, fix)
-        return Status.DROPPED if own is not None else None
+        return (Status.DROPPED if own is not None else None), None, own
     if UPSTREAM_COMMIT in patch.header.get("Origin", ""):
-        return Status.BACKPORTED
-    own = _own(found, fix)
-    return own.status if own is not None else Status.CARRIED
+        return Status.BACKPORTED, patch, own
+    return (own.status if own is not None else Status.CARRIED), patch, own
 
 
 def _on_line(fix: Fix, line: Line, found: LineEvidence | None) -> str:
-    held = status(line, fix, found)
+    held, patch, _ = _held(line, fix, found)
     if held is None:
         return "-"
-    patch = _patch(line, fix)
     if held is Status.DROPPED or patch is None:
         return "dropped"
     shown = f"{held.value} (`{patch.name.removesuffix('.patch')}`)"
@@ -109,9 +101,8 @@ def _on_line(fix: Fix, line: Line, found: LineEvidence | None) -> str:
     return f"{shown}; runtime " + ", ".join(f"`{form.qualname}`" for form in forms)
 
 
-def _evidence(line: Line, fix: Fix, found: LineEvidence | None) -> list[str]:
+def _evidence(line: Line, fix: Fix, patch: Patch | None, own: PatchEvidence | None) -> list[str]:
     """Return the trigger cases, the upstream test and the upstream reference of one cell."""
-    own = _own(found, fix)
     if own is not None:
         cases = ", ".join(
             f"{c.case}: stock {c.stock}" + (f", patched {c.patched}" if c.patched else "")
@@ -122,7 +113,6 @@ def _evidence(line: Line, fix: Fix, found: LineEvidence | None) -> list[str]:
         return [cases or "-", own.upstream_test or "-", upstream or reason or "-"]
     claims = fix.claims.get(line.name, ())
     cases = ", ".join(f"{t.case} ({t.effect.value})" for t in claims)
-    patch = _patch(line, fix)
     header = patch.header if patch is not None else {}
     upstream = " ".join(header.get("Applied-Upstream", "").split())  # one line, as evidence
     origin = header.get("Origin", "")
@@ -140,9 +130,10 @@ def evidence_table(registry: Registry, lines: Sequence[Line]) -> str:
     for line in reversed(lines):
         found = evidence.load(line.directory)
         for fix in registry.fixes:
-            held = status(line, fix, found)
+            held, patch, own = _held(line, fix, found)
             if held is not None:
-                rows.append([line.name, str(fix.number), held.value, *_evidence(line, fix, found)])
+                row = [line.name, str(fix.number), held.value, *_evidence(line, fix, patch, own)]
+                rows.append(row)
     return "\n".join(markdown_table(header, rows)) + "\n"
 
 
@@ -158,7 +149,7 @@ def table(registry: Registry, lines: Sequence[Line], *, brief: bool = False) -> 
     rows = []
     for fix in registry.fixes:
         if brief:
-            held = [str(status(line, fix, found[line.name]) or "-") for line in lines]
+            held = [str(_held(line, fix, found[line.name])[0] or "-") for line in lines]
             rows.append([str(fix.number), fix.title, *held])
             continue
         claims = "; ".join(

@@ -6,12 +6,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from unidiff.constants import (
-    LINE_TYPE_ADDED,
-    LINE_TYPE_CONTEXT,
-    LINE_TYPE_NO_NEWLINE,
-    LINE_TYPE_REMOVED,
-)
+from unidiff.constants import LINE_TYPE_NO_NEWLINE
 from unidiff.patch import PatchedFile
 
 from overlay._hashing import sha256_bytes
@@ -72,21 +67,15 @@ def hunks_of(patched_file: PatchedFile, *, reverse: bool = False) -> list[Hunk]:
         new: list[str] = []
         last: list[list[str]] = []
         for line in hunk:
-            kind = line.line_type
-            if kind == LINE_TYPE_NO_NEWLINE:
+            if line.line_type == LINE_TYPE_NO_NEWLINE:
                 for side in last:
                     side[-1] = side[-1].removesuffix("\n")
                 continue
-            if kind == LINE_TYPE_CONTEXT:
-                old.append(line.value)
-                new.append(line.value)
-                last = [old, new]
-            elif kind == LINE_TYPE_REMOVED:
-                old.append(line.value)
-                last = [old]
-            elif kind == LINE_TYPE_ADDED:
-                new.append(line.value)
-                last = [new]
+            last = [
+                side for side, skip in ((old, line.is_added), (new, line.is_removed)) if not skip
+            ]
+            for side in last:  # a context line goes to both
+                side.append(line.value)
         if reverse:
             old, new = new, old
         start = hunk.target_start if reverse else hunk.source_start
@@ -114,8 +103,8 @@ def _adapt_eol(hunks: list[Hunk], file_lines: Sequence[str]) -> list[Hunk]:
 
 def _trimmed(hunk: Hunk, lines: int) -> Hunk | None:
     """Return ``hunk`` without up to ``lines`` context lines at each end (None: no anchor left)."""
-    lead = len(_common(hunk.old, hunk.new))
-    tail = len(_common(hunk.old[lead:][::-1], hunk.new[lead:][::-1]))
+    lead = _common(hunk.old, hunk.new)
+    tail = _common(hunk.old[lead:][::-1], hunk.new[lead:][::-1])
     cut_lead, cut_tail = min(lead, lines), min(tail, lines)
     old = hunk.old[cut_lead : len(hunk.old) - cut_tail]
     new = hunk.new[cut_lead : len(hunk.new) - cut_tail]
@@ -124,14 +113,10 @@ def _trimmed(hunk: Hunk, lines: int) -> Hunk | None:
     return Hunk(hunk.index, hunk.old_start + cut_lead, old, new, hunk.header)
 
 
-def _common(one: Sequence[str], other: Sequence[str]) -> list[str]:
-    """Return the longest common prefix of two line lists."""
-    found = []
-    for a, b in zip(one, other, strict=False):
-        if a != b:
-            break
-        found.append(a)
-    return found
+def _common(one: Sequence[str], other: Sequence[str]) -> int:
+    """Return the length of the longest common prefix of two line lists."""
+    unequal = (i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b)
+    return next(unequal, min(len(one), len(other)))
 
 
 def _matches(lines: Sequence[str], at: int, old: Sequence[str]) -> bool:
@@ -309,21 +294,16 @@ def apply_patch(
     creates must be absent, and is absent again after its reverse.
     """
     out = dict(texts)
-    for patched_file in patch.files:
-        path = patched_file.path
-        where = f"patch {patch.name}, file {path}"
-        text = apply_to(
-            out.get(path),
-            patched_file,
-            reverse=reverse,
-            allow_offset=allow_offset,
-            where=where,
-            fuzz=fuzz,
+    for diff in patch.files:
+        where = f"patch {patch.name}, file {diff.path}"
+        old = out.get(diff.path)
+        new = apply_to(
+            old, diff, reverse=reverse, allow_offset=allow_offset, where=where, fuzz=fuzz
         )
-        if text is None:
-            out.pop(path, None)
+        if new is None:
+            out.pop(diff.path, None)
         else:
-            out[path] = text
+            out[diff.path] = new
     return out
 
 

@@ -35,11 +35,6 @@ def check_repo_path(raw: str, *, patch: str) -> str:
     return str(PurePosixPath(raw))
 
 
-def repo_path(patched_file: PatchedFile) -> str:
-    """Return the repository path of one file diff (``a/``/``b/`` prefixes removed)."""
-    return str(patched_file.path)
-
-
 def _strip_prefix(raw: str, prefix: str, *, patch: str) -> str:
     if not raw.startswith(prefix):
         raise SeriesError(
@@ -124,12 +119,9 @@ def check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
             found="a binary patch",
             hint=_REFUSED_HINT,
         )
-    kind = None
-    if patched_file.target_file == DEV_NULL:
-        kind = "deletes"
-    elif patched_file.is_rename or patched_file.is_symlink:
-        kind = "renames or links"
-    if kind is not None:
+    deletes = patched_file.target_file == DEV_NULL
+    if deletes or patched_file.is_rename or patched_file.is_symlink:
+        kind = "deletes" if deletes else "renames or links"
         raise UnsafePatchError(
             f"patch {name} {kind} {patched_file.path}",
             expected="edits of files the pinned wheel ships, or new text files",
@@ -159,14 +151,8 @@ def check_file_diff(patched_file: PatchedFile, *, name: str) -> None:
             hint=_REFUSED_HINT,
         )
     new = creates(patched_file)
-    for raw in (
-        (patched_file.target_file,)
-        if new
-        else (
-            patched_file.source_file,
-            patched_file.target_file,
-        )
-    ):
+    sides = (patched_file.source_file, patched_file.target_file)
+    for raw in sides[1:] if new else sides:
         check_repo_path(raw, patch=name)
     target = _strip_prefix(patched_file.target_file, "b/", patch=name)
     source = target if new else _strip_prefix(patched_file.source_file, "a/", patch=name)

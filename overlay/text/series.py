@@ -1,7 +1,4 @@
-"""Load and validate the patch series: a ``series`` file plus DEP-3 headed unified diffs.
-
-A file the series creates has no pristine bytes: :meth:`Series.pristine_sha256` is None.
-"""
+"""Load and validate the patch series: a ``series`` file plus DEP-3 headed unified diffs."""
 
 from __future__ import annotations
 
@@ -18,13 +15,7 @@ from overlay.errors import SeriesError, UnsafePatchError
 from overlay.lines import pins as pins_module
 from overlay.lines.listing import read_series_names, read_text
 from overlay.lines.pins import Pins
-from overlay.text.file_diffs import (
-    check_file_diff,
-    check_repo_path,
-    creates,
-    refuse_git_actions,
-    repo_path,
-)
+from overlay.text import file_diffs
 
 CHECKSUMS_FILE = "SHA256SUMS"
 PATCH_SUFFIX = ".patch"
@@ -32,6 +23,7 @@ HEADER_END = "---\n"
 REQUIRED_FIELDS = ("Description", "Forwarded", "Last-Update")
 _FIELD_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):(?: (.*))?$")
 _ISSUE_RE = re.compile(r"/issues/(\d+)")
+_SEPARATOR_OR_DIFF = re.compile(r"^(?:---\n|diff --git |--- |@@ )", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -46,10 +38,8 @@ class Patch:
 
     @property
     def number(self) -> int:
-        """Return the number of the fix it carries: its name's prefix (``0007-x.patch``: 7).
-
-        A series file lists only names of that form (:func:`read_series_names` checks).
-        """
+        """Return its fix's number, the name's prefix (``0007-x.patch``: 7; see
+        :func:`read_series_names`)."""
         return int(self.name[:4])
 
     @property
@@ -75,12 +65,12 @@ class Patch:
     @property
     def targets(self) -> tuple[str, ...]:
         """Return the repository paths this patch modifies or creates."""
-        return tuple(repo_path(f) for f in self.patch_set)
+        return tuple(str(f.path) for f in self.patch_set)
 
     @property
     def creates(self) -> tuple[str, ...]:
         """Return the repository paths this patch creates (``--- /dev/null``)."""
-        return tuple(repo_path(f) for f in self.patch_set if creates(f))
+        return tuple(str(f.path) for f in self.patch_set if file_diffs.creates(f))
 
 
 @dataclass(frozen=True)
@@ -94,7 +84,28 @@ class Series:
     checksums_for: str | None = None  # series digest SHA256SUMS was made for
 
     def __post_init__(self) -> None:
-        _check_creations(self.patches, self.pins)
+        """Refuse a path created twice, edited before it is created, or pinned as pristine."""
+        seen: dict[str, str] = {}
+        for patch in self.patches:
+            for path in patch.targets:
+                if path in patch.creates and path in seen:
+                    raise SeriesError(
+                        f"patch {patch.name} creates {path}, which {seen[path]} touches before it",
+                        expected="a new file created by the first patch that touches it",
+                        found=f"{seen[path]}, then {patch.name}",
+                        hint="merge the creations into one patch, or reorder the series",
+                    )
+                seen.setdefault(path, patch.name)
+        pinned = sorted(
+            p for patch in self.patches for p in patch.creates if p in self.pins.pristine
+        )
+        if pinned:
+            raise SeriesError(
+                f"the series creates {', '.join(pinned)}, which {self.pins.source} pins as shipped",
+                expected="files the series creates absent from [pristine]",
+                found=f"[pristine] entries for {', '.join(pinned)}",
+                hint="drop the entries (the release lacks the file) or make the patch edit it",
+            )
 
     @property
     def created(self) -> frozenset[str]:
@@ -162,11 +173,7 @@ class Series:
 
     def targets(self) -> list[str]:
         """Return every repository path the series touches, in first-touch order."""
-        seen: dict[str, None] = {}
-        for patch in self.patches:
-            for path in patch.targets:
-                seen.setdefault(path, None)
-        return list(seen)
+        return list(dict.fromkeys(path for patch in self.patches for path in patch.targets))
 
     def get(self, name: str) -> Patch:
         """Return the patch called ``name`` (with or without its suffix)."""
@@ -183,17 +190,9 @@ class Series:
 
 def split_header(text: str, *, name: str) -> tuple[str, str]:
     """Split a patch file into its DEP-3 header and its diff at the first ``---`` line."""
-    index = 0
-    while True:
-        end = text.find("\n", index)
-        if end < 0:
-            break
-        line = text[index : end + 1]
-        if line == HEADER_END:
-            return text[:index], text[end + 1 :]
-        if line.startswith(("diff --git ", "--- ", "@@ ")):
-            break
-        index = end + 1
+    first = _SEPARATOR_OR_DIFF.search(text)
+    if first is not None and first.group() == HEADER_END:
+        return text[: first.start()], text[first.end() :]
     raise SeriesError(
         f"patch {name} has no DEP-3 header",
         expected="'Description:' and other fields, then a line '---', then the diff",
@@ -239,19 +238,14 @@ _SHORT_RANGE = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", re.MULTILINE)
 def normalize_counts(diff: str) -> str:
     """Spell out omitted hunk counts (``@@ -3 +3 @@`` is ``@@ -3,1 +3,1 @@``), as unidiff does."""
 
-    def spell(match: re.Match[str]) -> str:
-        old = match.group(2) or ",1"
-        new = match.group(4) or ",1"
-        return f"@@ -{match.group(1)}{old} +{match.group(3)}{new} @@"
-
-    return _SHORT_RANGE.sub(spell, diff)
+    return _SHORT_RANGE.sub(lambda m: f"@@ -{m[1]}{m[2] or ',1'} +{m[3]}{m[4] or ',1'} @@", diff)
 
 
 def parse_patch(name: str, text: str) -> Patch:
     """Parse and validate one patch file's text."""
     header_text, diff = split_header(text, name=name)
     header = parse_dep3(header_text, name=name)
-    refuse_git_actions(diff, name=name)
+    file_diffs.refuse_git_actions(diff, name=name)
     try:
         patch_set = PatchSet(diff)
     except UnidiffParseError as exc:
@@ -264,7 +258,7 @@ def parse_patch(name: str, text: str) -> Patch:
     if len(patch_set) == 0:
         raise SeriesError(f"patch {name} changes no file", hint="remove it from the series")
     for patched_file in patch_set:
-        check_file_diff(patched_file, name=name)
+        file_diffs.check_file_diff(patched_file, name=name)
     if str(patch_set) != normalize_counts(diff):
         raise SeriesError(
             f"patch {name} does not survive a unidiff round trip",
@@ -273,29 +267,6 @@ def parse_patch(name: str, text: str) -> Patch:
             hint="regenerate the patch with `git diff`",
         )
     return Patch(name=name, header=header, header_text=header_text, diff=diff, patch_set=patch_set)
-
-
-def _check_creations(patches: tuple[Patch, ...], pins: Pins) -> None:
-    """Refuse a path created twice, edited before it is created, or pinned as pristine."""
-    seen: dict[str, str] = {}
-    for patch in patches:
-        for path in patch.targets:
-            if path in patch.creates and path in seen:
-                raise SeriesError(
-                    f"patch {patch.name} creates {path}, which {seen[path]} touches before it",
-                    expected="a new file created by the first patch that touches it",
-                    found=f"{seen[path]}, then {patch.name}",
-                    hint="merge the creations into one patch, or reorder the series",
-                )
-            seen.setdefault(path, patch.name)
-    pinned = sorted(p for patch in patches for p in patch.creates if p in pins.pristine)
-    if pinned:
-        raise SeriesError(
-            f"the series creates {', '.join(pinned)}, which {pins.source} pins as shipped",
-            expected="files the series creates absent from [pristine]",
-            found=f"[pristine] entries for {', '.join(pinned)}",
-            hint="drop the entries (the release lacks the file) or make the patch edit it",
-        )
 
 
 def load_series(directory: Path) -> Series:
@@ -326,10 +297,9 @@ def load_series(directory: Path) -> Series:
         patches.append(parse_patch(name, read_text(path)))
     pins = pins_module.load(directory)
     checksums = directory / CHECKSUMS_FILE
-    if checksums.is_file():
-        digest, hashes = parse_checksums(read_text(checksums), where=checksums)
-        return Series(directory, tuple(patches), pins, hashes, digest)
-    return Series(directory, tuple(patches), pins)
+    found = checksums.is_file()
+    digest, hashes = parse_checksums(read_text(checksums), where=checksums) if found else (None, {})
+    return Series(directory, tuple(patches), pins, hashes, digest)
 
 
 def format_checksums(series: Series, hashes: dict[str, str]) -> str:
@@ -349,7 +319,6 @@ def parse_checksums(text: str, *, where: Path) -> tuple[str | None, dict[str, st
     for line in text.splitlines():
         if line.startswith("# series "):
             digest = line.removeprefix("# series ").strip()
-            continue
         if not line.strip() or line.startswith("#"):
             continue
         value, _, path = line.partition("  ")
@@ -360,5 +329,5 @@ def parse_checksums(text: str, *, where: Path) -> tuple[str | None, dict[str, st
                 found=repr(line),
                 hint="regenerate it: `executorch-arm-overlay refresh`",
             )
-        hashes[check_repo_path(path, patch=where.name)] = value
+        hashes[file_diffs.check_repo_path(path, patch=where.name)] = value
     return digest, hashes
