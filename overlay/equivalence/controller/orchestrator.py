@@ -22,8 +22,8 @@ from overlay.equivalence.controller import processes, scheduler
 from overlay.equivalence.controller.inputs import check_cases, resolve_inputs
 from overlay.equivalence.controller.options import Options
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
-from overlay.equivalence.controller.progress import Progress, no_progress
 from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache, key
+from overlay.equivalence.controller.scheduler import Progress, no_progress
 from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import decide
 from overlay.equivalence.worker.envinfo import EnvInfo

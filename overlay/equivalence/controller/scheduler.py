@@ -4,10 +4,11 @@ an item two neighbouring paths answered differently is attributed first, overlap
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,7 +17,6 @@ from overlay import fixes
 from overlay.equivalence import corpus, protocol
 from overlay.equivalence.controller.options import DEFAULT_WORKER, Options
 from overlay.equivalence.controller.processes import Plan, Slot
-from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.controller.result_cache import RunCache
 from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import compare, judged_targets, rule_holds
@@ -27,6 +27,34 @@ from overlay.text.series import load_series
 MIN_ITEMS_PER_WORKER = 4.0  # another worker (a torch import) only for this many cases more
 PROBE_WEIGHT = 0.1  # a probe costs milliseconds; a case seconds
 Info = CaseInfo | ProbeInfo
+
+
+class EventKind(enum.StrEnum):
+    """What a progress event reports."""
+
+    PLAN = "plan"  # a path's item count (total) and how many the cache answered (done)
+    START = "start"  # a worker of the path is starting (imports torch and executorch)
+    RUN = "run"  # an item starts on the path
+    DONE = "done"  # an item finished on the path
+    MORE = "more"  # one more run on the path (an attribution run)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One progress event of a run: the scheduler reports them, the CLI shows them."""
+
+    kind: EventKind
+    path: PathId
+    item: ItemId | None = None
+    total: int = 0
+    done: int = 0
+
+
+Progress = Callable[[Event], None]
+
+
+def no_progress(_: Event) -> None:
+    """Ignore progress."""
 
 
 @dataclass(frozen=True)
@@ -71,15 +99,6 @@ def candidates(item: ItemId, carried: Sequence[int], first: Sequence[int] = ()) 
     return [n for n in dict.fromkeys([*first, *claimed, *carried]) if n in carried]
 
 
-def ruled(
-    info: Info, b: protocol.ItemResult, c: protocol.ItemResult, rules: Sequence[Divergence]
-) -> list[int]:
-    """Return the fixes whose divergence rules hold on an item's (b) and (c) results."""
-    results = {PathId.RUNTIME: b, PathId.PATCHED: c}
-    targets = judged_targets(info, results)
-    return [r.fix for r in rules if rule_holds(r, info, results, targets)]
-
-
 def carried_fixes(patches_dir: Path) -> tuple[int, ...]:
     """Return the numbers of the fixes the series in ``patches_dir`` carries, in series order."""
     return tuple(p.number for p in load_series(patches_dir).patches)
@@ -103,13 +122,6 @@ def slot_counts(
         counts[ranked[0]] += 1
         spare -= 1
     return counts
-
-
-def _priority(item: ItemId) -> int:
-    """Probes (milliseconds) and the registry's trigger cases (likely attributed) first."""
-    if item.kind is ItemKind.PROBE:
-        return 0
-    return 1 if fixes.triggers_of(item.name) else 2
 
 
 def list_cases(
@@ -190,14 +202,6 @@ class _Board:
             slot.kill()
 
 
-def _weights(queues: Mapping[PathId, deque[_Task]]) -> dict[PathId, float]:
-    """Return each path's queued work (a probe weighs little; an attribution run is a case)."""
-    return {
-        p: sum(PROBE_WEIGHT if t.item.kind is ItemKind.PROBE else 1.0 for t in queues[p])
-        for p in PATHS
-    }
-
-
 class Pool:
     """The worker slots of one run: each takes its path's queue, attribution overlapping."""
 
@@ -221,7 +225,11 @@ class Pool:
         """Answer every item on every path, from the cache or by running it (``spare``: the
         started stock worker that listed the cases, used first)."""
         self.infos, board = infos, self.board
-        order = sorted(infos, key=_priority)
+        # probes (milliseconds) first, then the registry's trigger cases (likely attributed)
+        order = sorted(
+            infos,
+            key=lambda i: 0 if i.kind is ItemKind.PROBE else 2 - bool(fixes.triggers_of(i.name)),
+        )
         for path in PATHS:
             for item in order:
                 result = self.cache.result(path, infos[item])
@@ -259,7 +267,12 @@ class Pool:
         if self.attribute and queues[PathId.RUNTIME]:
             needed.add(PathId.STOCK)  # (b)'s new results may need attribution runs on (a)
         jobs = self.jobs or os.cpu_count() or 1
-        counts = slot_counts(_weights(queues), needed, jobs if self.parallel else 1)
+        # each path's queued work: a probe weighs little, an attribution run is a case
+        weights = {
+            p: sum(PROBE_WEIGHT if t.item.kind is ItemKind.PROBE else 1.0 for t in queues[p])
+            for p in PATHS
+        }
+        counts = slot_counts(weights, needed, jobs if self.parallel else 1)
         if self.attribute and queues[PathId.PATCHED] and not counts[PathId.RUNTIME]:
             counts[PathId.RUNTIME] = 1  # on standby: it starts a worker only if (b)/(c) differ
         slots = [Slot(self.plans[p], i) for p in PATHS for i in range(counts[p])]
@@ -358,7 +371,10 @@ class Pool:
         target = board.results[following][item]
         first: list[int] = []
         if path is PathId.RUNTIME:
-            first = ruled(info, board.results[path][item], target, self.rules)
+            # the fixes whose divergence rules hold on its (b) and (c) results
+            results = {path: board.results[path][item], following: target}
+            targets = judged_targets(info, results)
+            first = [r.fix for r in self.rules if rule_holds(r, info, results, targets)]
         found: int | None = None
         for number in candidates(item, self.carried, first):
             single = self.cache.result(path, info, (number,))

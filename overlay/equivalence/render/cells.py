@@ -16,7 +16,6 @@ from overlay.equivalence.verdict import (
     Verdict,
     limits,
     numerics_quality,
-    sqnr_text,
     worst,
 )
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -72,7 +71,7 @@ def status_code(result: protocol.ItemResult) -> str:
     return "FAIL"
 
 
-def status_text(result: protocol.ItemResult, *, limit: int = 160) -> str:
+def status_text(result: protocol.ItemResult, *, limit: int = 400) -> str:
     """Return 'OK' or 'FAIL: Type: first line of message' for one path's result."""
     if result.ok:
         if result.numerics_error is not None:
@@ -244,7 +243,7 @@ def numbers_cells(
     return [
         steps_cell(numerics),
         f"{100 * fraction:.2f}%",
-        "-" if sqnr is None else sqnr_text(sqnr),
+        "-" if sqnr is None else f"{sqnr:.1f}",
     ]
 
 
