@@ -1,9 +1,5 @@
 """Python sources read, never run: a tree's digest, a worker's imports, a module's names.
-
-Stdlib only: the worker side runs it in the stock and patched environments.
-:func:`worker_sources` follows the worker's imports, so editing a controller-only module
-keeps cached results.
-"""
+Stdlib only: the worker side runs it in the stock and patched environments."""
 
 from __future__ import annotations
 
@@ -58,10 +54,8 @@ def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> 
 
 
 def bound_names(body: Sequence[ast.stmt]) -> Iterator[str]:
-    """Yield the names a module body binds at top level (into if/try/with blocks too).
-
-    ``from x import *`` yields ``"*"``: anything may be bound then.
-    """
+    """Yield the names a module body binds at top level (into if/try/with blocks too;
+    ``from x import *`` yields ``"*"``: anything may be bound then)."""
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             yield node.name

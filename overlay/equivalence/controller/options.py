@@ -1,8 +1,4 @@
-"""What to run and where: the options of one equivalence run, and its shard.
-
-:class:`RunChoices` decides the results and is recorded in every report; :class:`Options`
-adds how this machine runs it (folders, timeouts, worker count), which reports leave out.
-"""
+"""What to run and where: the options of one equivalence run, and its shard."""
 
 from __future__ import annotations
 

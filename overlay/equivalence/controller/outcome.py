@@ -1,9 +1,5 @@
-"""The outcome of a run: the typed :class:`Report`, shard reports merged into one, next steps.
-
-A failing run's next step is written for who can act: a ``--models`` case is declared in the
-user's own file, a corpus case or a divergence in the overlay. A merge refuses shards of
-different runs; a missing shard fails the merged report (its items have no result).
-"""
+"""The outcome of a run: the typed :class:`Report`, shard reports merged into one, and each
+failure's next step, written for who can act on it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow;
-an item two neighbouring paths answered differently is attributed first, overlapping them.
-"""
+"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow, and
+attribute an item two neighbouring paths answered differently; progress as events."""
 
 from __future__ import annotations
 
@@ -127,11 +126,8 @@ def slot_counts(
 def list_cases(
     plan: Plan, cache: RunCache | None, progress: Progress = no_progress
 ) -> tuple[protocol.ListReply, Slot | None]:
-    """Return the cases and probes, and the stock worker that listed them (None: none did).
-
-    The corpus is known here, torch-free; a models file (or another worker program) needs a
-    worker to list its cases, and that worker is returned, started, for the run to use.
-    """
+    """Return the cases and probes, and the started stock worker that listed them (a models
+    file or another worker program needs one), for the run to use (None: the corpus)."""
     if plan.models is None and plan.worker_command == DEFAULT_WORKER:
         return protocol.ListReply(corpus.ALL_CASES, corpus.PROBES), None
     cached = cache.listing() if cache is not None else None
@@ -363,9 +359,8 @@ class Pool:
                 board.queues[path].appendleft(_Task(item, attribution=True))
 
     def _attribute(self, item: ItemId, path: PathId, slot: Slot | None = None) -> bool:
-        """Try single fixes on ``path`` until one gives the next path's result, running what
-        is not cached. Without a slot only the cache is read (lock held): False when a run
-        is needed."""
+        """Try single fixes on ``path`` until one gives the next path's result (without a slot
+        only the cache is read, lock held: False when a run is needed)."""
         board, info = self.board, self.infos[item]
         following = PATHS[PATHS.index(path) + 1]
         target = board.results[following][item]

@@ -1,8 +1,5 @@
-"""``equivalence.json``: the report as a typed document, written and read with the codec.
-
-:func:`load` decodes it strictly and decides every verdict again from the stored results;
-its JSON Schema is derived (``python -m overlay report-schema``), no copy is kept.
-"""
+"""``equivalence.json``: the report as a typed document, written and read with the codec
+(every verdict decided again on load); its JSON Schema is derived, no copy is kept."""
 
 from __future__ import annotations
 

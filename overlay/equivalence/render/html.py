@@ -1,8 +1,5 @@
-"""What only the page shows of an item that differs: drawings and the fields that differ.
-
-Charts are hand-made SVG, not matplotlib: the controlling env stays small, the page
-byte-stable and testable.
-"""
+"""What only the page shows of an item that differs: drawings (hand-made SVG: no
+matplotlib in the controlling env, a byte-stable page) and the fields that differ."""
 
 from __future__ import annotations
 
