@@ -141,8 +141,8 @@ class TargetState(enum.StrEnum):
 
 @dataclass(frozen=True)
 class VgfResult:
-    """The VGF lowering of a case (payload digests, the failure, or why it was skipped) and,
-    with the emulation installed, its run (``numerics``; why not: ``run_reason``)."""
+    """The VGF lowering of a case: payload digests, the failure, or why it was skipped.
+    With the emulation installed it was run too (``numerics``; why not: ``run_reason``)."""
 
     state: TargetState
     payloads: tuple[Payload, ...] = ()

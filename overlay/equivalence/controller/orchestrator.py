@@ -16,8 +16,7 @@ from overlay import _mutex, fixes, lines
 from overlay._hashing import sha256_file
 from overlay.equivalence import corpus, protocol, sources
 from overlay.equivalence.controller import processes, scheduler
-from overlay.equivalence.controller.inputs import check_cases, resolve_inputs
-from overlay.equivalence.controller.options import Options
+from overlay.equivalence.controller.options import Options, check_cases, resolve_inputs
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
 from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache, key
 from overlay.equivalence.controller.scheduler import Progress, no_progress

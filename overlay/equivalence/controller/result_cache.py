@@ -86,8 +86,8 @@ class ResultCache:
 
 @dataclass(frozen=True)
 class Keys:
-    """Builds every cache key of one run from the digests of what decides a result (the keys
-    are listed in docs/equivalence.md)."""
+    """Builds every cache key of one run from the digests of what decides a result.
+    What goes into each key: docs/equivalence.md, "The result cache"."""
 
     base: str
     paths: dict[PathId, str]

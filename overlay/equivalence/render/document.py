@@ -80,24 +80,6 @@ def to_document(report: Report) -> ReportDocument:
     )
 
 
-def from_document(document: ReportDocument) -> Report:
-    """Return the report a document holds; every verdict is decided again from its results."""
-    report = document.report
-    verdicts = tuple(
-        decide(
-            v.item,
-            v.info,
-            v.results,
-            v.fix,
-            bc_fix=v.bc_fix,
-            version=report.executorch or None,
-            required=report.options.require_executed,
-        )
-        for v in report.verdicts
-    )
-    return dataclasses.replace(report, verdicts=verdicts)
-
-
 def load(path: Path) -> Report:
     """Read a report JSON back into a Report (verdicts decided again from its results)."""
     try:
@@ -117,7 +99,19 @@ def load(path: Path) -> Report:
             hint="re-run the shards with this version of the overlay",
         )
     try:
-        return from_document(codec.decode(ReportDocument, data, str(path.name)))
+        report = codec.decode(ReportDocument, data, str(path.name)).report
+        verdicts = tuple(
+            decide(
+                v.item,
+                v.info,
+                v.results,
+                v.fix,
+                bc_fix=v.bc_fix,
+                version=report.executorch or None,
+                required=report.options.require_executed,
+            )
+            for v in report.verdicts
+        )
     except (codec.CodecError, KeyError, ValueError) as exc:
         raise EquivalenceInputError(
             f"{path} does not hold a valid equivalence report",
@@ -125,6 +119,7 @@ def load(path: Path) -> Report:
             found=str(exc)[:300],
             hint="re-run the shard that wrote it",
         ) from exc
+    return dataclasses.replace(report, verdicts=verdicts)
 
 
 def schema() -> dict[str, JsonValue]:

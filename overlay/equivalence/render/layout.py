@@ -62,9 +62,16 @@ def _targets(report: Report) -> list[Block]:
     ]
     numbers = tuple((name, *row) for name, v in cases for row in cells.numerics_rows(v))
     ethos = tuple((name, *cells.ethos_row(*g)) for name, v in cases for g in cells.ethos_groups(v))
+    findings = []  # one line per item with a target wrong (or failing) on every path
+    for v in (v for v in report.verdicts if v.findings):
+        expected = expected_broken(v.info, report.executorch or None)
+        known = f" (expected: {expected})" if expected else " (NOT EXPECTED)"
+        if not expected and (where := user_file(v.info)):
+            known = f" (NOT EXPECTED: if it is known, {declare_broken(where)})"
+        findings.append(f"{v.item}: {'; '.join(f.text for f in v.findings)}{known}")
     out: list[Block] = [
         Heading("Findings (a target wrong or failing on every path)", 2),
-        render.listing(findings_lines(report)),
+        render.listing(findings),
     ]
     if numbers:
         out += [
@@ -281,21 +288,6 @@ def detail_lines(verdict: Verdict) -> list[str]:
     elif verdict.findings:
         targets = ", ".join(f.target for f in verdict.findings)
         lines.append(f"not right on any path ({targets}), as the case declares (see findings)")
-    return lines
-
-
-def findings_lines(report: Report) -> list[str]:
-    """Return one line per item with findings: each target wrong (or failing) on every path."""
-    lines = []
-    for verdict in report.verdicts:
-        if not verdict.findings:
-            continue
-        expected = expected_broken(verdict.info, report.executorch or None)
-        known = f" (expected: {expected})" if expected else " (NOT EXPECTED)"
-        where = user_file(verdict.info)
-        if not expected and where:
-            known = f" (NOT EXPECTED: if it is known, {declare_broken(where)})"
-        lines.append(f"{verdict.item}: {'; '.join(f.text for f in verdict.findings)}{known}")
     return lines
 
 
