@@ -58,12 +58,15 @@ class ResultCache:
         self.root = root
         self.read = read
 
+    def _file(self, digest: str) -> Path | None:
+        return None if self.root is None else self.root / digest[:2] / f"{digest}.json"
+
     def get(self, digest: str, cls: type[T]) -> T | None:
         """Return the value stored under ``digest`` as a ``cls``, or None (miss)."""
-        if not self.read or self.root is None:
+        path = self._file(digest)
+        if not self.read or path is None:
             return None
         try:
-            path = self.root / digest[:2] / f"{digest}.json"
             entry = codec.loads(CacheEntry, path.read_text(encoding="utf-8"))
             if entry.header != (CACHE_SCHEMA, protocol.SCHEMA_VERSION, cls.__name__, digest):
                 raise ValueError(f"entry header {entry.header}")
@@ -74,12 +77,12 @@ class ResultCache:
 
     def put(self, digest: str, value: object) -> None:
         """Store ``value`` under ``digest`` atomically (temporary file, then rename)."""
-        if self.root is None:
+        target = self._file(digest)
+        if target is None:
             return
         entry = CacheEntry(
             CACHE_SCHEMA, protocol.SCHEMA_VERSION, type(value).__name__, digest, codec.encode(value)
         )
-        target = self.root / digest[:2] / f"{digest}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(target, codec.dumps(entry))
 

@@ -302,7 +302,12 @@ class Pool:
                 if task.attribution:
                     self._attribute(task.item, slot.plan.path, slot)
                 else:
-                    self._run(slot, task.item)
+                    result = self._execute(slot, task.item)
+                    with self.board.cond:
+                        self.board.results[slot.plan.path][task.item] = result
+                        self.board.open[slot.plan.path] -= 1
+                        self._after(task.item)
+                        self.board.cond.notify_all()
         except BaseException as exc:
             self.board.fail(exc, [s for s in slots if s is not slot])
         finally:
@@ -335,15 +340,6 @@ class Pool:
             board.count(path, busy_seconds=result.seconds, **{counted: 1})
             self.progress(Event(EventKind.DONE, path, item))
         return result
-
-    def _run(self, slot: Slot, item: ItemId) -> None:
-        path, board = slot.plan.path, self.board
-        result = self._execute(slot, item)
-        with board.cond:
-            board.results[path][item] = result
-            board.open[path] -= 1
-            self._after(item)
-            board.cond.notify_all()
 
     def _after(self, item: ItemId) -> None:
         """Attribute an item from the cache once two neighbouring paths are known and differ,
