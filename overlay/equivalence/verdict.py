@@ -22,6 +22,7 @@ from overlay.equivalence.protocol import (
     Payload,
     Stage,
     TargetState,
+    VgfResult,
 )
 from overlay.fixes import Direction, Divergence
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -269,14 +270,15 @@ class TargetRun:
 
 def target_runs(result: ItemResult) -> dict[str, TargetRun]:
     """Return each target a result has (a skipped one is absent): TOSA, VGF, each Ethos-U."""
-    state = TargetState.COMPARED if result.ok else TargetState.FAILED
-    r, vgf = result, result.vgf
-    runs = {TOSA: TargetRun(state, r.error, r.numerics, r.numerics_error, r.run_reason, r.payloads)}
-    if vgf is not None and vgf.state is not TargetState.SKIPPED:
-        v = vgf
-        runs[VGF] = TargetRun(
-            v.state, v.error, v.numerics, v.numerics_error, v.run_reason, v.payloads
-        )
+    tosa = TargetState.COMPARED if result.ok else TargetState.FAILED
+    lowered: list[tuple[str, TargetState, ItemResult | VgfResult]] = [(TOSA, tosa, result)]
+    if result.vgf is not None:
+        lowered.append((VGF, result.vgf.state, result.vgf))
+    runs = {
+        name: TargetRun(state, x.error, x.numerics, x.numerics_error, x.run_reason, x.payloads)
+        for name, state, x in lowered
+        if state is not TargetState.SKIPPED
+    }
     for e in result.ethos_u:
         if e.state is not TargetState.SKIPPED:
             runs[e.target] = TargetRun(e.state, e.error, None, None, ETHOS_U_NOT_RUN, e.payloads)
