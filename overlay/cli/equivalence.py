@@ -16,7 +16,7 @@ from overlay.cli.output import out, progress, show
 from overlay.cli.progress_display import display
 from overlay.equivalence.controller import options as run_options
 from overlay.equivalence.controller import orchestrator, outcome, result_cache
-from overlay.equivalence.render import document, html, layout
+from overlay.equivalence.render import html, layout
 from overlay.equivalence.verdict import EXECUTABLE
 
 
@@ -86,13 +86,13 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
 def cmd_merge_reports(args: argparse.Namespace) -> int:
     """Merge the equivalence.json of every shard into one report and one verdict."""
     base = run_options.caller_dir()
-    merged = outcome.merge([document.load(base / name) for name in args.reports])
+    merged = outcome.merge([outcome.load(base / name) for name in args.reports])
     return _finish(merged, base / args.out)
 
 
 def cmd_report_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of equivalence.json."""
-    out(codec.dumps(document.schema(), indent=2))
+    out(codec.dumps(outcome.schema(), indent=2))
     return 0
 
 

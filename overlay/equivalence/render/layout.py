@@ -9,10 +9,11 @@ from pathlib import Path
 
 import overlay
 from overlay import render
+from overlay.equivalence.controller import outcome
 from overlay.equivalence.controller.outcome import Report, declare_broken, user_file
 from overlay.equivalence.controller.scheduler import PathStats
 from overlay.equivalence.protocol import PATHS, TargetState
-from overlay.equivalence.render import cells, document
+from overlay.equivalence.render import cells
 from overlay.equivalence.verdict import (
     AB,
     BC,
@@ -148,7 +149,7 @@ def write_reports(
         folder,
         "equivalence",
         blocks(report, drawings),
-        document.to_document(report),
+        outcome.to_document(report),
         suffixes,
         title=f"Equivalence report: {verdict}",
     )
@@ -165,7 +166,7 @@ def ordered(report: Report) -> list[Verdict]:
 
 def headline(report: Report) -> list[str]:
     """Return the verdict lines that open every form of the report (its failures aside)."""
-    ab, bc = document.counts(report)
+    ab, bc = outcome.counts(report)
     items = len(report.verdicts)
     if report.failures:
         lines = [f"FAIL: {len(report.failures)} problem(s) in {items} items"]
