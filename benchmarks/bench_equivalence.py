@@ -32,7 +32,8 @@ from pathlib import Path
 
 from overlay import codec
 from overlay.cli.json_output import BuildReport
-from overlay.equivalence.controller import inputs, orchestrator, outcome
+from overlay.equivalence.controller import options as run_options
+from overlay.equivalence.controller import orchestrator, outcome
 from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.outcome import Report
 from overlay.equivalence.protocol import PATHS, PathId
@@ -148,7 +149,7 @@ def main() -> int:
     parser.add_argument("--keep", help="keep the work folder (cache, envs) here")
     args = parser.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench-equivalence-"))
-    options = inputs.options_from_env(
+    options = run_options.options_from_env(
         args.stock_python,
         args.patched_python,
         fast=args.fast,

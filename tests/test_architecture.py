@@ -49,7 +49,7 @@ JSON_OUTSIDE_THE_CODEC = {
     ("overlay.equivalence.worker.envinfo", "EnvInfo.digest"): "a hash input",
     ("overlay.equivalence.protocol", "encode"): "the protocol's line envelope",
     ("overlay.equivalence.protocol", "_envelope"): "the envelope, checked before the body",
-    ("overlay.equivalence.render.document", "load"): "the schema number, before the body",
+    ("overlay.equivalence.controller.outcome", "load"): "the schema number, before the body",
     ("overlay.equivalence.render.html", "_value"): "JSON shown to a reader",
     ("overlay.equivalence.render.html", "_differing"): "JSON compared for a reader",
     ("overlay.equivalence.render.layout", "detail_lines"): "JSON shown to a reader",

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from overlay import cli
 from overlay.cli import progress_display
-from overlay.equivalence.controller import inputs
+from overlay.equivalence.controller import options as run_options
 from overlay.equivalence.controller.options import CALLER_DIR_ENV, Options
 from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.corpus import user_cases
@@ -22,7 +22,7 @@ from overlay.errors import EquivalenceError, EquivalenceInputError, exit_codes
 
 
 def _with_fake_worker(monkeypatch: pytest.MonkeyPatch, fake: Options) -> None:
-    build = inputs.options_from_env
+    build = run_options.options_from_env
 
     def with_fake_worker(*args: Any, **overrides: Any) -> Options:
         return dataclasses.replace(
@@ -31,7 +31,7 @@ def _with_fake_worker(monkeypatch: pytest.MonkeyPatch, fake: Options) -> None:
             pythonpath=fake.pythonpath,
         )
 
-    monkeypatch.setattr(inputs, "options_from_env", with_fake_worker)
+    monkeypatch.setattr(run_options, "options_from_env", with_fake_worker)
 
 
 @pytest.mark.parametrize("shown", [("--verbose", True), ("--quiet", False)])

@@ -21,9 +21,9 @@ from equivalence_samples import (
 
 from overlay import render
 from overlay.cli import main
+from overlay.equivalence.controller import outcome
 from overlay.equivalence.controller.options import RunChoices
 from overlay.equivalence.controller.orchestrator import run
-from overlay.equivalence.render import document
 from overlay.errors import EquivalenceInputError
 from overlay.items import ItemId, ItemKind
 
@@ -31,11 +31,11 @@ from overlay.items import ItemId, ItemKind
 def test_json_report_is_valid_against_the_derived_schema(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    derived = document.schema()
-    data = json.loads(render.json_text(document.to_document(long_report(tmp_path, monkeypatch))))
+    derived = outcome.schema()
+    data = json.loads(render.json_text(outcome.to_document(long_report(tmp_path, monkeypatch))))
     jsonschema.Draft202012Validator(derived).validate(data)
     assert (data["schema"], data["tool"]["name"], data["verdict"]) == (
-        document.REPORT_SCHEMA,
+        outcome.REPORT_SCHEMA,
         "executorch-arm-overlay",
         "pass",
     )
@@ -60,13 +60,13 @@ def test_json_report_is_valid_against_the_derived_schema(
 
 def test_report_schema_prints_the_derived_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report-schema"]) == 0
-    assert json.loads(capsys.readouterr().out) == document.schema()
+    assert json.loads(capsys.readouterr().out) == outcome.schema()
 
 
 def test_the_schema_is_derived_from_the_document_type() -> None:
-    derived = document.schema()
+    derived = outcome.schema()
     assert derived["title"] == "equivalence.json"
-    assert derived["properties"]["schema"] == {"const": document.REPORT_SCHEMA}  # type: ignore[index,call-overload]
+    assert derived["properties"]["schema"] == {"const": outcome.REPORT_SCHEMA}  # type: ignore[index,call-overload]
     defs = derived["$defs"]
     assert isinstance(defs, dict)
     assert {"ItemResult", "Report", "Verdict", "RunChoices", "Shard", "Keys", "Finding"} <= set(
@@ -84,22 +84,22 @@ def test_json_round_trips_into_the_same_verdicts(
 ) -> None:
     result = run(scripted_options(tmp_path, monkeypatch))
     path = tmp_path / "r.json"
-    path.write_text(render.json_text(document.to_document(result)), encoding="utf-8")
-    loaded = document.load(path)
+    path.write_text(render.json_text(outcome.to_document(result)), encoding="utf-8")
+    loaded = outcome.load(path)
     assert decided(loaded) == decided(result)
     assert loaded.keys == result.keys and loaded.stats == result.stats
     assert loaded.options == result.options and loaded.workers == result.workers
     path.write_text(json.dumps({"schema": 3}), encoding="utf-8")
     with pytest.raises(EquivalenceInputError, match="not an equivalence report of schema 7"):
-        document.load(path)
-    data = json.loads(render.json_text(document.to_document(result)))
+        outcome.load(path)
+    data = json.loads(render.json_text(outcome.to_document(result)))
     del data["report"]["verdicts"][0]["results"]["a"]
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(EquivalenceInputError, match="does not hold a valid equivalence report"):
-        document.load(path)
+        outcome.load(path)
     path.write_text("{torn", encoding="utf-8")
     with pytest.raises(EquivalenceInputError, match="cannot read the report"):
-        document.load(path)
+        outcome.load(path)
 
 
 def test_json_carries_the_verdict_failures_and_every_result() -> None:
@@ -108,8 +108,8 @@ def test_json_carries_the_verdict_failures_and_every_result() -> None:
     )
     bad = dataclasses.replace(judge(ok(), ok(), ok(graph=())), item=ItemId(ItemKind.CASE, "bad"))
     rendered = report_of([regression, bad])
-    data = json.loads(render.json_text(document.to_document(rendered)))
-    assert (data["schema"], data["verdict"]) == (document.REPORT_SCHEMA, "fail")
+    data = json.loads(render.json_text(outcome.to_document(rendered)))
+    assert (data["schema"], data["verdict"]) == (outcome.REPORT_SCHEMA, "fail")
     assert data["failures"] == rendered.failures
     first = data["report"]["verdicts"][0]
     assert (first["item"], first["ab"], first["fix"]) == (
@@ -122,6 +122,6 @@ def test_json_carries_the_verdict_failures_and_every_result() -> None:
     assert data["summary"]["a_vs_b"] == {
         "same": 1, "fixed": 0, "regression": 1, "changed": 0, "still broken": 0, "unchecked": 0
     }  # fmt: skip
-    assert json.loads(render.json_text(document.to_document(report_of([judge(ok(), ok(), ok())]))))[
+    assert json.loads(render.json_text(outcome.to_document(report_of([judge(ok(), ok(), ok())]))))[
         "verdict"
     ] == ("pass")

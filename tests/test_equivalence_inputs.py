@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from overlay.equivalence.controller import inputs
+from overlay.equivalence.controller import options as run_options
 from overlay.equivalence.controller.options import CALLER_DIR_ENV, Options, Shard
 from overlay.errors import EquivalenceInputError
 
@@ -23,7 +23,7 @@ def _refused(tmp_path: Path, **change: Any) -> EquivalenceInputError:
     """Resolve options from ``tmp_path``; return the input error (no Python is started)."""
     options = dataclasses.replace(Options("py", "py"), **change)
     with pytest.raises(EquivalenceInputError) as info:
-        inputs.resolve_inputs(options, tmp_path)  # "py" runs nothing: files are read, not run
+        run_options.resolve_inputs(options, tmp_path)  # "py" runs nothing: files are read, not run
     error = info.value
     assert error.expected and error.found and error.hint, error  # every part is there
     return error
@@ -38,12 +38,12 @@ def test_relative_user_files_are_read_from_the_callers_folder(
     (caller / "models.py").write_text(VALID_MODELS, encoding="utf-8")
     monkeypatch.chdir(tmp_path)  # not the caller's folder: nox runs from the noxfile's
     monkeypatch.setenv(CALLER_DIR_ENV, str(caller))
-    options = inputs.options_from_env(
+    options = run_options.options_from_env(
         "py", "py", runtime_patch="seed/patch.py:go", models="models.py", only=("mine",)
     )
     assert options.runtime_patch == f"{(caller / 'seed' / 'patch.py').resolve()}:go"
     assert options.models == str((caller / "models.py").resolve())
-    module_spec = inputs.options_from_env("py", "py", runtime_patch="overlay.runtime:apply")
+    module_spec = run_options.options_from_env("py", "py", runtime_patch="overlay.runtime:apply")
     assert module_spec.runtime_patch == "overlay.runtime:apply"
 
 
@@ -61,7 +61,7 @@ def test_a_bad_user_file_fails_before_any_worker_starts(
 ) -> None:
     monkeypatch.setenv(CALLER_DIR_ENV, str(tmp_path))
     with pytest.raises(EquivalenceInputError) as info:
-        inputs.options_from_env("py", "py", **change)
+        run_options.options_from_env("py", "py", **change)
     assert info.value.message.startswith(option)
     assert info.value.hint is not None and option in info.value.hint
 
@@ -120,11 +120,11 @@ def test_cases_built_at_run_time_are_left_to_the_worker(tmp_path: Path) -> None:
     (tmp_path / "models.py").write_text(
         "CASES = {}\nfor n in ('a', 'b'):\n    CASES[n] = {}\n", encoding="utf-8"
     )
-    resolved = inputs.resolve_inputs(Options("py", "py", models="models.py"), tmp_path)
+    resolved = run_options.resolve_inputs(Options("py", "py", models="models.py"), tmp_path)
     assert resolved.models == str(tmp_path / "models.py")
     # its names are known only when it runs: --case is checked after the listing
     later = Options("py", "py", models="models.py", only=("a",))
-    assert inputs.resolve_inputs(later, tmp_path).only == ("a",)
+    assert run_options.resolve_inputs(later, tmp_path).only == ("a",)
 
 
 def test_an_unknown_case_is_refused_before_any_worker(tmp_path: Path) -> None:
@@ -140,7 +140,7 @@ def test_an_unknown_case_is_refused_before_any_worker(tmp_path: Path) -> None:
         "list them with `executorch-arm-overlay equivalence --list"
         f" --models {tmp_path / 'models.py'}`"
     )
-    resolved = inputs.resolve_inputs(
+    resolved = run_options.resolve_inputs(
         Options("py", "py", models="models.py", only=("mine", "conv_relu_int8")), tmp_path
     )
     assert resolved.only == ("mine", "conv_relu_int8")  # a corpus case may be named too
@@ -148,7 +148,7 @@ def test_an_unknown_case_is_refused_before_any_worker(tmp_path: Path) -> None:
 
 def test_another_worker_program_lists_its_own_cases(tmp_path: Path) -> None:
     options = Options("py", "py", only=("fake_case",), worker_command=("fake_worker.py",))
-    assert inputs.resolve_inputs(options, tmp_path).only == ("fake_case",)
+    assert run_options.resolve_inputs(options, tmp_path).only == ("fake_case",)
 
 
 def test_bad_numbers_a_bad_shard_and_an_unknown_group_are_refused(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_bindings_in_blocks_and_imports_count(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     options = Options("py", "py", runtime_patch="f.py:go", models="f.py")
-    resolved = inputs.resolve_inputs(options, tmp_path)
+    resolved = run_options.resolve_inputs(options, tmp_path)
     assert resolved.models == str(tmp_path / "f.py")
     assert resolved.out_dir == tmp_path / "reports"
 
@@ -177,6 +177,6 @@ def test_no_python_to_run_the_paths_in(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OVERLAY_STOCK_PYTHON", raising=False)
     monkeypatch.delenv("OVERLAY_PATCHED_PYTHON", raising=False)
     with pytest.raises(EquivalenceInputError, match="no stock or patched Python") as info:
-        inputs.options_from_env(None, "py")
+        run_options.options_from_env(None, "py")
     assert info.value.hint is not None and "--stock-python" not in info.value.message
     assert "nox -s equivalence" in info.value.hint and "stock executorch" in info.value.hint

@@ -9,11 +9,11 @@ import pytest
 from equivalence_samples import C, decided, scripted_options
 
 from overlay import cli, render
+from overlay.equivalence.controller import outcome
 from overlay.equivalence.controller.options import CALLER_DIR_ENV, Shard
 from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.controller.outcome import merge
 from overlay.equivalence.controller.result_cache import Keys
-from overlay.equivalence.render import document
 from overlay.errors import EquivalenceError, EquivalenceInputError
 
 
@@ -32,29 +32,29 @@ def test_two_shards_merged_give_the_verdicts_of_one_run(
         assert part.verdicts and len(part.verdicts) < len(whole.verdicts)
         assert all(shard.owns(v.item) for v in part.verdicts)
         (options.out_dir / "equivalence.json").write_text(
-            render.json_text(document.to_document(part)), encoding="utf-8"
+            render.json_text(outcome.to_document(part)), encoding="utf-8"
         )
         parts.append(options.out_dir / "equivalence.json")
     monkeypatch.setenv(CALLER_DIR_ENV, str(tmp_path))
     code = cli.main(["merge-reports", "shard-1/equivalence.json", "shard-2/equivalence.json"])
-    merged = document.load(tmp_path / "reports" / "equivalence.json")
+    merged = outcome.load(tmp_path / "reports" / "equivalence.json")
     assert decided(merged) == decided(whole)
     assert [v.item for v in merged.verdicts] == [v.item for v in whole.verdicts]  # same order
     assert merged.failures == whole.failures != []  # probe:where differs: (c) has another path
     assert code == EquivalenceError.exit_code
     assert (tmp_path / "reports" / "equivalence.html").is_file()
 
-    half = merge([document.load(parts[0])])
+    half = merge([outcome.load(parts[0])])
     assert half.failures[-1].endswith("(shards missing: 2/2)")
     with pytest.raises(EquivalenceInputError, match="shard numbers do not fit"):
-        merge([document.load(parts[0]), document.load(parts[0])])
-    other = dataclasses.replace(document.load(parts[1]), keys=dataclasses.replace(
-        document.load(parts[1]).keys or Keys("", {}, None, ""), paths={C: "other"}
+        merge([outcome.load(parts[0]), outcome.load(parts[0])])
+    other = dataclasses.replace(outcome.load(parts[1]), keys=dataclasses.replace(
+        outcome.load(parts[1]).keys or Keys("", {}, None, ""), paths={C: "other"}
     ))  # fmt: skip
     with pytest.raises(EquivalenceInputError, match="different inputs") as info:
-        merge([document.load(parts[0]), other])
+        merge([outcome.load(parts[0]), other])
     assert info.value.found == "path (a) stock ran another environment or runtime patch"
-    whole_run = dataclasses.replace(document.load(parts[0]), shards=())
+    whole_run = dataclasses.replace(outcome.load(parts[0]), shards=())
     with pytest.raises(EquivalenceInputError, match="a report is not a shard"):
         merge([whole_run])
     with pytest.raises(EquivalenceInputError, match="no reports"):

@@ -104,6 +104,6 @@ def test_a_runs_view_never_caches_harness_failures(tmp_path: Path) -> None:
     listing = ListReply((case,), ())
     view.put_listing(listing)
     assert view.listing() == listing
-    nothing = RunCache(None, keys)
+    nothing = RunCache(ResultCache(None), keys)
     nothing.put_result(A, case, (), done)
     assert (nothing.result(A, case), nothing.init(B), nothing.listing()) == (None, None, None)

@@ -12,7 +12,7 @@ from equivalence_samples import A, B, C, runs, scripted_options
 from overlay import fixes, lines
 from overlay.equivalence.controller import scheduler
 from overlay.equivalence.controller.orchestrator import run
-from overlay.equivalence.controller.progress import Event, EventKind
+from overlay.equivalence.controller.scheduler import Event, EventKind
 from overlay.equivalence.verdict import AB, BC
 from overlay.items import ItemId, ItemKind
 

@@ -495,8 +495,9 @@ def test_right_is_said_only_of_a_target_that_ran() -> None:
         "ethos-u55-128": Quality.COMPILED,
     }
     assert verdict.numerics_quality(None, None, 0.05) is Quality.LOWERED
-    assert verdict.not_run_reason(result, "vgf") == NOT_RUN
-    assert "Corstone" in verdict.not_run_reason(result, "ethos-u55-128")
+    runs = verdict.target_runs(result)
+    assert runs["vgf"].run_reason == NOT_RUN
+    assert "Corstone" in runs["ethos-u55-128"].run_reason
     ran = ok(vgf=vgf(numerics()))
     assert verdict.target_qualities(ran, 0.05)["vgf"] is Quality.RIGHT
     # not executed on any path is no finding: nothing says it is wrong, nor right
@@ -654,11 +655,11 @@ def verdict_ethos(error: ErrorInfo | None) -> EthosUResult:
 
 def test_the_numbers_of_each_target() -> None:
     ran = ok(vgf=vgf(measured(0.5, 3.0)), ethos_u=(ethos("ethos-u55-128"),))
-    assert verdict.target_numerics(ran, "tosa") == numerics()
-    assert verdict.target_numerics(ran, "vgf") == measured(0.5, 3.0)
-    assert verdict.target_numerics(ran, "ethos-u55-128") is None
-    assert verdict.target_numerics(ok(vgf=None), "vgf") is None
-    assert verdict.not_run_reason(ok(vgf=None), "vgf") == ""
+    runs = verdict.target_runs(ran)
+    assert runs["tosa"].numerics == numerics()
+    assert runs["vgf"].numerics == measured(0.5, 3.0)
+    assert runs["ethos-u55-128"].numerics is None
+    assert "vgf" not in verdict.target_runs(ok(vgf=None))  # no VGF lowering: no target
 
 
 def test_an_output_with_an_empty_range_is_exact_or_all_wrong() -> None:

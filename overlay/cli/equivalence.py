@@ -14,14 +14,14 @@ from overlay import codec, fixes
 from overlay.cli import common
 from overlay.cli.output import out, progress, show
 from overlay.cli.progress_display import display
-from overlay.equivalence.controller import inputs, orchestrator, outcome, result_cache
 from overlay.equivalence.controller import options as run_options
-from overlay.equivalence.render import document, html, layout
+from overlay.equivalence.controller import orchestrator, outcome, result_cache
+from overlay.equivalence.render import html, layout
 from overlay.equivalence.verdict import EXECUTABLE
 
 
 def _options(args: argparse.Namespace) -> run_options.Options:
-    return inputs.options_from_env(
+    return run_options.options_from_env(
         args.stock_python,
         args.patched_python,
         runtime_patch=args.runtime_patch,
@@ -59,7 +59,7 @@ def _finish(result: outcome.Report, folder: Path) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     stock = args.stock_python or os.environ.get("OVERLAY_STOCK_PYTHON") or sys.executable
-    listed = inputs.options_from_env(stock, stock, models=args.models, out_dir=Path(args.out))
+    listed = run_options.options_from_env(stock, stock, models=args.models, out_dir=Path(args.out))
     listing = orchestrator.list_items(listed)
     for case in listing.cases:
         claims = "".join(
@@ -85,14 +85,14 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
 
 def cmd_merge_reports(args: argparse.Namespace) -> int:
     """Merge the equivalence.json of every shard into one report and one verdict."""
-    base = inputs.caller_dir()
-    merged = outcome.merge([document.load(base / name) for name in args.reports])
+    base = run_options.caller_dir()
+    merged = outcome.merge([outcome.load(base / name) for name in args.reports])
     return _finish(merged, base / args.out)
 
 
 def cmd_report_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of equivalence.json."""
-    out(codec.dumps(document.schema(), indent=2))
+    out(codec.dumps(outcome.schema(), indent=2))
     return 0
 
 
@@ -118,7 +118,7 @@ def add_commands(add: common.Adder) -> None:
     eq.add_argument("--case", action="append", help="run only this case (repeatable)")
     eq.add_argument(
         "--group",
-        choices=inputs.GROUPS,
+        choices=run_options.GROUPS,
         help="corpus group: core (default; --fast adds one zoo case), zoo (real networks), all",
     )
     eq.add_argument(

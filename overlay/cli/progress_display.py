@@ -16,7 +16,7 @@ from rich.progress import (
 from rich.progress import Progress as RichProgress
 
 from overlay.cli.output import progress
-from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
+from overlay.equivalence.controller.scheduler import Event, EventKind, Progress, no_progress
 from overlay.equivalence.protocol import PathId
 from overlay.equivalence.render.cells import item_label
 

@@ -1,9 +1,5 @@
-"""The typed protocol between the orchestrator and its worker processes (JSON lines).
-
-A line is ``{"schema": N, "type": T, "body": {...}}``, decoded strictly: another schema
-version is a :class:`ProtocolError`. Stdlib only: workers run this module in the stock and
-patched envs.
-"""
+"""The typed JSON-lines protocol between the orchestrator and its workers, decoded strictly
+(another schema version is a :class:`ProtocolError`); stdlib only: workers run it too."""
 
 from __future__ import annotations
 
@@ -146,10 +142,7 @@ class TargetState(enum.StrEnum):
 @dataclass(frozen=True)
 class VgfResult:
     """The VGF lowering of a case: payload digests, the failure, or why it was skipped.
-
-    When the lowering worked and the emulation is installed, the program was also run
-    (``numerics``, or ``numerics_error``); ``run_reason`` says why it was not run.
-    """
+    With the emulation installed it was run too (``numerics``; why not: ``run_reason``)."""
 
     state: TargetState
     payloads: tuple[Payload, ...] = ()

@@ -1,9 +1,5 @@
 """Python sources read, never run: a tree's digest, a worker's imports, a module's names.
-
-Stdlib only: the worker side runs it in the stock and patched environments.
-:func:`worker_sources` follows the worker's imports, so editing a controller-only module
-keeps cached results.
-"""
+Stdlib only: the worker side runs it in the stock and patched environments."""
 
 from __future__ import annotations
 
@@ -20,18 +16,6 @@ WORKER_ENTRY_POINTS = ("overlay.equivalence.worker.__main__", "overlay.equivalen
 digest = tree_digest  # the one digest of "the sources of a package" (overlay._hashing)
 
 
-def _module_file(root: Path, name: str) -> Path | None:
-    """Return the file of module ``name`` inside package folder ``root`` (named like it)."""
-    parts = name.split(".")
-    if parts[0] != root.name:
-        return None
-    base = root.joinpath(*parts[1:])
-    for candidate in (base / "__init__.py", base.with_suffix(".py")):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> list[Path]:
     """Return the package's files a worker can import: every module ``entries`` reach by any
     import statement (function-level ones too; all of a package that imports ``pkgutil``)."""
@@ -39,11 +23,12 @@ def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> 
     todo = list(entries)
     while todo:
         name = todo.pop()
-        path = _module_file(root, name)
-        if name in found or path is None:
+        parts = name.split(".")  # a module of package folder ``root``, named like it
+        base = root.joinpath(*parts[1:])
+        files = [f for f in (base / "__init__.py", base.with_suffix(".py")) if f.is_file()]
+        if name in found or parts[0] != root.name or not files:
             continue
-        found[name] = path
-        parts = name.split(".")
+        path = found[name] = files[0]
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parents run first
         for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
             if isinstance(node, ast.Import):
@@ -58,10 +43,8 @@ def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> 
 
 
 def bound_names(body: Sequence[ast.stmt]) -> Iterator[str]:
-    """Yield the names a module body binds at top level (into if/try/with blocks too).
-
-    ``from x import *`` yields ``"*"``: anything may be bound then.
-    """
+    """Yield the names a module body binds at top level (into if/try/with blocks too;
+    ``from x import *`` yields ``"*"``: anything may be bound then)."""
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             yield node.name

@@ -236,19 +236,15 @@ def quality(result: ItemResult, limit: Limits | float) -> Quality:
 
 
 def target_qualities(result: ItemResult, limit: Limits | float) -> dict[str, Quality]:
-    """Judge each target a result has (a skipped one is absent): TOSA, VGF, each Ethos-U."""
-    judged = {TOSA: quality(result, limit)}
-    vgf = result.vgf
-    if vgf is not None and vgf.state is TargetState.FAILED:
-        judged[VGF] = Quality.FAILED
-    elif vgf is not None and vgf.state is TargetState.COMPARED:
-        judged[VGF] = numerics_quality(vgf.numerics, vgf.numerics_error, limit)
-    for ethos in result.ethos_u:
-        if ethos.state is TargetState.FAILED:
-            judged[ethos.target] = Quality.FAILED
-        elif ethos.state is TargetState.COMPARED:
-            judged[ethos.target] = Quality.COMPILED
-    return judged
+    """Judge each target a result has: failed, its numbers where it can run, else compiled."""
+    return {
+        name: Quality.FAILED
+        if run.state is TargetState.FAILED
+        else numerics_quality(run.numerics, run.numerics_error, limit)
+        if name in EXECUTABLE
+        else Quality.COMPILED
+        for name, run in target_runs(result).items()
+    }
 
 
 def judged_targets(
@@ -260,22 +256,33 @@ def judged_targets(
     return {p: target_qualities(r, limit) if case else {} for p, r in results.items()}
 
 
-def not_run_reason(result: ItemResult, target: str) -> str:
-    """Return why a target that lowered was not executed here ("" when it was, or failed)."""
-    if target == TOSA:
-        return result.run_reason
-    if target == VGF:
-        return result.vgf.run_reason if result.vgf is not None else ""
-    return ETHOS_U_NOT_RUN
+@dataclass(frozen=True)
+class TargetRun:
+    """One target of a result as the verdicts see it: its lowering and its run."""
+
+    state: TargetState  # COMPARED: lowered (TOSA: the result is ok), FAILED: it raised
+    error: ErrorInfo | None = None  # the lowering's
+    numerics: Numerics | None = None  # TOSA on its reference model, an executed VGF program
+    numerics_error: ErrorInfo | None = None
+    run_reason: str = ""  # why a lowered target was not executed here
+    payloads: tuple[Payload, ...] = ()
 
 
-def target_numerics(result: ItemResult, target: str) -> Numerics | None:
-    """Return the numerics a target produced (TOSA reference model or executed VGF)."""
-    if target == TOSA:
-        return result.numerics
-    if target == VGF and result.vgf is not None:
-        return result.vgf.numerics
-    return None
+def target_runs(result: ItemResult) -> dict[str, TargetRun]:
+    """Return each target a result has (a skipped one is absent): TOSA, VGF, each Ethos-U."""
+    tosa = TargetState.COMPARED if result.ok else TargetState.FAILED
+    lowered: list[tuple[str, TargetState, ItemResult | VgfResult]] = [(TOSA, tosa, result)]
+    if result.vgf is not None:
+        lowered.append((VGF, result.vgf.state, result.vgf))
+    runs = {
+        name: TargetRun(state, x.error, x.numerics, x.numerics_error, x.run_reason, x.payloads)
+        for name, state, x in lowered
+        if state is not TargetState.SKIPPED
+    }
+    for e in result.ethos_u:
+        if e.state is not TargetState.SKIPPED:
+            runs[e.target] = TargetRun(e.state, e.error, None, None, ETHOS_U_NOT_RUN, e.payloads)
+    return runs
 
 
 def _worse(a: Numerics | None, b: Numerics | None) -> bool:
@@ -291,43 +298,36 @@ def _worse(a: Numerics | None, b: Numerics | None) -> bool:
     return False
 
 
-def _payload_key(payloads: tuple[Payload, ...]) -> tuple[tuple[str, int, str], ...]:
-    return tuple((p.backend, p.size, p.sha256) for p in payloads)
+def _lowering_key(run: TargetRun) -> tuple[object, ...]:
+    """Return what a target's lowering is compared on: its state, error and payloads' digests."""
+    error = run.error.key if run.error is not None else None
+    return run.state, error, tuple((p.backend, p.size, p.sha256) for p in run.payloads)
 
 
-def _error_key(error: ErrorInfo | None) -> tuple[str, str] | None:
-    return error.key if error is not None else None
-
-
-def _run_key(numerics: Numerics | None, error: ErrorInfo | None) -> object:
+def _run_key(run: TargetRun) -> object:
     """Return what two runs' numbers are compared on: the run's error, else the outputs' digests."""
-    if error is not None:
-        return error.key  # (type, message): never a tuple of sha256 digests
-    return numerics.key if numerics is not None else None
+    if run.numerics_error is not None:
+        return run.numerics_error.key  # (type, message): never a tuple of sha256 digests
+    return run.numerics.key if run.numerics is not None else None
 
 
 def observed(result: ItemResult) -> dict[Observation, object]:
     """Return what a result is compared on, by observation: payloads by digest, a run by its
     error or its outputs' digests, a skipped target (a VGF program not run) by nothing."""
-    vgf = result.vgf or VgfResult(TargetState.SKIPPED)
+    runs = target_runs(result)
+    tosa, vgf = runs.pop(TOSA), runs.pop(VGF, None)
     return {
         Observation.STATUS: result.status,
-        Observation.ERROR: _error_key(result.error),
+        Observation.ERROR: _lowering_key(tosa)[1],
         Observation.VALUE: result.value,
         Observation.GRAPH: result.graph,
-        Observation.TOSA_PAYLOAD: _payload_key(result.payloads),
-        Observation.NUMERICS: _run_key(result.numerics, result.numerics_error),
-        Observation.VGF_PAYLOAD: (vgf.state, _error_key(vgf.error), _payload_key(vgf.payloads))
-        if vgf.state is not TargetState.SKIPPED
+        Observation.TOSA_PAYLOAD: _lowering_key(tosa)[2],
+        Observation.NUMERICS: _run_key(tosa),
+        Observation.VGF_PAYLOAD: _lowering_key(vgf) if vgf else None,
+        Observation.VGF_NUMERICS: _run_key(vgf)
+        if vgf and vgf.state is TargetState.COMPARED
         else None,
-        Observation.VGF_NUMERICS: _run_key(vgf.numerics, vgf.numerics_error)
-        if vgf.state is TargetState.COMPARED
-        else None,
-        Observation.ETHOSU_PAYLOAD: tuple(
-            (t.target, t.state, _error_key(t.error), _payload_key(t.payloads))
-            for t in result.ethos_u
-            if t.state is not TargetState.SKIPPED
-        ),
+        Observation.ETHOSU_PAYLOAD: tuple((t, *_lowering_key(run)) for t, run in runs.items()),
     }
 
 
@@ -365,14 +365,11 @@ def classify(item: ItemId, a: ItemResult, b: ItemResult, limit: Limits | float) 
             return AB.FIXED if b.ok else AB.REGRESSION
         return AB.CHANGED
     qa, qb = target_qualities(a, limit), target_qualities(b, limit)
+    ra, rb = target_runs(a), target_runs(b)
     found = {
-        _classify_target(
-            qa[target],
-            qb[target],
-            _worse(target_numerics(a, target), target_numerics(b, target)),
-        )
-        for target in qa
-        if target in qb
+        _classify_target(qa[t], qb[t], _worse(ra[t].numerics, rb[t].numerics))
+        for t in qa
+        if t in qb
     }
     return next(v for v in _AB_PRIORITY if v in found)
 
@@ -386,11 +383,8 @@ def check_claim(
     attributed: bool = True,
     unrun: bool = False,
 ) -> str | None:
-    """Return a problem when a fix's trigger on this case (for ``version``) did not reproduce.
-
-    Without attribution runs (``attributed`` False) only the effect is checked. A FIXED claim
-    this machine cannot show (:func:`_not_checked`) is no problem: :func:`unchecked_claims`.
-    """
+    """Return a problem when a fix's trigger on this case (for ``version``) did not reproduce
+    (``attributed`` False: only its effect); :func:`unchecked_claims` says what is unseen."""
     if item.kind is not ItemKind.CASE:
         return None
     problems = []
@@ -429,23 +423,9 @@ def unchecked_claims(
     ]
     if not _not_checked(ab, unrun) or item.kind is not ItemKind.CASE or not claims:
         return None
-    reasons = sorted({not_run_reason(patched, t) for t, q in judged.items() if q in NOT_RUN})
+    runs = target_runs(patched)
+    reasons = sorted({runs[t].run_reason for t, q in judged.items() if q in NOT_RUN})
     return f"{'; '.join(claims)}: not checked here ({'; '.join(reasons)})"
-
-
-def _detail(results: Mapping[PathId, ItemResult], target: str) -> str:
-    """Say how a target is off on the patched path: the error, or the worst output."""
-    result = results[PathId.PATCHED]
-    vgf = result.vgf or VgfResult(TargetState.SKIPPED)
-    found = {
-        TOSA: result.error or result.numerics_error,  # the lowering's, or the run's
-        VGF: vgf.error or vgf.numerics_error,
-        **{e.target: e.error for e in result.ethos_u},
-    }.get(target)
-    if found is not None:
-        return found.first_line
-    numerics = target_numerics(result, target)
-    return "no numbers" if numerics is None else numerics_text(numerics)
 
 
 def fractions(numerics: Numerics | None) -> list[float | None]:
@@ -465,11 +445,6 @@ def worst(numerics: Numerics) -> tuple[float, float | None] | None:
         return None
     known = [s for s in numerics.sqnr_db if s is not None]
     return max((e for e in errors if e is not None), default=0.0), min(known, default=None)
-
-
-def sqnr_text(value: float) -> str:
-    """Return an SQNR in dB with one decimal ('inf' when the outputs are equal)."""
-    return f"{value:.1f}"  # Python writes infinity as 'inf'
 
 
 def exact_text(numerics: Numerics, *, reviewer: bool = False) -> str:
@@ -503,16 +478,13 @@ def exact_text(numerics: Numerics, *, reviewer: bool = False) -> str:
 
 
 def numerics_text(numerics: Numerics, *, reviewer: bool = False, note: str = "") -> str:
-    """Return '[exact: ...; ]max error X% of range, SQNR Y dB' for the worst output.
-
-    In a ``reviewer``'s words (:func:`exact_text`; no "vs fake-quant", which a PR's method
-    line says); ``note``: what follows the SQNR (" (output all zeros)").
-    """
+    """Return '[exact: ...; ]max error X% of range, SQNR Y dB' for the worst output, in a
+    ``reviewer``'s words (:func:`exact_text`, no "vs fake-quant"); ``note`` follows the SQNR."""
     found = worst(numerics)
     if found is None:
         return "output shape differs from the reference"
     fraction, sqnr = found
-    lowest = sqnr_text(math.inf if sqnr is None else sqnr)
+    lowest = f"{math.inf if sqnr is None else sqnr:.1f}"  # Python writes infinity as 'inf'
     versus = " vs fake-quant" if not reviewer and numerics.exact is not None else ""
     text = f"max error{versus} {100 * fraction:.2f}% of range, SQNR {lowest} dB{note}"
     return "; ".join(filter(None, (exact_text(numerics, reviewer=reviewer), text)))
@@ -526,7 +498,12 @@ def findings(results: Judged, raw: Mapping[PathId, ItemResult]) -> tuple[Finding
         seen = [results[p][target] for p in results]
         if all(q in BAD for q in seen):
             kind = Quality.WRONG if Quality.WRONG in seen else Quality.FAILED
-            found.append(Finding(target, kind, _detail(raw, target)))
+            run = target_runs(raw[PathId.PATCHED])[target]  # how it is off on (c)
+            error = run.error or run.numerics_error
+            detail = error.first_line if error else "no numbers"
+            if error is None and run.numerics is not None:
+                detail = numerics_text(run.numerics)
+            found.append(Finding(target, kind, detail))
     return tuple(found)
 
 
@@ -556,24 +533,6 @@ def check_expectation(
     return None
 
 
-def unrun_everywhere(results: Mapping[PathId, ItemResult], targets: Judged) -> list[str]:
-    """Return 'target: why' for each target lowered or compiled, executed on no path."""
-    names = set.intersection(*(set(judged) for judged in targets.values()))
-    return [
-        f"{t} not executed: {not_run_reason(results[PathId.PATCHED], t)}"
-        for t in sorted(names)
-        if all(judged[t] in NOT_RUN for judged in targets.values())
-    ]
-
-
-def errors(result: ItemResult) -> list[ErrorInfo]:
-    """Return every error of a result: its lowering and run, VGF's, each Ethos-U's."""
-    vgf = result.vgf
-    found = [result.error, result.numerics_error, *(e.error for e in result.ethos_u)]
-    found += [vgf.error, vgf.numerics_error] if vgf is not None else []
-    return [e for e in found if e is not None]
-
-
 def rule_holds(
     rule: Divergence,
     info: CaseInfo | ProbeInfo,
@@ -596,15 +555,17 @@ def rule_holds(
             return False
     elif rule.spec_has or rule.spec_lacks or rule.quantize:
         return False
+    runs = target_runs(b).values()
+    errors = [e for run in runs for e in (run.error, run.numerics_error) if e is not None]
     named = [line for r in results.values() for line in r.graph]
-    named += [f"{e.message}\n{e.traceback}" for e in errors(b)]
+    named += [f"{e.message}\n{e.traceback}" for e in errors]
     if rule.involves and not any(w in text for w in rule.involves for text in named):
         return False
     other = rule.other
     if isinstance(other, str):  # WRONG_NUMBERS
         shows = b.ok and Quality.WRONG in targets[PathId.RUNTIME].values()
     else:
-        shows = any(s.type == e.type and s.contains in e.message for e in errors(b) for s in other)
+        shows = any(s.type == e.type and s.contains in e.message for e in errors for s in other)
     if not shows:
         return False
     if rule.direction is Direction.EQUIVALENT:
@@ -626,7 +587,7 @@ def required_problem(
             if vgf is not None and vgf.state is TargetState.SKIPPED:
                 reason = f"not lowered: {vgf.reason}"
             elif targets[path].get(target) is Quality.LOWERED and (vgf is None or vgf.payloads):
-                reason = not_run_reason(result, target)
+                reason = target_runs(result)[target].run_reason
             else:
                 continue
             missing.setdefault((target, reason), []).append(f"({path.value})")
@@ -651,11 +612,8 @@ def decide(
     attributed: bool = True,
     required: Iterable[str] = (),
 ) -> Verdict:
-    """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item.
-
-    ``version``: the stock release (claims, expected breakage and, without ``rules``, the
-    divergence rules are per release); ``fix``, ``bc_fix``: the run's attributions.
-    """
+    """Decide (b) vs (c), (a) vs (b), findings and the claim check of one item on the stock
+    release ``version``; ``fix``, ``bc_fix``: the run's attributions."""
     if rules is None:
         rules = fixes.divergences(version)
     a, b, c = results[PathId.STOCK], results[PathId.RUNTIME], results[PathId.PATCHED]
@@ -691,7 +649,13 @@ def decide(
         item, effect, c, targets[PathId.PATCHED], version, unrun=stock_unrun
     )
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
-    unrun = unrun_everywhere(results, targets)  # a probe has no targets: none
+    # each target lowered or compiled, executed on no path (a probe has no targets: none)
+    shared = set.intersection(*(set(judged) for judged in targets.values()))
+    unrun = [
+        f"{t} not executed: {target_runs(c)[t].run_reason}"
+        for t in sorted(shared)
+        if all(judged[t] in NOT_RUN for judged in targets.values())
+    ]
     expected = expected_broken(info, version)
     if expected and not found and unrun:  # an expected breakage this machine cannot see
         note = f"expected to be wrong on every path ({expected}): not checked here"

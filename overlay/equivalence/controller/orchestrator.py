@@ -1,7 +1,4 @@
-"""Run the three paths and collect typed results; everything here is torch-free.
-
-``run(options)`` is a library call: it prints nothing.
-"""
+"""Run the three paths and collect typed results (torch-free; it prints nothing)."""
 
 from __future__ import annotations
 
@@ -19,11 +16,10 @@ from overlay import _mutex, fixes, lines
 from overlay._hashing import sha256_file
 from overlay.equivalence import corpus, protocol, sources
 from overlay.equivalence.controller import processes, scheduler
-from overlay.equivalence.controller.inputs import check_cases, resolve_inputs
-from overlay.equivalence.controller.options import Options
+from overlay.equivalence.controller.options import Options, check_cases, resolve_inputs
 from overlay.equivalence.controller.outcome import Report, WorkerInfo
-from overlay.equivalence.controller.progress import Progress, no_progress
 from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCache, key
+from overlay.equivalence.controller.scheduler import Progress, no_progress
 from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import decide
 from overlay.equivalence.worker.envinfo import EnvInfo
@@ -45,11 +41,8 @@ def list_items(options: Options) -> protocol.ListReply:
 def select(
     listing: protocol.ListReply, options: Options
 ) -> tuple[dict[ItemId, CaseInfo | ProbeInfo], tuple[ItemId, ...]]:
-    """Return this run's items (this shard's part) and the whole selection's item ids.
-
-    A models file's cases are always in; probes belong to the core group and run on a line
-    that carries their fix (docs/equivalence.md names the groups).
-    """
+    """Return this run's items (this shard's part) and the whole selection's item ids; probes
+    belong to the core group and run on a line that carries their fix."""
     cases = list(listing.cases)
     user_only = options.models is not None and not options.with_corpus
     if options.only:  # a models file built at run time: its names are known only now
@@ -58,8 +51,16 @@ def select(
     else:
         if user_only:
             cases = [c for c in cases if c.source != "corpus"]
-        else:
-            cases = [c for c in cases if c.source != "corpus" or _in_group(c, options)]
+        else:  # the selected group's corpus cases (None: core, and with --fast the fast ones)
+            group = options.group
+            cases = [
+                c
+                for c in cases
+                if c.source != "corpus"
+                or group == "all"
+                or c.group == (group or "core")
+                or (group is None and options.fast and c.fast)
+            ]
         if options.fast:
             cases = [c for c in cases if c.fast]
     infos: dict[ItemId, CaseInfo | ProbeInfo] = {c.item: c for c in cases}
@@ -71,15 +72,6 @@ def select(
     if options.shard is not None:
         infos = {item: info for item, info in infos.items() if options.shard.owns(item)}
     return infos, selected
-
-
-def _in_group(case: CaseInfo, options: Options) -> bool:
-    """Return True when a corpus case belongs to the selected group (see :func:`select`)."""
-    if options.group == "all":
-        return True
-    if options.group is None:
-        return case.group == "core" or (options.fast and case.fast)
-    return case.group == options.group
 
 
 def _plans(options: Options, library: Path) -> dict[PathId, processes.Plan]:
@@ -101,27 +93,17 @@ def _plans(options: Options, library: Path) -> dict[PathId, processes.Plan]:
     }
 
 
-def watched_sources(patches_dir: Path) -> tuple[str, str]:
-    """Return (package, subtree) whose sources an env's digest covers: where fixes land."""
-    folders = [posixpath.dirname(p) for f in fixes.FIXES for p in f.repo_paths]
-    return pins.load(patches_dir).package_dir, posixpath.commonpath(folders)
-
-
 def _environments(plans: Mapping[PathId, processes.Plan]) -> dict[PathId, EnvInfo]:
-    package, subtree = watched_sources(plans[PathId.STOCK].patches_dir)
+    """Describe each path's env; its digest covers the sources where the fixes land."""
+    package = pins.load(plans[PathId.STOCK].patches_dir).package_dir
+    subtree = posixpath.commonpath(
+        [posixpath.dirname(p) for f in fixes.FIXES for p in f.repo_paths]
+    )
     with ThreadPoolExecutor(max_workers=len(plans)) as pool:
         futures = {
             p: pool.submit(processes.env_info, plan, package, subtree) for p, plan in plans.items()
         }
         return {p: future.result() for p, future in futures.items()}
-
-
-def _runtime_source(runtime_patch: str, env: EnvInfo) -> str:
-    """Return what identifies the runtime patch's code: its file's digest and function."""
-    target, _, function = runtime_patch.partition(":")
-    if target.endswith(".py"):
-        return f"{sha256_file(Path(target))}:{function}"
-    return f"{target}@{env.module_sha256}:{function}"
 
 
 def _keys(options: Options, plan: processes.Plan, envs: Mapping[PathId, EnvInfo]) -> Keys:
@@ -132,7 +114,11 @@ def _keys(options: Options, plan: processes.Plan, envs: Mapping[PathId, EnvInfo]
         sources.digest(package, sources.worker_sources(package)),
         sha256_file(plan.patches_dir / pins.PINS_FILE),
     )
-    runtime = _runtime_source(options.runtime_patch, envs[PathId.RUNTIME])
+    # the runtime patch's code: its file's digest (or its module's) and function
+    target, _, function = options.runtime_patch.partition(":")
+    runtime = f"{target}@{envs[PathId.RUNTIME].module_sha256}:{function}"
+    if target.endswith(".py"):
+        runtime = f"{sha256_file(Path(target))}:{function}"
     paths = {
         path: key(
             "path", base, path.value, envs[path].digest, runtime if path is PathId.RUNTIME else ""
@@ -171,9 +157,9 @@ def _exclusive(folder: Path) -> Iterator[None]:
         yield
 
 
-def _open_cache(options: Options) -> ResultCache | None:
+def _open_cache(options: Options) -> ResultCache:
     if options.cache_dir is None:
-        return None
+        return ResultCache(None)
     try:
         options.cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

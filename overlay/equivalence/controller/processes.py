@@ -56,12 +56,8 @@ class Plan:
 
 
 def worker_library(root: Path | None = None) -> Path:
-    """Return a folder holding only the overlay package's sources, for a worker's path.
-
-    A copy under the digest of its sources in ``root`` (default ``<cache>/worker-library``),
-    shared by runs of the same overlay; one unused for :data:`LIBRARY_DAYS` days is removed
-    when a new one is made.
-    """
+    """Return a copy of only the overlay package's sources, for a worker's path, shared by
+    runs of the same overlay (``root``: ``<cache>/worker-library``; old copies are removed)."""
     source = Path(overlay.__file__).resolve().parent
     digest = tree_digest(source)[:16]
     root = root or cache_dir() / "worker-library"

@@ -1,6 +1,5 @@
 """The content-addressed result cache: one typed file per result, named by its key, written
-atomically; an entry of another schema, type or shape reads as a miss (docs/equivalence.md).
-"""
+atomically; an entry of another schema, type or shape reads as a miss."""
 
 from __future__ import annotations
 
@@ -52,21 +51,23 @@ class CacheEntry:
 
 
 class ResultCache:
-    """Typed values by key in a folder; ``read=False`` ignores entries but still writes them."""
+    """Typed values by key in a folder (None: every read misses, nothing is written);
+    ``read=False`` ignores entries but still writes them."""
 
-    def __init__(self, root: Path, *, read: bool = True) -> None:
+    def __init__(self, root: Path | None, *, read: bool = True) -> None:
         self.root = root
         self.read = read
 
-    def _file(self, digest: str) -> Path:
-        return self.root / digest[:2] / f"{digest}.json"
+    def _file(self, digest: str) -> Path | None:
+        return None if self.root is None else self.root / digest[:2] / f"{digest}.json"
 
     def get(self, digest: str, cls: type[T]) -> T | None:
         """Return the value stored under ``digest`` as a ``cls``, or None (miss)."""
-        if not self.read:
+        path = self._file(digest)
+        if not self.read or path is None:
             return None
         try:
-            entry = codec.loads(CacheEntry, self._file(digest).read_text(encoding="utf-8"))
+            entry = codec.loads(CacheEntry, path.read_text(encoding="utf-8"))
             if entry.header != (CACHE_SCHEMA, protocol.SCHEMA_VERSION, cls.__name__, digest):
                 raise ValueError(f"entry header {entry.header}")
             value = protocol.from_json(cls, entry.value, "cache entry")
@@ -76,10 +77,12 @@ class ResultCache:
 
     def put(self, digest: str, value: object) -> None:
         """Store ``value`` under ``digest`` atomically (temporary file, then rename)."""
+        target = self._file(digest)
+        if target is None:
+            return
         entry = CacheEntry(
             CACHE_SCHEMA, protocol.SCHEMA_VERSION, type(value).__name__, digest, codec.encode(value)
         )
-        target = self._file(digest)
         target.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(target, codec.dumps(entry))
 
@@ -87,11 +90,7 @@ class ResultCache:
 @dataclass(frozen=True)
 class Keys:
     """Builds every cache key of one run from the digests of what decides a result.
-
-    ``base``: the overlay version, the sources a worker can import and the pins; ``paths``
-    adds each path's environment and, for (b), the runtime patch's source; a result key adds
-    the item, its case, the case's source (corpus or models file) and the request.
-    """
+    What goes into each key: docs/equivalence.md, "The result cache"."""
 
     base: str
     paths: dict[PathId, str]
@@ -129,24 +128,19 @@ class Keys:
 
 @dataclass(frozen=True)
 class RunCache:
-    """One run's view of the cache: its keys and requests; without a cache every read misses."""
+    """One run's view of the cache: its keys and requests."""
 
-    store: ResultCache | None
+    store: ResultCache
     keys: Keys
     keep_bytes: bool = False
-
-    def _get(self, digest: str, cls: type[T]) -> T | None:
-        return self.store.get(digest, cls) if self.store is not None else None
-
-    def _put(self, digest: str, value: object) -> None:
-        if self.store is not None:
-            self.store.put(digest, value)
 
     def result(
         self, path: PathId, info: CaseInfo | ProbeInfo, fixes: tuple[int, ...] = ()
     ) -> protocol.ItemResult | None:
         """Return an item's cached result on a path (with single runtime fixes), or None."""
-        return self._get(self.keys.result(path, info, fixes, self.keep_bytes), protocol.ItemResult)
+        return self.store.get(
+            self.keys.result(path, info, fixes, self.keep_bytes), protocol.ItemResult
+        )
 
     def put_result(
         self,
@@ -157,20 +151,20 @@ class RunCache:
     ) -> None:
         """Store a result; harness failures (timeouts, crashes) are never cached."""
         if result.error is None or result.error.stage is not protocol.Stage.HARNESS:
-            self._put(self.keys.result(path, info, fixes, self.keep_bytes), result)
+            self.store.put(self.keys.result(path, info, fixes, self.keep_bytes), result)
 
     def init(self, path: PathId) -> protocol.InitReply | None:
         """Return what a path's worker said at its last start, or None."""
-        return self._get(self.keys.init(path), protocol.InitReply)
+        return self.store.get(self.keys.init(path), protocol.InitReply)
 
     def put_init(self, path: PathId, init: protocol.InitReply) -> None:
         """Store what a path's worker said at start."""
-        self._put(self.keys.init(path), init)
+        self.store.put(self.keys.init(path), init)
 
     def listing(self) -> protocol.ListReply | None:
         """Return the cached case listing of a models file, or None."""
-        return self._get(self.keys.listing(), protocol.ListReply)
+        return self.store.get(self.keys.listing(), protocol.ListReply)
 
     def put_listing(self, reply: protocol.ListReply) -> None:
         """Store the case listing."""
-        self._put(self.keys.listing(), reply)
+        self.store.put(self.keys.listing(), reply)

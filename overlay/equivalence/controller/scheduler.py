@@ -1,13 +1,13 @@
-"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow;
-an item two neighbouring paths answered differently is attributed first, overlapping them.
-"""
+"""Run what the cache cannot answer on worker processes, as parallel as the CPUs allow, and
+attribute an item two neighbouring paths answered differently; progress as events."""
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,7 +16,6 @@ from overlay import fixes
 from overlay.equivalence import corpus, protocol
 from overlay.equivalence.controller.options import DEFAULT_WORKER, Options
 from overlay.equivalence.controller.processes import Plan, Slot
-from overlay.equivalence.controller.progress import Event, EventKind, Progress, no_progress
 from overlay.equivalence.controller.result_cache import RunCache
 from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import compare, judged_targets, rule_holds
@@ -27,6 +26,34 @@ from overlay.text.series import load_series
 MIN_ITEMS_PER_WORKER = 4.0  # another worker (a torch import) only for this many cases more
 PROBE_WEIGHT = 0.1  # a probe costs milliseconds; a case seconds
 Info = CaseInfo | ProbeInfo
+
+
+class EventKind(enum.StrEnum):
+    """What a progress event reports."""
+
+    PLAN = "plan"  # a path's item count (total) and how many the cache answered (done)
+    START = "start"  # a worker of the path is starting (imports torch and executorch)
+    RUN = "run"  # an item starts on the path
+    DONE = "done"  # an item finished on the path
+    MORE = "more"  # one more run on the path (an attribution run)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One progress event of a run: the scheduler reports them, the CLI shows them."""
+
+    kind: EventKind
+    path: PathId
+    item: ItemId | None = None
+    total: int = 0
+    done: int = 0
+
+
+Progress = Callable[[Event], None]
+
+
+def no_progress(_: Event) -> None:
+    """Ignore progress."""
 
 
 @dataclass(frozen=True)
@@ -71,15 +98,6 @@ def candidates(item: ItemId, carried: Sequence[int], first: Sequence[int] = ()) 
     return [n for n in dict.fromkeys([*first, *claimed, *carried]) if n in carried]
 
 
-def ruled(
-    info: Info, b: protocol.ItemResult, c: protocol.ItemResult, rules: Sequence[Divergence]
-) -> list[int]:
-    """Return the fixes whose divergence rules hold on an item's (b) and (c) results."""
-    results = {PathId.RUNTIME: b, PathId.PATCHED: c}
-    targets = judged_targets(info, results)
-    return [r.fix for r in rules if rule_holds(r, info, results, targets)]
-
-
 def carried_fixes(patches_dir: Path) -> tuple[int, ...]:
     """Return the numbers of the fixes the series in ``patches_dir`` carries, in series order."""
     return tuple(p.number for p in load_series(patches_dir).patches)
@@ -105,21 +123,11 @@ def slot_counts(
     return counts
 
 
-def _priority(item: ItemId) -> int:
-    """Probes (milliseconds) and the registry's trigger cases (likely attributed) first."""
-    if item.kind is ItemKind.PROBE:
-        return 0
-    return 1 if fixes.triggers_of(item.name) else 2
-
-
 def list_cases(
     plan: Plan, cache: RunCache | None, progress: Progress = no_progress
 ) -> tuple[protocol.ListReply, Slot | None]:
-    """Return the cases and probes, and the stock worker that listed them (None: none did).
-
-    The corpus is known here, torch-free; a models file (or another worker program) needs a
-    worker to list its cases, and that worker is returned, started, for the run to use.
-    """
+    """Return the cases and probes, and the started stock worker that listed them (a models
+    file or another worker program needs one), for the run to use (None: the corpus)."""
     if plan.models is None and plan.worker_command == DEFAULT_WORKER:
         return protocol.ListReply(corpus.ALL_CASES, corpus.PROBES), None
     cached = cache.listing() if cache is not None else None
@@ -190,14 +198,6 @@ class _Board:
             slot.kill()
 
 
-def _weights(queues: Mapping[PathId, deque[_Task]]) -> dict[PathId, float]:
-    """Return each path's queued work (a probe weighs little; an attribution run is a case)."""
-    return {
-        p: sum(PROBE_WEIGHT if t.item.kind is ItemKind.PROBE else 1.0 for t in queues[p])
-        for p in PATHS
-    }
-
-
 class Pool:
     """The worker slots of one run: each takes its path's queue, attribution overlapping."""
 
@@ -221,7 +221,11 @@ class Pool:
         """Answer every item on every path, from the cache or by running it (``spare``: the
         started stock worker that listed the cases, used first)."""
         self.infos, board = infos, self.board
-        order = sorted(infos, key=_priority)
+        # probes (milliseconds) first, then the registry's trigger cases (likely attributed)
+        order = sorted(
+            infos,
+            key=lambda i: 0 if i.kind is ItemKind.PROBE else 2 - bool(fixes.triggers_of(i.name)),
+        )
         for path in PATHS:
             for item in order:
                 result = self.cache.result(path, infos[item])
@@ -259,7 +263,12 @@ class Pool:
         if self.attribute and queues[PathId.RUNTIME]:
             needed.add(PathId.STOCK)  # (b)'s new results may need attribution runs on (a)
         jobs = self.jobs or os.cpu_count() or 1
-        counts = slot_counts(_weights(queues), needed, jobs if self.parallel else 1)
+        # each path's queued work: a probe weighs little, an attribution run is a case
+        weights = {
+            p: sum(PROBE_WEIGHT if t.item.kind is ItemKind.PROBE else 1.0 for t in queues[p])
+            for p in PATHS
+        }
+        counts = slot_counts(weights, needed, jobs if self.parallel else 1)
         if self.attribute and queues[PathId.PATCHED] and not counts[PathId.RUNTIME]:
             counts[PathId.RUNTIME] = 1  # on standby: it starts a worker only if (b)/(c) differ
         slots = [Slot(self.plans[p], i) for p in PATHS for i in range(counts[p])]
@@ -293,7 +302,12 @@ class Pool:
                 if task.attribution:
                     self._attribute(task.item, slot.plan.path, slot)
                 else:
-                    self._run(slot, task.item)
+                    result = self._execute(slot, task.item)
+                    with self.board.cond:
+                        self.board.results[slot.plan.path][task.item] = result
+                        self.board.open[slot.plan.path] -= 1
+                        self._after(task.item)
+                        self.board.cond.notify_all()
         except BaseException as exc:
             self.board.fail(exc, [s for s in slots if s is not slot])
         finally:
@@ -327,15 +341,6 @@ class Pool:
             self.progress(Event(EventKind.DONE, path, item))
         return result
 
-    def _run(self, slot: Slot, item: ItemId) -> None:
-        path, board = slot.plan.path, self.board
-        result = self._execute(slot, item)
-        with board.cond:
-            board.results[path][item] = result
-            board.open[path] -= 1
-            self._after(item)
-            board.cond.notify_all()
-
     def _after(self, item: ItemId) -> None:
         """Attribute an item from the cache once two neighbouring paths are known and differ,
         or queue the single-fix runs it needs (lock held)."""
@@ -350,15 +355,17 @@ class Pool:
                 board.queues[path].appendleft(_Task(item, attribution=True))
 
     def _attribute(self, item: ItemId, path: PathId, slot: Slot | None = None) -> bool:
-        """Try single fixes on ``path`` until one gives the next path's result, running what
-        is not cached. Without a slot only the cache is read (lock held): False when a run
-        is needed."""
+        """Try single fixes on ``path`` until one gives the next path's result (without a slot
+        only the cache is read, lock held: False when a run is needed)."""
         board, info = self.board, self.infos[item]
         following = PATHS[PATHS.index(path) + 1]
         target = board.results[following][item]
         first: list[int] = []
         if path is PathId.RUNTIME:
-            first = ruled(info, board.results[path][item], target, self.rules)
+            # the fixes whose divergence rules hold on its (b) and (c) results
+            results = {path: board.results[path][item], following: target}
+            targets = judged_targets(info, results)
+            first = [r.fix for r in self.rules if rule_holds(r, info, results, targets)]
         found: int | None = None
         for number in candidates(item, self.carried, first):
             single = self.cache.result(path, info, (number,))

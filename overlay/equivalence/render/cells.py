@@ -16,7 +16,6 @@ from overlay.equivalence.verdict import (
     Verdict,
     limits,
     numerics_quality,
-    sqnr_text,
     worst,
 )
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
@@ -72,7 +71,7 @@ def status_code(result: protocol.ItemResult) -> str:
     return "FAIL"
 
 
-def status_text(result: protocol.ItemResult, *, limit: int = 160) -> str:
+def status_text(result: protocol.ItemResult, *, limit: int = 400) -> str:
     """Return 'OK' or 'FAIL: Type: first line of message' for one path's result."""
     if result.ok:
         if result.numerics_error is not None:
@@ -138,12 +137,6 @@ def bc_text(verdict: Verdict) -> str:
     if verdict.rule is not None:
         return bc_cell(verdict) + cause
     return "UNDECLARED: " + ", ".join(d.value for d in verdict.bc_diffs) + cause
-
-
-def quality_word(verdict: Verdict, path: PathId, target: str) -> str:
-    """Return a target's word on one path: right, wrong, failed, lowered, compiled, '-'."""
-    found = verdict.targets.get(path, {}).get(target)
-    return "-" if found is None else found.value
 
 
 def targets_text(verdict: Verdict) -> str:
@@ -219,16 +212,6 @@ def fail_cell(error: protocol.ErrorInfo | None) -> str:
     return "FAIL" if error is None else f"FAIL: {error.type}"
 
 
-def steps_cell(numerics: protocol.Numerics | None) -> str:
-    """Return the largest difference from the exact reference in steps ('-': none)."""
-    if numerics is None or numerics.exact is None:
-        return "-"
-    steps = numerics.exact.steps
-    if any(s is None for s in steps):
-        return "shape!"
-    return str(max((s for s in steps if s is not None), default=0))
-
-
 def numbers_cells(
     numerics: protocol.Numerics | None, error: protocol.ErrorInfo | None
 ) -> list[str]:
@@ -237,15 +220,15 @@ def numbers_cells(
         return ["-", fail_cell(error), "-"]
     if numerics is None:
         return ["-", "-", "-"]
+    check = numerics.exact  # the largest difference from the exact reference, in steps
+    most = "-" if check is None else str(max((s or 0 for s in check.steps), default=0))
+    if check is not None and None in check.steps:
+        most = "shape!"
     found = worst(numerics)
     if found is None:
-        return [steps_cell(numerics), "shape!", "-"]
+        return [most, "shape!", "-"]
     fraction, sqnr = found
-    return [
-        steps_cell(numerics),
-        f"{100 * fraction:.2f}%",
-        "-" if sqnr is None else sqnr_text(sqnr),
-    ]
+    return [most, f"{100 * fraction:.2f}%", "-" if sqnr is None else f"{sqnr:.1f}"]
 
 
 def numerics_rows(verdict: Verdict) -> list[list[str]]:
@@ -254,7 +237,8 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
     for path in PATHS:
         result = verdict.results[path]
         vgf = result.vgf
-        vgf_word = quality_word(verdict, path, VGF)
+        judged = verdict.targets.get(path, {})  # right, wrong, failed, lowered, '-'
+        word, vgf_word = (judged[t].value if t in judged else "-" for t in (TOSA, VGF))
         if vgf is None or vgf.state is protocol.TargetState.SKIPPED:
             vgf_cells = ["-"] * 6
         elif vgf.state is protocol.TargetState.FAILED:
@@ -268,14 +252,8 @@ def numerics_rows(verdict: Verdict) -> list[list[str]]:
             ]
         lowered = seconds_cell(result.lower_seconds) if result.ok else fail_cell(result.error)
         tosa = numbers_cells(result.numerics, result.numerics_error)
-        word = quality_word(verdict, path, TOSA)
         rows.append([f"({path.value})", lowered, word, *tosa, *vgf_cells])
     return rows
-
-
-def _ethos_outcome(result: protocol.EthosUResult) -> object:
-    """Return what makes two paths' Ethos-U results the same row (timings left out)."""
-    return dataclasses.replace(result, lower_seconds=None)
 
 
 def ethos_groups(verdict: Verdict) -> list[tuple[str, protocol.EthosUResult]]:
@@ -283,7 +261,8 @@ def ethos_groups(verdict: Verdict) -> list[tuple[str, protocol.EthosUResult]]:
     found: dict[tuple[str, object], list[tuple[PathId, protocol.EthosUResult]]] = {}
     for path in PATHS:
         for result in verdict.results[path].ethos_u:
-            found.setdefault((result.target, _ethos_outcome(result)), []).append((path, result))
+            same = dataclasses.replace(result, lower_seconds=None)  # one row: timings left out
+            found.setdefault((result.target, same), []).append((path, result))
     return [("".join(p.value for p, _ in group), group[0][1]) for group in found.values()]
 
 

@@ -1,8 +1,5 @@
-"""What only the page shows of an item that differs: drawings and the fields that differ.
-
-Charts are hand-made SVG, not matplotlib: the controlling env stays small, the page
-byte-stable and testable.
-"""
+"""What only the page shows of an item that differs: drawings (hand-made SVG: no
+matplotlib in the controlling env, a byte-stable page) and the fields that differ."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import dataclasses
 import difflib
 import json
 from html import escape
-from itertools import zip_longest
+from itertools import pairwise, zip_longest
 
 from overlay import codec
 from overlay.codec import JsonValue
@@ -292,12 +289,11 @@ def drawings(verdict: Verdict) -> list[str]:
     """Return an item's graph differences, its error chart and its differing fields."""
     a, b, c = (verdict.results[p] for p in PATHS)
     out = []
-    if a.graph != b.graph:
-        titles = ("(a) stock", "(b) stock + runtime patch")
-        out.append(graph_svg(a.graph, b.graph, titles, (_note(a), _note(b))))
-    if b.graph != c.graph:
-        titles = ("(b) stock + runtime patch", "(c) diff-patched build")
-        out.append(graph_svg(b.graph, c.graph, titles, (_note(b), _note(c))))
+    for x, y in pairwise(PATHS):
+        left, right = verdict.results[x], verdict.results[y]
+        if left.graph != right.graph:
+            titles = (f"({x.value}) {x.label}", f"({y.value}) {y.label}")
+            out.append(graph_svg(left.graph, right.graph, titles, (_note(left), _note(right))))
     numbers_differ = Observation.NUMERICS in (*verdict.ab_diffs, *verdict.bc_diffs)
     wrong = any(q in BAD for judged in verdict.targets.values() for q in judged.values())
     numbered = isinstance(verdict.info, CaseInfo) and any(r.numerics for r in (a, b, c))

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import overlay
 from overlay import render
+from overlay.equivalence.controller import outcome
 from overlay.equivalence.controller.outcome import Report, declare_broken, user_file
 from overlay.equivalence.controller.scheduler import PathStats
-from overlay.equivalence.protocol import PATHS, ItemResult, TargetState
-from overlay.equivalence.render import cells, document
+from overlay.equivalence.protocol import PATHS, TargetState
+from overlay.equivalence.render import cells
 from overlay.equivalence.verdict import (
     AB,
     BC,
@@ -23,19 +24,13 @@ from overlay.equivalence.verdict import (
     Verdict,
     exact_text,
     expected_broken,
-    not_run_reason,
-    target_numerics,
+    target_runs,
 )
 from overlay.items import ItemKind
 from overlay.render import Badge, Block, Heading, Inline, Items, Link, Para, Raw, Table, item
 
 TITLE = "Equivalence: diff-patched build vs stock + runtime patch"
 TONES = {"FAIL": "bad", "TIME": "bad", "DIED": "bad", "num!": "warn"}  # "ok": plain
-
-
-def _status(result: ItemResult) -> Inline:
-    code = cells.status_code(result)
-    return Badge(code, TONES[code]) if code in TONES else code
 
 
 def _anchor(verdict: Verdict) -> str:
@@ -49,7 +44,10 @@ def _row(verdict: Verdict, linked: bool) -> tuple[Inline, ...]:
     bc = cells.bc_cell(verdict)
     return (
         Link(name, _anchor(verdict)) if linked else name,
-        *(_status(r) for r in (a, b, c)),
+        *(
+            Badge(code, TONES[code]) if code in TONES else code
+            for code in map(cells.status_code, (a, b, c))
+        ),
         cells.error_cell(c, verdict.info),
         cells.ab_cell(verdict),
         Badge(bc, "bad") if verdict.failures else bc,
@@ -65,9 +63,16 @@ def _targets(report: Report) -> list[Block]:
     ]
     numbers = tuple((name, *row) for name, v in cases for row in cells.numerics_rows(v))
     ethos = tuple((name, *cells.ethos_row(*g)) for name, v in cases for g in cells.ethos_groups(v))
+    findings = []  # one line per item with a target wrong (or failing) on every path
+    for v in (v for v in report.verdicts if v.findings):
+        expected = expected_broken(v.info, report.executorch or None)
+        known = f" (expected: {expected})" if expected else " (NOT EXPECTED)"
+        if not expected and (where := user_file(v.info)):
+            known = f" (NOT EXPECTED: if it is known, {declare_broken(where)})"
+        findings.append(f"{v.item}: {'; '.join(f.text for f in v.findings)}{known}")
     out: list[Block] = [
         Heading("Findings (a target wrong or failing on every path)", 2),
-        render.listing(findings_lines(report)),
+        render.listing(findings),
     ]
     if numbers:
         out += [
@@ -113,11 +118,19 @@ def blocks(report: Report, drawings: Drawings = lambda _: []) -> list[Block]:
             *map(Raw, drawings(v)),
         ]
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in report.phase_seconds.items())
+    declared = []  # each divergence rule of the line: its fix, condition, what it matched, why
+    for rule in report.declared:
+        matched = [v.item.name for v in report.verdicts if v.rule == rule]
+        seen = f"matched {', '.join(matched)}" if matched else "matched nothing in this run"
+        declared.append(
+            f"fix {rule.fix}: {rule.name} ({rule.direction.value} where {rule.condition};"
+            f" {seen}): {rule.reason}"
+        )
     return [
         *out,
         *_targets(report),
         Heading("Declared divergences (b vs c)", 2),
-        Items(tuple(map(item, declared_lines(report)))),
+        Items(tuple(map(item, declared))),
         Heading("Paths", 2),
         Items(tuple(map(item, path_lines(report)))),
         Para(f"wall time {report.wall_seconds:.1f} s ({phases})"),
@@ -136,7 +149,7 @@ def write_reports(
         folder,
         "equivalence",
         blocks(report, drawings),
-        document.to_document(report),
+        outcome.to_document(report),
         suffixes,
         title=f"Equivalence report: {verdict}",
     )
@@ -151,17 +164,9 @@ def ordered(report: Report) -> list[Verdict]:
     return sorted(report.verdicts, key=interest)
 
 
-def cache_line(report: Report) -> str:
-    """Say how many results ran and how many the cache answered."""
-    ran = sum(s.ran + s.attribution_runs for s in report.stats.values())
-    cached = sum(s.cached + s.attribution_cached for s in report.stats.values())
-    workers = sum(s.workers for s in report.stats.values())
-    return f"{ran + cached} results: {ran} ran, {cached} from cache; {workers} worker(s) started"
-
-
 def headline(report: Report) -> list[str]:
     """Return the verdict lines that open every form of the report (its failures aside)."""
-    ab, bc = document.counts(report)
+    ab, bc = outcome.counts(report)
     items = len(report.verdicts)
     if report.failures:
         lines = [f"FAIL: {len(report.failures)} problem(s) in {items} items"]
@@ -178,7 +183,14 @@ def headline(report: Report) -> list[str]:
     if report.shards:
         part = f"shard(s) {', '.join(str(s) for s in report.shards)} of"
         part = f"{part} {len(report.selection)} selected items; "
-    lines.append(f"{part}{cache_line(report)}; {report.wall_seconds:.1f} s")
+    stats = report.stats.values()
+    ran = sum(s.ran + s.attribution_runs for s in stats)
+    cached = sum(s.cached + s.attribution_cached for s in stats)
+    workers = sum(s.workers for s in stats)
+    lines.append(
+        f"{part}{ran + cached} results: {ran} ran, {cached} from cache;"
+        f" {workers} worker(s) started; {report.wall_seconds:.1f} s"
+    )
     return lines + not_executed_lines(report)
 
 
@@ -200,7 +212,7 @@ def not_executed_lines(report: Report) -> list[str]:
                 if quality in NOT_RUN:
                     name = {TOSA: "TOSA", VGF: "VGF"}.get(target, "Ethos-U")
                     what = f"{name} {quality.value}, not executed here"
-                    reason = not_run_reason(result, target) or "no reason given"
+                    reason = target_runs(result)[target].run_reason or "no reason given"
                     found.setdefault((what, reason), set()).add(verdict.item.name)
     return [
         f"{what} ({len(cases)} case(s)): {reason}; nothing is called right or wrong there"
@@ -224,24 +236,6 @@ def path_lines(report: Report) -> list[str]:
     return lines
 
 
-def declared_lines(report: Report) -> list[str]:
-    """Return each divergence rule of the line: its fix, condition, what it matched, why."""
-    lines = []
-    for rule in report.declared:
-        matched = [v.item.name for v in report.verdicts if v.rule == rule]
-        seen = f"matched {', '.join(matched)}" if matched else "matched nothing in this run"
-        lines.append(
-            f"fix {rule.fix}: {rule.name} ({rule.direction.value} where {rule.condition};"
-            f" {seen}): {rule.reason}"
-        )
-    return lines
-
-
-def graph_changes(before: tuple[str, ...], after: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """Return the graph lines only ``before`` has and only ``after`` has."""
-    return [g for g in before if g not in after], [g for g in after if g not in before]
-
-
 def detail_lines(verdict: Verdict) -> list[str]:
     """Return what a reader needs to see about one item beyond its table row."""
     lines = []
@@ -251,11 +245,12 @@ def detail_lines(verdict: Verdict) -> list[str]:
         cause = f"fix {verdict.fix}" if verdict.fix is not None else "no single fix"
         lines.append(f"(a) vs (b): {verdict.ab.value}, attributed to {cause}; differ in: {diffs}")
         if a.ok and not b.ok:
-            lines.append(f"stock OK, patched {cells.status_text(b, limit=400)}")
+            lines.append(f"stock OK, patched {cells.status_text(b)}")
         elif b.ok and not a.ok:
-            lines.append(f"patched OK, stock {cells.status_text(a, limit=400)}")
+            lines.append(f"patched OK, stock {cells.status_text(a)}")
         elif Observation.GRAPH in verdict.ab_diffs:
-            gone, new = graph_changes(a.graph, b.graph)
+            gone = [g for g in a.graph if g not in b.graph]
+            new = [g for g in b.graph if g not in a.graph]
             lines.append(f"graph, stock only: {'; '.join(gone) or 'none'}")
             lines.append(f"graph, patched only: {'; '.join(new) or 'none'}")
         if Observation.NUMERICS in verdict.ab_diffs:
@@ -278,8 +273,8 @@ def detail_lines(verdict: Verdict) -> list[str]:
             )
         if verdict.rule is not None:
             lines.append(f"declared: {verdict.rule.reason}")
-        lines.append(f"(b): {cells.status_text(b, limit=400)}")
-        lines.append(f"(c): {cells.status_text(c, limit=400)}")
+        lines.append(f"(b): {cells.status_text(b)}")
+        lines.append(f"(c): {cells.status_text(c)}")
     if verdict.ab is not AB.SAME or verdict.bc is not BC.AGREE:
         lines.append(f"targets: {cells.targets_text(verdict)}")
         lines += exact_lines(verdict)
@@ -299,27 +294,12 @@ def detail_lines(verdict: Verdict) -> list[str]:
 
 def exact_lines(verdict: Verdict) -> list[str]:
     """Return each target against the exact reference per path, or why there is none."""
-    results = [verdict.results[p] for p in PATHS]
-    reasons = sorted({r.exact_reason for r in results if r.exact_reason})
+    reasons = sorted({verdict.results[p].exact_reason for p in PATHS} - {""})
     lines = [f"no exact reference: {reason}" for reason in reasons]
     for target in (TOSA, VGF):
-        found = [(p, target_numerics(verdict.results[p], target)) for p in PATHS]
+        runs = [(p, target_runs(verdict.results[p]).get(target)) for p in PATHS]
+        found = [(p, r.numerics) for p, r in runs if r is not None]
         texts = [f"({p.value}) {exact_text(n)}" for p, n in found if n and n.exact]
         if texts:
             lines.append(f"{target} against the exact reference: {'; '.join(texts)}")
-    return lines
-
-
-def findings_lines(report: Report) -> list[str]:
-    """Return one line per item with findings: each target wrong (or failing) on every path."""
-    lines = []
-    for verdict in report.verdicts:
-        if not verdict.findings:
-            continue
-        expected = expected_broken(verdict.info, report.executorch or None)
-        known = f" (expected: {expected})" if expected else " (NOT EXPECTED)"
-        where = user_file(verdict.info)
-        if not expected and where:
-            known = f" (NOT EXPECTED: if it is known, {declare_broken(where)})"
-        lines.append(f"{verdict.item}: {'; '.join(f.text for f in verdict.findings)}{known}")
     return lines
