@@ -377,12 +377,11 @@ def measure(
             log_dir=out_dir / "logs" / "pytest" / patch.name, extra_env=extra_env,
         )  # fmt: skip
         new = upstream_tests.new_tests(patch.diff)  # the run cut to them (parametrized: by name)
-        added = TestRun(
-            upstream_tests.pytest_command(new), tuple(new),
-            *(Counts(tuple(t for t in c.tests if t.node.split("[")[0] in new), c.problem)
-              for c in (run.stock, run.patched)),
-            run.seconds,
-        )  # fmt: skip
+        stock, patched = (
+            Counts(tuple(t for t in c.tests if t.node.split("[")[0] in new), c.problem)
+            for c in (run.stock, run.patched)
+        )
+        added = TestRun(upstream_tests.pytest_command(new), tuple(new), stock, patched, run.seconds)
         measured = None
         counts: tuple[OpCounts, ...] = ()
         if sides:

@@ -124,13 +124,13 @@ def run_in_parts(
         runs.append(replace(run, stock=stock, patched=patched))
     selection = tuple(dict.fromkeys(s for r in runs for s in r.selection))
     command = upstream_tests.pytest_command([upstream_tests.WORKERS, *selection])
-    sides = (
+    stock, patched = (
         Counts(
             tuple(t for c in side for t in c.tests), "; ".join(c.problem for c in side if c.problem)
         )
         for side in ([r.stock for r in runs], [r.patched for r in runs])
     )  # every test of each side, each part's problem
-    return TestRun(command, selection, *sides, sum(r.seconds for r in runs))
+    return TestRun(command, selection, stock, patched, sum(r.seconds for r in runs))
 
 
 def part_key(
