@@ -6,10 +6,9 @@ from pathlib import Path
 
 from overlay._git import git
 from overlay.text.series import parse_patch
-from overlay.upstream import buck
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.gitrepo import MAIN_REF, open_upstream
-from overlay.upstream.prepare import export_against
+from overlay.upstream.prepare import buck_files, buck_listed, export_against
 
 from scaffold import created_diff
 
@@ -37,7 +36,7 @@ def _lines(data: bytes) -> list[str]:
 
 def test_a_created_file_joins_its_siblings_block_in_sorted_order() -> None:
     created = [f"{SHADERS}/grid_nearest.spirv.b64", f"{SHADERS}/grid_nearest.glsl"]
-    found = buck.listed(created, {"backends/arm/BUCK": BUCK.encode()})
+    found = buck_listed(created, {"backends/arm/BUCK": BUCK.encode()})
     lines = _lines(found["backends/arm/BUCK"])
     resources = lines[lines.index("    resources = [") + 1 : lines.index("    ],", 6)]
     assert [line.strip() for line in resources] == [
@@ -53,13 +52,13 @@ def test_a_created_file_joins_its_siblings_block_in_sorted_order() -> None:
         '        "vgf/shaders/__init__.py",',
         '        "vgf/shaders/grid_sampler.py",',
     ]
-    assert buck.listed(created, found) == {}  # listed already: nothing to add
+    assert buck_listed(created, found) == {}  # listed already: nothing to add
 
 
 def test_a_first_entry_goes_before_the_block_and_the_nearest_buck_wins() -> None:
     created = [f"{SHADERS}/a.glsl"]
     inner = 'resources = [\n    "x.glsl",\n]\n'
-    found = buck.listed(
+    found = buck_listed(
         created, {"backends/arm/BUCK": BUCK.encode(), f"{SHADERS}/BUCK": inner.encode()}
     )
     assert list(found) == [f"{SHADERS}/BUCK"]
@@ -72,9 +71,9 @@ def test_a_first_entry_goes_before_the_block_and_the_nearest_buck_wins() -> None
 
 
 def test_a_folder_no_buck_lists_changes_nothing() -> None:
-    assert buck.listed(["backends/arm/other/new.glsl"], {"backends/arm/BUCK": BUCK.encode()}) == {}
-    assert buck.listed([f"{SHADERS}/new.py"], {}) == {}
-    assert buck.candidates(["a/b/c.glsl"]) == ["a/b/BUCK", "a/BUCK", "BUCK"]
+    assert buck_listed(["backends/arm/other/new.glsl"], {"backends/arm/BUCK": BUCK.encode()}) == {}
+    assert buck_listed([f"{SHADERS}/new.py"], {}) == {}
+    assert buck_files(["a/b/c.glsl"]) == ["a/b/BUCK", "a/BUCK", "BUCK"]
 
 
 def test_the_export_on_main_lists_a_created_shader_in_main_s_buck(tmp_path: Path) -> None:

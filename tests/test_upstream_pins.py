@@ -11,15 +11,15 @@ from packaging.version import Version
 
 from overlay.errors import SeriesError
 from overlay.lines import pins
-from overlay.upstream.upstream_pins import UPSTREAM_FILE, for_series, load, locate, with_release
+from overlay.upstream.upstream_pins import UPSTREAM_FILE, for_series, load, with_release
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / "patches" / UPSTREAM_FILE
 
 
 def test_the_lines_share_one_file_and_a_candidate_carries_its_own(tmp_path: Path) -> None:
-    assert locate(ROOT / "patches" / "1.2.0") == SHARED
     shared = for_series(ROOT / "patches" / "1.2.0")
+    assert shared.source == SHARED
     assert shared.matrix_versions == ("1.1.0", "1.2.0", "1.3.1", "1.4.1", "1.5.1")
     assert (shared.python, shared.platform) == ("3.11", "manylinux_2_28_x86_64")
     assert shared.torch["1.5.1"] == "2.13.0" and shared.torch["1.2.0"] == "2.11.0"
@@ -28,9 +28,9 @@ def test_the_lines_share_one_file_and_a_candidate_carries_its_own(tmp_path: Path
     candidate = tmp_path / "out" / "patches"
     candidate.mkdir(parents=True)
     with pytest.raises(SeriesError, match=r"no upstream\.toml for the series"):
-        locate(candidate)
+        for_series(candidate)
     shutil.copy(SHARED, candidate / UPSTREAM_FILE)
-    assert locate(candidate) == candidate / UPSTREAM_FILE
+    assert for_series(candidate).source == candidate / UPSTREAM_FILE
 
 
 def test_a_line_holds_only_its_own_pins(tmp_path: Path) -> None:

@@ -173,18 +173,17 @@ def op_counts(names: Sequence[str], stock: Side, patched: Side) -> tuple[OpCount
             continue
         info = corpus.info(name)
         case = (name, info.note, info.spec)
-        found.append(OpCounts(*case, TOSA, before.tosa_ops, after.tosa_ops, *_texts(before, after)))
+        pairs: list[tuple[str, ItemResult | VgfResult, ItemResult | VgfResult]] = [
+            (TOSA, before, after)
+        ]
         ran = (before.vgf, after.vgf)
         if info.targets_vgf and all(v and v.state is not TargetState.SKIPPED for v in ran):
             assert before.vgf is not None and after.vgf is not None
-            vgf = (before.vgf.tosa_ops, after.vgf.tosa_ops)
-            found.append(OpCounts(*case, VGF, *vgf, *_texts(before.vgf, after.vgf)))
+            pairs.append((VGF, before.vgf, after.vgf))
+        for target, old, new in pairs:
+            errors = (_first_line(r.error)[:300] if r.error is not None else "" for r in (old, new))
+            found.append(OpCounts(*case, target, old.tosa_ops, new.tosa_ops, *errors))
     return tuple(found)
-
-
-def _texts(*results: ItemResult | VgfResult) -> tuple[str, ...]:
-    """Return each result's error, first line ("" where it lowered)."""
-    return tuple(_first_line(r.error)[:300] if r.error is not None else "" for r in results)
 
 
 def trigger_cases(
@@ -199,16 +198,6 @@ def trigger_cases(
     return [c.name for c in corpus.ALL_CASES if c.name in named]
 
 
-def judged(run: ReleaseRun, names: Sequence[str]) -> list[CaseOutcome]:
-    """Return the judged outcomes of the cases ``names`` that ran (in that order)."""
-    return [run.cases[n] for n in names if n in run.cases]
-
-
-def regressions_of(run: ReleaseRun) -> list[str]:
-    """Return the cases right on stock and not right on patched (or measurably worse)."""
-    return [name for name, case in run.cases.items() if case.ab is AB.REGRESSION]
-
-
 def measure(
     patches: Iterable[str],
     run: ReleaseRun,
@@ -220,16 +209,17 @@ def measure(
 ) -> dict[str, PatchBehaviour]:
     """Decide each patch (with a fix module) on ``run`` from the claims for ``claimed``
     (``target``, ``kept``: as :func:`triggers`, :func:`~overlay.upstream.verdicts.decide_patch`)."""
-    regressions = regressions_of(run) if kept else []
+    regressions = [n for n, case in run.cases.items() if case.ab is AB.REGRESSION] if kept else []
     found = {}
     for name in patches:
         fix = fixes.by_patch(name)
         if fix is None:
             continue
         bug, other = triggers(fix, claimed, target=target)
+        bugs, others = ([run.cases[n] for n in names if n in run.cases] for names in (bug, other))
         found[name] = decide_patch(
-            name, run.release, judged(run, bug), judged(run, other), kept=kept,
-            regressions=regressions, test=(tests or {}).get(name),
+            name, run.release, bugs, others, kept=kept, regressions=regressions,
+            test=(tests or {}).get(name),
         )  # fmt: skip
     return found
 
@@ -248,18 +238,9 @@ def run_envs(
 
     def one(label: str, python: str) -> Side:
         slug = re.sub(r"[^a-z0-9.]+", "-", label.lower()).strip("-")
-        options = Options(
-            stock_python=python,
-            patched_python=python,
-            probes=False,
-            out_dir=out_dir / slug,
-        )
+        options = Options(python, python, probes=False, out_dir=out_dir / slug)
         init, results = orchestrator.run_items(
-            options,
-            PathId.STOCK,
-            python,
-            items,
-            progress=lambda text: progress(f"{label} {text}"),
+            options, PathId.STOCK, python, items, progress=lambda text: progress(f"{label} {text}")
         )
         return init, {item.name: result for item, result in results.items()}
 

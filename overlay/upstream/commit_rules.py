@@ -48,20 +48,6 @@ def parse_identity(text: str) -> Identity:
     return Identity(name, address)
 
 
-def git_identity(cwd: Path | None = None) -> Identity:
-    """Return user.name/user.email from git config, for the Signed-off-by trailer."""
-    values = _git.identity(cwd)
-    if not all(values):
-        raise UpstreamError(
-            "no identity for the Signed-off-by trailer",
-            expected="git config user.name and user.email, or --signoff",
-            found=f"user.name={values[0]!r}, user.email={values[1]!r}",
-            hint="run `git config --global user.name ...` (and user.email), "
-            "or pass --signoff 'Full Name <user@example.org>'",
-        )
-    return Identity(values[0], values[1])
-
-
 def hook_verbs(hook: str) -> frozenset[str]:
     """Return the verbs the pre-push hook's ``VERBS`` accepts at the start of a subject."""
     match = _VERBS.search(hook)
@@ -124,6 +110,18 @@ def check_signer(signer: Identity) -> None:
 
 def signer(signoff: str | None, cwd: Path | None = None) -> Identity:
     """Return the checked sign-off identity: ``--signoff`` if given, else git's user.*."""
-    found = parse_identity(signoff) if signoff else git_identity(cwd)
+    if signoff:
+        found = parse_identity(signoff)
+    else:
+        values = _git.identity(cwd)
+        if not all(values):
+            raise UpstreamError(
+                "no identity for the Signed-off-by trailer",
+                expected="git config user.name and user.email, or --signoff",
+                found=f"user.name={values[0]!r}, user.email={values[1]!r}",
+                hint="run `git config --global user.name ...` (and user.email), "
+                "or pass --signoff 'Full Name <user@example.org>'",
+            )
+        found = Identity(*values)
     check_signer(found)
     return found

@@ -19,6 +19,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from overlay import __version__
+from overlay._files import write_files
 from overlay._git import diff_files, git
 from overlay.errors import GitError, UpstreamError
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
@@ -48,7 +49,6 @@ LABEL_COMMANDS = (
 # when to replace it; the commit message names that commit by its subject instead.
 SERIES_MARKER = re.compile(r"#<(\d{4})>")
 ISSUE_TITLE = "Title: "  # the first line of an issue draft: what to type as its title
-ZERO_SHA = "0" * 40
 _POLICY = email.policy.default.clone(linesep="\n", max_line_length=0)
 
 
@@ -151,34 +151,10 @@ def format_mbox(
     payload = rest.lstrip("\n") + "---\n" + diffstat + "\n" + diff + base
     payload += f"-- \nexecutorch-arm-overlay {__version__}\n"
     msg.set_content(payload, subtype="plain", charset="utf-8", cte="8bit")
-    msg.set_unixfrom(f"From {ZERO_SHA} Mon Sep 17 00:00:00 2001")
+    msg.set_unixfrom(f"From {'0' * 40} Mon Sep 17 00:00:00 2001")
     buffer = io.StringIO()
     Generator(buffer, mangle_from_=False, policy=_POLICY).flatten(msg, unixfrom=True)
     return buffer.getvalue()
-
-
-def _patched(
-    patch: Patch, release: Mapping[str, bytes]
-) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    paths = [f.path for f in patch.files]
-    missing = [p for p in paths if p not in release and p not in patch.creates]
-    if missing:
-        raise UpstreamError(
-            f"{patch.name}: {', '.join(missing)} is not in the base release",
-            expected="the files in the release sources",
-            found="no such file",
-            hint="retarget the line to the release (its candidate's patch is the port)",
-        )
-    before = {p: release[p] for p in paths if p in release}
-    try:
-        after = apply_patch(patch, {p: decode(d) for p, d in before.items()}, allow_offset=True)
-    except HunkMismatchError as exc:
-        raise UpstreamError(
-            f"{patch.name} does not apply to the base release",
-            found=exc.message,
-            hint="retarget the line to the release (its candidate's patch is the port)",
-        ) from exc
-    return before, {p: encode(t) for p, t in after.items()}
 
 
 def export_patch(
@@ -194,7 +170,24 @@ def export_patch(
     """Export one patch (exactly applicable to ``base``; ``after``: the files where it was
     merged there instead); refuse any broken rule but the verb, which the caller reports."""
     if after is None:
-        before, after = _patched(patch, base)
+        paths = [f.path for f in patch.files]
+        missing = [p for p in paths if p not in base and p not in patch.creates]
+        hint = "retarget the line to the release (its candidate's patch is the port)"
+        if missing:
+            raise UpstreamError(
+                f"{patch.name}: {', '.join(missing)} is not in the base release",
+                expected="the files in the release sources",
+                found="no such file",
+                hint=hint,
+            )
+        before = {p: base[p] for p in paths if p in base}
+        try:
+            texts = apply_patch(patch, {p: decode(d) for p, d in before.items()}, allow_offset=True)
+        except HunkMismatchError as exc:
+            raise UpstreamError(
+                f"{patch.name} does not apply to the base release", found=exc.message, hint=hint
+            ) from exc
+        after = {p: encode(t) for p, t in texts.items()}
     else:
         before, after = {p: base[p] for p in after if p in base}, dict(after)  # new: not in base
     message = commit_message(patch, signer, series)
@@ -235,17 +228,13 @@ def write_exports(exports: Sequence[Export], out_dir: Path) -> list[Path]:
     written = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for item in exports:
-        files = {"mbox": item.mbox, "pr.md": item.pr_body}
-        if item.comment:
-            files["comment.md"] = item.comment
-        if item.issue:
-            files["issue.md"] = item.issue
-        if item.checklist:
-            files["checklist.md"] = item.checklist
+        files = {"mbox": item.mbox, "pr.md": item.pr_body, "comment.md": item.comment,
+                 "issue.md": item.issue, "checklist.md": item.checklist}  # fmt: skip
         for suffix, text in files.items():
-            path = out_dir / f"{item.stem}.{suffix}"
-            path.write_text(text, encoding="utf-8", newline="\n")
-            written.append(path)
+            if text or suffix in ("mbox", "pr.md"):
+                path = out_dir / f"{item.stem}.{suffix}"
+                path.write_text(text, encoding="utf-8", newline="\n")
+                written.append(path)
     return written
 
 
@@ -268,9 +257,7 @@ def release_repo(dest: Path, files: Mapping[str, bytes], commit: str) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     git(dest, "init", "-q", "-b", "release")
-    for path, data in files.items():
-        (dest / path).parent.mkdir(parents=True, exist_ok=True)
-        (dest / path).write_bytes(data)
+    write_files(dest, files)
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", f"the release's sources ({commit[:12] or 'commit unknown'})")
     return dest

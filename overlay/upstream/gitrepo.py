@@ -114,7 +114,11 @@ class Scratch:
             env = {**IDENTITY, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
             env |= {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
             git_with_env(self.path, env, "read-tree", f"{parent}^{{tree}}")
-            modes = self._modes(parent, files)
+            listing = self.run("ls-tree", "-z", parent, "--", *files) if files else ""
+            modes = {}  # a replaced file keeps its mode
+            for item in filter(None, listing.split("\0")):
+                meta, _, path = item.partition("\t")
+                modes[path] = meta.split()[0]
             entries = []
             for path, data in files.items():
                 blob = git_bytes(self.path, "hash-object", "-w", "--stdin", stdin=data)
@@ -124,17 +128,6 @@ class Scratch:
             return git_with_env(
                 self.path, env, "commit-tree", tree, "-p", parent, stdin=message
             ).strip()
-
-    def _modes(self, commit: str, paths: Iterable[str]) -> dict[str, str]:
-        names = list(paths)
-        if not names:
-            return {}
-        listing = self.run("ls-tree", "-z", commit, "--", *names)
-        modes = {}
-        for entry in filter(None, listing.split("\0")):
-            meta, _, path = entry.partition("\t")
-            modes[path] = meta.split()[0]
-        return modes
 
     def log(
         self, revisions: str, paths: Sequence[str] = (), *, first_parent: bool = False
@@ -174,16 +167,12 @@ class Scratch:
 
     def release_tags(self) -> dict[str, str]:
         """Return ``{tag: version}`` of every ``vX.Y.Z`` tag (no pre-releases)."""
-        found = {}
-        for tag in self.run("tag", "--list", "v*").split():
-            match = RELEASE_TAG.match(tag)
-            if match:
-                found[tag] = match.group(1)
-        return found
+        tags = self.run("tag", "--list", "v*").split()
+        return {tag: match.group(1) for tag in tags if (match := RELEASE_TAG.match(tag))}
 
     def first_release(self, commit: str) -> str:
         """Return the oldest ``vX.Y.Z`` tag containing ``commit`` ("" when none does)."""
-        tags = [t for t in self.run("tag", "--contains", commit, "--list", "v*").split()]
+        tags = self.run("tag", "--contains", commit, "--list", "v*").split()
         releases = [t for t in tags if RELEASE_TAG.match(t)]
         return min(releases, key=lambda t: Version(t[1:]), default="")
 

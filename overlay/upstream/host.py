@@ -3,6 +3,7 @@ the canary's shadow: a ``sitecustomize`` puts it first on ``executorch.backends.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -11,6 +12,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from overlay._files import write_files
 from overlay.envs import release_venvs
 from overlay.lines import Line
 from overlay.upstream.gitrepo import Scratch
@@ -45,23 +47,6 @@ def newest_release(lines: Sequence[Line]) -> tuple[str, Line]:
         known.setdefault(version, lines[-1])
     newest = max(known, key=Version)
     return newest, known[newest]
-
-
-def main_tool_pins(scratch: Scratch, commit: str) -> dict[str, dict[str, str]]:
-    """Return ``{requirements file: {name: version}}`` of the ``==`` pins of main's Arm tools."""
-    found: dict[str, dict[str, str]] = {}
-    for path, data in scratch.files(commit, ARM_REQUIREMENTS).items():
-        pins = found.setdefault(path, {})
-        for raw in data.decode("utf-8", errors="replace").splitlines():
-            text = raw.split("#", 1)[0].strip()
-            try:
-                requirement = Requirement(text)
-            except InvalidRequirement:
-                continue
-            exact = [s.version for s in requirement.specifier if s.operator == "=="]
-            if exact:
-                pins[canonicalize_name(requirement.name)] = exact[0]
-    return found
 
 
 def pin_candidates(by_file: Mapping[str, Mapping[str, str]]) -> list[tuple[str, dict[str, str]]]:
@@ -107,10 +92,7 @@ def write_shadow(dest: Path, python: Path, files: Mapping[str, bytes]) -> Path:
     """Write ``files`` under ``dest/tree``; return a :func:`wrapper` of ``python`` whose
     ``sitecustomize`` puts their ``backends`` first."""
     shutil.rmtree(dest / "tree", ignore_errors=True)  # nothing left from an earlier run
-    for path, data in files.items():
-        target = dest / "tree" / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    write_files(dest / "tree", files)
     return wrapper(dest, python, shadow_site(dest, dest / "tree" / "backends"))
 
 
@@ -147,9 +129,18 @@ def host_env(
         tag = f"refs/tags/v{version}"
         ref = scratch.rev(tag) if scratch.has(tag) else main
         torch, _ = upstream_torch_pin(scratch.path, ref, version)
+    tool_pins: dict[str, dict[str, str]] = {}  # requirements file -> main's == pins
+    for path, data in scratch.files(main, ARM_REQUIREMENTS).items():
+        pins = tool_pins.setdefault(path, {})
+        for raw in data.decode("utf-8", errors="replace").splitlines():
+            with contextlib.suppress(InvalidRequirement):
+                requirement = Requirement(raw.split("#", 1)[0].strip())
+                exact = [s.version for s in requirement.specifier if s.operator == "=="]
+                if exact:
+                    pins[canonicalize_name(requirement.name)] = exact[0]
     candidates = [
         PinCandidate(host_runtime(line, version, pins, torch), f"tools pinned by {label}")
-        for label, pins in pin_candidates(main_tool_pins(scratch, main))
+        for label, pins in pin_candidates(tool_pins)
     ]
     _, attempts, env = confirm_runtime(
         for_series(line.directory), version, candidates, envs_root=None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -18,6 +17,7 @@ from overlay.upstream import host
 from overlay.upstream.commit_rules import HOOK
 from overlay.upstream.results import LintReport
 from overlay.upstream.upstream_pins import UpstreamPins
+from overlay.upstream.upstream_tests import tool_env
 from overlay.upstream.verdicts import hook_findings
 
 Progress = Callable[[str], None]
@@ -80,10 +80,7 @@ def checkout(source: Path, commit: str, dest: Path, branch: str) -> Path:
 def run_lint(repo: Path, paths: Sequence[str], env: release_venvs.Env) -> LintReport:
     """Run every linter of ``repo``'s ``.lintrunner.toml`` on the whole of ``paths``."""
     started = time.perf_counter()
-    environment = dict(os.environ)
-    environment["PATH"] = str(env.python.parent) + os.pathsep + environment.get("PATH", "")
-    environment.pop("PYTHONPATH", None)
-    environment["MYPYPATH"] = "./src/"  # as the pre-push hook runs it
+    environment = tool_env(env.python.parent, MYPYPATH="./src/")  # as the pre-push hook runs it
     command = [str(env.python.parent / "lintrunner"), "--output", "oneline", *paths]
     proc = subprocess.run(
         command, cwd=repo, capture_output=True, text=True, env=environment, check=False
@@ -121,11 +118,8 @@ def hook_python(dest: Path, python: Path, repo: Path) -> Path:
 def run_hook_check(repo: Path, check: str, touched: Sequence[str], bindir: Path) -> HookRun:
     """Run one check function of ``repo``'s pre-push hook (see :data:`DRIVER`)."""
     started = time.perf_counter()
-    environment = dict(os.environ)
-    environment.pop("PYTHONPATH", None)
-    environment["PATH"] = str(bindir) + os.pathsep + environment.get("PATH", "")
-    environment["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into the branch
-    environment["HOOK"] = HOOK
+    # PYTHONDONTWRITEBYTECODE: nothing written into the branch
+    environment = tool_env(bindir, PYTHONDONTWRITEBYTECODE="1", HOOK=HOOK)
     command = ["bash", "-c", DRIVER, "pre-push", check, *touched]
     try:
         proc = subprocess.run(

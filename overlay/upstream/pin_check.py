@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from overlay import _process, codec
 from overlay._git import git
-from overlay.envs import release_venvs, venvs
+from overlay.envs import release_venvs
 from overlay.errors import OverlayError, UpstreamError
 from overlay.upstream import behaviour
 from overlay.upstream.results import PinAttempt
@@ -68,19 +68,6 @@ def upstream_torch_pin(clone: Path | None, commit: str | None, version: str) -> 
     return "", ""
 
 
-def stock_spec(shared: UpstreamPins, version: str, runtime: Mapping[str, str]) -> venvs.Contents:
-    """Return what the release's stock env holds: ``runtime`` and the test tools."""
-    return release_venvs.env_contents(
-        f"executorch-{version}-stock",
-        shared.python,
-        (
-            f"executorch=={version}",
-            *(f"{k}=={v}" for k, v in runtime.items()),
-            *shared.test_requirements,
-        ),
-    )
-
-
 def confirm_runtime(
     shared: UpstreamPins,
     version: str,
@@ -96,9 +83,12 @@ def confirm_runtime(
         started = time.perf_counter()
         env = None
         try:
-            env = release_venvs.ensure(
-                stock_spec(shared, version, candidate.runtime), envs_root, progress=progress
-            )
+            pins = (f"{k}=={v}" for k, v in candidate.runtime.items())
+            requirements = (f"executorch=={version}", *pins, *shared.test_requirements)
+            spec = release_venvs.env_contents(
+                f"executorch-{version}-stock", shared.python, requirements
+            )  # what the release's stock env holds: the candidate and the test tools
+            env = release_venvs.ensure(spec, envs_root, progress=progress)
             detail = check_env(env, version, log_dir)
         except OverlayError as exc:
             detail = exc.message + (f": {exc.found}" if exc.found else "")

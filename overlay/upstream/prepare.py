@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import posixpath
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,7 +17,6 @@ from overlay.text.applier import decode, encode
 from overlay.text.series import Patch, load_series
 from overlay.upstream import (
     behaviour,
-    buck,
     checklist,
     commit_rules,
     export,
@@ -51,6 +52,7 @@ from overlay.upstream.upstream_pins import for_series
 from overlay.upstream.verdicts import stale_main, submission_problems, suite_changes
 
 Progress = Callable[[str], None]
+_BUCK_ENTRY = re.compile(r'^(?P<indent>\s*)"(?P<path>[^"]+)",\s*$')
 
 
 @dataclass(frozen=True)
@@ -130,16 +132,14 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
     main_date = scratch.date(main)
     released = release_date(scratch, release_commit, shared.released.get(newest.name, ""))
     stale = stale_main(main, main_date, newest.name, released, refresh_command(request.upstream))
-    verbs = commit_rules.hook_verbs(
-        decode(scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b""))
-    )
+    hook = scratch.files(main, [commit_rules.HOOK]).get(commit_rules.HOOK, b"")
+    verbs = commit_rules.hook_verbs(decode(hook))
     subjects = {p.number: export.upstream_subject(p) for p in load_series(newest.directory).patches}
+    out, signer = request.out_dir, request.signer
     exports = [
-        export_against(p, scratch, main, (release.files, release_commit), request.signer,
-                       series=subjects)
+        export_against(p, scratch, main, (release.files, release_commit), signer, series=subjects)
         for p in send
-    ]  # fmt: skip
-    out = request.out_dir
+    ]
     stock = release_venvs.ensure(
         release_venvs.release_spec(newest.pins, "stock", extra=shared.test_requirements),
         progress=progress,
@@ -151,28 +151,25 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
              host.write_shadow(out / "main", main_env.python, main_files), main_date),
         Base(newest.name, release_commit, release.files, stock, stock.python, released),
     )  # fmt: skip
-    found = {
-        b.name: measure(b, send, newest.name, out / b.name, progress, origin=release.files)
-        for b in bases
-    }
-    branches: dict[str, tuple[Path, str]] = {}
-    judged: list[tuple[PatchVerdict, export.Export]] = []  # each fix's verdict, its texts
+    found = [
+        measure(b, send, newest.name, out / b.name, progress, origin=release.files) for b in bases
+    ]
     lint_env = lint.lint_env(shared, newest.pins, progress) if request.lint else None
     on_main = lint.main_runs(
         scratch.path, main, out / "hook" / "main", main_env.python,
         sorted({path for item in exports for path in item.after}),
     )  # fmt: skip
+    branches: dict[str, tuple[Path, str]] = {}
+    judged: list[tuple[PatchVerdict, export.Export]] = []  # each fix's verdict, its texts
     for patch, item in zip(send, exports, strict=True):
         repo, branch = out / "branches" / item.stem, export.branch_name(item)
-        on_release_form = export.export_patch(
-            patch, release.files, signer=request.signer, base_commit=release_commit,
-            series=subjects,
-        )  # fmt: skip
-        am_main, on_release = _git_am(scratch, main, (item, on_release_form), repo)
-        review = Review(
-            item.base_commit, None, tuple(commit_rules.check_message(item.message, verbs))
+        on_release = export.export_patch(
+            patch, release.files, signer=signer, base_commit=release_commit, series=subjects
         )
-        if lint_env is not None and not am_main:
+        git_am = _git_am(scratch, main, (item, on_release), repo)
+        rules = tuple(commit_rules.check_message(item.message, verbs))
+        review = Review(item.base_commit, None, rules)
+        if lint_env is not None and not git_am[0]:
             touched = sorted(item.after)
             progress(f"{item.name}: upstream's linters on {', '.join(touched)}")
             review = replace(review, lint=lint.run_lint(repo, touched, lint_env))
@@ -181,24 +178,20 @@ def prepare(request: Request, progress: Progress = lambda _: None) -> Prepared:
             )
             hook_python = lint.hook_python(out / "hook" / item.stem, main_env.python, repo)
             review = replace(review, checks=lint.hook_checks(repo, touched, hook_python, on_main))
-        bases_found = tuple(
-            replace(b, own=Applied(Status.CONFLICT, am)) if am and b.lands else b
-            for b, am in zip(
-                (found["main"][patch.name], found[newest.name][patch.name]),
-                (am_main, on_release),
-                strict=True,
-            )
+        on_bases = tuple(
+            replace(on, own=Applied(Status.CONFLICT, am)) if am and on.lands else on
+            for on, am in zip((f[patch.name] for f in found), git_am, strict=True)
         )
         judged.append(judge(
             item, patch,
-            PatchVerdict(patch.name, item.subject, bases_found, Action.SEND, "",
+            PatchVerdict(patch.name, item.subject, on_bases, Action.SEND, "",
                          source=newest.name, review=review),
             torch=torch, stale=stale, lint_asked=request.lint,
-            branch=("", "") if am_main else (str(repo.relative_to(out)), branch),
+            branch=("", "") if git_am[0] else (str(repo.relative_to(out)), branch),
             named_by=export.named_by(send, patch.number),
-            tree=bases[0].files if item.base_commit == main else release.files,
+            tree=main_files if item.base_commit == main else release.files,
         ))  # fmt: skip
-        if not am_main:  # a failed `git am` leaves the change uncommitted: no branch to push
+        if not git_am[0]:  # a failed `git am` leaves the change uncommitted: no branch to push
             branches[patch.name] = (repo, branch)
     sending = Sending(
         line, newest.name, torch, main, tuple(s for s, _ in judged), skipped,
@@ -215,10 +208,9 @@ def _git_am(
     of the release's files; return why not ("": it applied)."""
     item, on_release = items
     lint.checkout(scratch.path, main, repo, export.branch_name(item))
-    on_main = export.apply_mbox(repo, item)
     where = repo.parent.parent / "release" / item.stem
     release = export.release_repo(where, on_release.before, on_release.base_commit)
-    return on_main, export.apply_mbox(release, on_release)
+    return export.apply_mbox(repo, item), export.apply_mbox(release, on_release)
 
 
 def judge(
@@ -274,19 +266,62 @@ def export_against(
     series: Mapping[int, str] | None = None,
 ) -> export.Export:
     """Export one patch against main where it lands there, its created files in upstream's
-    BUCK lists, else against the release (``release``: its files and its commit)."""
+    BUCK lists (no wheel holds a BUCK file), else against the release (its files, commit)."""
     on_main = scratch.files(main, patch.targets)
     after = landed(patch, on_main, release[0])[1]
     if not after:
         return export.export_patch(
             patch, release[0], signer=signer, base_commit=release[1], series=series
         )
-    bucks = scratch.files(main, buck.candidates(patch.creates))
-    listed = buck.listed(patch.creates, bucks)
+    bucks = scratch.files(main, buck_files(patch.creates))
+    listed = buck_listed(patch.creates, bucks)
     return export.export_patch(
         patch, {**on_main, **bucks}, signer=signer, base_commit=main, after={**after, **listed},
         series=series,
     )  # fmt: skip
+
+
+def buck_files(created: Iterable[str]) -> list[str]:
+    """Return the BUCK files that may list ``created`` files: every ancestor folder's."""
+    found: dict[str, None] = {}
+    for path in created:
+        folders = path.split("/")[:-1]
+        for depth in range(len(folders), -1, -1):
+            found["/".join([*folders[:depth], "BUCK"])] = None
+    return list(found)
+
+
+def buck_listed(created: Iterable[str], bucks: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Return each BUCK of ``bucks`` that lists a sibling of a created file, with it added
+    in sorted order to the nearest block of its folder's entries of its extension (a BUCK
+    lists sources and resources apart; a file already listed, or whose folder no BUCK
+    lists, is left out)."""
+    texts = {path: data.decode("utf-8").splitlines(keepends=True) for path, data in bucks.items()}
+    changed: set[str] = set()
+    for path in sorted(created):
+        for buck in (b for b in buck_files([path]) if b in texts):
+            lines = texts[buck]
+            entry = posixpath.relpath(path, posixpath.dirname(buck) or ".")
+            folder, suffix = posixpath.dirname(entry), posixpath.splitext(entry)[1]
+            runs: list[list[tuple[int, re.Match[str]]]] = []
+            for i, line in enumerate(lines):
+                match = _BUCK_ENTRY.match(line)
+                if match is None or posixpath.dirname(match["path"]) != folder:
+                    continue
+                if runs and runs[-1][-1][0] == i - 1:
+                    runs[-1].append((i, match))
+                else:
+                    runs.append([(i, match)])
+            run = next((r for r in runs if any(m["path"].endswith(suffix) for _, m in r)), [])
+            if not run:
+                continue
+            if all(match["path"] != entry for _, match in run):
+                smaller = [i for i, match in run if match["path"] < entry]
+                at = smaller[-1] + 1 if smaller else run[0][0]
+                lines.insert(at, f'{run[0][1]["indent"]}"{entry}",\n')
+                changed.add(buck)
+            break
+    return {buck: "".join(texts[buck]).encode("utf-8") for buck in sorted(changed)}
 
 
 def measure(
@@ -329,19 +364,24 @@ def measure(
         sides = {}
         progress(f"{base.name}: the trigger cases did not run: {exc.message}")
     extra_env = upstream_tests.vulkan_env(base.env.folder, out_dir / "vulkan")
+    release_tests = {p: d for p, d in base.files.items() if p.startswith(TESTS_PREFIX)}
     for patch in wanted:
         progress(f"{base.name}: {patch.name}: its tests on stock and with it")
         fix = fixes.by_patch(patch.name)  # its test files and the fix's affected_tests
         listed = [p for p in (fix.upstream.affected_tests if fix else ()) if p in base.files]
         own = [p for p in patch.targets if p.startswith(TESTS_PREFIX) and p.endswith(".py")]
         run = upstream_tests.run_tests_both_ways(
-            str(base.stock), str(pythons[patch.name]),
-            release_tests={p: d for p, d in base.files.items() if p.startswith(TESTS_PREFIX)},
+            str(base.stock), str(pythons[patch.name]), release_tests=release_tests,
             patched_files=after[patch.name], pytest_ini=upstream_tests.pytest_ini(None),
             selection=sorted({*own, *listed}),
             log_dir=out_dir / "logs" / "pytest" / patch.name, extra_env=extra_env,
         )  # fmt: skip
-        added = _only(run, upstream_tests.new_tests(patch.diff))
+        new = upstream_tests.new_tests(patch.diff)  # the run cut to them (parametrized: by name)
+        stock, patched = (
+            Counts(tuple(t for t in c.tests if t.node.split("[")[0] in new), c.problem)
+            for c in (run.stock, run.patched)
+        )
+        added = TestRun(upstream_tests.pytest_command(new), tuple(new), stock, patched, run.seconds)
         measured = None
         counts: tuple[OpCounts, ...] = ()
         if sides:
@@ -354,17 +394,6 @@ def measure(
             broken=suite_changes(run.stock, run.patched)[0], bystanders=counts,
         )  # fmt: skip
     return found
-
-
-def _only(run: TestRun, nodes: Sequence[str]) -> TestRun:
-    """Return ``run`` cut to the tests ``nodes`` name (a parametrized test by its name)."""
-
-    def keep(counts: Counts) -> Counts:
-        tests = tuple(t for t in counts.tests if t.node.split("[")[0] in nodes)
-        return Counts(tests, counts.problem)
-
-    command = upstream_tests.pytest_command(nodes)
-    return TestRun(command, tuple(nodes), keep(run.stock), keep(run.patched), run.seconds)
 
 
 def release_date(scratch: Scratch, commit: str, recorded: str) -> str:

@@ -47,32 +47,11 @@ class Release:
         return Wheel(self.wheel.name, self.sha256, self.pinned)
 
 
-def read_release(pins: Pins, wheel: Path, version: str) -> dict[str, bytes]:
-    """Return ``{repository path: bytes}`` of the wheel's ``backends/arm``, RECORD-checked."""
-    package = pins.package_dir + "/"
-    prefix = ARM_PREFIX
-    try:
-        members = read_members(wheel, lambda name: name.startswith(package + prefix))
-    except OverlayError as exc:
-        raise WheelError(
-            f"cannot read {wheel.name}",
-            expected=f"a readable executorch {version} wheel",
-            found=exc.message,
-            hint="delete it from the wheel cache and run again",
-        ) from exc
-    if not members:
-        raise WheelError(
-            f"{wheel.name} has no {prefix} sources",
-            expected=f"{package}{prefix}... files",
-            found="none",
-            hint="the matrix needs a full executorch wheel",
-        )
-    return {name.removeprefix(package): data for name, data in members.items()}
-
-
 def load_release(pins: Pins, shared: UpstreamPins, version: str) -> Release:
-    """Fetch (cached, sha256-checked when recorded) and read one release's Arm sources."""
+    """Fetch (cached, sha256-checked when recorded) one release's wheel and read its
+    ``backends/arm``, RECORD-checked."""
     pin = shared.matrix_pin(version)
+    package = pins.package_dir + "/"
     try:
         wheel = fetch_wheel(pin)
     except OverlayError as exc:
@@ -82,9 +61,24 @@ def load_release(pins: Pins, shared: UpstreamPins, version: str) -> Release:
             found=exc.message,
             hint=exc.hint or "check the version exists: `pip index versions executorch`",
         ) from exc
-    digest = sha256_file(wheel)
-    files = read_release(pins, wheel, version)
-    return Release(version, wheel, digest, bool(pin.sha256), files)
+    try:
+        members = read_members(wheel, lambda name: name.startswith(package + ARM_PREFIX))
+    except OverlayError as exc:
+        raise WheelError(
+            f"cannot read {wheel.name}",
+            expected=f"a readable executorch {version} wheel",
+            found=exc.message,
+            hint="delete it from the wheel cache and run again",
+        ) from exc
+    if not members:
+        raise WheelError(
+            f"{wheel.name} has no {ARM_PREFIX} sources",
+            expected=f"{package}{ARM_PREFIX}... files",
+            found="none",
+            hint="the matrix needs a full executorch wheel",
+        )
+    files = {name.removeprefix(package): data for name, data in members.items()}
+    return Release(version, wheel, sha256_file(wheel), bool(pin.sha256), files)
 
 
 def release_metadata(wheel: Path) -> tuple[list[Requirement], str | None]:

@@ -91,27 +91,19 @@ def check_file(text: str | None, patched_file: PatchedFile, names: Collection[st
         if moved:
             return Applied(Status.MOVED, f"{path} -> {', '.join(moved)}")
         return Applied(Status.MISSING, f"{path} is not on the base")
-    try:
-        apply_file(text, patched_file)
-        return Applied(Status.APPLIES)
-    except HunkMismatchError:
-        pass
-    try:
-        apply_file(text, patched_file, reverse=True)
-        return Applied(Status.CONTAINED, "the reverse diff applies", evidence=_REVERSE)
-    except HunkMismatchError:
-        pass
-    try:
-        offsets = apply_file(text, patched_file, allow_offset=True).offsets
-        detail = ",".join(f"{o:+d}" for o in offsets) + " lines"
-        return Applied(Status.OFFSET, detail, offsets=offsets)
-    except HunkMismatchError as exc:
-        first_bad = exc.hunk
-    try:
-        apply_file(text, patched_file, reverse=True, allow_offset=True)
-        return Applied(Status.CONTAINED, "the reverse diff applies at an offset", evidence=_REVERSE)
-    except HunkMismatchError:
-        pass
+    first_bad = 0
+    for reverse, offset in ((False, False), (True, False), (False, True), (True, True)):
+        try:
+            offsets = apply_file(text, patched_file, reverse=reverse, allow_offset=offset).offsets
+        except HunkMismatchError as exc:
+            first_bad = exc.hunk if (reverse, offset) == (False, True) else first_bad
+            continue
+        if reverse:
+            detail = "the reverse diff applies" + (" at an offset" if offset else "")
+            return Applied(Status.CONTAINED, detail, evidence=_REVERSE)
+        if not offset:
+            return Applied(Status.APPLIES)
+        return Applied(Status.OFFSET, ",".join(f"{o:+d}" for o in offsets) + " lines", offsets)
     states = _hunk_states(text, patched_file)
     summary = ", ".join(f"{n} {s}" for n, s in enumerate(states, start=1))
     return Applied(Status.CONFLICT, f"hunk {first_bad}/{len(states)} fails in {path} ({summary})")
@@ -167,28 +159,6 @@ def conflicts_in(path: str, merged: str, context: int = CONTEXT_LINES) -> list[C
     return found
 
 
-def merge(
-    patch: Patch, texts: Mapping[str, str], step: Step, labels: tuple[str, str, str], why: str
-) -> tuple[Applied, Texts]:
-    """3-way merge each file of ``patch`` (base: before it on its line; theirs: after it);
-    a conflict's texts hold the markers."""
-    merged = dict(texts)
-    found: list[Conflict] = []
-    for path in patch.targets:
-        data, count = merge_file(
-            encode(texts[path]), encode(step.before[path]), encode(step.after[path]), labels
-        )
-        merged[path] = decode(data)
-        if count:
-            found += conflicts_in(path, merged[path])
-    if found:
-        return Applied(Status.CONFLICT, why, conflicts=tuple(found)), merged
-    if all(merged[p] == texts[p] for p in patch.targets):
-        evidence = (Evidence("merge adds nothing", detail=why),)
-        return Applied(Status.CONTAINED, why, evidence=evidence), merged
-    return Applied(Status.MERGED, why), merged
-
-
 def try_patch(
     patch: Patch,
     texts: Mapping[str, str],
@@ -196,13 +166,28 @@ def try_patch(
     step: Step | None,
     labels: tuple[str, str, str],
 ) -> tuple[Applied, Texts]:
-    """Try one patch: the strict applier, then (where it conflicts) the 3-way merge."""
+    """Try one patch: the strict applier, then (where it conflicts) git's 3-way merge of each
+    file (base: before it on its line; theirs: after it); a conflict's texts hold the markers."""
     found, after = check_patch(patch, texts, names)
     if found.status is not Status.CONFLICT or step is None:
         return found, after
     if any(p not in texts or p not in step.before for p in patch.targets):
         return found, after
-    return merge(patch, texts, step, labels, found.detail)
+    merged, why = dict(texts), found.detail
+    conflicts: list[Conflict] = []
+    for path in patch.targets:
+        data, count = merge_file(
+            encode(texts[path]), encode(step.before[path]), encode(step.after[path]), labels
+        )
+        merged[path] = decode(data)
+        if count:
+            conflicts += conflicts_in(path, merged[path])
+    if conflicts:
+        return Applied(Status.CONFLICT, why, conflicts=tuple(conflicts)), merged
+    if all(merged[p] == texts[p] for p in patch.targets):
+        evidence = (Evidence("merge adds nothing", detail=why),)
+        return Applied(Status.CONTAINED, why, evidence=evidence), merged
+    return Applied(Status.MERGED, why), merged
 
 
 def land(

@@ -17,7 +17,7 @@ from overlay.envs import release_venvs
 from overlay.fixes import Fix
 from overlay.lines import Line
 from overlay.text.applier import apply_patch, encode
-from overlay.text.series import Patch, load_series
+from overlay.text.series import load_series
 from overlay.upstream import releases, upstream_tests
 from overlay.upstream.results import Counts, SuiteRun, TestRun
 from overlay.upstream.upstream_pins import for_series
@@ -67,7 +67,10 @@ def run_suite(line: Line, *, out_dir: Path, progress: Progress = lambda _: None)
         )
         for kind, whl in (("stock", None), ("patched", wheel))
     ]
-    after = series_result(series.patches, release.texts)
+    texts = release.texts
+    for patch in series.patches:  # the files the series changes, after it
+        texts = apply_patch(patch, texts, allow_offset=True)
+    after = {p: encode(t) for p, t in texts.items() if t != release.texts.get(p)}
     chosen = selection(fixes.carried_by(line), release.tests)
     ini = upstream_tests.pytest_ini(None)
     log_dir = out_dir / line.name
@@ -119,7 +122,15 @@ def run_in_parts(
             for c in (run.stock, run.patched)
         )
         runs.append(replace(run, stock=stock, patched=patched))
-    return joined(runs)
+    selection = tuple(dict.fromkeys(s for r in runs for s in r.selection))
+    command = upstream_tests.pytest_command([upstream_tests.WORKERS, *selection])
+    stock, patched = (
+        Counts(
+            tuple(t for c in side for t in c.tests), "; ".join(c.problem for c in side if c.problem)
+        )
+        for side in ([r.stock for r in runs], [r.patched for r in runs])
+    )  # every test of each side, each part's problem
+    return TestRun(command, selection, stock, patched, sum(r.seconds for r in runs))
 
 
 def part_key(
@@ -133,28 +144,3 @@ def part_key(
     parts += [f"{name}={value}" for name, value in sorted(extra_env.items())]
     parts += [f"{path} {sha256_bytes(data)}" for path, data in sorted(files.items())]
     return sha256_bytes("\n".join(parts).encode())
-
-
-def joined(runs: Sequence[TestRun]) -> TestRun:
-    """Return the parts' runs as one: every test of each side, each part's problem."""
-
-    def side(counts: Sequence[Counts]) -> Counts:
-        problems = "; ".join(c.problem for c in counts if c.problem)
-        return Counts(tuple(t for c in counts for t in c.tests), problems)
-
-    selection = tuple(
-        dict.fromkeys(s for r in runs for s in r.selection if s != upstream_tests.WORKERS)
-    )
-    command = upstream_tests.pytest_command([upstream_tests.WORKERS, *selection])
-    seconds = sum(r.seconds for r in runs)
-    return TestRun(
-        command, selection, side([r.stock for r in runs]), side([r.patched for r in runs]), seconds
-    )
-
-
-def series_result(patches: Sequence[Patch], texts: Mapping[str, str]) -> dict[str, bytes]:
-    """Return the files the series changes, after it (in order, offsets allowed)."""
-    current = dict(texts)
-    for patch in patches:
-        current = apply_patch(patch, current, allow_offset=True)
-    return {p: encode(t) for p, t in current.items() if t != texts.get(p)}

@@ -50,11 +50,12 @@ class UpstreamPins:
         return pin.python == self.python and pin.platform == self.platform
 
 
-def locate(series_dir: Path) -> Path:
-    """Return the ``upstream.toml`` of a series folder: its own, else its lines root's."""
+def for_series(series_dir: Path) -> UpstreamPins:
+    """Return the shared upstream pins a series folder uses: its own ``upstream.toml``, else
+    its lines root's."""
     for folder in (series_dir, series_dir.parent):
         if (folder / UPSTREAM_FILE).is_file():
-            return folder / UPSTREAM_FILE
+            return load(folder / UPSTREAM_FILE)
     raise SeriesError(
         f"no {UPSTREAM_FILE} for the series in {series_dir}",
         expected=f"{series_dir.parent / UPSTREAM_FILE} (beside the lines) or"
@@ -63,11 +64,6 @@ def locate(series_dir: Path) -> Path:
         hint="restore patches/upstream.toml from git, or re-run the retarget that wrote"
         " the candidate",
     )
-
-
-def for_series(series_dir: Path) -> UpstreamPins:
-    """Return the shared upstream pins a series folder uses."""
-    return load(locate(series_dir))
 
 
 def load(source: Path) -> UpstreamPins:

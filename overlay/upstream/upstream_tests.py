@@ -148,49 +148,6 @@ def lay_out_tests(
 WORKERS = "--numprocesses=auto"  # pytest-xdist, as upstream runs its Arm tests
 
 
-def run_pytest(
-    python: str,
-    tree: Path,
-    selection: Sequence[str],
-    *,
-    log: Path | None = None,
-    timeout: float = PYTEST_TIMEOUT_S,
-    extra_env: Mapping[str, str] | None = None,
-) -> Counts:
-    """Run pytest with upstream's ``pytest.ini`` in ``python``'s env (``extra_env`` set); a
-    run that writes no JUnit report comes back with ``problem`` saying why."""
-    env = dict(os.environ)
-    env["PATH"] = str(Path(python).parent) + os.pathsep + env.get("PATH", "")
-    env.pop("PYTHONPATH", None)
-    env.update(extra_env or {})
-    junit = tree / JUNIT_FILE
-    junit.unlink(missing_ok=True)
-    command = [
-        python, "-m", "pytest", "-c", str(tree / INI), "--rootdir", str(tree),
-        "-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers",
-        "-o", "junit_family=xunit2", f"--junitxml={junit}", *selection,
-    ]  # fmt: skip
-    log = log or tree / "pytest.log"  # written as pytest runs: a long run shows progress
-    log.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with log.open("w", encoding="utf-8") as output:
-            proc = subprocess.run(
-                command, cwd=tree, stdout=output, stderr=subprocess.STDOUT, env=env,
-                check=False, timeout=timeout,
-            )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return Counts(problem=f"pytest did not finish within {timeout:.0f} s (its output: {log})")
-    except OSError as exc:
-        raise UpstreamError(
-            "cannot run the upstream tests",
-            expected=f"pytest in {python}",
-            found=str(exc),
-            hint="the release env needs pytest (test_requirements in patches/upstream.toml)",
-        ) from exc
-    text = log.read_text(encoding="utf-8", errors="replace")
-    return read_run(text, "", proc.returncode, junit)
-
-
 def read_run(stdout: str, stderr: str, returncode: int, junit: Path) -> Counts:
     """Return one pytest run's counts and tests from its output and JUnit report."""
     report = junit.read_text(encoding="utf-8") if junit.is_file() else ""
@@ -214,20 +171,53 @@ def run_tests_both_ways(
     timeout: float = PYTEST_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
 ) -> TestRun:
-    """Run ``selection`` on stock (with the patch's test files) and on patched, each on every
-    core (pytest-xdist, as upstream runs its Arm tests)."""
+    """Run ``selection`` with upstream's ``pytest.ini`` on stock (with the patch's test files)
+    and on patched, each on every core (``extra_env`` set; a run that writes no JUnit report
+    comes back with ``problem`` saying why)."""
     started = time.perf_counter()
     counts = []
     with tempfile.TemporaryDirectory(prefix="overlay-tests-") as tmp:
         tree = lay_out_tests(Path(tmp), release_tests, patched_files, pytest_ini)
+        junit = tree / JUNIT_FILE
         for side, python in (("stock", stock_python), ("patched", patched_python)):
-            log = log_dir / f"pytest-{side}.log"
-            run = run_pytest(
-                python, tree, [WORKERS, *selection], log=log, timeout=timeout, extra_env=extra_env
-            )
-            counts.append(run)
+            env = tool_env(Path(python).parent, **(extra_env or {}))
+            junit.unlink(missing_ok=True)
+            command = [
+                python, "-m", "pytest", "-c", str(tree / INI), "--rootdir", str(tree),
+                "-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers",
+                "-o", "junit_family=xunit2", f"--junitxml={junit}", WORKERS, *selection,
+            ]  # fmt: skip
+            log = log_dir / f"pytest-{side}.log"  # written as pytest runs: it shows progress
+            log.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                with log.open("w", encoding="utf-8") as output:
+                    proc = subprocess.run(
+                        command, cwd=tree, stdout=output, stderr=subprocess.STDOUT, env=env,
+                        check=False, timeout=timeout,
+                    )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                problem = f"pytest did not finish within {timeout:.0f} s (its output: {log})"
+                counts.append(Counts(problem=problem))
+                continue
+            except OSError as exc:
+                raise UpstreamError(
+                    "cannot run the upstream tests",
+                    expected=f"pytest in {python}",
+                    found=str(exc),
+                    hint="the release env needs pytest (test_requirements in"
+                    " patches/upstream.toml)",
+                ) from exc
+            text = log.read_text(encoding="utf-8", errors="replace")
+            counts.append(read_run(text, "", proc.returncode, junit))
     seconds = time.perf_counter() - started
     return TestRun(pytest_command(selection), tuple(selection), counts[0], counts[1], seconds)
+
+
+def tool_env(bindir: Path, **extra: str) -> dict[str, str]:
+    """Return this process's environment for a tool of another env: ``bindir`` first on
+    ``PATH``, no ``PYTHONPATH`` of ours, ``extra`` set."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return env | {"PATH": str(bindir) + os.pathsep + env.get("PATH", "")} | extra
 
 
 def pytest_command(selection: Sequence[str]) -> str:
