@@ -22,7 +22,7 @@ from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.lines import Line
 from overlay.text.series import Patch, load_series
-from overlay.upstream.canary import bisect, canary_run, main_behaviour, page
+from overlay.upstream.canary import canary_run, main_behaviour, page, rebase
 from overlay.upstream.canary.canary_report import (
     CanaryReport,
     ForwardState,
@@ -335,7 +335,7 @@ def test_a_commit_breaks_a_patch_only_after_the_patch_applied(tmp_path: Path) ->
     scratch = open_upstream(str(repo), tmp_path / "scratch")
     base = scratch.commit(fork, {ALPHA: BASE[ALPHA].encode()}, "the wheel", date=fixed_date(""))
     committed = commit_series(scratch, series, base)
-    found = bisect.bisect(scratch, committed, series.patches[0].name, broke, bisect.BROKEN_BY)
+    found = rebase.bisect(scratch, committed, series.patches[0].name, broke, rebase.BROKEN_BY)
     assert found is not None and (found.commit, found.tested) == (broke, 3)
 
 

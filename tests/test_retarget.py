@@ -21,10 +21,18 @@ from overlay.upstream.retarget import retarget_page
 from overlay.upstream.retarget.candidate import Layout, render_pins, write_candidate
 from overlay.upstream.retarget.conflicts import commit_resolution, resolved, work_commits
 from overlay.upstream.retarget.moves import case_moves, covered, runtime_form_note
-from overlay.upstream.retarget.retarget_report import CaseMove, Retarget, WheelRecord
-from overlay.upstream.retarget.retarget_verdict import apply_behaviour, final_verdict, readiness
+from overlay.upstream.retarget.retarget_verdict import (
+    CaseMove,
+    Retarget,
+    TextPlan,
+    WheelRecord,
+    apply_behaviour,
+    candidate_pristine,
+    final_verdict,
+    plan_series,
+    readiness,
+)
 from overlay.upstream.retarget.run import Request, own_fixes
-from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
 from overlay.upstream.verdicts import decide_patch
 
 from scaffold import created_diff, make_diff, pins_toml

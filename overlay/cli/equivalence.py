@@ -12,7 +12,7 @@ from pathlib import Path
 
 from overlay import codec, fixes
 from overlay.cli import common
-from overlay.cli.output import out, progress, show
+from overlay.cli.output import out, show, wrote
 from overlay.cli.progress_display import display
 from overlay.equivalence.controller import inputs, orchestrator, outcome, result_cache
 from overlay.equivalence.controller import options as run_options
@@ -48,9 +48,7 @@ def _options(args: argparse.Namespace) -> run_options.Options:
 def _finish(result: outcome.Report, folder: Path) -> int:
     """Print the report, write the reports, then raise the run's failure (0: it passed)."""
     show(layout.blocks(result))
-    written = layout.write_reports(result, folder, drawings=html.drawings)
-    for path in written:
-        progress(f"wrote {path}")
+    written = wrote(layout.write_reports(result, folder, drawings=html.drawings))
     error = outcome.failure_error(result, written[1])  # the Markdown report
     if error is not None:
         raise error

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from overlay import codec
 from overlay.in_place.deps import DepsCheck
 from overlay.in_place.line_choice import Chosen
 from overlay.tree.state import FileState, TreeState
@@ -184,8 +183,3 @@ class ErrorReport:
     expected: str | None
     found: str | None
     hint: str | None
-
-
-def to_json(report: object) -> str:
-    """Render a report as indented JSON (the codec: enums by value, sorted keys)."""
-    return codec.dumps(report, indent=2) + "\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 from overlay import lines, render
 from overlay.cli import common
 from overlay.cli.invocation import command
-from overlay.cli.output import out, progress, show
+from overlay.cli.output import json_report, out, progress, show, wrote
 from overlay.errors import UpstreamError, UsageError
 from overlay.lines import selection
 from overlay.lines.evidence import EVIDENCE_FILE
@@ -40,12 +40,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     matrix = matrix_of(series, _versions(args.versions), progress)
     blocks = reports.matrix_blocks(matrix)
     if args.format == "json":
-        out(render.json_text(matrix).rstrip("\n"))
+        json_report(matrix)
     else:
         show(blocks)
     if args.out:
-        for path in render.write(Path(args.out), "matrix", blocks, matrix, REPORTS):
-            progress(f"wrote {path}")
+        wrote(render.write(Path(args.out), "matrix", blocks, matrix, REPORTS))
     return 0
 
 
@@ -65,9 +64,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     blocks = reports.sending_blocks(done.report)
     show(blocks)
     written = export.write_exports(done.exports, folder)
-    written += render.write(folder, "upstream", blocks, done.report, REPORTS)
-    for path in written:
-        progress(f"wrote {path}")
+    wrote([*written, *render.write(folder, "upstream", blocks, done.report, REPORTS)])
     for name, (repo, branch) in done.branches.items():
         out(f"{name}: branch {branch} in {repo} (push it to your fork)")
     held = [f"{s.patch}: {p}" for s in done.report.submissions for p in s.flags]
@@ -130,8 +127,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
     result = run.retarget(request, progress=progress)
     blocks = retarget_page.retarget_blocks(result)
     show(blocks)
-    for path in render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS):
-        progress(f"wrote {path}")
+    wrote(render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS))
     if result.ready:
         promote_it = command(f"retarget {args.version} --promote")
         out(f"next: review {out_dir}/retarget.md, then `{promote_it}`")
@@ -188,7 +184,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     request = canary_run.Request(
         upstream=upstream,
-        root=Path(args.patches) if args.patches else lines.default_root(),
+        root=common.given_patches(args) or lines.default_root(),
         out_dir=out_dir,
         lines=tuple(n for given in args.lines or () for n in _versions(given)),
         tags=args.tags,
@@ -197,8 +193,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
         gate=not args.no_gate,
     )
     report = canary_run.canary(request, progress=progress)
-    for path in canary_page.write_page(report, out_dir):
-        progress(f"wrote {path}")
+    wrote(canary_page.write_page(report, out_dir))
     for line in report.lines:
         if line.error:
             out(f"{line.line}: {line.error}")
@@ -218,7 +213,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
 
 def cmd_upstream_suite(args: argparse.Namespace) -> int:
     """Run upstream's Arm tests on each line's stock and patched builds; none may break."""
-    root = Path(args.patches) if args.patches else lines.default_root()
+    root = common.given_patches(args) or lines.default_root()
     chosen = canary_run.select_lines(root, [n for g in args.lines or () for n in _versions(g)])
     broken: list[str] = []
     unrun: list[str] = []
@@ -226,8 +221,7 @@ def cmd_upstream_suite(args: argparse.Namespace) -> int:
         done = suite.run_suite(line, out_dir=Path(args.out), progress=progress)
         blocks = reports.suite_blocks(done)
         show(blocks)
-        for path in render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS):
-            progress(f"wrote {path}")
+        wrote(render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS))
         broken += [f"{line.name}: {node}" for node in done.broken]
         unrun += [
             f"{line.name} {c.problem}" for c in (done.run.stock, done.run.patched) if c.problem
@@ -291,9 +285,7 @@ def add_commands(add: common.Adder) -> None:
     retire.add_argument("version", help="the line's executorch release, e.g. 1.2.0")
     retire_how = retire.add_mutually_exclusive_group()
     retire_how.add_argument("--yes", action="store_true", help="delete the line's files")
-    retire_how.add_argument(
-        "--dry-run", action="store_true", help="every check, the files and what names the line"
-    )
+    common.add_dry_run(retire_how, "every check, the files and what names the line")
 
     tests = add("upstream-suite", cmd_upstream_suite, "upstream's Arm tests, stock vs patched")
     tests.add_argument(

@@ -26,7 +26,7 @@ from overlay.errors import OverlayError, UpstreamError
 from overlay.lines import Line, all_lines, default_line, line_named
 from overlay.text.series import Series, load_series
 from overlay.upstream import releases, replay, upstream_tests
-from overlay.upstream.canary import bisect, forwarded, gate, main_behaviour
+from overlay.upstream.canary import forwarded, gate, main_behaviour
 from overlay.upstream.canary.canary_report import (
     MERGED,
     NEWLY_CONFLICTING,
@@ -39,12 +39,19 @@ from overlay.upstream.canary.canary_report import (
     MainBehaviour,
     Replay,
 )
-from overlay.upstream.canary.next_step import next_step
-from overlay.upstream.canary.rebase import commit_series, fixed_date, replay_onto
+from overlay.upstream.canary.rebase import (
+    BROKEN_BY,
+    SUPERSEDED,
+    bisect,
+    commit_series,
+    fixed_date,
+    replay_onto,
+)
 from overlay.upstream.gitrepo import MAIN_REF, Scratch, open_upstream
 from overlay.upstream.results import (
     BROKEN,
     REPORT_SCHEMA,
+    Action,
     Evidence,
     OnBase,
     Outcome,
@@ -189,11 +196,11 @@ def run_line(
     bisects = []
     for patch in series.patches:
         status = text_only[patch.name]
-        kind = bisect.SUPERSEDED if status is Status.CONTAINED else None
-        kind = kind or (bisect.BROKEN_BY if status in BROKEN else None)
+        kind = SUPERSEDED if status is Status.CONTAINED else None
+        kind = kind or (BROKEN_BY if status in BROKEN else None)
         if kind is not None:
             progress(f"{line.name}: bisecting {patch.name} ({kind})")
-            found_commit = bisect.bisect(scratch, committed, patch.name, main, kind)
+            found_commit = bisect(scratch, committed, patch.name, main, kind)
             if found_commit is not None:
                 bisects.append(found_commit)
     checks = None
@@ -289,6 +296,58 @@ def result_text(on_main: OnBase) -> str:
     if on_main.behaviour is not None:
         text += f"; behaviour: {on_main.behaviour.outcome.value}"
     return text
+
+
+def next_step(  # noqa: C901 (one next step per verdict, in the order they are decided)
+    line: str, on_main: OnBase, found: Forwarded, bisected: BisectResult | None
+) -> tuple[Action, str]:
+    """Return what to do with a patch, and why, given everything the canary found on main
+    (its text there, its behaviour when measured, its ``Forwarded:`` target, the bisect)."""
+    behaviour = on_main.behaviour
+    needed = behaviour is not None and behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    port = on_main.port if on_main.port is not None and on_main.port.status not in BROKEN else None
+    fixed = Outcome.FAILS_BEFORE_PASSES_AFTER.value
+    if found.state in MERGED and needed and port is not None:
+        return Action.KEEP, (
+            f"keep the port {on_main.port_version}: main still fails without it ({fixed});"
+            f" the line's own patch is upstream in {found.commit[:12]}"
+            f" ({found.release or 'not yet in a release'})"
+        )
+    if found.state in MERGED:
+        how = "as sent" if found.state is ForwardState.MERGED_AS_SENT else "modified"
+        where = f"merged upstream in {found.commit[:12]} ({how})"
+        if not found.release:
+            return Action.KEEP, f"keep until a release carries it: {where}, not yet in a release"
+        if Version(found.release.removeprefix("v")) > Version(line):
+            return Action.KEEP, f"keep on {line}; drop on lines from {found.release} on: {where}"
+        return Action.DROP, f"drop: {where}, first released in {found.release}"
+    by = f" ({bisected.kind}: {bisected.commit[:12]})" if bisected else ""
+    if on_main.own.status is Status.CONTAINED:
+        return Action.DROP, f"drop: already upstream{by}; record it in Applied-Upstream"
+    if behaviour is not None and behaviour.outcome is Outcome.FIXED_ON_STOCK:
+        text = f"possibly fixed upstream{by}: its trigger passes on stock main; verify, then drop"
+        return Action.KEEP, text
+    if on_main.own.status in BROKEN:
+        if port is not None:
+            how = f"{on_main.port_version} carries it to main ({port.status.value})"
+            return Action.KEEP, f"keep: the port {how}"
+        by = f", broken by {bisected.commit[:12]}" if bisected else ""
+        return Action.CONFLICT, (
+            f"port: resolve the conflict{by} (`executorch-arm-overlay edit`, or retarget the"
+            " line: a newer line's patch of the same number is its port)"
+        )
+    if found.applied_upstream:
+        return Action.KEEP, (
+            f"drop? Applied-Upstream says '{found.applied_upstream}', yet it still"
+            f" {on_main.own.status.value} on main: confirm with its trigger cases"
+        )
+    if found.state is ForwardState.OPEN:
+        return Action.KEEP, f"keep; upstream review pending ({found.raw})"
+    if found.state is ForwardState.NOT_FORWARDED:
+        return Action.KEEP, "keep; forward it upstream (`nox -s upstream`)"
+    if found.state is ForwardState.NOT_FOUND:
+        return Action.KEEP, f"keep; check where it was forwarded ({found.raw}) by hand"
+    return Action.KEEP, "keep"
 
 
 def build_row(
@@ -433,7 +492,7 @@ def _possibly_fixed(
     committed = commit_series(scratch, series, result.base)
     found: list[BisectResult] = []
     for patch in wanted:
-        hit = bisect.bisect(scratch, committed, patch.name, main, bisect.SUPERSEDED)
+        hit = bisect(scratch, committed, patch.name, main, SUPERSEDED)
         if hit is not None:
             found.append(hit)
     return replace(result, bisects=(*result.bisects, *found))

@@ -23,9 +23,7 @@ from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, WheelPin
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream.results import PinAttempt
 from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, commit_plans
-from overlay.upstream.retarget.retarget_report import WheelRecord
-from overlay.upstream.retarget.retarget_verdict import conflict_text
-from overlay.upstream.retarget.text_plan import TextPlan
+from overlay.upstream.retarget.retarget_verdict import TextPlan, WheelRecord, conflict_text
 from overlay.upstream.upstream_pins import UPSTREAM_FILE, UpstreamPins
 
 Progress = Callable[[str], None]

@@ -25,7 +25,7 @@ from overlay.lines.pins import LOCKS_DIR, PINS_FILE, SERIES_FILE
 from overlay.text.series import CHECKSUMS_FILE, load_series
 from overlay.upstream import upstream_pins
 from overlay.upstream.results import Action, PatchBehaviour
-from overlay.upstream.retarget.retarget_report import Retarget
+from overlay.upstream.retarget.retarget_verdict import Retarget
 from overlay.upstream.upstream_pins import UPSTREAM_FILE
 
 REPORT_STEM = "retarget"

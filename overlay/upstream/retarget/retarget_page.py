@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from overlay.render import Block, Heading, Item, Items, Para, Table, item
 from overlay.text.series import PATCH_SUFFIX
-from overlay.upstream.retarget.retarget_report import Retarget
-from overlay.upstream.retarget.retarget_verdict import conflict_text
+from overlay.upstream.retarget.retarget_verdict import Retarget, conflict_text
 
 
 def _patch_items(result: Retarget) -> list[Item]:

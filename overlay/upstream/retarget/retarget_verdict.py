@@ -1,31 +1,115 @@
-"""What each patch becomes on the new release, and whether the candidate can be promoted.
+"""What each patch becomes on the new release, whether the candidate can be promoted, and
+``retarget.json`` (:class:`Retarget`, which ``promote`` reads), encoded by the codec directly.
 
-Pure, decided once: its text there (:func:`text_action`), then stock of the new release
-(:func:`apply_behaviour`), combined with why and the disagreements (:func:`final_verdict`);
-:func:`readiness` lists what keeps the candidate from promotion.
+Decided once: its text there (:func:`text_action`, :func:`plan_series`; only a kept patch is
+the base of the next one), then stock of the new release (:func:`apply_behaviour`), combined
+with why and the disagreements (:func:`final_verdict`); :func:`readiness` lists what keeps the
+candidate from promotion.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
+from overlay import worktree
+from overlay._hashing import sha256_bytes
+from overlay.text.applier import decode
+from overlay.text.series import Series
+from overlay.upstream import replay
 from overlay.upstream.results import (
     APPLYING,
     KEPT,
     NOT_NEEDED,
+    REPORT_SCHEMA,
     Action,
     Applied,
     OnBase,
     Outcome,
     PatchBehaviour,
     PatchVerdict,
+    PinAttempt,
+    ReleaseRun,
     Status,
     UpstreamInfo,
+    parse_applied_upstream,
 )
-from overlay.upstream.retarget.retarget_report import CaseMove
+
+
+@dataclass(frozen=True)
+class CaseMove:
+    """One corpus case across the move: pinned patched build vs new patched build."""
+
+    case: str
+    old_patched: str  # quality
+    new_patched: str
+    changes: tuple[str, ...]  # observations that differ
+    attribution: str  # "no change", "upstream change", "patch", "upstream change and patch"
+    note: str
+    covered_by: str = ""  # the existing target line's own fix of a lost case ("fix 7")
+
+    @property
+    def lost(self) -> bool:
+        """Return True when the case was right with the pinned build and is not now."""
+        return self.old_patched == "right" and self.new_patched != "right"
+
+
+@dataclass(frozen=True)
+class WheelRecord:
+    """One wheel of a release for a pinned interpreter/platform."""
+
+    file: str
+    sha256: str  # "" when the release publishes no such wheel
+    python: str
+    platform: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Retarget:
+    """Everything one retarget found and wrote (``retarget.json``, which ``promote`` reads)."""
+
+    old_version: str
+    version: str
+    candidate: str  # the candidate series folder
+    fast: bool
+    problems: tuple[str, ...]
+    wheels: tuple[WheelRecord, ...]
+    runtime: dict[str, str]
+    attempts: tuple[PinAttempt, ...]
+    patches: tuple[PatchVerdict, ...]  # on the pinned release (where measured), then the new
+    runtime_form: str
+    moves: tuple[CaseMove, ...]
+    runs: dict[str, ReleaseRun]  # "old" / "new"
+    timings: dict[str, float]
+    worktree: str  # "" when none was written
+    resume: str
+    locks: tuple[str, ...]  # the candidate's locks (locks/<tag>.txt)
+    schema: int = REPORT_SCHEMA
+
+    @property
+    def ready(self) -> bool:
+        """Return True when the candidate can be promoted."""
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class TextPlan:
+    """A patch's text on the new release, before behaviour is known (the candidate's input)."""
+
+    replayed: OnBase
+    action: Action
+    source: str  # "pinned", "port 1.5.1", "3-way merge", "Applied-Upstream: ...", ...
+    after: dict[str, str]  # the release's texts after it, for each file it changes
+    message: str  # the work tree commit message (the port's header for a port)
+    commit: str = ""  # the work tree commit it was taken from (--resume), "" when none
+
+    @property
+    def name(self) -> str:
+        """Return the patch's file name."""
+        return self.replayed.patch
 
 
 def text_action(replayed: OnBase, info: UpstreamInfo) -> tuple[Action, str]:
@@ -52,6 +136,52 @@ def conflict_text(applied: Applied) -> str:
     """Return where a conflict is: ``path: conflict at line 10; ...`` (else its detail)."""
     found = [f"{c.path}: conflict at line {c.line}" for c in applied.conflicts]
     return "; ".join(found) or applied.detail
+
+
+def plan_series(
+    series: Series,
+    ports: replay.Ports,
+    old_files: Mapping[str, bytes],
+    new_files: Mapping[str, bytes],
+    *,
+    version: str,
+    taken: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[TextPlan]:
+    """Plan every patch in order; a kept patch's result is the base of the next one.
+
+    ``taken``: the files after each patch the retarget's work tree already holds
+    (``--resume``): the later patches are planned on top of them.
+    """
+    infos = {
+        p.name: parse_applied_upstream(p.header.get("Applied-Upstream", "")) for p in series.patches
+    }
+    old = {p: decode(d) for p, d in old_files.items()}
+    carries = replay.replay(
+        series.patches,
+        {p: decode(d) for p, d in new_files.items()},
+        frozenset(new_files),
+        steps=replay.line_steps(series.patches, old),
+        ports=replay.ports_for(ports, version),
+        base=f"executorch {version}",
+        line=str(series.pins.executorch),
+        keep=lambda r: text_action(r, infos[r.patch])[0] in KEPT or r.patch in (taken or {}),
+        taken=taken,
+    )
+    plans = []
+    for patch, carry in zip(series.patches, carries, strict=True):
+        text = carry.carrier or patch
+        action, source = text_action(carry.replayed, infos[patch.name])
+        after = {p: carry.after[p] for p in text.targets if p in carry.after}
+        message = worktree.commit_message(patch.name, text.subject, text.header_text)
+        plans.append(TextPlan(carry.replayed, action, source, after, message))
+    return plans
+
+
+def candidate_pristine(plans: Sequence[TextPlan], new_files: Mapping[str, bytes]) -> dict[str, str]:
+    """Return the release's sha256 of every file the kept patches touch, sorted by path
+    (a file they create is not the release's)."""
+    touched = {path for plan in plans if plan.action in KEPT for path in plan.after}
+    return {path: sha256_bytes(new_files[path]) for path in sorted(touched) if path in new_files}
 
 
 def apply_behaviour(
