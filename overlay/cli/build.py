@@ -1,8 +1,5 @@
-"""The build commands: `build-wheel`, `lock`, `sync` and `verify-install`.
-
-Each picks its release line first (``--line``; verify-install: the installed executorch's)
-and refuses an unknown one before any download.
-"""
+"""The build commands: `build-wheel`, `lock`, `sync` and `verify-install`; each picks its
+release line first and refuses an unknown one before any download."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""What the command groups share: one spelling per option, the line and series a command uses.
-
-One flag means one thing in every command: ``--target`` the environment worked on, ``--dist``
-a folder of patched wheels, ``--out`` a folder of reports, ``--tag`` a pinned wheel, ``--line``
-a release line, ``--dry-run`` every check and the plan but no write, ``--json`` a typed report.
-"""
+"""What the command groups share: one spelling per option (one flag means one thing in every
+command), the line and series a command uses."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """The in-place commands: `status`, `check`, `apply`, `revert` of an installed executorch; `lines`.
-
-Everything is checked before the first write (the environment against the line's pins only
-warns). An apply or revert holds SIGINT and SIGTERM from its transaction to its last line of
-output: once committed, it says so.
-"""
+An apply or revert holds SIGINT and SIGTERM from its transaction to its last line of output:
+once committed, it says so."""
 
 from __future__ import annotations
 

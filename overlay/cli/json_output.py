@@ -1,8 +1,5 @@
-"""What ``--json`` prints: typed reports, encoded by :mod:`overlay.codec` (schemas derivable).
-
-A command whose answer is one domain value prints it as it is; the reports here aggregate
-several.
-"""
+"""What ``--json`` prints where a command's answer aggregates several domain values (one value
+is printed as it is): typed reports, encoded by :mod:`overlay.codec`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What the canary found: ``status.json``, the status page's data.
-
-Data only, encoded by :mod:`overlay.codec` directly; the per-patch results it is made of
-(:class:`~overlay.upstream.results.PatchVerdict`, ...) are the engine's.
-"""
+"""What the canary found: ``status.json``, the status page's data (encoded by the codec
+directly; its per-patch results are the engine's)."""
 
 from __future__ import annotations
 

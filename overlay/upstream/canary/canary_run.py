@@ -1,14 +1,7 @@
 """The canary: every release line replayed onto upstream main (and newer tags), in one report.
 
-Bad input (an unknown line, an unreadable previous page) is refused before any git work.
-Compared with the previous page, a patch newly conflicting on main, or export churn, fails it.
-
-Example: patch 0003 conflicts on main, its ``Forwarded:`` issue was fixed by a main commit
-first released in v1.3.0, and the previous page had it applying.
-Becomes: a row (:class:`PatchVerdict`) whose result on main is a conflict, ``upstream="merged
-modified in 22867a914826 (v1.3.0; ...)"`` and no ``newly conflicting`` flag: a patch
-upstream carries is not a new conflict to fail on.
-"""
+Bad input is refused before any git work; compared with the previous page, a patch newly
+conflicting on main, or export churn, fails it (docs/canary.md)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Replay a line's series onto an upstream commit as git commits: the canary's side of the engine.
-
-A conflicting patch is left out of the rebased series, as a packager drops a patch that no
-longer applies, so ``git range-diff`` shows how each patch changed in the port. :func:`bisect`
-finds the commit on main that made a patch redundant, or broke it: text only, and without
-assuming monotonicity (unlike ``git bisect``), each first-parent commit touching its files is
-tried in order from the fork point of the line's base.
-
-Example: a patch whose context moved 12 lines down on main.
-Becomes: ``OnBase(own=Applied(status=OFFSET, offsets=(12,)))`` and a commit on main.
-"""
+"""A line's series as git commits on an upstream commit, replayed onto another (a conflicting
+patch left out, so ``git range-diff`` shows how each patch changed), and the text bisect of
+a patch on main (docs/canary.md: no monotonicity assumed)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The candidate series folder: series, patches, SHA256SUMS, pins.toml, upstream.toml, locks.
-
-``<out>/patches`` is a complete series folder any command takes with ``--patches``; its locks
-pin the patched wheels by sha256, so ``--promote`` carries the ready venv's exact contents.
-"""
+"""The candidate series folder (``<out>/patches``: series, patches, SHA256SUMS, pins.toml,
+upstream.toml, locks pinning the patched wheels by sha256), which any command takes with
+``--patches`` and ``--promote`` copies."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The retarget's git work tree: pristine sources of the new release, one commit per patch.
-
-At a conflict the merged files are left uncommitted and the DEP-3 header is saved as the
-commit message (``.git/OVERLAY_MERGE_MSG``). ``--resume`` commits the resolution; the re-run
-takes each patch the work tree holds from its commit (its ``Overlay-Patch:`` trailer).
-"""
+"""The retarget's git work tree: the new release's sources, one commit per patch; a conflict's
+files are left uncommitted with its header as ``.git/OVERLAY_MERGE_MSG``, and ``--resume``
+commits the resolution (docs/upstream.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Release lines from retargets: promote a checked candidate to a new line, retire a line.
-
-``promote`` never touches the existing lines; the newest line is the default, so promoting
-a newer release moves every command to it. ``retire_line`` names what still refers to the
-line it removes.
-"""
+"""Release lines from retargets: promote a checked candidate to a new line (never touching the
+existing ones; the newest line is the default), retire a line (naming what still refers to it)."""
 
 from __future__ import annotations
 

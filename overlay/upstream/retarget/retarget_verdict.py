@@ -1,11 +1,6 @@
-"""What each patch becomes on the new release, whether the candidate can be promoted, and
-``retarget.json`` (:class:`Retarget`, which ``promote`` reads), encoded by the codec directly.
-
-Decided once: its text there (:func:`text_action`, :func:`plan_series`; only a kept patch is
-the base of the next one), then stock of the new release (:func:`apply_behaviour`), combined
-with why and the disagreements (:func:`final_verdict`); :func:`readiness` lists what keeps the
-candidate from promotion.
-"""
+"""What each patch becomes on the new release (its text: :func:`plan_series`; then stock's
+behaviour: :func:`final_verdict`), whether the candidate can be promoted (:func:`readiness`),
+and ``retarget.json`` (:class:`Retarget`, which ``promote`` reads)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Runtime pin candidates for a new release, best first, from what the release requires.
-
-torch comes from the release itself first, the line's own torch last; each candidate is
-then checked in a fresh stock env (:func:`overlay.upstream.pin_check.confirm_runtime`).
-"""
+"""Runtime pin candidates for a new release, best first, from what the release requires (its
+torch first, the line's own last); :func:`overlay.upstream.pin_check.confirm_runtime` checks
+each in a fresh stock env."""
 
 from __future__ import annotations
 
