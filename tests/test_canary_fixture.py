@@ -335,8 +335,8 @@ def test_a_commit_breaks_a_patch_only_after_the_patch_applied(tmp_path: Path) ->
     scratch = open_upstream(str(repo), tmp_path / "scratch")
     base = scratch.commit(fork, {ALPHA: BASE[ALPHA].encode()}, "the wheel", date=fixed_date(""))
     committed = commit_series(scratch, series, base)
-    found = rebase.bisect(scratch, committed, series.patches[0].name, broke, rebase.BROKEN_BY)
-    assert found is not None and (found.commit, found.tested) == (broke, 3)
+    (found,) = rebase.bisect(scratch, committed, {series.patches[0].name: rebase.BROKEN_BY}, broke)
+    assert (found.commit, found.tested) == (broke, 3)
 
 
 def test_a_line_without_its_tag_or_its_wheel_is_an_error_row(

@@ -186,16 +186,14 @@ def run_line(
             touched = {p for patch in carried.values() for p in patch.targets}
             tests = {n: tuple(upstream_tests.new_tests(p.diff)) for n, p in carried.items()}
             patched_main = PatchedMain(scratch.files(tip, sorted(touched)), tests)
-    bisects = []
-    for patch in series.patches:
-        status = text_only[patch.name]
-        kind = SUPERSEDED if status is Status.CONTAINED else None
-        kind = kind or (BROKEN_BY if status in BROKEN else None)
-        if kind is not None:
-            progress(f"{line.name}: bisecting {patch.name} ({kind})")
-            found_commit = bisect(scratch, committed, patch.name, main, kind)
-            if found_commit is not None:
-                bisects.append(found_commit)
+    wanted = {
+        p: SUPERSEDED if s is Status.CONTAINED else BROKEN_BY
+        for p, s in text_only.items()
+        if s is Status.CONTAINED or s in BROKEN
+    }
+    bisects = bisect(
+        scratch, committed, wanted, main, lambda said: progress(f"{line.name}: {said}")
+    )
     checks = None
     if request.gate:
         progress(f"{line.name}: export gate (regenerate, export twice, hostile git config)")
@@ -479,13 +477,8 @@ def _possibly_fixed(
     """Bisect (text) the patches whose trigger passes on stock main, where not done yet."""
     fixed = {b.patch for b in behaviour.patches if b.outcome is Outcome.FIXED_ON_STOCK}
     done = {b.patch for b in result.bisects}
-    wanted = [p for p in series.patches if p.name in fixed and p.name not in done]
+    wanted = {p.name: SUPERSEDED for p in series.patches if p.name in fixed - done}
     if not wanted or not result.targets:
         return result
-    committed = commit_series(scratch, series, result.base)
-    found: list[BisectResult] = []
-    for patch in wanted:
-        hit = bisect(scratch, committed, patch.name, main, SUPERSEDED)
-        if hit is not None:
-            found.append(hit)
+    found = bisect(scratch, commit_series(scratch, series, result.base), wanted, main)
     return replace(result, bisects=(*result.bisects, *found))

@@ -5,7 +5,7 @@ a patch on main (docs/canary.md: no monotonicity assumed)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
@@ -108,19 +108,31 @@ def state_at(
 
 
 def bisect(
-    scratch: Scratch, line: LineSeries, name: str, main: str, kind: str
-) -> BisectResult | None:
-    """Return the first commit on main where patch ``name`` is ``kind`` (a key of WANTED)."""
-    index = next(i for i, patch in enumerate(line.patches) if patch.name == name)
-    patch, step = line.patches[index], line.steps[index]
-    commits = scratch.log(f"{line.base}..{main}", patch.targets, first_parent=True)
-    earlier = line.patches[:index]
+    scratch: Scratch,
+    line: LineSeries,
+    wanted: Mapping[str, str],
+    main: str,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[BisectResult]:
+    """Return, for each patch name of ``wanted``, the first commit on main where it is its kind
+    (a key of WANTED); a patch no commit makes so is left out."""
+    found = []
     fork = scratch.run("merge-base", line.base, main).strip()
-    # a commit breaks the patch only where it applied before: at the fork point or later
-    applied = kind != BROKEN_BY or state_at(scratch, fork, patch, step, earlier) not in BROKEN
-    for tested, entry in enumerate(reversed(commits), start=1):
-        state = state_at(scratch, entry.commit, patch, step, earlier)
-        if applied and state in WANTED[kind]:
-            return BisectResult(name, kind, entry.commit, entry.subject, entry.date, tested, "text")
-        applied = applied or state not in BROKEN
-    return None
+    for name, kind in wanted.items():
+        progress(f"bisecting {name} ({kind})")
+        index = next(i for i, patch in enumerate(line.patches) if patch.name == name)
+        patch, step, earlier = line.patches[index], line.steps[index], line.patches[:index]
+        commits = scratch.log(f"{line.base}..{main}", patch.targets, first_parent=True)
+        # a commit breaks the patch only where it applied before: at the fork point or later
+        applied = kind != BROKEN_BY or state_at(scratch, fork, patch, step, earlier) not in BROKEN
+        for tested, entry in enumerate(reversed(commits), start=1):
+            state = state_at(scratch, entry.commit, patch, step, earlier)
+            if applied and state in WANTED[kind]:
+                found.append(
+                    BisectResult(
+                        name, kind, entry.commit, entry.subject, entry.date, tested, "text"
+                    )
+                )
+                break
+            applied = applied or state not in BROKEN
+    return found
