@@ -238,10 +238,6 @@ def cmd_upstream_suite(args: argparse.Namespace) -> int:
     return 0
 
 
-def _upstream_option(command: argparse.ArgumentParser, what: str) -> None:
-    command.add_argument("--upstream", help=f"a pytorch/executorch clone (${UPSTREAM_ENV}): {what}")
-
-
 def add_commands(add: common.Adder) -> None:
     """Add matrix, export-upstream, retarget, retire-line and canary to the parser."""
     matrix = add("matrix", cmd_matrix, "how each patch fares on each executorch release")
@@ -273,7 +269,9 @@ def add_commands(add: common.Adder) -> None:
     ret.add_argument("--out", metavar="DIR", help="folder (default: build/retarget/VERSION)")
     ret.add_argument("--full", action="store_true", help="whole corpus (default: fast subset)")
     ret.add_argument("--torch", action="append", help="torch version to try first (repeatable)")
-    _upstream_option(ret, "torch_pin.py, pytest.ini")
+    ret.add_argument(
+        "--upstream", help=f"a pytorch/executorch clone (${UPSTREAM_ENV}): torch_pin.py, pytest.ini"
+    )
     ret.add_argument("--no-behaviour", action="store_true", help="text only (not promotable)")
     ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
     ret.add_argument("--no-locks", action="store_true", help="skip the candidate's locks (uv)")

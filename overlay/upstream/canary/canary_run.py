@@ -221,19 +221,9 @@ def release_sources(line: Line) -> tuple[dict[str, bytes], str]:
 
 
 def wheel_base(scratch: Scratch, line: Line, series: Series) -> tuple[str, str]:
-    """Return a base for a line whose tag upstream lacks, and the sentence that says so.
-
-    The release's own sources of the series' files (from its wheel, as the export's base)
-    are committed on main's fork point from the commit the wheel was built from, or where
-    upstream lacks that commit, from the newest older release tag (main itself when there
-    is none): main's history since then is searched for the patches. A file of the series
-    the wheel lacks is named.
-
-    Example: line 1.5.1 on a mirror whose newest tag is v1.4.1, without 1.5.1's commit.
-    Becomes: a commit on ``merge-base(main, v1.4.1)`` holding 1.5.1's files, and
-    "no tag v1.5.1 upstream: the base is the 1.5.1 wheel's 10 files on cd380e7aefd1
-    (main's fork point from v1.4.1)".
-    """
+    """Return a base for a line whose tag upstream lacks, and the sentence that says so: the
+    wheel's sources of the series' files on main's fork point from the commit the wheel was built
+    from (else the newest older tag, else main), as docs/canary.md describes."""
     files, built_from = release_sources(line)
     wanted = {p: files[p] for p in series.targets() if p in files}
     older = [
