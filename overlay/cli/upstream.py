@@ -15,11 +15,10 @@ from overlay.lines import selection
 from overlay.lines.evidence import EVIDENCE_FILE
 from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, reports, suite
-from overlay.upstream.canary import canary_run
-from overlay.upstream.canary import page as canary_page
+from overlay.upstream.canary import canary_report, canary_run
 from overlay.upstream.gitrepo import GITHUB
 from overlay.upstream.matrix import matrix_of
-from overlay.upstream.retarget import promote, retarget_page, run
+from overlay.upstream.retarget import promote, retarget_verdict, run
 
 UPSTREAM_ENV = "OVERLAY_UPSTREAM_CLONE"
 REPORTS = ("md", "json")  # the matrix, export, retarget and suite reports
@@ -125,7 +124,7 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         locks=not args.no_locks,
     )
     result = run.retarget(request, progress=progress)
-    blocks = retarget_page.retarget_blocks(result)
+    blocks = retarget_verdict.retarget_blocks(result)
     show(blocks)
     wrote(render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS))
     if result.ready:
@@ -171,7 +170,7 @@ def cmd_retire_line(args: argparse.Namespace) -> int:
 def cmd_canary(args: argparse.Namespace) -> int:
     """Replay every release line onto upstream main (and newer tags); write the status page."""
     if args.schema:
-        out(canary_page.json_schema().rstrip("\n"))
+        out(canary_report.json_schema().rstrip("\n"))
         return 0
     upstream = args.upstream or os.environ.get(UPSTREAM_ENV)
     if not upstream:
@@ -193,7 +192,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
         gate=not args.no_gate,
     )
     report = canary_run.canary(request, progress=progress)
-    wrote(canary_page.write_page(report, out_dir))
+    wrote(canary_report.write_page(report, out_dir))
     for line in report.lines:
         if line.error:
             out(f"{line.line}: {line.error}")

@@ -31,6 +31,7 @@ from overlay.upstream.canary.canary_report import (
     LineResult,
     MainBehaviour,
     Replay,
+    result_text,
 )
 from overlay.upstream.canary.rebase import (
     BROKEN_BY,
@@ -254,29 +255,6 @@ def upstream_text(found: Forwarded) -> str:
     if found.state is ForwardState.OPEN and found.number is not None:
         return f"{found.state.value}: {found.kind} #{found.number}"
     return found.state.value
-
-
-def result_text(on_main: OnBase) -> str:
-    """Return one sentence of what the canary found on main."""
-    own = on_main.own
-    if own.status is Status.OFFSET:
-        text = "applies at offset " + ",".join(f"{o:+d}" for o in own.offsets)
-    elif own.status is Status.CONFLICT:
-        paths = sorted({c.path for c in own.conflicts})
-        where = f" in {', '.join(paths)}" if paths else ""
-        text = f"conflicts{where} ({len(own.conflicts)} regions)"
-    elif own.status is Status.CONTAINED:
-        how = ", ".join(dict.fromkeys(e.kind for e in own.evidence)) or "text"
-        text = f"already upstream ({how})"
-    elif own.status in BROKEN:
-        text = f"file {own.status.value}: {own.detail}"
-    else:
-        text = own.status.value
-    if on_main.port is not None:
-        text += f"; port {on_main.port_version}: {on_main.port.status.value}"
-    if on_main.behaviour is not None:
-        text += f"; behaviour: {on_main.behaviour.outcome.value}"
-    return text
 
 
 def next_step(  # noqa: C901 (one next step per verdict, in the order they are decided)
