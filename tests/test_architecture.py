@@ -420,7 +420,7 @@ def test_a_planted_leaf_import_is_found() -> None:
         graph[module].add(target)
     assert leaf_breaks(graph, leaves) - before == planted_edges
     graph["overlay.cli.upstream"].add("overlay.upstream.canary.gate")  # the CLI may
-    graph["overlay.upstream.canary.page"].add("overlay.upstream.canary.gate")  # and itself
+    graph["overlay.upstream.canary.canary_report"].add("overlay.upstream.canary.gate")  # itself
     assert leaf_breaks(graph, leaves) - before == planted_edges
 
 

@@ -22,7 +22,7 @@ from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.lines import Line
 from overlay.text.series import Patch, load_series
-from overlay.upstream.canary import bisect, canary_run, main_behaviour, page
+from overlay.upstream.canary import canary_report, canary_run, main_behaviour, rebase
 from overlay.upstream.canary.canary_report import (
     CanaryReport,
     ForwardState,
@@ -238,7 +238,7 @@ def test_a_patch_newly_conflicting_fails_against_the_previous_page(
     report = run_canary(root, up, gate=False, previous=previous)
     assert report.failures == (
         f"1.2.0/{HEADERS[BETA][0]}: newly conflicting on main"
-        f" ({canary_run.result_text(report.lines[0].rows[1].on)})",
+        f" ({canary_report.result_text(report.lines[0].rows[1].on)})",
     )
     again = root / "again.json"
     again.write_text(render.json_text(report), encoding="utf-8")
@@ -253,9 +253,9 @@ def test_the_status_json_validates_against_the_derived_schema(
 ) -> None:
     root, up = fixture
     report = run_canary(root, up, gate=False)
-    written = page.write_page(report, root / "out")
+    written = canary_report.write_page(report, root / "out")
     data = json.loads((root / "out" / "status.json").read_text(encoding="utf-8"))
-    schema = json.loads(page.json_schema())
+    schema = json.loads(canary_report.json_schema())
     jsonschema.validate(data, schema)
     assert codec.loads(CanaryReport, json.dumps(data)) == report
     assert sorted(p.name for p in written) == ["status.html", "status.json", "status.md"]
@@ -335,8 +335,8 @@ def test_a_commit_breaks_a_patch_only_after_the_patch_applied(tmp_path: Path) ->
     scratch = open_upstream(str(repo), tmp_path / "scratch")
     base = scratch.commit(fork, {ALPHA: BASE[ALPHA].encode()}, "the wheel", date=fixed_date(""))
     committed = commit_series(scratch, series, base)
-    found = bisect.bisect(scratch, committed, series.patches[0].name, broke, bisect.BROKEN_BY)
-    assert found is not None and (found.commit, found.tested) == (broke, 3)
+    (found,) = rebase.bisect(scratch, committed, {series.patches[0].name: rebase.BROKEN_BY}, broke)
+    assert (found.commit, found.tested) == (broke, 3)
 
 
 def test_a_line_without_its_tag_or_its_wheel_is_an_error_row(

@@ -13,7 +13,7 @@ import pytest
 from test_equivalence_html import CHROMIUM, CHROMIUM_FLAGS, _pixels
 
 from overlay import codec, render
-from overlay.upstream.canary import page
+from overlay.upstream.canary import canary_report
 from overlay.upstream.canary.canary_report import (
     NEWLY_CONFLICTING,
     CanaryReport,
@@ -91,8 +91,8 @@ def sample() -> CanaryReport:
 
 def test_status_json_validates_against_the_derived_schema_and_decodes_back() -> None:
     report = sample()
-    schema = json.loads(page.json_schema())
-    assert schema["title"] == page.SCHEMA_TITLE and "OnBase" in schema["$defs"]
+    schema = json.loads(canary_report.json_schema())
+    assert schema["title"] == canary_report.SCHEMA_TITLE and "OnBase" in schema["$defs"]
     data = json.loads(render.json_text(report))
     jsonschema.validate(data, schema)
     assert codec.loads(CanaryReport, render.json_text(report)) == report
@@ -102,7 +102,7 @@ def test_status_json_validates_against_the_derived_schema_and_decodes_back() -> 
 
 
 def test_markdown_has_one_row_per_line_and_patch_and_the_failures() -> None:
-    text = render.markdown(page.blocks(sample()))
+    text = render.markdown(canary_report.blocks(sample()))
     assert text.startswith("# Canary: FAILED")
     assert (
         "\nno tag v1.2.0 upstream: the base is the 1.2.0 wheel's 2 files on bbbbbbbbbbbb\n" in text
@@ -120,7 +120,7 @@ def test_the_page_prints_every_cell_whole() -> None:
     line = sample().lines[0]
     rows = tuple(replace(row, text=step) for row in line.rows)
     report = replace(sample(), lines=(replace(line, rows=rows),))
-    shown = render.markdown(page.blocks(report)).splitlines()
+    shown = render.markdown(canary_report.blocks(report)).splitlines()
     assert [r.split(" | ")[:2] for r in shown if r.startswith("| 1.2")] == [
         ["| 1.2.0", "0002-b.patch"],
         ["| 1.2.0", "0003-c.patch"],
@@ -136,7 +136,7 @@ def test_each_patchs_tests_are_listed_under_that_patch() -> None:
         PatchBehaviour("0002-b.patch", "main", (), (), Outcome.NO_BUG_TRIGGER, "y"),
     ]
     report = replace(sample(), behaviour=MainBehaviour(HostState.HOSTED, patches=tuple(found)))
-    text = render.markdown(page.blocks(report))
+    text = render.markdown(canary_report.blocks(report))
     assert (
         "- 0001-a.patch: no bug trigger: x\n"
         "  - tests: pytest t.py::a: stock 1 passed -> patched 1 passed\n"
@@ -145,7 +145,7 @@ def test_each_patchs_tests_are_listed_under_that_patch() -> None:
 
 
 def test_the_html_page_is_self_contained_and_escapes_what_it_shows() -> None:
-    html = render.html(page.blocks(sample()), "Canary")
+    html = render.html(canary_report.blocks(sample()), "Canary")
     assert html.startswith("<!DOCTYPE html>")
     assert not re.search(r"<script|<link|src=|https?://(?!github\.com/pytorch)", html)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -154,7 +154,7 @@ def test_the_html_page_is_self_contained_and_escapes_what_it_shows() -> None:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_the_html_page_renders_in_headless_chromium(tmp_path: Path) -> None:
-    written = page.write_page(sample(), tmp_path)
+    written = canary_report.write_page(sample(), tmp_path)
     shot = tmp_path / "status.png"
     assert CHROMIUM is not None
     done = subprocess.run(

@@ -9,9 +9,9 @@ from overlay.upstream.canary.canary_report import (
     BisectResult,
     Forwarded,
     ForwardState,
+    result_text,
 )
-from overlay.upstream.canary.canary_run import build_row, result_text, upstream_text
-from overlay.upstream.canary.next_step import next_step
+from overlay.upstream.canary.canary_run import build_row, next_step, upstream_text
 from overlay.upstream.results import (
     Action,
     Applied,

@@ -37,7 +37,7 @@ from overlay.upstream.results import (
     TestState,
     TestVerdict,
 )
-from overlay.upstream.retarget.retarget_report import CaseMove, Retarget, WheelRecord
+from overlay.upstream.retarget.retarget_verdict import CaseMove, Retarget, WheelRecord
 
 jsonschema = pytest.importorskip("jsonschema")  # the dev extra
 

@@ -13,7 +13,7 @@ from equivalence_samples import PATCHES, scripted_options
 from rich.console import Console
 
 from overlay import cli
-from overlay.cli import progress_display
+from overlay.cli.equivalence import BarProgress
 from overlay.equivalence.controller import options as run_options
 from overlay.equivalence.controller.options import CALLER_DIR_ENV, Options
 from overlay.equivalence.controller.orchestrator import run
@@ -69,7 +69,7 @@ def test_progress_bars_show_each_path_with_counts_and_eta(
     fake = scripted_options(tmp_path, monkeypatch)
     stream = StringIO()
     console = Console(file=stream, force_terminal=True, width=120, color_system=None)
-    with progress_display.BarProgress(console) as bars:
+    with BarProgress(console) as bars:
         run(fake, progress=bars)
     screen = stream.getvalue()
     for line in ("(a) stock", "(b) stock + runtime patch", "(c) diff-patched build"):

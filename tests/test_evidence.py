@@ -33,7 +33,7 @@ from overlay.upstream.results import (
 )
 from overlay.upstream.results import Status as TextStatus
 from overlay.upstream.retarget.promote import line_evidence
-from overlay.upstream.retarget.retarget_report import Retarget
+from overlay.upstream.retarget.retarget_verdict import Retarget
 
 ROOT = Path(__file__).resolve().parent.parent
 

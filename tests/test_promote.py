@@ -20,7 +20,7 @@ from overlay.text.series import Series, load_series
 from overlay.upstream import upstream_pins
 from overlay.upstream.retarget.candidate import write_locks
 from overlay.upstream.retarget.promote import promote, retire_line
-from overlay.upstream.retarget.retarget_report import Retarget
+from overlay.upstream.retarget.retarget_verdict import Retarget
 
 from scaffold import make_diff, patch_text, snapshot, write_series
 

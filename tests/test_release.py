@@ -22,7 +22,7 @@ from overlay.upstream.commit_rules import Identity
 from overlay.upstream.gitrepo import MAIN_REF, open_upstream
 from overlay.upstream.results import KEPT, Action, Outcome, PatchBehaviour, TestState
 from overlay.upstream.retarget import run
-from overlay.upstream.retarget.retarget_report import Retarget
+from overlay.upstream.retarget.retarget_verdict import Retarget
 from overlay.upstream.verdicts import hook_findings, is_own_failure
 
 pytestmark = pytest.mark.release

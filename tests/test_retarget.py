@@ -17,14 +17,22 @@ from overlay.lines import pins
 from overlay.text.series import Patch, Series, load_series, parse_patch
 from overlay.upstream import behaviour
 from overlay.upstream.results import Action, Applied, CaseOutcome, OnBase, PinAttempt, Status
-from overlay.upstream.retarget import retarget_page
 from overlay.upstream.retarget.candidate import Layout, render_pins, write_candidate
 from overlay.upstream.retarget.conflicts import commit_resolution, resolved, work_commits
 from overlay.upstream.retarget.moves import case_moves, covered, runtime_form_note
-from overlay.upstream.retarget.retarget_report import CaseMove, Retarget, WheelRecord
-from overlay.upstream.retarget.retarget_verdict import apply_behaviour, final_verdict, readiness
+from overlay.upstream.retarget.retarget_verdict import (
+    CaseMove,
+    Retarget,
+    TextPlan,
+    WheelRecord,
+    apply_behaviour,
+    candidate_pristine,
+    final_verdict,
+    plan_series,
+    readiness,
+    retarget_blocks,
+)
 from overlay.upstream.retarget.run import Request, own_fixes
-from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
 from overlay.upstream.verdicts import decide_patch
 
 from scaffold import created_diff, make_diff, pins_toml
@@ -280,7 +288,7 @@ def _retarget(**changes: object) -> Retarget:
 
 
 def test_render_retarget_lists_each_patch() -> None:
-    blocks = retarget_page.retarget_blocks(_retarget())
+    blocks = retarget_blocks(_retarget())
     text = render.markdown(blocks)
     assert text.startswith("# retarget executorch 1.2.0 -> 1.5.1: ready to promote (fast corpus)\n")
     assert "| 0001-fix | offset +1 | carried | fails before, passes after |" in text
@@ -288,7 +296,7 @@ def test_render_retarget_lists_each_patch() -> None:
     assert "\n  - on 1.2.0: fails on stock 1.2.0, passes with the patch: a (boom)\n" in text
     assert f"- tried torch 2.13.0: ok\n  - from: {ORIGIN}\n" in text
     assert "| b | right | failed | upstream change | kept |" in text
-    assert "NOT ready" in render.markdown(retarget_page.retarget_blocks(_retarget(problems=("x",))))
+    assert "NOT ready" in render.markdown(retarget_blocks(_retarget(problems=("x",))))
 
 
 def test_the_retarget_report_round_trips_through_the_codec(tmp_path: Path) -> None:

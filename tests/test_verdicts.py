@@ -46,8 +46,8 @@ from overlay.upstream.results import (
     TestState,
     parse_applied_upstream,
 )
-from overlay.upstream.retarget.retarget_report import CaseMove
 from overlay.upstream.retarget.retarget_verdict import (
+    CaseMove,
     apply_behaviour,
     final_verdict,
     readiness,

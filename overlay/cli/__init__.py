@@ -22,7 +22,7 @@ from overlay.cli import (
     upstream,
 )
 from overlay.cli.common import Handler
-from overlay.cli.output import out
+from overlay.cli.output import json_report
 from overlay.errors import EXIT_CLOSED_PIPE, OverlayError, exit_codes
 
 
@@ -109,7 +109,7 @@ def _report(exc: OverlayError, *, as_json: bool) -> None:
         error = json_output.ErrorReport(
             type(exc).__name__, exc.exit_code, exc.message, exc.expected, exc.found, exc.hint
         )
-        out(json_output.to_json(error).rstrip("\n"))
+        json_report(error)
 
 
 def _tolerant_streams() -> None:
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None, *, process: bool = False) -> int:
             error = json_output.ErrorReport(
                 "UsageError", 2, exc.message, None, None, f"`{exc.parser.prog} --help`"
             )
-            out(json_output.to_json(error).rstrip("\n"))
+            json_report(error)
         return 2
     args.process = process
     handler: Handler = args.handler

@@ -1,17 +1,16 @@
-"""The build commands: `build-wheel`, `lock`, `sync` and `verify-install`.
-
-Each picks its release line first (``--line``; verify-install: the installed executorch's)
-and refuses an unknown one before any download.
-"""
+"""The build commands: `build-wheel`, `lock`, `sync` and `verify-install`; each picks its
+release line first and refuses an unknown one before any download."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from overlay import render
 from overlay.cli import common, json_output
-from overlay.cli.output import out, progress
-from overlay.distribution import index, provenance, wheels
+from overlay.cli.output import json_report, out, progress
+from overlay.distribution import index, wheels
+from overlay.distribution.provenance import local_version
 from overlay.envs import lockfiles, ready_venv, venvs
 from overlay.envs.verify_install import check_installed, environment
 from overlay.lines import pins
@@ -54,11 +53,8 @@ def _build_dry_run(args: argparse.Namespace, series: Series) -> int:
     path = dist / wheels.patched_wheel_name(pin, series)
     action = wheels.build_action(series, pin, dist, force=args.force, cache=wheels.patched_cache())
     if args.json:
-        report = json_output.BuildPlanReport(
-            str(path), provenance.local_version(series), fetch, action
-        )
-        out(json_output.to_json(report).rstrip("\n"))
-        return 0
+        plan = json_output.BuildPlanReport(str(path), local_version(series), fetch, action)
+        return json_report(plan)
     if fetch:
         out(f"would download {pin.file} (pinned sha256 {pin.sha256[:12]}...)")
     out(f"{path}: up to date" if action == "up to date" else f"would write {path} ({action})")
@@ -84,8 +80,10 @@ def cmd_build_wheel(args: argparse.Namespace) -> int:
         str(dist / index.SIMPLE),
     )
     if args.report:
-        Path(args.report).write_text(json_output.to_json(built), encoding="utf-8")
-    out(json_output.to_json(built).rstrip("\n") if args.json else str(result.path))
+        Path(args.report).write_text(render.json_text(built), encoding="utf-8")
+    if args.json:
+        return json_report(built)
+    out(str(result.path))
     return 0
 
 
@@ -112,8 +110,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
             what = "wrote" if not args.check else "current:"
             out(f"{what} {found.path} ({len(found.packages)} packages)")
     if args.json:
-        report = json_output.LockReport(str(series.pins.executorch), tuple(done))
-        out(json_output.to_json(report).rstrip("\n"))
+        return json_report(json_output.LockReport(str(series.pins.executorch), tuple(done)))
     return 0
 
 
@@ -127,8 +124,7 @@ def _sync_dry_run(
             str(root), seen.request.line, label, True, not seen.reason, seen.reason, seen.builds,
             None, (),
         )  # fmt: skip
-        out(json_output.to_json(report).rstrip("\n"))
-        return 0
+        return json_report(report)
     if seen.builds:
         out(f"would build the patched executorch wheel into {_dist(args, series)}/")
     if seen.reason:
@@ -161,8 +157,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             str(root), line, label, False, verified is None, seen.reason, seen.builds,
             verified.version if verified else None, verified.modules if verified else (),
         )  # fmt: skip
-        out(json_output.to_json(report).rstrip("\n"))
-        return 0
+        return json_report(report)
     if verified is None:
         out(f"up to date: {root} is exactly {label} (stamped by its last sync)")
         return 0
@@ -196,8 +191,7 @@ def cmd_verify_install(args: argparse.Namespace) -> int:
         repair=ready_venv.repair_command(series, locked, env.root, env.python),
     )
     if args.json:
-        out(json_output.to_json(found).rstrip("\n"))
-        return 0
+        return json_report(found)
     if found.lock:
         out(f"{found.locked} packages match {found.lock}")
     for extra in found.unlocked:
@@ -217,11 +211,7 @@ def add_commands(add: common.Adder) -> None:
     common.add_wheel(build)
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--report", metavar="FILE", help="also write a JSON summary to FILE")
-    build.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="every check; say what a build would do",
-    )
+    common.add_dry_run(build, "every check; say what a build would do")
     common.add_json(build)
 
     lock = add("lock", cmd_lock, "resolve the lock of every pinned wheel (uv, with hashes)")
@@ -261,9 +251,7 @@ def add_commands(add: common.Adder) -> None:
         metavar="REQ",
         help="also install this on top, held to the lock's versions (repeatable)",
     )
-    sync.add_argument(
-        "--dry-run", action="store_true", help="every check and the plan; build and write nothing"
-    )
+    common.add_dry_run(sync, "every check and the plan; build and write nothing")
     common.add_json(sync)
     for command in (build, lock, sync):
         common.add_dist(command)

@@ -1,9 +1,5 @@
-"""What the command groups share: one spelling per option, the line and series a command uses.
-
-One flag means one thing in every command: ``--target`` the environment worked on, ``--dist``
-a folder of patched wheels, ``--out`` a folder of reports, ``--tag`` a pinned wheel, ``--line``
-a release line, ``--dry-run`` every check and the plan but no write, ``--json`` a typed report.
-"""
+"""What the command groups share: one spelling per option (one flag means one thing in every
+command), the line and series a command uses."""
 
 from __future__ import annotations
 
@@ -57,15 +53,25 @@ def add_fix(command: argparse.ArgumentParser, verb: str) -> None:
     )
 
 
+def add_dry_run(command: argparse._ActionsContainer, help_text: str) -> None:
+    """Add ``--dry-run``: every check, nothing written (``help_text`` says what it shows)."""
+    command.add_argument("--dry-run", action="store_true", help=help_text)
+
+
 def add_json(command: argparse.ArgumentParser) -> None:
     """Add ``--json``: print a typed report on stdout."""
     command.add_argument("--json", action="store_true", help="print a JSON report")
 
 
+def given_patches(args: argparse.Namespace) -> Path | None:
+    """Return ``--patches`` as given (None: not given)."""
+    return Path(args.patches) if args.patches else None
+
+
 def _given(args: argparse.Namespace, change: str | None) -> Path | None:
     """Return ``--patches``; for a command that changes the lines (``change``: its name),
     the lines of a checkout, refusing the installed package's (:func:`lines.root_to_change`)."""
-    given = Path(args.patches) if args.patches else None
+    given = given_patches(args)
     return lines.root_to_change(given, change) if change else given
 
 
@@ -83,7 +89,7 @@ def lines_root(args: argparse.Namespace, change: str | None = None) -> Path:
 def check_line(args: argparse.Namespace) -> None:
     """Refuse a ``--line`` that names no line and a ``--fix`` that names no fix of it (of any
     line, without ``--line``): exit 2, before the command looks at anything."""
-    patches = Path(args.patches) if args.patches else None
+    patches = given_patches(args)
     wanted = getattr(args, "fix", None)
     if getattr(args, "line", None) is not None:
         chosen = line_choice.choose(patches, args.line, None)

@@ -9,7 +9,7 @@ from overlay import worktree
 from overlay.cli import common, json_output
 from overlay.cli.build import downloads, pin_of, pinned_wheel
 from overlay.cli.invocation import command
-from overlay.cli.output import out
+from overlay.cli.output import json_report, out
 from overlay.distribution import wheels
 from overlay.text.series import CHECKSUMS_FILE, format_checksums, load_series
 
@@ -25,11 +25,8 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     if not args.dry_run and not current:
         path.write_text(text, encoding="utf-8")
     if args.json:
-        report = json_output.RefreshReport(
-            str(path), series.short_digest, args.dry_run, not current
-        )
-        out(json_output.to_json(report).rstrip("\n"))
-        return 0
+        found = json_output.RefreshReport(str(path), series.short_digest, args.dry_run, not current)
+        return json_report(found)
     if args.dry_run:
         state = "up to date" if current else "would be rewritten"
         out(f"{path}: {state} (series {series.short_digest}); nothing written")
@@ -65,8 +62,7 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
     folder = common.patches_dir(args, change="regenerate")
     result = worktree.regenerate(Path(args.dir), folder, dry_run=args.dry_run)
     if args.json:
-        out(json_output.to_json(result).rstrip("\n"))
-        return 0
+        return json_report(result)
     would = "would be " if args.dry_run else ""
     for name in result.written:
         out(f"  {'would write' if args.dry_run else 'wrote'} {name}")
@@ -80,19 +76,13 @@ def add_commands(add: common.Adder) -> None:
     """Add refresh, edit and regenerate to the parser."""
     refresh = add("refresh", cmd_refresh, f"recompute the line's {CHECKSUMS_FILE}")
     common.add_wheel(refresh)
-    refresh.add_argument(
-        "--dry-run", action="store_true", help=f"say whether {CHECKSUMS_FILE} would change"
-    )
+    common.add_dry_run(refresh, f"say whether {CHECKSUMS_FILE} would change")
     common.add_json(refresh)
     edit = add("edit", cmd_edit, "lay out pristine sources + series as git commits")
     common.add_wheel(edit)
     edit.add_argument("--dir", required=True, help="new folder for the work tree")
-    edit.add_argument(
-        "--dry-run", action="store_true", help="check the line and the folder; write nothing"
-    )
+    common.add_dry_run(edit, "check the line and the folder; write nothing")
     regen = add("regenerate", cmd_regenerate, "rewrite the line's patches from an edit work tree")
     regen.add_argument("--dir", required=True, help="the work tree made by `edit`")
-    regen.add_argument(
-        "--dry-run", action="store_true", help="every check; say what would change, write nothing"
-    )
+    common.add_dry_run(regen, "every check; say what would change, write nothing")
     common.add_json(regen)

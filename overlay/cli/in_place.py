@@ -1,9 +1,6 @@
 """The in-place commands: `status`, `check`, `apply`, `revert` of an installed executorch; `lines`.
-
-Everything is checked before the first write (the environment against the line's pins only
-warns). An apply or revert holds SIGINT and SIGTERM from its transaction to its last line of
-output: once committed, it says so.
-"""
+An apply or revert holds SIGINT and SIGTERM from its transaction to its last line of output:
+once committed, it says so."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from pathlib import Path
 
 from overlay import fixes, lines
 from overlay.cli import common, json_output
-from overlay.cli.output import out, progress
+from overlay.cli.output import json_report, out, progress
 from overlay.distribution.provenance import local_version
 from overlay.errors import EXIT_CHANGES_DUE, InterruptedRunError, TargetError
 from overlay.fixes import overview
@@ -29,7 +26,7 @@ from overlay.tree.state import Status, inspect
 
 def _target(args: argparse.Namespace, found: Environment | None = None) -> Target:
     """Return the tree of ``--target``, else of the active venv (``found``; saying which)."""
-    patches = Path(args.patches) if args.patches else None
+    patches = common.given_patches(args)
     wanted = line_choice.choose(patches, args.line, None).name
     if args.target:
         return find_target(Path(args.target), wanted)
@@ -42,7 +39,7 @@ def _line(
     args: argparse.Namespace, target: Target | None, *, say: bool = True
 ) -> tuple[Series, line_choice.Chosen]:
     """Choose the line (before any work on the tree), load its series, say which and whence."""
-    patches = Path(args.patches) if args.patches else None
+    patches = common.given_patches(args)
     chosen = line_choice.choose(
         patches, getattr(args, "line", None), target.version if target else None
     )
@@ -124,8 +121,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             tuple(sorted(recorded)) if recorded is not None else None,
             status.complete if status else False,
         )
-        out(json_output.to_json(report).rstrip("\n"))
-        return 0
+        return json_report(report)
     out(f"series {series.short_digest} against executorch {series.pins.executorch}")
     out(f"release line {chosen.name} ({chosen.reason}), from {chosen.source}")
     _note_other_checkout(args, chosen.directory.parent)
@@ -146,14 +142,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_lines(args: argparse.Namespace) -> int:
     """List every release line: executorch, torch, its fixes by number, its locks."""
-    patches = Path(args.patches) if args.patches else None
+    patches = common.given_patches(args)
     every = line_choice.every_line(patches)
     progress(f"release lines: {line_choice.source(patches)}")
     _note_other_checkout(args, every[0].directory.parent)
     found = overview.summaries(fixes.REGISTRY, every)
     if args.json:
-        out(json_output.to_json(found).rstrip("\n"))
-        return 0
+        return json_report(found)
     for line in found:
         default = " (the default)" if line.default else ""
         out(f"{line.name}{default}: executorch {line.executorch}, torch {line.torch}")
@@ -247,8 +242,7 @@ def _dry_run(args: argparse.Namespace, *, reverse: bool, exit_due: bool) -> int:
             plan.unchanged,
             _details(plan, chosen, checked),
         )
-        out(json_output.to_json(report).rstrip("\n"))
-        return code
+        return json_report(report, code)
     _describe_plan(plan, "would revert" if reverse else "would patch", series)
     if not plan.is_noop:
         out(f"  would hold: {selection.describe(series, plan.after)}")
@@ -300,7 +294,7 @@ def _say_applied(
             plan.recovery.summary if plan.recovery else None,
             _details(plan, chosen, checked),
         )
-        out(json_output.to_json(report).rstrip("\n"))
+        json_report(report)
         return
     _describe_plan(plan, "reverted" if reverse else "patched", series)
     holds = selection.describe(series, plan.after)
@@ -341,9 +335,7 @@ def add_commands(add: common.Adder) -> None:
 
     def writer(command: argparse.ArgumentParser, verb: str) -> None:
         common.add_fix(command, verb)
-        command.add_argument(
-            "--dry-run", action="store_true", help="every check and the plan; write nothing"
-        )
+        common.add_dry_run(command, "every check and the plan; write nothing")
 
     listing = add("lines", cmd_lines, "list the release lines, their fixes and locks")
     common.add_json(listing)
@@ -359,19 +351,15 @@ def add_commands(add: common.Adder) -> None:
     shared(check)
     common.add_fix(check, "check")
     check.add_argument("--reverse", action="store_true", help="check a revert instead")
-    check.add_argument(
-        "--no-deps-check",
-        action="store_true",
-        help="do not compare the environment with the line's pins (no warning)",
-    )
     apply = add("apply", cmd_apply, "apply fixes (all by default) to a target, atomically")
     shared(apply)
     writer(apply, "apply")
-    apply.add_argument(
-        "--no-deps-check",
-        action="store_true",
-        help="do not compare the environment with the line's pins (no warning)",
-    )
+    for command in (check, apply):
+        command.add_argument(
+            "--no-deps-check",
+            action="store_true",
+            help="do not compare the environment with the line's pins (no warning)",
+        )
     revert = add("revert", cmd_revert, "revert fixes (all by default): pristine files back")
     shared(revert)
     writer(revert, "revert")

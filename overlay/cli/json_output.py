@@ -1,14 +1,10 @@
-"""What ``--json`` prints: typed reports, encoded by :mod:`overlay.codec` (schemas derivable).
-
-A command whose answer is one domain value prints it as it is; the reports here aggregate
-several.
-"""
+"""What ``--json`` prints where a command's answer aggregates several domain values (one value
+is printed as it is): typed reports, encoded by :mod:`overlay.codec`."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from overlay import codec
 from overlay.in_place.deps import DepsCheck
 from overlay.in_place.line_choice import Chosen
 from overlay.tree.state import FileState, TreeState
@@ -184,8 +180,3 @@ class ErrorReport:
     expected: str | None
     found: str | None
     hint: str | None
-
-
-def to_json(report: object) -> str:
-    """Render a report as indented JSON (the codec: enums by value, sorted keys)."""
-    return codec.dumps(report, indent=2) + "\n"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from overlay import render
 
@@ -11,6 +12,12 @@ from overlay import render
 def out(text: str = "") -> None:
     """Print to stdout."""
     print(text, flush=True)
+
+
+def json_report(report: object, code: int = 0) -> int:
+    """Print a report (a result dataclass) as JSON on stdout, through the codec; return ``code``."""
+    out(render.json_text(report).rstrip("\n"))
+    return code
 
 
 def show(blocks: Sequence[render.Block]) -> None:
@@ -30,3 +37,11 @@ def show(blocks: Sequence[render.Block]) -> None:
 def progress(text: str) -> None:
     """Print a progress line to stderr."""
     print(f"[overlay] {text}", file=sys.stderr, flush=True)
+
+
+def wrote(paths: Iterable[Path]) -> list[Path]:
+    """Say each written file on stderr; return them."""
+    written = list(paths)
+    for path in written:
+        progress(f"wrote {path}")
+    return written

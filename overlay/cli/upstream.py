@@ -9,17 +9,16 @@ from pathlib import Path
 from overlay import lines, render
 from overlay.cli import common
 from overlay.cli.invocation import command
-from overlay.cli.output import out, progress, show
+from overlay.cli.output import json_report, out, progress, show, wrote
 from overlay.errors import UpstreamError, UsageError
 from overlay.lines import selection
 from overlay.lines.evidence import EVIDENCE_FILE
 from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, reports, suite
-from overlay.upstream.canary import canary_run
-from overlay.upstream.canary import page as canary_page
+from overlay.upstream.canary import canary_report, canary_run
 from overlay.upstream.gitrepo import GITHUB
 from overlay.upstream.matrix import matrix_of
-from overlay.upstream.retarget import promote, retarget_page, run
+from overlay.upstream.retarget import promote, retarget_verdict, run
 
 UPSTREAM_ENV = "OVERLAY_UPSTREAM_CLONE"
 REPORTS = ("md", "json")  # the matrix, export, retarget and suite reports
@@ -40,12 +39,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     matrix = matrix_of(series, _versions(args.versions), progress)
     blocks = reports.matrix_blocks(matrix)
     if args.format == "json":
-        out(render.json_text(matrix).rstrip("\n"))
+        json_report(matrix)
     else:
         show(blocks)
     if args.out:
-        for path in render.write(Path(args.out), "matrix", blocks, matrix, REPORTS):
-            progress(f"wrote {path}")
+        wrote(render.write(Path(args.out), "matrix", blocks, matrix, REPORTS))
     return 0
 
 
@@ -65,9 +63,7 @@ def cmd_export_upstream(args: argparse.Namespace) -> int:
     blocks = reports.sending_blocks(done.report)
     show(blocks)
     written = export.write_exports(done.exports, folder)
-    written += render.write(folder, "upstream", blocks, done.report, REPORTS)
-    for path in written:
-        progress(f"wrote {path}")
+    wrote([*written, *render.write(folder, "upstream", blocks, done.report, REPORTS)])
     for name, (repo, branch) in done.branches.items():
         out(f"{name}: branch {branch} in {repo} (push it to your fork)")
     held = [f"{s.patch}: {p}" for s in done.report.submissions for p in s.flags]
@@ -128,10 +124,9 @@ def cmd_retarget(args: argparse.Namespace) -> int:
         locks=not args.no_locks,
     )
     result = run.retarget(request, progress=progress)
-    blocks = retarget_page.retarget_blocks(result)
+    blocks = retarget_verdict.retarget_blocks(result)
     show(blocks)
-    for path in render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS):
-        progress(f"wrote {path}")
+    wrote(render.write(out_dir, promote.REPORT_STEM, blocks, result, REPORTS))
     if result.ready:
         promote_it = command(f"retarget {args.version} --promote")
         out(f"next: review {out_dir}/retarget.md, then `{promote_it}`")
@@ -175,7 +170,7 @@ def cmd_retire_line(args: argparse.Namespace) -> int:
 def cmd_canary(args: argparse.Namespace) -> int:
     """Replay every release line onto upstream main (and newer tags); write the status page."""
     if args.schema:
-        out(canary_page.json_schema().rstrip("\n"))
+        out(canary_report.json_schema().rstrip("\n"))
         return 0
     upstream = args.upstream or os.environ.get(UPSTREAM_ENV)
     if not upstream:
@@ -188,7 +183,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     request = canary_run.Request(
         upstream=upstream,
-        root=Path(args.patches) if args.patches else lines.default_root(),
+        root=common.given_patches(args) or lines.default_root(),
         out_dir=out_dir,
         lines=tuple(n for given in args.lines or () for n in _versions(given)),
         tags=args.tags,
@@ -197,8 +192,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
         gate=not args.no_gate,
     )
     report = canary_run.canary(request, progress=progress)
-    for path in canary_page.write_page(report, out_dir):
-        progress(f"wrote {path}")
+    wrote(canary_report.write_page(report, out_dir))
     for line in report.lines:
         if line.error:
             out(f"{line.line}: {line.error}")
@@ -218,7 +212,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
 
 def cmd_upstream_suite(args: argparse.Namespace) -> int:
     """Run upstream's Arm tests on each line's stock and patched builds; none may break."""
-    root = Path(args.patches) if args.patches else lines.default_root()
+    root = common.given_patches(args) or lines.default_root()
     chosen = canary_run.select_lines(root, [n for g in args.lines or () for n in _versions(g)])
     broken: list[str] = []
     unrun: list[str] = []
@@ -226,8 +220,7 @@ def cmd_upstream_suite(args: argparse.Namespace) -> int:
         done = suite.run_suite(line, out_dir=Path(args.out), progress=progress)
         blocks = reports.suite_blocks(done)
         show(blocks)
-        for path in render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS):
-            progress(f"wrote {path}")
+        wrote(render.write(Path(args.out) / line.name, "suite", blocks, done, REPORTS))
         broken += [f"{line.name}: {node}" for node in done.broken]
         unrun += [
             f"{line.name} {c.problem}" for c in (done.run.stock, done.run.patched) if c.problem
@@ -242,10 +235,6 @@ def cmd_upstream_suite(args: argparse.Namespace) -> int:
             " (the same command runs the parts without a report again, and keeps the others)",
         )  # fmt: skip
     return 0
-
-
-def _upstream_option(command: argparse.ArgumentParser, what: str) -> None:
-    command.add_argument("--upstream", help=f"a pytorch/executorch clone (${UPSTREAM_ENV}): {what}")
 
 
 def add_commands(add: common.Adder) -> None:
@@ -279,7 +268,9 @@ def add_commands(add: common.Adder) -> None:
     ret.add_argument("--out", metavar="DIR", help="folder (default: build/retarget/VERSION)")
     ret.add_argument("--full", action="store_true", help="whole corpus (default: fast subset)")
     ret.add_argument("--torch", action="append", help="torch version to try first (repeatable)")
-    _upstream_option(ret, "torch_pin.py, pytest.ini")
+    ret.add_argument(
+        "--upstream", help=f"a pytorch/executorch clone (${UPSTREAM_ENV}): torch_pin.py, pytest.ini"
+    )
     ret.add_argument("--no-behaviour", action="store_true", help="text only (not promotable)")
     ret.add_argument("--no-equivalence", action="store_true", help="skip the pinned-release runs")
     ret.add_argument("--no-locks", action="store_true", help="skip the candidate's locks (uv)")
@@ -291,9 +282,7 @@ def add_commands(add: common.Adder) -> None:
     retire.add_argument("version", help="the line's executorch release, e.g. 1.2.0")
     retire_how = retire.add_mutually_exclusive_group()
     retire_how.add_argument("--yes", action="store_true", help="delete the line's files")
-    retire_how.add_argument(
-        "--dry-run", action="store_true", help="every check, the files and what names the line"
-    )
+    common.add_dry_run(retire_how, "every check, the files and what names the line")
 
     tests = add("upstream-suite", cmd_upstream_suite, "upstream's Arm tests, stock vs patched")
     tests.add_argument(

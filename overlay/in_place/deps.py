@@ -1,14 +1,6 @@
-"""Compare an environment with the pins its release line was proven with (advice, no refusal).
-
-An in-place `apply` changes executorch's files only: the other packages are the user's. A
-tool of an extra that is not installed is no difference (the user did not ask for that
-target); an unpacked wheel has no environment to compare.
-
-Example: a venv made by ``pip install executorch[vgf]==1.5.1`` (converter 0.10.0, no torch)
-against a line pinning torch 2.13.0 and the converter 0.11.0.
-Becomes: ``differ`` names ``torch missing`` and ``ai-ml-sdk-model-converter 0.10.0``, each
-with the line's pin, and ``install`` the one command that installs the line's pins there.
-"""
+"""Compare an environment with the pins its release line was proven with: advice, no refusal
+(an in-place `apply` changes executorch's files only; a tool of an extra not installed is no
+difference; an unpacked wheel has no environment to compare)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Pick the release line an in-place command works with, and say why and from where.
-
-In order: ``--patches`` (or ``$OVERLAY_PATCHES``) naming one series folder, ``--line NAME``,
-the line of the target's installed executorch (read from its dist-info, never imported),
-and with no target the newest line.
-
-Example: a lines root holding ``1.2.0/`` and ``1.5.1/``; the target's dist-info says
-``Version: 1.2.0+armfix.1b5ee9052a``.
-Becomes: the ``1.2.0`` line, "the installed executorch 1.2.0+armfix.1b5ee9052a"; a target
-at 1.4.1 is an UnsupportedReleaseError naming 1.2.0 and 1.5.1; ``--line 1.5.1`` on it a
-TargetError whose next step is to drop ``--line``.
-"""
+"""Pick the release line an in-place command works with, and say why and from where: ``--patches``
+naming one series folder, ``--line NAME``, the line of the target's installed executorch (read
+from its dist-info), else the newest line (docs/in-place.md)."""
 
 from __future__ import annotations
 

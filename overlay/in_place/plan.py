@@ -1,13 +1,6 @@
-"""Plan an apply or revert of some or all fixes: every check and every new byte, no write.
-
-A file edited by hand is refused only when the run would write it, and every path the plan
-changes must be writable by this process before anything is written.
-``ARM_OVERLAY_ORIGINAL.json`` lets the last ``revert`` restore the dist-info byte for byte.
-
-Example: a 1.5.1 tree holding fix 1; ``apply --fix 7``.
-Becomes: the files of fix 7 change (fix 1's files are unchanged), the dist-info moves to
-``executorch-1.5.1+armfix.<series>.fix.1.7.dist-info``; ``revert`` (all) then restores it.
-"""
+"""Plan an apply or revert of some or all fixes: every check and every new byte, no write. A file
+edited by hand is refused only when the run would write it; every path the plan changes must be
+writable first; ``ARM_OVERLAY_ORIGINAL.json`` lets the last revert restore the dist-info."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """The canary: every release line replayed onto upstream main (and newer tags), in one report.
 
-Bad input (an unknown line, an unreadable previous page) is refused before any git work.
-Compared with the previous page, a patch newly conflicting on main, or export churn, fails it.
-
-Example: patch 0003 conflicts on main, its ``Forwarded:`` issue was fixed by a main commit
-first released in v1.3.0, and the previous page had it applying.
-Becomes: a row (:class:`PatchVerdict`) whose result on main is a conflict, ``upstream="merged
-modified in 22867a914826 (v1.3.0; ...)"`` and no ``newly conflicting`` flag: a patch
-upstream carries is not a new conflict to fail on.
-"""
+Bad input is refused before any git work; compared with the previous page, a patch newly
+conflicting on main, or export churn, fails it (docs/canary.md)."""
 
 from __future__ import annotations
 
@@ -26,7 +19,7 @@ from overlay.errors import OverlayError, UpstreamError
 from overlay.lines import Line, all_lines, default_line, line_named
 from overlay.text.series import Series, load_series
 from overlay.upstream import releases, replay, upstream_tests
-from overlay.upstream.canary import bisect, forwarded, gate, main_behaviour
+from overlay.upstream.canary import forwarded, gate, main_behaviour
 from overlay.upstream.canary.canary_report import (
     MERGED,
     NEWLY_CONFLICTING,
@@ -38,13 +31,21 @@ from overlay.upstream.canary.canary_report import (
     LineResult,
     MainBehaviour,
     Replay,
+    result_text,
 )
-from overlay.upstream.canary.next_step import next_step
-from overlay.upstream.canary.rebase import commit_series, fixed_date, replay_onto
+from overlay.upstream.canary.rebase import (
+    BROKEN_BY,
+    SUPERSEDED,
+    bisect,
+    commit_series,
+    fixed_date,
+    replay_onto,
+)
 from overlay.upstream.gitrepo import MAIN_REF, Scratch, open_upstream
 from overlay.upstream.results import (
     BROKEN,
     REPORT_SCHEMA,
+    Action,
     Evidence,
     OnBase,
     Outcome,
@@ -186,16 +187,14 @@ def run_line(
             touched = {p for patch in carried.values() for p in patch.targets}
             tests = {n: tuple(upstream_tests.new_tests(p.diff)) for n, p in carried.items()}
             patched_main = PatchedMain(scratch.files(tip, sorted(touched)), tests)
-    bisects = []
-    for patch in series.patches:
-        status = text_only[patch.name]
-        kind = bisect.SUPERSEDED if status is Status.CONTAINED else None
-        kind = kind or (bisect.BROKEN_BY if status in BROKEN else None)
-        if kind is not None:
-            progress(f"{line.name}: bisecting {patch.name} ({kind})")
-            found_commit = bisect.bisect(scratch, committed, patch.name, main, kind)
-            if found_commit is not None:
-                bisects.append(found_commit)
+    wanted = {
+        p: SUPERSEDED if s is Status.CONTAINED else BROKEN_BY
+        for p, s in text_only.items()
+        if s is Status.CONTAINED or s in BROKEN
+    }
+    bisects = bisect(
+        scratch, committed, wanted, main, lambda said: progress(f"{line.name}: {said}")
+    )
     checks = None
     if request.gate:
         progress(f"{line.name}: export gate (regenerate, export twice, hostile git config)")
@@ -223,19 +222,9 @@ def release_sources(line: Line) -> tuple[dict[str, bytes], str]:
 
 
 def wheel_base(scratch: Scratch, line: Line, series: Series) -> tuple[str, str]:
-    """Return a base for a line whose tag upstream lacks, and the sentence that says so.
-
-    The release's own sources of the series' files (from its wheel, as the export's base)
-    are committed on main's fork point from the commit the wheel was built from, or where
-    upstream lacks that commit, from the newest older release tag (main itself when there
-    is none): main's history since then is searched for the patches. A file of the series
-    the wheel lacks is named.
-
-    Example: line 1.5.1 on a mirror whose newest tag is v1.4.1, without 1.5.1's commit.
-    Becomes: a commit on ``merge-base(main, v1.4.1)`` holding 1.5.1's files, and
-    "no tag v1.5.1 upstream: the base is the 1.5.1 wheel's 10 files on cd380e7aefd1
-    (main's fork point from v1.4.1)".
-    """
+    """Return a base for a line whose tag upstream lacks, and the sentence that says so: the
+    wheel's sources of the series' files on main's fork point from the commit the wheel was built
+    from (else the newest older tag, else main), as docs/canary.md describes."""
     files, built_from = release_sources(line)
     wanted = {p: files[p] for p in series.targets() if p in files}
     older = [
@@ -268,27 +257,56 @@ def upstream_text(found: Forwarded) -> str:
     return found.state.value
 
 
-def result_text(on_main: OnBase) -> str:
-    """Return one sentence of what the canary found on main."""
-    own = on_main.own
-    if own.status is Status.OFFSET:
-        text = "applies at offset " + ",".join(f"{o:+d}" for o in own.offsets)
-    elif own.status is Status.CONFLICT:
-        paths = sorted({c.path for c in own.conflicts})
-        where = f" in {', '.join(paths)}" if paths else ""
-        text = f"conflicts{where} ({len(own.conflicts)} regions)"
-    elif own.status is Status.CONTAINED:
-        how = ", ".join(dict.fromkeys(e.kind for e in own.evidence)) or "text"
-        text = f"already upstream ({how})"
-    elif own.status in BROKEN:
-        text = f"file {own.status.value}: {own.detail}"
-    else:
-        text = own.status.value
-    if on_main.port is not None:
-        text += f"; port {on_main.port_version}: {on_main.port.status.value}"
-    if on_main.behaviour is not None:
-        text += f"; behaviour: {on_main.behaviour.outcome.value}"
-    return text
+def next_step(  # noqa: C901 (one next step per verdict, in the order they are decided)
+    line: str, on_main: OnBase, found: Forwarded, bisected: BisectResult | None
+) -> tuple[Action, str]:
+    """Return what to do with a patch, and why, given everything the canary found on main
+    (its text there, its behaviour when measured, its ``Forwarded:`` target, the bisect)."""
+    behaviour = on_main.behaviour
+    needed = behaviour is not None and behaviour.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    port = on_main.port if on_main.port is not None and on_main.port.status not in BROKEN else None
+    fixed = Outcome.FAILS_BEFORE_PASSES_AFTER.value
+    if found.state in MERGED and needed and port is not None:
+        return Action.KEEP, (
+            f"keep the port {on_main.port_version}: main still fails without it ({fixed});"
+            f" the line's own patch is upstream in {found.commit[:12]}"
+            f" ({found.release or 'not yet in a release'})"
+        )
+    if found.state in MERGED:
+        how = "as sent" if found.state is ForwardState.MERGED_AS_SENT else "modified"
+        where = f"merged upstream in {found.commit[:12]} ({how})"
+        if not found.release:
+            return Action.KEEP, f"keep until a release carries it: {where}, not yet in a release"
+        if Version(found.release.removeprefix("v")) > Version(line):
+            return Action.KEEP, f"keep on {line}; drop on lines from {found.release} on: {where}"
+        return Action.DROP, f"drop: {where}, first released in {found.release}"
+    by = f" ({bisected.kind}: {bisected.commit[:12]})" if bisected else ""
+    if on_main.own.status is Status.CONTAINED:
+        return Action.DROP, f"drop: already upstream{by}; record it in Applied-Upstream"
+    if behaviour is not None and behaviour.outcome is Outcome.FIXED_ON_STOCK:
+        text = f"possibly fixed upstream{by}: its trigger passes on stock main; verify, then drop"
+        return Action.KEEP, text
+    if on_main.own.status in BROKEN:
+        if port is not None:
+            how = f"{on_main.port_version} carries it to main ({port.status.value})"
+            return Action.KEEP, f"keep: the port {how}"
+        by = f", broken by {bisected.commit[:12]}" if bisected else ""
+        return Action.CONFLICT, (
+            f"port: resolve the conflict{by} (`executorch-arm-overlay edit`, or retarget the"
+            " line: a newer line's patch of the same number is its port)"
+        )
+    if found.applied_upstream:
+        return Action.KEEP, (
+            f"drop? Applied-Upstream says '{found.applied_upstream}', yet it still"
+            f" {on_main.own.status.value} on main: confirm with its trigger cases"
+        )
+    if found.state is ForwardState.OPEN:
+        return Action.KEEP, f"keep; upstream review pending ({found.raw})"
+    if found.state is ForwardState.NOT_FORWARDED:
+        return Action.KEEP, "keep; forward it upstream (`nox -s upstream`)"
+    if found.state is ForwardState.NOT_FOUND:
+        return Action.KEEP, f"keep; check where it was forwarded ({found.raw}) by hand"
+    return Action.KEEP, "keep"
 
 
 def build_row(
@@ -427,13 +445,8 @@ def _possibly_fixed(
     """Bisect (text) the patches whose trigger passes on stock main, where not done yet."""
     fixed = {b.patch for b in behaviour.patches if b.outcome is Outcome.FIXED_ON_STOCK}
     done = {b.patch for b in result.bisects}
-    wanted = [p for p in series.patches if p.name in fixed and p.name not in done]
+    wanted = {p.name: SUPERSEDED for p in series.patches if p.name in fixed - done}
     if not wanted or not result.targets:
         return result
-    committed = commit_series(scratch, series, result.base)
-    found: list[BisectResult] = []
-    for patch in wanted:
-        hit = bisect.bisect(scratch, committed, patch.name, main, bisect.SUPERSEDED)
-        if hit is not None:
-            found.append(hit)
+    found = bisect(scratch, commit_series(scratch, series, result.base), wanted, main)
     return replace(result, bisects=(*result.bisects, *found))

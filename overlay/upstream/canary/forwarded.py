@@ -1,15 +1,6 @@
-"""Track a patch's ``Forwarded:`` target to its merge upstream, as GitGitGadget does.
-
-Matched on main, in order, by ``git patch-id --stable``, the ``Applied-Upstream:`` commit or
-PR, the PR number of ``Forwarded:``, an issue a commit says it fixes, or the same subject. A
-match is *merged as sent* when the commit leaves the patch's files as the patch does, else
-*merged modified*, with the difference.
-
-Example: ``Forwarded: https://github.com/pytorch/executorch/pull/12345`` and a main commit
-``Arm backend: Fix the rescale (#12345)`` that changes one more line than the patch.
-Becomes: ``Forwarded(state=MERGED_MODIFIED, commit=..., matched_by="PR number",
-difference="diff --git a/... (the one line)")``.
-"""
+"""Track a patch's ``Forwarded:`` target to its merge upstream, as GitGitGadget does: matched
+on main in the order docs/canary.md gives, *merged as sent* when the commit leaves the patch's
+files as the patch does, else *merged modified*, with the difference."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The idempotent export gate: regenerating a line and exporting its mboxes changes no byte.
-
-Each check runs in a scratch folder (``patches/`` is never written), with the user's git
-config and with a hostile one (what users set that changes git's output). The hostile one
-is set through ``GIT_CONFIG_GLOBAL`` for one check at a time: the canary is single-threaded.
-"""
+"""The idempotent export gate: regenerating a line and exporting its mboxes changes no byte,
+with the user's git config and a hostile one (set through ``GIT_CONFIG_GLOBAL``, one check at a
+time: the canary is single-threaded); ``patches/`` is never written."""
 
 from __future__ import annotations
 

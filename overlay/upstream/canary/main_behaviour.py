@@ -1,9 +1,6 @@
-"""Behaviour on main: each patch's trigger cases and tests on main's ``backends/arm``, hosted.
-
-Main is hosted on the newest published executorch wheel (:mod:`overlay.upstream.host`).
-Every module of main's ``backends/arm`` must import there; where one does not, the import
-error is the answer and the canary stays text-only.
-"""
+"""Behaviour on main: each patch's trigger cases and tests on main's ``backends/arm``, hosted on
+the newest executorch wheel (:mod:`overlay.upstream.host`); a module that does not import
+there is the answer, and the canary stays text-only."""
 
 from __future__ import annotations
 

@@ -1,27 +1,26 @@
-"""Replay a line's series onto an upstream commit as git commits: the canary's side of the engine.
-
-A conflicting patch is left out of the rebased series, as a packager drops a patch that no
-longer applies, so ``git range-diff`` shows how each patch changed in the port.
-
-Example: a patch whose context moved 12 lines down on main.
-Becomes: ``OnBase(own=Applied(status=OFFSET, offsets=(12,)))`` and a commit on main.
-"""
+"""A line's series as git commits on an upstream commit, replayed onto another (a conflicting
+patch left out, so ``git range-diff`` shows how each patch changed), and the text bisect of
+a patch on main (docs/canary.md: no monotonicity assumed)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from overlay.text.applier import decode, encode
+from overlay.text.applier import HunkMismatchError, apply_patch, decode, encode
 from overlay.text.series import Patch, Series
 from overlay.upstream import replay
-from overlay.upstream.canary.canary_report import Replay
+from overlay.upstream.canary.canary_report import BisectResult, Replay
 from overlay.upstream.gitrepo import Scratch
-from overlay.upstream.replay import Carry, Step
+from overlay.upstream.replay import Carry, Step, try_patch
+from overlay.upstream.results import BROKEN, Status
 from overlay.worktree import commit_message
 
 ARM_TREE = "backends/arm"
+SUPERSEDED = "Superseded-by"
+BROKEN_BY = "Broken-by"
+WANTED = {SUPERSEDED: frozenset({Status.CONTAINED}), BROKEN_BY: BROKEN}
 
 
 @dataclass(frozen=True)
@@ -89,3 +88,51 @@ def fixed_date(day: str) -> str:
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", day.strip()):
         return f"{day.strip()}T12:00:00+0000"
     return "1970-01-01T00:00:00+0000"
+
+
+def state_at(
+    scratch: Scratch, commit: str, patch: Patch, step: Step, earlier: Sequence[Patch]
+) -> Status:
+    """Return how ``patch`` fares on upstream ``commit`` (text only)."""
+    paths = list(patch.targets)
+    texts = {p: decode(d) for p, d in scratch.files(commit, paths).items()}
+    for before in earlier:
+        edits = set(before.targets) - set(before.creates)
+        if set(before.targets) & set(paths) and edits <= set(texts):
+            try:
+                texts = apply_patch(before, texts, allow_offset=True)
+            except HunkMismatchError:
+                continue
+    found, _ = try_patch(patch, texts, frozenset(texts), step, (commit[:12], "before", patch.name))
+    return found.status
+
+
+def bisect(
+    scratch: Scratch,
+    line: LineSeries,
+    wanted: Mapping[str, str],
+    main: str,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[BisectResult]:
+    """Return, for each patch name of ``wanted``, the first commit on main where it is its kind
+    (a key of WANTED); a patch no commit makes so is left out."""
+    found = []
+    fork = scratch.run("merge-base", line.base, main).strip()
+    for name, kind in wanted.items():
+        progress(f"bisecting {name} ({kind})")
+        index = next(i for i, patch in enumerate(line.patches) if patch.name == name)
+        patch, step, earlier = line.patches[index], line.steps[index], line.patches[:index]
+        commits = scratch.log(f"{line.base}..{main}", patch.targets, first_parent=True)
+        # a commit breaks the patch only where it applied before: at the fork point or later
+        applied = kind != BROKEN_BY or state_at(scratch, fork, patch, step, earlier) not in BROKEN
+        for tested, entry in enumerate(reversed(commits), start=1):
+            state = state_at(scratch, entry.commit, patch, step, earlier)
+            if applied and state in WANTED[kind]:
+                found.append(
+                    BisectResult(
+                        name, kind, entry.commit, entry.subject, entry.date, tested, "text"
+                    )
+                )
+                break
+            applied = applied or state not in BROKEN
+    return found

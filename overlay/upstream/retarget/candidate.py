@@ -1,8 +1,6 @@
-"""The candidate series folder: series, patches, SHA256SUMS, pins.toml, upstream.toml, locks.
-
-``<out>/patches`` is a complete series folder any command takes with ``--patches``; its locks
-pin the patched wheels by sha256, so ``--promote`` carries the ready venv's exact contents.
-"""
+"""The candidate series folder (``<out>/patches``: series, patches, SHA256SUMS, pins.toml,
+upstream.toml, locks pinning the patched wheels by sha256), which any command takes with
+``--patches`` and ``--promote`` copies."""
 
 from __future__ import annotations
 
@@ -23,9 +21,7 @@ from overlay.lines.pins import PINS_FILE, SERIES_FILE, Pins, WheelPin
 from overlay.text.series import CHECKSUMS_FILE, Series, format_checksums, load_series
 from overlay.upstream.results import PinAttempt
 from overlay.upstream.retarget.conflicts import MERGE_MESSAGE, commit_plans
-from overlay.upstream.retarget.retarget_report import WheelRecord
-from overlay.upstream.retarget.retarget_verdict import conflict_text
-from overlay.upstream.retarget.text_plan import TextPlan
+from overlay.upstream.retarget.retarget_verdict import TextPlan, WheelRecord, conflict_text
 from overlay.upstream.upstream_pins import UPSTREAM_FILE, UpstreamPins
 
 Progress = Callable[[str], None]

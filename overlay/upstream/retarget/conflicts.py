@@ -1,9 +1,6 @@
-"""The retarget's git work tree: pristine sources of the new release, one commit per patch.
-
-At a conflict the merged files are left uncommitted and the DEP-3 header is saved as the
-commit message (``.git/OVERLAY_MERGE_MSG``). ``--resume`` commits the resolution; the re-run
-takes each patch the work tree holds from its commit (its ``Overlay-Patch:`` trailer).
-"""
+"""The retarget's git work tree: the new release's sources, one commit per patch; a conflict's
+files are left uncommitted with its header as ``.git/OVERLAY_MERGE_MSG``, and ``--resume``
+commits the resolution (docs/upstream.md)."""
 
 from __future__ import annotations
 
@@ -13,12 +10,13 @@ from pathlib import Path
 
 from overlay import worktree
 from overlay._files import write_files
-from overlay._git import git, git_bytes
+from overlay._git import git
 from overlay.errors import UpstreamError
 from overlay.text.applier import decode, encode
+from overlay.upstream.gitrepo import Scratch
 from overlay.upstream.replay import MARKER
 from overlay.upstream.results import KEPT, Action
-from overlay.upstream.retarget.text_plan import TextPlan
+from overlay.upstream.retarget.retarget_verdict import TextPlan
 
 MERGE_MESSAGE = "OVERLAY_MERGE_MSG"
 
@@ -100,15 +98,15 @@ def marked_files(dest: Path) -> list[str]:
 
 def work_commits(work: Path) -> dict[str, WorkCommit]:
     """Return each patch the work tree holds, by its ``Overlay-Patch:`` trailer."""
+    repo = Scratch(work)  # read as the canary reads its series' commits
     found = {}
-    log = git(work, "log", "--format=%H%x00%B%x01", f"{worktree.BASE_TAG}..HEAD")
-    for entry in filter(None, (e.strip("\n") for e in log.split("\x01"))):
-        commit, _, message = entry.partition("\x00")
-        last = message.strip().rsplit("\n", 1)[-1]
+    for entry in repo.log(f"{worktree.BASE_TAG}..HEAD"):
+        message = entry.message.strip()
+        last = message.rsplit("\n", 1)[-1]
         name = last.removeprefix(worktree.NAME_TRAILER).strip()
         if not last.startswith(worktree.NAME_TRAILER) or name in found:
             continue  # newest first: an older commit of the same patch was replaced
-        changed = git(work, "diff-tree", "-r", "--no-commit-id", "--name-status", commit)
+        changed = repo.run("diff-tree", "-r", "--no-commit-id", "--name-status", entry.commit)
         entries = [line.split("\t", 1) for line in changed.splitlines() if line]
         added = [path for status, path in entries if status != "M"]
         if added:
@@ -116,10 +114,12 @@ def work_commits(work: Path) -> dict[str, WorkCommit]:
                 f"the work tree commit of {name} adds or removes files",
                 expected="changes to files of the release (put a new test into an existing file)",
                 found=", ".join(added),
-                hint=f"amend commit {commit[:10]} in {work}, then resume again",
+                hint=f"amend commit {entry.commit[:10]} in {work}, then resume again",
             )
-        after = {p: decode(git_bytes(work, "show", f"{commit}:{p}")) for _, p in entries}
-        found[name] = WorkCommit(commit, after, message.strip() + "\n")
+        after = repo.files(entry.commit, [path for _, path in entries])
+        found[name] = WorkCommit(
+            entry.commit, {p: decode(d) for p, d in after.items()}, message + "\n"
+        )
     return found
 
 

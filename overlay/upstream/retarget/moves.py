@@ -14,8 +14,7 @@ from overlay.equivalence.verdict import compare
 from overlay.fixes import DiffOnly, Effect, Fix
 from overlay.upstream.behaviour import judge_case
 from overlay.upstream.results import KEPT
-from overlay.upstream.retarget.retarget_report import CaseMove
-from overlay.upstream.retarget.text_plan import TextPlan
+from overlay.upstream.retarget.retarget_verdict import CaseMove, TextPlan
 
 Results = Mapping[str, ItemResult]  # case -> one worker's result
 

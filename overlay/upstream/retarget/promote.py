@@ -1,9 +1,5 @@
-"""Release lines from retargets: promote a checked candidate to a new line, retire a line.
-
-``promote`` never touches the existing lines; the newest line is the default, so promoting
-a newer release moves every command to it. ``retire_line`` names what still refers to the
-line it removes.
-"""
+"""Release lines from retargets: promote a checked candidate to a new line (never touching the
+existing ones; the newest line is the default), retire a line (naming what still refers to it)."""
 
 from __future__ import annotations
 
@@ -24,8 +20,8 @@ from overlay.lines import evidence
 from overlay.lines.pins import LOCKS_DIR, PINS_FILE, SERIES_FILE
 from overlay.text.series import CHECKSUMS_FILE, load_series
 from overlay.upstream import upstream_pins
-from overlay.upstream.results import Action, PatchBehaviour
-from overlay.upstream.retarget.retarget_report import Retarget
+from overlay.upstream.results import Action
+from overlay.upstream.retarget.retarget_verdict import Retarget
 from overlay.upstream.upstream_pins import UPSTREAM_FILE
 
 REPORT_STEM = "retarget"
@@ -131,13 +127,21 @@ def line_evidence(
                 found=row.action.value,
                 hint="resolve the patch and re-run the retarget before promoting it",
             )
+        found = row.on.behaviour
+        test = ""  # "stock 1 failed -> patched 1 passed (fails before, passes after)"
+        if found is not None and found.test is not None:
+            verdict = found.test_verdict
+            test = found.test.text + (f" ({verdict.outcome.value})" if verdict else "")
         patches.append(
             evidence.PatchEvidence(
                 patch=row.patch,
                 status=status,
                 reason=row.text,
-                cases=_cases(row.on.behaviour),
-                upstream_test=_upstream_test(row.on.behaviour),
+                cases=tuple(
+                    evidence.CaseResult(c.case, c.stock.value, c.patched.value if c.patched else "")
+                    for c in (found.cases if found else ())
+                ),
+                upstream_test=test,
                 # the older patch's header names where its own bug was fixed: a port carries
                 # another bug, still open
                 applied_upstream=" ".join(headers.get(row.patch, "").split())  # one line
@@ -159,23 +163,6 @@ _STATUS = {
     Action.CARRIED: evidence.Status.CARRIED,
     Action.DROP: evidence.Status.DROPPED,
 }
-
-
-def _cases(found: PatchBehaviour | None) -> tuple[evidence.CaseResult, ...]:
-    if found is None:
-        return ()
-    return tuple(
-        evidence.CaseResult(c.case, c.stock.value, c.patched.value if c.patched else "")
-        for c in found.cases
-    )
-
-
-def _upstream_test(found: PatchBehaviour | None) -> str:
-    """Return ``stock 1 failed -> patched 1 passed (fails before, passes after)``, or ""."""
-    if found is None or found.test is None:
-        return ""
-    verdict = found.test_verdict
-    return found.test.text + (f" ({verdict.outcome.value})" if verdict else "")
 
 
 def _headers(root: Path, report: Retarget) -> dict[str, str]:

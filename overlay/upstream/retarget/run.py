@@ -36,9 +36,16 @@ from overlay.upstream.results import (
 from overlay.upstream.retarget import candidate as cand
 from overlay.upstream.retarget import conflicts, runtime_pins
 from overlay.upstream.retarget.moves import case_moves, runtime_form_note
-from overlay.upstream.retarget.retarget_report import CaseMove, Retarget
-from overlay.upstream.retarget.retarget_verdict import apply_behaviour, final_verdict, readiness
-from overlay.upstream.retarget.text_plan import TextPlan, candidate_pristine, plan_series
+from overlay.upstream.retarget.retarget_verdict import (
+    CaseMove,
+    Retarget,
+    TextPlan,
+    apply_behaviour,
+    candidate_pristine,
+    final_verdict,
+    plan_series,
+    readiness,
+)
 from overlay.upstream.upstream_pins import UpstreamPins
 
 Progress = Callable[[str], None]

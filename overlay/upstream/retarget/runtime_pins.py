@@ -1,8 +1,6 @@
-"""Runtime pin candidates for a new release, best first, from what the release requires.
-
-torch comes from the release itself first, the line's own torch last; each candidate is
-then checked in a fresh stock env (:func:`overlay.upstream.pin_check.confirm_runtime`).
-"""
+"""Runtime pin candidates for a new release, best first, from what the release requires (its
+torch first, the line's own last); :func:`overlay.upstream.pin_check.confirm_runtime` checks
+each in a fresh stock env."""
 
 from __future__ import annotations
 
@@ -68,15 +66,9 @@ def runtime_candidates(
     torch_versions: Sequence[str],
     origins: Mapping[str, str] | None = None,
 ) -> list[PinCandidate]:
-    """Return runtime pin sets to try, best first (pure).
-
-    torch: the given versions, then the pinned one (each only if the release's
-    Requires-Dist allows it). torchao: the pinned one if the
-    release's Requires-Dist allows it, else its lower bound. tosa-tools and the model
-    converter: the ``vgf`` extra's pins, then the pinned ones. The tools that run VGF files
-    (the pins' own ``vgf`` extra: scenario runner, VGF library, emulation layer) are one
-    ML SDK release and stay as pinned: the release's extra names only the emulation layer.
-    """
+    """Return runtime pin sets to try, best first (pure), as docs/upstream.md (runtime pins)
+    describes: each torch the release allows, then the pinned one; with each, the ``vgf`` extra's
+    tools, each of them back at its pin, then all pinned (the tools that run VGF files stay)."""
     runs_vgf = set(old.extras.get("vgf", ()))
     extra = {
         r.name.lower().replace("_", "-"): _exact(r)
