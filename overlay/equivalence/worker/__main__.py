@@ -15,19 +15,13 @@ from overlay.equivalence.worker.runner import TorchRunner
 from overlay.equivalence.worker.serve import serve
 
 
-def _activate_env_bin() -> None:
-    """Put this interpreter's bin folder on PATH, as activating its venv would.
-
-    Tools installed beside executorch (``model_converter`` for VGF) are found on PATH.
-    """
+def main() -> None:
+    """Serve on stdin/stdout, with library output moved to stderr."""
+    # this interpreter's bin folder on PATH, as activating its venv would: tools installed
+    # beside executorch (``model_converter`` for VGF) are found on PATH
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-
-
-def main() -> None:
-    """Serve on stdin/stdout, with library output moved to stderr."""
-    _activate_env_bin()
     channel = os.dup(1)
     os.dup2(2, 1)  # anything printed by libraries goes to stderr
     sys.stdout = sys.stderr
