@@ -1,9 +1,6 @@
 # mypy: allow-subclassing-any
-"""Real network shapes for the equivalence corpus (the ``zoo`` group), in plain torch.
-
-Each keeps the published network's structure at a width and input size that lowers in
-seconds; no weights are downloaded (everything is initialised under the corpus seed).
-"""
+"""Real network shapes for the corpus's ``zoo`` group, in plain torch: published structures
+at a width that lowers in seconds, initialised under the corpus seed (no weights downloaded)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``python -m overlay.equivalence.worker``: serve the protocol on stdin and stdout.
-
-Replies leave on the original stdout; anything a library prints goes to stderr (the
-worker's log), so it cannot corrupt the protocol.
-"""
+"""``python -m overlay.equivalence.worker``: serve the protocol on stdin and stdout (what a
+library prints goes to stderr, the worker's log, so it cannot corrupt the replies)."""
 
 from __future__ import annotations
 
