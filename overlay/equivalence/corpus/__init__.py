@@ -69,12 +69,7 @@ CASES: tuple[CaseInfo, ...] = (
         fast=True,
         note="module is pre-quantised (a16w8 PT2E) and returns int16; quantize=None",
     ),
-    CaseInfo(
-        "conv_a16w8_int16",
-        "TOSA-1.0+INT+int16",
-        "a16w8",
-        fast=True,
-    ),
+    CaseInfo("conv_a16w8_int16", "TOSA-1.0+INT+int16", "a16w8", fast=True),
     CaseInfo(
         "grid_warp_a16w8_vgf",
         "TOSA-1.0+INT+FP+int16",
@@ -131,19 +126,9 @@ ZOO_TIMEOUT_S = 1800.0  # per path: TOSA + VGF (lowered and run) + Ethos-U55/U85
 
 
 def _zoo(
-    network: str,
-    variant: str,
-    spec: str,
-    quantize: str | None,
-    *,
-    fast: bool = False,
-    ethos_u: bool = False,
-    note: str = "",
-    model: str = "",
-    vgf: bool = True,
-    timeout: float = ZOO_TIMEOUT_S,
+    network: str, variant: str, spec: str, quantize: str | None, **more: Any
 ) -> tuple[str, CaseInfo]:
-    """Return (the network's builder in corpus.zoo, the case)."""
+    """Return (the network's builder in corpus.zoo, the case); ``more``: CaseInfo fields."""
     # the pre-quantised grid networks are built for their spec: one builder per variant
     builder = f"{network}_{variant}" if network == "grid_warp_int16_grid" else network
     deep_int = quantize is not None
@@ -151,15 +136,10 @@ def _zoo(
         f"zoo_{network}_{variant}",
         spec,
         quantize,
-        fast=fast,
-        note=note,
         tolerance=ZOO_INT8_TOLERANCE if deep_int else None,
         sqnr_db=ZOO_INT8_SQNR_DB if deep_int else None,
         group="zoo",
-        timeout=timeout,
-        ethos_u=ethos_u,
-        vgf=vgf,
-        model=model,
+        **{"timeout": ZOO_TIMEOUT_S, **more},
     )
 
 
@@ -196,20 +176,16 @@ _ZOO: tuple[tuple[str, CaseInfo], ...] = (
         ethos_u=True,
         model=ZOO_GRID_WARP,
     ),
-    _zoo(
-        "grid_warp_int16_grid",
-        "intfp16",
-        "TOSA-1.0+INT+FP+int16",
-        None,
-        fast=True,
-        note="pre-quantised a16w8; the int16 grid positions are the graph output (seed)",
-    ),
-    _zoo(
-        "grid_warp_int16_grid",
-        "int16",
-        "TOSA-1.0+INT+int16",
-        None,
-        note="pre-quantised a16w8; the int16 grid positions are the graph output (seed)",
+    *(
+        _zoo(
+            "grid_warp_int16_grid",
+            variant,
+            spec,
+            None,
+            fast=variant == "intfp16",
+            note="pre-quantised a16w8; the int16 grid positions are the graph output (seed)",
+        )
+        for variant, spec in (("intfp16", "TOSA-1.0+INT+FP+int16"), ("int16", "TOSA-1.0+INT+int16"))
     ),
     # TOSA only, so that three paths fit 600 s (docs/equivalence.md, "The zoo")
     _zoo(

@@ -17,22 +17,23 @@ def image(*shape: int) -> Any:
     return torch.randn(*shape)
 
 
-class ConvRelu(nn.Module):
-    def __init__(self) -> None:
+def identity_grid(size: int) -> Any:
+    """Return the ``1 x size x size x 2`` grid_sample grid that samples every pixel as is."""
+    ys, xs = torch.meshgrid(torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij")
+    return torch.stack([xs, ys], dim=-1).unsqueeze(0)
+
+
+class Conv(nn.Module):
+    """A 3x3 conv to 8 channels from ``cin`` (``groups``: 8 is depthwise), then a ReLU."""
+
+    def __init__(self, cin: int = 3, groups: int = 1, *, relu: bool = True) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv = nn.Conv2d(cin, 8, 3, padding=1, groups=groups)
+        self.with_relu = relu
 
     def forward(self, x: Any) -> Any:
-        return torch.relu(self.conv(x))
-
-
-class Depthwise(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(8, 8, 3, padding=1, groups=8)
-
-    def forward(self, x: Any) -> Any:
-        return torch.relu(self.conv(x))
+        y = self.conv(x)
+        return torch.relu(y) if self.with_relu else y
 
 
 class Linear(nn.Module):
@@ -59,15 +60,6 @@ class Transposed(nn.Module):
 class AddCatMean(nn.Module):
     def forward(self, x: Any, y: Any) -> Any:
         return torch.cat([x + y, x], dim=1).mean(dim=(2, 3), keepdim=True)
-
-
-class Conv(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-
-    def forward(self, x: Any) -> Any:
-        return self.conv(x)
 
 
 class ConvConv(nn.Module):
@@ -110,10 +102,7 @@ class GridWarpOffsets(nn.Module):
         super().__init__()
         self.mode, self.padding = mode, padding
         self.offsets = nn.Conv2d(3, 2, 3, padding=1)
-        ys, xs = torch.meshgrid(
-            torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij"
-        )
-        self.register_buffer("base", torch.stack([xs, ys], dim=-1).unsqueeze(0))
+        self.register_buffer("base", identity_grid(size))
 
     def forward(self, x: Any) -> Any:
         grid = self.base + torch.tanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
@@ -188,7 +177,9 @@ def int16_output_graph(
 
 
 def _int16_output() -> tuple[Any, tuple[Any, ...]]:
-    return int16_output_graph(Conv().eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16")
+    return int16_output_graph(
+        Conv(relu=False).eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16"
+    )
 
 
 def _grid_warp(mode: str, padding: str) -> Builder:
@@ -196,21 +187,21 @@ def _grid_warp(mode: str, padding: str) -> Builder:
 
 
 BUILDERS: dict[str, Builder] = {
-    "conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
-    "depthwise_conv_int8": lambda: (Depthwise(), (image(1, 8, 12, 12),)),
+    "conv_relu_int8": lambda: (Conv(), (image(1, 3, 16, 16),)),
+    "depthwise_conv_int8": lambda: (Conv(8, groups=8), (image(1, 8, 12, 12),)),
     "linear_int8": lambda: (Linear(), (image(2, 16),)),
     "transposed_conv_int8": lambda: (Transposed(1), (image(1, 4, 6, 6),)),
     "grouped_transposed_conv_int8": lambda: (Transposed(2), (image(1, 4, 6, 6),)),
     "grouped_transposed_conv_fp": lambda: (Transposed(2), (image(1, 4, 6, 6),)),
     "add_cat_mean_int8": lambda: (AddCatMean(), (image(1, 4, 4, 4), image(1, 4, 4, 4))),
     "avg_pool_ties_int8": pool_ties,
-    "conv_relu_fp": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
+    "conv_relu_fp": lambda: (Conv(), (image(1, 3, 16, 16),)),
     "add_cat_mean_fp": lambda: (AddCatMean(), (image(1, 4, 4, 4), image(1, 4, 4, 4))),
-    "conv_relu_int8_intfp": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
-    "conv_a16w8_intfp16": lambda: (Conv(), (image(1, 3, 8, 8),)),
+    "conv_relu_int8_intfp": lambda: (Conv(), (image(1, 3, 16, 16),)),
+    "conv_a16w8_intfp16": lambda: (Conv(relu=False), (image(1, 3, 8, 8),)),
     "linear_a16w8_intfp16": lambda: (Linear(), (image(2, 16),)),
     "int16_quantize_output": _int16_output,
-    "conv_a16w8_int16": lambda: (Conv(), (image(1, 3, 8, 8),)),
+    "conv_a16w8_int16": lambda: (Conv(relu=False), (image(1, 3, 8, 8),)),
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     "grid_sample_reflection_align_corners_fp": _reflect_aligned,
     "grid_sample_two_channels_fp": _two_channels,
@@ -228,7 +219,7 @@ BUILDERS: dict[str, Builder] = {
     "grid_warp_nearest_reflection_a16w8_intfp16": _grid_warp("nearest", "reflection"),
     # the bystanders (corpus.BYSTANDERS)
     "bystander_conv_conv_int8": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
-    "bystander_conv_relu_int8": lambda: (ConvRelu(), (image(1, 3, 16, 16),)),
+    "bystander_conv_relu_int8": lambda: (Conv(), (image(1, 3, 16, 16),)),
     "bystander_conv_conv_snorm_vgf": lambda: (ConvConv(), (image(1, 3, 16, 16),)),
     "bystander_linear_linear_int8": lambda: (LinearLinear(), (image(2, 16),)),
     "bystander_conv_conv_a16w8_int16": lambda: (ConvConv(), (image(1, 3, 16, 16),)),

@@ -22,15 +22,8 @@ SPEC_RE = re.compile(r"^TOSA-1\.0(\+(INT|FP|int16|int4|bf16|fp8|u55|u85|cf))+$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 QUANTIZE = (None, "a8w8", "a16w8")
 REQUIRED = ("module", "inputs", "spec", "quantize")
-CASE_KEYS = {
-    *REQUIRED,
-    "per_channel",
-    "tolerance",
-    "sqnr_db",
-    "timeout",
-    "ethos_u",
-    "expect_broken",
-}
+OPTIONAL = ("per_channel", "tolerance", "sqnr_db", "timeout", "ethos_u", "expect_broken")
+CASE_KEYS = {*REQUIRED, *OPTIONAL}
 EXAMPLE = (
     "CASES = {'my_conv': {'module': MyConv, 'inputs': (torch.randn(1, 3, 16, 16),),"
     " 'spec': 'TOSA-1.0+INT', 'quantize': 'a8w8'}}"
@@ -167,9 +160,13 @@ def _literal(node: ast.expr) -> object:
     return UNKNOWN
 
 
-def _cases_value(tree: ast.Module) -> ast.expr | None:
-    """Return the expression CASES is last bound to at top level (None: not simply bound)."""
-    value = None
+def read_statically(tree: ast.Module, origin: str) -> StaticCases:
+    """Check the file's ``CASES`` as written; what only running it shows is left out.
+
+    CASES counts as written when it is bound once to a literal and never used again in the
+    file (nothing adds entries later).
+    """
+    value = None  # the expression CASES is last bound to at top level (None: not simply)
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "CASES" for t in node.targets
@@ -181,16 +178,6 @@ def _cases_value(tree: ast.Module) -> ast.expr | None:
             and node.target.id == "CASES"
         ):
             value = node.value
-    return value
-
-
-def read_statically(tree: ast.Module, origin: str) -> StaticCases:
-    """Check the file's ``CASES`` as written; what only running it shows is left out.
-
-    CASES counts as written when it is bound once to a literal and never used again in the
-    file (nothing adds entries later).
-    """
-    value = _cases_value(tree)
     uses = sum(
         1 for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "CASES"
     )  # its binding and any later use

@@ -1,9 +1,6 @@
 # mypy: allow-subclassing-any
-"""Real network shapes for the equivalence corpus (the ``zoo`` group), in plain torch.
-
-Each keeps the published network's structure at a width and input size that lowers in
-seconds; no weights are downloaded (everything is initialised under the corpus seed).
-"""
+"""Real network shapes for the corpus's ``zoo`` group, in plain torch: published structures
+at a width that lowers in seconds, initialised under the corpus seed (no weights downloaded)."""
 
 from __future__ import annotations
 
@@ -13,7 +10,10 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from overlay.equivalence.corpus.models import Builder, int16_output_graph
+from overlay.equivalence.corpus.models import Builder, identity_grid, int16_output_graph
+
+Gate = type[nn.Module]
+Squeeze = tuple[int, Gate] | None  # a squeeze-excite's width and gate
 
 
 def conv_bn(cin: int, cout: int, k: int, s: int, groups: int = 1) -> list[nn.Module]:
@@ -38,24 +38,45 @@ def randomise_bn(module: nn.Module) -> nn.Module:
     return module.eval()
 
 
-# --- MobileNetV2 (inverted residuals, ReLU6, linear bottlenecks) ----------------------
+# --- the inverted residual of MobileNetV2/V3 and EfficientNet ---------------------------
 
 
-class InvertedResidual(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+class SqueezeExcite(nn.Module):
+    def __init__(self, channels: int, squeeze: int, gate: Gate) -> None:
         super().__init__()
-        hidden = cin * expand
+        self.fc1 = nn.Conv2d(channels, squeeze, 1)
+        self.fc2 = nn.Conv2d(squeeze, channels, 1)
+        self.gate = gate()
+
+    def forward(self, x: Any) -> Any:
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * self.gate(self.fc2(torch.relu(self.fc1(s))))
+
+
+class Bottleneck(nn.Module):
+    """An inverted residual: 1x1 expansion (if ``hidden != cin``), depthwise ``k`` x ``k``,
+    squeeze-excite (``se``: its squeeze width and gate), linear 1x1 projection."""
+
+    def __init__(  # noqa: PLR0917 - the papers' table row
+        self, cin: int, hidden: int, cout: int, k: int, s: int, act: Gate, se: Squeeze = None
+    ) -> None:
+        super().__init__()
         layers: list[nn.Module] = []
-        if expand != 1:
-            layers += [*conv_bn(cin, hidden, 1, 1), nn.ReLU6()]
-        layers += [*conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6()]
+        if hidden != cin:
+            layers += [*conv_bn(cin, hidden, 1, 1), act()]
+        layers += [*conv_bn(hidden, hidden, k, s, groups=hidden), act()]
+        if se:
+            layers.append(SqueezeExcite(hidden, *se))
         layers += conv_bn(hidden, cout, 1, 1)
         self.block = nn.Sequential(*layers)
-        self.residual = stride == 1 and cin == cout
+        self.residual = s == 1 and cin == cout
 
     def forward(self, x: Any) -> Any:
         y = self.block(x)
         return x + y if self.residual else y
+
+
+# --- MobileNetV2 (inverted residuals, ReLU6, linear bottlenecks) ----------------------
 
 
 class MobileNetV2(nn.Module):
@@ -79,7 +100,8 @@ class MobileNetV2(nn.Module):
         cin = stem
         for expand, cout, repeats, stride in settings:
             for i in range(repeats):
-                layers.append(InvertedResidual(cin, cout, stride if i == 0 else 1, expand))
+                step = stride if i == 0 else 1
+                layers.append(Bottleneck(cin, cin * expand, cout, 3, step, nn.ReLU6))
                 cin = cout
         layers += [*conv_bn(cin, last, 1, 1), nn.ReLU6()]
         self.features = nn.Sequential(*layers)
@@ -114,38 +136,6 @@ def mobilenet_v2_full(size: int = 64, batches: int = 4) -> tuple[Any, tuple[Any,
 # --- MobileNetV3-small (hardswish, squeeze-excite with hardsigmoid) --------------------
 
 
-class SqueezeExcite(nn.Module):
-    def __init__(self, channels: int, squeeze: int, gate: type[nn.Module]) -> None:
-        super().__init__()
-        self.fc1 = nn.Conv2d(channels, squeeze, 1)
-        self.fc2 = nn.Conv2d(squeeze, channels, 1)
-        self.gate = gate()
-
-    def forward(self, x: Any) -> Any:
-        s = F.adaptive_avg_pool2d(x, 1)
-        return x * self.gate(self.fc2(torch.relu(self.fc1(s))))
-
-
-class V3Block(nn.Module):
-    def __init__(  # noqa: PLR0917 - the paper's table row, in its order
-        self, cin: int, k: int, hidden: int, cout: int, se: bool, act: type[nn.Module], s: int
-    ) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        if hidden != cin:
-            layers += [*conv_bn(cin, hidden, 1, 1), act()]
-        layers += [*conv_bn(hidden, hidden, k, s, groups=hidden), act()]
-        if se:
-            layers.append(SqueezeExcite(hidden, max(8, hidden // 4), nn.Hardsigmoid))
-        layers += conv_bn(hidden, cout, 1, 1)
-        self.block = nn.Sequential(*layers)
-        self.residual = s == 1 and cin == cout
-
-    def forward(self, x: Any) -> Any:
-        y = self.block(x)
-        return x + y if self.residual else y
-
-
 class MobileNetV3Small(nn.Module):
     HS, RE = nn.Hardswish, nn.ReLU
     # (kernel, expanded, out, squeeze-excite, activation, stride), channels at width 0.5.
@@ -158,7 +148,8 @@ class MobileNetV3Small(nn.Module):
         layers: list[nn.Module] = [*conv_bn(3, 8, 3, 2), nn.Hardswish()]
         cin = 8
         for k, hidden, cout, se, act, s in self.SETTINGS:
-            layers.append(V3Block(cin, k, hidden, cout, se, act, s))
+            squeeze = (max(8, hidden // 4), nn.Hardsigmoid) if se else None
+            layers.append(Bottleneck(cin, hidden, cout, k, s, act, squeeze))
             cin = cout
         layers += [*conv_bn(cin, 288, 1, 1), nn.Hardswish()]
         self.features = nn.Sequential(*layers)
@@ -208,24 +199,6 @@ class ResNet18(nn.Module):
 # --- EfficientNet/MNASNet-style (MBConv with SiLU and squeeze-excite) ------------------
 
 
-class MBConv(nn.Module):
-    def __init__(self, cin: int, cout: int, k: int, s: int, expand: int) -> None:
-        super().__init__()
-        hidden = cin * expand
-        layers: list[nn.Module] = []
-        if expand != 1:
-            layers += [*conv_bn(cin, hidden, 1, 1), nn.SiLU()]
-        layers += [*conv_bn(hidden, hidden, k, s, groups=hidden), nn.SiLU()]
-        layers.append(SqueezeExcite(hidden, max(4, cin // 4), nn.Sigmoid))
-        layers += conv_bn(hidden, cout, 1, 1)
-        self.block = nn.Sequential(*layers)
-        self.residual = s == 1 and cin == cout
-
-    def forward(self, x: Any) -> Any:
-        y = self.block(x)
-        return x + y if self.residual else y
-
-
 class EfficientNetB0Small(nn.Module):
     # (expand, channels, repeats, stride, kernel), EfficientNet-B0 stages at width 0.25,
     # one block per stage.
@@ -238,7 +211,8 @@ class EfficientNetB0Small(nn.Module):
         cin = 8
         for expand, cout, repeats, stride, k in self.SETTINGS:
             for i in range(repeats):
-                layers.append(MBConv(cin, cout, k, stride if i == 0 else 1, expand))
+                step, se = stride if i == 0 else 1, (max(4, cin // 4), nn.Sigmoid)
+                layers.append(Bottleneck(cin, cin * expand, cout, k, step, nn.SiLU, se))
                 cin = cout
         layers += [*conv_bn(cin, 160, 1, 1), nn.SiLU()]
         self.features = nn.Sequential(*layers)
@@ -390,10 +364,7 @@ class GridWarp(nn.Module):
         self.offsets = nn.Sequential(
             nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 2, 3, padding=1)
         )
-        ys, xs = torch.meshgrid(
-            torch.linspace(-1, 1, size), torch.linspace(-1, 1, size), indexing="ij"
-        )
-        self.register_buffer("base", torch.stack([xs, ys], dim=-1).unsqueeze(0))
+        self.register_buffer("base", identity_grid(size))
 
     def grid(self, x: Any) -> Any:
         return self.base + torch.tanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25

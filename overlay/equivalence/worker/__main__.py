@@ -1,8 +1,5 @@
-"""``python -m overlay.equivalence.worker``: serve the protocol on stdin and stdout.
-
-Replies leave on the original stdout; anything a library prints goes to stderr (the
-worker's log), so it cannot corrupt the protocol.
-"""
+"""``python -m overlay.equivalence.worker``: serve the protocol on stdin and stdout (what a
+library prints goes to stderr, the worker's log, so it cannot corrupt the replies)."""
 
 from __future__ import annotations
 
@@ -15,19 +12,13 @@ from overlay.equivalence.worker.runner import TorchRunner
 from overlay.equivalence.worker.serve import serve
 
 
-def _activate_env_bin() -> None:
-    """Put this interpreter's bin folder on PATH, as activating its venv would.
-
-    Tools installed beside executorch (``model_converter`` for VGF) are found on PATH.
-    """
+def main() -> None:
+    """Serve on stdin/stdout, with library output moved to stderr."""
+    # this interpreter's bin folder on PATH, as activating its venv would: tools installed
+    # beside executorch (``model_converter`` for VGF) are found on PATH
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-
-
-def main() -> None:
-    """Serve on stdin/stdout, with library output moved to stderr."""
-    _activate_env_bin()
     channel = os.dup(1)
     os.dup2(2, 1)  # anything printed by libraries goes to stderr
     sys.stdout = sys.stderr

@@ -10,40 +10,24 @@ from typing import Any
 
 import torch
 
-from overlay.equivalence.worker.exact import Codes, Evaluation
+from overlay.equivalence.worker.exact import Evaluation
 
 _DUMPED = re.compile(
     r"^Name: (\S+) DType=(INT8|INT16) [^\n]*Shape=\[([^\]]*)\]\n(.*?)(?=\n\s*\n|\nNode type|\Z)",
     re.MULTILINE | re.DOTALL,
 )
-_NUMPY = {"INT8": "int8", "INT16": "int16"}
-
-
-def dumped_tensors(text: str) -> set[bytes]:
-    """Return the bytes of every int8/int16 tensor in a reference model's intermediate dump."""
-    import numpy as np
-
-    found = set()
-    for match in _DUMPED.finditer(text):
-        body = match.group(4).replace("[", " ").replace("]", " ")
-        values = np.array(body.split(), dtype=np.int64)
-        found.add(values.astype(_NUMPY[match.group(2)]).tobytes())
-    return found
-
-
-def _layouts(codes: Codes) -> list[bytes]:
-    """Return a tap's bytes as the program may hold them: as is, and channels last."""
-    numpy_dtype = "int16" if codes.dtype == torch.int16 else "int8"
-    tensors = [codes.codes]
-    if codes.codes.dim() == 4:
-        tensors.append(codes.codes.permute(0, 2, 3, 1))
-    return [t.contiguous().numpy().astype(numpy_dtype).tobytes() for t in tensors]
 
 
 def first_difference(evaluation: Evaluation, held: set[bytes]) -> str:
     """Return where the program first departs from the reference ("" when not told);
     ``held`` are the bytes of the tensors the program computed (see the module)."""
-    matched = {t.name: any(b in held for b in _layouts(t.codes)) for t in evaluation.taps}
+    matched = {}
+    for tap in evaluation.taps:  # its codes as the program may hold them: as is, channels last
+        codes, dtype = tap.codes.codes, "int16" if tap.codes.dtype == torch.int16 else "int8"
+        layouts = [codes, codes.permute(0, 2, 3, 1)] if codes.dim() == 4 else [codes]
+        matched[tap.name] = any(
+            t.contiguous().numpy().astype(dtype).tobytes() in held for t in layouts
+        )
     for tap in evaluation.taps:
         if tap.on_cpu or matched[tap.name]:
             continue
@@ -55,6 +39,7 @@ def first_difference(evaluation: Evaluation, held: set[bytes]) -> str:
 def tosa_first_difference(evaluation: Evaluation, tosa: bytes, inputs: list[Any]) -> str:
     """Run a TOSA program on the reference model with its intermediates dumped, and return
     where it first departs from the exact reference ("" when that cannot be told)."""
+    import numpy as np
     import tosa_reference_model
 
     with tempfile.TemporaryDirectory() as folder:
@@ -68,4 +53,9 @@ def tosa_first_difference(evaluation: Evaluation, tosa: bytes, inputs: list[Any]
         )
         if status != tosa_reference_model.GraphStatus.TOSA_VALID or not dump.is_file():
             return ""
-        return first_difference(evaluation, dumped_tensors(dump.read_text(errors="replace")))
+        held = set()  # the bytes of every int8/int16 tensor dumped
+        for match in _DUMPED.finditer(dump.read_text(errors="replace")):
+            body = match.group(4).replace("[", " ").replace("]", " ")
+            values = np.array(body.split(), dtype=np.int64)
+            held.add(values.astype(match.group(2).lower()).tobytes())
+        return first_difference(evaluation, held)

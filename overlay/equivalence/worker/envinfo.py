@@ -53,15 +53,6 @@ class EnvInfo:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _distributions() -> tuple[Distribution, ...]:
-    found = set()
-    for dist in importlib.metadata.distributions():
-        record = dist.read_text("RECORD")
-        digest = hashlib.sha256(record.encode()).hexdigest() if record else ""
-        found.add(Distribution(str(dist.metadata["Name"]), dist.version, digest))
-    return tuple(sorted(found, key=lambda d: (d.name.lower(), d.version, d.record_sha256)))
-
-
 def _find(name: str) -> importlib.machinery.ModuleSpec | None:
     """Find a module's spec by walking its package path, without importing any package."""
     spec = None
@@ -122,10 +113,16 @@ def collect(package: str, subtree: str, runtime_patch: str | None) -> EnvInfo:
         module_sha256, module_error, functions = _read_module(module, function or "apply_all")
     stamp = read_stamp(Path(sys.prefix))  # a venv the overlay synced says from which lock
     synced = stamp.origin if stamp is not None else None
+    found = set()
+    for dist in importlib.metadata.distributions():
+        record = dist.read_text("RECORD")
+        digest = hashlib.sha256(record.encode()).hexdigest() if record else ""
+        found.add(Distribution(str(dist.metadata["Name"]), dist.version, digest))
+    order = sorted(found, key=lambda d: (d.name.lower(), d.version, d.record_sha256))
     return EnvInfo(
         python=sys.version,
         platform=sysconfig.get_platform(),
-        distributions=_distributions(),
+        distributions=tuple(order),
         sources_sha256=sources_digest(package, subtree),
         module_sha256=module_sha256,
         module_error=module_error,

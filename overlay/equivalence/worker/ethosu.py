@@ -1,9 +1,5 @@
-"""Ethos-U55 / U85 lowering of a case: Vela command streams and Vela's own estimates.
-
-The backend compiles in a temporary folder that it deletes, so while a case lowers
-``vela_compile`` is wrapped to give each delegate a folder of its own and read Vela's
-summary CSV there. The bytes Vela returns are not touched.
-"""
+"""Ethos-U55 / U85 lowering of a case: Vela command streams and Vela's own estimates
+(``vela_compile`` wrapped to read each delegate's summary CSV; its bytes untouched)."""
 
 from __future__ import annotations
 

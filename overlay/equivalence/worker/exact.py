@@ -223,15 +223,15 @@ def added(sign: int) -> Callable[..., Fixed]:
     return rule
 
 
-def mul(a: Any, b: Any) -> Fixed:
-    a, b = _fixed(a, "mul"), _fixed(b, "mul")
-    return Fixed(a.ints * b.ints, (math.prod((a.per_tensor, b.per_tensor)),), bits=32)
+def multiplied(name: str, product: Callable[[Any, Any], Any]) -> Callable[..., Fixed]:
+    """A product (``mul``: 32-bit; ``matmul``: 48-bit from int16) at the scales' product."""
 
+    def rule(a: Any, b: Any) -> Fixed:
+        a, b = _fixed(a, name), _fixed(b, name)
+        wide = 48 if name == "matmul" and a.bits == 16 else 32
+        return Fixed(product(a.ints, b.ints), (a.per_tensor * b.per_tensor,), bits=wide)
 
-def matmul(a: Any, b: Any) -> Fixed:
-    a, b = _fixed(a, "matmul"), _fixed(b, "matmul")
-    wide = 48 if a.bits == 16 else 32
-    return Fixed(a.ints @ b.ints, (a.per_tensor * b.per_tensor,), bits=wide)
+    return rule
 
 
 def reduce_sum(x: Any, dims: Any = None, keepdim: bool = False) -> Fixed:
@@ -328,9 +328,9 @@ RULES: dict[Any, Callable[..., Any]] = {
     aten.clamp.default: clamped(-math.inf, math.inf),
     aten.add.Tensor: added(1),
     aten.sub.Tensor: added(-1),
-    aten.mul.Tensor: mul,
-    aten.bmm.default: matmul,
-    aten.matmul.default: matmul,
+    aten.mul.Tensor: multiplied("mul", operator.mul),
+    aten.bmm.default: multiplied("matmul", operator.matmul),
+    aten.matmul.default: multiplied("matmul", operator.matmul),
     aten.sum.dim_IntList: reduce_sum,
     aten.avg_pool2d.default: avg_pool2d,
     aten.adaptive_avg_pool2d.default: adaptive_avg_pool2d,
@@ -378,20 +378,17 @@ def evaluate(module: Any, inputs: tuple[Any, ...]) -> Evaluation:
 
     Raises :class:`NoExactRule` naming the first op the reference has no rule for.
     """
-    direct = _evaluate(module, inputs, through_int32=False)
-    if not direct.rescaled_48_bits:
-        return direct.evaluation
-    other = _evaluate(module, inputs, through_int32=True).evaluation
-    return dataclasses.replace(direct.evaluation, through_int32=other.outputs)
+    direct, rescaled_48_bits = _evaluate(module, inputs, through_int32=False)
+    if not rescaled_48_bits:
+        return direct
+    other, _ = _evaluate(module, inputs, through_int32=True)
+    return dataclasses.replace(direct, through_int32=other.outputs)
 
 
-@dataclass(frozen=True)
-class _Run:
-    evaluation: Evaluation
-    rescaled_48_bits: bool  # a quantize node took in a 48-bit accumulator
-
-
-def _evaluate(module: Any, inputs: tuple[Any, ...], *, through_int32: bool) -> _Run:
+def _evaluate(
+    module: Any, inputs: tuple[Any, ...], *, through_int32: bool
+) -> tuple[Evaluation, bool]:
+    """Return the evaluation, and whether a quantize node took in a 48-bit accumulator."""
     values: dict[Any, Any] = {}
     wide = False
     placeholders = iter(inputs)
@@ -403,7 +400,10 @@ def _evaluate(module: Any, inputs: tuple[Any, ...], *, through_int32: bool) -> _
         elif node.op == "get_attr":
             values[node] = operator.attrgetter(node.target)(module)
         elif node.op == "output":
-            outputs = tuple(_output(values[n]) for n in node.args[0])
+            found = [values[n] for n in node.args[0]]
+            if any(not isinstance(v, Fixed) or v.source is None for v in found):
+                raise NoExactRule("a graph output that is not a dequantized quantize")
+            outputs = tuple(v.source for v in found)
         else:
             args = tuple(_resolve(a, values) for a in node.args)
             kwargs = {k: _resolve(v, values) for k, v in node.kwargs.items()}
@@ -414,7 +414,7 @@ def _evaluate(module: Any, inputs: tuple[Any, ...], *, through_int32: bool) -> _
                 taps.append(Tap(node.name, _where(node), values[node], on_cpu))
             else:
                 values[node] = _call(node, args, kwargs)
-    return _Run(Evaluation(outputs, tuple(taps), _downstream(module)), wide)
+    return Evaluation(outputs, tuple(taps), _downstream(module)), wide
 
 
 def _call(node: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -441,12 +441,6 @@ def _resolve(arg: Any, values: dict[Any, Any]) -> Any:
     if isinstance(arg, list | tuple):
         return type(arg)(_resolve(a, values) for a in arg)
     return arg
-
-
-def _output(value: Any) -> Codes:
-    if not isinstance(value, Fixed) or value.source is None:
-        raise NoExactRule("a graph output that is not a dequantized quantize")
-    return value.source
 
 
 def _where(node: Any) -> str:

@@ -48,7 +48,12 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> proto
             stage = protocol.Stage.QUANTIZE
             quantizer = quantize.case_quantizer(info, compile_spec)
             reference = quantize.convert(exported, inputs, quantizer)
-            reference_exact = _exact_reference(reference, inputs)
+            try:  # the converted graph's exact evaluation, or why there is none
+                reference_exact = exact.evaluate(reference, inputs)
+            except exact.NoExactRule as exc:
+                reference_exact = str(exc)
+            except Exception as exc:  # the reference's own fault: shown, the case judged as before
+                reference_exact = f"the exact reference raised {type(exc).__name__}: {exc}"
             stage = protocol.Stage.EXPORT
             exported = torch.export.export(reference, inputs)
         with torch.no_grad():
@@ -98,16 +103,6 @@ def _ethos_u(
     return tuple(ethosu.lower(exported_float, inputs, info, target) for target in ethosu.TARGETS)
 
 
-def _exact_reference(reference: Any, inputs: tuple[Any, ...]) -> exact.Evaluation | str:
-    """Return the converted graph's exact evaluation, or why there is none."""
-    try:
-        return exact.evaluate(reference, inputs)
-    except exact.NoExactRule as exc:
-        return str(exc)
-    except Exception as exc:  # the reference's own fault: shown, and the case judged as before
-        return f"the exact reference raised {type(exc).__name__}: {exc}"
-
-
 def _for_program(reference: exact.Evaluation | str, graph: list[str]) -> exact.Evaluation | str:
     """Return the exact reference if the lowered program is one integer program, else why
     not: it models one delegate between the CPU's quantize and dequantize."""
@@ -129,13 +124,30 @@ def _tosa_numbers(
     references: tuple[tuple[Any, ...], tuple[Any, ...]],
     reference_exact: exact.Evaluation | str,
 ) -> tuple[protocol.Numerics | None, protocol.ErrorInfo | None, str]:
-    """Run the lowered program with its TOSA delegates on the reference model: its numbers,
-    or the error running it raised, or why it was not run."""
+    """Run the lowered program with its TOSA delegates on the reference model (each call's
+    TOSA bytes and inputs recorded): its numbers, the error it raised, or why it was not run."""
     if has_delegate and importlib.util.find_spec("tosa_reference_model") is None:
         return None, None, "not installed: tosa_reference_model (pip install tosa-tools)"
+    program = edge.exported_program().module()
+    programs: list[tuple[bytes, list[Any]]] = []
     try:
         with torch.no_grad():
-            got, programs = _run_lowered(edge, inputs, has_delegate)
+            if not has_delegate:
+                got = observe.as_tuple(program(*inputs))
+            else:
+                from executorch.backends.arm.test.runner_utils import (
+                    TosaReferenceModelDispatch,
+                    torch_tensor_to_numpy,
+                )
+
+                class Recording(TosaReferenceModelDispatch):  # type: ignore[misc]
+                    def _tosa_dispatch(self, lowered: Any, args: Any) -> Any:
+                        arrays = [torch_tensor_to_numpy(a) for a in args]
+                        programs.append((bytes(lowered.processed_bytes), arrays))
+                        return super()._tosa_dispatch(lowered, args)
+
+                with Recording():
+                    got = observe.as_tuple(program(*inputs))
         checked = _checked(got, reference_exact, programs)
         return observe.measure(got, *references, checked), None, ""
     except Exception as exc:
@@ -158,30 +170,6 @@ def _checked(
             check, first=departure.tosa_first_difference(reference, *programs[0])
         )
     return check
-
-
-def _run_lowered(
-    edge: Any, inputs: tuple[Any, ...], has_delegate: bool
-) -> tuple[tuple[Any, ...], list[tuple[bytes, list[Any]]]]:
-    """Run the lowered program (TOSA delegates on the reference model); return its outputs
-    and each delegate call's TOSA bytes and inputs (as the reference model takes them)."""
-    program = edge.exported_program().module()
-    if not has_delegate:
-        return observe.as_tuple(program(*inputs)), []
-    from executorch.backends.arm.test.runner_utils import (
-        TosaReferenceModelDispatch,
-        torch_tensor_to_numpy,
-    )
-
-    calls: list[tuple[bytes, list[Any]]] = []
-
-    class Recording(TosaReferenceModelDispatch):  # type: ignore[misc]
-        def _tosa_dispatch(self, lowered: Any, args: Any) -> Any:
-            calls.append((bytes(lowered.processed_bytes), [torch_tensor_to_numpy(a) for a in args]))
-            return super()._tosa_dispatch(lowered, args)
-
-    with Recording():
-        return observe.as_tuple(program(*inputs)), calls
 
 
 def _vgf(

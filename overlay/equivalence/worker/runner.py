@@ -10,7 +10,6 @@ import importlib.util
 import re
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,18 +38,6 @@ def load_file_module(path: Path) -> Any:
     return module
 
 
-def load_callable(spec: str) -> Callable[[], Any]:
-    """Resolve ``FILE.py:FUNCTION`` or ``package.module:FUNCTION`` (default ``apply_all``)."""
-    target, _, function = spec.partition(":")
-    module = load_file_module(Path(target)) if target.endswith(".py") else None
-    if module is None:
-        module = importlib.import_module(target)
-    found = getattr(module, function or "apply_all", None)
-    if not callable(found):
-        raise AttributeError(f"{target} has no function {function or 'apply_all'!r}")
-    return found  # type: ignore[no-any-return]
-
-
 @dataclass
 class UserCase:
     """One case of a user's models file."""
@@ -76,8 +63,16 @@ class TorchRunner:
         seconds = time.perf_counter() - started
         self.stock = runtime.DEFAULT.originals()
         if request.runtime_patch:
+            # FILE.py:FUNCTION or package.module:FUNCTION (default apply_all)
+            target, _, function = request.runtime_patch.partition(":")
             try:
-                patch = load_callable(request.runtime_patch)
+                is_file = target.endswith(".py")
+                module = (
+                    load_file_module(Path(target)) if is_file else importlib.import_module(target)
+                )
+                patch = getattr(module, function or "apply_all", None)
+                if not callable(patch):
+                    raise AttributeError(f"{target} has no function {function or 'apply_all'!r}")
             except (ImportError, AttributeError, SyntaxError) as exc:
                 raise InputError(f"--runtime-patch {request.runtime_patch}: {exc}") from exc
             patch()

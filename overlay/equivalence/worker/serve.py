@@ -47,23 +47,16 @@ def normalise_message(message: str) -> str:
     return message[:_MESSAGE_LIMIT]
 
 
-def _root_cause(exc: BaseException) -> BaseException:
-    """Return the innermost exception a chain of ``raise ... from`` wraps."""
-    seen = {id(exc)}
-    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
-        exc = exc.__cause__
-        seen.add(id(exc))
-    return exc
-
-
 def error_info(exc: BaseException, stage: protocol.Stage) -> protocol.ErrorInfo:
     """Return an exception as protocol data; a wrapped error leads with its root cause.
 
     executorch's pass manager re-raises a pass's error as ``Exception: An error occurred
     when running ... after the following passes: [...]``; the root cause is what differs.
     """
-    message = str(exc)
-    root = _root_cause(exc)
+    message, root, seen = str(exc), exc, {id(exc)}
+    while root.__cause__ is not None and id(root.__cause__) not in seen:  # the innermost
+        root = root.__cause__
+        seen.add(id(root))
     if root is not exc:
         message = f"{type(root).__name__}: {root}\n(raised as: {message[:300]})"
     return protocol.ErrorInfo(

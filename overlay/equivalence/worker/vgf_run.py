@@ -66,14 +66,6 @@ class Emulation:
     env: dict[str, str]
 
 
-def _layer_package() -> Path | None:
-    try:
-        import emulation_layer  # type: ignore[import-not-found,import-untyped,unused-ignore]
-    except ImportError:
-        return None
-    return Path(emulation_layer.__file__).resolve().parent / "deploy"
-
-
 def lavapipe_icd() -> str | None:
     """Return Mesa's lavapipe ICD manifest (None: not installed)."""
     for pattern in ICD_GLOBS:
@@ -104,7 +96,12 @@ def find_emulation(folder: Path) -> Emulation | str:
     """Return the tools and environment, or the reason VGF graphs cannot run here."""
     runner = shutil.which("scenario_runner") or shutil.which("scenario-runner")
     dump = shutil.which("vgf_dump")
-    deploy = _layer_package()
+    try:
+        import emulation_layer  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        deploy = None
+    else:
+        deploy = Path(emulation_layer.__file__).resolve().parent / "deploy"
     missing = [
         what
         for what, found in (
@@ -240,58 +237,47 @@ def _to_layout(data: Any, dims: tuple[int, ...]) -> Any:
     raise VgfRunError(f"input of shape {tuple(data.shape)} does not fit the graph's {dims}")
 
 
-def _from_layout(data: Any, shape: tuple[int, ...]) -> Any:
-    if tuple(data.shape) == shape:
-        return data
-    if len(shape) == 4 and data.ndim == 4:
-        nhwc = (shape[0], shape[2], shape[3], shape[1])
-        if tuple(data.shape) == nhwc:
-            return data.transpose(0, 3, 1, 2).copy()
-    return data.reshape(shape)
-
-
-def dispatch_mode(emulation: Emulation, folder: Path) -> Any:
-    """Return a TorchFunctionMode that runs every VGF delegate call with the emulation."""
+def run_program(edge: Any, inputs: tuple[Any, ...], emulation: Emulation) -> tuple[Any, ...]:
+    """Run a VGF-lowered program: CPU ops in torch, each delegate (``executorch_call_delegate``
+    of a VgfBackend module, caught by a TorchFunctionMode) on the emulation."""
     import numpy as np
     import torch
     from torch.overrides import TorchFunctionMode
 
     class VgfDispatch(TorchFunctionMode):  # type: ignore[misc]
-        """Execute ``executorch_call_delegate`` of VgfBackend modules on the emulation."""
-
-        def __init__(self) -> None:
+        def __init__(self, folder: Path) -> None:
             super().__init__()
-            self.calls = 0
+            self.folder, self.calls = folder, 0
 
         def __torch_function__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             kwargs = kwargs or {}
-            if func is torch._higher_order_ops.executorch_call_delegate:
-                lowered, inputs = args[0], args[1:]
-                if lowered.backend_id != "VgfBackend":
-                    raise VgfRunError(f"cannot run a {lowered.backend_id} delegate here")
-                self.calls += 1
-                arrays = [t.detach().contiguous().cpu().numpy() for t in inputs]
-                out = run_vgf(
-                    emulation, bytes(lowered.processed_bytes), arrays, folder / f"call{self.calls}"
-                )
-                nodes = lowered.original_module.graph.output_node().args[0]
-                results = []
-                for array, node in zip(out, nodes, strict=True):
-                    want = node.meta["val"]
-                    data = _from_layout(np.asarray(array), tuple(want.shape))
-                    results.append(torch.from_numpy(data.copy()).to(want.dtype))
-                return tuple(results)
-            return func(*args, **kwargs)
+            if func is not torch._higher_order_ops.executorch_call_delegate:
+                return func(*args, **kwargs)
+            lowered, inputs = args[0], args[1:]
+            if lowered.backend_id != "VgfBackend":
+                raise VgfRunError(f"cannot run a {lowered.backend_id} delegate here")
+            self.calls += 1
+            arrays = [t.detach().contiguous().cpu().numpy() for t in inputs]
+            vgf = bytes(lowered.processed_bytes)
+            out = run_vgf(emulation, vgf, arrays, self.folder / f"call{self.calls}")
+            nodes = lowered.original_module.graph.output_node().args[0]
+            results = []
+            for array, node in zip(out, nodes, strict=True):
+                want, data = node.meta["val"], np.asarray(array)
+                shape = tuple(want.shape)
+                if tuple(data.shape) != shape:  # NHWC back to NCHW, or a reshape
+                    nhwc = (shape[0], shape[2], shape[3], shape[1]) if len(shape) == 4 else ()
+                    if data.ndim == 4 and tuple(data.shape) == nhwc:
+                        data = data.transpose(0, 3, 1, 2).copy()
+                    else:
+                        data = data.reshape(shape)
+                results.append(torch.from_numpy(data.copy()).to(want.dtype))
+            return tuple(results)
 
-    return VgfDispatch()
-
-
-def run_program(edge: Any, inputs: tuple[Any, ...], emulation: Emulation) -> tuple[Any, ...]:
-    """Run a VGF-lowered program: CPU ops in torch, each delegate on the emulation."""
     with tempfile.TemporaryDirectory(prefix="overlay-vgf-") as tmp:
-        mode = dispatch_mode(emulation, Path(tmp))
+        mode = VgfDispatch(Path(tmp))
         program = edge.exported_program().module()
         with mode:
             out = program(*inputs)
