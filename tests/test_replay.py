@@ -12,8 +12,7 @@ from overlay.errors import TargetError
 from overlay.lines import pins
 from overlay.text.series import Patch, Series, load_series, parse_patch
 from overlay.upstream import replay, reports
-from overlay.upstream.matrix import build_matrix, matrix_of
-from overlay.upstream.releases import Release
+from overlay.upstream.releases import Release, build_matrix, matrix_of
 from overlay.upstream.replay import check_file, line_steps, try_patch
 from overlay.upstream.results import Action, Status, parse_applied_upstream
 from overlay.upstream.upstream_pins import for_series
