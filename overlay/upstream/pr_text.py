@@ -121,11 +121,10 @@ HOW_RUN = {
 def how_run(bases: Sequence[OnBase]) -> str:
     """Return how each target of the numbers ran, for the targets they hold."""
     results = [result for base in bases for result in base.target_results]
-    found = {
-        family
+    found = {  # as compared_targets names them
+        "Ethos-U" if target.startswith("ethos-u") else target.upper()
         for target, text in results
-        for family in HOW_RUN
-        if _target(target).startswith(family) and not text.startswith(NOT_DELEGATED)
+        if not text.startswith(NOT_DELEGATED)
     }
     ran = "; ".join(text for family, text in HOW_RUN.items() if family in found)
     texts = [text for _, text in results]
