@@ -14,9 +14,8 @@ from overlay.distribution.provenance import FileRecord, PatchRecord, Provenance
 from overlay.equivalence.controller.result_cache import CACHE_SCHEMA, CacheEntry, ResultCache
 from overlay.equivalence.protocol import SCHEMA_VERSION, InitReply
 from overlay.equivalence.verdict import AB, Quality
-from overlay.upstream.matrix import build_matrix
 from overlay.upstream.pin_check import SavedCheck
-from overlay.upstream.releases import Release
+from overlay.upstream.releases import Release, build_matrix
 from overlay.upstream.results import (
     REPORT_SCHEMA,
     Action,

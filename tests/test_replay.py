@@ -12,8 +12,7 @@ from overlay.errors import TargetError
 from overlay.lines import pins
 from overlay.text.series import Patch, Series, load_series, parse_patch
 from overlay.upstream import replay, reports
-from overlay.upstream.matrix import build_matrix, matrix_of
-from overlay.upstream.releases import Release
+from overlay.upstream.releases import Release, build_matrix, matrix_of
 from overlay.upstream.replay import check_file, line_steps, try_patch
 from overlay.upstream.results import Action, Status, parse_applied_upstream
 from overlay.upstream.upstream_pins import for_series
@@ -150,7 +149,7 @@ def test_the_newer_lines_patches_are_the_ports(tmp_path: Path) -> None:
 
 def test_parse_applied_upstream() -> None:
     info = parse_applied_upstream("1.3.0, commit:22867a914826e4edb0fd98614e0306076ec6f79f (PR #1)")
-    assert (info.version, info.ref) == ("1.3.0", "22867a9148")
+    assert (info.version, info.commit) == ("1.3.0", "22867a914826e4edb0fd98614e0306076ec6f79f")
     other = parse_applied_upstream("1.3.0, fixed differently by SomePass (PR #2)")
     assert (other.version, other.commit, other.note) == (
         "1.3.0",

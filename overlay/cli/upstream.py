@@ -17,7 +17,7 @@ from overlay.text.series import load_series
 from overlay.upstream import commit_rules, export, prepare, reports, suite
 from overlay.upstream.canary import canary_report, canary_run
 from overlay.upstream.gitrepo import GITHUB
-from overlay.upstream.matrix import matrix_of
+from overlay.upstream.releases import matrix_of
 from overlay.upstream.retarget import promote, retarget_verdict, run
 
 UPSTREAM_ENV = "OVERLAY_UPSTREAM_CLONE"

@@ -89,25 +89,21 @@ def arm_sources(scratch: Scratch, commit: str) -> tuple[dict[str, bytes], dict[s
 
 
 def write_shadow(dest: Path, python: Path, files: Mapping[str, bytes]) -> Path:
-    """Write ``files`` under ``dest/tree``; return a :func:`wrapper` of ``python`` whose
-    ``sitecustomize`` puts their ``backends`` first."""
+    """Write ``files`` under ``dest/tree``; return a :func:`wrapper` of ``python`` that puts
+    their ``backends`` first."""
     shutil.rmtree(dest / "tree", ignore_errors=True)  # nothing left from an earlier run
     write_files(dest / "tree", files)
-    return wrapper(dest, python, shadow_site(dest, dest / "tree" / "backends"))
+    return wrapper(dest, python, dest / "tree" / "backends")
 
 
-def shadow_site(dest: Path, backends: Path) -> Path:
-    """Write ``dest/site/sitecustomize.py`` that puts ``backends`` first; return the site."""
+def wrapper(dest: Path, python: Path, backends: Path) -> Path:
+    """Write ``dest/python``: it runs ``python`` with a ``sitecustomize`` (``dest/site``) that
+    puts ``backends`` first, the env's ``bin`` first on ``PATH`` (upstream's tests look for
+    ``model-converter`` there)."""
     site = dest / "site"
     site.mkdir(parents=True, exist_ok=True)
     shadow = str(backends.resolve())
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(shadow=shadow), encoding="utf-8")
-    return site
-
-
-def wrapper(dest: Path, python: Path, site: Path) -> Path:
-    """Write an executable that runs ``python`` with the shadow's ``sitecustomize``, the
-    env's ``bin`` first on ``PATH`` (upstream's tests look for ``model-converter`` there)."""
     script = dest / "python"
     path = f'"{site}${{PYTHONPATH:+:$PYTHONPATH}}"'  # the worker's own PYTHONPATH kept
     tools = f'PATH="{python.parent}:$PATH"'

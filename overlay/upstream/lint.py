@@ -111,7 +111,7 @@ class HookRun:
 def hook_python(dest: Path, python: Path, repo: Path) -> Path:
     """Return a folder whose ``python`` runs ``python`` with ``repo``'s ``backends/arm``
     first (the hook calls ``python``: the folder goes first on its ``PATH``)."""
-    host.wrapper(dest, python, host.shadow_site(dest, repo / "backends"))
+    host.wrapper(dest, python, repo / "backends")
     return dest
 
 

@@ -1,12 +1,11 @@
 """What a reviewer reads: the PR body, its first comment (the measurements) and the issue
-to file first, as docs/upstream.md describes them."""
+to file first, as docs/upstream.md describes them; and the sender's checklist."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 
 from overlay import fixes
 from overlay._table import markdown_table
@@ -19,8 +18,10 @@ from overlay.upstream.commit_rules import PREFIX
 from overlay.upstream.export import (
     ARM_CC,
     ISSUE_TITLE,
+    LABEL_COMMANDS,
     Export,
     dep3_paragraphs,
+    series_markers,
 )
 from overlay.upstream.results import (
     EXACT,
@@ -120,11 +121,10 @@ HOW_RUN = {
 def how_run(bases: Sequence[OnBase]) -> str:
     """Return how each target of the numbers ran, for the targets they hold."""
     results = [result for base in bases for result in base.target_results]
-    found = {
-        family
+    found = {  # as compared_targets names them
+        "Ethos-U" if target.startswith("ethos-u") else target.upper()
         for target, text in results
-        for family in HOW_RUN
-        if _target(target).startswith(family) and not text.startswith(NOT_DELEGATED)
+        if not text.startswith(NOT_DELEGATED)
     }
     ran = "; ".join(text for family, text in HOW_RUN.items() if family in found)
     texts = [text for _, text in results]
@@ -423,12 +423,71 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
     return "\n".join(lines) + "\n"
 
 
-def with_texts(
-    item: Export, patch: Patch, sub: PatchVerdict, *, release: str, torch: str
-) -> Export:
-    """Return the export with its PR body, first comment and issue draft (when no issue
-    names the bug); the checklist is added once what holds the fix back is decided."""
-    issue = "" if patch.issues else drafted_issue(patch, sub, release, torch)
-    comment = measurements(sub, release, torch)
-    body = pr_body(patch, sub, release, torch, comment)
-    return replace(item, pr_body=body, comment=comment, issue=issue)
+def checklist(
+    item: Export,
+    sub: PatchVerdict,
+    where: str,
+    branch: str,
+    stale: str = "",
+    *,
+    named_by: Sequence[int] = (),
+) -> str:
+    """Return what only a person can do before the PR is open, and what keeps it back.
+
+    ``branch``: "" where `git am` failed on main (nothing was committed to push);
+    ``stale``: why main is too old to tell whether the fix is ready there ("" when it is not);
+    ``named_by``: the patches whose text names this one's PR by a marker (``#<0007>``),
+    to be edited once it is open, as this text's own markers are once theirs are.
+    """
+    lines = [f"# Before opening the pull request for {item.stem}", ""]
+    lines += [f"- [ ] Not ready: {problem}" for problem in sub.flags]
+    lines += [f"- [ ] {stale[:1].upper()}{stale[1:]}"] if stale else []
+    lines += [
+        "- [ ] Sign the PyTorch CLA (https://code.facebook.com/cla) with the identity"
+        " of the Signed-off-by line, if not done yet.",
+        "- [ ] Read the diff and the PR text; you sign off on them (DCO).",
+        "- [ ] Open the series' PRs in the order of their numbers.",
+    ]
+    if item.issue:
+        lines.append(
+            f"- [ ] No upstream issue names this bug: open one from {item.stem}.issue.md"
+            f" (its first line is the title), then add `Fixes #N` to the PR text."
+        )
+    command = (
+        f"`git -C {where} push <your fork> {branch}`, then open the PR against"
+        f" pytorch/executorch `main` with the text of {item.stem}.pr.md."
+    )
+    if not branch:
+        push = (
+            f"- [ ] No branch to push: `git am` of {item.stem}.mbox failed on main (the"
+            " report says why); once main takes it, run the export again."
+        )
+    elif stale:  # this run's branch sits on the stale main, with whatever a local main holds
+        push = (
+            "- [ ] Once main is refreshed and the export has run again, push the branch that"
+            f" run writes (from its folder), not this one: {command}"
+        )
+    else:
+        push = f"- [ ] Push the branch (from this folder): {command}"
+    post = f"- [ ] Post {item.stem}.comment.md as the PR's first comment (the measurements)."
+    lines += [
+        push,
+        *([post] if item.comment else []),
+        "- [ ] On the open PR, comment each of these (pytorchbot sets the labels; ciflow/trunk"
+        " runs the trunk jobs, and pytorchbot takes a ciflow label only from someone with"
+        " write access: otherwise ask a cc'd Arm maintainer to add it):",
+        *(f"  - `{command}`" for command in LABEL_COMMANDS),
+        "- [ ] Run `backends/arm/scripts/pre-push` in your clone: its docgen, VGF op-support"
+        " and public API checks ran here on main's backends/arm hosted on the release's"
+        " wheel, not on a source build of executorch.",
+    ]
+    own = f"#<{item.stem[:4]}>"
+    lines += [
+        f"- [ ] After opening the PR of {n:04d}, edit this PR's text: replace #<{n:04d}> with"
+        f" that PR's number."
+        for n in series_markers(item.pr_body)
+    ]
+    lines += [
+        f"- [ ] Then edit {n:04d}'s PR text: replace {own} with this PR's number." for n in named_by
+    ]
+    return "\n".join(lines) + "\n"

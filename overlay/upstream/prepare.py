@@ -17,7 +17,6 @@ from overlay.text.applier import decode, encode
 from overlay.text.series import Patch, load_series
 from overlay.upstream import (
     behaviour,
-    checklist,
     commit_rules,
     export,
     host,
@@ -226,9 +225,12 @@ def judge(
     tree: Mapping[str, bytes] | None = None,
 ) -> tuple[PatchVerdict, export.Export]:
     """Return the fix's verdict with what holds it back, and the export with every text a
-    reviewer reads (``branch``: the repository and branch of the commit; ``tree``: the files
-    it is made on)."""
-    texts = pr_text.with_texts(item, patch, sub, release=sub.source, torch=torch)
+    reviewer reads: PR body, first comment, the issue draft where no issue names the bug,
+    the checklist (``branch``: the commit's repository and branch; ``tree``: its files)."""
+    issue = "" if patch.issues else pr_text.drafted_issue(patch, sub, sub.source, torch)
+    comment = pr_text.measurements(sub, sub.source, torch)
+    body = pr_text.pr_body(patch, sub, sub.source, torch, comment)
+    texts = replace(item, pr_body=body, comment=comment, issue=issue)
     fix = fixes.by_patch(patch.name)
     review = sub.review or Review("", None, ())
     problems = submission_problems(
@@ -240,7 +242,7 @@ def judge(
     judged = replace(
         sub, action=Action.HOLD if problems else Action.SEND, text=held, flags=problems
     )
-    listed = checklist.checklist(texts, judged, *branch, stale, named_by=named_by)
+    listed = pr_text.checklist(texts, judged, *branch, stale, named_by=named_by)
     return judged, replace(texts, checklist=listed)
 
 

@@ -151,11 +151,6 @@ class UpstreamInfo:
     commit: str | None
     note: str
 
-    @property
-    def ref(self) -> str:
-        """Return a short reference: a 10-digit commit, or nothing."""
-        return self.commit[:10] if self.commit else ""
-
 
 def parse_applied_upstream(text: str) -> UpstreamInfo:
     """Parse ``Applied-Upstream``: ``1.3.0, commit:<sha> (PR #N)`` or free text."""

@@ -46,7 +46,7 @@ def text_verdict(info: UpstreamInfo, cells: Sequence[OnBase]) -> tuple[Action, s
     """Combine the Applied-Upstream header with the patch on each release, oldest first."""
     newest, effective = cells[-1].base, cells[-1].effective
     if info.version is not None:
-        how = f" ({info.ref})" if info.ref else ""
+        how = f" ({info.commit[:10]})" if info.commit else ""
         text = f"drop: fixed upstream in {info.version}{how}"
         if info.note and not info.commit:
             text += f", {info.note}"
