@@ -12,7 +12,6 @@ from overlay.fixes.model import (
     Effect,
     Fix,
     RuntimeForm,
-    Trigger,
     UpstreamNote,
 )
 
@@ -69,25 +68,14 @@ FIX = Fix(
         ),
     },
     claims={
-        "1.2.0": (
-            Trigger(
-                "zoo_grid_warp_a16w8_intfp16",
-                Effect.FIXED,
-                "a16w8 grid warp (conv -> tanh -> grid_sample) on INT+FP+int16: stock's tanh"
-                " TABLE is all zeros (75% of the range off), right with the fix",
-            ),
-            Trigger(
-                "zoo_grid_warp_a16w8_int16",
-                Effect.FIXED,
-                "the same network on INT+int16 (and its Ethos-U55/U85 streams): stock's tanh"
-                " outputs 0, right with the fix",
-            ),
-            Trigger(
-                "grid_warp_a16w8_vgf",
-                Effect.FIXED,
-                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock's tanh outputs 0"
-                " (TOSA and executed VGF about 60% of the range off), right with the fix",
-            ),
+        "1.2.0": Effect.FIXED.triggers(
+            zoo_grid_warp_a16w8_intfp16="a16w8 grid warp (conv -> tanh -> grid_sample) on"
+            " INT+FP+int16: stock's tanh TABLE is all zeros (75% of the range off), right with"
+            " the fix",
+            zoo_grid_warp_a16w8_int16="the same network on INT+int16 (and its Ethos-U55/U85"
+            " streams): stock's tanh outputs 0, right with the fix",
+            grid_warp_a16w8_vgf="VGF a16w8 conv -> tanh -> permute -> grid_sample: stock's tanh"
+            " outputs 0 (TOSA and executed VGF about 60% of the range off), right with the fix",
         ),
     },
     divergences={

@@ -8,6 +8,7 @@ import importlib.metadata
 import re
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +16,7 @@ from overlay import lines
 from overlay._cache import cache_dir
 from overlay._files import write_text_atomic
 from overlay.errors import RuntimePatchError
-from overlay.fixes.model import (
-    Case,
-    Effect,
-    Fix,
-    PullRequest,
-    RuntimeForm,
-    Trigger,
-    UpstreamNote,
-)
-from overlay.items import CaseInfo
+from overlay.fixes.model import Effect, Fix, PullRequest, RuntimeForm, UpstreamNote, case
 from overlay.lines.listing import read_series_names, read_text
 
 NUMBER = 8
@@ -246,10 +238,8 @@ INT8_MODEL = (
 )
 
 
-def _case(name: str, spec: str, note: str, model: str, build: Callable[[], Any]) -> Case:
-    """A VGF case of this fix, fast, quantised by its builder or not at all."""
-    info = CaseInfo(name, spec, None, fast=True, note=note, targets_vgf=True, model=model)
-    return Case(info, build)
+# a VGF case of this fix, fast, quantised by its builder or not at all
+_case = partial(case, quantize=None, fast=True, targets_vgf=True)
 
 
 def _ties(padding: str, corners: str = "") -> str:
@@ -262,44 +252,41 @@ CASES = (
         _case(
             f"grid_sample_nearest_{padding}_fp",
             "TOSA-1.0+FP",
-            f"{FP_NOTE}, {padding} padding",
-            f"{_ties(padding)}, x 1x4x8x8, grid 1x2x14x2 on exact ties in and outside the image",
-            nearest_ties_fp(padding),
-        )
+            note=f"{FP_NOTE}, {padding} padding",
+            model=f"{_ties(padding)}, x 1x4x8x8, grid 1x2x14x2 on exact ties in and outside the"
+            " image",
+        )(nearest_ties_fp(padding))
         for padding in ("zeros", "border", "reflection")
     ),
     *(
         _case(
             f"grid_sample_nearest_{padding}_align_corners_fp",
             "TOSA-1.0+FP",
-            f"{FP_NOTE}, {padding} padding, align_corners=True",
-            _ties(padding, ALIGNED[0]) + ALIGNED[1],
-            nearest_ties_fp(padding, align_corners=True),
-        )
+            note=f"{FP_NOTE}, {padding} padding, align_corners=True",
+            model=_ties(padding, ALIGNED[0]) + ALIGNED[1],
+        )(nearest_ties_fp(padding, align_corners=True))
         for padding in ("border", "zeros")
     ),
     _case(
         "grid_sample_nearest_downsample_2x_fp",
         "TOSA-1.0+FP",
-        "2x nearest downsampling (the identity grid of half the size), float: every output a tie",
-        "`F.grid_sample(x, F.affine_grid(identity, [1, 4, 4, 4]), mode='nearest')`,"
+        note="2x nearest downsampling (the identity grid of half the size), float: every output"
+        " a tie",
+        model="`F.grid_sample(x, F.affine_grid(identity, [1, 4, 4, 4]), mode='nearest')`,"
         " x 1x4x8x8 (2x downsampling: every output on a tie)",
-        nearest_downsample_2x,
-    ),
+    )(nearest_downsample_2x),
     _case(
         "grid_sample_nearest_reflection_int8_intfp",
         "TOSA-1.0+INT+FP",
-        f"{INT8_NOTE} sampler shader, reflection padding",
-        f"{_ties('reflection')}, x 1x4x8x8, grid 1x4x8x2{INT8_MODEL}",
-        nearest_ties_int8("reflection"),
-    ),
+        note=f"{INT8_NOTE} sampler shader, reflection padding",
+        model=f"{_ties('reflection')}, x 1x4x8x8, grid 1x4x8x2{INT8_MODEL}",
+    )(nearest_ties_int8("reflection")),
     _case(
         "grid_sample_nearest_zeros_align_corners_int8_intfp",
         "TOSA-1.0+INT+FP",
-        f"{INT8_NOTE} align_corners sampler shader, zeros padding",
-        f"{_ties('zeros', ALIGNED[0])}, x 1x4x9x9, grid 1x4x8x2{INT8_MODEL}",
-        nearest_ties_int8("zeros", align_corners=True),
-    ),
+        note=f"{INT8_NOTE} align_corners sampler shader, zeros padding",
+        model=f"{_ties('zeros', ALIGNED[0])}, x 1x4x9x9, grid 1x4x8x2{INT8_MODEL}",
+    )(nearest_ties_int8("zeros", align_corners=True)),
 )
 
 WHY = (
@@ -322,36 +309,19 @@ FIX = Fix(
         ),
     },
     claims={
-        "1.5.1": (
-            *(
-                Trigger(f"grid_sample_nearest_{padding}_fp", Effect.FIXED, f"{WHY} ({padding})")
+        "1.5.1": Effect.FIXED.triggers(
+            **{
+                f"grid_sample_nearest_{padding}_fp": f"{WHY} ({padding})"
                 for padding in ("zeros", "border", "reflection")
-            ),
-            Trigger(
-                "grid_sample_nearest_border_align_corners_fp",
-                Effect.FIXED,
-                f"{WHY}, with align_corners=True as well",
-            ),
-            Trigger(
-                "grid_sample_nearest_downsample_2x_fp",
-                Effect.FIXED,
-                f"{WHY}: 2x downsampling reads the odd texels, PyTorch the even ones",
-            ),
-            Trigger(
-                "grid_sample_nearest_reflection_int8_intfp",
-                Effect.FIXED,
-                f"the int8 sampler shader: {WHY}",
-            ),
-            Trigger(
-                "grid_sample_nearest_zeros_align_corners_fp",
-                Effect.FIXED,
-                f"{WHY}, with align_corners=True and zeros padding",
-            ),
-            Trigger(
-                "grid_sample_nearest_zeros_align_corners_int8_intfp",
-                Effect.FIXED,
-                f"the int8 align_corners sampler shader: {WHY}",
-            ),
+            },
+            grid_sample_nearest_border_align_corners_fp=f"{WHY}, with align_corners=True as well",
+            grid_sample_nearest_downsample_2x_fp=f"{WHY}: 2x downsampling reads the odd texels,"
+            " PyTorch the even ones",
+            grid_sample_nearest_reflection_int8_intfp=f"the int8 sampler shader: {WHY}",
+            grid_sample_nearest_zeros_align_corners_fp=f"{WHY}, with align_corners=True and zeros"
+            " padding",
+            grid_sample_nearest_zeros_align_corners_int8_intfp=f"the int8 align_corners sampler"
+            f" shader: {WHY}",
         ),
     },
     cases=CASES,

@@ -24,6 +24,10 @@ class Effect(enum.StrEnum):
     REGRESSION = "regression"
     CHANGED = "changed"
 
+    def triggers(self, **why: str) -> tuple[Trigger, ...]:
+        """Return one claim of this effect per case: ``Effect.FIXED.triggers(case_name="why")``."""
+        return tuple(Trigger(case, self, text) for case, text in why.items())
+
 
 def public_release(version: str) -> str | None:
     """Return the public release of ``version`` (``1.2.0+armfix.a`` -> ``1.2.0``; None: invalid)."""
@@ -90,12 +94,20 @@ class DiffOnly:
         return f"diff only: {self.reason}"
 
 
+CaseBuild = Callable[[], tuple[Any, tuple[Any, ...]]]  # -> (module, inputs)
+
+
 @dataclass(frozen=True)
 class Case:
     """A corpus case the fix brings; ``build`` runs in a worker and imports torch inside."""
 
     info: CaseInfo
-    build: Callable[[], tuple[Any, tuple[Any, ...]]] = dataclasses.field(repr=False)
+    build: CaseBuild = dataclasses.field(repr=False)
+
+
+def case(name: str, spec: str, quantize: str | None, **info: Any) -> Callable[[CaseBuild], Case]:
+    """Declare a builder a case of its fix: ``@case("name", "TOSA-1.0+FP", None, fast=True)``."""
+    return lambda build: Case(CaseInfo(name, spec, quantize, **info), build)
 
 
 @dataclass(frozen=True)
