@@ -1,9 +1,4 @@
-"""The fix registry: one module per fix, ``overlay/fixes/fNNNN_<slug>.py`` (docs/fixes.md).
-
-Example: ``triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")``.
-Becomes: ``[(fix 1, its FIXED trigger claimed on 1.5.1)]`` (a claim holds for the public
-release it was measured on); on ``1.2.0`` nothing.
-"""
+"""The fix registry: one module per fix, ``overlay/fixes/fNNNN_<slug>.py`` (docs/fixes.md)."""
 
 from __future__ import annotations
 

@@ -13,11 +13,17 @@ from overlay.fixes.model import (
     Fix,
     Probe,
     PullRequest,
-    RuntimeForm,
     UpstreamNote,
+    runtime_form,
 )
 
+FOLD_PASS = "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py"
+QUANTIZER_SUPPORT = "backends/arm/quantizer/quantizer_support.py"
+GRID_SAMPLER_TESTS = "backends/arm/test/ops/test_grid_sampler.py"
+REWRITE_TESTS = "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py"
 
+
+@runtime_form(FOLD_PASS, "FoldAndAnnotateQParamsPass", "is_foldable")
 def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``FoldAndAnnotateQParamsPass.is_foldable``."""
     import torch
@@ -76,6 +82,7 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     return staticmethod(is_foldable)
 
 
+@runtime_form(QUANTIZER_SUPPORT, "", "TOSA_QUANTIZER_SUPPORT_DICT")
 def check_grid_sampler_qspecs(module: Any, original: Any) -> Any:
     """Build 1.5.1's ``TOSA_QUANTIZER_SUPPORT_DICT`` with a pattern check for grid_sampler."""
     import torch
@@ -147,10 +154,6 @@ def foldable_add(dtype: str, *, dequantize: bool) -> bool:
     return bool(FoldAndAnnotateQParamsPass.is_foldable(add))
 
 
-FOLD_PASS = "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py"
-QUANTIZER_SUPPORT = "backends/arm/quantizer/quantizer_support.py"
-GRID_SAMPLER_TESTS = "backends/arm/test/ops/test_grid_sampler.py"
-REWRITE_TESTS = "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py"
 FOLD_PROBES = (  # is_foldable.<name>, what it shows, the quantize's dtype, a dequantize after it
     ("int16_output_quantize", "fix 1: add -> int16 quantize -> graph output", "int16", False),
     ("int8_output_quantize", "fix 1 control: add -> int8 quantize -> output", "int8", False),
@@ -168,12 +171,8 @@ FIX = Fix(
         REWRITE_TESTS,
     ),
     runtime={
-        "1.2.0": RuntimeForm(
-            FOLD_PASS, "FoldAndAnnotateQParamsPass", "is_foldable", keep_terminal_int16_quantize
-        ),
-        "1.5.1": RuntimeForm(
-            QUANTIZER_SUPPORT, "", "TOSA_QUANTIZER_SUPPORT_DICT", check_grid_sampler_qspecs
-        ),
+        "1.2.0": keep_terminal_int16_quantize,
+        "1.5.1": check_grid_sampler_qspecs,
     },
     claims={
         "1.2.0": Effect.CHANGED.triggers(

@@ -6,11 +6,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, Probe, RuntimeForm, UpstreamNote, case
+from overlay.fixes.model import Effect, Fix, Probe, UpstreamNote, case, runtime_form
 
 ANNOTATOR = "backends/arm/quantizer/quantization_annotator.py"
 
 
+@runtime_form(ANNOTATOR, "", "get_quant_properties")
 def skip_factory_op_annotation(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``quantization_annotator.get_quant_properties``."""
     import torch
@@ -98,7 +99,7 @@ FIX = Fix(
     title="leave factory op outputs unannotated",
     repo_paths=(ANNOTATOR,),
     runtime={
-        "1.2.0": RuntimeForm(ANNOTATOR, "", "get_quant_properties", skip_factory_op_annotation),
+        "1.2.0": skip_factory_op_annotation,
     },
     claims={
         "1.2.0": Effect.CHANGED.triggers(

@@ -14,12 +14,15 @@ from overlay.fixes.model import (
     Fix,
     Probe,
     PullRequest,
-    RuntimeForm,
     UpstreamNote,
     case,
+    runtime_form,
 )
 
+CONV_PASS = "backends/arm/_passes/rewrite_conv_pass.py"
 
+
+@runtime_form(CONV_PASS, "RewriteConvPass", "insert_output_rescale")
 def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``RewriteConvPass.insert_output_rescale``."""
     get_output_qparams = module.get_output_qparams
@@ -79,6 +82,7 @@ def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
     return insert_output_rescale
 
 
+@runtime_form(CONV_PASS, "RewriteConvPass", "insert_output_rescale")
 def clamp_at_fused_activation_qmin(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``RewriteConvPass.insert_output_rescale``."""
     import torch
@@ -128,9 +132,6 @@ def clamp_at_fused_activation_qmin(module: Any, original: Any) -> Any:
         return clamp_node, clamp_fake
 
     return insert_output_rescale
-
-
-CONV_PASS = "backends/arm/_passes/rewrite_conv_pass.py"
 
 
 @case(
@@ -217,12 +218,8 @@ FIX = Fix(
         "backends/arm/test/passes/test_rewrite_conv_pass.py",
     ),
     runtime={
-        "1.2.0": RuntimeForm(
-            CONV_PASS, "RewriteConvPass", "insert_output_rescale", conv_rescale_qparams_from_source
-        ),
-        "1.5.1": RuntimeForm(
-            CONV_PASS, "RewriteConvPass", "insert_output_rescale", clamp_at_fused_activation_qmin
-        ),
+        "1.2.0": conv_rescale_qparams_from_source,
+        "1.5.1": clamp_at_fused_activation_qmin,
     },
     claims={
         "1.2.0": Effect.FIXED.triggers(

@@ -6,11 +6,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, Probe, RuntimeForm, UpstreamNote, case
+from overlay.fixes.model import Effect, Fix, Probe, UpstreamNote, case, runtime_form
 
 MEMORY_FORMAT_PASS = "backends/arm/_passes/to_tosa_memory_format_pass.py"
 
 
+@runtime_form(MEMORY_FORMAT_PASS, "ToTosaMemoryFormatPass", "insert_input_transpose")
 def distinct_output_transpose_slots(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``ToTosaMemoryFormatPass.insert_input_transpose``."""
     exir_ops = module.exir_ops
@@ -111,12 +112,7 @@ FIX = Fix(
     title="one transpose per duplicated graph output slot",
     repo_paths=(MEMORY_FORMAT_PASS,),
     runtime={
-        "1.2.0": RuntimeForm(
-            MEMORY_FORMAT_PASS,
-            "ToTosaMemoryFormatPass",
-            "insert_input_transpose",
-            distinct_output_transpose_slots,
-        ),
+        "1.2.0": distinct_output_transpose_slots,
     },
     claims={
         "1.2.0": Effect.FIXED.triggers(

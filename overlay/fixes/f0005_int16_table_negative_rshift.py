@@ -11,13 +11,14 @@ from overlay.fixes.model import (
     Divergence,
     Effect,
     Fix,
-    RuntimeForm,
     UpstreamNote,
+    runtime_form,
 )
 
 TABLE_OPS = "backends/arm/_passes/insert_table_ops.py"
 
 
+@runtime_form(TABLE_OPS, "InsertTableOpsPass", "generate_16_bit_table_values")
 def int16_table_nonnegative_rshift(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``InsertTableOpsPass.generate_16_bit_table_values``."""
     import torch
@@ -60,12 +61,7 @@ FIX = Fix(
     title="int16 TABLE lookup values without a negative right shift (upstream 9c7fba0e9b)",
     repo_paths=(TABLE_OPS, "backends/arm/test/ops/test_sigmoid_32bit.py"),
     runtime={
-        "1.2.0": RuntimeForm(
-            TABLE_OPS,
-            "InsertTableOpsPass",
-            "generate_16_bit_table_values",
-            int16_table_nonnegative_rshift,
-        ),
+        "1.2.0": int16_table_nonnegative_rshift,
     },
     claims={
         "1.2.0": Effect.FIXED.triggers(

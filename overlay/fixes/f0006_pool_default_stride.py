@@ -11,15 +11,16 @@ from overlay.fixes.model import (
     Effect,
     ErrorSignature,
     Fix,
-    RuntimeForm,
     UpstreamNote,
     case,
+    runtime_form,
 )
 
 SUPPORT = "backends/arm/operator_support/pool_2d_support.py"
 DECOMPOSE = "backends/arm/_passes/decompose_maxpool2d_with_dilation_pass.py"
 
 
+@runtime_form(SUPPORT, "MaxPool2dSupported", "is_node_tosa_supported")
 def max_pool2d_support_default_stride(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``MaxPool2dSupported.is_node_tosa_supported``."""
     dilation_check = module.dilation_check
@@ -65,6 +66,7 @@ def max_pool2d_support_default_stride(module: Any, original: Any) -> Any:
     return is_node_tosa_supported
 
 
+@runtime_form(DECOMPOSE, "DecomposeMaxPool2dPass", "call_operator")
 def max_pool2d_pass_default_stride(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``DecomposeMaxPool2dPass.call_operator``."""
     edge_ops = module.EDGE_MAXPOOL2D
@@ -115,15 +117,8 @@ FIX = Fix(
     repo_paths=(SUPPORT, DECOMPOSE),
     runtime={
         "1.2.0": (
-            RuntimeForm(
-                SUPPORT,
-                "MaxPool2dSupported",
-                "is_node_tosa_supported",
-                max_pool2d_support_default_stride,
-            ),
-            RuntimeForm(
-                DECOMPOSE, "DecomposeMaxPool2dPass", "call_operator", max_pool2d_pass_default_stride
-            ),
+            max_pool2d_support_default_stride,
+            max_pool2d_pass_default_stride,
         ),
     },
     claims={

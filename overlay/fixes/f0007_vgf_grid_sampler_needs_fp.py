@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.fixes.model import Effect, Fix, PullRequest, RuntimeForm, UpstreamNote, case
+from overlay.fixes.model import Effect, Fix, PullRequest, UpstreamNote, case, runtime_form
 
 PARTITIONER = "backends/arm/vgf/partitioner.py"
 
 
+@runtime_form(PARTITIONER, "VgfPartitioner", "__init__")
 def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``VgfPartitioner.__init__``."""
     grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
@@ -115,9 +116,7 @@ FIX = Fix(
     title="VGF partitions grid_sample only where the TOSA spec has FP",
     repo_paths=(PARTITIONER, "backends/arm/test/misc/test_multiple_delegates.py"),
     runtime={
-        "1.5.1": RuntimeForm(
-            PARTITIONER, "VgfPartitioner", "__init__", partition_grid_sampler_only_with_fp
-        ),
+        "1.5.1": partition_grid_sampler_only_with_fp,
     },
     claims={
         "1.5.1": Effect.FIXED.triggers(

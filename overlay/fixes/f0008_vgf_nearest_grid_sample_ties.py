@@ -16,7 +16,7 @@ from overlay import lines
 from overlay._cache import cache_dir
 from overlay._files import write_text_atomic
 from overlay.errors import RuntimePatchError
-from overlay.fixes.model import Effect, Fix, PullRequest, RuntimeForm, UpstreamNote, case
+from overlay.fixes.model import Effect, Fix, PullRequest, UpstreamNote, case, runtime_form
 from overlay.lines.listing import read_series_names, read_text
 
 NUMBER = 8
@@ -90,6 +90,7 @@ def _shipped_shaders() -> dict[str, Path]:
     return found
 
 
+@runtime_form(SHADER_FILE, "", "_sampler_shader_file")
 def sample_nearest_at_pytorchs_texel(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``_sampler_shader_file`` (the shaders: the line's patch)."""
     shaders = _shipped_shaders()
@@ -304,9 +305,7 @@ FIX = Fix(
         *(f"{SHADERS}/{stem}{suffix}" for stem in NEAREST.values() for suffix in (".glsl", BINARY)),
     ),
     runtime={
-        "1.5.1": RuntimeForm(
-            SHADER_FILE, "", "_sampler_shader_file", sample_nearest_at_pytorchs_texel
-        ),
+        "1.5.1": sample_nearest_at_pytorchs_texel,
     },
     claims={
         "1.5.1": Effect.FIXED.triggers(

@@ -82,6 +82,11 @@ class RuntimeForm:
         return f"{self.owner}.{self.attribute}" if self.owner else self.attribute
 
 
+def runtime_form(repo_path: str, owner: str, attribute: str) -> Callable[[Builder], RuntimeForm]:
+    """Declare a builder a runtime form: ``@runtime_form(path, "Owner", "attribute")``."""
+    return lambda build: RuntimeForm(repo_path, owner, attribute, build)
+
+
 @dataclass(frozen=True)
 class DiffOnly:
     """A line carries the fix with no runtime form: the diff-patched build is its only form."""
@@ -121,13 +126,7 @@ class Probe:
 
 @dataclass(frozen=True)
 class PullRequest:
-    """An upstream pull request a fix cites: its number, title and author's GitHub handle.
-
-    Example: ``PullRequest(21974, "Arm backend: Fuse quantized activations by setting qmin
-    to zp", "SaoirseARM")``.
-    Becomes: ``#21974 (Arm backend: Fuse ..., @SaoirseARM)`` in the PR text, and
-    ``@SaoirseARM`` in its cc line.
-    """
+    """An upstream pull request a fix cites (the PR text names it and cc's its author)."""
 
     number: int
     title: str
@@ -179,12 +178,6 @@ class Divergence:
     Every condition must hold (docs/equivalence.md, "Declared differences are rules"):
     ``spec_has``/``spec_lacks`` features of the TOSA spec, ``quantize`` ("": any), one of
     ``involves`` named by a lowered graph or (b)'s error, and (b) showing ``other``.
-
-    Example: fix 1 on 1.2.0: IMPROVEMENT, ``spec_has=("INT", "int16")``,
-    ``spec_lacks=("FP",)``, ``other=(ErrorSignature("TosaValueError", "doesn't support
-    torch.float32"),)``.
-    Becomes: any case on TOSA-1.0+INT+int16 where the runtime patch raises that error and
-    the diffs lower and are not wrong reads "improved (fix 1: <name>)".
     """
 
     name: str
