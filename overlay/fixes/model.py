@@ -232,19 +232,9 @@ class Fix:
             for trigger in triggers
         )
 
-    def rules(self, line: str) -> tuple[Divergence, ...]:
-        """Return the divergences declared for ``line``, each naming this fix."""
-        return tuple(
-            dataclasses.replace(d, fix=self.number) for d in self.divergences.get(line, ())
-        )
-
     def runtime_forms(self, line: str) -> tuple[RuntimeForm, ...]:
         """Return the runtime forms written for ``line`` (none: no entry, or diff only)."""
         form = self.runtime.get(line)
         if isinstance(form, RuntimeForm):
             return (form,)
         return () if form is None or isinstance(form, DiffOnly) else form
-
-    def releases(self) -> set[str]:
-        """Return every release key the module uses (claims, runtime forms, divergences)."""
-        return {*self.claims, *self.runtime, *self.divergences}
