@@ -121,17 +121,12 @@ FIX = Fix(
         ),
     },
     cases=(equal_constants,),
-    probes=(
-        Probe(
-            "insert_input_transpose.duplicated_output",
-            "fix 4: one node twice in the output tuple",
-            partial(output_transposes, duplicated=True),
-        ),
-        Probe(
-            "insert_input_transpose.single_output",
-            "fix 4 control: plain output",
-            partial(output_transposes, duplicated=False),
-        ),
+    probes=tuple(
+        Probe(f"insert_input_transpose.{name}", what, partial(output_transposes, duplicated=twice))
+        for name, what, twice in (
+            ("duplicated_output", "fix 4: one node twice in the output tuple", True),
+            ("single_output", "fix 4 control: plain output", False),
+        )
     ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/passes/test_ensure_unique_output_nodes_pass.py",

@@ -78,12 +78,8 @@ def grid_warp() -> tuple[Any, tuple[Any, ...]]:
     " linspace(-1, 1) (upstream's FlowOffsetSamplerChain)",
 )
 def flow_offset_warp() -> tuple[Any, tuple[Any, ...]]:
-    """Build ``flow_offset_warp_snorm_vgf_int``: upstream's ``FlowOffsetSamplerChain``.
-
-    ``relu(grid_sample(relu(image), (base_grid + flow[:, :2]).permute(0, 2, 3, 1)))``, the
-    canonical pattern of ``FuseGridSamplerFlowOffsetPass`` (base grid: the ``cat`` of two
-    ``linspace``; bilinear, border, align_corners), with its test's inputs.
-    """
+    """Build upstream's ``FlowOffsetSamplerChain`` (the canonical pattern of
+    ``FuseGridSamplerFlowOffsetPass``; bilinear, border, align_corners) with its test's inputs."""
     import torch
 
     class FlowOffsetSamplerChain(torch.nn.Module):

@@ -159,17 +159,6 @@ def _ties_grid(align_corners: bool, size: int) -> Any:
     return grid
 
 
-def nearest_ties_fp(padding: str, align_corners: bool = False) -> Callable[[], Any]:
-    """Return the builder of a float nearest case: the reproducer's ties, ``padding``."""
-
-    def build() -> tuple[Any, tuple[Any, ...]]:
-        size = 9 if align_corners else 8
-        inputs = (_image(size), _ties_grid(align_corners, size))
-        return _sample(padding, align_corners), inputs
-
-    return build
-
-
 def nearest_downsample_2x() -> tuple[Any, tuple[Any, ...]]:
     """Build a 2x nearest downsampling: the identity grid of half the image's size.
 
@@ -244,6 +233,11 @@ def _ties_case(padding: str, align_corners: bool = False, *, int8: bool = False)
             model=f"{ties}, {image}, grid 1x4x8x2, quantised by `VgfQuantizer` with"
             " `get_symmetric_quantization_config()`, the grid's q/dq then set to scale 2^-6",
         )(nearest_ties_int8(padding, align_corners))
+
+    def build() -> tuple[Any, tuple[Any, ...]]:  # float: the reproducer's ties
+        size = 9 if align_corners else 8
+        return _sample(padding, align_corners), (_image(size), _ties_grid(align_corners, size))
+
     return _case(
         f"{name}_fp",
         "TOSA-1.0+FP",
@@ -251,7 +245,7 @@ def _ties_case(padding: str, align_corners: bool = False, *, int8: bool = False)
         f" the image (the reproducer), float, {padding} padding{corners}",
         model=f"{ties}, {image}, grid 1x2x14x2 on exact ties"
         + ("" if align_corners else " in and outside the image"),
-    )(nearest_ties_fp(padding, align_corners))
+    )(build)
 
 
 CASES = (
