@@ -618,7 +618,7 @@ def test_fix_8_picks_the_nearest_shaders_from_the_cache_for_nearest_only(
     def original(sampler_vk_format: str | None, align_corners: bool) -> str:
         return f"stock {sampler_vk_format} {align_corners}"
 
-    chosen = nearest.sample_nearest_at_pytorchs_texel(module, original)
+    chosen = nearest.sample_nearest_at_pytorchs_texel.build(module, original)
 
     def payload(interpolation_mode: int, fmt: str, align_corners: bool) -> str:
         return str(chosen(fmt, align_corners=align_corners))  # as 1.5.1 calls it: no mode

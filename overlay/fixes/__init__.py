@@ -1,12 +1,8 @@
-"""The fix registry: one module per fix, ``overlay/fixes/fNNNN_<slug>.py`` (docs/fixes.md).
-
-Example: ``triggers_of("grid_warp_a16w8_vgf", "1.5.1+armfix.a")``.
-Becomes: ``[(fix 1, its FIXED trigger claimed on 1.5.1)]`` (a claim holds for the public
-release it was measured on); on ``1.2.0`` nothing.
-"""
+"""The fix registry: one module per fix, ``overlay/fixes/fNNNN_<slug>.py`` (docs/fixes.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 import re
@@ -67,9 +63,9 @@ class Registry:
 
     def by_number(self, number: int) -> Fix:
         """Return fix ``number``."""
-        for fix in self.fixes:
-            if fix.number == number:
-                return fix
+        fix = next((fix for fix in self.fixes if fix.number == number), None)
+        if fix is not None:
+            return fix
         raise OverlayError(
             f"there is no fix {number}",
             expected=", ".join(str(f.number) for f in self.fixes),
@@ -92,14 +88,15 @@ class Registry:
         ]
 
     def divergences(self, version: str | None = None) -> tuple[Divergence, ...]:
-        """Return the divergence rules declared for the line of ``version`` (None: every line)."""
+        """Return the divergence rules declared for the line of ``version`` (None: every line),
+        each naming its fix."""
         release = None if version is None else public_release(version)
         return tuple(
-            rule
+            dataclasses.replace(rule, fix=fix.number)
             for fix in self.fixes
-            for line in fix.divergences
+            for line, rules in fix.divergences.items()
             if version is None or public_release(line) == release
-            for rule in fix.rules(line)
+            for rule in rules
         )
 
     def _carried(self, line: Line) -> tuple[list[Fix], list[str]]:
@@ -160,7 +157,7 @@ class Registry:
 def _fix_problems(fix: Fix, lines: set[str], carriers: set[str]) -> list[str]:
     """Return the problems of one fix module: its release keys and runtime forms."""
     found = []
-    for release in sorted(fix.releases()):
+    for release in sorted({*fix.claims, *fix.runtime, *fix.divergences}):
         if public_release(release) != release:
             found.append(f"fix {fix.number}: {release!r} is not a release such as 1.2.0")
     for release in sorted({*fix.runtime, *fix.divergences}):

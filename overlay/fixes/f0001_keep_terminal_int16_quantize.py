@@ -13,12 +13,17 @@ from overlay.fixes.model import (
     Fix,
     Probe,
     PullRequest,
-    RuntimeForm,
-    Trigger,
     UpstreamNote,
+    runtime_form,
 )
 
+FOLD_PASS = "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py"
+QUANTIZER_SUPPORT = "backends/arm/quantizer/quantizer_support.py"
+GRID_SAMPLER_TESTS = "backends/arm/test/ops/test_grid_sampler.py"
+REWRITE_TESTS = "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py"
 
+
+@runtime_form(FOLD_PASS, "FoldAndAnnotateQParamsPass", "is_foldable")
 def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``FoldAndAnnotateQParamsPass.is_foldable``."""
     import torch
@@ -77,6 +82,7 @@ def keep_terminal_int16_quantize(module: Any, original: Any) -> Any:
     return staticmethod(is_foldable)
 
 
+@runtime_form(QUANTIZER_SUPPORT, "", "TOSA_QUANTIZER_SUPPORT_DICT")
 def check_grid_sampler_qspecs(module: Any, original: Any) -> Any:
     """Build 1.5.1's ``TOSA_QUANTIZER_SUPPORT_DICT`` with a pattern check for grid_sampler."""
     import torch
@@ -148,10 +154,11 @@ def foldable_add(dtype: str, *, dequantize: bool) -> bool:
     return bool(FoldAndAnnotateQParamsPass.is_foldable(add))
 
 
-FOLD_PASS = "backends/arm/_passes/fold_qdq_with_annotated_qparams_pass.py"
-QUANTIZER_SUPPORT = "backends/arm/quantizer/quantizer_support.py"
-GRID_SAMPLER_TESTS = "backends/arm/test/ops/test_grid_sampler.py"
-REWRITE_TESTS = "backends/arm/test/passes/test_rewrite_grid_sampler_to_tosa_custom_pass.py"
+FOLD_PROBES = (  # is_foldable.<name>, what it shows, the quantize's dtype, a dequantize after it
+    ("int16_output_quantize", "fix 1: add -> int16 quantize -> graph output", "int16", False),
+    ("int8_output_quantize", "fix 1 control: add -> int8 quantize -> output", "int8", False),
+    ("int16_quantize_then_dequantize", "fix 1 control: int16 q -> dq -> output", "int16", True),
+)
 
 
 FIX = Fix(
@@ -164,45 +171,27 @@ FIX = Fix(
         REWRITE_TESTS,
     ),
     runtime={
-        "1.2.0": RuntimeForm(
-            FOLD_PASS, "FoldAndAnnotateQParamsPass", "is_foldable", keep_terminal_int16_quantize
-        ),
-        "1.5.1": RuntimeForm(
-            QUANTIZER_SUPPORT, "", "TOSA_QUANTIZER_SUPPORT_DICT", check_grid_sampler_qspecs
-        ),
+        "1.2.0": keep_terminal_int16_quantize,
+        "1.5.1": check_grid_sampler_qspecs,
     },
     claims={
-        "1.2.0": (
-            Trigger(
-                "int16_quantize_output",
-                Effect.CHANGED,
-                "a16w8 conv whose graph ends in its int16 quantize (output dequantize removed):"
-                " the quantize stays explicit, the TOSA payload changes, both outputs are right",
-            ),
-            Trigger(
-                "zoo_grid_warp_int16_grid_intfp16",
-                Effect.CHANGED,
-                "the seed's deployment: a conv branch's grid positions leave the graph as int16"
-                " (INT+FP+int16): the quantize stays explicit, TOSA and VGF payloads change,"
-                " the executed VGF and TOSA outputs are bit-identical to stock's",
-            ),
+        "1.2.0": Effect.CHANGED.triggers(
+            int16_quantize_output="a16w8 conv whose graph ends in its int16 quantize (output"
+            " dequantize removed): the quantize stays explicit, the TOSA payload changes, both"
+            " outputs are right",
+            zoo_grid_warp_int16_grid_intfp16="the seed's deployment: a conv branch's grid"
+            " positions leave the graph as int16 (INT+FP+int16): the quantize stays explicit,"
+            " TOSA and VGF payloads change, the executed VGF and TOSA outputs are bit-identical"
+            " to stock's",
         ),
-        "1.5.1": (
-            Trigger(
-                "grid_warp_a16w8_vgf",
-                Effect.FIXED,
-                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock marks the sampler"
-                " quantized without qspecs and folds the int16 q/dq around it, the folded grid"
-                " stays quantized and the grid-sampler rewrite refuses it; with the fix the"
-                " sampler is left unquantized, keeps its q/dq and runs in float",
-            ),
-            Trigger(
-                "zoo_grid_warp_a16w8_intfp16",
-                Effect.FIXED,
-                "the zoo grid warp, a16w8 for VGF: stock lowers, and its shader reads the"
-                " folded int16 image as float32 (executed output all zeros); with the fix the"
-                " sampler is left unquantized and runs in float",
-            ),
+        "1.5.1": Effect.FIXED.triggers(
+            grid_warp_a16w8_vgf="VGF a16w8 conv -> tanh -> permute -> grid_sample: stock marks"
+            " the sampler quantized without qspecs and folds the int16 q/dq around it, the folded"
+            " grid stays quantized and the grid-sampler rewrite refuses it; with the fix the"
+            " sampler is left unquantized, keeps its q/dq and runs in float",
+            zoo_grid_warp_a16w8_intfp16="the zoo grid warp, a16w8 for VGF: stock lowers, and its"
+            " shader reads the folded int16 image as float32 (executed output all zeros); with"
+            " the fix the sampler is left unquantized and runs in float",
         ),
     },
     divergences={
@@ -224,22 +213,9 @@ FIX = Fix(
             ),
         ),
     },
-    probes=(
-        Probe(
-            "is_foldable.int16_output_quantize",
-            "fix 1: add -> int16 quantize -> graph output",
-            partial(foldable_add, "int16", dequantize=False),
-        ),
-        Probe(
-            "is_foldable.int8_output_quantize",
-            "fix 1 control: add -> int8 quantize -> output",
-            partial(foldable_add, "int8", dequantize=False),
-        ),
-        Probe(
-            "is_foldable.int16_quantize_then_dequantize",
-            "fix 1 control: int16 q -> dq -> output",
-            partial(foldable_add, "int16", dequantize=True),
-        ),
+    probes=tuple(
+        Probe(f"is_foldable.{name}", description, partial(foldable_add, dtype, dequantize=dq))
+        for name, description, dtype, dq in FOLD_PROBES
     ),
     upstream=UpstreamNote(
         test_file=REWRITE_TESTS,

@@ -6,10 +6,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from overlay.fixes.model import Case, Effect, Fix, Probe, RuntimeForm, Trigger, UpstreamNote
-from overlay.items import CaseInfo
+from overlay.fixes.model import Effect, Fix, Probe, UpstreamNote, case, runtime_form
+
+ANNOTATOR = "backends/arm/quantizer/quantization_annotator.py"
 
 
+@runtime_form(ANNOTATOR, "", "get_quant_properties")
 def skip_factory_op_annotation(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``quantization_annotator.get_quant_properties``."""
     import torch
@@ -40,6 +42,7 @@ def skip_factory_op_annotation(module: Any, original: Any) -> Any:
     return get_quant_properties
 
 
+@case("factory_op_output", "TOSA-1.0+INT", "a8w8", fast=True)
 def factory_op_output() -> tuple[Any, tuple[Any, ...]]:
     """Build case ``factory_op_output``: ``x + 1`` and an ``aten.full`` constant, both outputs."""
     import torch
@@ -94,39 +97,23 @@ def quant_properties(target: str) -> Any:
 FIX = Fix(
     number=2,
     title="leave factory op outputs unannotated",
-    repo_paths=("backends/arm/quantizer/quantization_annotator.py",),
+    repo_paths=(ANNOTATOR,),
     runtime={
-        "1.2.0": RuntimeForm(
-            "backends/arm/quantizer/quantization_annotator.py",
-            "",
-            "get_quant_properties",
-            skip_factory_op_annotation,
-        ),
+        "1.2.0": skip_factory_op_annotation,
     },
     claims={
-        "1.2.0": (
-            Trigger(
-                "factory_op_output",
-                Effect.CHANGED,
-                "aten.full feeding a graph output: stock (torchao >= 0.16) delegates it, the"
-                " patch keeps it on the CPU; both outputs are right",
-            ),
+        "1.2.0": Effect.CHANGED.triggers(
+            factory_op_output="aten.full feeding a graph output: stock (torchao >= 0.16)"
+            " delegates it, the patch keeps it on the CPU; both outputs are right",
         ),
     },
-    cases=(
-        Case(CaseInfo("factory_op_output", "TOSA-1.0+INT", "a8w8", fast=True), factory_op_output),
-    ),
-    probes=(
-        Probe(
-            "get_quant_properties.full",
-            "fix 2: aten.full under a8w8",
-            partial(quant_properties, "full"),
-        ),
-        Probe(
-            "get_quant_properties.add",
-            "fix 2 control: aten.add under a8w8",
-            partial(quant_properties, "add"),
-        ),
+    cases=(factory_op_output,),
+    probes=tuple(
+        Probe(f"get_quant_properties.{op}", description, partial(quant_properties, op))
+        for op, description in (
+            ("full", "fix 2: aten.full under a8w8"),
+            ("add", "fix 2 control: aten.add under a8w8"),
+        )
     ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/quantizer/test_generic_annotater.py",

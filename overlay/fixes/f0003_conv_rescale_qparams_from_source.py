@@ -7,7 +7,6 @@ from functools import partial
 from typing import Any
 
 from overlay.fixes.model import (
-    Case,
     Direction,
     Divergence,
     Effect,
@@ -15,13 +14,15 @@ from overlay.fixes.model import (
     Fix,
     Probe,
     PullRequest,
-    RuntimeForm,
-    Trigger,
     UpstreamNote,
+    case,
+    runtime_form,
 )
-from overlay.items import CaseInfo
+
+CONV_PASS = "backends/arm/_passes/rewrite_conv_pass.py"
 
 
+@runtime_form(CONV_PASS, "RewriteConvPass", "insert_output_rescale")
 def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``RewriteConvPass.insert_output_rescale``."""
     get_output_qparams = module.get_output_qparams
@@ -81,6 +82,7 @@ def conv_rescale_qparams_from_source(module: Any, original: Any) -> Any:
     return insert_output_rescale
 
 
+@runtime_form(CONV_PASS, "RewriteConvPass", "insert_output_rescale")
 def clamp_at_fused_activation_qmin(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``RewriteConvPass.insert_output_rescale``."""
     import torch
@@ -132,9 +134,17 @@ def clamp_at_fused_activation_qmin(module: Any, original: Any) -> Any:
     return insert_output_rescale
 
 
-CONV_PASS = "backends/arm/_passes/rewrite_conv_pass.py"
-
-
+@case(
+    "conv_relu_cat_mixed_qparams",
+    "TOSA-1.0+INT+FP",
+    "a8w8",
+    fast=True,
+    # one output holds a small conv -> relu branch and a large x10 branch: the a8w8 default (5%
+    # of the output's range, ~13 codes) would hide the relu branch being 7 codes off (stock
+    # 1.5.1: 1.29 on a range of 46.9, 2.7%); a right lowering is exact
+    tolerance=0.01,
+    model="`cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8",
+)
 def conv_relu_cat() -> tuple[Any, tuple[Any, ...]]:
     """Build case ``conv_relu_cat_mixed_qparams``: ``cat([relu(conv(x)), y * 10])``."""
     import torch
@@ -150,6 +160,16 @@ def conv_relu_cat() -> tuple[Any, tuple[Any, ...]]:
     return ConvReluCat(), (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 8, 8))
 
 
+@case(
+    "conv_relu_conv_snorm_vgf",
+    "TOSA-1.0+INT",
+    "a8w8_snorm",
+    fast=True,
+    targets_vgf=True,
+    expect_broken="get_vgf_snorm_quantization_config is new in executorch 1.5",
+    broken_releases="<1.5",
+    model="`conv2(relu(conv1(x)))`, x 1x3x8x8",
+)
 def conv_relu_conv() -> tuple[Any, tuple[Any, ...]]:
     """Build case ``conv_relu_conv_snorm_vgf``: ``conv2(relu(conv1(x)))``."""
     import torch
@@ -198,37 +218,22 @@ FIX = Fix(
         "backends/arm/test/passes/test_rewrite_conv_pass.py",
     ),
     runtime={
-        "1.2.0": RuntimeForm(
-            CONV_PASS, "RewriteConvPass", "insert_output_rescale", conv_rescale_qparams_from_source
-        ),
-        "1.5.1": RuntimeForm(
-            CONV_PASS, "RewriteConvPass", "insert_output_rescale", clamp_at_fused_activation_qmin
-        ),
+        "1.2.0": conv_rescale_qparams_from_source,
+        "1.5.1": clamp_at_fused_activation_qmin,
     },
     claims={
-        "1.2.0": (
-            Trigger(
-                "conv_relu_cat_mixed_qparams",
-                Effect.FIXED,
-                "conv -> relu feeding a cat with a differently quantised input",
-            ),
+        "1.2.0": Effect.FIXED.triggers(
+            conv_relu_cat_mixed_qparams="conv -> relu feeding a cat with a differently quantised"
+            " input",
         ),
-        "1.5.1": (
-            Trigger(
-                "conv_relu_cat_mixed_qparams",
-                Effect.FIXED,
-                "the same branch on 1.5: FuseQuantizedActivationPass fuses the ReLU into the"
-                " qmin of the conv's output qparams, which its output RESCALE ignores (values"
-                " below zero pass); the 1.5.1 patch clamps the rescale at that qmin",
-            ),
-            Trigger(
-                "conv_relu_conv_snorm_vgf",
-                Effect.FIXED,
-                "conv -> relu -> conv under VGF's SNORM config (qmin -127): stock is one"
-                " quantisation step off the exact reference on TOSA and on executed VGF; the"
-                " patch's CLAMP at the fused ReLU's qmin makes both exact (the export's"
-                " bystanders have no activation: this is the model that shows the CLAMP)",
-            ),
+        "1.5.1": Effect.FIXED.triggers(
+            conv_relu_cat_mixed_qparams="the same branch on 1.5: FuseQuantizedActivationPass fuses"
+            " the ReLU into the qmin of the conv's output qparams, which its output RESCALE"
+            " ignores (values below zero pass); the 1.5.1 patch clamps the rescale at that qmin",
+            conv_relu_conv_snorm_vgf="conv -> relu -> conv under VGF's SNORM config (qmin -127):"
+            " stock is one quantisation step off the exact reference on TOSA and on executed VGF;"
+            " the patch's CLAMP at the fused ReLU's qmin makes both exact (the export's"
+            " bystanders have no activation: this is the model that shows the CLAMP)",
         ),
     },
     divergences={
@@ -252,36 +257,7 @@ FIX = Fix(
             ),
         ),
     },
-    cases=(
-        Case(
-            CaseInfo(
-                "conv_relu_cat_mixed_qparams",
-                "TOSA-1.0+INT+FP",
-                "a8w8",
-                fast=True,
-                # one output holds a small conv -> relu branch and a large x10 branch: the a8w8
-                # default (5% of the output's range, ~13 codes) would hide the relu branch being
-                # 7 codes off (stock 1.5.1: 1.29 on a range of 46.9, 2.7%); a right lowering is
-                # exact
-                tolerance=0.01,
-                model="`cat([relu(conv(x)), y * 10])`, x 1x3x8x8, y 1x2x8x8",
-            ),
-            conv_relu_cat,
-        ),
-        Case(
-            CaseInfo(
-                "conv_relu_conv_snorm_vgf",
-                "TOSA-1.0+INT",
-                "a8w8_snorm",
-                fast=True,
-                targets_vgf=True,
-                expect_broken="get_vgf_snorm_quantization_config is new in executorch 1.5",
-                broken_releases="<1.5",
-                model="`conv2(relu(conv1(x)))`, x 1x3x8x8",
-            ),
-            conv_relu_conv,
-        ),
-    ),
+    cases=(conv_relu_cat, conv_relu_conv),
     probes=(
         Probe(
             "RewriteConvPass.conv2d_fp",

@@ -6,10 +6,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from overlay.fixes.model import Case, Effect, Fix, Probe, RuntimeForm, Trigger, UpstreamNote
-from overlay.items import CaseInfo
+from overlay.fixes.model import Effect, Fix, Probe, UpstreamNote, case, runtime_form
+
+MEMORY_FORMAT_PASS = "backends/arm/_passes/to_tosa_memory_format_pass.py"
 
 
+@runtime_form(MEMORY_FORMAT_PASS, "ToTosaMemoryFormatPass", "insert_input_transpose")
 def distinct_output_transpose_slots(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``ToTosaMemoryFormatPass.insert_input_transpose``."""
     exir_ops = module.exir_ops
@@ -68,6 +70,7 @@ def distinct_output_transpose_slots(module: Any, original: Any) -> Any:
     return staticmethod(insert_input_transpose)
 
 
+@case("equal_constant_outputs_channels_last", "TOSA-1.0+FP", None, fast=True)
 def equal_constants() -> tuple[Any, tuple[Any, ...]]:
     """Build case ``equal_constant_outputs_channels_last``: two equal constant outputs."""
     import torch
@@ -107,41 +110,23 @@ def output_transposes(*, duplicated: bool) -> Any:
 FIX = Fix(
     number=4,
     title="one transpose per duplicated graph output slot",
-    repo_paths=("backends/arm/_passes/to_tosa_memory_format_pass.py",),
+    repo_paths=(MEMORY_FORMAT_PASS,),
     runtime={
-        "1.2.0": RuntimeForm(
-            "backends/arm/_passes/to_tosa_memory_format_pass.py",
-            "ToTosaMemoryFormatPass",
-            "insert_input_transpose",
-            distinct_output_transpose_slots,
-        ),
+        "1.2.0": distinct_output_transpose_slots,
     },
     claims={
-        "1.2.0": (
-            Trigger(
-                "equal_constant_outputs_channels_last",
-                Effect.FIXED,
-                "two equal constant outputs merged by FuseEqualPlaceholdersPass, one channels_last",
-            ),
+        "1.2.0": Effect.FIXED.triggers(
+            equal_constant_outputs_channels_last="two equal constant outputs merged by"
+            " FuseEqualPlaceholdersPass, one channels_last",
         ),
     },
-    cases=(
-        Case(
-            CaseInfo("equal_constant_outputs_channels_last", "TOSA-1.0+FP", None, fast=True),
-            equal_constants,
-        ),
-    ),
-    probes=(
-        Probe(
-            "insert_input_transpose.duplicated_output",
-            "fix 4: one node twice in the output tuple",
-            partial(output_transposes, duplicated=True),
-        ),
-        Probe(
-            "insert_input_transpose.single_output",
-            "fix 4 control: plain output",
-            partial(output_transposes, duplicated=False),
-        ),
+    cases=(equal_constants,),
+    probes=tuple(
+        Probe(f"insert_input_transpose.{name}", what, partial(output_transposes, duplicated=twice))
+        for name, what, twice in (
+            ("duplicated_output", "fix 4: one node twice in the output tuple", True),
+            ("single_output", "fix 4 control: plain output", False),
+        )
     ),
     upstream=UpstreamNote(
         test_file="backends/arm/test/passes/test_ensure_unique_output_nodes_pass.py",

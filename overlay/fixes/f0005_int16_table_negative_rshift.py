@@ -11,14 +11,14 @@ from overlay.fixes.model import (
     Divergence,
     Effect,
     Fix,
-    RuntimeForm,
-    Trigger,
     UpstreamNote,
+    runtime_form,
 )
 
 TABLE_OPS = "backends/arm/_passes/insert_table_ops.py"
 
 
+@runtime_form(TABLE_OPS, "InsertTableOpsPass", "generate_16_bit_table_values")
 def int16_table_nonnegative_rshift(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``InsertTableOpsPass.generate_16_bit_table_values``."""
     import torch
@@ -61,33 +61,17 @@ FIX = Fix(
     title="int16 TABLE lookup values without a negative right shift (upstream 9c7fba0e9b)",
     repo_paths=(TABLE_OPS, "backends/arm/test/ops/test_sigmoid_32bit.py"),
     runtime={
-        "1.2.0": RuntimeForm(
-            TABLE_OPS,
-            "InsertTableOpsPass",
-            "generate_16_bit_table_values",
-            int16_table_nonnegative_rshift,
-        ),
+        "1.2.0": int16_table_nonnegative_rshift,
     },
     claims={
-        "1.2.0": (
-            Trigger(
-                "zoo_grid_warp_a16w8_intfp16",
-                Effect.FIXED,
-                "a16w8 grid warp (conv -> tanh -> grid_sample) on INT+FP+int16: stock's tanh"
-                " TABLE is all zeros (75% of the range off), right with the fix",
-            ),
-            Trigger(
-                "zoo_grid_warp_a16w8_int16",
-                Effect.FIXED,
-                "the same network on INT+int16 (and its Ethos-U55/U85 streams): stock's tanh"
-                " outputs 0, right with the fix",
-            ),
-            Trigger(
-                "grid_warp_a16w8_vgf",
-                Effect.FIXED,
-                "VGF a16w8 conv -> tanh -> permute -> grid_sample: stock's tanh outputs 0"
-                " (TOSA and executed VGF about 60% of the range off), right with the fix",
-            ),
+        "1.2.0": Effect.FIXED.triggers(
+            zoo_grid_warp_a16w8_intfp16="a16w8 grid warp (conv -> tanh -> grid_sample) on"
+            " INT+FP+int16: stock's tanh TABLE is all zeros (75% of the range off), right with"
+            " the fix",
+            zoo_grid_warp_a16w8_int16="the same network on INT+int16 (and its Ethos-U55/U85"
+            " streams): stock's tanh outputs 0, right with the fix",
+            grid_warp_a16w8_vgf="VGF a16w8 conv -> tanh -> permute -> grid_sample: stock's tanh"
+            " outputs 0 (TOSA and executed VGF about 60% of the range off), right with the fix",
         ),
     },
     divergences={

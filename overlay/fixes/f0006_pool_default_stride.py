@@ -6,22 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from overlay.fixes.model import (
-    Case,
     Direction,
     Divergence,
     Effect,
     ErrorSignature,
     Fix,
-    RuntimeForm,
-    Trigger,
     UpstreamNote,
+    case,
+    runtime_form,
 )
-from overlay.items import CaseInfo
 
 SUPPORT = "backends/arm/operator_support/pool_2d_support.py"
 DECOMPOSE = "backends/arm/_passes/decompose_maxpool2d_with_dilation_pass.py"
 
 
+@runtime_form(SUPPORT, "MaxPool2dSupported", "is_node_tosa_supported")
 def max_pool2d_support_default_stride(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``MaxPool2dSupported.is_node_tosa_supported``."""
     dilation_check = module.dilation_check
@@ -67,6 +66,7 @@ def max_pool2d_support_default_stride(module: Any, original: Any) -> Any:
     return is_node_tosa_supported
 
 
+@runtime_form(DECOMPOSE, "DecomposeMaxPool2dPass", "call_operator")
 def max_pool2d_pass_default_stride(module: Any, original: Any) -> Any:
     """Build 1.2.0's replacement of ``DecomposeMaxPool2dPass.call_operator``."""
     edge_ops = module.EDGE_MAXPOOL2D
@@ -88,6 +88,14 @@ def max_pool2d_pass_default_stride(module: Any, original: Any) -> Any:
     return call_operator
 
 
+@case(
+    "max_pool2d_default_stride",
+    "TOSA-1.0+INT",
+    "a8w8",
+    fast=True,
+    ethos_u=True,
+    note="F.max_pool2d(x, 2): the stride is left out, as torch.export leaves it",
+)
 def conv_max_pool() -> tuple[Any, tuple[Any, ...]]:
     """Build case ``max_pool2d_default_stride``: ``F.max_pool2d(relu(conv(x)), 2)``."""
     import torch
@@ -109,25 +117,14 @@ FIX = Fix(
     repo_paths=(SUPPORT, DECOMPOSE),
     runtime={
         "1.2.0": (
-            RuntimeForm(
-                SUPPORT,
-                "MaxPool2dSupported",
-                "is_node_tosa_supported",
-                max_pool2d_support_default_stride,
-            ),
-            RuntimeForm(
-                DECOMPOSE, "DecomposeMaxPool2dPass", "call_operator", max_pool2d_pass_default_stride
-            ),
+            max_pool2d_support_default_stride,
+            max_pool2d_pass_default_stride,
         ),
     },
     claims={
-        "1.2.0": (
-            Trigger(
-                "max_pool2d_default_stride",
-                Effect.FIXED,
-                "F.max_pool2d(x, 2): stock's partitioner raises IndexError (it reads the"
-                " absent stride); with the fix it lowers as F.max_pool2d(x, 2, 2)",
-            ),
+        "1.2.0": Effect.FIXED.triggers(
+            max_pool2d_default_stride="F.max_pool2d(x, 2): stock's partitioner raises IndexError"
+            " (it reads the absent stride); with the fix it lowers as F.max_pool2d(x, 2, 2)",
         ),
     },
     divergences={
@@ -142,19 +139,7 @@ FIX = Fix(
             ),
         ),
     },
-    cases=(
-        Case(
-            CaseInfo(
-                "max_pool2d_default_stride",
-                "TOSA-1.0+INT",
-                "a8w8",
-                fast=True,
-                ethos_u=True,
-                note="F.max_pool2d(x, 2): the stride is left out, as torch.export leaves it",
-            ),
-            conv_max_pool,
-        ),
-    ),
+    cases=(conv_max_pool,),
     upstream=UpstreamNote(
         test_file="backends/arm/test/ops/test_max_pool.py",
         narrowing=(

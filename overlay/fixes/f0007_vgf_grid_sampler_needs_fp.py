@@ -5,20 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from overlay.fixes.model import (
-    Case,
-    Effect,
-    Fix,
-    PullRequest,
-    RuntimeForm,
-    Trigger,
-    UpstreamNote,
-)
-from overlay.items import CaseInfo
+from overlay.fixes.model import Effect, Fix, PullRequest, UpstreamNote, case, runtime_form
 
 PARTITIONER = "backends/arm/vgf/partitioner.py"
 
 
+@runtime_form(PARTITIONER, "VgfPartitioner", "__init__")
 def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``VgfPartitioner.__init__``."""
     grid_sampler = module.exir_ops.edge.aten.grid_sampler_2d.default
@@ -45,6 +37,16 @@ def partition_grid_sampler_only_with_fp(module: Any, original: Any) -> Any:
     return __init__
 
 
+@case(
+    "grid_warp_int8_vgf_int",
+    "TOSA-1.0+INT",
+    "a8w8",
+    fast=True,
+    note="the grid warp (conv -> tanh -> permute -> grid_sample), a8w8 for VGF on an"
+    " integer-only spec",
+    targets_vgf=True,
+    model="`grid_sample(x, tanh(conv(x)).permute(0, 2, 3, 1))`, x 1x3x8x8",
+)
 def grid_warp() -> tuple[Any, tuple[Any, ...]]:
     """Build case ``grid_warp_int8_vgf_int``: conv -> tanh -> permute -> grid_sample."""
     import torch
@@ -61,13 +63,23 @@ def grid_warp() -> tuple[Any, tuple[Any, ...]]:
     return GridWarp(), (torch.rand(1, 3, 8, 8),)
 
 
+@case(
+    "flow_offset_warp_snorm_vgf_int",
+    "TOSA-1.0+INT",
+    "a8w8_snorm",
+    fast=True,
+    note="upstream's FlowOffsetSamplerChain (relu -> flow-offset grid_sample -> relu), VGF SNORM"
+    " on an integer-only spec",
+    targets_vgf=True,
+    expect_broken="get_vgf_snorm_quantization_config is new in executorch 1.5",
+    broken_releases="<1.5",
+    model="`relu(grid_sample(relu(x), (base + flow[:, :2]).permute(0, 2, 3, 1),"
+    " padding_mode='border', align_corners=True))`, x and flow 1x4x8x12, base the cat of two"
+    " linspace(-1, 1) (upstream's FlowOffsetSamplerChain)",
+)
 def flow_offset_warp() -> tuple[Any, tuple[Any, ...]]:
-    """Build ``flow_offset_warp_snorm_vgf_int``: upstream's ``FlowOffsetSamplerChain``.
-
-    ``relu(grid_sample(relu(image), (base_grid + flow[:, :2]).permute(0, 2, 3, 1)))``, the
-    canonical pattern of ``FuseGridSamplerFlowOffsetPass`` (base grid: the ``cat`` of two
-    ``linspace``; bilinear, border, align_corners), with its test's inputs.
-    """
+    """Build upstream's ``FlowOffsetSamplerChain`` (the canonical pattern of
+    ``FuseGridSamplerFlowOffsetPass``; bilinear, border, align_corners) with its test's inputs."""
     import torch
 
     class FlowOffsetSamplerChain(torch.nn.Module):
@@ -100,72 +112,23 @@ FIX = Fix(
     title="VGF partitions grid_sample only where the TOSA spec has FP",
     repo_paths=(PARTITIONER, "backends/arm/test/misc/test_multiple_delegates.py"),
     runtime={
-        "1.5.1": RuntimeForm(
-            PARTITIONER, "VgfPartitioner", "__init__", partition_grid_sampler_only_with_fp
-        ),
+        "1.5.1": partition_grid_sampler_only_with_fp,
     },
     claims={
-        "1.5.1": (
-            Trigger(
-                "grid_warp_int8_vgf_int",
-                Effect.FIXED,
-                "VGF a8w8 conv -> tanh -> permute -> grid_sample on TOSA-1.0+INT: stock"
-                " partitions the sampler and its int8 shader's FP32 grid scale cannot be"
-                " lowered; with the fix grid_sample runs on the CPU",
-            ),
-            Trigger(
-                "flow_offset_warp_snorm_vgf_int",
-                Effect.FIXED,
-                "upstream's FlowOffsetSamplerChain, VGF SNORM on TOSA-1.0+INT: stock's"
-                " flow-offset fusion does not match the exported pattern and the plain rewrite"
-                " raises (an int8 sampler needs an int8 grid); with the fix grid_sample runs"
-                " on the CPU",
-            ),
-            Trigger(
-                "zoo_grid_warp_int8",
-                Effect.FIXED,
-                "the zoo grid warp, a8w8 on TOSA-1.0+INT: the same FP32 grid scale",
-            ),
-            Trigger(
-                "zoo_grid_warp_a16w8_int16",
-                Effect.FIXED,
-                "the zoo grid warp, a16w8 on TOSA-1.0+INT+int16: stock's float shader path"
-                " needs a float MUL the spec lacks",
-            ),
+        "1.5.1": Effect.FIXED.triggers(
+            grid_warp_int8_vgf_int="VGF a8w8 conv -> tanh -> permute -> grid_sample on"
+            " TOSA-1.0+INT: stock partitions the sampler and its int8 shader's FP32 grid scale"
+            " cannot be lowered; with the fix grid_sample runs on the CPU",
+            flow_offset_warp_snorm_vgf_int="upstream's FlowOffsetSamplerChain, VGF SNORM on"
+            " TOSA-1.0+INT: stock's flow-offset fusion does not match the exported pattern and"
+            " the plain rewrite raises (an int8 sampler needs an int8 grid); with the fix"
+            " grid_sample runs on the CPU",
+            zoo_grid_warp_int8="the zoo grid warp, a8w8 on TOSA-1.0+INT: the same FP32 grid scale",
+            zoo_grid_warp_a16w8_int16="the zoo grid warp, a16w8 on TOSA-1.0+INT+int16: stock's"
+            " float shader path needs a float MUL the spec lacks",
         ),
     },
-    cases=(
-        Case(
-            CaseInfo(
-                "grid_warp_int8_vgf_int",
-                "TOSA-1.0+INT",
-                "a8w8",
-                fast=True,
-                note="the grid warp (conv -> tanh -> permute -> grid_sample), a8w8 for VGF on"
-                " an integer-only spec",
-                targets_vgf=True,
-                model="`grid_sample(x, tanh(conv(x)).permute(0, 2, 3, 1))`, x 1x3x8x8",
-            ),
-            grid_warp,
-        ),
-        Case(
-            CaseInfo(
-                "flow_offset_warp_snorm_vgf_int",
-                "TOSA-1.0+INT",
-                "a8w8_snorm",
-                fast=True,
-                note="upstream's FlowOffsetSamplerChain (relu -> flow-offset grid_sample ->"
-                " relu), VGF SNORM on an integer-only spec",
-                targets_vgf=True,
-                expect_broken="get_vgf_snorm_quantization_config is new in executorch 1.5",
-                broken_releases="<1.5",
-                model="`relu(grid_sample(relu(x), (base + flow[:, :2]).permute(0, 2, 3, 1),"
-                " padding_mode='border', align_corners=True))`, x and flow 1x4x8x12, base the"
-                " cat of two linspace(-1, 1) (upstream's FlowOffsetSamplerChain)",
-            ),
-            flow_offset_warp,
-        ),
-    ),
+    cases=(grid_warp, flow_offset_warp),
     upstream=UpstreamNote(
         test_file="backends/arm/test/misc/test_multiple_delegates.py",
         narrowing=(

@@ -8,6 +8,7 @@ import importlib.metadata
 import re
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +16,7 @@ from overlay import lines
 from overlay._cache import cache_dir
 from overlay._files import write_text_atomic
 from overlay.errors import RuntimePatchError
-from overlay.fixes.model import (
-    Case,
-    Effect,
-    Fix,
-    PullRequest,
-    RuntimeForm,
-    Trigger,
-    UpstreamNote,
-)
-from overlay.items import CaseInfo
+from overlay.fixes.model import Case, Effect, Fix, PullRequest, UpstreamNote, case, runtime_form
 from overlay.lines.listing import read_series_names, read_text
 
 NUMBER = 8
@@ -70,22 +62,18 @@ def created_text(patch: str, repo_path: str) -> str:
     return "".join(body)
 
 
-def _installed_line_patch() -> str:
-    """Return the text of this fix's patch on the line of the installed executorch."""
-    root = lines.default_root()
-    if not lines.is_series_folder(root):
-        root = lines.line_for_version(root, importlib.metadata.version("executorch")).directory
-    name = next(n for n in read_series_names(root) if n.startswith(f"{NUMBER:04d}-"))
-    return read_text(root / name)
-
-
 def _shipped_shaders() -> dict[str, Path]:
-    """Return the nearest shaders' SPIR-V files as the line's patch creates them, by stem.
+    """Return the nearest shaders' SPIR-V files as the patch of the installed executorch's line
+    creates them, by stem.
 
     Kept in the overlay cache under their content's sha256 (written once, atomically):
     the runtime form never writes into the installed package.
     """
-    patch = _installed_line_patch()
+    root = lines.default_root()
+    if not lines.is_series_folder(root):
+        root = lines.line_for_version(root, importlib.metadata.version("executorch")).directory
+    name = next(n for n in read_series_names(root) if n.startswith(f"{NUMBER:04d}-"))
+    patch = read_text(root / name)
     folder = cache_dir() / "runtime" / f"fix-{NUMBER}"
     folder.mkdir(parents=True, exist_ok=True)
     found = {}
@@ -98,6 +86,7 @@ def _shipped_shaders() -> dict[str, Path]:
     return found
 
 
+@runtime_form(SHADER_FILE, "", "_sampler_shader_file")
 def sample_nearest_at_pytorchs_texel(module: Any, original: Any) -> Any:
     """Build 1.5.1's replacement of ``_sampler_shader_file`` (the shaders: the line's patch)."""
     shaders = _shipped_shaders()
@@ -170,17 +159,6 @@ def _ties_grid(align_corners: bool, size: int) -> Any:
     return grid
 
 
-def nearest_ties_fp(padding: str, align_corners: bool = False) -> Callable[[], Any]:
-    """Return the builder of a float nearest case: the reproducer's ties, ``padding``."""
-
-    def build() -> tuple[Any, tuple[Any, ...]]:
-        size = 9 if align_corners else 8
-        inputs = (_image(size), _ties_grid(align_corners, size))
-        return _sample(padding, align_corners), inputs
-
-    return build
-
-
 def nearest_downsample_2x() -> tuple[Any, tuple[Any, ...]]:
     """Build a 2x nearest downsampling: the identity grid of half the image's size.
 
@@ -235,71 +213,55 @@ def nearest_ties_int8(padding: str, align_corners: bool = False) -> Callable[[],
     return build
 
 
-FP_NOTE = (
-    "F.grid_sample(mode='nearest') of a 1x4 image on a grid of exact ties in and outside the"
-    " image (the reproducer), float"
-)
-INT8_NOTE = "the reproducer a8w8 for VGF (pre-quantised, grid scale 2^-6): the int8"
-INT8_MODEL = (
-    ", quantised by `VgfQuantizer` with `get_symmetric_quantization_config()`, the grid's q/dq"
-    " then set to scale 2^-6"
-)
+# a VGF case of this fix, fast, quantised by its builder or not at all
+_case = partial(case, quantize=None, fast=True, targets_vgf=True)
 
 
-def _case(name: str, spec: str, note: str, model: str, build: Callable[[], Any]) -> Case:
-    """A VGF case of this fix, fast, quantised by its builder or not at all."""
-    info = CaseInfo(name, spec, None, fast=True, note=note, targets_vgf=True, model=model)
-    return Case(info, build)
+def _ties_case(padding: str, align_corners: bool = False, *, int8: bool = False) -> Case:
+    """A case of the reproducer's ties with ``padding``: float, or int8 (the int8 shader)."""
+    corners = ", align_corners=True" if align_corners else ""
+    ties = f"`F.grid_sample(x, grid, mode='nearest', padding_mode='{padding}'{corners})`"
+    name = f"grid_sample_nearest_{padding}{'_align_corners' if align_corners else ''}"
+    image = "x 1x4x9x9" if align_corners else "x 1x4x8x8"
+    if int8:
+        shader = "align_corners sampler shader" if align_corners else "sampler shader"
+        return _case(
+            f"{name}_int8_intfp",
+            "TOSA-1.0+INT+FP",
+            note="the reproducer a8w8 for VGF (pre-quantised, grid scale 2^-6): the int8"
+            f" {shader}, {padding} padding",
+            model=f"{ties}, {image}, grid 1x4x8x2, quantised by `VgfQuantizer` with"
+            " `get_symmetric_quantization_config()`, the grid's q/dq then set to scale 2^-6",
+        )(nearest_ties_int8(padding, align_corners))
+
+    def build() -> tuple[Any, tuple[Any, ...]]:  # float: the reproducer's ties
+        size = 9 if align_corners else 8
+        return _sample(padding, align_corners), (_image(size), _ties_grid(align_corners, size))
+
+    return _case(
+        f"{name}_fp",
+        "TOSA-1.0+FP",
+        note="F.grid_sample(mode='nearest') of a 1x4 image on a grid of exact ties in and outside"
+        f" the image (the reproducer), float, {padding} padding{corners}",
+        model=f"{ties}, {image}, grid 1x2x14x2 on exact ties"
+        + ("" if align_corners else " in and outside the image"),
+    )(build)
 
 
-def _ties(padding: str, corners: str = "") -> str:
-    return f"`F.grid_sample(x, grid, mode='nearest', padding_mode='{padding}'{corners})`"
-
-
-ALIGNED = (", align_corners=True", ", x 1x4x9x9, grid 1x2x14x2 on exact ties")
 CASES = (
-    *(
-        _case(
-            f"grid_sample_nearest_{padding}_fp",
-            "TOSA-1.0+FP",
-            f"{FP_NOTE}, {padding} padding",
-            f"{_ties(padding)}, x 1x4x8x8, grid 1x2x14x2 on exact ties in and outside the image",
-            nearest_ties_fp(padding),
-        )
-        for padding in ("zeros", "border", "reflection")
-    ),
-    *(
-        _case(
-            f"grid_sample_nearest_{padding}_align_corners_fp",
-            "TOSA-1.0+FP",
-            f"{FP_NOTE}, {padding} padding, align_corners=True",
-            _ties(padding, ALIGNED[0]) + ALIGNED[1],
-            nearest_ties_fp(padding, align_corners=True),
-        )
-        for padding in ("border", "zeros")
-    ),
+    *(_ties_case(padding) for padding in ("zeros", "border", "reflection")),
+    _ties_case("border", align_corners=True),
+    _ties_case("zeros", align_corners=True),
     _case(
         "grid_sample_nearest_downsample_2x_fp",
         "TOSA-1.0+FP",
-        "2x nearest downsampling (the identity grid of half the size), float: every output a tie",
-        "`F.grid_sample(x, F.affine_grid(identity, [1, 4, 4, 4]), mode='nearest')`,"
+        note="2x nearest downsampling (the identity grid of half the size), float: every output"
+        " a tie",
+        model="`F.grid_sample(x, F.affine_grid(identity, [1, 4, 4, 4]), mode='nearest')`,"
         " x 1x4x8x8 (2x downsampling: every output on a tie)",
-        nearest_downsample_2x,
-    ),
-    _case(
-        "grid_sample_nearest_reflection_int8_intfp",
-        "TOSA-1.0+INT+FP",
-        f"{INT8_NOTE} sampler shader, reflection padding",
-        f"{_ties('reflection')}, x 1x4x8x8, grid 1x4x8x2{INT8_MODEL}",
-        nearest_ties_int8("reflection"),
-    ),
-    _case(
-        "grid_sample_nearest_zeros_align_corners_int8_intfp",
-        "TOSA-1.0+INT+FP",
-        f"{INT8_NOTE} align_corners sampler shader, zeros padding",
-        f"{_ties('zeros', ALIGNED[0])}, x 1x4x9x9, grid 1x4x8x2{INT8_MODEL}",
-        nearest_ties_int8("zeros", align_corners=True),
-    ),
+    )(nearest_downsample_2x),
+    _ties_case("reflection", int8=True),
+    _ties_case("zeros", align_corners=True, int8=True),
 )
 
 WHY = (
@@ -317,41 +279,22 @@ FIX = Fix(
         *(f"{SHADERS}/{stem}{suffix}" for stem in NEAREST.values() for suffix in (".glsl", BINARY)),
     ),
     runtime={
-        "1.5.1": RuntimeForm(
-            SHADER_FILE, "", "_sampler_shader_file", sample_nearest_at_pytorchs_texel
-        ),
+        "1.5.1": sample_nearest_at_pytorchs_texel,
     },
     claims={
-        "1.5.1": (
-            *(
-                Trigger(f"grid_sample_nearest_{padding}_fp", Effect.FIXED, f"{WHY} ({padding})")
+        "1.5.1": Effect.FIXED.triggers(
+            **{
+                f"grid_sample_nearest_{padding}_fp": f"{WHY} ({padding})"
                 for padding in ("zeros", "border", "reflection")
-            ),
-            Trigger(
-                "grid_sample_nearest_border_align_corners_fp",
-                Effect.FIXED,
-                f"{WHY}, with align_corners=True as well",
-            ),
-            Trigger(
-                "grid_sample_nearest_downsample_2x_fp",
-                Effect.FIXED,
-                f"{WHY}: 2x downsampling reads the odd texels, PyTorch the even ones",
-            ),
-            Trigger(
-                "grid_sample_nearest_reflection_int8_intfp",
-                Effect.FIXED,
-                f"the int8 sampler shader: {WHY}",
-            ),
-            Trigger(
-                "grid_sample_nearest_zeros_align_corners_fp",
-                Effect.FIXED,
-                f"{WHY}, with align_corners=True and zeros padding",
-            ),
-            Trigger(
-                "grid_sample_nearest_zeros_align_corners_int8_intfp",
-                Effect.FIXED,
-                f"the int8 align_corners sampler shader: {WHY}",
-            ),
+            },
+            grid_sample_nearest_border_align_corners_fp=f"{WHY}, with align_corners=True as well",
+            grid_sample_nearest_downsample_2x_fp=f"{WHY}: 2x downsampling reads the odd texels,"
+            " PyTorch the even ones",
+            grid_sample_nearest_reflection_int8_intfp=f"the int8 sampler shader: {WHY}",
+            grid_sample_nearest_zeros_align_corners_fp=f"{WHY}, with align_corners=True and zeros"
+            " padding",
+            grid_sample_nearest_zeros_align_corners_int8_intfp=f"the int8 align_corners sampler"
+            f" shader: {WHY}",
         ),
     },
     cases=CASES,

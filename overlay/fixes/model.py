@@ -24,6 +24,10 @@ class Effect(enum.StrEnum):
     REGRESSION = "regression"
     CHANGED = "changed"
 
+    def triggers(self, **why: str) -> tuple[Trigger, ...]:
+        """Return one claim of this effect per case: ``Effect.FIXED.triggers(case_name="why")``."""
+        return tuple(Trigger(case, self, text) for case, text in why.items())
+
 
 def public_release(version: str) -> str | None:
     """Return the public release of ``version`` (``1.2.0+armfix.a`` -> ``1.2.0``; None: invalid)."""
@@ -78,6 +82,11 @@ class RuntimeForm:
         return f"{self.owner}.{self.attribute}" if self.owner else self.attribute
 
 
+def runtime_form(repo_path: str, owner: str, attribute: str) -> Callable[[Builder], RuntimeForm]:
+    """Declare a builder a runtime form: ``@runtime_form(path, "Owner", "attribute")``."""
+    return lambda build: RuntimeForm(repo_path, owner, attribute, build)
+
+
 @dataclass(frozen=True)
 class DiffOnly:
     """A line carries the fix with no runtime form: the diff-patched build is its only form."""
@@ -90,12 +99,20 @@ class DiffOnly:
         return f"diff only: {self.reason}"
 
 
+CaseBuild = Callable[[], tuple[Any, tuple[Any, ...]]]  # -> (module, inputs)
+
+
 @dataclass(frozen=True)
 class Case:
     """A corpus case the fix brings; ``build`` runs in a worker and imports torch inside."""
 
     info: CaseInfo
-    build: Callable[[], tuple[Any, tuple[Any, ...]]] = dataclasses.field(repr=False)
+    build: CaseBuild = dataclasses.field(repr=False)
+
+
+def case(name: str, spec: str, quantize: str | None, **info: Any) -> Callable[[CaseBuild], Case]:
+    """Declare a builder a case of its fix: ``@case("name", "TOSA-1.0+FP", None, fast=True)``."""
+    return lambda build: Case(CaseInfo(name, spec, quantize, **info), build)
 
 
 @dataclass(frozen=True)
@@ -109,13 +126,7 @@ class Probe:
 
 @dataclass(frozen=True)
 class PullRequest:
-    """An upstream pull request a fix cites: its number, title and author's GitHub handle.
-
-    Example: ``PullRequest(21974, "Arm backend: Fuse quantized activations by setting qmin
-    to zp", "SaoirseARM")``.
-    Becomes: ``#21974 (Arm backend: Fuse ..., @SaoirseARM)`` in the PR text, and
-    ``@SaoirseARM`` in its cc line.
-    """
+    """An upstream pull request a fix cites (the PR text names it and cc's its author)."""
 
     number: int
     title: str
@@ -167,12 +178,6 @@ class Divergence:
     Every condition must hold (docs/equivalence.md, "Declared differences are rules"):
     ``spec_has``/``spec_lacks`` features of the TOSA spec, ``quantize`` ("": any), one of
     ``involves`` named by a lowered graph or (b)'s error, and (b) showing ``other``.
-
-    Example: fix 1 on 1.2.0: IMPROVEMENT, ``spec_has=("INT", "int16")``,
-    ``spec_lacks=("FP",)``, ``other=(ErrorSignature("TosaValueError", "doesn't support
-    torch.float32"),)``.
-    Becomes: any case on TOSA-1.0+INT+int16 where the runtime patch raises that error and
-    the diffs lower and are not wrong reads "improved (fix 1: <name>)".
     """
 
     name: str
@@ -227,19 +232,9 @@ class Fix:
             for trigger in triggers
         )
 
-    def rules(self, line: str) -> tuple[Divergence, ...]:
-        """Return the divergences declared for ``line``, each naming this fix."""
-        return tuple(
-            dataclasses.replace(d, fix=self.number) for d in self.divergences.get(line, ())
-        )
-
     def runtime_forms(self, line: str) -> tuple[RuntimeForm, ...]:
         """Return the runtime forms written for ``line`` (none: no entry, or diff only)."""
         form = self.runtime.get(line)
         if isinstance(form, RuntimeForm):
             return (form,)
         return () if form is None or isinstance(form, DiffOnly) else form
-
-    def releases(self) -> set[str]:
-        """Return every release key the module uses (claims, runtime forms, divergences)."""
-        return {*self.claims, *self.runtime, *self.divergences}

@@ -1,11 +1,6 @@
-"""What each release line holds, fix by fix: `lines`, and the tables of docs/fixes.md and README.
-
-Example: the registry's fixes and ``patches/1.2.0/``.
-Becomes: one row per fix, one column per line (how it holds it: carried / ported / backported,
-the patch, ``runtime Owner.attribute`` or ``diff only``; dropped; ``-``), then one row per line
-and fix with the evidence, from the line's ``evidence.toml`` or, never promoted, the fix's
-claims and the patch's ``Origin:``. The README holds the ``brief`` table.
-"""
+"""What each release line holds, fix by fix: `lines`, and the generated tables of docs/fixes.md
+(a fix per row, a line per column; then each line's evidence per fix, from its evidence.toml or,
+never promoted, the fix's claims and the patch's ``Origin:``) and of the README (``brief``)."""
 
 from __future__ import annotations
 
