@@ -211,10 +211,11 @@ def tests(session: nox.Session) -> None:
     session.install("--no-deps", "--reinstall-package", PROJECT, ".")
     _lint(session)
     # two workers, each test file on one (module fixtures run once): 11 min 35 s where one
-    # worker took 18-23 min (docs/notes/measurements.md)
+    # worker took 18-23 min (docs/notes/measurements.md); files in the order
+    # tests/conftest.py gives them, slowest first, not xdist's (most tests first)
     session.run(
-        "pytest", "-m", "not release", "-n", "2", "--dist", "loadfile", "--durations=10",
-        *session.posargs,
+        "pytest", "-m", "not release", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder",
+        "--durations=10", *session.posargs,
     )  # fmt: skip
 
 

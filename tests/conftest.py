@@ -1,9 +1,30 @@
-"""The suite's end: the line budgets per job (tests/budgets.py), printed, never a failure."""
+"""The suite's order (slow files first) and its end: the line budgets per job
+(tests/budgets.py), printed, never a failure."""
 
 from __future__ import annotations
 
 import pytest
 from budgets import table
+
+
+def _file_weight(tests: list[pytest.Item]) -> tuple[int, bool, int]:
+    """Return a file's sort key, slowest first: its torch tests (each a lowering or a torch
+    import), whether it has integration tests (wheels, venvs, journal matrices), its size."""
+    torch = sum(test.get_closest_marker("torch") is not None for test in tests)
+    integration = any(test.get_closest_marker("integration") for test in tests)
+    return -torch, not integration, -len(tests)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order whole files by :func:`_file_weight` (a file's own tests keep their order).
+
+    `nox -s tests` deals files to its two workers in this order (``--dist loadfile
+    --no-loadscope-reorder``): the long ones start first, the short ones even out the end.
+    """
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.partition("::")[0], []).append(item)
+    items[:] = [test for tests in sorted(files.values(), key=_file_weight) for test in tests]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -204,10 +204,7 @@ def unowned(site: Path) -> list[str]:
     owned: set[str] = set()
     for info in infos:
         rows = parse_record((info / "RECORD").read_text(encoding="utf-8"), where=info.name)
-        for path in (row.path for row in rows):
-            owned.add(path)
-            if path.endswith(".py"):
-                owned.add(importlib.util.cache_from_source(path))
+        owned.update(row.path for row in rows)
     left = []
     for dirpath, _, filenames in os.walk(site):
         folder = os.path.relpath(dirpath, site)

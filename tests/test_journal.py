@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -132,14 +132,22 @@ class World:
     patched: Path  # P1: P0 applied, then bytecode of the patched modules compiled again
     reverted: Snapshot  # P1 reverted: pristine, no bytecode of the patched modules
     applied: Snapshot  # P0 applied (no bytecode of the patched modules)
+    starts: dict[bool, Snapshot] = field(default_factory=dict, compare=False, repr=False)
 
     def start(self, *, reverse: bool) -> Path:
         """Return the tree a run starts from."""
         return self.patched if reverse else self.pristine
 
+    def start_state(self, *, reverse: bool) -> Snapshot:
+        """Return the snapshot of the tree a run starts from, taken once (a template is
+        only ever copied: a matrix reads it at every one of its hundreds of cells)."""
+        if reverse not in self.starts:
+            self.starts[reverse] = snapshot(self.start(reverse=reverse))
+        return self.starts[reverse]
+
     def ends(self, *, reverse: bool) -> tuple[Snapshot, Snapshot]:
         """Return (where the next `apply` must end, where the next `revert` must end)."""
-        start = snapshot(self.start(reverse=reverse))
+        start = self.start_state(reverse=reverse)
         return (start, self.reverted) if reverse else (self.applied, start)
 
 
@@ -284,7 +292,7 @@ def stop_at(
     world: World, tmp: Path, checkpoint: str, action: str, *, reverse: bool, revert_next: bool
 ) -> Outcome:
     """Stop the run at ``checkpoint`` with ``action``; classify; run the next command(s)."""
-    old = snapshot(world.start(reverse=reverse))
+    old = world.start_state(reverse=reverse)
     new = world.reverted if reverse else world.applied
     tree = tmp / "tree"
     shutil.copytree(world.start(reverse=reverse), tree)
