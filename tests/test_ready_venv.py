@@ -11,14 +11,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from overlay.cli import main
 from overlay.distribution.provenance import local_version
-from overlay.envs import lockfiles, ready_venv
+from overlay.envs import lockfiles, ready_venv, venvs
 from overlay.envs.stamp import Flavour, Origin, read_stamp
+from overlay.envs.venvs import Venv, find_venv
 from overlay.errors import InstallCheckError, TargetError, UnsupportedReleaseError, UsageError
 from overlay.text.series import Series, load_series
 
@@ -104,6 +106,33 @@ def test_in_a_checkout_the_next_step_is_the_build_or_sync(
     named_like = venv(checkout / "elsewhere" / ready_venv.ready_name("1.2.0", "3.11"), uv=True)
     named_hint = ready_venv.repair_command(series, None, named_like)
     assert named_hint.startswith("executorch-arm-overlay sync")
+
+
+def test_a_new_ready_venv_that_fails_its_check_names_the_build_as_next_step(
+    tmp_path: Path, series: Series, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder is empty when sync starts: the next step is named once uv has made the venv."""
+    checkout = tmp_path / "clone"
+    (checkout / "patches").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text('[project]\nname = "executorch-arm-overlay"\n')
+    monkeypatch.chdir(checkout)
+    root = checkout / ".nox" / ready_venv.ready_name("1.2.0", "3.11")
+    hints: list[str] = []
+
+    def made_then_verified(
+        contents: object, folder: Path, *, verify: Callable[[Venv], object], **_: object
+    ) -> None:
+        assert not folder.exists()  # the run starts from nothing
+        venv(folder, uv=True)
+        verify(find_venv(folder))
+
+    def check(*_: object, repair: str, **__: object) -> None:
+        hints.append(repair)
+
+    monkeypatch.setattr(venvs, "ensure_venv", made_then_verified)
+    monkeypatch.setattr(ready_venv, "check_installed", check)
+    ready_venv.sync(request(series, Flavour.PATCHED), root)
+    assert hints == ["nox -s build_patched_executorch-3.11 -- --line 1.2.0"]
 
 
 def test_outside_a_checkout_the_next_step_is_uv_or_pip_with_the_lock(

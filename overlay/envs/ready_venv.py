@@ -128,9 +128,10 @@ def sync(
     """Make ``root`` exactly the request's lock, verified for what uv does not check (files,
     provenance, imports: docs/environments.md) and stamped; None: it already was."""
     stock = request.flavour is Flavour.STOCK
-    repair = repair_command(request.series, request.lock, root, stock=stock)
 
     def verify(venv: venvs.Venv) -> InstallReport:
+        # the next step is named once the venv exists: before, a new folder read as no venv
+        repair = repair_command(request.series, request.lock, root, stock=stock)
         return check_installed(
             request.series, search_path=venv.site, python=venv.python, stock=stock, repair=repair
         )
