@@ -558,6 +558,14 @@ def test_hunks_of_reads_a_file_diff_forward_unless_asked() -> None:
     assert (backward.old, backward.new) == (forward.new, forward.old)
 
 
+def test_a_blank_line_after_the_last_hunk_is_not_context() -> None:
+    """unidiff keeps a blank line after a hunk as an "empty" line: it belongs to no side."""
+    diff = one_file("--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\n")
+    (hunk,) = hunks_of(diff)
+    assert (hunk.old, hunk.new) == (("a\n", "b\n"), ("a\n", "c\n"))
+    assert apply_file("a\nb\n", diff).text == "a\nc\n"
+
+
 def test_a_stray_no_newline_marker_at_the_start_of_a_hunk_is_ignored() -> None:
     diff = one_file("--- a/f\n+++ b/f\n@@ -1,1 +1,1 @@\n\\ No newline at end of file\n-a\n+b\n")
     assert apply_file("a\n", diff).text == "b\n"

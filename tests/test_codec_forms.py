@@ -31,6 +31,7 @@ from overlay.upstream.results import (
     PinAttempt,
     ReleaseRun,
     Status,
+    TestOutcome,
     TestResult,
     TestRun,
     TestState,
@@ -68,7 +69,7 @@ BEHAVIOUR = PatchBehaviour(
     text="fails before, passes after",
     regressions=("conv_int8",),
     test=TESTS,
-    test_verdict=TestVerdict(Outcome.FAILS_BEFORE_PASSES_AFTER, "x"),
+    test_verdict=TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, "x"),
 )
 REGION = Conflict("a.py", 3, "<<<<<<< main\n")
 VERDICT = PatchVerdict(

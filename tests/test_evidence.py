@@ -26,6 +26,7 @@ from overlay.upstream.results import (
     Outcome,
     PatchBehaviour,
     PatchVerdict,
+    TestOutcome,
     TestResult,
     TestRun,
     TestState,
@@ -39,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _report(
-    action: Action = Action.DROP, tests: Outcome = Outcome.FAILS_BEFORE_PASSES_AFTER
+    action: Action = Action.DROP, tests: TestOutcome = TestOutcome.FAILS_BEFORE_PASSES_AFTER
 ) -> Retarget:
     """Return a retarget report as `retarget` writes it: one dropped, one ported patch."""
     behaviour = PatchBehaviour(
@@ -106,7 +107,7 @@ def test_a_report_becomes_the_lines_evidence() -> None:
 
 
 def test_a_test_that_does_not_fail_before_keeps_its_verdict() -> None:
-    found = line_evidence(_report(tests=Outcome.PASSES_BEFORE), {}, measured="d")
+    found = line_evidence(_report(tests=TestOutcome.PASSES_BEFORE), {}, measured="d")
     assert found.patches[0].upstream_test == "stock 1 failed -> patched 1 passed (passes before)"
 
 

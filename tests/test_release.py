@@ -20,7 +20,7 @@ from overlay.text.series import load_series
 from overlay.upstream import host, lint, prepare
 from overlay.upstream.commit_rules import Identity
 from overlay.upstream.gitrepo import MAIN_REF, open_upstream
-from overlay.upstream.results import KEPT, Action, Outcome, PatchBehaviour, TestState
+from overlay.upstream.results import KEPT, Action, Outcome, PatchBehaviour, TestOutcome, TestState
 from overlay.upstream.retarget import run
 from overlay.upstream.retarget.retarget_verdict import Retarget
 from overlay.upstream.verdicts import hook_findings, is_own_failure
@@ -133,7 +133,7 @@ def test_each_port_fails_before_and_passes_after(retargeted: Retarget, name: str
     # ... and it fails before for its own reason (an assertion or the bug's error), never
     # for want of a target or a registration error
     verdict = found.test_verdict
-    assert verdict is not None and verdict.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    assert verdict is not None and verdict.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER
     failures = [t for t in test.stock.tests if t.state is TestState.FAILED]
     errors = [case.stock_error for case in found.bug_cases]
     assert failures and all(is_own_failure(t.reason, errors, t.causes) for t in failures)

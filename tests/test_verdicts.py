@@ -41,6 +41,7 @@ from overlay.upstream.results import (
     Outcome,
     PatchBehaviour,
     Status,
+    TestOutcome,
     TestResult,
     TestRun,
     TestState,
@@ -192,9 +193,9 @@ def test_a_failure_reason_is_whole_or_cut_between_words_and_alike_ones_merged() 
 def test_the_bugs_own_error_counts_as_failing_before() -> None:
     stock = _side((TestState.FAILED, GRID.removeprefix("VGF: ")))
     assert judge_tests(_run(stock, _side(PASSED)), [GRID]).outcome is (
-        Outcome.FAILS_BEFORE_PASSES_AFTER
+        TestOutcome.FAILS_BEFORE_PASSES_AFTER
     )
-    assert judge_tests(_run(stock, _side(PASSED)), []).outcome is Outcome.COULD_NOT_RUN
+    assert judge_tests(_run(stock, _side(PASSED)), []).outcome is TestOutcome.COULD_NOT_RUN
     assert is_own_failure("RuntimeError: grid_sampler rewrite only supports per-tensor", [GRID])
     assert not is_own_failure(OUT_VARIANTS, [GRID])
     assert not is_own_failure(OUT_VARIANTS, [""])  # an empty expected error matches nothing
@@ -222,36 +223,38 @@ def test_suite_changes_name_the_tests_the_patches_break_and_fix() -> None:
 def test_after_must_pass_and_must_have_run() -> None:
     stock = _side((TestState.FAILED, "assert 2 == 1"))
     fails = judge_tests(_run(stock, _side((TestState.FAILED, "assert 2 == 1"))))
-    assert fails.outcome is Outcome.FAILS_AFTER and "assert 2 == 1" in fails.text
+    assert fails.outcome is TestOutcome.FAILS_AFTER and "assert 2 == 1" in fails.text
     env = judge_tests(_run(stock, _side((TestState.ERROR, "setup: ImportError: x"))))
-    assert env.outcome is Outcome.COULD_NOT_RUN and env.text.startswith("could not run: patched")
+    assert env.outcome is TestOutcome.COULD_NOT_RUN and env.text.startswith(
+        "could not run: patched"
+    )
     nothing = judge_tests(_run(Counts(problem="pytest exited with 4"), _side(PASSED)))
-    assert nothing.outcome is Outcome.COULD_NOT_RUN
+    assert nothing.outcome is TestOutcome.COULD_NOT_RUN
 
 
 def test_a_test_with_no_target_to_run_on_neither_passes_nor_fails() -> None:
     stock = _side((TestState.FAILED, "assert 2 == 1"), (TestState.FAILED, "assert 3 == 1"))
     runner = (TestState.NO_TARGET, "FileNotFoundError: Did not find build arm_executor_runner")
     some = judge_tests(_run(stock, _side(PASSED, runner)))
-    assert some.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER
+    assert some.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER
     assert some.text.endswith("with the patch, not run here: test_fused_relu1 need an"
                               " executor_runner (upstream's setup_testing*.sh)")  # fmt: skip
     none = judge_tests(_run(stock, _side(runner, runner)))
-    assert none.outcome is Outcome.COULD_NOT_RUN
+    assert none.outcome is TestOutcome.COULD_NOT_RUN
     assert none.text.startswith("could not run: patched: every test lowered, none ran:")
     # nothing ran on stock: no verdict either way
     only = judge_tests(_run(_side(runner), _side(PASSED)))
-    assert only.outcome is Outcome.COULD_NOT_RUN
+    assert only.outcome is TestOutcome.COULD_NOT_RUN
     assert only.text.startswith("could not run: stock: every test lowered, none ran:")
     # beside one that ran, it is no failure before
     beside = judge_tests(_run(_side(runner, PASSED), _side(PASSED, PASSED)))
-    assert beside.outcome is Outcome.PASSES_BEFORE
+    assert beside.outcome is TestOutcome.PASSES_BEFORE
     # a failure with the patch is one, whatever else did not run
     failed = judge_tests(_run(stock, _side((TestState.FAILED, "assert 1 == 0"), runner)))
-    assert failed.outcome is Outcome.FAILS_AFTER
+    assert failed.outcome is TestOutcome.FAILS_AFTER
     # every test that failed before only got as far as needing a target: nothing passed after
     further = judge_tests(_run(stock, _side(runner, runner, PASSED)))
-    assert further.outcome is Outcome.COULD_NOT_RUN
+    assert further.outcome is TestOutcome.COULD_NOT_RUN
     assert further.text.startswith("could not run: patched: no test that fails before passes")
 
 

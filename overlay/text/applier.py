@@ -71,10 +71,15 @@ def hunks_of(patched_file: PatchedFile, *, reverse: bool = False) -> list[Hunk]:
                 for side in last:
                     side[-1] = side[-1].removesuffix("\n")
                 continue
-            last = [
-                side for side, skip in ((old, line.is_added), (new, line.is_removed)) if not skip
-            ]
-            for side in last:  # a context line goes to both
+            if line.is_context:  # not unidiff's "empty" line: a blank line after the hunk
+                last = [old, new]
+            elif line.is_removed:
+                last = [old]
+            elif line.is_added:
+                last = [new]
+            else:
+                continue
+            for side in last:
                 side.append(line.value)
         if reverse:
             old, new = new, old

@@ -29,9 +29,9 @@ from overlay.upstream.results import (
     NOT_DELEGATED,
     Counts,
     OnBase,
-    Outcome,
     PatchVerdict,
     Review,
+    TestOutcome,
     TestState,
 )
 from overlay.upstream.upstream_tests import new_tests
@@ -310,7 +310,7 @@ def _plan(base: OnBase, *, bystanders: bool = True) -> list[str]:
     verdict = base.behaviour.test_verdict if base.behaviour else None
     if added is not None:
         lines.append(f"- the tests it adds: without {added.stock.text}, with {added.patched.text}")
-        if verdict is not None and verdict.outcome is Outcome.FAILS_BEFORE_PASSES_AFTER:
+        if verdict is not None and verdict.outcome is TestOutcome.FAILS_BEFORE_PASSES_AFTER:
             failed = [t for t in added.stock.tests if t.state is TestState.FAILED]
             lines.append(f"  (without it: {failure_reasons(failed)})")
         elif verdict is not None:

@@ -281,12 +281,9 @@ class TestRun:
 
 
 class Outcome(enum.StrEnum):
-    """What a patch does on one release, judged by its trigger cases and tests (or by the
-    tests it adds alone: a :class:`TestVerdict`)."""
+    """What a patch does on one release, judged by its trigger cases and tests."""
 
     FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
-    PASSES_BEFORE = "passes before"  # its tests test nothing the patch changes
-    FAILS_AFTER = "fails after"  # its tests
     FIXED_ON_STOCK = "already fixed on stock"
     REGRESSION = "regression with patch"
     STILL_FAILS = "still fails with patch"
@@ -297,13 +294,24 @@ class Outcome(enum.StrEnum):
 NOT_NEEDED = frozenset({Outcome.FIXED_ON_STOCK, Outcome.NO_BUG_TRIGGER})
 
 
+class TestOutcome(enum.StrEnum):
+    """What the tests a patch adds do, run without and with it."""
+
+    __test__ = False  # not a pytest test class
+
+    FAILS_BEFORE_PASSES_AFTER = "fails before, passes after"
+    PASSES_BEFORE = "passes before"  # they test nothing the patch changes
+    FAILS_AFTER = "fails after"
+    COULD_NOT_RUN = "could not run"
+
+
 @dataclass(frozen=True)
 class TestVerdict:
     """The tests' outcome and why, e.g. ``could not run: stock: t.py::x: RuntimeError...``."""
 
     __test__ = False  # not a pytest test class
 
-    outcome: Outcome  # FAILS_BEFORE_PASSES_AFTER, PASSES_BEFORE, FAILS_AFTER or COULD_NOT_RUN
+    outcome: TestOutcome
     text: str
 
 

@@ -32,6 +32,7 @@ from overlay.upstream.results import (
     Outcome,
     PatchBehaviour,
     Status,
+    TestOutcome,
     TestResult,
     TestRun,
     TestState,
@@ -137,23 +138,23 @@ def judge_tests(run: TestRun, expected_errors: Sequence[str] = ()) -> TestVerdic
     for label, counts, stock in (("stock", run.stock, True), ("patched", run.patched, False)):
         reason = _not_run(label, counts, expected_errors, stock=stock)
         if reason:
-            return TestVerdict(Outcome.COULD_NOT_RUN, f"could not run: {reason}")
+            return TestVerdict(TestOutcome.COULD_NOT_RUN, f"could not run: {reason}")
     summary = f"{run.stock.text} -> {run.patched.text}"
     failing = [t for t in run.patched.tests if t.state in (TestState.FAILED, TestState.XPASSED)]
     if failing or not run.patched.ok:
         reasons = "; ".join(f"{t.node}: {t.reason}" for t in failing) or run.patched.text
-        return TestVerdict(Outcome.FAILS_AFTER, f"fails after ({summary}): {reasons}")
+        return TestVerdict(TestOutcome.FAILS_AFTER, f"fails after ({summary}): {reasons}")
     before = [t for t in run.stock.tests if t.state is TestState.FAILED]
     if not before:
-        return TestVerdict(Outcome.PASSES_BEFORE, f"passes before ({summary})")
+        return TestVerdict(TestOutcome.PASSES_BEFORE, f"passes before ({summary})")
     after = {t.node: t.state for t in run.patched.tests}
     if all(after.get(t.node) is not TestState.PASSED for t in before):
         why = f"no test that fails before passes with the patch ({summary})"
-        return TestVerdict(Outcome.COULD_NOT_RUN, f"could not run: patched: {why}")
+        return TestVerdict(TestOutcome.COULD_NOT_RUN, f"could not run: patched: {why}")
     why = failure_reasons(before)
     if run.patched.count(TestState.NO_TARGET):
         why += f"; with the patch, not run here: {_no_target(run.patched)}"
-    return TestVerdict(Outcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
+    return TestVerdict(TestOutcome.FAILS_BEFORE_PASSES_AFTER, f"fails before ({summary}): {why}")
 
 
 REASON_CHARS = 160  # a failure reason up to this long is printed whole
@@ -299,9 +300,9 @@ def decide_patch(
     else:
         outcome = Outcome.FAILS_BEFORE_PASSES_AFTER
         text = f"fails on stock {release}, passes with the patch: {names}"
-        if tests is not None and tests.outcome is Outcome.COULD_NOT_RUN:
+        if tests is not None and tests.outcome is TestOutcome.COULD_NOT_RUN:
             outcome, text = Outcome.COULD_NOT_RUN, f"{text}; but its upstream test {tests.text}"
-        elif tests is not None and tests.outcome is not Outcome.FAILS_BEFORE_PASSES_AFTER:
+        elif tests is not None and tests.outcome is not TestOutcome.FAILS_BEFORE_PASSES_AFTER:
             outcome = Outcome.STILL_FAILS
             text += "; but its upstream test does not fail before and pass after"
             text += f" ({tests.outcome.value}: {tests.text})"

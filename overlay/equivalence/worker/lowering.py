@@ -128,9 +128,9 @@ def _tosa_numbers(
     TOSA bytes and inputs recorded): its numbers, the error it raised, or why it was not run."""
     if has_delegate and importlib.util.find_spec("tosa_reference_model") is None:
         return None, None, "not installed: tosa_reference_model (pip install tosa-tools)"
-    program = edge.exported_program().module()
     programs: list[tuple[bytes, list[Any]]] = []
     try:
+        program = edge.exported_program().module()
         with torch.no_grad():
             if not has_delegate:
                 got = observe.as_tuple(program(*inputs))

@@ -12,13 +12,21 @@ from overlay.items import CaseInfo
 
 def configure(quantizer: Any, info: CaseInfo) -> Any:
     """Set the case's global quantisation config (a8w8, its SNORM form, a16w8) on a quantizer."""
-    from executorch.backends.arm import quantizer as configs
+    from executorch.backends.arm.quantizer import (
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
 
-    name = {
-        "a8w8": "get_symmetric_quantization_config",
-        "a8w8_snorm": "get_vgf_snorm_quantization_config",  # activations in [-127, 127] (1.5 on)
-    }.get(str(info.quantize), "get_symmetric_a16w8_quantization_config")
-    quantizer.set_global(getattr(configs, name)(is_per_channel=info.per_channel))
+    if info.quantize == "a8w8":
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=info.per_channel))
+    elif info.quantize == "a8w8_snorm":  # activations in [-127, 127] (executorch 1.5 on)
+        from executorch.backends.arm.quantizer import get_vgf_snorm_quantization_config
+
+        quantizer.set_global(get_vgf_snorm_quantization_config(is_per_channel=info.per_channel))
+    else:
+        quantizer.set_global(
+            get_symmetric_a16w8_quantization_config(is_per_channel=info.per_channel)
+        )
     return quantizer
 
 
