@@ -116,7 +116,9 @@ def bisect(
 ) -> list[BisectResult]:
     """Return, for each patch name of ``wanted``, the first commit on main where it is its kind
     (a key of WANTED); a patch no commit makes so is left out."""
-    found = []
+    found: list[BisectResult] = []
+    if not wanted:
+        return found
     fork = scratch.run("merge-base", line.base, main).strip()
     for name, kind in wanted.items():
         progress(f"bisecting {name} ({kind})")
