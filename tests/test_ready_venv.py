@@ -87,12 +87,18 @@ def venv(root: Path, *, uv: bool, dists: dict[str, str] | None = None) -> Path:
     return root
 
 
-def test_in_a_checkout_the_next_step_is_the_build_or_sync(
-    tmp_path: Path, series: Series, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def a_checkout(tmp_path: Path) -> Path:
+    """Return a folder the overlay takes for its checkout (patches/ and its pyproject.toml)."""
     checkout = tmp_path / "clone"
     (checkout / "patches").mkdir(parents=True)
     (checkout / "pyproject.toml").write_text('[project]\nname = "executorch-arm-overlay"\n')
+    return checkout
+
+
+def test_in_a_checkout_the_next_step_is_the_build_or_sync(
+    tmp_path: Path, series: Series, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = a_checkout(tmp_path)
     monkeypatch.chdir(checkout / "patches")
     ready = venv(checkout / ".nox" / ready_venv.ready_name("1.2.0", "3.11"), uv=True)
     assert ready_venv.repair_command(series, None, ready) == (
@@ -112,9 +118,7 @@ def test_a_new_ready_venv_that_fails_its_check_names_the_build_as_next_step(
     tmp_path: Path, series: Series, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The folder is empty when sync starts: the next step is named once uv has made the venv."""
-    checkout = tmp_path / "clone"
-    (checkout / "patches").mkdir(parents=True)
-    (checkout / "pyproject.toml").write_text('[project]\nname = "executorch-arm-overlay"\n')
+    checkout = a_checkout(tmp_path)
     monkeypatch.chdir(checkout)
     root = checkout / ".nox" / ready_venv.ready_name("1.2.0", "3.11")
     hints: list[str] = []
