@@ -316,12 +316,13 @@ def observed(result: ItemResult) -> dict[Observation, object]:
     error or its outputs' digests, a skipped target (a VGF program not run) by nothing."""
     runs = target_runs(result)
     tosa, vgf = runs.pop(TOSA), runs.pop(VGF, None)
+    _, tosa_error, tosa_payloads = _lowering_key(tosa)
     return {
         Observation.STATUS: result.status,
-        Observation.ERROR: _lowering_key(tosa)[1],
+        Observation.ERROR: tosa_error,
         Observation.VALUE: result.value,
         Observation.GRAPH: result.graph,
-        Observation.TOSA_PAYLOAD: _lowering_key(tosa)[2],
+        Observation.TOSA_PAYLOAD: tosa_payloads,
         Observation.NUMERICS: _run_key(tosa),
         Observation.VGF_PAYLOAD: _lowering_key(vgf) if vgf else None,
         Observation.VGF_NUMERICS: _run_key(vgf)
@@ -493,16 +494,20 @@ def numerics_text(numerics: Numerics, *, reviewer: bool = False, note: str = "")
 def findings(results: Judged, raw: Mapping[PathId, ItemResult]) -> tuple[Finding, ...]:
     """Return every target that is not right on any of the three paths."""
     shared = set.intersection(*(set(q) for q in results.values()))
+    patched = target_runs(raw[PathId.PATCHED])  # how a target is off is said from (c)
     found = []
     for target in sorted(shared, key=lambda t: (t != TOSA, t != VGF, t)):
         seen = [results[p][target] for p in results]
         if all(q in BAD for q in seen):
             kind = Quality.WRONG if Quality.WRONG in seen else Quality.FAILED
-            run = target_runs(raw[PathId.PATCHED])[target]  # how it is off on (c)
+            run = patched[target]
             error = run.error or run.numerics_error
-            detail = error.first_line if error else "no numbers"
-            if error is None and run.numerics is not None:
+            if error is not None:
+                detail = error.first_line
+            elif run.numerics is not None:
                 detail = numerics_text(run.numerics)
+            else:
+                detail = "no numbers"
             found.append(Finding(target, kind, detail))
     return tuple(found)
 
@@ -651,8 +656,9 @@ def decide(
     found = () if harness or item.kind is ItemKind.PROBE else findings(targets, results)
     # each target lowered or compiled, executed on no path (a probe has no targets: none)
     shared = set.intersection(*(set(judged) for judged in targets.values()))
+    c_runs = target_runs(c)
     unrun = [
-        f"{t} not executed: {target_runs(c)[t].run_reason}"
+        f"{t} not executed: {c_runs[t].run_reason}"
         for t in sorted(shared)
         if all(judged[t] in NOT_RUN for judged in targets.values())
     ]
