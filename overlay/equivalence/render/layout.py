@@ -208,11 +208,12 @@ def not_executed_lines(report: Report) -> list[str]:
             vgf = result.vgf
             if vgf is not None and vgf.state is TargetState.SKIPPED:
                 found.setdefault(("VGF not lowered", vgf.reason), set()).add(verdict.item.name)
+            runs = target_runs(result)
             for target, quality in judged.items():
                 if quality in NOT_RUN:
                     name = {TOSA: "TOSA", VGF: "VGF"}.get(target, "Ethos-U")
                     what = f"{name} {quality.value}, not executed here"
-                    reason = target_runs(result)[target].run_reason or "no reason given"
+                    reason = runs[target].run_reason or "no reason given"
                     found.setdefault((what, reason), set()).add(verdict.item.name)
     return [
         f"{what} ({len(cases)} case(s)): {reason}; nothing is called right or wrong there"
@@ -296,9 +297,9 @@ def exact_lines(verdict: Verdict) -> list[str]:
     """Return each target against the exact reference per path, or why there is none."""
     reasons = sorted({verdict.results[p].exact_reason for p in PATHS} - {""})
     lines = [f"no exact reference: {reason}" for reason in reasons]
+    by_path = {p: target_runs(verdict.results[p]) for p in PATHS}
     for target in (TOSA, VGF):
-        runs = [(p, target_runs(verdict.results[p]).get(target)) for p in PATHS]
-        found = [(p, r.numerics) for p, r in runs if r is not None]
+        found = [(p, runs[target].numerics) for p, runs in by_path.items() if target in runs]
         texts = [f"({p.value}) {exact_text(n)}" for p, n in found if n and n.exact]
         if texts:
             lines.append(f"{target} against the exact reference: {'; '.join(texts)}")
