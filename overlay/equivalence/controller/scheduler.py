@@ -198,6 +198,13 @@ class _Board:
             slot.kill()
 
 
+def _priority(item: ItemId) -> int:
+    """Probes (milliseconds) and the registry's trigger cases (likely attributed) first."""
+    if item.kind is ItemKind.PROBE:
+        return 0
+    return 1 if fixes.triggers_of(item.name) else 2
+
+
 class Pool:
     """The worker slots of one run: each takes its path's queue, attribution overlapping."""
 
@@ -221,11 +228,7 @@ class Pool:
         """Answer every item on every path, from the cache or by running it (``spare``: the
         started stock worker that listed the cases, used first)."""
         self.infos, board = infos, self.board
-        # probes (milliseconds) first, then the registry's trigger cases (likely attributed)
-        order = sorted(
-            infos,
-            key=lambda i: 0 if i.kind is ItemKind.PROBE else 2 - bool(fixes.triggers_of(i.name)),
-        )
+        order = sorted(infos, key=_priority)
         for path in PATHS:
             for item in order:
                 result = self.cache.result(path, infos[item])
