@@ -89,6 +89,13 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # (gitignored __pycache__) even where PYTHONDONTWRITEBYTECODE is set: a warm re-run stays
 # under a second.
 TOOL_ENV = {"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": ""}
+# Tests and proofs write bytecode too: where PYTHONDONTWRITEBYTECODE is set, every process
+# that imports torch and the Arm backend compiles them again (about 10 s of CPU each here).
+BYTECODE_ENV = {"PYTHONDONTWRITEBYTECODE": ""}
+# `nox -s tests` also keeps torch to one thread a process: the two test workers and the
+# equivalence runs' own workers (one per CPU) already fill the cores. Not for a proof: its
+# results are cached across runs, and a run with other threads must not meet them there.
+TESTS_ENV = {**BYTECODE_ENV, "OMP_NUM_THREADS": "1"}
 PY_SOURCES = ("overlay", "tests", "benchmarks", "noxfile.py")
 
 
@@ -216,6 +223,7 @@ def tests(session: nox.Session) -> None:
     session.run(
         "pytest", "-m", "not release", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder",
         "--durations=10", *session.posargs,
+        env=TESTS_ENV,
     )  # fmt: skip
 
 
@@ -223,7 +231,7 @@ def tests(session: nox.Session) -> None:
 def release_tests(session: nox.Session) -> None:
     """Tests on real release envs (uv): retarget 1.5.1 on the fast subset, its export."""
     _install_overlay(session, "[dev]")
-    session.run("pytest", "-m", "release", *session.posargs)
+    session.run("pytest", "-m", "release", *session.posargs, env=BYTECODE_ENV)
 
 
 def _equivalence_envs(session: nox.Session, line: lines.Line) -> tuple[str, str]:
@@ -257,7 +265,7 @@ def equivalence(session: nox.Session) -> None:
     session.run(
         "python", "-m", "overlay", "--patches", str(line.directory), "equivalence",
         "--stock-python", stock, "--patched-python", patched, *rest,
-        env={"OVERLAY_CALLER_DIR": session.invoked_from},
+        env={"OVERLAY_CALLER_DIR": session.invoked_from, **BYTECODE_ENV},
     )  # fmt: skip
 
 
