@@ -94,6 +94,25 @@ def test_fuzz_drops_context_at_each_end_only_when_asked_and_keeps_an_anchor() ->
         apply_file(away, insertion, allow_offset=True, fuzz=3)
 
 
+def test_a_patch_applies_with_the_fuzz_it_is_given_and_only_with_it() -> None:
+    """Fuzz 2 drops two context lines at each end, no more: the hunk still holds lines 9
+    and 11 around its change (its three trailing context lines are counted from its end)."""
+    new = OLD.replace("line 10\n", "line ten\n")
+    patch = parse_patch("p.patch", patch_text("p", make_diff("f.py", OLD, new)))
+    drifted = OLD
+    for number in (7, 8, 12, 13):
+        drifted = drifted.replace(f"line {number}\n", f"line {number}!\n")
+    with pytest.raises(HunkMismatchError):
+        apply_patch(patch, {"f.py": drifted}, allow_offset=True)  # no fuzz unless asked
+    with pytest.raises(HunkMismatchError):
+        apply_patch(patch, {"f.py": drifted}, allow_offset=True, fuzz=1)
+    applied = apply_patch(patch, {"f.py": drifted}, allow_offset=True, fuzz=2)
+    assert applied == {"f.py": drifted.replace("line 10\n", "line ten\n")}
+    eleven = drifted.replace("line 11\n", "line 11!\n")  # an anchor line itself drifted
+    with pytest.raises(HunkMismatchError):
+        apply_patch(patch, {"f.py": eleven}, allow_offset=True, fuzz=2)
+
+
 def test_no_newline_at_end_of_file_both_ways() -> None:
     old = "a\nb\nc"
     new = "a\nb\nc\nd"

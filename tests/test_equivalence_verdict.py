@@ -305,6 +305,28 @@ def test_the_exact_reference_decides_a_quantised_case_where_there_is_one() -> No
     assert verdict.exact_text(measured(0.0, 60.0)) == ""  # no exact reference
 
 
+def test_the_exact_text_in_a_reviewers_words_and_at_its_edges() -> None:
+    planted = dataclasses.replace(measured(0.0009, 60.0, digest="p"), exact=ONE_STEP)
+    assert verdict.numerics_text(planted, reviewer=True) == (  # a PR: no converted-graph node
+        "3 of 10 output values differ from the exact evaluation, by 1 step (first at"
+        " features.5.block.6: conv2d); max error 0.09% of range, SQNR 60.0 dB"
+    )
+    unplaced = dataclasses.replace(planted, exact=dataclasses.replace(ONE_STEP, first=""))
+    assert verdict.exact_text(unplaced, reviewer=True) == (
+        "3 of 10 output values differ from the exact evaluation, by 1 step"
+    )
+    shapes = dataclasses.replace(planted, exact=ExactCheck(steps=(None,), differing=(0,)))
+    assert verdict.exact_text(shapes, reviewer=True) == (
+        "output shape differs from the exact evaluation"
+    )
+    two_old = dataclasses.replace(planted, outputs=(), exact=ExactCheck((1,), (2,)))
+    assert verdict.exact_text(two_old) == (
+        "2 output values differ from the exact reference, by 1 step"
+    )
+    no_outputs = dataclasses.replace(planted, exact=ExactCheck(steps=(), differing=()))
+    assert verdict.exact_text(no_outputs) == "equal to the exact reference"
+
+
 def test_limits_by_scheme_and_by_case() -> None:
     assert verdict.limits(CaseInfo("f", "TOSA-1.0+FP", None)) == verdict.Limits(0.01, None)
     assert verdict.limits(CaseInfo("q", "TOSA-1.0+INT", "a8w8")) == verdict.Limits(0.05, None)
@@ -814,6 +836,9 @@ def test_claims_of_several_fixes_are_all_said(monkeypatch: pytest.MonkeyPatch) -
     assert both is not None and both.count("; fix ") == 1
     patched = ok(vgf=vgf(run_reason=NOT_RUN), ethos_u=(ethos("ethos-u55-128"),))
     judged = verdict.target_qualities(patched, 0.05)
+    # (a) and (b) differ: seen, unless stock's target was not executed either
+    assert verdict.unchecked_claims(item, AB.CHANGED, patched, judged, None) is None
+    assert verdict.unchecked_claims(item, AB.CHANGED, patched, judged, None, unrun=True)
     unchecked = verdict.unchecked_claims(item, AB.UNCHECKED, patched, judged, None)
     assert unchecked == (
         f"fix {entry.number} claims '{trigger.why}'; fix {other.number} claims '{trigger.why}':"

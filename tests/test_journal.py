@@ -1101,6 +1101,20 @@ def test_a_checkpoint_raises_a_pending_signal_only_when_interruptible() -> None:
     assert info.value.signum == signal.SIGTERM and str(info.value) == "SIGTERM"
 
 
+def test_the_pending_signal_is_the_first_the_innermost_hold_noted() -> None:
+    assert journal.pending_signal() is None  # no hold
+    with journal.held_signals() as outer:
+        assert journal.pending_signal() is None  # held, nothing noted
+        outer.extend([signal.SIGTERM, signal.SIGINT])
+        assert journal.pending_signal() == signal.SIGTERM
+        with journal.held_signals() as inner:  # starts with what the outer hold noted
+            assert journal.pending_signal() == signal.SIGTERM
+            inner[:] = [signal.SIGINT]
+            assert journal.pending_signal() == signal.SIGINT
+        assert journal.pending_signal() == signal.SIGTERM
+    assert journal.pending_signal() is None
+
+
 def test_the_status_of_each_kind_of_step_is_read_from_the_disk(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path / "t")
     steps = [

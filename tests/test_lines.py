@@ -167,6 +167,12 @@ def test_a_version_without_a_line_is_refused_with_the_releases_to_install(
     )  # never `retarget`: a maintainer's command of gigabytes
 
 
+def test_a_root_without_lines_names_no_release_to_install(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedReleaseError) as info:
+        lines.line_for_version(tmp_path, "1.4.1")
+    assert info.value.hint == "use a version of executorch-arm-overlay whose lines include 1.4.1"
+
+
 def test_a_line_reads_its_own_pins(root: Path) -> None:
     line = lines.line_named(root, "1.9.1")
     assert str(line.pins.executorch) == "1.9.1"
@@ -297,6 +303,7 @@ def test_the_default_root_prefers_the_environment(
     assert lines.default_source().source == f"$OVERLAY_PATCHES ({tmp_path / 'mine'})"
     monkeypatch.setenv(lines.PATCHES_ENV, "")
     assert lines.default_root() == tmp_path / "co" / "patches"  # empty means unset
+    assert lines.default_source().source == f"the checkout {tmp_path / 'co'}"
 
 
 def test_the_tools_own_lines_come_before_the_checkout_of_the_current_folder(
