@@ -414,8 +414,10 @@ def test_a_tree_the_user_cannot_write_is_a_clear_error(anyones_tmp: Path) -> Non
         assert child.code == 0, child.output
         assert "nothing to do" in child.output
     assert snapshot(world.root) == before
-    # and its owner's revert: nothing to do either (run here, in this process, it also lets
-    # mutmut see that this test calls the transaction, which the children above run)
+    # its owner applies and reverts it (run here, in this process, this also lets mutmut see
+    # that the test calls the transaction, which only the children above run read-only)
+    assert world.cli("apply", *target) == 0
+    assert snapshot(world.root) != before
     assert world.cli("revert", *target) == 0
     assert snapshot(world.root) == before
 
