@@ -102,8 +102,9 @@ def test_a_patch_applies_with_the_fuzz_it_is_given_and_only_with_it() -> None:
     drifted = OLD
     for number in (7, 8, 12, 13):
         drifted = drifted.replace(f"line {number}\n", f"line {number}!\n")
+    outermost = OLD.replace("line 7\n", "line 7!\n")  # what fuzz 1 would drop
     with pytest.raises(HunkMismatchError):
-        apply_patch(patch, {"f.py": drifted}, allow_offset=True)  # no fuzz unless asked
+        apply_patch(patch, {"f.py": outermost}, allow_offset=True)  # no fuzz unless asked
     with pytest.raises(HunkMismatchError):
         apply_patch(patch, {"f.py": drifted}, allow_offset=True, fuzz=1)
     applied = apply_patch(patch, {"f.py": drifted}, allow_offset=True, fuzz=2)
@@ -560,6 +561,7 @@ def test_transform_checked_requires_the_recorded_bytes(tmp_path: Path) -> None:
     wanted = hashlib.sha256(new.encode()).hexdigest()
     assert exc.message == "backends/a.py: the series produced unexpected bytes; nothing was written"
     assert (exc.expected, exc.found) == (f"sha256 {wanted}", f"sha256 {produced}")
+    assert exc.hint == "SHA256SUMS does not match the patches: `executorch-arm-overlay refresh`"
     with pytest.raises(ChecksumMismatchError) as info:
         transform_checked(
             series, "backends/a.py", new.replace("line 20", "!").encode(), reverse=True
