@@ -85,13 +85,12 @@ PYTHONS = _present(DEFAULT.pins.pythons)
 PYTHON = PYTHONS[0]
 DIST = Path(os.environ.get("OVERLAY_DIST", ROOT / "dist"))  # each line's wheels in DIST/<line>
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-# The overlay runs from this checkout in its tool venv, and caches its bytecode here
-# (gitignored __pycache__) even where PYTHONDONTWRITEBYTECODE is set: a warm re-run stays
-# under a second.
-TOOL_ENV = {"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": ""}
-# Tests and proofs write bytecode too: where PYTHONDONTWRITEBYTECODE is set, every process
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: without it every process
 # that imports torch and the Arm backend compiles them again (about 10 s of CPU each here).
 BYTECODE_ENV = {"PYTHONDONTWRITEBYTECODE": ""}
+# The overlay runs from this checkout in its tool venv, and caches its bytecode here
+# (gitignored __pycache__): a warm re-run stays under a second.
+TOOL_ENV = {"PYTHONPATH": str(ROOT), **BYTECODE_ENV}
 # `nox -s tests` also keeps torch to one thread a process: the two test workers and the
 # equivalence runs' own workers (one per CPU) already fill the cores. Not for a proof: its
 # results are cached across runs, and a run with other threads must not meet them there.
