@@ -17,6 +17,7 @@ from overlay.equivalence.controller.options import Options, Shard
 from overlay.equivalence.controller.orchestrator import run
 from overlay.equivalence.protocol import ListReply
 from overlay.equivalence.verdict import AB
+from overlay.equivalence.worker import vgf_run
 from overlay.errors import BusyError, EquivalenceInputError
 from overlay.items import CaseInfo, ItemKind, ProbeInfo
 
@@ -181,6 +182,16 @@ def test_two_runs_into_one_folder_are_refused(
         run(fake)
     assert f"held by pid {os.getpid()}" in (busy.value.found or "")
     assert not (fake.log_dir / ".lock").exists()  # the holder deletes it on release
+
+
+def test_a_run_starts_without_the_vgf_executions_an_earlier_run_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = scripted_options(tmp_path, monkeypatch)
+    kept = fake.log_dir / vgf_run.RUNS / ("0" * 64)
+    kept.mkdir(parents=True)
+    run(fake)
+    assert not kept.parent.exists()  # the emulator or its files may have changed since
 
 
 def test_a_probe_runs_on_the_lines_that_carry_its_fix() -> None:

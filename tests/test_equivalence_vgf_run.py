@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -102,3 +104,81 @@ def test_a_custom_ops_shader_module_is_dumped_where_the_scenario_reads_it(
     assert scenario["resources"][1]["shader"]["src"] == "own.spv"
     assert calls == [[sys.executable, "-i", "graph.vgf", "-o", "shader_1.spv", "--dump-spirv", "1"]]
     assert (tmp_path / "shader_1.spv").read_text(encoding="utf-8").endswith("--dump-spirv 1")
+
+
+# --- executions kept for the run -----------------------------------------------------------
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, pause: float = 0.0) -> list[bytes]:
+    """Replace the emulator by one that records each graph it runs and returns its inputs + 1."""
+    import numpy as np
+
+    executed: list[bytes] = []
+
+    def run(emulation: vgf_run.Emulation, vgf: bytes, inputs: list[Any], folder: Path) -> list[Any]:
+        executed.append(vgf)
+        time.sleep(pause)
+        return [np.asarray(value) + 1 for value in inputs]
+
+    monkeypatch.setattr(vgf_run, "run_vgf", run)
+    return executed
+
+
+@pytest.mark.torch  # numpy
+def test_the_same_bytes_on_the_same_inputs_by_the_same_emulator_execute_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    executed = _counting(monkeypatch)
+    emulation = vgf_run.Emulation("runner", "dump", {}, "emulator-1", tmp_path / "vgf-runs")
+    x = [np.arange(6, dtype=np.int8).reshape(2, 3)]
+    first = vgf_run.run_kept(emulation, b"graph", x, tmp_path / "a")
+    again = vgf_run.run_kept(emulation, b"graph", [x[0].copy()], tmp_path / "b")
+    assert executed == [b"graph"]
+    assert [(o.dtype, o.tolist()) for o in again] == [(o.dtype, o.tolist()) for o in first]
+    assert again[0].tolist() == [[1, 2, 3], [4, 5, 6]]
+    # what differs in the key: the bytes, the inputs' values, type or shape, the emulator
+    vgf_run.run_kept(emulation, b"other graph", x, tmp_path / "c")
+    vgf_run.run_kept(emulation, b"graph", [x[0] * 2], tmp_path / "d")
+    vgf_run.run_kept(emulation, b"graph", [x[0].view(np.uint8)], tmp_path / "e")
+    vgf_run.run_kept(emulation, b"graph", [x[0].reshape(3, 2)], tmp_path / "f")
+    other = dataclasses.replace(emulation, identity="emulator-2")
+    vgf_run.run_kept(other, b"graph", x, tmp_path / "g")
+    assert len(executed) == 6
+    unkept = dataclasses.replace(emulation, runs=None)
+    vgf_run.run_kept(unkept, b"graph", x, tmp_path / "h")
+    vgf_run.run_kept(unkept, b"graph", x, tmp_path / "i")
+    assert len(executed) == 8
+
+
+@pytest.mark.torch  # numpy
+def test_workers_asking_for_one_execution_at_once_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    executed = _counting(monkeypatch, pause=0.2)
+    emulation = vgf_run.Emulation("runner", "dump", {}, "emulator", tmp_path / "vgf-runs")
+    x = [np.ones(4, dtype=np.float32)]
+    with ThreadPoolExecutor(4) as pool:
+        outputs = list(
+            pool.map(lambda n: vgf_run.run_kept(emulation, b"g", x, tmp_path / str(n)), range(4))
+        )
+    assert executed == [b"g"]
+    assert all(out[0].tolist() == [2.0] * 4 for out in outputs)
+
+
+def test_the_emulators_identity_changes_with_any_of_its_files(tmp_path: Path) -> None:
+    files = [tmp_path / "scenario_runner", tmp_path / "libVkLayer_Graph.so"]
+    for path in files:
+        path.write_bytes(b"v1")
+    before = vgf_run._identity(files)
+    assert vgf_run._identity(reversed(files)) == before  # a set of files, not a list
+    files[1].write_bytes(b"v1.1")
+    assert vgf_run._identity(files) != before
+    icd = tmp_path / "lvp_icd.json"
+    icd.write_text(json.dumps({"ICD": {"library_path": "/usr/lib/libvulkan_lvp.so"}}))
+    assert vgf_run._icd_library(str(icd)) == ["/usr/lib/libvulkan_lvp.so"]
+    icd.write_text(json.dumps({"ICD": {"library_path": "libvulkan_lvp.so"}}))  # found by the loader
+    assert vgf_run._icd_library(str(icd)) == []

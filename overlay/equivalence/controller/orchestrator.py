@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import posixpath
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ from overlay.equivalence.controller.result_cache import Keys, ResultCache, RunCa
 from overlay.equivalence.controller.scheduler import Progress, no_progress
 from overlay.equivalence.protocol import PATHS, PathId
 from overlay.equivalence.verdict import decide
+from overlay.equivalence.worker import vgf_run
 from overlay.equivalence.worker.envinfo import EnvInfo
 from overlay.errors import EquivalenceInputError
 from overlay.items import CaseInfo, ItemId, ProbeInfo
@@ -177,6 +179,7 @@ def run(options: Options, progress: Progress = no_progress) -> Report:
     started = time.perf_counter()
     options = resolve_inputs(options, Path.cwd())
     with _exclusive(options.log_dir):
+        shutil.rmtree(options.log_dir / vgf_run.RUNS, ignore_errors=True)  # this run's only
         plans = _plans(options, processes.worker_library())
         envs = _environments(plans)
         keys = _keys(options, plans[PathId.STOCK], envs)
