@@ -7,10 +7,8 @@ variable, and puts the tensor layer above the graph layer, so device creation fa
 manifest is copied into its own folder (graph first on ``VK_LAYER_PATH``) with an
 absolute library path, which fixes the order on old and new loaders alike.
 
-Example: paths (b) and (c) lower a case to the same VGF bytes and hand its delegate the
-same inputs. Becomes: one execution; the other path reads its outputs, kept for the run
-(``vgf-runs/``, keyed by the emulator's files, the bytes and the inputs). The emulator is
-one oracle for every path: what a path brings is its bytes and its inputs, both in the key.
+A run executes each graph once per emulator and inputs; other calls read the outputs kept
+in ``vgf-runs/`` (docs/equivalence.md, "The emulator is one oracle").
 """
 
 from __future__ import annotations
