@@ -71,7 +71,7 @@ class Emulation:
     scenario_runner: str
     vgf_dump: str
     env: dict[str, str]
-    identity: str = ""  # the emulator's files (path, size, mtime), hashed: in every run's key
+    identity: str = ""  # the tools' files (path, size, mtime), hashed: in every run's key
     runs: Path | None = None  # where executions are kept for the run (None: not kept)
 
 
@@ -127,14 +127,9 @@ def find_emulation(folder: Path) -> Emulation | str:
         return "not installed: " + ", ".join(missing)
     assert runner and dump and deploy and icd
     env = {**os.environ, **layer_env(deploy, folder, icd)}
-    identity = _identity([runner, dump, icd, *_icd_library(icd), *(deploy / "lib").glob("*.so*")])
+    # a run's workers share the machine's driver; each path's venv may bring its own tools
+    identity = _identity([runner, dump, *(deploy / "lib").glob("*.so*")])
     return Emulation(runner, dump, env, identity, folder.parent / RUNS)
-
-
-def _icd_library(icd: str) -> list[str]:
-    """Return the driver library an ICD manifest names by an absolute path (else none)."""
-    library = str(json.loads(Path(icd).read_text(encoding="utf-8"))["ICD"]["library_path"])
-    return [library] if Path(library).is_absolute() else []
 
 
 def _identity(files: Iterable[str | Path]) -> str:
