@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
@@ -25,14 +24,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     `nox -s tests` deals files to its two workers in this order (``--dist loadfile
     --no-loadscope-reorder``): the long ones start first, the short ones even out the end.
+    Under mutmut, by the files' times in its stats run, quickest first.
     """
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.nodeid.partition("::")[0], []).append(item)
-    items[:] = [test for tests in sorted(files.values(), key=_file_weight) for test in tests]
-    took = _mutmut_durations()
-    if took:  # a mutant's run stops at its first failing test: the quick ones go first
-        items.sort(key=lambda test: took.get(test.nodeid, math.inf))
+    took = _mutmut_durations()  # under mutmut, -x: the quick files first, a quick kill
+    spent = lambda tests: sum(took.get(test.nodeid, 0) for test in tests)  # noqa: E731
+    ordered = sorted(files.values(), key=spent if took else _file_weight)
+    items[:] = [test for tests in ordered for test in tests]
 
 
 def _mutmut_durations() -> dict[str, float]:

@@ -55,6 +55,7 @@ JSON_OUTSIDE_THE_CODEC = {
     ("overlay.equivalence.render.layout", "detail_lines"): "JSON shown to a reader",
     ("overlay.equivalence.worker.vgf_run", "_layer_folders"): "Vulkan layer manifests",
     ("overlay.equivalence.worker.vgf_run", "run_vgf"): "a VGF scenario file",
+    ("overlay.equivalence.worker.vgf_run", "identity"): "a Vulkan driver manifest",
     ("overlay.upstream.kernel_probe", "main"): "run by a release env's Python",
 }
 # Named in the docs on purpose although no such file or name exists in the tree.

@@ -169,11 +169,63 @@ def test_workers_asking_for_one_execution_at_once_wait_for_it(
     assert all(out[0].tolist() == [2.0] * 4 for out in outputs)
 
 
-def test_the_emulators_identity_changes_with_any_of_its_files(tmp_path: Path) -> None:
-    files = [tmp_path / "scenario_runner", tmp_path / "libVkLayer_Graph.so"]
-    for path in files:
-        path.write_bytes(b"v1")
-    before = vgf_run._identity(files)
-    assert vgf_run._identity(reversed(files)) == before  # a set of files, not a list
-    files[1].write_bytes(b"v1.1")
-    assert vgf_run._identity(files) != before
+@pytest.mark.torch  # numpy
+def test_a_failed_execution_is_kept_and_fails_the_next_call_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    calls: list[bytes] = []
+
+    def run(emulation: vgf_run.Emulation, vgf: bytes, inputs: list[Any], folder: Path) -> list[Any]:
+        calls.append(vgf)
+        raise vgf_run.VgfNotRunnableError("holds a custom SPIR-V shader module")
+
+    monkeypatch.setattr(vgf_run, "run_vgf", run)
+    emulation = vgf_run.Emulation("runner", "dump", {}, "emulator", tmp_path / "vgf-runs")
+    for _ in range(2):
+        with pytest.raises(vgf_run.VgfNotRunnableError, match=r"^holds a custom SPIR-V"):
+            vgf_run.run_kept(emulation, b"g", [np.zeros(2)], tmp_path / "call")
+    assert calls == [b"g"]
+    assert not list((tmp_path / "vgf-runs").glob(".*"))  # no scratch folder left
+
+
+@pytest.mark.torch  # numpy
+def test_kept_outputs_read_back_with_their_order_type_and_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    outputs = [
+        np.array(3.5, dtype=np.float16),
+        np.array([[True, False]]),
+        np.arange(12, dtype=np.int8).reshape(1, 3, 2, 2),
+    ]
+    monkeypatch.setattr(vgf_run, "run_vgf", lambda *_: outputs)
+    emulation = vgf_run.Emulation("runner", "dump", {}, "emulator", tmp_path / "vgf-runs")
+    vgf_run.run_kept(emulation, b"g", [np.array(1.0)], tmp_path / "a")
+    read = vgf_run.run_kept(emulation, b"g", [np.array(1.0)], tmp_path / "b")
+    assert [(o.dtype, o.shape, o.tolist()) for o in read] == [
+        (o.dtype, o.shape, o.tolist()) for o in outputs
+    ]
+
+
+def test_the_identity_is_the_tools_and_drivers_bytes_wherever_they_are(tmp_path: Path) -> None:
+    def driver(folder: Path, data: bytes) -> str:  # the machine's: every worker of a run
+        folder.mkdir()
+        (folder / "libvulkan_lvp.so").write_bytes(data)
+        icd = folder / "lvp_icd.json"
+        icd.write_text(json.dumps({"ICD": {"library_path": str(folder / "libvulkan_lvp.so")}}))
+        return str(icd)
+
+    def layers(folder: Path, data: bytes) -> Path:  # a venv's
+        (folder / "deploy" / "lib").mkdir(parents=True)
+        (folder / "deploy" / "lib" / "libVkLayer_Graph.so").write_bytes(data)
+        return folder / "deploy"
+
+    icd = driver(tmp_path / "mesa", b"driver")
+    one = vgf_run.identity(layers(tmp_path / "venv-b", b"layer 1"), icd)
+    assert vgf_run.identity(layers(tmp_path / "venv-c", b"layer 1"), icd) == one  # a copy
+    assert vgf_run.identity(layers(tmp_path / "venv-d", b"layer 2"), icd) != one
+    other = driver(tmp_path / "mesa-2", b"driver 2")
+    assert vgf_run.identity(tmp_path / "venv-b" / "deploy", other) != one

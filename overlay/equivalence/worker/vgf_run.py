@@ -13,7 +13,9 @@ in ``vgf-runs/`` (docs/equivalence.md, "The emulator is one oracle").
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -21,7 +23,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
@@ -35,6 +36,7 @@ TENSOR_LAYER = "VK_LAYER_ML_Tensor_Emulation"
 ICD_GLOBS = ("/usr/share/vulkan/icd.d/lvp_icd*.json", "/etc/vulkan/icd.d/lvp_icd*.json")
 RUN_TIMEOUT_S = 300.0
 RUNS = "vgf-runs"  # the executions kept for a run, beside its layer folder
+TOOLS = ("ai-ml-sdk-scenario-runner", "ai-ml-sdk-vgf-library", "ai-ml-emulation-layer-for-vulkan")
 
 # Vulkan tensor formats in scenario templates -> numpy dtype names.
 FORMATS = {
@@ -71,7 +73,7 @@ class Emulation:
     scenario_runner: str
     vgf_dump: str
     env: dict[str, str]
-    identity: str = ""  # the tools' files (path, size, mtime), hashed: in every run's key
+    identity: str = ""  # what answers a call (:func:`identity`): in every kept run's key
     runs: Path | None = None  # where executions are kept for the run (None: not kept)
 
 
@@ -126,20 +128,26 @@ def find_emulation(folder: Path) -> Emulation | str:
     if missing:
         return "not installed: " + ", ".join(missing)
     assert runner and dump and deploy and icd
-    env = {**os.environ, **layer_env(deploy, folder, icd)}
-    # a run's workers share the machine's driver; each path's venv may bring its own tools
-    identity = _identity([runner, dump, *(deploy / "lib").glob("*.so*")])
-    return Emulation(runner, dump, env, identity, folder.parent / RUNS)
+    tools = identity(deploy, icd)  # each path's venv may bring other tools: its own layers
+    env = {**os.environ, **layer_env(deploy, folder / tools[:16], icd)}
+    return Emulation(runner, dump, env, tools, folder.parent / RUNS)
 
 
-def _identity(files: Iterable[str | Path]) -> str:
-    """Return a digest of the files' real paths, sizes and modification times."""
-    stated = []
-    for name in files:
-        path = Path(name).resolve()
-        stat = path.stat()
-        stated.append(f"{path} {stat.st_size} {stat.st_mtime_ns}")
-    return hashlib.sha256("\n".join(sorted(stated)).encode()).hexdigest()
+@functools.cache
+def identity(deploy: Path, icd: str) -> str:
+    """Return a digest of what answers a VGF call: the tools' versions, the layer libraries,
+    the driver's manifest and library (their bytes: two venvs of one lock share it)."""
+    digest = hashlib.sha256()
+    for name in TOOLS:
+        try:
+            digest.update(f"{name} {importlib.metadata.version(name)}\n".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{name} -\n".encode())
+    library = json.loads(Path(icd).read_text(encoding="utf-8"))["ICD"]["library_path"]
+    driver = [Path(icd), *([Path(library)] if Path(library).is_absolute() else [])]
+    for path in [*sorted((deploy / "lib").glob("*.so*")), *driver]:
+        digest.update(f"{path.name} {path.stat().st_size}\n".encode() + path.read_bytes())
+    return digest.hexdigest()
 
 
 def layer_env(deploy: Path, folder: Path, icd: str) -> dict[str, str]:
@@ -266,28 +274,41 @@ def run_kept(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) 
 
     if emulation.runs is None:
         return run_vgf(emulation, vgf, inputs, folder)
-    digest = hashlib.sha256(f"{emulation.identity}\n".encode() + vgf)
+    digest = hashlib.sha256(f"{emulation.identity} {len(vgf)} {len(inputs)}\n".encode() + vgf)
     for value in inputs:
-        array = np.ascontiguousarray(value)
-        digest.update(f"\n{array.dtype.str} {array.shape}\n".encode() + array.tobytes())
+        array = np.asarray(value)
+        data = np.ascontiguousarray(array).tobytes()
+        digest.update(f"\n{array.dtype.str} {array.shape} {len(data)}\n".encode() + data)
     key = digest.hexdigest()
     kept = emulation.runs / key
-    with _mutex.held(
-        emulation.runs / f"{key}.lock",
-        timeout=4 * RUN_TIMEOUT_S,
-        busy="another worker of this run is running the same VGF graph",
-        hint="run again: a stopped run leaves no lock behind",
-    ):
+    wait = 2 * RUN_TIMEOUT_S  # the holder's vgf_dump and scenario runner
+    lock = _mutex.acquire(emulation.runs / f"{key}.lock", timeout=wait)
+    if lock is None:  # the same words on every path
+        raise VgfRunError(f"the same VGF graph ran in another worker for over {wait:.0f} s")
+    try:
         if not kept.is_dir():
-            outputs = run_vgf(emulation, vgf, inputs, folder)
             scratch = emulation.runs / f".{key}-{os.getpid()}"
             shutil.rmtree(scratch, ignore_errors=True)  # a dead worker's of the same pid
             scratch.mkdir()
+            try:
+                outputs = run_vgf(emulation, vgf, inputs, folder)
+            except VgfRunError as exc:  # kept too: a later call fails alike, without a rerun
+                (scratch / "error").write_text(f"{type(exc).__name__}\n{exc}", encoding="utf-8")
+                scratch.rename(kept)
+                raise
             for index, output in enumerate(outputs):
                 np.save(scratch / f"output_{index}.npy", output)
             scratch.rename(kept)
             return outputs
-    return [np.load(kept / f"output_{i}.npy") for i in range(len(list(kept.iterdir())))]
+    finally:
+        _mutex.release(emulation.runs / f"{key}.lock", lock, remove_folder=False)
+    if (kept / "error").is_file():
+        kind, _, message = (kept / "error").read_text(encoding="utf-8").partition("\n")
+        raise (VgfNotRunnableError if kind == VgfNotRunnableError.__name__ else VgfRunError)(
+            message
+        )
+    count = len(list(kept.glob("output_*.npy")))
+    return [np.load(kept / f"output_{index}.npy") for index in range(count)]
 
 
 def run_program(edge: Any, inputs: tuple[Any, ...], emulation: Emulation) -> tuple[Any, ...]:
