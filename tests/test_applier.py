@@ -16,6 +16,7 @@ from overlay.text.applier import (
     HunkMismatchError,
     apply_file,
     apply_patch,
+    apply_to,
     hunks_of,
     split_lines,
     transform,
@@ -44,6 +45,19 @@ def test_apply_and_reverse_exact() -> None:
     diff = one_file(make_diff("f.py", OLD, new))
     assert apply_file(OLD, diff).text == new
     assert apply_file(new, diff, reverse=True).text == OLD
+
+
+def test_apply_to_by_default_applies_forward_in_place_exactly_unnamed() -> None:
+    new = OLD.replace("line 5\n", "line five\n")
+    diff = one_file(make_diff("f.py", OLD, new))
+    assert apply_to(OLD, diff) == new  # forward
+    shifted = "header\n" + OLD
+    with pytest.raises(HunkMismatchError) as info:  # no offset, so no fuzz either
+        apply_to(shifted, diff)
+    assert info.value.message.startswith(": hunk 1 does not apply")  # no `where`
+    fuzzy = OLD.replace("line 2\n", "line two\n")  # only the hunk's first context line
+    with pytest.raises(HunkMismatchError):
+        apply_to(fuzzy, diff)
 
 
 def test_mismatch_names_hunk_and_shows_nearest_match() -> None:
@@ -509,7 +523,9 @@ def test_a_creation_refuses_an_existing_file_even_an_empty_one() -> None:
             "patch 0001-c.patch, file s/new.glsl: the patch creates the file, and it exists"
         )
         assert exc.expected == "no s/new.glsl"
+        assert exc.found == f"a file of {len(existing.decode().splitlines())} lines"
         assert exc.hint == "the file is shipped now (upstream added it): drop or port the patch"
+        assert exc.hunk == 1
     with pytest.raises(HunkMismatchError, match="and it exists"):
         apply_patch(create, {"s/new.glsl": "x\n"})
 
@@ -522,6 +538,9 @@ def test_reversing_a_creation_needs_exactly_the_created_lines() -> None:
         "patch 0001-c.patch, file s/new.glsl: the file holds more than the patch created"
     )
     assert info.value.found == "1 more lines"
+    assert info.value.expected == "only the lines the patch created"
+    assert info.value.hint == "restore the file the patch created, or remove it"
+    assert info.value.hunk == 1
     with pytest.raises(HunkMismatchError, match="the file does not exist"):
         transform([create], "s/new.glsl", None, reverse=True)
     with pytest.raises(HunkMismatchError, match="hunk 1 does not reverse-apply"):

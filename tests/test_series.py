@@ -1095,6 +1095,7 @@ def test_a_created_file_has_one_creator_which_comes_first(tmp_path: Path) -> Non
     assert exc.message == (
         "patch 0002-c.patch creates backends/new.glsl, which 0001-c.patch touches before it"
     )
+    assert exc.expected == "a new file created by the first patch that touches it"
     assert exc.found == "0001-c.patch, then 0002-c.patch"
     assert exc.hint == "merge the creations into one patch, or reorder the series"
     with pytest.raises(SeriesError, match=r"which 0001-e\.patch touches before it"):
@@ -1109,12 +1110,14 @@ def test_a_created_file_has_one_creator_which_comes_first(tmp_path: Path) -> Non
 
 
 def test_a_created_file_pinned_as_shipped_is_refused(tmp_path: Path) -> None:
-    create = patch_text("C", created_diff("backends/new.glsl", GLSL))
+    diff = created_diff("backends/new.glsl", GLSL) + created_diff("backends/b.glsl", GLSL)
+    create = patch_text("C", diff)
+    pinned = {"backends/new.glsl": b"x", "backends/b.glsl": b"y"}
     with pytest.raises(SeriesError) as info:
-        write_series(
-            tmp_path / "s", {"0001-c.patch": create}, {}, pinned={"backends/new.glsl": b"x"}
-        )
+        write_series(tmp_path / "s", {"0001-c.patch": create}, {}, pinned=pinned)
     exc = info.value
-    assert exc.message.startswith("the series creates backends/new.glsl, which ")
+    assert exc.message.startswith("the series creates backends/b.glsl, backends/new.glsl, which ")
     assert exc.message.endswith("pins.toml pins as shipped")
-    assert exc.found == "[pristine] entries for backends/new.glsl"
+    assert exc.expected == "files the series creates absent from [pristine]"
+    assert exc.found == "[pristine] entries for backends/b.glsl, backends/new.glsl"
+    assert exc.hint == "drop the entries (the release lacks the file) or make the patch edit it"
