@@ -280,13 +280,13 @@ def run_kept(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) 
         data = np.ascontiguousarray(array).tobytes()
         digest.update(f"\n{array.dtype.str} {array.shape} {len(data)}\n".encode() + data)
     key = digest.hexdigest()
-    kept = emulation.runs / key
+    kept, lock = emulation.runs / key, emulation.runs / f"{key}.lock"
     wait = 2 * RUN_TIMEOUT_S  # the holder's vgf_dump and scenario runner
-    lock = _mutex.acquire(emulation.runs / f"{key}.lock", timeout=wait)
-    if lock is None:  # the same words on every path
+    held = _mutex.acquire(lock, timeout=wait)
+    if held is None:  # the same words on every path
         raise VgfRunError(f"the same VGF graph ran in another worker for over {wait:.0f} s")
     try:
-        if not kept.is_dir():
+        if not kept.is_dir():  # run it; every caller, this one too, reads what was kept
             scratch = emulation.runs / f".{key}-{os.getpid()}"
             shutil.rmtree(scratch, ignore_errors=True)  # a dead worker's of the same pid
             scratch.mkdir()
@@ -294,14 +294,12 @@ def run_kept(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) 
                 outputs = run_vgf(emulation, vgf, inputs, folder)
             except VgfRunError as exc:  # kept too: a later call fails alike, without a rerun
                 (scratch / "error").write_text(f"{type(exc).__name__}\n{exc}", encoding="utf-8")
-                scratch.rename(kept)
-                raise
-            for index, output in enumerate(outputs):
-                np.save(scratch / f"output_{index}.npy", output)
+            else:
+                for index, output in enumerate(outputs):
+                    np.save(scratch / f"output_{index}.npy", output)
             scratch.rename(kept)
-            return outputs
     finally:
-        _mutex.release(emulation.runs / f"{key}.lock", lock, remove_folder=False)
+        _mutex.release(lock, held, remove_folder=False)
     if (kept / "error").is_file():
         kind, _, message = (kept / "error").read_text(encoding="utf-8").partition("\n")
         raise (VgfNotRunnableError if kind == VgfNotRunnableError.__name__ else VgfRunError)(
