@@ -108,6 +108,23 @@ def test_fuzz_drops_context_at_each_end_only_when_asked_and_keeps_an_anchor() ->
         apply_file(away, insertion, allow_offset=True, fuzz=3)
 
 
+def test_fuzz_is_tried_only_where_the_whole_hunk_matches_nowhere_even_at_line_one() -> None:
+    filler = "".join(f"filler {i}\n" for i in range(10))
+    diff = one_file(make_diff("f.py", filler + "A\nX\nB\n", filler + "A\nB\n", context=1))
+    # the whole hunk matches only on the first line, the trimmed one also near its header
+    text = "A\nX\nB\n" + filler[: len(filler) // 2] + "C\nX\nD\n"
+    result = apply_file(text, diff, allow_offset=True, fuzz=1)
+    assert result.text == text.replace("A\nX\nB\n", "A\nB\n", 1)
+    assert result.offsets == (-10,)
+
+
+def test_a_hunk_trimmed_by_fuzz_may_match_on_the_first_line() -> None:
+    diff = one_file(make_diff("f.py", "Q\nX\nB\nrest\n", "Q\nB\nrest\n", context=1))
+    result = apply_file("X\nB\nrest\n", diff, allow_offset=True, fuzz=1)  # no Q: fuzz drops it
+    assert result.text == "B\nrest\n"
+    assert result.offsets == (-1,)  # X, its header's second line, is the file's first
+
+
 def test_a_patch_applies_with_the_fuzz_it_is_given_and_only_with_it() -> None:
     """Fuzz 2 drops two context lines at each end, no more: the hunk still holds lines 9
     and 11 around its change (its three trailing context lines are counted from its end)."""

@@ -375,6 +375,36 @@ def test_the_lock_excludes_runs_whatever_their_home_and_cache(tmp_path: Path) ->
     assert not journal.state_dir(root).exists()  # the lock is gone with the last run
 
 
+def test_apply_tells_its_listener_that_it_waits_for_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    series = write_world_series(tmp_path / "patches")
+    target = locate.find_target(root)
+    monkeypatch.setattr(transaction, "LOCK_TIMEOUT_S", 0.2)
+    heard: list[str] = []
+    with transaction.locked(target), pytest.raises(BusyError):
+        transaction.apply(series, target, waiting=heard.append)
+    assert heard == [f"waiting up to 0 s for the lock of {root}, held by pid {os.getpid()}"]
+
+
+def test_a_tree_that_takes_no_lock_is_previewed_with_the_fixes_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    series = write_world_series(tmp_path / "patches")
+    target = locate.find_target(root)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only tree
+    said = []
+    for run in (transaction.apply, transaction.preview):
+        with pytest.raises(TargetError) as info:  # the plan names what it cannot write
+            run(series, target, fixes=frozenset({2}))
+        said.append(str(info.value))
+    assert said[0] == said[1]
+    assert f"{repo_path(1)}\n" in said[0] and repo_path(0) not in said[0]  # fix 2's file only
+    assert not journal.state_dir(root).exists()
+
+
 def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
     files = {repo_path(i): old_text(i).encode() for i in range(N)}
     series = write_world_series(tmp_path / "patches")
