@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import docs_tables
 import pytest
 
 from overlay import errors_doc, fixes, lines
@@ -154,7 +155,7 @@ def test_readme_first_screen_says_for_whom_which_fixes_then_the_setup_commands()
     before = text[: first.start()]
     assert before.count("\n") <= FIRST_SCREEN, "README.md: the set-up commands must be on screen"
     assert "Ethos-U" in before and "VGF" in before, "README.md: say first for whom the tool is"
-    assert overview.README_END in before, "README.md: the fixes by line come before the commands"
+    assert docs_tables.README_END in before, "README.md: the fixes by line come before the commands"
     commands = [line.split("  #")[0].strip() for line in first.group(1).splitlines()]
     assert [c for c in commands if c] == list(SETUP)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import docs_tables
 import pytest
 import toy_fix
 
@@ -195,7 +196,7 @@ from pathlib import Path
 from overlay import fixes, lines, runtime
 from overlay.equivalence import corpus
 from overlay.equivalence.controller import scheduler
-from overlay.fixes import overview
+import docs_tables
 
 root = Path("patches")
 before = corpus.PROBE_RUNS["Answer.value.toy"]()
@@ -206,7 +207,7 @@ print(json.dumps({
     "probes": [[p.name, p.fix] for p in corpus.PROBES if p.fix == 99],
     "answers": [before, applied, corpus.PROBE_RUNS["Answer.value.toy"]()],
     "carried": [scheduler.carried_fixes(root / line) for line in ("9.9.0", "9.10.0")],
-    "row": [r for r in overview.table(fixes.REGISTRY, lines.all_lines(root)).splitlines()
+    "row": [r for r in docs_tables.table(fixes.REGISTRY, lines.all_lines(root)).splitlines()
             if r.startswith("| 99 |")],
 }))
 """
@@ -247,7 +248,8 @@ def test_a_new_fix_is_its_module_and_its_line_data(tmp_path: Path) -> None:
         *(f"patches/{line}/{name}" for line in toy_fix.LINES for name in toy_fix.LINE_FILES),
     }
     site = toy_fix.install_package(tmp_path / "site", "9.9.0")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(site)])}
+    paths = [str(checkout), str(site), str(ROOT / "tests")]  # the copy's overlay, its tables
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     env.pop(lines.PATCHES_ENV, None)
 
     def run(*args: str) -> str:
@@ -465,7 +467,8 @@ def test_every_replacement_says_what_it_meets_and_what_it_becomes() -> None:
 def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
     registry = _toy_registry()
     checkout = lines.all_lines(ROOT / "patches")
-    table = overview.table(registry, (*checkout, *lines.all_lines(toy_fix.write_lines(tmp_path))))
+    added = lines.all_lines(toy_fix.write_lines(tmp_path))
+    table = docs_tables.table(registry, (*checkout, *added))
     rows = table.splitlines()
     assert rows[0].startswith("| fix | what it fixes | 1.2.0 | 1.5.1 | 9.9.0 | 9.10.0 | claims |")
     toy = next(r for r in rows if r.startswith("| 99 |"))
@@ -497,7 +500,8 @@ def test_the_docs_table_lists_the_toy_fix(tmp_path: Path) -> None:
 
 
 def test_the_lines_table_gives_each_lines_evidence() -> None:
-    rows = overview.evidence_table(fixes.REGISTRY, lines.all_lines(ROOT / "patches")).splitlines()
+    every = lines.all_lines(ROOT / "patches")
+    rows = docs_tables.evidence_table(fixes.REGISTRY, every).splitlines()
     assert rows[0] == "| line | fix | status | trigger cases | upstream test | upstream |"
     by_key = {tuple(r.split(" | ")[:2]): r for r in rows[2:]}
     assert by_key[("| 1.5.1", "4")].startswith(
@@ -517,13 +521,15 @@ def test_the_lines_table_gives_each_lines_evidence() -> None:
 
 
 @pytest.mark.parametrize(
-    ("page", "update"), [("docs/fixes.md", overview.update), ("README.md", overview.update_readme)]
+    ("page", "update"),
+    [("docs/fixes.md", docs_tables.update), ("README.md", docs_tables.update_readme)],
 )
 def test_the_committed_tables_are_current(page: str, update: Callable[..., str]) -> None:
     text = (ROOT / page).read_text(encoding="utf-8")
     wanted = update(text, fixes.REGISTRY, lines.all_lines(ROOT / "patches"))
     assert text == wanted, (
-        f"{page}'s table of fixes is stale: regenerate both with python -m overlay.fixes.overview"
+        f"{page}'s table of fixes is stale: regenerate both with"
+        " PYTHONPATH=. python tests/docs_tables.py"
     )
 
 
@@ -551,10 +557,11 @@ def test_lines_lists_every_line_with_its_fixes_by_number_and_its_locks() -> None
 def test_update_needs_both_markers() -> None:
     registry = fixes.REGISTRY
     with pytest.raises(OverlayError, match="no generated table"):
-        overview.update(f"text\n{overview.BEGIN}\n", registry, ())
-    updated = overview.update(f"a\n{overview.BEGIN}\nXYZZY\n{overview.END}\nb\n", registry, ())
-    assert updated.startswith(f"a\n{overview.BEGIN}\n| fix | what it fixes | claims |")
-    assert updated.endswith(f"{overview.END}\nb\n") and "XYZZY" not in updated
+        docs_tables.update(f"text\n{docs_tables.BEGIN}\n", registry, ())
+    begin, end = docs_tables.BEGIN, docs_tables.END
+    updated = docs_tables.update(f"a\n{begin}\nXYZZY\n{end}\nb\n", registry, ())
+    assert updated.startswith(f"a\n{begin}\n| fix | what it fixes | claims |")
+    assert updated.endswith(f"{end}\nb\n") and "XYZZY" not in updated
 
 
 def test_a_fix_and_its_divergence_are_plain_data() -> None:

@@ -1,27 +1,18 @@
-"""What each release line holds, fix by fix: `lines`, and the generated tables of docs/fixes.md
-(a fix per row, a line per column; then each line's evidence per fix, from its evidence.toml or,
-never promoted, the fix's claims and the patch's ``Origin:``) and of the README (``brief``)."""
+"""What each release line holds, fix by fix: `lines` (and the generated tables of the docs,
+tests/docs_tables.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from overlay import fixes, lines
-from overlay._table import markdown_table, replace_between
 from overlay.fixes import Registry
-from overlay.fixes.model import DiffOnly, Fix
+from overlay.fixes.model import Fix
 from overlay.lines import Line, evidence
 from overlay.lines.evidence import LineEvidence, PatchEvidence, Status
 from overlay.lines.listing import patch_number
 from overlay.lines.pins import LOCKS_DIR
 from overlay.text.series import Patch, load_series
-
-BEGIN = "<!-- fixes-table:begin (generated: overlay.fixes.overview) -->"
-END = "<!-- fixes-table:end -->"
-README_BEGIN = "<!-- fixes-by-line:begin (generated: overlay.fixes.overview) -->"
-README_END = "<!-- fixes-by-line:end -->"
 
 
 @dataclass(frozen=True)
@@ -79,110 +70,3 @@ def _held(line: Line, fix: Fix, found: LineEvidence | None) -> Held:
     if UPSTREAM_COMMIT in patch.header.get("Origin", ""):
         return Status.BACKPORTED, patch, own
     return (own.status if own is not None else Status.CARRIED), patch, own
-
-
-def _on_line(fix: Fix, line: Line, found: LineEvidence | None) -> str:
-    held, patch, _ = _held(line, fix, found)
-    if held is None:
-        return "-"
-    if held is Status.DROPPED or patch is None:
-        return "dropped"
-    shown = f"{held.value} (`{patch.name.removesuffix('.patch')}`)"
-    if isinstance(fix.runtime.get(line.name), DiffOnly):
-        return f"{shown}; diff only"
-    forms = fix.runtime_forms(line.name)
-    if not forms:
-        return f"{shown}; no runtime form declared"
-    return f"{shown}; runtime " + ", ".join(f"`{form.qualname}`" for form in forms)
-
-
-def _evidence(line: Line, fix: Fix, patch: Patch | None, own: PatchEvidence | None) -> list[str]:
-    """Return the trigger cases, the upstream test and the upstream reference of one cell."""
-    if own is not None:
-        cases = ", ".join(
-            f"{c.case}: stock {c.stock}" + (f", patched {c.patched}" if c.patched else "")
-            for c in own.cases
-        )
-        upstream = own.applied_upstream
-        reason = own.reason.split(": ", 1)[-1] if own.status is Status.DROPPED else ""
-        return [cases or "-", own.upstream_test or "-", upstream or reason or "-"]
-    claims = fix.claims.get(line.name, ())
-    cases = ", ".join(f"{t.case} ({t.effect.value})" for t in claims)
-    header = patch.header if patch is not None else {}
-    upstream = " ".join(header.get("Applied-Upstream", "").split())  # one line, as evidence
-    origin = header.get("Origin", "")
-    if UPSTREAM_COMMIT in origin:
-        upstream = f"cherry-pick of {origin.split(UPSTREAM_COMMIT, 1)[1][:12]}" + (
-            f"; in {upstream}" if upstream else ""
-        )
-    return [cases or "-", "-", upstream or "-"]
-
-
-def evidence_table(registry: Registry, lines: Sequence[Line]) -> str:
-    """Return the Markdown table of each line's evidence per fix (newest line first)."""
-    header = ["line", "fix", "status", "trigger cases", "upstream test", "upstream"]
-    rows = []
-    for line in reversed(lines):
-        found = evidence.load(line.directory)
-        for fix in registry.fixes:
-            held, patch, own = _held(line, fix, found)
-            if held is not None:
-                row = [line.name, str(fix.number), held.value, *_evidence(line, fix, patch, own)]
-                rows.append(row)
-    return "\n".join(markdown_table(header, rows)) + "\n"
-
-
-def table(registry: Registry, lines: Sequence[Line], *, brief: bool = False) -> str:
-    """Return the Markdown table of every fix against ``lines`` (oldest first).
-
-    ``brief``: the fix's title and how each line holds it, nothing else (the README's).
-    """
-    found = {line.name: evidence.load(line.directory) for line in lines}
-    for line in lines:
-        registry.carried_by(line)  # a patch with no fix module is an error here too
-    header = ["fix", "what it fixes", *(line.name for line in lines)]
-    rows = []
-    for fix in registry.fixes:
-        if brief:
-            held = [str(_held(line, fix, found[line.name])[0] or "-") for line in lines]
-            rows.append([str(fix.number), fix.title, *held])
-            continue
-        claims = "; ".join(
-            f"{release}: " + ", ".join(f"{t.case} ({t.effect.value})" for t in triggers)
-            for release, triggers in fix.claims.items()
-        )
-        declared = "; ".join(
-            f"{line}: " + ", ".join(d.name for d in rules)
-            for line, rules in fix.divergences.items()
-        )
-        on_lines = [_on_line(fix, line, found[line.name]) for line in lines]
-        rows.append([str(fix.number), fix.title, *on_lines, claims, declared or "-"])
-    header += [] if brief else ["claims", "divergences"]
-    return "\n".join(markdown_table(header, rows)) + "\n"
-
-
-def update(text: str, registry: Registry, lines: Sequence[Line]) -> str:
-    """Return ``text`` with the table between its markers regenerated."""
-    both = f"{table(registry, lines)}\n{evidence_table(registry, lines)}"
-    return replace_between(text, BEGIN, END, both, what="fixes", doc="docs/fixes.md")
-
-
-def update_readme(text: str, registry: Registry, lines: Sequence[Line]) -> str:
-    """Return the README ``text`` with its brief table of fixes by line regenerated."""
-    brief = table(registry, lines, brief=True)
-    return replace_between(
-        text, README_BEGIN, README_END, brief, what="fixes by line", doc="README.md"
-    )
-
-
-def regenerate(checkout: Path) -> None:
-    """Rewrite the generated tables of ``docs/fixes.md`` and ``README.md`` in ``checkout``."""
-    found = lines.all_lines(checkout / lines.LINES_DIR)
-    for name, rewrite in (("docs/fixes.md", update), ("README.md", update_readme)):
-        path = checkout / name
-        text = rewrite(path.read_text(encoding="utf-8"), fixes.REGISTRY, found)
-        path.write_text(text, encoding="utf-8")
-
-
-if __name__ == "__main__":
-    regenerate(Path.cwd())
