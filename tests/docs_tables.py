@@ -1,8 +1,8 @@
 """The generated tables of the docs: docs/fixes.md's (a fix per row, a line per column; then
 each line's evidence per fix, from its evidence.toml or, never promoted, the fix's claims and
-the patch's ``Origin:``) and the README's (``brief``).
+the patch's ``Origin:``), the README's (``brief``) and docs/errors.md's exit codes.
 
-The tests check that the committed tables are current; rewrite them with
+The tests check that the committed tables are current; rewrite all three with
 ``PYTHONPATH=. python tests/docs_tables.py`` in the checkout.
 """
 
@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from overlay import fixes, lines
-from overlay._table import markdown_table, replace_between
+from overlay._table import markdown_table
+from overlay.errors import OverlayError, error_classes, exit_codes
 from overlay.fixes import Registry, overview
 from overlay.fixes.model import DiffOnly, Fix
 from overlay.lines import Line, evidence
@@ -24,6 +25,22 @@ BEGIN = "<!-- fixes-table:begin (generated: tests/docs_tables.py) -->"
 END = "<!-- fixes-table:end -->"
 README_BEGIN = "<!-- fixes-by-line:begin (generated: tests/docs_tables.py) -->"
 README_END = "<!-- fixes-by-line:end -->"
+ERRORS_BEGIN = "<!-- exit-codes:begin (generated: tests/docs_tables.py) -->"
+ERRORS_END = "<!-- exit-codes:end -->"
+
+
+def replace_between(text: str, begin: str, end: str, body: str, *, what: str, doc: str) -> str:
+    """Return ``text`` with ``body`` between the marker lines ``begin`` and ``end``."""
+    head, found_begin, rest = text.partition(begin)
+    _, found_end, tail = rest.partition(end)
+    if not found_begin or not found_end:
+        raise OverlayError(
+            f"no generated table of {what} to update",
+            expected=f"the markers {begin} and {end}",
+            found="neither" if not found_begin else "only the first",
+            hint=f"put both markers on lines of their own in {doc}",
+        )
+    return f"{head}{begin}\n{body}{end}{tail}"
 
 
 def _on_line(fix: Fix, line: Line, found: LineEvidence | None) -> str:
@@ -120,13 +137,36 @@ def update_readme(text: str, registry: Registry, lines: Sequence[Line]) -> str:
     )
 
 
+def errors_table() -> str:
+    """Return the Markdown table of every exit code, its meaning and the classes raising it."""
+    classes: dict[int, list[str]] = {}  # the classes that set the code themselves
+    for cls in error_classes():
+        code = cls.__dict__.get("exit_code")
+        if isinstance(code, int):
+            classes.setdefault(code, []).append(cls.__name__)
+    rows = [
+        [str(code), meaning, ", ".join(f"`{name}`" for name in classes.get(code, [])) or "-"]
+        for code, meaning in exit_codes()
+    ]
+    return "\n".join(markdown_table(["code", "meaning", "error class"], rows)) + "\n"
+
+
+def update_errors(text: str) -> str:
+    """Return docs/errors.md's ``text`` with its table of exit codes regenerated."""
+    return replace_between(
+        text, ERRORS_BEGIN, ERRORS_END, errors_table(), what="exit codes", doc="docs/errors.md"
+    )
+
+
 def regenerate(checkout: Path) -> None:
-    """Rewrite the generated tables of docs/fixes.md and README.md in ``checkout``."""
+    """Rewrite the generated tables of docs/fixes.md, README.md and docs/errors.md."""
     found = lines.all_lines(checkout / lines.LINES_DIR)
     for name, rewrite in (("docs/fixes.md", update), ("README.md", update_readme)):
         path = checkout / name
         text = rewrite(path.read_text(encoding="utf-8"), fixes.REGISTRY, found)
         path.write_text(text, encoding="utf-8")
+    path = checkout / "docs" / "errors.md"
+    path.write_text(update_errors(path.read_text(encoding="utf-8")), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 import docs_tables
 import pytest
 
-from overlay import errors_doc, fixes, lines
+from overlay import fixes, lines
 from overlay.cli import build_parser
 from overlay.envs import venvs
 from overlay.errors import OverlayError
@@ -351,26 +351,26 @@ def test_readme_example_lowers(tmp_path: Path) -> None:
 def test_errors_doc_is_current() -> None:
     path = DOCS / "errors.md"
     text = _text(path)
-    assert text == errors_doc.update(text), (
+    assert text == docs_tables.update_errors(text), (
         "docs/errors.md's exit codes are stale: regenerate them with\n"
-        "python -c 'from pathlib import Path; from overlay import errors_doc;"
-        ' p = Path("docs/errors.md"); p.write_text(errors_doc.update(p.read_text()))\''
+        "PYTHONPATH=. python tests/docs_tables.py"
     )
 
 
 def test_errors_doc_lists_every_code_with_its_class() -> None:
-    table = errors_doc.table()
+    table = docs_tables.errors_table()
     assert table.startswith("| code | meaning | error class |\n")
     assert "| 3 | The series file or a patch in it is malformed" in table
     assert table.count("`TargetError`") == 1 and "`DriftError`" not in table
 
 
 def test_errors_doc_update_needs_both_markers() -> None:
+    begin, end = docs_tables.ERRORS_BEGIN, docs_tables.ERRORS_END
     with pytest.raises(OverlayError, match="no generated table of exit codes"):
-        errors_doc.update(f"text\n{errors_doc.BEGIN}\n")
-    updated = errors_doc.update(f"a\n{errors_doc.BEGIN}\nXYZZY\n{errors_doc.END}\nb\n")
-    assert updated.startswith(f"a\n{errors_doc.BEGIN}\n| code |")
-    assert updated.endswith(f"{errors_doc.END}\nb\n") and "XYZZY" not in updated
+        docs_tables.update_errors(f"text\n{begin}\n")
+    updated = docs_tables.update_errors(f"a\n{begin}\nXYZZY\n{end}\nb\n")
+    assert updated.startswith(f"a\n{begin}\n| code |")
+    assert updated.endswith(f"{end}\nb\n") and "XYZZY" not in updated
 
 
 def _cited_tests(text: str) -> list[str]:
