@@ -218,7 +218,6 @@ FIX = Fix(
         for name, description, dtype, dq in FOLD_PROBES
     ),
     upstream=UpstreamNote(
-        test_file=REWRITE_TESTS,
         narrowing=(
             "Of the 1.2.0 patch (keep terminal int16 quantizes unfolded) only the grid"
             " sampler branch still changes anything on 1.5.1: stock 1.5.1 already lowers an"

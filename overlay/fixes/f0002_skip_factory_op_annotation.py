@@ -116,7 +116,6 @@ FIX = Fix(
         )
     ),
     upstream=UpstreamNote(
-        test_file="backends/arm/test/quantizer/test_generic_annotater.py",
         reproducer="""\
 import torch
 from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineINT

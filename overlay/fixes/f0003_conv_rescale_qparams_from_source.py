@@ -271,7 +271,6 @@ FIX = Fix(
         ),
     ),
     upstream=UpstreamNote(
-        test_file="backends/arm/test/ops/test_conv_combos.py",
         narrowing=(
             "The 1.2.0 patch (rescale qparams from the conv's clamp user) is upstream since"
             " 22867a9148. Since ad9902c464 (#21974) the ReLU is no longer a clamp there:"

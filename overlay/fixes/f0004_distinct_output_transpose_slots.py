@@ -129,7 +129,6 @@ FIX = Fix(
         )
     ),
     upstream=UpstreamNote(
-        test_file="backends/arm/test/passes/test_ensure_unique_output_nodes_pass.py",
         reproducer="""\
 import torch
 from executorch.backends.arm.test.tester.test_pipeline import TosaPipelineFP

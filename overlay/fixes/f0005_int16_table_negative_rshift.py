@@ -90,7 +90,6 @@ FIX = Fix(
         ),
     },
     upstream=UpstreamNote(
-        test_file="backends/arm/test/ops/test_sigmoid_32bit.py",
         narrowing=(
             "Upstream's own commit 9c7fba0e9b (PR #20668), released in 1.4.0: nothing to"
             " send; the line carries it as a backport until it moves to 1.4.0 or later."

@@ -141,7 +141,6 @@ FIX = Fix(
     },
     cases=(conv_max_pool,),
     upstream=UpstreamNote(
-        test_file="backends/arm/test/ops/test_max_pool.py",
         narrowing=(
             "executorch 1.5.1 reads the stride the same way in pool_2d_support.py and"
             " normalises it in RewriteMaxPool2dPass (#18970): nothing to send upstream."

@@ -130,7 +130,6 @@ FIX = Fix(
     },
     cases=(grid_warp, flow_offset_warp),
     upstream=UpstreamNote(
-        test_file="backends/arm/test/misc/test_multiple_delegates.py",
         narrowing=(
             "VgfPartitioner registers grid_sampler_2d unconditionally since the VGF grid"
             " sampler landed; the FP32 inputs of the rewrite's shaders make every"

@@ -299,7 +299,6 @@ FIX = Fix(
     },
     cases=CASES,
     upstream=UpstreamNote(
-        test_file=TEST_FILE,
         symptom="VGF nearest grid_sample takes the upper texel on ties; PyTorch rounds half"
         " to even",
         related=(

@@ -135,9 +135,8 @@ class PullRequest:
 
 @dataclass(frozen=True)
 class UpstreamNote:
-    """Where a fix's regression test belongs upstream, its reproducer, what a maintainer reads."""
+    """A fix's reproducer upstream and what a maintainer reads."""
 
-    test_file: str
     reproducer: str
     narrowing: str = ""
     affected_tests: tuple[str, ...] = ()

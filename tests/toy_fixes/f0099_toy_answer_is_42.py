@@ -65,7 +65,7 @@ FIX = Fix(
         "9.10.0": DiffOnly("the 9.10.0 port changes a constant, no function to replace"),
     },
     claims={"9.9.0": (Trigger("toy_answer", Effect.CHANGED, "toy: the answer moves"),)},
-    upstream=UpstreamNote(test_file="backends/toy/test_answer.py", reproducer="Answer().value()\n"),
+    upstream=UpstreamNote(reproducer="Answer().value()\n"),
     cases=(Case(CaseInfo("toy_answer", "TOSA-1.0+FP", None, fast=True), answer_module),),
     probes=(Probe("Answer.value.toy", "fix 99: the answer", answer),),
 )
