@@ -32,7 +32,7 @@ from overlay.equivalence.protocol import (
     VgfResult,
 )
 from overlay.equivalence.render import layout
-from overlay.equivalence.verdict import AB, Verdict, decide
+from overlay.equivalence.verdict import AB, Limits, Quality, Verdict, decide, numerics_quality
 from overlay.fixes import divergences
 from overlay.items import CaseInfo, ItemId, ItemKind, ProbeInfo
 from overlay.text.applier import transform
@@ -119,6 +119,13 @@ def judge(
 ) -> Verdict:
     """Decide one item from its three paths' results."""
     return decide(info.item, info, {A: a, B: b, C: c}, fix)
+
+
+def quality(result: ItemResult, limit: Limits | float) -> Quality:
+    """Judge one result on TOSA: failed, wrong numbers, or right."""
+    if not result.ok:
+        return Quality.FAILED
+    return numerics_quality(result.numerics, result.numerics_error, limit)
 
 
 def vgf(n: Numerics | None = None, **change: Any) -> VgfResult:

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from equivalence_samples import quality
 from planted_rescale import PLANTED_MODULE, apply_all
 
 from overlay.equivalence import corpus, verdict
@@ -141,7 +142,7 @@ def test_an_average_pool_over_ties_equals_tosa_where_fake_quant_is_a_step_off() 
     assert result.numerics is not None
     fake_quant_off = result.numerics.max_abs_err_vs_fake_quant[0]
     assert fake_quant_off is not None and fake_quant_off > 0  # ties to even: a step away
-    assert verdict.quality(result, verdict.limits(info)) is verdict.Quality.RIGHT
+    assert quality(result, verdict.limits(info)) is verdict.Quality.RIGHT
     if result.vgf is not None and result.vgf.numerics is not None:  # executed here
         assert _checked(result.vgf.numerics).steps == (0,)
 
@@ -167,7 +168,7 @@ def test_a_planted_one_step_rescale_error_reads_wrong_and_names_its_conv(
     assert (check.steps[0] or 0) >= 1 and check.differing[0] > 0
     assert check.first.startswith(f"{PLANTED_MODULE}: conv2d (")
     info = corpus.info("zoo_mobilenet_v2_int8")
-    assert verdict.quality(result, verdict.limits(info)) is verdict.Quality.WRONG
+    assert quality(result, verdict.limits(info)) is verdict.Quality.WRONG
 
 
 def test_an_op_without_a_rule_is_named_and_the_case_judged_as_before() -> None:

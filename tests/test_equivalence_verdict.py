@@ -21,6 +21,7 @@ from equivalence_samples import (
     measured,
     numerics,
     ok,
+    quality,
     vgf,
 )
 
@@ -110,7 +111,7 @@ def test_a_vs_b_verdict_semantics(a: ItemResult, b: ItemResult, expected: AB) ->
 
 def test_numerics_failure_is_wrong_not_right() -> None:
     broken = ok(numerics=None, numerics_error=ErrorInfo("RuntimeError", "x", Stage.NUMERICS))
-    assert verdict.quality(broken, 0.05) is Quality.WRONG
+    assert quality(broken, 0.05) is Quality.WRONG
     assert judge(broken, ok(), ok()).ab is AB.FIXED
 
 
@@ -119,8 +120,8 @@ def test_tolerance_by_scheme_and_case() -> None:
     assert verdict.limits(CaseInfo("q", "TOSA-1.0+INT", "a8w8")).tolerance == 0.05
     assert verdict.limits(CaseInfo("z", "TOSA-1.0+INT", "a8w8", tolerance=0.15)).tolerance == 0.15
     deep = ok(numerics=numerics(error=0.2))  # 10% of the range
-    assert verdict.quality(deep, 0.05) is Quality.WRONG
-    assert verdict.quality(deep, 0.15) is Quality.RIGHT
+    assert quality(deep, 0.05) is Quality.WRONG
+    assert quality(deep, 0.15) is Quality.RIGHT
 
 
 def test_probe_differences_are_changes_unless_one_raises() -> None:
@@ -263,15 +264,15 @@ def test_a_correct_deep_int8_net_is_right_under_its_sqnr_limits() -> None:
     assert (v.findings, v.failures) == ((), [])
     # the same numbers under the a8w8 default (5% of range) would be a false finding
     plain = dataclasses.replace(DEEP, tolerance=None, sqnr_db=None)
-    assert verdict.quality(lowered(DEEP_RIGHT), verdict.limits(plain)) is Quality.WRONG
+    assert quality(lowered(DEEP_RIGHT), verdict.limits(plain)) is Quality.WRONG
 
 
 def test_sqnr_below_the_floor_is_wrong_even_within_the_range_limit() -> None:
     noisy = measured(error=0.2, sqnr=12.0)  # within 25% of range, but 12 dB < 20 dB
-    assert verdict.quality(lowered(noisy), verdict.limits(DEEP)) is Quality.WRONG
-    assert verdict.quality(lowered(measured(0.2, 21.0)), verdict.limits(DEEP)) is Quality.RIGHT
+    assert quality(lowered(noisy), verdict.limits(DEEP)) is Quality.WRONG
+    assert quality(lowered(measured(0.2, 21.0)), verdict.limits(DEEP)) is Quality.RIGHT
     exact = measured(error=0.0, sqnr=math.inf)
-    assert verdict.quality(lowered(exact), verdict.limits(DEEP)) is Quality.RIGHT
+    assert quality(lowered(exact), verdict.limits(DEEP)) is Quality.RIGHT
 
 
 # Full-width MobileNetV2 at 64x64 (zoo_mobilenet_v2_full_int8): the integer program equal
@@ -283,11 +284,11 @@ ONE_STEP = ExactCheck(steps=(1,), differing=(3,), first="features.5.block.6: con
 def test_the_exact_reference_decides_a_quantised_case_where_there_is_one() -> None:
     fake_quant_off = dataclasses.replace(measured(error=0.0588, sqnr=20.0), exact=EQUAL)
     for info in (DEEP, CASE):  # its fake-quant error is over CASE's 5%: the steps decide
-        assert verdict.quality(lowered(fake_quant_off), verdict.limits(info)) is Quality.RIGHT
+        assert quality(lowered(fake_quant_off), verdict.limits(info)) is Quality.RIGHT
     planted = dataclasses.replace(measured(0.0009, 60.0, digest="p"), exact=ONE_STEP)
-    assert verdict.quality(lowered(planted), verdict.limits(DEEP)) is Quality.WRONG
+    assert quality(lowered(planted), verdict.limits(DEEP)) is Quality.WRONG
     unshaped = dataclasses.replace(planted, exact=ExactCheck(steps=(None,), differing=(10,)))
-    assert verdict.quality(lowered(unshaped), verdict.limits(DEEP)) is Quality.WRONG
+    assert quality(lowered(unshaped), verdict.limits(DEEP)) is Quality.WRONG
     assert verdict.ALLOWED_STEPS == 0
     v = judge(lowered(fake_quant_off), lowered(planted), lowered(fake_quant_off), info=DEEP)
     assert (v.ab, v.bc) == (AB.REGRESSION, BC.UNDECLARED)
@@ -336,8 +337,8 @@ def test_limits_by_scheme_and_by_case() -> None:
 def test_the_error_is_a_fraction_of_the_range_not_of_max_abs() -> None:
     # outputs in [0.5, 1.0]: range 0.5, max |x| 1.0; an error of 0.04 is 8% of the range
     n = dataclasses.replace(measured(0.04, 30.0), reference_max_abs=(1.0,), reference_range=(0.5,))
-    assert verdict.quality(lowered(n), 0.05) is Quality.WRONG
-    assert verdict.quality(lowered(n), 0.1) is Quality.RIGHT
+    assert quality(lowered(n), 0.05) is Quality.WRONG
+    assert quality(lowered(n), 0.1) is Quality.RIGHT
 
 
 def test_a_branch_off_by_seven_codes_in_a_wide_output_is_wrong() -> None:
@@ -347,10 +348,10 @@ def test_a_branch_off_by_seven_codes_in_a_wide_output_is_wrong() -> None:
         measured(1.2873646, 27.6), reference_max_abs=(24.46,), reference_range=(46.897,)
     )
     info = corpus.info("conv_relu_cat_mixed_qparams")
-    assert verdict.quality(lowered(stock_151), verdict.limits(info)) is Quality.WRONG
-    assert verdict.quality(lowered(measured(0.0, math.inf)), verdict.limits(info)) is Quality.RIGHT
+    assert quality(lowered(stock_151), verdict.limits(info)) is Quality.WRONG
+    assert quality(lowered(measured(0.0, math.inf)), verdict.limits(info)) is Quality.RIGHT
     plain = dataclasses.replace(info, tolerance=None)
-    assert verdict.quality(lowered(stock_151), verdict.limits(plain)) is Quality.RIGHT
+    assert quality(lowered(stock_151), verdict.limits(plain)) is Quality.RIGHT
 
 
 def test_the_worst_output_speaks_for_a_run_with_several() -> None:
@@ -610,13 +611,13 @@ def test_an_unknown_scheme_gets_the_float_tolerance() -> None:
 def test_the_limits_are_inclusive_and_tiny_errors_are_never_wrong() -> None:
     limits = verdict.Limits(0.25, 20.0)
     at_limit = measured(error=0.25 * 1.0 + verdict.ABSOLUTE_FLOOR, sqnr=30.0)
-    assert verdict.quality(lowered(at_limit), limits) is Quality.RIGHT
+    assert quality(lowered(at_limit), limits) is Quality.RIGHT
     at_floor = measured(error=0.1, sqnr=20.0)  # the SQNR exactly at the case's floor
-    assert verdict.quality(lowered(at_floor), limits) is Quality.RIGHT
+    assert quality(lowered(at_floor), limits) is Quality.RIGHT
     tiny = measured(error=verdict.ABSOLUTE_FLOOR, sqnr=-5.0)  # float noise on a tiny output
-    assert verdict.quality(lowered(tiny), limits) is Quality.RIGHT
+    assert quality(lowered(tiny), limits) is Quality.RIGHT
     noise = measured(error=verdict.ABSOLUTE_FLOOR / 2, sqnr=30.0)
-    assert verdict.quality(lowered(noise), 0.0) is Quality.RIGHT
+    assert quality(lowered(noise), 0.0) is Quality.RIGHT
 
 
 @pytest.mark.parametrize(

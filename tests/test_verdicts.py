@@ -12,7 +12,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from equivalence_samples import ethos, lowered, measured, numerics, vgf
+from equivalence_samples import ethos, lowered, measured, numerics, quality, vgf
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,7 +26,7 @@ from overlay.equivalence.protocol import (
     TargetState,
     VgfResult,
 )
-from overlay.equivalence.verdict import Limits, Quality, quality
+from overlay.equivalence.verdict import Limits, Quality
 from overlay.text.series import load_series
 from overlay.upstream.behaviour import target_texts
 from overlay.upstream.commit_rules import Identity

@@ -228,13 +228,6 @@ def numerics_quality(
     return Quality.RIGHT
 
 
-def quality(result: ItemResult, limit: Limits | float) -> Quality:
-    """Judge one result on TOSA: failed, wrong numbers, or right."""
-    if not result.ok:
-        return Quality.FAILED
-    return numerics_quality(result.numerics, result.numerics_error, limit)
-
-
 def target_qualities(result: ItemResult, limit: Limits | float) -> dict[str, Quality]:
     """Judge each target a result has: failed, its numbers where it can run, else compiled."""
     return {
