@@ -7,8 +7,6 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-_CHUNK = 1 << 20
-
 
 def sha256_bytes(data: bytes) -> str:
     """Return the hex sha256 of ``data``."""
@@ -17,11 +15,8 @@ def sha256_bytes(data: bytes) -> str:
 
 def sha256_file(path: Path) -> str:
     """Return the hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def tree_digest(root: Path, files: Iterable[Path] | None = None) -> str:
