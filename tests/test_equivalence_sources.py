@@ -1,4 +1,5 @@
-"""Sources read, never run: the one tree digest, what a worker can import, a module's names."""
+"""The one tree digest (overlay._hashing), and sources read, never run: what a worker can
+import, a module's names."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import overlay
+from overlay._hashing import tree_digest
 from overlay.equivalence import sources
 
 
@@ -28,7 +30,7 @@ def test_the_key_covers_what_a_worker_can_import_and_nothing_else(tmp_path: Path
     assert "render.py" not in names  # the one renderer of every report, controller-side
 
     def digest() -> str:
-        return sources.digest(package, sources.worker_sources(package))
+        return tree_digest(package, sources.worker_sources(package))
 
     before = digest()
     layout = package / "equivalence" / "render" / "layout.py"
@@ -52,12 +54,12 @@ def test_the_digest_covers_names_and_bytes_not_the_location(tmp_path: Path) -> N
         (root / "sub" / "b.py").write_text("B = 1\n", encoding="utf-8")
         (root / "notes.txt").write_text("not a source\n", encoding="utf-8")
     one, two = tmp_path / "one", tmp_path / "two"
-    assert sources.digest(one) == sources.digest(two)
+    assert tree_digest(one) == tree_digest(two)
     (two / "notes.txt").write_text("changed\n", encoding="utf-8")
-    assert sources.digest(one) == sources.digest(two)  # only .py files by default
+    assert tree_digest(one) == tree_digest(two)  # only .py files by default
     (two / "sub" / "b.py").rename(two / "sub" / "c.py")
-    assert sources.digest(one) != sources.digest(two)  # a renamed file is another tree
-    assert sources.digest(one, [one / "a.py"]) == sources.digest(two, [two / "a.py"])
+    assert tree_digest(one) != tree_digest(two)  # a renamed file is another tree
+    assert tree_digest(one, [one / "a.py"]) == tree_digest(two, [two / "a.py"])
 
 
 def test_bound_names_and_functions() -> None:

@@ -1,4 +1,4 @@
-"""Python sources read, never run: a tree's digest, a worker's imports, a module's names.
+"""Python sources read, never run: a worker's imports, a module's names.
 Stdlib only: the worker side runs it in the stock and patched environments."""
 
 from __future__ import annotations
@@ -7,13 +7,8 @@ import ast
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from overlay._hashing import tree_digest
-
 # What a worker process runs: the lowering process and the environment description.
 WORKER_ENTRY_POINTS = ("overlay.equivalence.worker.__main__", "overlay.equivalence.worker.envinfo")
-
-
-digest = tree_digest  # the one digest of "the sources of a package" (overlay._hashing)
 
 
 def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> list[Path]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import overlay
 from overlay import _mutex, fixes, lines
-from overlay._hashing import sha256_file
+from overlay._hashing import sha256_file, tree_digest
 from overlay.equivalence import corpus, protocol, sources
 from overlay.equivalence.controller import processes, scheduler
 from overlay.equivalence.controller.options import Options, check_cases, resolve_inputs
@@ -113,7 +113,7 @@ def _keys(options: Options, plan: processes.Plan, envs: Mapping[PathId, EnvInfo]
     base = key(
         "base",
         overlay.__version__,
-        sources.digest(package, sources.worker_sources(package)),
+        tree_digest(package, sources.worker_sources(package)),
         sha256_file(plan.patches_dir / pins.PINS_FILE),
     )
     # the runtime patch's code: its file's digest (or its module's) and function
@@ -131,7 +131,7 @@ def _keys(options: Options, plan: processes.Plan, envs: Mapping[PathId, EnvInfo]
         base=base,
         paths=paths,
         models=sha256_file(Path(options.models)) if options.models else None,
-        corpus=sources.digest(package / "equivalence" / "corpus"),
+        corpus=tree_digest(package / "equivalence" / "corpus"),
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay import codec
+from overlay._hashing import tree_digest
 from overlay.envs.stamp import read_stamp
 from overlay.equivalence import sources
 from overlay.equivalence.worker.vgf_run import ICD_GLOBS
@@ -71,7 +72,7 @@ def sources_digest(package: str, subtree: str) -> str:
     spec = _find(package)
     if spec is None or not spec.submodule_search_locations:
         return ""
-    return sources.digest(Path(next(iter(spec.submodule_search_locations))) / subtree)
+    return tree_digest(Path(next(iter(spec.submodule_search_locations))) / subtree)
 
 
 def vulkan_drivers() -> tuple[str, ...]:
