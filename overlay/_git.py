@@ -116,9 +116,7 @@ def merge_file(
     return proc.stdout, proc.returncode
 
 
-def diff_files(
-    before: Mapping[str, bytes], after: Mapping[str, bytes], *, context: int = 3
-) -> tuple[str, str]:
+def diff_files(before: Mapping[str, bytes], after: Mapping[str, bytes]) -> tuple[str, str]:
     """Return (diffstat, full-index diff) of ``before`` -> ``after``, computed by git.
 
     A path only ``after`` holds is a new file (``new file mode 100644``); renames and copies
@@ -133,5 +131,5 @@ def diff_files(
         write_files(repo, after)
         git(repo, "add", "-A")
         stat = git(repo, "diff", "--cached", "--no-renames", "--stat=72", "--summary")
-        diff = git(repo, "diff", "--cached", "--no-renames", "--full-index", f"-U{context}")
+        diff = git(repo, "diff", "--cached", "--no-renames", "--full-index", "-U3")
     return stat, diff
