@@ -72,14 +72,11 @@ def prefix(
     return NAME
 
 
-def usage(argv: Sequence[str] | None = None) -> str:
-    """Return the program as the usage line names it: the command as typed, without a path.
-
-    ``argv``: the interpreter's command line (default ``sys.orig_argv``).
-    """
-    argv = list(sys.orig_argv if argv is None else argv)
-    if _started_as_module(argv):
-        return f"{Path(argv[0]).name} -m {MODULE}"
+def usage() -> str:
+    """Return the program as the usage line names it: the command as typed (the interpreter's
+    ``sys.orig_argv``), without a path."""
+    if _started_as_module(sys.orig_argv):
+        return f"{Path(sys.orig_argv[0]).name} -m {MODULE}"
     return f"uv run {NAME}" if os.environ.get(UV_RUN_ENV) else NAME
 
 
