@@ -79,11 +79,9 @@ def local_version(series: Series, fixes: Collection[int] | None = None) -> str:
     return ".".join([version, SUBSET_LABEL, *map(str, sorted(fixes))])
 
 
-def patched_metadata(
-    series: Series, metadata: str, *, where: str, fixes: Collection[int] | None = None
-) -> str:
+def patched_metadata(series: Series, metadata: str, *, where: str) -> str:
     """Return METADATA as the patched wheel carries it: local version, narrowed requirements."""
-    text = set_metadata_version(metadata, local_version(series, fixes), where=where)
+    text = set_metadata_version(metadata, local_version(series), where=where)
     return set_requirements(text, series.pins.wheel_requirements(), tuple(series.pins.extras))
 
 
