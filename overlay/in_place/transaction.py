@@ -47,16 +47,12 @@ def _journal_changes(plan_: Plan) -> list[journal.Change]:
 
 
 @contextlib.contextmanager
-def locked(
-    target: Target,
-    timeout: float | None = None,
-    waiting: Callable[[str], None] | None = None,
-) -> Iterator[None]:
-    """Hold the target's lock; raise BusyError if another run keeps it ``timeout`` seconds
-    (default :data:`LOCK_TIMEOUT_S`). ``waiting`` hears once that the lock is held, and by
-    which pid; a signal held by the caller (:func:`journal.held_signals`) stops the wait.
+def locked(target: Target, waiting: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the target's lock; raise BusyError if another run keeps it :data:`LOCK_TIMEOUT_S`
+    seconds. ``waiting`` hears once that the lock is held, and by which pid; a signal held by
+    the caller (:func:`journal.held_signals`) stops the wait.
     """
-    timeout = LOCK_TIMEOUT_S if timeout is None else timeout
+    timeout = LOCK_TIMEOUT_S
     path = journal.lock_file(target.root)
     told = False
 
