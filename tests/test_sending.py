@@ -867,16 +867,17 @@ def test_a_note_for_reviewers_is_in_the_pr_body_only(monkeypatch: pytest.MonkeyP
     item = export_patch(patch, {path: b"x = 1\n"}, signer=SIGNER)
     bases = (_base("main", Outcome.FAILS_BEFORE_PASSES_AFTER),)
     sub = _submission(patch.name, item.subject, bases, LintReport("x", (), 1.0), source="1.5.1")
-    body = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0")
+    comment = pr_text.measurements(sub, "1.5.1", "2.13.0")
+    body = pr_text.pr_body(patch, sub, comment)
     assert body.startswith(
         "### Summary\n\nIt fails.\n\nFor reviewers: please regenerate the blobs.\n"
     )
     assert "regenerate" not in item.message
-    plain = pr_text.pr_body(patch, sub, "1.5.1", "2.13.0").replace(
+    plain = pr_text.pr_body(patch, sub, comment).replace(
         "For reviewers: please regenerate the blobs.\n\n", ""
     )
     monkeypatch.setattr(pr_text, "_note", lambda patch: fix.upstream)
-    assert pr_text.pr_body(patch, sub, "1.5.1", "2.13.0") == plain
+    assert pr_text.pr_body(patch, sub, comment) == plain
 
 
 def test_an_issue_draft_that_speaks_of_this_change_is_held_back() -> None:

@@ -364,11 +364,9 @@ def _bystanders(base: OnBase) -> list[str]:
     return lines
 
 
-def pr_body(
-    patch: Patch, sub: PatchVerdict, release: str, torch: str, comment: str | None = None
-) -> str:
+def pr_body(patch: Patch, sub: PatchVerdict, comment: str) -> str:
     """Return the PR description in upstream's template: Summary, Test plan; it points to the
-    measurements, the first comment (``comment``, :func:`measurements` when not given)."""
+    measurements, the first comment (``comment``, from :func:`measurements`)."""
     note = _note(patch)
     lines = ["### Summary", "", *(f"{p}\n" for p in dep3_paragraphs(patch))]
     lines += [f"For reviewers: {note.reviewers}", ""] if note and note.reviewers else []
@@ -387,7 +385,7 @@ def pr_body(
         lines += [f"{review.lint.summary}", ""]
     if review.checks:
         lines += [f"- {check.summary}" for check in review.checks] + [""]
-    if measurements(sub, release, torch) if comment is None else comment:
+    if comment:
         lines += ["Measurements per target and base: first comment.", ""]
     cited = note.cited if note else ()  # cc'd: the Arm team and the cited PRs' authors, no one else
     cc = dict.fromkeys([*" ".join(ARM_CC).split()[1:], *(f"@{pr.author}" for pr in cited)])
@@ -412,9 +410,8 @@ def drafted_issue(patch: Patch, sub: PatchVerdict, release: str, torch: str) -> 
     title = PREFIX + (note.symptom if note is not None and note.symptom else patch.subject)
     lines = [f"{ISSUE_TITLE}{title}", "", "### 🐛 Describe the bug", ""]
     lines += [dep3_paragraphs(patch)[0], "", *_cited(note), *_reproducer(note)]
-    measured = [b for b in sub.bases if b.behaviour is not None]
-    numbers = numbers_table(measured, with_change=False)
-    lines += [how_run(measured), "", *numbers] if numbers else []
+    numbers = numbers_table(sub.bases, with_change=False)  # an unmeasured base has no case
+    lines += [how_run(sub.bases), "", *numbers] if numbers else []
     main = next((b for b in sub.bases if b.base == "main"), None)
     on_main = (
         f" and main ({', '.join(filter(None, (main.commit[:12], main.date[:10])))})" if main else ""

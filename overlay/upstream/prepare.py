@@ -229,7 +229,7 @@ def judge(
     the checklist (``branch``: the commit's repository and branch; ``tree``: its files)."""
     issue = "" if patch.issues else pr_text.drafted_issue(patch, sub, sub.source, torch)
     comment = pr_text.measurements(sub, sub.source, torch)
-    body = pr_text.pr_body(patch, sub, sub.source, torch, comment)
+    body = pr_text.pr_body(patch, sub, comment)
     texts = replace(item, pr_body=body, comment=comment, issue=issue)
     fix = fixes.by_patch(patch.name)
     review = sub.review or Review("", None, ())
