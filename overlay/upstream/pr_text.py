@@ -35,7 +35,7 @@ from overlay.upstream.results import (
     TestState,
 )
 from overlay.upstream.upstream_tests import new_tests
-from overlay.upstream.verdicts import failure_reasons, op_count_change
+from overlay.upstream.verdicts import compared_targets, failure_reasons, op_count_change
 
 NO_RESULT = "-"
 CONFIGS = {
@@ -120,14 +120,9 @@ HOW_RUN = {
 
 def how_run(bases: Sequence[OnBase]) -> str:
     """Return how each target of the numbers ran, for the targets they hold."""
-    results = [result for base in bases for result in base.target_results]
-    found = {  # as compared_targets names them
-        "Ethos-U" if target.startswith("ethos-u") else target.upper()
-        for target, text in results
-        if not text.startswith(NOT_DELEGATED)
-    }
+    found = compared_targets(bases, NOT_DELEGATED)  # and those that only lowered
     ran = "; ".join(text for family, text in HOW_RUN.items() if family in found)
-    texts = [text for _, text in results]
+    texts = [text for base in bases for _, text in base.target_results]
     lines = [
         f"Each model lowered and run: {ran}. Outputs against the fake-quantised model (PyTorch"
         " itself where nothing is quantised): max error as a fraction of the output's range,"

@@ -331,14 +331,17 @@ _REVIEWER_WORK = re.compile(r"\b(regenerat(?:e|es|ing)|amend(?:s|ing)?|re-?run)\
 _CITED_PR = re.compile(r"(?<!Fixes )(?<![\w/])#(\d+)\b")
 
 
-def compared_targets(bases: Sequence[OnBase]) -> frozenset[str]:
+def compared_targets(
+    bases: Sequence[OnBase], left_out: str | tuple[str, ...] = NOT_COMPARED
+) -> frozenset[str]:
     """Return the targets (TOSA, VGF, Ethos-U) that ran and were compared, or failed, in a
-    fix's trigger cases on some base; a target that only lowered (compiled) is not one."""
+    fix's trigger cases on some base; a target that only lowered (compiled) is not one
+    (``left_out``: how the results start that do not count)."""
     return frozenset(
         "Ethos-U" if target.startswith("ethos-u") else target.upper()
         for base in bases
         for target, text in base.target_results
-        if not text.startswith(NOT_COMPARED)
+        if not text.startswith(left_out)
     )
 
 
