@@ -102,7 +102,6 @@ def run_lint(repo: Path, paths: Sequence[str], env: release_venvs.Env) -> LintRe
 class HookRun:
     """One check of the pre-push hook in one checkout: its exit status and what it printed."""
 
-    check: str
     status: int
     output: tuple[str, ...]
     seconds: float
@@ -127,9 +126,9 @@ def run_hook_check(repo: Path, check: str, touched: Sequence[str], bindir: Path)
             stderr=subprocess.STDOUT, text=True, timeout=HOOK_TIMEOUT_S, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
-        return HookRun(check, -1, (f"did not finish in {HOOK_TIMEOUT_S:.0f} s",), HOOK_TIMEOUT_S)
+        return HookRun(-1, (f"did not finish in {HOOK_TIMEOUT_S:.0f} s",), HOOK_TIMEOUT_S)
     lines = tuple(proc.stdout.splitlines())
-    return HookRun(check, proc.returncode, lines, time.perf_counter() - started)
+    return HookRun(proc.returncode, lines, time.perf_counter() - started)
 
 
 def hook_checks(
