@@ -120,13 +120,9 @@ def commit_message(patch: Patch, signer: Identity, series: Mapping[int, str] | N
         return f'"{subjects[number]}"' if number in subjects else found.group(0)
 
     body = wrap(SERIES_MARKER.sub(named, p) for p in dep3_paragraphs(patch))
-    trailers = [f"Fixes #{n}" for n in patch.issues]
-    parts = [upstream_subject(patch), body] if body else [upstream_subject(patch)]
-    parts.append("\n".join(ARM_CC))
-    if trailers:
-        parts.append("\n".join(trailers))
-    parts.append(f"Signed-off-by: {signer}")
-    return "\n\n".join(parts) + "\n"
+    fixed = "\n".join(f"Fixes #{n}" for n in patch.issues)
+    parts = [upstream_subject(patch), body, "\n".join(ARM_CC), fixed, f"Signed-off-by: {signer}"]
+    return "\n\n".join(filter(None, parts)) + "\n"  # no body, no Fixes: no paragraph
 
 
 def format_mbox(
