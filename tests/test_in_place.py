@@ -76,6 +76,11 @@ def new_text(i: int) -> str:
     return old_text(i).replace(f"V3 = {i * 100 + 3}\n", f"V3 = 'patched {i}'\n")
 
 
+def world_tree(tmp_path: Path) -> Path:
+    """A pristine site-packages of the world series' files, in ``tmp_path/site``."""
+    return make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+
+
 def write_world_series(folder: Path) -> Series:
     patches = {
         f"{i + 1:04d}-fix.patch": patch_text(
@@ -268,7 +273,7 @@ def test_killed_apply_then_next_command_then_pip_uninstall_is_clean(
 
 
 def test_the_cli_says_what_recovery_did(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     write_world_series(tmp_path / "patches")
     args = ["--patches", str(tmp_path / "patches")]
     child = run_forked(
@@ -299,7 +304,7 @@ def child_pid(line: str) -> str:
 def test_sigint_and_sigterm_messages_match_the_tree(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     write_world_series(tmp_path / "patches")
     before = snapshot(root)
     args = ["--patches", str(tmp_path / "patches"), "apply", "--target", str(root)]
@@ -326,7 +331,7 @@ def test_sigint_and_sigterm_messages_match_the_tree(
 def test_no_stale_bytecode_runs_after_apply_or_revert(
     tmp_path: Path, mode: py_compile.PycInvalidationMode
 ) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     series = write_world_series(tmp_path / "patches")
     module = "executorch." + repo_path(0).removesuffix(".py").replace("/", ".")
 
@@ -354,7 +359,7 @@ def test_no_stale_bytecode_runs_after_apply_or_revert(
 
 
 def test_the_lock_excludes_runs_whatever_their_home_and_cache(tmp_path: Path) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     series = write_world_series(tmp_path / "patches")
     before = snapshot(root)
     other = {
@@ -378,20 +383,18 @@ def test_the_lock_excludes_runs_whatever_their_home_and_cache(tmp_path: Path) ->
 def test_apply_tells_its_listener_that_it_waits_for_the_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
-    series = write_world_series(tmp_path / "patches")
-    target = locate.find_target(root)
+    target = locate.find_target(world_tree(tmp_path))
     monkeypatch.setattr(transaction, "LOCK_TIMEOUT_S", 0.2)
     heard: list[str] = []
     with transaction.locked(target), pytest.raises(BusyError):
-        transaction.apply(series, target, waiting=heard.append)
-    assert heard == [f"waiting up to 0 s for the lock of {root}, held by pid {os.getpid()}"]
+        transaction.apply(write_world_series(tmp_path / "p"), target, waiting=heard.append)
+    assert heard == [f"waiting up to 0 s for the lock of {target.root}, held by pid {os.getpid()}"]
 
 
 def test_a_tree_that_takes_no_lock_is_previewed_with_the_fixes_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     series = write_world_series(tmp_path / "patches")
     target = locate.find_target(root)
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only tree
@@ -466,7 +469,7 @@ def test_status_and_verify_install_agree_in_every_state(tmp_path: Path) -> None:
 def test_apply_records_a_legacy_in_place_patch_and_revert_restores_its_dist_info(
     tmp_path: Path,
 ) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     series = write_world_series(tmp_path / "patches")
     stock = snapshot(root)
     for i in range(N):  # what an older overlay left: patched files, stock dist-info
@@ -699,7 +702,7 @@ def test_each_tree_gets_the_line_of_its_executorch(
 
 
 def test_a_closed_stdout_is_silent(tmp_path: Path) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     write_world_series(tmp_path / "patches")
     command = [sys.executable, "-m", "overlay", "--patches", str(tmp_path / "patches")]
     proc = subprocess.Popen(
@@ -780,7 +783,7 @@ runpy.run_module("overlay", run_name="__main__", alter_sys=True)
 
 
 def test_sigterm_before_the_transaction_leaves_no_lock(tmp_path: Path) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     write_world_series(tmp_path / "patches")
     before = snapshot(root)
     proc = subprocess.run(
@@ -810,7 +813,7 @@ def test_the_docs_show_the_exit_codes_as_help_lists_them() -> None:
 
 
 def test_the_original_record_is_kept_as_a_hardlink_and_restored_as_one(tmp_path: Path) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     series = write_world_series(tmp_path / "patches")
     stock_record = (dist_info(root) / "RECORD").stat().st_ino
     transaction.apply(series, locate.find_target(root))
@@ -822,7 +825,7 @@ def test_the_original_record_is_kept_as_a_hardlink_and_restored_as_one(tmp_path:
 
 
 def test_a_kill_among_a_reverts_deletes_is_undone_by_apply(tmp_path: Path) -> None:
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     series = write_world_series(tmp_path / "patches")
     transaction.apply(series, locate.find_target(root))
     patched = snapshot(root)
@@ -1018,7 +1021,7 @@ runpy.run_module("overlay", run_name="__main__", alter_sys=True)
 @pytest.mark.parametrize("when", ["printing", "exiting"])
 def test_a_signal_after_the_commit_says_the_tree_is_patched(tmp_path: Path, when: str) -> None:
     """Once committed: exit 0, or the one line that says so (issue 36, item 9)."""
-    root = make_tree(tmp_path / "site", {repo_path(i): old_text(i).encode() for i in range(N)})
+    root = world_tree(tmp_path)
     write_world_series(tmp_path / "patches")
     proc = subprocess.run(
         [sys.executable, "-c", SIGNAL_AFTER_COMMIT, when, "--patches", str(tmp_path / "patches"),
