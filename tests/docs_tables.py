@@ -44,7 +44,7 @@ def replace_between(text: str, begin: str, end: str, body: str, *, what: str, do
 
 
 def _on_line(fix: Fix, line: Line, found: LineEvidence | None) -> str:
-    held, patch, _ = overview._held(line, fix, found)
+    held, patch, _ = overview.held_by(line, fix, found)
     if held is None:
         return "-"
     if held is Status.DROPPED or patch is None:
@@ -87,7 +87,7 @@ def evidence_table(registry: Registry, lines: Sequence[Line]) -> str:
     for line in reversed(lines):
         found = evidence.load(line.directory)
         for fix in registry.fixes:
-            held, patch, own = overview._held(line, fix, found)
+            held, patch, own = overview.held_by(line, fix, found)
             if held is not None:
                 row = [line.name, str(fix.number), held.value, *_evidence(line, fix, patch, own)]
                 rows.append(row)
@@ -106,7 +106,7 @@ def table(registry: Registry, lines: Sequence[Line], *, brief: bool = False) -> 
     rows = []
     for fix in registry.fixes:
         if brief:
-            held = [str(overview._held(line, fix, found[line.name])[0] or "-") for line in lines]
+            held = [str(overview.held_by(line, fix, found[line.name])[0] or "-") for line in lines]
             rows.append([str(fix.number), fix.title, *held])
             continue
         claims = "; ".join(

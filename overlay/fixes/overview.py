@@ -41,7 +41,7 @@ def summaries(registry: Registry, all_lines: Sequence[Line]) -> tuple[LineSummar
     found = []
     for line in reversed(all_lines):
         proof = evidence.load(line.directory)
-        held = ((fix, _held(line, fix, proof)[0]) for fix in registry.fixes)
+        held = ((fix, held_by(line, fix, proof)[0]) for fix in registry.fixes)
         found.append(
             LineSummary(
                 line.name,
@@ -59,7 +59,7 @@ UPSTREAM_COMMIT = "github.com/pytorch/executorch/commit/"
 Held = tuple[Status | None, Patch | None, PatchEvidence | None]
 
 
-def _held(line: Line, fix: Fix, found: LineEvidence | None) -> Held:
+def held_by(line: Line, fix: Fix, found: LineEvidence | None) -> Held:
     """Return how ``line`` holds ``fix`` (None: the fix was never on the line or its parent),
     its patch there and its evidence."""
     patch = next((p for p in load_series(line.directory).patches if p.number == fix.number), None)
