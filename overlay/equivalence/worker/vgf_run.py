@@ -30,6 +30,7 @@ from typing import Any
 
 from overlay import _mutex
 from overlay._files import write_text_atomic
+from overlay._hashing import sha256_file
 
 GRAPH_LAYER = "VK_LAYER_ML_Graph_Emulation"
 TENSOR_LAYER = "VK_LAYER_ML_Tensor_Emulation"
@@ -146,7 +147,7 @@ def identity(deploy: Path, icd: str) -> str:
     library = json.loads(Path(icd).read_text(encoding="utf-8"))["ICD"]["library_path"]
     driver = [Path(icd), *([Path(library)] if Path(library).is_absolute() else [])]
     for path in [*sorted((deploy / "lib").glob("*.so*")), *driver]:
-        digest.update(f"{path.name} {path.stat().st_size}\n".encode() + path.read_bytes())
+        digest.update(f"{path.name} {sha256_file(path)}\n".encode())
     return digest.hexdigest()
 
 
