@@ -8,7 +8,7 @@ The tests check that the committed tables are current; rewrite all three with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from overlay import fixes, lines
@@ -161,12 +161,14 @@ def update_errors(text: str) -> str:
 def regenerate(checkout: Path) -> None:
     """Rewrite the generated tables of docs/fixes.md, README.md and docs/errors.md."""
     found = lines.all_lines(checkout / lines.LINES_DIR)
-    for name, rewrite in (("docs/fixes.md", update), ("README.md", update_readme)):
+    rewrites: dict[str, Callable[[str], str]] = {
+        "docs/fixes.md": lambda text: update(text, fixes.REGISTRY, found),
+        "README.md": lambda text: update_readme(text, fixes.REGISTRY, found),
+        "docs/errors.md": update_errors,
+    }
+    for name, rewrite in rewrites.items():
         path = checkout / name
-        text = rewrite(path.read_text(encoding="utf-8"), fixes.REGISTRY, found)
-        path.write_text(text, encoding="utf-8")
-    path = checkout / "docs" / "errors.md"
-    path.write_text(update_errors(path.read_text(encoding="utf-8")), encoding="utf-8")
+        path.write_text(rewrite(path.read_text(encoding="utf-8")), encoding="utf-8")
 
 
 if __name__ == "__main__":
