@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import _process
+from overlay import _frame_stack, _process
 from overlay._process import Refuse
 from overlay.distribution.distinfo import ORIGINAL_FILE
 from overlay.distribution.provenance import local_version
@@ -27,19 +27,25 @@ ARM_MODULES = (
     "executorch.backends.arm.quantizer",
 )
 NEXT_STEP = "sync the environment with its lock again (docs/environments.md)"
-# Run by another environment's Python (the overlay need not be installed there).
-IMPORT_CHECK = """\
+# Run by another environment's Python (the overlay need not be installed there), after the
+# source of overlay/_frame_stack.py: the imports run in their own chunk of the frame stack.
+IMPORT_CHECK = """
 import importlib, json, sys
 
-found = {}
-for name in sys.argv[1:]:
-    try:
-        found[name] = {"file": importlib.import_module(name).__file__ or ""}
-    except BaseException as exc:
-        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        found[name] = {"error": error, "missing": missing or ""}
-print(json.dumps(found))
+
+def imported(names):
+    found = {}
+    for name in names:
+        try:
+            found[name] = {"file": importlib.import_module(name).__file__ or ""}
+        except BaseException as exc:
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            found[name] = {"error": error, "missing": missing or ""}
+    return found
+
+
+print(json.dumps(in_own_chunk(imported, sys.argv[1:])))
 """
 
 
@@ -187,7 +193,8 @@ def import_check(python: Path, names: Sequence[str], refuse: Refuse) -> dict[str
     not run or answer is ``refuse(what was found)``."""
     # PYTHONDONTWRITEBYTECODE is kept: the import costs what it costs the user's own first.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    command = [str(python), "-s", "-P", "-c", IMPORT_CHECK, *names]
+    script = Path(_frame_stack.__file__).read_text(encoding="utf-8") + IMPORT_CHECK
+    command = [str(python), "-s", "-P", "-c", script, *names]
     return _process.json_line(dict[str, Imported], command, refuse, env=env)
 
 

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from overlay._frame_stack import in_own_chunk
 from overlay.equivalence.worker.runner import TorchRunner
 from overlay.equivalence.worker.serve import serve
 
@@ -23,7 +24,7 @@ def main() -> None:
     os.dup2(2, 1)  # anything printed by libraries goes to stderr
     sys.stdout = sys.stderr
     replies = io.TextIOWrapper(os.fdopen(channel, "wb"), encoding="utf-8", write_through=True)
-    serve(sys.stdin, replies, TorchRunner())
+    in_own_chunk(serve, sys.stdin, replies, TorchRunner())  # importing and lowering
 
 
 if __name__ == "__main__":

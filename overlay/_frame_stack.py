@@ -1,0 +1,29 @@
+"""Run a call in a chunk of CPython's frame stack large enough that it never maps another.
+
+CPython (3.11 and later) keeps Python frames in chunks of 16 KiB and unmaps a chunk as soon
+as the frame that opened it returns. A recursion that keeps crossing a chunk's end maps and
+unmaps a chunk at each crossing. Importing executorch's Arm backend parses exir's
+``edge.yaml`` with ruamel.yaml's recursive composer: from some call depths that is 130,000
+``mmap``/``munmap`` pairs and a second of system time (docs/notes/measurements.md).
+
+Stdlib only: :mod:`overlay.envs.verify_install` also runs this file's source in another
+environment's Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def in_own_chunk(function: Callable[..., T], *args: object) -> T:
+    """Return ``function(*args)``, called from a frame that opens a 512 KiB chunk: the
+    call's own frames fill the 260 KiB this frame leaves free in it."""
+    return function(*args)
+
+
+# A frame needs its slots plus 1,000 of headroom in one chunk; chunks double from 16 KiB.
+# 2**15 - 999 slots (8 bytes each) is just over 256 KiB with the headroom: a 512 KiB chunk.
+in_own_chunk.__code__ = in_own_chunk.__code__.replace(co_stacksize=(1 << 15) - 999)
