@@ -187,15 +187,17 @@ def _upstream_test(repo_path: str) -> bool:
     return any(part in {"test", "tests"} for part in repo_path.split("/")[:-1])
 
 
-def import_check(python: Path, names: Sequence[str], refuse: Refuse) -> dict[str, Imported]:
+def import_check(
+    python: Path, names: Sequence[str], refuse: Refuse, *, timeout: float | None = None
+) -> dict[str, Imported]:
     """Import each of ``names`` in ``python``, isolated (-s -P, no PYTHONPATH or PYTHONHOME:
     its own environment); return what each gave (its file or its error). A Python that does
-    not run or answer is ``refuse(what was found)``."""
+    not run or answer (within ``timeout`` seconds) is ``refuse(what was found)``."""
     # PYTHONDONTWRITEBYTECODE is kept: the import costs what it costs the user's own first.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     script = Path(_frame_stack.__file__).read_text(encoding="utf-8") + IMPORT_CHECK
     command = [str(python), "-s", "-P", "-c", script, *names]
-    return _process.json_line(dict[str, Imported], command, refuse, env=env)
+    return _process.json_line(dict[str, Imported], command, refuse, timeout=timeout, env=env)
 
 
 def environment(target: Path) -> Venv:

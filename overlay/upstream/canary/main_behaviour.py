@@ -4,13 +4,11 @@ there is the answer, and the canary stays text-only."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import codec
-from overlay.codec import CodecError
+from overlay.envs.verify_install import import_check
 from overlay.errors import OverlayError
 from overlay.lines import Line
 from overlay.text.series import Patch
@@ -23,19 +21,6 @@ from overlay.upstream.results import TestRun
 Progress = Callable[[str], None]
 CORE = frozenset({"executorch", "torch", "torchao"})  # a missing name here: not hostable
 IMPORT_TIMEOUT_S = 900.0
-IMPORT_CHECK = """\
-import importlib, json, sys
-
-errors = {}
-for name in sys.argv[1:]:
-    try:
-        importlib.import_module(name)
-    except BaseException as exc:
-        missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
-        text = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        errors[name] = [missing or "", text]
-print(json.dumps(errors))
-"""
 
 
 def modules_of(files: Mapping[str, bytes]) -> list[str]:
@@ -65,21 +50,14 @@ class ImportFailure:
 def import_errors(python: Path, modules: Sequence[str]) -> list[ImportFailure]:
     """Import every module in ``python`` (a wrapper); return the failures."""
     try:
-        proc = subprocess.run(
-            [str(python), "-c", IMPORT_CHECK, *modules],
-            capture_output=True,
-            text=True,
-            timeout=IMPORT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [ImportFailure("(interpreter)", str(exc))]
-    try:
-        line = proc.stdout.strip().splitlines()[-1]
-        found = codec.loads(dict[str, tuple[str, ...]], line, "import check")
-    except (CodecError, IndexError):
-        return [ImportFailure("(interpreter)", (proc.stderr or proc.stdout).strip()[-500:])]
-    return [ImportFailure(str(k), str(v[1]), str(v[0])) for k, v in found.items()]
+        found = import_check(python, modules, _interpreter_failed, timeout=IMPORT_TIMEOUT_S)
+    except OverlayError as exc:
+        return [ImportFailure("(interpreter)", exc.found or exc.message)]
+    return [ImportFailure(name, got.error, got.missing) for name, got in found.items() if got.error]
+
+
+def _interpreter_failed(found: str) -> OverlayError:
+    return OverlayError("the import check did not answer", found=found[-500:])
 
 
 def measure(
