@@ -1,10 +1,11 @@
-"""Run a call in a chunk of CPython's frame stack large enough that it never maps another.
+"""Run a call in its own 512 KiB chunk of CPython's frame stack.
 
-CPython (3.11 and later) keeps Python frames in chunks of 16 KiB and unmaps a chunk as soon
-as the frame that opened it returns. A recursion that keeps crossing a chunk's end maps and
-unmaps a chunk at each crossing. Importing executorch's Arm backend parses exir's
-``edge.yaml`` with ruamel.yaml's recursive composer: from some call depths that is 130,000
-``mmap``/``munmap`` pairs and a second of system time (docs/notes/measurements.md).
+CPython 3.11 and 3.12 keep Python frames in chunks of 16 KiB and unmap a chunk as soon as
+the frame that opened it returns, so a recursion that keeps crossing a chunk's end maps and
+unmaps one at each crossing (python/cpython#142183, fixed for 3.13 and 3.14 in 2026 by
+caching one chunk). Importing executorch's Arm backend parses exir's ``edge.yaml`` with
+ruamel.yaml's recursive composer: from some call depths that is 130,000 ``mmap``/``munmap``
+pairs and a second of system time (docs/notes/measurements.md).
 
 Stdlib only: :mod:`overlay.envs.verify_install` also runs this file's source in another
 environment's Python.
