@@ -7,8 +7,9 @@ caching one chunk). Importing executorch's Arm backend parses exir's ``edge.yaml
 ruamel.yaml's recursive composer: from some call depths that is 130,000 ``mmap``/``munmap``
 pairs and a second of system time (docs/notes/measurements.md).
 
-Stdlib only: :mod:`overlay.envs.verify_install` also runs this file's source in another
-environment's Python.
+Stdlib only: :mod:`overlay.envs.verify_install` also runs this file in another environment's
+Python. The frame opens a chunk only where the current one lacks room for it: a call nested
+in another ``in_own_chunk`` fits in the outer chunk and gains nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ T = TypeVar("T")
 
 def in_own_chunk(function: Callable[..., T], *args: object) -> T:
     """Return ``function(*args)``, called from a frame that opens a 512 KiB chunk: the
-    call's own frames fill the 260 KiB this frame leaves free in it."""
+    call's own frames fill the 263 KiB this frame leaves free in it (deeper, they go on in
+    16 KiB chunks again)."""
     return function(*args)
 
 

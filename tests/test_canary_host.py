@@ -7,6 +7,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from overlay.lines import Line
 from overlay.upstream import host
 from overlay.upstream.canary import main_behaviour
@@ -127,3 +129,29 @@ def test_pin_candidates_go_from_all_of_mains_tool_pins_to_the_lines_own() -> Non
         ("requirements-arm-tosa.txt", {"tosa-tools": "2026.5.0"}),
         ("the line's own pins", {}),
     ]
+
+
+def test_an_interpreter_that_does_not_answer_is_one_failure_with_its_own_error(
+    tmp_path: Path,
+) -> None:
+    broken = tmp_path / "env-python"
+    broken.write_text("#!/bin/sh\necho 'no such torch build' >&2\nexit 3\n", encoding="utf-8")
+    broken.chmod(0o755)
+    (failure,) = main_behaviour.import_errors(broken, ["executorch.backends.arm"])
+    assert failure.module == "(interpreter)" and not failure.optional
+    assert failure.error == "the import check did not answer: exit code 3: no such torch build"
+
+
+def test_an_import_check_that_times_out_names_the_interpreter_and_stays_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = tmp_path / "env-python"
+    slow.write_text("#!/bin/sh\nsleep 30\n", encoding="utf-8")
+    slow.chmod(0o755)
+    monkeypatch.setattr(main_behaviour, "IMPORT_TIMEOUT_S", 1.0)
+    (failure,) = main_behaviour.import_errors(slow, [f"executorch.m{i}" for i in range(200)])
+    assert failure.error.startswith(
+        f"the import check did not answer: no answer within 1 s: {slow} -s -P -c"
+    )
+    assert " ... " in failure.error and failure.error.endswith("executorch.m199")
+    assert len(failure.error) < 600

@@ -27,10 +27,14 @@ ARM_MODULES = (
     "executorch.backends.arm.quantizer",
 )
 NEXT_STEP = "sync the environment with its lock again (docs/environments.md)"
-# Run by another environment's Python (the overlay need not be installed there), after the
-# source of overlay/_frame_stack.py: the imports run in their own chunk of the frame stack.
-IMPORT_CHECK = """
+# Run by another environment's Python (the overlay need not be installed there); its first
+# argument is overlay/_frame_stack.py, whose in_own_chunk runs the imports.
+IMPORT_CHECK = """\
 import importlib, json, sys
+
+helper = {}
+with open(sys.argv[1], encoding="utf-8") as source:
+    exec(compile(source.read(), sys.argv[1], "exec"), helper)
 
 
 def imported(names):
@@ -45,7 +49,7 @@ def imported(names):
     return found
 
 
-print(json.dumps(in_own_chunk(imported, sys.argv[1:])))
+print(json.dumps(helper["in_own_chunk"](imported, sys.argv[2:])))
 """
 
 
@@ -195,8 +199,7 @@ def import_check(
     not run or answer (within ``timeout`` seconds) is ``refuse(what was found)``."""
     # PYTHONDONTWRITEBYTECODE is kept: the import costs what it costs the user's own first.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    script = Path(_frame_stack.__file__).read_text(encoding="utf-8") + IMPORT_CHECK
-    command = [str(python), "-s", "-P", "-c", script, *names]
+    command = [str(python), "-s", "-P", "-c", IMPORT_CHECK, _frame_stack.__file__, *names]
     return _process.json_line(dict[str, Imported], command, refuse, timeout=timeout, env=env)
 
 

@@ -24,7 +24,9 @@ def main() -> None:
     os.dup2(2, 1)  # anything printed by libraries goes to stderr
     sys.stdout = sys.stderr
     replies = io.TextIOWrapper(os.fdopen(channel, "wb"), encoding="utf-8", write_through=True)
-    in_own_chunk(serve, sys.stdin, replies, TorchRunner())  # importing and lowering
+    # torch is imported already (runner, lowering); the Arm backend's import and every
+    # lowering run inside the chunk
+    in_own_chunk(serve, sys.stdin, replies, TorchRunner())
 
 
 if __name__ == "__main__":

@@ -48,16 +48,20 @@ class ImportFailure:
 
 
 def import_errors(python: Path, modules: Sequence[str]) -> list[ImportFailure]:
-    """Import every module in ``python`` (a wrapper); return the failures."""
+    """Import every module in ``python`` (a wrapper), as verify-install does: isolated from
+    the caller's PYTHONPATH and user site, so only what the wrapper sets is seen; return the
+    failures, or the interpreter's own as one failure."""
     try:
         found = import_check(python, modules, _interpreter_failed, timeout=IMPORT_TIMEOUT_S)
     except OverlayError as exc:
-        return [ImportFailure("(interpreter)", exc.found or exc.message)]
+        return [ImportFailure("(interpreter)", f"{exc.message}: {exc.found}")]
     return [ImportFailure(name, got.error, got.missing) for name, got in found.items() if got.error]
 
 
 def _interpreter_failed(found: str) -> OverlayError:
-    return OverlayError("the import check did not answer", found=found[-500:])
+    """A timeout names the command first; a failing exit, its error last: keep both ends."""
+    kept = found if len(found) <= 500 else f"{found[:200]} ... {found[-300:]}"
+    return OverlayError("the import check did not answer", found=kept)
 
 
 def measure(
