@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 from overlay import _frame_stack
 from overlay._frame_stack import in_own_chunk
+from overlay.envs.verify_install import IMPORT_CHECK
 
 WORD = 8  # bytes of a frame slot on the 64-bit builds executorch ships wheels for
 CHUNK = 16 * 1024  # CPython's first chunk size; a chunk doubles until the frame fits
@@ -34,18 +36,15 @@ def test_the_frame_opens_a_chunk_with_room_for_a_deep_import_after_it() -> None:
     assert _chunk_for(slots) - WORD * (slots + 16) >= 256 * 1024  # for the call's own frames
 
 
-def test_another_environments_python_runs_the_file_with_the_standard_library_alone() -> None:
-    """verify_install runs the file in another env's Python, where no overlay is installed:
-    -I -S leaves only the standard library on the path."""
-    script = (
-        "import sys\nhelper = {}\n"
-        "exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'), helper)\n"
-        "print(helper['in_own_chunk'](sum, [1, 2, 3]))\n"
-    )
+def test_the_import_check_runs_in_another_python_with_the_standard_library_alone() -> None:
+    """verify_install's check runs this file in another env's Python, where no overlay is
+    installed: -I -S leaves only the standard library on the path."""
     done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", script, _frame_stack.__file__],
+        [sys.executable, "-I", "-S", "-c", IMPORT_CHECK, _frame_stack.__file__, "json", "nope.x"],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert done.stdout == "6\n"
+    found = json.loads(done.stdout)
+    assert found["json"] == {"file": json.__file__}
+    assert found["nope.x"]["missing"] == "nope"
