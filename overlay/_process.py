@@ -44,13 +44,22 @@ def run(
         ) as proc:  # fmt: skip
             out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        raise refuse(f"no answer within {timeout:.0f} s: {' '.join(command)}") from exc
+        raise refuse(f"no answer within {timeout:.0f} s: {named(command)}") from exc
     except OSError as exc:
         raise refuse(f"cannot run {command[0]}: {exc}") from exc
     if proc.returncode != 0:
         shown = (err or out or "").strip()[-TAIL:] if quiet else "the output above"
         raise refuse(f"exit code {proc.returncode}" + (f": {shown}" if shown else ""))
     return out or ""
+
+
+def named(command: Sequence[str]) -> str:
+    """Return ``command`` as an error names it, a script argument (one of several lines) as
+    ``<script>``.
+
+    Example: ``["python", "-c", "import x\\nx.run()", "a"]`` gives ``python -c <script> a``.
+    """
+    return " ".join("<script>" if "\n" in word else word for word in command)
 
 
 def json_line(

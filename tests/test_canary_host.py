@@ -151,7 +151,7 @@ def test_an_import_check_that_times_out_names_the_interpreter_and_stays_short(
     monkeypatch.setattr(main_behaviour, "IMPORT_TIMEOUT_S", 1.0)
     (failure,) = main_behaviour.import_errors(slow, [f"executorch.m{i}" for i in range(200)])
     assert failure.error.startswith(
-        f"the import check did not answer: no answer within 1 s: {slow} -s -P -c"
+        f"the import check did not answer: no answer within 1 s: {slow} -s -P -c <script> "
     )
     assert " ... " in failure.error and failure.error.endswith("executorch.m199")
     assert len(failure.error) < 600

@@ -4,6 +4,7 @@ quantized out-variant kernels load, one corpus case lowers), every attempt kept.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -144,7 +145,7 @@ def probe_kernels(python: Path) -> KernelProbe:
             "the kernel probe failed in the release env",
             expected="one JSON line",
             found=found,
-            hint=f"run: {' '.join(command)}",
+            hint=f"run: {shlex.join(command)}",
         )
 
     return _process.json_line(KernelProbe, command, refuse, timeout=600)
