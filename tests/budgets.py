@@ -41,6 +41,7 @@ JOBS = (
     Job("canary (leaf)", 2_000, ("overlay.upstream.canary",)),
     Job("retarget (leaf)", 2_000, ("overlay.upstream.retarget",)),
     Job("in place (leaf)", 2_000, ("overlay.in_place",)),
+    Job("HTML drawings (leaf)", 2_000, ("overlay.equivalence.render.html",)),
     Job("command line", None, ("overlay.cli", "overlay.__main__")),
 )
 TOTAL = 23_000

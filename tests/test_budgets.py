@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from budgets import JOBS, PACKAGE, counts, job_of, module_name, table
+from test_architecture import doc_leaves
 
 
 def test_every_module_belongs_to_exactly_one_job_and_the_counts_add_up() -> None:
@@ -21,6 +22,17 @@ def test_a_module_goes_to_its_longest_prefix() -> None:
     assert job_of("overlay.cli.in_place").name == "command line"
     with pytest.raises(ValueError, match="belongs to no job"):
         job_of("elsewhere.module")
+
+
+def test_each_leaf_feature_the_architecture_names_is_a_job_of_its_own() -> None:
+    leaves = doc_leaves()  # docs/architecture.md, "Leaf features"
+    jobs = [job_of(leaf) for leaf in leaves]
+    assert len({job.name for job in jobs}) == len(leaves), jobs
+    assert all(
+        job.name.endswith("(leaf)") and job.prefixes == (leaf,)
+        for job, leaf in zip(jobs, leaves, strict=True)
+    )
+    assert {j.name for j in JOBS if j.name.endswith("(leaf)")} == {job.name for job in jobs}
 
 
 def test_the_table_marks_a_job_over_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
