@@ -11,11 +11,11 @@ from pathlib import Path
 WORKER_ENTRY_POINTS = ("overlay.equivalence.worker.__main__", "overlay.equivalence.worker.envinfo")
 
 
-def worker_sources(root: Path, entries: Sequence[str] = WORKER_ENTRY_POINTS) -> list[Path]:
-    """Return the package's files a worker can import: every module ``entries`` reach by any
-    import statement (function-level ones too; all of a package that imports ``pkgutil``)."""
+def worker_sources(root: Path) -> list[Path]:
+    """Return the package's files a worker can import: every module its entry points reach by
+    any import statement (function-level ones too; all of a package that imports ``pkgutil``)."""
     found: dict[str, Path] = {}
-    todo = list(entries)
+    todo = list(WORKER_ENTRY_POINTS)
     while todo:
         name = todo.pop()
         parts = name.split(".")  # a module of package folder ``root``, named like it

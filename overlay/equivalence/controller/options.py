@@ -23,8 +23,7 @@ from overlay.items import ItemId
 DEFAULT_RUNTIME_PATCH = "overlay.runtime:apply_all"
 DEFAULT_TIMEOUT_S = 600.0
 CALLER_DIR_ENV = "OVERLAY_CALLER_DIR"  # where relative --models / --runtime-patch are read from
-WORKER_MODULE = "overlay.equivalence.worker"
-DEFAULT_WORKER = ("-m", WORKER_MODULE)
+DEFAULT_WORKER = ("-m", "overlay.equivalence.worker")
 Group = Literal["core", "zoo", "all"]
 
 

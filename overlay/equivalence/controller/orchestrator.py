@@ -50,21 +50,20 @@ def select(
     if options.only:  # a models file built at run time: its names are known only now
         check_cases(options.only, {c.name for c in cases}, options.models)
         cases = [c for c in cases if c.name in options.only]
-    else:
-        if user_only:
-            cases = [c for c in cases if c.source != "corpus"]
-        else:  # the selected group's corpus cases (None: core, and with --fast the fast ones)
-            group = options.group
-            cases = [
-                c
-                for c in cases
-                if c.source != "corpus"
-                or group == "all"
-                or c.group == (group or "core")
-                or (group is None and options.fast and c.fast)
-            ]
-        if options.fast:
-            cases = [c for c in cases if c.fast]
+    elif user_only:
+        cases = [c for c in cases if c.source != "corpus"]
+    else:  # the selected group's corpus cases (None: core, and with --fast the fast ones)
+        group = options.group
+        cases = [
+            c
+            for c in cases
+            if c.source != "corpus"
+            or group == "all"
+            or c.group == (group or "core")
+            or (group is None and options.fast and c.fast)
+        ]
+    if options.fast and not options.only:
+        cases = [c for c in cases if c.fast]
     infos: dict[ItemId, CaseInfo | ProbeInfo] = {c.item: c for c in cases}
     core = options.group in (None, "core", "all")
     if options.probes and not options.only and not user_only and core:
@@ -77,11 +76,10 @@ def select(
 
 
 def _plans(options: Options, library: Path) -> dict[PathId, processes.Plan]:
-    pythons = {PathId.STOCK: options.stock_python, PathId.RUNTIME: options.stock_python}
     return {
         path: processes.Plan(
             path=path,
-            python=pythons.get(path, options.patched_python),
+            python=options.patched_python if path is PathId.PATCHED else options.stock_python,
             runtime_patch=options.runtime_patch if path is PathId.RUNTIME else None,
             pythonpath=options.pythonpath.get(path, ""),
             log_dir=options.log_dir,
@@ -251,15 +249,13 @@ def run_items(
         _plans(options, processes.worker_library())[path], python=python, runtime_patch=None
     )
     slot = processes.Slot(plan, 0)
-    known = {c.item: c for c in corpus.ALL_CASES}
+    timeouts = {c.item: c.timeout for c in corpus.ALL_CASES}  # a corpus case's own
     results: dict[ItemId, protocol.ItemResult] = {}
     try:
         init = slot.start()
         for item in items:
             request = protocol.RunRequest(item, keep_bytes=options.keep_bytes)
-            results[item] = slot.run(
-                request, scheduler.case_timeout(known[item]) if item in known else None
-            )
+            results[item] = slot.run(request, timeouts.get(item))
             progress(f"({path.value}) {item}: {results[item].status.value}")
     finally:
         slot.close()

@@ -176,17 +176,13 @@ def merge(reports: Sequence[Report]) -> Report:
                 f"{len(first.selection)} vs {len(report.selection)} selected items",
             )
     shards = sorted(s for r in reports for s in r.shards)
-    repeated = [str(s) for s, n in Counter(shards).items() if n > 1]
-    if len({s.count for s in shards}) != 1 or repeated:
+    if len({s.count for s in shards}) != 1 or len(set(shards)) != len(shards):
         raise _refuse(
             "shard numbers do not fit together",
             "K/N with one N and every K once",
             ", ".join(str(s) for s in shards),
         )
-    by_item: dict[ItemId, Verdict] = {}
-    for report in reports:
-        for verdict in report.verdicts:
-            by_item[verdict.item] = verdict
+    by_item = {v.item: v for r in reports for v in r.verdicts}
     order = {item: index for index, item in enumerate(first.selection)}
     stats = {
         p: PathStats(

@@ -197,18 +197,15 @@ class Slot:
         process = self.worker
         assert process is not None and process.stdin is not None
         limit = timeout or self.plan.timeout
-        label = self.label
-        try:
+        with contextlib.suppress(OSError):  # a closed pipe: the reader sees the end of output
             process.stdin.write(protocol.encode(message) + "\n")
             process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the reader sees the end of output
         try:
             line = self.lines.get(timeout=limit)
         except queue.Empty:
             _stop(process)
             raise WorkerTimeoutError(
-                f"{label} did not finish {what}",
+                f"{self.label} did not finish {what}",
                 expected=f"a reply within {limit:.0f} s",
                 found="no reply; the worker was stopped",
                 hint=(
@@ -221,7 +218,7 @@ class Slot:
         if not line:
             process.wait()
             raise WorkerDiedError(
-                f"the worker of {label} died during {what}",
+                f"the worker of {self.label} died during {what}",
                 expected="one reply per request",
                 found=f"exit code {process.returncode}; last log lines:\n{self.log_tail()}",
                 hint=f"read its log: {self.log_path}",
@@ -229,7 +226,7 @@ class Slot:
         reply = protocol.decode_reply(line)
         if isinstance(reply, protocol.ErrorReply) and reply.error.stage is protocol.Stage.INPUT:
             raise EquivalenceInputError(
-                f"{label} could not {what}: an input is wrong",
+                f"{self.label} could not {what}: an input is wrong",
                 expected="a --runtime-patch and a --models file that load",
                 found=reply.error.message,
                 hint="fix the file named above (its traceback is in the worker's log:"
@@ -237,7 +234,7 @@ class Slot:
             )
         if isinstance(reply, protocol.ErrorReply):
             raise EquivalenceError(
-                f"{label} could not {what}",
+                f"{self.label} could not {what}",
                 expected="a Python with torch and executorch, and a runtime patch that applies",
                 found=reply.error.first_line,
                 hint=f"read the traceback below and the worker's log ({self.log_path})",
@@ -245,7 +242,7 @@ class Slot:
             )
         if not isinstance(reply, reply_type):
             raise protocol.ProtocolError(
-                f"{label} answered {what} with the wrong reply",
+                f"{self.label} answered {what} with the wrong reply",
                 expected=reply_type.__name__,
                 found=type(reply).__name__,
             )
@@ -288,12 +285,10 @@ class Slot:
         if process is None:
             return
         if process.poll() is None:
-            try:
-                assert process.stdin is not None
+            assert process.stdin is not None
+            with contextlib.suppress(OSError):
                 process.stdin.write(protocol.encode(protocol.QuitRequest()) + "\n")
                 process.stdin.flush()
-            except (BrokenPipeError, OSError):
-                pass
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:

@@ -70,10 +70,9 @@ class ResultCache:
             entry = codec.loads(CacheEntry, path.read_text(encoding="utf-8"))
             if entry.header != (CACHE_SCHEMA, protocol.SCHEMA_VERSION, cls.__name__, digest):
                 raise ValueError(f"entry header {entry.header}")
-            value = protocol.from_json(cls, entry.value, "cache entry")
+            return protocol.from_json(cls, entry.value, "cache entry")
         except (OSError, ValueError, codec.CodecError, protocol.ProtocolError):
             return None
-        return value
 
     def put(self, digest: str, value: object) -> None:
         """Store ``value`` under ``digest`` atomically (temporary file, then rename)."""

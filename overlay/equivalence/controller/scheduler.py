@@ -103,23 +103,16 @@ def carried_fixes(patches_dir: Path) -> tuple[int, ...]:
     return tuple(p.number for p in load_series(patches_dir).patches)
 
 
-def case_timeout(info: Info) -> float | None:
-    """Return a case's own per-path timeout in seconds (None: the run's ``--timeout``)."""
-    return info.timeout if isinstance(info, CaseInfo) else None
-
-
 def slot_counts(
     weights: Mapping[PathId, float], needed: set[PathId], jobs: int
 ) -> dict[PathId, int]:
     """Return how many workers each path gets: one per path that needs one, more on spare CPUs."""
     counts = {p: 1 if p in needed else 0 for p in PATHS}
-    spare = jobs - sum(counts.values())
-    while spare > 0:
-        ranked = sorted(needed, key=lambda p: (-weights[p] / counts[p], PATHS.index(p)))
-        if not ranked or weights[ranked[0]] / (counts[ranked[0]] + 1) < MIN_ITEMS_PER_WORKER:
+    for _ in range(jobs - sum(counts.values())):  # each spare CPU
+        best = min(needed, key=lambda p: (-weights[p] / counts[p], PATHS.index(p)), default=None)
+        if best is None or weights[best] / (counts[best] + 1) < MIN_ITEMS_PER_WORKER:
             break
-        counts[ranked[0]] += 1
-        spare -= 1
+        counts[best] += 1
     return counts
 
 
@@ -336,7 +329,7 @@ class Pool:
                 self.progress(Event(EventKind.MORE, path, item))
             self.progress(Event(EventKind.RUN, path, item))
         request = protocol.RunRequest(item, fixes=fixes, keep_bytes=self.cache.keep_bytes)
-        result = slot.run(request, case_timeout(info))
+        result = slot.run(request, info.timeout if isinstance(info, CaseInfo) else None)
         self.cache.put_result(path, info, fixes, result)
         counted = "attribution_runs" if fixes else "ran"
         with board.cond:
@@ -372,13 +365,13 @@ class Pool:
         found: int | None = None
         for number in candidates(item, self.carried, first):
             single = self.cache.result(path, info, (number,))
-            if single is None and slot is None:
-                return False
-            if single is None and slot is not None:
+            if single is None:
+                if slot is None:
+                    return False
                 single = self._execute(slot, item, (number,))
             elif slot is None:
                 board.count(path, attribution_cached=1)
-            if single is not None and not compare(single, target):
+            if not compare(single, target):
                 found = number
                 break
         with board.cond:

@@ -5,6 +5,7 @@ Every case is built under :data:`SEED`, so every path lowers bit-identical weigh
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -17,9 +18,7 @@ SEED = 20261202
 # The grid-warp family: every grid_sample mode x padding the VGF shader lowers, on both
 # int16 specs (on TOSA-1.0+INT+int16 the sampler stays on the CPU, fix 7).
 GRID_WARP_MODES = tuple(
-    (mode, padding)
-    for mode in ("bilinear", "nearest")
-    for padding in ("zeros", "border", "reflection")
+    itertools.product(("bilinear", "nearest"), ("zeros", "border", "reflection"))
 )
 # the grid warps in upstream's words (PR texts name the model, never the case)
 GRID_FROM_CONV = "`grid_sample(x, tanh(conv(x)).permute(0, 2, 3, 1))`, x 1x3x8x8"

@@ -176,12 +176,6 @@ def int16_output_graph(
     return converted, inputs
 
 
-def _int16_output() -> tuple[Any, tuple[Any, ...]]:
-    return int16_output_graph(
-        Conv(relu=False).eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16"
-    )
-
-
 def _grid_warp(mode: str, padding: str) -> Builder:
     return lambda: (GridWarpOffsets(mode, padding), (torch.rand(1, 3, 32, 32),))
 
@@ -200,7 +194,9 @@ BUILDERS: dict[str, Builder] = {
     "conv_relu_int8_intfp": lambda: (Conv(), (image(1, 3, 16, 16),)),
     "conv_a16w8_intfp16": lambda: (Conv(relu=False), (image(1, 3, 8, 8),)),
     "linear_a16w8_intfp16": lambda: (Linear(), (image(2, 16),)),
-    "int16_quantize_output": _int16_output,
+    "int16_quantize_output": lambda: int16_output_graph(
+        Conv(relu=False).eval(), (image(1, 3, 8, 8),), "TOSA-1.0+INT+FP+int16"
+    ),
     "conv_a16w8_int16": lambda: (Conv(relu=False), (image(1, 3, 8, 8),)),
     "grid_warp_a16w8_vgf": lambda: (GridWarp(), (torch.rand(1, 3, 8, 8),)),
     "grid_sample_reflection_align_corners_fp": _reflect_aligned,

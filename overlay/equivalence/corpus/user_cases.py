@@ -178,12 +178,8 @@ def read_statically(tree: ast.Module, origin: str) -> StaticCases:
             and node.target.id == "CASES"
         ):
             value = node.value
-    uses = sum(
-        1 for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "CASES"
-    )  # its binding and any later use
-    if value is None or uses != 1:
-        return StaticCases(None, ())
-    found = _literal(value)
+    uses = sum(1 for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "CASES")
+    found = _literal(value) if value is not None and uses == 1 else UNKNOWN
     if found is UNKNOWN:
         return StaticCases(None, ())
     problems = tuple(validate_cases(found, origin=origin))

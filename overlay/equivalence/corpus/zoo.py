@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from overlay.equivalence.corpus.models import Builder, identity_grid, int16_output_graph
+from overlay.equivalence.corpus.models import Builder, identity_grid, image, int16_output_graph
 
 Gate = type[nn.Module]
 Squeeze = tuple[int, Gate] | None  # a squeeze-excite's width and gate
@@ -130,7 +130,7 @@ def mobilenet_v2_full(size: int = 64, batches: int = 4) -> tuple[Any, tuple[Any,
     with torch.no_grad():
         for _ in range(batches):
             net(torch.randn(8, 3, size, size))
-    return net.eval(), (square_image(size),)
+    return net.eval(), (image(1, 3, size, size),)
 
 
 # --- MobileNetV3-small (hardswish, squeeze-excite with hardsigmoid) --------------------
@@ -381,34 +381,28 @@ class GridPositions(GridWarp):
     """
 
     def grid(self, x: Any) -> Any:
-        offsets = F.hardtanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
-        return self.base + offsets
+        return self.base + F.hardtanh(self.offsets(x)).permute(0, 2, 3, 1) * 0.25
 
     def forward(self, x: Any) -> Any:
         return self.grid(x)
 
 
-def square_image(size: int, channels: int = 3) -> Any:
-    """Return a random ``1 x channels x size x size`` input (under the caller's seed)."""
-    return torch.randn(1, channels, size, size)
-
-
 def int16_grid(spec: str) -> tuple[Any, tuple[Any, ...]]:
     """The seed's deployment: a16w8 grid positions returned as an int16 graph output."""
-    return int16_output_graph(GridPositions().eval(), (square_image(16),), spec)
+    return int16_output_graph(GridPositions().eval(), (image(1, 3, 16, 16),), spec)
 
 
 NETWORKS: dict[str, Builder] = {
-    "mobilenet_v2": lambda: (randomise_bn(MobileNetV2()), (square_image(32),)),
+    "mobilenet_v2": lambda: (randomise_bn(MobileNetV2()), (image(1, 3, 32, 32),)),
     "mobilenet_v2_full": mobilenet_v2_full,
-    "mobilenet_v3_small": lambda: (randomise_bn(MobileNetV3Small()), (square_image(32),)),
-    "resnet18": lambda: (randomise_bn(ResNet18()), (square_image(32),)),
-    "efficientnet_b0": lambda: (randomise_bn(EfficientNetB0Small()), (square_image(32),)),
-    "deit_tiny": lambda: (randomise_bn(DeiTTiny()), (square_image(32),)),
+    "mobilenet_v3_small": lambda: (randomise_bn(MobileNetV3Small()), (image(1, 3, 32, 32),)),
+    "resnet18": lambda: (randomise_bn(ResNet18()), (image(1, 3, 32, 32),)),
+    "efficientnet_b0": lambda: (randomise_bn(EfficientNetB0Small()), (image(1, 3, 32, 32),)),
+    "deit_tiny": lambda: (randomise_bn(DeiTTiny()), (image(1, 3, 32, 32),)),
     "lstm": lambda: (SmallLSTM().eval(), (torch.randn(1, 4, 16),)),
     "gru_kws": keyword_spotter,
-    "unet": lambda: (randomise_bn(UNet()), (square_image(32),)),
-    "grid_warp": lambda: (GridWarp().eval(), (square_image(16),)),
+    "unet": lambda: (randomise_bn(UNet()), (image(1, 3, 32, 32),)),
+    "grid_warp": lambda: (GridWarp().eval(), (image(1, 3, 16, 16),)),
     "grid_warp_int16_grid_intfp16": lambda: int16_grid("TOSA-1.0+INT+FP+int16"),
     "grid_warp_int16_grid_int16": lambda: int16_grid("TOSA-1.0+INT+int16"),
 }

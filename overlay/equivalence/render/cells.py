@@ -154,9 +154,7 @@ def targets_text(verdict: Verdict) -> str:
 
 def spec_text(info: CaseInfo | ProbeInfo) -> str:
     """Return a case's spec and quantisation, or 'probe'."""
-    if isinstance(info, CaseInfo):
-        return f"{info.spec} {info.quantize or 'fp'}"
-    return "probe"
+    return f"{info.spec} {info.quantize or 'fp'}" if isinstance(info, CaseInfo) else "probe"
 
 
 def item_label(item: ItemId) -> str:

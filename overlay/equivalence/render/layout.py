@@ -179,10 +179,8 @@ def headline(report: Report) -> list[str]:
         ]
     order = [AB.FIXED, AB.CHANGED, AB.REGRESSION, AB.STILL_BROKEN, AB.UNCHECKED, AB.SAME]
     lines.append("vs stock (a): " + ", ".join(f"{ab[a.value]} {a.value}" for a in order))
-    part = ""
-    if report.shards:
-        part = f"shard(s) {', '.join(str(s) for s in report.shards)} of"
-        part = f"{part} {len(report.selection)} selected items; "
+    shards = ", ".join(str(s) for s in report.shards)
+    part = f"shard(s) {shards} of {len(report.selection)} selected items; " if shards else ""
     stats = report.stats.values()
     ran = sum(s.ran + s.attribution_runs for s in stats)
     cached = sum(s.cached + s.attribution_cached for s in stats)

@@ -83,12 +83,17 @@ def vulkan_drivers() -> tuple[str, ...]:
     )
 
 
-def _read_module(name: str, function: str) -> tuple[str, str, tuple[str, ...]]:
-    """Return (file digest, problem, public functions) of module ``name``, without running it.
+def _read_module(runtime_patch: str | None) -> tuple[str | None, str, tuple[str, ...]]:
+    """Return (file digest, problem, public functions) of a ``module:FUNCTION`` runtime
+    patch's module, without running it (None, "", () when there is none to read).
 
     The digest is "" when the module is not found; a module that is not Python source
-    (an extension) cannot be read and is not checked for ``function``.
+    (an extension) cannot be read and is not checked for the function.
     """
+    if not runtime_patch:
+        return None, "", ()
+    name, _, function = runtime_patch.partition(":")
+    function = function or "apply_all"
     spec = _find(name)
     origin = Path(spec.origin) if spec is not None and spec.origin else None
     if origin is None or not origin.is_file():
@@ -106,12 +111,7 @@ def _read_module(name: str, function: str) -> tuple[str, str, tuple[str, ...]]:
 
 def collect(package: str, subtree: str, runtime_patch: str | None) -> EnvInfo:
     """Describe this interpreter's environment (``runtime_patch``: ``module:FUNCTION``)."""
-    module_sha256: str | None = None
-    module_error = ""
-    functions: tuple[str, ...] = ()
-    if runtime_patch:
-        module, _, function = runtime_patch.partition(":")
-        module_sha256, module_error, functions = _read_module(module, function or "apply_all")
+    module_sha256, module_error, functions = _read_module(runtime_patch)
     stamp = read_stamp(Path(sys.prefix))  # a venv the overlay synced says from which lock
     synced = stamp.origin if stamp is not None else None
     found = set()

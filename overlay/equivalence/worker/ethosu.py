@@ -108,7 +108,7 @@ def lower(
     return EthosUResult(
         target,
         TargetState.COMPARED,
-        payloads=tuple(delegate_payloads(delegates, False)),
+        payloads=delegate_payloads(delegates),
         estimates=tuple(estimates),
         cpu_ops=sum(1 for line in graph if line.startswith("cpu: ")),
         lower_seconds=seconds,

@@ -309,11 +309,7 @@ TABLES = (
 
 def _ops(names: str) -> list[Any]:
     """Return aten overloads by ``name.overload``."""
-    found = []
-    for name in names.split():
-        op, overload = name.split(".")
-        found.append(getattr(getattr(aten, op), overload))
-    return found
+    return [operator.attrgetter(name)(aten) for name in names.split()]
 
 
 RULES: dict[Any, Callable[..., Any]] = {

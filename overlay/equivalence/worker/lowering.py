@@ -81,7 +81,7 @@ def run_case(info: CaseInfo, build: Build, *, keep_bytes: bool = False) -> proto
     return protocol.ItemResult(
         status=protocol.RunStatus.OK,
         graph=tuple(graph),
-        payloads=tuple(payloads),
+        payloads=payloads,
         numerics=numerics,
         numerics_error=numerics_error,
         run_reason=run_reason,
@@ -207,7 +207,7 @@ def _vgf(
     reference_exact = _for_program(reference_exact, graph)  # VGF may partition otherwise
     lowered = protocol.VgfResult(
         protocol.TargetState.COMPARED,
-        payloads=tuple(observe.delegate_payloads(delegates, False)),
+        payloads=observe.delegate_payloads(delegates),
         lower_seconds=lower_seconds,
         tosa_ops=tosa,
     )

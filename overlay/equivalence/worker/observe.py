@@ -37,9 +37,7 @@ def graph_text(graph: Any) -> list[str]:
             if isinstance(value, list | tuple):
                 inner = ", ".join(show(v) for v in value)
                 return f"[{inner}]" if isinstance(value, list) else f"({inner})"
-            if value in names:
-                return names[value]
-            return repr(value)
+            return names.get(value, repr(value))
 
         target = node.target if node.op != "call_function" else op_name(node.target)
         lines.append(f"%{index} = {node.op} {target} {show(tuple(node.args))}")
@@ -71,20 +69,15 @@ def lowered_graph(edge: Any) -> tuple[list[str], list[Any]]:
     return lines, delegates
 
 
-def delegate_payloads(delegates: list[Any], keep_bytes: bool) -> list[Payload]:
+def delegate_payloads(delegates: list[Any], keep_bytes: bool = False) -> tuple[Payload, ...]:
     """Return each delegate's processed bytes as a payload digest (with the bytes, if kept)."""
-    result = []
-    for lowered in delegates:
-        data = bytes(lowered.processed_bytes)
-        result.append(
-            Payload(
-                backend=str(lowered.backend_id),
-                size=len(data),
-                sha256=hashlib.sha256(data).hexdigest(),
-                hex=data.hex() if keep_bytes else None,
-            )
+    processed = ((str(d.backend_id), bytes(d.processed_bytes)) for d in delegates)
+    return tuple(
+        Payload(
+            backend, len(data), hashlib.sha256(data).hexdigest(), data.hex() if keep_bytes else None
         )
-    return result
+        for backend, data in processed
+    )
 
 
 def tosa_op_counts(flatbuffers: Iterable[bytes]) -> dict[str, int]:

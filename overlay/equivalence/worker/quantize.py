@@ -18,15 +18,14 @@ def configure(quantizer: Any, info: CaseInfo) -> Any:
     )
 
     if info.quantize == "a8w8":
-        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=info.per_channel))
+        config = get_symmetric_quantization_config
     elif info.quantize == "a8w8_snorm":  # activations in [-127, 127] (executorch 1.5 on)
         from executorch.backends.arm.quantizer import get_vgf_snorm_quantization_config
 
-        quantizer.set_global(get_vgf_snorm_quantization_config(is_per_channel=info.per_channel))
+        config = get_vgf_snorm_quantization_config
     else:
-        quantizer.set_global(
-            get_symmetric_a16w8_quantization_config(is_per_channel=info.per_channel)
-        )
+        config = get_symmetric_a16w8_quantization_config
+    quantizer.set_global(config(is_per_channel=info.per_channel))
     return quantizer
 
 

@@ -63,7 +63,6 @@ class TorchRunner:
         seconds = time.perf_counter() - started
         self.stock = runtime.DEFAULT.originals()
         if request.runtime_patch:
-            # FILE.py:FUNCTION or package.module:FUNCTION (default apply_all)
             target, _, function = request.runtime_patch.partition(":")
             try:
                 is_file = target.endswith(".py")

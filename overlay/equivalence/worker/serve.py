@@ -43,8 +43,7 @@ def normalise_message(message: str) -> str:
     """Strip what differs between environments but not between behaviours."""
     for prefix in _site_prefixes():
         message = message.replace(prefix, "<env>")
-    message = _ADDRESS_RE.sub("0x?", message)
-    return message[:_MESSAGE_LIMIT]
+    return _ADDRESS_RE.sub("0x?", message)[:_MESSAGE_LIMIT]
 
 
 def error_info(exc: BaseException, stage: protocol.Stage) -> protocol.ErrorInfo:

@@ -114,18 +114,17 @@ def find_emulation(folder: Path) -> Emulation | str:
         deploy = None
     else:
         deploy = Path(emulation_layer.__file__).resolve().parent / "deploy"
+    icd = lavapipe_icd()
     missing = [
         what
         for what, found in (
             ("scenario_runner (pip install ai-ml-sdk-scenario-runner)", runner),
             ("vgf_dump (pip install ai-ml-sdk-vgf-library)", dump),
             ("the emulation layer (pip install ai-ml-emulation-layer-for-vulkan)", deploy),
+            ("lavapipe (apt-get install mesa-vulkan-drivers)", icd),
         )
         if not found
     ]
-    icd = lavapipe_icd()
-    if icd is None:
-        missing.append("lavapipe (apt-get install mesa-vulkan-drivers)")
     if missing:
         return "not installed: " + ", ".join(missing)
     assert runner and dump and deploy and icd
@@ -193,18 +192,18 @@ def _run(command: list[str], env: dict[str, str], cwd: Path, what: str) -> str:
     return output
 
 
+def _vgf_dump(emulation: Emulation, folder: Path, *args: str) -> None:
+    """Run ``vgf_dump`` on the folder's ``graph.vgf``."""
+    _run([emulation.vgf_dump, "-i", "graph.vgf", *args], emulation.env, folder, "vgf_dump")
+
+
 def run_vgf(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) -> list[Any]:
     """Run one VGF graph on numpy inputs; return its outputs as numpy arrays."""
     import numpy as np
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "graph.vgf").write_bytes(vgf)
-    _run(
-        [emulation.vgf_dump, "-i", "graph.vgf", "-o", "scenario.json", "--scenario-template"],
-        emulation.env,
-        folder,
-        "vgf_dump",
-    )
+    _vgf_dump(emulation, folder, "-o", "scenario.json", "--scenario-template")
     scenario = json.loads((folder / "scenario.json").read_text(encoding="utf-8"))
     tensors = [r["tensor"] for r in scenario["resources"] if "tensor" in r]
     sources = [t for t in tensors if "src" in t and str(t["src"]).startswith("TEMPLATE")]
@@ -249,12 +248,7 @@ def _dump_shaders(emulation: Emulation, scenario: dict[str, Any], folder: Path) 
         assert isinstance(shader, dict)
         index = source.removeprefix(SHADER_TEMPLATE)
         shader["src"] = f"shader_{index}.spv"
-        _run(
-            [emulation.vgf_dump, "-i", "graph.vgf", "-o", shader["src"], "--dump-spirv", index],
-            emulation.env,
-            folder,
-            "vgf_dump",
-        )
+        _vgf_dump(emulation, folder, "-o", shader["src"], "--dump-spirv", index)
 
 
 def _to_layout(data: Any, dims: tuple[int, ...]) -> Any:
@@ -303,9 +297,8 @@ def run_kept(emulation: Emulation, vgf: bytes, inputs: list[Any], folder: Path) 
         _mutex.release(lock, held, remove_folder=False)
     if (kept / "error").is_file():
         kind, _, message = (kept / "error").read_text(encoding="utf-8").partition("\n")
-        raise (VgfNotRunnableError if kind == VgfNotRunnableError.__name__ else VgfRunError)(
-            message
-        )
+        error = VgfNotRunnableError if kind == VgfNotRunnableError.__name__ else VgfRunError
+        raise error(message)
     count = len(list(kept.glob("output_*.npy")))
     return [np.load(kept / f"output_{index}.npy") for index in range(count)]
 
@@ -342,10 +335,8 @@ def run_program(edge: Any, inputs: tuple[Any, ...], emulation: Emulation) -> tup
                 shape = tuple(want.shape)
                 if tuple(data.shape) != shape:  # NHWC back to NCHW, or a reshape
                     nhwc = (shape[0], shape[2], shape[3], shape[1]) if len(shape) == 4 else ()
-                    if data.ndim == 4 and tuple(data.shape) == nhwc:
-                        data = data.transpose(0, 3, 1, 2).copy()
-                    else:
-                        data = data.reshape(shape)
+                    from_nhwc = data.ndim == 4 and tuple(data.shape) == nhwc
+                    data = data.transpose(0, 3, 1, 2) if from_nhwc else data.reshape(shape)
                 results.append(torch.from_numpy(data.copy()).to(want.dtype))
             return tuple(results)
 
