@@ -41,7 +41,7 @@ def test_the_last_line_is_decoded_and_the_lines_before_it_are_noise() -> None:
         (python("pass"), "not one JSON line of Answer: malformed data at Answer"),
         (["/nonexistent/python"], "cannot run /nonexistent/python: "),
         (
-            python("import time\ntime.sleep(30)"),  # a script is named, never shown
+            python("import time\ntime.sleep(30)"),  # a multi-line script is named, not shown
             f"no answer within 1 s: {sys.executable} -c <script>",
         ),
     ],

@@ -92,7 +92,8 @@ def run_lint(repo: Path, paths: Sequence[str], env: release_venvs.Env) -> LintRe
             "lintrunner failed to run",
             expected="findings or a clean run",
             found=(proc.stderr or proc.stdout).strip()[-1500:],
-            hint=f"run it by hand in {repo}: {shlex.join(command)}",
+            hint=f"run it by hand: cd {shlex.quote(str(repo))} && PATH="
+            f"{shlex.quote(str(env.python.parent))}:$PATH MYPYPATH=./src/ {shlex.join(command)}",
         )
     found = [line.strip() for line in proc.stdout.splitlines() if line.startswith(tuple(paths))]
     ran = f"lintrunner {', '.join(paths)} (every linter of .lintrunner.toml, whole files)"
