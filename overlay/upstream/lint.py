@@ -18,7 +18,7 @@ from overlay.upstream import host
 from overlay.upstream.commit_rules import HOOK
 from overlay.upstream.results import LintReport
 from overlay.upstream.upstream_pins import UpstreamPins
-from overlay.upstream.upstream_tests import tool_env
+from overlay.upstream.upstream_tests import tool_env, tool_shell_line
 from overlay.upstream.verdicts import hook_findings
 
 Progress = Callable[[str], None]
@@ -81,7 +81,8 @@ def checkout(source: Path, commit: str, dest: Path, branch: str) -> Path:
 def run_lint(repo: Path, paths: Sequence[str], env: release_venvs.Env) -> LintReport:
     """Run every linter of ``repo``'s ``.lintrunner.toml`` on the whole of ``paths``."""
     started = time.perf_counter()
-    environment = tool_env(env.python.parent, MYPYPATH="./src/")  # as the pre-push hook runs it
+    mypy = {"MYPYPATH": "./src/"}  # as the pre-push hook runs it
+    environment = tool_env(env.python.parent, **mypy)
     command = [str(env.python.parent / "lintrunner"), "--output", "oneline", *paths]
     proc = subprocess.run(
         command, cwd=repo, capture_output=True, text=True, env=environment, check=False
@@ -92,8 +93,8 @@ def run_lint(repo: Path, paths: Sequence[str], env: release_venvs.Env) -> LintRe
             "lintrunner failed to run",
             expected="findings or a clean run",
             found=(proc.stderr or proc.stdout).strip()[-1500:],
-            hint=f"run it by hand: cd {shlex.quote(str(repo))} && PATH="
-            f"{shlex.quote(str(env.python.parent))}:$PATH MYPYPATH=./src/ {shlex.join(command)}",
+            hint=f"run it by hand: cd {shlex.quote(str(repo))} && "
+            + tool_shell_line(env.python.parent, command, **mypy),
         )
     found = [line.strip() for line in proc.stdout.splitlines() if line.startswith(tuple(paths))]
     ran = f"lintrunner {', '.join(paths)} (every linter of .lintrunner.toml, whole files)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 import time
@@ -218,6 +219,14 @@ def tool_env(bindir: Path, **extra: str) -> dict[str, str]:
     ``PATH``, no ``PYTHONPATH`` of ours, ``extra`` set."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return env | {"PATH": str(bindir) + os.pathsep + env.get("PATH", "")} | extra
+
+
+def tool_shell_line(bindir: Path, command: Sequence[str], **extra: str) -> str:
+    """Return ``command`` as a shell line that runs it as :func:`tool_env` does: ``bindir``
+    first on ``PATH``, ``extra`` set (for a hint a user pastes)."""
+    settings = [f"PATH={shlex.quote(str(bindir))}:$PATH"]
+    settings += [f"{name}={shlex.quote(value)}" for name, value in extra.items()]
+    return " ".join([*settings, shlex.join(command)])
 
 
 def pytest_command(selection: Sequence[str]) -> str:
